@@ -1,0 +1,426 @@
+"""The drainer's settings: one frozen dataclass, read from the environment once.
+
+`Settings.from_env(os.environ)` is the only place that reads environment variables.
+Every field carries its environment variable, default, range and reason in its
+`metadata`; `VARIABLES` is derived from those fields, so the README table and the
+CloudFormation parameter defaults can be generated from the same source
+(`python -m drainer.settings` prints it as JSON).
+
+A value that cannot be used stops the cold start with a `SettingsError` naming the
+variable, the value and what is allowed: a drain run with a misread timeout is worse
+than no drain at all.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, Literal, cast
+
+from drainer.errors import SettingsError
+
+LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR"]
+LifecycleResult = Literal["CONTINUE", "ABANDON"]
+Kind = Literal["str", "names", "int", "float", "bool", "choice"]
+
+_TRUE = frozenset({"true", "1", "yes", "on"})
+_FALSE = frozenset({"false", "0", "no", "off"})
+_HIDDEN = "***"
+
+
+class TimeoutPolicy(StrEnum):
+    """What happens to pods still on the node when DRAIN_TIMEOUT_SECONDS runs out."""
+
+    CONTINUE = "continue"
+    """Complete the lifecycle action with CONTINUE; the remaining pods die with the node."""
+    FORCE = "force"
+    """Delete the remaining pods bypassing PodDisruptionBudgets, with
+    FORCE_GRACE_PERIOD_SECONDS, then complete with CONTINUE."""
+    ABANDON = "abandon"
+    """Stop heartbeating and leave the action to the hook's own timeout and
+    DefaultResult; the node stays cordoned so an operator can look."""
+
+
+@dataclass(frozen=True)
+class Variable:
+    """One environment variable: how it is read, its default and why it exists."""
+
+    name: str
+    """The environment variable."""
+    field: str
+    """The `Settings` attribute it fills."""
+    kind: Kind
+    """How the text is parsed."""
+    default: str
+    """The default, as it would be written in the environment (and in CloudFormation)."""
+    description: str
+    minimum: float | None = None
+    maximum: float | None = None
+    choices: tuple[str, ...] = ()
+    """Allowed values of a "choice" variable, compared case-insensitively."""
+    pattern: str = ""
+    """A regular expression a non-empty "str" value must match in full."""
+    pattern_description: str = ""
+    """The pattern in words, for error messages and the README."""
+    secret: bool = False
+    """Hidden by `Settings.describe()`; no variable is secret today."""
+
+    def allowed(self) -> str:
+        """What the variable accepts, in words, for error messages and the README."""
+        if self.kind == "int":
+            return f"an integer from {self.minimum:g} to {self.maximum:g}"
+        if self.kind == "float":
+            return f"a number from {self.minimum:g} to {self.maximum:g}"
+        if self.kind == "bool":
+            return "true/false, 1/0, yes/no or on/off"
+        if self.kind == "choice":
+            return "one of " + ", ".join(self.choices)
+        if self.kind == "names":
+            return "a comma-separated list of names (empty means any)"
+        if self.pattern_description:
+            return f"{self.pattern_description}, or empty"
+        return "a string"
+
+    def as_dict(self) -> dict[str, object]:
+        """A JSON-ready description, for generated documentation and templates."""
+        return {
+            "name": self.name,
+            "field": self.field,
+            "kind": self.kind,
+            "default": self.default,
+            "description": self.description,
+            "allowed": self.allowed(),
+            "minimum": self.minimum,
+            "maximum": self.maximum,
+            "choices": list(self.choices),
+            "pattern": self.pattern,
+            "secret": self.secret,
+        }
+
+
+def _env(
+    name: str,
+    kind: Kind,
+    default: str,
+    description: str,
+    *,
+    minimum: float | None = None,
+    maximum: float | None = None,
+    choices: tuple[str, ...] = (),
+    pattern: str = "",
+    pattern_description: str = "",
+) -> dict[str, object]:
+    spec = {
+        "name": name,
+        "kind": kind,
+        "default": default,
+        "description": description,
+        "minimum": minimum,
+        "maximum": maximum,
+        "choices": choices,
+        "pattern": pattern,
+        "pattern_description": pattern_description,
+    }
+    return {"env": spec}
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything the drainer can be told through its environment.
+
+    Defaults are the dataclass defaults; `from_env` applies the same defaults to
+    unset or empty variables.
+    """
+
+    cluster_name: str = field(
+        default="",
+        metadata=_env(
+            "CLUSTER_NAME",
+            "str",
+            "",
+            "EKS cluster to drain nodes of when neither the hook's NotificationMetadata "
+            "nor the ASG's tags name one. Empty: the cluster must come from those.",
+            pattern=r"[0-9A-Za-z][A-Za-z0-9_-]{0,99}",
+            pattern_description="an EKS cluster name: up to 100 letters, digits, '-' "
+            "or '_', starting with a letter or digit",
+        ),
+    )
+    allowed_asgs: frozenset[str] = field(
+        default=frozenset(),
+        metadata=_env(
+            "ALLOWED_ASGS",
+            "names",
+            "",
+            "Comma-separated Auto Scaling group names the function may act on; "
+            "events from other groups are refused. Empty: any group.",
+        ),
+    )
+    drain_timeout_seconds: int = field(
+        default=3600,
+        metadata=_env(
+            "DRAIN_TIMEOUT_SECONDS",
+            "int",
+            "3600",
+            "Overall time a drain may take, across Lambda hand-overs, before "
+            "TIMEOUT_POLICY applies. At most 48 hours, the longest a lifecycle hook "
+            "can hold an instance.",
+            minimum=60,
+            maximum=172800,
+        ),
+    )
+    timeout_policy: TimeoutPolicy = field(
+        default=TimeoutPolicy.CONTINUE,
+        metadata=_env(
+            "TIMEOUT_POLICY",
+            "choice",
+            "continue",
+            "At the drain timeout: continue = complete the action with CONTINUE, "
+            "leaving the remaining pods; force = delete the remaining pods bypassing "
+            "PodDisruptionBudgets with FORCE_GRACE_PERIOD_SECONDS, then CONTINUE; "
+            "abandon = stop heartbeating and leave the action to the hook's timeout "
+            "and DefaultResult (the node stays cordoned for an operator).",
+            choices=("continue", "force", "abandon"),
+        ),
+    )
+    failure_result: LifecycleResult = field(
+        default="ABANDON",
+        metadata=_env(
+            "FAILURE_RESULT",
+            "choice",
+            "ABANDON",
+            "Lifecycle action result sent after an unrecoverable error (an RBAC "
+            "denial, an unknown cluster).",
+            choices=("CONTINUE", "ABANDON"),
+        ),
+    )
+    eviction_concurrency: int = field(
+        default=32,
+        metadata=_env(
+            "EVICTION_CONCURRENCY",
+            "int",
+            "32",
+            "Evictions in flight at once within a priority tier; bounded so a large "
+            "node does not flood the API server.",
+            minimum=1,
+            maximum=256,
+        ),
+    )
+    evict_unreplicated_pods: bool = field(
+        default=True,
+        metadata=_env(
+            "EVICT_UNREPLICATED_PODS",
+            "bool",
+            "true",
+            "Evict pods no controller will recreate (kubectl's --force). The node is "
+            "going away, so they die either way; a warning is logged for each.",
+        ),
+    )
+    evict_emptydir_pods: bool = field(
+        default=True,
+        metadata=_env(
+            "EVICT_EMPTYDIR_PODS",
+            "bool",
+            "true",
+            "Evict pods with emptyDir volumes (kubectl's --delete-emptydir-data); "
+            "their data dies with the node either way.",
+        ),
+    )
+    evict_daemonset_pods: bool = field(
+        default=False,
+        metadata=_env(
+            "EVICT_DAEMONSET_PODS",
+            "bool",
+            "false",
+            "Evict DaemonSet pods too. Off by default, like kubectl drain "
+            "--ignore-daemonsets: the DaemonSet controller would recreate them on the "
+            "cordoned node, and node agents (CNI, log shippers) should run to the end.",
+        ),
+    )
+    grace_period_seconds: int = field(
+        default=-1,
+        metadata=_env(
+            "GRACE_PERIOD_SECONDS",
+            "int",
+            "-1",
+            "Grace period given to evicted pods. -1 uses each pod's own "
+            "terminationGracePeriodSeconds; 0 deletes immediately.",
+            minimum=-1,
+            maximum=86400,
+        ),
+    )
+    force_grace_period_seconds: int = field(
+        default=30,
+        metadata=_env(
+            "FORCE_GRACE_PERIOD_SECONDS",
+            "int",
+            "30",
+            "Grace period of the pods deleted by TIMEOUT_POLICY=force; short, because "
+            "the drain is already late.",
+            minimum=0,
+            maximum=3600,
+        ),
+    )
+    stuck_pod_seconds: int = field(
+        default=60,
+        metadata=_env(
+            "STUCK_POD_SECONDS",
+            "int",
+            "60",
+            "How long past its deletion deadline a terminating pod may stay before it "
+            "stops blocking the drain (a kubelet that never reports back).",
+            minimum=0,
+            maximum=86400,
+        ),
+    )
+    volume_detach_timeout_seconds: int = field(
+        default=120,
+        metadata=_env(
+            "VOLUME_DETACH_TIMEOUT_SECONDS",
+            "int",
+            "120",
+            "How long to wait for the VolumeAttachments of evicted pods to go, so EBS "
+            "volumes detach cleanly before the instance dies. 0: do not wait.",
+            minimum=0,
+            maximum=3600,
+        ),
+    )
+    handover_margin_seconds: int = field(
+        default=60,
+        metadata=_env(
+            "HANDOVER_MARGIN_SECONDS",
+            "int",
+            "60",
+            "Time before the Lambda invocation's own deadline at which an unfinished "
+            "drain hands over to a new invocation.",
+            minimum=5,
+            maximum=600,
+        ),
+    )
+    kube_request_timeout_seconds: float = field(
+        default=10.0,
+        metadata=_env(
+            "KUBE_REQUEST_TIMEOUT_SECONDS",
+            "float",
+            "10",
+            "Timeout of one Kubernetes API request (watches excepted).",
+            minimum=1,
+            maximum=120,
+        ),
+    )
+    dry_run: bool = field(
+        default=False,
+        metadata=_env(
+            "DRY_RUN",
+            "bool",
+            "false",
+            "Log what would be cordoned and evicted without changing anything; the "
+            "lifecycle action is still completed.",
+        ),
+    )
+    log_level: LogLevel = field(
+        default="INFO",
+        metadata=_env(
+            "LOG_LEVEL",
+            "choice",
+            "INFO",
+            "Level of the drainer's own logs.",
+            choices=("DEBUG", "INFO", "WARNING", "ERROR"),
+        ),
+    )
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> Settings:
+        """Read and validate every variable; unset or empty means the default.
+
+        Raises SettingsError naming the first variable that cannot be used.
+        """
+        values: dict[str, Any] = {}
+        for variable in VARIABLES:
+            raw = env.get(variable.name, "").strip()
+            values[variable.field] = _parse(variable, raw if raw else variable.default)
+        return cls(**values)
+
+    def describe(self) -> dict[str, object]:
+        """The resolved settings, JSON-ready, for the one log line at cold start.
+
+        Secret variables are hidden here and nowhere else.
+        """
+        described: dict[str, object] = {}
+        for variable in VARIABLES:
+            value = getattr(self, variable.field)
+            if variable.secret:
+                described[variable.field] = _HIDDEN if value else ""
+            elif isinstance(value, frozenset):
+                described[variable.field] = sorted(value)
+            elif isinstance(value, StrEnum):
+                described[variable.field] = value.value
+            else:
+                described[variable.field] = value
+        return described
+
+
+def _variables() -> tuple[Variable, ...]:
+    found = []
+    for f in dataclasses.fields(Settings):
+        spec = cast(dict[str, Any], f.metadata["env"])
+        found.append(Variable(field=f.name, **spec))
+    return tuple(found)
+
+
+VARIABLES: tuple[Variable, ...] = _variables()
+"""Every environment variable the drainer reads, in Settings field order."""
+
+
+def _invalid(variable: Variable, raw: str, why: str = "") -> SettingsError:
+    reason = f" ({why})" if why else ""
+    return SettingsError(
+        variable.name,
+        f"{raw!r} is not valid{reason}; expected {variable.allowed()} "
+        f"(default {variable.default!r})",
+    )
+
+
+def _parse(variable: Variable, raw: str) -> object:
+    if variable.kind == "int":
+        return _parse_number(variable, raw, int)
+    if variable.kind == "float":
+        return _parse_number(variable, raw, float)
+    if variable.kind == "bool":
+        lowered = raw.lower()
+        if lowered in _TRUE:
+            return True
+        if lowered in _FALSE:
+            return False
+        raise _invalid(variable, raw)
+    if variable.kind == "choice":
+        for choice in variable.choices:
+            if raw.lower() == choice.lower():
+                return TimeoutPolicy(choice) if variable.field == "timeout_policy" else choice
+        raise _invalid(variable, raw)
+    if variable.kind == "names":
+        return frozenset(name.strip() for name in raw.split(",") if name.strip())
+    if raw and variable.pattern and not re.fullmatch(variable.pattern, raw):
+        raise _invalid(variable, raw)
+    return raw
+
+
+def _parse_number(variable: Variable, raw: str, kind: type[int] | type[float]) -> int | float:
+    try:
+        value = kind(raw)
+    except ValueError:
+        raise _invalid(variable, raw) from None
+    if isinstance(value, float) and not math.isfinite(value):
+        raise _invalid(variable, raw)
+    assert variable.minimum is not None and variable.maximum is not None
+    if not variable.minimum <= value <= variable.maximum:
+        raise _invalid(variable, raw, "out of range")
+    return value
+
+
+if __name__ == "__main__":  # pragma: no cover - documentation generator
+    print(json.dumps([variable.as_dict() for variable in VARIABLES], indent=2))
