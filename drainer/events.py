@@ -1,0 +1,191 @@
+"""EventBridge lifecycle events, parsed once at the edge into typed, frozen objects.
+
+EventBridge delivers every event matched by the rule, at least once, and retries a
+function that raises. So `parse_event` never raises: anything that is not a
+terminate lifecycle action (a TEST_NOTIFICATION, a launch hook, a stray event, a
+malformed one) becomes a `Skip` with a reason the handler logs. A crash here would
+only make EventBridge redeliver the same bad event.
+
+A drain can outlast one Lambda invocation. The handler then re-invokes the function
+with the original event plus a top-level "drainer" key (`with_handover`), which
+`parse_event` reads back into `LifecycleEvent.handover`.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+SOURCE = "aws.autoscaling"
+TERMINATE_DETAIL_TYPE = "EC2 Instance-terminate Lifecycle Action"
+LAUNCH_DETAIL_TYPE = "EC2 Instance-launch Lifecycle Action"
+TERMINATING = "autoscaling:EC2_INSTANCE_TERMINATING"
+LAUNCHING = "autoscaling:EC2_INSTANCE_LAUNCHING"
+TEST_NOTIFICATION = "autoscaling:TEST_NOTIFICATION"
+HANDOVER_KEY = "drainer"
+
+
+@dataclass(frozen=True)
+class Handover:
+    """Progress carried from one invocation of a drain to the next."""
+
+    started_at: float
+    """Epoch seconds when the drain began, so the overall timeout spans invocations."""
+    handovers: int
+    """How many times the drain has been handed on so far."""
+    heartbeats: int
+    """Lifecycle heartbeats recorded by all previous invocations."""
+
+    def handed_on(self, heartbeats: int) -> Handover:
+        """The hand-over for the next invocation, after `heartbeats` more beats."""
+        return Handover(self.started_at, self.handovers + 1, self.heartbeats + heartbeats)
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "started_at": self.started_at,
+            "handovers": self.handovers,
+            "heartbeats": self.heartbeats,
+        }
+
+
+@dataclass(frozen=True)
+class LifecycleEvent:
+    """An `EC2 Instance-terminate Lifecycle Action`: an instance waits in Terminating:Wait."""
+
+    instance_id: str
+    asg_name: str
+    hook_name: str
+    action_token: str
+    """Identifies this lifecycle action; not a secret (it only works with IAM rights)."""
+    transition: str
+    notification_metadata: str
+    """The hook's NotificationMetadata, raw; empty when the hook has none."""
+    event_id: str
+    event_time: str
+    """ISO 8601, as EventBridge wrote it."""
+    region: str
+    account: str
+    handover: Handover | None = None
+    """Set when this invocation continues a drain an earlier invocation began."""
+    origin: str = ""
+    """Where the instance comes from ("AutoScalingGroup"); empty in older events."""
+    destination: str = ""
+    """Where it goes: "EC2" (terminated) or "WarmPool" (stopped for reuse)."""
+
+    def log_keys(self) -> dict[str, str]:
+        """The fixed structured-log keys this event provides."""
+        return {
+            "instance_id": self.instance_id,
+            "asg_name": self.asg_name,
+            "lifecycle_hook_name": self.hook_name,
+            "event_id": self.event_id,
+        }
+
+
+@dataclass(frozen=True)
+class Skip:
+    """An event the drainer does not act on, and why (for the log)."""
+
+    reason: str
+
+
+class _Malformed(Exception):
+    """Internal: a required field is missing or has the wrong type."""
+
+
+def parse_event(event: object) -> LifecycleEvent | Skip:
+    """Turn an invocation event into a LifecycleEvent, or a Skip saying why not."""
+    if not isinstance(event, dict):
+        return Skip(f"event is a {type(event).__name__}, not a JSON object")
+    detail = event.get("detail")
+    if isinstance(detail, dict) and TEST_NOTIFICATION in (
+        detail.get("Event"),
+        detail.get("LifecycleTransition"),
+    ):
+        return Skip(f"{TEST_NOTIFICATION}: Auto Scaling checking the target, nothing to drain")
+    source = event.get("source")
+    if source != SOURCE:
+        return Skip(f"source is {source!r}, not {SOURCE!r}")
+    detail_type = event.get("detail-type")
+    if detail_type == LAUNCH_DETAIL_TYPE:
+        return Skip("launch lifecycle action: nothing to drain on a new instance")
+    if detail_type != TERMINATE_DETAIL_TYPE:
+        return Skip(f"detail-type is {detail_type!r}, not {TERMINATE_DETAIL_TYPE!r}")
+    if not isinstance(detail, dict):
+        return Skip("field 'detail' is missing or not an object")
+    transition = detail.get("LifecycleTransition")
+    if transition == LAUNCHING:
+        return Skip("launch lifecycle transition: nothing to drain on a new instance")
+    if transition != TERMINATING:
+        return Skip(f"detail.LifecycleTransition is {transition!r}, not {TERMINATING!r}")
+    try:
+        return LifecycleEvent(
+            instance_id=_required(detail, "EC2InstanceId", "detail."),
+            asg_name=_required(detail, "AutoScalingGroupName", "detail."),
+            hook_name=_required(detail, "LifecycleHookName", "detail."),
+            action_token=_required(detail, "LifecycleActionToken", "detail."),
+            transition=transition,
+            notification_metadata=_optional(detail, "NotificationMetadata", "detail."),
+            event_id=_required(event, "id"),
+            event_time=_required(event, "time"),
+            region=_required(event, "region"),
+            account=_required(event, "account"),
+            handover=_handover(event.get(HANDOVER_KEY)),
+            origin=_optional(detail, "Origin", "detail."),
+            destination=_optional(detail, "Destination", "detail."),
+        )
+    except _Malformed as malformed:
+        return Skip(f"malformed lifecycle event: {malformed}")
+
+
+def with_handover(event: Mapping[str, Any], handover: Handover) -> dict[str, Any]:
+    """The payload that hands a drain on: the original event plus its progress."""
+    payload = copy.deepcopy(dict(event))
+    payload[HANDOVER_KEY] = handover.as_dict()
+    return payload
+
+
+def _required(source: Mapping[str, Any], key: str, prefix: str = "") -> str:
+    value = source.get(key)
+    if value is None:
+        raise _Malformed(f"field '{prefix}{key}' is missing")
+    if not isinstance(value, str):
+        raise _Malformed(f"field '{prefix}{key}' is a {type(value).__name__}, not a string")
+    if not value.strip():
+        raise _Malformed(f"field '{prefix}{key}' is empty")
+    return value
+
+
+def _optional(source: Mapping[str, Any], key: str, prefix: str = "") -> str:
+    value = source.get(key)
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise _Malformed(f"field '{prefix}{key}' is a {type(value).__name__}, not a string")
+    return value
+
+
+def _handover(raw: object) -> Handover | None:
+    if raw is None:
+        return None
+    where = f"field '{HANDOVER_KEY}'"
+    if not isinstance(raw, dict):
+        raise _Malformed(f"{where} is a {type(raw).__name__}, not an object")
+    started_at = raw.get("started_at")
+    if (
+        isinstance(started_at, bool)
+        or not isinstance(started_at, int | float)
+        or not math.isfinite(started_at)
+        or started_at <= 0
+    ):
+        raise _Malformed(f"{where}.started_at must be positive epoch seconds, got {started_at!r}")
+    counts = []
+    for key in ("handovers", "heartbeats"):
+        value = raw.get(key)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise _Malformed(f"{where}.{key} must be a non-negative integer, got {value!r}")
+        counts.append(value)
+    return Handover(started_at=float(started_at), handovers=counts[0], heartbeats=counts[1])

@@ -1,0 +1,56 @@
+"""Shared fixtures. Keep this small; append, don't restructure."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+EVENTS_DIR = Path(__file__).parent / "events"
+
+
+@pytest.fixture
+def load_event() -> Callable[[str], dict[str, Any]]:
+    """Load tests/events/<name>.json, a fresh copy each call."""
+
+    def load(name: str) -> dict[str, Any]:
+        loaded: dict[str, Any] = json.loads((EVENTS_DIR / f"{name}.json").read_text())
+        return loaded
+
+    return load
+
+
+@pytest.fixture
+def fake_aws_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Fake credentials and region, and nothing that could point boto3 at real AWS."""
+    for name in (
+        "AWS_PROFILE",
+        "AWS_SESSION_TOKEN",
+        "AWS_SECURITY_TOKEN",
+        "AWS_ENDPOINT_URL",
+        "AWS_CONFIG_FILE",
+        "AWS_SHARED_CREDENTIALS_FILE",
+    ):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    monkeypatch.setenv("AWS_REGION", "us-east-1")
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/dev/null")
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/dev/null")
+    yield
+
+
+@pytest.fixture
+def moto_aws(fake_aws_env: None) -> Iterator[None]:
+    """moto's in-process AWS with the awssim extension (lifecycle actions, async invoke)."""
+    from moto import mock_aws
+
+    import awssim
+
+    awssim.install()
+    with mock_aws():
+        yield

@@ -1,0 +1,225 @@
+"""parse_event: what is acted on, what is skipped and why, and the hand-over payload."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from drainer.events import (
+    Handover,
+    LifecycleEvent,
+    Skip,
+    parse_event,
+    with_handover,
+)
+
+LoadEvent = Callable[[str], dict[str, Any]]
+
+
+def test_parse_event__terminate_fixture__gives_lifecycle_event(load_event: LoadEvent) -> None:
+    parsed = parse_event(load_event("terminate"))
+
+    assert parsed == LifecycleEvent(
+        instance_id="i-0a1b2c3d4e5f60718",
+        asg_name="eks-workers-a",
+        hook_name="drain-before-terminate",
+        action_token="c613620e-07e2-4ed2-a9e2-ef8258911ade",
+        transition="autoscaling:EC2_INSTANCE_TERMINATING",
+        notification_metadata='{"cluster_name": "prod-eu"}',
+        event_id="6a7e8feb-b491-4cf7-a9f1-bf3703467718",
+        event_time="2026-11-22T02:15:30Z",
+        region="eu-west-1",
+        account="123456789012",
+        handover=None,
+        origin="AutoScalingGroup",
+        destination="EC2",
+    )
+
+
+def test_parse_event__no_metadata_origin_or_destination__are_empty(
+    load_event: LoadEvent,
+) -> None:
+    parsed = parse_event(load_event("terminate-no-metadata"))
+
+    assert isinstance(parsed, LifecycleEvent)
+    assert parsed.notification_metadata == ""
+    assert parsed.origin == ""
+    assert parsed.destination == ""
+    assert parsed.region == "us-east-1"
+
+
+def test_parse_event__handover_key__gives_handover(load_event: LoadEvent) -> None:
+    parsed = parse_event(load_event("terminate-handover"))
+
+    assert isinstance(parsed, LifecycleEvent)
+    assert parsed.handover == Handover(started_at=1795400130.25, handovers=2, heartbeats=57)
+
+
+def test_log_keys__are_the_fixed_structured_keys(load_event: LoadEvent) -> None:
+    parsed = parse_event(load_event("terminate"))
+
+    assert isinstance(parsed, LifecycleEvent)
+    assert parsed.log_keys() == {
+        "instance_id": "i-0a1b2c3d4e5f60718",
+        "asg_name": "eks-workers-a",
+        "lifecycle_hook_name": "drain-before-terminate",
+        "event_id": "6a7e8feb-b491-4cf7-a9f1-bf3703467718",
+    }
+
+
+@pytest.mark.parametrize(
+    ("fixture", "reason"),
+    [
+        ("test-notification", "autoscaling:TEST_NOTIFICATION"),
+        ("launch", "launch lifecycle action"),
+        ("ec2-state-change", "source is 'aws.ec2'"),
+        ("malformed-missing-instance", "field 'detail.EC2InstanceId' is missing"),
+    ],
+)
+def test_parse_event__non_terminate_fixture__is_skipped_with_reason(
+    load_event: LoadEvent, fixture: str, reason: str
+) -> None:
+    parsed = parse_event(load_event(fixture))
+
+    assert isinstance(parsed, Skip)
+    assert reason in parsed.reason
+
+
+@pytest.mark.parametrize(
+    ("event", "reason"),
+    [
+        (None, "event is a NoneType, not a JSON object"),
+        ([], "event is a list, not a JSON object"),
+        ("terminate", "event is a str, not a JSON object"),
+        ({}, "source is None"),
+    ],
+)
+def test_parse_event__not_an_object__is_skipped(event: object, reason: str) -> None:
+    parsed = parse_event(event)
+
+    assert isinstance(parsed, Skip)
+    assert reason in parsed.reason
+
+
+def _mutated(event: dict[str, Any], path: str, value: object) -> dict[str, Any]:
+    """A copy of `event` with the dotted `path` set to `value` (or removed for ...)."""
+    copied: dict[str, Any] = json.loads(json.dumps(event))
+    *parents, last = path.split(".")
+    target = copied
+    for parent in parents:
+        target = target[parent]
+    if value is ...:
+        del target[last]
+    else:
+        target[last] = value
+    return copied
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "reason"),
+    [
+        ("detail.LifecycleTransition", "autoscaling:TEST_NOTIFICATION", "TEST_NOTIFICATION"),
+        ("detail.Event", "autoscaling:TEST_NOTIFICATION", "TEST_NOTIFICATION"),
+        ("source", "aws.ec2", "source is 'aws.ec2', not 'aws.autoscaling'"),
+        ("source", ..., "source is None"),
+        ("detail-type", "EC2 Instance Terminate Successful", "detail-type is 'EC2 Instance"),
+        ("detail-type", ..., "detail-type is None"),
+        ("detail", ..., "field 'detail' is missing or not an object"),
+        ("detail", "oops", "field 'detail' is missing or not an object"),
+        ("detail.LifecycleTransition", "autoscaling:EC2_INSTANCE_LAUNCHING", "launch lifecycle"),
+        ("detail.LifecycleTransition", "autoscaling:EC2_INSTANCE_WARMED", "LifecycleTransition is"),
+        ("detail.LifecycleTransition", ..., "detail.LifecycleTransition is None"),
+        ("detail.EC2InstanceId", ..., "field 'detail.EC2InstanceId' is missing"),
+        ("detail.EC2InstanceId", 42, "field 'detail.EC2InstanceId' is a int, not a string"),
+        ("detail.EC2InstanceId", "  ", "field 'detail.EC2InstanceId' is empty"),
+        ("detail.AutoScalingGroupName", ..., "field 'detail.AutoScalingGroupName' is missing"),
+        ("detail.LifecycleHookName", None, "field 'detail.LifecycleHookName' is missing"),
+        ("detail.LifecycleActionToken", ["t"], "'detail.LifecycleActionToken' is a list"),
+        ("detail.NotificationMetadata", {"a": 1}, "'detail.NotificationMetadata' is a dict"),
+        ("detail.Destination", 1, "'detail.Destination' is a int"),
+        ("id", ..., "field 'id' is missing"),
+        ("time", 1700000000, "field 'time' is a int, not a string"),
+        ("region", "", "field 'region' is empty"),
+        ("account", ..., "field 'account' is missing"),
+        ("drainer", "handover", "field 'drainer' is a str, not an object"),
+        ("drainer", {"handovers": 0, "heartbeats": 0}, "started_at must be positive"),
+        ("drainer", {"started_at": "1", "handovers": 0, "heartbeats": 0}, "started_at"),
+        ("drainer", {"started_at": True, "handovers": 0, "heartbeats": 0}, "started_at"),
+        ("drainer", {"started_at": -5, "handovers": 0, "heartbeats": 0}, "started_at"),
+        ("drainer", {"started_at": float("nan"), "handovers": 0, "heartbeats": 0}, "started_at"),
+        ("drainer", {"started_at": 1.5, "heartbeats": 0}, "handovers must be a non-negative"),
+        ("drainer", {"started_at": 1.5, "handovers": -1, "heartbeats": 0}, "handovers"),
+        ("drainer", {"started_at": 1.5, "handovers": 1.0, "heartbeats": 0}, "handovers"),
+        ("drainer", {"started_at": 1.5, "handovers": 1, "heartbeats": False}, "heartbeats"),
+        ("drainer", {"started_at": 1.5, "handovers": 1}, "heartbeats must be a non-negative"),
+    ],
+)
+def test_parse_event__wrong_or_missing_field__is_skipped_naming_it(
+    load_event: LoadEvent, path: str, value: object, reason: str
+) -> None:
+    parsed = parse_event(_mutated(load_event("terminate"), path, value))
+
+    assert isinstance(parsed, Skip)
+    assert reason in parsed.reason
+
+
+def test_parse_event__integer_started_at__is_accepted_as_float(load_event: LoadEvent) -> None:
+    event = _mutated(
+        load_event("terminate"),
+        "drainer",
+        {"started_at": 1700000000, "handovers": 0, "heartbeats": 0},
+    )
+
+    parsed = parse_event(event)
+
+    assert isinstance(parsed, LifecycleEvent)
+    assert parsed.handover == Handover(1700000000.0, 0, 0)
+    assert isinstance(parsed.handover.started_at, float)
+
+
+def test_parse_event__warm_pool_destination__is_still_drained(load_event: LoadEvent) -> None:
+    parsed = parse_event(_mutated(load_event("terminate"), "detail.Destination", "WarmPool"))
+
+    assert isinstance(parsed, LifecycleEvent)
+    assert parsed.destination == "WarmPool"
+
+
+def test_with_handover__adds_drainer_key_and_leaves_original_alone(
+    load_event: LoadEvent,
+) -> None:
+    original = load_event("terminate")
+    snapshot = json.loads(json.dumps(original))
+
+    payload = with_handover(original, Handover(1700000000.5, 1, 12))
+
+    assert original == snapshot
+    assert payload["drainer"] == {"started_at": 1700000000.5, "handovers": 1, "heartbeats": 12}
+    assert {k: v for k, v in payload.items() if k != "drainer"} == original
+    payload["detail"]["EC2InstanceId"] = "changed"
+    assert original["detail"]["EC2InstanceId"] == "i-0a1b2c3d4e5f60718"
+
+
+def test_with_handover__round_trips_through_json_and_parse(load_event: LoadEvent) -> None:
+    handover = Handover(started_at=1700000000.5, handovers=3, heartbeats=99)
+
+    payload = json.loads(json.dumps(with_handover(load_event("terminate"), handover)))
+    parsed = parse_event(payload)
+
+    assert isinstance(parsed, LifecycleEvent)
+    assert parsed.handover == handover
+
+
+def test_with_handover__replaces_an_earlier_handover(load_event: LoadEvent) -> None:
+    payload = with_handover(load_event("terminate-handover"), Handover(1795400130.25, 3, 60))
+
+    parsed = parse_event(payload)
+
+    assert isinstance(parsed, LifecycleEvent)
+    assert parsed.handover == Handover(1795400130.25, 3, 60)
+
+
+def test_handover__handed_on__counts_one_more_handover_and_adds_beats() -> None:
+    assert Handover(100.0, 2, 10).handed_on(heartbeats=5) == Handover(100.0, 3, 15)
