@@ -1,0 +1,19 @@
+"""awssim: moto, plus what moto leaves out of an EKS node scale-in.
+
+Test, demo and benchmark support; never shipped in the Lambda zip.
+
+- lifecycle actions: instances in Terminating:Wait, CompleteLifecycleAction and
+  RecordLifecycleActionHeartbeat with a ledger of the calls and fault injection;
+- EKS: DescribeCluster pointed at a local API server;
+- Lambda: asynchronous invocations queued instead of run.
+
+In process: call `install()`, then use moto's `mock_aws()` and an `AwsSim`.
+As a server: `python -m awssim serve [--port N]`, then point boto3 at it with
+AWS_ENDPOINT_URL and drive it with `AwsSimClient`.
+"""
+
+from __future__ import annotations
+
+from awssim.sim import AwsSim, install
+
+__all__ = ["AwsSim", "install"]

@@ -1,0 +1,461 @@
+"""Lifecycle actions for moto's Auto Scaling: the part of a scale-in moto leaves out.
+
+moto 5.2.5 stores lifecycle hooks but never puts an instance in Terminating:Wait,
+and answers CompleteLifecycleAction and RecordLifecycleActionHeartbeat with
+NotImplementedError. This module adds, explicitly:
+
+- a ledger per account and region (a moto backend, so moto's reset clears it) of
+  pending lifecycle actions, of every heartbeat and completion call received, and
+  of faults to inject into the next calls;
+- `begin_termination` / `scale_in`, which move instances to Terminating:Wait and
+  return the EventBridge events AWS would send;
+- the two missing API actions, registered on moto's AutoScalingResponse (moto
+  dispatches a query action to the response method of the same name in
+  snake_case), answering like AWS does, including the "No active Lifecycle Action
+  found with token ..." ValidationError;
+- PutLifecycleHook keeping the hook's NotificationMetadata, which moto drops.
+
+An action that outlives its hook's HeartbeatTimeout (or GlobalTimeout) is closed
+with the hook's DefaultResult when the ledger is next consulted, as Auto Scaling
+would; `expire_action` does the same on demand.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections import deque
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from moto.autoscaling.exceptions import ValidationError
+from moto.autoscaling.models import AutoScalingBackend, autoscaling_backends
+from moto.autoscaling.responses import AutoScalingResponse
+from moto.core.base_backend import BackendDict, BaseBackend
+from moto.core.responses import ActionResult, EmptyResult
+from werkzeug.exceptions import HTTPException
+
+TERMINATING = "autoscaling:EC2_INSTANCE_TERMINATING"
+TERMINATE_DETAIL_TYPE = "EC2 Instance-terminate Lifecycle Action"
+CALL_KINDS = ("complete", "heartbeat", "timeout")
+FAULT_KINDS = ("complete", "heartbeat")
+# HTTP status and fault side (Sender/Receiver) of the error codes a fault may use.
+FAULT_CODES: dict[str, tuple[int, str]] = {
+    "Throttling": (400, "Sender"),
+    "ValidationError": (400, "Sender"),
+    "AccessDenied": (403, "Sender"),
+    "ResourceContention": (500, "Receiver"),
+    "InternalFailure": (500, "Receiver"),
+    "ServiceUnavailable": (503, "Receiver"),
+}
+_FAULT_MESSAGES = {
+    "Throttling": "Rate exceeded",
+    "ServiceUnavailable": "Service is unavailable. Please try again later.",
+    "InternalFailure": "An internal error occurred.",
+    "AccessDenied": "User is not authorized to perform this action (injected by awssim)",
+    "ResourceContention": "You already have a pending update to an Auto Scaling resource.",
+    "ValidationError": "Injected validation error (awssim)",
+}
+
+
+@dataclass
+class LifecycleAction:
+    """One instance waiting on one hook, as Auto Scaling tracks it."""
+
+    token: str
+    asg_name: str
+    hook_name: str
+    instance_id: str
+    transition: str
+    started_at: float
+    deadline: float
+    """When the hook's HeartbeatTimeout runs out; each heartbeat pushes it on."""
+    global_deadline: float
+    heartbeats: int = 0
+    result: str | None = None
+    """CONTINUE or ABANDON once closed."""
+    closed_at: float | None = None
+    closed_by: str = ""
+    """"complete", "timeout" or "abandoned" (another hook's ABANDON)."""
+
+    @property
+    def active(self) -> bool:
+        return self.closed_at is None
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Fault:
+    code: str
+    message: str
+
+
+class InjectedFault(HTTPException):
+    """An AWS query-protocol error response, status and body as AWS sends them."""
+
+    def __init__(self, code: str, message: str) -> None:
+        status, side = FAULT_CODES[code]
+        body = (
+            '<ErrorResponse xmlns="http://autoscaling.amazonaws.com/doc/2011-01-01/">'
+            f"<Error><Type>{side}</Type><Code>{code}</Code><Message>{message}</Message></Error>"
+            f"<RequestId>{uuid.uuid4()}</RequestId></ErrorResponse>"
+        )
+        super().__init__(description=body)
+        self.code = status
+
+    def get_headers(self, *args: Any, **kwargs: Any) -> list[tuple[str, str]]:
+        return [("Content-Type", "text/xml")]
+
+
+class LifecycleLedger(BaseBackend):
+    """Pending lifecycle actions, calls received and faults queued, per account/region."""
+
+    def __init__(self, region_name: str, account_id: str) -> None:
+        super().__init__(region_name, account_id)
+        self.lock = threading.RLock()
+        self.clock: Callable[[], float] = time.time
+        self.actions: dict[str, LifecycleAction] = {}
+        self.received: dict[str, list[dict[str, Any]]] = {kind: [] for kind in CALL_KINDS}
+        self.faults: dict[str, deque[Fault]] = {kind: deque() for kind in FAULT_KINDS}
+
+    @property
+    def autoscaling(self) -> AutoScalingBackend:
+        backend: AutoScalingBackend = autoscaling_backends[self.account_id][self.region_name]
+        return backend
+
+    # -- what tests and the demo call ------------------------------------------------
+
+    def begin_termination(self, asg_name: str, instance_id: str, hook_name: str) -> str:
+        """Put the instance in Terminating:Wait on `hook_name`; returns the action token."""
+        with self.lock:
+            self._expire_overdue()
+            group = self._group(asg_name)
+            state = self._instance_state(group, instance_id)
+            hook = self._hook(asg_name, hook_name)
+            for action in self.actions.values():
+                if action.active and (action.instance_id, action.hook_name) == (
+                    instance_id,
+                    hook_name,
+                ):
+                    raise ValueError(f"{instance_id} already waits on hook {hook_name}")
+            now = self.clock()
+            token = str(uuid.uuid4())
+            self.actions[token] = LifecycleAction(
+                token=token,
+                asg_name=asg_name,
+                hook_name=hook_name,
+                instance_id=instance_id,
+                transition=TERMINATING,
+                started_at=now,
+                deadline=now + hook.heartbeat_timeout,
+                global_deadline=now + _global_timeout(hook),
+            )
+            state.lifecycle_state = "Terminating:Wait"
+            return token
+
+    def scale_in(self, asg_name: str, count: int = 1) -> list[dict[str, Any]]:
+        """Lower the desired capacity by `count` and put that many instances in
+        Terminating:Wait on every terminate hook of the group.
+
+        Returns the EventBridge events Auto Scaling would send, one per instance and hook.
+        """
+        with self.lock:
+            self._expire_overdue()
+            group = self._group(asg_name)
+            hooks = [
+                h
+                for h in self.autoscaling.describe_lifecycle_hooks(asg_name)
+                if h.lifecycle_transition == TERMINATING
+            ]
+            if not hooks:
+                raise ValueError(f"Auto Scaling group {asg_name} has no terminate lifecycle hook")
+            candidates = [
+                s
+                for s in group.instance_states
+                if s.lifecycle_state == "InService" and not s.protected_from_scale_in
+            ]
+            if count < 1 or count > len(candidates):
+                raise ValueError(
+                    f"cannot scale {asg_name} in by {count}: "
+                    f"{len(candidates)} instances are InService and unprotected"
+                )
+            desired = (group.desired_capacity or 0) - count
+            if desired < group.min_size:
+                raise ValueError(
+                    f"cannot scale {asg_name} in by {count}: desired capacity {desired} "
+                    f"would fall below MinSize {group.min_size}"
+                )
+            group.desired_capacity = desired
+            events = []
+            for state in candidates[:count]:
+                for hook in hooks:
+                    token = self.begin_termination(asg_name, state.instance.id, hook.name)
+                    events.append(self.event_for(token))
+            return events
+
+    def event_for(self, token: str) -> dict[str, Any]:
+        """The EventBridge event Auto Scaling sends when this action begins."""
+        with self.lock:
+            action = self.actions[token]
+            group = self._group(action.asg_name)
+            detail: dict[str, Any] = {
+                "LifecycleActionToken": token,
+                "AutoScalingGroupName": action.asg_name,
+                "LifecycleHookName": action.hook_name,
+                "EC2InstanceId": action.instance_id,
+                "LifecycleTransition": action.transition,
+            }
+            hook = self.autoscaling.lifecycle_hooks.get(f"{action.asg_name}_{action.hook_name}")
+            metadata = getattr(hook, "notification_metadata", "")
+            if metadata:
+                detail["NotificationMetadata"] = metadata
+            detail["Origin"] = "AutoScalingGroup"
+            detail["Destination"] = "EC2"
+            return {
+                "version": "0",
+                "id": str(uuid.uuid4()),
+                "detail-type": TERMINATE_DETAIL_TYPE,
+                "source": "aws.autoscaling",
+                "account": self.account_id,
+                "time": _iso(action.started_at),
+                "region": self.region_name,
+                "resources": [group.arn],
+                "detail": detail,
+            }
+
+    def fail_next(self, kind: str, code: str, count: int = 1, message: str = "") -> None:
+        """Make the next `count` calls of `kind` ("complete"/"heartbeat") fail with `code`."""
+        if kind not in FAULT_KINDS:
+            raise ValueError(f"fault kind must be one of {FAULT_KINDS}, not {kind!r}")
+        if code not in FAULT_CODES:
+            raise ValueError(f"fault code must be one of {sorted(FAULT_CODES)}, not {code!r}")
+        with self.lock:
+            for _ in range(count):
+                self.faults[kind].append(Fault(code, message or _FAULT_MESSAGES[code]))
+
+    def calls(self, kind: str) -> list[dict[str, Any]]:
+        """Calls received of `kind`: "complete", "heartbeat", or "timeout" (expiries)."""
+        if kind not in CALL_KINDS:
+            raise ValueError(f"call kind must be one of {CALL_KINDS}, not {kind!r}")
+        with self.lock:
+            self._expire_overdue()
+            return [dict(call) for call in self.received[kind]]
+
+    def action_list(self) -> list[dict[str, Any]]:
+        """Every lifecycle action, open and closed, oldest first."""
+        with self.lock:
+            self._expire_overdue()
+            return [action.as_dict() for action in self.actions.values()]
+
+    def expire_action(self, instance_id: str) -> None:
+        """Time out the instance's open actions now, as if no heartbeat had come."""
+        with self.lock:
+            open_actions = [
+                a for a in self.actions.values() if a.active and a.instance_id == instance_id
+            ]
+            if not open_actions:
+                raise ValueError(f"{instance_id} has no active lifecycle action")
+            for action in open_actions:
+                if action.active:
+                    self._time_out(action, self.clock())
+
+    # -- the API actions --------------------------------------------------------------
+
+    def complete(self, params: dict[str, Any]) -> None:
+        with self.lock:
+            self._expire_overdue()
+            call = self._record("complete", params, ("LifecycleActionResult",))
+            self._maybe_fail("complete", call)
+            result = params.get("LifecycleActionResult")
+            if result not in ("CONTINUE", "ABANDON"):
+                call["error"] = "ValidationError"
+                raise ValidationError(
+                    f"Value '{result}' at 'lifecycleActionResult' failed to satisfy "
+                    "constraint: Member must be CONTINUE or ABANDON"
+                )
+            action = self._find_active(params, call)
+            now = self.clock()
+            self._close(action, str(result), now, "complete")
+            if result == "ABANDON":
+                for other in self.actions.values():
+                    if other.active and other.instance_id == action.instance_id:
+                        self._close(other, "ABANDON", now, "abandoned")
+            self._finish_instance_if_done(action)
+
+    def heartbeat(self, params: dict[str, Any]) -> None:
+        with self.lock:
+            self._expire_overdue()
+            call = self._record("heartbeat", params, ())
+            self._maybe_fail("heartbeat", call)
+            action = self._find_active(params, call)
+            hook = self.autoscaling.lifecycle_hooks.get(f"{action.asg_name}_{action.hook_name}")
+            timeout = hook.heartbeat_timeout if hook is not None else 3600
+            action.heartbeats += 1
+            action.deadline = min(self.clock() + timeout, action.global_deadline)
+
+    # -- internals -------------------------------------------------------------------
+
+    def _record(self, kind: str, params: dict[str, Any], extra: tuple[str, ...]) -> dict[str, Any]:
+        keys = ("AutoScalingGroupName", "LifecycleHookName", "LifecycleActionToken", "InstanceId")
+        call: dict[str, Any] = {key: params.get(key) for key in keys + extra}
+        call["time"] = self.clock()
+        call["error"] = None
+        self.received[kind].append(call)
+        return call
+
+    def _maybe_fail(self, kind: str, call: dict[str, Any]) -> None:
+        if self.faults[kind]:
+            fault = self.faults[kind].popleft()
+            call["error"] = fault.code
+            call["injected"] = True
+            raise InjectedFault(fault.code, fault.message)
+
+    def _find_active(self, params: dict[str, Any], call: dict[str, Any]) -> LifecycleAction:
+        token = params.get("LifecycleActionToken")
+        instance_id = params.get("InstanceId")
+        asg_name = params.get("AutoScalingGroupName")
+        hook_name = params.get("LifecycleHookName")
+        for action in self.actions.values():
+            if (
+                action.active
+                and (action.asg_name, action.hook_name) == (asg_name, hook_name)
+                and (not token or action.token == token)
+                and (not instance_id or action.instance_id == instance_id)
+                and (token or instance_id)
+            ):
+                return action
+        call["error"] = "ValidationError"
+        if token:
+            raise ValidationError(f"No active Lifecycle Action found with token {token}")
+        if instance_id:
+            raise ValidationError(
+                f"No active Lifecycle Action found with instance ID {instance_id}"
+            )
+        raise ValidationError("Either LifecycleActionToken or InstanceId must be specified")
+
+    def _close(self, action: LifecycleAction, result: str, now: float, by: str) -> None:
+        action.result = result
+        action.closed_at = now
+        action.closed_by = by
+
+    def _time_out(self, action: LifecycleAction, now: float) -> None:
+        hook = self.autoscaling.lifecycle_hooks.get(f"{action.asg_name}_{action.hook_name}")
+        result = hook.default_result if hook is not None else "ABANDON"
+        self._close(action, result, now, "timeout")
+        self.received["timeout"].append(
+            {
+                "AutoScalingGroupName": action.asg_name,
+                "LifecycleHookName": action.hook_name,
+                "LifecycleActionToken": action.token,
+                "InstanceId": action.instance_id,
+                "LifecycleActionResult": result,
+                "time": now,
+                "error": None,
+            }
+        )
+        if result == "ABANDON":
+            for other in self.actions.values():
+                if other.active and other.instance_id == action.instance_id:
+                    self._close(other, "ABANDON", now, "abandoned")
+        self._finish_instance_if_done(action)
+
+    def _expire_overdue(self) -> None:
+        now = self.clock()
+        for action in list(self.actions.values()):
+            if action.active and now >= min(action.deadline, action.global_deadline):
+                self._time_out(action, now)
+
+    def _finish_instance_if_done(self, action: LifecycleAction) -> None:
+        """Terminate the instance once none of its actions is open (any result: the
+        instance of a terminate hook goes either way)."""
+        if any(a.active and a.instance_id == action.instance_id for a in self.actions.values()):
+            return
+        group = self.autoscaling.autoscaling_groups.get(action.asg_name)
+        if group is None:
+            return
+        states = [s for s in group.instance_states if s.instance.id == action.instance_id]
+        for state in states:
+            group.instance_states.remove(state)
+        self.autoscaling.ec2_backend.terminate_instances([action.instance_id])
+        # Like Auto Scaling: below the desired capacity (no scale-in lowered it), launch
+        # a replacement.
+        group.set_desired_capacity(group.desired_capacity)
+
+    def _group(self, asg_name: str) -> Any:
+        group = self.autoscaling.autoscaling_groups.get(asg_name)
+        if group is None:
+            raise ValueError(f"no Auto Scaling group {asg_name!r} in {self.region_name}")
+        return group
+
+    def _instance_state(self, group: Any, instance_id: str) -> Any:
+        for state in group.instance_states:
+            if state.instance.id == instance_id:
+                return state
+        raise ValueError(f"{instance_id} is not in Auto Scaling group {group.name}")
+
+    def _hook(self, asg_name: str, hook_name: str) -> Any:
+        hook = self.autoscaling.lifecycle_hooks.get(f"{asg_name}_{hook_name}")
+        if hook is None:
+            raise ValueError(f"Auto Scaling group {asg_name} has no lifecycle hook {hook_name!r}")
+        if hook.lifecycle_transition != TERMINATING:
+            raise ValueError(f"lifecycle hook {hook_name} is not a terminate hook")
+        return hook
+
+
+def _global_timeout(hook: Any) -> float:
+    # AWS: the smaller of 100 x HeartbeatTimeout and 48 hours.
+    return float(min(100 * int(hook.heartbeat_timeout), 172800))
+
+
+def _iso(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+ledgers: BackendDict[LifecycleLedger] = BackendDict(LifecycleLedger, "autoscaling")
+
+
+def ledger(account_id: str, region: str) -> LifecycleLedger:
+    """The ledger of one account and region (created on first use)."""
+    found: LifecycleLedger = ledgers[account_id][region]
+    return found
+
+
+# --- registration on moto's response class ------------------------------------------
+
+
+def _complete_lifecycle_action(self: AutoScalingResponse) -> ActionResult:
+    ledger(self.current_account, self.region).complete(dict(self._get_params()))
+    return EmptyResult()
+
+
+def _record_lifecycle_action_heartbeat(self: AutoScalingResponse) -> ActionResult:
+    ledger(self.current_account, self.region).heartbeat(dict(self._get_params()))
+    return EmptyResult()
+
+
+_original_put_lifecycle_hook = AutoScalingResponse.put_lifecycle_hook
+
+
+def _put_lifecycle_hook(self: AutoScalingResponse) -> ActionResult:
+    result: ActionResult = _original_put_lifecycle_hook(self)
+    asg_name = self._get_param("AutoScalingGroupName")
+    hook_name = self._get_param("LifecycleHookName")
+    metadata = self._get_param("NotificationMetadata") or ""
+    hook = self.autoscaling_backend.lifecycle_hooks.get(f"{asg_name}_{hook_name}")
+    if hook is not None:
+        # Read back by DescribeLifecycleHooks' serializer (NotificationMetadata ->
+        # notification_metadata).
+        setattr(hook, "notification_metadata", metadata)  # noqa: B010 - moto declares no such attribute
+    return result
+
+
+def register() -> None:
+    """Add the lifecycle actions to moto's Auto Scaling (idempotent)."""
+    AutoScalingResponse.complete_lifecycle_action = _complete_lifecycle_action  # type: ignore[attr-defined]
+    AutoScalingResponse.record_lifecycle_action_heartbeat = _record_lifecycle_action_heartbeat  # type: ignore[attr-defined]
+    AutoScalingResponse.put_lifecycle_hook = _put_lifecycle_hook  # type: ignore[method-assign]
