@@ -1,0 +1,248 @@
+"""EKS bearer tokens: the presigned URL inside, its signature, refresh and secrecy."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import logging
+import threading
+from urllib.parse import parse_qsl, quote, urlsplit
+
+import boto3
+import pytest
+
+from drainer.auth import TOKEN_PREFIX, TokenSource, sts_endpoint
+
+ACCESS_KEY = "AKIDEXAMPLE"
+SECRET_KEY = "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY"
+SESSION_TOKEN = "FQoGZXIvYXdzEXAMPLESESSIONTOKEN//////////wEaDEXAMPLE="
+EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
+
+
+def _session(region: str = "eu-west-1", session_token: str | None = None) -> boto3.Session:
+    return boto3.Session(
+        aws_access_key_id=ACCESS_KEY,
+        aws_secret_access_key=SECRET_KEY,
+        aws_session_token=session_token,
+        region_name=region,
+    )
+
+
+def _decode(token: str) -> str:
+    assert token.startswith(TOKEN_PREFIX)
+    encoded = token.removeprefix(TOKEN_PREFIX)
+    assert "=" not in encoded, "base64url without padding"
+    assert "+" not in encoded and "/" not in encoded, "base64url alphabet"
+    return base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4)).decode()
+
+
+def _expected_signature(url: str, cluster: str, secret_key: str) -> str:
+    """SigV4 query signing, recomputed from the AWS specification."""
+    parts = urlsplit(url)
+    params = parse_qsl(parts.query, keep_blank_values=True)
+    unsigned = sorted((k, v) for k, v in params if k != "X-Amz-Signature")
+    canonical_query = "&".join(
+        f"{quote(k, safe='-_.~')}={quote(v, safe='-_.~')}" for k, v in unsigned
+    )
+    query = dict(params)
+    signed_headers = query["X-Amz-SignedHeaders"]
+    headers = {"host": parts.netloc, "x-k8s-aws-id": cluster}
+    canonical_headers = "".join(f"{name}:{headers[name]}\n" for name in signed_headers.split(";"))
+    canonical_request = "\n".join(
+        ["GET", parts.path or "/", canonical_query, canonical_headers, signed_headers, EMPTY_SHA256]
+    )
+    amz_date = query["X-Amz-Date"]
+    scope = query["X-Amz-Credential"].split("/", 1)[1]
+    date, region, service, _ = scope.split("/")
+    string_to_sign = "\n".join(
+        [
+            "AWS4-HMAC-SHA256",
+            amz_date,
+            scope,
+            hashlib.sha256(canonical_request.encode()).hexdigest(),
+        ]
+    )
+
+    def sign(key: bytes, message: str) -> bytes:
+        return hmac.new(key, message.encode(), hashlib.sha256).digest()
+
+    key = sign(("AWS4" + secret_key).encode(), date)
+    key = sign(key, region)
+    key = sign(key, service)
+    key = sign(key, "aws4_request")
+    return hmac.new(key, string_to_sign.encode(), hashlib.sha256).hexdigest()
+
+
+def test_token__is_prefixed_base64url_of_presigned_get_caller_identity(
+    fake_aws_env: None,
+) -> None:
+    url = _decode(TokenSource(_session(), "prod-eu", "eu-west-1").token())
+
+    parts = urlsplit(url)
+    query = dict(parse_qsl(parts.query))
+    assert parts.scheme == "https"
+    assert parts.netloc == "sts.eu-west-1.amazonaws.com"
+    assert parts.path == "/"
+    assert query["Action"] == "GetCallerIdentity"
+    assert query["Version"] == "2011-06-15"
+    assert query["X-Amz-Algorithm"] == "AWS4-HMAC-SHA256"
+    assert query["X-Amz-Expires"] == "60"
+    assert query["X-Amz-Credential"].startswith(f"{ACCESS_KEY}/")
+    assert query["X-Amz-Credential"].endswith("/eu-west-1/sts/aws4_request")
+    assert set(query["X-Amz-SignedHeaders"].split(";")) == {"host", "x-k8s-aws-id"}
+    assert "X-Amz-Security-Token" not in query
+
+
+@pytest.mark.parametrize("cluster", ["prod-eu", "a", "cluster_with_underscores-99"])
+def test_token__signature__matches_independent_sigv4_computation(
+    fake_aws_env: None, cluster: str
+) -> None:
+    url = _decode(TokenSource(_session(), cluster, "eu-west-1").token())
+
+    signature = dict(parse_qsl(urlsplit(url).query))["X-Amz-Signature"]
+    assert signature == _expected_signature(url, cluster, SECRET_KEY)
+
+
+def test_token__signature__binds_the_cluster_name(fake_aws_env: None) -> None:
+    url = _decode(TokenSource(_session(), "prod-eu", "eu-west-1").token())
+
+    signature = dict(parse_qsl(urlsplit(url).query))["X-Amz-Signature"]
+    assert signature != _expected_signature(url, "other-cluster", SECRET_KEY)
+
+
+def test_token__temporary_credentials__carry_signed_security_token(fake_aws_env: None) -> None:
+    session = _session(session_token=SESSION_TOKEN)
+
+    url = _decode(TokenSource(session, "prod-eu", "eu-west-1").token())
+
+    query = dict(parse_qsl(urlsplit(url).query))
+    assert query["X-Amz-Security-Token"] == SESSION_TOKEN
+    assert query["X-Amz-Signature"] == _expected_signature(url, "prod-eu", SECRET_KEY)
+
+
+@pytest.mark.parametrize(
+    ("region", "host"),
+    [
+        ("us-east-1", "sts.us-east-1.amazonaws.com"),
+        ("ap-southeast-2", "sts.ap-southeast-2.amazonaws.com"),
+        ("cn-north-1", "sts.cn-north-1.amazonaws.com.cn"),
+    ],
+)
+def test_token__uses_the_regional_sts_endpoint(fake_aws_env: None, region: str, host: str) -> None:
+    url = _decode(TokenSource(_session(region), "prod", region).token())
+
+    assert urlsplit(url).netloc == host
+    assert sts_endpoint(region) == f"https://{host}/"
+    assert f"/{region}/sts/aws4_request" in dict(parse_qsl(urlsplit(url).query))["X-Amz-Credential"]
+
+
+def test_token__custom_endpoint_url_in_environment__is_ignored(
+    fake_aws_env: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:4566")
+    monkeypatch.setenv("AWS_ENDPOINT_URL_STS", "http://127.0.0.1:4566")
+
+    url = _decode(TokenSource(_session(), "prod", "eu-west-1").token())
+
+    assert urlsplit(url).netloc == "sts.eu-west-1.amazonaws.com"
+
+
+class FakeClock:
+    def __init__(self, now: float = 1_000_000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.mark.parametrize(
+    ("elapsed", "minted_again"),
+    [(0, False), (599.9, False), (600, True), (3600, True)],
+)
+def test_token__cached_until_refresh_after_seconds(
+    fake_aws_env: None, elapsed: float, minted_again: bool
+) -> None:
+    clock = FakeClock()
+    source = TokenSource(_session(), "prod", "eu-west-1", clock=clock, refresh_after_seconds=600)
+    first = source.token()
+
+    clock.now += elapsed
+    second = source.token()
+
+    assert source.mints == (2 if minted_again else 1)
+    if not minted_again:
+        assert second == first
+
+
+def test_token__refreshed__is_reused_from_the_new_mint(fake_aws_env: None) -> None:
+    clock = FakeClock()
+    source = TokenSource(_session(), "prod", "eu-west-1", clock=clock, refresh_after_seconds=300)
+    source.token()
+    clock.now += 300
+    refreshed = source.token()
+
+    clock.now += 299
+
+    assert source.token() == refreshed
+    assert source.mints == 2
+
+
+def test_invalidate__forces_a_new_token(fake_aws_env: None) -> None:
+    source = TokenSource(_session(), "prod", "eu-west-1", clock=FakeClock())
+    source.token()
+
+    source.invalidate()
+    token = source.token()
+
+    assert source.mints == 2
+    assert _decode(token).startswith("https://sts.eu-west-1.amazonaws.com/?")
+
+
+@pytest.mark.parametrize("refresh", [0, -1, 900, 901])
+def test_token_source__refresh_outside_eks_lifetime__is_refused(
+    fake_aws_env: None, refresh: float
+) -> None:
+    with pytest.raises(ValueError, match="15 minutes"):
+        TokenSource(_session(), "prod", "eu-west-1", refresh_after_seconds=refresh)
+
+
+def test_token__concurrent_callers__share_one_mint(fake_aws_env: None) -> None:
+    source = TokenSource(_session(), "prod", "eu-west-1", clock=FakeClock())
+    tokens: list[str] = []
+    start = threading.Barrier(8)
+
+    def take() -> None:
+        start.wait()
+        tokens.append(source.token())
+
+    threads = [threading.Thread(target=take) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(5)
+
+    assert len(tokens) == 8
+    assert len(set(tokens)) == 1
+    assert source.mints == 1
+
+
+def test_token__never_appears_in_logs_even_at_debug(
+    fake_aws_env: None, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.DEBUG):
+        logging.getLogger("botocore").setLevel(logging.DEBUG)
+        try:
+            source = TokenSource(_session(), "prod", "eu-west-1")
+            token = source.token()
+            source.invalidate()
+            second = source.token()
+        finally:
+            logging.getLogger("botocore").setLevel(logging.NOTSET)
+
+    url = _decode(token)
+    signature = dict(parse_qsl(urlsplit(url).query))["X-Amz-Signature"]
+    assert caplog.records, "botocore logged nothing: the test would prove nothing"
+    for secret in (token, second, token.removeprefix(TOKEN_PREFIX)[:40], url, signature):
+        assert secret not in caplog.text
+    assert token not in repr(source)
