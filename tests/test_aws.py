@@ -204,6 +204,18 @@ def test_asg_tags__tagged_group__gives_tags(world: World) -> None:
     assert tags["eks:cluster-name"] == "demo"
 
 
+def test_asg_tags__kubernetes_io_cluster_tag__is_listed(moto_aws: None) -> None:
+    clients = aws.make_clients(boto3.Session(region_name=REGION))
+    create_node_group(
+        clients.ec2, clients.autoscaling, asg_name="old", cluster_tag="kubernetes.io/cluster"
+    )
+
+    tags = aws.asg_tags(clients.autoscaling, "old")
+
+    assert tags == {"kubernetes.io/cluster/demo": "owned"}
+    assert aws.cluster_name_for("", tags, "") == "demo"
+
+
 def test_asg_tags__unknown_group__is_empty(world: World) -> None:
     assert aws.asg_tags(world.clients.autoscaling, "gone") == {}
 

@@ -22,6 +22,7 @@ from moto import mock_aws
 from awssim import AwsSim
 from awssim.__main__ import main as awssim_main
 from awssim.client import AwsSimClient, AwsSimError
+from awssim.server import AwsSimServer
 from awssim.world import NodeGroup, create_node_group
 from drainer import aws
 from drainer.errors import AwsError
@@ -578,8 +579,13 @@ def test_sync_invoke__still_goes_to_moto(moto_aws: None) -> None:
 # --- server mode ----------------------------------------------------------------------------
 
 
-@pytest.fixture
-def awssim_server() -> Iterator[str]:
+@pytest.fixture(params=["subprocess", "thread"])
+def awssim_server(request: pytest.FixtureRequest) -> Iterator[str]:
+    """`python -m awssim serve` in a child process, or AwsSimServer in a thread."""
+    if request.param == "thread":
+        with AwsSimServer() as server:
+            yield server.url
+        return
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
     env["PYTHONPATH"] = str(ROOT)
     process = subprocess.Popen(
