@@ -1,0 +1,103 @@
+"""The drainer's own error types.
+
+Every error that leaves a boundary module (settings, events, aws, auth, kube) is
+one of these, so the handler can map outcomes in one table without knowing which
+library failed. Messages say what to do, not only what went wrong.
+"""
+
+from __future__ import annotations
+
+
+class DrainerError(Exception):
+    """Base class of every error the drainer raises on purpose."""
+
+
+class SettingsError(DrainerError):
+    """An environment variable holds a value the drainer cannot use."""
+
+    def __init__(self, variable: str, message: str) -> None:
+        super().__init__(f"{variable}: {message}")
+        self.variable = variable
+
+
+class EventError(DrainerError):
+    """The invocation event is not a usable lifecycle event."""
+
+
+class AwsError(DrainerError):
+    """An AWS call failed in a way retries did not fix."""
+
+
+class InstanceNotFound(DrainerError):
+    """EC2 does not know the instance (already gone, or the wrong account/region)."""
+
+
+class ClusterNotFound(DrainerError):
+    """EKS does not know the cluster, or no cluster could be determined."""
+
+
+class AsgNotAllowed(DrainerError):
+    """The event's Auto Scaling group is not in the ALLOWED_ASGS list."""
+
+
+class LifecycleActionGone(DrainerError):
+    """The lifecycle action is no longer active: someone else completed it, or it timed out."""
+
+
+class KubeError(DrainerError):
+    """A Kubernetes API call failed; `status` is the HTTP status (0 when no response)."""
+
+    def __init__(self, message: str, status: int = 0, reason: str = "") -> None:
+        super().__init__(message)
+        self.status = status
+        self.reason = reason
+
+
+class KubeNotFound(KubeError):
+    """404: the object does not exist."""
+
+
+class KubeConflict(KubeError):
+    """409: a precondition (UID, resourceVersion) did not hold."""
+
+
+class KubeUnauthorized(KubeError):
+    """401: the bearer token was refused."""
+
+
+class KubeForbidden(KubeError):
+    """403: RBAC denied the call; the message names the verb and resource to grant."""
+
+    def __init__(self, message: str, verb: str = "", resource: str = "") -> None:
+        super().__init__(message, status=403, reason="Forbidden")
+        self.verb = verb
+        self.resource = resource
+
+
+class KubeTooManyRequests(KubeError):
+    """429 not caused by a PodDisruptionBudget: API priority and fairness throttling."""
+
+    def __init__(self, message: str, retry_after: float | None = None) -> None:
+        super().__init__(message, status=429, reason="TooManyRequests")
+        self.retry_after = retry_after
+
+
+class EvictionBlocked(KubeError):
+    """429 on an eviction: a PodDisruptionBudget does not allow the disruption now."""
+
+    def __init__(self, message: str, budget: str = "", retry_after: float | None = None) -> None:
+        super().__init__(message, status=429, reason="TooManyRequests")
+        self.budget = budget
+        self.retry_after = retry_after
+
+
+class MultipleBudgets(KubeError):
+    """500 on an eviction: more than one PodDisruptionBudget selects the pod."""
+
+
+class KubeServerError(KubeError):
+    """5xx or a broken connection: worth retrying with backoff."""
+
+
+class TlsVerificationError(KubeError):
+    """The API server's certificate did not verify against the cluster CA."""

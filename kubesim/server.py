@@ -1,0 +1,722 @@
+"""The HTTPS front end: routing, authentication, authorization, faults, watch streams,
+discovery, tables and the admin API.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import logging
+import ssl
+import threading
+import time
+import urllib.parse
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import TYPE_CHECKING, Any
+
+from kubesim import errors, patch, tables
+from kubesim.auth import Attributes, AuthenticationError, User, forbidden_message
+from kubesim.errors import ApiError
+from kubesim.faults import Fault, RequestRecord
+from kubesim.resources import GROUP_VERSIONS, RESOURCES, VIRTUAL, Resource, lookup
+from kubesim.selectors import (
+    SelectorError,
+    labels_match,
+    make_filter,
+    parse_field_selector,
+    parse_label_selector,
+)
+from kubesim.store import Obj
+
+if TYPE_CHECKING:
+    from kubesim.cluster import KubeSim
+
+log = logging.getLogger(__name__)
+
+_NOT_FOUND = ApiError(404, "the server could not find the requested resource", reason="NotFound", details={})
+
+
+class _Drop(Exception):
+    """Close the connection without answering (an injected fault)."""
+
+
+class Route:
+    def __init__(
+        self,
+        resource: Resource,
+        namespace: str,
+        name: str,
+        subresource: str,
+    ) -> None:
+        self.resource = resource
+        self.namespace = namespace
+        self.name = name
+        self.subresource = subresource
+
+
+def parse_resource_path(parts: list[str]) -> Route | None:
+    """Split /api/v1/... or /apis/g/v/... path parts into a Route; None when not a resource."""
+    if parts[:1] == ["api"] and len(parts) >= 3:
+        group, version, rest = "", parts[1], parts[2:]
+    elif parts[:1] == ["apis"] and len(parts) >= 4:
+        group, version, rest = parts[1], parts[2], parts[3:]
+    else:
+        return None
+    namespace = ""
+    if rest[0] == "namespaces" and len(rest) >= 3 and not group:
+        # /api/v1/namespaces/{ns}/{plural}... unless it is the namespace's own subresource
+        if rest[2] not in ("status", "finalize"):
+            namespace, rest = rest[1], rest[2:]
+    elif rest[0] == "namespaces" and len(rest) >= 3 and group:
+        namespace, rest = rest[1], rest[2:]
+    resource = lookup(group, version, rest[0])
+    if resource is None:
+        return None
+    name = rest[1] if len(rest) > 1 else ""
+    subresource = rest[2] if len(rest) > 2 else ""
+    if len(rest) > 3:
+        return None
+    if namespace and not resource.namespaced:
+        return None
+    if subresource and subresource not in resource.subresources:
+        return None
+    return Route(resource, namespace, name, subresource)
+
+
+def _verb(method: str, route: Route, watch: bool) -> str:
+    if method == "GET":
+        if watch:
+            return "watch"
+        return "get" if route.name else "list"
+    return {
+        "POST": "create",
+        "PUT": "update",
+        "PATCH": "patch",
+        "DELETE": "delete" if route.name else "deletecollection",
+    }.get(method, method.lower())
+
+
+def _truthy(value: str | None) -> bool:
+    return (value or "").lower() in ("true", "1")
+
+
+class Server(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+    request_queue_size = 256
+
+    def __init__(self, address: tuple[str, int], sim: KubeSim, tls: ssl.SSLContext) -> None:
+        self.sim = sim
+        self.tls = tls
+        self.stopping = threading.Event()
+        super().__init__(address, Handler)
+
+    def get_request(self) -> tuple[Any, Any]:
+        sock, addr = super().get_request()
+        return self.tls.wrap_socket(sock, server_side=True, do_handshake_on_connect=False), addr
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: Server
+    timeout = 120
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+        log.debug("%s " + format, self.client_address[0], *args)
+
+    def setup(self) -> None:
+        try:
+            self.request.do_handshake()
+        except (ssl.SSLError, OSError):
+            # A client that refuses our certificate hangs up here.
+            self.request.close()
+            raise
+        super().setup()
+
+    def handle(self) -> None:
+        try:
+            super().handle()
+        except (ConnectionError, ssl.SSLError, TimeoutError):
+            pass
+
+    # -- plumbing -------------------------------------------------------------
+
+    def do_GET(self) -> None:
+        self._dispatch("GET")
+
+    def do_POST(self) -> None:
+        self._dispatch("POST")
+
+    def do_PUT(self) -> None:
+        self._dispatch("PUT")
+
+    def do_PATCH(self) -> None:
+        self._dispatch("PATCH")
+
+    def do_DELETE(self) -> None:
+        self._dispatch("DELETE")
+
+    def _read_body(self) -> bytes:
+        length = int(self.headers.get("Content-Length") or 0)
+        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
+            chunks = []
+            while True:
+                size = int(self.rfile.readline().strip() or b"0", 16)
+                if size == 0:
+                    self.rfile.readline()
+                    break
+                chunks.append(self.rfile.read(size))
+                self.rfile.readline()
+            return b"".join(chunks)
+        return self.rfile.read(length) if length else b""
+
+    def _json_body(self, raw: bytes) -> Any:
+        content_type = (self.headers.get("Content-Type") or "application/json").split(";")[0].strip()
+        if content_type not in ("application/json", "", "*/*") and not content_type.endswith("+json"):
+            if content_type in ("application/yaml", "application/apply-patch+yaml"):
+                import yaml
+
+                try:
+                    return yaml.safe_load(raw)
+                except yaml.YAMLError as e:
+                    raise errors.bad_request(f"error decoding YAML: {e}") from e
+            raise ApiError(
+                415,
+                f'the body of the request was in an unknown format - accepted media types include: '
+                f'application/json, application/yaml (got "{content_type}")',
+            )
+        if not raw.strip():
+            raise errors.bad_request("the request body is empty")
+        try:
+            return json.loads(raw)
+        except ValueError as e:
+            raise errors.bad_request(f"the object provided is unrecognized: {e}") from e
+
+    def _send_json(self, code: int, body: Any, headers: dict[str, str] | None = None) -> None:
+        data = json.dumps(body, separators=(",", ":")).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.send_header("Audit-Id", self._audit_id)
+        for key, value in (headers or {}).items():
+            self.send_header(key, value)
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(data)
+        self._status = code
+
+    def _send_error(self, error: ApiError) -> None:
+        self._send_json(error.code, error.status(), error.headers)
+
+    # -- dispatch -------------------------------------------------------------
+
+    def _dispatch(self, method: str) -> None:
+        self._status = 0
+        self._audit_id = f"{id(self):x}-{time.monotonic_ns():x}"
+        started = time.time()
+        split = urllib.parse.urlsplit(self.path)
+        path = split.path.rstrip("/") or "/"
+        query = dict(urllib.parse.parse_qsl(split.query, keep_blank_values=True))
+        sim = self.server.sim
+        user_name, verb, resource_name = "", "", ""
+        try:
+            raw = self._read_body() if method in ("POST", "PUT", "PATCH", "DELETE") else b""
+            if path.startswith("/kubesim/"):
+                verb, resource_name = "admin", path
+                self._admin(method, path, raw, query)
+                return
+            try:
+                user = sim.authenticator.authenticate(self.headers.get("Authorization"))
+            except AuthenticationError as e:
+                log.info("refused a token: %s", e)
+                raise ApiError(401, "Unauthorized", reason="Unauthorized") from e
+            user_name = user.name
+            parts = [p for p in path.split("/") if p]
+            route = parse_resource_path(parts)
+            watch = _truthy(query.get("watch"))
+            if route is None:
+                verb, resource_name = "get", path
+                self._apply_faults(method, path, user_name, watch=False)
+                self._non_resource(method, path, user)
+                return
+            if route.name == "" and parts[-1] != route.resource.plural:
+                raise _NOT_FOUND
+            if route.name and parts[-2:] == [route.resource.plural, "watch"]:
+                raise _NOT_FOUND
+            verb = _verb(method, route, watch)
+            resource_name = route.resource.plural + (f"/{route.subresource}" if route.subresource else "")
+            attributes = Attributes(
+                user,
+                verb,
+                route.resource.group,
+                route.resource.plural,
+                route.subresource,
+                route.namespace,
+                route.name,
+            )
+            if not sim.authorizer.allowed(attributes):
+                details: dict[str, Any] = {"kind": route.resource.plural}
+                if route.name:
+                    details["name"] = route.name
+                if route.resource.group:
+                    details["group"] = route.resource.group
+                raise ApiError(403, forbidden_message(attributes), reason="Forbidden", details=details)
+            self._apply_faults(method, path, user_name, watch)
+            self._resource(method, route, verb, query, raw, user)
+        except _Drop:
+            self._status = -1
+            self.close_connection = True
+            try:
+                self.request.shutdown(2)
+            except OSError:
+                pass
+        except ApiError as e:
+            self._send_error(e)
+        except (BrokenPipeError, ConnectionResetError, ssl.SSLError):
+            self.close_connection = True
+        except Exception as e:  # never a traceback to the client: a 500 Status like the real server
+            log.exception("kubesim internal error on %s %s", method, self.path)
+            self._send_error(ApiError(500, f"Internal error occurred: {e}", reason="InternalError"))
+        finally:
+            sim.faults.record(
+                RequestRecord(started, time.time(), method, path, verb, resource_name, user_name, self._status)
+            )
+
+    def _apply_faults(self, method: str, path: str, user: str, watch: bool) -> None:
+        self._break_after: Fault | None = None
+        for fault in self.server.sim.faults.take(method, path, user, watch):
+            if fault.kind == "latency":
+                time.sleep(fault.latency)
+            elif fault.kind == "drop":
+                raise _Drop()
+            elif fault.kind == "break_watch":
+                self._break_after = fault
+            elif fault.kind == "status":
+                headers = {}
+                details: dict[str, Any] = {}
+                if fault.retry_after is not None:
+                    headers["Retry-After"] = str(int(fault.retry_after) if fault.retry_after >= 1 else 1)
+                    details["retryAfterSeconds"] = int(max(1, fault.retry_after))
+                raise ApiError(
+                    fault.status,
+                    fault.message or f"injected fault: HTTP {fault.status}",
+                    reason=fault.reason or None,
+                    details=details or None,
+                    headers=headers,
+                )
+
+    # -- non-resource paths ---------------------------------------------------
+
+    def _non_resource(self, method: str, path: str, user: User) -> None:
+        sim = self.server.sim
+        attributes = Attributes(user, method.lower() if method != "GET" else "get", path=path)
+        if not sim.authorizer.allowed(attributes):
+            raise ApiError(403, forbidden_message(attributes), reason="Forbidden", details={})
+        if method != "GET":
+            raise ApiError(405, f"the server does not allow this method on the requested resource", reason="MethodNotAllowed")
+        if path == "/version":
+            self._send_json(200, sim.version_info())
+        elif path == "/api":
+            host = self.headers.get("Host") or sim.address
+            self._send_json(
+                200,
+                {
+                    "kind": "APIVersions",
+                    "versions": ["v1"],
+                    "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": host}],
+                },
+            )
+        elif path == "/apis":
+            self._send_json(200, {"kind": "APIGroupList", "apiVersion": "v1", "groups": _groups()})
+        elif path.startswith("/apis/") and path.count("/") == 2:
+            group = next((g for g in _groups() if g["name"] == path.split("/")[2]), None)
+            if group is None:
+                raise _NOT_FOUND
+            self._send_json(200, {"kind": "APIGroup", "apiVersion": "v1", **group})
+        elif path in ("/healthz", "/livez", "/readyz"):
+            body = b"ok"
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+            self._status = 200
+        elif path == "/api/v1" or (path.startswith("/apis/") and path.count("/") == 3):
+            group_version = "v1" if path == "/api/v1" else path[len("/apis/") :]
+            resources = GROUP_VERSIONS.get(group_version)
+            if resources is None:
+                raise _NOT_FOUND
+            self._send_json(200, _resource_list(group_version, resources))
+        elif path.startswith("/openapi/"):
+            document = sim.openapi(path)
+            if document is None:
+                raise _NOT_FOUND
+            self._send_json(200, document)
+        else:
+            raise _NOT_FOUND
+
+    # -- resources ------------------------------------------------------------
+
+    def _resource(
+        self, method: str, route: Route, verb: str, query: dict[str, str], raw: bytes, user: User
+    ) -> None:
+        sim = self.server.sim
+        api = sim.api
+        resource = route.resource
+        dry_run = query.get("dryRun") == "All"
+        if resource.key in VIRTUAL:
+            if method != "POST":
+                raise ApiError(405, "the server does not allow this method on the requested resource", reason="MethodNotAllowed")
+            self._send_json(201, sim.review(resource, self._json_body(raw), user))
+            return
+        if verb not in resource.verbs and not route.subresource:
+            raise ApiError(405, "the server does not allow this method on the requested resource", reason="MethodNotAllowed")
+        if route.subresource == "eviction":
+            if method != "POST":
+                raise ApiError(405, "the server does not allow this method on the requested resource", reason="MethodNotAllowed")
+            body = self._json_body(raw)
+            self._send_json(201, api.evict(route.namespace, route.name, body, dry_run=dry_run))
+            return
+        if verb == "watch":
+            self._watch(route, query)
+            return
+        if verb == "list":
+            self._list(route, query)
+            return
+        if verb == "get":
+            obj = api.get(resource, route.namespace, route.name)
+            self._send_object(200, obj, query)
+            return
+        if verb == "create":
+            if route.name:
+                raise ApiError(405, "the server does not allow this method on the requested resource", reason="MethodNotAllowed")
+            body = self._json_body(raw)
+            self._check_body_kind(resource, body)
+            if query.get("fieldValidation", "").lower() == "strict":
+                api.check_strict_fields(body)
+            self._send_json(201, api.create(resource, body, route.namespace, dry_run=dry_run))
+            return
+        if verb == "update":
+            body = self._json_body(raw)
+            self._check_body_kind(resource, body)
+            self._send_json(200, api.update(resource, body, route.namespace, route.name, route.subresource, dry_run))
+            return
+        if verb == "patch":
+            self._patch(route, raw, dry_run)
+            return
+        if verb == "delete":
+            options = self._json_body(raw) if raw.strip() else {}
+            if not isinstance(options, dict):
+                raise errors.bad_request("DeleteOptions must be an object")
+            if "gracePeriodSeconds" in query:
+                try:
+                    options["gracePeriodSeconds"] = int(query["gracePeriodSeconds"])
+                except ValueError as e:
+                    raise errors.bad_request("gracePeriodSeconds must be an integer") from e
+            if "propagationPolicy" in query:
+                options["propagationPolicy"] = query["propagationPolicy"]
+            self._send_json(200, api.delete(resource, route.namespace, route.name, options, dry_run=dry_run))
+            return
+        if verb == "deletecollection":
+            accept = self._filter(resource, query)
+            items, _ = api.list(resource, route.namespace, accept)
+            for item in items:
+                try:
+                    api.delete(resource, item["metadata"].get("namespace", ""), item["metadata"]["name"], dry_run=dry_run)
+                except ApiError as e:
+                    if e.code != 404:
+                        raise
+            self._send_json(200, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success"})
+            return
+        raise ApiError(405, "the server does not allow this method on the requested resource", reason="MethodNotAllowed")
+
+    @staticmethod
+    def _check_body_kind(resource: Resource, body: Any) -> None:
+        if not isinstance(body, dict):
+            raise errors.bad_request("the object provided is unrecognized")
+        kind, api_version = body.get("kind"), body.get("apiVersion")
+        if kind is not None and kind != resource.kind:
+            raise errors.bad_request(
+                f"the API version in the data ({api_version}) does not match the expected API version "
+                f"({resource.api_version}) or kind {kind!r} is not {resource.kind!r}"
+            )
+        if api_version is not None and api_version != resource.api_version:
+            raise errors.bad_request(
+                f"the API version in the data ({api_version}) does not match the expected API version "
+                f"({resource.api_version})"
+            )
+
+    def _patch(self, route: Route, raw: bytes, dry_run: bool) -> None:
+        api = self.server.sim.api
+        content_type = (self.headers.get("Content-Type") or "").split(";")[0].strip()
+        try:
+            document = json.loads(raw) if raw.strip() else None
+        except ValueError as e:
+            raise errors.bad_request(f"error decoding patch: {e}") from e
+        if document is None:
+            raise errors.bad_request("the request body is empty")
+        with api.store.lock:
+            current = api.get(route.resource, route.namespace, route.name)
+            try:
+                if content_type == "application/merge-patch+json":
+                    patched = patch.merge_patch(current, document)
+                elif content_type == "application/strategic-merge-patch+json":
+                    patched = patch.strategic_merge_patch(current, document)
+                elif content_type == "application/json-patch+json":
+                    patched = patch.json_patch(current, document)
+                else:
+                    raise ApiError(
+                        415,
+                        f'the body of the request was in an unknown format - accepted media types '
+                        f'include: application/json-patch+json, application/merge-patch+json, '
+                        f'application/strategic-merge-patch+json (got "{content_type}")',
+                    )
+            except patch.PatchError as e:
+                raise ApiError(422, str(e), reason="Invalid") from e
+            if not isinstance(patched, dict) or not isinstance(patched.get("metadata"), dict):
+                raise errors.bad_request("the patch produced an object without metadata")
+            patch_rv = document.get("metadata", {}).get("resourceVersion") if isinstance(document, dict) else None
+            if not patch_rv:
+                patched["metadata"]["resourceVersion"] = ""
+            updated = api.update(route.resource, patched, route.namespace, route.name, route.subresource, dry_run)
+        self._send_json(200, updated)
+
+    def _filter(self, resource: Resource, query: dict[str, str]) -> Callable[[Obj], bool]:
+        try:
+            return make_filter(query.get("labelSelector", ""), query.get("fieldSelector", ""), resource)
+        except SelectorError as e:
+            raise errors.bad_request(str(e)) from e
+
+    def _send_object(self, code: int, obj: Obj, query: dict[str, str]) -> None:
+        if "as=Table" in (self.headers.get("Accept") or ""):
+            self._send_json(code, tables.table([obj], obj["metadata"].get("resourceVersion", ""), query, obj["kind"]))
+        else:
+            self._send_json(code, obj)
+
+    def _list(self, route: Route, query: dict[str, str]) -> None:
+        api = self.server.sim.api
+        resource = route.resource
+        accept = self._filter(resource, query)
+        try:
+            limit = int(query.get("limit") or 0)
+        except ValueError as e:
+            raise errors.bad_request("limit must be an integer") from e
+        start: tuple[str, str] | None = None
+        list_rv: int | None = None
+        if query.get("continue"):
+            try:
+                token = json.loads(base64.urlsafe_b64decode(query["continue"].encode()))
+                start = (token["start"][0], token["start"][1])
+                list_rv = int(token["rv"])
+            except (ValueError, KeyError, TypeError, binascii.Error) as e:
+                raise errors.bad_request(f"continue key is not valid: {e}") from e
+        with api.store.lock:
+            items, current_rv = [], api.store.resource_version
+            more = False
+            remaining = 0
+            for obj in api.store.iter(resource, route.namespace):
+                key = (obj["metadata"].get("namespace", ""), obj["metadata"]["name"])
+                if start is not None and key <= start:
+                    continue
+                if not accept(obj):
+                    continue
+                if limit and len(items) >= limit:
+                    more = True
+                    remaining += 1
+                    continue
+                items.append(json.loads(json.dumps(obj)))
+        rv = str(list_rv or current_rv)
+        metadata: dict[str, Any] = {"resourceVersion": rv}
+        if more:
+            last = items[-1]["metadata"]
+            metadata["continue"] = base64.urlsafe_b64encode(
+                json.dumps({"rv": int(rv), "start": [last.get("namespace", ""), last["name"]]}).encode()
+            ).decode()
+            metadata["remainingItemCount"] = remaining
+        if "as=Table" in (self.headers.get("Accept") or ""):
+            table = tables.table(items, rv, query, resource.kind)
+            table["metadata"].update({k: v for k, v in metadata.items() if k != "resourceVersion"})
+            self._send_json(200, table)
+            return
+        self._send_json(
+            200,
+            {"kind": resource.list_kind, "apiVersion": resource.api_version, "metadata": metadata, "items": items},
+        )
+
+    # -- watch ----------------------------------------------------------------
+
+    def _watch(self, route: Route, query: dict[str, str]) -> None:
+        sim = self.server.sim
+        store = sim.api.store
+        resource = route.resource
+        try:
+            labels = parse_label_selector(query.get("labelSelector", ""))
+            fields = parse_field_selector(query.get("fieldSelector", ""), resource)
+        except SelectorError as e:
+            raise errors.bad_request(str(e)) from e
+        if route.name:
+            fields.append(*parse_field_selector(f"metadata.name={route.name}", resource))
+        accept = make_filter(query.get("labelSelector", ""), "", resource)
+        from kubesim.selectors import fields_match
+
+        def matches(obj: Obj | None) -> bool:
+            if obj is None:
+                return False
+            if route.namespace and obj["metadata"].get("namespace") != route.namespace:
+                return False
+            return accept(obj) and fields_match(fields, obj) and labels_match(labels, obj["metadata"].get("labels"))
+
+        try:
+            timeout = float(query.get("timeoutSeconds") or 1800)
+        except ValueError as e:
+            raise errors.bad_request("timeoutSeconds must be a number") from e
+        bookmarks = _truthy(query.get("allowWatchBookmarks"))
+        deadline = time.monotonic() + timeout
+        requested_rv = query.get("resourceVersion", "")
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.send_header("Audit-Id", self._audit_id)
+        self.end_headers()
+        self._status = 200
+        sent = 0
+        break_fault = getattr(self, "_break_after", None)
+
+        def emit(kind: str, obj: Obj) -> bool:
+            nonlocal sent
+            data = json.dumps({"type": kind, "object": obj}, separators=(",", ":")).encode() + b"\n"
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+            self.wfile.flush()
+            sent += 1
+            return break_fault is None or sent < break_fault.after_events
+
+        def expired(message: str) -> None:
+            status = ApiError(410, message, reason="Expired").status()
+            data = json.dumps({"type": "ERROR", "object": status}, separators=(",", ":")).encode() + b"\n"
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+
+        try:
+            with store.lock:
+                if requested_rv in ("", "0"):
+                    last_rv = store.resource_version
+                    initial = [json.loads(json.dumps(o)) for o in store.iter(resource, route.namespace) if matches(o)]
+                else:
+                    try:
+                        last_rv = int(requested_rv)
+                    except ValueError as e:
+                        raise errors.bad_request(f"invalid resource version {requested_rv!r}") from e
+                    initial = []
+            keep_going = True
+            for obj in initial:
+                keep_going = emit("ADDED", obj)
+                if not keep_going:
+                    break
+            last_bookmark = time.monotonic()
+            while keep_going and not self.server.stopping.is_set():
+                now = time.monotonic()
+                if now >= deadline:
+                    break
+                with store.lock:
+                    try:
+                        changes = store.changes_since(last_rv)
+                    except ApiError as e:
+                        expired(e.message)
+                        break
+                    if not changes:
+                        store.wait(min(deadline - now, 0.5))
+                        changes = store.changes_since(last_rv) if store.resource_version > last_rv else []
+                    events = []
+                    for change in changes:
+                        last_rv = change.rv
+                        if change.resource is not resource:
+                            continue
+                        new_match = change.type != "DELETED" and matches(change.obj)
+                        old_match = matches(change.old)
+                        if change.type == "DELETED" and old_match:
+                            events.append(("DELETED", change.obj))
+                        elif new_match and not old_match:
+                            events.append(("ADDED", change.obj))
+                        elif new_match and old_match:
+                            events.append(("MODIFIED", change.obj))
+                        elif old_match and not new_match:
+                            events.append(("DELETED", change.obj))
+                    events = [(kind, json.loads(json.dumps(obj))) for kind, obj in events]
+                for kind, obj in events:
+                    keep_going = emit(kind, obj)
+                    if not keep_going:
+                        break
+                if bookmarks and time.monotonic() - last_bookmark > 1.0 and keep_going:
+                    emit(
+                        "BOOKMARK",
+                        {
+                            "kind": resource.kind,
+                            "apiVersion": resource.api_version,
+                            "metadata": {"resourceVersion": str(last_rv)},
+                        },
+                    )
+                    last_bookmark = time.monotonic()
+            if break_fault is not None and not keep_going and break_fault.expire:
+                expired("injected fault: watch history compacted")
+            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError, ssl.SSLError, OSError):
+            self.close_connection = True
+        if break_fault is not None and not keep_going:
+            self.close_connection = True
+
+    # -- admin ----------------------------------------------------------------
+
+    def _admin(self, method: str, path: str, raw: bytes, query: dict[str, str]) -> None:
+        sim = self.server.sim
+        if self.headers.get("Authorization") != f"Bearer {sim.admin_token}":
+            raise ApiError(401, "Unauthorized", reason="Unauthorized")
+        try:
+            body = json.loads(raw) if raw.strip() else dict(query)
+        except ValueError as e:
+            raise errors.bad_request(f"admin request body is not JSON: {e}") from e
+        result = sim.admin(method, path[len("/kubesim/") :], body)
+        self._send_json(200, result)
+
+
+def _groups() -> list[dict[str, Any]]:
+    groups: dict[str, dict[str, Any]] = {}
+    for resource in RESOURCES:
+        if not resource.group:
+            continue
+        entry = {"groupVersion": resource.group_version, "version": resource.version}
+        group = groups.setdefault(resource.group, {"name": resource.group, "versions": [], "preferredVersion": entry})
+        if entry not in group["versions"]:
+            group["versions"].append(entry)
+    return list(groups.values())
+
+
+def _resource_list(group_version: str, resources: list[Resource]) -> dict[str, Any]:
+    entries: list[dict[str, Any]] = []
+    for resource in resources:
+        entry: dict[str, Any] = {
+            "name": resource.plural,
+            "singularName": resource.singular,
+            "namespaced": resource.namespaced,
+            "kind": resource.kind,
+            "verbs": list(resource.verbs),
+        }
+        if resource.short_names:
+            entry["shortNames"] = list(resource.short_names)
+        if resource.categories:
+            entry["categories"] = list(resource.categories)
+        entries.append(entry)
+        for sub, (kind, group, version, verbs) in resource.subresources.items():
+            sub_entry: dict[str, Any] = {
+                "name": f"{resource.plural}/{sub}",
+                "singularName": "",
+                "namespaced": resource.namespaced,
+                "kind": kind,
+                "verbs": list(verbs),
+            }
+            if group != resource.group or version != resource.version:
+                sub_entry["group"] = group
+                sub_entry["version"] = version
+            entries.append(sub_entry)
+    return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": group_version, "resources": entries}
