@@ -109,7 +109,9 @@ class Api:
 
     # -- create ---------------------------------------------------------------
 
-    def create(self, resource: Resource, obj: Obj, namespace: str = "", dry_run: bool = False) -> Obj:
+    def create(
+        self, resource: Resource, obj: Obj, namespace: str = "", dry_run: bool = False
+    ) -> Obj:
         if not isinstance(obj, dict):
             raise errors.bad_request("the object provided is unrecognized")
         obj = copy.deepcopy(obj)
@@ -128,7 +130,10 @@ class Api:
             metadata["name"] = metadata["generateName"] + _suffix()
         self._validate_meta(resource, obj)
         with self.store.lock:
-            if resource.namespaced and self.store.peek(NAMESPACES, "", metadata["namespace"]) is None:
+            if (
+                resource.namespaced
+                and self.store.peek(NAMESPACES, "", metadata["namespace"]) is None
+            ):
                 raise errors.not_found("namespaces", metadata["namespace"])
             if resource.namespaced:
                 namespace_obj = self.store.peek(NAMESPACES, "", metadata["namespace"])
@@ -136,7 +141,7 @@ class Api:
                     raise ApiError(
                         403,
                         f'{resource.plural} "{metadata["name"]}" is forbidden: unable to create new '
-                        f'content in namespace {metadata["namespace"]} because it is being terminated',
+                        f"content in namespace {metadata['namespace']} because it is being terminated",
                     )
             self._default(resource, obj)
             self._validate(resource, obj)
@@ -168,7 +173,7 @@ class Api:
         metadata = obj["metadata"]
         if metadata.get("name", name) != name:
             raise errors.bad_request(
-                f'the name of the object ({metadata.get("name")}) does not match the name on the URL ({name})'
+                f"the name of the object ({metadata.get('name')}) does not match the name on the URL ({name})"
             )
         metadata["name"] = name
         if resource.namespaced:
@@ -189,7 +194,11 @@ class Api:
                 if old.get("spec") != new.get("spec"):
                     new["metadata"]["generation"] = old["metadata"].get("generation", 1) + 1
                 else:
-                    new["metadata"]["generation"] = old["metadata"].get("generation", 1) if "generation" in old["metadata"] else None
+                    new["metadata"]["generation"] = (
+                        old["metadata"].get("generation", 1)
+                        if "generation" in old["metadata"]
+                        else None
+                    )
                     if new["metadata"]["generation"] is None:
                         del new["metadata"]["generation"]
                 self._validate_meta(resource, new)
@@ -208,7 +217,9 @@ class Api:
         """A terminating pod whose containers stopped (or that never ran) disappears once
         its finalizers are gone."""
         annotations = pod["metadata"].get("annotations") or {}
-        return annotations.get("kubesim.io/stopped") == "true" or not pod.get("spec", {}).get("nodeName")
+        return annotations.get("kubesim.io/stopped") == "true" or not pod.get("spec", {}).get(
+            "nodeName"
+        )
 
     # -- delete ---------------------------------------------------------------
 
@@ -241,7 +252,9 @@ class Api:
             self._collect_garbage(gone, orphan=propagation == "Orphan")
             return gone
 
-    def _check_preconditions(self, resource: Resource, obj: Obj, preconditions: dict[str, Any]) -> None:
+    def _check_preconditions(
+        self, resource: Resource, obj: Obj, preconditions: dict[str, Any]
+    ) -> None:
         uid = preconditions.get("uid")
         if uid and uid != obj["metadata"]["uid"]:
             raise errors.conflict(
@@ -265,8 +278,10 @@ class Api:
         metadata = pod["metadata"]
         namespace, name = metadata["namespace"], metadata["name"]
         requested = options.get("gracePeriodSeconds")
-        grace = int(requested) if requested is not None else int(
-            pod["spec"].get("terminationGracePeriodSeconds", 30)
+        grace = (
+            int(requested)
+            if requested is not None
+            else int(pod["spec"].get("terminationGracePeriodSeconds", 30))
         )
         grace = max(grace, 0)
         phase = (pod.get("status") or {}).get("phase")
@@ -277,8 +292,14 @@ class Api:
             if grace >= current:
                 return copy.deepcopy(pod)
         now = self.clock()
-        if grace == 0 and not metadata.get("finalizers") and (
-            not pod["spec"].get("nodeName") or phase in ("Succeeded", "Failed") or requested == 0
+        if (
+            grace == 0
+            and not metadata.get("finalizers")
+            and (
+                not pod["spec"].get("nodeName")
+                or phase in ("Succeeded", "Failed")
+                or requested == 0
+            )
         ):
             return self.store.remove(PODS, namespace, name)
         return self.store.set_deletion(PODS, namespace, name, now_iso(now + grace), grace)
@@ -292,10 +313,16 @@ class Api:
                     continue
                 if orphan:
                     updated = copy.deepcopy(dependent)
-                    updated["metadata"]["ownerReferences"] = [r for r in refs if r.get("uid") != uid]
+                    updated["metadata"]["ownerReferences"] = [
+                        r for r in refs if r.get("uid") != uid
+                    ]
                     self.store.update(resource, updated)
                 elif not is_terminating(dependent):
-                    self.delete(resource, dependent["metadata"].get("namespace", ""), dependent["metadata"]["name"])
+                    self.delete(
+                        resource,
+                        dependent["metadata"].get("namespace", ""),
+                        dependent["metadata"]["name"],
+                    )
 
     def remove_now(self, resource: Resource, namespace: str, name: str) -> None:
         """Final removal (the kubelet confirming a pod stopped, a finalizer-free object)."""
@@ -310,7 +337,9 @@ class Api:
         if not isinstance(eviction, dict) or eviction.get("kind", "Eviction") != "Eviction":
             raise errors.bad_request(f"not a Eviction object: {type(eviction).__name__}")
         if eviction.get("apiVersion", "policy/v1") not in ("policy/v1", "policy/v1beta1"):
-            raise errors.bad_request(f"unsupported Eviction apiVersion {eviction.get('apiVersion')!r}")
+            raise errors.bad_request(
+                f"unsupported Eviction apiVersion {eviction.get('apiVersion')!r}"
+            )
         if (eviction.get("metadata") or {}).get("name") != name:
             raise errors.bad_request("name in URL does not match name in Eviction object")
         options = eviction.get("deleteOptions") or {}
@@ -346,7 +375,10 @@ class Api:
                 status = self.pdb_status(budget)
                 unhealthy_ok = not is_pod_ready(pod) and (
                     budget["spec"].get("unhealthyPodEvictionPolicy") == "AlwaysAllow"
-                    or (status["currentHealthy"] >= status["desiredHealthy"] and status["desiredHealthy"] > 0)
+                    or (
+                        status["currentHealthy"] >= status["desiredHealthy"]
+                        and status["desiredHealthy"] > 0
+                    )
                 )
                 if not unhealthy_ok and status["disruptionsAllowed"] <= 0:
                     raise ApiError(
@@ -479,7 +511,9 @@ class Api:
         try:
             if resource is PDBS:
                 if change.type != "DELETED":
-                    budget = self.store.peek(PDBS, change.obj["metadata"]["namespace"], change.obj["metadata"]["name"])
+                    budget = self.store.peek(
+                        PDBS, change.obj["metadata"]["namespace"], change.obj["metadata"]["name"]
+                    )
                     if budget is not None:
                         self.sync_budget(budget)
                 return
@@ -502,7 +536,12 @@ class Api:
         metadata = obj["metadata"]
         name = metadata.get("name")
         if not name:
-            raise errors.invalid(resource.kind, "", [("metadata.name", "Required value: name or generateName is required")], resource.group)
+            raise errors.invalid(
+                resource.kind,
+                "",
+                [("metadata.name", "Required value: name or generateName is required")],
+                resource.group,
+            )
         if not isinstance(name, str) or len(name) > 253 or not _NAME.match(name):
             if resource.group != "rbac.authorization.k8s.io" or ":" not in str(name):
                 raise errors.invalid(
@@ -557,29 +596,55 @@ class Api:
             labels.setdefault("kubernetes.io/os", "linux")
             labels.setdefault("kubernetes.io/arch", "amd64")
             if "status" not in obj or not obj["status"].get("nodeInfo"):
-                obj["status"] = _node_status(metadata["name"], obj.get("status") or {}, self.clock())
+                obj["status"] = _node_status(
+                    metadata["name"], obj.get("status") or {}, self.clock()
+                )
         elif resource in (DEPLOYMENTS, REPLICASETS, STATEFULSETS) and spec is not None:
             spec.setdefault("replicas", 1)
             spec.setdefault("revisionHistoryLimit", 10)
             if resource is DEPLOYMENTS:
-                spec.setdefault("strategy", {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "25%", "maxSurge": "25%"}})
+                spec.setdefault(
+                    "strategy",
+                    {
+                        "type": "RollingUpdate",
+                        "rollingUpdate": {"maxUnavailable": "25%", "maxSurge": "25%"},
+                    },
+                )
                 spec.setdefault("progressDeadlineSeconds", 600)
             if resource is STATEFULSETS:
                 spec.setdefault("podManagementPolicy", "OrderedReady")
-                spec.setdefault("updateStrategy", {"type": "RollingUpdate", "rollingUpdate": {"partition": 0}})
-                spec.setdefault("persistentVolumeClaimRetentionPolicy", {"whenDeleted": "Retain", "whenScaled": "Retain"})
+                spec.setdefault(
+                    "updateStrategy", {"type": "RollingUpdate", "rollingUpdate": {"partition": 0}}
+                )
+                spec.setdefault(
+                    "persistentVolumeClaimRetentionPolicy",
+                    {"whenDeleted": "Retain", "whenScaled": "Retain"},
+                )
             obj.setdefault("status", {"replicas": 0})
         elif resource is DAEMONSETS and spec is not None:
-            spec.setdefault("updateStrategy", {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0}})
+            spec.setdefault(
+                "updateStrategy",
+                {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0}},
+            )
             spec.setdefault("revisionHistoryLimit", 10)
             obj.setdefault(
                 "status",
-                {"currentNumberScheduled": 0, "desiredNumberScheduled": 0, "numberMisscheduled": 0, "numberReady": 0},
+                {
+                    "currentNumberScheduled": 0,
+                    "desiredNumberScheduled": 0,
+                    "numberMisscheduled": 0,
+                    "numberReady": 0,
+                },
             )
         elif resource is PDBS:
             obj.setdefault(
                 "status",
-                {"currentHealthy": 0, "desiredHealthy": 0, "disruptionsAllowed": 0, "expectedPods": 0},
+                {
+                    "currentHealthy": 0,
+                    "desiredHealthy": 0,
+                    "disruptionsAllowed": 0,
+                    "expectedPods": 0,
+                },
             )
         elif resource is NAMESPACES and spec is not None:
             spec.setdefault("finalizers", ["kubernetes"])
@@ -607,8 +672,12 @@ class Api:
                         causes.append((f"spec.containers[{i}].image", "Required value"))
         elif resource in (DEPLOYMENTS, REPLICASETS, STATEFULSETS, DAEMONSETS):
             selector = spec.get("selector")
-            template_labels = ((spec.get("template") or {}).get("metadata") or {}).get("labels") or {}
-            if not isinstance(selector, dict) or not (selector.get("matchLabels") or selector.get("matchExpressions")):
+            template_labels = ((spec.get("template") or {}).get("metadata") or {}).get(
+                "labels"
+            ) or {}
+            if not isinstance(selector, dict) or not (
+                selector.get("matchLabels") or selector.get("matchExpressions")
+            ):
                 causes.append(("spec.selector", "Required value"))
             else:
                 try:
@@ -627,10 +696,17 @@ class Api:
                 causes.append(("spec.template.spec.containers", "Required value"))
             replicas = spec.get("replicas", 1)
             if not isinstance(replicas, int) or replicas < 0:
-                causes.append(("spec.replicas", f"Invalid value: {replicas}: must be greater than or equal to 0"))
+                causes.append(
+                    (
+                        "spec.replicas",
+                        f"Invalid value: {replicas}: must be greater than or equal to 0",
+                    )
+                )
         elif resource is PDBS:
             if "minAvailable" in spec and "maxUnavailable" in spec:
-                causes.append(("spec", "Invalid value: minAvailable and maxUnavailable cannot be both set"))
+                causes.append(
+                    ("spec", "Invalid value: minAvailable and maxUnavailable cannot be both set")
+                )
             try:
                 selector_from_object(spec.get("selector"))
             except SelectorError as e:
@@ -649,11 +725,21 @@ class Api:
                 raise errors.invalid(
                     "Pod",
                     new["metadata"]["name"],
-                    [("spec", "Forbidden: pod updates may not change fields other than `spec.containers[*].image`, ...")],
+                    [
+                        (
+                            "spec",
+                            "Forbidden: pod updates may not change fields other than `spec.containers[*].image`, ...",
+                        )
+                    ],
                 )
         if resource.kind in ("Deployment", "ReplicaSet", "StatefulSet", "DaemonSet"):
             if old["spec"].get("selector") != new["spec"].get("selector"):
-                raise errors.invalid(resource.kind, new["metadata"]["name"], [("spec.selector", "Invalid value: field is immutable")], resource.group)
+                raise errors.invalid(
+                    resource.kind,
+                    new["metadata"]["name"],
+                    [("spec.selector", "Invalid value: field is immutable")],
+                    resource.group,
+                )
 
     def check_strict_fields(self, obj: Any) -> None:
         """fieldValidation=Strict: unknown top-level fields are a 400, as in the real server."""
@@ -702,7 +788,12 @@ def _node_status(name: str, status: Obj, now: float) -> Obj:
     stamp = now_iso(now)
     result: Obj = {
         "capacity": {"cpu": "4", "memory": "16Gi", "pods": "110", "ephemeral-storage": "80Gi"},
-        "allocatable": {"cpu": "3920m", "memory": "15Gi", "pods": "110", "ephemeral-storage": "73Gi"},
+        "allocatable": {
+            "cpu": "3920m",
+            "memory": "15Gi",
+            "pods": "110",
+            "ephemeral-storage": "73Gi",
+        },
         "conditions": [
             {
                 "type": "Ready",

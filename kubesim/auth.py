@@ -105,7 +105,9 @@ class Authenticator:
             raise AuthenticationError("EKS token is not base64url") from e
         parsed = urllib.parse.urlsplit(url)
         if parsed.scheme != "https" or not _STS_HOST.match(parsed.hostname or ""):
-            raise AuthenticationError(f"EKS token URL host {parsed.hostname!r} is not an STS endpoint")
+            raise AuthenticationError(
+                f"EKS token URL host {parsed.hostname!r} is not an STS endpoint"
+            )
         if parsed.path not in ("", "/"):
             raise AuthenticationError("EKS token URL path must be /")
         pairs = urllib.parse.parse_qsl(parsed.query, keep_blank_values=True)
@@ -113,7 +115,9 @@ class Authenticator:
         lowered = {k.lower() for k in params}
         unexpected = lowered - _ALLOWED_PARAMS
         if unexpected:
-            raise AuthenticationError(f"EKS token has unexpected query parameters {sorted(unexpected)}")
+            raise AuthenticationError(
+                f"EKS token has unexpected query parameters {sorted(unexpected)}"
+            )
         if params.get("Action") != "GetCallerIdentity" or params.get("Version") != "2011-06-15":
             raise AuthenticationError("EKS token is not a GetCallerIdentity request")
         if params.get("X-Amz-Algorithm") != "AWS4-HMAC-SHA256":
@@ -178,7 +182,12 @@ def _sigv4_signature(
         ["GET", "/", query, canonical_headers, ";".join(signed_headers), _EMPTY_SHA256]
     )
     string_to_sign = "\n".join(
-        ["AWS4-HMAC-SHA256", amz_date, scope, hashlib.sha256(canonical_request.encode()).hexdigest()]
+        [
+            "AWS4-HMAC-SHA256",
+            amz_date,
+            scope,
+            hashlib.sha256(canonical_request.encode()).hexdigest(),
+        ]
     )
     key = ("AWS4" + secret).encode()
     for part in (date, region, "sts", "aws4_request"):
@@ -218,7 +227,9 @@ def _rule_matches(rule: dict[str, Any], attributes: Attributes) -> bool:
     if not attributes.is_resource:
         urls = rule.get("nonResourceURLs") or []
         return any(
-            u == "*" or u == attributes.path or (u.endswith("*") and attributes.path.startswith(u[:-1]))
+            u == "*"
+            or u == attributes.path
+            or (u.endswith("*") and attributes.path.startswith(u[:-1]))
             for u in urls
         )
     groups = rule.get("apiGroups")
@@ -226,12 +237,12 @@ def _rule_matches(rule: dict[str, Any], attributes: Attributes) -> bool:
         return False
     resources = rule.get("resources") or []
     combined = (
-        f"{attributes.resource}/{attributes.subresource}" if attributes.subresource else attributes.resource
+        f"{attributes.resource}/{attributes.subresource}"
+        if attributes.subresource
+        else attributes.resource
     )
     if not any(
-        r == "*"
-        or r == combined
-        or (attributes.subresource and r == f"*/{attributes.subresource}")
+        r == "*" or r == combined or (attributes.subresource and r == f"*/{attributes.subresource}")
         for r in resources
     ):
         return False
@@ -246,7 +257,9 @@ def _subject_matches(subject: dict[str, Any], user: User) -> bool:
     if kind == "Group":
         return subject.get("name") in user.groups
     if kind == "ServiceAccount":
-        return user.name == f"system:serviceaccount:{subject.get('namespace')}:{subject.get('name')}"
+        return (
+            user.name == f"system:serviceaccount:{subject.get('namespace')}:{subject.get('name')}"
+        )
     return False
 
 
@@ -311,13 +324,19 @@ def forbidden_message(attributes: Attributes) -> str:
     user = attributes.user.name
     if not attributes.is_resource:
         return f'forbidden: User "{user}" cannot {attributes.verb} path "{attributes.path}"'
-    qualified = f"{attributes.resource}.{attributes.group}" if attributes.group else attributes.resource
+    qualified = (
+        f"{attributes.resource}.{attributes.group}" if attributes.group else attributes.resource
+    )
     target = f'{qualified} "{attributes.name}"' if attributes.name else qualified
     combined = (
-        f"{attributes.resource}/{attributes.subresource}" if attributes.subresource else attributes.resource
+        f"{attributes.resource}/{attributes.subresource}"
+        if attributes.subresource
+        else attributes.resource
     )
     scope = (
-        f'in the namespace "{attributes.namespace}"' if attributes.namespace else "at the cluster scope"
+        f'in the namespace "{attributes.namespace}"'
+        if attributes.namespace
+        else "at the cluster scope"
     )
     return (
         f'{target} is forbidden: User "{user}" cannot {attributes.verb} resource "{combined}" '

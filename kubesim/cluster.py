@@ -31,9 +31,17 @@ from kubesim.store import Obj, Store
 log = logging.getLogger(__name__)
 
 DRAINER_GROUP = "eks-node-drainer"
-VERSION = {"major": "1", "minor": "32", "gitVersion": "v1.32.0-kubesim", "gitCommit": "kubesim",
-           "gitTreeState": "clean", "buildDate": "2026-11-01T00:00:00Z", "goVersion": "go1.23.0",
-           "compiler": "gc", "platform": "linux/amd64"}
+VERSION = {
+    "major": "1",
+    "minor": "32",
+    "gitVersion": "v1.32.0-kubesim",
+    "gitCommit": "kubesim",
+    "gitTreeState": "clean",
+    "buildDate": "2026-11-01T00:00:00Z",
+    "goVersion": "go1.23.0",
+    "compiler": "gc",
+    "platform": "linux/amd64",
+}
 
 
 class KubeSim:
@@ -90,7 +98,9 @@ class KubeSim:
         context.set_alpn_protocols(["http/1.1"])
         self._server = Server(("127.0.0.1", self._port), self, context)
         self.simulator.start()
-        self._thread = threading.Thread(target=self._server.serve_forever, name="kubesim-http", daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, name="kubesim-http", daemon=True
+        )
         self._thread.start()
         self.write_kubeconfig(self.kubeconfig)
         return self
@@ -110,7 +120,10 @@ class KubeSim:
         return self.start()
 
     def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
     ) -> None:
         self.stop()
 
@@ -200,7 +213,9 @@ class KubeSim:
     def resource_for(document: Obj) -> Resource:
         resource = for_kind(str(document.get("apiVersion")), str(document.get("kind")))
         if resource is None:
-            raise ValueError(f"kubesim does not serve {document.get('apiVersion')} {document.get('kind')}")
+            raise ValueError(
+                f"kubesim does not serve {document.get('apiVersion')} {document.get('kind')}"
+            )
         return resource
 
     def get(self, kind: str, name: str, namespace: str = "") -> Obj:
@@ -260,12 +275,31 @@ class KubeSim:
                 if r.get("resources")
             ]
             + [
-                {"verbs": ["create"], "apiGroups": ["authorization.k8s.io"], "resources": ["selfsubjectaccessreviews", "selfsubjectrulesreviews"]}
+                {
+                    "verbs": ["create"],
+                    "apiGroups": ["authorization.k8s.io"],
+                    "resources": ["selfsubjectaccessreviews", "selfsubjectrulesreviews"],
+                }
             ],
             "nonResourceRules": [
-                {"verbs": r["verbs"], "nonResourceURLs": r["nonResourceURLs"]} for r in rules if r.get("nonResourceURLs")
+                {"verbs": r["verbs"], "nonResourceURLs": r["nonResourceURLs"]}
+                for r in rules
+                if r.get("nonResourceURLs")
             ]
-            + [{"verbs": ["get"], "nonResourceURLs": ["/api", "/api/*", "/apis", "/apis/*", "/version", "/healthz", "/openapi/*"]}],
+            + [
+                {
+                    "verbs": ["get"],
+                    "nonResourceURLs": [
+                        "/api",
+                        "/api/*",
+                        "/apis",
+                        "/apis/*",
+                        "/version",
+                        "/healthz",
+                        "/openapi/*",
+                    ],
+                }
+            ],
             "incomplete": False,
         }
         return review

@@ -39,7 +39,6 @@ from kubesim.api import (
     is_terminating,
 )
 from kubesim.resources import BY_KEY
-from kubesim.selectors import labels_match, selector_from_object
 from kubesim.store import Change, Obj, now_iso
 
 log = logging.getLogger(__name__)
@@ -79,7 +78,9 @@ def tolerates(tolerations: list[dict[str, Any]], taint: dict[str, Any]) -> bool:
         if toleration.get("operator") == "Exists":
             if not toleration.get("key") or toleration["key"] == taint.get("key"):
                 return True
-        elif toleration.get("key") == taint.get("key") and toleration.get("value", "") == taint.get("value", ""):
+        elif toleration.get("key") == taint.get("key") and toleration.get("value", "") == taint.get(
+            "value", ""
+        ):
             return True
     return False
 
@@ -102,7 +103,9 @@ def node_accepts(node: Obj, pod_spec: dict[str, Any], *, daemon: bool = False) -
 
 
 class Simulator:
-    def __init__(self, api: Api, speed: float = 1.0, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, api: Api, speed: float = 1.0, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.api = api
         self.store = api.store
         self.speed = speed
@@ -182,7 +185,11 @@ class Simulator:
         self._kubelet(now)
         self._attachments(now)
         # Drop timers of objects that no longer exist.
-        live = {f"{kind}:{p['metadata']['uid']}" for p in self.store.iter(PODS) for kind in ("start", "stop")}
+        live = {
+            f"{kind}:{p['metadata']['uid']}"
+            for p in self.store.iter(PODS)
+            for kind in ("start", "stop")
+        }
         live |= {"detach:" + a["metadata"]["name"] for a in self.store.iter(ATTACHMENTS)}
         for key in [k for k in self._due if k not in live]:
             del self._due[key]
@@ -226,11 +233,20 @@ class Simulator:
         status = updated.setdefault("status", {})
         status["phase"] = "Running"
         status["hostIP"] = "10.0.0.1"
-        status["podIP"] = "10.1.%d.%d" % (hash(pod["metadata"]["uid"]) % 250, hash(pod["metadata"]["name"]) % 250)
+        status["podIP"] = "10.1.%d.%d" % (
+            hash(pod["metadata"]["uid"]) % 250,
+            hash(pod["metadata"]["name"]) % 250,
+        )
         status["startTime"] = stamp
         status["conditions"] = [
             {"type": t, "status": "True", "lastTransitionTime": stamp, "lastProbeTime": None}
-            for t in ("PodReadyToStartContainers", "Initialized", "Ready", "ContainersReady", "PodScheduled")
+            for t in (
+                "PodReadyToStartContainers",
+                "Initialized",
+                "Ready",
+                "ContainersReady",
+                "PodScheduled",
+            )
         ]
         status["containerStatuses"] = [
             {
@@ -240,7 +256,8 @@ class Simulator:
                 "ready": True,
                 "started": True,
                 "restartCount": 0,
-                "containerID": "containerd://" + hashlib.sha1(
+                "containerID": "containerd://"
+                + hashlib.sha1(
                     (pod["metadata"]["uid"] + c["name"]).encode(), usedforsecurity=False
                 ).hexdigest(),
                 "state": {"running": {"startedAt": stamp}},
@@ -262,12 +279,16 @@ class Simulator:
                 condition["status"] = "False"
         for container in status.get("containerStatuses") or []:
             container["ready"] = False
-            container["state"] = {"terminated": {"exitCode": 0, "reason": "Completed", "finishedAt": now_iso()}}
+            container["state"] = {
+                "terminated": {"exitCode": 0, "reason": "Completed", "finishedAt": now_iso()}
+            }
         self.store.update(PODS, updated)
 
     def _schedule_pods(self) -> None:
         pending = [
-            p for p in self.store.iter(PODS) if not p["spec"].get("nodeName") and not is_terminating(p)
+            p
+            for p in self.store.iter(PODS)
+            if not p["spec"].get("nodeName") and not is_terminating(p)
         ]
         if not pending:
             return
@@ -280,24 +301,36 @@ class Simulator:
             candidates = []
             for node in nodes:
                 name = node["metadata"]["name"]
-                capacity = int(((node.get("status") or {}).get("allocatable") or {}).get("pods", "110"))
+                capacity = int(
+                    ((node.get("status") or {}).get("allocatable") or {}).get("pods", "110")
+                )
                 if load[name] < capacity and node_accepts(node, pod["spec"]):
                     candidates.append(node)
             if not candidates:
                 self._mark_unschedulable(pod)
                 continue
-            chosen = min(candidates, key=lambda n: (load[n["metadata"]["name"]], n["metadata"]["name"]))
+            chosen = min(
+                candidates, key=lambda n: (load[n["metadata"]["name"]], n["metadata"]["name"])
+            )
             load[chosen["metadata"]["name"]] += 1
             updated = copy.deepcopy(pod)
             updated["spec"]["nodeName"] = chosen["metadata"]["name"]
             updated.setdefault("status", {})["conditions"] = [
-                {"type": "PodScheduled", "status": "True", "lastTransitionTime": now_iso(), "lastProbeTime": None}
+                {
+                    "type": "PodScheduled",
+                    "status": "True",
+                    "lastTransitionTime": now_iso(),
+                    "lastProbeTime": None,
+                }
             ]
             self.store.update(PODS, updated)
 
     def _mark_unschedulable(self, pod: Obj) -> None:
         conditions = (pod.get("status") or {}).get("conditions") or []
-        if any(c.get("type") == "PodScheduled" and c.get("reason") == "Unschedulable" for c in conditions):
+        if any(
+            c.get("type") == "PodScheduled" and c.get("reason") == "Unschedulable"
+            for c in conditions
+        ):
             return
         updated = copy.deepcopy(pod)
         updated.setdefault("status", {})["conditions"] = [
@@ -355,10 +388,19 @@ class Simulator:
         else:
             pod_metadata["name"] = f"{generate_name}{_suffix()}"
             pod_metadata["generateName"] = generate_name
-        return {"apiVersion": "v1", "kind": "Pod", "metadata": pod_metadata, "spec": template["spec"]}
+        return {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": pod_metadata,
+            "spec": template["spec"],
+        }
 
     def _update_status(self, resource: Any, obj: Obj, status: dict[str, Any]) -> None:
-        status = {**(obj.get("status") or {}), **status, "observedGeneration": obj["metadata"].get("generation", 1)}
+        status = {
+            **(obj.get("status") or {}),
+            **status,
+            "observedGeneration": obj["metadata"].get("generation", 1),
+        }
         if obj.get("status") != status:
             updated = copy.deepcopy(obj)
             updated["status"] = status
@@ -373,12 +415,19 @@ class Simulator:
             digest = hashlib.sha256(repr(sorted(str(template).split())).encode()).hexdigest()[:10]
             owned = self._owned(namespace, deployment["metadata"]["uid"], REPLICASETS)
             current = next(
-                (rs for rs in owned if (rs["metadata"].get("labels") or {}).get("pod-template-hash") == digest),
+                (
+                    rs
+                    for rs in owned
+                    if (rs["metadata"].get("labels") or {}).get("pod-template-hash") == digest
+                ),
                 None,
             )
             replicas = int(deployment["spec"].get("replicas", 1))
             if current is None:
-                labels = {**(template.get("metadata", {}).get("labels") or {}), "pod-template-hash": digest}
+                labels = {
+                    **(template.get("metadata", {}).get("labels") or {}),
+                    "pod-template-hash": digest,
+                }
                 rs_template = copy.deepcopy(template)
                 rs_template.setdefault("metadata", {})["labels"] = labels
                 selector = copy.deepcopy(deployment["spec"]["selector"])
@@ -392,7 +441,11 @@ class Simulator:
                             "labels": labels,
                             "ownerReferences": [self._owner_ref(deployment)],
                         },
-                        "spec": {"replicas": replicas, "selector": selector, "template": rs_template},
+                        "spec": {
+                            "replicas": replicas,
+                            "selector": selector,
+                            "template": rs_template,
+                        },
                     },
                 )
             elif int(current["spec"].get("replicas", 1)) != replicas:
@@ -400,7 +453,11 @@ class Simulator:
                 updated["spec"]["replicas"] = replicas
                 self.store.update(REPLICASETS, updated)
             for old in owned:
-                if old is not current and int(old["spec"].get("replicas", 0)) != 0 and current is not None:
+                if (
+                    old is not current
+                    and int(old["spec"].get("replicas", 0)) != 0
+                    and current is not None
+                ):
                     updated = copy.deepcopy(old)
                     updated["spec"]["replicas"] = 0
                     self.store.update(REPLICASETS, updated)
@@ -428,17 +485,30 @@ class Simulator:
             active = [p for p in pods if not is_terminating(p)]
             want = int(rs["spec"].get("replicas", 1))
             for _ in range(want - len(active)):
-                self.api.create(PODS, self._pod_from_template(rs, None, rs["metadata"]["name"] + "-"))
+                self.api.create(
+                    PODS, self._pod_from_template(rs, None, rs["metadata"]["name"] + "-")
+                )
             if len(active) > want:
-                extras = sorted(active, key=lambda p: (is_pod_ready(p), bool(p["spec"].get("nodeName"))))
+                extras = sorted(
+                    active, key=lambda p: (is_pod_ready(p), bool(p["spec"].get("nodeName")))
+                )
                 for pod in extras[: len(active) - want]:
                     self.api.delete(PODS, pod["metadata"]["namespace"], pod["metadata"]["name"])
-            pods = [p for p in self._owned(rs["metadata"]["namespace"], rs["metadata"]["uid"]) if not is_terminating(p)]
+            pods = [
+                p
+                for p in self._owned(rs["metadata"]["namespace"], rs["metadata"]["uid"])
+                if not is_terminating(p)
+            ]
             ready = sum(1 for p in pods if is_pod_ready(p))
             self._update_status(
                 REPLICASETS,
                 rs,
-                {"replicas": len(pods), "fullyLabeledReplicas": len(pods), "readyReplicas": ready, "availableReplicas": ready},
+                {
+                    "replicas": len(pods),
+                    "fullyLabeledReplicas": len(pods),
+                    "readyReplicas": ready,
+                    "availableReplicas": ready,
+                },
             )
 
     def _statefulsets(self) -> None:
@@ -463,7 +533,9 @@ class Simulator:
                 ordinal_text = pod["metadata"]["name"].rsplit("-", 1)[-1]
                 if ordinal_text.isdigit() and int(ordinal_text) >= want and not is_terminating(pod):
                     self.api.delete(PODS, namespace, pod["metadata"]["name"])
-            pods = [p for p in self._owned(namespace, sts["metadata"]["uid"]) if not is_terminating(p)]
+            pods = [
+                p for p in self._owned(namespace, sts["metadata"]["uid"]) if not is_terminating(p)
+            ]
             ready = sum(1 for p in pods if is_pod_ready(p))
             self._update_status(
                 STATEFULSETS,
@@ -501,7 +573,9 @@ class Simulator:
                     },
                 )
             volumes[:] = [v for v in volumes if v.get("name") != template_name]
-            volumes.append({"name": template_name, "persistentVolumeClaim": {"claimName": claim_name}})
+            volumes.append(
+                {"name": template_name, "persistentVolumeClaim": {"claimName": claim_name}}
+            )
         self.api.create(PODS, pod)
 
     def _daemonsets(self) -> None:
@@ -511,21 +585,35 @@ class Simulator:
             if is_terminating(ds):
                 continue
             template_spec = ds["spec"]["template"]["spec"]
-            eligible = {n["metadata"]["name"] for n in nodes if node_accepts(n, template_spec, daemon=True)}
+            eligible = {
+                n["metadata"]["name"] for n in nodes if node_accepts(n, template_spec, daemon=True)
+            }
             pods = [p for p in owned.get(ds["metadata"]["uid"], []) if not is_terminating(p)]
             covered = {p["spec"].get("nodeName") for p in pods}
             terminating_on = {
-                p["spec"].get("nodeName") for p in owned.get(ds["metadata"]["uid"], []) if is_terminating(p)
+                p["spec"].get("nodeName")
+                for p in owned.get(ds["metadata"]["uid"], [])
+                if is_terminating(p)
             }
             for node_name in sorted(eligible - covered - terminating_on):
                 pod = self._pod_from_template(ds, None, ds["metadata"]["name"] + "-")
                 pod["spec"]["nodeName"] = node_name
-                pod["spec"]["tolerations"] = list(pod["spec"].get("tolerations") or []) + _DAEMON_TOLERATIONS
+                pod["spec"]["tolerations"] = (
+                    list(pod["spec"].get("tolerations") or []) + _DAEMON_TOLERATIONS
+                )
                 pod["spec"]["affinity"] = {
                     "nodeAffinity": {
                         "requiredDuringSchedulingIgnoredDuringExecution": {
                             "nodeSelectorTerms": [
-                                {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node_name]}]}
+                                {
+                                    "matchFields": [
+                                        {
+                                            "key": "metadata.name",
+                                            "operator": "In",
+                                            "values": [node_name],
+                                        }
+                                    ]
+                                }
                             ]
                         }
                     }
@@ -537,7 +625,11 @@ class Simulator:
                     # A cordoned node keeps its daemon pods; a node that stopped matching loses them.
                     if node is None or not node_accepts(node, template_spec, daemon=True):
                         self.api.delete(PODS, pod["metadata"]["namespace"], pod["metadata"]["name"])
-            pods = [p for p in self._owned(ds["metadata"]["namespace"], ds["metadata"]["uid"]) if not is_terminating(p)]
+            pods = [
+                p
+                for p in self._owned(ds["metadata"]["namespace"], ds["metadata"]["uid"])
+                if not is_terminating(p)
+            ]
             ready = sum(1 for p in pods if is_pod_ready(p))
             self._update_status(
                 DAEMONSETS,
@@ -559,7 +651,9 @@ class Simulator:
             if claim["spec"].get("volumeName") or is_terminating(claim):
                 continue
             pv_name = "pvc-" + claim["metadata"]["uid"]
-            size = (((claim["spec"].get("resources") or {}).get("requests")) or {}).get("storage", "1Gi")
+            size = (((claim["spec"].get("resources") or {}).get("requests")) or {}).get(
+                "storage", "1Gi"
+            )
             if self.store.peek(PVS, "", pv_name) is None:
                 self.api.create(
                     PVS,
@@ -577,7 +671,11 @@ class Simulator:
                                 "name": claim["metadata"]["name"],
                                 "uid": claim["metadata"]["uid"],
                             },
-                            "csi": {"driver": ATTACHER, "volumeHandle": "vol-" + claim["metadata"]["uid"][:17].replace("-", "")},
+                            "csi": {
+                                "driver": ATTACHER,
+                                "volumeHandle": "vol-"
+                                + claim["metadata"]["uid"][:17].replace("-", ""),
+                            },
                         },
                     },
                 )
@@ -622,13 +720,20 @@ class Simulator:
                     ATTACHMENTS,
                     {
                         "metadata": {"name": name, "annotations": {DETACH: str(detach)}},
-                        "spec": {"attacher": ATTACHER, "nodeName": node, "source": {"persistentVolumeName": pv}},
+                        "spec": {
+                            "attacher": ATTACHER,
+                            "nodeName": node,
+                            "source": {"persistentVolumeName": pv},
+                        },
                     },
                 )
                 created = self.store.peek(ATTACHMENTS, "", name)
                 if created is not None:
                     attached = copy.deepcopy(created)
-                    attached["status"] = {"attached": True, "attachmentMetadata": {"devicePath": "/dev/xvdba"}}
+                    attached["status"] = {
+                        "attached": True,
+                        "attachmentMetadata": {"devicePath": "/dev/xvdba"},
+                    }
                     self.store.update(ATTACHMENTS, attached)
         for attachment in list(self.store.iter(ATTACHMENTS)):
             name = attachment["metadata"]["name"]
@@ -655,7 +760,9 @@ class Simulator:
                 for obj in list(self.store.iter(resource, name)):
                     remaining += 1
                     if not is_terminating(obj):
-                        self.api.delete(resource, name, obj["metadata"]["name"], {"gracePeriodSeconds": 0})
+                        self.api.delete(
+                            resource, name, obj["metadata"]["name"], {"gracePeriodSeconds": 0}
+                        )
             if remaining == 0:
                 self.api.remove_now(NAMESPACES, "", name)
 
@@ -670,7 +777,9 @@ class Simulator:
                     (r, o)
                     for r in (REPLICASETS, PODS)
                     for o in self.store.iter(r, owner["metadata"]["namespace"])
-                    if any(ref.get("uid") == uid for ref in o["metadata"].get("ownerReferences") or [])
+                    if any(
+                        ref.get("uid") == uid for ref in o["metadata"].get("ownerReferences") or []
+                    )
                 ]
                 for dep_resource, dependent in dependents:
                     if not is_terminating(dependent):
@@ -682,5 +791,9 @@ class Simulator:
                         )
                 if not dependents:
                     updated = copy.deepcopy(owner)
-                    updated["metadata"]["finalizers"] = [f for f in finalizers if f != "foregroundDeletion"]
-                    self.api.update(resource, updated, owner["metadata"]["namespace"], owner["metadata"]["name"])
+                    updated["metadata"]["finalizers"] = [
+                        f for f in finalizers if f != "foregroundDeletion"
+                    ]
+                    self.api.update(
+                        resource, updated, owner["metadata"]["namespace"], owner["metadata"]["name"]
+                    )

@@ -64,7 +64,9 @@ def _kind_details(kind: str, name: str, group: str = "") -> dict[str, Any]:
 
 def not_found(plural: str, name: str, group: str = "") -> ApiError:
     qualified = f"{plural}.{group}" if group else plural
-    return ApiError(404, f'{qualified} "{name}" not found', details=_kind_details(plural, name, group))
+    return ApiError(
+        404, f'{qualified} "{name}" not found', details=_kind_details(plural, name, group)
+    )
 
 
 def already_exists(plural: str, name: str, group: str = "") -> ApiError:
@@ -95,7 +97,9 @@ def invalid(kind: str, name: str, causes: list[tuple[str, str]], group: str = ""
         {"reason": "FieldValueInvalid", "message": message, "field": field}
         for field, message in causes
     ]
-    return ApiError(422, f'{kind} "{name}" is invalid: {summary}', reason="Invalid", details=details)
+    return ApiError(
+        422, f'{kind} "{name}" is invalid: {summary}', reason="Invalid", details=details
+    )
 
 
 def bad_request(message: str) -> ApiError:

@@ -47,8 +47,18 @@ class Fault:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Fault:
         allowed = {
-            "kind", "method", "path", "count", "status", "retry_after", "reason", "message",
-            "latency", "after_events", "expire", "user",
+            "kind",
+            "method",
+            "path",
+            "count",
+            "status",
+            "retry_after",
+            "reason",
+            "message",
+            "latency",
+            "after_events",
+            "expire",
+            "user",
         }
         unknown = set(data) - allowed - {"seconds"}
         if unknown:

@@ -37,9 +37,21 @@ def _group_version(group_version: str) -> dict[str, Any]:
             "x-kubernetes-group-version-kind": gvk,
             "x-kubernetes-action": "patch",
             "parameters": [
-                {"name": "fieldValidation", "in": "query", "schema": {"type": "string", "uniqueItems": True}},
-                {"name": "fieldManager", "in": "query", "schema": {"type": "string", "uniqueItems": True}},
-                {"name": "dryRun", "in": "query", "schema": {"type": "string", "uniqueItems": True}},
+                {
+                    "name": "fieldValidation",
+                    "in": "query",
+                    "schema": {"type": "string", "uniqueItems": True},
+                },
+                {
+                    "name": "fieldManager",
+                    "in": "query",
+                    "schema": {"type": "string", "uniqueItems": True},
+                },
+                {
+                    "name": "dryRun",
+                    "in": "query",
+                    "schema": {"type": "string", "uniqueItems": True},
+                },
             ],
             "responses": {"200": {"description": "OK"}},
         }

@@ -79,7 +79,9 @@ def strategic_merge_patch(target: Any, patch: Any) -> Any:
         elif isinstance(value, list):
             result[key] = _merge_list(key, result.get(key), value)
         elif isinstance(value, dict):
-            merged = strategic_merge_patch(result.get(key) if isinstance(result.get(key), dict) else {}, value)
+            merged = strategic_merge_patch(
+                result.get(key) if isinstance(result.get(key), dict) else {}, value
+            )
             if merged is None:
                 result.pop(key, None)
             else:
@@ -104,7 +106,11 @@ def _merge_list(field: str, current: Any, patch: list[Any]) -> list[Any]:
     for item in patch:
         key_value = item.get(merge_key)
         index = next(
-            (i for i, v in enumerate(merged) if isinstance(v, dict) and v.get(merge_key) == key_value),
+            (
+                i
+                for i, v in enumerate(merged)
+                if isinstance(v, dict) and v.get(merge_key) == key_value
+            ),
             None,
         )
         if item.get("$patch") == "delete":
@@ -120,11 +126,7 @@ def _merge_list(field: str, current: Any, patch: list[Any]) -> list[Any]:
 
 def _strip_directives(value: Any) -> Any:
     if isinstance(value, dict):
-        return {
-            k: _strip_directives(v)
-            for k, v in value.items()
-            if not k.startswith("$")
-        }
+        return {k: _strip_directives(v) for k, v in value.items() if not k.startswith("$")}
     if isinstance(value, list):
         return [_strip_directives(v) for v in value]
     return value
@@ -143,15 +145,15 @@ def _resolve(doc: Any, parts: list[str], path: str) -> Any:
     for part in parts:
         if isinstance(current, dict):
             if part not in current:
-                raise PatchError(f"doc is missing path: \"{path}\": missing value")
+                raise PatchError(f'doc is missing path: "{path}": missing value')
             current = current[part]
         elif isinstance(current, list):
             try:
                 current = current[int(part)]
             except (ValueError, IndexError) as e:
-                raise PatchError(f"doc is missing path: \"{path}\": missing value") from e
+                raise PatchError(f'doc is missing path: "{path}": missing value') from e
         else:
-            raise PatchError(f"doc is missing path: \"{path}\": missing value")
+            raise PatchError(f'doc is missing path: "{path}": missing value')
     return current
 
 
@@ -206,7 +208,7 @@ def _add(doc: Any, parts: list[str], value: Any, path: str) -> Any:
                 raise PatchError(f"add operation does not apply: index {index} out of bounds")
             parent.insert(index, value)
     else:
-        raise PatchError(f"doc is missing path: \"{path}\": missing value")
+        raise PatchError(f'doc is missing path: "{path}": missing value')
     return doc
 
 

@@ -256,7 +256,12 @@ for _r in RESOURCES:
     GROUP_VERSIONS.setdefault(_r.group_version, []).append(_r)
 
 # Review APIs are computed on request and never stored.
-VIRTUAL = frozenset({"selfsubjectaccessreviews.authorization.k8s.io", "selfsubjectrulesreviews.authorization.k8s.io"})
+VIRTUAL = frozenset(
+    {
+        "selfsubjectaccessreviews.authorization.k8s.io",
+        "selfsubjectrulesreviews.authorization.k8s.io",
+    }
+)
 
 
 def lookup(group: str, version: str, plural: str) -> Resource | None:

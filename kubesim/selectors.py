@@ -38,19 +38,21 @@ class Requirement:
         return not present  # "!"
 
 
-_KEY = re.compile(r"^([a-z0-9A-Z]([-a-z0-9A-Z.]*[a-z0-9A-Z])?/)?[a-zA-Z0-9]([-a-zA-Z0-9_.]*[a-zA-Z0-9])?$")
+_KEY = re.compile(
+    r"^([a-z0-9A-Z]([-a-z0-9A-Z.]*[a-z0-9A-Z])?/)?[a-zA-Z0-9]([-a-zA-Z0-9_.]*[a-zA-Z0-9])?$"
+)
 _VALUE = re.compile(r"^([a-zA-Z0-9]([-a-zA-Z0-9_.]*[a-zA-Z0-9])?)?$")
 
 
 def _check_key(key: str) -> str:
     if not key or len(key.rsplit("/", 1)[-1]) > 63 or not _KEY.match(key):
-        raise SelectorError(f"unable to parse requirement: invalid label key \"{key}\"")
+        raise SelectorError(f'unable to parse requirement: invalid label key "{key}"')
     return key
 
 
 def _check_value(value: str) -> str:
     if len(value) > 63 or not _VALUE.match(value):
-        raise SelectorError(f"unable to parse requirement: invalid label value: \"{value}\"")
+        raise SelectorError(f'unable to parse requirement: invalid label value: "{value}"')
     return value
 
 
@@ -80,7 +82,9 @@ def parse_label_selector(text: str) -> list[Requirement]:
     requirements = []
     for part in _split_top_level(text):
         if not part:
-            raise SelectorError(f"unable to parse requirement: found '', expected: identifier in {text!r}")
+            raise SelectorError(
+                f"unable to parse requirement: found '', expected: identifier in {text!r}"
+            )
         match = _SET_EXPR.match(part)
         if match:
             values = tuple(_check_value(v.strip()) for v in match["values"].split(","))
@@ -89,13 +93,19 @@ def parse_label_selector(text: str) -> list[Requirement]:
             requirements.append(Requirement(_check_key(part[1:].strip()), "!"))
         elif "!=" in part:
             key, value = part.split("!=", 1)
-            requirements.append(Requirement(_check_key(key.strip()), "!=", (_check_value(value.strip()),)))
+            requirements.append(
+                Requirement(_check_key(key.strip()), "!=", (_check_value(value.strip()),))
+            )
         elif "==" in part:
             key, value = part.split("==", 1)
-            requirements.append(Requirement(_check_key(key.strip()), "=", (_check_value(value.strip()),)))
+            requirements.append(
+                Requirement(_check_key(key.strip()), "=", (_check_value(value.strip()),))
+            )
         elif "=" in part:
             key, value = part.split("=", 1)
-            requirements.append(Requirement(_check_key(key.strip()), "=", (_check_value(value.strip()),)))
+            requirements.append(
+                Requirement(_check_key(key.strip()), "=", (_check_value(value.strip()),))
+            )
         else:
             requirements.append(Requirement(_check_key(part), "exists"))
     return requirements
@@ -105,13 +115,19 @@ def selector_from_object(selector: Mapping[str, Any] | None) -> list[Requirement
     """A metav1.LabelSelector as requirements; None selects nothing, {} selects everything."""
     if selector is None:
         return None
-    requirements = [Requirement(k, "=", (str(v),)) for k, v in (selector.get("matchLabels") or {}).items()]
+    requirements = [
+        Requirement(k, "=", (str(v),)) for k, v in (selector.get("matchLabels") or {}).items()
+    ]
     operators = {"In": "in", "NotIn": "notin", "Exists": "exists", "DoesNotExist": "!"}
     for expression in selector.get("matchExpressions") or []:
         operator = operators.get(expression.get("operator", ""))
         if operator is None:
-            raise SelectorError(f"{expression.get('operator')!r} is not a valid pod selector operator")
-        requirements.append(Requirement(expression["key"], operator, tuple(expression.get("values") or ())))
+            raise SelectorError(
+                f"{expression.get('operator')!r} is not a valid pod selector operator"
+            )
+        requirements.append(
+            Requirement(expression["key"], operator, tuple(expression.get("values") or ()))
+        )
     return requirements
 
 
@@ -162,7 +178,7 @@ def parse_field_selector(text: str, resource: Resource) -> list[FieldRequirement
             raise SelectorError(f"invalid selector: '{text}'; can't understand '{part}'")
         path = path.strip()
         if path not in allowed:
-            raise SelectorError(f'field label not supported: {path}')
+            raise SelectorError(f"field label not supported: {path}")
         requirements.append(FieldRequirement(path, negate, value.strip()))
     return requirements
 

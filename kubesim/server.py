@@ -35,7 +35,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-_NOT_FOUND = ApiError(404, "the server could not find the requested resource", reason="NotFound", details={})
+_NOT_FOUND = ApiError(
+    404, "the server could not find the requested resource", reason="NotFound", details={}
+)
 
 
 class _Drop(Exception):
@@ -123,7 +125,7 @@ class Handler(BaseHTTPRequestHandler):
     server: Server
     timeout = 120
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+    def log_message(self, format: str, *args: Any) -> None:
         log.debug("%s " + format, self.client_address[0], *args)
 
     def setup(self) -> None:
@@ -173,8 +175,12 @@ class Handler(BaseHTTPRequestHandler):
         return self.rfile.read(length) if length else b""
 
     def _json_body(self, raw: bytes) -> Any:
-        content_type = (self.headers.get("Content-Type") or "application/json").split(";")[0].strip()
-        if content_type not in ("application/json", "", "*/*") and not content_type.endswith("+json"):
+        content_type = (
+            (self.headers.get("Content-Type") or "application/json").split(";")[0].strip()
+        )
+        if content_type not in ("application/json", "", "*/*") and not content_type.endswith(
+            "+json"
+        ):
             if content_type in ("application/yaml", "application/apply-patch+yaml"):
                 import yaml
 
@@ -184,7 +190,7 @@ class Handler(BaseHTTPRequestHandler):
                     raise errors.bad_request(f"error decoding YAML: {e}") from e
             raise ApiError(
                 415,
-                f'the body of the request was in an unknown format - accepted media types include: '
+                f"the body of the request was in an unknown format - accepted media types include: "
                 f'application/json, application/yaml (got "{content_type}")',
             )
         if not raw.strip():
@@ -246,7 +252,9 @@ class Handler(BaseHTTPRequestHandler):
             if route.name and parts[-2:] == [route.resource.plural, "watch"]:
                 raise _NOT_FOUND
             verb = _verb(method, route, watch)
-            resource_name = route.resource.plural + (f"/{route.subresource}" if route.subresource else "")
+            resource_name = route.resource.plural + (
+                f"/{route.subresource}" if route.subresource else ""
+            )
             attributes = Attributes(
                 user,
                 verb,
@@ -262,7 +270,9 @@ class Handler(BaseHTTPRequestHandler):
                     details["name"] = route.name
                 if route.resource.group:
                     details["group"] = route.resource.group
-                raise ApiError(403, forbidden_message(attributes), reason="Forbidden", details=details)
+                raise ApiError(
+                    403, forbidden_message(attributes), reason="Forbidden", details=details
+                )
             self._apply_faults(method, path, user_name, watch)
             self._resource(method, route, verb, query, raw, user)
         except _Drop:
@@ -281,7 +291,9 @@ class Handler(BaseHTTPRequestHandler):
             self._send_error(ApiError(500, f"Internal error occurred: {e}", reason="InternalError"))
         finally:
             sim.faults.record(
-                RequestRecord(started, time.time(), method, path, verb, resource_name, user_name, self._status)
+                RequestRecord(
+                    started, time.time(), method, path, verb, resource_name, user_name, self._status
+                )
             )
 
     def _apply_faults(self, method: str, path: str, user: str, watch: bool) -> None:
@@ -297,7 +309,9 @@ class Handler(BaseHTTPRequestHandler):
                 headers = {}
                 details: dict[str, Any] = {}
                 if fault.retry_after is not None:
-                    headers["Retry-After"] = str(int(fault.retry_after) if fault.retry_after >= 1 else 1)
+                    headers["Retry-After"] = str(
+                        int(fault.retry_after) if fault.retry_after >= 1 else 1
+                    )
                     details["retryAfterSeconds"] = int(max(1, fault.retry_after))
                 raise ApiError(
                     fault.status,
@@ -315,7 +329,11 @@ class Handler(BaseHTTPRequestHandler):
         if not sim.authorizer.allowed(attributes):
             raise ApiError(403, forbidden_message(attributes), reason="Forbidden", details={})
         if method != "GET":
-            raise ApiError(405, f"the server does not allow this method on the requested resource", reason="MethodNotAllowed")
+            raise ApiError(
+                405,
+                "the server does not allow this method on the requested resource",
+                reason="MethodNotAllowed",
+            )
         if path == "/version":
             self._send_json(200, sim.version_info())
         elif path == "/api":
@@ -325,7 +343,9 @@ class Handler(BaseHTTPRequestHandler):
                 {
                     "kind": "APIVersions",
                     "versions": ["v1"],
-                    "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": host}],
+                    "serverAddressByClientCIDRs": [
+                        {"clientCIDR": "0.0.0.0/0", "serverAddress": host}
+                    ],
                 },
             )
         elif path == "/apis":
@@ -368,14 +388,26 @@ class Handler(BaseHTTPRequestHandler):
         dry_run = query.get("dryRun") == "All"
         if resource.key in VIRTUAL:
             if method != "POST":
-                raise ApiError(405, "the server does not allow this method on the requested resource", reason="MethodNotAllowed")
+                raise ApiError(
+                    405,
+                    "the server does not allow this method on the requested resource",
+                    reason="MethodNotAllowed",
+                )
             self._send_json(201, sim.review(resource, self._json_body(raw), user))
             return
         if verb not in resource.verbs and not route.subresource:
-            raise ApiError(405, "the server does not allow this method on the requested resource", reason="MethodNotAllowed")
+            raise ApiError(
+                405,
+                "the server does not allow this method on the requested resource",
+                reason="MethodNotAllowed",
+            )
         if route.subresource == "eviction":
             if method != "POST":
-                raise ApiError(405, "the server does not allow this method on the requested resource", reason="MethodNotAllowed")
+                raise ApiError(
+                    405,
+                    "the server does not allow this method on the requested resource",
+                    reason="MethodNotAllowed",
+                )
             body = self._json_body(raw)
             self._send_json(201, api.evict(route.namespace, route.name, body, dry_run=dry_run))
             return
@@ -391,7 +423,11 @@ class Handler(BaseHTTPRequestHandler):
             return
         if verb == "create":
             if route.name:
-                raise ApiError(405, "the server does not allow this method on the requested resource", reason="MethodNotAllowed")
+                raise ApiError(
+                    405,
+                    "the server does not allow this method on the requested resource",
+                    reason="MethodNotAllowed",
+                )
             body = self._json_body(raw)
             self._check_body_kind(resource, body)
             if query.get("fieldValidation", "").lower() == "strict":
@@ -401,7 +437,10 @@ class Handler(BaseHTTPRequestHandler):
         if verb == "update":
             body = self._json_body(raw)
             self._check_body_kind(resource, body)
-            self._send_json(200, api.update(resource, body, route.namespace, route.name, route.subresource, dry_run))
+            self._send_json(
+                200,
+                api.update(resource, body, route.namespace, route.name, route.subresource, dry_run),
+            )
             return
         if verb == "patch":
             self._patch(route, raw, dry_run)
@@ -417,20 +456,33 @@ class Handler(BaseHTTPRequestHandler):
                     raise errors.bad_request("gracePeriodSeconds must be an integer") from e
             if "propagationPolicy" in query:
                 options["propagationPolicy"] = query["propagationPolicy"]
-            self._send_json(200, api.delete(resource, route.namespace, route.name, options, dry_run=dry_run))
+            self._send_json(
+                200, api.delete(resource, route.namespace, route.name, options, dry_run=dry_run)
+            )
             return
         if verb == "deletecollection":
             accept = self._filter(resource, query)
             items, _ = api.list(resource, route.namespace, accept)
             for item in items:
                 try:
-                    api.delete(resource, item["metadata"].get("namespace", ""), item["metadata"]["name"], dry_run=dry_run)
+                    api.delete(
+                        resource,
+                        item["metadata"].get("namespace", ""),
+                        item["metadata"]["name"],
+                        dry_run=dry_run,
+                    )
                 except ApiError as e:
                     if e.code != 404:
                         raise
-            self._send_json(200, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success"})
+            self._send_json(
+                200, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success"}
+            )
             return
-        raise ApiError(405, "the server does not allow this method on the requested resource", reason="MethodNotAllowed")
+        raise ApiError(
+            405,
+            "the server does not allow this method on the requested resource",
+            reason="MethodNotAllowed",
+        )
 
     @staticmethod
     def _check_body_kind(resource: Resource, body: Any) -> None:
@@ -469,29 +521,40 @@ class Handler(BaseHTTPRequestHandler):
                 else:
                     raise ApiError(
                         415,
-                        f'the body of the request was in an unknown format - accepted media types '
-                        f'include: application/json-patch+json, application/merge-patch+json, '
+                        f"the body of the request was in an unknown format - accepted media types "
+                        f"include: application/json-patch+json, application/merge-patch+json, "
                         f'application/strategic-merge-patch+json (got "{content_type}")',
                     )
             except patch.PatchError as e:
                 raise ApiError(422, str(e), reason="Invalid") from e
             if not isinstance(patched, dict) or not isinstance(patched.get("metadata"), dict):
                 raise errors.bad_request("the patch produced an object without metadata")
-            patch_rv = document.get("metadata", {}).get("resourceVersion") if isinstance(document, dict) else None
+            patch_rv = (
+                document.get("metadata", {}).get("resourceVersion")
+                if isinstance(document, dict)
+                else None
+            )
             if not patch_rv:
                 patched["metadata"]["resourceVersion"] = ""
-            updated = api.update(route.resource, patched, route.namespace, route.name, route.subresource, dry_run)
+            updated = api.update(
+                route.resource, patched, route.namespace, route.name, route.subresource, dry_run
+            )
         self._send_json(200, updated)
 
     def _filter(self, resource: Resource, query: dict[str, str]) -> Callable[[Obj], bool]:
         try:
-            return make_filter(query.get("labelSelector", ""), query.get("fieldSelector", ""), resource)
+            return make_filter(
+                query.get("labelSelector", ""), query.get("fieldSelector", ""), resource
+            )
         except SelectorError as e:
             raise errors.bad_request(str(e)) from e
 
     def _send_object(self, code: int, obj: Obj, query: dict[str, str]) -> None:
         if "as=Table" in (self.headers.get("Accept") or ""):
-            self._send_json(code, tables.table([obj], obj["metadata"].get("resourceVersion", ""), query, obj["kind"]))
+            self._send_json(
+                code,
+                tables.table([obj], obj["metadata"].get("resourceVersion", ""), query, obj["kind"]),
+            )
         else:
             self._send_json(code, obj)
 
@@ -532,7 +595,9 @@ class Handler(BaseHTTPRequestHandler):
         if more:
             last = items[-1]["metadata"]
             metadata["continue"] = base64.urlsafe_b64encode(
-                json.dumps({"rv": int(rv), "start": [last.get("namespace", ""), last["name"]]}).encode()
+                json.dumps(
+                    {"rv": int(rv), "start": [last.get("namespace", ""), last["name"]]}
+                ).encode()
             ).decode()
             metadata["remainingItemCount"] = remaining
         if "as=Table" in (self.headers.get("Accept") or ""):
@@ -542,7 +607,12 @@ class Handler(BaseHTTPRequestHandler):
             return
         self._send_json(
             200,
-            {"kind": resource.list_kind, "apiVersion": resource.api_version, "metadata": metadata, "items": items},
+            {
+                "kind": resource.list_kind,
+                "apiVersion": resource.api_version,
+                "metadata": metadata,
+                "items": items,
+            },
         )
 
     # -- watch ----------------------------------------------------------------
@@ -566,7 +636,11 @@ class Handler(BaseHTTPRequestHandler):
                 return False
             if route.namespace and obj["metadata"].get("namespace") != route.namespace:
                 return False
-            return accept(obj) and fields_match(fields, obj) and labels_match(labels, obj["metadata"].get("labels"))
+            return (
+                accept(obj)
+                and fields_match(fields, obj)
+                and labels_match(labels, obj["metadata"].get("labels"))
+            )
 
         try:
             timeout = float(query.get("timeoutSeconds") or 1800)
@@ -594,19 +668,28 @@ class Handler(BaseHTTPRequestHandler):
 
         def expired(message: str) -> None:
             status = ApiError(410, message, reason="Expired").status()
-            data = json.dumps({"type": "ERROR", "object": status}, separators=(",", ":")).encode() + b"\n"
+            data = (
+                json.dumps({"type": "ERROR", "object": status}, separators=(",", ":")).encode()
+                + b"\n"
+            )
             self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
 
         try:
             with store.lock:
                 if requested_rv in ("", "0"):
                     last_rv = store.resource_version
-                    initial = [json.loads(json.dumps(o)) for o in store.iter(resource, route.namespace) if matches(o)]
+                    initial = [
+                        json.loads(json.dumps(o))
+                        for o in store.iter(resource, route.namespace)
+                        if matches(o)
+                    ]
                 else:
                     try:
                         last_rv = int(requested_rv)
                     except ValueError as e:
-                        raise errors.bad_request(f"invalid resource version {requested_rv!r}") from e
+                        raise errors.bad_request(
+                            f"invalid resource version {requested_rv!r}"
+                        ) from e
                     initial = []
             keep_going = True
             for obj in initial:
@@ -626,7 +709,9 @@ class Handler(BaseHTTPRequestHandler):
                         break
                     if not changes:
                         store.wait(min(deadline - now, 0.5))
-                        changes = store.changes_since(last_rv) if store.resource_version > last_rv else []
+                        changes = (
+                            store.changes_since(last_rv) if store.resource_version > last_rv else []
+                        )
                     events = []
                     for change in changes:
                         last_rv = change.rv
@@ -686,7 +771,9 @@ def _groups() -> list[dict[str, Any]]:
         if not resource.group:
             continue
         entry = {"groupVersion": resource.group_version, "version": resource.version}
-        group = groups.setdefault(resource.group, {"name": resource.group, "versions": [], "preferredVersion": entry})
+        group = groups.setdefault(
+            resource.group, {"name": resource.group, "versions": [], "preferredVersion": entry}
+        )
         if entry not in group["versions"]:
             group["versions"].append(entry)
     return list(groups.values())
@@ -719,4 +806,9 @@ def _resource_list(group_version: str, resources: list[Resource]) -> dict[str, A
                 sub_entry["group"] = group
                 sub_entry["version"] = version
             entries.append(sub_entry)
-    return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": group_version, "resources": entries}
+    return {
+        "kind": "APIResourceList",
+        "apiVersion": "v1",
+        "groupVersion": group_version,
+        "resources": entries,
+    }

@@ -165,7 +165,12 @@ class Store:
                     resource.group,
                 )
             # Immutable metadata stays as stored.
-            for key in ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds"):
+            for key in (
+                "uid",
+                "creationTimestamp",
+                "deletionTimestamp",
+                "deletionGracePeriodSeconds",
+            ):
                 if key in old["metadata"]:
                     metadata[key] = old["metadata"][key]
                 else:
@@ -182,7 +187,9 @@ class Store:
             self._record("MODIFIED", resource, stored, old)
             return copy.deepcopy(stored)
 
-    def set_deletion(self, resource: Resource, namespace: str, name: str, timestamp: str, grace: int) -> Obj:
+    def set_deletion(
+        self, resource: Resource, namespace: str, name: str, timestamp: str, grace: int
+    ) -> Obj:
         """Mark an object as terminating (the only way to set deletionTimestamp)."""
         with self.lock:
             bucket = self._bucket(resource)

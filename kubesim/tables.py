@@ -26,7 +26,11 @@ def _pod_cells(pod: Obj) -> list[Any]:
     containers = status.get("containerStatuses") or []
     ready = sum(1 for c in containers if c.get("ready"))
     total = len(pod.get("spec", {}).get("containers") or [])
-    phase = "Terminating" if pod["metadata"].get("deletionTimestamp") else status.get("phase", "Pending")
+    phase = (
+        "Terminating"
+        if pod["metadata"].get("deletionTimestamp")
+        else status.get("phase", "Pending")
+    )
     return [
         pod["metadata"]["name"],
         f"{ready}/{total}",
@@ -57,7 +61,13 @@ _COLUMNS: dict[str, list[tuple[str, str, int]]] = {
         ("IP", "string", 1),
         ("Node", "string", 1),
     ],
-    "Node": [("Name", "string", 0), ("Status", "string", 0), ("Roles", "string", 0), ("Age", "string", 0), ("Version", "string", 0)],
+    "Node": [
+        ("Name", "string", 0),
+        ("Status", "string", 0),
+        ("Roles", "string", 0),
+        ("Age", "string", 0),
+        ("Version", "string", 0),
+    ],
 }
 
 
@@ -69,7 +79,9 @@ def _cells(kind: str, obj: Obj) -> list[Any]:
     return [obj["metadata"]["name"], _age(obj)]
 
 
-def table(items: list[Obj], resource_version: str, query: dict[str, str], kind: str) -> dict[str, Any]:
+def table(
+    items: list[Obj], resource_version: str, query: dict[str, str], kind: str
+) -> dict[str, Any]:
     columns = _COLUMNS.get(kind, [("Name", "string", 0), ("Age", "string", 0)])
     include = query.get("includeObject", "Metadata")
     rows = []
@@ -79,7 +91,11 @@ def table(items: list[Obj], resource_version: str, query: dict[str, str], kind: 
         elif include == "None":
             embedded = None
         else:
-            embedded = {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": obj["metadata"]}
+            embedded = {
+                "kind": "PartialObjectMetadata",
+                "apiVersion": "meta.k8s.io/v1",
+                "metadata": obj["metadata"],
+            }
         row: dict[str, Any] = {"cells": _cells(kind, obj)}
         if embedded is not None:
             row["object"] = embedded
@@ -89,7 +105,13 @@ def table(items: list[Obj], resource_version: str, query: dict[str, str], kind: 
         "apiVersion": "meta.k8s.io/v1",
         "metadata": {"resourceVersion": resource_version},
         "columnDefinitions": [
-            {"name": name, "type": kind_, "format": "name" if name == "Name" else "", "description": "", "priority": priority}
+            {
+                "name": name,
+                "type": kind_,
+                "format": "name" if name == "Name" else "",
+                "description": "",
+                "priority": priority,
+            }
             for name, kind_, priority in columns
         ],
         "rows": rows,
