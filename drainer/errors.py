@@ -101,3 +101,7 @@ class KubeServerError(KubeError):
 
 class TlsVerificationError(KubeError):
     """The API server's certificate did not verify against the cluster CA."""
+
+
+class KubeGone(KubeError):
+    """410: the resourceVersion a watch or list continued from is too old; re-list."""

@@ -1,0 +1,125 @@
+"""Which pods a drain evicts, leaves alone, or only waits for.
+
+Like kubectl's drain filters: an ordered list of small functions, each looking at
+one pod; the first that decides wins. A pod no filter decides on is evicted.
+Warnings (data that dies with the pod) are kept and grouped by message.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from enum import StrEnum
+
+from drainer import pods
+from drainer.pods import Pod
+
+
+class Action(StrEnum):
+    EVICT = "evict"
+    SKIP = "skip"
+    WAIT = "wait"  # already terminating: not evicted again, but the drain waits for it
+
+
+@dataclass(frozen=True)
+class FilterOptions:
+    evict_unreplicated: bool = True
+    evict_emptydir: bool = True
+    evict_daemonset: bool = False
+
+
+@dataclass(frozen=True)
+class Decision:
+    pod: Pod
+    action: Action
+    reason: str = ""
+    warning: str = ""
+
+    @property
+    def name(self) -> str:
+        return pods.name(self.pod)
+
+
+Filter = Callable[[Pod, FilterOptions], Decision | None]
+
+
+def finished(pod: Pod, options: FilterOptions) -> Decision | None:
+    if pods.is_finished(pod):
+        return Decision(pod, Action.SKIP, "finished (Succeeded or Failed)")
+    return None
+
+
+def mirror(pod: Pod, options: FilterOptions) -> Decision | None:
+    if pods.is_mirror(pod):
+        return Decision(pod, Action.SKIP, "mirror pod (static pod managed by the kubelet)")
+    return None
+
+
+def terminating(pod: Pod, options: FilterOptions) -> Decision | None:
+    if pods.is_terminating(pod):
+        return Decision(pod, Action.WAIT, "already terminating")
+    return None
+
+
+def daemonset(pod: Pod, options: FilterOptions) -> Decision | None:
+    if not pods.is_daemonset_pod(pod):
+        return None
+    if options.evict_daemonset:
+        return Decision(pod, Action.EVICT, "DaemonSet pod (EVICT_DAEMONSET_PODS=true)")
+    return Decision(pod, Action.SKIP, "DaemonSet pod (its controller would recreate it on this node)")
+
+
+def emptydir(pod: Pod, options: FilterOptions) -> Decision | None:
+    if not pods.has_emptydir(pod):
+        return None
+    if not options.evict_emptydir:
+        return Decision(
+            pod, Action.SKIP, "uses emptyDir (EVICT_EMPTYDIR_PODS=false)", "emptyDir data dies with the node"
+        )
+    return Decision(pod, Action.EVICT, "", "emptyDir data is deleted with the pod")
+
+
+def unreplicated(pod: Pod, options: FilterOptions) -> Decision | None:
+    if pods.controller(pod) is not None:
+        return None
+    if not options.evict_unreplicated:
+        return Decision(
+            pod, Action.SKIP, "no controller (EVICT_UNREPLICATED_PODS=false)", "the pod dies with the node"
+        )
+    return Decision(pod, Action.EVICT, "", "no controller will recreate this pod")
+
+
+# Order matters: the first filter with an opinion decides. Unlike kubectl, an
+# emptyDir or unreplicated pod does not stop the drain: the node is going away and
+# the pod dies either way, so it is evicted (gracefully) with a warning.
+PIPELINE: tuple[Filter, ...] = (finished, mirror, terminating, daemonset, emptydir, unreplicated)
+
+
+def _merge(first: Decision, later: Decision | None) -> Decision:
+    if later is None or later.action != Action.EVICT or first.action != Action.EVICT:
+        return first
+    warning = "; ".join(w for w in (first.warning, later.warning) if w)
+    return Decision(first.pod, Action.EVICT, first.reason or later.reason, warning)
+
+
+def decide(pod: Pod, options: FilterOptions, pipeline: Iterable[Filter] = PIPELINE) -> Decision:
+    decision: Decision | None = None
+    for check in pipeline:
+        verdict = check(pod, options)
+        if verdict is None:
+            continue
+        if verdict.action != Action.EVICT:
+            return verdict
+        # An "evict with a warning" lets later filters still skip the pod or add warnings.
+        decision = verdict if decision is None else _merge(decision, verdict)
+    return decision or Decision(pod, Action.EVICT)
+
+
+def warnings_by_message(decisions: Iterable[Decision]) -> dict[str, list[str]]:
+    """Warnings grouped by message, the pods named under each (as kubectl prints them)."""
+    grouped: dict[str, list[str]] = defaultdict(list)
+    for decision in decisions:
+        if decision.warning:
+            grouped[decision.warning].append(decision.name)
+    return dict(grouped)

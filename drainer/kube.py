@@ -1,0 +1,603 @@
+"""The one place that talks to the Kubernetes API.
+
+It builds the official client's configuration (TLS always verified against the
+cluster CA, a bearer token refreshed before it ages out), sends requests through
+the client's transport, retries what is worth retrying (5xx, dropped connections,
+API throttling with its Retry-After, one stale token), and translates every failure
+into the drainer's own errors, so nothing outside this module sees an
+ApiException or a urllib3 error.
+
+Objects are plain dicts parsed from JSON: the drain engine reads a handful of
+fields, and building pydantic models for hundreds of pods would cost more than the
+drain itself.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import re
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import urllib3
+
+from drainer.errors import (
+    EvictionBlocked,
+    KubeConflict,
+    KubeError,
+    KubeForbidden,
+    KubeGone,
+    KubeNotFound,
+    KubeServerError,
+    KubeTooManyRequests,
+    KubeUnauthorized,
+    MultipleBudgets,
+    TlsVerificationError,
+)
+
+log = logging.getLogger(__name__)
+
+Obj = dict[str, Any]
+PAGE_SIZE = 500
+USER_AGENT = "eks-node-drainer/0.1"
+_BUDGET_NAME = re.compile(r"The disruption budget (\S+) ")
+_MAX_BODY_IN_MESSAGE = 300
+
+
+class TokenProvider(Protocol):
+    def token(self) -> str: ...
+
+    def invalidate(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How hard one API call tries before its error reaches the engine.
+
+    The engine has its own, longer loops (evictions are retried until the drain's
+    deadline), so this only smooths over short blips.
+    """
+
+    attempts: int = 6
+    first_delay: float = 0.2
+    max_delay: float = 5.0
+    max_retry_after: float = 30.0
+
+    def delay(self, attempt: int, rng: random.Random) -> float:
+        base = min(self.max_delay, self.first_delay * 2**attempt)
+        return base * rng.uniform(0.5, 1.0)
+
+
+def _status_body(data: bytes) -> Obj:
+    try:
+        body = json.loads(data)
+    except ValueError:
+        return {}
+    return body if isinstance(body, dict) else {}
+
+
+def _retry_after(headers: Mapping[str, str], body: Obj) -> float | None:
+    value = headers.get("Retry-After")
+    if value:
+        try:
+            return float(value)
+        except ValueError:
+            pass
+    seconds = (body.get("details") or {}).get("retryAfterSeconds")
+    return float(seconds) if isinstance(seconds, int | float) and seconds > 0 else None
+
+
+def translate(
+    status: int,
+    data: bytes,
+    headers: Mapping[str, str],
+    *,
+    verb: str,
+    resource: str,
+    what: str,
+) -> KubeError:
+    """The drainer error for an HTTP error answer of the API server."""
+    body = _status_body(data)
+    message = str(body.get("message") or data[:_MAX_BODY_IN_MESSAGE].decode(errors="replace"))
+    reason = str(body.get("reason") or "")
+    causes = (body.get("details") or {}).get("causes") or []
+    if status == 404:
+        return KubeNotFound(f"{what}: not found ({message})", 404, reason)
+    if status == 409:
+        return KubeConflict(f"{what}: conflict ({message})", 409, reason)
+    if status == 410:
+        return KubeGone(f"{what}: {message}", 410, reason)
+    if status == 401:
+        return KubeUnauthorized(
+            f"{what}: the API server refused the token (401 Unauthorized). Check that the "
+            "function's IAM role has an EKS access entry (or aws-auth mapping) for this cluster.",
+            401,
+            reason,
+        )
+    if status == 403:
+        return KubeForbidden(
+            f"{what}: RBAC denied '{verb}' on '{resource}': {message}. Grant it to the group "
+            f"eks-node-drainer (kubectl apply -f k8s-rbac/).",
+            verb=verb,
+            resource=resource,
+        )
+    if status == 429:
+        budget_causes = [c for c in causes if c.get("reason") == "DisruptionBudget" or c.get("type") == "DisruptionBudget"]
+        if budget_causes:
+            cause = str(budget_causes[0].get("message") or "")
+            match = _BUDGET_NAME.search(cause)
+            return EvictionBlocked(
+                f"{what}: {message} {cause}".strip(),
+                budget=match.group(1) if match else "",
+                retry_after=_retry_after(headers, body),
+            )
+        return KubeTooManyRequests(f"{what}: API server throttled the request: {message}", _retry_after(headers, body))
+    if status == 500 and "more than one PodDisruptionBudget" in message:
+        return MultipleBudgets(f"{what}: {message}", 500, reason)
+    if status >= 500:
+        return KubeServerError(f"{what}: API server error {status}: {message}", status, reason)
+    return KubeError(f"{what}: HTTP {status} {reason}: {message}", status, reason)
+
+
+def _transport_error(error: Exception, what: str) -> KubeError:
+    text = str(error)
+    if "CERTIFICATE_VERIFY_FAILED" in text or "certificate verify failed" in text:
+        return TlsVerificationError(
+            f"{what}: the API server's certificate does not verify against the cluster CA "
+            f"({text[:200]}). Refusing to connect; check the cluster's certificateAuthority.",
+        )
+    return KubeServerError(f"{what}: connection to the API server failed: {text[:300]}")
+
+
+class Streams:
+    """Open watch responses, so another thread can end them (and any opened later)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._open: set[Any] = set()
+        self._closed = False
+
+    def add(self, raw: Any) -> bool:
+        with self._lock:
+            if not self._closed:
+                self._open.add(raw)
+                return True
+        _shutdown(raw)
+        return False
+
+    def discard(self, raw: Any) -> None:
+        with self._lock:
+            self._open.discard(raw)
+
+    def close_all(self) -> None:
+        with self._lock:
+            self._closed = True
+            streams = list(self._open)
+        for raw in streams:
+            _shutdown(raw)
+
+
+def _shutdown(raw: Any) -> None:
+    try:
+        raw.shutdown()
+    except (AttributeError, OSError):
+        raw.close()
+
+
+class Kube:
+    """A small, typed-by-convention client for the calls the drainer makes."""
+
+    def __init__(
+        self,
+        configuration: Any,
+        token: TokenProvider | None = None,
+        *,
+        request_timeout: float = 10.0,
+        retry: RetryPolicy | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+        rng: random.Random | None = None,
+    ) -> None:
+        from kubernetes.client import ApiClient
+
+        self._token = token
+        if token is not None:
+            configuration.api_key = {"BearerToken": "Bearer pending"}
+            configuration.refresh_api_key_hook = self._refresh
+        # Retries are ours: urllib3 must not re-send a request behind our back.
+        configuration.retries = urllib3.Retry(total=0, connect=0, read=0, redirect=0, status=0, other=0)
+        configuration.verify_ssl = True
+        self.configuration = configuration
+        self.api_client = ApiClient(configuration)
+        self.api_client.user_agent = USER_AGENT
+        self.request_timeout = request_timeout
+        self.retry = retry or RetryPolicy()
+        self._sleep = sleep
+        self._rng = rng or random.Random()  # noqa: S311 - jitter
+        self.streams = Streams()
+        self.requests = 0
+
+    # -- construction ---------------------------------------------------------
+
+    @classmethod
+    def for_cluster(
+        cls,
+        endpoint: str,
+        ca_pem: bytes,
+        token: TokenProvider,
+        *,
+        request_timeout: float = 10.0,
+        pool_size: int = 32,
+        ca_dir: Path | None = None,
+    ) -> Kube:
+        """A client for an EKS cluster: its endpoint, its CA, an IAM token source."""
+        from kubernetes.client import Configuration
+
+        if not ca_pem.strip():
+            raise TlsVerificationError("the cluster has no certificate authority data; refusing to connect")
+        configuration = Configuration(host=endpoint)
+        directory = ca_dir or Path(tempfile.gettempdir())
+        ca_file = directory / f"eks-node-drainer-ca-{abs(hash(ca_pem))}.pem"
+        ca_file.write_bytes(ca_pem)
+        configuration.ssl_ca_cert = str(ca_file)
+        configuration.connection_pool_maxsize = pool_size
+        return cls(configuration, token, request_timeout=request_timeout)
+
+    @classmethod
+    def from_kubeconfig(
+        cls,
+        path: str | None = None,
+        context: str | None = None,
+        *,
+        request_timeout: float = 10.0,
+        pool_size: int = 32,
+    ) -> Kube:
+        """A client from a kubeconfig (static tokens, client certificates, exec plugins)."""
+        from kubernetes import config as kube_config
+        from kubernetes.client import Configuration
+
+        configuration = Configuration()
+        try:
+            kube_config.load_kube_config(
+                config_file=path, context=context, client_configuration=configuration, persist_config=False
+            )
+        except (kube_config.ConfigException, OSError) as e:
+            raise KubeError(f"cannot load kubeconfig {path or '(default)'} context {context or '(current)'}: {e}") from e
+        if not configuration.verify_ssl:
+            raise TlsVerificationError(
+                "the kubeconfig turns TLS verification off (insecure-skip-tls-verify); "
+                "the drainer always verifies the API server"
+            )
+        configuration.connection_pool_maxsize = pool_size
+        return cls(configuration, None, request_timeout=request_timeout)
+
+    def _refresh(self, configuration: Any) -> None:
+        assert self._token is not None
+        configuration.api_key["BearerToken"] = "Bearer " + self._token.token()
+
+    def close(self) -> None:
+        self.streams.close_all()
+        self.api_client.close()
+
+    # -- the request loop -----------------------------------------------------
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Mapping[str, Any] | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
+        verb: str,
+        resource: str,
+        what: str = "",
+        timeout: float | tuple[float, float] | None = None,
+        stream: bool = False,
+    ) -> Any:
+        """Send one API call with retries; the parsed JSON answer, or the raw
+        urllib3 response when `stream` (the caller must close it)."""
+        what = what or f"{verb} {resource}"
+        unauthorized = 0
+        attempt = 0
+        while True:
+            try:
+                return self._once(method, path, query, body, content_type, verb, resource, what, timeout, stream)
+            except KubeUnauthorized:
+                # A token can age out between minting and use: one fresh token, one retry.
+                unauthorized += 1
+                if self._token is None or unauthorized > 1:
+                    raise
+                log.info("token refused; minting a new one and retrying %s", what)
+                self._token.invalidate()
+            except KubeTooManyRequests as e:
+                attempt += 1
+                if attempt >= self.retry.attempts:
+                    raise
+                delay = min(e.retry_after, self.retry.max_retry_after) if e.retry_after else self.retry.delay(attempt, self._rng)
+                log.warning("%s; retrying in %.1f s", e, delay)
+                self._sleep(delay)
+            except TlsVerificationError:
+                raise
+            except KubeServerError as e:
+                attempt += 1
+                if attempt >= self.retry.attempts:
+                    raise
+                delay = self.retry.delay(attempt, self._rng)
+                log.warning("%s; retrying in %.1f s (attempt %d of %d)", e, delay, attempt + 1, self.retry.attempts)
+                self._sleep(delay)
+
+    def _once(
+        self,
+        method: str,
+        path: str,
+        query: Mapping[str, Any] | None,
+        body: Any,
+        content_type: str,
+        verb: str,
+        resource: str,
+        what: str,
+        timeout: float | tuple[float, float] | None,
+        stream: bool,
+    ) -> Any:
+        from kubernetes.client.exceptions import ApiException
+
+        headers = {"Accept": "application/json", "Content-Type": content_type}
+        query_params = [(k, v) for k, v in (query or {}).items() if v is not None]
+        self.requests += 1
+        try:
+            serialized = self.api_client.param_serialize(
+                method=method,
+                resource_path=path,
+                query_params=query_params,
+                header_params=headers,
+                body=body,
+                auth_settings=["BearerToken"],
+            )
+            response = self.api_client.call_api(
+                *serialized, _request_timeout=timeout or (min(5.0, self.request_timeout), self.request_timeout)
+            )
+        except ApiException as e:  # the client reports TLS failures this way (status 0)
+            raise _transport_error(e, what) from e
+        except (urllib3.exceptions.HTTPError, OSError) as e:
+            raise _transport_error(e, what) from e
+        raw = response.response
+        if response.status >= 400:
+            try:
+                data = raw.read()
+            except (urllib3.exceptions.HTTPError, OSError):
+                data = b""
+            finally:
+                raw.release_conn()
+            raise translate(response.status, data, raw.headers, verb=verb, resource=resource, what=what)
+        if stream:
+            return raw
+        try:
+            data = raw.read()
+        except (urllib3.exceptions.HTTPError, OSError) as e:
+            raise _transport_error(e, what) from e
+        finally:
+            raw.release_conn()
+        if not data:
+            return {}
+        try:
+            return json.loads(data)
+        except ValueError as e:
+            raise KubeServerError(f"{what}: the API server answered with something that is not JSON") from e
+
+    # -- watch streams --------------------------------------------------------
+
+    def watch(
+        self,
+        path: str,
+        *,
+        query: Mapping[str, Any] | None = None,
+        resource_version: str,
+        resource: str,
+        timeout_seconds: int = 300,
+        streams: Streams | None = None,
+    ) -> Iterator[Obj]:
+        """Watch events after `resource_version`; ends when the server ends the stream
+        or `streams` is closed. Raises KubeGone when the version is too old (re-list,
+        then watch again)."""
+        streams = streams or self.streams
+        params = dict(query or {})
+        params.update(
+            watch="true",
+            resourceVersion=resource_version,
+            allowWatchBookmarks="true",
+            timeoutSeconds=str(timeout_seconds),
+        )
+        raw = self.request(
+            "GET",
+            path,
+            query=params,
+            verb="watch",
+            resource=resource,
+            timeout=(min(5.0, self.request_timeout), timeout_seconds + 15),
+            stream=True,
+        )
+        if not streams.add(raw):
+            return
+        buffer = b""
+        try:
+            for chunk in raw.stream(16384, decode_content=True):
+                buffer += chunk
+                while b"\n" in buffer:
+                    line, buffer = buffer.split(b"\n", 1)
+                    if not line.strip():
+                        continue
+                    event = json.loads(line)
+                    if event.get("type") == "ERROR":
+                        status = event.get("object") or {}
+                        code = int(status.get("code") or 500)
+                        raise translate(
+                            code, json.dumps(status).encode(), {}, verb="watch", resource=resource, what=f"watch {resource}"
+                        )
+                    yield event
+        except (urllib3.exceptions.HTTPError, OSError, ValueError) as e:
+            raise KubeServerError(f"watch {resource}: stream broken: {str(e)[:200]}") from e
+        finally:
+            streams.discard(raw)
+            raw.release_conn()
+
+    # -- the calls the drainer makes -------------------------------------------
+
+    def get_node(self, name: str) -> Obj | None:
+        try:
+            node: Obj = self.request("GET", f"/api/v1/nodes/{name}", verb="get", resource="nodes", what=f"get node {name}")
+        except KubeNotFound:
+            return None
+        return node
+
+    def list_nodes(self, *, label_selector: str = "", page_size: int = PAGE_SIZE) -> Iterator[Obj]:
+        """All nodes, page by page (never one unbounded list)."""
+        yield from self._paged("/api/v1/nodes", {"labelSelector": label_selector or None}, "nodes", page_size)[0]
+
+    def _paged(
+        self, path: str, query: Mapping[str, Any], resource: str, page_size: int
+    ) -> tuple[Iterator[Obj], list[str]]:
+        version: list[str] = []
+
+        def pages() -> Iterator[Obj]:
+            token = None
+            while True:
+                params = dict(query)
+                params["limit"] = str(page_size)
+                if token:
+                    params["continue"] = token
+                page = self.request("GET", path, query=params, verb="list", resource=resource)
+                metadata = page.get("metadata") or {}
+                if not version:
+                    version.append(str(metadata.get("resourceVersion") or ""))
+                yield from page.get("items") or []
+                token = metadata.get("continue")
+                if not token:
+                    return
+
+        return pages(), version
+
+    def patch_node(self, name: str, patch: Obj) -> Obj:
+        node: Obj = self.request(
+            "PATCH",
+            f"/api/v1/nodes/{name}",
+            body=patch,
+            content_type="application/merge-patch+json",
+            verb="patch",
+            resource="nodes",
+            what=f"patch node {name}",
+        )
+        return node
+
+    def list_pods_on_node(self, node: str, page_size: int = PAGE_SIZE) -> tuple[list[Obj], str]:
+        """The node's pods (paged) and the resourceVersion to watch from."""
+        pages, version = self._paged(
+            "/api/v1/pods", {"fieldSelector": f"spec.nodeName={node}"}, "pods", page_size
+        )
+        pods = list(pages)
+        return pods, version[0] if version else ""
+
+    def watch_pods_on_node(
+        self, node: str, resource_version: str, timeout_seconds: int = 300, streams: Streams | None = None
+    ) -> Iterator[Obj]:
+        return self.watch(
+            "/api/v1/pods",
+            query={"fieldSelector": f"spec.nodeName={node}"},
+            resource_version=resource_version,
+            resource="pods",
+            timeout_seconds=timeout_seconds,
+            streams=streams,
+        )
+
+    def evict(self, pod: Obj, *, grace_period_seconds: int | None = None, dry_run: bool = False) -> None:
+        """policy/v1 Eviction with a UID precondition: a pod recreated under the
+        same name is never evicted by mistake."""
+        metadata = pod["metadata"]
+        delete_options: Obj = {"preconditions": {"uid": metadata["uid"]}}
+        if grace_period_seconds is not None and grace_period_seconds >= 0:
+            delete_options["gracePeriodSeconds"] = grace_period_seconds
+        if dry_run:
+            delete_options["dryRun"] = ["All"]
+        body = {
+            "apiVersion": "policy/v1",
+            "kind": "Eviction",
+            "metadata": {"name": metadata["name"], "namespace": metadata["namespace"]},
+            "deleteOptions": delete_options,
+        }
+        self.request(
+            "POST",
+            f"/api/v1/namespaces/{metadata['namespace']}/pods/{metadata['name']}/eviction",
+            body=body,
+            verb="create",
+            resource="pods/eviction",
+            what=f"evict pod {metadata['namespace']}/{metadata['name']}",
+        )
+
+    def delete_pod(self, pod: Obj, *, grace_period_seconds: int) -> None:
+        """Delete bypassing PodDisruptionBudgets (only for the `force` timeout policy)."""
+        metadata = pod["metadata"]
+        self.request(
+            "DELETE",
+            f"/api/v1/namespaces/{metadata['namespace']}/pods/{metadata['name']}",
+            body={
+                "apiVersion": "v1",
+                "kind": "DeleteOptions",
+                "gracePeriodSeconds": grace_period_seconds,
+                "preconditions": {"uid": metadata["uid"]},
+            },
+            verb="delete",
+            resource="pods",
+            what=f"delete pod {metadata['namespace']}/{metadata['name']}",
+        )
+
+    def list_budgets(self) -> tuple[list[Obj], str]:
+        pages, version = self._paged("/apis/policy/v1/poddisruptionbudgets", {}, "poddisruptionbudgets", PAGE_SIZE)
+        budgets = list(pages)
+        return budgets, version[0] if version else ""
+
+    def watch_budgets(
+        self, resource_version: str, timeout_seconds: int = 300, streams: Streams | None = None
+    ) -> Iterator[Obj]:
+        return self.watch(
+            "/apis/policy/v1/poddisruptionbudgets",
+            resource_version=resource_version,
+            resource="poddisruptionbudgets",
+            timeout_seconds=timeout_seconds,
+            streams=streams,
+        )
+
+    def get_claim(self, namespace: str, name: str) -> Obj | None:
+        try:
+            claim: Obj = self.request(
+                "GET",
+                f"/api/v1/namespaces/{namespace}/persistentvolumeclaims/{name}",
+                verb="get",
+                resource="persistentvolumeclaims",
+            )
+        except KubeNotFound:
+            return None
+        return claim
+
+    def list_volume_attachments(self) -> tuple[list[Obj], str]:
+        pages, version = self._paged(
+            "/apis/storage.k8s.io/v1/volumeattachments", {}, "volumeattachments", PAGE_SIZE
+        )
+        attachments = list(pages)
+        return attachments, version[0] if version else ""
+
+    def watch_volume_attachments(
+        self, resource_version: str, timeout_seconds: int = 60, streams: Streams | None = None
+    ) -> Iterator[Obj]:
+        return self.watch(
+            "/apis/storage.k8s.io/v1/volumeattachments",
+            resource_version=resource_version,
+            resource="volumeattachments",
+            timeout_seconds=timeout_seconds,
+            streams=streams,
+        )

@@ -1,0 +1,88 @@
+"""Facts about a pod, read from its JSON: who owns it, how critical it is, whether
+it is on its way out and when it should have gone."""
+
+from __future__ import annotations
+
+import calendar
+import time
+from typing import Any
+
+Pod = dict[str, Any]
+PodKey = tuple[str, str]
+
+CRITICAL_PRIORITY_CLASSES = frozenset({"system-cluster-critical", "system-node-critical"})
+# The priority of system-cluster-critical; anything at or above it is critical.
+CRITICAL_PRIORITY = 2_000_000_000
+MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
+
+
+def key(pod: Pod) -> PodKey:
+    metadata = pod["metadata"]
+    return metadata.get("namespace", ""), metadata["name"]
+
+
+def name(pod: Pod) -> str:
+    namespace, pod_name = key(pod)
+    return f"{namespace}/{pod_name}"
+
+
+def uid(pod: Pod) -> str:
+    return str(pod["metadata"].get("uid", ""))
+
+
+def controller(pod: Pod) -> dict[str, Any] | None:
+    for ref in pod["metadata"].get("ownerReferences") or []:
+        if ref.get("controller"):
+            return dict(ref)
+    return None
+
+
+def is_mirror(pod: Pod) -> bool:
+    return MIRROR_ANNOTATION in (pod["metadata"].get("annotations") or {})
+
+
+def is_daemonset_pod(pod: Pod) -> bool:
+    ref = controller(pod)
+    return ref is not None and ref.get("kind") == "DaemonSet"
+
+
+def is_finished(pod: Pod) -> bool:
+    return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+
+
+def is_terminating(pod: Pod) -> bool:
+    return bool(pod["metadata"].get("deletionTimestamp"))
+
+
+def is_critical(pod: Pod) -> bool:
+    spec = pod.get("spec") or {}
+    if spec.get("priorityClassName") in CRITICAL_PRIORITY_CLASSES:
+        return True
+    priority = spec.get("priority")
+    return isinstance(priority, int) and priority >= CRITICAL_PRIORITY
+
+
+def has_emptydir(pod: Pod) -> bool:
+    return any("emptyDir" in volume for volume in (pod.get("spec") or {}).get("volumes") or [])
+
+
+def claim_names(pod: Pod) -> list[str]:
+    """The PersistentVolumeClaims the pod mounts."""
+    return [
+        volume["persistentVolumeClaim"]["claimName"]
+        for volume in (pod.get("spec") or {}).get("volumes") or []
+        if (volume.get("persistentVolumeClaim") or {}).get("claimName")
+    ]
+
+
+def parse_time(stamp: str) -> float:
+    """RFC 3339 (as the API server writes it) to epoch seconds."""
+    base = stamp.split(".")[0].rstrip("Z")
+    return float(calendar.timegm(time.strptime(base, "%Y-%m-%dT%H:%M:%S")))
+
+
+def deletion_deadline(pod: Pod) -> float | None:
+    """When a terminating pod should be gone: its deletionTimestamp, which the API
+    server sets to the deletion time plus the grace period."""
+    stamp = pod["metadata"].get("deletionTimestamp")
+    return parse_time(stamp) if stamp else None

@@ -1,0 +1,261 @@
+"""Live views of the API kept by one list and one watch each, instead of polling.
+
+`PodTracker` follows the pods of one node: the drain asks it whether a pod is gone
+(NotFound or a new UID under the same name). `BudgetTracker` follows the
+PodDisruptionBudgets, so an eviction refused by a budget is retried the moment the
+budget allows a disruption again, not on a blind timer.
+
+A watch that breaks is re-listed and re-watched after a short backoff; a
+410 Gone re-lists at once. That re-list is the polling fallback: nothing is missed,
+because the list is the truth and the watch resumes from its resourceVersion.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from drainer import pods
+from drainer.errors import KubeError, KubeForbidden, KubeGone
+from drainer.kube import Kube, Obj, Streams
+from drainer.pods import Pod, PodKey
+
+log = logging.getLogger(__name__)
+
+
+class _Follower:
+    """List, then watch from the list's resourceVersion, until stopped."""
+
+    name = "follower"
+
+    def __init__(self, kube: Kube, *, rng: random.Random | None = None, watch_timeout: int = 240) -> None:
+        self.kube = kube
+        self.cond = threading.Condition()
+        self.error: KubeError | None = None
+        self.relists = 0
+        self.watches = 0
+        self.version = 0  # bumped on every change, for waiters
+        self._stop = threading.Event()
+        self._streams = Streams()
+        self._thread: threading.Thread | None = None
+        self._rng = rng or random.Random()  # noqa: S311 - jitter
+        self._watch_timeout = watch_timeout
+
+    # Subclasses: the list, the watch, and how to apply what they return.
+    def _list(self) -> tuple[list[Obj], str]:
+        raise NotImplementedError
+
+    def _watch(self, resource_version: str) -> Iterator[Obj]:
+        raise NotImplementedError
+
+    def _replace(self, items: list[Obj]) -> None:
+        raise NotImplementedError
+
+    def _apply(self, kind: str, obj: Obj) -> None:
+        raise NotImplementedError
+
+    def start(self, items: list[Obj] | None = None, resource_version: str = "") -> None:
+        """Start following; pass a list already made to save one request."""
+        if items is not None:
+            with self.cond:
+                self._replace(items)
+        self._thread = threading.Thread(
+            target=self._run, args=(resource_version if items is not None else "",), name=self.name, daemon=True
+        )
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._streams.close_all()
+        with self.cond:
+            self.cond.notify_all()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout=5)
+
+    @property
+    def stopped(self) -> bool:
+        return self._stop.is_set()
+
+    def _changed(self) -> None:
+        self.version += 1
+        self.cond.notify_all()
+
+    def _run(self, resource_version: str) -> None:
+        failures = 0
+        while not self._stop.is_set():
+            try:
+                if not resource_version:
+                    items, resource_version = self._list()
+                    self.relists += 1
+                    with self.cond:
+                        self._replace(items)
+                        self._changed()
+                self.watches += 1
+                for event in self._watch(resource_version):
+                    if self._stop.is_set():
+                        return
+                    obj = event.get("object") or {}
+                    version = (obj.get("metadata") or {}).get("resourceVersion")
+                    if version:
+                        resource_version = str(version)
+                    if event.get("type") == "BOOKMARK":
+                        continue
+                    with self.cond:
+                        self._apply(str(event.get("type")), obj)
+                        self._changed()
+                failures = 0  # the server ended the watch normally: resume from where it was
+            except KubeGone:
+                log.info("%s: watch history expired; re-listing", self.name)
+                resource_version = ""
+            except KubeForbidden as e:
+                with self.cond:
+                    self.error = e
+                    self._changed()
+                return
+            except KubeError as e:
+                if self._stop.is_set():
+                    return
+                failures += 1
+                delay = min(5.0, 0.25 * 2**failures) * self._rng.uniform(0.5, 1.0)
+                log.warning("%s: %s; re-listing in %.1f s", self.name, e, delay)
+                resource_version = ""
+                if self._stop.wait(delay):
+                    return
+            except Exception as e:  # a follower must not die silently: report and re-list
+                if self._stop.is_set():
+                    return
+                log.exception("%s: unexpected error; re-listing", self.name)
+                with self.cond:
+                    self.error = KubeError(f"{self.name}: unexpected error: {e}")
+                resource_version = ""
+                if self._stop.wait(1.0):
+                    return
+
+
+class PodTracker(_Follower):
+    """The pods on one node, as the API server has them right now."""
+
+    def __init__(self, kube: Kube, node: str, **kwargs: Any) -> None:
+        super().__init__(kube, **kwargs)
+        self.node = node
+        self.name = f"pods-on-{node}"
+        self._present: dict[PodKey, Pod] = {}
+
+    def _list(self) -> tuple[list[Obj], str]:
+        return self.kube.list_pods_on_node(self.node)
+
+    def _watch(self, resource_version: str) -> Iterator[Obj]:
+        return self.kube.watch_pods_on_node(self.node, resource_version, self._watch_timeout, self._streams)
+
+    def _replace(self, items: list[Obj]) -> None:
+        self._present = {pods.key(p): p for p in items}
+
+    def _apply(self, kind: str, obj: Obj) -> None:
+        key = pods.key(obj)
+        if kind == "DELETED":
+            current = self._present.get(key)
+            if current is not None and pods.uid(current) == pods.uid(obj):
+                del self._present[key]
+        elif kind in ("ADDED", "MODIFIED"):
+            self._present[key] = obj
+
+    def gone(self, pod: Pod) -> bool:
+        """NotFound, or the name now belongs to another pod (a new UID): kubectl's test."""
+        current = self._present.get(pods.key(pod))
+        return current is None or pods.uid(current) != pods.uid(pod)
+
+    def current(self, pod: Pod) -> Pod | None:
+        """The latest version of this very pod (same UID), if it is still there."""
+        current = self._present.get(pods.key(pod))
+        if current is None or pods.uid(current) != pods.uid(pod):
+            return None
+        return current
+
+
+class BudgetTracker(_Follower):
+    """Every PodDisruptionBudget's disruptionsAllowed, kept current by a watch."""
+
+    name = "budgets"
+
+    def __init__(self, kube: Kube, **kwargs: Any) -> None:
+        super().__init__(kube, **kwargs)
+        self._budgets: dict[tuple[str, str], Obj] = {}
+        self._versions: dict[tuple[str, str], int] = {}
+
+    def _list(self) -> tuple[list[Obj], str]:
+        return self.kube.list_budgets()
+
+    def _watch(self, resource_version: str) -> Iterator[Obj]:
+        return self.kube.watch_budgets(resource_version, self._watch_timeout, self._streams)
+
+    def _key(self, obj: Obj) -> tuple[str, str]:
+        return obj["metadata"].get("namespace", ""), obj["metadata"]["name"]
+
+    def _replace(self, items: list[Obj]) -> None:
+        self._budgets = {self._key(b): b for b in items}
+        for key in self._budgets:
+            self._versions[key] = self._versions.get(key, 0) + 1
+
+    def _apply(self, kind: str, obj: Obj) -> None:
+        key = self._key(obj)
+        if kind == "DELETED":
+            self._budgets.pop(key, None)
+        else:
+            self._budgets[key] = obj
+        self._versions[key] = self._versions.get(key, 0) + 1
+
+    def allowed(self, namespace: str, name: str) -> int | None:
+        budget = self._budgets.get((namespace, name))
+        if budget is None:
+            return None
+        return int((budget.get("status") or {}).get("disruptionsAllowed") or 0)
+
+    def seen(self, namespace: str, name: str) -> int:
+        """A counter that moves whenever this budget changes."""
+        with self.cond:
+            return self._versions.get((namespace, name), 0)
+
+    def wait_for_room(self, namespace: str, name: str, seen: int, timeout: float) -> bool:
+        """Wait until the budget changed since `seen` and allows a disruption (or was
+        deleted), or `timeout`; True when it looks worth retrying now."""
+
+        def ready() -> bool:
+            if self.stopped:
+                return True
+            if self._versions.get((namespace, name), 0) == seen:
+                return False
+            allowed = self.allowed(namespace, name)
+            return allowed is None or allowed > 0
+
+        with self.cond:
+            return self.cond.wait_for(ready, timeout)
+
+    def matching(self, pod: Pod) -> list[str]:
+        """Names of the budgets whose selector matches the pod (for error messages)."""
+        labels = pod["metadata"].get("labels") or {}
+        names = []
+        with self.cond:
+            for (namespace, name), budget in self._budgets.items():
+                if namespace != pod["metadata"].get("namespace"):
+                    continue
+                if _selects((budget.get("spec") or {}).get("selector"), labels):
+                    names.append(f"{namespace}/{name}")
+        return sorted(names)
+
+
+def _selects(selector: dict[str, Any] | None, labels: dict[str, str]) -> bool:
+    if selector is None:
+        return False
+    for key, value in (selector.get("matchLabels") or {}).items():
+        if labels.get(key) != value:
+            return False
+    checks: dict[str, Callable[[dict[str, Any]], bool]] = {
+        "In": lambda e: labels.get(e["key"]) in (e.get("values") or []),
+        "NotIn": lambda e: labels.get(e["key"]) not in (e.get("values") or []),
+        "Exists": lambda e: e["key"] in labels,
+        "DoesNotExist": lambda e: e["key"] not in labels,
+    }
+    return all(checks.get(e.get("operator", ""), lambda _: False)(e) for e in selector.get("matchExpressions") or [])
