@@ -1,0 +1,193 @@
+"""The Lambda entry point: parse, build settings and clients, run the workflow, and
+map its result to a lifecycle action in one table.
+
+Nothing here runs at import time but imports: settings are read and clients built
+on the first invocation of a container and reused after that.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from drainer import aws, logs
+from drainer.errors import AwsError, SettingsError
+from drainer.events import LifecycleEvent, Skip, parse_event, with_handover
+from drainer.settings import Settings, TimeoutPolicy
+from drainer.workflow import Invocation, KubeFactory, Result, Run, drain_instance, eks_kube
+
+log = logging.getLogger(__name__)
+
+METRICS_NAMESPACE = "EksNodeDrainer"
+_settings: Settings | None = None
+_clients: tuple[aws.AwsClients, KubeFactory] | None = None
+
+
+def lifecycle_result(result: Result, settings: Settings) -> str | None:
+    """The outcome table: which lifecycle result each drain result sends to the ASG.
+    None means the action is not completed by this invocation."""
+    timeout = {
+        TimeoutPolicy.CONTINUE: "CONTINUE",
+        TimeoutPolicy.FORCE: "CONTINUE",  # after the remaining pods were force-deleted
+        TimeoutPolicy.ABANDON: None,  # left to the hook's HeartbeatTimeout and DefaultResult
+    }[settings.timeout_policy]
+    table: dict[Result, str | None] = {
+        Result.DRAINED: "CONTINUE",
+        Result.NO_NODE: "CONTINUE",  # never joined or already gone: nothing to wait for
+        Result.DRY_RUN: "CONTINUE",  # dry run touches Kubernetes only; the ASG goes on
+        Result.TIMED_OUT: timeout,
+        Result.FAILED: settings.failure_result,
+        Result.HANDED_OVER: None,  # the next invocation completes it
+        Result.NOT_ALLOWED: None,  # not our Auto Scaling group
+        Result.ALREADY_COMPLETED: None,
+    }
+    return table[result]
+
+
+def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
+    """The settings of this container, read once. A bad value raises SettingsError
+    naming the variable: the invocation fails loudly rather than drain wrongly."""
+    global _settings
+    if _settings is None or environ is not None:
+        _settings = Settings.from_env(os.environ if environ is None else environ)
+        logs.configure(_settings.log_level)
+        log.info("settings", extra={"settings": _settings.describe()})
+    return _settings
+
+
+def _aws(settings: Settings, region: str) -> tuple[aws.AwsClients, KubeFactory]:
+    global _clients
+    if _clients is None:
+        import boto3
+
+        session = boto3.Session(region_name=region or None)
+        region = session.region_name or region
+        _clients = (aws.make_clients(session, region), eks_kube(session, region))
+    return _clients
+
+
+def reset() -> None:
+    """Forget cached settings and clients (tests, and the CLI between runs)."""
+    global _settings, _clients
+    _settings = None
+    _clients = None
+
+
+def lambda_handler(event: Any, context: Any) -> dict[str, Any]:
+    try:
+        settings = load_settings()
+    except SettingsError as e:
+        logs.configure("INFO")
+        log.error("invalid settings, nothing done: %s", e)
+        raise
+    logs.reset()
+    parsed = parse_event(event)
+    if isinstance(parsed, Skip):
+        log.info("event skipped: %s", parsed.reason)
+        return {"result": "skipped", "reason": parsed.reason}
+    logs.bind(**parsed.log_keys())
+    clients, kube_factory = _aws(settings, os.environ.get("AWS_REGION", "") or parsed.region)
+    invocation = None
+    if context is not None and hasattr(context, "get_remaining_time_in_millis"):
+        invocation = Invocation(
+            remaining_seconds=lambda: context.get_remaining_time_in_millis() / 1000.0,
+            function_arn=str(getattr(context, "invoked_function_arn", "")),
+        )
+    return handle(parsed, event, settings, clients, kube_factory, invocation)
+
+
+def handle(
+    event: LifecycleEvent,
+    raw_event: Mapping[str, Any],
+    settings: Settings,
+    clients: aws.AwsClients,
+    kube_factory: KubeFactory,
+    invocation: Invocation | None,
+) -> dict[str, Any]:
+    started = time.monotonic()
+    if event.handover:
+        log.info(
+            "continuing a drain handed over %d time(s), begun %.0f s ago",
+            event.handover.handovers,
+            time.time() - event.handover.started_at,
+        )
+    try:
+        run = drain_instance(event, settings, clients, kube_factory, invocation)
+    except AwsError as e:
+        # AWS failed beyond botocore's retries: raise so Lambda retries the event
+        # (the drain is safe to repeat); the hook's heartbeat timeout is the backstop.
+        log.error("AWS call failed; the invocation will be retried: %s", e)
+        raise
+    result = lifecycle_result(run.result, settings)
+    if run.result == Result.HANDED_OVER and run.handover is not None:
+        if invocation is None or not invocation.function_arn:
+            run.message = "out of time and no function to hand over to"
+        else:
+            try:
+                aws.invoke_self_async(clients.lambda_, invocation.function_arn, with_handover(raw_event, run.handover))
+                log.info("handed over to a new invocation (hand-over %d)", run.handover.handovers)
+            except AwsError as e:
+                run.result = Result.FAILED
+                run.message = f"could not hand over to a new invocation: {e}"
+                result = settings.failure_result
+    completed = None
+    if result is not None and not run.extra.get("action_gone"):
+        completed = aws.complete_lifecycle_action(clients.autoscaling, event, result)
+        if not completed:
+            log.info("the lifecycle action was already completed or timed out; nothing to do")
+    elif result is not None:
+        completed = False
+    _log_outcome(run, result, completed)
+    summary = _summary(run, result, completed, time.monotonic() - started)
+    log.info("drain finished: " + ", ".join(f"{k}={v}" for k, v in summary.items()), extra={"summary": summary})
+    _metrics(run, summary)
+    return summary
+
+
+def _log_outcome(run: Run, result: str | None, completed: bool | None) -> None:
+    if run.result == Result.FAILED:
+        log.error("drain failed: %s (lifecycle result %s)", run.message, result)
+    elif run.result == Result.TIMED_OUT:
+        log.warning("%s", run.message)
+    elif run.message:
+        log.info("%s", run.message)
+
+
+def _summary(run: Run, result: str | None, completed: bool | None, seconds: float) -> dict[str, Any]:
+    summary: dict[str, Any] = {
+        "result": str(run.result),
+        "lifecycle_result": result or "none",
+        "completed": completed,
+        "cluster": run.cluster,
+        "node": run.node,
+        "heartbeats": run.heartbeats,
+        "seconds": round(seconds, 3),
+    }
+    if run.handover is not None:
+        summary["handovers"] = run.handover.handovers
+    if run.report is not None:
+        summary.update({k: v for k, v in run.report.summary().items() if k not in ("node", "seconds")})
+    if run.message:
+        summary["message"] = run.message
+    return summary
+
+
+def _metrics(run: Run, summary: Mapping[str, Any]) -> None:
+    """CloudWatch metrics in embedded metric format: one JSON line, no API call."""
+    from aws_lambda_powertools import Metrics
+    from aws_lambda_powertools.metrics import MetricUnit
+
+    metrics = Metrics(namespace=METRICS_NAMESPACE, service=logs.SERVICE)
+    metrics.add_dimension(name="Cluster", value=run.cluster or "unknown")
+    failed = run.result == Result.FAILED or (run.result == Result.TIMED_OUT)
+    metrics.add_metric(name="DrainFailed", unit=MetricUnit.Count, value=1 if failed else 0)
+    metrics.add_metric(name="DrainSucceeded", unit=MetricUnit.Count, value=1 if run.result == Result.DRAINED else 0)
+    metrics.add_metric(name="DrainTimedOut", unit=MetricUnit.Count, value=1 if run.result == Result.TIMED_OUT else 0)
+    metrics.add_metric(name="Handovers", unit=MetricUnit.Count, value=1 if run.result == Result.HANDED_OVER else 0)
+    metrics.add_metric(name="PodsEvicted", unit=MetricUnit.Count, value=int(summary.get("evicted", 0)))
+    metrics.add_metric(name="PdbRefusals", unit=MetricUnit.Count, value=int(summary.get("pdb_refusals", 0)))
+    metrics.add_metric(name="InvocationSeconds", unit=MetricUnit.Seconds, value=float(summary["seconds"]))
+    metrics.flush_metrics()

@@ -1,0 +1,64 @@
+"""Structured JSON logs (aws-lambda-powertools Logger) with fixed keys.
+
+Every module logs through the standard `logging` module under the `drainer`
+logger; `configure()` routes those records through one powertools handler, so
+each line is JSON with the keys bound for the invocation (instance_id, node_name,
+asg_name, lifecycle_hook_name, cluster). A filter redacts anything that looks like
+an EKS bearer token, whatever logged it.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import IO, Any
+
+SERVICE = "eks-node-drainer"
+FIXED_KEYS = ("instance_id", "node_name", "asg_name", "lifecycle_hook_name", "cluster")
+_TOKEN = re.compile(r"k8s-aws-v1\.[A-Za-z0-9_\-]+")
+_SIGNATURE = re.compile(r"(X-Amz-Signature=|X-Amz-Credential=|X-Amz-Security-Token=)[^&\s\"']+")
+
+_logger: Any = None
+
+
+class RedactTokens(logging.Filter):
+    """Never let a bearer token or a presigned URL's signature reach a log line."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        redacted = _SIGNATURE.sub(r"\1[redacted]", _TOKEN.sub("k8s-aws-v1.[redacted]", message))
+        if redacted != message:
+            record.msg = redacted
+            record.args = None
+        return True
+
+
+def configure(level: str = "INFO", stream: IO[str] | None = None) -> Any:
+    """Set up JSON logging once per process (a Lambda container); returns the Logger."""
+    global _logger
+    if _logger is None:
+        from aws_lambda_powertools import Logger
+
+        _logger = Logger(service=SERVICE, level=level, stream=stream)
+        handler = _logger.registered_handler
+        handler.addFilter(RedactTokens())
+        package = logging.getLogger("drainer")
+        package.handlers = [handler]
+        package.propagate = False
+    _logger.setLevel(level)
+    logging.getLogger("drainer").setLevel(level)
+    # botocore at DEBUG prints presigned URLs; keep it quiet whatever LOG_LEVEL says.
+    logging.getLogger("botocore").setLevel(max(logging.INFO, logging.getLogger("botocore").level))
+    return _logger
+
+
+def bind(**keys: str) -> None:
+    """Add keys to every following log line of this invocation."""
+    if _logger is not None:
+        _logger.append_keys(**{k: v for k, v in keys.items() if v})
+
+
+def reset() -> None:
+    """Forget the keys of the previous invocation (containers are reused)."""
+    if _logger is not None:
+        _logger.remove_keys([*FIXED_KEYS, "event_id"])

@@ -1,0 +1,126 @@
+"""One emulated EKS cluster: kubesim nodes that are the instances of a moto Auto
+Scaling group with a terminate lifecycle hook, the EKS cluster pointing at kubesim,
+and the drainer's IAM identity mapped to the Kubernetes group eks-node-drainer
+with exactly the RBAC of k8s-rbac/."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import boto3
+
+from awssim import AwsSim
+from awssim.world import NodeGroup, create_node_group
+from kubesim import DRAINER_GROUP, EksIdentity, KubeSim
+
+ROOT = Path(__file__).resolve().parent.parent
+RBAC_DIR = ROOT / "k8s-rbac"
+DRAINER_USER = "eks-node-drainer"
+
+
+def rbac_manifests() -> list[dict[str, Any]]:
+    import yaml
+
+    documents: list[dict[str, Any]] = []
+    for path in sorted(RBAC_DIR.glob("*.yaml")):
+        documents.extend(d for d in yaml.safe_load_all(path.read_text()) if d)
+    return documents
+
+
+class World:
+    def __init__(
+        self,
+        sim: KubeSim,
+        *,
+        size: int = 3,
+        region: str = "us-east-1",
+        asg_name: str = "eks-workers",
+        heartbeat_timeout: int = 300,
+        node_capacity: int = 110,
+        rbac: Iterable[dict[str, Any]] | None = None,
+        node_names: str = "dns",
+    ) -> None:
+        """`node_names`: "dns" names nodes after the PrivateDnsName (the EKS default);
+        "custom" gives them other names, so only the providerID finds them."""
+        self.sim = sim
+        self.region = region
+        self.cluster_name = sim.cluster_name
+        session = boto3.Session(region_name=region)
+        self.ec2 = session.client("ec2")
+        self.autoscaling = session.client("autoscaling")
+        self.aws = AwsSim(region=region)
+        self.group: NodeGroup = create_node_group(
+            self.ec2,
+            self.autoscaling,
+            asg_name=asg_name,
+            size=size,
+            heartbeat_timeout=heartbeat_timeout,
+            cluster_name=self.cluster_name,
+            notification_metadata=json.dumps({"cluster_name": self.cluster_name}),
+        )
+        self.aws.point_cluster_at(self.cluster_name, sim.url, sim.ca_data)
+        # The drainer signs its EKS token with whatever credentials boto3 finds
+        # (moto's, in-process): map exactly those to the drainer's Kubernetes group.
+        credentials = session.get_credentials()
+        assert credentials is not None, "no AWS credentials for the drainer"
+        sim.authenticator.identities.append(
+            EksIdentity(
+                credentials.access_key,
+                credentials.secret_key,
+                f"arn:aws:sts::123456789012:assumed-role/{DRAINER_USER}/lambda",
+                DRAINER_USER,
+                (DRAINER_GROUP,),
+            )
+        )
+        sim.apply(list(rbac) if rbac is not None else rbac_manifests())
+        self.nodes: dict[str, str] = {}
+        for instance_id in self.group.instance_ids:
+            self.add_node(instance_id, node_capacity, node_names)
+
+    def add_node(self, instance_id: str, capacity: int = 110, naming: str = "dns") -> str:
+        described = self.ec2.describe_instances(InstanceIds=[instance_id])
+        instance = described["Reservations"][0]["Instances"][0]
+        dns = instance["PrivateDnsName"]
+        zone = instance["Placement"]["AvailabilityZone"]
+        name = dns if naming == "dns" else f"worker-{instance_id[-6:]}"
+        labels = {"topology.kubernetes.io/zone": zone}
+        if naming != "dns":
+            labels["kubernetes.io/hostname"] = name
+        self.sim.apply(
+            {
+                "apiVersion": "v1",
+                "kind": "Node",
+                "metadata": {"name": name, "labels": labels},
+                "spec": {"providerID": f"aws:///{zone}/{instance_id}"},
+                "status": {
+                    "capacity": {"pods": str(capacity), "cpu": "4", "memory": "16Gi"},
+                    "allocatable": {"pods": str(capacity), "cpu": "3920m", "memory": "15Gi"},
+                },
+            }
+        )
+        self.nodes[instance_id] = name
+        return name
+
+    @property
+    def instance_ids(self) -> tuple[str, ...]:
+        return self.group.instance_ids
+
+    def terminate(self, instance_id: str) -> dict[str, Any]:
+        """Put one instance in Terminating:Wait; the EventBridge event AWS would send."""
+        token = self.aws.begin_termination(self.group.asg_name, instance_id, self.group.hook_name)
+        return self.aws.event_for(token)
+
+    def scale_in(self, count: int = 1) -> list[dict[str, Any]]:
+        return self.aws.scale_in(self.group.asg_name, count)
+
+    def env(self, **overrides: Any) -> dict[str, str]:
+        """The function's environment, as template.yaml would set it."""
+        env = {"CLUSTER_NAME": self.cluster_name, "LOG_LEVEL": "INFO"}
+        env.update({k: str(v) for k, v in overrides.items()})
+        return env
+
+    def completions(self) -> list[Mapping[str, Any]]:
+        return [c for c in self.aws.calls("complete") if not c.get("error")]
