@@ -85,6 +85,8 @@ class KubeSim:
         self._cert_dir = Path(self._tmp.name)
         self.kubeconfig = Path(kubeconfig) if kubeconfig else self._cert_dir / "kubeconfig"
         self._port = port
+        # Seconds between watch bookmarks (the real server: about a minute).
+        self.bookmark_interval = 1.0
         self._server: Server | None = None
         self._thread: threading.Thread | None = None
 

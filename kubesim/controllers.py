@@ -185,11 +185,8 @@ class Simulator:
         self._kubelet(now)
         self._attachments(now)
         # Drop timers of objects that no longer exist.
-        live = {
-            f"{kind}:{p['metadata']['uid']}"
-            for p in self.store.iter(PODS)
-            for kind in ("start", "stop")
-        }
+        uids = {p["metadata"]["uid"] for p in self.store.iter(PODS)}
+        live = {k for k in self._due if k.split(":")[1] in uids}
         live |= {"detach:" + a["metadata"]["name"] for a in self.store.iter(ATTACHMENTS)}
         for key in [k for k in self._due if k not in live]:
             del self._due[key]
@@ -211,12 +208,15 @@ class Simulator:
                     if not metadata.get("finalizers"):
                         self.api.remove_now(PODS, metadata["namespace"], metadata["name"])
                     continue
-                key = "stop:" + uid
+                # A second delete with a shorter grace period brings the stop forward.
+                grace = float(metadata.get("deletionGracePeriodSeconds") or 0)
+                key = f"stop:{uid}:{grace:g}"
                 if key not in self._due:
-                    grace = float(metadata.get("deletionGracePeriodSeconds") or 0)
                     running = (pod.get("status") or {}).get("phase") == "Running"
                     seconds = min(_seconds(pod, SHUTDOWN), grace) if running else 0.0
-                    self._schedule(key, now + self.delay(seconds))
+                    due = now + self.delay(seconds)
+                    earlier = [t for k, t in self._due.items() if k.startswith(f"stop:{uid}:")]
+                    self._schedule(key, min([due, *earlier]))
                 if self._due[key] <= now:
                     self._stop_pod(pod)
                 continue
@@ -760,9 +760,8 @@ class Simulator:
                 for obj in list(self.store.iter(resource, name)):
                     remaining += 1
                     if not is_terminating(obj):
-                        self.api.delete(
-                            resource, name, obj["metadata"]["name"], {"gracePeriodSeconds": 0}
-                        )
+                        # As the namespace controller: pods get their own grace period.
+                        self.api.delete(resource, name, obj["metadata"]["name"])
             if remaining == 0:
                 self.api.remove_now(NAMESPACES, "", name)
 

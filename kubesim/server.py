@@ -16,7 +16,7 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 
-from kubesim import errors, patch, tables
+from kubesim import errors, patch, schema, tables
 from kubesim.auth import Attributes, AuthenticationError, User, forbidden_message
 from kubesim.errors import ApiError
 from kubesim.faults import Fault, RequestRecord
@@ -98,6 +98,21 @@ def _verb(method: str, route: Route, watch: bool) -> str:
         "PATCH": "patch",
         "DELETE": "delete" if route.name else "deletecollection",
     }.get(method, method.lower())
+
+
+def _dry_run(query: dict[str, str], verb: str) -> bool:
+    value = query.get("dryRun")
+    if value is None or value == "":
+        return False
+    if value != "All":
+        options = {"create": "CreateOptions", "update": "UpdateOptions", "patch": "PatchOptions"}
+        raise errors.invalid(
+            options.get(verb, "DeleteOptions"),
+            "",
+            [("dryRun[0]", f'Unsupported value: "{value}": supported values: "All"')],
+            "meta.k8s.io",
+        )
+    return True
 
 
 def _truthy(value: str | None) -> bool:
@@ -206,6 +221,9 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
         self.send_header("Audit-Id", self._audit_id)
+        for warning in self._warnings:
+            escaped = warning.replace("\\", "\\\\").replace('"', '\\"')
+            self.send_header("Warning", f'299 - "{escaped}"')
         for key, value in (headers or {}).items():
             self.send_header(key, value)
         self.end_headers()
@@ -220,6 +238,7 @@ class Handler(BaseHTTPRequestHandler):
 
     def _dispatch(self, method: str) -> None:
         self._status = 0
+        self._warnings: list[str] = []
         self._audit_id = f"{id(self):x}-{time.monotonic_ns():x}"
         started = time.time()
         split = urllib.parse.urlsplit(self.path)
@@ -385,7 +404,7 @@ class Handler(BaseHTTPRequestHandler):
         sim = self.server.sim
         api = sim.api
         resource = route.resource
-        dry_run = query.get("dryRun") == "All"
+        dry_run = _dry_run(query, verb)
         if resource.key in VIRTUAL:
             if method != "POST":
                 raise ApiError(
@@ -430,20 +449,20 @@ class Handler(BaseHTTPRequestHandler):
                 )
             body = self._json_body(raw)
             self._check_body_kind(resource, body)
-            if query.get("fieldValidation", "").lower() == "strict":
-                api.check_strict_fields(body)
+            body = self._decode(resource, body, query)
             self._send_json(201, api.create(resource, body, route.namespace, dry_run=dry_run))
             return
         if verb == "update":
             body = self._json_body(raw)
             self._check_body_kind(resource, body)
+            body = self._decode(resource, body, query)
             self._send_json(
                 200,
                 api.update(resource, body, route.namespace, route.name, route.subresource, dry_run),
             )
             return
         if verb == "patch":
-            self._patch(route, raw, dry_run)
+            self._patch(route, raw, dry_run, query)
             return
         if verb == "delete":
             options = self._json_body(raw) if raw.strip() else {}
@@ -500,7 +519,15 @@ class Handler(BaseHTTPRequestHandler):
                 f"({resource.api_version})"
             )
 
-    def _patch(self, route: Route, raw: bytes, dry_run: bool) -> None:
+    def _decode(self, resource: Resource, body: Any, query: dict[str, str]) -> Any:
+        """Prune unknown fields (or refuse them), refuse wrong types; warnings to send."""
+        decoded, warnings = schema.decode(
+            resource, body, schema.field_validation(query.get("fieldValidation"))
+        )
+        self._warnings.extend(warnings)
+        return decoded
+
+    def _patch(self, route: Route, raw: bytes, dry_run: bool, query: dict[str, str]) -> None:
         api = self.server.sim.api
         content_type = (self.headers.get("Content-Type") or "").split(";")[0].strip()
         try:
@@ -536,6 +563,7 @@ class Handler(BaseHTTPRequestHandler):
             )
             if not patch_rv:
                 patched["metadata"]["resourceVersion"] = ""
+            patched = self._decode(route.resource, patched, query)
             updated = api.update(
                 route.resource, patched, route.namespace, route.name, route.subresource, dry_run
             )
@@ -566,20 +594,38 @@ class Handler(BaseHTTPRequestHandler):
             limit = int(query.get("limit") or 0)
         except ValueError as e:
             raise errors.bad_request("limit must be an integer") from e
+        if limit < 0:
+            raise errors.bad_request("limit must not be negative")
         start: tuple[str, str] | None = None
         list_rv: int | None = None
         if query.get("continue"):
-            try:
-                token = json.loads(base64.urlsafe_b64decode(query["continue"].encode()))
-                start = (token["start"][0], token["start"][1])
-                list_rv = int(token["rv"])
-            except (ValueError, KeyError, TypeError, binascii.Error) as e:
-                raise errors.bad_request(f"continue key is not valid: {e}") from e
+            if query.get("resourceVersion") not in (None, ""):
+                raise errors.bad_request(
+                    "specifying resource version is not allowed when using continue"
+                )
+            start, list_rv = _decode_continue(query["continue"])
+        selecting = bool(query.get("labelSelector", "").strip()) or bool(
+            query.get("fieldSelector", "").strip()
+        )
         with api.store.lock:
-            items, current_rv = [], api.store.resource_version
+            current_rv = api.store.resource_version
+            if list_rv is None:
+                objects = list(api.store.iter(resource, route.namespace))
+            else:
+                try:
+                    # A continued list pages through the snapshot of its first page.
+                    objects = api.store.snapshot(resource, route.namespace, list_rv)
+                except ApiError as e:
+                    raise ApiError(
+                        410,
+                        "The provided continue parameter is too old to display a consistent "
+                        "list result. You can start a new list without the continue parameter.",
+                        reason="Expired",
+                    ) from e
+            items: list[Obj] = []
             more = False
             remaining = 0
-            for obj in api.store.iter(resource, route.namespace):
+            for obj in objects:
                 key = (obj["metadata"].get("namespace", ""), obj["metadata"]["name"])
                 if start is not None and key <= start:
                     continue
@@ -594,12 +640,12 @@ class Handler(BaseHTTPRequestHandler):
         metadata: dict[str, Any] = {"resourceVersion": rv}
         if more:
             last = items[-1]["metadata"]
-            metadata["continue"] = base64.urlsafe_b64encode(
-                json.dumps(
-                    {"rv": int(rv), "start": [last.get("namespace", ""), last["name"]]}
-                ).encode()
-            ).decode()
-            metadata["remainingItemCount"] = remaining
+            metadata["continue"] = _encode_continue(
+                int(rv), (last.get("namespace", ""), last["name"])
+            )
+            # The real server counts what remains only when nothing is filtered out.
+            if not selecting:
+                metadata["remainingItemCount"] = remaining
         if "as=Table" in (self.headers.get("Accept") or ""):
             table = tables.table(items, rv, query, resource.kind)
             table["metadata"].update({k: v for k, v in metadata.items() if k != "resourceVersion"})
@@ -732,7 +778,7 @@ class Handler(BaseHTTPRequestHandler):
                     keep_going = emit(kind, obj)
                     if not keep_going:
                         break
-                if bookmarks and time.monotonic() - last_bookmark > 1.0 and keep_going:
+                if bookmarks and time.monotonic() - last_bookmark > sim.bookmark_interval and keep_going:
                     emit(
                         "BOOKMARK",
                         {
@@ -763,6 +809,23 @@ class Handler(BaseHTTPRequestHandler):
             raise errors.bad_request(f"admin request body is not JSON: {e}") from e
         result = sim.admin(method, path[len("/kubesim/") :], body)
         self._send_json(200, result)
+
+
+def _encode_continue(rv: int, start: tuple[str, str]) -> str:
+    token = {"v": "meta.k8s.io/v1", "rv": rv, "start": list(start)}
+    return base64.urlsafe_b64encode(json.dumps(token).encode()).decode()
+
+
+def _decode_continue(text: str) -> tuple[tuple[str, str], int]:
+    try:
+        token = json.loads(base64.urlsafe_b64decode(text.encode()))
+        start = (str(token["start"][0]), str(token["start"][1]))
+        rv = int(token["rv"])
+    except (ValueError, KeyError, TypeError, IndexError, binascii.Error) as e:
+        raise errors.bad_request(f"continue key is not valid: {e}") from e
+    if token.get("v") != "meta.k8s.io/v1" or rv <= 0:
+        raise errors.bad_request("continue key is not valid: incorrect encoded start resourceVersion")
+    return start, rv
 
 
 def _groups() -> list[dict[str, Any]]:

@@ -84,6 +84,29 @@ class Store:
             result.reverse()
             return result
 
+    def snapshot(self, resource: Resource, namespace: str, rv: int) -> list[Obj]:
+        """The objects of `resource` as they were at `rv` (stored objects, no copies,
+        sorted); 410 when the history no longer reaches back that far."""
+        with self.lock:
+            changes = self.changes_since(rv)
+            state = {
+                key: obj
+                for key, obj in self._bucket(resource).items()
+                if not namespace or key[0] == namespace
+            }
+            for change in reversed(changes):
+                if change.resource is not resource:
+                    continue
+                metadata = change.obj["metadata"]
+                key = (metadata.get("namespace", "") if resource.namespaced else "", metadata["name"])
+                if namespace and key[0] != namespace:
+                    continue
+                if change.type == "ADDED":
+                    state.pop(key, None)
+                elif change.old is not None:
+                    state[key] = change.old
+            return [state[key] for key in sorted(state)]
+
     def _record(self, kind: str, resource: Resource, obj: Obj, old: Obj | None) -> None:
         change = Change(self._rv, kind, resource, obj, old)
         self._history.append(change)
@@ -188,13 +211,22 @@ class Store:
             return copy.deepcopy(stored)
 
     def set_deletion(
-        self, resource: Resource, namespace: str, name: str, timestamp: str, grace: int
+        self,
+        resource: Resource,
+        namespace: str,
+        name: str,
+        timestamp: str,
+        grace: int,
+        mutate: Callable[[Obj], None] | None = None,
     ) -> Obj:
-        """Mark an object as terminating (the only way to set deletionTimestamp)."""
+        """Mark an object as terminating (the only way to set deletionTimestamp);
+        `mutate` changes it further in the same write."""
         with self.lock:
             bucket = self._bucket(resource)
             old = bucket[(namespace, name)]
             new = copy.deepcopy(old)
+            if mutate is not None:
+                mutate(new)
             new["metadata"]["deletionTimestamp"] = timestamp
             new["metadata"]["deletionGracePeriodSeconds"] = grace
             new["metadata"]["resourceVersion"] = self._next_rv()
