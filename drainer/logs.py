@@ -45,6 +45,8 @@ def configure(level: str = "INFO", stream: IO[str] | None = None) -> Any:
         package = logging.getLogger("drainer")
         package.handlers = [handler]
         package.propagate = False
+    elif stream is not None:
+        _logger.registered_handler.setStream(stream)
     _logger.setLevel(level)
     logging.getLogger("drainer").setLevel(level)
     # botocore at DEBUG prints presigned URLs; keep it quiet whatever LOG_LEVEL says.

@@ -124,3 +124,46 @@ class World:
 
     def completions(self) -> list[Mapping[str, Any]]:
         return [c for c in self.aws.calls("complete") if not c.get("error")]
+
+
+def pods_on(sim: KubeSim, node: str) -> list[dict[str, Any]]:
+    return [p for p in sim.list("Pod") if p["spec"].get("nodeName") == node]
+
+
+def all_ready(sim: KubeSim, namespace: str = "") -> bool:
+    from kubesim.api import is_pod_ready
+
+    pods = sim.list("Pod", namespace)
+    return all(is_pod_ready(p) and not p["metadata"].get("deletionTimestamp") for p in pods)
+
+
+def wait_until(predicate: Any, timeout: float = 10.0, interval: float = 0.02) -> None:
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"condition not met within {timeout} s: {predicate}")
+        time.sleep(interval)
+
+
+def set_schedulable(sim: KubeSim, nodes: Iterable[str], schedulable: bool) -> None:
+    from kubesim.api import NODES
+
+    for name in nodes:
+        node = sim.api.get(NODES, "", name)
+        node["spec"]["unschedulable"] = not schedulable
+        sim.api.update(NODES, node, "", name)
+
+
+def place_on(world: World, node: str, objects: list[dict[str, Any]], timeout: float = 10.0) -> None:
+    """Create objects while only `node` takes new pods, wait until they run, then
+    open the other nodes again: a way to put many replicas on the node to drain."""
+    others = [n for n in world.nodes.values() if n != node]
+    set_schedulable(world.sim, others, False)
+    try:
+        world.sim.apply(objects)
+        world.sim.settle()
+        wait_until(lambda: all_ready(world.sim), timeout)
+    finally:
+        set_schedulable(world.sim, others, True)
