@@ -42,7 +42,10 @@ class Fault:
     def __post_init__(self) -> None:
         if self.kind not in ("status", "latency", "drop", "break_watch"):
             raise ValueError(f"unknown fault kind {self.kind!r}")
-        self._pattern = re.compile(self.path)
+        try:
+            self._pattern = re.compile(self.path)
+        except re.error as e:
+            raise ValueError(f"path is not a regular expression: {e}") from e
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Fault:

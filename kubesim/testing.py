@@ -18,6 +18,7 @@ import subprocess
 import sys
 import tarfile
 import time
+import urllib.parse
 import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -185,6 +186,10 @@ def request(
         connection.close()
 
 
+def _with_user(path: str, user: str | None) -> str:
+    return f"{path}?{urllib.parse.urlencode({'user': user})}" if user else path
+
+
 @dataclass
 class Admin:
     """The /kubesim/ admin API over HTTPS, as a benchmark or another process uses it."""
@@ -206,15 +211,11 @@ class Admin:
         return self.call("DELETE", "faults")
 
     def counters(self, user: str | None = None) -> dict[str, int]:
-        counts: dict[str, int] = self.call("GET", "counters", {"user": user} if user else None)[
-            "counts"
-        ]
+        counts: dict[str, int] = self.call("GET", _with_user("counters", user))["counts"]
         return counts
 
     def requests(self, user: str | None = None) -> list[Obj]:
-        records: list[Obj] = self.call("GET", "requests", {"user": user} if user else None)[
-            "requests"
-        ]
+        records: list[Obj] = self.call("GET", _with_user("requests", user))["requests"]
         return records
 
     def reset(self) -> Any:
