@@ -374,11 +374,16 @@ class Drain:
             log.info("eviction of %s refused by PodDisruptionBudget %s: %s", name, budget, error)
         self._emit("blocked", name, str(error), budget)
         budgets = self._budget_tracker()
+        if isinstance(budgets.error, KubeForbidden):
+            self._fail(budgets.error)
+            return
         seen = budgets.seen(namespace, error.budget)
         delay = min(self._backoff(attempt), max(0.0, limit - self.clock()))
         if error.retry_after:
             delay = min(max(delay, min(error.retry_after, self.options.retry_max)), max(0.0, limit - self.clock()))
         budgets.wait_for_room(namespace, error.budget, seen, delay)
+        if isinstance(budgets.error, KubeForbidden):
+            self._fail(budgets.error)
 
     def _several_budgets(self, pod: Pod, error: MultipleBudgets, limit: float) -> None:
         names = self._budget_tracker().matching(pod)
@@ -473,19 +478,25 @@ class Drain:
     def _force(self, remaining: list[Pod]) -> None:
         """The `force` timeout policy: delete what is left, bypassing budgets."""
         grace = self.options.force_grace_period_seconds
+        deleted = []
         for pod in remaining:
             current = (self._tracker.current(pod) if self._tracker else None) or pod
             try:
                 self.kube.delete_pod(current, grace_period_seconds=grace)
             except (KubeNotFound, KubeConflict):
                 continue
+            except (KubeForbidden, TlsVerificationError) as e:
+                self._fail(e)
+                return
             except KubeError as e:
                 log.error("force-deleting %s failed: %s", pods.name(pod), e)
                 continue
+            deleted.append(pod)
             self.report.forced += 1
             self._emit("forced", pods.name(pod))
-        # Give the forced pods their (bounded) grace period to stop.
-        self._wait_gone(remaining, self.clock() + grace + 5)
+        if deleted:
+            # Give the forced pods their (bounded) grace period to stop.
+            self._wait_gone(deleted, self.clock() + grace + 5)
         self.report.remaining = sorted(pods.name(p) for p in self._still_there(remaining))
 
     # -- volumes ----------------------------------------------------------------

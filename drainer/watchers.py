@@ -223,7 +223,7 @@ class BudgetTracker(_Follower):
         deleted), or `timeout`; True when it looks worth retrying now."""
 
         def ready() -> bool:
-            if self.stopped:
+            if self.stopped or self.error is not None:
                 return True
             if self._versions.get((namespace, name), 0) == seen:
                 return False
