@@ -1,0 +1,129 @@
+"""The Lambda runtime's Python, here: its version, its interpreter, its AWS SDK.
+
+The function's Python version is the `Runtime:` of template.yaml and nothing else,
+so the zip, the byte code and the tests cannot drift from what Lambda runs. The
+runtime provides boto3/botocore/s3transfer; to run the zip as Lambda would, tests
+and tools/coldstart.py install the versions pinned in requirements-dev.txt into a
+directory of their own (never into the zip) with `install_runtime_sdk`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+TEMPLATE = ROOT / "template.yaml"
+DEV_REQUIREMENTS = ROOT / "requirements-dev.txt"
+RUNTIME_SDK = ("boto3", "botocore", "s3transfer")
+_RUNTIME_LINE = re.compile(r"^\s+Runtime:\s+python(\d+)\.(\d+)\s*$", re.MULTILINE)
+
+
+class RuntimeUnavailable(Exception):
+    """The runtime's Python or SDK cannot be had; the message says what to do."""
+
+
+def runtime_version(template: Path = TEMPLATE) -> tuple[int, int]:
+    """The Python version of the function's `Runtime:` in the template."""
+    found = {(int(a), int(b)) for a, b in _RUNTIME_LINE.findall(template.read_text())}
+    if len(found) != 1:
+        raise RuntimeUnavailable(
+            f"{template} must name exactly one python3.N Runtime, found {sorted(found)}"
+        )
+    return found.pop()
+
+
+def find_runtime_python(version: tuple[int, int]) -> Path | None:
+    """An interpreter of `version`: $RUNTIME_PYTHON, pythonX.Y on PATH, or pyenv's."""
+    wanted = f"{version[0]}.{version[1]}"
+    candidates: list[Path] = []
+    if os.environ.get("RUNTIME_PYTHON"):
+        candidates.append(Path(os.environ["RUNTIME_PYTHON"]))
+    on_path = shutil.which(f"python{wanted}")
+    if on_path:
+        candidates.append(Path(on_path))
+    pyenv_root = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv"))
+    candidates += sorted(
+        (pyenv_root / "versions").glob(f"{wanted}.*/bin/python{wanted}"), reverse=True
+    )
+    for candidate in candidates:
+        if candidate.is_file() and python_version(candidate) == version:
+            return candidate
+    return None
+
+
+def python_version(python: Path) -> tuple[int, int] | None:
+    """(major, minor) of an interpreter; None when it does not run."""
+    try:
+        out = subprocess.run(
+            [str(python), "-c", "import sys; print(*sys.version_info[:2])"],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=30,
+        ).stdout.split()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return (int(out[0]), int(out[1]))
+
+
+def sdk_pins(requirements: Path = DEV_REQUIREMENTS) -> list[str]:
+    """The `name==version` lines of the runtime-provided SDK in requirements-dev.txt."""
+    pins = []
+    for line in requirements.read_text().splitlines():
+        text = line.split("#", 1)[0].strip()
+        name = re.split(r"[=<>!~ ]", text, maxsplit=1)[0].lower()
+        if name in RUNTIME_SDK:
+            pins.append(text)
+    if len(pins) != len(RUNTIME_SDK):
+        raise RuntimeUnavailable(f"{requirements} must pin each of {', '.join(RUNTIME_SDK)}")
+    return pins
+
+
+def install_runtime_sdk(target: Path, python: Path, version: tuple[int, int]) -> Path:
+    """boto3 & co. as the runtime provides them: pinned, byte-compiled, in `target`.
+
+    Reused when `target` already holds them (a marker file names the pins).
+    """
+    pins = sdk_pins()
+    marker = target / ".installed"
+    if marker.is_file() and marker.read_text() == "\n".join(pins):
+        return target
+    shutil.rmtree(target, ignore_errors=True)
+    target.mkdir(parents=True)
+    install = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            "--no-compile",
+            "--no-deps",
+            "--only-binary=:all:",
+            "--python-version",
+            f"{version[0]}.{version[1]}",
+            "--target",
+            str(target),
+            *pins,
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if install.returncode != 0:
+        raise RuntimeUnavailable(f"could not install {' '.join(pins)}:\n{install.stderr.strip()}")
+    # The runtime's SDK is precompiled; compile this copy too, so it costs a cold
+    # start what it costs on Lambda.
+    subprocess.run(
+        [str(python), "-m", "compileall", "-q", "-j", "0", str(target)],
+        capture_output=True,
+        check=False,
+    )
+    marker.write_text("\n".join(pins))
+    return target
