@@ -159,8 +159,7 @@ def decode(resource: Resource, obj: Any, mode: str = "Warn") -> tuple[Any, list[
         return obj, []
     pruned = _walk(obj, name, "", _struct(name), found, quantity=False)
     prefix = (
-        f'{resource.kind} in version "{resource.version}" cannot be handled as a '
-        f"{resource.kind}: "
+        f'{resource.kind} in version "{resource.version}" cannot be handled as a {resource.kind}: '
     )
     if found.wrong_type:
         raise ApiError(400, prefix + found.wrong_type[0], reason="BadRequest")

@@ -140,6 +140,18 @@ class Handler(BaseHTTPRequestHandler):
     server: Server
     timeout = 120
 
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+        """A request that is not HTTP at all: answered as Go's net/http does."""
+        body = f"{code} {self.responses.get(code, ('Error',))[0]}".encode()
+        self.close_connection = True
+        self.request_version = "HTTP/1.1"  # else an unparsable line gets no headers (0.9)
+        self.send_response_only(code)
+        self.send_header("Content-Type", "text/plain; charset=utf-8")
+        self.send_header("Connection", "close")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
     def log_message(self, format: str, *args: Any) -> None:
         log.debug("%s " + format, self.client_address[0], *args)
 
@@ -423,7 +435,9 @@ class Handler(BaseHTTPRequestHandler):
                 )
             self._send_json(201, sim.review(resource, self._json_body(raw), user))
             return
-        if verb not in resource.verbs and not route.subresource:
+        if (verb in ("update", "patch") and not route.name) or (
+            verb not in resource.verbs and not route.subresource
+        ):
             raise ApiError(
                 405,
                 "the server does not allow this method on the requested resource",
@@ -704,6 +718,12 @@ class Handler(BaseHTTPRequestHandler):
         bookmarks = _truthy(query.get("allowWatchBookmarks"))
         deadline = time.monotonic() + timeout
         requested_rv = query.get("resourceVersion", "")
+        start_rv = 0
+        if requested_rv not in ("", "0"):
+            try:
+                start_rv = int(requested_rv)
+            except ValueError as e:
+                raise errors.bad_request(f"invalid resource version {requested_rv!r}") from e
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Transfer-Encoding", "chunked")
@@ -739,12 +759,7 @@ class Handler(BaseHTTPRequestHandler):
                         if matches(o)
                     ]
                 else:
-                    try:
-                        last_rv = int(requested_rv)
-                    except ValueError as e:
-                        raise errors.bad_request(
-                            f"invalid resource version {requested_rv!r}"
-                        ) from e
+                    last_rv = start_rv
                     initial = []
             keep_going = True
             for obj in initial:

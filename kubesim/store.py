@@ -98,7 +98,10 @@ class Store:
                 if change.resource is not resource:
                     continue
                 metadata = change.obj["metadata"]
-                key = (metadata.get("namespace", "") if resource.namespaced else "", metadata["name"])
+                key = (
+                    metadata.get("namespace", "") if resource.namespaced else "",
+                    metadata["name"],
+                )
                 if namespace and key[0] != namespace:
                     continue
                 if change.type == "ADDED":

@@ -38,9 +38,7 @@ EVICTION_BINDING = {
         "kind": "ClusterRole",
         "name": "eks-node-drainer",
     },
-    "subjects": [
-        {"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": DRAINER_GROUP}
-    ],
+    "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": DRAINER_GROUP}],
 }
 
 
@@ -159,10 +157,12 @@ def _drop_cluster_header(params: dict[str, str]) -> None:
             "GetCallerIdentity",
         ),
         (
-            lambda: "k8s-aws-v1."
-            + base64.urlsafe_b64encode(b"https://evil.example.com/?Action=GetCallerIdentity")
-            .decode()
-            .rstrip("="),
+            lambda: (
+                "k8s-aws-v1."
+                + base64.urlsafe_b64encode(b"https://evil.example.com/?Action=GetCallerIdentity")
+                .decode()
+                .rstrip("=")
+            ),
             "not an STS endpoint",
         ),
     ],
@@ -226,8 +226,14 @@ def test_eks_identity__added_over_admin_api__accepted(sim: KubeSim, admin: Admin
 
 
 def test_rbac__no_binding__403_with_real_message(sim: KubeSim, clients: ClientFactory) -> None:
-    sim.apply({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "x"}, "spec": {
-        "containers": [{"name": "c", "image": "i"}]}})
+    sim.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "x"},
+            "spec": {"containers": [{"name": "c", "image": "i"}]},
+        }
+    )
     drainer = k8s.CoreV1Api(clients("drainer"))
 
     with pytest.raises(ApiException) as raised:
@@ -347,9 +353,7 @@ def test_rbac__binding_removed__access_revoked(sim: KubeSim, core: Any) -> None:
     assert _status_of(sim, sim.drainer_token) == 403
 
 
-def test_self_subject_rules_review__lists_bound_rules(
-    sim: KubeSim, clients: ClientFactory
-) -> None:
+def test_self_subject_rules_review__lists_bound_rules(sim: KubeSim, clients: ClientFactory) -> None:
     sim.apply([EVICTION_ROLE, EVICTION_BINDING])
 
     review = k8s.AuthorizationV1Api(clients("drainer")).create_self_subject_rules_review(

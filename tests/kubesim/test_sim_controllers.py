@@ -83,9 +83,7 @@ def test_replicaset__pod_deleted__replaced_on_another_node(sim: KubeSim, core: A
     assert replacement["metadata"]["ownerReferences"][0]["controller"] is True
 
 
-def test_replicaset__replacement_created_while_old_pod_terminates(
-    sim: KubeSim, core: Any
-) -> None:
+def test_replicaset__replacement_created_while_old_pod_terminates(sim: KubeSim, core: Any) -> None:
     slow = {"kubesim.io/shutdown-seconds": "20"}  # 1 s
     sim.apply([node("n1"), workload("ReplicaSet", "web", replicas=1, annotations=slow)])
     [first] = eventually(lambda: _ready(sim))
@@ -177,8 +175,10 @@ def test_pdb__status__live_counts(sim: KubeSim, policy: Any) -> None:
     sim.apply(pdb("web", {"app": "web"}, max_unavailable=1))
 
     eventually(
-        lambda: policy.read_namespaced_pod_disruption_budget("web", "default").status.current_healthy
-        == 3
+        lambda: (
+            policy.read_namespaced_pod_disruption_budget("web", "default").status.current_healthy
+            == 3
+        )
     )
     status = policy.read_namespaced_pod_disruption_budget("web", "default").status
 
@@ -218,8 +218,10 @@ def test_pdb__percent_min_available__rounds_up(sim: KubeSim, policy: Any) -> Non
     sim.apply(pdb("web", {"app": "web"}, min_available="50%"))
 
     eventually(
-        lambda: policy.read_namespaced_pod_disruption_budget("web", "default").status.current_healthy
-        == 3
+        lambda: (
+            policy.read_namespaced_pod_disruption_budget("web", "default").status.current_healthy
+            == 3
+        )
     )
     status = policy.read_namespaced_pod_disruption_budget("web", "default").status
 
@@ -271,8 +273,10 @@ def test_volume_attachment__goes_away_after_pod_stops_and_detach_time(
     core.delete_namespaced_pod("db-0", "default")
 
     eventually(
-        lambda: attachment["metadata"]["name"]
-        not in [a["metadata"]["name"] for a in sim.list("VolumeAttachment")],
+        lambda: (
+            attachment["metadata"]["name"]
+            not in [a["metadata"]["name"] for a in sim.list("VolumeAttachment")]
+        ),
         what="old attachment removed",
     )
     new = eventually(lambda: sim.list("VolumeAttachment"))

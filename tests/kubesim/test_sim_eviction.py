@@ -30,9 +30,11 @@ def _ready_pods(sim: KubeSim, names: list[str], labels: dict[str, str]) -> list[
     for i, name in enumerate(names):
         sim.apply(pod(name, node_name=f"n{i % 2 + 1}", labels=labels))
     return eventually(
-        lambda: [p for p in sim.list("Pod", "default") if is_pod_ready(p)]
-        if all(is_pod_ready(p) for p in sim.list("Pod", "default"))
-        else [],
+        lambda: (
+            [p for p in sim.list("Pod", "default") if is_pod_ready(p)]
+            if all(is_pod_ready(p) for p in sim.list("Pod", "default"))
+            else []
+        ),
         what="pods Ready",
     )
 
@@ -87,9 +89,7 @@ def test_eviction__pdb_exhausted__429_names_budget(sim: KubeSim, core: Any) -> N
     assert sim.get("Pod", "web-1", "default")["metadata"].get("deletionTimestamp") is None
 
 
-def test_eviction__second_eviction_while_first_pod_terminates__429(
-    sim: KubeSim, core: Any
-) -> None:
+def test_eviction__second_eviction_while_first_pod_terminates__429(sim: KubeSim, core: Any) -> None:
     annotations = {"kubesim.io/shutdown-seconds": "30"}
     sim.apply([node("n1")])
     for name in ("web-1", "web-2", "web-3"):

@@ -71,9 +71,7 @@ def test_fault_status__matching_rules(
     assert response.status == (expected if expected != 200 or method == "GET" else 201)
 
 
-def test_fault_status__seen_by_python_client_as_api_exception(
-    admin: Admin, core: Any
-) -> None:
+def test_fault_status__seen_by_python_client_as_api_exception(admin: Admin, core: Any) -> None:
     admin.fault(kind="status", status=429, retry_after=1, path="/eviction$", count=1)
 
     with pytest.raises(ApiException) as raised:
@@ -129,9 +127,7 @@ def test_fault_break_watch__stream_ends_after_n_events(sim: KubeSim, admin: Admi
     assert len(_watch_lines(sim)) == 3  # the next watch is whole
 
 
-def test_fault_break_watch__expire__ends_with_410_error_event(
-    sim: KubeSim, admin: Admin
-) -> None:
+def test_fault_break_watch__expire__ends_with_410_error_event(sim: KubeSim, admin: Admin) -> None:
     sim.apply([pod("a"), pod("b")])
     admin.fault(kind="break_watch", after_events=1, expire=True, count=1)
 

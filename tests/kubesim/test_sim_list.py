@@ -101,9 +101,7 @@ def test_list__selector_with_limit__no_remaining_count(sim: KubeSim, core: Any) 
         ("", ["db", "plain", "web-a", "web-b"]),
     ],
 )
-def test_list__label_selector(
-    sim: KubeSim, core: Any, selector: str, expected: list[str]
-) -> None:
+def test_list__label_selector(sim: KubeSim, core: Any, selector: str, expected: list[str]) -> None:
     sim.apply(
         [
             pod("web-a", labels={"app": "web", "tier": "front"}),
@@ -140,7 +138,7 @@ def test_list__field_selector(sim: KubeSim, core: Any, selector: str, expected: 
 @pytest.mark.parametrize(
     ("query", "message"),
     [
-        ("fieldSelector=spec.foo%3Dbar", 'field label not supported: spec.foo'),
+        ("fieldSelector=spec.foo%3Dbar", "field label not supported: spec.foo"),
         ("fieldSelector=spec.nodeName", "invalid selector"),
         ("labelSelector=app%20in%20web", "unable to parse requirement"),
         ("labelSelector=-bad-%3Dx", "invalid label key"),
@@ -178,9 +176,7 @@ def test_list__resource_version__grows_with_writes(sim: KubeSim, core: Any) -> N
     assert after > before
 
 
-def test_list__cluster_scoped_nodes__field_selector_unschedulable(
-    sim: KubeSim, core: Any
-) -> None:
+def test_list__cluster_scoped_nodes__field_selector_unschedulable(sim: KubeSim, core: Any) -> None:
     sim.apply([node("n1"), node("n2", unschedulable=True)])
 
     result = core.list_node(field_selector="spec.unschedulable=true")

@@ -79,9 +79,7 @@ def test_watch__without_resource_version__starts_with_added_for_existing(
     assert sorted(events) == [("ADDED", "a"), ("ADDED", "b")]
 
 
-def test_watch__resume_from_resource_version__only_later_changes(
-    sim: KubeSim, core: Any
-) -> None:
+def test_watch__resume_from_resource_version__only_later_changes(sim: KubeSim, core: Any) -> None:
     sim.apply(pod("before"))
     sim.settle()
     rv = core.list_namespaced_pod("default").metadata.resource_version
@@ -97,9 +95,7 @@ def test_watch__resume_from_resource_version__only_later_changes(
     assert events == [("ADDED", "after")]
 
 
-def test_watch__resource_version_compacted__410_gone(
-    sim: KubeSim, core: Any, admin: Admin
-) -> None:
+def test_watch__resource_version_compacted__410_gone(sim: KubeSim, core: Any, admin: Admin) -> None:
     rv = core.list_namespaced_pod("default").metadata.resource_version
     sim.apply(pod("a"))
     admin.compact()
@@ -156,9 +152,7 @@ def test_watch__label_selector__objects_moving_in_and_out(sim: KubeSim, core: An
     assert events == [("ADDED", "b"), ("DELETED", "a"), ("MODIFIED", "b")]
 
 
-def test_watch__field_selector_node_name__pod_bound_later_is_added(
-    sim: KubeSim, core: Any
-) -> None:
+def test_watch__field_selector_node_name__pod_bound_later_is_added(sim: KubeSim, core: Any) -> None:
     rv = core.list_pod_for_all_namespaces().metadata.resource_version
     sim.apply(pod("a"))  # unscheduled: no node matches yet
     sim.apply(node("n1"))  # the scheduler binds a to n1
@@ -252,9 +246,7 @@ def test_watch__future_resource_version__waits_for_it(sim: KubeSim, core: Any) -
     assert events[0] == ("ADDED", "b")
 
 
-def test_watch__modified_pod_objects__deserialize_in_python_client(
-    sim: KubeSim, core: Any
-) -> None:
+def test_watch__modified_pod_objects__deserialize_in_python_client(sim: KubeSim, core: Any) -> None:
     sim.apply(node("n1"))
     rv = core.list_namespaced_pod("default").metadata.resource_version
     sim.apply(pod("a"))

@@ -39,11 +39,7 @@ def test_patch__strategic_merge_containers__merged_by_name(sim: KubeSim) -> None
     sim.apply(workload("Deployment", "web"))
     path = "/apis/apps/v1/namespaces/default/deployments/web"
     body = {
-        "spec": {
-            "template": {
-                "spec": {"containers": [{"name": "sidecar", "image": "envoy:1"}]}
-            }
-        }
+        "spec": {"template": {"spec": {"containers": [{"name": "sidecar", "image": "envoy:1"}]}}}
     }
 
     patched = _patch(sim, path, body, "application/strategic-merge-patch+json")
@@ -57,11 +53,7 @@ def test_patch__merge_patch_containers__list_replaced(sim: KubeSim) -> None:
     sim.apply(workload("Deployment", "web"))
     path = "/apis/apps/v1/namespaces/default/deployments/web"
     body = {
-        "spec": {
-            "template": {
-                "spec": {"containers": [{"name": "sidecar", "image": "envoy:1"}]}
-            }
-        }
+        "spec": {"template": {"spec": {"containers": [{"name": "sidecar", "image": "envoy:1"}]}}}
     }
 
     patched = _patch(sim, path, body, "application/merge-patch+json")
@@ -293,7 +285,10 @@ def test_create__in_missing_namespace__404(core: Any) -> None:
             "spec.containers[0].image",
         ),
         (
-            {"metadata": {"name": "Bad_Name"}, "spec": {"containers": [{"name": "c", "image": "i"}]}},
+            {
+                "metadata": {"name": "Bad_Name"},
+                "spec": {"containers": [{"name": "c", "image": "i"}]},
+            },
             "metadata.name",
         ),
         ({"metadata": {}, "spec": {"containers": [{"name": "c", "image": "i"}]}}, "metadata.name"),
@@ -419,9 +414,11 @@ def test_delete__finalizer__pod_kept_until_finalizer_removed(sim: KubeSim, core:
     core.delete_namespaced_pod("a", "default")
     sim.settle()
     held = eventually(
-        lambda: sim.get("Pod", "a", "default")["metadata"]
-        .get("annotations", {})
-        .get("kubesim.io/stopped"),
+        lambda: (
+            sim.get("Pod", "a", "default")["metadata"]
+            .get("annotations", {})
+            .get("kubesim.io/stopped")
+        ),
         what="containers stopped",
     )
     assert held == "true"
@@ -439,9 +436,7 @@ def test_delete__finalizer_on_unscheduled_pod__removed_when_finalizer_goes(
     core.delete_namespaced_pod("a", "default")
     assert sim.get("Pod", "a", "default")["metadata"]["deletionTimestamp"]
 
-    core.patch_namespaced_pod(
-        "a", "default", [{"op": "remove", "path": "/metadata/finalizers"}]
-    )
+    core.patch_namespaced_pod("a", "default", [{"op": "remove", "path": "/metadata/finalizers"}])
 
     eventually(lambda: not sim.list("Pod"))
 
@@ -457,9 +452,7 @@ def test_delete__deployment_background__replicasets_and_pods_collected(
     eventually(lambda: not sim.list("ReplicaSet") and not sim.list("Pod"))
 
 
-def test_delete__deployment_orphan__replicaset_kept_without_owner(
-    sim: KubeSim, apps: Any
-) -> None:
+def test_delete__deployment_orphan__replicaset_kept_without_owner(sim: KubeSim, apps: Any) -> None:
     sim.apply([node("n1"), workload("Deployment", "web", replicas=1)])
     eventually(lambda: len(sim.list("Pod")) == 1)
 
