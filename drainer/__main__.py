@@ -73,23 +73,52 @@ class Progress:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m drainer", description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
-    drain = commands.add_parser("drain", help="cordon and drain one node, respecting PodDisruptionBudgets")
+    drain = commands.add_parser(
+        "drain", help="cordon and drain one node, respecting PodDisruptionBudgets"
+    )
     target = drain.add_mutually_exclusive_group(required=True)
     target.add_argument("--node", help="the Kubernetes node name")
     target.add_argument("--instance-id", help="an EC2 instance id; the node is found through EC2")
-    drain.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
-    drain.add_argument("--context", help="kubeconfig context (default: the current one)")
-    drain.add_argument("--timeout", type=float, default=3600.0, help="give up after this many seconds (default 3600)")
-    drain.add_argument("--dry-run", action="store_true", help="show what would be evicted; change nothing")
-    drain.add_argument("--concurrency", type=int, default=32, help="evictions in flight at once (default 32)")
     drain.add_argument(
-        "--grace-period", type=int, default=-1, help="seconds each pod gets to stop (default: the pod's own)"
+        "--kubeconfig", help="kubeconfig file (default: $KUBECONFIG or ~/.kube/config)"
     )
-    drain.add_argument("--stuck-pod-seconds", type=float, default=60.0, help="stop waiting for pods stuck terminating this long past their grace period")
-    drain.add_argument("--evict-daemonset-pods", action="store_true", help="evict DaemonSet pods too")
-    drain.add_argument("--skip-unreplicated", action="store_true", help="leave pods without a controller")
-    drain.add_argument("--skip-emptydir", action="store_true", help="leave pods with emptyDir volumes")
-    drain.add_argument("--verbose", "-v", action="store_true", help="print every eviction attempt and debug logs")
+    drain.add_argument("--context", help="kubeconfig context (default: the current one)")
+    drain.add_argument(
+        "--timeout",
+        type=float,
+        default=3600.0,
+        help="give up after this many seconds (default 3600)",
+    )
+    drain.add_argument(
+        "--dry-run", action="store_true", help="show what would be evicted; change nothing"
+    )
+    drain.add_argument(
+        "--concurrency", type=int, default=32, help="evictions in flight at once (default 32)"
+    )
+    drain.add_argument(
+        "--grace-period",
+        type=int,
+        default=-1,
+        help="seconds each pod gets to stop (default: the pod's own)",
+    )
+    drain.add_argument(
+        "--stuck-pod-seconds",
+        type=float,
+        default=60.0,
+        help="stop waiting for pods stuck terminating this long past their grace period",
+    )
+    drain.add_argument(
+        "--evict-daemonset-pods", action="store_true", help="evict DaemonSet pods too"
+    )
+    drain.add_argument(
+        "--skip-unreplicated", action="store_true", help="leave pods without a controller"
+    )
+    drain.add_argument(
+        "--skip-emptydir", action="store_true", help="leave pods with emptyDir volumes"
+    )
+    drain.add_argument(
+        "--verbose", "-v", action="store_true", help="print every eviction attempt and debug logs"
+    )
     return parser
 
 
@@ -100,7 +129,9 @@ def _node_for_instance(kube: Kube, instance_id: str) -> str | None:
 
     session = boto3.Session()
     identity = aws.describe_instance(aws.make_clients(session).ec2, instance_id)
-    return find_node(kube, identity.private_dns_name, identity.hostname_candidates, identity.provider_id_suffix)
+    return find_node(
+        kube, identity.private_dns_name, identity.hostname_candidates, identity.provider_id_suffix
+    )
 
 
 def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None) -> int:
@@ -136,7 +167,9 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None) -> int
             dry_run=args.dry_run,
         )
         print(f"draining node {node}{' (dry run)' if args.dry_run else ''}", file=out, flush=True)
-        report = Drain(kube, node, options, on_event=Progress(out, args.verbose)).run(time.time() + args.timeout)
+        report = Drain(kube, node, options, on_event=Progress(out, args.verbose)).run(
+            time.time() + args.timeout
+        )
     except KubeError as e:
         print(f"error: {e}", file=sys.stderr)
         return 3

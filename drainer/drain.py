@@ -73,7 +73,9 @@ class DrainOptions:
 class DrainEvent:
     """One step of the drain, for progress displays (the CLI, the demo)."""
 
-    kind: str  # cordoned, skipped, evicting, evicted, blocked, gone, stuck, forced, volume_detached, ...
+    kind: str
+    """cordoned, skipped, evicting, evicted, blocked, gone, stuck, forced, volume_detached,
+    would_evict."""
     pod: str = ""
     message: str = ""
     budget: str = ""
@@ -205,7 +207,9 @@ class Drain:
         if self.options.dry_run:
             self._dry_run([d for d in decisions if d.action == Action.EVICT])
             return
-        self._tracker = PodTracker(self.kube, self.node, watch_timeout=self.options.watch_timeout_seconds)
+        self._tracker = PodTracker(
+            self.kube, self.node, watch_timeout=self.options.watch_timeout_seconds
+        )
         self._tracker.start(pod_list, version)
         acting = [d for d in decisions if d.action != Action.SKIP]
         tiers = [
@@ -246,7 +250,9 @@ class Drain:
             "metadata": {
                 "labels": {EXCLUDE_LB_LABEL: "true"},
                 "annotations": {
-                    PROGRESS_ANNOTATION: json.dumps({"phase": "draining", "since": int(self.clock())})
+                    PROGRESS_ANNOTATION: json.dumps(
+                        {"phase": "draining", "since": int(self.clock())}
+                    )
                 },
             },
             "spec": {"unschedulable": True},
@@ -278,7 +284,11 @@ class Drain:
                     "metadata": {
                         "annotations": {
                             PROGRESS_ANNOTATION: json.dumps(
-                                {"phase": "drained", "at": int(self.clock()), "evicted": self.report.evicted}
+                                {
+                                    "phase": "drained",
+                                    "at": int(self.clock()),
+                                    "evicted": self.report.evicted,
+                                }
                             )
                         }
                     }
@@ -294,7 +304,11 @@ class Drain:
         report.outcome = Outcome.DRY_RUN
         for decision in decisions:
             try:
-                self.kube.evict(decision.pod, grace_period_seconds=self.options.grace_period_seconds, dry_run=True)
+                self.kube.evict(
+                    decision.pod,
+                    grace_period_seconds=self.options.grace_period_seconds,
+                    dry_run=True,
+                )
                 report.would_evict.append(decision.name)
                 self._emit("would_evict", decision.name)
             except EvictionBlocked as e:
@@ -380,7 +394,10 @@ class Drain:
         seen = budgets.seen(namespace, error.budget)
         delay = min(self._backoff(attempt), max(0.0, limit - self.clock()))
         if error.retry_after:
-            delay = min(max(delay, min(error.retry_after, self.options.retry_max)), max(0.0, limit - self.clock()))
+            delay = min(
+                max(delay, min(error.retry_after, self.options.retry_max)),
+                max(0.0, limit - self.clock()),
+            )
         budgets.wait_for_room(namespace, error.budget, seen, delay)
         if isinstance(budgets.error, KubeForbidden):
             self._fail(budgets.error)
@@ -402,12 +419,14 @@ class Drain:
     def _budget_tracker(self) -> BudgetTracker:
         with self._lock:
             if self._budgets is None:
-                self._budgets = BudgetTracker(self.kube, watch_timeout=self.options.watch_timeout_seconds)
+                self._budgets = BudgetTracker(
+                    self.kube, watch_timeout=self.options.watch_timeout_seconds
+                )
                 self._budgets.start()
             return self._budgets
 
     def _backoff(self, attempt: int) -> float:
-        base = min(self.options.retry_max, self.options.retry_min * 2**attempt)
+        base = min(self.options.retry_max, self.options.retry_min * 2.0**attempt)
         return base * self._rng.uniform(0.5, 1.0)
 
     def _pause(self, seconds: float, limit: float) -> None:
@@ -518,9 +537,10 @@ class Drain:
 
         def ours(attachment: Obj) -> bool:
             spec = attachment.get("spec") or {}
-            return spec.get("nodeName") == self.node and (spec.get("source") or {}).get(
-                "persistentVolumeName"
-            ) in volumes
+            return (
+                spec.get("nodeName") == self.node
+                and (spec.get("source") or {}).get("persistentVolumeName") in volumes
+            )
 
         attachments, version = self.kube.list_volume_attachments()
         pending = {a["metadata"]["name"]: a for a in attachments if ours(a)}
@@ -554,7 +574,8 @@ class Drain:
         self.report.volumes_detached = initial - len(pending)
         if pending:
             self.report.volumes_pending = sorted(
-                (a.get("spec") or {}).get("source", {}).get("persistentVolumeName", n) for n, a in pending.items()
+                (a.get("spec") or {}).get("source", {}).get("persistentVolumeName", n)
+                for n, a in pending.items()
             )
             log.warning(
                 "volumes still attached to %s after %.0f s: %s",

@@ -67,7 +67,9 @@ def daemonset(pod: Pod, options: FilterOptions) -> Decision | None:
         return None
     if options.evict_daemonset:
         return Decision(pod, Action.EVICT, "DaemonSet pod (EVICT_DAEMONSET_PODS=true)")
-    return Decision(pod, Action.SKIP, "DaemonSet pod (its controller would recreate it on this node)")
+    return Decision(
+        pod, Action.SKIP, "DaemonSet pod (its controller would recreate it on this node)"
+    )
 
 
 def emptydir(pod: Pod, options: FilterOptions) -> Decision | None:
@@ -75,7 +77,10 @@ def emptydir(pod: Pod, options: FilterOptions) -> Decision | None:
         return None
     if not options.evict_emptydir:
         return Decision(
-            pod, Action.SKIP, "uses emptyDir (EVICT_EMPTYDIR_PODS=false)", "emptyDir data dies with the node"
+            pod,
+            Action.SKIP,
+            "uses emptyDir (EVICT_EMPTYDIR_PODS=false)",
+            "emptyDir data dies with the node",
         )
     return Decision(pod, Action.EVICT, "", "emptyDir data is deleted with the pod")
 
@@ -85,7 +90,10 @@ def unreplicated(pod: Pod, options: FilterOptions) -> Decision | None:
         return None
     if not options.evict_unreplicated:
         return Decision(
-            pod, Action.SKIP, "no controller (EVICT_UNREPLICATED_PODS=false)", "the pod dies with the node"
+            pod,
+            Action.SKIP,
+            "no controller (EVICT_UNREPLICATED_PODS=false)",
+            "the pod dies with the node",
         )
     return Decision(pod, Action.EVICT, "", "no controller will recreate this pod")
 

@@ -22,8 +22,17 @@ from drainer.workflow import Invocation, KubeFactory, Result, Run, drain_instanc
 log = logging.getLogger(__name__)
 
 METRICS_NAMESPACE = "EksNodeDrainer"
-_settings: Settings | None = None
-_clients: tuple[aws.AwsClients, KubeFactory] | None = None
+
+
+class _Container:
+    """What a Lambda container keeps between invocations: settings read once, clients
+    built once (connections and the boto3 session are reused)."""
+
+    settings: Settings | None = None
+    clients: tuple[aws.AwsClients, KubeFactory] | None = None
+
+
+_CONTAINER = _Container()
 
 
 def lifecycle_result(result: Result, settings: Settings) -> str | None:
@@ -50,30 +59,28 @@ def lifecycle_result(result: Result, settings: Settings) -> str | None:
 def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
     """The settings of this container, read once. A bad value raises SettingsError
     naming the variable: the invocation fails loudly rather than drain wrongly."""
-    global _settings
-    if _settings is None or environ is not None:
-        _settings = Settings.from_env(os.environ if environ is None else environ)
-        logs.configure(_settings.log_level)
-        log.info("settings", extra={"settings": _settings.describe()})
-    return _settings
+    if _CONTAINER.settings is None or environ is not None:
+        settings = Settings.from_env(os.environ if environ is None else environ)
+        logs.configure(settings.log_level)
+        log.info("settings", extra={"settings": settings.describe()})
+        _CONTAINER.settings = settings
+    return _CONTAINER.settings
 
 
 def _aws(settings: Settings, region: str) -> tuple[aws.AwsClients, KubeFactory]:
-    global _clients
-    if _clients is None:
+    if _CONTAINER.clients is None:
         import boto3
 
         session = boto3.Session(region_name=region or None)
         region = session.region_name or region
-        _clients = (aws.make_clients(session, region), eks_kube(session, region))
-    return _clients
+        _CONTAINER.clients = (aws.make_clients(session, region), eks_kube(session, region))
+    return _CONTAINER.clients
 
 
 def reset() -> None:
     """Forget cached settings and clients (tests, and the CLI between runs)."""
-    global _settings, _clients
-    _settings = None
-    _clients = None
+    _CONTAINER.settings = None
+    _CONTAINER.clients = None
 
 
 def lambda_handler(event: Any, context: Any) -> dict[str, Any]:
@@ -96,11 +103,19 @@ def lambda_handler(event: Any, context: Any) -> dict[str, Any]:
             remaining_seconds=lambda: context.get_remaining_time_in_millis() / 1000.0,
             function_arn=str(getattr(context, "invoked_function_arn", "")),
         )
-    return handle(parsed, event, settings, clients, kube_factory, invocation)
+    return handle(
+        parsed,
+        raw_event=event,
+        settings=settings,
+        clients=clients,
+        kube_factory=kube_factory,
+        invocation=invocation,
+    )
 
 
 def handle(
     event: LifecycleEvent,
+    *,
     raw_event: Mapping[str, Any],
     settings: Settings,
     clients: aws.AwsClients,
@@ -127,7 +142,9 @@ def handle(
             run.message = "out of time and no function to hand over to"
         else:
             try:
-                aws.invoke_self_async(clients.lambda_, invocation.function_arn, with_handover(raw_event, run.handover))
+                aws.invoke_self_async(
+                    clients.lambda_, invocation.function_arn, with_handover(raw_event, run.handover)
+                )
                 log.info("handed over to a new invocation (hand-over %d)", run.handover.handovers)
             except AwsError as e:
                 run.result = Result.FAILED
@@ -142,7 +159,10 @@ def handle(
         completed = False
     _log_outcome(run, result, completed)
     summary = _summary(run, result, completed, time.monotonic() - started)
-    log.info("drain finished: " + ", ".join(f"{k}={v}" for k, v in summary.items()), extra={"summary": summary})
+    log.info(
+        "drain finished: " + ", ".join(f"{k}={v}" for k, v in summary.items()),
+        extra={"summary": summary},
+    )
     _metrics(run, summary)
     return summary
 
@@ -156,7 +176,9 @@ def _log_outcome(run: Run, result: str | None, completed: bool | None) -> None:
         log.info("%s", run.message)
 
 
-def _summary(run: Run, result: str | None, completed: bool | None, seconds: float) -> dict[str, Any]:
+def _summary(
+    run: Run, result: str | None, completed: bool | None, seconds: float
+) -> dict[str, Any]:
     summary: dict[str, Any] = {
         "result": str(run.result),
         "lifecycle_result": result or "none",
@@ -169,7 +191,9 @@ def _summary(run: Run, result: str | None, completed: bool | None, seconds: floa
     if run.handover is not None:
         summary["handovers"] = run.handover.handovers
     if run.report is not None:
-        summary.update({k: v for k, v in run.report.summary().items() if k not in ("node", "seconds")})
+        summary.update(
+            {k: v for k, v in run.report.summary().items() if k not in ("node", "seconds")}
+        )
     if run.message:
         summary["message"] = run.message
     return summary
@@ -182,12 +206,26 @@ def _metrics(run: Run, summary: Mapping[str, Any]) -> None:
 
     metrics = Metrics(namespace=METRICS_NAMESPACE, service=logs.SERVICE)
     metrics.add_dimension(name="Cluster", value=run.cluster or "unknown")
-    failed = run.result == Result.FAILED or (run.result == Result.TIMED_OUT)
+    failed = run.result in (Result.FAILED, Result.TIMED_OUT)
     metrics.add_metric(name="DrainFailed", unit=MetricUnit.Count, value=1 if failed else 0)
-    metrics.add_metric(name="DrainSucceeded", unit=MetricUnit.Count, value=1 if run.result == Result.DRAINED else 0)
-    metrics.add_metric(name="DrainTimedOut", unit=MetricUnit.Count, value=1 if run.result == Result.TIMED_OUT else 0)
-    metrics.add_metric(name="Handovers", unit=MetricUnit.Count, value=1 if run.result == Result.HANDED_OVER else 0)
-    metrics.add_metric(name="PodsEvicted", unit=MetricUnit.Count, value=int(summary.get("evicted", 0)))
-    metrics.add_metric(name="PdbRefusals", unit=MetricUnit.Count, value=int(summary.get("pdb_refusals", 0)))
-    metrics.add_metric(name="InvocationSeconds", unit=MetricUnit.Seconds, value=float(summary["seconds"]))
+    metrics.add_metric(
+        name="DrainSucceeded", unit=MetricUnit.Count, value=1 if run.result == Result.DRAINED else 0
+    )
+    metrics.add_metric(
+        name="DrainTimedOut",
+        unit=MetricUnit.Count,
+        value=1 if run.result == Result.TIMED_OUT else 0,
+    )
+    metrics.add_metric(
+        name="Handovers", unit=MetricUnit.Count, value=1 if run.result == Result.HANDED_OVER else 0
+    )
+    metrics.add_metric(
+        name="PodsEvicted", unit=MetricUnit.Count, value=int(summary.get("evicted", 0))
+    )
+    metrics.add_metric(
+        name="PdbRefusals", unit=MetricUnit.Count, value=int(summary.get("pdb_refusals", 0))
+    )
+    metrics.add_metric(
+        name="InvocationSeconds", unit=MetricUnit.Seconds, value=float(summary["seconds"])
+    )
     metrics.flush_metrics()

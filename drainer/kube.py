@@ -71,7 +71,7 @@ class RetryPolicy:
     max_retry_after: float = 30.0
 
     def delay(self, attempt: int, rng: random.Random) -> float:
-        base = min(self.max_delay, self.first_delay * 2**attempt)
+        base = min(self.max_delay, self.first_delay * 2.0**attempt)
         return base * rng.uniform(0.5, 1.0)
 
 
@@ -129,7 +129,11 @@ def translate(
             resource=resource,
         )
     if status == 429:
-        budget_causes = [c for c in causes if c.get("reason") == "DisruptionBudget" or c.get("type") == "DisruptionBudget"]
+        budget_causes = [
+            c
+            for c in causes
+            if c.get("reason") == "DisruptionBudget" or c.get("type") == "DisruptionBudget"
+        ]
         if budget_causes:
             cause = str(budget_causes[0].get("message") or "")
             match = _BUDGET_NAME.search(cause)
@@ -138,7 +142,9 @@ def translate(
                 budget=match.group(1) if match else "",
                 retry_after=_retry_after(headers, body),
             )
-        return KubeTooManyRequests(f"{what}: API server throttled the request: {message}", _retry_after(headers, body))
+        return KubeTooManyRequests(
+            f"{what}: API server throttled the request: {message}", _retry_after(headers, body)
+        )
     if status == 500 and "more than one PodDisruptionBudget" in message:
         return MultipleBudgets(f"{what}: {message}", 500, reason)
     if status >= 500:
@@ -211,7 +217,9 @@ class Kube:
             configuration.api_key = {"BearerToken": "Bearer pending"}
             configuration.refresh_api_key_hook = self._refresh
         # Retries are ours: urllib3 must not re-send a request behind our back.
-        configuration.retries = urllib3.Retry(total=0, connect=0, read=0, redirect=0, status=0, other=0)
+        configuration.retries = urllib3.Retry(
+            total=0, connect=0, read=0, redirect=0, status=0, other=0
+        )
         configuration.verify_ssl = True
         self.configuration = configuration
         self.api_client = ApiClient(configuration)
@@ -240,7 +248,9 @@ class Kube:
         from kubernetes.client import Configuration
 
         if not ca_pem.strip():
-            raise TlsVerificationError("the cluster has no certificate authority data; refusing to connect")
+            raise TlsVerificationError(
+                "the cluster has no certificate authority data; refusing to connect"
+            )
         configuration = Configuration(host=endpoint)
         directory = ca_dir or Path(tempfile.gettempdir())
         ca_file = directory / f"eks-node-drainer-ca-{abs(hash(ca_pem))}.pem"
@@ -264,11 +274,17 @@ class Kube:
 
         configuration = Configuration()
         try:
-            kube_config.load_kube_config(
-                config_file=path, context=context, client_configuration=configuration, persist_config=False
+            kube_config.load_kube_config(  # type: ignore[no-untyped-call]
+                config_file=path,
+                context=context,
+                client_configuration=configuration,
+                persist_config=False,
             )
         except (kube_config.ConfigException, OSError) as e:
-            raise KubeError(f"cannot load kubeconfig {path or '(default)'} context {context or '(current)'}: {e}") from e
+            raise KubeError(
+                f"cannot load kubeconfig {path or '(default)'} "
+                f"context {context or '(current)'}: {e}"
+            ) from e
         if not configuration.verify_ssl:
             raise TlsVerificationError(
                 "the kubeconfig turns TLS verification off (insecure-skip-tls-verify); "
@@ -283,7 +299,7 @@ class Kube:
 
     def close(self) -> None:
         self.streams.close_all()
-        self.api_client.close()
+        self.api_client.close()  # type: ignore[no-untyped-call]
 
     # -- the request loop -----------------------------------------------------
 
@@ -308,7 +324,18 @@ class Kube:
         attempt = 0
         while True:
             try:
-                return self._once(method, path, query, body, content_type, verb, resource, what, timeout, stream)
+                return self._once(
+                    method,
+                    path,
+                    query=query,
+                    body=body,
+                    content_type=content_type,
+                    verb=verb,
+                    resource=resource,
+                    what=what,
+                    timeout=timeout,
+                    stream=stream,
+                )
             except KubeUnauthorized:
                 # A token can age out between minting and use: one fresh token, one retry.
                 unauthorized += 1
@@ -320,7 +347,11 @@ class Kube:
                 attempt += 1
                 if attempt >= self.retry.attempts:
                     raise
-                delay = min(e.retry_after, self.retry.max_retry_after) if e.retry_after else self.retry.delay(attempt, self._rng)
+                delay = (
+                    min(e.retry_after, self.retry.max_retry_after)
+                    if e.retry_after
+                    else self.retry.delay(attempt, self._rng)
+                )
                 log.warning("%s; retrying in %.1f s", e, delay)
                 self._sleep(delay)
             except TlsVerificationError:
@@ -330,13 +361,20 @@ class Kube:
                 if attempt >= self.retry.attempts:
                     raise
                 delay = self.retry.delay(attempt, self._rng)
-                log.warning("%s; retrying in %.1f s (attempt %d of %d)", e, delay, attempt + 1, self.retry.attempts)
+                log.warning(
+                    "%s; retrying in %.1f s (attempt %d of %d)",
+                    e,
+                    delay,
+                    attempt + 1,
+                    self.retry.attempts,
+                )
                 self._sleep(delay)
 
     def _once(
         self,
         method: str,
         path: str,
+        *,
         query: Mapping[str, Any] | None,
         body: Any,
         content_type: str,
@@ -361,7 +399,8 @@ class Kube:
                 auth_settings=["BearerToken"],
             )
             response = self.api_client.call_api(
-                *serialized, _request_timeout=timeout or (min(5.0, self.request_timeout), self.request_timeout)
+                *serialized,
+                _request_timeout=timeout or (min(5.0, self.request_timeout), self.request_timeout),
             )
         except ApiException as e:  # the client reports TLS failures this way (status 0)
             raise _transport_error(e, what) from e
@@ -375,7 +414,9 @@ class Kube:
                 data = b""
             finally:
                 raw.release_conn()
-            raise translate(response.status, data, raw.headers, verb=verb, resource=resource, what=what)
+            raise translate(
+                response.status, data, raw.headers, verb=verb, resource=resource, what=what
+            )
         if stream:
             return raw
         try:
@@ -389,7 +430,9 @@ class Kube:
         try:
             return json.loads(data)
         except ValueError as e:
-            raise KubeServerError(f"{what}: the API server answered with something that is not JSON") from e
+            raise KubeServerError(
+                f"{what}: the API server answered with something that is not JSON"
+            ) from e
 
     # -- watch streams --------------------------------------------------------
 
@@ -438,7 +481,12 @@ class Kube:
                         status = event.get("object") or {}
                         code = int(status.get("code") or 500)
                         raise translate(
-                            code, json.dumps(status).encode(), {}, verb="watch", resource=resource, what=f"watch {resource}"
+                            code,
+                            json.dumps(status).encode(),
+                            {},
+                            verb="watch",
+                            resource=resource,
+                            what=f"watch {resource}",
                         )
                     yield event
         except (urllib3.exceptions.HTTPError, OSError, ValueError) as e:
@@ -451,14 +499,22 @@ class Kube:
 
     def get_node(self, name: str) -> Obj | None:
         try:
-            node: Obj = self.request("GET", f"/api/v1/nodes/{name}", verb="get", resource="nodes", what=f"get node {name}")
+            node: Obj = self.request(
+                "GET",
+                f"/api/v1/nodes/{name}",
+                verb="get",
+                resource="nodes",
+                what=f"get node {name}",
+            )
         except KubeNotFound:
             return None
         return node
 
     def list_nodes(self, *, label_selector: str = "", page_size: int = PAGE_SIZE) -> Iterator[Obj]:
         """All nodes, page by page (never one unbounded list)."""
-        yield from self._paged("/api/v1/nodes", {"labelSelector": label_selector or None}, "nodes", page_size)[0]
+        yield from self._paged(
+            "/api/v1/nodes", {"labelSelector": label_selector or None}, "nodes", page_size
+        )[0]
 
     def _paged(
         self, path: str, query: Mapping[str, Any], resource: str, page_size: int
@@ -504,7 +560,11 @@ class Kube:
         return pods, version[0] if version else ""
 
     def watch_pods_on_node(
-        self, node: str, resource_version: str, timeout_seconds: int = 300, streams: Streams | None = None
+        self,
+        node: str,
+        resource_version: str,
+        timeout_seconds: int = 300,
+        streams: Streams | None = None,
     ) -> Iterator[Obj]:
         return self.watch(
             "/api/v1/pods",
@@ -515,7 +575,9 @@ class Kube:
             streams=streams,
         )
 
-    def evict(self, pod: Obj, *, grace_period_seconds: int | None = None, dry_run: bool = False) -> None:
+    def evict(
+        self, pod: Obj, *, grace_period_seconds: int | None = None, dry_run: bool = False
+    ) -> None:
         """policy/v1 Eviction with a UID precondition: a pod recreated under the
         same name is never evicted by mistake."""
         metadata = pod["metadata"]
@@ -557,7 +619,9 @@ class Kube:
         )
 
     def list_budgets(self) -> tuple[list[Obj], str]:
-        pages, version = self._paged("/apis/policy/v1/poddisruptionbudgets", {}, "poddisruptionbudgets", PAGE_SIZE)
+        pages, version = self._paged(
+            "/apis/policy/v1/poddisruptionbudgets", {}, "poddisruptionbudgets", PAGE_SIZE
+        )
         budgets = list(pages)
         return budgets, version[0] if version else ""
 

@@ -18,7 +18,12 @@ FIXED_KEYS = ("instance_id", "node_name", "asg_name", "lifecycle_hook_name", "cl
 _TOKEN = re.compile(r"k8s-aws-v1\.[A-Za-z0-9_\-]+")
 _SIGNATURE = re.compile(r"(X-Amz-Signature=|X-Amz-Credential=|X-Amz-Security-Token=)[^&\s\"']+")
 
-_logger: Any = None
+
+class _State:
+    logger: Any = None
+
+
+_STATE = _State()
 
 
 class RedactTokens(logging.Filter):
@@ -35,32 +40,31 @@ class RedactTokens(logging.Filter):
 
 def configure(level: str = "INFO", stream: IO[str] | None = None) -> Any:
     """Set up JSON logging once per process (a Lambda container); returns the Logger."""
-    global _logger
-    if _logger is None:
+    if _STATE.logger is None:
         from aws_lambda_powertools import Logger
 
-        _logger = Logger(service=SERVICE, level=level, stream=stream)
-        handler = _logger.registered_handler
+        _STATE.logger = Logger(service=SERVICE, level=level, stream=stream)
+        handler = _STATE.logger.registered_handler
         handler.addFilter(RedactTokens())
         package = logging.getLogger("drainer")
         package.handlers = [handler]
         package.propagate = False
     elif stream is not None:
-        _logger.registered_handler.setStream(stream)
-    _logger.setLevel(level)
+        _STATE.logger.registered_handler.setStream(stream)
+    _STATE.logger.setLevel(level)
     logging.getLogger("drainer").setLevel(level)
     # botocore at DEBUG prints presigned URLs; keep it quiet whatever LOG_LEVEL says.
     logging.getLogger("botocore").setLevel(max(logging.INFO, logging.getLogger("botocore").level))
-    return _logger
+    return _STATE.logger
 
 
 def bind(**keys: str) -> None:
     """Add keys to every following log line of this invocation."""
-    if _logger is not None:
-        _logger.append_keys(**{k: v for k, v in keys.items() if v})
+    if _STATE.logger is not None:
+        _STATE.logger.append_keys(**{k: v for k, v in keys.items() if v})
 
 
 def reset() -> None:
     """Forget the keys of the previous invocation (containers are reused)."""
-    if _logger is not None:
-        _logger.remove_keys([*FIXED_KEYS, "event_id"])
+    if _STATE.logger is not None:
+        _STATE.logger.remove_keys([*FIXED_KEYS, "event_id"])

@@ -77,7 +77,7 @@ def claim_names(pod: Pod) -> list[str]:
 
 def parse_time(stamp: str) -> float:
     """RFC 3339 (as the API server writes it) to epoch seconds."""
-    base = stamp.split(".")[0].rstrip("Z")
+    base = stamp.split(".", maxsplit=1)[0].rstrip("Z")
     return float(calendar.timegm(time.strptime(base, "%Y-%m-%dT%H:%M:%S")))
 
 

@@ -31,7 +31,9 @@ class _Follower:
 
     name = "follower"
 
-    def __init__(self, kube: Kube, *, rng: random.Random | None = None, watch_timeout: int = 240) -> None:
+    def __init__(
+        self, kube: Kube, *, rng: random.Random | None = None, watch_timeout: int = 240
+    ) -> None:
         self.kube = kube
         self.cond = threading.Condition()
         self.error: KubeError | None = None
@@ -63,7 +65,10 @@ class _Follower:
             with self.cond:
                 self._replace(items)
         self._thread = threading.Thread(
-            target=self._run, args=(resource_version if items is not None else "",), name=self.name, daemon=True
+            target=self._run,
+            args=(resource_version if items is not None else "",),
+            name=self.name,
+            daemon=True,
         )
         self._thread.start()
 
@@ -148,7 +153,9 @@ class PodTracker(_Follower):
         return self.kube.list_pods_on_node(self.node)
 
     def _watch(self, resource_version: str) -> Iterator[Obj]:
-        return self.kube.watch_pods_on_node(self.node, resource_version, self._watch_timeout, self._streams)
+        return self.kube.watch_pods_on_node(
+            self.node, resource_version, self._watch_timeout, self._streams
+        )
 
     def _replace(self, items: list[Obj]) -> None:
         self._present = {pods.key(p): p for p in items}
@@ -258,4 +265,11 @@ def _selects(selector: dict[str, Any] | None, labels: dict[str, str]) -> bool:
         "Exists": lambda e: e["key"] in labels,
         "DoesNotExist": lambda e: e["key"] not in labels,
     }
-    return all(checks.get(e.get("operator", ""), lambda _: False)(e) for e in selector.get("matchExpressions") or [])
+
+    def unknown(_: dict[str, Any]) -> bool:
+        return False
+
+    return all(
+        checks.get(e.get("operator", ""), unknown)(e)
+        for e in selector.get("matchExpressions") or []
+    )

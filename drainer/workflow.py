@@ -89,7 +89,8 @@ def eks_kube(session: Any, region: str) -> KubeFactory:
             ca_pem = base64.b64decode(cluster.certificate_authority_data, validate=True)
         except (binascii.Error, ValueError) as e:
             raise TlsVerificationError(
-                f"cluster {cluster_name}'s certificate authority data is not base64; refusing to connect"
+                f"cluster {cluster_name}'s certificate authority data is not base64; "
+                "refusing to connect"
             ) from e
         return Kube.for_cluster(
             cluster.endpoint,
@@ -110,7 +111,9 @@ def drain_options(settings: Settings) -> DrainOptions:
             evict_daemonset=settings.evict_daemonset_pods,
         ),
         concurrency=settings.eviction_concurrency,
-        grace_period_seconds=settings.grace_period_seconds if settings.grace_period_seconds >= 0 else None,
+        grace_period_seconds=settings.grace_period_seconds
+        if settings.grace_period_seconds >= 0
+        else None,
         stuck_pod_seconds=settings.stuck_pod_seconds,
         volume_detach_timeout=settings.volume_detach_timeout_seconds,
         dry_run=settings.dry_run,
@@ -141,10 +144,22 @@ def drain_instance(
         return run
     hook = aws.lifecycle_hook(clients.autoscaling, event.asg_name, event.hook_name)
     heartbeat_kwargs: dict[str, Any] = {"wait": heartbeat_wait} if heartbeat_wait else {}
-    heartbeat = aws.Heartbeat(clients.autoscaling, event, max(1.0, hook.heartbeat_interval), **heartbeat_kwargs)
+    heartbeat = aws.Heartbeat(
+        clients.autoscaling, event, max(1.0, hook.heartbeat_interval), **heartbeat_kwargs
+    )
     heartbeat.start()
     try:
-        _drain(run, event, settings, clients, kube_factory, invocation, hook, clock, on_event)
+        _drain(
+            run,
+            event,
+            settings=settings,
+            clients=clients,
+            kube_factory=kube_factory,
+            invocation=invocation,
+            hook=hook,
+            clock=clock,
+            on_event=on_event,
+        )
     finally:
         heartbeat.stop()
         run.heartbeats = heartbeat.beats
@@ -160,6 +175,7 @@ def drain_instance(
 def _drain(
     run: Run,
     event: LifecycleEvent,
+    *,
     settings: Settings,
     clients: aws.AwsClients,
     kube_factory: KubeFactory,
@@ -176,7 +192,8 @@ def _drain(
         cluster_name = aws.cluster_name_for(metadata, tags, settings.cluster_name)
     if not cluster_name:
         run.message = (
-            f"no cluster for Auto Scaling group {event.asg_name}: set the hook's NotificationMetadata "
+            f"no cluster for Auto Scaling group {event.asg_name}: "
+            "set the hook's NotificationMetadata "
             '({"cluster_name": ...}), tag the group eks:cluster-name, or set CLUSTER_NAME'
         )
         return
@@ -203,13 +220,17 @@ def _drain(
             kube = kube_factory(cluster, cluster_name, settings)
             try:
                 node = find_node(
-                    kube, identity.private_dns_name, identity.hostname_candidates, identity.provider_id_suffix
+                    kube,
+                    identity.private_dns_name,
+                    identity.hostname_candidates,
+                    identity.provider_id_suffix,
                 )
                 if node is None:
                     run.result = Result.NO_NODE
                     run.message = (
                         f"no Kubernetes node for instance {event.instance_id} "
-                        f"(PrivateDnsName {identity.private_dns_name or 'none'}): never joined or already gone"
+                        f"(PrivateDnsName {identity.private_dns_name or 'none'}): "
+                        "never joined or already gone"
                     )
                     return
                 run.node = node
@@ -228,10 +249,16 @@ def _drain(
             limit = deadline if stop_at is None else min(deadline, stop_at)
             delay = min(30.0, 2.0 * 2**attempt) * rng.uniform(0.5, 1.0)
             if clock() + delay >= limit:
-                run.result = Result.HANDED_OVER if stop_at is not None and stop_at < deadline else Result.TIMED_OUT
+                run.result = (
+                    Result.HANDED_OVER
+                    if stop_at is not None and stop_at < deadline
+                    else Result.TIMED_OUT
+                )
                 run.message = f"the API server kept failing: {e}"
                 return
-            log.warning("the API server is failing (%s); starting the drain again in %.0f s", e, delay)
+            log.warning(
+                "the API server is failing (%s); starting the drain again in %.0f s", e, delay
+            )
             time.sleep(delay)
             continue
         except KubeError as e:

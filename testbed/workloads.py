@@ -64,7 +64,10 @@ def deployment(
             "replicas": replicas,
             "selector": {"matchLabels": dict(labels)},
             "template": {
-                "metadata": {"labels": dict(labels), "annotations": _annotations(startup, shutdown)},
+                "metadata": {
+                    "labels": dict(labels),
+                    "annotations": _annotations(startup, shutdown),
+                },
                 "spec": pod_spec(name, grace=grace, priority_class=priority_class),
             },
         },
@@ -113,7 +116,10 @@ def statefulset(
             "podManagementPolicy": "Parallel",
             "selector": {"matchLabels": labels},
             "template": {
-                "metadata": {"labels": labels, "annotations": _annotations(startup, shutdown, detach)},
+                "metadata": {
+                    "labels": labels,
+                    "annotations": _annotations(startup, shutdown, detach),
+                },
                 "spec": pod_spec(name),
             },
             "volumeClaimTemplates": [
@@ -159,7 +165,12 @@ def bare_pod(
     annotations = _annotations(0.0, shutdown)
     if mirror:
         annotations["kubernetes.io/config.mirror"] = "mirror-hash"
-    metadata: Obj = {"name": name, "namespace": namespace, "annotations": annotations, "labels": labels or {"app": name}}
+    metadata: Obj = {
+        "name": name,
+        "namespace": namespace,
+        "annotations": annotations,
+        "labels": labels or {"app": name},
+    }
     if finalizers:
         metadata["finalizers"] = list(finalizers)
     volumes = [{"name": "scratch", "emptyDir": {}}] if emptydir else None

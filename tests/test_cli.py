@@ -22,13 +22,20 @@ NODE = "ip-10-0-0-1.ec2.internal"
 def sim() -> Iterator[KubeSim]:
     with KubeSim(speed=20) as running:
         running.apply(rbac_manifests())
-        running.apply([{"apiVersion": "v1", "kind": "Node", "metadata": {"name": n}} for n in (NODE, "ip-10-0-0-2.ec2.internal")])
+        running.apply(
+            [
+                {"apiVersion": "v1", "kind": "Node", "metadata": {"name": n}}
+                for n in (NODE, "ip-10-0-0-2.ec2.internal")
+            ]
+        )
         yield running
 
 
 def _run(sim: KubeSim, *args: str) -> tuple[int, str]:
     out = io.StringIO()
-    code = main(["drain", "--kubeconfig", str(sim.kubeconfig), "--context", "drainer", *args], stdout=out)
+    code = main(
+        ["drain", "--kubeconfig", str(sim.kubeconfig), "--context", "drainer", *args], stdout=out
+    )
     return code, out.getvalue()
 
 
@@ -42,7 +49,10 @@ def test_drain_node__as_drainer_context__exit_0_and_progress(sim: KubeSim) -> No
     assert "cordoned" in output
     assert "evicted  default/lonely" in output
     assert "skip  kube-system/agent-" in output
-    assert "warning: emptyDir data is deleted with the pod; no controller will recreate this pod: default/lonely" in output
+    assert (
+        "warning: emptyDir data is deleted with the pod; "
+        "no controller will recreate this pod: default/lonely" in output
+    )
     assert f"node {NODE} drained" in output
     assert sim.get("Node", NODE)["spec"]["unschedulable"] is True
 
@@ -60,7 +70,12 @@ def test_dry_run__changes_nothing__lists_what_would_go(sim: KubeSim) -> None:
 
 
 def test_pdb_never_allows__timeout__exit_1_names_budget_and_pod(sim: KubeSim) -> None:
-    sim.apply([w.bare_pod("guarded", node=NODE, labels={"app": "guarded"}), w.budget("guard", {"app": "guarded"}, max_unavailable=0)])
+    sim.apply(
+        [
+            w.bare_pod("guarded", node=NODE, labels={"app": "guarded"}),
+            w.budget("guard", {"app": "guarded"}, max_unavailable=0),
+        ]
+    )
     wait_until(lambda: pods_on(sim, NODE)[0]["status"].get("phase") == "Running")
 
     code, output = _run(sim, "--node", NODE, "--timeout", "1")
@@ -70,7 +85,9 @@ def test_pdb_never_allows__timeout__exit_1_names_budget_and_pod(sim: KubeSim) ->
     assert "PodDisruptionBudget default/guard holds default/guarded" in output
 
 
-def test_rbac_missing__exit_3_names_verb_and_resource(sim: KubeSim, capsys: pytest.CaptureFixture[str]) -> None:
+def test_rbac_missing__exit_3_names_verb_and_resource(
+    sim: KubeSim, capsys: pytest.CaptureFixture[str]
+) -> None:
     from kubesim.api import R
 
     sim.api.delete(R["clusterrolebindings.rbac.authorization.k8s.io"], "", "eks-node-drainer")
@@ -83,7 +100,9 @@ def test_rbac_missing__exit_3_names_verb_and_resource(sim: KubeSim, capsys: pyte
     assert "kubectl apply -f k8s-rbac/" in error
 
 
-def test_bad_kubeconfig__exit_2_clear_message(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_bad_kubeconfig__exit_2_clear_message(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     code = main(["drain", "--kubeconfig", str(tmp_path / "missing"), "--node", NODE])
 
     assert code == 2
@@ -91,6 +110,11 @@ def test_bad_kubeconfig__exit_2_clear_message(tmp_path: Path, capsys: pytest.Cap
 
 
 def test_module_entry_point__help_runs() -> None:
-    result = subprocess.run([sys.executable, "-m", "drainer", "drain", "--help"], capture_output=True, text=True, check=False)
+    result = subprocess.run(
+        [sys.executable, "-m", "drainer", "drain", "--help"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert result.returncode == 0
     assert "--instance-id" in result.stdout

@@ -12,7 +12,7 @@ import pytest
 from drainer.drain import EXCLUDE_LB_LABEL, PROGRESS_ANNOTATION
 from testbed import World
 from testbed import workloads as w
-from testbed.world import pods_on, place_on, wait_until
+from testbed.world import place_on, pods_on, wait_until
 
 from .conftest import BudgetWatcher, Invoke, LogCapture
 
@@ -27,10 +27,19 @@ def _epoch(stamp: str) -> float:
     return float(calendar.timegm(time.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ")))
 
 
-def test_plain_drain__pods_move_away__continue_sent_once(world: World, invoke: Invoke, budgets: BudgetWatcher) -> None:
+def test_plain_drain__pods_move_away__continue_sent_once(
+    world: World, invoke: Invoke, budgets: BudgetWatcher
+) -> None:
     instance = world.instance_ids[0]
     node = world.nodes[instance]
-    place_on(world, node, [w.deployment("web", 3, startup=0.2, shutdown=0.5), w.budget("web", {"app": "web"}, max_unavailable=1)])
+    place_on(
+        world,
+        node,
+        [
+            w.deployment("web", 3, startup=0.2, shutdown=0.5),
+            w.budget("web", {"app": "web"}, max_unavailable=1),
+        ],
+    )
     budgets.start()
     event = world.terminate(instance)
 
@@ -48,7 +57,11 @@ def test_plain_drain__pods_move_away__continue_sent_once(world: World, invoke: I
     assert drained["metadata"]["labels"][EXCLUDE_LB_LABEL] == "true"
     assert '"drained"' in drained["metadata"]["annotations"][PROGRESS_ANNOTATION]
     assert not [p for p in pods_on(world.sim, node) if p["metadata"]["labels"].get("app") == "web"]
-    wait_until(lambda: len([p for p in world.sim.list("Pod") if p["status"].get("phase") == "Running"]) == 3)
+    wait_until(
+        lambda: (
+            len([p for p in world.sim.list("Pod") if p["status"].get("phase") == "Running"]) == 3
+        )
+    )
     assert budgets.violations() == {}
 
 
@@ -60,7 +73,10 @@ def test_pdb_one_at_a_time__drains_in_order__budget_never_violated(
     place_on(
         world,
         node,
-        [w.deployment("api", 5, startup=2.0, shutdown=0.2), w.budget("api", {"app": "api"}, max_unavailable=1)],
+        [
+            w.deployment("api", 5, startup=2.0, shutdown=0.2),
+            w.budget("api", {"app": "api"}, max_unavailable=1),
+        ],
         timeout=20,
     )
     budgets.start()
@@ -76,15 +92,20 @@ def test_pdb_one_at_a_time__drains_in_order__budget_never_violated(
     deletions = sorted(
         _epoch(c.obj["metadata"]["deletionTimestamp"])
         for c in world.sim.store.changes_since(1)
-        if c.resource.kind == "Pod" and c.type == "MODIFIED" and c.old
-        and not c.old["metadata"].get("deletionTimestamp") and c.obj["metadata"].get("deletionTimestamp")
+        if c.resource.kind == "Pod"
+        and c.type == "MODIFIED"
+        and c.old
+        and not c.old["metadata"].get("deletionTimestamp")
+        and c.obj["metadata"].get("deletionTimestamp")
         and c.obj["metadata"]["labels"].get("app") == "api"
     )
     assert len(deletions) == 5
     assert _completion(world, instance)["LifecycleActionResult"] == "CONTINUE"
 
 
-def test_statefulset_pod__recreated_with_same_name__new_pod_left_alone(world: World, invoke: Invoke) -> None:
+def test_statefulset_pod__recreated_with_same_name__new_pod_left_alone(
+    world: World, invoke: Invoke
+) -> None:
     instance = world.instance_ids[0]
     node = world.nodes[instance]
     place_on(world, node, [w.statefulset("db", 1, startup=0.5, shutdown=0.5, detach=10)])
@@ -105,7 +126,12 @@ def test_statefulset_pod__recreated_with_same_name__new_pod_left_alone(world: Wo
 def test_daemonset_and_mirror_pods__left_alone(world: World, invoke: Invoke) -> None:
     instance = world.instance_ids[0]
     node = world.nodes[instance]
-    world.sim.apply([w.daemonset("agent"), w.bare_pod("kube-proxy-static", node=node, namespace="kube-system", mirror=True)])
+    world.sim.apply(
+        [
+            w.daemonset("agent"),
+            w.bare_pod("kube-proxy-static", node=node, namespace="kube-system", mirror=True),
+        ]
+    )
     wait_until(lambda: len([p for p in pods_on(world.sim, node)]) == 2)
 
     summary = invoke(world.terminate(instance))
@@ -125,7 +151,9 @@ def test_critical_pods__evicted_after_ordinary_pods_are_gone(world: World, invok
         world,
         node,
         [
-            w.deployment("coredns", 1, namespace="kube-system", priority_class="system-cluster-critical"),
+            w.deployment(
+                "coredns", 1, namespace="kube-system", priority_class="system-cluster-critical"
+            ),
             w.deployment("web", 3, shutdown=1.0),
         ],
     )
@@ -135,20 +163,32 @@ def test_critical_pods__evicted_after_ordinary_pods_are_gone(world: World, invok
     assert summary["result"] == "drained"
     changes = world.sim.store.changes_since(1)
     ordinary_gone = max(
-        c.rv for c in changes if c.resource.kind == "Pod" and c.type == "DELETED" and c.obj["metadata"]["labels"].get("app") == "web"
+        c.rv
+        for c in changes
+        if c.resource.kind == "Pod"
+        and c.type == "DELETED"
+        and c.obj["metadata"]["labels"].get("app") == "web"
         and c.obj["spec"].get("nodeName") == node
     )
     critical_evicted = min(
-        c.rv for c in changes if c.resource.kind == "Pod" and c.type == "MODIFIED" and c.obj["metadata"]["labels"].get("app") == "coredns"
+        c.rv
+        for c in changes
+        if c.resource.kind == "Pod"
+        and c.type == "MODIFIED"
+        and c.obj["metadata"]["labels"].get("app") == "coredns"
         and c.obj["metadata"].get("deletionTimestamp")
     )
     assert critical_evicted > ordinary_gone, "DNS must keep serving until the other pods are gone"
 
 
-def test_pod_stuck_terminating__stops_blocking_after_threshold(world: World, invoke: Invoke, drainer_logs: LogCapture) -> None:
+def test_pod_stuck_terminating__stops_blocking_after_threshold(
+    world: World, invoke: Invoke, drainer_logs: LogCapture
+) -> None:
     instance = world.instance_ids[0]
     node = world.nodes[instance]
-    world.sim.apply(w.bare_pod("stuck", node=node, grace=1, finalizers=["example.com/never-removed"]))
+    world.sim.apply(
+        w.bare_pod("stuck", node=node, grace=1, finalizers=["example.com/never-removed"])
+    )
     wait_until(lambda: world.sim.get("Pod", "stuck", "default")["status"].get("phase") == "Running")
 
     started = time.monotonic()
@@ -163,7 +203,9 @@ def test_pod_stuck_terminating__stops_blocking_after_threshold(world: World, inv
 
 def test_node_never_joined__continue_at_once(world: World, invoke: Invoke) -> None:
     instance = world.instance_ids[0]
-    world.sim.api.remove_now(world.sim.resource_for({"apiVersion": "v1", "kind": "Node"}), "", world.nodes[instance])
+    world.sim.api.remove_now(
+        world.sim.resource_for({"apiVersion": "v1", "kind": "Node"}), "", world.nodes[instance]
+    )
 
     summary = invoke(world.terminate(instance))
 
@@ -186,7 +228,9 @@ def test_node_found_only_by_provider_id(world: World, invoke: Invoke) -> None:
     assert summary["evicted"] == 2
 
 
-def test_duplicate_event__second_run_ends_well_without_a_second_completion(world: World, invoke: Invoke) -> None:
+def test_duplicate_event__second_run_ends_well_without_a_second_completion(
+    world: World, invoke: Invoke
+) -> None:
     instance = world.instance_ids[0]
     place_on(world, world.nodes[instance], [w.deployment("web", 2)])
     event = world.terminate(instance)

@@ -48,7 +48,9 @@ def test_exactly_k8s_rbac__full_drain_passes(world: World, invoke: Invoke) -> No
     node = world.nodes[world.instance_ids[0]]
     _scenario(world, node)
 
-    summary = invoke(world.terminate(world.instance_ids[0]), TIMEOUT_POLICY="force", DRAIN_TIMEOUT_SECONDS=60)
+    summary = invoke(
+        world.terminate(world.instance_ids[0]), TIMEOUT_POLICY="force", DRAIN_TIMEOUT_SECONDS=60
+    )
 
     assert summary["result"] == "drained"
     assert summary["pdb_refusals"] >= 1
@@ -61,7 +63,9 @@ def test_exactly_k8s_rbac__full_drain_passes(world: World, invoke: Invoke) -> No
     ids=[f"without-{'+'.join(r['resources'])}-{'+'.join(r['verbs'])}" for r in RULES],
     indirect=True,
 )
-def test_any_rule_removed__drain_fails_naming_the_permission(world: World, invoke: Invoke, request: pytest.FixtureRequest) -> None:
+def test_any_rule_removed__drain_fails_naming_the_permission(
+    world: World, invoke: Invoke, request: pytest.FixtureRequest
+) -> None:
     index = int(request.node.callspec.indices["world"])
     rule = RULES[index]
     instance = world.instance_ids[0]
@@ -69,8 +73,19 @@ def test_any_rule_removed__drain_fails_naming_the_permission(world: World, invok
     env: dict[str, Any] = {}
     if rule["resources"] == ["pods"] and rule["verbs"] == ["delete"]:
         # Only the force policy deletes: a budget that never allows, and a short timeout.
-        place_on(world, node, [w.bare_pod("guarded", labels={"app": "guarded"}), w.budget("guard", {"app": "guarded"}, max_unavailable=0)])
-        env = {"TIMEOUT_POLICY": "force", "DRAIN_TIMEOUT_SECONDS": 60, "FORCE_GRACE_PERIOD_SECONDS": 0}
+        place_on(
+            world,
+            node,
+            [
+                w.bare_pod("guarded", labels={"app": "guarded"}),
+                w.budget("guard", {"app": "guarded"}, max_unavailable=0),
+            ],
+        )
+        env = {
+            "TIMEOUT_POLICY": "force",
+            "DRAIN_TIMEOUT_SECONDS": 60,
+            "FORCE_GRACE_PERIOD_SECONDS": 0,
+        }
     else:
         _scenario(world, node)
 
