@@ -1,0 +1,118 @@
+"""kubectl's filter pipeline, as a table: which pods are evicted, skipped or waited for."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from drainer.filters import Action, FilterOptions, decide, warnings_by_message
+
+
+def pod(
+    *,
+    owner: str | None = "ReplicaSet",
+    phase: str = "Running",
+    mirror: bool = False,
+    emptydir: bool = False,
+    terminating: bool = False,
+) -> dict[str, Any]:
+    metadata: dict[str, Any] = {"name": "p", "namespace": "ns", "uid": "u1", "annotations": {}}
+    if owner:
+        metadata["ownerReferences"] = [
+            {"kind": owner, "name": "o", "uid": "o1", "controller": True}
+        ]
+    if mirror:
+        metadata["annotations"]["kubernetes.io/config.mirror"] = "x"
+    if terminating:
+        metadata["deletionTimestamp"] = "2026-11-22T00:00:00Z"
+    spec: dict[str, Any] = {"containers": [{"name": "c", "image": "i"}]}
+    if emptydir:
+        spec["volumes"] = [{"name": "v", "emptyDir": {}}]
+    return {"metadata": metadata, "spec": spec, "status": {"phase": phase}}
+
+
+DEFAULT = FilterOptions()
+STRICT = FilterOptions(evict_unreplicated=False, evict_emptydir=False)
+DAEMONS = FilterOptions(evict_daemonset=True)
+
+
+@pytest.mark.parametrize(
+    ("case", "the_pod", "options", "action", "warning"),
+    [
+        ("replicated pod", pod(), DEFAULT, Action.EVICT, ""),
+        ("finished pod", pod(phase="Succeeded"), DEFAULT, Action.SKIP, ""),
+        ("failed pod", pod(phase="Failed", owner=None), DEFAULT, Action.SKIP, ""),
+        ("mirror pod", pod(owner=None, mirror=True), DEFAULT, Action.SKIP, ""),
+        ("terminating pod", pod(terminating=True), DEFAULT, Action.WAIT, ""),
+        ("daemonset pod", pod(owner="DaemonSet"), DEFAULT, Action.SKIP, ""),
+        ("daemonset pod, evict them", pod(owner="DaemonSet"), DAEMONS, Action.EVICT, ""),
+        (
+            "unreplicated pod",
+            pod(owner=None),
+            DEFAULT,
+            Action.EVICT,
+            "no controller will recreate this pod",
+        ),
+        (
+            "unreplicated pod, strict",
+            pod(owner=None),
+            STRICT,
+            Action.SKIP,
+            "the pod dies with the node",
+        ),
+        (
+            "emptyDir pod",
+            pod(emptydir=True),
+            DEFAULT,
+            Action.EVICT,
+            "emptyDir data is deleted with the pod",
+        ),
+        (
+            "emptyDir pod, strict",
+            pod(emptydir=True),
+            STRICT,
+            Action.SKIP,
+            "emptyDir data dies with the node",
+        ),
+        (
+            "unreplicated emptyDir pod",
+            pod(owner=None, emptydir=True),
+            DEFAULT,
+            Action.EVICT,
+            "emptyDir data is deleted with the pod; no controller will recreate this pod",
+        ),
+        (
+            "daemonset pod with emptyDir",
+            pod(owner="DaemonSet", emptydir=True),
+            DEFAULT,
+            Action.SKIP,
+            "",
+        ),
+        (
+            "terminating mirror pod",
+            pod(owner=None, mirror=True, terminating=True),
+            DEFAULT,
+            Action.SKIP,
+            "",
+        ),
+    ],
+)
+def test_decide(
+    case: str, the_pod: dict[str, Any], options: FilterOptions, action: Action, warning: str
+) -> None:
+    decision = decide(the_pod, options)
+
+    assert decision.action == action, case
+    assert decision.warning == warning, case
+
+
+def test_warnings__grouped_by_message_with_pod_names() -> None:
+    first, second = pod(owner=None), pod(owner=None)
+    second["metadata"]["name"] = "q"
+
+    grouped = warnings_by_message(
+        [decide(first, DEFAULT), decide(second, DEFAULT), decide(pod(), DEFAULT)]
+    )
+
+    assert grouped == {"no controller will recreate this pod": ["ns/p", "ns/q"]}
