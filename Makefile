@@ -30,3 +30,41 @@ test: lint types unit cfn-lint
 
 clean:
 	rm -rf $(VENV) build dist .pytest_cache .mypy_cache .ruff_cache .coverage
+
+# --- package and deploy (tools/package.py, tools/deploy.py; README "Deploy") ----------
+# make package [ARCH=arm64|x86_64]: build/eks-node-drainer.zip and its manifest.
+# make deploy CLUSTER_NAME=... ASG_NAMES=a,b [ARCH=] [STACK_NAME=eks-node-drainer]
+#   [REGION=] [BUCKET=] [PARAMS_FILE=params.json] [PARAMS="DrainTimeoutSeconds=7200 ..."]
+# deploy checks parameters and credentials before it builds or uploads anything.
+ARCH ?=
+STACK_NAME ?= eks-node-drainer
+REGION ?=
+BUCKET ?=
+PARAMS_FILE ?=
+PARAMS ?=
+
+.PHONY: package deploy checkov
+
+package: $(STAMP)
+	$(PY) -m tools.package --arch $(or $(ARCH),arm64)
+
+deploy: $(STAMP)
+	$(PY) -m tools.deploy --stack-name "$(STACK_NAME)" --cluster-name "$(CLUSTER_NAME)" \
+	  --asg-names "$(ASG_NAMES)" --arch "$(ARCH)" --region "$(REGION)" --bucket "$(BUCKET)" \
+	  --params-file "$(PARAMS_FILE)" $(PARAMS)
+
+# --- security scan: checkov in its own venv (its dependencies clash with .venv's) -----
+CHECKOV_VENV := .venv-checkov
+CHECKOV_STAMP := $(CHECKOV_VENV)/.installed
+
+$(CHECKOV_STAMP): requirements-checkov.txt
+	$(PYTHON) -m venv $(CHECKOV_VENV)
+	$(CHECKOV_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r requirements-checkov.txt
+	touch $(CHECKOV_STAMP)
+
+# Offline: no platform download, no update check, and only the two frameworks we
+# use (checkov's kustomize detection would run kubectl).
+checkov: $(CHECKOV_STAMP)
+	CKV_SKIP_PACKAGE_UPDATE_CHECK=true $(CHECKOV_VENV)/bin/checkov --quiet --compact \
+	  --skip-download --framework cloudformation kubernetes \
+	  -f template.yaml $(wildcard k8s-rbac/*.yaml)

@@ -1,0 +1,591 @@
+"""`make deploy`: check, package, upload, create or update the stack, say what's next.
+
+    python -m tools.deploy --cluster-name prod --asg-names ng-a,ng-b [--arch arm64]
+        [--stack-name eks-node-drainer] [--region eu-west-1] [--bucket my-bucket]
+        [--params-file params.json] [Key=Value ...]
+
+In this order, and each step only once the one before has succeeded:
+
+1. parameters, with no AWS call: from the file (a JSON object {"Key": "value"} or
+   the AWS CLI's [{"ParameterKey": ..., "ParameterValue": ...}] list), then the
+   named options, then Key=Value arguments, each overriding the one before. The
+   cluster name and the group names are required; every value is checked against
+   the template's own constraints, so a typo fails here and not half-way through
+   a stack update.
+2. the region and the credentials (sts get-caller-identity);
+3. the stack as it is: a parameter given nowhere keeps the stack's current value
+   (the template default for a new stack), like `aws cloudformation deploy`;
+4. the zip (tools.package) for the stack's architecture;
+5. the upload, to a content-addressed key (eks-node-drainer/<sha256>.zip), so a
+   new build changes CodeS3Key and CloudFormation updates the code, and a rebuild
+   of the same sources uploads nothing;
+6. a change set (create or update), shown, then executed, with the stack's events
+   printed as they come;
+7. what to do next: the RBAC command, a scale-in to try it, the logs.
+
+Exit status: 0 deployed (or nothing to change), 2 bad parameters, 3 no region or
+credentials, 1 anything else.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tools import package
+
+ROOT = Path(__file__).resolve().parent.parent
+TEMPLATE = ROOT / "template.yaml"
+# CloudFormation's limit for a template passed inline (TemplateBody).
+TEMPLATE_BODY_LIMIT = 51_200
+KEY_PREFIX = "eks-node-drainer"
+CAPABILITIES = ["CAPABILITY_IAM"]
+# Required parameters and the make variable that sets each.
+REQUIRED = {"ClusterName": "CLUSTER_NAME", "AsgNames": "ASG_NAMES"}
+# Set by this script from the upload, never by the user.
+MANAGED = ("CodeS3Bucket", "CodeS3Key")
+_NO_CHANGES = ("didn't contain changes", "No updates are to be performed")
+_DONE = re.compile(r"^(CREATE|UPDATE|DELETE|ROLLBACK|UPDATE_ROLLBACK|IMPORT)_(COMPLETE|FAILED)$")
+
+Client = Any
+Say = Callable[[str], None]
+
+
+class DeployError(Exception):
+    """Stops the deploy; the message says what to do. `status` is the exit status."""
+
+    def __init__(self, message: str, status: int = 1) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+# --- 1. parameters ----------------------------------------------------------------------
+
+
+class _CfnLoader(yaml.SafeLoader):
+    """Reads a CloudFormation template: intrinsic-function tags load as None."""
+
+
+_CfnLoader.add_multi_constructor("!", lambda loader, suffix, node: None)
+
+
+def template_parameters(template_text: str) -> dict[str, dict[str, Any]]:
+    """The template's Parameters section."""
+    loaded = yaml.load(template_text, Loader=_CfnLoader)  # noqa: S506 - a SafeLoader subclass
+    parameters: dict[str, dict[str, Any]] = loaded["Parameters"]
+    return parameters
+
+
+def read_params_file(path: Path) -> dict[str, str]:
+    """{"Key": "value"} or [{"ParameterKey": "Key", "ParameterValue": "value"}, ...]."""
+    try:
+        raw = json.loads(path.read_text())
+    except OSError as e:
+        raise DeployError(f"cannot read the parameters file {path}: {e.strerror}", 2) from e
+    except json.JSONDecodeError as e:
+        raise DeployError(f"the parameters file {path} is not JSON: {e}", 2) from e
+    if isinstance(raw, dict):
+        return {str(k): _text(v) for k, v in raw.items()}
+    if isinstance(raw, list) and all(
+        isinstance(item, dict) and "ParameterKey" in item and "ParameterValue" in item
+        for item in raw
+    ):
+        return {str(item["ParameterKey"]): _text(item["ParameterValue"]) for item in raw}
+    raise DeployError(
+        f'the parameters file {path} must be a JSON object {{"Key": "value"}} or a list '
+        '[{"ParameterKey": "Key", "ParameterValue": "value"}]',
+        2,
+    )
+
+
+def _text(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list):
+        return ",".join(str(v) for v in value)
+    return str(value)
+
+
+def normalise_names(value: str) -> str:
+    """ "ng-a, ng-b," -> "ng-a,ng-b": the template takes no spaces or empty names."""
+    return ",".join(name.strip() for name in value.split(",") if name.strip())
+
+
+def collect_parameters(
+    spec: Mapping[str, Mapping[str, Any]],
+    *,
+    params_file: Path | None,
+    named: Mapping[str, str],
+    overrides: Sequence[str],
+) -> dict[str, str]:
+    """The parameters the user gave, checked; raises DeployError (status 2)."""
+    given: dict[str, str] = dict(read_params_file(params_file)) if params_file else {}
+    given.update({k: v for k, v in named.items() if v})
+    for pair in overrides:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise DeployError(f"{pair!r} is not Key=Value (e.g. DrainTimeoutSeconds=7200)", 2)
+        given[key.strip()] = value.strip()
+    if "AsgNames" in given:
+        given["AsgNames"] = normalise_names(given["AsgNames"])
+
+    unknown = sorted(set(given) - set(spec))
+    if unknown:
+        raise DeployError(
+            f"unknown parameter(s) {', '.join(unknown)}; the template's are: "
+            f"{', '.join(k for k in spec if k not in MANAGED)}",
+            2,
+        )
+    managed = sorted(set(given) & set(MANAGED))
+    if managed:
+        raise DeployError(
+            f"{', '.join(managed)} are set by make deploy from the uploaded zip; leave them out",
+            2,
+        )
+    missing = [f"{var} (parameter {key})" for key, var in REQUIRED.items() if not given.get(key)]
+    if missing:
+        raise DeployError(
+            f"missing {' and '.join(missing)}: e.g. make deploy CLUSTER_NAME=my-cluster "
+            "ASG_NAMES=my-nodes-a,my-nodes-b, or put them in PARAMS_FILE",
+            2,
+        )
+    problems = [p for key, value in given.items() if (p := check_value(key, value, spec[key]))]
+    if problems:
+        raise DeployError("invalid parameter(s):\n  " + "\n  ".join(problems), 2)
+    return given
+
+
+def check_value(key: str, value: str, spec: Mapping[str, Any]) -> str | None:
+    """What is wrong with `value` by the template's own constraints; None when fine."""
+    why = spec.get("ConstraintDescription")
+    allowed = spec.get("AllowedValues")
+    if allowed is not None and value not in [_text(a) for a in allowed]:
+        return f"{key}={value!r}: must be one of {', '.join(_text(a) for a in allowed)}"
+    if spec.get("Type") == "Number":
+        try:
+            number = float(value)
+        except ValueError:
+            return f"{key}={value!r}: must be a number"
+        low, high = spec.get("MinValue"), spec.get("MaxValue")
+        if (low is not None and number < float(low)) or (high is not None and number > float(high)):
+            return f"{key}={value!r}: must be from {low} to {high}"
+    pattern = spec.get("AllowedPattern")
+    if pattern is not None and not re.fullmatch(pattern, value):
+        return f"{key}={value!r}: {why or f'must match {pattern}'}"
+    if len(value) < int(spec.get("MinLength", 0)):
+        return f"{key}={value!r}: must not be empty"
+    return None
+
+
+# --- 2. region and credentials -----------------------------------------------------------
+
+
+@dataclass
+class Aws:
+    """The clients of one deploy, in one region, with the caller's credentials."""
+
+    session: Any
+    region: str
+    account: str
+    caller: str
+    clients: dict[str, Client] = field(default_factory=dict)
+
+    def client(self, service: str) -> Client:
+        if service not in self.clients:
+            self.clients[service] = self.session.client(service, region_name=self.region)
+        return self.clients[service]
+
+
+def connect(region: str, profile: str = "") -> Aws:
+    """A session with a region and working credentials; DeployError (status 3) if not."""
+    import boto3
+    from botocore.exceptions import BotoCoreError, ClientError, ProfileNotFound
+
+    try:
+        session = boto3.Session(profile_name=profile or None, region_name=region or None)
+    except ProfileNotFound as e:
+        raise DeployError(f"{e}; check AWS_PROFILE or ~/.aws/config", 3) from e
+    resolved = session.region_name
+    if not resolved:
+        raise DeployError(
+            "no AWS region: pass REGION=eu-west-1 to make (or --region), or set AWS_REGION, "
+            "or a region in your AWS profile",
+            3,
+        )
+    try:
+        identity = session.client("sts", region_name=resolved).get_caller_identity()
+    except (BotoCoreError, ClientError) as e:
+        raise DeployError(
+            f"no usable AWS credentials ({type(e).__name__}: {e}). Configure them first "
+            "(aws configure, AWS_PROFILE=..., or aws sso login) and check with "
+            "`aws sts get-caller-identity`; nothing was uploaded or changed",
+            3,
+        ) from e
+    return Aws(session, resolved, str(identity["Account"]), str(identity["Arn"]))
+
+
+# --- 3. the stack as it is ------------------------------------------------------------------
+
+
+def current_stack(cfn: Client, stack_name: str) -> dict[str, Any] | None:
+    """The stack, or None when there is none (or only a never-executed change set)."""
+    from botocore.exceptions import ClientError
+
+    try:
+        stacks = cfn.describe_stacks(StackName=stack_name)["Stacks"]
+    except ClientError as e:
+        if "does not exist" in str(e):
+            return None
+        raise
+    if not stacks:
+        return None
+    stack: dict[str, Any] = stacks[0]
+    status = stack["StackStatus"]
+    if status == "ROLLBACK_COMPLETE":
+        raise DeployError(
+            f"stack {stack_name} failed to create and was rolled back; see why with "
+            f"`aws cloudformation describe-stack-events --stack-name {stack_name}`, delete it "
+            f"with `aws cloudformation delete-stack --stack-name {stack_name}`, then deploy again"
+        )
+    if status.endswith("_IN_PROGRESS") and status != "REVIEW_IN_PROGRESS":
+        raise DeployError(f"stack {stack_name} is {status}; wait for it to finish, then deploy")
+    return stack
+
+
+def effective_parameters(
+    spec: Mapping[str, Mapping[str, Any]], given: Mapping[str, str], stack: Mapping[str, Any] | None
+) -> dict[str, str]:
+    """Given values, else the stack's current ones, else the template defaults."""
+    previous = {}
+    if stack is not None and stack["StackStatus"] != "REVIEW_IN_PROGRESS":
+        previous = {p["ParameterKey"]: p["ParameterValue"] for p in stack.get("Parameters", [])}
+    values = {}
+    for key, parameter in spec.items():
+        if key in given:
+            values[key] = given[key]
+        elif key in previous:
+            values[key] = previous[key]
+        elif "Default" in parameter:
+            values[key] = _text(parameter["Default"])
+    return values
+
+
+# --- 4 and 5. the zip and its upload -----------------------------------------------------
+
+
+def the_zip(arch: str, prebuilt: Path | None, say: Say) -> tuple[Path, package.Manifest]:
+    """The prebuilt zip if given (its manifest must match), else a fresh build."""
+    if prebuilt is None:
+        say(f"building the Lambda zip for {arch} ...")
+        try:
+            manifest = package.build(arch)
+        except package.PackageError as e:
+            raise DeployError(f"packaging failed: {e}") from e
+        return package.DEFAULT_OUTPUT, manifest
+    try:
+        manifest = package.read_manifest(prebuilt)
+    except (OSError, ValueError, TypeError) as e:
+        raise DeployError(
+            f"{prebuilt} has no readable manifest beside it ({e}); build it with make package"
+        ) from e
+    if manifest.architecture != arch:
+        raise DeployError(
+            f"{prebuilt} was built for {manifest.architecture}, the stack runs on {arch}: "
+            f"make package ARCH={arch}"
+        )
+    if package.sha256(prebuilt) != manifest.sha256:
+        raise DeployError(f"{prebuilt} does not match its manifest; rebuild it with make package")
+    return prebuilt, manifest
+
+
+def default_bucket(account: str, region: str) -> str:
+    return f"{KEY_PREFIX}-{account}-{region}"
+
+
+def ensure_bucket(s3: Client, bucket: str, region: str, create: bool, say: Say) -> None:
+    """The bucket exists and is ours; created (private, encrypted) when `create`."""
+    from botocore.exceptions import ClientError
+
+    try:
+        s3.head_bucket(Bucket=bucket)
+        return
+    except ClientError as e:
+        code = str(e.response.get("Error", {}).get("Code", ""))
+        if code not in ("404", "NoSuchBucket", "NotFound"):
+            raise DeployError(
+                f"cannot use bucket {bucket} ({code}): it belongs to another account or you "
+                "lack s3:ListBucket on it; pass BUCKET=<a bucket of yours>"
+            ) from e
+    if not create:
+        raise DeployError(f"bucket {bucket} does not exist; create it or leave BUCKET unset")
+    say(f"creating bucket s3://{bucket} (private, encrypted) for the function's code")
+    if region == "us-east-1":
+        s3.create_bucket(Bucket=bucket)
+    else:
+        s3.create_bucket(Bucket=bucket, CreateBucketConfiguration={"LocationConstraint": region})
+    s3.put_public_access_block(
+        Bucket=bucket,
+        PublicAccessBlockConfiguration={
+            "BlockPublicAcls": True,
+            "IgnorePublicAcls": True,
+            "BlockPublicPolicy": True,
+            "RestrictPublicBuckets": True,
+        },
+    )
+    s3.put_bucket_encryption(
+        Bucket=bucket,
+        ServerSideEncryptionConfiguration={
+            "Rules": [{"ApplyServerSideEncryptionByDefault": {"SSEAlgorithm": "AES256"}}]
+        },
+    )
+
+
+def upload(s3: Client, bucket: str, zip_path: Path, manifest: package.Manifest, say: Say) -> str:
+    """Upload to a key named by the content; skipped when that key is already there."""
+    from botocore.exceptions import ClientError
+
+    key = f"{KEY_PREFIX}/{manifest.sha256}.zip"
+    try:
+        s3.head_object(Bucket=bucket, Key=key)
+        say(f"s3://{bucket}/{key} is already uploaded")
+        return key
+    except ClientError as e:
+        if str(e.response.get("Error", {}).get("Code", "")) not in ("404", "NoSuchKey", "NotFound"):
+            raise
+    say(f"uploading {zip_path.name} ({manifest.size / 1e6:.1f} MB) to s3://{bucket}/{key}")
+    s3.upload_file(str(zip_path), bucket, key)
+    return key
+
+
+# --- 6. the change set ------------------------------------------------------------------------
+
+
+def apply_change_set(
+    cfn: Client,
+    stack_name: str,
+    *,
+    template_body: str,
+    parameters: Mapping[str, str],
+    creating: bool,
+    poll: float,
+    say: Say,
+) -> bool:
+    """Create, show and execute a change set; False when there was nothing to change."""
+    name = f"deploy-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}"
+    cfn.create_change_set(
+        StackName=stack_name,
+        ChangeSetName=name,
+        ChangeSetType="CREATE" if creating else "UPDATE",
+        TemplateBody=template_body,
+        Parameters=[{"ParameterKey": k, "ParameterValue": v} for k, v in parameters.items()],
+        Capabilities=CAPABILITIES,
+        Description="make deploy",
+    )
+    while True:
+        change_set = cfn.describe_change_set(StackName=stack_name, ChangeSetName=name)
+        if change_set["Status"] in ("CREATE_COMPLETE", "FAILED"):
+            break
+        time.sleep(poll)
+    if change_set["Status"] == "FAILED":
+        reason = str(change_set.get("StatusReason", ""))
+        if any(text in reason for text in _NO_CHANGES):
+            cfn.delete_change_set(StackName=stack_name, ChangeSetName=name)
+            return False
+        raise DeployError(f"CloudFormation refused the change set: {reason}")
+    say(f"{'creating' if creating else 'updating'} stack {stack_name}:")
+    for change in change_set.get("Changes", []):
+        rc = change.get("ResourceChange", {})
+        replacement = " (replacement)" if rc.get("Replacement") == "True" else ""
+        say(
+            f"  {rc.get('Action', '?'):8} {rc.get('LogicalResourceId')} "
+            f"{rc.get('ResourceType')}{replacement}"
+        )
+    started = time.time()
+    cfn.execute_change_set(StackName=stack_name, ChangeSetName=name)
+    status = wait_for_stack(cfn, stack_name, started, poll, say)
+    if status not in ("CREATE_COMPLETE", "UPDATE_COMPLETE"):
+        raise DeployError(
+            f"stack {stack_name} ended {status}; the events above say why (also: aws "
+            f"cloudformation describe-stack-events --stack-name {stack_name})"
+        )
+    return True
+
+
+def wait_for_stack(cfn: Client, stack_name: str, since: float, poll: float, say: Say) -> str:
+    """Print the stack's new events until it reaches a final status; return that status."""
+    seen: set[str] = set()
+    while True:
+        events = cfn.describe_stack_events(StackName=stack_name).get("StackEvents", [])
+        for event in reversed(events):
+            stamp = event.get("Timestamp")
+            if event["EventId"] in seen or (stamp is not None and stamp.timestamp() < since - 5):
+                continue
+            seen.add(event["EventId"])
+            reason = (
+                f"  {event['ResourceStatusReason']}" if event.get("ResourceStatusReason") else ""
+            )
+            column = f"{event.get('ResourceStatus', ''):22}"
+            say(f"  {column} {event.get('LogicalResourceId', '')}{reason}")
+        status = str(cfn.describe_stacks(StackName=stack_name)["Stacks"][0]["StackStatus"])
+        if _DONE.match(status) and not status.endswith("_IN_PROGRESS"):
+            return status
+        time.sleep(poll)
+
+
+# --- 7. what next --------------------------------------------------------------------------
+
+
+def next_steps(outputs: Mapping[str, str], values: Mapping[str, str], region: str) -> str:
+    asg = values["AsgNames"].split(",")[0]
+    function = outputs.get("FunctionName", "eks-node-drainer")
+    access = (
+        ""
+        if values.get("CreateAccessEntry", "true") == "true"
+        else (
+            "\n   CreateAccessEntry=false: map the role to the Kubernetes group eks-node-drainer"
+            f" yourself (aws-auth ConfigMap), role {outputs.get('RoleArn', '')}\n"
+        )
+    )
+    return f"""
+Deployed: function {function}, role {outputs.get("RoleArn", "?")}.
+
+Next:
+ 1. Let the function drain (from this repository's root; needs cluster-admin once):
+      {outputs.get("KubeconfigCommand", "")}
+      {outputs.get("RbacApplyCommand", "kubectl apply -f k8s-rbac/")}
+{access}
+ 2. Try it: take one instance out of {asg} and watch it drain:
+      aws autoscaling describe-auto-scaling-groups --region {region} \\
+        --auto-scaling-group-names {asg} \\
+        --query 'AutoScalingGroups[0].[DesiredCapacity,Instances[].InstanceId]'
+      aws autoscaling terminate-instance-in-auto-scaling-group --region {region} \\
+        --should-decrement-desired-capacity --instance-id <one of those instances>
+    (or lower the desired capacity by one with
+      aws autoscaling set-desired-capacity --region {region} \\
+        --auto-scaling-group-name {asg} --desired-capacity <current - 1>)
+ 3. Read the logs (one JSON line each; every drain ends with a "drain finished" line):
+      {outputs.get("TailLogsCommand", f"aws logs tail /aws/lambda/{function} --follow")}
+""".rstrip()
+
+
+# --- the whole ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Options:
+    stack_name: str = "eks-node-drainer"
+    cluster_name: str = ""
+    asg_names: str = ""
+    arch: str = ""
+    region: str = ""
+    profile: str = ""
+    bucket: str = ""
+    params_file: Path | None = None
+    overrides: tuple[str, ...] = ()
+    zip_path: Path | None = None
+    template: Path = TEMPLATE
+    poll_seconds: float = 5.0
+
+
+def deploy(options: Options, say: Say = print) -> int:
+    template_body = options.template.read_text()
+    if len(template_body.encode()) > TEMPLATE_BODY_LIMIT:
+        raise DeployError(f"{options.template} is over CloudFormation's inline limit")
+    spec = template_parameters(template_body)
+    named = {
+        "ClusterName": options.cluster_name.strip(),
+        "AsgNames": options.asg_names.strip(),
+        "Architecture": options.arch.strip(),
+    }
+    given = collect_parameters(
+        spec, params_file=options.params_file, named=named, overrides=options.overrides
+    )
+    if not re.fullmatch(r"[A-Za-z][A-Za-z0-9-]{0,63}", options.stack_name):
+        raise DeployError(
+            f"STACK_NAME={options.stack_name!r}: the function is named after the stack, so it "
+            "must be 1 to 64 letters, digits or '-', starting with a letter",
+            2,
+        )
+
+    aws = connect(options.region, options.profile)
+    say(f"deploying stack {options.stack_name} to {aws.account} {aws.region} as {aws.caller}")
+    cfn = aws.client("cloudformation")
+    stack = current_stack(cfn, options.stack_name)
+    values = effective_parameters(spec, given, stack)
+
+    zip_path, manifest = the_zip(values["Architecture"], options.zip_path, say)
+    s3 = aws.client("s3")
+    bucket = options.bucket or default_bucket(aws.account, aws.region)
+    ensure_bucket(s3, bucket, aws.region, create=not options.bucket, say=say)
+    values["CodeS3Bucket"] = bucket
+    values["CodeS3Key"] = upload(s3, bucket, zip_path, manifest, say)
+
+    creating = stack is None or stack["StackStatus"] == "REVIEW_IN_PROGRESS"
+    changed = apply_change_set(
+        cfn,
+        options.stack_name,
+        template_body=template_body,
+        parameters=values,
+        creating=creating,
+        poll=options.poll_seconds,
+        say=say,
+    )
+    if not changed:
+        say(f"stack {options.stack_name} is already up to date: nothing to change")
+    final = cfn.describe_stacks(StackName=options.stack_name)["Stacks"][0]
+    outputs = {o["OutputKey"]: o["OutputValue"] for o in final.get("Outputs", [])}
+    say(next_steps(outputs, values, aws.region))
+    return 0
+
+
+def parse_args(argv: Sequence[str] | None) -> Options:
+    parser = argparse.ArgumentParser(
+        prog="python -m tools.deploy", description=(__doc__ or "").split("\n")[0]
+    )
+    parser.add_argument("--stack-name", default="eks-node-drainer")
+    parser.add_argument("--cluster-name", default="", help="ClusterName (make: CLUSTER_NAME)")
+    parser.add_argument("--asg-names", default="", help="AsgNames, comma-separated (ASG_NAMES)")
+    parser.add_argument("--arch", default="", help="Architecture: arm64 or x86_64 (ARCH)")
+    parser.add_argument("--region", default="", help="default: the AWS CLI's (REGION)")
+    parser.add_argument("--profile", default="", help="AWS profile (default: AWS_PROFILE)")
+    parser.add_argument("--bucket", default="", help="default: eks-node-drainer-<account>-<region>")
+    parser.add_argument("--params-file", default="", help="JSON parameters (PARAMS_FILE)")
+    parser.add_argument("--zip", default="", help="a zip built by make package (default: build)")
+    parser.add_argument("--poll-seconds", type=float, default=5.0, help=argparse.SUPPRESS)
+    parser.add_argument("overrides", nargs="*", metavar="Key=Value", help="more parameters")
+    args = parser.parse_args(argv)
+    return Options(
+        stack_name=args.stack_name,
+        cluster_name=args.cluster_name,
+        asg_names=args.asg_names,
+        arch=args.arch,
+        region=args.region,
+        profile=args.profile,
+        bucket=args.bucket,
+        params_file=Path(args.params_file) if args.params_file else None,
+        overrides=tuple(args.overrides),
+        zip_path=Path(args.zip) if args.zip else None,
+        poll_seconds=args.poll_seconds,
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    options = parse_args(argv)
+    try:
+        return deploy(options)
+    except DeployError as e:
+        print(f"deploy: {e}", file=sys.stderr)
+        return e.status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
