@@ -16,7 +16,7 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 
-from kubesim import errors, patch, schema, tables
+from kubesim import errors, patch, protobuf, schema, tables
 from kubesim.auth import Attributes, AuthenticationError, User, forbidden_message
 from kubesim.errors import ApiError
 from kubesim.faults import Fault, RequestRecord
@@ -205,6 +205,13 @@ class Handler(BaseHTTPRequestHandler):
         content_type = (
             (self.headers.get("Content-Type") or "application/json").split(";")[0].strip()
         )
+        if content_type == protobuf.CONTENT_TYPE:
+            try:
+                return protobuf.decode(raw)[1]
+            except protobuf.ProtobufError as e:
+                raise errors.bad_request(f"the object provided is unrecognized: {e}") from e
+            except KeyError:
+                pass  # a kind kubesim cannot read as protobuf: 415 below, as for a CRD
         if content_type not in ("application/json", "", "*/*") and not content_type.endswith(
             "+json"
         ):

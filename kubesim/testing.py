@@ -228,6 +228,54 @@ class Admin:
 # -- kubectl -----------------------------------------------------------------
 
 
+@dataclass
+class Kubectl:
+    """Runs a real kubectl with a kubeconfig and its own HOME (kubectl caches discovery
+    in $HOME/.kube/cache, which must not leak between servers)."""
+
+    binary: Path
+    kubeconfig: Path
+    home: Path
+
+    def _command(self, args: tuple[str, ...], context: str) -> list[str]:
+        return [str(self.binary), f"--context={context}", *args]
+
+    def _env(self) -> dict[str, str]:
+        return {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "HOME": str(self.home),
+            "KUBECONFIG": str(self.kubeconfig),
+        }
+
+    def __call__(
+        self, *args: str, context: str = "admin", timeout: float = 60, check: bool = True
+    ) -> subprocess.CompletedProcess[str]:
+        result = subprocess.run(
+            self._command(args, context),
+            env=self._env(),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+        if check and result.returncode != 0:
+            raise AssertionError(
+                f"kubectl {' '.join(args)} exited {result.returncode}\n"
+                f"stdout:\n{result.stdout}\nstderr:\n{result.stderr}"
+            )
+        return result
+
+    def start(self, *args: str, context: str = "admin") -> subprocess.Popen[str]:
+        """kubectl in the background (the caller communicates and kills it)."""
+        return subprocess.Popen(
+            self._command(args, context),
+            env=self._env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+
+
 def find_kubectl(cache_dir: Path) -> Path | None:
     """kubectl on PATH, or one fetched earlier into `cache_dir`."""
     on_path = shutil.which("kubectl")

@@ -3,10 +3,8 @@ the admin API, and a real kubectl pointed at it."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +13,7 @@ from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
 from kubesim import EksIdentity, KubeSim
-from kubesim.testing import Admin, fetch_kubectl, find_kubectl
+from kubesim.testing import Admin, Kubectl, fetch_kubectl, find_kubectl
 
 # Durations in annotations are divided by this: "1" second lasts 50 ms.
 SPEED = 20.0
@@ -101,36 +99,6 @@ def kubectl_binary() -> Path:
         return fetch_kubectl(KUBECTL_CACHE)
     except (OSError, subprocess.SubprocessError, StopIteration, KeyError) as e:
         pytest.fail(f"no kubectl on PATH and fetching one failed: {e!r}")
-
-
-@dataclass
-class Kubectl:
-    binary: Path
-    kubeconfig: Path
-    home: Path
-
-    def __call__(
-        self, *args: str, context: str = "admin", timeout: float = 60, check: bool = True
-    ) -> subprocess.CompletedProcess[str]:
-        env = {
-            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-            "HOME": str(self.home),
-            "KUBECONFIG": str(self.kubeconfig),
-        }
-        result = subprocess.run(
-            [str(self.binary), f"--context={context}", *args],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-        )
-        if check and result.returncode != 0:
-            raise AssertionError(
-                f"kubectl {' '.join(args)} exited {result.returncode}\n"
-                f"stdout:\n{result.stdout}\nstderr:\n{result.stderr}"
-            )
-        return result
 
 
 @pytest.fixture
