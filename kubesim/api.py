@@ -118,7 +118,8 @@ class Api:
                     )
             self._default(resource, obj)
             self._validate(resource, obj)
-            if "spec" in obj:
+            metadata.pop("generation", None)
+            if resource.kind in _GENERATION_KINDS:
                 metadata["generation"] = 1
             metadata.pop("deletionTimestamp", None)
             metadata.pop("deletionGracePeriodSeconds", None)
@@ -137,20 +138,25 @@ class Api:
         obj: Obj,
         namespace: str,
         name: str,
+        *,
         subresource: str = "",
         dry_run: bool = False,
     ) -> Obj:
+        """PUT (and the result of a PATCH): the main resource ignores status changes, the
+        status subresource ignores everything else, as the real registry strategies do."""
         if not isinstance(obj, dict) or not isinstance(obj.get("metadata"), dict):
             raise errors.bad_request("the object provided is unrecognized")
         obj = copy.deepcopy(obj)
         metadata = obj["metadata"]
         if metadata.get("name", name) != name:
             raise errors.bad_request(
-                f"the name of the object ({metadata.get('name')}) does not match the name on the URL ({name})"
+                f"the name of the object ({metadata.get('name')}) does not match the name "
+                f"on the URL ({name})"
             )
         metadata["name"] = name
         if resource.namespaced:
             metadata["namespace"] = namespace
+        expect = metadata.get("resourceVersion")
         with self.store.lock:
             old = self.store.peek(resource, namespace, name)
             if old is None:
@@ -158,32 +164,30 @@ class Api:
             if subresource == "status":
                 new = copy.deepcopy(old)
                 new["status"] = obj.get("status", {})
-                expect = metadata.get("resourceVersion")
             else:
                 new = obj
-                if "status" in old and resource.subresources.get("status"):
-                    new["status"] = copy.deepcopy(old["status"])
-                expect = metadata.get("resourceVersion")
-                if old.get("spec") != new.get("spec"):
-                    new["metadata"]["generation"] = old["metadata"].get("generation", 1) + 1
-                else:
-                    new["metadata"]["generation"] = (
-                        old["metadata"].get("generation", 1)
-                        if "generation" in old["metadata"]
-                        else None
-                    )
-                    if new["metadata"]["generation"] is None:
-                        del new["metadata"]["generation"]
+                if resource.subresources.get("status"):
+                    new.pop("status", None)
+                    if "status" in old:
+                        new["status"] = copy.deepcopy(old["status"])
                 self._validate_meta(resource, new)
                 self._default(resource, new)
                 self._validate(resource, new)
                 self._validate_update(resource, old, new)
+            _set_generation(resource, old, new)
             if dry_run:
+                self.store.check_version(resource, new, expect)
                 return new
             stored = self.store.update(resource, new, expect_rv=expect)
-            if is_terminating(stored) and not stored["metadata"].get("finalizers"):
-                if resource is not PODS or self._pod_may_go(stored):
-                    return self.store.remove(resource, namespace, name)
+            if (
+                is_terminating(stored)
+                and not stored["metadata"].get("finalizers")
+                and (resource is not PODS or self._pod_may_go(stored))
+            ):
+                # The last finalizer is gone: the object goes, and its dependents with it.
+                gone = self.store.remove(resource, namespace, name)
+                self._collect_garbage(gone, orphan=False)
+                return gone
             return stored
 
     def _pod_may_go(self, pod: Obj) -> bool:
@@ -736,6 +740,27 @@ class Api:
                     [("spec.selector", "Invalid value: field is immutable")],
                     resource.group,
                 )
+
+
+# Kinds whose registry strategy keeps metadata.generation (pods do not, before 1.33).
+_GENERATION_KINDS = {
+    "Deployment",
+    "ReplicaSet",
+    "StatefulSet",
+    "DaemonSet",
+    "PodDisruptionBudget",
+}
+
+
+def _set_generation(resource: Resource, old: Obj, new: Obj) -> None:
+    """The stored generation, one up when the spec changed (clients cannot set it)."""
+    generation = old["metadata"].get("generation")
+    if resource.kind not in _GENERATION_KINDS or generation is None:
+        new["metadata"].pop("generation", None)
+        return
+    if old.get("spec") != new.get("spec"):
+        generation += 1
+    new["metadata"]["generation"] = generation
 
 
 _SPECLESS = {

@@ -488,7 +488,14 @@ class Handler(BaseHTTPRequestHandler):
             body = self._decode(resource, body, query)
             self._send_json(
                 200,
-                api.update(resource, body, route.namespace, route.name, route.subresource, dry_run),
+                api.update(
+                    resource,
+                    body,
+                    route.namespace,
+                    route.name,
+                    subresource=route.subresource,
+                    dry_run=dry_run,
+                ),
             )
             return
         if verb == "patch":
@@ -595,7 +602,12 @@ class Handler(BaseHTTPRequestHandler):
                 patched["metadata"]["resourceVersion"] = ""
             patched = self._decode(route.resource, patched, query)
             updated = api.update(
-                route.resource, patched, route.namespace, route.name, route.subresource, dry_run
+                route.resource,
+                patched,
+                route.namespace,
+                route.name,
+                subresource=route.subresource,
+                dry_run=dry_run,
             )
         self._send_json(200, updated)
 

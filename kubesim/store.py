@@ -172,24 +172,31 @@ class Store:
             self._record("ADDED", resource, stored, None)
             return copy.deepcopy(stored)
 
+    def check_version(self, resource: Resource, obj: Obj, expect_rv: str | None) -> None:
+        """409 when `expect_rv` is given and is not the stored object's version."""
+        metadata = obj["metadata"]
+        namespace = metadata.get("namespace", "") if resource.namespaced else ""
+        old = self._bucket(resource).get((namespace, metadata["name"]))
+        if old is None:
+            raise errors.not_found(resource.plural, metadata["name"], resource.group)
+        if expect_rv and expect_rv != old["metadata"]["resourceVersion"]:
+            raise errors.conflict(
+                resource.plural,
+                metadata["name"],
+                "the object has been modified; please apply your changes to the latest "
+                "version and try again",
+                resource.group,
+            )
+
     def update(self, resource: Resource, obj: Obj, *, expect_rv: str | None = None) -> Obj:
         """Replace the stored object. `expect_rv` ("" or None = unconditional) guards races."""
         with self.lock:
             metadata = obj["metadata"]
             namespace = metadata.get("namespace", "") if resource.namespaced else ""
             name = metadata["name"]
+            self.check_version(resource, obj, expect_rv)
             bucket = self._bucket(resource)
-            old = bucket.get((namespace, name))
-            if old is None:
-                raise errors.not_found(resource.plural, name, resource.group)
-            if expect_rv and expect_rv != old["metadata"]["resourceVersion"]:
-                raise errors.conflict(
-                    resource.plural,
-                    name,
-                    "the object has been modified; please apply your changes to the latest "
-                    "version and try again",
-                    resource.group,
-                )
+            old = bucket[(namespace, name)]
             # Immutable metadata stays as stored.
             for key in (
                 "uid",

@@ -208,6 +208,36 @@ def test_update__spec_change__generation_increments(sim: KubeSim, apps: Any) -> 
     assert updated.metadata.generation == 2
 
 
+def test_update__pod__has_no_generation(sim: KubeSim, core: Any) -> None:
+    sim.apply(pod("a"))
+
+    patched = core.patch_namespaced_pod("a", "default", {"spec": {"activeDeadlineSeconds": 5}})
+
+    assert patched.metadata.generation is None
+
+
+def test_update__defaults_omitted_by_client__generation_unchanged(sim: KubeSim) -> None:
+    sim.apply(workload("Deployment", "web"))
+    body = workload("Deployment", "web")  # without the defaulted fields
+    body["metadata"]["labels"] = {"team": "a"}
+
+    response = request(sim, "PUT", "/apis/apps/v1/namespaces/default/deployments/web", body)
+
+    assert response.status == 200, response.body
+    assert response.json()["metadata"]["generation"] == 1
+
+
+def test_update__dry_run_with_stale_version__409(sim: KubeSim, core: Any) -> None:
+    sim.apply(node("n1"))
+    stale = core.read_node("n1")
+    core.patch_node("n1", {"metadata": {"labels": {"x": "1"}}})
+
+    with pytest.raises(ApiException) as raised:
+        core.replace_node("n1", stale, dry_run="All")
+
+    assert raised.value.status == 409
+
+
 def test_update__stale_resource_version__409_conflict(sim: KubeSim, core: Any) -> None:
     sim.apply(node("n1"))
     stale = core.read_node("n1")
