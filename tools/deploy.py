@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sys
 import time
@@ -214,7 +215,9 @@ def connect(region: str, profile: str = "") -> Aws:
         session = boto3.Session(profile_name=profile or None, region_name=region or None)
     except ProfileNotFound as e:
         raise DeployError(f"{e}; check AWS_PROFILE or ~/.aws/config", 3) from e
-    resolved = session.region_name
+    # botocore reads AWS_DEFAULT_REGION and the profile; AWS_REGION is the other
+    # common spelling (the AWS CLI v2, the SDKs of other languages).
+    resolved = session.region_name or os.environ.get("AWS_REGION", "")
     if not resolved:
         raise DeployError(
             "no AWS region: pass REGION=eu-west-1 to make (or --region), or set AWS_REGION, "
@@ -444,24 +447,36 @@ def wait_for_stack(cfn: Client, stack_name: str, since: float, poll: float, say:
 # --- 7. what next --------------------------------------------------------------------------
 
 
-def next_steps(outputs: Mapping[str, str], values: Mapping[str, str], region: str) -> str:
+def next_steps(
+    outputs: Mapping[str, str], values: Mapping[str, str], region: str, stack_name: str
+) -> str:
+    """The stack's outputs as commands to run next (built here when an output is missing)."""
     asg = values["AsgNames"].split(",")[0]
-    function = outputs.get("FunctionName", "eks-node-drainer")
-    access = (
-        ""
-        if values.get("CreateAccessEntry", "true") == "true"
-        else (
-            "\n   CreateAccessEntry=false: map the role to the Kubernetes group eks-node-drainer"
-            f" yourself (aws-auth ConfigMap), role {outputs.get('RoleArn', '')}\n"
-        )
+    cluster = values["ClusterName"]
+    function = outputs.get("FunctionName", stack_name)  # the template names it so
+    kubeconfig = outputs.get(
+        "KubeconfigCommand", f"aws eks update-kubeconfig --region {region} --name {cluster}"
     )
+    rbac = outputs.get("RbacApplyCommand", "kubectl apply -f k8s-rbac/")
+    logs = outputs.get(
+        "TailLogsCommand", f"aws logs tail /aws/lambda/{function} --follow --region {region}"
+    )
+    role = outputs.get("RoleArn", f"(see: aws cloudformation describe-stacks --region {region})")
+    access = ""
+    if values.get("CreateAccessEntry", "true") != "true":
+        access = (
+            "\n    CreateAccessEntry=false: map the role to the Kubernetes group eks-node-drainer\n"
+            "    yourself (eksctl create iamidentitymapping ... --group eks-node-drainer, or the\n"
+            f"    aws-auth ConfigMap): {role}\n"
+        )
     return f"""
-Deployed: function {function}, role {outputs.get("RoleArn", "?")}.
+Deployed: function {function}, role {role}.
 
 Next:
- 1. Let the function drain (from this repository's root; needs cluster-admin once):
-      {outputs.get("KubeconfigCommand", "")}
-      {outputs.get("RbacApplyCommand", "kubectl apply -f k8s-rbac/")}
+ 1. Let the function drain: grant its Kubernetes group the RBAC it needs (once, from
+    this repository's root, as a cluster admin):
+      {kubeconfig}
+      {rbac}
 {access}
  2. Try it: take one instance out of {asg} and watch it drain:
       aws autoscaling describe-auto-scaling-groups --region {region} \\
@@ -473,7 +488,7 @@ Next:
       aws autoscaling set-desired-capacity --region {region} \\
         --auto-scaling-group-name {asg} --desired-capacity <current - 1>)
  3. Read the logs (one JSON line each; every drain ends with a "drain finished" line):
-      {outputs.get("TailLogsCommand", f"aws logs tail /aws/lambda/{function} --follow")}
+      {logs}
 """.rstrip()
 
 
@@ -543,7 +558,7 @@ def deploy(options: Options, say: Say = print) -> int:
         say(f"stack {options.stack_name} is already up to date: nothing to change")
     final = cfn.describe_stacks(StackName=options.stack_name)["Stacks"][0]
     outputs = {o["OutputKey"]: o["OutputValue"] for o in final.get("Outputs", [])}
-    say(next_steps(outputs, values, aws.region))
+    say(next_steps(outputs, values, aws.region, options.stack_name))
     return 0
 
 

@@ -60,6 +60,8 @@ RUNTIME_GLIBC = (2, 34)
 # (its sources stay: the distribution is shipped whole).
 NO_BYTECODE = r"/kubernetes/aio/"
 _DIST_INFO_NOISE = ("RECORD", "INSTALLER", "REQUESTED", "direct_url.json")
+# zlib's default: half the time of level 9 for a zip 1% larger.
+COMPRESSLEVEL = 6
 _DEFAULT_EPOCH = 315532800  # 1980-01-01T00:00:00Z, the earliest time a zip can hold
 
 
@@ -221,7 +223,9 @@ def write_zip(staging: Path, output: Path, epoch: int) -> tuple[int, int]:
     count = unpacked = 0
     output.parent.mkdir(parents=True, exist_ok=True)
     partial = output.with_suffix(".zip.partial")
-    with zipfile.ZipFile(partial, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=9) as zf:
+    with zipfile.ZipFile(
+        partial, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=COMPRESSLEVEL
+    ) as zf:
         for path in _files(staging):
             info = zipfile.ZipInfo(path.relative_to(staging).as_posix(), date_time=stamp)
             mode = 0o755 if path.stat().st_mode & 0o111 else 0o644
@@ -229,7 +233,7 @@ def write_zip(staging: Path, output: Path, epoch: int) -> tuple[int, int]:
             info.create_system = 3  # Unix, so the modes above are honoured on extraction
             info.compress_type = zipfile.ZIP_DEFLATED
             data = path.read_bytes()
-            zf.writestr(info, data, compress_type=zipfile.ZIP_DEFLATED, compresslevel=9)
+            zf.writestr(info, data, compress_type=zipfile.ZIP_DEFLATED, compresslevel=COMPRESSLEVEL)
             count += 1
             unpacked += len(data)
     partial.replace(output)

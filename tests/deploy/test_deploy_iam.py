@@ -1,0 +1,245 @@
+"""The function's IAM policy grants every AWS call drainer/ makes, and nothing more.
+
+The calls are read from the code: every `<client>.<operation>(...)` in drainer/*.py
+whose method is an operation of a service the drainer has a client for, mapped to
+its IAM action through botocore's service model. The policy is template.yaml's,
+evaluated for a stack. The two must be equal, both ways; every resource must be an
+ARN wherever AWS supports resource-level permissions for the action.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from typing import Any
+
+import botocore.session
+import pytest
+from botocore import xform_name
+
+from .cfn import ACCOUNT, REGION, ROOT, Stack
+from .conftest import ASGS, CLUSTER
+
+SERVICES = ("ec2", "autoscaling", "eks", "lambda", "sts")
+# Variable or attribute names the drainer gives its boto3 clients.
+CLIENT_NAMES = {
+    "ec2": "ec2",
+    "autoscaling": "autoscaling",
+    "eks": "eks",
+    "lambda": "lambda",
+    "lambda_client": "lambda",
+    "sts": "sts",
+}
+# botocore methods that name an operation in their first argument.
+BY_NAME = ("generate_presigned_url", "get_paginator", "get_waiter")
+# IAM actions whose name is not the API operation's.
+IAM_ACTION_OF = {("lambda", "Invoke"): "lambda:InvokeFunction"}
+# Presigned, and sent by the EKS API server, not by the function: an EKS token is a
+# presigned sts:GetCallerIdentity, which needs no permission at all.
+NEEDS_NO_PERMISSION = {"sts:GetCallerIdentity"}
+# Whether AWS supports resource-level permissions for each action the role has.
+# An action missing here fails the test: look it up in the Service Authorization
+# Reference and add it.
+RESOURCE_LEVEL = {
+    "ec2:DescribeInstances": False,
+    "autoscaling:DescribeAutoScalingGroups": False,
+    "autoscaling:DescribeLifecycleHooks": False,
+    "autoscaling:CompleteLifecycleAction": True,
+    "autoscaling:RecordLifecycleActionHeartbeat": True,
+    "eks:DescribeCluster": True,
+    "lambda:InvokeFunction": True,
+    "logs:CreateLogStream": True,
+    "logs:PutLogEvents": True,
+    "sqs:SendMessage": True,
+    "sns:Publish": True,
+}
+# What the Lambda platform does with the role, not the drainer's code.
+PLATFORM_STATEMENTS = {
+    "WriteItsLogs": {"logs:CreateLogStream", "logs:PutLogEvents"},
+    "ReportFailedInvocations": {"sqs:SendMessage"},
+}
+# Lambda's own network interfaces in a VPC, as AWSLambdaVPCAccessExecutionRole has them:
+# AWS documents them with Resource "*" (the interfaces have no ARN before they exist).
+VPC_ACTIONS = {
+    "ec2:AssignPrivateIpAddresses",
+    "ec2:CreateNetworkInterface",
+    "ec2:DeleteNetworkInterface",
+    "ec2:DescribeNetworkInterfaces",
+    "ec2:DescribeSubnets",
+    "ec2:UnassignPrivateIpAddresses",
+}
+STACK = "eks-node-drainer"
+
+
+def operations() -> dict[str, dict[str, str]]:
+    """service -> {python method name: API operation name}."""
+    session = botocore.session.get_session()
+    return {
+        service: {xform_name(op): op for op in session.get_service_model(service).operation_names}
+        for service in SERVICES
+    }
+
+
+def receiver_name(node: ast.expr) -> str:
+    if isinstance(node, ast.Name):
+        return node.id.lstrip("_")
+    if isinstance(node, ast.Attribute):
+        return node.attr.lstrip("_")
+    return ""
+
+
+def drainer_functions() -> set[str]:
+    """Names defined in drainer/: `aws.complete_lifecycle_action(...)` is a wrapper."""
+    names = set()
+    for path in (ROOT / "drainer").glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                names.add(node.name)
+    return names
+
+
+def aws_calls() -> Iterator[tuple[str, str, str]]:
+    """(file:line, service, API operation) of every AWS call in drainer/*.py.
+
+    Fails on a call to an AWS operation name whose client it cannot tell.
+    """
+    ops = operations()
+    every_op = {method for by_service in ops.values() for method in by_service}
+    wrappers = drainer_functions()
+    for path in sorted((ROOT / "drainer").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
+                continue
+            where = f"{path.name}:{node.lineno}"
+            method = node.func.attr
+            service = CLIENT_NAMES.get(receiver_name(node.func.value))
+            if method in BY_NAME and service is not None:
+                first = node.args[0] if node.args else None
+                assert isinstance(first, ast.Constant), f"{where}: {method} of a computed name"
+                yield where, service, ops[service][first.value]
+            elif method in every_op:
+                if service is not None and method in ops[service]:
+                    yield where, service, ops[service][method]
+                elif method not in wrappers:
+                    pytest.fail(
+                        f"{where}: .{method}() is an AWS operation name but the client "
+                        f"{ast.unparse(node.func.value)!r} is not one CLIENT_NAMES knows"
+                    )
+
+
+def iam_action(service: str, operation: str) -> str:
+    return IAM_ACTION_OF.get((service, operation), f"{service}:{operation}")
+
+
+def code_actions() -> set[str]:
+    return {iam_action(service, op) for _, service, op in aws_calls()}
+
+
+def policy(**parameters: str) -> dict[str, dict[str, Any]]:
+    """The role's statements by Sid, for a stack of two groups."""
+    values = {
+        "ClusterName": CLUSTER,
+        "AsgNames": ",".join(ASGS),
+        "CodeS3Bucket": "code",
+        "CodeS3Key": "drainer.zip",
+    }
+    role = Stack(values | parameters).resource("DrainerRole")
+    (inline,) = role["Policies"]
+    return {s["Sid"]: s for s in inline["PolicyDocument"]["Statement"]}
+
+
+def as_list(value: str | list[str]) -> list[str]:
+    return [value] if isinstance(value, str) else value
+
+
+def drainer_actions(statements: dict[str, dict[str, Any]]) -> set[str]:
+    skip = {*PLATFORM_STATEMENTS, "LambdaVpcNetworkInterfaces"}
+    return {a for sid, s in statements.items() if sid not in skip for a in as_list(s["Action"])}
+
+
+def test_the_code_calls_what_the_design_says():
+    """A guard on the scanner itself: it must find the calls drainer/aws.py makes."""
+    found = {(service, op) for _, service, op in aws_calls()}
+    assert ("lambda", "Invoke") in found
+    assert ("autoscaling", "CompleteLifecycleAction") in found
+    assert ("sts", "GetCallerIdentity") in found  # the presigned token
+
+
+def test_policy_grants_every_aws_call_the_code_makes():
+    needed = code_actions() - NEEDS_NO_PERMISSION
+    missing = needed - drainer_actions(policy())
+    assert not missing, f"drainer/ calls these but the role may not: {sorted(missing)}"
+
+
+def test_policy_grants_nothing_the_code_does_not_call():
+    extra = drainer_actions(policy()) - code_actions()
+    assert not extra, f"the role may do these but drainer/ never calls them: {sorted(extra)}"
+
+
+def test_the_only_permissionless_call_is_the_presigned_token():
+    assert code_actions() & NEEDS_NO_PERMISSION == {"sts:GetCallerIdentity"}
+    sts_calls = [(where, op) for where, service, op in aws_calls() if service == "sts"]
+    assert sts_calls and all(op == "GetCallerIdentity" for _, op in sts_calls)
+
+
+@pytest.mark.parametrize(
+    "parameters",
+    [
+        {},
+        {"FailureTopicArn": "arn:aws:sns:eu-west-1:123456789012:oncall"},
+        {"SubnetIds": "s-1", "SecurityGroupIds": "sg-1"},
+    ],
+    ids=["defaults", "topic", "vpc"],
+)
+def test_every_statement_allows_named_actions_on_arns_where_aws_supports_them(
+    parameters: dict[str, str],
+):
+    for sid, statement in policy(**parameters).items():
+        assert statement["Effect"] == "Allow"
+        assert set(statement) <= {"Sid", "Effect", "Action", "Resource"}, sid  # no NotAction
+        actions = as_list(statement["Action"])
+        resources = as_list(statement["Resource"])
+        assert resources, sid
+        for action in actions:
+            assert "*" not in action, f"{sid}: wildcard action {action}"
+            if sid == "LambdaVpcNetworkInterfaces":
+                assert action in VPC_ACTIONS
+                continue
+            assert action in RESOURCE_LEVEL, f"{sid}: classify {action} in RESOURCE_LEVEL"
+            if RESOURCE_LEVEL[action]:
+                assert "*" not in resources, f"{sid}: {action} on every resource"
+            else:
+                assert resources == ["*"], f"{sid}: {action} supports no resource-level ARN"
+
+
+def test_resources_are_exactly_ours():
+    statements = policy()
+    arn = f"arn:aws:{{}}:{REGION}:{ACCOUNT}:{{}}"
+    assert as_list(statements["HoldAndReleaseInstancesOfTheListedGroups"]["Resource"]) == [
+        arn.format("autoscaling", f"autoScalingGroup:*:autoScalingGroupName/{asg}") for asg in ASGS
+    ]
+    assert statements["FindTheClusterEndpoint"]["Resource"] == arn.format(
+        "eks", f"cluster/{CLUSTER}"
+    )
+    assert statements["HandTheDrainOverToItself"]["Resource"] == arn.format(
+        "lambda", f"function:{STACK}"
+    )
+    assert statements["WriteItsLogs"]["Resource"] == arn.format(
+        "logs", f"log-group:/aws/lambda/{STACK}:*"
+    )
+    assert statements["ReportFailedInvocations"]["Resource"].startswith(arn.format("sqs", ""))
+
+
+def test_failures_are_published_to_the_topic_when_one_is_given():
+    topic = "arn:aws:sns:eu-west-1:123456789012:oncall"
+    report = policy(FailureTopicArn=topic)["ReportFailedInvocations"]
+    assert (report["Action"], report["Resource"]) == ("sns:Publish", topic)
+
+
+def test_vpc_permissions_only_with_subnets():
+    assert "LambdaVpcNetworkInterfaces" not in policy()
+    vpc = policy(SubnetIds="subnet-1", SecurityGroupIds="sg-1")["LambdaVpcNetworkInterfaces"]
+    assert set(vpc["Action"]) == VPC_ACTIONS
+    assert set(PLATFORM_STATEMENTS) <= set(policy())
+    for sid, actions in PLATFORM_STATEMENTS.items():
+        assert set(as_list(policy()[sid]["Action"])) == actions

@@ -1,0 +1,336 @@
+"""template.yaml: what moto creates from it, and, for what moto skips, the template
+itself evaluated with tests/deploy/cfn.py."""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from moto.events.models import EventPattern
+
+from drainer.settings import VARIABLES
+from tools.deploy import TEMPLATE_BODY_LIMIT
+from tools.settings_table import parameter_for
+
+from .cfn import ROOT, TEMPLATE, Stack
+from .conftest import ASGS, CLUSTER, STACK, MotoStack
+
+# moto warns once per resource type its CloudFormation skips (hooks, alarms, ...).
+pytestmark = pytest.mark.filterwarnings("ignore:Tried to parse AWS::.*:UserWarning")
+
+EVENTS = ROOT / "tests" / "events"
+MAX_ASGS = 10
+ASG_NAMES = [f"nodes-{i}" for i in range(1, MAX_ASGS + 1)]
+
+
+def stack(**parameters: str) -> Stack:
+    defaults = {"ClusterName": CLUSTER, "AsgNames": ",".join(ASGS)}
+    defaults |= {"CodeS3Bucket": "code-bucket", "CodeS3Key": "drainer.zip"}
+    return Stack(defaults | parameters)
+
+
+def test_template_is_plain_cloudformation_small_enough_to_pass_inline(template: dict[str, Any]):
+    assert "Transform" not in template
+    assert len(TEMPLATE.read_bytes()) < TEMPLATE_BODY_LIMIT
+
+
+# --- what moto's CloudFormation creates ---------------------------------------------------
+
+
+def test_stack_creates_the_function_with_runtime_handler_timeout_and_environment(
+    moto_stack: MotoStack,
+):
+    function = moto_stack.client("lambda").get_function(FunctionName=STACK)["Configuration"]
+    assert function["FunctionName"] == STACK  # named after the stack: the policy names it
+    assert function["Runtime"] == "python3.13"
+    assert function["Handler"] == "drainer.handler.lambda_handler"
+    assert function["Timeout"] == 900
+    assert function["MemorySize"] == 512
+    assert function["Role"] == moto_stack.outputs()["RoleArn"]
+    environment = {k: str(v) for k, v in function["Environment"]["Variables"].items()}
+    assert environment["CLUSTER_NAME"] == CLUSTER
+    assert environment["ALLOWED_ASGS"] == ",".join(ASGS)
+    assert set(environment) == {v.name for v in VARIABLES}
+
+
+def test_stack_creates_the_role_lambda_assumes_with_one_inline_policy(moto_stack: MotoStack):
+    iam = moto_stack.client("iam")
+    role_name = moto_stack.outputs()["RoleArn"].rsplit("/", 1)[1]
+    role = iam.get_role(RoleName=role_name)["Role"]
+    trust = role["AssumeRolePolicyDocument"]
+    assert trust["Statement"] == [
+        {
+            "Effect": "Allow",
+            "Principal": {"Service": "lambda.amazonaws.com"},
+            "Action": "sts:AssumeRole",
+        }
+    ]
+    assert iam.list_attached_role_policies(RoleName=role_name)["AttachedPolicies"] == []
+    assert iam.list_role_policies(RoleName=role_name)["PolicyNames"] == ["eks-node-drainer"]
+    document = iam.get_role_policy(RoleName=role_name, PolicyName="eks-node-drainer")[
+        "PolicyDocument"
+    ]
+    if isinstance(document, str):  # moto keeps the resolved dict's repr
+        document = ast.literal_eval(document)
+    statements = {s["Sid"]: s for s in document["Statement"] if s}
+    lifecycle = statements["HoldAndReleaseInstancesOfTheListedGroups"]
+    assert [arn for arn in lifecycle["Resource"] if arn] == [
+        f"arn:aws:autoscaling:us-east-1:123456789012:autoScalingGroup:*:autoScalingGroupName/{asg}"
+        for asg in ASGS
+    ]
+    assert statements["HandTheDrainOverToItself"]["Resource"] == (
+        f"arn:aws:lambda:us-east-1:123456789012:function:{STACK}"
+    )
+    assert "LambdaVpcNetworkInterfaces" not in statements
+
+
+def test_stack_creates_the_rule_targeting_the_function_with_a_dead_letter_queue(
+    moto_stack: MotoStack,
+):
+    events = moto_stack.client("events")
+    rule_name = moto_stack.physical_id("TerminateRule")
+    rule = events.describe_rule(Name=rule_name)
+    assert rule["State"] == "ENABLED"
+    (target,) = events.list_targets_by_rule(Rule=rule_name)["Targets"]
+    assert target["Arn"] == moto_stack.outputs()["FunctionArn"]
+    queue_url = moto_stack.outputs()["FailedEventsQueueUrl"]
+    queue_arn = moto_stack.client("sqs").get_queue_attributes(
+        QueueUrl=queue_url, AttributeNames=["QueueArn"]
+    )["Attributes"]["QueueArn"]
+    assert target["DeadLetterConfig"] == {"Arn": queue_arn}
+
+
+def test_stack_lets_only_that_rule_invoke_the_function(moto_stack: MotoStack):
+    policy = json.loads(moto_stack.client("lambda").get_policy(FunctionName=STACK)["Policy"])
+    (statement,) = policy["Statement"]
+    rule_arn = moto_stack.client("events").describe_rule(
+        Name=moto_stack.physical_id("TerminateRule")
+    )["Arn"]
+    assert statement["Action"] == "lambda:InvokeFunction"
+    assert statement["Principal"] == {"Service": "events.amazonaws.com"}
+    assert statement["Condition"]["ArnLike"] == {"AWS:SourceArn": rule_arn}
+    assert statement["Condition"]["StringEquals"] == {"AWS:SourceAccount": "123456789012"}
+
+
+def test_stack_creates_the_log_group_with_retention(moto_stack: MotoStack):
+    (group,) = moto_stack.client("logs").describe_log_groups(logGroupNamePrefix="/aws/lambda/")[
+        "logGroups"
+    ]
+    assert group["logGroupName"] == f"/aws/lambda/{STACK}"
+    assert group["retentionInDays"] == 30
+
+
+def test_outputs_name_the_function_role_and_the_rbac_command(moto_stack: MotoStack):
+    outputs = moto_stack.outputs()
+    assert outputs["FunctionName"] == STACK
+    assert outputs["RoleArn"].startswith("arn:aws:iam::123456789012:role/")
+    cluster_arn = f"arn:aws:eks:us-east-1:123456789012:cluster/{CLUSTER}"
+    assert outputs["RbacApplyCommand"] == f"kubectl apply --context {cluster_arn} -f k8s-rbac/"
+    assert outputs["KubeconfigCommand"] == (
+        f"aws eks update-kubeconfig --region us-east-1 --name {CLUSTER}"
+    )
+
+
+# --- the event pattern, as the stack created it, against real events ----------------------
+
+
+def deployed_pattern(moto_stack: MotoStack) -> EventPattern:
+    raw = moto_stack.client("events").describe_rule(Name=moto_stack.physical_id("TerminateRule"))[
+        "EventPattern"
+    ]
+    return EventPattern.load(raw)
+
+
+def event(name: str, **detail: str) -> dict[str, Any]:
+    loaded: dict[str, Any] = json.loads((EVENTS / f"{name}.json").read_text())
+    loaded["detail"].update(detail)
+    return loaded
+
+
+@pytest.mark.parametrize(
+    ("why", "name", "detail", "matches"),
+    [
+        ("a terminate action of a listed group", "terminate", {}, True),
+        ("the second listed group", "terminate", {"AutoScalingGroupName": ASGS[1]}, True),
+        ("a launch action", "launch", {"LifecycleHookName": "eks-node-drainer"}, False),
+        ("a group not listed", "terminate", {"AutoScalingGroupName": "other-nodes"}, False),
+        ("another tool's hook", "terminate", {"LifecycleHookName": "other-hook"}, False),
+        ("a test notification", "test-notification", {}, False),
+        ("an EC2 state change", "ec2-state-change", {}, False),
+    ],
+)
+def test_rule_passes_on_only_terminate_actions_of_our_hook_on_listed_groups(
+    moto_stack: MotoStack, why: str, name: str, detail: dict[str, str], matches: bool
+):
+    terminate = event(name, **detail)
+    if name == "terminate" and "LifecycleHookName" not in detail:
+        terminate["detail"]["LifecycleHookName"] = "eks-node-drainer"
+    assert deployed_pattern(moto_stack).matches_event(terminate) is matches, why
+
+
+# --- hooks, access entry, alarms, async config: from the template itself -----------------
+
+
+@pytest.mark.parametrize("count", range(1, MAX_ASGS + 1))
+def test_one_terminate_hook_per_listed_group(count: int):
+    names = ASG_NAMES[:count]
+    hooks = stack(AsgNames=",".join(names)).resources("AWS::AutoScaling::LifecycleHook")
+    assert sorted(h["AutoScalingGroupName"] for h in hooks.values()) == sorted(names)
+    for hook in hooks.values():
+        assert hook["LifecycleTransition"] == "autoscaling:EC2_INSTANCE_TERMINATING"
+        assert hook["LifecycleHookName"] == "eks-node-drainer"
+        assert hook["HeartbeatTimeout"] == "600"
+        assert hook["DefaultResult"] == "CONTINUE"
+        assert json.loads(hook["NotificationMetadata"]) == {"cluster_name": CLUSTER}
+
+
+def test_hooks_and_policy_follow_the_same_group_names():
+    s = stack(AsgNames=",".join(ASG_NAMES), HeartbeatTimeout="900", LifecycleHookName="drain")
+    hooks = s.resources("AWS::AutoScaling::LifecycleHook")
+    policy = s.resource("DrainerRole")["Policies"][0]["PolicyDocument"]
+    (lifecycle,) = [
+        st for st in policy["Statement"] if st["Sid"] == "HoldAndReleaseInstancesOfTheListedGroups"
+    ]
+    assert [arn.rsplit("/", 1)[1] for arn in lifecycle["Resource"]] == ASG_NAMES
+    assert {h["AutoScalingGroupName"] for h in hooks.values()} == set(ASG_NAMES)
+    assert {h["HeartbeatTimeout"] for h in hooks.values()} == {"900"}
+    assert {h["LifecycleHookName"] for h in hooks.values()} == {"drain"}
+
+
+def test_no_hooks_when_the_node_group_tooling_owns_them():
+    s = stack(CreateLifecycleHooks="false")
+    assert s.resources("AWS::AutoScaling::LifecycleHook") == {}
+    assert "HoldAndReleaseInstancesOfTheListedGroups" in json.dumps(s.resource("DrainerRole"))
+
+
+@pytest.mark.parametrize(
+    ("value", "accepted"),
+    [
+        ("nodes-a", True),
+        (",".join(ASG_NAMES), True),
+        ("eksctl-prod-nodegroup-ng-1-NodeGroup-1A2B3C4D5E6F", True),
+        (",".join([*ASG_NAMES, "nodes-11"]), False),  # an 11th group would get no hook
+        ("", False),
+        ("nodes-a, nodes-b", False),  # make deploy strips the spaces first
+        ("nodes-a,,nodes-b", False),
+        ("nodes-*", False),  # would be a wildcard in the IAM resource
+    ],
+)
+def test_asg_names_take_one_to_ten_plain_names(
+    template: dict[str, Any], value: str, accepted: bool
+):
+    pattern = template["Parameters"]["AsgNames"]["AllowedPattern"]
+    assert (re.fullmatch(pattern, value) is not None) is accepted
+
+
+def test_access_entry_maps_the_role_to_the_group_the_rbac_manifests_bind():
+    entry = stack().resource("DrainerAccessEntry")
+    assert entry["ClusterName"] == CLUSTER
+    assert entry["PrincipalArn"] == stack().resolve({"Fn::GetAtt": ["DrainerRole", "Arn"]})
+    assert entry["Type"] == "STANDARD"
+    assert entry["KubernetesGroups"] == ["eks-node-drainer"]
+    assert "DrainerAccessEntry" not in stack(CreateAccessEntry="false").resources()
+    bound = {
+        subject["name"]
+        for path in sorted((ROOT / "k8s-rbac").glob("*.yaml"))
+        for doc in yaml.safe_load_all(path.read_text())
+        if doc and doc.get("kind") == "ClusterRoleBinding"
+        for subject in doc.get("subjects", [])
+        if subject.get("kind") == "Group"
+    }
+    assert bound == {"eks-node-drainer"}
+
+
+def test_failed_async_invocations_go_to_the_queue_or_the_topic():
+    queue_arn = stack().resolve({"Fn::GetAtt": ["FailedEventsQueue", "Arn"]})
+    config = stack().resource("AsyncInvokeConfig")
+    assert config["FunctionName"] == "eks-node-drainer"
+    assert config["MaximumRetryAttempts"] == 2
+    assert config["DestinationConfig"]["OnFailure"]["Destination"] == queue_arn
+    topic = "arn:aws:sns:eu-west-1:123456789012:oncall"
+    with_topic = stack(FailureTopicArn=topic)
+    destination = with_topic.resource("AsyncInvokeConfig")["DestinationConfig"]["OnFailure"]
+    assert destination["Destination"] == topic
+    assert with_topic.resource("DrainFailedAlarm")["AlarmActions"] == [topic]
+    assert "AlarmActions" not in stack().resource("DrainFailedAlarm")
+
+
+def test_drain_failed_alarm_watches_the_metric_the_handler_emits():
+    """The metric contract: EMF namespace EksNodeDrainer, metric DrainFailed (1 per
+    failed or timed-out drain, 0 otherwise), dimensions exactly Cluster and service
+    (powertools Metrics adds service=drainer.logs.SERVICE)."""
+    from drainer import handler, logs
+
+    alarm = stack().resource("DrainFailedAlarm")
+    by_id = {m["Id"]: m for m in alarm["Metrics"]}
+    drains = by_id["drains"]["MetricStat"]["Metric"]
+    assert drains["Namespace"] == handler.METRICS_NAMESPACE
+    assert drains["MetricName"] == "DrainFailed"
+    assert {d["Name"]: d["Value"] for d in drains["Dimensions"]} == {
+        "Cluster": CLUSTER,
+        "service": logs.SERVICE,
+    }
+    errors = by_id["errors"]["MetricStat"]["Metric"]
+    assert (errors["Namespace"], errors["MetricName"]) == ("AWS/Lambda", "Errors")
+    assert errors["Dimensions"] == [{"Name": "FunctionName", "Value": "eks-node-drainer"}]
+    assert by_id["failures"]["ReturnData"] is True
+    assert alarm["Threshold"] == 1
+    assert alarm["TreatMissingData"] == "notBreaching"
+    source = Path(handler.__file__).read_text()
+    assert '"DrainFailed"' in source and 'name="Cluster"' in source
+
+
+def test_function_architecture_logging_and_vpc_follow_the_parameters():
+    function = stack().resource("DrainerFunction")
+    assert function["Architectures"] == ["arm64"]
+    assert function["LoggingConfig"] == {"LogGroup": "/aws/lambda/eks-node-drainer"}
+    assert "VpcConfig" not in function
+    private = stack(
+        Architecture="x86_64", SubnetIds="subnet-1,subnet-2", SecurityGroupIds="sg-1"
+    ).resource("DrainerFunction")
+    assert private["Architectures"] == ["x86_64"]
+    assert private["VpcConfig"] == {
+        "SubnetIds": ["subnet-1", "subnet-2"],
+        "SecurityGroupIds": ["sg-1"],
+    }
+
+
+# --- every drainer setting is a parameter, in step with drainer/settings.py ---------------
+
+
+@pytest.mark.parametrize("variable", VARIABLES, ids=lambda v: v.name)
+def test_every_setting_is_a_parameter_with_the_same_default_and_range(
+    template: dict[str, Any], variable: Any
+):
+    name = parameter_for(variable.name)
+    parameter = template["Parameters"][name]
+    environment = template["Resources"]["DrainerFunction"]["Properties"]["Environment"]
+    assert environment["Variables"][variable.name] == {"Ref": name}
+    if variable.name in ("CLUSTER_NAME", "ALLOWED_ASGS"):
+        assert "Default" not in parameter  # required: the stack is for one cluster's groups
+        return
+    assert str(parameter["Default"]) == variable.default
+    if variable.kind in ("int", "float"):
+        assert parameter["Type"] == "Number"
+        assert (parameter["MinValue"], parameter["MaxValue"]) == (
+            variable.minimum,
+            variable.maximum,
+        )
+    elif variable.kind == "bool":
+        assert parameter["AllowedValues"] == ["true", "false"]
+    elif variable.kind == "choice":
+        assert parameter["AllowedValues"] == list(variable.choices)
+
+
+def test_the_default_environment_is_valid_settings():
+    from drainer.settings import Settings
+
+    environment = stack().resource("DrainerFunction")["Environment"]["Variables"]
+    settings = Settings.from_env({k: str(v) for k, v in environment.items()})
+    assert settings.cluster_name == CLUSTER
+    assert settings.allowed_asgs == frozenset(ASGS)
