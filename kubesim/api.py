@@ -73,9 +73,10 @@ class Api:
     def get(self, resource: Resource, namespace: str, name: str) -> Obj:
         return self.store.get(resource, namespace, name)
 
-    def list(
+    def select(
         self, resource: Resource, namespace: str, accept: Callable[[Obj], bool]
     ) -> tuple[list[Obj], int]:
+        """Copies of the objects `accept` takes, and the store's resourceVersion."""
         with self.store.lock:
             items = [copy.deepcopy(o) for o in self.store.iter(resource, namespace) if accept(o)]
             return items, self.store.resource_version
@@ -113,8 +114,9 @@ class Api:
                 if namespace_obj is not None and is_terminating(namespace_obj):
                     raise ApiError(
                         403,
-                        f'{resource.plural} "{metadata["name"]}" is forbidden: unable to create new '
-                        f"content in namespace {metadata['namespace']} because it is being terminated",
+                        f'{resource.plural} "{metadata["name"]}" is forbidden: unable to create '
+                        f"new content in namespace {metadata['namespace']} because it is being "
+                        "terminated",
                     )
             self._default(resource, obj)
             self._validate(resource, obj)
@@ -226,7 +228,9 @@ class Api:
                     self.store.update(resource, _with_finalizer(obj, "foregroundDeletion"))
                 if is_terminating(obj):
                     return copy.deepcopy(self.store.peek(resource, namespace, name) or obj)
-                return self.store.set_deletion(resource, namespace, name, now_iso(self.clock()), 0)
+                return self.store.set_deletion(
+                    resource, namespace, name, timestamp=now_iso(self.clock()), grace=0
+                )
             gone = self.store.remove(resource, namespace, name)
             self._collect_garbage(gone, orphan=propagation == "Orphan")
             return gone
@@ -249,7 +253,7 @@ class Api:
             obj.setdefault("status", {})["phase"] = "Terminating"
 
         return self.store.set_deletion(
-            NAMESPACES, "", name, now_iso(self.clock()), 0, mutate=terminating
+            NAMESPACES, "", name, timestamp=now_iso(self.clock()), grace=0, mutate=terminating
         )
 
     def _check_preconditions(
@@ -302,7 +306,9 @@ class Api:
             )
         ):
             return self.store.remove(PODS, namespace, name)
-        return self.store.set_deletion(PODS, namespace, name, now_iso(now + grace), grace)
+        return self.store.set_deletion(
+            PODS, namespace, name, timestamp=now_iso(now + grace), grace=grace
+        )
 
     def _collect_garbage(self, owner: Obj, orphan: bool) -> None:
         uid = owner["metadata"]["uid"]
@@ -389,9 +395,11 @@ class Api:
                             "causes": [
                                 {
                                     "reason": "DisruptionBudget",
-                                    "message": f"The disruption budget {budget['metadata']['name']} "
-                                    f"needs {status['desiredHealthy']} healthy pods and has "
-                                    f"{status['currentHealthy']} currently",
+                                    "message": (
+                                        f"The disruption budget {budget['metadata']['name']} "
+                                        f"needs {status['desiredHealthy']} healthy pods and has "
+                                        f"{status['currentHealthy']} currently"
+                                    ),
                                 }
                             ]
                         },
@@ -542,28 +550,30 @@ class Api:
                 [("metadata.name", "Required value: name or generateName is required")],
                 resource.group,
             )
-        if not isinstance(name, str) or len(name) > 253 or not _NAME.match(name):
-            if resource.group != "rbac.authorization.k8s.io" or ":" not in str(name):
-                raise errors.invalid(
-                    resource.kind,
-                    str(name),
-                    [
-                        (
-                            "metadata.name",
-                            f'Invalid value: "{name}": a lowercase RFC 1123 subdomain must consist of '
-                            "lower case alphanumeric characters, '-' or '.', and must start and end "
-                            "with an alphanumeric character",
-                        )
-                    ],
-                    resource.group,
-                )
+        if (not isinstance(name, str) or len(name) > 253 or not _NAME.match(name)) and (
+            resource.group != "rbac.authorization.k8s.io" or ":" not in str(name)
+        ):
+            raise errors.invalid(
+                resource.kind,
+                str(name),
+                [
+                    (
+                        "metadata.name",
+                        f'Invalid value: "{name}": a lowercase RFC 1123 subdomain must '
+                        "consist of lower case alphanumeric characters, '-' or '.', and must "
+                        "start and end with an alphanumeric character",
+                    )
+                ],
+                resource.group,
+            )
         for field in ("labels", "annotations"):
             value = metadata.get(field)
             if value is not None and (
                 not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values())
             ):
                 raise errors.bad_request(
-                    f"json: cannot unmarshal into Go struct field ObjectMeta.metadata.{field} of type string"
+                    "json: cannot unmarshal into Go struct field "
+                    f"ObjectMeta.metadata.{field} of type string"
                 )
 
     def _default(self, resource: Resource, obj: Obj) -> None:
@@ -689,7 +699,8 @@ class Api:
                         causes.append(
                             (
                                 "spec.template.metadata.labels",
-                                f"Invalid value: {template_labels}: `selector` does not match template `labels`",
+                                f"Invalid value: {template_labels}: `selector` does not match "
+                                "template `labels`",
                             )
                         )
             if not ((spec.get("template") or {}).get("spec") or {}).get("containers"):
@@ -728,18 +739,20 @@ class Api:
                     [
                         (
                             "spec",
-                            "Forbidden: pod updates may not change fields other than `spec.containers[*].image`, ...",
+                            "Forbidden: pod updates may not change fields other than "
+                            "`spec.containers[*].image`, ...",
                         )
                     ],
                 )
-        if resource.kind in ("Deployment", "ReplicaSet", "StatefulSet", "DaemonSet"):
-            if old["spec"].get("selector") != new["spec"].get("selector"):
-                raise errors.invalid(
-                    resource.kind,
-                    new["metadata"]["name"],
-                    [("spec.selector", "Invalid value: field is immutable")],
-                    resource.group,
-                )
+        if resource.kind in ("Deployment", "ReplicaSet", "StatefulSet", "DaemonSet") and (
+            old["spec"].get("selector") != new["spec"].get("selector")
+        ):
+            raise errors.invalid(
+                resource.kind,
+                new["metadata"]["name"],
+                [("spec.selector", "Invalid value: field is immutable")],
+                resource.group,
+            )
 
 
 # Kinds whose registry strategy keeps metadata.generation (pods do not, before 1.33).

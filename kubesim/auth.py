@@ -227,9 +227,7 @@ def _rule_matches(rule: dict[str, Any], attributes: Attributes) -> bool:
     if not attributes.is_resource:
         urls = rule.get("nonResourceURLs") or []
         return any(
-            u == "*"
-            or u == attributes.path
-            or (u.endswith("*") and attributes.path.startswith(u[:-1]))
+            u in ("*", attributes.path) or (u.endswith("*") and attributes.path.startswith(u[:-1]))
             for u in urls
         )
     groups = rule.get("apiGroups")
@@ -242,7 +240,7 @@ def _rule_matches(rule: dict[str, Any], attributes: Attributes) -> bool:
         else attributes.resource
     )
     if not any(
-        r == "*" or r == combined or (attributes.subresource and r == f"*/{attributes.subresource}")
+        r in ("*", combined) or (attributes.subresource and r == f"*/{attributes.subresource}")
         for r in resources
     ):
         return False

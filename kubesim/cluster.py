@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import builtins
 import copy
 import json
 import logging
@@ -23,7 +24,7 @@ from kubesim.api import Api
 from kubesim.auth import Attributes, Authenticator, Authorizer, EksIdentity, User
 from kubesim.controllers import Simulator
 from kubesim.errors import ApiError
-from kubesim.faults import Fault, Faults
+from kubesim.faults import Fault, Faults, RequestRecord
 from kubesim.resources import RESOURCES, Resource, for_kind
 from kubesim.server import Server
 from kubesim.store import Obj, Store
@@ -230,9 +231,9 @@ class KubeSim:
 
     def list(self, kind: str, namespace: str = "") -> list[Obj]:
         resource = next(r for r in RESOURCES if r.kind == kind)
-        return self.api.list(resource, namespace, lambda _: True)[0]
+        return self.api.select(resource, namespace, lambda _: True)[0]
 
-    def requests(self, user: str | None = None) -> list[Any]:
+    def requests(self, user: str | None = None) -> builtins.list[RequestRecord]:
         return self.faults.requests(user)
 
     # -- served documents -----------------------------------------------------

@@ -233,9 +233,8 @@ class Simulator:
         status = updated.setdefault("status", {})
         status["phase"] = "Running"
         status["hostIP"] = "10.0.0.1"
-        status["podIP"] = "10.1.%d.%d" % (
-            hash(pod["metadata"]["uid"]) % 250,
-            hash(pod["metadata"]["name"]) % 250,
+        status["podIP"] = (
+            f"10.1.{hash(pod['metadata']['uid']) % 250}.{hash(pod['metadata']['name']) % 250}"
         )
         status["startTime"] = stamp
         status["conditions"] = [
@@ -622,7 +621,8 @@ class Simulator:
             for pod in pods:
                 if pod["spec"].get("nodeName") not in eligible:
                     node = self.store.peek(NODES, "", pod["spec"].get("nodeName") or "")
-                    # A cordoned node keeps its daemon pods; a node that stopped matching loses them.
+                    # A cordoned node keeps its daemon pods; a node that stopped matching
+                    # loses them.
                     if node is None or not node_accepts(node, template_spec, daemon=True):
                         self.api.delete(PODS, pod["metadata"]["namespace"], pod["metadata"]["name"])
             pods = [

@@ -64,7 +64,7 @@ def model_name(resource: Resource) -> str:
     return f"V1{resource.kind}"
 
 
-def _walk(value: Any, kind: str, path: str, struct: str, found: Findings, quantity: bool) -> Any:
+def _walk(value: Any, kind: str, path: str, struct: str, found: Findings, *, quantity: bool) -> Any:
     """Check `value` against the type string `kind`; return it with unknown fields pruned."""
     if value is None or kind == "object":
         return value
@@ -76,14 +76,14 @@ def _walk(value: Any, kind: str, path: str, struct: str, found: Findings, quanti
                 found.wrong_type.append(_type_error(value, path, struct, f"[]{inner}"))
                 return value
             return [
-                _walk(item, inner, f"{path}[{i}]", struct, found, quantity)
+                _walk(item, inner, f"{path}[{i}]", struct, found, quantity=quantity)
                 for i, item in enumerate(value)
             ]
         if not isinstance(value, dict):
             found.wrong_type.append(_type_error(value, path, struct, f"map[string]{inner}"))
             return value
         return {
-            k: _walk(v, inner, f"{path}.{k}" if path else k, struct, found, quantity)
+            k: _walk(v, inner, f"{path}.{k}" if path else k, struct, found, quantity=quantity)
             for k, v in value.items()
         }
     if kind in ("str", "datetime", "date", "bytes"):
@@ -120,7 +120,9 @@ def _walk(value: Any, kind: str, path: str, struct: str, found: Findings, quanti
         if key not in fields:
             found.unknown.append(child)
             continue
-        pruned[key] = _walk(item, fields[key], child, _struct(kind), found, key in _QUANTITY_MAPS)
+        pruned[key] = _walk(
+            item, fields[key], child, _struct(kind), found, quantity=key in _QUANTITY_MAPS
+        )
     return pruned
 
 

@@ -57,7 +57,9 @@ def _check_value(value: str) -> str:
 
 
 def _split_top_level(text: str) -> list[str]:
-    parts, depth, current = [], 0, []
+    parts: list[str] = []
+    current: list[str] = []
+    depth = 0
     for char in text:
         if char == "(":
             depth += 1
@@ -163,8 +165,8 @@ def parse_field_selector(text: str, resource: Resource) -> list[FieldRequirement
         return []
     allowed = {"metadata.name", "metadata.namespace", *resource.field_labels}
     requirements = []
-    for part in text.split(","):
-        part = part.strip()
+    for raw_part in text.split(","):
+        part = raw_part.strip()
         if "!=" in part:
             path, value = part.split("!=", 1)
             negate = True

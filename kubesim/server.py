@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import json
 import logging
 import ssl
@@ -139,6 +140,11 @@ class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server: Server
     timeout = 120
+    # Per request, set by _dispatch.
+    _audit_id = ""
+    _status = 0
+    _warnings: list[str]
+    _break_after: Fault | None = None
 
     def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
         """A request that is not HTTP at all: answered as Go's net/http does."""
@@ -165,10 +171,8 @@ class Handler(BaseHTTPRequestHandler):
         super().setup()
 
     def handle(self) -> None:
-        try:
+        with contextlib.suppress(ConnectionError, ssl.SSLError, TimeoutError):
             super().handle()
-        except (ConnectionError, ssl.SSLError, TimeoutError):
-            pass
 
     # -- plumbing -------------------------------------------------------------
 
@@ -257,7 +261,7 @@ class Handler(BaseHTTPRequestHandler):
 
     def _dispatch(self, method: str) -> None:
         self._status = 0
-        self._warnings: list[str] = []
+        self._warnings = []
         self._audit_id = f"{id(self):x}-{time.monotonic_ns():x}"
         started = time.time()
         split = urllib.parse.urlsplit(self.path)
@@ -312,14 +316,12 @@ class Handler(BaseHTTPRequestHandler):
                     403, forbidden_message(attributes), reason="Forbidden", details=details
                 )
             self._apply_faults(method, path, user_name, watch)
-            self._resource(method, route, verb, query, raw, user)
+            self._resource(method, route, verb, query=query, raw=raw, user=user)
         except _Drop:
             self._status = -1
             self.close_connection = True
-            try:
+            with contextlib.suppress(OSError):
                 self.request.shutdown(2)
-            except OSError:
-                pass
         except ApiError as e:
             self._send_error(e)
         except (BrokenPipeError, ConnectionResetError, ssl.SSLError):
@@ -344,7 +346,7 @@ class Handler(BaseHTTPRequestHandler):
                 )
 
     def _apply_faults(self, method: str, path: str, user: str, watch: bool) -> None:
-        self._break_after: Fault | None = None
+        self._break_after = None
         for fault in self.server.sim.faults.take(method, path, user, watch):
             if fault.kind == "latency":
                 time.sleep(fault.latency)
@@ -427,7 +429,14 @@ class Handler(BaseHTTPRequestHandler):
     # -- resources ------------------------------------------------------------
 
     def _resource(
-        self, method: str, route: Route, verb: str, query: dict[str, str], raw: bytes, user: User
+        self,
+        method: str,
+        route: Route,
+        verb: str,
+        *,
+        query: dict[str, str],
+        raw: bytes,
+        user: User,
     ) -> None:
         sim = self.server.sim
         api = sim.api
@@ -518,7 +527,7 @@ class Handler(BaseHTTPRequestHandler):
             return
         if verb == "deletecollection":
             accept = self._filter(resource, query)
-            items, _ = api.list(resource, route.namespace, accept)
+            items, _ = api.select(resource, route.namespace, accept)
             for item in items:
                 try:
                     api.delete(
@@ -547,13 +556,13 @@ class Handler(BaseHTTPRequestHandler):
         kind, api_version = body.get("kind"), body.get("apiVersion")
         if kind is not None and kind != resource.kind:
             raise errors.bad_request(
-                f"the API version in the data ({api_version}) does not match the expected API version "
-                f"({resource.api_version}) or kind {kind!r} is not {resource.kind!r}"
+                f"the API version in the data ({api_version}) does not match the expected API "
+                f"version ({resource.api_version}) or kind {kind!r} is not {resource.kind!r}"
             )
         if api_version is not None and api_version != resource.api_version:
             raise errors.bad_request(
-                f"the API version in the data ({api_version}) does not match the expected API version "
-                f"({resource.api_version})"
+                f"the API version in the data ({api_version}) does not match the expected API "
+                f"version ({resource.api_version})"
             )
 
     def _decode(self, resource: Resource, body: Any, query: dict[str, str]) -> Any:
@@ -750,7 +759,7 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self._status = 200
         sent = 0
-        break_fault = getattr(self, "_break_after", None)
+        break_fault = self._break_after
 
         def emit(kind: str, obj: Obj) -> bool:
             nonlocal sent

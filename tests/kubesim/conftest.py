@@ -48,7 +48,9 @@ def clients(sim: KubeSim) -> Iterator[ClientFactory]:
     made: list[Any] = []
 
     def make(context: str = "admin", token: str | None = None) -> Any:
-        api_client = k8s_config.new_client_from_config(str(sim.kubeconfig), context=context)
+        api_client = k8s_config.new_client_from_config(  # type: ignore[no-untyped-call]
+            str(sim.kubeconfig), context=context
+        )
         if token is not None:
             api_client.configuration.api_key = {"authorization": f"Bearer {token}"}
             api_client.configuration.refresh_api_key_hook = None

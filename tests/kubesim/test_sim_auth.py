@@ -4,6 +4,7 @@ and the AWS IAM authenticator answer."""
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import time
 import urllib.parse
@@ -13,7 +14,7 @@ from typing import Any
 import boto3
 import pytest
 from kubernetes import client as k8s
-from kubernetes.client.rest import ApiException
+from kubernetes.client.exceptions import ApiException
 
 from drainer.auth import TokenSource
 from kubesim import DRAINER_GROUP, KubeSim
@@ -49,14 +50,22 @@ SECRET_KEY = "kubesim/secret/for+tests"
 CLUSTER = "kubesim-test"
 
 
-def _eks_token(
-    cluster: str = CLUSTER, access_key: str = ACCESS_KEY, secret_key: str = SECRET_KEY
-) -> str:
-    """A token exactly as `aws eks get-token` makes it (botocore's presigner)."""
+@functools.cache
+def _token_source(cluster: str, access_key: str, secret_key: str) -> TokenSource:
     session = boto3.Session(
         aws_access_key_id=access_key, aws_secret_access_key=secret_key, region_name="us-east-1"
     )
-    return TokenSource(session, cluster, "us-east-1").token()
+    return TokenSource(session, cluster, "us-east-1")
+
+
+def _eks_token(
+    cluster: str = CLUSTER, access_key: str = ACCESS_KEY, secret_key: str = SECRET_KEY
+) -> str:
+    """A fresh token exactly as `aws eks get-token` makes it (botocore's presigner);
+    the STS clients are cached, since building one is slow."""
+    source = _token_source(cluster, access_key, secret_key)
+    source.invalidate()
+    return source.token()
 
 
 def _retoken(token: str, change: Callable[[dict[str, str]], None]) -> str:
@@ -113,6 +122,7 @@ def test_kubeconfig__drainer_context__user_in_drainer_group(
         )
     )
 
+    assert review.status is not None
     assert review.status.allowed is False
     assert sim.authenticator.tokens[sim.drainer_token].groups[0] == DRAINER_GROUP
 
@@ -242,7 +252,7 @@ def test_rbac__no_binding__403_with_real_message(sim: KubeSim, clients: ClientFa
         )
 
     assert raised.value.status == 403
-    status = json.loads(raised.value.body)
+    status = json.loads(raised.value.body or "")
     assert status["message"] == (
         'pods "x" is forbidden: User "drainer" cannot create resource "pods/eviction" '
         'in API group "" in the namespace "default"'
@@ -360,6 +370,7 @@ def test_self_subject_rules_review__lists_bound_rules(sim: KubeSim, clients: Cli
         k8s.V1SelfSubjectRulesReview(spec=k8s.V1SelfSubjectRulesReviewSpec(namespace="default"))
     )
 
-    resources = {r for rule in review.status.resource_rules for r in rule.resources}
+    assert review.status is not None
+    resources = {r for rule in review.status.resource_rules for r in rule.resources or []}
     assert {"pods", "pods/eviction", "nodes"} <= resources
     assert review.status.incomplete is False

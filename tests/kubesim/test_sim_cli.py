@@ -41,6 +41,15 @@ def _serve(tmp_path: Path, *extra: str) -> tuple[subprocess.Popen[str], str, Pat
     return process, url, kubeconfig
 
 
+def _list(kubeconfig: Path, method: str) -> Any:
+    api_client = k8s_config.new_client_from_config(str(kubeconfig))  # type: ignore[no-untyped-call]
+    try:
+        core: Any = k8s.CoreV1Api(api_client)
+        return getattr(core, method)()
+    finally:
+        api_client.close()
+
+
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 def test_cli_serve__url_first_kubeconfig_written__stops_on_signal(
     tmp_path: Path, signum: int
@@ -53,11 +62,7 @@ def test_cli_serve__url_first_kubeconfig_written__stops_on_signal(
         assert {c["name"] for c in config["contexts"]} == {"admin", "drainer"}
         assert config["clusters"][0]["cluster"]["server"] == url
         assert kubeconfig.stat().st_mode & 0o077 == 0
-        api_client: Any = k8s_config.new_client_from_config(str(kubeconfig))
-        try:
-            namespaces = k8s.CoreV1Api(api_client).list_namespace()
-        finally:
-            api_client.close()
+        namespaces = _list(kubeconfig, "list_namespace")
         assert "default" in [n.metadata.name for n in namespaces.items]
 
         process.send_signal(signum)
@@ -77,11 +82,7 @@ def test_cli_serve__apply_manifest_at_start(tmp_path: Path) -> None:
 
     process, _, kubeconfig = _serve(tmp_path, "--apply", str(manifest), "--speed", "10")
     try:
-        api_client: Any = k8s_config.new_client_from_config(str(kubeconfig))
-        try:
-            nodes = k8s.CoreV1Api(api_client).list_node()
-        finally:
-            api_client.close()
+        nodes = _list(kubeconfig, "list_node")
         process.terminate()
         process.wait(timeout=10)
     finally:

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 from kubernetes import client as k8s
-from kubernetes.client.rest import ApiException
+from kubernetes.client.exceptions import ApiException
 
 from kubesim import KubeSim
 from kubesim.api import is_pod_ready
@@ -42,7 +42,7 @@ def _ready_pods(sim: KubeSim, names: list[str], labels: dict[str, str]) -> list[
 def _status(error: ApiException) -> Any:
     import json
 
-    return json.loads(error.body)
+    return json.loads(error.body or "")
 
 
 def test_eviction__budget_allows__201_and_pod_terminates(sim: KubeSim, core: Any) -> None:

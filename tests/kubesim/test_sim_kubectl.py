@@ -3,12 +3,12 @@ then allowing), and auth can-i per RBAC."""
 
 from __future__ import annotations
 
-import subprocess
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+
 from kubesim import KubeSim
 from kubesim.api import is_pod_ready
 from kubesim.testing import Admin, Kubectl, eventually

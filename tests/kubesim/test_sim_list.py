@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 import pytest
-from kubernetes.client.rest import ApiException
+from kubernetes.client.exceptions import ApiException
 
 from kubesim import KubeSim
 from kubesim.testing import Admin, node, pod, request
@@ -65,7 +65,7 @@ def test_list__continue_after_compaction__410_expired(
         core.list_namespaced_pod("default", limit=1, _continue=first.metadata._continue)
 
     assert raised.value.status == 410
-    assert json.loads(raised.value.body)["reason"] == "Expired"
+    assert json.loads(raised.value.body or "")["reason"] == "Expired"
 
 
 def test_list__garbage_continue_token__400(core: Any) -> None:

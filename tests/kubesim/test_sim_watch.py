@@ -10,10 +10,15 @@ from typing import Any
 
 import pytest
 from kubernetes import watch
-from kubernetes.client.rest import ApiException
+from kubernetes.client.exceptions import ApiException
 
 from kubesim import KubeSim
 from kubesim.testing import Admin, eventually, node, pod, request
+
+
+def _stream(list_function: Any, *args: Any, **kwargs: Any) -> Any:
+    """The official client's watch (its module has no type hints)."""
+    return watch.Watch().stream(list_function, *args, **kwargs)  # type: ignore[no-untyped-call]
 
 
 def _collect(
@@ -56,7 +61,7 @@ def test_watch__create_update_delete__added_modified_deleted(sim: KubeSim, core:
     core.delete_namespaced_pod("a", "default")  # unbound: gone at once
 
     events = _collect(
-        lambda: watch.Watch().stream(
+        lambda: _stream(
             core.list_namespaced_pod, "default", resource_version=rv, timeout_seconds=5
         ),
         lambda seen: seen[-1][0] == "DELETED",
@@ -72,7 +77,7 @@ def test_watch__without_resource_version__starts_with_added_for_existing(
     sim.apply([pod("a"), pod("b")])
 
     events = _collect(
-        lambda: watch.Watch().stream(core.list_namespaced_pod, "default", timeout_seconds=5),
+        lambda: _stream(core.list_namespaced_pod, "default", timeout_seconds=5),
         lambda seen: len(seen) == 2,
     )
 
@@ -86,7 +91,7 @@ def test_watch__resume_from_resource_version__only_later_changes(sim: KubeSim, c
     sim.apply(pod("after"))
 
     events = _collect(
-        lambda: watch.Watch().stream(
+        lambda: _stream(
             core.list_namespaced_pod, "default", resource_version=rv, timeout_seconds=5
         ),
         lambda seen: len(seen) >= 1,
@@ -102,7 +107,7 @@ def test_watch__resource_version_compacted__410_gone(sim: KubeSim, core: Any, ad
 
     with pytest.raises(ApiException) as raised:
         _collect(
-            lambda: watch.Watch().stream(
+            lambda: _stream(
                 core.list_namespaced_pod, "default", resource_version=rv, timeout_seconds=5
             ),
             lambda seen: True,
@@ -139,7 +144,7 @@ def test_watch__label_selector__objects_moving_in_and_out(sim: KubeSim, core: An
     core.patch_namespaced_pod("b", "default", {"metadata": {"labels": {"extra": "1"}}})
 
     events = _collect(
-        lambda: watch.Watch().stream(
+        lambda: _stream(
             core.list_namespaced_pod,
             "default",
             label_selector="app=web",
@@ -158,7 +163,7 @@ def test_watch__field_selector_node_name__pod_bound_later_is_added(sim: KubeSim,
     sim.apply(node("n1"))  # the scheduler binds a to n1
 
     events = _collect(
-        lambda: watch.Watch().stream(
+        lambda: _stream(
             core.list_pod_for_all_namespaces,
             field_selector="spec.nodeName=n1",
             resource_version=rv,
@@ -176,7 +181,7 @@ def test_watch__named_object__only_its_events(sim: KubeSim, core: Any) -> None:
     core.patch_namespaced_pod("a", "default", {"metadata": {"labels": {"x": "1"}}})
 
     events = _collect(
-        lambda: watch.Watch().stream(
+        lambda: _stream(
             core.list_namespaced_pod,
             "default",
             field_selector="metadata.name=a",
@@ -194,7 +199,7 @@ def test_watch__other_namespace__not_seen(sim: KubeSim, core: Any) -> None:
     sim.apply([pod("elsewhere", namespace="kube-system"), pod("here")])
 
     events = _collect(
-        lambda: watch.Watch().stream(
+        lambda: _stream(
             core.list_namespaced_pod, "default", resource_version=rv, timeout_seconds=5
         ),
         lambda seen: len(seen) >= 1,
@@ -237,7 +242,7 @@ def test_watch__future_resource_version__waits_for_it(sim: KubeSim, core: Any) -
     sim.apply(pod("b"))
 
     events = _collect(
-        lambda: watch.Watch().stream(
+        lambda: _stream(
             core.list_namespaced_pod, "default", resource_version=str(rv + 1), timeout_seconds=5
         ),
         lambda seen: len(seen) >= 1,
@@ -252,7 +257,7 @@ def test_watch__modified_pod_objects__deserialize_in_python_client(sim: KubeSim,
     sim.apply(pod("a"))
 
     events = _collect(
-        lambda: watch.Watch().stream(
+        lambda: _stream(
             core.list_namespaced_pod, "default", resource_version=rv, timeout_seconds=5
         ),
         lambda seen: len(seen) >= 3,

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 from kubernetes import client as k8s
-from kubernetes.client.rest import ApiException
+from kubernetes.client.exceptions import ApiException
 
 from kubesim import KubeSim
 from kubesim.api import is_pod_ready
@@ -169,7 +169,7 @@ def test_patch__missing_object__404(core: Any) -> None:
         core.patch_node("ghost", {"spec": {"unschedulable": True}})
 
     assert raised.value.status == 404
-    assert json.loads(raised.value.body)["message"] == 'nodes "ghost" not found'
+    assert json.loads(raised.value.body or "")["message"] == 'nodes "ghost" not found'
 
 
 def test_patch__pod_status_subresource__only_status_changes(sim: KubeSim, core: Any) -> None:
@@ -248,7 +248,7 @@ def test_update__stale_resource_version__409_conflict(sim: KubeSim, core: Any) -
         core.replace_node("n1", stale)
 
     assert raised.value.status == 409
-    assert "the object has been modified" in json.loads(raised.value.body)["message"]
+    assert "the object has been modified" in json.loads(raised.value.body or "")["message"]
 
 
 def test_update__status_ignored_on_main_resource(sim: KubeSim, core: Any) -> None:
@@ -293,7 +293,7 @@ def test_create__existing_name__409_already_exists(sim: KubeSim, core: Any) -> N
         core.create_node(k8s.V1Node(metadata=k8s.V1ObjectMeta(name="n1")))
 
     assert raised.value.status == 409
-    status = json.loads(raised.value.body)
+    status = json.loads(raised.value.body or "")
     assert status["reason"] == "AlreadyExists"
     assert status["message"] == 'nodes "n1" already exists'
 
@@ -303,7 +303,7 @@ def test_create__in_missing_namespace__404(core: Any) -> None:
         core.create_namespaced_pod("nowhere", pod("a", namespace="nowhere"))
 
     assert raised.value.status == 404
-    assert json.loads(raised.value.body)["message"] == 'namespaces "nowhere" not found'
+    assert json.loads(raised.value.body or "")["message"] == 'namespaces "nowhere" not found'
 
 
 @pytest.mark.parametrize(
