@@ -1,0 +1,44 @@
+"""README.md cannot drift from the code: the settings table is generated from
+drainer.settings.VARIABLES, and every template parameter is documented."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from drainer.settings import VARIABLES
+from tools import settings_table
+from tools.deploy import MANAGED
+
+from .cfn import ROOT
+
+README = (ROOT / "README.md").read_text()
+
+
+def test_the_settings_table_is_generated_from_the_settings():
+    assert settings_table.section(README) == settings_table.render(), (
+        "README.md's settings table is stale: run python -m tools.settings_table --write"
+    )
+
+
+def test_the_table_has_one_row_per_variable():
+    rows = [line for line in settings_table.section(README).splitlines() if line.startswith("| `")]
+    assert [re.match(r"\| `(\w+)`", row).group(1) for row in rows] == [v.name for v in VARIABLES]  # type: ignore[union-attr]
+
+
+def test_every_template_parameter_is_documented(template: dict[str, Any]):
+    settings = {settings_table.parameter_for(v.name) for v in VARIABLES}
+    deploy_section = README[README.index("## Deploy") : README.index("## Settings")]
+    undocumented = [
+        name
+        for name in template["Parameters"]
+        if name not in settings and name not in MANAGED and f"`{name}`" not in deploy_section
+    ]
+    assert not undocumented, f"add these to README.md's Parameters table: {undocumented}"
+
+
+def test_the_make_variables_the_readme_names_are_the_makefiles():
+    makefile = (ROOT / "Makefile").read_text()
+    for variable in ("STACK_NAME", "ARCH", "BUCKET", "PARAMS_FILE", "PARAMS", "REGION"):
+        assert f"{variable} ?=" in makefile
+        assert f"`{variable}`" in README
