@@ -1,0 +1,98 @@
+"""`python -m demo`: watch the drainer handle an Auto Scaling scale-in, end to end.
+
+Starts kubesim (the Kubernetes API) and awssim (moto, for EC2, Auto Scaling, EKS
+and Lambda) as local servers, builds a small EKS cluster whose nodes are the
+instances of an Auto Scaling group with a terminate lifecycle hook, scales the
+group in by one and hands the lifecycle event to drainer.handler.lambda_handler
+in a separate process, as EventBridge and Lambda would. Prints what happens live,
+then a summary. Ctrl-C stops everything.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from demo.run import Options, main
+
+
+def _positive(
+    kind: type[int] | type[float], low: float, high: float
+) -> Callable[[str], int | float]:
+    def parse(text: str) -> int | float:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{text} is not between {low:g} and {high:g}")
+        return value
+
+    return parse
+
+
+def parse_args(argv: list[str] | None = None) -> Options:
+    parser = argparse.ArgumentParser(
+        prog="python -m demo", description=__doc__.split("\n\n")[0].split(": ", 1)[1]
+    )
+    parser.add_argument(
+        "--nodes", type=_positive(int, 2, 10), default=3, help="worker nodes (2-10, default 3)"
+    )
+    parser.add_argument(
+        "--pods-per-node",
+        type=_positive(int, 1, 10),
+        default=2,
+        help="web replicas per node (1-10, default 2)",
+    )
+    parser.add_argument(
+        "--stubborn-pdb",
+        action="store_true",
+        help="add a PodDisruptionBudget that never allows an eviction, to show the drain "
+        "timeout and TIMEOUT_POLICY",
+    )
+    parser.add_argument(
+        "--timeout-policy",
+        choices=("continue", "force", "abandon"),
+        default="",
+        help="TIMEOUT_POLICY for this run (default: template.yaml's)",
+    )
+    parser.add_argument(
+        "--speed",
+        type=_positive(float, 0.1, 100),
+        default=1.0,
+        help="divide simulated pod start, stop and detach times by this (default 1)",
+    )
+    parser.add_argument(
+        "--lambda-timeout",
+        type=_positive(float, 62, 900),
+        default=None,
+        help="the function's timeout in seconds (default: template.yaml's); "
+        "under 60 + the drain's length shows hand-overs",
+    )
+    parser.add_argument("--plain", action="store_true", help="plain lines, no live status line")
+    parser.add_argument("--no-color", action="store_true", help="no colours")
+    parser.add_argument(
+        "--summary-json", type=Path, default=None, help="also write the summary to this file"
+    )
+    parser.add_argument(
+        "--logs", type=Path, default=None, help="logs directory (default demo-logs/<time>/)"
+    )
+    args = parser.parse_args(argv)
+    return Options(
+        nodes=args.nodes,
+        pods_per_node=args.pods_per_node,
+        stubborn_pdb=args.stubborn_pdb,
+        timeout_policy=args.timeout_policy,
+        speed=args.speed,
+        plain=args.plain,
+        no_color=args.no_color,
+        summary_json=args.summary_json,
+        logs=args.logs,
+        lambda_timeout=args.lambda_timeout,
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main(parse_args()))

@@ -1,0 +1,330 @@
+"""The end of the demo: what happened, as a machine-readable dict and as text.
+
+The dict (written to summary.json in the logs directory, and to --summary-json) is
+what tests/test_demo.py checks: outcomes, not wording. Its facts come from three
+independent places: awssim's ledger (the lifecycle result the ASG received), the
+demo's own watch on the cluster (pods, budgets, volumes) and the function's
+summary log line (its counters, such as PDB refusals).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from demo.view import View
+
+if TYPE_CHECKING:
+    from demo.observe import Observer
+    from demo.run import State
+
+_TRUE = ("true", "1", "yes", "on")
+_POD_PATH = re.compile(r"^/api/v1/namespaces/([^/]+)/pods/([^/?]+)(/eviction)?(?:\?.*)?$")
+
+
+@dataclass
+class Requests:
+    """The function's pod requests, from the API server's request log."""
+
+    evicted: set[str] = field(default_factory=set)
+    """Pods whose eviction the API server accepted."""
+    deleted: set[str] = field(default_factory=set)
+    """Pods the function deleted outright (TIMEOUT_POLICY=force)."""
+    refusals: dict[str, int] = field(default_factory=dict)
+    """429 answers to evictions, per pod."""
+
+
+def classify(records: list[dict[str, Any]]) -> Requests:
+    found = Requests()
+    for record in records:
+        match = _POD_PATH.match(str(record.get("path", "")))
+        if not match:
+            continue
+        pod = f"{match.group(1)}/{match.group(2)}"
+        status = int(record.get("status") or 0)
+        eviction = bool(match.group(3))
+        method = str(record.get("method", ""))
+        if eviction and method == "POST" and 200 <= status < 300:
+            found.evicted.add(pod)
+        elif eviction and method == "POST" and status == 429:
+            found.refusals[pod] = found.refusals.get(pod, 0) + 1
+        elif not eviction and method == "DELETE" and 200 <= status < 300:
+            found.deleted.add(pod)
+    return found
+
+
+def _skip_reasons(state: State, observer: Observer, acted_on: set[str]) -> dict[str, str]:
+    """Why each pod the function did not act on was left alone, by the drainer's own
+    filter rules and the function's settings."""
+    from drainer import filters
+
+    assert state.function is not None
+    env = state.function.environment
+    options = filters.FilterOptions(
+        evict_unreplicated=env.get("EVICT_UNREPLICATED_PODS", "true").lower() in _TRUE,
+        evict_emptydir=env.get("EVICT_EMPTYDIR_PODS", "true").lower() in _TRUE,
+        evict_daemonset=env.get("EVICT_DAEMONSET_PODS", "false").lower() in _TRUE,
+    )
+    reasons = {}
+    for uid, fate in observer.fates.items():
+        if fate.name in acted_on:
+            continue
+        decision = filters.decide(observer.origin_pods[uid], options)
+        if decision.action == filters.Action.SKIP:
+            reasons[fate.name] = decision.reason
+    return reasons
+
+
+def build(state: State, observer: Observer) -> dict[str, Any]:
+    options = state.options
+    function = state.function
+    with observer.lock:
+        fates = sorted(observer.fates.values(), key=lambda f: f.name)
+        final = observer.summaries[-1] if observer.summaries else {}
+        # What the API server accepted from the function; the watch confirms each pod left.
+        requests = classify(state.requests)
+        evicted = [f.name for f in fates if f.name in requests.evicted and f.evicted_at]
+        forced = [
+            f.name
+            for f in fates
+            if f.name in requests.deleted and f.name not in requests.evicted and f.evicted_at
+        ]
+        skipped = _skip_reasons(state, observer, set(evicted) | set(forced))
+        replacements = {
+            f.name: f"{f.replacement} on {f.replacement_node}"
+            for f in fates
+            if f.replacement_ready_at is not None
+        }
+        budgets = {
+            name: {"worst_margin": w.margin, "healthy": w.healthy, "desired": w.desired}
+            for name, w in sorted(observer.worst.items())
+        }
+        blocked = {f.name: sorted(f.blocked_by) for f in fates if f.blocked_by}
+        volumes = sorted(set(observer.volumes.values()))
+        detached = sorted(v for v in volumes if v in observer.detached)
+        claims = {v: observer.claims_of.get(v, "") for v in volumes}
+        left = list(observer.left_at_completion)
+        attached_at_completion = list(observer.attached_at_completion)
+        pods = [f.as_dict(observer.t0) for f in fates]
+        refusals_logged = observer.refusals_logged
+        errors = list(observer.errors)
+    action = state.lifecycle
+    result = action.get("result")
+    drain_seconds = None
+    if action.get("closed_at") is not None:
+        drain_seconds = round(float(action["closed_at"]) - float(action["started_at"]), 2)
+    refusals = sum(requests.refusals.values())
+    reported = sum(int(((i.result or {}).get("pdb_refusals")) or 0) for i in state.invocations)
+    never_violated = all(b["worst_margin"] >= 0 for b in budgets.values())
+    not_daemon = [f.name for f in fates if not f.daemon]
+    summary: dict[str, Any] = {
+        "scenario": {
+            "nodes": options.nodes,
+            "pods_per_node": options.pods_per_node,
+            "stubborn_pdb": options.stubborn_pdb,
+            "speed": options.speed,
+        },
+        "settings_source": function.source if function else "",
+        "settings": dict(function.environment) if function else {},
+        "drain_marker": state.drain_marker,
+        "cluster": "demo",
+        "instance_id": state.instance_id,
+        "node": state.node,
+        "lifecycle": {
+            "result": result,
+            "closed_by": action.get("closed_by") or None,
+            "heartbeats": action.get("heartbeats", 0),
+            "instance_state": state.instance_state,
+        },
+        "drain_seconds": drain_seconds,
+        "demo_seconds": round(state.finished, 2),
+        "invocations": [
+            {
+                "number": i.number,
+                "handover": i.handover,
+                "seconds": round(i.seconds, 2),
+                "result": i.result,
+                "error": i.error,
+            }
+            for i in state.invocations
+        ],
+        "drainer_result": final.get("result"),
+        "pods": {
+            "on_node": [f.name for f in fates],
+            "evicted": evicted,
+            "forced": forced,
+            "skipped": skipped,
+            "left_when_released": left,
+            "replacements": replacements,
+            "details": pods,
+        },
+        "all_non_daemonset_pods_evicted": sorted(evicted) == sorted(not_daemon),
+        "pdb_refusals": refusals,
+        "pdb_refusals_reported": reported,
+        "pdb_refusals_logged": refusals_logged,
+        "refusals_by_pod": dict(sorted(requests.refusals.items())),
+        "blocked": blocked,
+        "budgets": budgets,
+        "budget_never_violated": never_violated,
+        "volumes": {
+            "on_node": volumes,
+            "claims": claims,
+            "detached": detached,
+            "attached_when_released": attached_at_completion,
+        },
+        "errors": errors,
+        "logs": str(state.logs),
+    }
+    summary["checks"] = _checks(summary, state)
+    summary["checks_passed"] = all(c["ok"] for c in summary["checks"])
+    return summary
+
+
+def _checks(summary: dict[str, Any], state: State) -> list[dict[str, Any]]:
+    """What this scenario is expected to show; the demo exits 1 if one fails."""
+    options = state.options
+    policy = (summary["settings"].get("TIMEOUT_POLICY") or "continue").lower()
+    lifecycle = summary["lifecycle"]
+    checks: list[tuple[str, bool]] = [
+        (
+            "every invocation ended without an error",
+            all(not i["error"] for i in summary["invocations"]),
+        ),
+    ]
+    if not options.stubborn_pdb:
+        checks += [
+            ("the function drained the node", summary["drainer_result"] == "drained"),
+            (
+                "CompleteLifecycleAction CONTINUE sent by the function",
+                lifecycle["result"] == "CONTINUE" and lifecycle["closed_by"] == "complete",
+            ),
+            ("every pod but DaemonSet pods evicted", summary["all_non_daemonset_pods_evicted"]),
+            (
+                "no pod left when the instance was released",
+                not summary["pods"]["left_when_released"],
+            ),
+            ("no PodDisruptionBudget ever violated", summary["budget_never_violated"]),
+            (
+                "volumes detached before the instance was released",
+                not summary["volumes"]["attached_when_released"],
+            ),
+        ]
+        return [{"name": name, "ok": ok} for name, ok in checks]
+    checks.append(("the drain timed out", summary["drainer_result"] == "timed_out"))
+    if policy == "abandon":
+        checks.append(("no lifecycle result sent (abandon)", lifecycle["result"] is None))
+    else:
+        checks.append(
+            (
+                "CompleteLifecycleAction CONTINUE sent by the function",
+                lifecycle["result"] == "CONTINUE" and lifecycle["closed_by"] == "complete",
+            )
+        )
+    if policy == "force":
+        checks.append(("the remaining pods were deleted (force)", bool(summary["pods"]["forced"])))
+    else:
+        checks.append(
+            ("no PodDisruptionBudget violated by the drain", summary["budget_never_violated"])
+        )
+    return [{"name": name, "ok": ok} for name, ok in checks]
+
+
+def _names(names: list[str], limit: int = 6) -> str:
+    shown = ", ".join(names[:limit])
+    return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
+
+
+def render(view: View, summary: dict[str, Any]) -> None:
+    """The summary as text, one fact per line."""
+    rows: list[tuple[str, str, str]] = []
+    lifecycle = summary["lifecycle"]
+    result = lifecycle["result"]
+    if result is None:
+        sent = "none: the lifecycle action is still open (TIMEOUT_POLICY=abandon)"
+    else:
+        by = {
+            "complete": "CompleteLifecycleAction from the function",
+            "timeout": "the hook timed out",
+        }
+        sent = f"{result} ({by.get(lifecycle['closed_by'], lifecycle['closed_by'])})"
+    rows.append(("result sent to the ASG", sent, "ok" if result == "CONTINUE" else "warn"))
+    if summary["drain_seconds"] is not None:
+        rows.append(
+            (
+                "duration",
+                f"{summary['drain_seconds']:.1f} s from the scale-in to the lifecycle result "
+                f"(demo total {summary['demo_seconds']:.0f} s)",
+                "info",
+            )
+        )
+    invocations = summary["invocations"]
+    handovers = max((i["handover"] for i in invocations), default=0)
+    rows.append(
+        (
+            "invocations",
+            f"{len(invocations)}"
+            + (f", {handovers} hand-over(s)" if handovers else ", no hand-over needed"),
+            "info",
+        )
+    )
+    pods = summary["pods"]
+    rows.append(("pods evicted", f"{len(pods['evicted'])}: {_names(pods['evicted'])}", "ok"))
+    if pods["forced"]:
+        rows.append(
+            ("deleted by policy", f"{len(pods['forced'])}: {_names(pods['forced'])}", "warn")
+        )
+    for name, reason in sorted(pods["skipped"].items()):
+        rows.append(("skipped", f"{name}: {reason}", "info"))
+    if pods["left_when_released"]:
+        rows.append(
+            (
+                "left on the node",
+                _names(pods["left_when_released"]) + " (died with the node)",
+                "warn",
+            )
+        )
+    blocked = summary["blocked"]
+    refusals = f"{summary['pdb_refusals']} eviction(s) refused (429) and retried"
+    if blocked:
+        held = sorted({b for budgets in blocked.values() for b in budgets})
+        refusals += f"; budgets that held pods back: {', '.join(held)}"
+    rows.append(("PDB refusals", refusals, "info"))
+    budgets = ", ".join(
+        f"{name} lowest {b['healthy']} healthy of {b['desired']} required"
+        for name, b in summary["budgets"].items()
+    )
+    if summary["budget_never_violated"]:
+        rows.append(("budgets", f"never violated ({budgets})", "ok"))
+    elif pods["forced"]:
+        rows.append(
+            ("budgets", f"violated by TIMEOUT_POLICY=force, as configured ({budgets})", "warn")
+        )
+    else:
+        rows.append(("budgets", f"VIOLATED ({budgets})", "error"))
+    volumes = summary["volumes"]
+    for volume in volumes["on_node"]:
+        claim = volumes["claims"].get(volume) or "?"
+        state = (
+            "still attached when the instance was released"
+            if volume in volumes["attached_when_released"]
+            else "detached before the instance was released"
+        )
+        rows.append(
+            ("volume", f"{volume} ({claim}): {state}", "ok" if "detached" in state else "warn")
+        )
+    rows.append(("replacements", f"{len(pods['replacements'])} Ready on other nodes", "ok"))
+    failed = [c["name"] for c in summary["checks"] if not c["ok"]]
+    rows.append(
+        (
+            "checks",
+            "all passed" if not failed else "FAILED: " + "; ".join(failed),
+            "ok" if not failed else "error",
+        )
+    )
+    rows.append(("logs", summary["logs"], "dim"))
+    view.text()
+    view.text("Summary", "step")
+    width = max(len(label) for label, _, _ in rows)
+    for label, text, style in rows:
+        view.text(f"  {label:<{width}}  {text}", style)

@@ -1,0 +1,188 @@
+"""The function's configuration as template.yaml deploys it, read from the template.
+
+The demo runs the handler with the environment CloudFormation would give it when
+every parameter keeps its default: the function's `Environment.Variables` with each
+`!Ref Parameter` resolved to that parameter's `Default`, the function's `Timeout`,
+and the terminate hook's name, heartbeat timeout, default result and notification
+metadata. The two parameters without a default (ClusterName, AsgNames) are the
+demo's cluster and Auto Scaling group.
+
+When template.yaml is missing or cannot be read, the demo falls back to the
+defaults of drainer.settings and says so: the drainer's own defaults are the same
+values by design (tests/deploy keeps the two in step).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+TEMPLATE = ROOT / "template.yaml"
+HANDLER = "drainer.handler.lambda_handler"
+
+
+@dataclass(frozen=True)
+class Hook:
+    """The terminate lifecycle hook the stack puts on each Auto Scaling group."""
+
+    name: str
+    heartbeat_timeout: int
+    default_result: str
+    notification_metadata: str
+
+
+@dataclass(frozen=True)
+class Function:
+    """What the deployed function would run with."""
+
+    environment: dict[str, str]
+    timeout_seconds: int
+    memory_mb: int
+    hook: Hook
+    source: str
+    """Where the values come from, for the demo's header."""
+    notes: tuple[str, ...] = field(default=())
+
+
+class TemplateError(Exception):
+    """template.yaml does not have the shape the demo reads."""
+
+
+class _CfnLoader(yaml.SafeLoader):
+    """YAML with CloudFormation's short-form tags (!Ref X -> {"Ref": "X"})."""
+
+
+def _construct_tag(loader: _CfnLoader, suffix: str, node: yaml.Node) -> dict[str, Any]:
+    key = "Ref" if suffix == "Ref" else f"Fn::{suffix}"
+    value: Any
+    if isinstance(node, yaml.ScalarNode):
+        value = loader.construct_scalar(node)
+        if suffix == "GetAtt" and isinstance(value, str):
+            value = value.split(".", 1)
+    elif isinstance(node, yaml.SequenceNode):
+        value = loader.construct_sequence(node, deep=True)
+    else:
+        value = loader.construct_mapping(node, deep=True)  # type: ignore[arg-type]
+    return {key: value}
+
+
+_CfnLoader.add_multi_constructor("!", _construct_tag)
+
+
+def load(
+    cluster_name: str, asg_name: str, path: Path = TEMPLATE, overrides: dict[str, str] | None = None
+) -> Function:
+    """The function's configuration from `path`, or drainer.settings' defaults.
+
+    `overrides` replaces environment variables after resolution (the demo's options).
+    """
+    try:
+        function = from_template(path, cluster_name, asg_name)
+    except (OSError, yaml.YAMLError, TemplateError) as e:
+        function = from_settings(cluster_name, asg_name, f"{path.name} not usable ({e})")
+    if overrides:
+        environment = {**function.environment, **overrides}
+        function = Function(
+            environment,
+            function.timeout_seconds,
+            function.memory_mb,
+            function.hook,
+            function.source,
+            function.notes,
+        )
+    return function
+
+
+def from_template(path: Path, cluster_name: str, asg_name: str) -> Function:
+    document = yaml.load(path.read_text(), Loader=_CfnLoader)  # noqa: S506 - a SafeLoader subclass
+    if not isinstance(document, dict):
+        raise TemplateError("not a mapping")
+    parameters = document.get("Parameters") or {}
+    resources = document.get("Resources") or {}
+    values = {name: str(spec["Default"]) for name, spec in parameters.items() if "Default" in spec}
+    values.update({"ClusterName": cluster_name, "AsgNames": asg_name})
+    functions = [
+        r.get("Properties") or {}
+        for r in resources.values()
+        if isinstance(r, dict) and r.get("Type") == "AWS::Lambda::Function"
+    ]
+    function = next((f for f in functions if f.get("Handler") == HANDLER), None)
+    if function is None:
+        raise TemplateError(f"no AWS::Lambda::Function with Handler {HANDLER}")
+    variables = (function.get("Environment") or {}).get("Variables") or {}
+    if not variables:
+        raise TemplateError("the function has no Environment.Variables")
+    environment = {name: _resolve(value, values) for name, value in variables.items()}
+    hooks = [
+        r.get("Properties") or {}
+        for r in resources.values()
+        if isinstance(r, dict)
+        and r.get("Type") == "AWS::AutoScaling::LifecycleHook"
+        and (r.get("Properties") or {}).get("LifecycleTransition")
+        == "autoscaling:EC2_INSTANCE_TERMINATING"
+    ]
+    if not hooks:
+        raise TemplateError("no terminate AWS::AutoScaling::LifecycleHook")
+    hook = hooks[0]
+    return Function(
+        environment=environment,
+        timeout_seconds=int(_resolve(function.get("Timeout", 3), values)),
+        memory_mb=int(_resolve(function.get("MemorySize", 128), values)),
+        hook=Hook(
+            name=_resolve(hook.get("LifecycleHookName", ""), values),
+            heartbeat_timeout=int(_resolve(hook.get("HeartbeatTimeout", 3600), values)),
+            default_result=_resolve(hook.get("DefaultResult", "ABANDON"), values),
+            notification_metadata=_resolve(hook.get("NotificationMetadata", ""), values),
+        ),
+        source=f"{path.name} defaults",
+    )
+
+
+def from_settings(cluster_name: str, asg_name: str, why: str) -> Function:
+    """drainer.settings' defaults, with the hook and timeout a deployment would use."""
+    from drainer.settings import VARIABLES
+
+    environment = {v.name: v.default for v in VARIABLES}
+    environment.update({"CLUSTER_NAME": cluster_name, "ALLOWED_ASGS": asg_name})
+    return Function(
+        environment=environment,
+        timeout_seconds=900,
+        memory_mb=512,
+        hook=Hook(
+            name="eks-node-drainer",
+            heartbeat_timeout=600,
+            default_result="CONTINUE",
+            notification_metadata=f'{{"cluster_name": "{cluster_name}"}}',
+        ),
+        source="drainer.settings defaults",
+        notes=(why,),
+    )
+
+
+def _resolve(value: Any, parameters: dict[str, str]) -> str:
+    """A property value with Ref and Sub of parameters resolved; other intrinsics refused."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str | int | float):
+        return str(value)
+    if isinstance(value, dict) and len(value) == 1:
+        ((function, argument),) = value.items()
+        if function == "Ref" and isinstance(argument, str):
+            if argument not in parameters:
+                raise TemplateError(f"!Ref {argument}: no such parameter with a default")
+            return parameters[argument]
+        if function == "Fn::Sub" and isinstance(argument, str):
+
+            def substitute(match: re.Match[str]) -> str:
+                name = match.group(1)
+                if name not in parameters:
+                    raise TemplateError(f"!Sub ${{{name}}}: no such parameter with a default")
+                return parameters[name]
+
+            return re.sub(r"\$\{([A-Za-z0-9:]+)\}", substitute, argument)
+    raise TemplateError(f"cannot resolve {value!r} without deploying")
