@@ -68,3 +68,13 @@ checkov: $(CHECKOV_STAMP)
 	CKV_SKIP_PACKAGE_UPDATE_CHECK=true $(CHECKOV_VENV)/bin/checkov --quiet --compact \
 	  --skip-download --framework cloudformation kubernetes \
 	  -f template.yaml $(wildcard k8s-rbac/*.yaml)
+
+# --- demo (demo/, README "Quick start") ------------------------------------------------
+# make demo [DEMO_ARGS="--stubborn-pdb --timeout-policy force --speed 2"]
+# A scale-in, drained by the real handler, on kubesim + awssim; `python -m demo --help`.
+DEMO_ARGS ?=
+
+.PHONY: demo
+
+demo: $(STAMP)
+	$(PY) -m demo $(DEMO_ARGS)

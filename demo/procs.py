@@ -137,9 +137,7 @@ class Child:
                 self._signal_group(signal.SIGKILL)
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     self.process.wait(grace)
-        else:
-            # The leader is gone; anything it left in its group goes too.
-            self._signal_group(signal.SIGKILL)
+        # Once reaped, its process group id may be reused: never signal it again.
         self._reader.join(1.0)
         with contextlib.suppress(OSError, ValueError):
             self._log.close()
@@ -181,7 +179,12 @@ class Children:
             return [c.pid for c in self._children]
 
     def stop_all(self) -> None:
-        with self._lock:
-            children, self._children = list(reversed(self._children)), []
-        for child in children:
+        """Stop every child, newest first. A child leaves the list only once stopped,
+        so a second Ctrl-C during this still leaves atexit something to do."""
+        while True:
+            with self._lock:
+                if not self._children:
+                    return
+                child = self._children[-1]
             child.stop()
+            self.forget(child)

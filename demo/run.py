@@ -23,7 +23,6 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, TextIO
 
-from demo import scenario as sc
 from demo import summary as summaries
 from demo import template
 from demo.kube import Follower, Kube
@@ -229,7 +228,8 @@ class Demo:
             cwd=ROOT,
             die_with_parent=True,
         )
-        # Imported while the servers start: boto3 and moto take a few seconds.
+        # Imported while the servers start: boto3 and moto (under awssim and testbed)
+        # take seconds; demo.scenario is imported later for the same reason.
         import boto3
 
         from awssim.client import AwsSimClient
@@ -285,6 +285,7 @@ class Demo:
 
     def _build_aws(self) -> None:
         from awssim.world import create_node_group
+        from demo import scenario as sc
 
         kube = self.kube
         assert kube is not None
@@ -358,6 +359,8 @@ class Demo:
     # -- Kubernetes ------------------------------------------------------------------
 
     def _build_cluster(self) -> None:
+        from demo import scenario as sc
+
         kube = self.kube
         assert kube is not None
         o = self.options
@@ -738,6 +741,8 @@ def main(options: Options, stream: TextIO | None = None) -> int:
         out.write("\ninterrupted: kubesim, awssim and the function are stopped\n")
         out.flush()
         return 130
+    except BrokenPipeError:  # the reader went away (`make demo | head`)
+        return 1
     except (DemoError, ChildError) as e:
         demo.view.close()
         out.write(f"\ndemo failed: {e}\nlogs: {demo.state.logs}\n")

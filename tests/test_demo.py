@@ -1,0 +1,319 @@
+"""The demo: its outcome (from the summary JSON, not its wording), Ctrl-C, and the
+pieces it checks the drainer with (budget margins, the request log, the template)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from demo import template
+from demo.observe import Observer, budget_margins, selects
+from demo.summary import classify
+from demo.view import View
+from drainer.settings import VARIABLES
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _run_demo(tmp_path: Path, *args: str, timeout: float = 110) -> tuple[dict[str, Any], str]:
+    summary_path = tmp_path / "summary.json"
+    completed = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "demo",
+            "--plain",
+            "--summary-json",
+            str(summary_path),
+            "--logs",
+            str(tmp_path / "logs"),
+            *args,
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    assert completed.returncode == 0, completed.stdout[-3000:] + completed.stderr[-3000:]
+    return json.loads(summary_path.read_text()), completed.stdout
+
+
+def test_default_scenario__node_drained__continue_budgets_kept_volume_detached(
+    tmp_path: Path,
+) -> None:
+    summary, output = _run_demo(tmp_path, "--speed", "10")
+
+    assert summary["checks_passed"] is True
+    assert summary["lifecycle"]["result"] == "CONTINUE"
+    assert summary["lifecycle"]["closed_by"] == "complete"
+    assert summary["lifecycle"]["instance_state"] == "terminated"
+    assert summary["drainer_result"] == "drained"
+    pods = summary["pods"]
+    assert summary["all_non_daemonset_pods_evicted"] is True
+    assert not pods["forced"]
+    assert not pods["left_when_released"]
+    evicted = pods["evicted"]
+    assert "shop/db-0" in evicted
+    assert "default/adhoc-report" in evicted
+    assert len([p for p in evicted if p.startswith("shop/web-")]) == 2
+    assert len([p for p in evicted if p.startswith("kube-system/coredns-")]) == 1
+    assert list(pods["skipped"]) == [p for p in pods["on_node"] if "aws-node" in p]
+    # Every evicted pod with a controller came back Ready on another node.
+    assert set(pods["replacements"]) == set(evicted) - {"default/adhoc-report"}
+    assert summary["budget_never_violated"] is True
+    assert set(summary["budgets"]) == {"shop/web", "kube-system/coredns"}
+    assert summary["budgets"]["shop/web"]["worst_margin"] == 0, "one web pod at a time"
+    assert summary["pdb_refusals"] >= 1
+    assert summary["volumes"]["on_node"]
+    assert summary["volumes"]["detached"] == summary["volumes"]["on_node"]
+    assert summary["volumes"]["attached_when_released"] == []
+    assert summary["settings_source"] == "template.yaml defaults"
+    assert "\033[" not in output, "plain mode has no escape codes"
+    logs = (tmp_path / "logs" / "function.jsonl").read_text()
+    assert "drain finished" in logs
+
+
+def test_stubborn_pdb_force_with_handovers__times_out_then_deletes_the_held_pod(
+    tmp_path: Path,
+) -> None:
+    summary, _ = _run_demo(
+        tmp_path,
+        "--speed",
+        "10",
+        "--stubborn-pdb",
+        "--timeout-policy",
+        "force",
+        "--lambda-timeout",
+        "64",
+    )
+
+    assert summary["checks_passed"] is True
+    assert len(summary["invocations"]) >= 2, "a 64 s Lambda hands the drain over"
+    assert summary["invocations"][-1]["handover"] >= 1
+    assert summary["drainer_result"] == "timed_out"
+    assert summary["drain_marker"]["handovers"] == 0
+    assert summary["lifecycle"]["result"] == "CONTINUE"
+    forced = summary["pods"]["forced"]
+    assert [p for p in forced if p.startswith("shop/billing-")], forced
+    assert "shop/db-0" in summary["pods"]["evicted"]
+    budgets = summary["budgets"]
+    assert budgets["shop/billing"]["worst_margin"] < 0, "force bypasses the budget"
+    assert budgets["shop/web"]["worst_margin"] >= 0
+
+
+def _children_of(pid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        # pid (comm) state ppid ...; comm may hold spaces, so split after the last ')'.
+        fields = stat.rsplit(")", 1)[1].split()
+        if int(fields[1]) == pid:
+            found.append(int(entry.name))
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_ctrl_c_mid_drain__exits_promptly__no_server_left(tmp_path: Path) -> None:
+    process = subprocess.Popen(
+        [sys.executable, "-m", "demo", "--plain", "--logs", str(tmp_path / "logs")],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    lines: list[str] = []
+    invoked = threading.Event()
+
+    def read() -> None:
+        assert process.stdout is not None
+        for line in process.stdout:
+            lines.append(line)
+            if "invocation 1" in line:
+                invoked.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        assert invoked.wait(90), "".join(lines)
+        time.sleep(1.5)  # the function is draining now
+        children = _children_of(process.pid)
+        assert len(children) >= 3, f"kubesim, awssim and the function: {children}"
+
+        process.send_signal(signal.SIGINT)
+        status = process.wait(20)
+
+        assert status == 130, "".join(lines)
+        reader.join(5)
+        assert "interrupted" in "".join(lines)
+        assert [pid for pid in children if _alive(pid)] == []
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+
+
+# --- the pieces -----------------------------------------------------------------------
+
+
+def test_template__function_environment_is_every_setting_at_its_default() -> None:
+    function = template.load("demo", "demo-workers")
+
+    assert function.source == "template.yaml defaults"
+    assert set(function.environment) == {v.name for v in VARIABLES}
+    assert function.environment["CLUSTER_NAME"] == "demo"
+    assert function.environment["ALLOWED_ASGS"] == "demo-workers"
+    defaults = {v.name: v.default for v in VARIABLES}
+    for name in ("DRAIN_TIMEOUT_SECONDS", "TIMEOUT_POLICY", "EVICT_DAEMONSET_PODS"):
+        assert function.environment[name] == defaults[name]
+    assert function.timeout_seconds == 900
+    assert json.loads(function.hook.notification_metadata) == {"cluster_name": "demo"}
+
+
+def test_template__missing__falls_back_to_drainer_settings(tmp_path: Path) -> None:
+    function = template.load(
+        "demo", "workers", tmp_path / "template.yaml", overrides={"TIMEOUT_POLICY": "force"}
+    )
+
+    assert function.source == "drainer.settings defaults"
+    assert function.notes
+    assert function.environment["TIMEOUT_POLICY"] == "force"
+    assert function.environment["ALLOWED_ASGS"] == "workers"
+
+
+@pytest.mark.parametrize(
+    ("selector", "labels", "expected"),
+    [
+        ({"matchLabels": {"app": "web"}}, {"app": "web", "x": "y"}, True),
+        ({"matchLabels": {"app": "web"}}, {"app": "db"}, False),
+        (
+            {"matchExpressions": [{"key": "app", "operator": "In", "values": ["a"]}]},
+            {"app": "a"},
+            True,
+        ),
+        (
+            {"matchExpressions": [{"key": "app", "operator": "NotIn", "values": ["a"]}]},
+            {"app": "a"},
+            False,
+        ),
+        ({"matchExpressions": [{"key": "app", "operator": "Exists"}]}, {}, False),
+        ({"matchExpressions": [{"key": "app", "operator": "DoesNotExist"}]}, {}, True),
+        (None, {"app": "web"}, False),
+    ],
+)
+def test_selects(selector: Any, labels: dict[str, str], expected: bool) -> None:
+    assert selects(selector, labels) is expected
+
+
+def _pod(name: str, *, uid: str, node: str = "n1", ready: bool = True, **extra: Any) -> Any:
+    metadata: dict[str, Any] = {"name": name, "namespace": "shop", "uid": uid}
+    metadata.update(extra)
+    metadata.setdefault("labels", {"app": "web"})
+    return {
+        "metadata": metadata,
+        "spec": {"nodeName": node},
+        "status": {"conditions": [{"type": "Ready", "status": "True" if ready else "False"}]},
+    }
+
+
+def test_budget_margins__count_ready_pods_not_terminating() -> None:
+    budget = {
+        "metadata": {"name": "web", "namespace": "shop"},
+        "spec": {"selector": {"matchLabels": {"app": "web"}}},
+        "status": {"desiredHealthy": 2},
+    }
+    pods = [
+        _pod("a", uid="1"),
+        _pod("b", uid="2", deletionTimestamp="2026-01-01T00:00:00Z"),
+        _pod("c", uid="3", ready=False),
+        _pod("d", uid="4"),
+    ]
+
+    assert budget_margins([budget], pods) == {"shop/web": (2, 2)}
+
+
+def test_observer__eviction_then_replacement__matched_and_budget_worst_kept() -> None:
+    view = View(open(os.devnull, "w"))  # noqa: SIM115 - closed with the view's stream
+    observer = Observer(view)
+    owner = {"kind": "ReplicaSet", "uid": "rs1", "controller": True, "name": "web-1"}
+    budget = {
+        "metadata": {"name": "web", "namespace": "shop"},
+        "spec": {"selector": {"matchLabels": {"app": "web"}}},
+        "status": {"desiredHealthy": 1},
+    }
+    observer.sync_budgets([budget])
+    observer.sync_pods(
+        [
+            _pod("web-a", uid="a", ownerReferences=[owner]),
+            _pod("web-b", uid="b", node="n2", ownerReferences=[owner]),
+        ]
+    )
+    observer.begin("n1")
+
+    terminating = _pod(
+        "web-a", uid="a", ownerReferences=[owner], deletionTimestamp="2026-01-01T00:00:00Z"
+    )
+    observer.on_pod("MODIFIED", terminating)
+    observer.on_pod(
+        "ADDED", _pod("web-c", uid="c", node="n2", ready=False, ownerReferences=[owner])
+    )
+    observer.on_pod("DELETED", terminating)
+    observer.on_pod("MODIFIED", _pod("web-c", uid="c", node="n2", ownerReferences=[owner]))
+
+    fate = observer.fates["a"]
+    assert fate.evicted_at is not None and fate.gone_at is not None
+    assert (fate.replacement, fate.replacement_node) == ("shop/web-c", "n2")
+    assert observer.worst["shop/web"].margin == 0
+    view.stream.close()
+
+
+def test_classify__evictions_deletions_and_refusals_from_the_request_log() -> None:
+    records = [
+        {"method": "POST", "path": "/api/v1/namespaces/shop/pods/web-a/eviction", "status": 429},
+        {"method": "POST", "path": "/api/v1/namespaces/shop/pods/web-a/eviction", "status": 201},
+        {"method": "DELETE", "path": "/api/v1/namespaces/shop/pods/billing-x", "status": 200},
+        {"method": "GET", "path": "/api/v1/namespaces/shop/pods/web-a", "status": 200},
+        {"method": "PATCH", "path": "/api/v1/nodes/n1", "status": 200},
+    ]
+
+    found = classify(records)
+
+    assert found.evicted == {"shop/web-a"}
+    assert found.deleted == {"shop/billing-x"}
+    assert found.refusals == {"shop/web-a": 1}
+
+
+def test_view__plain__no_escapes_and_no_status_line(tmp_path: Path) -> None:
+    path = tmp_path / "out.txt"
+    with path.open("w") as stream:
+        view = View(stream)
+        view.status("ignored")
+        view.line("k8s", "node n1 cordoned", "ok")
+        view.close()
+
+    text = path.read_text()
+    assert "\033" not in text
+    assert text.endswith("k8s    node n1 cordoned\n")
