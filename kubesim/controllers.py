@@ -153,6 +153,13 @@ class Simulator:
                         self.reconcile()
                     except Exception:  # the simulator must never die silently
                         log.exception("kubesim controller pass failed")
+                    else:
+                        # That pass acted on every timer due by `now`. Drop them from
+                        # the heap (`_due` still remembers them): left there, the next
+                        # turn finds them due again and runs full passes back to back,
+                        # holding the store lock, for as long as their objects exist.
+                        while self._timers and self._timers[0][0] <= now:
+                            heapq.heappop(self._timers)
                 if self._dirty:
                     continue
                 while self._timers and self._due.get(self._timers[0][1]) != self._timers[0][0]:

@@ -823,8 +823,12 @@ class Handler(BaseHTTPRequestHandler):
                             events.append(("ADDED", change.obj))
                         elif new_match and old_match:
                             events.append(("MODIFIED", change.obj))
-                        elif old_match and not new_match:
-                            events.append(("DELETED", change.obj))
+                        elif old_match and not new_match and change.old is not None:
+                            # As the real watch cache: the previous content, at the
+                            # version of the change that moved it out.
+                            previous = json.loads(json.dumps(change.old))
+                            previous["metadata"]["resourceVersion"] = str(change.rv)
+                            events.append(("DELETED", previous))
                     events = [(kind, json.loads(json.dumps(obj))) for kind, obj in events]
                 for kind, obj in events:
                     keep_going = emit(kind, obj)

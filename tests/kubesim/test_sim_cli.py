@@ -14,6 +14,8 @@ import yaml
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
+from kubesim.testing import find_kubectl
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -99,3 +101,26 @@ def test_cli__no_command__usage_error() -> None:
 
     assert result.returncode == 2
     assert "usage:" in result.stderr
+
+
+def test_find_kubectl__not_on_path__uses_cached_binary(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    cached = tmp_path / "kubectl"
+    cached.write_text("#!/bin/sh\n")
+    cached.chmod(0o755)
+
+    assert find_kubectl(tmp_path) == cached
+    assert find_kubectl(tmp_path / "nothing-here") is None
+
+
+def test_find_kubectl__on_path__preferred(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    on_path = bin_dir / "kubectl"
+    on_path.write_text("#!/bin/sh\n")
+    on_path.chmod(0o755)
+    monkeypatch.setenv("PATH", str(bin_dir))
+
+    assert find_kubectl(tmp_path / "cache") == on_path

@@ -157,6 +157,33 @@ def test_watch__label_selector__objects_moving_in_and_out(sim: KubeSim, core: An
     assert events == [("ADDED", "b"), ("DELETED", "a"), ("MODIFIED", "b")]
 
 
+def test_watch__object_leaves_selector__deleted_event_carries_previous_content(
+    sim: KubeSim,
+) -> None:
+    sim.apply(pod("a", labels={"app": "web"}))
+    sim.settle()
+    rv = sim.store.resource_version
+    request(
+        sim,
+        "PATCH",
+        "/api/v1/namespaces/default/pods/a",
+        {"metadata": {"labels": {"app": "db"}}},
+        headers={"Content-Type": "application/merge-patch+json"},
+    )
+
+    response = request(
+        sim,
+        "GET",
+        f"/api/v1/namespaces/default/pods?watch=1&labelSelector=app%3Dweb"
+        f"&resourceVersion={rv}&timeoutSeconds=1",
+    )
+
+    [event] = [json.loads(line) for line in response.body.decode().splitlines()]
+    assert event["type"] == "DELETED"
+    assert event["object"]["metadata"]["labels"] == {"app": "web"}
+    assert int(event["object"]["metadata"]["resourceVersion"]) > rv
+
+
 def test_watch__field_selector_node_name__pod_bound_later_is_added(sim: KubeSim, core: Any) -> None:
     rv = core.list_pod_for_all_namespaces().metadata.resource_version
     sim.apply(pod("a"))  # unscheduled: no node matches yet
