@@ -343,10 +343,12 @@ class Observer:
             how = (
                 "lost with the node" if fate.with_node else "deleted" if fate.forced else "evicted"
             )
+            if fate.name == key(pod):
+                what = f"recreated by its {fate.owner_kind or 'controller'}"
+            else:
+                what = f"replaces {fate.name}"
             self.view.line(
-                "k8s",
-                f"{key(pod)} Ready on {node} (replaces {fate.name}, {how} {after:.1f} s before)",
-                "ok",
+                "k8s", f"{key(pod)} Ready on {node} ({what}, {how} {after:.1f} s before)", "ok"
             )
         elif not node and uid not in self._unschedulable:
             conditions = (pod.get("status") or {}).get("conditions") or []

@@ -28,7 +28,7 @@ from demo import template
 from demo.kube import Follower, Kube
 from demo.observe import Observer
 from demo.procs import Child, ChildError, Children
-from demo.view import View, make_view
+from demo.view import View, make_view, shown_path
 
 ROOT = Path(__file__).resolve().parent.parent
 RBAC_DIR = ROOT / "k8s-rbac"
@@ -182,7 +182,7 @@ class Demo:
             extras.append(f"simulated pod durations divided by {o.speed:g}")
         if extras:
             self.view.text("Options: " + "; ".join(extras) + ".", "dim")
-        self.view.text(f"Logs: {self.state.logs}", "dim")
+        self.view.text(f"Logs: {shown_path(self.state.logs)}", "dim")
         self.view.text()
 
     # -- servers ------------------------------------------------------------------
@@ -745,6 +745,6 @@ def main(options: Options, stream: TextIO | None = None) -> int:
         return 1
     except (DemoError, ChildError) as e:
         demo.view.close()
-        out.write(f"\ndemo failed: {e}\nlogs: {demo.state.logs}\n")
+        out.write(f"\ndemo failed: {e}\nlogs: {shown_path(demo.state.logs)}\n")
         out.flush()
         return 2

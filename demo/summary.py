@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from demo.view import View
+from demo.view import View, shown_path
 
 if TYPE_CHECKING:
     from demo.observe import Observer
@@ -322,7 +323,7 @@ def render(view: View, summary: dict[str, Any]) -> None:
             "ok" if not failed else "error",
         )
     )
-    rows.append(("logs", summary["logs"], "dim"))
+    rows.append(("logs", shown_path(Path(summary["logs"])) + "/", "dim"))
     view.text()
     view.text("Summary", "step")
     width = max(len(label) for label, _, _ in rows)

@@ -19,6 +19,7 @@ import shutil
 import sys
 import threading
 import time
+from pathlib import Path
 from typing import TextIO
 
 RESET = "\033[0m"
@@ -121,3 +122,11 @@ def make_view(stream: TextIO, *, plain: bool, no_color: bool) -> View:
         color=terminal and not no_color and wants_color(stream),
         live=terminal and os.environ.get("TERM") != "dumb",
     )
+
+
+def shown_path(path: Path) -> str:
+    """A path as the user would type it: relative when under the current directory."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
