@@ -761,8 +761,15 @@ class Handler(BaseHTTPRequestHandler):
         sent = 0
         break_fault = self._break_after
 
+        as_table = "as=Table" in (self.headers.get("Accept") or "")
+
         def emit(kind: str, obj: Obj) -> bool:
             nonlocal sent
+            if as_table and kind != "BOOKMARK":
+                # `kubectl get -w`: each event's object is a one-row Table.
+                obj = tables.table(
+                    [obj], obj["metadata"].get("resourceVersion", ""), query, resource.kind
+                )
             data = json.dumps({"type": kind, "object": obj}, separators=(",", ":")).encode() + b"\n"
             self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
             self.wfile.flush()

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import socket
 import ssl
 from typing import Any
@@ -282,3 +283,20 @@ def test_table__kubectl_get_columns(sim: KubeSim, path: str, columns: list[str])
 
     assert table["kind"] == "Table"
     assert [c["name"] for c in table["columnDefinitions"]][: len(columns)] == columns
+
+
+def test_table__watch_as_table__each_event_a_one_row_table(sim: KubeSim) -> None:
+    sim.apply(pod("a"))
+    accept = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"
+
+    response = request(
+        sim,
+        "GET",
+        "/api/v1/namespaces/default/pods?watch=1&timeoutSeconds=1",
+        headers={"Accept": accept},
+    )
+
+    event = json.loads(response.body.decode().splitlines()[0])
+    assert event["type"] == "ADDED"
+    assert event["object"]["kind"] == "Table"
+    assert event["object"]["rows"][0]["cells"][0] == "a"
