@@ -15,7 +15,6 @@ import json
 import socket
 import ssl
 import threading
-import time
 import urllib.parse
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -199,15 +198,3 @@ class Follower:
                 self._stop.wait(min(2.0, 0.1 * 2**failures))
                 if isinstance(e, KubeError) and e.status == 410:
                     version = ""
-
-
-def wait_ready(url_check: Callable[[], bool], timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            if url_check():
-                return True
-        except (OSError, KubeError):
-            pass
-        time.sleep(0.1)
-    return False

@@ -246,18 +246,23 @@ class Observer:
             self.checking_budgets = True
             self._check_budgets()
 
-    def end_budget_check(self) -> None:
-        """The lifecycle action is complete: the drain's responsibility ends here.
-        Remember what was still on the node and which volumes were still attached."""
+    def end_budget_check(self, pods_on_node: list[Obj], attachments: list[Obj]) -> None:
+        """The drain is over (the function returned): stop checking budgets, and note
+        what was still on the node and attached to it, from a fresh list the caller
+        made (a list, not the watch, so watch lag cannot hide or invent a pod)."""
         with self.lock:
             self.checking_budgets = False
             self.completed_at = self.clock()
+            still = {p["metadata"]["uid"] for p in pods_on_node}
             self.left_at_completion = sorted(
-                f.name for f in self.fates.values() if not f.daemon and f.gone_at is None
+                f.name for uid, f in self.fates.items() if not f.daemon and uid in still
             )
-            self.attached_at_completion = sorted(
-                volume for name, volume in self.volumes.items() if name in self.attachments
-            )
+            attached = {
+                str(((a.get("spec") or {}).get("source") or {}).get("persistentVolumeName"))
+                for a in attachments
+                if (a.get("spec") or {}).get("nodeName") == self.node
+            }
+            self.attached_at_completion = sorted(set(self.volumes.values()) & attached)
 
     def deleting_node(self) -> None:
         """The node is about to be deleted: pods that stop from now on die with it."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import secrets
 import signal
 import string
@@ -95,7 +96,6 @@ class State:
     instance_id: str = ""
     nodes: dict[str, str] = field(default_factory=dict)  # instance -> node
     predicted_node: str = ""
-    started_drain: float = 0.0
     drain_marker: dict[str, Any] | None = None
     invocations: list[Invocation] = field(default_factory=list)
     lifecycle: dict[str, Any] = field(default_factory=dict)
@@ -103,6 +103,17 @@ class State:
     requests: list[dict[str, Any]] = field(default_factory=list)
     """kubesim's request log of the function's Kubernetes user."""
     finished: float = 0.0
+
+
+def _new_logs_dir(parent: Path) -> Path:
+    """demo-logs/<date-time>/, with a suffix when two runs start in the same second."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    path = parent / stamp
+    number = 1
+    while path.exists():
+        number += 1
+        path = parent / f"{stamp}-{number}"
+    return path
 
 
 def _random(alphabet: str, length: int) -> str:
@@ -113,8 +124,7 @@ class Demo:
     def __init__(self, options: Options, stream: TextIO) -> None:
         self.options = options
         self.view: View = make_view(stream, plain=options.plain, no_color=options.no_color)
-        stamp = time.strftime("%Y%m%d-%H%M%S")
-        logs = options.logs or ROOT / "demo-logs" / stamp
+        logs = options.logs or _new_logs_dir(ROOT / "demo-logs")
         logs.mkdir(parents=True, exist_ok=True)
         self.state = State(options, logs)
         self.children = Children()
@@ -127,7 +137,10 @@ class Demo:
         self.secret_key = _random(string.ascii_letters + string.digits, 40)
         self.kube: Kube | None = None
         self.aws: Any = None
+        self.aws_url = ""
         self.session: Any = None
+        self._event: dict[str, Any] = {}
+        self.servers: list[Child] = []
         self._drainer_log = (logs / "function.jsonl").open("a", encoding="utf-8")
         self._log_lock = threading.Lock()
 
@@ -188,8 +201,6 @@ class Demo:
     # -- servers ------------------------------------------------------------------
 
     def _server_env(self) -> dict[str, str]:
-        import os
-
         env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
         env["PYTHONUNBUFFERED"] = "1"
         return env
@@ -212,6 +223,7 @@ class Demo:
         ]
         for manifest in sorted(RBAC_DIR.glob("*.yaml")):
             argv += ["--apply", str(manifest)]
+        self.servers = []
         kubesim = self.children.start(
             "kubesim",
             argv,
@@ -228,6 +240,7 @@ class Demo:
             cwd=ROOT,
             die_with_parent=True,
         )
+        self.servers = [kubesim, awssim]
         # Imported while the servers start: boto3 and moto (under awssim and testbed)
         # take seconds; demo.scenario is imported later for the same reason.
         import boto3
@@ -279,6 +292,14 @@ class Demo:
             self.view.status(self.observer.status_text())
 
     # -- AWS ----------------------------------------------------------------------
+
+    def _check_servers(self) -> None:
+        for server in self.servers:
+            if not server.running():
+                raise DemoError(
+                    f"{server.name} exited unexpectedly; see {shown_path(server.log_path)}:\n"
+                    f"{server.tail(8)}"
+                )
 
     def _client(self, service: str) -> Any:
         return self.session.client(service, endpoint_url=self.aws_url)
@@ -399,6 +420,7 @@ class Demo:
             return len(self.observer.pods) == count and self.observer.all_ready()
 
         if not self.observer.wait_for(ready, timeout):
+            self._check_servers()
             raise DemoError(f"the workloads were not Ready within {timeout:.0f} s")
 
     def _show_cluster(self) -> None:
@@ -425,7 +447,6 @@ class Demo:
         self.state.instance_id = instance_id
         self.state.node = node
         self.observer.begin(node)
-        self.state.started_drain = time.time()
         assert self.kube is not None
         for volume in self.kube.request("GET", "/api/v1/persistentvolumes")["items"]:
             ref = (volume.get("spec") or {}).get("claimRef") or {}
@@ -496,8 +517,6 @@ class Demo:
             )
 
     def _function_env(self) -> dict[str, str]:
-        import os
-
         function = self.state.function
         assert function is not None
         env = {
@@ -637,6 +656,7 @@ class Demo:
         status = None
         while status is None:
             status = child.wait(0.2)
+            self._check_servers()
             if status is None and time.monotonic() - started > timeout + 15:
                 child.stop()
                 status = child.wait(1) or -9
@@ -657,8 +677,12 @@ class Demo:
         actions = [a for a in self.aws.actions() if a["instance_id"] == self.state.instance_id]
         action = actions[-1] if actions else {}
         self.state.lifecycle = action
-        self.observer.end_budget_check()
         assert self.kube is not None
+        on_node = self.kube.request(
+            "GET", "/api/v1/pods", query={"fieldSelector": f"spec.nodeName={self.state.node}"}
+        )
+        attachments = self.kube.request("GET", "/apis/storage.k8s.io/v1/volumeattachments")
+        self.observer.end_budget_check(on_node["items"], attachments["items"])
         # The API server's own record of what the function asked for: evictions,
         # deletions and refusals, independent of the function's logs.
         recorded = self.kube.admin("GET", "requests", {"user": DRAINER_USER})
@@ -728,6 +752,9 @@ def install_signal_handlers() -> None:
 
     for signum in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, interrupt)
+    # Even when started with SIGINT ignored (a background job of a script): the demo
+    # is interactive, and Ctrl-C must always stop it cleanly.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def main(options: Options, stream: TextIO | None = None) -> int:

@@ -110,6 +110,7 @@ def build(state: State, observer: Observer) -> dict[str, Any]:
         pods = [f.as_dict(observer.t0) for f in fates]
         refusals_logged = observer.refusals_logged
         errors = list(observer.errors)
+        node_deleted = observer.node_deleted_at is not None
     action = state.lifecycle
     result = action.get("result")
     drain_seconds = None
@@ -132,6 +133,7 @@ def build(state: State, observer: Observer) -> dict[str, Any]:
         "cluster": "demo",
         "instance_id": state.instance_id,
         "node": state.node,
+        "node_deleted": node_deleted,
         "lifecycle": {
             "result": result,
             "closed_by": action.get("closed_by") or None,
@@ -147,6 +149,7 @@ def build(state: State, observer: Observer) -> dict[str, Any]:
                 "seconds": round(i.seconds, 2),
                 "result": i.result,
                 "error": i.error,
+                "exit_status": i.exit_status,
             }
             for i in state.invocations
         ],
@@ -207,7 +210,7 @@ def _checks(summary: dict[str, Any], state: State) -> list[dict[str, Any]]:
             ),
             ("no PodDisruptionBudget ever violated", summary["budget_never_violated"]),
             (
-                "volumes detached before the instance was released",
+                "volumes detached before the drain ended",
                 not summary["volumes"]["attached_when_released"],
             ),
         ]
@@ -278,13 +281,8 @@ def render(view: View, summary: dict[str, Any]) -> None:
     for name, reason in sorted(pods["skipped"].items()):
         rows.append(("skipped", f"{name}: {reason}", "info"))
     if pods["left_when_released"]:
-        rows.append(
-            (
-                "left on the node",
-                _names(pods["left_when_released"]) + " (died with the node)",
-                "warn",
-            )
-        )
+        fate = "died with the node" if summary["node_deleted"] else "still on the cordoned node"
+        rows.append(("left on the node", f"{_names(pods['left_when_released'])} ({fate})", "warn"))
     blocked = summary["blocked"]
     refusals = f"{summary['pdb_refusals']} eviction(s) refused (429) and retried"
     if blocked:
@@ -307,9 +305,9 @@ def render(view: View, summary: dict[str, Any]) -> None:
     for volume in volumes["on_node"]:
         claim = volumes["claims"].get(volume) or "?"
         state = (
-            "still attached when the instance was released"
+            "still attached when the drain ended"
             if volume in volumes["attached_when_released"]
-            else "detached before the instance was released"
+            else "detached before the drain ended"
         )
         rows.append(
             ("volume", f"{volume} ({claim}): {state}", "ok" if "detached" in state else "warn")
