@@ -657,6 +657,8 @@ class Api:
                 },
             )
         elif resource is NAMESPACES and spec is not None:
+            # The real server labels every namespace with its own name.
+            metadata.setdefault("labels", {})["kubernetes.io/metadata.name"] = metadata["name"]
             spec.setdefault("finalizers", ["kubernetes"])
             obj.setdefault("status", {"phase": "Active"})
         elif resource.kind == "VolumeAttachment":

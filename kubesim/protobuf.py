@@ -1,9 +1,11 @@
 """Just enough of the Kubernetes protobuf encoding to read what kubectl sends that way.
 
-kubectl posts SelfSubjectAccessReviews and SelfSubjectRulesReviews (`kubectl auth
-can-i`) as `application/vnd.kubernetes.protobuf`, accepting JSON back. The body is the
-magic `k8s\\x00` and a runtime.Unknown message: TypeMeta, then the object's own bytes.
-Only the kinds below are decoded; others get the real server's 415.
+kubectl posts some objects as `application/vnd.kubernetes.protobuf`, accepting JSON
+back: SelfSubjectAccessReviews and SelfSubjectRulesReviews (`kubectl auth can-i`) and
+Namespaces (`kubectl create namespace`). The body is the magic `k8s\\x00` and a
+runtime.Unknown message: TypeMeta, then the object's own bytes. Only the kinds below
+are decoded; others get a 415, as the real server answers for a kind without a
+protobuf schema.
 """
 
 from __future__ import annotations
@@ -18,8 +20,10 @@ class ProtobufError(ValueError):
     """Bytes that are not the protobuf this module reads."""
 
 
-# field number -> (JSON name, str | nested schema)
+# field number -> (JSON name, str | bytes | MAP | REPEATED | nested schema)
 Schema = dict[int, tuple[str, Any]]
+MAP = "map<string,string>"
+REPEATED = "repeated string"
 
 _RESOURCE_ATTRIBUTES: Schema = {
     1: ("namespace", str),
@@ -31,7 +35,14 @@ _RESOURCE_ATTRIBUTES: Schema = {
     7: ("name", str),
 }
 _NON_RESOURCE_ATTRIBUTES: Schema = {1: ("path", str), 2: ("verb", str)}
-_OBJECT_META: Schema = {1: ("name", str), 2: ("generateName", str), 3: ("namespace", str)}
+_OBJECT_META: Schema = {
+    1: ("name", str),
+    2: ("generateName", str),
+    3: ("namespace", str),
+    11: ("labels", MAP),
+    12: ("annotations", MAP),
+    14: ("finalizers", REPEATED),
+}
 SCHEMAS: dict[str, Schema] = {
     "SelfSubjectAccessReview": {
         1: ("metadata", _OBJECT_META),
@@ -46,6 +57,10 @@ SCHEMAS: dict[str, Schema] = {
     "SelfSubjectRulesReview": {
         1: ("metadata", _OBJECT_META),
         2: ("spec", {1: ("namespace", str)}),
+    },
+    "Namespace": {
+        1: ("metadata", _OBJECT_META),
+        2: ("spec", {1: ("finalizers", REPEATED)}),
     },
 }
 _TYPE_META: Schema = {1: ("apiVersion", str), 2: ("kind", str)}
@@ -100,6 +115,11 @@ def _message(data: bytes, schema: Schema) -> dict[str, Any]:
             result[name] = value
         elif kind is str:
             result[name] = value.decode()
+        elif kind == REPEATED:
+            result.setdefault(name, []).append(value.decode())
+        elif kind == MAP:
+            entry = _message(value, {1: ("key", str), 2: ("value", str)})
+            result.setdefault(name, {})[entry.get("key", "")] = entry.get("value", "")
         else:
             result[name] = _message(value, kind)
     return result

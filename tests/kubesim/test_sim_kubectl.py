@@ -200,3 +200,14 @@ def test_kubectl__cordon_uncordon_and_delete_pod(cluster: KubeSim, kubectl: Kube
 
     assert 'pod "db-0" deleted' in deleted.stdout
     eventually(lambda: _all_ready(cluster), timeout=10)
+
+
+def test_kubectl_create_namespace__protobuf_body__created_labelled_then_deleted(
+    sim: KubeSim, kubectl: Kubectl
+) -> None:
+    kubectl("create", "namespace", "team")
+
+    labels = sim.get("Namespace", "team")["metadata"]["labels"]
+    assert labels == {"kubernetes.io/metadata.name": "team"}
+    kubectl("delete", "namespace", "team", "--timeout=10s")
+    assert "team" not in kubectl("get", "namespaces", "-o", "name").stdout
