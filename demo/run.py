@@ -141,7 +141,7 @@ class Demo:
         self.session: Any = None
         self._event: dict[str, Any] = {}
         self.servers: list[Child] = []
-        self._drainer_log = (logs / "function.jsonl").open("a", encoding="utf-8")
+        self._drainer_log = (logs / "function.log").open("a", encoding="utf-8")
         self._log_lock = threading.Lock()
 
     # -- the whole run ------------------------------------------------------------

@@ -79,7 +79,7 @@ def test_default_scenario__node_drained__continue_budgets_kept_volume_detached(
     assert summary["volumes"]["attached_when_released"] == []
     assert summary["settings_source"] == "template.yaml defaults"
     assert "\033[" not in output, "plain mode has no escape codes"
-    logs = (tmp_path / "logs" / "function.jsonl").read_text()
+    logs = (tmp_path / "logs" / "function.log").read_text()
     assert "drain finished" in logs
 
 
