@@ -21,6 +21,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 
+_FIELD_TYPES: dict[str, tuple[type, ...]] = {
+    "count": (int,),
+    "until": (float, int),
+    "status": (int,),
+    "retry_after": (float, int),
+    "latency": (float, int),
+    "after_events": (int,),
+}
+
+
 @dataclass
 class Fault:
     kind: str  # status | latency | drop | break_watch
@@ -46,6 +56,12 @@ class Fault:
             self._pattern = re.compile(self.path)
         except re.error as e:
             raise ValueError(f"path is not a regular expression: {e}") from e
+        for name, kinds in _FIELD_TYPES.items():
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, kinds)):
+                raise ValueError(f"{name} must be a {kinds[0].__name__}, not {value!r}")
+        if not 100 <= self.status <= 599:
+            raise ValueError(f"status must be an HTTP status code, not {self.status}")
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Fault:
@@ -69,7 +85,10 @@ class Fault:
         fields = {k: v for k, v in data.items() if k in allowed}
         fault = cls(**fields)
         if "seconds" in data:
-            fault.until = time.monotonic() + float(data["seconds"])
+            seconds = data["seconds"]
+            if isinstance(seconds, bool) or not isinstance(seconds, int | float):
+                raise ValueError(f"seconds must be a number, not {seconds!r}")
+            fault.until = time.monotonic() + float(seconds)
         return fault
 
     def active(self, now: float) -> bool:

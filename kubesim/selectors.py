@@ -179,7 +179,14 @@ def parse_field_selector(text: str, resource: Resource) -> list[FieldRequirement
         else:
             raise SelectorError(f"invalid selector: '{text}'; can't understand '{part}'")
         path = path.strip()
+        if resource.kind == "Pod" and path == "spec.host":
+            path = "spec.nodeName"  # what old v1 clients send
         if path not in allowed:
+            if not resource.field_labels:  # kinds without their own conversion function
+                raise SelectorError(
+                    f'"{path}" is not a known field selector: only "metadata.name", '
+                    '"metadata.namespace"'
+                )
             raise SelectorError(f"field label not supported: {path}")
         requirements.append(FieldRequirement(path, negate, value.strip()))
     return requirements

@@ -151,8 +151,22 @@ def test_fault_break_watch__does_not_touch_plain_lists(sim: KubeSim, admin: Admi
         {"kind": "explode"},
         {"kind": "status", "bogus": 1},
         {"kind": "status", "path": "(unclosed"},
+        {"kind": "status", "status": "503"},
+        {"kind": "status", "status": 42},
+        {"kind": "latency", "latency": "slow"},
+        {"kind": "drop", "count": 1.5},
+        {"kind": "drop", "seconds": "5"},
     ],
-    ids=["unknown-kind", "unknown-field", "bad-regex"],
+    ids=[
+        "unknown-kind",
+        "unknown-field",
+        "bad-regex",
+        "status-as-string",
+        "status-not-http",
+        "latency-as-string",
+        "count-not-integer",
+        "seconds-as-string",
+    ],
 )
 def test_fault__bad_rule__400(sim: KubeSim, body: dict[str, Any]) -> None:
     response = request(sim, "POST", "/kubesim/faults", body)

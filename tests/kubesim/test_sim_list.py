@@ -139,6 +139,7 @@ def test_list__field_selector(sim: KubeSim, core: Any, selector: str, expected: 
     ("query", "message"),
     [
         ("fieldSelector=spec.foo%3Dbar", "field label not supported: spec.foo"),
+        ("fieldSelector=spec.host%3Dn1%2Cspec.x%3D1", "field label not supported: spec.x"),
         ("fieldSelector=spec.nodeName", "invalid selector"),
         ("labelSelector=app%20in%20web", "unable to parse requirement"),
         ("labelSelector=-bad-%3Dx", "invalid label key"),
@@ -154,6 +155,17 @@ def test_list__bad_selector__400_status(sim: KubeSim, query: str, message: str) 
     assert status["kind"] == "Status"
     assert status["reason"] == "BadRequest"
     assert message in status["message"]
+
+
+def test_list__field_selector_on_kind_without_own_labels__400_known_fields(
+    sim: KubeSim,
+) -> None:
+    response = request(sim, "GET", "/apis/apps/v1/deployments?fieldSelector=spec.replicas%3D1")
+
+    assert response.status == 400
+    assert response.json()["message"] == (
+        '"spec.replicas" is not a known field selector: only "metadata.name", "metadata.namespace"'
+    )
 
 
 def test_list__all_namespaces__items_from_each(sim: KubeSim, core: Any) -> None:
