@@ -20,7 +20,6 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-
 _FIELD_TYPES: dict[str, tuple[type, ...]] = {
     "count": (int,),
     "until": (float, int),
