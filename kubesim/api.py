@@ -15,7 +15,12 @@ from typing import Any
 from kubesim import errors
 from kubesim.errors import ApiError
 from kubesim.resources import BY_KEY, Resource
-from kubesim.selectors import SelectorError, labels_match, selector_from_object
+from kubesim.selectors import (
+    SelectorError,
+    labels_match,
+    selector_from_object,
+    selector_to_string,
+)
 from kubesim.store import Obj, Store, now_iso
 
 R = BY_KEY
@@ -199,6 +204,56 @@ class Api:
         return annotations.get("kubesim.io/stopped") == "true" or not pod.get("spec", {}).get(
             "nodeName"
         )
+
+    # -- scale ----------------------------------------------------------------
+
+    def get_scale(self, resource: Resource, namespace: str, name: str) -> Obj:
+        """The autoscaling/v1 Scale of a Deployment, ReplicaSet or StatefulSet."""
+        obj = self.store.get(resource, namespace, name)
+        metadata = obj["metadata"]
+        return {
+            "kind": "Scale",
+            "apiVersion": "autoscaling/v1",
+            "metadata": {
+                k: metadata[k]
+                for k in ("name", "namespace", "uid", "resourceVersion", "creationTimestamp")
+                if k in metadata
+            },
+            "spec": {"replicas": int(obj["spec"].get("replicas", 1))},
+            "status": {
+                "replicas": int((obj.get("status") or {}).get("replicas", 0)),
+                "selector": selector_to_string(obj["spec"].get("selector")),
+            },
+        }
+
+    def set_scale(
+        self, resource: Resource, namespace: str, name: str, scale: Any, *, dry_run: bool = False
+    ) -> Obj:
+        replicas = (
+            ((scale or {}).get("spec") or {}).get("replicas") if isinstance(scale, dict) else None
+        )
+        if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 0:
+            raise errors.invalid(
+                "Scale",
+                name,
+                [
+                    (
+                        "spec.replicas",
+                        f"Invalid value: {replicas}: must be greater than or equal to 0",
+                    )
+                ],
+                "autoscaling",
+            )
+        with self.store.lock:
+            obj = self.store.get(resource, namespace, name)
+            expect = ((scale.get("metadata") or {}).get("resourceVersion")) or ""
+            obj["metadata"]["resourceVersion"] = expect
+            obj["spec"]["replicas"] = replicas
+            updated = self.update(resource, obj, namespace, name, dry_run=dry_run)
+            scaled = self.get_scale(resource, namespace, name)
+            if dry_run:
+                scaled["spec"]["replicas"] = updated["spec"]["replicas"]
+            return scaled
 
     # -- delete ---------------------------------------------------------------
 

@@ -43,6 +43,7 @@ class Resource:
 
 
 _STATUS = ("get", "patch", "update")
+_SCALE = ("Scale", "autoscaling", "v1", _STATUS)
 
 RESOURCES: tuple[Resource, ...] = (
     Resource(
@@ -142,7 +143,7 @@ RESOURCES: tuple[Resource, ...] = (
         singular="deployment",
         short_names=("deploy",),
         categories=("all",),
-        subresources={"status": ("Deployment", "apps", "v1", _STATUS)},
+        subresources={"status": ("Deployment", "apps", "v1", _STATUS), "scale": _SCALE},
     ),
     Resource(
         "apps",
@@ -153,7 +154,7 @@ RESOURCES: tuple[Resource, ...] = (
         singular="replicaset",
         short_names=("rs",),
         categories=("all",),
-        subresources={"status": ("ReplicaSet", "apps", "v1", _STATUS)},
+        subresources={"status": ("ReplicaSet", "apps", "v1", _STATUS), "scale": _SCALE},
     ),
     Resource(
         "apps",
@@ -164,7 +165,7 @@ RESOURCES: tuple[Resource, ...] = (
         singular="statefulset",
         short_names=("sts",),
         categories=("all",),
-        subresources={"status": ("StatefulSet", "apps", "v1", _STATUS)},
+        subresources={"status": ("StatefulSet", "apps", "v1", _STATUS), "scale": _SCALE},
     ),
     Resource(
         "apps",

@@ -133,6 +133,20 @@ def selector_from_object(selector: Mapping[str, Any] | None) -> list[Requirement
     return requirements
 
 
+def selector_to_string(selector: Mapping[str, Any] | None) -> str:
+    """A metav1.LabelSelector in the query syntax (as Scale.status.selector shows it)."""
+    parts = [f"{k}={v}" for k, v in sorted(((selector or {}).get("matchLabels") or {}).items())]
+    for expression in (selector or {}).get("matchExpressions") or []:
+        key, operator = expression.get("key", ""), expression.get("operator", "")
+        values = ",".join(sorted(expression.get("values") or []))
+        parts.append(
+            {"In": f"{key} in ({values})", "NotIn": f"{key} notin ({values})"}.get(
+                operator, key if operator == "Exists" else f"!{key}"
+            )
+        )
+    return ",".join(parts)
+
+
 def labels_match(requirements: list[Requirement] | None, labels: Mapping[str, str] | None) -> bool:
     if requirements is None:
         return False

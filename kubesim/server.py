@@ -469,6 +469,9 @@ class Handler(BaseHTTPRequestHandler):
             body = self._json_body(raw)
             self._send_json(201, api.evict(route.namespace, route.name, body, dry_run=dry_run))
             return
+        if route.subresource == "scale":
+            self._scale(method, route, raw, dry_run=dry_run)
+            return
         if verb == "watch":
             self._watch(route, query)
             return
@@ -573,35 +576,71 @@ class Handler(BaseHTTPRequestHandler):
         self._warnings.extend(warnings)
         return decoded
 
-    def _patch(self, route: Route, raw: bytes, dry_run: bool, query: dict[str, str]) -> None:
-        api = self.server.sim.api
-        content_type = (self.headers.get("Content-Type") or "").split(";")[0].strip()
+    def _patch_document(self, raw: bytes) -> Any:
         try:
             document = json.loads(raw) if raw.strip() else None
         except ValueError as e:
             raise errors.bad_request(f"error decoding patch: {e}") from e
         if document is None:
             raise errors.bad_request("the request body is empty")
+        return document
+
+    def _apply_patch(self, current: Obj, document: Any) -> Obj:
+        content_type = (self.headers.get("Content-Type") or "").split(";")[0].strip()
+        try:
+            if content_type == "application/merge-patch+json":
+                patched = patch.merge_patch(current, document)
+            elif content_type == "application/strategic-merge-patch+json":
+                patched = patch.strategic_merge_patch(current, document)
+            elif content_type == "application/json-patch+json":
+                patched = patch.json_patch(current, document)
+            else:
+                raise ApiError(
+                    415,
+                    f"the body of the request was in an unknown format - accepted media types "
+                    f"include: application/json-patch+json, application/merge-patch+json, "
+                    f'application/strategic-merge-patch+json (got "{content_type}")',
+                )
+        except patch.PatchError as e:
+            raise ApiError(422, str(e), reason="Invalid") from e
+        if not isinstance(patched, dict) or not isinstance(patched.get("metadata"), dict):
+            raise errors.bad_request("the patch produced an object without metadata")
+        return patched
+
+    def _scale(self, method: str, route: Route, raw: bytes, *, dry_run: bool) -> None:
+        """The autoscaling/v1 Scale subresource (`kubectl scale`)."""
+        api = self.server.sim.api
+        resource, namespace, name = route.resource, route.namespace, route.name
+        if method == "GET":
+            self._send_json(200, api.get_scale(resource, namespace, name))
+            return
+        with api.store.lock:
+            if method == "PUT":
+                scale = self._json_body(raw)
+                if not isinstance(scale, dict) or scale.get("kind", "Scale") != "Scale":
+                    raise errors.bad_request("the object provided is not a Scale")
+            elif method == "PATCH":
+                document = self._patch_document(raw)
+                scale = self._apply_patch(api.get_scale(resource, namespace, name), document)
+                if not (
+                    isinstance(document, dict)
+                    and (document.get("metadata") or {}).get("resourceVersion")
+                ):
+                    scale["metadata"]["resourceVersion"] = ""
+            else:
+                raise ApiError(
+                    405,
+                    "the server does not allow this method on the requested resource",
+                    reason="MethodNotAllowed",
+                )
+            self._send_json(200, api.set_scale(resource, namespace, name, scale, dry_run=dry_run))
+
+    def _patch(self, route: Route, raw: bytes, dry_run: bool, query: dict[str, str]) -> None:
+        api = self.server.sim.api
+        document = self._patch_document(raw)
         with api.store.lock:
             current = api.get(route.resource, route.namespace, route.name)
-            try:
-                if content_type == "application/merge-patch+json":
-                    patched = patch.merge_patch(current, document)
-                elif content_type == "application/strategic-merge-patch+json":
-                    patched = patch.strategic_merge_patch(current, document)
-                elif content_type == "application/json-patch+json":
-                    patched = patch.json_patch(current, document)
-                else:
-                    raise ApiError(
-                        415,
-                        f"the body of the request was in an unknown format - accepted media types "
-                        f"include: application/json-patch+json, application/merge-patch+json, "
-                        f'application/strategic-merge-patch+json (got "{content_type}")',
-                    )
-            except patch.PatchError as e:
-                raise ApiError(422, str(e), reason="Invalid") from e
-            if not isinstance(patched, dict) or not isinstance(patched.get("metadata"), dict):
-                raise errors.bad_request("the patch produced an object without metadata")
+            patched = self._apply_patch(current, document)
             patch_rv = (
                 document.get("metadata", {}).get("resourceVersion")
                 if isinstance(document, dict)

@@ -116,6 +116,36 @@ def test_deployment__scaled__replicaset_follows(sim: KubeSim, apps: Any) -> None
     eventually(lambda: len(_ready(sim)) == 3)
 
 
+def test_scale_subresource__read_and_patch__replicas_follow(sim: KubeSim, apps: Any) -> None:
+    sim.apply([node("n1"), workload("Deployment", "web", replicas=1)])
+    eventually(lambda: len(_ready(sim)) == 1)
+
+    scale = apps.read_namespaced_deployment_scale("web", "default")
+    patched = apps.patch_namespaced_deployment_scale("web", "default", {"spec": {"replicas": 3}})
+
+    assert (scale.spec.replicas, scale.status.selector) == (1, "app=web")
+    assert patched.spec.replicas == 3
+    eventually(lambda: len(_ready(sim)) == 3)
+
+
+def test_scale_subresource__statefulset_replace_with_stale_version__409(
+    sim: KubeSim, apps: Any
+) -> None:
+    from kubernetes.client.exceptions import ApiException
+
+    sim.apply(workload("StatefulSet", "db", replicas=1))
+    scale = apps.read_namespaced_stateful_set_scale("db", "default")
+    apps.patch_namespaced_stateful_set("db", "default", {"metadata": {"labels": {"x": "1"}}})
+    scale.spec.replicas = 2
+
+    try:
+        apps.replace_namespaced_stateful_set_scale("db", "default", scale)
+    except ApiException as e:
+        assert e.status == 409
+    else:
+        raise AssertionError("a stale Scale was accepted")
+
+
 def test_statefulset__pod_deleted__recreated_with_same_name_new_uid(
     sim: KubeSim, core: Any
 ) -> None:

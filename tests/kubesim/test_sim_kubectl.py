@@ -188,6 +188,13 @@ def test_kubectl_create__unknown_field__strict_validation_error(
     assert 'strict decoding error: unknown field "spec.unschedulabel"' in result.stderr
 
 
+def test_kubectl_scale__deployment__new_pods_ready(cluster: KubeSim, kubectl: Kubectl) -> None:
+    scaled = kubectl("scale", "deployment", "web", "--replicas=4")
+
+    assert "deployment.apps/web scaled" in scaled.stdout
+    eventually(lambda: len([p for p in cluster.list("Pod") if is_pod_ready(p)]) == 9)
+
+
 def test_kubectl__cordon_uncordon_and_delete_pod(cluster: KubeSim, kubectl: Kubectl) -> None:
     kubectl("cordon", NODE)
     assert cluster.get("Node", NODE)["spec"]["unschedulable"] is True
