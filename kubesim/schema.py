@@ -73,14 +73,14 @@ def _walk(value: Any, kind: str, path: str, struct: str, found: Findings, *, qua
         container, inner = generic.groups()
         if container == "List":
             if not isinstance(value, list):
-                found.wrong_type.append(_type_error(value, path, struct, f"[]{inner}"))
+                found.wrong_type.append(_type_error(value, path, struct, _go_type(kind)))
                 return value
             return [
                 _walk(item, inner, f"{path}[{i}]", struct, found, quantity=quantity)
                 for i, item in enumerate(value)
             ]
         if not isinstance(value, dict):
-            found.wrong_type.append(_type_error(value, path, struct, f"map[string]{inner}"))
+            found.wrong_type.append(_type_error(value, path, struct, _go_type(kind)))
             return value
         return {
             k: _walk(v, inner, f"{path}.{k}" if path else k, struct, found, quantity=quantity)
@@ -112,7 +112,7 @@ def _walk(value: Any, kind: str, path: str, struct: str, found: Findings, *, qua
     if fields is None:
         return value
     if not isinstance(value, dict):
-        found.wrong_type.append(_type_error(value, path, struct, _struct(kind)))
+        found.wrong_type.append(_type_error(value, path, struct, _go_type(kind)))
         return value
     pruned: dict[str, Any] = {}
     for key, item in value.items():
@@ -124,6 +124,20 @@ def _walk(value: Any, kind: str, path: str, struct: str, found: Findings, *, qua
             item, fields[key], child, _struct(kind), found, quantity=key in _QUANTITY_MAPS
         )
     return pruned
+
+
+def _go_type(kind: str) -> str:
+    """The Go type a client model's type string stands for, as Go's errors name it."""
+    generic = _GENERIC.match(kind)
+    if generic:
+        container, inner = generic.groups()
+        prefix = "[]" if container == "List" else "map[string]"
+        return prefix + _go_type(inner)
+    if kind in _GO_TYPES:
+        return _GO_TYPES[kind]
+    if kind in ("datetime", "date"):
+        return "v1.Time"
+    return f"v1.{_struct(kind)}"
 
 
 def _struct(model: str) -> str:
