@@ -1,0 +1,77 @@
+"""What the benchmark runs in a process of its own, so its wall time and peak
+memory are its own (as kubectl's are):
+
+    python -m bench.child drain --kubeconfig PATH --context drainer --node NAME --timeout S
+    python -m bench.child find-node --kubeconfig PATH --context drainer
+                          --dns NAME --instance-id ID
+
+`drain` runs the product's engine with the Lambda's default options (the same
+`drain_options(Settings)` the workflow uses, and its connection pool size);
+`find-node` runs the product's node lookup. Each prints one JSON line: the drain
+report's summary or the node found, and the seconds the call itself took.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import time
+from collections.abc import Sequence
+
+
+def _drain(args: argparse.Namespace) -> dict[str, object]:
+    from drainer.drain import Drain
+    from drainer.kube import Kube
+    from drainer.settings import Settings
+    from drainer.workflow import drain_options
+
+    settings = Settings.from_env({})
+    kube = Kube.from_kubeconfig(
+        args.kubeconfig, args.context, pool_size=settings.eviction_concurrency + 4
+    )
+    started = time.perf_counter()
+    try:
+        report = Drain(kube, args.node, drain_options(settings)).run(time.time() + args.timeout)
+    finally:
+        kube.close()
+    return {"seconds": time.perf_counter() - started, "report": report.summary()}
+
+
+def _find_node(args: argparse.Namespace) -> dict[str, object]:
+    from drainer.kube import Kube
+    from drainer.nodes import find_node
+
+    kube = Kube.from_kubeconfig(args.kubeconfig, args.context)
+    short = args.dns.split(".", 1)[0]
+    hostnames = (args.dns, short) if short != args.dns else (args.dns,)
+    started = time.perf_counter()
+    try:
+        node = find_node(kube, args.dns, hostnames, "/" + args.instance_id)
+    finally:
+        kube.close()
+    return {"seconds": time.perf_counter() - started, "node": node, "requests": kube.requests}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.child")
+    commands = parser.add_subparsers(dest="command", required=True)
+    drain = commands.add_parser("drain")
+    drain.add_argument("--node", required=True)
+    drain.add_argument("--timeout", type=float, default=600.0)
+    lookup = commands.add_parser("find-node")
+    lookup.add_argument("--dns", required=True)
+    lookup.add_argument("--instance-id", required=True)
+    for command in (drain, lookup):
+        command.add_argument("--kubeconfig", required=True)
+        command.add_argument("--context", default="drainer")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    result = _drain(args) if args.command == "drain" else _find_node(args)
+    print(json.dumps(result), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,141 @@
+"""The two drainers, each run as a process of its own through bench/launch.py:
+our engine (`python -m bench.child drain`, as the kubeconfig's `drainer` user with
+the RBAC of k8s-rbac/) and the real `kubectl drain` (as the admin)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+LAUNCHER = Path(__file__).resolve().parent / "launch.py"
+OURS_USER = "drainer"  # the user of the kubeconfig's `drainer` context
+KUBECTL_USER = "kubesim-admin"  # the user of its `admin` context
+KUBECTL_FLAGS = ("--ignore-daemonsets", "--delete-emptydir-data", "--force")
+
+
+@dataclass(frozen=True)
+class Process:
+    wall: float
+    returncode: int
+    timed_out: bool
+    maxrss_mb: float
+    cpu: float
+    output: str
+
+
+def launch(command: list[str], timeout: float, env: dict[str, str] | None = None) -> Process:
+    """Run `command` through the launcher: wall time from fork to exit, its own peak RSS."""
+    with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
+        output = Path(tmp) / "output"
+        result = subprocess.run(
+            [sys.executable, "-S", str(LAUNCHER), str(output), str(timeout), "--", *command],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            env=env,
+            check=True,
+        )
+        figures = json.loads(result.stdout.strip().splitlines()[-1])
+        text = output.read_text(errors="replace")
+    return Process(
+        wall=figures["wall"],
+        returncode=figures["returncode"],
+        timed_out=figures["timed_out"],
+        maxrss_mb=figures["maxrss_kb"] / 1024,
+        cpu=figures["user_cpu"] + figures["system_cpu"],
+        output=text,
+    )
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("KUBECONFIG", "AWS_"))}
+    env.update(extra)
+    return env
+
+
+def run_ours(kubeconfig: Path, node: str, timeout: float) -> Process:
+    command = [
+        sys.executable,
+        "-m",
+        "bench.child",
+        "drain",
+        "--kubeconfig",
+        str(kubeconfig),
+        "--context",
+        "drainer",
+        "--node",
+        node,
+        "--timeout",
+        str(timeout),
+    ]
+    return launch(command, timeout + 30, _env(PYTHONPATH=str(ROOT)))
+
+
+def run_lookup(kubeconfig: Path, dns: str, instance: str) -> Process:
+    command = [
+        sys.executable,
+        "-m",
+        "bench.child",
+        "find-node",
+        "--kubeconfig",
+        str(kubeconfig),
+        "--context",
+        "drainer",
+        "--dns",
+        dns,
+        "--instance-id",
+        instance,
+    ]
+    return launch(command, 120, _env(PYTHONPATH=str(ROOT)))
+
+
+def find_kubectl() -> Path | None:
+    """kubectl on PATH; when it is gcloud's version dispatcher, the v1.32 binary
+    beside it (the dispatcher would first ask the server for its version)."""
+    found = shutil.which("kubectl")
+    if found is None:
+        return None
+    real = Path(found).resolve()
+    pinned = real.parent / "kubectl.1.32"
+    return pinned if pinned.is_file() and os.access(pinned, os.X_OK) else real
+
+
+def kubectl_version(kubectl: Path) -> str:
+    try:
+        out = subprocess.run(
+            [str(kubectl), "version", "--client", "-o", "json"],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=30,
+        ).stdout
+        return str(json.loads(out)["clientVersion"]["gitVersion"])
+    except (OSError, subprocess.SubprocessError, ValueError, KeyError):
+        return "unknown"
+
+
+def run_kubectl(kubectl: Path, kubeconfig: Path, node: str, timeout: float) -> Process:
+    """`kubectl drain` with its own HOME and discovery cache, so every run starts
+    cold (as a fresh CI job or Lambda would)."""
+    with tempfile.TemporaryDirectory(prefix="bench-kubectl-") as home:
+        command = [
+            str(kubectl),
+            "--kubeconfig",
+            str(kubeconfig),
+            "--context",
+            "admin",
+            "--cache-dir",
+            str(Path(home) / "cache"),
+            "drain",
+            node,
+            *KUBECTL_FLAGS,
+            f"--timeout={int(timeout)}s",
+        ]
+        return launch(command, timeout + 30, _env(HOME=home))

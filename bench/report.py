@@ -1,0 +1,295 @@
+"""Medians, the table, and the issue's targets, met or not."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from bench.coldstart import TARGET_SECONDS, TARGET_ZIP_MB, ColdStart
+from bench.run import RunResult
+from bench.scenarios import Scenario
+from drainer.kube import PAGE_SIZE
+
+VERB_ORDER = ("evict", "get", "list", "watch", "patch", "delete", "discovery", "other")
+
+
+@dataclass
+class Summary:
+    scenario: str
+    client: str
+    runs: int
+    failed: int
+    ideal: float | None
+    window: float | None = None
+    window_min: float | None = None
+    window_max: float | None = None
+    overhead: float | None = None
+    wall: float = 0.0
+    wall_min: float = 0.0
+    wall_max: float = 0.0
+    peak_mb: float = 0.0
+    peak_mb_max: float = 0.0
+    cpu: float = 0.0
+    requests: float = 0.0
+    verbs: dict[str, float] = field(default_factory=dict)
+    latency_p50_ms: float = 0.0
+    latency_p99_ms: float = 0.0
+    latency_max_ms: float = 0.0
+    sim_busy: float | None = None
+    """Median share of the window during which kubesim's controllers held the lock."""
+    lookup_seconds: float | None = None
+    problems: list[str] = field(default_factory=list)
+
+
+def _median(values: Sequence[float]) -> float:
+    return float(statistics.median(values)) if values else 0.0
+
+
+def summarise(results: Sequence[RunResult]) -> list[Summary]:
+    groups: dict[tuple[str, str], list[RunResult]] = {}
+    for result in results:
+        groups.setdefault((result.scenario, result.client), []).append(result)
+    summaries = []
+    for (scenario, client), runs in groups.items():
+        good = [r for r in runs if r.ok]
+        summary = Summary(
+            scenario,
+            client,
+            len(runs),
+            len(runs) - len(good),
+            runs[0].ideal,
+            problems=[r.problem for r in runs if not r.ok],
+        )
+        summaries.append(summary)
+        if not good:
+            continue
+        windows = [r.window for r in good if r.window is not None]
+        if windows:
+            summary.window = _median(windows)
+            summary.window_min, summary.window_max = min(windows), max(windows)
+            if summary.ideal is not None:
+                summary.overhead = summary.window - summary.ideal
+            shares = [r.sim_busy / r.window for r in good if r.window]
+            summary.sim_busy = _median(shares) if shares else None
+        walls = [r.wall for r in good]
+        summary.wall, summary.wall_min, summary.wall_max = _median(walls), min(walls), max(walls)
+        summary.peak_mb = _median([r.maxrss_mb for r in good])
+        summary.peak_mb_max = max(r.maxrss_mb for r in good)
+        summary.cpu = _median([r.cpu for r in good])
+        summary.requests = _median([r.requests for r in good])
+        verbs = {v for r in good for v in r.verbs}
+        summary.verbs = {v: _median([r.verbs.get(v, 0) for r in good]) for v in verbs}
+        summary.latency_p50_ms = _median([r.latency.get("median_ms", 0.0) for r in good])
+        summary.latency_p99_ms = max(r.latency.get("p99_ms", 0.0) for r in good)
+        summary.latency_max_ms = max(r.latency.get("max_ms", 0.0) for r in good)
+        lookups = [r.seconds for r in good if r.seconds is not None]
+        summary.lookup_seconds = _median(lookups) if lookups else None
+    return summaries
+
+
+def _number(value: float) -> str:
+    return f"{value:g}" if value == int(value) else f"{value:.1f}"
+
+
+def verbs_text(summary: Summary) -> str:
+    ordered = sorted(
+        summary.verbs.items(),
+        key=lambda item: VERB_ORDER.index(item[0]) if item[0] in VERB_ORDER else 99,
+    )
+    parts = [f"{verb} {_number(n)}" for verb, n in ordered if n]
+    return f"{_number(summary.requests)}: " + ", ".join(parts)
+
+
+def _seconds(value: float | None, signed: bool = False) -> str:
+    if value is None:
+        return "-"
+    return f"{value:+.2f}" if signed else f"{value:.2f}"
+
+
+def table(summaries: Sequence[Summary], scenarios: Sequence[Scenario]) -> str:
+    titles = {s.key: s.title for s in scenarios}
+    header = (
+        f"{'#':<2} {'client':<22} {'window s median [min-max]':<26} {'ideal':>6} "
+        f"{'overhead':>8}  {'requests: by verb (median)':<52} {'wall s':>6} {'peak MB':>7} "
+        f"{'sim ms p50/p99':>14} {'sim busy':>8}"
+    )
+    lines = [header, "-" * len(header)]
+    current = ""
+    for summary in summaries:
+        if summary.scenario != current:
+            current = summary.scenario
+            title = titles.get(current, "node lookup (find_node)")
+            lines.append(f"{current}  {title}")
+        runs = f" ({summary.runs - summary.failed}/{summary.runs} ok)" if summary.failed else ""
+        if summary.window is None:
+            window = "-"
+        else:
+            window = f"{summary.window:.2f} [{summary.window_min:.2f}-{summary.window_max:.2f}]"
+        busy = f"{summary.sim_busy * 100:.0f}%" if summary.sim_busy is not None else "-"
+        latency = f"{summary.latency_p50_ms:.1f}/{summary.latency_p99_ms:.0f}"
+        lines.append(
+            f"{'':<2} {summary.client + runs:<22} {window:<26} {_seconds(summary.ideal):>6} "
+            f"{_seconds(summary.overhead, signed=True):>8}  {verbs_text(summary):<52} "
+            f"{summary.wall:>6.2f} {summary.peak_mb:>7.0f} {latency:>14} {busy:>8}"
+        )
+    return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str
+    target: str
+    measured: str
+    met: bool | None  # None: could not be measured
+
+
+def _find(summaries: Sequence[Summary], scenario: str, client: str) -> Summary | None:
+    for summary in summaries:
+        if summary.scenario == scenario and summary.client == client and summary.window:
+            return summary
+    return None
+
+
+def targets(
+    summaries: Sequence[Summary],
+    scenarios: Sequence[Scenario],
+    coldstart: ColdStart | None,
+    lookup_nodes: int = 0,
+) -> list[Target]:
+    pods = {s.key: s.pods for s in scenarios}
+    found: list[Target] = []
+    ours, theirs = _find(summaries, "1", "ours"), _find(summaries, "1", "kubectl")
+    if ours and theirs and ours.window is not None and theirs.window is not None:
+        found.append(
+            Target(
+                "1: window and requests vs kubectl drain",
+                "window <= kubectl's, fewer requests",
+                f"window {ours.window:.2f} s vs {theirs.window:.2f} s; "
+                f"requests {_number(ours.requests)} vs {_number(theirs.requests)}",
+                ours.window <= theirs.window and ours.requests < theirs.requests,
+            )
+        )
+    else:
+        found.append(Target("1: window and requests vs kubectl drain", "", "not measured", None))
+    ours = _find(summaries, "2", "ours")
+    if ours and ours.overhead is not None:
+        limit = 2 * pods["2"] + 10
+        found.append(
+            Target(
+                "2: overhead",
+                "< 0.5 s",
+                f"{ours.overhead:.2f} s (window {ours.window:.2f} s, ideal {ours.ideal:.2f} s)",
+                ours.overhead < 0.5,
+            )
+        )
+        found.append(
+            Target(
+                "2: requests",
+                f"<= 2 per pod + 10 = {limit}",
+                f"{_number(ours.requests)} for {pods['2']} pods",
+                ours.requests <= limit,
+            )
+        )
+        found.append(
+            Target(
+                "2: peak memory",
+                "< 150 MB",
+                f"{ours.peak_mb_max:.0f} MB (max of runs)",
+                ours.peak_mb_max < 150,
+            )
+        )
+    ours = _find(summaries, "3", "ours")
+    if ours and ours.overhead is not None and ours.ideal:
+        found.append(
+            Target(
+                "3: overhead under a PDB",
+                f"<= 20% of ideal = {0.2 * ours.ideal:.2f} s",
+                f"{ours.overhead:.2f} s ({ours.overhead / ours.ideal * 100:.0f}%)",
+                ours.overhead <= 0.2 * ours.ideal,
+            )
+        )
+    ours = _find(summaries, "4", "ours")
+    if ours and ours.overhead is not None:
+        found.append(
+            Target("4: overhead", "< 0.5 s", f"{ours.overhead:.2f} s", ours.overhead < 0.5)
+        )
+    dns, provider = _find(summaries, "5", "ours (PrivateDnsName)"), None
+    provider = _find(summaries, "5", "ours (providerID)")
+    if dns:
+        found.append(
+            Target(
+                "5: lookup by PrivateDnsName",
+                "<= 3 requests",
+                f"{_number(dns.requests)} requests, {(dns.lookup_seconds or 0) * 1000:.0f} ms",
+                dns.requests <= 3,
+            )
+        )
+    if provider:
+        # Records carry no query string: a paged listing shows as one list request
+        # per page (plus the hostname-label list before it), an unbounded one as one.
+        lists = provider.verbs.get("list", 0)
+        pages = math.ceil(lookup_nodes / PAGE_SIZE) if lookup_nodes else 1
+        found.append(
+            Target(
+                "5: lookup by providerID only",
+                f"paged listing ({pages} pages of <= {PAGE_SIZE} for {lookup_nodes} nodes)",
+                f"{_number(provider.requests)} requests: {_number(lists)} lists "
+                f"(1 by hostname label + pages), {(provider.lookup_seconds or 0) * 1000:.0f} ms",
+                lists - 1 >= pages,
+            )
+        )
+    if coldstart is not None and not coldstart.skipped:
+        total = coldstart.median.get("total", 0.0)
+        found.append(
+            Target(
+                "cold start: import + clients",
+                f"<= {TARGET_SECONDS} s",
+                f"{total:.3f} s median of {coldstart.runs} ({coldstart.runtime} {coldstart.arch})",
+                total <= TARGET_SECONDS,
+            )
+        )
+    if coldstart is not None:
+        sizes = []
+        if coldstart.zip_path:
+            sizes.append((f"{coldstart.arch} {coldstart.zip_path}", coldstart.zip_mb))
+        if coldstart.deployed_zip_mb is not None and coldstart.deployed_zip != coldstart.zip_path:
+            label = f"{coldstart.deployed_arch or '?'} {coldstart.deployed_zip}"
+            sizes.append((label, coldstart.deployed_zip_mb))
+        if sizes:
+            found.append(
+                Target(
+                    "zip size",
+                    f"<= {TARGET_ZIP_MB:g} MB",
+                    "; ".join(f"{mb:.1f} MB ({label})" for label, mb in sizes),
+                    all(mb <= TARGET_ZIP_MB for _, mb in sizes),
+                )
+            )
+    return found
+
+
+def targets_text(found: Sequence[Target], quick: bool) -> str:
+    lines = ["Targets" + (" (quick mode: reduced sizes, not a verdict)" if quick else "")]
+    for target in found:
+        verdict = {True: "met", False: "NOT MET", None: "not measured"}[target.met]
+        lines.append(f"  {verdict:<12} {target.name}: {target.measured}  [target {target.target}]")
+    return "\n".join(lines)
+
+
+def coldstart_text(result: ColdStart) -> str:
+    if result.skipped:
+        return f"Cold start: skipped ({result.skipped})"
+    median = result.median
+    lines = [
+        f"Cold start ({result.runtime}, {result.arch}, {result.zip_path}, {result.zip_mb:.1f} MB "
+        f"zip / {result.unpacked_mb:.0f} MB unpacked; median of {result.runs} fresh interpreters)",
+        f"  import drainer.handler {median['import_handler']:.3f} s + settings "
+        f"{median['settings']:.3f} s + boto3 clients {median['boto3_clients']:.3f} s + "
+        f"Kube.for_cluster {median['kube_client']:.3f} s = {median['total']:.3f} s "
+        f"(min {min(result.phases['total']):.3f}, max {max(result.phases['total']):.3f}); "
+        f"then the first EKS token {median['first_token'] * 1000:.0f} ms",
+        "  import time by package (self, python -X importtime): "
+        + ", ".join(f"{name} {seconds * 1000:.0f} ms" for name, seconds in result.importtime),
+    ]
+    return "\n".join(lines)

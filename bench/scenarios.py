@@ -1,0 +1,283 @@
+"""The benchmark's scenarios: one emulated cluster each, built fresh for every run.
+
+Every drain scenario has one node to drain (named like an EKS node, after its
+PrivateDnsName), a few other nodes with room for the replacements, a DaemonSet pod
+on every node (left alone by both clients: --ignore-daemonsets, and our filters)
+and RBAC from k8s-rbac/ for the `drainer` user. Durations are kubesim annotations
+divided by the simulator's speed; `ideal` is in the same (real) seconds.
+
+Why some scenarios use bare pods: scenario 2 puts 737 pods on one node. Had they
+replicas, kubesim's ReplicaSet controller (a full pass over every pod, per
+ReplicaSet, on every change) would create 737 replacements during the drain and
+the benchmark would measure kubesim rather than the drainers. Bare pods cost both
+clients exactly the same requests (evict, then wait), keep kubesim's work down and
+let every pod have its own shutdown time. Scenario 1 (110 pods) and 3 (the budget)
+use Deployments, where replacements matter.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from kubesim import KubeSim
+from testbed import workloads as w
+from testbed.world import all_ready, rbac_manifests, set_schedulable, wait_until
+
+Obj = dict[str, Any]
+ZONE = "us-east-1a"
+DAEMONSET = "kube-proxy"
+
+
+def dns_name(index: int) -> str:
+    """An EKS-style node name: the instance's PrivateDnsName."""
+    return f"ip-10-0-{index // 250}-{index % 250 + 4}.ec2.internal"
+
+
+def instance_id(index: int) -> str:
+    return f"i-0{index:016x}"
+
+
+def node(name: str, index: int, capacity: int, *, hostname: str = "") -> Obj:
+    labels = {"topology.kubernetes.io/zone": ZONE, "kubernetes.io/os": "linux"}
+    if hostname:
+        labels["kubernetes.io/hostname"] = hostname
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": labels},
+        "spec": {"providerID": f"aws:///{ZONE}/{instance_id(index)}"},
+        "status": {
+            "capacity": {"pods": str(capacity), "cpu": "4", "memory": "16Gi"},
+            "allocatable": {"pods": str(capacity), "cpu": "3920m", "memory": "15Gi"},
+        },
+    }
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A cluster ready to drain: the node, and what should be gone from it."""
+
+    node: str
+    pods: int
+
+
+@dataclass(frozen=True)
+class Scenario:
+    key: str
+    title: str
+    pods: int
+    ideal: float
+    """The physical limit in real seconds: the pods' own shutdown and the pace the
+    budgets allow, with evictions taking no time at all."""
+    ideal_note: str
+    timeout: float
+    prepare: Callable[[KubeSim], Prepared]
+
+
+def drain_cluster(
+    sim: KubeSim,
+    objects: list[Obj],
+    *,
+    pods: int,
+    others: int = 3,
+    other_capacity: int = 110,
+    settle_timeout: float = 120.0,
+) -> Prepared:
+    """Nodes, RBAC and a DaemonSet; `objects` placed on the first node only."""
+    sim.apply(rbac_manifests())
+    target = dns_name(0)
+    other_names = [dns_name(i) for i in range(1, others + 1)]
+    sim.apply([node(target, 0, pods + 1)])  # +1: the DaemonSet's pod
+    sim.apply([node(name, i, other_capacity) for i, name in enumerate(other_names, 1)])
+    sim.apply(w.daemonset(DAEMONSET))
+    set_schedulable(sim, other_names, False)
+    try:
+        sim.apply(objects)
+        sim.settle()
+        expected = pods + 1 + others
+
+        def placed() -> bool:
+            return len(sim.list("Pod")) == expected and all_ready(sim)
+
+        wait_until(placed, settle_timeout, interval=0.05)
+    finally:
+        set_schedulable(sim, other_names, True)
+    sim.settle()
+    return Prepared(target, pods)
+
+
+def many_pods(count: int, replicas_each: int) -> Scenario:
+    """Scenario 1: a full node of replicated pods that stop at once, no budget."""
+    deployments = max(1, count // replicas_each)
+    sizes = [
+        count // deployments + (1 if i < count % deployments else 0) for i in range(deployments)
+    ]
+
+    def prepare(sim: KubeSim) -> Prepared:
+        objects = [w.deployment(f"web-{i:02d}", n) for i, n in enumerate(sizes)]
+        return drain_cluster(sim, objects, pods=count, other_capacity=count + 10)
+
+    return Scenario(
+        "1",
+        f"{count} pods, no PDB, stop at once",
+        count,
+        0.0,
+        "pods stop at once: any time spent is overhead",
+        120.0,
+        prepare,
+    )
+
+
+def slow_pods(count: int, speed: float, low: float = 1.0, high: float = 3.0) -> Scenario:
+    """Scenario 2: the largest EKS node, every pod 1-3 s to stop (each its own)."""
+    rng = random.Random(737)
+    shutdowns = [round(rng.uniform(low, high), 2) for _ in range(count)]
+    shutdowns[-1] = high  # the slowest one is evicted last in name order
+
+    def prepare(sim: KubeSim) -> Prepared:
+        target = dns_name(0)
+        objects = [
+            w.bare_pod(f"batch-{i:04d}", node=target, shutdown=s, grace=30)
+            for i, s in enumerate(shutdowns)
+        ]
+        return drain_cluster(sim, objects, pods=count)
+
+    return Scenario(
+        "2",
+        f"{count} pods, each {low:g}-{high:g} s to stop",
+        count,
+        max(shutdowns) / speed,
+        "the slowest pod's shutdown",
+        300.0,
+        prepare,
+    )
+
+
+def budgeted(replicas: int, startup: float, speed: float) -> Scenario:
+    """Scenario 3: replicas under maxUnavailable 1; each replacement Ready after
+    `startup` elsewhere before the next eviction may go."""
+
+    def prepare(sim: KubeSim) -> Prepared:
+        objects = [
+            w.deployment("api", replicas, startup=startup),
+            w.budget("api", {"app": "api"}, max_unavailable=1),
+        ]
+        return drain_cluster(sim, objects, pods=replicas, settle_timeout=60 + startup)
+
+    return Scenario(
+        "3",
+        f"{replicas} replicas, PDB maxUnavailable 1, replacement Ready in {startup:g} s",
+        replicas,
+        (replicas - 1) * startup / speed,
+        f"{replicas - 1} waits for a replacement to be Ready (the last pod needs none)",
+        600.0,
+        prepare,
+    )
+
+
+def spread(count: int, slowest: float, speed: float) -> Scenario:
+    """Scenario 4: shutdown times spread evenly from 0 to `slowest`."""
+    shutdowns = [round(slowest * i / max(1, count - 1), 2) for i in range(count)]
+
+    def prepare(sim: KubeSim) -> Prepared:
+        target = dns_name(0)
+        objects = [
+            w.bare_pod(f"worker-{i:02d}", node=target, shutdown=s, grace=int(slowest) + 10)
+            for i, s in enumerate(shutdowns)
+        ]
+        return drain_cluster(sim, objects, pods=count)
+
+    return Scenario(
+        "4",
+        f"{count} pods, shutdown spread over 0-{slowest:g} s",
+        count,
+        max(shutdowns) / speed,
+        "the slowest pod's shutdown",
+        300.0,
+        prepare,
+    )
+
+
+@dataclass(frozen=True)
+class Lookup:
+    """Scenario 5: a cluster of `nodes` nodes and the instance to find in it."""
+
+    nodes: int
+    naming: str  # "dns": nodes named after their PrivateDnsName; "custom": not
+    target_index: int
+
+    @property
+    def target_dns(self) -> str:
+        return dns_name(self.target_index)
+
+    @property
+    def target_instance(self) -> str:
+        return instance_id(self.target_index)
+
+    @property
+    def expected(self) -> str:
+        return self.node_name(self.target_index)
+
+    def node_name(self, index: int) -> str:
+        return dns_name(index) if self.naming == "dns" else f"worker-{index:05d}"
+
+    def build(self, sim: KubeSim) -> float:
+        """Create the nodes; seconds it took."""
+        started = time.perf_counter()
+        sim.apply(rbac_manifests())
+        batch: list[Obj] = []
+        for index in range(self.nodes):
+            name = self.node_name(index)
+            hostname = name if self.naming == "custom" else ""
+            batch.append(node(name, index, 110, hostname=hostname))
+            if len(batch) == 500:
+                sim.apply(batch)
+                batch = []
+        sim.apply(batch)
+        sim.settle()
+        return time.perf_counter() - started
+
+
+def lookups(nodes: int) -> list[Lookup]:
+    # The custom-named target sorts last: the lookup has to page through them all.
+    return [Lookup(nodes, "dns", nodes // 2), Lookup(nodes, "custom", nodes - 1)]
+
+
+@dataclass(frozen=True)
+class Plan:
+    speed: float
+    runs: int
+    scenarios: tuple[Scenario, ...]
+    lookup_nodes: int
+
+
+def plan(*, quick: bool, runs: int | None = None) -> Plan:
+    if quick:
+        speed = 10.0
+        return Plan(
+            speed,
+            runs or 1,
+            (
+                many_pods(12, 4),
+                slow_pods(40, speed),
+                budgeted(2, 1.0, speed),
+                spread(6, 20.0, speed),
+            ),
+            500,
+        )
+    speed = 1.0
+    return Plan(
+        speed,
+        runs or 3,
+        (
+            many_pods(110, 11),
+            slow_pods(737, speed),
+            budgeted(10, 1.0, speed),
+            spread(30, 20.0, speed),
+        ),
+        5000,
+    )
