@@ -104,8 +104,7 @@ def test_fault_drop__connection_closed_without_answer(sim: KubeSim, admin: Admin
 
 
 def test_fault_drop__python_client_sees_protocol_error(admin: Admin, core: Any) -> None:
-    admin.fault(kind="drop", path="/pods$", count=10)
-    core.api_client.configuration.retries = False
+    admin.fault(kind="drop", path="/pods$", count=10)  # more than urllib3's retries
 
     with pytest.raises(urllib3.exceptions.HTTPError):
         core.list_namespaced_pod("default")
