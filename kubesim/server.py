@@ -140,6 +140,11 @@ class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server: Server
     timeout = 120
+    # TCP_NODELAY, as Go's net/http sets it: a response goes out in two writes
+    # (headers, then body), and with Nagle on the body waits for the client's
+    # delayed ACK of the headers: 40 ms added to every request on a kept-alive
+    # connection (a sequential drain of 737 pods: 34 s instead of 3).
+    disable_nagle_algorithm = True
     # Per request, set by _dispatch.
     _audit_id = ""
     _status = 0
