@@ -78,3 +78,15 @@ DEMO_ARGS ?=
 
 demo: $(STAMP)
 	$(PY) -m demo $(DEMO_ARGS)
+
+# --- benchmark (bench/, issue 7) -------------------------------------------------------
+# make bench [QUICK=1] [BENCH_ARGS="--runs 5 --only 1,3"]: our engine and kubectl drain
+# side by side on kubesim; prints the table and the targets, JSON in bench/results/.
+# QUICK=1: small sizes, one run, 10x speed (a smoke test, no verdict; `make test` runs it).
+QUICK ?=
+BENCH_ARGS ?=
+
+.PHONY: bench
+
+bench: $(STAMP)
+	$(PY) -m bench $(if $(QUICK),--quick) $(BENCH_ARGS)

@@ -5,8 +5,10 @@ memory are its own (as kubectl's are):
     python -m bench.child find-node --kubeconfig PATH --context drainer
                           --dns NAME --instance-id ID
 
-`drain` runs the product's engine with the Lambda's default options (the same
-`drain_options(Settings)` the workflow uses, and its connection pool size);
+`drain` runs the product's engine with the Lambda's options (the same
+`drain_options(Settings)` the workflow uses, and its connection pool size), from
+the Lambda's environment variables (unset: the defaults), so
+`EVICTION_CONCURRENCY=64 make bench` tries another setting;
 `find-node` runs the product's node lookup. Each prints one JSON line: the drain
 report's summary or the node found, and the seconds the call itself took.
 """
@@ -16,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 import time
 from collections.abc import Sequence
@@ -27,7 +30,7 @@ def _drain(args: argparse.Namespace) -> dict[str, object]:
     from drainer.settings import Settings
     from drainer.workflow import drain_options
 
-    settings = Settings.from_env({})
+    settings = Settings.from_env(os.environ)
     kube = Kube.from_kubeconfig(
         args.kubeconfig, args.context, pool_size=settings.eviction_concurrency + 4
     )

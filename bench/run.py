@@ -23,10 +23,11 @@ from bench.clients import (
 from bench.scenarios import Lookup, Scenario, lookups
 from kubesim import KubeSim
 
-# Watch streams end when the client hangs up; kubesim notices at its next write
-# (a bookmark) and only then records the request. Short bookmarks, a short wait.
+# Watch streams end when the client hangs up; kubesim notices at its next writes
+# (bookmarks) and only then records the request: short bookmarks, and a wait until
+# kubesim has recorded as many requests as our client says it made.
 BOOKMARK_SECONDS = 0.2
-RECORD_GRACE_SECONDS = 0.5
+RECORD_WAIT_SECONDS = 5.0
 
 
 @dataclass
@@ -78,6 +79,24 @@ def _pods_left(sim: KubeSim, node: str) -> list[str]:
     return left
 
 
+def _requests_made(process: Process) -> int:
+    """The request count our client reports (its last output line, JSON)."""
+    try:
+        answer = json.loads(process.output.strip().splitlines()[-1])
+        return int(answer["report"]["api_requests"])
+    except (IndexError, ValueError, KeyError, TypeError):
+        return 0
+
+
+def _records(sim: KubeSim, user: str, expected: int) -> list[Any]:
+    deadline = time.monotonic() + RECORD_WAIT_SECONDS
+    records = sim.requests(user)
+    while len(records) < expected and time.monotonic() < deadline:
+        time.sleep(0.05)
+        records = sim.requests(user)
+    return records
+
+
 def _figures(result: RunResult, records: list[Any], window: measure.Window | None) -> None:
     result.requests = len(records)
     result.verbs = measure.by_verb(records)
@@ -115,8 +134,7 @@ def drain_once(
             assert kubectl is not None
             process = run_kubectl(kubectl, sim.kubeconfig, prepared.node, scenario.timeout)
             user = KUBECTL_USER
-        time.sleep(RECORD_GRACE_SECONDS)
-        records = sim.requests(user)
+        records = _records(sim, user, _requests_made(process) if client == "ours" else 0)
         window = measure.drain_window(records)
         _figures(result, records, window)
         _process(result, process)
@@ -174,8 +192,8 @@ def _line(result: RunResult) -> str:
 
 
 def warm_up(speed: float, kubectl: Path | None, scenario: Scenario) -> None:
-    """One throwaway run per client: loads kubesim's lazily imported code paths in
-    this process and both clients' files into the page cache."""
+    """One small throwaway run per client: loads kubesim's lazily imported code
+    paths in this process and both clients' files into the page cache."""
     drain_once(scenario, "ours", 0, speed, kubectl)
     if kubectl is not None:
         drain_once(scenario, "kubectl", 0, speed, kubectl)
