@@ -98,6 +98,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             else "kubectl drain: client-side throttling, 5 s sleep after each PDB refusal."
         )
     print()
+    print(report.evictions_text(summaries))
+    print()
     if cold is not None:
         print(report.coldstart_text(cold))
         print()

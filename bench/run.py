@@ -51,6 +51,9 @@ class RunResult:
     seconds: float | None = None
     """Scenario 5: find_node's own time, measured in the client."""
     setup: float = 0.0
+    evict_first: float | None = None
+    evict_last: float | None = None
+    """When the first and the last eviction request arrived, seconds into the window."""
 
     @property
     def overhead(self) -> float | None:
@@ -140,6 +143,10 @@ def drain_once(
         _process(result, process)
         if window is not None:
             result.sim_passes, result.sim_busy = controllers.busy(window.start, window.end)
+            evictions = [r.at for r in records if r.resource == "pods/eviction"]
+            if evictions:
+                result.evict_first = min(evictions) - window.start
+                result.evict_last = max(evictions) - window.start
         elif result.ok:
             result.ok, result.problem = False, "no cordon request seen"
         left = _pods_left(sim, prepared.node)
