@@ -381,7 +381,11 @@ class LifecycleLedger(BaseBackend):
         states = [s for s in group.instance_states if s.instance.id == action.instance_id]
         for state in states:
             group.instance_states.remove(state)
-        self.autoscaling.ec2_backend.terminate_instances([action.instance_id])
+        known = {
+            i.id for r in self.autoscaling.ec2_backend.reservations.values() for i in r.instances
+        }
+        if action.instance_id in known:  # EC2 may have forgotten it already
+            self.autoscaling.ec2_backend.terminate_instances([action.instance_id])
         # Like Auto Scaling: below the desired capacity (no scale-in lowered it), launch
         # a replacement.
         group.set_desired_capacity(group.desired_capacity)

@@ -98,6 +98,7 @@ class DrainReport:
     warnings: dict[str, list[str]] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
     would_evict: list[str] = field(default_factory=list)  # dry run
+    held_at_timeout: str = ""  # what still held the node when the drain timed out
     requests: int = 0
     seconds: float = 0.0
 
@@ -235,7 +236,8 @@ class Drain:
             report.remaining = sorted(pods.name(p) for p in remaining)
             if self.clock() >= deadline:
                 report.outcome = Outcome.TIMED_OUT
-                log.warning("drain of %s timed out: %s", self.node, report.timeout_message())
+                report.held_at_timeout = report.timeout_message()
+                log.warning("drain of %s timed out: %s", self.node, report.held_at_timeout)
                 if self.options.force_on_timeout:
                     self._force(remaining)
             else:

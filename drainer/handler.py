@@ -159,6 +159,11 @@ def handle(
         completed = False
     _log_outcome(run, result, completed)
     summary = _summary(run, result, completed, time.monotonic() - started)
+    if event.handover is not None:
+        # The drain as a whole, across invocations: state carried by the hand-over.
+        summary["handovers_so_far"] = event.handover.handovers
+        summary["heartbeats_total"] = event.handover.heartbeats + run.heartbeats
+        summary["drain_seconds_total"] = round(time.time() - event.handover.started_at, 3)
     log.info(
         "drain finished: " + ", ".join(f"{k}={v}" for k, v in summary.items()),
         extra={"summary": summary},

@@ -276,7 +276,8 @@ def _drain(
     if report.outcome == Outcome.TIMED_OUT:
         run.message = (
             f"drain timed out after {settings.drain_timeout_seconds} s "
-            f"(TIMEOUT_POLICY={settings.timeout_policy}): {report.timeout_message()}"
+            f"(TIMEOUT_POLICY={settings.timeout_policy}): {report.held_at_timeout}"
+            + (f"; force-deleted {report.forced} pods" if report.forced else "")
         )
 
 

@@ -167,3 +167,14 @@ def place_on(world: World, node: str, objects: list[dict[str, Any]], timeout: fl
         wait_until(lambda: all_ready(world.sim), timeout)
     finally:
         set_schedulable(world.sim, others, True)
+
+
+def forget_instance(world: World, instance_id: str) -> None:
+    """Make EC2 forget an instance (as after it was terminated long ago): an explicit
+    reach into moto's EC2 backend, because no EC2 API call does that."""
+    from moto.core.models import DEFAULT_ACCOUNT_ID
+    from moto.ec2.models import ec2_backends
+
+    backend = ec2_backends[DEFAULT_ACCOUNT_ID][world.region]
+    for reservation in backend.reservations.values():
+        reservation.instances = [i for i in reservation.instances if i.id != instance_id]

@@ -1,0 +1,75 @@
+"""Twenty nodes of one cluster drained at once by twenty concurrent handler runs,
+sharing PodDisruptionBudgets: all finish, no budget is violated, and the total
+time stays close to what the budgets allow."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from typing import Any
+
+import pytest
+
+from drainer import handler
+from testbed import LambdaContext, World
+from testbed import workloads as w
+from testbed.world import all_ready, set_schedulable, wait_until
+
+from .conftest import SPEED, BudgetWatcher
+
+DRAINED = 20
+SPARE = 5
+APPS = 4
+REPLICAS = 20  # one pod of every app on every node to drain
+STARTUP = 10.0  # simulated seconds until a replacement is Ready
+MAX_UNAVAILABLE = 2
+
+
+@pytest.mark.parametrize("world", [{"size": DRAINED + SPARE}], indirect=True)
+def test_twenty_nodes_at_once__all_drained__budgets_hold__time_close_to_budget_pace(
+    world: World, budgets: BudgetWatcher
+) -> None:
+    instances = list(world.instance_ids)
+    to_drain, spare = instances[:DRAINED], instances[DRAINED:]
+    spare_nodes = [world.nodes[i] for i in spare]
+    set_schedulable(world.sim, spare_nodes, False)
+    objects: list[dict[str, Any]] = []
+    for app in range(APPS):
+        name = f"app{app}"
+        objects.append(w.deployment(name, REPLICAS, startup=STARTUP, shutdown=1.0))
+        objects.append(w.budget(name, {"app": name}, max_unavailable=MAX_UNAVAILABLE))
+    world.sim.apply(objects)
+    wait_until(lambda: len(world.sim.list("Pod")) == APPS * REPLICAS and all_ready(world.sim), 30)
+    set_schedulable(world.sim, spare_nodes, True)
+    budgets.start()
+    events = [world.terminate(i) for i in to_drain]
+    os.environ.update(world.env(LOG_LEVEL="WARNING"))
+    handler.reset()
+    results: dict[str, dict[str, Any]] = {}
+
+    def drain(event: dict[str, Any]) -> None:
+        results[event["detail"]["EC2InstanceId"]] = handler.lambda_handler(
+            event, LambdaContext(900)
+        )
+
+    started = time.monotonic()
+    threads = [threading.Thread(target=drain, args=(e,)) for e in events]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    elapsed = time.monotonic() - started
+
+    assert sorted(r["result"] for r in results.values()) == ["drained"] * DRAINED
+    assert sum(r["evicted"] for r in results.values()) == APPS * REPLICAS
+    assert budgets.violations() == {}
+    completions = [c["LifecycleActionResult"] for c in world.completions()]
+    assert completions == ["CONTINUE"] * DRAINED
+    # Each app's 20 pods leave MAX_UNAVAILABLE at a time, each batch waiting for its
+    # replacements to become Ready: the pace the budgets allow.
+    ideal = REPLICAS / MAX_UNAVAILABLE * STARTUP / SPEED
+    print(f"20 concurrent drains: {elapsed:.2f} s, budget pace {ideal:.2f} s")
+    assert elapsed < 3 * ideal + 5, (
+        f"{elapsed:.1f} s is far from the {ideal:.1f} s the budgets allow"
+    )
