@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -30,6 +31,7 @@ class _Container:
 
     settings: Settings | None = None
     clients: tuple[aws.AwsClients, KubeFactory] | None = None
+    lock = threading.Lock()  # one builder, even when a test runs handlers in threads
 
 
 _CONTAINER = _Container()
@@ -68,13 +70,14 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
 
 
 def _aws(settings: Settings, region: str) -> tuple[aws.AwsClients, KubeFactory]:
-    if _CONTAINER.clients is None:
-        import boto3
+    with _CONTAINER.lock:
+        if _CONTAINER.clients is None:
+            import boto3
 
-        session = boto3.Session(region_name=region or None)
-        region = session.region_name or region
-        _CONTAINER.clients = (aws.make_clients(session, region), eks_kube(session, region))
-    return _CONTAINER.clients
+            session = boto3.Session(region_name=region or None)
+            region = session.region_name or region
+            _CONTAINER.clients = (aws.make_clients(session, region), eks_kube(session, region))
+        return _CONTAINER.clients
 
 
 def reset() -> None:

@@ -16,6 +16,7 @@ import base64
 import binascii
 import logging
 import random
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -84,6 +85,17 @@ def eks_kube(session: Any, region: str) -> KubeFactory:
     """Build Kube clients for EKS clusters with IAM tokens from this session."""
     from drainer.auth import TokenSource
 
+    # One token source per cluster for the container's life: its STS client is built
+    # once and a token stays in use until it needs refreshing, across invocations.
+    sources: dict[str, TokenSource] = {}
+    lock = threading.Lock()
+
+    def token_source(cluster_name: str) -> TokenSource:
+        with lock:
+            if cluster_name not in sources:
+                sources[cluster_name] = TokenSource(session, cluster_name, region)
+            return sources[cluster_name]
+
     def factory(cluster: aws.ClusterInfo, cluster_name: str, settings: Settings) -> Kube:
         try:
             ca_pem = base64.b64decode(cluster.certificate_authority_data, validate=True)
@@ -95,7 +107,7 @@ def eks_kube(session: Any, region: str) -> KubeFactory:
         return Kube.for_cluster(
             cluster.endpoint,
             ca_pem,
-            TokenSource(session, cluster_name, region),
+            token_source(cluster_name),
             request_timeout=settings.kube_request_timeout_seconds,
             pool_size=settings.eviction_concurrency + 4,
         )
