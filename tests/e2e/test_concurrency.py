@@ -67,9 +67,12 @@ def test_twenty_nodes_at_once__all_drained__budgets_hold__time_close_to_budget_p
     completions = [c["LifecycleActionResult"] for c in world.completions()]
     assert completions == ["CONTINUE"] * DRAINED
     # Each app's 20 pods leave MAX_UNAVAILABLE at a time, each batch waiting for its
-    # replacements to become Ready: the pace the budgets allow.
+    # replacements to become Ready: the pace the budgets allow. The drain window is
+    # kubesim's clock from the drainers' first request to their last; the AWS calls
+    # before it run against one in-process moto shared by twenty threads, where each
+    # real invocation would have its own container.
     ideal = REPLICAS / MAX_UNAVAILABLE * STARTUP / SPEED
-    print(f"20 concurrent drains: {elapsed:.2f} s, budget pace {ideal:.2f} s")
-    assert elapsed < 3 * ideal + 5, (
-        f"{elapsed:.1f} s is far from the {ideal:.1f} s the budgets allow"
-    )
+    requests = world.sim.requests("eks-node-drainer")
+    window = max(r.done for r in requests) - min(r.at for r in requests)
+    print(f"20 concurrent drains: window {window:.2f} s, pace {ideal:.2f} s, wall {elapsed:.2f} s")
+    assert window < 2 * ideal + 2, f"{window:.1f} s is far from the {ideal:.1f} s budgets allow"
