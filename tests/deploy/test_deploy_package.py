@@ -236,4 +236,4 @@ def test_zip_runs_the_handler_on_a_test_notification_under_the_runtimes_python(
     assert report["files"]["kubernetes"].startswith(str(task))
     assert report["files"]["boto3"].startswith(str(runtime_sdk))
     assert report["libyaml"] is True
-    assert '"event skipped' in run.stdout or "event skipped" in run.stdout + run.stderr
+    assert "event skipped" in run.stdout + run.stderr  # the handler's JSON log line
