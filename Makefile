@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: test lint types unit cfn-lint venv clean
+.PHONY: test lint types unit cfn-lint venv clean checkov
 
 venv: $(STAMP)
 
@@ -26,7 +26,7 @@ unit: $(STAMP)
 cfn-lint: $(STAMP)
 	@if [ -f template.yaml ]; then $(VENV)/bin/cfn-lint template.yaml; fi
 
-test: lint types unit cfn-lint
+test: lint types unit cfn-lint checkov
 
 clean:
 	rm -rf $(VENV) build dist .pytest_cache .mypy_cache .ruff_cache .coverage

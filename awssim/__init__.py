@@ -14,6 +14,18 @@ AWS_ENDPOINT_URL and drive it with `AwsSimClient`.
 
 from __future__ import annotations
 
-from awssim.sim import AwsSim, install
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from awssim.sim import AwsSim, install
 
 __all__ = ["AwsSim", "install"]
+
+
+def __getattr__(name: str) -> Any:
+    # moto takes seconds to import: only AwsSim and install need it, not the client.
+    if name in __all__:
+        from awssim import sim
+
+        return getattr(sim, name)
+    raise AttributeError(f"module 'awssim' has no attribute {name!r}")

@@ -8,9 +8,8 @@ import urllib.parse
 import urllib.request
 from typing import Any, cast
 
-from moto.core.models import DEFAULT_ACCOUNT_ID
-
-from awssim.sim import DEFAULT_REGION
+DEFAULT_ACCOUNT_ID = "123456789012"  # moto's; not imported from it, to keep this module light
+DEFAULT_REGION = "us-east-1"
 
 
 class AwsSimError(Exception):

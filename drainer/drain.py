@@ -109,6 +109,7 @@ class DrainReport:
             "evicted": self.evicted,
             "already_terminating": self.already_terminating,
             "skipped": len(self.skipped),
+            "skipped_pods": dict(sorted(self.skipped.items())),
             "pdb_refusals": self.refusals,
             "remaining": len(self.remaining),
             "stuck": len(self.stuck),

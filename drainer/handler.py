@@ -207,13 +207,19 @@ def _summary(
     return summary
 
 
+def _cluster_for_metrics() -> str:
+    # A drain that failed before its cluster was known still counts against the
+    # configured one, which the stack's alarm watches.
+    return _CONTAINER.settings.cluster_name if _CONTAINER.settings is not None else ""
+
+
 def _metrics(run: Run, summary: Mapping[str, Any]) -> None:
     """CloudWatch metrics in embedded metric format: one JSON line, no API call."""
     from aws_lambda_powertools import Metrics
     from aws_lambda_powertools.metrics import MetricUnit
 
     metrics = Metrics(namespace=METRICS_NAMESPACE, service=logs.SERVICE)
-    metrics.add_dimension(name="Cluster", value=run.cluster or "unknown")
+    metrics.add_dimension(name="Cluster", value=run.cluster or _cluster_for_metrics() or "unknown")
     failed = run.result in (Result.FAILED, Result.TIMED_OUT)
     metrics.add_metric(name="DrainFailed", unit=MetricUnit.Count, value=1 if failed else 0)
     metrics.add_metric(
