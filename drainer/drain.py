@@ -66,6 +66,9 @@ class DrainOptions:
     """Fallback pacing of retries after a budget refusal, doubled up to retry_max;
     a change of the budget wakes the retry earlier."""
     retry_max: float = 4.0
+    retry_max_watched: float = 30.0
+    """The fallback cap while the budget watch is healthy: a change wakes the retry
+    anyway, so a budget that never allows costs one request per pod every ~30 s."""
     watch_timeout_seconds: int = 240
 
 
@@ -395,7 +398,8 @@ class Drain:
             self._fail(budgets.error)
             return
         seen = budgets.seen(namespace, error.budget)
-        delay = min(self._backoff(attempt), max(0.0, limit - self.clock()))
+        cap = self.options.retry_max_watched if budgets.synced else self.options.retry_max
+        delay = min(self._backoff(attempt, cap), max(0.0, limit - self.clock()))
         if error.retry_after:
             delay = min(
                 max(delay, min(error.retry_after, self.options.retry_max)),
@@ -428,8 +432,8 @@ class Drain:
                 self._budgets.start()
             return self._budgets
 
-    def _backoff(self, attempt: int) -> float:
-        base = min(self.options.retry_max, self.options.retry_min * 2.0**attempt)
+    def _backoff(self, attempt: int, cap: float | None = None) -> float:
+        base = min(cap or self.options.retry_max, self.options.retry_min * 2.0**attempt)
         return base * self._rng.uniform(0.5, 1.0)
 
     def _pause(self, seconds: float, limit: float) -> None:

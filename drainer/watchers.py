@@ -41,6 +41,7 @@ class _Follower:
         self.watches = 0
         self.version = 0  # bumped on every change, for waiters
         self._stop = threading.Event()
+        self._watching = False
         self._streams = Streams()
         self._thread: threading.Thread | None = None
         self._rng = rng or random.Random()  # noqa: S311 - jitter
@@ -84,6 +85,11 @@ class _Follower:
     def stopped(self) -> bool:
         return self._stop.is_set()
 
+    @property
+    def synced(self) -> bool:
+        """Listed and watching, with no error since: changes will be seen."""
+        return self._watching and self.error is None
+
     def _changed(self) -> None:
         self.version += 1
         self.cond.notify_all()
@@ -99,6 +105,7 @@ class _Follower:
                         self._replace(items)
                         self._changed()
                 self.watches += 1
+                self._watching = True
                 for event in self._watch(resource_version):
                     if self._stop.is_set():
                         return
@@ -114,6 +121,7 @@ class _Follower:
                 failures = 0  # the server ended the watch normally: resume from where it was
             except KubeGone:
                 log.info("%s: watch history expired; re-listing", self.name)
+                self._watching = False
                 resource_version = ""
             except KubeForbidden as e:
                 with self.cond:
@@ -124,6 +132,7 @@ class _Follower:
                 if self._stop.is_set():
                     return
                 failures += 1
+                self._watching = False
                 delay = min(5.0, 0.25 * 2**failures) * self._rng.uniform(0.5, 1.0)
                 log.warning("%s: %s; re-listing in %.1f s", self.name, e, delay)
                 resource_version = ""

@@ -115,6 +115,14 @@ def eks_kube(session: Any, region: str) -> KubeFactory:
     return factory
 
 
+def work_time(remaining: float, margin: float) -> float:
+    """How long this invocation may drain before handing over: its remaining time less
+    the margin, but never less than half of what remains, so a function whose timeout
+    is shorter than the margin still makes progress instead of handing over at once,
+    forever."""
+    return max(remaining - margin, remaining / 2)
+
+
 def drain_options(settings: Settings) -> DrainOptions:
     return DrainOptions(
         filters=FilterOptions(
@@ -224,7 +232,9 @@ def _drain(
     deadline = run.started_at + settings.drain_timeout_seconds
     stop_at = None
     if invocation is not None:
-        stop_at = clock() + invocation.remaining_seconds() - settings.handover_margin_seconds
+        stop_at = clock() + work_time(
+            invocation.remaining_seconds(), settings.handover_margin_seconds
+        )
     rng = random.Random()  # noqa: S311 - jitter
     attempt = 0
     while True:

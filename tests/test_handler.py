@@ -81,3 +81,20 @@ def test_invalid_setting__fails_naming_the_variable(
 ) -> None:
     with pytest.raises(SettingsError, match="DRAIN_TIMEOUT_SECONDS"):
         clean_handler(load_event("terminate"), DRAIN_TIMEOUT_SECONDS="soon")
+
+
+@pytest.mark.parametrize(
+    ("remaining", "margin", "expected"),
+    [
+        (900.0, 60.0, 840.0),  # the usual case: hand over a minute before the deadline
+        (100.0, 60.0, 50.0),  # a short function: at least half its time is work
+        (60.0, 60.0, 30.0),  # never hand over at once, forever
+        (10.0, 600.0, 5.0),
+    ],
+)
+def test_work_time__never_hands_over_without_progress(
+    remaining: float, margin: float, expected: float
+) -> None:
+    from drainer.workflow import work_time
+
+    assert work_time(remaining, margin) == expected
