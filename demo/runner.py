@@ -10,7 +10,8 @@ credentials that only the local emulators accept.
 
 The last stdout line is the outcome, as JSON: {"lambda_result": <the handler's
 return value>} or {"lambda_error": {"errorType": ..., "errorMessage": ...}}.
-It imports nothing from the emulators: this process is the function.
+It imports nothing from the emulators (testbed.context is a plain dataclass):
+this process is the function.
 """
 
 from __future__ import annotations
@@ -22,40 +23,11 @@ import sys
 import threading
 import time
 import traceback
-import uuid
-from dataclasses import dataclass, field
 from typing import Any
 
+from testbed.context import LambdaContext  # light: no emulator behind it
+
 EXIT_TIMED_OUT = 124
-
-
-@dataclass
-class LambdaContext:
-    """The attributes and the one method of a Lambda context the handler uses."""
-
-    timeout_seconds: float
-    function_name: str
-    region: str
-    account: str
-    memory_limit_in_mb: int = 512
-    function_version: str = "$LATEST"
-    aws_request_id: str = field(default_factory=lambda: str(uuid.uuid4()))
-    started: float = field(default_factory=time.monotonic)
-
-    @property
-    def invoked_function_arn(self) -> str:
-        return f"arn:aws:lambda:{self.region}:{self.account}:function:{self.function_name}"
-
-    @property
-    def log_group_name(self) -> str:
-        return f"/aws/lambda/{self.function_name}"
-
-    @property
-    def log_stream_name(self) -> str:
-        return f"{time.strftime('%Y/%m/%d')}/[{self.function_version}]{self.aws_request_id[:8]}"
-
-    def get_remaining_time_in_millis(self) -> int:
-        return max(0, int((self.started + self.timeout_seconds - time.monotonic()) * 1000))
 
 
 def _emit(outcome: dict[str, Any]) -> None:

@@ -115,12 +115,15 @@ def eks_kube(session: Any, region: str) -> KubeFactory:
     return factory
 
 
+MIN_WORK_SECONDS = 5.0
+
+
 def work_time(remaining: float, margin: float) -> float:
     """How long this invocation may drain before handing over: its remaining time less
-    the margin, but never less than half of what remains, so a function whose timeout
-    is shorter than the margin still makes progress instead of handing over at once,
-    forever."""
-    return max(remaining - margin, remaining / 2)
+    the margin, but at least a few seconds (or half of what remains, if less), so a
+    function whose timeout is not longer than the margin still makes progress instead
+    of handing over at once, forever."""
+    return max(remaining - margin, min(remaining / 2, MIN_WORK_SECONDS))
 
 
 def drain_options(settings: Settings) -> DrainOptions:

@@ -15,6 +15,7 @@ class LambdaContext:
     region: str = "us-east-1"
     account: str = "123456789012"
     memory_limit_in_mb: int = 512
+    function_version: str = "$LATEST"
     aws_request_id: str = field(default_factory=lambda: str(uuid.uuid4()))
     started: float = field(default_factory=time.monotonic)
 
@@ -25,6 +26,10 @@ class LambdaContext:
     @property
     def log_group_name(self) -> str:
         return f"/aws/lambda/{self.function_name}"
+
+    @property
+    def log_stream_name(self) -> str:
+        return f"{time.strftime('%Y/%m/%d')}/[{self.function_version}]{self.aws_request_id[:8]}"
 
     def get_remaining_time_in_millis(self) -> int:
         return max(0, int((self.started + self.timeout_seconds - time.monotonic()) * 1000))

@@ -87,9 +87,9 @@ def test_invalid_setting__fails_naming_the_variable(
     ("remaining", "margin", "expected"),
     [
         (900.0, 60.0, 840.0),  # the usual case: hand over a minute before the deadline
-        (100.0, 60.0, 50.0),  # a short function: at least half its time is work
-        (60.0, 60.0, 30.0),  # never hand over at once, forever
-        (10.0, 600.0, 5.0),
+        (64.0, 60.0, 5.0),  # a short function still drains a few seconds each time
+        (60.0, 60.0, 5.0),  # never hand over at once, forever
+        (6.0, 600.0, 3.0),  # and never past half of what is left
     ],
 )
 def test_work_time__never_hands_over_without_progress(
