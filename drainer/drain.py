@@ -67,8 +67,8 @@ class DrainOptions:
     a change of the budget wakes the retry earlier."""
     retry_max: float = 4.0
     retry_max_watched: float = 30.0
-    """The fallback cap while the budget watch is healthy: a change wakes the retry
-    anyway, so a budget that never allows costs one request per pod every ~30 s."""
+    """The fallback while the budget watch is healthy: a change wakes the retry
+    anyway, so a budget that never allows costs one request per pod every ~20 s."""
     watch_timeout_seconds: int = 240
 
 
@@ -398,8 +398,13 @@ class Drain:
             self._fail(budgets.error)
             return
         seen = budgets.seen(namespace, error.budget)
-        cap = self.options.retry_max_watched if budgets.synced else self.options.retry_max
-        delay = min(self._backoff(attempt, cap), max(0.0, limit - self.clock()))
+        if budgets.synced:
+            # The watch wakes this retry when the budget allows; the timer is only a
+            # safety net against a missed event.
+            delay = self.options.retry_max_watched * self._rng.uniform(0.5, 1.0)
+        else:
+            delay = self._backoff(attempt)
+        delay = min(delay, max(0.0, limit - self.clock()))
         if error.retry_after:
             delay = min(
                 max(delay, min(error.retry_after, self.options.retry_max)),
@@ -432,8 +437,8 @@ class Drain:
                 self._budgets.start()
             return self._budgets
 
-    def _backoff(self, attempt: int, cap: float | None = None) -> float:
-        base = min(cap or self.options.retry_max, self.options.retry_min * 2.0**attempt)
+    def _backoff(self, attempt: int) -> float:
+        base = min(self.options.retry_max, self.options.retry_min * 2.0**attempt)
         return base * self._rng.uniform(0.5, 1.0)
 
     def _pause(self, seconds: float, limit: float) -> None:

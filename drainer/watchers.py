@@ -200,6 +200,9 @@ class BudgetTracker(_Follower):
         super().__init__(kube, **kwargs)
         self._budgets: dict[tuple[str, str], Obj] = {}
         self._versions: dict[tuple[str, str], int] = {}
+        self._queues: dict[tuple[str, str], list[tuple[object, int]]] = {}
+        # Per budget: (version, waiters let through at that version).
+        self._released: dict[tuple[str, str], tuple[int, int]] = {}
 
     def _list(self) -> tuple[list[Obj], str]:
         return self.kube.list_budgets()
@@ -236,18 +239,49 @@ class BudgetTracker(_Follower):
 
     def wait_for_room(self, namespace: str, name: str, seen: int, timeout: float) -> bool:
         """Wait until the budget changed since `seen` and allows a disruption (or was
-        deleted), or `timeout`; True when it looks worth retrying now."""
+        deleted), or `timeout`; True when it looks worth retrying now.
+
+        Waiters queue per budget, and a change that allows N disruptions lets only the
+        first N in line go: the others would only be refused again (a budget of one
+        with a hundred pods waiting would otherwise cost a hundred requests per pod
+        it lets through)."""
+        key = (namespace, name)
+        me = object()
 
         def ready() -> bool:
             if self.stopped or self.error is not None:
                 return True
-            if self._versions.get((namespace, name), 0) == seen:
+            version = self._versions.get(key, 0)
+            if version == seen:
                 return False
             allowed = self.allowed(namespace, name)
-            return allowed is None or allowed > 0
+            if allowed is None:
+                return True
+            released_at, released = self._released.get(key, (-1, 0))
+            already = released if released_at == version else 0
+            # My place in line among the waiters this change concerns (not those
+            # refused after it, which wait for the next one).
+            ahead = 0
+            for other, other_seen in self._queues[key]:
+                if other is me:
+                    break
+                if other_seen != version:
+                    ahead += 1
+            return ahead < allowed - already
 
         with self.cond:
-            return self.cond.wait_for(ready, timeout)
+            queue = self._queues.setdefault(key, [])
+            queue.append((me, seen))
+            try:
+                ready_now = self.cond.wait_for(ready, timeout)
+                if ready_now and not self.stopped and self.error is None:
+                    version = self._versions.get(key, 0)
+                    released_at, released = self._released.get(key, (-1, 0))
+                    self._released[key] = (version, (released if released_at == version else 0) + 1)
+                return ready_now
+            finally:
+                queue.remove((me, seen))
+                self.cond.notify_all()  # the line moved up
 
     def matching(self, pod: Pod) -> list[str]:
         """Names of the budgets whose selector matches the pod (for error messages)."""
