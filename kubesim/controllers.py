@@ -143,12 +143,20 @@ class Simulator:
         heapq.heappush(self._timers, (at, key))
 
     def _run(self) -> None:
+        pass_seconds = 0.0
         while not self._stop.is_set():
+            if pass_seconds:
+                # A pass holds the store lock for time proportional to the cluster:
+                # give the API at least as long between passes, so a stream of changes
+                # cannot keep the controllers and the requests they cause starved.
+                time.sleep(min(pass_seconds, 0.05))
+                pass_seconds = 0.0
             with self.store.lock:
                 now = self.clock()
                 due = bool(self._timers) and self._timers[0][0] <= now
                 if self._dirty or due:
                     self._dirty = False
+                    started = time.monotonic()
                     try:
                         self.reconcile()
                     except Exception:  # the simulator must never die silently
@@ -160,6 +168,7 @@ class Simulator:
                         # holding the store lock, for as long as their objects exist.
                         while self._timers and self._timers[0][0] <= now:
                             heapq.heappop(self._timers)
+                    pass_seconds = time.monotonic() - started
                 if self._dirty:
                     continue
                 while self._timers and self._due.get(self._timers[0][1]) != self._timers[0][0]:
