@@ -264,8 +264,26 @@ def _subject_matches(subject: dict[str, Any], user: User) -> bool:
 class Authorizer:
     def __init__(self, store: Store) -> None:
         self.store = store
+        # The roles that apply to (user, namespace), until an RBAC object changes:
+        # most requests then authorize without taking the store lock at all.
+        self._cache: dict[tuple[User, str], list[Obj]] = {}
+        store.add_hook(self._on_change)
+
+    def _on_change(self, change: Any) -> None:
+        if change.resource.group == "rbac.authorization.k8s.io":
+            self._cache = {}
 
     def _roles(self, user: User, namespace: str) -> list[Obj]:
+        cache = self._cache
+        found = cache.get((user, namespace))
+        if found is None:
+            with self.store.lock:
+                found = self._resolve(user, namespace)
+                if cache is self._cache:  # no RBAC change since the lookup began
+                    cache[(user, namespace)] = found
+        return found
+
+    def _resolve(self, user: User, namespace: str) -> list[Obj]:
         from kubesim.resources import BY_KEY
 
         rbac = "rbac.authorization.k8s.io"
