@@ -187,12 +187,23 @@ def test_patch__pod_status_subresource__only_status_changes(sim: KubeSim, core: 
 # -- update ----------------------------------------------------------------------
 
 
+def _replace_deployment(apps: Any, change: Any) -> Any:
+    """Read, change, replace; on a 409 (the controllers updated the status meanwhile)
+    read again, as a real client does."""
+    for _ in range(10):
+        current = apps.read_namespaced_deployment("web", "default")
+        change(current)
+        try:
+            return apps.replace_namespaced_deployment("web", "default", current)
+        except ApiException as e:
+            assert e.status == 409
+    raise AssertionError("the update kept conflicting")
+
+
 def test_update__metadata_only__generation_unchanged(sim: KubeSim, apps: Any) -> None:
     sim.apply(workload("Deployment", "web"))
-    current = apps.read_namespaced_deployment("web", "default")
-    current.metadata.labels = {"team": "a"}
 
-    updated = apps.replace_namespaced_deployment("web", "default", current)
+    updated = _replace_deployment(apps, lambda d: setattr(d.metadata, "labels", {"team": "a"}))
 
     assert updated.metadata.generation == 1
     assert updated.metadata.labels == {"team": "a"}
@@ -200,10 +211,8 @@ def test_update__metadata_only__generation_unchanged(sim: KubeSim, apps: Any) ->
 
 def test_update__spec_change__generation_increments(sim: KubeSim, apps: Any) -> None:
     sim.apply(workload("Deployment", "web"))
-    current = apps.read_namespaced_deployment("web", "default")
-    current.spec.replicas = 3
 
-    updated = apps.replace_namespaced_deployment("web", "default", current)
+    updated = _replace_deployment(apps, lambda d: setattr(d.spec, "replicas", 3))
 
     assert updated.metadata.generation == 2
 
