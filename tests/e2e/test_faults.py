@@ -176,7 +176,7 @@ def test_token_too_old__new_token_and_retry__never_two_401_in_a_row(
     world: World, invoke: Invoke, budgets: BudgetWatcher
 ) -> None:
     instance = world.instance_ids[0]
-    web(world, instance, replicas=3, shutdown=80.0)
+    web(world, instance, replicas=3, shutdown=80.0, grace=120)
     budgets.start()
     world.sim.authenticator.max_token_age = 2.0  # X-Amz-Date has 1 s steps: stale mid-drain
 

@@ -23,7 +23,7 @@ def test_no_token_or_secret_in_logs__even_at_debug(
     world: World, invoke: Invoke, drainer_logs: LogCapture, capsys: pytest.CaptureFixture[str]
 ) -> None:
     instance = world.instance_ids[0]
-    place_on(world, world.nodes[instance], [w.deployment("web", 2, shutdown=80.0)])
+    place_on(world, world.nodes[instance], [w.deployment("web", 2, shutdown=80.0, grace=120)])
     # Tokens go stale mid-drain (X-Amz-Date has 1 s steps): a refresh and a 401 on the way.
     world.sim.authenticator.max_token_age = 2.0
 
