@@ -202,7 +202,7 @@ def test_node_deleted_mid_drain__finishes_with_continue(
 ) -> None:
     instance = world.instance_ids[0]
     node = world.nodes[instance]
-    web(world, instance, replicas=3, shutdown=40.0)
+    web(world, instance, replicas=3, shutdown=40.0, grace=120)
     budgets.start()
 
     def delete_node_once_evicting() -> None:
@@ -323,7 +323,7 @@ def test_heartbeat_fails_transiently__retried(
     world: World, invoke: Invoke, budgets: BudgetWatcher
 ) -> None:
     instance = world.instance_ids[0]
-    web(world, instance, replicas=2, shutdown=50.0)
+    web(world, instance, replicas=2, shutdown=50.0, grace=120)
     budgets.start()
     world.aws.fail_next("heartbeat", "Throttling")
 
@@ -341,7 +341,7 @@ def test_heartbeat_validation_error__heartbeats_stop__action_left(
     world: World, invoke: Invoke, budgets: BudgetWatcher
 ) -> None:
     instance = world.instance_ids[0]
-    web(world, instance, replicas=2, shutdown=50.0)
+    web(world, instance, replicas=2, shutdown=50.0, grace=120)
     budgets.start()
     event = world.terminate(instance)
     token = event["detail"]["LifecycleActionToken"]
