@@ -318,12 +318,15 @@ def test_complete_says_action_gone__success_logged(
     check_invariants(world, budgets, instance, None)
 
 
-@pytest.mark.parametrize("world", [{"heartbeat_timeout": 2}], indirect=True)
+# A short hook timeout so heartbeats come every 2 s; the drain lasts ~5 s, long
+# enough for the retry of a failed beat, which comes well before the hook would
+# time out.
+@pytest.mark.parametrize("world", [{"heartbeat_timeout": 4}], indirect=True)
 def test_heartbeat_fails_transiently__retried(
     world: World, invoke: Invoke, budgets: BudgetWatcher
 ) -> None:
     instance = world.instance_ids[0]
-    web(world, instance, replicas=2, shutdown=50.0, grace=120)
+    web(world, instance, replicas=2, shutdown=100.0, grace=120)
     budgets.start()
     world.aws.fail_next("heartbeat", "Throttling")
 
@@ -336,7 +339,7 @@ def test_heartbeat_fails_transiently__retried(
     check_invariants(world, budgets, instance, "CONTINUE")
 
 
-@pytest.mark.parametrize("world", [{"heartbeat_timeout": 2}], indirect=True)
+@pytest.mark.parametrize("world", [{"heartbeat_timeout": 4}], indirect=True)
 def test_heartbeat_validation_error__heartbeats_stop__action_left(
     world: World, invoke: Invoke, budgets: BudgetWatcher
 ) -> None:
