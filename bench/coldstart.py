@@ -50,8 +50,7 @@ t1 = time.perf_counter()
 from drainer import aws, handler, workflow
 settings = handler.load_settings(os.environ)
 t2 = time.perf_counter()
-import boto3
-session = boto3.Session(region_name="us-east-1")
+session = aws.Session(region_name="us-east-1")  # what the handler builds
 clients = aws.make_clients(session, "us-east-1")
 t3 = time.perf_counter()
 cluster = aws.ClusterInfo(

@@ -123,11 +123,9 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _node_for_instance(kube: Kube, instance_id: str) -> str | None:
-    import boto3
-
     from drainer import aws
 
-    session = boto3.Session()
+    session = aws.Session()
     identity = aws.describe_instance(aws.make_clients(session).ec2, instance_id)
     return find_node(
         kube, identity.private_dns_name, identity.hostname_candidates, identity.provider_id_suffix

@@ -20,9 +20,11 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import boto3
+if TYPE_CHECKING:
+    from drainer.aws import ClientFactory
+
 
 TOKEN_PREFIX = "k8s-aws-v1."  # noqa: S105 - a format prefix, not a password
 CLUSTER_ID_HEADER = "x-k8s-aws-id"
@@ -77,7 +79,7 @@ class TokenSource:
 
     def __init__(
         self,
-        session: boto3.Session,
+        session: ClientFactory,
         cluster_name: str,
         region: str,
         clock: Callable[[], float] = time.time,

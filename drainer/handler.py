@@ -27,7 +27,7 @@ METRICS_NAMESPACE = "EksNodeDrainer"
 
 class _Container:
     """What a Lambda container keeps between invocations: settings read once, clients
-    built once (connections and the boto3 session are reused)."""
+    built once (connections and the botocore session are reused)."""
 
     settings: Settings | None = None
     clients: tuple[aws.AwsClients, KubeFactory] | None = None
@@ -72,9 +72,7 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
 def _aws(settings: Settings, region: str) -> tuple[aws.AwsClients, KubeFactory]:
     with _CONTAINER.lock:
         if _CONTAINER.clients is None:
-            import boto3
-
-            session = boto3.Session(region_name=region or None)
+            session = aws.Session(region_name=region or None)
             region = session.region_name or region
             _CONTAINER.clients = (aws.make_clients(session, region), eks_kube(session, region))
         return _CONTAINER.clients

@@ -174,7 +174,7 @@ with open(event_path) as f:
 
 # What the first drain imports lazily must load too (compiled extensions included).
 import aws_lambda_powertools.metrics, kubernetes.client, kubernetes.config, pydantic_core, yaml
-files = {m: sys.modules[m].__file__ for m in ("drainer.handler", "kubernetes", "boto3", "yaml")}
+files = {m: sys.modules[m].__file__ for m in ("drainer.handler", "kubernetes", "botocore", "yaml")}
 print(json.dumps({"result": result, "calls": calls, "files": files,
                   "libyaml": yaml.__with_libyaml__, "version": list(sys.version_info[:2])}))
 """
@@ -234,6 +234,6 @@ def test_zip_runs_the_handler_on_a_test_notification_under_the_runtimes_python(
     assert report["calls"] == []
     assert report["files"]["drainer.handler"].startswith(str(task))
     assert report["files"]["kubernetes"].startswith(str(task))
-    assert report["files"]["boto3"].startswith(str(runtime_sdk))
+    assert report["files"]["botocore"].startswith(str(runtime_sdk))
     assert report["libyaml"] is True
     assert "event skipped" in run.stdout + run.stderr  # the handler's JSON log line
