@@ -18,12 +18,10 @@ import json
 import logging
 import random
 import re
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Protocol
 
 import urllib3
@@ -49,6 +47,26 @@ PAGE_SIZE = 500
 USER_AGENT = "eks-node-drainer/0.1"
 _BUDGET_NAME = re.compile(r"The disruption budget (\S+) ")
 _MAX_BODY_IN_MESSAGE = 300
+
+
+_IMPORT_LOCK = threading.Lock()
+_LOADED: dict[str, Any] = {}
+
+
+def _client() -> Any:
+    """The kubernetes.client package, imported once under a lock: its names are
+    exported lazily, and two threads asking for them at the same time on a cold
+    import can see a half-initialised module. Imported lazily at all because a
+    skipped event or an instance without a node never needs it (cold start)."""
+    client = _LOADED.get("client")
+    if client is None:
+        with _IMPORT_LOCK:
+            import kubernetes.client
+            from kubernetes.client import ApiClient, Configuration  # noqa: F401 - resolve now
+            from kubernetes.client.exceptions import ApiException  # noqa: F401
+
+            client = _LOADED.setdefault("client", kubernetes.client)
+    return client
 
 
 class TokenProvider(Protocol):
@@ -210,8 +228,7 @@ class Kube:
         sleep: Callable[[float], None] = time.sleep,
         rng: random.Random | None = None,
     ) -> None:
-        from kubernetes.client import ApiClient
-
+        client = _client()
         self._token = token
         if token is not None:
             configuration.api_key = {"BearerToken": "Bearer pending"}
@@ -222,7 +239,7 @@ class Kube:
         )
         configuration.verify_ssl = True
         self.configuration = configuration
-        self.api_client = ApiClient(configuration)
+        self.api_client = client.ApiClient(configuration)
         self.api_client.user_agent = USER_AGENT
         self.request_timeout = request_timeout
         self.retry = retry or RetryPolicy()
@@ -242,20 +259,15 @@ class Kube:
         *,
         request_timeout: float = 10.0,
         pool_size: int = 32,
-        ca_dir: Path | None = None,
     ) -> Kube:
         """A client for an EKS cluster: its endpoint, its CA, an IAM token source."""
-        from kubernetes.client import Configuration
-
         if not ca_pem.strip():
             raise TlsVerificationError(
                 "the cluster has no certificate authority data; refusing to connect"
             )
-        configuration = Configuration(host=endpoint)
-        directory = ca_dir or Path(tempfile.gettempdir())
-        ca_file = directory / f"eks-node-drainer-ca-{abs(hash(ca_pem))}.pem"
-        ca_file.write_bytes(ca_pem)
-        configuration.ssl_ca_cert = str(ca_file)
+        configuration = _client().Configuration(host=endpoint)
+        # The CA in memory: no file to race over between concurrent clients.
+        configuration.ca_cert_data = ca_pem.decode("ascii", errors="replace")
         configuration.connection_pool_maxsize = pool_size
         return cls(configuration, token, request_timeout=request_timeout)
 
@@ -269,10 +281,11 @@ class Kube:
         pool_size: int = 32,
     ) -> Kube:
         """A client from a kubeconfig (static tokens, client certificates, exec plugins)."""
-        from kubernetes import config as kube_config
-        from kubernetes.client import Configuration
+        client = _client()
+        with _IMPORT_LOCK:
+            from kubernetes import config as kube_config
 
-        configuration = Configuration()
+        configuration = client.Configuration()
         try:
             kube_config.load_kube_config(  # type: ignore[no-untyped-call]
                 config_file=path,
@@ -299,7 +312,7 @@ class Kube:
 
     def close(self) -> None:
         self.streams.close_all()
-        self.api_client.close()  # type: ignore[no-untyped-call]
+        self.api_client.close()
 
     # -- the request loop -----------------------------------------------------
 
@@ -384,8 +397,7 @@ class Kube:
         timeout: float | tuple[float, float] | None,
         stream: bool,
     ) -> Any:
-        from kubernetes.client.exceptions import ApiException
-
+        api_exception = _client().exceptions.ApiException
         headers = {"Accept": "application/json", "Content-Type": content_type}
         query_params = [(k, v) for k, v in (query or {}).items() if v is not None]
         self.requests += 1
@@ -402,7 +414,7 @@ class Kube:
                 *serialized,
                 _request_timeout=timeout or (min(5.0, self.request_timeout), self.request_timeout),
             )
-        except ApiException as e:  # the client reports TLS failures this way (status 0)
+        except api_exception as e:  # the client reports TLS failures this way (status 0)
             raise _transport_error(e, what) from e
         except (urllib3.exceptions.HTTPError, OSError) as e:
             raise _transport_error(e, what) from e

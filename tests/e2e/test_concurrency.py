@@ -68,11 +68,14 @@ def test_twenty_nodes_at_once__all_drained__budgets_hold__time_close_to_budget_p
     assert completions == ["CONTINUE"] * DRAINED
     # Each app's 20 pods leave MAX_UNAVAILABLE at a time, each batch waiting for its
     # replacements to become Ready: the pace the budgets allow. The drain window is
-    # kubesim's clock from the drainers' first request to their last; the AWS calls
-    # before it run against one in-process moto shared by twenty threads, where each
-    # real invocation would have its own container.
+    # kubesim's clock from the drainers' first request to their last. The AWS calls
+    # before it run against one in-process moto shared by twenty threads (where each
+    # real invocation would have its own container), so the drainers reach
+    # Kubernetes up to several seconds apart, more under coverage; the bound allows
+    # for that and still fails a drainer that sleeps blindly after refusals (a 5 s
+    # sleep per refusal would take over 50 s here).
     ideal = REPLICAS / MAX_UNAVAILABLE * STARTUP / SPEED
     requests = world.sim.requests("eks-node-drainer")
     window = max(r.done for r in requests) - min(r.at for r in requests)
     print(f"20 concurrent drains: window {window:.2f} s, pace {ideal:.2f} s, wall {elapsed:.2f} s")
-    assert window < 2 * ideal + 2, f"{window:.1f} s is far from the {ideal:.1f} s budgets allow"
+    assert window < 3 * ideal + 5, f"{window:.1f} s is far from the {ideal:.1f} s budgets allow"
