@@ -20,8 +20,12 @@ lint: $(STAMP)
 types: $(STAMP)
 	$(VENV)/bin/mypy
 
+# Two workers (pytest-xdist): every test starts its own kubesim on an ephemeral port,
+# so they run side by side; on these 2-core machines this halves the suite's time.
+PYTEST_WORKERS ?= 2
+
 unit: $(STAMP)
-	$(PY) -m pytest --cov --cov-report=term
+	$(PY) -m pytest --cov --cov-report=term -n $(PYTEST_WORKERS)
 
 cfn-lint: $(STAMP)
 	@if [ -f template.yaml ]; then $(VENV)/bin/cfn-lint template.yaml; fi
