@@ -42,19 +42,10 @@ def instance_id(index: int) -> str:
 
 
 def node(name: str, index: int, capacity: int, *, hostname: str = "") -> Obj:
-    labels = {"topology.kubernetes.io/zone": ZONE, "kubernetes.io/os": "linux"}
+    labels = {"kubernetes.io/os": "linux"}
     if hostname:
         labels["kubernetes.io/hostname"] = hostname
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {"name": name, "labels": labels},
-        "spec": {"providerID": f"aws:///{ZONE}/{instance_id(index)}"},
-        "status": {
-            "capacity": {"pods": str(capacity), "cpu": "4", "memory": "16Gi"},
-            "allocatable": {"pods": str(capacity), "cpu": "3920m", "memory": "15Gi"},
-        },
-    }
+    return w.node(name, instance_id(index), ZONE, pods=capacity, labels=labels)
 
 
 @dataclass(frozen=True)

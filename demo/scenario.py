@@ -127,23 +127,11 @@ def on_the_node(scenario: Scenario) -> list[Obj]:
 
 def node_object(name: str, instance_id: str, zone: str, instance_type: str) -> Obj:
     """A worker node as the kubelet of an EKS AMI registers it."""
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {
-            "name": name,
-            "labels": {
-                "kubernetes.io/hostname": name,
-                "kubernetes.io/os": "linux",
-                "kubernetes.io/arch": "amd64",
-                "node.kubernetes.io/instance-type": instance_type,
-                "topology.kubernetes.io/zone": zone,
-                "topology.kubernetes.io/region": zone[:-1],
-            },
-        },
-        "spec": {"providerID": f"aws:///{zone}/{instance_id}"},
-        "status": {
-            "capacity": {"pods": "29", "cpu": "2", "memory": "7934Mi"},
-            "allocatable": {"pods": "29", "cpu": "1930m", "memory": "7244Mi"},
-        },
+    labels = {
+        "kubernetes.io/hostname": name,
+        "kubernetes.io/os": "linux",
+        "kubernetes.io/arch": "amd64",
+        "node.kubernetes.io/instance-type": instance_type,
+        "topology.kubernetes.io/region": zone[:-1],
     }
+    return w.node(name, instance_id, zone, pods=29, labels=labels)

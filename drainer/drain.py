@@ -13,7 +13,6 @@ import logging
 import random
 import threading
 import time
-from collections import Counter, defaultdict
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -26,15 +25,14 @@ from drainer.errors import (
     KubeConflict,
     KubeError,
     KubeForbidden,
-    KubeGone,
     KubeNotFound,
     MultipleBudgets,
     TlsVerificationError,
 )
 from drainer.filters import Action, Decision, FilterOptions
-from drainer.kube import Kube, Obj, Streams
+from drainer.kube import Kube
 from drainer.pods import Pod
-from drainer.watchers import BudgetTracker, PodTracker
+from drainer.watchers import AttachmentTracker, BudgetTracker, PodTracker
 
 log = logging.getLogger(__name__)
 
@@ -137,10 +135,6 @@ class DrainReport:
         return "; ".join(parts) or "nothing left on the node"
 
 
-class _Abort(Exception):
-    """A failure that ends the whole drain (an RBAC denial, a TLS failure)."""
-
-
 class Drain:
     def __init__(
         self,
@@ -221,7 +215,6 @@ class Drain:
             [d for d in acting if not pods.is_critical(d.pod)],
             [d for d in acting if pods.is_critical(d.pod)],
         ]
-        finished: list[Pod] = []
         for number, tier in enumerate(tiers):
             if not tier:
                 continue
@@ -231,9 +224,7 @@ class Drain:
             self._evict_tier(tier, limit)
             if self._fatal is not None:
                 return
-            tier_pods = [d.pod for d in tier]
-            finished.extend(tier_pods)
-            if not self._wait_gone(tier_pods, limit):
+            if not self._wait_gone([d.pod for d in tier], limit):
                 break
         remaining = self._still_there([d.pod for d in acting])
         if remaining:
@@ -264,18 +255,7 @@ class Drain:
             "spec": {"unschedulable": True},
         }
         try:
-            if self.options.dry_run:
-                self.kube.request(
-                    "PATCH",
-                    f"/api/v1/nodes/{self.node}",
-                    query={"dryRun": "All"},
-                    body=patch,
-                    content_type="application/merge-patch+json",
-                    verb="patch",
-                    resource="nodes",
-                )
-            else:
-                self.kube.patch_node(self.node, patch)
+            self.kube.patch_node(self.node, patch, dry_run=self.options.dry_run)
         except KubeNotFound:
             log.info("node %s is gone; nothing to drain", self.node)
             return False
@@ -403,14 +383,12 @@ class Drain:
             # safety net against a missed event.
             delay = self.options.retry_max_watched * self._rng.uniform(0.5, 1.0)
         else:
-            delay = self._backoff(attempt)
-        delay = min(delay, max(0.0, limit - self.clock()))
-        if error.retry_after:
-            delay = min(
-                max(delay, min(error.retry_after, self.options.retry_max)),
-                max(0.0, limit - self.clock()),
+            delay = max(
+                self._backoff(attempt), min(error.retry_after or 0.0, self.options.retry_max)
             )
-        budgets.wait_for_room(namespace, error.budget, seen, delay)
+        budgets.wait_for_room(
+            namespace, error.budget, seen, min(delay, max(0.0, limit - self.clock()))
+        )
         if isinstance(budgets.error, KubeForbidden):
             self._fail(budgets.error)
 
@@ -468,7 +446,7 @@ class Drain:
         announced: set[str] = set()
         with tracker.cond:
             while True:
-                if tracker.error is not None and isinstance(tracker.error, KubeForbidden):
+                if isinstance(tracker.error, KubeForbidden):
                     self._fail(tracker.error)
                     return False
                 now = self.clock()
@@ -546,63 +524,29 @@ class Drain:
         if not volumes:
             return
         until = min(limit, self.clock() + self.options.volume_detach_timeout)
-
-        def ours(attachment: Obj) -> bool:
-            spec = attachment.get("spec") or {}
-            return (
-                spec.get("nodeName") == self.node
-                and (spec.get("source") or {}).get("persistentVolumeName") in volumes
-            )
-
-        attachments, version = self.kube.list_volume_attachments()
-        pending = {a["metadata"]["name"]: a for a in attachments if ours(a)}
-        initial = len(pending)
-        streams = Streams()
-        while pending and self.clock() < until:
-            try:
-                seconds = max(1, int(until - self.clock() + 0.999))
-                for event in self.kube.watch_volume_attachments(version, seconds, streams):
-                    obj = event.get("object") or {}
-                    version = str((obj.get("metadata") or {}).get("resourceVersion") or version)
-                    name = (obj.get("metadata") or {}).get("name", "")
-                    if event.get("type") == "DELETED":
-                        if pending.pop(name, None) is not None:
-                            self._emit("volume_detached", message=name)
-                    elif event.get("type") in ("ADDED", "MODIFIED") and ours(obj):
-                        pending[name] = obj
-                    if not pending or self.clock() >= until:
-                        break
-            except KubeGone:
-                attachments, version = self.kube.list_volume_attachments()
-                pending = {a["metadata"]["name"]: a for a in attachments if ours(a)}
-            except (KubeForbidden, TlsVerificationError) as e:
-                self._fail(e)
-                return
-            except KubeError as e:
-                log.warning("watching volume attachments failed (%s); re-listing", e)
-                self._pause(1.0, until)
-                attachments, version = self.kube.list_volume_attachments()
-                pending = {a["metadata"]["name"]: a for a in attachments if ours(a)}
+        attachments = AttachmentTracker(self.kube, watch_timeout=self.options.watch_timeout_seconds)
+        attachments.start(*self.kube.list_volume_attachments())
+        try:
+            with attachments.cond:
+                pending = attachments.attached(self.node, volumes)
+                initial = len(pending)
+                while pending and self.clock() < until:
+                    if isinstance(attachments.error, KubeForbidden):
+                        self._fail(attachments.error)
+                        return
+                    attachments.cond.wait(max(0.01, min(until - self.clock(), 5.0)))
+                    still = attachments.attached(self.node, volumes)
+                    for name in pending.keys() - still.keys():
+                        self._emit("volume_detached", message=name)
+                    pending = still
+        finally:
+            attachments.stop()
         self.report.volumes_detached = initial - len(pending)
         if pending:
-            self.report.volumes_pending = sorted(
-                (a.get("spec") or {}).get("source", {}).get("persistentVolumeName", n)
-                for n, a in pending.items()
-            )
+            self.report.volumes_pending = sorted(pending.values())
             log.warning(
                 "volumes still attached to %s after %.0f s: %s",
                 self.node,
                 self.options.volume_detach_timeout,
                 ", ".join(self.report.volumes_pending),
             )
-
-
-def count_skipped(report: DrainReport) -> Counter[str]:
-    return Counter(report.skipped.values())
-
-
-def blocked_summary(report: DrainReport) -> dict[str, int]:
-    totals: dict[str, int] = defaultdict(int)
-    for budget, held in report.blocked_by.items():
-        totals[budget] += len(held)
-    return dict(totals)

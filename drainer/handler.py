@@ -53,7 +53,6 @@ def lifecycle_result(result: Result, settings: Settings) -> str | None:
         Result.FAILED: settings.failure_result,
         Result.HANDED_OVER: None,  # the next invocation completes it
         Result.NOT_ALLOWED: None,  # not our Auto Scaling group
-        Result.ALREADY_COMPLETED: None,
     }
     return table[result]
 
@@ -137,22 +136,11 @@ def handle(
         # (the drain is safe to repeat); the hook's heartbeat timeout is the backstop.
         log.error("AWS call failed; the invocation will be retried: %s", e)
         raise
+    if run.result == Result.HANDED_OVER:
+        _hand_over(run, raw_event, clients, invocation)
     result = lifecycle_result(run.result, settings)
-    if run.result == Result.HANDED_OVER and run.handover is not None:
-        if invocation is None or not invocation.function_arn:
-            run.message = "out of time and no function to hand over to"
-        else:
-            try:
-                aws.invoke_self_async(
-                    clients.lambda_, invocation.function_arn, with_handover(raw_event, run.handover)
-                )
-                log.info("handed over to a new invocation (hand-over %d)", run.handover.handovers)
-            except AwsError as e:
-                run.result = Result.FAILED
-                run.message = f"could not hand over to a new invocation: {e}"
-                result = settings.failure_result
     completed = None
-    if result is not None and not run.extra.get("action_gone"):
+    if result is not None and not run.action_gone:
         completed = aws.complete_lifecycle_action(clients.autoscaling, event, result)
         if not completed:
             log.info("the lifecycle action was already completed or timed out; nothing to do")
@@ -169,8 +157,26 @@ def handle(
         "drain finished: " + ", ".join(f"{k}={v}" for k, v in summary.items()),
         extra={"summary": summary},
     )
-    _metrics(run, summary)
+    _metrics(run, summary, settings)
     return summary
+
+
+def _hand_over(
+    run: Run, raw_event: Mapping[str, Any], clients: aws.AwsClients, invocation: Invocation | None
+) -> None:
+    """Re-invoke the function with the event and the drain's state; a hand-over that
+    cannot happen is a failure, like any other that stops the drain."""
+    try:
+        if invocation is None or not invocation.function_arn or run.handover is None:
+            raise AwsError("no function to hand over to")
+        aws.invoke_self_async(
+            clients.lambda_, invocation.function_arn, with_handover(raw_event, run.handover)
+        )
+    except AwsError as e:
+        run.result = Result.FAILED
+        run.message = f"could not hand over to a new invocation: {e}"
+        return
+    log.info("handed over to a new invocation (hand-over %d)", run.handover.handovers)
 
 
 def _log_outcome(run: Run, result: str | None, completed: bool | None) -> None:
@@ -205,19 +211,15 @@ def _summary(
     return summary
 
 
-def _cluster_for_metrics() -> str:
-    # A drain that failed before its cluster was known still counts against the
-    # configured one, which the stack's alarm watches.
-    return _CONTAINER.settings.cluster_name if _CONTAINER.settings is not None else ""
-
-
-def _metrics(run: Run, summary: Mapping[str, Any]) -> None:
+def _metrics(run: Run, summary: Mapping[str, Any], settings: Settings) -> None:
     """CloudWatch metrics in embedded metric format: one JSON line, no API call."""
     from aws_lambda_powertools import Metrics
     from aws_lambda_powertools.metrics import MetricUnit
 
     metrics = Metrics(namespace=METRICS_NAMESPACE, service=logs.SERVICE)
-    metrics.add_dimension(name="Cluster", value=run.cluster or _cluster_for_metrics() or "unknown")
+    # A drain that failed before its cluster was known still counts against the
+    # configured one, which the stack's alarm watches.
+    metrics.add_dimension(name="Cluster", value=run.cluster or settings.cluster_name or "unknown")
     failed = run.result in (Result.FAILED, Result.TIMED_OUT)
     metrics.add_metric(name="DrainFailed", unit=MetricUnit.Count, value=1 if failed else 0)
     metrics.add_metric(

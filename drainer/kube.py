@@ -123,7 +123,24 @@ def translate(
 ) -> KubeError:
     """The drainer error for an HTTP error answer of the API server."""
     body = _status_body(data)
-    message = str(body.get("message") or data[:_MAX_BODY_IN_MESSAGE].decode(errors="replace"))
+    raw = data[:_MAX_BODY_IN_MESSAGE].decode(errors="replace")
+    return translate_status(
+        status, body, headers, verb=verb, resource=resource, what=what, fallback=raw
+    )
+
+
+def translate_status(
+    status: int,
+    body: Obj,
+    headers: Mapping[str, str],
+    *,
+    verb: str,
+    resource: str,
+    what: str,
+    fallback: str = "",
+) -> KubeError:
+    """The same, from a Status object already parsed (a watch's ERROR event)."""
+    message = str(body.get("message") or fallback)
     reason = str(body.get("reason") or "")
     causes = (body.get("details") or {}).get("causes") or []
     if status == 404:
@@ -491,10 +508,9 @@ class Kube:
                     event = json.loads(line)
                     if event.get("type") == "ERROR":
                         status = event.get("object") or {}
-                        code = int(status.get("code") or 500)
-                        raise translate(
-                            code,
-                            json.dumps(status).encode(),
+                        raise translate_status(
+                            int(status.get("code") or 500),
+                            status,
                             {},
                             verb="watch",
                             resource=resource,
@@ -523,38 +539,40 @@ class Kube:
         return node
 
     def list_nodes(self, *, label_selector: str = "", page_size: int = PAGE_SIZE) -> Iterator[Obj]:
-        """All nodes, page by page (never one unbounded list)."""
-        yield from self._paged(
-            "/api/v1/nodes", {"labelSelector": label_selector or None}, "nodes", page_size
-        )[0]
+        """All nodes, page by page (never one unbounded list); stop early at will."""
+        query = {"labelSelector": label_selector or None}
+        for page in self._pages("/api/v1/nodes", query, "nodes", page_size):
+            yield from page.get("items") or []
 
-    def _paged(
-        self, path: str, query: Mapping[str, Any], resource: str, page_size: int
-    ) -> tuple[Iterator[Obj], list[str]]:
-        version: list[str] = []
+    def _pages(
+        self, path: str, query: Mapping[str, Any], resource: str, page_size: int = PAGE_SIZE
+    ) -> Iterator[Obj]:
+        """A list, one page (limit/continue) at a time."""
+        token = None
+        while True:
+            params = {**query, "limit": str(page_size), "continue": token}
+            page: Obj = self.request("GET", path, query=params, verb="list", resource=resource)
+            yield page
+            token = (page.get("metadata") or {}).get("continue")
+            if not token:
+                return
 
-        def pages() -> Iterator[Obj]:
-            token = None
-            while True:
-                params = dict(query)
-                params["limit"] = str(page_size)
-                if token:
-                    params["continue"] = token
-                page = self.request("GET", path, query=params, verb="list", resource=resource)
-                metadata = page.get("metadata") or {}
-                if not version:
-                    version.append(str(metadata.get("resourceVersion") or ""))
-                yield from page.get("items") or []
-                token = metadata.get("continue")
-                if not token:
-                    return
+    def _list_all(
+        self, path: str, resource: str, query: Mapping[str, Any] | None = None
+    ) -> tuple[list[Obj], str]:
+        """Every item, paged, and the first page's resourceVersion to watch from."""
+        items: list[Obj] = []
+        version = ""
+        for page in self._pages(path, query or {}, resource):
+            version = version or str((page.get("metadata") or {}).get("resourceVersion") or "")
+            items.extend(page.get("items") or [])
+        return items, version
 
-        return pages(), version
-
-    def patch_node(self, name: str, patch: Obj) -> Obj:
+    def patch_node(self, name: str, patch: Obj, *, dry_run: bool = False) -> Obj:
         node: Obj = self.request(
             "PATCH",
             f"/api/v1/nodes/{name}",
+            query={"dryRun": "All"} if dry_run else None,
             body=patch,
             content_type="application/merge-patch+json",
             verb="patch",
@@ -563,13 +581,9 @@ class Kube:
         )
         return node
 
-    def list_pods_on_node(self, node: str, page_size: int = PAGE_SIZE) -> tuple[list[Obj], str]:
+    def list_pods_on_node(self, node: str) -> tuple[list[Obj], str]:
         """The node's pods (paged) and the resourceVersion to watch from."""
-        pages, version = self._paged(
-            "/api/v1/pods", {"fieldSelector": f"spec.nodeName={node}"}, "pods", page_size
-        )
-        pods = list(pages)
-        return pods, version[0] if version else ""
+        return self._list_all("/api/v1/pods", "pods", {"fieldSelector": f"spec.nodeName={node}"})
 
     def watch_pods_on_node(
         self,
@@ -631,11 +645,7 @@ class Kube:
         )
 
     def list_budgets(self) -> tuple[list[Obj], str]:
-        pages, version = self._paged(
-            "/apis/policy/v1/poddisruptionbudgets", {}, "poddisruptionbudgets", PAGE_SIZE
-        )
-        budgets = list(pages)
-        return budgets, version[0] if version else ""
+        return self._list_all("/apis/policy/v1/poddisruptionbudgets", "poddisruptionbudgets")
 
     def watch_budgets(
         self, resource_version: str, timeout_seconds: int = 300, streams: Streams | None = None
@@ -661,11 +671,7 @@ class Kube:
         return claim
 
     def list_volume_attachments(self) -> tuple[list[Obj], str]:
-        pages, version = self._paged(
-            "/apis/storage.k8s.io/v1/volumeattachments", {}, "volumeattachments", PAGE_SIZE
-        )
-        attachments = list(pages)
-        return attachments, version[0] if version else ""
+        return self._list_all("/apis/storage.k8s.io/v1/volumeattachments", "volumeattachments")
 
     def watch_volume_attachments(
         self, resource_version: str, timeout_seconds: int = 60, streams: Streams | None = None

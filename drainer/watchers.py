@@ -37,9 +37,6 @@ class _Follower:
         self.kube = kube
         self.cond = threading.Condition()
         self.error: KubeError | None = None
-        self.relists = 0
-        self.watches = 0
-        self.version = 0  # bumped on every change, for waiters
         self._stop = threading.Event()
         self._watching = False
         self._streams = Streams()
@@ -91,7 +88,6 @@ class _Follower:
         return self._watching and self.error is None
 
     def _changed(self) -> None:
-        self.version += 1
         self.cond.notify_all()
 
     def _run(self, resource_version: str) -> None:
@@ -100,11 +96,9 @@ class _Follower:
             try:
                 if not resource_version:
                     items, resource_version = self._list()
-                    self.relists += 1
                     with self.cond:
                         self._replace(items)
                         self._changed()
-                self.watches += 1
                 self._watching = True
                 for event in self._watch(resource_version):
                     if self._stop.is_set():
@@ -214,8 +208,10 @@ class BudgetTracker(_Follower):
         return obj["metadata"].get("namespace", ""), obj["metadata"]["name"]
 
     def _replace(self, items: list[Obj]) -> None:
+        old = self._budgets
         self._budgets = {self._key(b): b for b in items}
-        for key in self._budgets:
+        # A re-list is a change to every budget it shows, and to every one gone since.
+        for key in old.keys() | self._budgets.keys():
             self._versions[key] = self._versions.get(key, 0) + 1
 
     def _apply(self, kind: str, obj: Obj) -> None:
@@ -294,6 +290,43 @@ class BudgetTracker(_Follower):
                 if _selects((budget.get("spec") or {}).get("selector"), labels):
                     names.append(f"{namespace}/{name}")
         return sorted(names)
+
+
+class AttachmentTracker(_Follower):
+    """The VolumeAttachments of the cluster, to see a node's volumes detach."""
+
+    name = "volumeattachments"
+
+    def __init__(self, kube: Kube, **kwargs: Any) -> None:
+        super().__init__(kube, **kwargs)
+        self._attachments: dict[str, Obj] = {}
+
+    def _list(self) -> tuple[list[Obj], str]:
+        return self.kube.list_volume_attachments()
+
+    def _watch(self, resource_version: str) -> Iterator[Obj]:
+        return self.kube.watch_volume_attachments(
+            resource_version, self._watch_timeout, self._streams
+        )
+
+    def _replace(self, items: list[Obj]) -> None:
+        self._attachments = {a["metadata"]["name"]: a for a in items}
+
+    def _apply(self, kind: str, obj: Obj) -> None:
+        if kind == "DELETED":
+            self._attachments.pop(obj["metadata"]["name"], None)
+        else:
+            self._attachments[obj["metadata"]["name"]] = obj
+
+    def attached(self, node: str, volumes: set[str]) -> dict[str, str]:
+        """Attachment name -> volume, for those of `volumes` still attached to `node`."""
+        found = {}
+        for name, attachment in self._attachments.items():
+            spec = attachment.get("spec") or {}
+            volume = (spec.get("source") or {}).get("persistentVolumeName")
+            if spec.get("nodeName") == node and volume in volumes:
+                found[name] = volume
+        return found
 
 
 def _selects(selector: dict[str, Any] | None, labels: dict[str, str]) -> bool:

@@ -19,22 +19,18 @@ import random
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
 from drainer import aws, logs
 from drainer.drain import Drain, DrainEvent, DrainOptions, DrainReport, Outcome
 from drainer.errors import (
-    AwsError,
     ClusterNotFound,
     InstanceNotFound,
     KubeError,
-    KubeForbidden,
     KubeServerError,
     KubeTooManyRequests,
-    KubeUnauthorized,
-    LifecycleActionGone,
     TlsVerificationError,
 )
 from drainer.events import Handover, LifecycleEvent
@@ -54,7 +50,6 @@ class Result(StrEnum):
     DRY_RUN = "dry_run"
     FAILED = "failed"  # unrecoverable: RBAC, no cluster, TLS, ...
     NOT_ALLOWED = "not_allowed"  # the ASG is not in ALLOWED_ASGS: not ours to touch
-    ALREADY_COMPLETED = "already_completed"  # the lifecycle action was gone
 
 
 @dataclass(frozen=True)
@@ -75,7 +70,7 @@ class Run:
     heartbeats: int = 0
     started_at: float = 0.0
     handover: Handover | None = None  # the next invocation's, when HANDED_OVER
-    extra: dict[str, Any] = field(default_factory=dict)
+    action_gone: bool = False  # the heartbeat found the lifecycle action completed or expired
 
 
 KubeFactory = Callable[[aws.ClusterInfo, str, Settings], Kube]
@@ -154,7 +149,6 @@ def drain_instance(
     *,
     clock: Callable[[], float] = time.time,
     on_event: Callable[[DrainEvent], None] | None = None,
-    heartbeat_wait: Callable[..., bool] | None = None,
 ) -> Run:
     started_at = event.handover.started_at if event.handover else clock()
     run = Run(Result.FAILED, started_at=started_at)
@@ -166,10 +160,7 @@ def drain_instance(
         )
         return run
     hook = aws.lifecycle_hook(clients.autoscaling, event.asg_name, event.hook_name)
-    heartbeat_kwargs: dict[str, Any] = {"wait": heartbeat_wait} if heartbeat_wait else {}
-    heartbeat = aws.Heartbeat(
-        clients.autoscaling, event, max(1.0, hook.heartbeat_interval), **heartbeat_kwargs
-    )
+    heartbeat = aws.Heartbeat(clients.autoscaling, event, max(1.0, hook.heartbeat_interval))
     heartbeat.start()
     try:
         _drain(
@@ -186,9 +177,9 @@ def drain_instance(
     finally:
         heartbeat.stop()
         run.heartbeats = heartbeat.beats
-        if heartbeat.gone and run.result not in (Result.NO_NODE,):
+        if heartbeat.gone:
             log.info("the lifecycle action is gone (completed elsewhere or timed out)")
-            run.extra["action_gone"] = True
+            run.action_gone = True
     if run.result == Result.HANDED_OVER:
         previous = event.handover or Handover(started_at, 0, 0)
         run.handover = previous.handed_on(run.heartbeats)
@@ -244,29 +235,19 @@ def _drain(
         try:
             kube = kube_factory(cluster, cluster_name, settings)
             try:
-                node = find_node(
+                report = _drain_node(
+                    run,
+                    event,
+                    identity,
                     kube,
-                    identity.private_dns_name,
-                    identity.hostname_candidates,
-                    identity.provider_id_suffix,
+                    settings=settings,
+                    deadline=deadline,
+                    stop_at=stop_at,
+                    clock=clock,
+                    on_event=on_event,
                 )
-                if node is None:
-                    run.result = Result.NO_NODE
-                    run.message = (
-                        f"no Kubernetes node for instance {event.instance_id} "
-                        f"(PrivateDnsName {identity.private_dns_name or 'none'}): "
-                        "never joined or already gone"
-                    )
-                    return
-                run.node = node
-                logs.bind(node_name=node)
-                drain = Drain(kube, node, drain_options(settings), clock=clock, on_event=on_event)
-                report = drain.run(deadline, stop_at)
             finally:
                 kube.close()
-        except (KubeForbidden, KubeUnauthorized, TlsVerificationError) as e:
-            run.result, run.message = Result.FAILED, str(e)
-            return
         except (KubeServerError, KubeTooManyRequests) as e:
             # The API server is unreachable or failing beyond the client's retries:
             # the whole drain is safe to repeat, so try again until time runs out.
@@ -286,10 +267,12 @@ def _drain(
             )
             time.sleep(delay)
             continue
-        except KubeError as e:
+        except KubeError as e:  # RBAC, TLS, a refused token, ...: retrying will not help
             run.result, run.message = Result.FAILED, str(e)
             return
         break
+    if report is None:
+        return
     run.report = report
     run.result = {
         Outcome.DRAINED: Result.DRAINED,
@@ -306,4 +289,30 @@ def _drain(
         )
 
 
-__all__ = ["AwsError", "Invocation", "LifecycleActionGone", "Result", "Run", "drain_instance"]
+def _drain_node(
+    run: Run,
+    event: LifecycleEvent,
+    identity: aws.NodeIdentity,
+    kube: Kube,
+    *,
+    settings: Settings,
+    deadline: float,
+    stop_at: float | None,
+    clock: Callable[[], float],
+    on_event: Callable[[DrainEvent], None] | None,
+) -> DrainReport | None:
+    """Find the instance's node and drain it; None (and NO_NODE) when there is none."""
+    node = find_node(
+        kube, identity.private_dns_name, identity.hostname_candidates, identity.provider_id_suffix
+    )
+    if node is None:
+        run.result = Result.NO_NODE
+        run.message = (
+            f"no Kubernetes node for instance {event.instance_id} "
+            f"(PrivateDnsName {identity.private_dns_name or 'none'}): never joined or already gone"
+        )
+        return None
+    run.node = node
+    logs.bind(node_name=node)
+    drain = Drain(kube, node, drain_options(settings), clock=clock, on_event=on_event)
+    return drain.run(deadline, stop_at)

@@ -12,6 +12,31 @@ from typing import Any
 Obj = dict[str, Any]
 
 
+def node(
+    name: str,
+    instance_id: str,
+    zone: str,
+    *,
+    pods: int = 110,
+    labels: dict[str, str] | None = None,
+) -> Obj:
+    """A worker node as an EKS node's kubelet registers it: its providerID names the
+    instance, its capacity says how many pods fit."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "labels": {"topology.kubernetes.io/zone": zone, **(labels or {})},
+        },
+        "spec": {"providerID": f"aws:///{zone}/{instance_id}"},
+        "status": {
+            "capacity": {"pods": str(pods), "cpu": "4", "memory": "16Gi"},
+            "allocatable": {"pods": str(pods), "cpu": "3920m", "memory": "15Gi"},
+        },
+    }
+
+
 def _annotations(startup: float, shutdown: float, detach: float = 0.0) -> dict[str, str]:
     annotations = {}
     if startup:

@@ -15,6 +15,8 @@ import boto3
 from awssim import AwsSim
 from awssim.world import NodeGroup, create_node_group
 from kubesim import DRAINER_GROUP, EksIdentity, KubeSim
+from kubesim.testing import eventually
+from testbed import workloads
 
 ROOT = Path(__file__).resolve().parent.parent
 RBAC_DIR = ROOT / "k8s-rbac"
@@ -86,21 +88,8 @@ class World:
         dns = instance["PrivateDnsName"]
         zone = instance["Placement"]["AvailabilityZone"]
         name = dns if naming == "dns" else f"worker-{instance_id[-6:]}"
-        labels = {"topology.kubernetes.io/zone": zone}
-        if naming != "dns":
-            labels["kubernetes.io/hostname"] = name
-        self.sim.apply(
-            {
-                "apiVersion": "v1",
-                "kind": "Node",
-                "metadata": {"name": name, "labels": labels},
-                "spec": {"providerID": f"aws:///{zone}/{instance_id}"},
-                "status": {
-                    "capacity": {"pods": str(capacity), "cpu": "4", "memory": "16Gi"},
-                    "allocatable": {"pods": str(capacity), "cpu": "3920m", "memory": "15Gi"},
-                },
-            }
-        )
+        labels = {"kubernetes.io/hostname": name} if naming != "dns" else {}
+        self.sim.apply(workloads.node(name, instance_id, zone, pods=capacity, labels=labels))
         self.nodes[instance_id] = name
         return name
 
@@ -138,13 +127,9 @@ def all_ready(sim: KubeSim, namespace: str = "") -> bool:
 
 
 def wait_until(predicate: Any, timeout: float = 10.0, interval: float = 0.02) -> None:
-    import time
-
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"condition not met within {timeout} s: {predicate}")
-        time.sleep(interval)
+    """Poll until `predicate()` is true (kubesim's own helper, under the name the
+    scenarios use)."""
+    eventually(predicate, timeout=timeout, interval=interval)
 
 
 def set_schedulable(sim: KubeSim, nodes: Iterable[str], schedulable: bool) -> None:

@@ -26,7 +26,6 @@ from drainer.workflow import Result
         (Result.FAILED, TimeoutPolicy.CONTINUE, "CONTINUE", "CONTINUE"),
         (Result.HANDED_OVER, TimeoutPolicy.CONTINUE, "ABANDON", None),
         (Result.NOT_ALLOWED, TimeoutPolicy.CONTINUE, "ABANDON", None),
-        (Result.ALREADY_COMPLETED, TimeoutPolicy.CONTINUE, "ABANDON", None),
     ],
 )
 def test_outcome_table(
