@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: test lint types unit cfn-lint venv clean checkov
+.PHONY: test lint types unit cfn-lint venv clean checkov controlplane
 
 venv: $(STAMP)
 
@@ -30,7 +30,14 @@ unit: $(STAMP)
 cfn-lint: $(STAMP)
 	@if [ -f template.yaml ]; then $(VENV)/bin/cfn-lint template.yaml; fi
 
-test: lint types unit cfn-lint checkov
+# The real control plane (testbed/controlplane/build.sh): kube-apiserver,
+# kube-controller-manager, kube-scheduler, etcd and kwok built from the Go modules
+# pinned in testbed/controlplane/go.mod into ~/.cache/eks-node-drainer (or
+# $$XDG_CACHE_HOME, $$EKS_DRAINER_CACHE); nothing to do once built. Needs Go.
+controlplane:
+	@bash testbed/controlplane/build.sh >/dev/null
+
+test: lint types controlplane unit cfn-lint checkov
 
 clean:
 	rm -rf $(VENV) build dist .pytest_cache .mypy_cache .ruff_cache .coverage

@@ -1,0 +1,374 @@
+"""One interface over the two Kubernetes backends of the tests: kubesim and the real
+control plane (or any cluster named by `E2E_KUBECONFIG`).
+
+Scenarios set up and inspect the cluster through `Cluster`, which speaks only the
+Kubernetes API as the admin, so the same scenario means the same on every backend.
+What only kubesim can do (faults, request records, its store) is reached through
+`Cluster.kubesim`, which a scenario that needs it marks `kubesim_only`.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import ssl
+import time
+from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlencode
+
+import urllib3
+import yaml
+
+from kubesim.resources import RESOURCES, Resource, for_kind
+
+if TYPE_CHECKING:
+    from kubesim import KubeSim
+    from kubesim.auth import Authenticator
+    from testbed.controlplane import ControlPlane
+
+Obj = dict[str, Any]
+
+
+class ApiError(Exception):
+    """An error answer of the API server: its status, Status body and headers."""
+
+    def __init__(self, status: int, body: Obj, headers: Mapping[str, str], what: str) -> None:
+        message = body.get("message") if isinstance(body, dict) else None
+        super().__init__(f"{what}: HTTP {status}: {message or body}")
+        self.status = status
+        self.body = body
+        self.headers = dict(headers)
+
+    @property
+    def reason(self) -> str:
+        return str(self.body.get("reason") or "")
+
+
+def resource_of(kind: str) -> Resource:
+    for resource in RESOURCES:
+        if resource.kind == kind:
+            return resource
+    raise ValueError(f"unknown kind {kind}")
+
+
+def _documents(objects: str | Obj | Iterable[Obj]) -> list[Obj]:
+    if isinstance(objects, str):
+        return [d for d in yaml.safe_load_all(objects) if d]
+    if isinstance(objects, dict):
+        if objects.get("kind") == "List":
+            return list(objects.get("items") or [])
+        return [objects]
+    documents: list[Obj] = []
+    for item in objects:
+        documents.extend(_documents(item))
+    return documents
+
+
+class ApiClient:
+    """A small Kubernetes client as one bearer-token identity, for tests and tools."""
+
+    def __init__(self, url: str, ca_pem: bytes, token: str, *, timeout: float = 30.0) -> None:
+        self.url = url.rstrip("/")
+        self.token = token
+        context = ssl.create_default_context(cadata=ca_pem.decode())
+        self._pool = urllib3.PoolManager(
+            ssl_context=context, maxsize=8, timeout=urllib3.Timeout(connect=5, read=timeout)
+        )
+
+    # -- raw --------------------------------------------------------------------
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Any = None,
+        query: Mapping[str, Any] | None = None,
+        content_type: str = "application/json",
+    ) -> tuple[int, dict[str, str], Any]:
+        """(status, headers, decoded JSON body or None); never raises on a status."""
+        params = {k: v for k, v in (query or {}).items() if v is not None}
+        target = self.url + path + (f"?{urlencode(params)}" if params else "")
+        headers = {"Authorization": f"Bearer {self.token}", "Accept": "application/json"}
+        data = None
+        if body is not None:
+            data = json.dumps(body).encode()
+            headers["Content-Type"] = content_type
+        answer = self._pool.request(method, target, body=data, headers=headers, retries=False)
+        try:
+            decoded = json.loads(answer.data) if answer.data else None
+        except ValueError:
+            decoded = {"message": answer.data[:500].decode(errors="replace")}
+        return answer.status, dict(answer.headers), decoded
+
+    def call(self, method: str, path: str, **kwargs: Any) -> Any:
+        status, headers, body = self.request(method, path, **kwargs)
+        if status >= 400:
+            raise ApiError(
+                status, body if isinstance(body, dict) else {}, headers, f"{method} {path}"
+            )
+        return body
+
+    # -- paths --------------------------------------------------------------------
+
+    @staticmethod
+    def path(resource: Resource, namespace: str = "", name: str = "", sub: str = "") -> str:
+        base = f"/apis/{resource.group}/{resource.version}" if resource.group else "/api/v1"
+        if resource.namespaced and namespace:
+            base += f"/namespaces/{namespace}"
+        base += f"/{resource.plural}"
+        if name:
+            base += f"/{name}"
+        if sub:
+            base += f"/{sub}"
+        return base
+
+    # -- objects ------------------------------------------------------------------
+
+    def apply(self, objects: str | Obj | Iterable[Obj], *, timeout: float = 20.0) -> list[Obj]:
+        """Create each object, in order. A pod or workload created right after its
+        namespace may meet "service account not found" until the controller manager
+        makes the default ServiceAccount: that one refusal is retried."""
+        created = []
+        for document in _documents(objects):
+            resource = for_kind(str(document.get("apiVersion")), str(document.get("kind")))
+            if resource is None:
+                raise ValueError(
+                    f"unknown kind {document.get('apiVersion')} {document.get('kind')}"
+                )
+            namespace = (document.get("metadata") or {}).get("namespace") or "default"
+            deadline = time.monotonic() + timeout
+            while True:
+                try:
+                    created.append(self.call("POST", self.path(resource, namespace), body=document))
+                    break
+                except ApiError as e:
+                    waiting = e.status == 403 and "serviceaccount" in str(e).replace(" ", "")
+                    if not waiting or time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.1)
+        return created
+
+    def get(self, kind: str, name: str, namespace: str = "") -> Obj:
+        resource = resource_of(kind)
+        result: Obj = self.call("GET", self.path(resource, namespace or "default", name))
+        return result
+
+    def find(self, kind: str, name: str, namespace: str = "") -> Obj | None:
+        try:
+            return self.get(kind, name, namespace)
+        except ApiError as e:
+            if e.status == 404:
+                return None
+            raise
+
+    def list(self, kind: str, namespace: str = "", **query: Any) -> list[Obj]:
+        resource = resource_of(kind)
+        items: list[Obj] = []
+        token = None
+        while True:
+            page = self.call(
+                "GET",
+                self.path(resource, namespace),
+                query={**query, "limit": 500, "continue": token},
+            )
+            items.extend(page.get("items") or [])
+            token = (page.get("metadata") or {}).get("continue")
+            if not token:
+                return items
+
+    def patch(self, kind: str, name: str, patch: Obj, namespace: str = "", *, sub: str = "") -> Obj:
+        resource = resource_of(kind)
+        result: Obj = self.call(
+            "PATCH",
+            self.path(resource, namespace or "default", name, sub),
+            body=patch,
+            content_type="application/merge-patch+json",
+        )
+        return result
+
+    def delete(self, kind: str, name: str, namespace: str = "", **options: Any) -> None:
+        resource = resource_of(kind)
+        try:
+            self.call(
+                "DELETE", self.path(resource, namespace or "default", name), body=options or None
+            )
+        except ApiError as e:
+            if e.status != 404:
+                raise
+
+    def watch(
+        self, kind: str, namespace: str = "", resource_version: str = "", timeout: int = 60
+    ) -> Iterator[Obj]:
+        """The events of one watch request, until the server ends it."""
+        resource = resource_of(kind)
+        query = {
+            "watch": "true",
+            "resourceVersion": resource_version or None,
+            "timeoutSeconds": str(timeout),
+            "allowWatchBookmarks": "true",
+        }
+        target = (
+            self.url
+            + self.path(resource, namespace)
+            + "?"
+            + urlencode({k: v for k, v in query.items() if v is not None})
+        )
+        answer = self._pool.request(
+            "GET",
+            target,
+            headers={"Authorization": f"Bearer {self.token}"},
+            preload_content=False,
+            timeout=urllib3.Timeout(connect=5, read=timeout + 10),
+            retries=False,
+        )
+        try:
+            if answer.status >= 400:
+                body = json.loads(answer.read() or b"{}")
+                raise ApiError(answer.status, body, dict(answer.headers), f"watch {kind}")
+            buffer = b""
+            for chunk in answer.stream(65536, decode_content=True):
+                buffer += chunk
+                while b"\n" in buffer:
+                    line, buffer = buffer.split(b"\n", 1)
+                    if line.strip():
+                        yield json.loads(line)
+        finally:
+            answer.release_conn()
+
+
+class Cluster:
+    """A running backend and an admin client for it.
+
+    `backend` is "kubesim", "real" (the control plane built from Go modules) or
+    "external" (E2E_KUBECONFIG)."""
+
+    def __init__(
+        self,
+        backend: str,
+        *,
+        url: str,
+        ca_pem: bytes,
+        admin_token: str,
+        drainer_token: str,
+        cluster_name: str,
+        kubeconfig: Path,
+        authenticator: Authenticator | None,
+        speed: float,
+        sim: KubeSim | None = None,
+        plane: ControlPlane | None = None,
+    ) -> None:
+        self.backend = backend
+        self.url = url
+        self.ca_pem = ca_pem
+        self.admin_token = admin_token
+        self.drainer_token = drainer_token
+        self.cluster_name = cluster_name
+        self.kubeconfig = kubeconfig
+        self.authenticator = authenticator
+        self.speed = speed
+        self._sim = sim
+        self.plane = plane
+        self.client = ApiClient(url, ca_pem, admin_token)
+
+    @classmethod
+    def of_kubesim(cls, sim: KubeSim) -> Cluster:
+        return cls(
+            "kubesim",
+            url=sim.url,
+            ca_pem=sim.ca_pem,
+            admin_token=sim.admin_token,
+            drainer_token=sim.drainer_token,
+            cluster_name=sim.cluster_name,
+            kubeconfig=sim.kubeconfig,
+            authenticator=sim.authenticator,
+            speed=sim.speed,
+            sim=sim,
+        )
+
+    @classmethod
+    def of_control_plane(cls, plane: ControlPlane) -> Cluster:
+        return cls(
+            "real",
+            url=plane.url,
+            ca_pem=plane.ca_pem,
+            admin_token=plane.admin_token,
+            drainer_token=plane.drainer_token,
+            cluster_name=plane.cluster_name,
+            kubeconfig=plane.kubeconfig,
+            authenticator=plane.authenticator,
+            speed=plane.speed,
+            plane=plane,
+        )
+
+    @classmethod
+    def of_kubeconfig(cls, path: Path, cluster_name: str) -> Cluster:
+        """Any cluster, from a kubeconfig with token users in contexts `admin` and
+        `drainer` (EKS tokens cannot be verified there: no authenticator)."""
+        config = yaml.safe_load(path.read_text())
+        contexts = {c["name"]: c["context"] for c in config.get("contexts") or []}
+        users = {u["name"]: u.get("user") or {} for u in config.get("users") or []}
+        clusters = {c["name"]: c["cluster"] for c in config.get("clusters") or []}
+        missing = {"admin", "drainer"} - contexts.keys()
+        if missing:
+            raise ValueError(f"{path}: E2E_KUBECONFIG needs the contexts admin and drainer")
+        admin = contexts["admin"]
+        server = clusters[admin["cluster"]]
+        ca = base64.b64decode(server.get("certificate-authority-data") or "")
+        return cls(
+            "external",
+            url=server["server"],
+            ca_pem=ca,
+            admin_token=str(users[admin["user"]].get("token") or ""),
+            drainer_token=str(users[contexts["drainer"]["user"]].get("token") or ""),
+            cluster_name=cluster_name,
+            kubeconfig=path,
+            authenticator=None,
+            speed=1.0,
+        )
+
+    @property
+    def kubesim(self) -> KubeSim:
+        """The emulator itself, for what only kubesim can do (faults, records)."""
+        if self._sim is None:
+            raise RuntimeError(
+                f"this scenario needs kubesim, but runs on the {self.backend} backend: "
+                "mark it kubesim_only with its reason"
+            )
+        return self._sim
+
+    @property
+    def ca_data(self) -> str:
+        return base64.b64encode(self.ca_pem).decode()
+
+    def check(self) -> None:
+        """Raise if a component of the backend died."""
+        if self.plane is not None:
+            self.plane.check()
+
+    def settle(self, timeout: float = 5.0) -> None:
+        """Let kubesim's controllers catch up (the real ones run on their own)."""
+        if self._sim is not None:
+            self._sim.settle(timeout)
+
+    # -- the admin's view, through the API ------------------------------------
+
+    def apply(self, objects: str | Obj | Iterable[Obj]) -> list[Obj]:
+        return self.client.apply(objects)
+
+    def get(self, kind: str, name: str, namespace: str = "") -> Obj:
+        return self.client.get(kind, name, namespace)
+
+    def find(self, kind: str, name: str, namespace: str = "") -> Obj | None:
+        return self.client.find(kind, name, namespace)
+
+    def list(self, kind: str, namespace: str = "") -> list[Obj]:
+        return self.client.list(kind, namespace)
+
+    def patch(self, kind: str, name: str, patch: Obj, namespace: str = "") -> Obj:
+        return self.client.patch(kind, name, patch, namespace)
+
+    def delete(self, kind: str, name: str, namespace: str = "", **options: Any) -> None:
+        self.client.delete(kind, name, namespace, **options)
