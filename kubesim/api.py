@@ -1,18 +1,22 @@
 """API semantics on top of the store: defaulting, validation, graceful deletion,
-garbage collection, status subresources, and the pods/eviction subresource with
-PodDisruptionBudget enforcement as the real kube-apiserver does it.
+garbage collection, status subresources and namespace lifecycle admission. The
+pods/eviction subresource is in kubesim.eviction, budget arithmetic in
+kubesim.disruption.
 """
 
 from __future__ import annotations
 
 import copy
-import math
 import re
 import time
 from collections.abc import Callable
 from typing import Any
 
 from kubesim import errors
+
+# Re-exported: the simulator and the tests know them from here.
+from kubesim.disruption import controller_of as controller_of  # noqa: PLC0414
+from kubesim.disruption import is_pod_ready as is_pod_ready  # noqa: PLC0414
 from kubesim.errors import ApiError
 from kubesim.resources import BY_KEY, Resource
 from kubesim.selectors import (
@@ -37,29 +41,8 @@ _NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 DEFAULT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 
 
-def is_pod_ready(pod: Obj) -> bool:
-    for condition in (pod.get("status") or {}).get("conditions") or []:
-        if condition.get("type") == "Ready":
-            return bool(condition.get("status") == "True")
-    return False
-
-
 def is_terminating(obj: Obj) -> bool:
     return bool(obj["metadata"].get("deletionTimestamp"))
-
-
-def controller_of(obj: Obj) -> dict[str, Any] | None:
-    for ref in obj["metadata"].get("ownerReferences") or []:
-        if ref.get("controller"):
-            return dict(ref)
-    return None
-
-
-def _int_or_percent(value: Any, total: int, round_up: bool) -> int:
-    if isinstance(value, str) and value.endswith("%"):
-        fraction = int(value[:-1]) * total / 100
-        return math.ceil(fraction) if round_up else math.floor(fraction)
-    return int(value)
 
 
 class Api:
@@ -68,8 +51,6 @@ class Api:
     def __init__(self, store: Store, clock: Callable[[], float] = time.time) -> None:
         self.store = store
         self.clock = clock
-        self.store.add_hook(self._on_change)
-        self._syncing_pdbs = False
         for name in DEFAULT_NAMESPACES:
             self.create(NAMESPACES, {"metadata": {"name": name}})
 
@@ -105,24 +86,19 @@ class Api:
                     "on the request"
                 )
             metadata["namespace"] = namespace or body_namespace or "default"
+        with self.store.lock:
+            if resource.namespaced and isinstance(metadata.get("name", ""), str):
+                # Admission runs before the registry: before generateName is filled in
+                # and before validation.
+                self.admit_create(
+                    resource,
+                    metadata["namespace"],
+                    metadata.get("name") or metadata.get("generateName") or "Unknown",
+                )
         if not metadata.get("name") and metadata.get("generateName"):
             metadata["name"] = metadata["generateName"] + _suffix()
         self._validate_meta(resource, obj)
         with self.store.lock:
-            if (
-                resource.namespaced
-                and self.store.peek(NAMESPACES, "", metadata["namespace"]) is None
-            ):
-                raise errors.not_found("namespaces", metadata["namespace"])
-            if resource.namespaced:
-                namespace_obj = self.store.peek(NAMESPACES, "", metadata["namespace"])
-                if namespace_obj is not None and is_terminating(namespace_obj):
-                    raise ApiError(
-                        403,
-                        f'{resource.plural} "{metadata["name"]}" is forbidden: unable to create '
-                        f"new content in namespace {metadata['namespace']} because it is being "
-                        "terminated",
-                    )
             self._default(resource, obj)
             self._validate(resource, obj)
             metadata.pop("generation", None)
@@ -392,206 +368,40 @@ class Api:
                 gone = self.store.remove(resource, namespace, name)
                 self._collect_garbage(gone, orphan=False)
 
-    # -- eviction -------------------------------------------------------------
+    # -- eviction and admission ------------------------------------------------
 
     def evict(self, namespace: str, name: str, eviction: Any, dry_run: bool = False) -> Obj:
-        if not isinstance(eviction, dict) or eviction.get("kind", "Eviction") != "Eviction":
-            raise errors.bad_request(f"not a Eviction object: {type(eviction).__name__}")
-        if eviction.get("apiVersion", "policy/v1") not in ("policy/v1", "policy/v1beta1"):
-            raise errors.bad_request(
-                f"unsupported Eviction apiVersion {eviction.get('apiVersion')!r}"
-            )
-        if (eviction.get("metadata") or {}).get("name") != name:
-            raise errors.bad_request("name in URL does not match name in Eviction object")
-        options = eviction.get("deleteOptions") or {}
-        dry_run = dry_run or bool(options.get("dryRun"))
-        with self.store.lock:
-            pod = self.store.peek(PODS, namespace, name)
-            if pod is None:
-                raise errors.not_found("pods", name)
-            self._check_preconditions(PODS, pod, options.get("preconditions") or {})
-            phase = (pod.get("status") or {}).get("phase")
-            if is_terminating(pod) or phase in ("Succeeded", "Failed", "Pending"):
-                if not dry_run:
-                    self._delete_pod(pod, options)
-                return _success()
-            budgets = self.budgets_for(pod)
-            if len(budgets) > 1:
-                raise ApiError(
-                    500,
-                    "Internal error occurred: This pod has more than one PodDisruptionBudget, "
-                    "which the eviction subresource does not support.",
-                    reason="InternalError",
-                    details={
-                        "causes": [
-                            {
-                                "message": "This pod has more than one PodDisruptionBudget, which "
-                                "the eviction subresource does not support."
-                            }
-                        ]
-                    },
-                )
-            if budgets:
-                budget = budgets[0]
-                status = self.pdb_status(budget)
-                unhealthy_ok = not is_pod_ready(pod) and (
-                    budget["spec"].get("unhealthyPodEvictionPolicy") == "AlwaysAllow"
-                    or (
-                        status["currentHealthy"] >= status["desiredHealthy"]
-                        and status["desiredHealthy"] > 0
-                    )
-                )
-                if not unhealthy_ok and status["disruptionsAllowed"] <= 0:
-                    raise ApiError(
-                        429,
-                        "Cannot evict pod as it would violate the pod's disruption budget.",
-                        reason="TooManyRequests",
-                        details={
-                            "causes": [
-                                {
-                                    "reason": "DisruptionBudget",
-                                    "message": (
-                                        f"The disruption budget {budget['metadata']['name']} "
-                                        f"needs {status['desiredHealthy']} healthy pods and has "
-                                        f"{status['currentHealthy']} currently"
-                                    ),
-                                }
-                            ]
-                        },
-                    )
-            if not dry_run:
-                self._delete_pod(pod, options)
-            return _success()
+        """POST pods/NAME/eviction: the body of the 201 answer (see kubesim.eviction)."""
+        from kubesim import eviction as evictions
 
-    # -- PodDisruptionBudgets -------------------------------------------------
+        return evictions.evict(self, namespace, name, eviction, dry_run=dry_run)
 
-    def budgets_for(self, pod: Obj) -> list[Obj]:
-        labels = pod["metadata"].get("labels") or {}
-        matching = []
-        for budget in self.store.iter(PDBS, pod["metadata"]["namespace"]):
-            try:
-                selector = selector_from_object((budget.get("spec") or {}).get("selector"))
-            except SelectorError:
-                continue
-            if selector is not None and labels_match(selector, labels):
-                matching.append(budget)
-        return matching
-
-    def _expected_scale(self, pods: list[Obj]) -> int:
-        seen: dict[str, int] = {}
-        uncontrolled = 0
-        for pod in pods:
-            ref = controller_of(pod)
-            if ref is None:
-                uncontrolled += 1
-                continue
-            if ref["uid"] in seen:
-                continue
-            scale = self._controller_scale(pod["metadata"]["namespace"], ref)
-            seen[ref["uid"]] = scale if scale is not None else 1
-        return sum(seen.values()) + uncontrolled
-
-    def _controller_scale(self, namespace: str, ref: dict[str, Any]) -> int | None:
-        kinds = {"ReplicaSet": REPLICASETS, "StatefulSet": STATEFULSETS, "Deployment": DEPLOYMENTS}
-        resource = kinds.get(ref.get("kind", ""))
-        if resource is None:
-            return None
-        owner = self.store.peek(resource, namespace, ref["name"])
-        if owner is None:
-            return None
-        if resource is REPLICASETS:
-            parent = controller_of(owner)
-            if parent and parent.get("kind") == "Deployment":
-                deployment = self.store.peek(DEPLOYMENTS, namespace, parent["name"])
-                if deployment is not None:
-                    return int(deployment["spec"].get("replicas", 1))
-        return int(owner["spec"].get("replicas", 1))
-
-    def pdb_status(self, budget: Obj) -> dict[str, Any]:
-        spec = budget.get("spec") or {}
-        try:
-            selector = selector_from_object(spec.get("selector"))
-        except SelectorError:
-            selector = None
-        pods = [
-            p
-            for p in self.store.iter(PODS, budget["metadata"]["namespace"])
-            if labels_match(selector, p["metadata"].get("labels"))
-        ]
-        healthy = sum(1 for p in pods if is_pod_ready(p) and not is_terminating(p))
-        if "maxUnavailable" in spec and spec["maxUnavailable"] is not None:
-            expected = self._expected_scale(pods)
-            desired = max(0, expected - _int_or_percent(spec["maxUnavailable"], expected, True))
-        elif isinstance(spec.get("minAvailable"), str):
-            expected = self._expected_scale(pods)
-            desired = _int_or_percent(spec["minAvailable"], expected, True)
-        else:
-            expected = len(pods)
-            desired = int(spec.get("minAvailable", 1) if spec else 1)
-        allowed = max(0, healthy - desired)
-        old_status = budget.get("status") or {}
-        condition_status = "True" if allowed > 0 else "False"
-        conditions = old_status.get("conditions") or []
-        previous = next((c for c in conditions if c.get("type") == "DisruptionAllowed"), None)
-        transition = (
-            previous["lastTransitionTime"]
-            if previous and previous.get("status") == condition_status
-            else now_iso(self.clock())
+    def admit_create(self, resource: Resource, namespace: str, name: str) -> None:
+        """The NamespaceLifecycle admission plugin on a create (a pods/eviction too): a
+        missing namespace is a 404, a terminating one a 403 with a NamespaceTerminating
+        cause. Call with the store lock held."""
+        if not resource.namespaced or not namespace:
+            return
+        namespace_obj = self.store.peek(NAMESPACES, "", namespace)
+        if namespace_obj is None:
+            raise errors.not_found("namespaces", namespace)
+        if (namespace_obj.get("status") or {}).get("phase") != "Terminating":
+            return
+        error = errors.forbidden(
+            resource.plural,
+            name,
+            f"unable to create new content in namespace {namespace} because it is being terminated",
+            resource.group,
         )
-        return {
-            "observedGeneration": budget["metadata"].get("generation", 1),
-            "currentHealthy": healthy,
-            "desiredHealthy": desired,
-            "disruptionsAllowed": allowed,
-            "expectedPods": expected,
-            "conditions": [
-                {
-                    "type": "DisruptionAllowed",
-                    "status": condition_status,
-                    "reason": "SufficientPods" if allowed > 0 else "InsufficientPods",
-                    "message": "",
-                    "observedGeneration": budget["metadata"].get("generation", 1),
-                    "lastTransitionTime": transition,
-                }
-            ],
-        }
-
-    def sync_budget(self, budget: Obj) -> None:
-        status = self.pdb_status(budget)
-        if budget.get("status") != status:
-            updated = copy.deepcopy(budget)
-            updated["status"] = status
-            self.store.update(PDBS, updated)
-
-    def _on_change(self, change: Any) -> None:
-        """Keep PodDisruptionBudget status live, as the disruption controller does."""
-        if self._syncing_pdbs:
-            return
-        resource = change.resource
-        if resource not in (PODS, PDBS, DEPLOYMENTS, REPLICASETS, STATEFULSETS):
-            return
-        self._syncing_pdbs = True
-        try:
-            if resource is PDBS:
-                if change.type != "DELETED":
-                    budget = self.store.peek(
-                        PDBS, change.obj["metadata"]["namespace"], change.obj["metadata"]["name"]
-                    )
-                    if budget is not None:
-                        self.sync_budget(budget)
-                return
-            namespace = change.obj["metadata"].get("namespace", "")
-            if resource is PODS:
-                relevant: list[Obj] = []
-                for version in (change.obj, change.old):
-                    if version is not None:
-                        relevant.extend(b for b in self.budgets_for(version) if b not in relevant)
-            else:
-                relevant = list(self.store.iter(PDBS, namespace))
-            for budget in relevant:
-                self.sync_budget(budget)
-        finally:
-            self._syncing_pdbs = False
+        assert error.details is not None
+        error.details["causes"] = [
+            {
+                "reason": "NamespaceTerminating",
+                "message": f"namespace {namespace} is being terminated",
+                "field": "metadata.namespace",
+            }
+        ]
+        raise error
 
     # -- defaulting and validation --------------------------------------------
 
@@ -842,10 +652,6 @@ _SPECLESS = {
     "SelfSubjectAccessReview",
     "SelfSubjectRulesReview",
 }
-
-
-def _success() -> Obj:
-    return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
 
 
 def _with_finalizer(obj: Obj, finalizer: str) -> Obj:

@@ -88,6 +88,9 @@ class KubeSim:
         self._port = port
         # Seconds between watch bookmarks (the real server: about a minute).
         self.bookmark_interval = 1.0
+        # Seconds a list waits for a resourceVersion from the future before its 504 (the
+        # real watch cache: 3).
+        self.too_large_rv_wait = 3.0
         self._server: Server | None = None
         self._thread: threading.Thread | None = None
 

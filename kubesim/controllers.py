@@ -1,4 +1,5 @@
-"""Simulated cluster life: scheduler, kubelet, workload controllers, volume binding
+"""Simulated cluster life: scheduler, kubelet, workload controllers, the node
+lifecycle controller's NoSchedule taints, the disruption controller, volume binding
 and attachment, namespace and foreground garbage collection.
 
 All of it runs in one background thread that holds the store lock while it works,
@@ -21,7 +22,8 @@ import logging
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from kubesim.api import (
@@ -38,6 +40,7 @@ from kubesim.api import (
     is_pod_ready,
     is_terminating,
 )
+from kubesim.disruption import PDBS, DisruptionController
 from kubesim.resources import BY_KEY
 from kubesim.store import Change, Obj, now_iso
 
@@ -61,6 +64,23 @@ _DAEMON_TOLERATIONS = [
     {"key": "node.kubernetes.io/pid-pressure", "operator": "Exists", "effect": "NoSchedule"},
     {"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"},
 ]
+
+
+# The node lifecycle controller's NoSchedule taints (doNoScheduleTaintingPass): node
+# condition -> status -> taint key, and spec.unschedulable -> the unschedulable taint.
+UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
+_CONDITION_TAINTS = {
+    "Ready": {"False": "node.kubernetes.io/not-ready", "Unknown": "node.kubernetes.io/unreachable"},
+    "MemoryPressure": {"True": "node.kubernetes.io/memory-pressure"},
+    "DiskPressure": {"True": "node.kubernetes.io/disk-pressure"},
+    "NetworkUnavailable": {"True": "node.kubernetes.io/network-unavailable"},
+    "PIDPressure": {"True": "node.kubernetes.io/pid-pressure"},
+}
+# Changes the disruption controller watches (pods, budgets, the scale of controllers).
+_BUDGET_INPUTS = (PODS, PDBS, DEPLOYMENTS, REPLICASETS, STATEFULSETS, DAEMONSETS)
+_CONTROLLER_TAINT_KEYS = {UNSCHEDULABLE_TAINT} | {
+    key for by_status in _CONDITION_TAINTS.values() for key in by_status.values()
+}
 
 
 def _seconds(obj: Obj, annotation: str) -> float:
@@ -113,8 +133,11 @@ class Simulator:
         self._timers: list[tuple[float, str]] = []
         self._due: dict[str, float] = {}  # pod uid / attachment name -> due time
         self._dirty = True
+        self._paused = False
+        self._budgets_dirty = True
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self.disruption = DisruptionController(self.store, clock=api.clock)
         self.store.add_hook(self._on_change)
 
     # -- lifecycle ------------------------------------------------------------
@@ -130,11 +153,26 @@ class Simulator:
         if self._thread is not None:
             self._thread.join(timeout=5)
 
+    @contextmanager
+    def paused(self) -> Iterator[None]:
+        """No controller pass while inside (for tests that need the state in between,
+        e.g. a budget whose status has not caught up with its spec yet)."""
+        with self.store.lock:
+            self._paused = True
+        try:
+            yield
+        finally:
+            with self.store.lock:
+                self._paused = False
+                self.store.changed.notify_all()
+
     def delay(self, seconds: float) -> float:
         return seconds / self.speed if self.speed > 0 else seconds
 
     def _on_change(self, change: Change) -> None:
         self._dirty = True
+        if change.resource in _BUDGET_INPUTS:
+            self._budgets_dirty = True
 
     def _schedule(self, key: str, at: float) -> None:
         if self._due.get(key) == at:
@@ -154,6 +192,9 @@ class Simulator:
             with self.store.lock:
                 now = self.clock()
                 due = bool(self._timers) and self._timers[0][0] <= now
+                if self._paused:
+                    self.store.wait(0.05)
+                    continue
                 if self._dirty or due:
                     self._dirty = False
                     started = time.monotonic()
@@ -182,7 +223,7 @@ class Simulator:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             with self.store.lock:
-                if not self._dirty:
+                if not self._dirty and not self._paused:
                     return
             time.sleep(0.005)
 
@@ -192,6 +233,7 @@ class Simulator:
         now = self.clock()
         self._namespaces()
         self._foreground()
+        self._node_taints()
         self._deployments()
         self._replicasets()
         self._statefulsets()
@@ -200,12 +242,71 @@ class Simulator:
         self._schedule_pods()
         self._kubelet(now)
         self._attachments(now)
+        self._budgets(now)
         # Drop timers of objects that no longer exist.
         uids = {p["metadata"]["uid"] for p in self.store.iter(PODS)}
         live = {k for k in self._due if k.split(":")[1] in uids}
         live |= {"detach:" + a["metadata"]["name"] for a in self.store.iter(ATTACHMENTS)}
+        live |= {k for k in self._due if k == "pdb:recheck"}
         for key in [k for k in self._due if k not in live]:
             del self._due[key]
+
+    # -- node lifecycle and disruption controllers ----------------------------
+
+    def _node_taints(self) -> None:
+        """A cordoned node gets node.kubernetes.io/unschedulable:NoSchedule (and loses
+        it when uncordoned); node conditions map to their NoSchedule taints."""
+        for node in list(self.store.iter(NODES)):
+            spec = node.get("spec") or {}
+            wanted = set()
+            for condition in (node.get("status") or {}).get("conditions") or []:
+                key = _CONDITION_TAINTS.get(condition.get("type", ""), {}).get(
+                    condition.get("status", "")
+                )
+                if key:
+                    wanted.add(key)
+            if spec.get("unschedulable"):
+                wanted.add(UNSCHEDULABLE_TAINT)
+            taints = list(spec.get("taints") or [])
+            present = {
+                t.get("key")
+                for t in taints
+                if t.get("effect") == "NoSchedule" and t.get("key") in _CONTROLLER_TAINT_KEYS
+            }
+            if present == wanted:
+                continue
+            kept = [
+                t
+                for t in taints
+                if not (
+                    t.get("effect") == "NoSchedule"
+                    and t.get("key") in _CONTROLLER_TAINT_KEYS
+                    and t.get("key") not in wanted
+                )
+            ]
+            stamp = now_iso(self.api.clock())
+            kept += [
+                {"key": key, "effect": "NoSchedule", "timeAdded": stamp}
+                for key in sorted(wanted - present)
+            ]
+            updated = copy.deepcopy(node)
+            if kept:
+                updated["spec"]["taints"] = kept
+            else:
+                updated["spec"].pop("taints", None)
+            self.store.update(NODES, updated)
+
+    def _budgets(self, now: float) -> None:
+        recheck_due = self._due.get("pdb:recheck")
+        if not self._budgets_dirty and (recheck_due is None or recheck_due > now):
+            return
+        self._budgets_dirty = False
+        recheck = self.disruption.sync_all()
+        if recheck is None:
+            self._due.pop("pdb:recheck", None)
+        else:
+            # The disruptedPods entries are wall-clock stamps; timers run on our clock.
+            self._schedule("pdb:recheck", now + max(0.0, recheck - self.api.clock()))
 
     # -- kubelet and scheduler ------------------------------------------------
 

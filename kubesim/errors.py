@@ -29,25 +29,30 @@ class ApiError(Exception):
         message: str,
         reason: str | None = None,
         details: dict[str, Any] | None = None,
+        *,
         headers: dict[str, str] | None = None,
+        list_meta: dict[str, Any] | None = None,
     ) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
-        self.reason = reason or _REASONS.get(code, "Unknown")
+        # "" is the real StatusReasonUnknown: the field is left out of the body.
+        self.reason = reason if reason is not None else _REASONS.get(code, "Unknown")
         self.details = details
         self.headers = headers or {}
+        self.list_meta = list_meta
 
     def status(self) -> dict[str, Any]:
         body: dict[str, Any] = {
             "kind": "Status",
             "apiVersion": "v1",
-            "metadata": {},
+            "metadata": dict(self.list_meta or {}),
             "status": "Failure",
             "message": self.message,
-            "reason": self.reason,
             "code": self.code,
         }
+        if self.reason:
+            body["reason"] = self.reason
         if self.details is not None:
             body["details"] = self.details
         return body
@@ -89,17 +94,55 @@ def conflict(plural: str, name: str, why: str, group: str = "") -> ApiError:
     )
 
 
-def invalid(kind: str, name: str, causes: list[tuple[str, str]], group: str = "") -> ApiError:
-    """422 Invalid with one cause per (field, message)."""
-    summary = ", ".join(f"{field}: {message}" for field, message in causes)
+def invalid(
+    kind: str, name: str, causes: list[tuple[str, str]], group: str = "", cause: str = ""
+) -> ApiError:
+    """422 Invalid with one cause per (field, message), as apierrors.NewInvalid builds it:
+    the summary is one field error, or several in brackets. The cause type is taken from
+    the message's prefix ("Forbidden: ..." -> FieldValueForbidden) unless `cause` says."""
+    messages = [f"{field}: {message}" for field, message in causes]
+    summary = messages[0] if len(messages) == 1 else "[" + ", ".join(messages) + "]"
     details = _kind_details(kind, name, group)
     details["causes"] = [
-        {"reason": "FieldValueInvalid", "message": message, "field": field}
+        {"reason": cause or _cause_type(message), "message": message, "field": field}
         for field, message in causes
     ]
+    qualified = f"{kind}.{group}" if group else kind
     return ApiError(
-        422, f'{kind} "{name}" is invalid: {summary}', reason="Invalid", details=details
+        422, f'{qualified} "{name}" is invalid: {summary}', reason="Invalid", details=details
     )
+
+
+_CAUSE_TYPES = {
+    "Required value": "FieldValueRequired",
+    "Forbidden": "FieldValueForbidden",
+    "Unsupported value": "FieldValueNotSupported",
+    "Duplicate value": "FieldValueDuplicate",
+    "Too long": "FieldValueTooLong",
+    "Too many": "FieldValueTooMany",
+    "Not found": "FieldValueNotFound",
+    "Internal error": "InternalError",
+}
+
+
+def _cause_type(message: str) -> str:
+    for prefix, cause in _CAUSE_TYPES.items():
+        if message.startswith(prefix):
+            return cause
+    return "FieldValueInvalid"
+
+
+def forbidden(plural: str, name: str, why: str, group: str = "") -> ApiError:
+    """403 as apierrors.NewForbidden builds it (admission plugins and registries)."""
+    qualified = f"{plural}.{group}" if group else plural
+    subject = f'{qualified} "{name}"' if name else qualified
+    details: dict[str, Any] = {}
+    if name:
+        details["name"] = name
+    if group:
+        details["group"] = group
+    details["kind"] = plural
+    return ApiError(403, f"{subject} is forbidden: {why}", reason="Forbidden", details=details)
 
 
 def bad_request(message: str) -> ApiError:

@@ -9,6 +9,7 @@ import binascii
 import contextlib
 import json
 import logging
+import posixpath
 import ssl
 import threading
 import time
@@ -472,7 +473,10 @@ class Handler(BaseHTTPRequestHandler):
                     reason="MethodNotAllowed",
                 )
             body = self._json_body(raw)
-            self._send_json(201, api.evict(route.namespace, route.name, body, dry_run=dry_run))
+            answer = api.evict(route.namespace, route.name, body, dry_run=dry_run)
+            # A Status returned as the result is written with its own code (the real
+            # server: a pod under two budgets gets HTTP 500, body Failure, no reason).
+            self._send_json(int(answer.get("code") or 201), answer)
             return
         if route.subresource == "scale":
             self._scale(method, route, raw, dry_run=dry_run)
@@ -682,62 +686,95 @@ class Handler(BaseHTTPRequestHandler):
             self._send_json(code, obj)
 
     def _list(self, route: Route, query: dict[str, str]) -> None:
-        api = self.server.sim.api
+        """A list as the v1.33 apiserver serves it (storage/cacher delegator.go):
+
+        - resourceVersion unset: a consistent read of the latest state;
+        - "0", or N without a limit, or N with resourceVersionMatch=NotOlderThan: from
+          the watch cache, the latest state, once it has caught up with N (504 "Too large
+          resource version" if it does not within the wait); with "0" the limit is
+          ignored;
+        - N with resourceVersionMatch=Exact, or with a limit: the state at exactly N,
+          from etcd (410 once compacted);
+        - continue: the snapshot of the first page (410 with an inconsistent-continue
+          token once compacted).
+        """
+        sim = self.server.sim
+        api = sim.api
         resource = route.resource
         accept = self._filter(resource, query)
         try:
             limit = int(query.get("limit") or 0)
         except ValueError as e:
             raise errors.bad_request("limit must be an integer") from e
-        if limit < 0:
-            raise errors.bad_request("limit must not be negative")
-        start: tuple[str, str] | None = None
-        list_rv: int | None = None
-        if query.get("continue"):
-            if query.get("resourceVersion") not in (None, ""):
+        version = query.get("resourceVersion", "")
+        match = query.get("resourceVersionMatch", "")
+        token = query.get("continue", "")
+        _validate_list_options(version, match, token, query)
+        prefix = _key_prefix(route.namespace)
+        start = ""
+        if token:
+            start, token_rv = _decode_continue(token, prefix)
+            if version not in ("", "0"):
                 raise errors.bad_request(
                     "specifying resource version is not allowed when using continue"
                 )
-            start, list_rv = _decode_continue(query["continue"])
-        selecting = bool(query.get("labelSelector", "").strip()) or bool(
-            query.get("fieldSelector", "").strip()
-        )
+            # A token of the first page reads that page's snapshot; rv -1, the latest.
+            exact = token_rv if token_rv > 0 else None
+        else:
+            requested = _parse_resource_version(version)
+            exact = (
+                requested
+                if match == "Exact" or (not match and limit > 0 and requested > 0)
+                else None
+            )
+            if exact is None and requested:
+                self._wait_for_version(requested)
+            if version == "0" and match != "Exact":
+                limit = 0  # the watch cache ignores the limit of a resourceVersion=0 list
         with api.store.lock:
             current_rv = api.store.resource_version
-            if list_rv is None:
+            if exact is None:
                 objects = list(api.store.iter(resource, route.namespace))
+                list_rv = current_rv
+            elif exact > current_rv:
+                raise ApiError(
+                    500, "etcdserver: mvcc: required revision is a future revision", reason=""
+                )
             else:
                 try:
-                    # A continued list pages through the snapshot of its first page.
-                    objects = api.store.snapshot(resource, route.namespace, list_rv)
+                    objects = api.store.snapshot(resource, route.namespace, exact)
                 except ApiError as e:
-                    raise ApiError(
-                        410,
-                        "The provided continue parameter is too old to display a consistent "
-                        "list result. You can start a new list without the continue parameter.",
-                        reason="Expired",
-                    ) from e
+                    if token:
+                        raise ApiError(
+                            410,
+                            _INCONSISTENT_CONTINUE,
+                            reason="Expired",
+                            list_meta={"continue": _encode_continue(-1, start, prefix)},
+                        ) from e
+                    raise ApiError(410, _LIST_TOO_OLD, reason="Expired") from e
+                list_rv = exact
+            keyed = sorted(((_object_key(resource, o), o) for o in objects), key=lambda t: t[0])
             items: list[Obj] = []
             more = False
             remaining = 0
-            for obj in objects:
-                key = (obj["metadata"].get("namespace", ""), obj["metadata"]["name"])
-                if start is not None and key <= start:
-                    continue
-                if not accept(obj):
+            for key, obj in keyed:
+                if not key.startswith(prefix) or (start and key < start):
                     continue
                 if limit and len(items) >= limit:
+                    # As etcd counts keys: anything after the page, matching or not.
                     more = True
                     remaining += 1
                     continue
-                items.append(json.loads(json.dumps(obj)))
-        rv = str(list_rv or current_rv)
+                if accept(obj):
+                    items.append(json.loads(json.dumps(obj)))
+        rv = str(list_rv)
+        selecting = bool(query.get("labelSelector", "").strip()) or bool(
+            query.get("fieldSelector", "").strip()
+        )
         metadata: dict[str, Any] = {"resourceVersion": rv}
         if more:
-            last = items[-1]["metadata"]
-            metadata["continue"] = _encode_continue(
-                int(rv), (last.get("namespace", ""), last["name"])
-            )
+            last = _object_key(resource, items[-1])
+            metadata["continue"] = _encode_continue(list_rv, last + "\x00", prefix)
             # The real server counts what remains only when nothing is filtered out.
             if not selecting:
                 metadata["remainingItemCount"] = remaining
@@ -755,6 +792,34 @@ class Handler(BaseHTTPRequestHandler):
                 "items": items,
             },
         )
+
+    def _wait_for_version(self, wanted: int) -> None:
+        """The watch cache waits (3 s) to catch up with a resourceVersion from the future,
+        then answers 504 with a ResourceVersionTooLarge cause."""
+        sim = self.server.sim
+        store = sim.api.store
+        deadline = time.monotonic() + sim.too_large_rv_wait
+        with store.lock:
+            while store.resource_version < wanted:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise ApiError(
+                        504,
+                        f"Timeout: Too large resource version: {wanted}, current: "
+                        f"{store.resource_version}",
+                        reason="Timeout",
+                        details={
+                            "causes": [
+                                {
+                                    "reason": "ResourceVersionTooLarge",
+                                    "message": "Too large resource version",
+                                }
+                            ],
+                            "retryAfterSeconds": 1,
+                        },
+                        headers={"Retry-After": "1"},
+                    )
+                store.wait(min(left, 0.1))
 
     # -- watch ----------------------------------------------------------------
 
@@ -789,13 +854,21 @@ class Handler(BaseHTTPRequestHandler):
             raise errors.bad_request("timeoutSeconds must be a number") from e
         bookmarks = _truthy(query.get("allowWatchBookmarks"))
         deadline = time.monotonic() + timeout
+        _validate_watch_options(
+            query.get("resourceVersionMatch", ""), query.get("continue", ""), query
+        )
         requested_rv = query.get("resourceVersion", "")
         start_rv = 0
         if requested_rv not in ("", "0"):
-            try:
-                start_rv = int(requested_rv)
-            except ValueError as e:
-                raise errors.bad_request(f"invalid resource version {requested_rv!r}") from e
+            if not requested_rv.isdigit():
+                # The cacher returns the versioner's plain error: a 500 without a reason.
+                raise ApiError(
+                    500,
+                    f'resourceVersion: Invalid value: "{requested_rv}": strconv.ParseUint: '
+                    f'parsing "{requested_rv}": invalid syntax',
+                    reason="",
+                )
+            start_rv = int(requested_rv)
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Transfer-Encoding", "chunked")
@@ -922,23 +995,166 @@ class Handler(BaseHTTPRequestHandler):
         self._send_json(200, result)
 
 
-def _encode_continue(rv: int, start: tuple[str, str]) -> str:
-    token = {"v": "meta.k8s.io/v1", "rv": rv, "start": list(start)}
-    return base64.urlsafe_b64encode(json.dumps(token).encode()).decode()
+_LIST_TOO_OLD = "The resourceVersion for the provided list is too old."
+_INCONSISTENT_CONTINUE = (
+    "The provided continue parameter is too old to display a consistent list result. You "
+    "can start a new list without the continue parameter, or use the continue token in this "
+    "response to retrieve the remainder of the results. Continuing with the provided token "
+    "results in an inconsistent list - objects that were created, modified, or deleted "
+    "between the time the first chunk was returned and now may show up in the list."
+)
 
 
-def _decode_continue(text: str) -> tuple[tuple[str, str], int]:
-    try:
-        token = json.loads(base64.urlsafe_b64decode(text.encode()))
-        start = (str(token["start"][0]), str(token["start"][1]))
-        rv = int(token["rv"])
-    except (ValueError, KeyError, TypeError, IndexError, binascii.Error) as e:
-        raise errors.bad_request(f"continue key is not valid: {e}") from e
-    if token.get("v") != "meta.k8s.io/v1" or rv <= 0:
-        raise errors.bad_request(
-            "continue key is not valid: incorrect encoded start resourceVersion"
+def _validate_list_options(version: str, match: str, token: str, query: dict[str, str]) -> None:
+    """metainternalversion validation.ValidateListOptions: 422 on ListOptions."""
+    causes: list[tuple[str, str]] = []
+    if match:
+        if not version:
+            causes.append(
+                (
+                    "resourceVersionMatch",
+                    "Forbidden: resourceVersionMatch is forbidden unless resourceVersion is "
+                    "provided",
+                )
+            )
+        if token:
+            causes.append(
+                (
+                    "resourceVersionMatch",
+                    "Forbidden: resourceVersionMatch is forbidden when continue is provided",
+                )
+            )
+        if match not in ("Exact", "NotOlderThan"):
+            causes.append(
+                (
+                    "resourceVersionMatch",
+                    f'Unsupported value: "{match}": supported values: "Exact", "NotOlderThan", ""',
+                )
+            )
+        if match == "Exact" and version == "0":
+            causes.append(
+                (
+                    "resourceVersionMatch",
+                    'Forbidden: resourceVersionMatch "exact" is forbidden for resourceVersion "0"',
+                )
+            )
+    if "sendInitialEvents" in query:
+        causes.append(("sendInitialEvents", "Forbidden: sendInitialEvents is forbidden for list"))
+    if causes:
+        raise errors.invalid("ListOptions", "", causes, "meta.k8s.io")
+
+
+def _validate_watch_options(version_match: str, token: str, query: dict[str, str]) -> None:
+    """The watch half of ValidateListOptions, with the WatchList feature off (v1.33)."""
+    causes: list[tuple[str, str]] = []
+    if "sendInitialEvents" in query:
+        if version_match != "NotOlderThan":
+            causes.append(
+                (
+                    "resourceVersionMatch",
+                    "Forbidden: sendInitialEvents requires setting resourceVersionMatch to "
+                    "NotOlderThan",
+                )
+            )
+        causes.append(
+            (
+                "sendInitialEvents",
+                "Forbidden: sendInitialEvents is forbidden for watch unless the WatchList "
+                "feature gate is enabled",
+            )
         )
-    return start, rv
+    if version_match:
+        if "sendInitialEvents" not in query:
+            causes.append(
+                (
+                    "resourceVersionMatch",
+                    "Forbidden: resourceVersionMatch is forbidden for watch unless "
+                    "sendInitialEvents is provided",
+                )
+            )
+        if version_match != "NotOlderThan":
+            causes.append(
+                (
+                    "resourceVersionMatch",
+                    f'Unsupported value: "{version_match}": supported values: "NotOlderThan"',
+                )
+            )
+        if token:
+            causes.append(
+                (
+                    "resourceVersionMatch",
+                    "Forbidden: resourceVersionMatch is forbidden when continue is provided",
+                )
+            )
+    if causes:
+        raise errors.invalid("ListOptions", "", causes, "meta.k8s.io")
+
+
+def _parse_resource_version(text: str) -> int:
+    if text in ("", "0"):
+        return 0
+    if not text.isdigit():
+        raise errors.bad_request(
+            f'invalid resource version: resourceVersion: Invalid value: "{text}": '
+            f'strconv.ParseUint: parsing "{text}": invalid syntax'
+        )
+    return int(text)
+
+
+def _key_prefix(namespace: str) -> str:
+    """The part of the etcd key a list ranges over, below the resource's own prefix."""
+    return f"{namespace}/" if namespace else ""
+
+
+def _object_key(resource: Resource, obj: Obj) -> str:
+    """The object's etcd key below the resource prefix: lists come in this order."""
+    metadata = obj["metadata"]
+    if resource.namespaced:
+        return f"{metadata.get('namespace', '')}/{metadata['name']}"
+    return str(metadata["name"])
+
+
+def _encode_continue(rv: int, start: str, prefix: str) -> str:
+    """storage.EncodeContinue: the start key relative to the list's prefix."""
+    token = {"v": "meta.k8s.io/v1", "rv": rv, "start": start[len(prefix) :]}
+    data = json.dumps(token, separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(data).decode().rstrip("=")
+
+
+def _decode_continue(text: str, prefix: str) -> tuple[str, int]:
+    """storage.DecodeContinue: (full start key, resourceVersion); 400 when invalid."""
+
+    def invalid(why: str) -> ApiError:
+        return errors.bad_request(f"invalid continue token: {why}")
+
+    try:
+        data = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    except (ValueError, binascii.Error) as e:
+        raise invalid(f"continue key is not valid: {e}") from e
+    try:
+        token = json.loads(data)
+    except ValueError as e:
+        raise invalid(f"continue key is not valid: {e}") from e
+    if not isinstance(token, dict):
+        raise invalid("continue key is not valid: not an object")
+    if token.get("v") != "meta.k8s.io/v1":
+        raise invalid(
+            "continue key is not valid: server does not recognize this encoded version "
+            f"{token.get('v', '')}"
+        )
+    rv = token.get("rv")
+    if not isinstance(rv, int) or rv == 0:
+        raise invalid(
+            "continue key is not valid: incorrect encoded start resourceVersion "
+            "(version meta.k8s.io/v1)"
+        )
+    start = token.get("start")
+    if not isinstance(start, str) or not start:
+        raise invalid("continue key is not valid: encoded start key empty (version meta.k8s.io/v1)")
+    key = start if start.startswith("/") else "/" + start
+    if posixpath.normpath(key) != key or key.startswith("//"):
+        raise invalid(f"continue key is not valid: {start}")
+    return prefix + key[1:], rv
 
 
 def _groups() -> list[dict[str, Any]]:

@@ -10,6 +10,7 @@ What only kubesim can do (faults, request records, its store) is reached through
 from __future__ import annotations
 
 import base64
+import builtins
 import json
 import ssl
 import time
@@ -127,10 +128,13 @@ class ApiClient:
 
     # -- objects ------------------------------------------------------------------
 
-    def apply(self, objects: str | Obj | Iterable[Obj], *, timeout: float = 20.0) -> list[Obj]:
-        """Create each object, in order. A pod or workload created right after its
-        namespace may meet "service account not found" until the controller manager
-        makes the default ServiceAccount: that one refusal is retried."""
+    def apply(
+        self, objects: str | Obj | Iterable[Obj], *, replace: bool = False, timeout: float = 20.0
+    ) -> list[Obj]:
+        """Create each object, in order; with `replace`, one that exists is replaced.
+        A pod created right after its namespace may meet "service account not found"
+        until the controller manager makes the default ServiceAccount: that one
+        refusal is retried."""
         created = []
         for document in _documents(objects):
             resource = for_kind(str(document.get("apiVersion")), str(document.get("kind")))
@@ -145,11 +149,22 @@ class ApiClient:
                     created.append(self.call("POST", self.path(resource, namespace), body=document))
                     break
                 except ApiError as e:
+                    if e.status == 409 and e.reason == "AlreadyExists" and replace:
+                        created.append(self._replace(resource, namespace, document))
+                        break
                     waiting = e.status == 403 and "serviceaccount" in str(e).replace(" ", "")
                     if not waiting or time.monotonic() > deadline:
                         raise
                     time.sleep(0.1)
         return created
+
+    def _replace(self, resource: Resource, namespace: str, document: Obj) -> Obj:
+        name = document["metadata"]["name"]
+        current = self.call("GET", self.path(resource, namespace, name))
+        updated = {**document, "metadata": {**document["metadata"]}}
+        updated["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
+        result: Obj = self.call("PUT", self.path(resource, namespace, name), body=updated)
+        return result
 
     def get(self, kind: str, name: str, namespace: str = "") -> Obj:
         resource = resource_of(kind)
@@ -165,9 +180,16 @@ class ApiClient:
             raise
 
     def list(self, kind: str, namespace: str = "", **query: Any) -> list[Obj]:
+        return self.list_with_version(kind, namespace, **query)[0]
+
+    def list_with_version(
+        self, kind: str, namespace: str = "", **query: Any
+    ) -> tuple[builtins.list[Obj], str]:
+        """Every item (paged) and the resourceVersion to watch from."""
         resource = resource_of(kind)
-        items: list[Obj] = []
+        items: builtins.list[Obj] = []
         token = None
+        version = ""
         while True:
             page = self.call(
                 "GET",
@@ -175,9 +197,10 @@ class ApiClient:
                 query={**query, "limit": 500, "continue": token},
             )
             items.extend(page.get("items") or [])
+            version = version or str((page.get("metadata") or {}).get("resourceVersion") or "")
             token = (page.get("metadata") or {}).get("continue")
             if not token:
-                return items
+                return items, version
 
     def patch(self, kind: str, name: str, patch: Obj, namespace: str = "", *, sub: str = "") -> Obj:
         resource = resource_of(kind)
@@ -272,6 +295,10 @@ class Cluster:
         self._sim = sim
         self.plane = plane
         self.client = ApiClient(url, ca_pem, admin_token)
+        # What this test made, to remove it from a shared cluster afterwards.
+        self.created: list[tuple[Resource, str, str]] = []
+        self._identities = list(authenticator.identities) if authenticator else []
+        self._max_token_age = authenticator.max_token_age if authenticator else 0.0
 
     @classmethod
     def of_kubesim(cls, sim: KubeSim) -> Cluster:
@@ -355,8 +382,85 @@ class Cluster:
 
     # -- the admin's view, through the API ------------------------------------
 
-    def apply(self, objects: str | Obj | Iterable[Obj]) -> list[Obj]:
-        return self.client.apply(objects)
+    def apply(self, objects: str | Obj | Iterable[Obj], *, replace: bool = False) -> list[Obj]:
+        created = self.client.apply(objects, replace=replace)
+        for obj in created:
+            resource = for_kind(str(obj.get("apiVersion")), str(obj.get("kind")))
+            if resource is not None:
+                metadata = obj["metadata"]
+                self.created.append((resource, metadata.get("namespace", ""), metadata["name"]))
+        return created
+
+    def clean_up(self, timeout: float = 60.0) -> None:
+        """Remove what this test made from a shared cluster, so the next test starts
+        clean: its objects (owners first, their pods with them), every pod left on its
+        nodes (finalizers dropped, no grace), its nodes and namespaces; wait until
+        they are gone. The EKS identities and token age go back as they were."""
+        if self.authenticator is not None:
+            self.authenticator.identities[:] = self._identities
+            self.authenticator.max_token_age = self._max_token_age
+        client = self.client
+        made = list(reversed(self.created))
+        self.created.clear()
+        nodes = [name for resource, _, name in made if resource.kind == "Node"]
+        namespaces = [name for resource, _, name in made if resource.kind == "Namespace"]
+        for resource, namespace, name in made:
+            if resource.kind in ("Node", "Namespace"):
+                continue
+            try:
+                client.call(
+                    "DELETE",
+                    client.path(resource, namespace, name),
+                    body={"propagationPolicy": "Background"},
+                )
+            except ApiError as e:
+                if e.status != 404:
+                    raise
+        deadline = time.monotonic() + timeout
+        while True:
+            pods = [
+                p
+                for node in nodes
+                for p in client.list("Pod", fieldSelector=f"spec.nodeName={node}")
+            ]
+            owners: list[Obj] = []
+            if self.backend == "real":
+                # The harness's cluster holds only test objects: wait until the garbage
+                # collector has removed every owner too, or one may make a pod later.
+                pods = client.list("Pod")
+                for kind in ("ReplicaSet", "StatefulSet", "DaemonSet", "Deployment"):
+                    owners.extend(client.list(kind))
+            if not pods and not owners:
+                break
+            if time.monotonic() > deadline:
+                names = [f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in pods]
+                raise TimeoutError(f"pods left after the test's clean-up: {names[:10]}")
+            for pod in pods:
+                self._force_delete(pod)
+            time.sleep(0.2)
+        for node in nodes:
+            client.delete("Node", node)
+        for namespace in namespaces:
+            client.delete("Namespace", namespace)
+        while any(client.find("Namespace", n) is not None for n in namespaces):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"namespaces still terminating after the test: {namespaces}")
+            time.sleep(0.2)
+
+    def _force_delete(self, pod: Obj) -> None:
+        metadata = pod["metadata"]
+        namespace, name = metadata["namespace"], metadata["name"]
+        try:
+            if metadata.get("finalizers"):
+                self.client.patch("Pod", name, {"metadata": {"finalizers": None}}, namespace)
+            self.client.call(
+                "DELETE",
+                f"/api/v1/namespaces/{namespace}/pods/{name}",
+                body={"gracePeriodSeconds": 0},
+            )
+        except ApiError as e:
+            if e.status != 404:
+                raise
 
     def get(self, kind: str, name: str, namespace: str = "") -> Obj:
         return self.client.get(kind, name, namespace)

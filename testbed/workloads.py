@@ -21,13 +21,16 @@ def node(
     labels: dict[str, str] | None = None,
 ) -> Obj:
     """A worker node as an EKS node's kubelet registers it: its providerID names the
-    instance, its capacity says how many pods fit."""
+    instance, its capacity says how many pods fit, and its volumes are attached by
+    the attach-detach controller (the annotation the kubelet sets, which kwok does
+    not: without it the real controller never attaches a volume to the node)."""
     return {
         "apiVersion": "v1",
         "kind": "Node",
         "metadata": {
             "name": name,
             "labels": {"topology.kubernetes.io/zone": zone, **(labels or {})},
+            "annotations": {"volumes.kubernetes.io/controller-managed-attach-detach": "true"},
         },
         "spec": {"providerID": f"aws:///{zone}/{instance_id}"},
         "status": {
@@ -130,6 +133,7 @@ def statefulset(
     detach: float = 0.0,
     storage: str = "10Gi",
 ) -> Obj:
+    """`storage=""`: no volume claims (a cluster without a provisioner can run it)."""
     labels = {"app": name}
     return {
         "apiVersion": "apps/v1",
@@ -156,7 +160,9 @@ def statefulset(
                         "resources": {"requests": {"storage": storage}},
                     },
                 }
-            ],
+            ]
+            if storage
+            else [],
         },
     }
 

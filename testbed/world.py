@@ -1,7 +1,8 @@
-"""One emulated EKS cluster: kubesim nodes that are the instances of a moto Auto
-Scaling group with a terminate lifecycle hook, the EKS cluster pointing at kubesim,
-and the drainer's IAM identity mapped to the Kubernetes group eks-node-drainer
-with exactly the RBAC of k8s-rbac/."""
+"""One emulated EKS cluster: Kubernetes nodes (on kubesim or the real control plane,
+testbed.cluster) that are the instances of a moto Auto Scaling group with a
+terminate lifecycle hook, the EKS cluster pointing at that API server, and the
+drainer's IAM identity mapped to the Kubernetes group eks-node-drainer with
+exactly the RBAC of k8s-rbac/."""
 
 from __future__ import annotations
 
@@ -14,9 +15,10 @@ import boto3
 
 from awssim import AwsSim
 from awssim.world import NodeGroup, create_node_group
-from kubesim import DRAINER_GROUP, EksIdentity, KubeSim
+from kubesim import DRAINER_GROUP, EksIdentity
 from kubesim.testing import eventually
 from testbed import workloads
+from testbed.cluster import Cluster
 
 ROOT = Path(__file__).resolve().parent.parent
 RBAC_DIR = ROOT / "k8s-rbac"
@@ -35,7 +37,7 @@ def rbac_manifests() -> list[dict[str, Any]]:
 class World:
     def __init__(
         self,
-        sim: KubeSim,
+        cluster: Cluster,
         *,
         size: int = 3,
         region: str = "us-east-1",
@@ -47,9 +49,9 @@ class World:
     ) -> None:
         """`node_names`: "dns" names nodes after the PrivateDnsName (the EKS default);
         "custom" gives them other names, so only the providerID finds them."""
-        self.sim = sim
+        self.cluster = cluster
         self.region = region
-        self.cluster_name = sim.cluster_name
+        self.cluster_name = cluster.cluster_name
         session = boto3.Session(region_name=region)
         self.ec2 = session.client("ec2")
         self.autoscaling = session.client("autoscaling")
@@ -63,12 +65,16 @@ class World:
             cluster_name=self.cluster_name,
             notification_metadata=json.dumps({"cluster_name": self.cluster_name}),
         )
-        self.aws.point_cluster_at(self.cluster_name, sim.url, sim.ca_data)
+        self.aws.point_cluster_at(self.cluster_name, cluster.url, cluster.ca_data)
         # The drainer signs its EKS token with whatever credentials boto3 finds
         # (moto's, in-process): map exactly those to the drainer's Kubernetes group.
         credentials = session.get_credentials()
         assert credentials is not None, "no AWS credentials for the drainer"
-        sim.authenticator.identities.append(
+        if cluster.authenticator is None:
+            raise RuntimeError(
+                f"the {cluster.backend} backend cannot verify EKS tokens: no authenticator"
+            )
+        cluster.authenticator.identities.append(
             EksIdentity(
                 credentials.access_key,
                 credentials.secret_key,
@@ -77,7 +83,7 @@ class World:
                 (DRAINER_GROUP,),
             )
         )
-        sim.apply(list(rbac) if rbac is not None else rbac_manifests())
+        cluster.apply(list(rbac) if rbac is not None else rbac_manifests())
         self.nodes: dict[str, str] = {}
         for instance_id in self.group.instance_ids:
             self.add_node(instance_id, node_capacity, node_names)
@@ -89,7 +95,7 @@ class World:
         zone = instance["Placement"]["AvailabilityZone"]
         name = dns if naming == "dns" else f"worker-{instance_id[-6:]}"
         labels = {"kubernetes.io/hostname": name} if naming != "dns" else {}
-        self.sim.apply(workloads.node(name, instance_id, zone, pods=capacity, labels=labels))
+        self.cluster.apply(workloads.node(name, instance_id, zone, pods=capacity, labels=labels))
         self.nodes[instance_id] = name
         return name
 
@@ -115,14 +121,17 @@ class World:
         return [c for c in self.aws.calls("complete") if not c.get("error")]
 
 
-def pods_on(sim: KubeSim, node: str) -> list[dict[str, Any]]:
-    return [p for p in sim.list("Pod") if p["spec"].get("nodeName") == node]
+def pods_on(cluster: Cluster, node: str) -> list[dict[str, Any]]:
+    return cluster.client.list("Pod", fieldSelector=f"spec.nodeName={node}")
 
 
-def all_ready(sim: KubeSim, namespace: str = "") -> bool:
-    from kubesim.api import is_pod_ready
+def is_pod_ready(pod: dict[str, Any]) -> bool:
+    conditions = (pod.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
 
-    pods = sim.list("Pod", namespace)
+
+def all_ready(cluster: Cluster, namespace: str = "") -> bool:
+    pods = cluster.list("Pod", namespace)
     return all(is_pod_ready(p) and not p["metadata"].get("deletionTimestamp") for p in pods)
 
 
@@ -132,26 +141,22 @@ def wait_until(predicate: Any, timeout: float = 10.0, interval: float = 0.02) ->
     eventually(predicate, timeout=timeout, interval=interval)
 
 
-def set_schedulable(sim: KubeSim, nodes: Iterable[str], schedulable: bool) -> None:
-    from kubesim.api import NODES
-
+def set_schedulable(cluster: Cluster, nodes: Iterable[str], schedulable: bool) -> None:
     for name in nodes:
-        node = sim.api.get(NODES, "", name)
-        node["spec"]["unschedulable"] = not schedulable
-        sim.api.update(NODES, node, "", name)
+        cluster.patch("Node", name, {"spec": {"unschedulable": None if schedulable else True}})
 
 
 def place_on(world: World, node: str, objects: list[dict[str, Any]], timeout: float = 10.0) -> None:
     """Create objects while only `node` takes new pods, wait until they run, then
     open the other nodes again: a way to put many replicas on the node to drain."""
     others = [n for n in world.nodes.values() if n != node]
-    set_schedulable(world.sim, others, False)
+    set_schedulable(world.cluster, others, False)
     try:
-        world.sim.apply(objects)
-        world.sim.settle()
-        wait_until(lambda: all_ready(world.sim), timeout)
+        world.cluster.apply(objects)
+        world.cluster.settle()
+        wait_until(lambda: all_ready(world.cluster), timeout)
     finally:
-        set_schedulable(world.sim, others, True)
+        set_schedulable(world.cluster, others, True)
 
 
 def forget_instance(world: World, instance_id: str) -> None:

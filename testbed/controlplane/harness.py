@@ -42,7 +42,9 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 
 from kubesim import certs
 from kubesim.auth import Authenticator, EksIdentity
+from testbed.cluster import ApiClient
 from testbed.controlplane.binaries import binaries
+from testbed.controlplane.storage import StorageEmulator, StorageEmulatorError
 from testbed.controlplane.webhook import TokenWebhook
 
 DRAINER_GROUP = "eks-node-drainer"
@@ -244,6 +246,7 @@ class ControlPlane:
         self._processes: dict[str, subprocess.Popen[bytes]] = {}
         self._logs: dict[str, Path] = {}
         self._webhook: TokenWebhook | None = None
+        self.storage: StorageEmulator | None = None
 
     # -- lifecycle ------------------------------------------------------------
 
@@ -403,10 +406,18 @@ class ControlPlane:
             "kube-controller-manager",
             lambda: self._get("/api/v1/namespaces/default/serviceaccounts/default") is not None,
         )
+        # What the EBS CSI driver runs beside the control plane: StorageClass gp3,
+        # provisioner and attacher (testbed.controlplane.storage).
+        self.storage = StorageEmulator(
+            ApiClient(self.url, self.tls.ca_pem, self.admin_token), self.speed
+        ).start()
         self.check()
 
     def stop(self) -> None:
         """Stop every component (newest first), then remove every file."""
+        if self.storage is not None:
+            self.storage.stop()
+            self.storage = None
         for process in reversed(list(self._processes.values())):
             if process.poll() is None:
                 process.terminate()
@@ -425,6 +436,11 @@ class ControlPlane:
 
     def check(self) -> None:
         """Raise ControlPlaneError if a component has died."""
+        if self.storage is not None:
+            try:
+                self.storage.check()
+            except StorageEmulatorError as e:
+                raise ControlPlaneError(str(e)) from e
         for name, process in self._processes.items():
             if process.poll() is not None:
                 raise ControlPlaneError(

@@ -1,36 +1,88 @@
-"""End-to-end fixtures: kubesim over HTTPS with RBAC and EKS tokens, moto with the
-awssim extension, and the real Lambda handler between them."""
+"""End-to-end fixtures: one scenario, two Kubernetes backends.
+
+Every scenario runs on `kubesim` (our emulator: a fresh one per test) and on `real`
+(kube-apiserver, controller-manager, scheduler and etcd built from their Go modules,
+kwok as the kubelets: one per test worker, shared by its tests, each test cleaning
+up what it made). `E2E_KUBECONFIG=FILE` runs them on that cluster instead (contexts
+`admin` and `drainer`). A scenario that needs what only kubesim can do (inject a
+fault, read its request records) is marked `@pytest.mark.kubesim_only("why")` and
+runs on kubesim alone. AWS is moto with the awssim extension; the real Lambda
+handler sits between them.
+"""
 
 from __future__ import annotations
 
 import io
 import json
+import os
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from drainer import handler, logs
 from kubesim import KubeSim
-from kubesim.api import is_pod_ready
-from kubesim.store import Change
+from kubesim.selectors import labels_match, selector_from_object
 from testbed import LambdaContext, World
+from testbed.cluster import ApiError, Cluster
+from testbed.world import is_pod_ready
 
 SPEED = 20.0
+CLUSTER_NAME = "demo"
+
+
+def _backends() -> list[str]:
+    return ["external"] if os.environ.get("E2E_KUBECONFIG") else ["kubesim", "real"]
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "backend" not in metafunc.fixturenames:
+        return
+    backends = _backends()
+    if metafunc.definition.get_closest_marker("kubesim_only") is not None:
+        backends = [b for b in backends if b == "kubesim"]
+    metafunc.parametrize("backend", backends, scope="function")
+
+
+@pytest.fixture(scope="session")
+def control_plane() -> Iterator[Any]:
+    """The real control plane of this test worker (built once, then cached)."""
+    from testbed.controlplane import ControlPlane
+
+    with ControlPlane(cluster_name=CLUSTER_NAME, speed=SPEED) as plane:
+        yield plane
 
 
 @pytest.fixture
-def sim() -> Iterator[KubeSim]:
-    with KubeSim(speed=SPEED, cluster_name="demo") as running:
-        yield running
+def cluster(backend: str, request: pytest.FixtureRequest) -> Iterator[Cluster]:
+    if backend == "kubesim":
+        with KubeSim(speed=SPEED, cluster_name=CLUSTER_NAME) as running:
+            yield Cluster.of_kubesim(running)
+        return
+    if backend == "external":
+        shared = Cluster.of_kubeconfig(Path(os.environ["E2E_KUBECONFIG"]), CLUSTER_NAME)
+    else:
+        shared = Cluster.of_control_plane(request.getfixturevalue("control_plane"))
+    try:
+        yield shared
+    finally:
+        shared.check()
+        shared.clean_up()
 
 
 @pytest.fixture
-def world(request: pytest.FixtureRequest, moto_aws: None, sim: KubeSim) -> World:
+def sim(cluster: Cluster) -> KubeSim:
+    """kubesim itself, for scenarios marked kubesim_only."""
+    return cluster.kubesim
+
+
+@pytest.fixture
+def world(request: pytest.FixtureRequest, moto_aws: None, cluster: Cluster) -> World:
     """Parametrize indirectly with World keyword arguments to change it."""
-    return World(sim, **getattr(request, "param", {}))
+    return World(cluster, **getattr(request, "param", {}))
 
 
 @dataclass
@@ -78,52 +130,144 @@ def invoke(world: World, monkeypatch: pytest.MonkeyPatch, drainer_logs: LogCaptu
     return run
 
 
-class BudgetWatcher:
-    """An independent observer of every PodDisruptionBudget: it recomputes healthy
-    pods from the pods themselves on every change and remembers the worst margin
-    (healthy - desired) seen, so a test can assert the drain never went below."""
+@dataclass(frozen=True)
+class PodEvent:
+    """One change of a pod as a watch saw it; `seq` orders all pod changes."""
 
-    def __init__(self, sim: KubeSim) -> None:
-        self.sim = sim
+    seq: int
+    type: str
+    old: dict[str, Any] | None
+    new: dict[str, Any]
+
+    @property
+    def app(self) -> str:
+        return str((self.new["metadata"].get("labels") or {}).get("app", ""))
+
+    @property
+    def evicted(self) -> bool:
+        """This change is the one that started the pod's deletion."""
+        was = bool(self.old and self.old["metadata"].get("deletionTimestamp"))
+        return (
+            self.type == "MODIFIED"
+            and not was
+            and bool(self.new["metadata"].get("deletionTimestamp"))
+        )
+
+
+class BudgetWatcher:
+    """An independent observer, through the API: it watches every pod and
+    PodDisruptionBudget, recomputes each budget's healthy pods from the pods
+    themselves on every change and remembers the worst margin (healthy - desired)
+    seen, so a test can assert the drain never went below. It also keeps every pod
+    change in order (`events`), for scenarios about the order of things."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.cluster = cluster
         self.worst: dict[str, int] = {}
-        self.active = False
+        self.worst_at: dict[str, str] = {}
+        self.events: list[PodEvent] = []
+        self._pods: dict[str, dict[str, Any]] = {}
+        self._budgets: dict[str, dict[str, Any]] = {}
         self._lock = threading.Lock()
-        sim.store.add_hook(self._on_change)
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self.error: BaseException | None = None
 
     def start(self) -> None:
-        with self.sim.store.lock:
-            self.active = True
-            self._check()
+        ready = threading.Barrier(3)
+        for kind in ("Pod", "PodDisruptionBudget"):
+            thread = threading.Thread(
+                target=self._follow, args=(kind, ready), daemon=True, name=f"watch-{kind}"
+            )
+            thread.start()
+            self._threads.append(thread)
+        ready.wait(30)
 
-    def _on_change(self, change: Change) -> None:
-        if self.active and change.resource.kind in ("Pod", "PodDisruptionBudget"):
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _follow(self, kind: str, ready: threading.Barrier) -> None:
+        client = self.cluster.client
+        items, page_version = client.list_with_version(kind)
+        with self._lock:
+            for item in items:
+                self._store(kind, "ADDED", item)
+        # Check only once both lists are in: budgets without their pods look violated.
+        ready.wait(30)
+        with self._lock:
             self._check()
+        while not self._stop.is_set():
+            try:
+                for event in client.watch(kind, resource_version=page_version, timeout=5):
+                    if self._stop.is_set():
+                        return
+                    obj = event.get("object") or {}
+                    page_version = obj.get("metadata", {}).get("resourceVersion", page_version)
+                    if event.get("type") in ("ADDED", "MODIFIED", "DELETED"):
+                        with self._lock:
+                            self._store(kind, str(event["type"]), obj)
+                            self._check()
+                    elif event.get("type") == "ERROR":
+                        raise ApiError(int(obj.get("code") or 500), obj, {}, f"watch {kind}")
+            except BaseException as e:
+                if not self._stop.is_set():
+                    self.error = e
+                return
+
+    def _store(self, kind: str, type_: str, obj: dict[str, Any]) -> None:
+        key = f"{obj['metadata'].get('namespace', '')}/{obj['metadata']['name']}"
+        table = self._pods if kind == "Pod" else self._budgets
+        old = table.get(key)
+        if type_ == "DELETED":
+            table.pop(key, None)
+        else:
+            table[key] = obj
+        if kind == "Pod":
+            self.events.append(PodEvent(len(self.events), type_, old, obj))
 
     def _check(self) -> None:
-        from kubesim.api import PDBS, PODS
-        from kubesim.selectors import labels_match, selector_from_object
-
-        for budget in self.sim.store.iter(PDBS):
+        for key, budget in self._budgets.items():
             namespace = budget["metadata"]["namespace"]
             selector = selector_from_object(budget["spec"].get("selector"))
             healthy = sum(
                 1
-                for pod in self.sim.store.iter(PODS, namespace)
-                if labels_match(selector, pod["metadata"].get("labels"))
+                for pod in self._pods.values()
+                if pod["metadata"]["namespace"] == namespace
+                and labels_match(selector, pod["metadata"].get("labels"))
                 and is_pod_ready(pod)
                 and not pod["metadata"].get("deletionTimestamp")
             )
             desired = int((budget.get("status") or {}).get("desiredHealthy", 0))
-            key = f"{namespace}/{budget['metadata']['name']}"
             margin = healthy - desired
-            with self._lock:
-                self.worst[key] = min(self.worst.get(key, margin), margin)
+            if margin < self.worst.get(key, margin + 1):
+                self.worst[key] = margin
+                self.worst_at[key] = (
+                    f"after pod change {len(self.events)}: {healthy} healthy, {desired} desired"
+                )
 
     def violations(self) -> dict[str, int]:
+        if self.error is not None:
+            raise AssertionError(f"the budget watcher failed: {self.error}")
         with self._lock:
-            return {k: v for k, v in self.worst.items() if v < 0}
+            broken = {k: v for k, v in self.worst.items() if v < 0}
+            for key in broken:
+                print(f"budget {key} worst {self.worst_at[key]}; pod changes:")
+                for e in self.events:
+                    meta, status = e.new["metadata"], e.new.get("status") or {}
+                    print(
+                        f"  {e.seq} {e.type} {meta['name']} ready={is_pod_ready(e.new)} "
+                        f"deleting={bool(meta.get('deletionTimestamp'))} "
+                        f"node={e.new['spec'].get('nodeName')} phase={status.get('phase')}"
+                    )
+            return broken
+
+    def pod_events(self) -> list[PodEvent]:
+        with self._lock:
+            return list(self.events)
 
 
 @pytest.fixture
-def budgets(sim: KubeSim) -> BudgetWatcher:
-    return BudgetWatcher(sim)
+def budgets(cluster: Cluster) -> Iterator[BudgetWatcher]:
+    watcher = BudgetWatcher(cluster)
+    yield watcher
+    watcher.stop()

@@ -33,15 +33,17 @@ def test_twenty_nodes_at_once__all_drained__budgets_hold__time_close_to_budget_p
     instances = list(world.instance_ids)
     to_drain, spare = instances[:DRAINED], instances[DRAINED:]
     spare_nodes = [world.nodes[i] for i in spare]
-    set_schedulable(world.sim, spare_nodes, False)
+    set_schedulable(world.cluster, spare_nodes, False)
     objects: list[dict[str, Any]] = []
     for app in range(APPS):
         name = f"app{app}"
         objects.append(w.deployment(name, REPLICAS, startup=STARTUP, shutdown=1.0))
         objects.append(w.budget(name, {"app": name}, max_unavailable=MAX_UNAVAILABLE))
-    world.sim.apply(objects)
-    wait_until(lambda: len(world.sim.list("Pod")) == APPS * REPLICAS and all_ready(world.sim), 30)
-    set_schedulable(world.sim, spare_nodes, True)
+    world.cluster.apply(objects)
+    wait_until(
+        lambda: len(world.cluster.list("Pod")) == APPS * REPLICAS and all_ready(world.cluster), 30
+    )
+    set_schedulable(world.cluster, spare_nodes, True)
     budgets.start()
     events = [world.terminate(i) for i in to_drain]
     os.environ.update(world.env(LOG_LEVEL="WARNING"))
@@ -62,7 +64,19 @@ def test_twenty_nodes_at_once__all_drained__budgets_hold__time_close_to_budget_p
     elapsed = time.monotonic() - started
 
     assert sorted(r["result"] for r in results.values()) == ["drained"] * DRAINED
-    assert sum(r["evicted"] for r in results.values()) == APPS * REPLICAS
+    # A replacement may land on a node whose drain has not cordoned it yet; that
+    # drain evicts it again, so there are at least as many evictions as pods.
+    assert sum(r["evicted"] for r in results.values()) >= APPS * REPLICAS
+    drained_nodes = {world.nodes[i] for i in to_drain}
+
+    def all_on_spare_nodes() -> bool:
+        pods = world.cluster.list("Pod")
+        running = [p for p in pods if not p["metadata"].get("deletionTimestamp")]
+        return len(running) == APPS * REPLICAS and not [
+            p for p in pods if p["spec"].get("nodeName") in drained_nodes
+        ]
+
+    wait_until(all_on_spare_nodes, 30)
     assert budgets.violations() == {}
     completions = [c["LifecycleActionResult"] for c in world.completions()]
     assert completions == ["CONTINUE"] * DRAINED
@@ -74,8 +88,12 @@ def test_twenty_nodes_at_once__all_drained__budgets_hold__time_close_to_budget_p
     # Kubernetes up to several seconds apart, more under coverage; the bound allows
     # for that and still fails a drainer that sleeps blindly after refusals (a 5 s
     # sleep per refusal would take over 50 s here).
+    # On the real backend, which keeps no request records, the window is the wall
+    # time of the twenty invocations, moto's share included.
     ideal = REPLICAS / MAX_UNAVAILABLE * STARTUP / SPEED
-    requests = world.sim.requests("eks-node-drainer")
-    window = max(r.done for r in requests) - min(r.at for r in requests)
+    window = elapsed
+    if world.cluster.backend == "kubesim":
+        requests = world.cluster.kubesim.requests("eks-node-drainer")
+        window = max(r.done for r in requests) - min(r.at for r in requests)
     print(f"20 concurrent drains: window {window:.2f} s, pace {ideal:.2f} s, wall {elapsed:.2f} s")
     assert window < 3 * ideal + 5, f"{window:.1f} s is far from the {ideal:.1f} s budgets allow"

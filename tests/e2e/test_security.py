@@ -25,7 +25,8 @@ def test_no_token_or_secret_in_logs__even_at_debug(
     instance = world.instance_ids[0]
     place_on(world, world.nodes[instance], [w.deployment("web", 2, shutdown=80.0, grace=120)])
     # Tokens go stale mid-drain (X-Amz-Date has 1 s steps): a refresh and a 401 on the way.
-    world.sim.authenticator.max_token_age = 2.0
+    assert world.cluster.authenticator is not None
+    world.cluster.authenticator.max_token_age = 2.0
 
     summary = invoke(world.terminate(instance), LOG_LEVEL="DEBUG", DRAIN_TIMEOUT_SECONDS=120)
 
@@ -37,7 +38,7 @@ def test_no_token_or_secret_in_logs__even_at_debug(
     assert "k8s-aws-v1." not in everything.replace("k8s-aws-v1.[redacted]", "")
     assert not re.search(r"X-Amz-Signature=[0-9a-f]{16}", everything)
     assert secret not in everything
-    assert world.sim.admin_token not in everything
+    assert world.cluster.admin_token not in everything
 
 
 def _secret_key(world: World) -> str:

@@ -233,12 +233,13 @@ def test_pdb__status__drops_when_pod_terminates(sim: KubeSim, core: Any, policy:
 
     core.delete_namespaced_pod(pods[0]["metadata"]["name"], "default")
 
-    status = policy.read_namespaced_pod_disruption_budget("web", "default").status
-    assert (status.current_healthy, status.desired_healthy, status.disruptions_allowed) == (
-        1,
-        1,
-        0,
-    )
+    # The disruption controller writes the status on its next pass, not with the delete.
+    def counts() -> Any:
+        status = policy.read_namespaced_pod_disruption_budget("web", "default").status
+        numbers = (status.current_healthy, status.desired_healthy, status.disruptions_allowed)
+        return status if numbers == (1, 1, 0) else None
+
+    status = eventually(counts, what="status (1, 1, 0)")
     assert status.conditions[0].status == "False"
     assert status.conditions[0].reason == "InsufficientPods"
 
@@ -319,3 +320,66 @@ def test_node_deleted__its_pods_garbage_collected(sim: KubeSim, core: Any) -> No
     core.delete_node("n1")
 
     eventually(lambda: not sim.list("Pod"))
+
+
+# -- the node lifecycle controller -------------------------------------------
+
+
+def _taints(sim: KubeSim, name: str) -> list[dict[str, Any]]:
+    return list(sim.get("Node", name)["spec"].get("taints") or [])
+
+
+def test_node_lifecycle__cordon__unschedulable_taint_added_then_removed_on_uncordon(
+    sim: KubeSim, core: Any
+) -> None:
+    own = {"key": "dedicated", "value": "db", "effect": "NoSchedule"}
+    sim.apply(node("n1", taints=[own]))
+
+    core.patch_node("n1", {"spec": {"unschedulable": True}})
+
+    eventually(lambda: len(_taints(sim, "n1")) == 2)
+    [kept, added] = _taints(sim, "n1")
+    assert kept == own
+    assert (added["key"], added["effect"]) == ("node.kubernetes.io/unschedulable", "NoSchedule")
+    assert added["timeAdded"]
+
+    core.patch_node("n1", {"spec": {"unschedulable": False}})
+
+    eventually(lambda: _taints(sim, "n1") == [own])
+
+
+def test_node_lifecycle__created_cordoned__tainted(sim: KubeSim) -> None:
+    sim.apply(node("n1", unschedulable=True))
+
+    eventually(
+        lambda: [t["key"] for t in _taints(sim, "n1")] == ["node.kubernetes.io/unschedulable"]
+    )
+
+
+def test_node_lifecycle__not_ready_condition__not_ready_no_schedule_taint(
+    sim: KubeSim, core: Any
+) -> None:
+    sim.apply(node("n1"))
+    core.patch_node_status("n1", {"status": {"conditions": [{"type": "Ready", "status": "False"}]}})
+
+    eventually(
+        lambda: (
+            [(t["key"], t["effect"]) for t in _taints(sim, "n1")]
+            == [("node.kubernetes.io/not-ready", "NoSchedule")]
+        )
+    )
+
+
+def test_scheduler__cordoned_node__only_pods_tolerating_the_taint_land_there(
+    sim: KubeSim,
+) -> None:
+    sim.apply(node("n1", unschedulable=True))
+    tolerant = pod("tolerant")
+    tolerant["spec"]["tolerations"] = [
+        {"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"}
+    ]
+    sim.apply([tolerant, pod("plain")])
+
+    eventually(lambda: sim.get("Pod", "tolerant", "default")["spec"].get("nodeName") == "n1")
+    sim.settle()
+    assert sim.get("Pod", "plain", "default")["spec"].get("nodeName") is None

@@ -205,3 +205,237 @@ def test_get__object_fields__schema_valid_in_python_client(sim: KubeSim, core: A
     assert got.metadata.uid
     assert got.spec.node_name == "n1"
     assert nodes.items[0].status.node_info.kubelet_version == "v1.32.0"
+
+
+# -- resourceVersion, resourceVersionMatch, limit and continue (v1.33 semantics) ---
+
+
+def _list(sim: KubeSim, query: str, namespace: str = "default") -> Any:
+    return request(sim, "GET", f"/api/v1/namespaces/{namespace}/pods?{query}")
+
+
+def _item_names(response: Any) -> list[str]:
+    return [item["metadata"]["name"] for item in response.json()["items"]]
+
+
+@pytest.mark.parametrize(
+    ("query", "field", "cause"),
+    [
+        (
+            "resourceVersionMatch=NotOlderThan",
+            "resourceVersionMatch",
+            "Forbidden: resourceVersionMatch is forbidden unless resourceVersion is provided",
+        ),
+        (
+            "resourceVersionMatch=Exact&resourceVersion=0",
+            "resourceVersionMatch",
+            'Forbidden: resourceVersionMatch "exact" is forbidden for resourceVersion "0"',
+        ),
+        (
+            "resourceVersionMatch=Newest&resourceVersion=5",
+            "resourceVersionMatch",
+            'Unsupported value: "Newest": supported values: "Exact", "NotOlderThan", ""',
+        ),
+        (
+            "sendInitialEvents=true",
+            "sendInitialEvents",
+            "Forbidden: sendInitialEvents is forbidden for list",
+        ),
+    ],
+    ids=["match-without-version", "exact-zero", "unknown-match", "send-initial-events"],
+)
+def test_list__invalid_list_options__422_on_list_options(
+    sim: KubeSim, query: str, field: str, cause: str
+) -> None:
+    response = _list(sim, query)
+
+    assert response.status == 422
+    status = response.json()
+    assert status["reason"] == "Invalid"
+    assert status["message"] == f'ListOptions.meta.k8s.io "" is invalid: {field}: {cause}'
+    assert status["details"]["group"] == "meta.k8s.io"
+    assert status["details"]["kind"] == "ListOptions"
+    [only] = status["details"]["causes"]
+    assert only["field"] == field
+    assert only["message"] == cause
+    assert only["reason"] in ("FieldValueForbidden", "FieldValueNotSupported")
+
+
+def test_list__match_with_continue__422_both_causes_listed(sim: KubeSim, core: Any) -> None:
+    sim.apply([pod("a"), pod("b")])
+    token = core.list_namespaced_pod("default", limit=1).metadata._continue
+
+    response = _list(sim, f"resourceVersionMatch=NotOlderThan&continue={token}")
+
+    assert response.status == 422
+    assert [c["message"] for c in response.json()["details"]["causes"]] == [
+        "Forbidden: resourceVersionMatch is forbidden unless resourceVersion is provided",
+        "Forbidden: resourceVersionMatch is forbidden when continue is provided",
+    ]
+    assert response.json()["message"].endswith(
+        "is invalid: [resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden "
+        "unless resourceVersion is provided, resourceVersionMatch: Forbidden: "
+        "resourceVersionMatch is forbidden when continue is provided]"
+    )
+
+
+def test_list__resource_version_zero__limit_ignored(sim: KubeSim) -> None:
+    sim.apply([pod(f"p{i}") for i in range(3)])
+
+    response = _list(sim, "resourceVersion=0&limit=1")
+
+    assert response.status == 200
+    assert _item_names(response) == ["p0", "p1", "p2"]
+    assert "continue" not in response.json()["metadata"]
+
+
+def _history(sim: KubeSim) -> int:
+    """a and b exist at the returned version; then c is created and a deleted."""
+    sim.apply([pod("a"), pod("b")])
+    version = sim.store.resource_version
+    sim.apply(pod("c"))
+    sim.api.delete(sim.resource_for(pod("a")), "default", "a", {"gracePeriodSeconds": 0})
+    return version
+
+
+@pytest.mark.parametrize(
+    ("query", "names", "at_version"),
+    [
+        ("resourceVersionMatch=Exact&resourceVersion={rv}", ["a", "b"], True),
+        ("resourceVersion={rv}&limit=10", ["a", "b"], True),  # legacy: exact with a limit
+        ("resourceVersionMatch=NotOlderThan&resourceVersion={rv}", ["b", "c"], False),
+        ("resourceVersion={rv}", ["b", "c"], False),  # legacy: not older than, no limit
+        ("resourceVersion=0", ["b", "c"], False),
+        ("", ["b", "c"], False),
+    ],
+    ids=["exact", "legacy-limit", "not-older-than", "legacy-no-limit", "zero", "unset"],
+)
+def test_list__resource_version_semantics(
+    sim: KubeSim, query: str, names: list[str], at_version: bool
+) -> None:
+    version = _history(sim)
+
+    response = _list(sim, query.format(rv=version))
+
+    assert response.status == 200, response.body
+    assert _item_names(response) == names
+    listed = int(response.json()["metadata"]["resourceVersion"])
+    assert listed == version if at_version else listed == sim.store.resource_version
+
+
+def test_list__exact_version_compacted__410_list_too_old(sim: KubeSim, admin: Admin) -> None:
+    version = _history(sim)
+    admin.compact()
+
+    response = _list(sim, f"resourceVersionMatch=Exact&resourceVersion={version}")
+
+    assert response.status == 410
+    assert response.json()["reason"] == "Expired"
+    assert response.json()["message"] == "The resourceVersion for the provided list is too old."
+
+
+def test_list__exact_version_from_the_future__500_from_etcd(sim: KubeSim) -> None:
+    future = sim.store.resource_version + 100
+
+    response = _list(sim, f"resourceVersionMatch=Exact&resourceVersion={future}")
+
+    assert response.status == 500
+    assert "reason" not in response.json()
+    assert response.json()["message"] == (
+        "etcdserver: mvcc: required revision is a future revision"
+    )
+
+
+def test_list__not_older_than_future_version__504_too_large(sim: KubeSim) -> None:
+    sim.too_large_rv_wait = 0.05
+    current = sim.store.resource_version
+
+    response = _list(sim, f"resourceVersionMatch=NotOlderThan&resourceVersion={current + 100}")
+
+    assert response.status == 504
+    assert response.headers["retry-after"] == "1"
+    status = response.json()
+    assert status["reason"] == "Timeout"
+    assert status["message"] == (
+        f"Timeout: Too large resource version: {current + 100}, current: {current}"
+    )
+    assert status["details"] == {
+        "causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}],
+        "retryAfterSeconds": 1,
+    }
+
+
+def test_list__continue_compacted__410_with_token_to_finish_from_latest(
+    sim: KubeSim, core: Any, admin: Admin
+) -> None:
+    sim.apply([pod("a"), pod("b"), pod("c")])
+    first = core.list_namespaced_pod("default", limit=1)
+    sim.apply(pod("d"))
+    admin.compact()
+
+    response = _list(sim, f"limit=10&continue={first.metadata._continue}")
+
+    assert response.status == 410
+    status = response.json()
+    assert status["message"].startswith(
+        "The provided continue parameter is too old to display a consistent list result. You "
+        "can start a new list without the continue parameter, or use the continue token in "
+        "this response to retrieve the remainder of the results."
+    )
+    rest = core.list_namespaced_pod("default", limit=10, _continue=status["metadata"]["continue"])
+    assert _names(rest) == ["b", "c", "d"]
+    assert int(rest.metadata.resource_version) == sim.store.resource_version
+
+
+@pytest.mark.parametrize(("version", "status"), [("0", 200), ("1", 400)])
+def test_list__continue_with_resource_version__only_zero_allowed(
+    sim: KubeSim, core: Any, version: str, status: int
+) -> None:
+    sim.apply([pod("a"), pod("b")])
+    token = core.list_namespaced_pod("default", limit=1).metadata._continue
+
+    response = _list(sim, f"limit=1&continue={token}&resourceVersion={version}")
+
+    assert response.status == status, response.body
+    if status == 400:
+        assert response.json()["message"] == (
+            "specifying resource version is not allowed when using continue"
+        )
+
+
+def test_list__continue_token__real_encoding(sim: KubeSim, core: Any) -> None:
+    import base64
+
+    sim.apply([pod("a"), pod("b")])
+    first = core.list_namespaced_pod("default", limit=1)
+
+    token = first.metadata._continue
+    decoded = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
+
+    assert "=" not in token
+    assert decoded == {
+        "v": "meta.k8s.io/v1",
+        "rv": int(first.metadata.resource_version),
+        "start": "a\u0000",
+    }
+
+
+def test_list__limit_with_selector__continue_while_any_object_follows(sim: KubeSim) -> None:
+    # Like etcd, the page ends with a token when keys follow, matching or not.
+    sim.apply([pod("a", labels={"app": "web"}), pod("b")])
+
+    response = _list(sim, "limit=1&labelSelector=app%3Dweb")
+
+    assert _item_names(response) == ["a"]
+    assert response.json()["metadata"]["continue"]
+
+
+def test_list__all_namespaces__ordered_by_storage_key(sim: KubeSim) -> None:
+    # "shop-eu/x" sorts before "shop/x" as etcd keys.
+    for name in ("shop", "shop-eu"):
+        sim.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    sim.apply([pod("x", namespace="shop"), pod("x", namespace="shop-eu")])
+
+    response = request(sim, "GET", "/api/v1/pods")
+
+    assert [i["metadata"]["namespace"] for i in response.json()["items"]] == ["shop-eu", "shop"]

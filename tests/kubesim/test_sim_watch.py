@@ -292,3 +292,30 @@ def test_watch__modified_pod_objects__deserialize_in_python_client(sim: KubeSim,
 
     assert events[0] == ("ADDED", "a")
     eventually(lambda: sim.get("Pod", "a", "default")["status"]["phase"] == "Running")
+
+
+@pytest.mark.parametrize(
+    ("query", "causes"),
+    [
+        (
+            "resourceVersionMatch=NotOlderThan&resourceVersion=1",
+            [
+                "Forbidden: resourceVersionMatch is forbidden for watch unless "
+                "sendInitialEvents is provided"
+            ],
+        ),
+        (
+            "sendInitialEvents=true&resourceVersionMatch=NotOlderThan",
+            [
+                "Forbidden: sendInitialEvents is forbidden for watch unless the WatchList "
+                "feature gate is enabled"
+            ],
+        ),
+    ],
+    ids=["match-without-initial-events", "initial-events-feature-off"],
+)
+def test_watch__invalid_list_options__422(sim: KubeSim, query: str, causes: list[str]) -> None:
+    response = request(sim, "GET", f"/api/v1/namespaces/default/pods?watch=true&{query}")
+
+    assert response.status == 422
+    assert [c["message"] for c in response.json()["details"]["causes"]] == causes

@@ -576,3 +576,37 @@ def test_dry_run__unknown_value__422(sim: KubeSim) -> None:
 
     assert response.status == 422
     assert 'Unsupported value: "Some"' in response.json()["message"]
+
+
+def test_create__in_terminating_namespace__403_namespace_terminating_cause(
+    sim: KubeSim, core: Any
+) -> None:
+    sim.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "shop"}})
+    sim.apply(pod("held", namespace="shop", finalizers=["example.com/hold"]))
+    core.delete_namespace("shop")
+
+    response = request(
+        sim,
+        "POST",
+        "/apis/apps/v1/namespaces/shop/deployments",
+        workload("Deployment", "web", namespace="shop"),
+    )
+
+    assert response.status == 403
+    status = response.json()
+    assert status["message"] == (
+        'deployments.apps "web" is forbidden: unable to create new content in namespace shop '
+        "because it is being terminated"
+    )
+    assert status["details"] == {
+        "name": "web",
+        "group": "apps",
+        "kind": "deployments",
+        "causes": [
+            {
+                "reason": "NamespaceTerminating",
+                "message": "namespace shop is being terminated",
+                "field": "metadata.namespace",
+            }
+        ],
+    }
