@@ -117,10 +117,6 @@ def test_statefulset_pod__recreated_with_same_name__new_pod_left_alone(
     assert not new["metadata"].get("deletionTimestamp"), "the recreated pod must never be evicted"
 
 
-@pytest.mark.kubesim_only(
-    "volumes need a provisioner and an attach-detach controller with a CSI attacher; "
-    "the real backend's kwok nodes have neither, so it never makes a VolumeAttachment"
-)
 def test_statefulset_volume__detached_before_continue(world: World, invoke: Invoke) -> None:
     instance = world.instance_ids[0]
     node = world.nodes[instance]
