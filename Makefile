@@ -91,13 +91,17 @@ demo: $(STAMP)
 	$(PY) -m demo $(DEMO_ARGS)
 
 # --- benchmark (bench/, issue 7) -------------------------------------------------------
-# make bench [QUICK=1] [BENCH_ARGS="--runs 5 --only 1,3"]: our engine and kubectl drain
-# side by side on kubesim; prints the table and the targets, JSON in bench/results/.
+# make bench [BACKEND=kubesim|real] [QUICK=1] [BENCH_ARGS="--runs 5 --only 1,3"]: our
+# engine and kubectl drain side by side; prints the table and the targets, JSON in
+# bench/results/. BACKEND=kubesim (default): on the emulator, figures from its records.
+# BACKEND=real: on the real control plane (make controlplane; a fresh one per drain),
+# figures from the clients' side, the largest scenarios scaled down.
 # QUICK=1: small sizes, one run, 10x speed (a smoke test, no verdict; `make test` runs it).
 QUICK ?=
+BACKEND ?= kubesim
 BENCH_ARGS ?=
 
 .PHONY: bench
 
-bench: $(STAMP)
-	$(PY) -m bench $(if $(QUICK),--quick) $(BENCH_ARGS)
+bench: $(STAMP) $(if $(filter real,$(BACKEND)),controlplane)
+	$(PY) -m bench --backend $(BACKEND) $(if $(QUICK),--quick) $(BENCH_ARGS)

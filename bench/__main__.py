@@ -1,11 +1,19 @@
-"""`python -m bench [--quick] [--runs N] [--out PATH]`: the drain benchmark.
+"""`python -m bench [--quick] [--backend kubesim|real] [--runs N] [--out PATH]`: the benchmark.
 
-Drains the same emulated nodes (kubesim over HTTPS) with our engine and with the
-real `kubectl drain`, side by side in one run, prints a table and the issue's
-targets, and writes every figure as JSON (bench/results/results.json by default).
+Drains the same nodes with our engine and with the real `kubectl drain`, side by
+side in one run, prints a table and the issue's targets, and writes every figure as
+JSON (bench/results/results.json by default; bench/results/results-real.json for
+the real backend).
 
---quick: small sizes, one run, kubesim at 10x speed; a smoke test of the whole
-path (no verdict on the targets), used by `make test`.
+--backend kubesim (the default): the emulator over HTTPS; figures from its records.
+--backend real: the real control plane (testbed.controlplane: kube-apiserver,
+controller-manager, scheduler, etcd, kwok), one per drain; figures from the
+clients' side (their own request logs, this host's clock, a watch for when the
+node is empty). Scenarios too large for it on two cores are scaled down (said so
+in the output).
+
+--quick: small sizes, one run, pods' start and stop at 10x speed; a smoke test of
+the whole path (no verdict on the targets), used by `make test`.
 """
 
 from __future__ import annotations
@@ -20,7 +28,8 @@ from dataclasses import asdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_OUT = ROOT / "bench" / "results" / "results.json"
+RESULTS = ROOT / "bench" / "results"
+DEFAULT_OUT = {"kubesim": RESULTS / "results.json", "real": RESULTS / "results-real.json"}
 # kubectl drain takes ~150 s for 737 pods (client-side throttling), ~45 s for the
 # PDB scenario (5 s sleep after each refusal), 20+ s for scenarios 1 and 4, and its
 # figures barely move between runs (its own sleeps and throttle set them): fewer
@@ -28,11 +37,61 @@ DEFAULT_OUT = ROOT / "bench" / "results" / "results.json"
 KUBECTL_RUNS = {"1": 2, "2": 1, "3": 2, "4": 2}
 
 
+# Where each figure comes from, by backend: printed under the table, and in the JSON.
+FIGURE_SOURCES = {
+    "kubesim": {
+        "window": "kubesim's clock: from the client's cordon to the end of its last request",
+        "requests": "kubesim's records of the client's user",
+        "latency": "sim ms: kubesim's handling time per request (watches aside)",
+        "sim_busy": "share of the window kubesim's controllers held the store lock",
+        "wall, peak_mb, cpu": "the client's own process (bench/launch.py)",
+    },
+    "real": {
+        "window": "the client's own request log on this host's clock: from its cordon "
+        "to the answer of its last request (ours: bench.child --records; kubectl: -v=6)",
+        "requests": "the client's own request log (ours: its records, which must match "
+        "its own count; kubectl: its -v=6 lines)",
+        "latency": "rtt ms: each request's round trip as the client saw it (watches aside; "
+        "kubectl logs whole milliseconds)",
+        "emptied": "empty s: from the client's cordon to the node's last pod gone "
+        "(DaemonSet pods aside), as the bench's own watch saw it",
+        "wall, peak_mb, cpu": "the client's own process (bench/launch.py)",
+    },
+}
+FIGURES = {
+    "kubesim": (
+        "Figures from kubesim (backend kubesim). window: kubesim's clock, from the client's "
+        "cordon to its last request; overhead = window - ideal; wall: the whole process; "
+        "peak MB: its max RSS; sim ms: kubesim's handling time per request; sim busy: share "
+        "of the window kubesim's controllers held the store lock (no request is served "
+        "meanwhile). Scenario 5 has no kubectl equivalent (kubectl cannot look a node up by "
+        "instance)."
+    ),
+    "real": (
+        "Figures from the real control plane (backend real: Kubernetes {servers}, kwok as "
+        "the kubelets, a fresh one per drain), measured on the clients' side. window: the "
+        "client's own request log on this host's clock, from its cordon (scenario 5: its "
+        "first request) to the answer of its last request (ours: its own records; kubectl: "
+        "its -v=6 log); overhead = window - ideal; requests: the same logs; wall: the whole "
+        "process; peak MB: its max RSS; rtt ms: round trip per request as the client saw "
+        "it; empty s: from the cordon until the bench's own watch saw the node's last pod "
+        "gone. Scenario 5 has no kubectl equivalent (kubectl cannot look a node up by "
+        "instance)."
+    ),
+}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="small sizes, one run, 10x speed")
     parser.add_argument("--runs", type=int, help="runs per scenario (default 3; quick: 1)")
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="JSON results file")
+    parser.add_argument(
+        "--backend",
+        choices=("kubesim", "real"),
+        default="kubesim",
+        help="kubesim (default) or the real control plane (testbed.controlplane)",
+    )
+    parser.add_argument("--out", type=Path, help="JSON results file")
     parser.add_argument(
         "--only", default="", help="comma-separated scenarios to run, e.g. 1,3,5,coldstart"
     )
@@ -40,6 +99,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.runs is not None and args.runs < 1:
         parser.error("--runs must be at least 1")
+    out: Path = args.out or DEFAULT_OUT[args.backend]
+    backend: str = args.backend
 
     from bench import coldstart, report
     from bench.clients import find_kubectl, kubectl_version
@@ -47,23 +108,34 @@ def main(argv: Sequence[str] | None = None) -> int:
     from bench.scenarios import many_pods, plan
 
     started = time.perf_counter()
-    chosen = plan(quick=args.quick, runs=args.runs)
+    chosen = plan(quick=args.quick, runs=args.runs, backend=backend)
     only = {s.strip() for s in args.only.split(",") if s.strip()}
     scenarios = tuple(s for s in chosen.scenarios if not only or s.key in only)
     lookup_nodes = chosen.lookup_nodes if not only or "5" in only else 0
     kubectl = None if args.no_kubectl else find_kubectl()
     kubectl_runs = {} if args.quick else dict(KUBECTL_RUNS)
+    where = "kubesim" if backend == "kubesim" else "the real control plane, one per drain"
     print(
-        f"bench: {'quick' if args.quick else 'full'}, {chosen.runs} run(s), kubesim speed "
-        f"{chosen.speed:g}, kubectl {kubectl_version(kubectl) if kubectl else 'not used'}, "
+        f"bench: {'quick' if args.quick else 'full'}, on {where}, {chosen.runs} run(s), "
+        f"speed {chosen.speed:g}, kubectl {kubectl_version(kubectl) if kubectl else 'not used'}, "
         f"{os.cpu_count()} CPUs",
         file=sys.stderr,
         flush=True,
     )
+    for note in chosen.notes:
+        print(f"bench: scaled down: {note}", file=sys.stderr, flush=True)
     if kubectl is None and not args.no_kubectl:
         print("bench: no kubectl on PATH; running our engine only", file=sys.stderr)
+    if backend == "real":
+        from testbed.controlplane import ControlPlaneBuildError, binaries
+
+        try:
+            binaries()  # build once here (the first time: tens of minutes), not mid-run
+        except ControlPlaneBuildError as e:
+            print(f"bench: {e}", file=sys.stderr)
+            return 2
     if scenarios:
-        warm_up(chosen.speed, kubectl, many_pods(5, 5))
+        warm_up(chosen.speed, kubectl, many_pods(5, 5), backend)
     results = run_all(
         scenarios,
         runs=chosen.runs,
@@ -71,6 +143,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         speed=chosen.speed,
         kubectl=kubectl,
         lookup_nodes=lookup_nodes,
+        backend=backend,
     )
     cold = None
     if not only or "coldstart" in only:
@@ -80,16 +153,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     found = report.targets(summaries, chosen.scenarios, cold, lookup_nodes)
     elapsed = time.perf_counter() - started
 
+    servers = sorted({r.server for r in results if r.server})
     print()
-    print(report.table(summaries, chosen.scenarios))
+    print(report.table(summaries, chosen.scenarios, backend))
     print()
-    print(
-        "window: kubesim's clock, from the client's cordon to its last request; "
-        "overhead = window - ideal; wall: the whole process; peak MB: its max RSS; "
-        "sim ms: kubesim's handling time per request; sim busy: share of the window "
-        "kubesim's controllers held the store lock (no request is served meanwhile). "
-        "Scenario 5 has no kubectl equivalent (kubectl cannot look a node up by instance)."
-    )
+    print(FIGURES[backend].format(servers=", ".join(servers) or "?"))
+    for note in chosen.notes:
+        print(f"Scaled down: {note}.")
     if kubectl is not None:
         print(
             "kubectl drain: client-side throttling (about 10 requests/s), a 5 s sleep after "
@@ -104,12 +174,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     if cold is not None:
         print(report.coldstart_text(cold))
         print()
-    print(report.targets_text(found, args.quick))
-    print(f"\nbench: {elapsed:.0f} s in all; results in {args.out}")
+    print(report.targets_text(found, args.quick, backend))
+    print(f"\nbench: {elapsed:.0f} s in all; results in {out}")
 
-    args.out.parent.mkdir(parents=True, exist_ok=True)
+    out.parent.mkdir(parents=True, exist_ok=True)
     document = {
         "mode": "quick" if args.quick else "full",
+        "backend": backend,
+        "servers": servers,
+        "figures": FIGURE_SOURCES[backend],
+        "notes": list(chosen.notes),
         "runs": chosen.runs,
         "speed": chosen.speed,
         "kubectl": kubectl_version(kubectl) if kubectl else None,
@@ -125,7 +199,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "coldstart": asdict(cold) if cold is not None else None,
         "runs_detail": [asdict(r) for r in results],
     }
-    args.out.write_text(json.dumps(document, indent=2) + "\n")
+    out.write_text(json.dumps(document, indent=2) + "\n")
     failed = [r for r in results if not r.ok]
     for result in failed:
         print(

@@ -11,6 +11,11 @@ the Lambda's environment variables (unset: the defaults), so
 `EVICTION_CONCURRENCY=64 make bench` tries another setting;
 `find-node` runs the product's node lookup. Each prints one JSON line: the drain
 report's summary or the node found, and the seconds the call itself took.
+
+--records (the real backend, which keeps no request records for us): the JSON line
+also holds every request the client made, [sent, answered, method, verb, resource,
+status], times on this host's clock, taken around the client's one request method
+(a watch counts as answered when its stream opened).
 """
 
 from __future__ import annotations
@@ -22,16 +27,48 @@ import os
 import sys
 import time
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from drainer.kube import Kube
+
+
+def _kube_class(record: bool) -> type[Kube]:
+    """Kube itself, or Kube that notes each request it makes (sent, answered)."""
+    from drainer.errors import KubeError
+    from drainer.kube import Kube
+
+    if not record:
+        return Kube
+
+    class RecordingKube(Kube):
+        records: list[list[object]]
+
+        def _once(self, method: str, path: str, **kwargs: Any) -> Any:
+            if not hasattr(self, "records"):
+                self.records = []
+            sent = time.time()
+            status = 200
+            try:
+                return super()._once(method, path, **kwargs)
+            except KubeError as e:
+                status = e.status
+                raise
+            finally:
+                self.records.append(
+                    [sent, time.time(), method, kwargs["verb"], kwargs["resource"], status]
+                )
+
+    return RecordingKube
 
 
 def _drain(args: argparse.Namespace) -> dict[str, object]:
     from drainer.drain import Drain
-    from drainer.kube import Kube
     from drainer.settings import Settings
     from drainer.workflow import drain_options
 
     settings = Settings.from_env(os.environ)
-    kube = Kube.from_kubeconfig(
+    kube = _kube_class(args.records).from_kubeconfig(
         args.kubeconfig, args.context, pool_size=settings.eviction_concurrency + 4
     )
     started = time.perf_counter()
@@ -39,14 +76,22 @@ def _drain(args: argparse.Namespace) -> dict[str, object]:
         report = Drain(kube, args.node, drain_options(settings)).run(time.time() + args.timeout)
     finally:
         kube.close()
-    return {"seconds": time.perf_counter() - started, "report": report.summary()}
+    return {
+        "seconds": time.perf_counter() - started,
+        "report": report.summary(),
+        **_records(kube),
+    }
+
+
+def _records(kube: Kube) -> dict[str, object]:
+    records = getattr(kube, "records", None)
+    return {} if records is None else {"records": records}
 
 
 def _find_node(args: argparse.Namespace) -> dict[str, object]:
-    from drainer.kube import Kube
     from drainer.nodes import find_node
 
-    kube = Kube.from_kubeconfig(args.kubeconfig, args.context)
+    kube = _kube_class(args.records).from_kubeconfig(args.kubeconfig, args.context)
     short = args.dns.split(".", 1)[0]
     hostnames = (args.dns, short) if short != args.dns else (args.dns,)
     started = time.perf_counter()
@@ -54,7 +99,12 @@ def _find_node(args: argparse.Namespace) -> dict[str, object]:
         node = find_node(kube, args.dns, hostnames, "/" + args.instance_id)
     finally:
         kube.close()
-    return {"seconds": time.perf_counter() - started, "node": node, "requests": kube.requests}
+    return {
+        "seconds": time.perf_counter() - started,
+        "node": node,
+        "requests": kube.requests,
+        **_records(kube),
+    }
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -69,6 +119,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for command in (drain, lookup):
         command.add_argument("--kubeconfig", required=True)
         command.add_argument("--context", default="drainer")
+        command.add_argument("--records", action="store_true", help="list every request")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     result = _drain(args) if args.command == "drain" else _find_node(args)

@@ -1,6 +1,10 @@
 """The two drainers, each run as a process of its own through bench/launch.py:
 our engine (`python -m bench.child drain`, as the kubeconfig's `drainer` user with
-the RBAC of k8s-rbac/) and the real `kubectl drain` (as the admin)."""
+the RBAC of k8s-rbac/) and the real `kubectl drain` (as the admin).
+
+On the real control plane, which keeps no request records for us, each client
+logs its own requests: ours with `--records`, kubectl with `-v=6` (one line per
+answer, with its round trip; bench.measure.kubectl_records reads them)."""
 
 from __future__ import annotations
 
@@ -60,7 +64,7 @@ def _env(**extra: str) -> dict[str, str]:
     return env
 
 
-def run_ours(kubeconfig: Path, node: str, timeout: float) -> Process:
+def run_ours(kubeconfig: Path, node: str, timeout: float, *, records: bool = False) -> Process:
     command = [
         sys.executable,
         "-m",
@@ -74,11 +78,12 @@ def run_ours(kubeconfig: Path, node: str, timeout: float) -> Process:
         node,
         "--timeout",
         str(timeout),
+        *(["--records"] if records else []),
     ]
     return launch(command, timeout + 30, _env(PYTHONPATH=str(ROOT)))
 
 
-def run_lookup(kubeconfig: Path, dns: str, instance: str) -> Process:
+def run_lookup(kubeconfig: Path, dns: str, instance: str, *, records: bool = False) -> Process:
     command = [
         sys.executable,
         "-m",
@@ -92,6 +97,7 @@ def run_lookup(kubeconfig: Path, dns: str, instance: str) -> Process:
         dns,
         "--instance-id",
         instance,
+        *(["--records"] if records else []),
     ]
     return launch(command, 120, _env(PYTHONPATH=str(ROOT)))
 
@@ -121,9 +127,11 @@ def kubectl_version(kubectl: Path) -> str:
         return "unknown"
 
 
-def run_kubectl(kubectl: Path, kubeconfig: Path, node: str, timeout: float) -> Process:
+def run_kubectl(
+    kubectl: Path, kubeconfig: Path, node: str, timeout: float, *, log_requests: bool = False
+) -> Process:
     """`kubectl drain` with its own HOME and discovery cache, so every run starts
-    cold (as a fresh CI job or Lambda would)."""
+    cold (as a fresh CI job or Lambda would); `log_requests`: with -v=6."""
     with tempfile.TemporaryDirectory(prefix="bench-kubectl-") as home:
         command = [
             str(kubectl),
@@ -137,5 +145,6 @@ def run_kubectl(kubectl: Path, kubeconfig: Path, node: str, timeout: float) -> P
             node,
             *KUBECTL_FLAGS,
             f"--timeout={int(timeout)}s",
+            *(["-v=6"] if log_requests else []),
         ]
         return launch(command, timeout + 30, _env(HOME=home))

@@ -22,6 +22,8 @@ class Summary:
     runs: int
     failed: int
     ideal: float | None
+    backend: str = "kubesim"
+    """Where its figures come from (RunResult.backend)."""
     window: float | None = None
     window_min: float | None = None
     window_max: float | None = None
@@ -40,6 +42,8 @@ class Summary:
     sim_busy: float | None = None
     """Median share of the window during which kubesim's controllers held the lock."""
     lookup_seconds: float | None = None
+    emptied: float | None = None
+    """Real backend: median seconds from the cordon to the node empty (a watch's view)."""
     evict_first: float | None = None
     evict_last: float | None = None
     problems: list[str] = field(default_factory=list)
@@ -62,6 +66,7 @@ def summarise(results: Sequence[RunResult]) -> list[Summary]:
             len(runs),
             len(runs) - len(good),
             runs[0].ideal,
+            runs[0].backend,
             problems=[r.problem for r in runs if not r.ok],
         )
         summaries.append(summary)
@@ -90,6 +95,8 @@ def summarise(results: Sequence[RunResult]) -> list[Summary]:
         lasts = [r.evict_last for r in good if r.evict_last is not None]
         if firsts and lasts:
             summary.evict_first, summary.evict_last = _median(firsts), _median(lasts)
+        emptied = [r.emptied for r in good if r.emptied is not None]
+        summary.emptied = _median(emptied) if emptied else None
         lookups = [r.seconds for r in good if r.seconds is not None]
         summary.lookup_seconds = _median(lookups) if lookups else None
     return summaries
@@ -114,12 +121,23 @@ def _seconds(value: float | None, signed: bool = False) -> str:
     return f"{value:+.2f}" if signed else f"{value:.2f}"
 
 
-def table(summaries: Sequence[Summary], scenarios: Sequence[Scenario]) -> str:
+def table(
+    summaries: Sequence[Summary], scenarios: Sequence[Scenario], backend: str = "kubesim"
+) -> str:
+    """One row per scenario and client; its `backend` column says where the row's
+    figures come from. kubesim: its clock and records, its handling time per request
+    (sim ms) and how busy its controllers were; real: the client's own clock and
+    request log, its round trip per request (rtt ms) and when a watch saw the node
+    empty (empty s, from the cordon)."""
     titles = {s.key: s.title for s in scenarios}
+    real = backend == "real"
+    latency_head, last_head = (
+        ("rtt ms p50/p99", "empty s") if real else ("sim ms p50/p99", "sim busy")
+    )
     header = (
-        f"{'#':<2} {'client':<22} {'window s median [min-max]':<26} {'ideal':>6} "
+        f"{'#':<2} {'client':<22} {'backend':<7} {'window s median [min-max]':<26} {'ideal':>6} "
         f"{'overhead':>8}  {'requests: by verb (median)':<52} {'wall s':>6} {'peak MB':>7} "
-        f"{'sim ms p50/p99':>14} {'sim busy':>8}"
+        f"{latency_head:>14} {last_head:>8}"
     )
     lines = [header, "-" * len(header)]
     current = ""
@@ -133,18 +151,22 @@ def table(summaries: Sequence[Summary], scenarios: Sequence[Scenario]) -> str:
             window = "-"
         else:
             window = f"{summary.window:.2f} [{summary.window_min:.2f}-{summary.window_max:.2f}]"
-        busy = f"{summary.sim_busy * 100:.0f}%" if summary.sim_busy is not None else "-"
+        if summary.backend == "real":
+            last = _seconds(summary.emptied)
+        else:
+            last = f"{summary.sim_busy * 100:.0f}%" if summary.sim_busy is not None else "-"
         latency = f"{summary.latency_p50_ms:.1f}/{summary.latency_p99_ms:.0f}"
         lines.append(
-            f"{'':<2} {summary.client + runs:<22} {window:<26} {_seconds(summary.ideal):>6} "
-            f"{_seconds(summary.overhead, signed=True):>8}  {verbs_text(summary):<52} "
-            f"{summary.wall:>6.2f} {summary.peak_mb:>7.0f} {latency:>14} {busy:>8}"
+            f"{'':<2} {summary.client + runs:<22} {summary.backend:<7} {window:<26} "
+            f"{_seconds(summary.ideal):>6} {_seconds(summary.overhead, signed=True):>8}  "
+            f"{verbs_text(summary):<52} {summary.wall:>6.2f} {summary.peak_mb:>7.0f} "
+            f"{latency:>14} {last:>8}"
         )
     return "\n".join(lines)
 
 
 def evictions_text(summaries: Sequence[Summary]) -> str:
-    """When each client's evictions went out, and at what rate kubesim took them."""
+    """When each client's evictions went out, and at what rate the server took them."""
     lines = ["Evictions (medians, seconds into the window: first - last, rate while evicting)"]
     for summary in summaries:
         if summary.evict_first is None or summary.evict_last is None:
@@ -284,8 +306,13 @@ def targets(
     return found
 
 
-def targets_text(found: Sequence[Target], quick: bool) -> str:
-    lines = ["Targets" + (" (quick mode: reduced sizes, not a verdict)" if quick else "")]
+def targets_text(found: Sequence[Target], quick: bool, backend: str = "kubesim") -> str:
+    notes = []
+    if quick:
+        notes.append("quick mode: reduced sizes, not a verdict")
+    if backend == "real":
+        notes.append("on the real control plane, figures from the clients' side")
+    lines = ["Targets" + (f" ({'; '.join(notes)})" if notes else "")]
     for target in found:
         verdict = {True: "met", False: "NOT MET", None: "not measured"}[target.met]
         lines.append(f"  {verdict:<12} {target.name}: {target.measured}  [target {target.target}]")

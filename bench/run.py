@@ -1,15 +1,25 @@
-"""Run the scenarios: a fresh kubesim per run, each client in a process of its own,
-the figures read from kubesim's records afterwards."""
+"""Run the scenarios: a fresh cluster per run, each client in a process of its own.
+
+On kubesim (the default backend) the figures come from kubesim's records. On the
+real control plane (`--backend real`) every drain also gets a control plane of its
+own (~4 s to start and stop): both clients start from the same state, and nothing
+of one run (a ReplicaSet the garbage collector has yet to remove, kwok's pending
+deletions, the disruption controller's memory of disrupted pods) reaches the next,
+which cleaning up a shared one could not promise. The real apiserver keeps no
+request records for us: the figures come from each client's own request log (see
+bench.clients), and a watch of the bench's own sees when the node is empty.
+"""
 
 from __future__ import annotations
 
 import json
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bench import measure
 from bench.clients import (
@@ -20,8 +30,15 @@ from bench.clients import (
     run_lookup,
     run_ours,
 )
-from bench.scenarios import Lookup, Scenario, lookups
+from bench.scenarios import ApiSetup, Lookup, Scenario, SimSetup, lookups
 from kubesim import KubeSim
+
+if TYPE_CHECKING:
+    from testbed.cluster import ApiClient
+    from testbed.controlplane import ControlPlane
+
+BACKENDS = ("kubesim", "real")
+CLUSTER_NAME = "bench"
 
 # Watch streams end when the client hangs up; kubesim notices at its next writes
 # (bookmarks) and only then records the request: short bookmarks, and a wait until
@@ -37,6 +54,11 @@ class RunResult:
     run: int
     ok: bool
     problem: str = ""
+    backend: str = "kubesim"
+    """Where every figure of this run comes from: "kubesim" (its records, its clock)
+    or "real" (the control plane; the client's own request log, this host's clock)."""
+    server: str = ""
+    """The API server's version (real backend)."""
     window: float | None = None
     ideal: float | None = None
     wall: float = 0.0
@@ -45,6 +67,7 @@ class RunResult:
     requests: int = 0
     verbs: dict[str, int] = field(default_factory=dict)
     latency: dict[str, float] = field(default_factory=dict)
+    """kubesim: its handling time per request; real: the client's round trip."""
     sim_passes: int = 0
     sim_busy: float = 0.0
     """Seconds of the window during which kubesim's controllers held the store lock."""
@@ -54,6 +77,9 @@ class RunResult:
     evict_first: float | None = None
     evict_last: float | None = None
     """When the first and the last eviction request arrived, seconds into the window."""
+    emptied: float | None = None
+    """Real backend: seconds from the client's cordon to the node's last pod gone
+    (DaemonSet pods aside), as the bench's own watch saw it."""
 
     @property
     def overhead(self) -> float | None:
@@ -69,25 +95,34 @@ def _stderr(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
-def _pods_left(sim: KubeSim, node: str) -> list[str]:
+def _daemon_pod(pod: dict[str, Any]) -> bool:
+    owners = pod["metadata"].get("ownerReferences") or []
+    return any(o.get("kind") == "DaemonSet" for o in owners)
+
+
+def _pods_left(pods: list[dict[str, Any]], node: str) -> list[str]:
     """Pods still on the node, DaemonSet pods aside."""
-    left = []
-    for pod in sim.list("Pod"):
-        if pod["spec"].get("nodeName") != node:
-            continue
-        owners = pod["metadata"].get("ownerReferences") or []
-        if any(o.get("kind") == "DaemonSet" for o in owners):
-            continue
-        left.append(pod["metadata"]["name"])
-    return left
+    return [
+        pod["metadata"]["name"]
+        for pod in pods
+        if pod["spec"].get("nodeName") == node and not _daemon_pod(pod)
+    ]
+
+
+def _answer(process: Process) -> dict[str, Any]:
+    """Our client's answer: its last output line, JSON ({} if there is none)."""
+    try:
+        answer = json.loads(process.output.strip().splitlines()[-1])
+    except (IndexError, ValueError):
+        return {}
+    return answer if isinstance(answer, dict) else {}
 
 
 def _requests_made(process: Process) -> int:
-    """The request count our client reports (its last output line, JSON)."""
+    """The request count our client reports."""
     try:
-        answer = json.loads(process.output.strip().splitlines()[-1])
-        return int(answer["report"]["api_requests"])
-    except (IndexError, ValueError, KeyError, TypeError):
+        return int(_answer(process)["report"]["api_requests"])
+    except (KeyError, ValueError, TypeError):
         return 0
 
 
@@ -120,15 +155,23 @@ def _process(result: RunResult, process: Process) -> None:
 
 
 def drain_once(
-    scenario: Scenario, client: str, run: int, speed: float, kubectl: Path | None
+    scenario: Scenario,
+    client: str,
+    run: int,
+    speed: float,
+    kubectl: Path | None,
+    *,
+    backend: str = "kubesim",
 ) -> RunResult:
+    if backend == "real":
+        return _drain_real(scenario, client, run, speed, kubectl)
     result = RunResult(scenario.key, client, run, ok=True, ideal=scenario.ideal)
-    sim = KubeSim(speed=speed, cluster_name="bench")
+    sim = KubeSim(speed=speed, cluster_name=CLUSTER_NAME)
     sim.bookmark_interval = BOOKMARK_SECONDS
     with sim:
         controllers = measure.ControllerClock(sim)
         started = time.perf_counter()
-        prepared = scenario.prepare(sim)
+        prepared = scenario.prepare(SimSetup(sim))
         result.setup = time.perf_counter() - started
         if client == "ours":
             process = run_ours(sim.kubeconfig, prepared.node, scenario.timeout)
@@ -149,23 +192,143 @@ def drain_once(
                 result.evict_last = max(evictions) - window.start
         elif result.ok:
             result.ok, result.problem = False, "no cordon request seen"
-        left = _pods_left(sim, prepared.node)
-        if left and result.ok:
-            result.ok = False
-            result.problem = f"{len(left)} pods left on the node: {', '.join(left[:5])}"
+        _check_left(result, _pods_left(sim.list("Pod"), prepared.node))
     return result
 
 
-def lookup_runs(lookup: Lookup, runs: int, progress: Progress) -> list[RunResult]:
+def _check_left(result: RunResult, left: list[str]) -> None:
+    if left and result.ok:
+        result.ok = False
+        result.problem = f"{len(left)} pods left on the node: {', '.join(left[:5])}"
+
+
+class NodeWatch:
+    """When the node's last pod (DaemonSet pods aside) went, as one watch of the
+    bench's own (its own connection, as the admin) saw it: the pods are listed at
+    start(), then every event after that list's resourceVersion counts."""
+
+    def __init__(self, client: ApiClient, node: str, timeout: float) -> None:
+        self.client = client
+        self.node = node
+        self.timeout = int(timeout)
+        self.emptied: float | None = None
+        self.error = ""
+        self._left: set[str] = set()
+        self._done = threading.Event()
+
+    def start(self) -> None:
+        listed = self.client.call(
+            "GET", "/api/v1/pods", query={"fieldSelector": f"spec.nodeName={self.node}"}
+        )
+        version = str(listed["metadata"]["resourceVersion"])
+        self._left = {p["metadata"]["uid"] for p in listed["items"] if not _daemon_pod(p)}
+        threading.Thread(target=self._run, args=(version,), daemon=True).start()
+
+    def _run(self, version: str) -> None:
+        try:
+            for event in self.client.watch("Pod", resource_version=version, timeout=self.timeout):
+                kind, pod = event.get("type"), event.get("object") or {}
+                if kind == "ERROR":
+                    self.error = str(pod.get("message") or pod)
+                    return
+                if kind == "BOOKMARK" or (pod.get("spec") or {}).get("nodeName") != self.node:
+                    continue
+                if _daemon_pod(pod):
+                    continue
+                if kind == "DELETED":
+                    self._left.discard(pod["metadata"]["uid"])
+                else:
+                    self._left.add(pod["metadata"]["uid"])
+                if not self._left:
+                    self.emptied = time.time()
+                    return
+        except Exception as e:  # the plane stopped under it, or the stream broke
+            self.error = f"{type(e).__name__}: {e}"
+        finally:
+            self._done.set()
+
+    def wait(self, timeout: float) -> float | None:
+        """The epoch second the node was seen empty, or None."""
+        self._done.wait(timeout)
+        return self.emptied
+
+
+def _control_plane(speed: float) -> ControlPlane:
+    from testbed.controlplane import ControlPlane
+
+    return ControlPlane(cluster_name=CLUSTER_NAME, speed=speed)
+
+
+def _admin(plane: ControlPlane) -> ApiClient:
+    from testbed.cluster import ApiClient
+
+    return ApiClient(plane.url, plane.ca_pem, plane.admin_token, timeout=60)
+
+
+def _client_records(client: str, process: Process) -> list[measure.ClientRecord]:
+    if client == "ours":
+        return measure.client_records(_answer(process).get("records") or [])
+    return measure.kubectl_records(process.output)
+
+
+def _drain_real(
+    scenario: Scenario, client: str, run: int, speed: float, kubectl: Path | None
+) -> RunResult:
+    """One drain on a control plane of its own; figures from the client's side."""
+    result = RunResult(scenario.key, client, run, ok=True, ideal=scenario.ideal, backend="real")
+    with _control_plane(speed) as plane:
+        admin = _admin(plane)
+        result.server = str(plane.version_info().get("gitVersion", ""))
+        started = time.perf_counter()
+        prepared = scenario.prepare(ApiSetup(admin))
+        result.setup = time.perf_counter() - started
+        watch = NodeWatch(_admin(plane), prepared.node, scenario.timeout + 60)
+        watch.start()
+        if client == "ours":
+            process = run_ours(plane.kubeconfig, prepared.node, scenario.timeout, records=True)
+        else:
+            assert kubectl is not None
+            process = run_kubectl(
+                kubectl, plane.kubeconfig, prepared.node, scenario.timeout, log_requests=True
+            )
+        records = _client_records(client, process)
+        window = measure.drain_window(records)
+        _figures(result, records, window)
+        _process(result, process)
+        made = _requests_made(process)
+        if client == "ours" and result.ok and made != len(records):
+            result.ok = False
+            result.problem = f"our client made {made} requests but recorded {len(records)}"
+        if window is not None:
+            evictions = [r.at for r in records if r.resource == "pods/eviction"]
+            if evictions:
+                result.evict_first = min(evictions) - window.start
+                result.evict_last = max(evictions) - window.start
+            emptied = watch.wait(5.0)
+            if emptied is not None:
+                result.emptied = emptied - window.start
+        elif result.ok:
+            result.ok, result.problem = False, "no cordon request seen"
+        plane.check()
+        pods = admin.list("Pod", fieldSelector=f"spec.nodeName={prepared.node}")
+        _check_left(result, _pods_left(pods, prepared.node))
+    return result
+
+
+def lookup_runs(
+    lookup: Lookup, runs: int, progress: Progress, backend: str = "kubesim"
+) -> list[RunResult]:
     """Scenario 5: one cluster of `lookup.nodes` nodes, `runs` lookups in fresh
     processes. The cluster is built once: lookups only read, so each run still
     starts from the same state."""
-    client = "ours (PrivateDnsName)" if lookup.naming == "dns" else "ours (providerID)"
+    if backend == "real":
+        return _lookup_runs_real(lookup, runs, progress)
+    client = _lookup_client(lookup)
     results = []
-    sim = KubeSim(speed=1.0, cluster_name="bench")
+    sim = KubeSim(speed=1.0, cluster_name=CLUSTER_NAME)
     with sim:
         controllers = measure.ControllerClock(sim)
-        setup = lookup.build(sim)
+        setup = lookup.build(SimSetup(sim))
         progress(f"  5 {client}: {lookup.nodes} nodes created in {setup:.1f} s")
         for run in range(1, runs + 1):
             result = RunResult("5", client, run, ok=True, setup=setup)
@@ -177,12 +340,42 @@ def lookup_runs(lookup: Lookup, runs: int, progress: Progress) -> list[RunResult
             _process(result, process)
             if window is not None:
                 result.sim_passes, result.sim_busy = controllers.busy(window.start, window.end)
-            if result.ok:
-                answer = json.loads(process.output.strip().splitlines()[-1])
-                result.seconds = float(answer["seconds"])
-                if answer["node"] != lookup.expected:
-                    result.ok = False
-                    result.problem = f"found {answer['node']!r}, expected {lookup.expected!r}"
+            _check_lookup(result, process, lookup)
+            progress(_line(result))
+            results.append(result)
+    return results
+
+
+def _lookup_client(lookup: Lookup) -> str:
+    return "ours (PrivateDnsName)" if lookup.naming == "dns" else "ours (providerID)"
+
+
+def _check_lookup(result: RunResult, process: Process, lookup: Lookup) -> None:
+    if not result.ok:
+        return
+    answer = _answer(process)
+    result.seconds = float(answer["seconds"])
+    if answer["node"] != lookup.expected:
+        result.ok = False
+        result.problem = f"found {answer['node']!r}, expected {lookup.expected!r}"
+
+
+def _lookup_runs_real(lookup: Lookup, runs: int, progress: Progress) -> list[RunResult]:
+    client = _lookup_client(lookup)
+    results = []
+    with _control_plane(1.0) as plane:
+        setup = lookup.build(ApiSetup(_admin(plane)))
+        progress(f"  5 {client}: {lookup.nodes} nodes created in {setup:.1f} s (real)")
+        for run in range(1, runs + 1):
+            result = RunResult("5", client, run, ok=True, setup=setup, backend="real")
+            result.server = str(plane.version_info().get("gitVersion", ""))
+            process = run_lookup(
+                plane.kubeconfig, lookup.target_dns, lookup.target_instance, records=True
+            )
+            records = _client_records("ours", process)
+            _figures(result, records, measure.lookup_window(records))
+            _process(result, process)
+            _check_lookup(result, process, lookup)
             progress(_line(result))
             results.append(result)
     return results
@@ -190,20 +383,24 @@ def lookup_runs(lookup: Lookup, runs: int, progress: Progress) -> list[RunResult
 
 def _line(result: RunResult) -> str:
     window = f"{result.window:.3f} s" if result.window is not None else "-"
+    emptied = f", node empty at {result.emptied:.3f} s" if result.emptied is not None else ""
     status = "ok" if result.ok else f"FAILED: {result.problem}"
     return (
-        f"  {result.scenario} {result.client:<22} run {result.run}: window {window}, "
+        f"  {result.scenario} {result.client:<22} run {result.run}: window {window}{emptied}, "
         f"wall {result.wall:.2f} s, {result.requests} requests, {result.maxrss_mb:.0f} MB, "
         f"{status}"
     )
 
 
-def warm_up(speed: float, kubectl: Path | None, scenario: Scenario) -> None:
+def warm_up(
+    speed: float, kubectl: Path | None, scenario: Scenario, backend: str = "kubesim"
+) -> None:
     """One small throwaway run per client: loads kubesim's lazily imported code
-    paths in this process and both clients' files into the page cache."""
-    drain_once(scenario, "ours", 0, speed, kubectl)
+    paths in this process (or the control plane's binaries) and both clients'
+    files into the page cache."""
+    drain_once(scenario, "ours", 0, speed, kubectl, backend=backend)
     if kubectl is not None:
-        drain_once(scenario, "kubectl", 0, speed, kubectl)
+        drain_once(scenario, "kubectl", 0, speed, kubectl, backend=backend)
 
 
 def run_all(
@@ -214,6 +411,7 @@ def run_all(
     speed: float,
     kubectl: Path | None,
     lookup_nodes: int,
+    backend: str = "kubesim",
     progress: Progress = _stderr,
 ) -> list[RunResult]:
     """Every scenario, our engine and kubectl alternately, run by run."""
@@ -225,11 +423,11 @@ def run_all(
             if kubectl is not None and run <= kubectl_runs.get(scenario.key, runs):
                 clients.append("kubectl")
             for client in clients:
-                result = drain_once(scenario, client, run, speed, kubectl)
+                result = drain_once(scenario, client, run, speed, kubectl, backend=backend)
                 progress(_line(result))
                 results.append(result)
     if lookup_nodes:
         progress(f"scenario 5: node lookup among {lookup_nodes} nodes")
         for lookup in lookups(lookup_nodes):
-            results.extend(lookup_runs(lookup, runs, progress))
+            results.extend(lookup_runs(lookup, runs, progress, backend))
     return results

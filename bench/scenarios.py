@@ -1,4 +1,5 @@
-"""The benchmark's scenarios: one emulated cluster each, built fresh for every run.
+"""The benchmark's scenarios: one cluster each, built fresh for every run, on
+kubesim or on the real control plane (the same objects, through `Setup`).
 
 Every drain scenario has one node to drain (named like an EKS node, after its
 PrivateDnsName), a few other nodes with room for the replacements, a DaemonSet pod
@@ -13,23 +14,31 @@ the benchmark would measure kubesim rather than the drainers. Bare pods cost bot
 clients exactly the same requests (evict, then wait), keep kubesim's work down and
 let every pod have its own shutdown time. Scenario 1 (110 pods) and 3 (the budget)
 use Deployments, where replacements matter.
+
+On the real control plane (kube-apiserver, controller-manager, scheduler and etcd
+with kwok, sharing this machine's cores with both clients and the benchmark) the
+largest sizes are scaled down: see REAL_SIZES and Plan.notes.
 """
 
 from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from kubesim import KubeSim
 from testbed import workloads as w
-from testbed.world import all_ready, rbac_manifests, set_schedulable, wait_until
+from testbed.world import is_pod_ready, rbac_manifests, wait_until
+
+if TYPE_CHECKING:
+    from kubesim import KubeSim
+    from testbed.cluster import ApiClient
 
 Obj = dict[str, Any]
 ZONE = "us-east-1a"
 DAEMONSET = "kube-proxy"
+UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
 
 
 def dns_name(index: int) -> str:
@@ -46,6 +55,87 @@ def node(name: str, index: int, capacity: int, *, hostname: str = "") -> Obj:
     if hostname:
         labels["kubernetes.io/hostname"] = hostname
     return w.node(name, instance_id(index), ZONE, pods=capacity, labels=labels)
+
+
+class Setup(Protocol):
+    """What a scenario needs of a backend to build its cluster, as the admin."""
+
+    backend: str
+    poll: float
+    """Seconds between two looks while waiting for the pods to be placed."""
+
+    def apply(self, objects: Obj | list[Obj]) -> None: ...
+
+    def pods(self) -> list[Obj]: ...
+
+    def set_schedulable(self, nodes: Iterable[str], schedulable: bool) -> None: ...
+
+    def settle(self) -> None: ...
+
+
+class SimSetup:
+    """kubesim, through its own store (no HTTP: no request records, and fast)."""
+
+    backend = "kubesim"
+    poll = 0.05
+
+    def __init__(self, sim: KubeSim) -> None:
+        self.sim = sim
+
+    def apply(self, objects: Obj | list[Obj]) -> None:
+        self.sim.apply(objects)
+
+    def pods(self) -> list[Obj]:
+        return self.sim.list("Pod")
+
+    def set_schedulable(self, nodes: Iterable[str], schedulable: bool) -> None:
+        from kubesim.api import NODES
+
+        for name in nodes:
+            node = self.sim.api.get(NODES, "", name)
+            node["spec"]["unschedulable"] = not schedulable
+            self.sim.api.update(NODES, node, "", name)
+
+    def settle(self) -> None:
+        self.sim.settle()
+
+
+class ApiSetup:
+    """The real control plane, through its API as the admin (its controllers,
+    scheduler and kwok run on their own: nothing to settle)."""
+
+    backend = "real"
+    poll = 0.25
+
+    def __init__(self, client: ApiClient) -> None:
+        self.client = client
+
+    def apply(self, objects: Obj | list[Obj]) -> None:
+        self.client.apply(objects)
+
+    def pods(self) -> list[Obj]:
+        return self.client.list("Pod")
+
+    def set_schedulable(self, nodes: Iterable[str], schedulable: bool) -> None:
+        names = list(nodes)
+        for name in names:
+            self.client.patch(
+                "Node", name, {"spec": {"unschedulable": None if schedulable else True}}
+            )
+        # The scheduler goes by the taint the node lifecycle controller adds and
+        # removes a moment later: wait for it, so replacements find room at once.
+        wait_until(lambda: all(self._tainted(n) != schedulable for n in names), 30, self.poll)
+
+    def _tainted(self, name: str) -> bool:
+        taints = self.client.get("Node", name).get("spec", {}).get("taints") or []
+        return any(t.get("key") == UNSCHEDULABLE_TAINT for t in taints)
+
+    def settle(self) -> None:
+        return None
+
+
+def _all_ready(pods: list[Obj]) -> bool:
+    return all(is_pod_ready(p) and not p["metadata"].get("deletionTimestamp") for p in pods)
 
 
 @dataclass(frozen=True)
@@ -66,11 +156,11 @@ class Scenario:
     budgets allow, with evictions taking no time at all."""
     ideal_note: str
     timeout: float
-    prepare: Callable[[KubeSim], Prepared]
+    prepare: Callable[[Setup], Prepared]
 
 
 def drain_cluster(
-    sim: KubeSim,
+    sim: Setup,
     objects: list[Obj],
     *,
     pods: int,
@@ -85,18 +175,19 @@ def drain_cluster(
     sim.apply([node(target, 0, pods + 1)])  # +1: the DaemonSet's pod
     sim.apply([node(name, i, other_capacity) for i, name in enumerate(other_names, 1)])
     sim.apply(w.daemonset(DAEMONSET))
-    set_schedulable(sim, other_names, False)
+    sim.set_schedulable(other_names, False)
     try:
         sim.apply(objects)
         sim.settle()
         expected = pods + 1 + others
 
         def placed() -> bool:
-            return len(sim.list("Pod")) == expected and all_ready(sim)
+            found = sim.pods()
+            return len(found) == expected and _all_ready(found)
 
-        wait_until(placed, settle_timeout, interval=0.05)
+        wait_until(placed, settle_timeout, interval=sim.poll)
     finally:
-        set_schedulable(sim, other_names, True)
+        sim.set_schedulable(other_names, True)
     sim.settle()
     return Prepared(target, pods)
 
@@ -108,7 +199,7 @@ def many_pods(count: int, replicas_each: int) -> Scenario:
         count // deployments + (1 if i < count % deployments else 0) for i in range(deployments)
     ]
 
-    def prepare(sim: KubeSim) -> Prepared:
+    def prepare(sim: Setup) -> Prepared:
         objects = [w.deployment(f"web-{i:02d}", n) for i, n in enumerate(sizes)]
         return drain_cluster(sim, objects, pods=count, other_capacity=count + 10)
 
@@ -129,7 +220,7 @@ def slow_pods(count: int, speed: float, low: float = 1.0, high: float = 3.0) -> 
     shutdowns = [round(rng.uniform(low, high), 2) for _ in range(count)]
     shutdowns[-1] = high  # the slowest one is evicted last in name order
 
-    def prepare(sim: KubeSim) -> Prepared:
+    def prepare(sim: Setup) -> Prepared:
         target = dns_name(0)
         objects = [
             w.bare_pod(f"batch-{i:04d}", node=target, shutdown=s, grace=30)
@@ -152,7 +243,7 @@ def budgeted(replicas: int, startup: float, speed: float) -> Scenario:
     """Scenario 3: replicas under maxUnavailable 1; each replacement Ready after
     `startup` elsewhere before the next eviction may go."""
 
-    def prepare(sim: KubeSim) -> Prepared:
+    def prepare(sim: Setup) -> Prepared:
         objects = [
             w.deployment("api", replicas, startup=startup),
             w.budget("api", {"app": "api"}, max_unavailable=1),
@@ -174,7 +265,7 @@ def spread(count: int, slowest: float, speed: float) -> Scenario:
     """Scenario 4: shutdown times spread evenly from 0 to `slowest`."""
     shutdowns = [round(slowest * i / max(1, count - 1), 2) for i in range(count)]
 
-    def prepare(sim: KubeSim) -> Prepared:
+    def prepare(sim: Setup) -> Prepared:
         target = dns_name(0)
         objects = [
             w.bare_pod(f"worker-{i:02d}", node=target, shutdown=s, grace=int(slowest) + 10)
@@ -216,7 +307,7 @@ class Lookup:
     def node_name(self, index: int) -> str:
         return dns_name(index) if self.naming == "dns" else f"worker-{index:05d}"
 
-    def build(self, sim: KubeSim) -> float:
+    def build(self, sim: Setup) -> float:
         """Create the nodes; seconds it took."""
         started = time.perf_counter()
         sim.apply(rbac_manifests())
@@ -244,31 +335,51 @@ class Plan:
     runs: int
     scenarios: tuple[Scenario, ...]
     lookup_nodes: int
+    backend: str = "kubesim"
+    notes: tuple[str, ...] = ()
+    """What differs from the sizes above on this backend, and why."""
 
 
-def plan(*, quick: bool, runs: int | None = None) -> Plan:
+# The real control plane on this project's 2-core machine: every request goes through
+# kube-apiserver and etcd, every pod through the scheduler, the controllers and kwok,
+# all sharing the cores with both clients. 737 slow pods (and 5,000 nodes that kwok
+# keeps heartbeating) would take long minutes per run and measure the machine more
+# than the drainers: those two scale down, by mode.
+REAL_SLOW_PODS = {"full": 200, "quick": 40}
+REAL_LOOKUP_NODES = {"full": 1000, "quick": 200}
+
+
+def plan(*, quick: bool, runs: int | None = None, backend: str = "kubesim") -> Plan:
+    mode = "quick" if quick else "full"
+    speed = 10.0 if quick else 1.0
+    slow, nodes = (40, 500) if quick else (737, 5000)
+    notes: list[str] = []
+    if backend == "real":
+        real_slow, real_nodes = REAL_SLOW_PODS[mode], REAL_LOOKUP_NODES[mode]
+        if real_slow < slow:
+            notes.append(
+                f"scenario 2 on the real control plane: {real_slow} pods "
+                f"instead of {slow} (2 cores shared by kube-apiserver, etcd, the "
+                "controllers, kwok and both clients)"
+            )
+        if real_nodes < nodes:
+            notes.append(
+                f"scenario 5 on the real control plane: {real_nodes} nodes "
+                f"instead of {nodes} (kwok keeps every node's status and lease fresh)"
+            )
+        slow, nodes = real_slow, real_nodes
     if quick:
-        speed = 10.0
-        return Plan(
-            speed,
-            runs or 1,
-            (
-                many_pods(12, 4),
-                slow_pods(40, speed),
-                budgeted(2, 1.0, speed),
-                spread(6, 20.0, speed),
-            ),
-            500,
+        scenarios = (
+            many_pods(12, 4),
+            slow_pods(slow, speed),
+            budgeted(2, 1.0, speed),
+            spread(6, 20.0, speed),
         )
-    speed = 1.0
-    return Plan(
-        speed,
-        runs or 3,
-        (
+    else:
+        scenarios = (
             many_pods(110, 11),
-            slow_pods(737, speed),
+            slow_pods(slow, speed),
             budgeted(10, 1.0, speed),
             spread(30, 20.0, speed),
-        ),
-        5000,
-    )
+        )
+    return Plan(speed, runs or (1 if quick else 3), scenarios, nodes, backend, tuple(notes))

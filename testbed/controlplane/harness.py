@@ -239,7 +239,9 @@ class ControlPlane:
         # etcd writes on every change: a RAM-backed directory when there is one.
         shm = Path("/dev/shm")  # noqa: S108 (a private mkdtemp inside it)
         base = str(shm) if shm.is_dir() and os.access(shm, os.W_OK) else None
+        _sweep(Path(base or tempfile.gettempdir()))
         self.dir = Path(tempfile.mkdtemp(prefix="eks-drainer-cp-", dir=base))
+        (self.dir / "owner.pid").write_text(str(os.getpid()))
         self.kubeconfig = Path(kubeconfig) if kubeconfig else self.dir / "kubeconfig"
         self.port = 0
         self.started_in = 0.0
@@ -537,6 +539,19 @@ class ControlPlane:
         )
         with urllib.request.urlopen(request, context=self._context(), timeout=5) as answer:
             return bool(answer.status == 200)
+
+
+def _sweep(base: Path) -> None:
+    """Remove the directories of control planes whose owner was killed before it could
+    clean up (its children died with it: PR_SET_PDEATHSIG)."""
+    for directory in base.glob("eks-drainer-cp-*"):
+        try:
+            owner = int((directory / "owner.pid").read_text())
+            os.kill(owner, 0)
+        except ProcessLookupError:
+            shutil.rmtree(directory, ignore_errors=True)
+        except (OSError, ValueError):
+            continue
 
 
 def _http_ok(url: str) -> bool:
