@@ -1,0 +1,113 @@
+"""`python -m testbed controlplane`: a real control plane for a person, in one command.
+
+It must come up, answer kubectl as `admin`, hold the `drainer` identity to what RBAC
+grants it, and leave no process or file behind on Ctrl-C or SIGTERM."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from kubesim.testing import fetch_kubectl, find_kubectl
+from testbed.controlplane import binaries
+
+ROOT = Path(__file__).resolve().parent.parent
+KUBECTL_CACHE = ROOT / ".venv" / "kubectl-cache"  # the kubesim tests' cache
+
+
+def _children_of(pid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            found.append(int(entry.name))
+    return found
+
+
+@pytest.fixture(scope="module")
+def kubectl() -> Path:
+    found = find_kubectl(KUBECTL_CACHE)
+    if found is not None:
+        return found
+    try:
+        return fetch_kubectl(KUBECTL_CACHE)
+    except (OSError, subprocess.SubprocessError, StopIteration, KeyError) as e:
+        pytest.fail(f"no kubectl on PATH and fetching one failed: {e!r}")
+
+
+@pytest.mark.real_backend
+@pytest.mark.parametrize("stop_with", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_controlplane_command__kubectl_works__nothing_left_after_stop(
+    tmp_path: Path, kubectl: Path, stop_with: signal.Signals
+) -> None:
+    binaries()  # built by `make test` already; a plain pytest run builds it here
+    config = tmp_path / "kubeconfig"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "testbed", "controlplane", "--kubeconfig", str(config)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        lines = []
+        for line in process.stdout:
+            lines.append(line)
+            if "ready in" in line or "error" in line:
+                break
+        printed = "".join(lines)
+        assert re.search(r"Kubernetes v1\.\d+\.\d+ at https://127\.0\.0\.1:\d+", printed), printed
+        children = _children_of(process.pid)
+        assert len(children) == 5, "etcd, apiserver, controller-manager, scheduler, kwok"
+        home = tmp_path / "home"
+        home.mkdir()
+
+        def kubectl_run(*args: str, context: str) -> subprocess.CompletedProcess[str]:
+            return subprocess.run(
+                [str(kubectl), "--kubeconfig", str(config), "--context", context, *args],
+                capture_output=True,
+                text=True,
+                env={**os.environ, "HOME": str(home)},
+                timeout=60,
+                check=False,
+            )
+
+        nodes = kubectl_run("get", "nodes", context="admin")
+        assert nodes.returncode == 0, nodes.stderr
+        denied = kubectl_run("get", "pods", "-A", context="drainer")
+        assert denied.returncode != 0
+        assert 'User "drainer" cannot list resource "pods"' in denied.stderr
+        directories = {
+            p
+            for base in (Path("/dev/shm"), Path(tempfile.gettempdir()))
+            for p in base.glob("eks-drainer-cp-*")
+            if (p / "owner.pid").exists()
+        }
+        ours = {p for p in directories if (p / "owner.pid").read_text() == str(process.pid)}
+        assert len(ours) == 1
+
+        process.send_signal(stop_with)
+        assert process.wait(30) == 0
+        deadline = time.monotonic() + 5
+        while any(Path(f"/proc/{pid}").exists() for pid in children):
+            assert time.monotonic() < deadline, "a component outlived the command"
+            time.sleep(0.1)
+        assert not [p for p in ours if p.exists()], "its files are gone"
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
