@@ -38,6 +38,7 @@ _SYMBOLS = {
     "forced": "forced",
     "volume_detached": "detached",
     "would_evict": "would evict",
+    "namespace_terminating": "goes with ns",
 }
 
 
@@ -62,8 +63,12 @@ class Progress:
         label = _SYMBOLS.get(event.kind, event.kind)
         subject = event.pod or event.message
         detail = ""
-        if event.kind == "blocked":
+        if event.kind == "blocked" and "," in event.budget:
+            detail = f" by more than one PodDisruptionBudget ({event.budget}): fix them"
+        elif event.kind == "blocked":
             detail = f" by PodDisruptionBudget {event.budget}; retrying when it allows"
+        elif event.kind == "namespace_terminating":
+            detail = " (its namespace is being deleted; not evicted, waited for)"
         elif event.kind == "skipped":
             detail = f" ({event.message})"
         elapsed = time.monotonic() - self.started

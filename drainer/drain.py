@@ -26,7 +26,9 @@ from drainer.errors import (
     KubeError,
     KubeForbidden,
     KubeNotFound,
+    KubeTooManyRequests,
     MultipleBudgets,
+    NamespaceTerminating,
     TlsVerificationError,
 )
 from drainer.filters import Action, Decision, FilterOptions
@@ -68,6 +70,9 @@ class DrainOptions:
     """The fallback while the budget watch is healthy: a change wakes the retry
     anyway, so a budget that never allows costs one request per pod every ~20 s."""
     watch_timeout_seconds: int = 240
+    budget_list_timeout: float = 5.0
+    """How long to wait for the first list of budgets before naming those that select
+    a pod refused for having more than one (the server's message does not name them)."""
 
 
 @dataclass(frozen=True)
@@ -76,7 +81,7 @@ class DrainEvent:
 
     kind: str
     """cordoned, skipped, evicting, evicted, blocked, gone, stuck, forced, volume_detached,
-    would_evict."""
+    would_evict, namespace_terminating."""
     pod: str = ""
     message: str = ""
     budget: str = ""
@@ -91,6 +96,10 @@ class DrainReport:
     skipped: dict[str, str] = field(default_factory=dict)  # pod -> why
     refusals: int = 0  # evictions refused by a PodDisruptionBudget (429)
     blocked_by: dict[str, list[str]] = field(default_factory=dict)  # budget -> pods it held back
+    # pod -> the budgets that select it: the eviction API refuses such a pod
+    multiple_budgets: dict[str, list[str]] = field(default_factory=dict)
+    # pods not evicted because their namespace is being deleted: they go with it
+    going_with_namespace: list[str] = field(default_factory=list)
     remaining: list[str] = field(default_factory=list)  # pods still on the node at the end
     stuck: list[str] = field(default_factory=list)  # terminating past the threshold
     forced: int = 0
@@ -112,6 +121,11 @@ class DrainReport:
             "skipped": len(self.skipped),
             "skipped_pods": dict(sorted(self.skipped.items())),
             "pdb_refusals": self.refusals,
+            "going_with_namespace": len(self.going_with_namespace),
+            "multiple_budgets": {
+                pod: ", ".join(names) for pod, names in sorted(self.multiple_budgets.items())
+            },
+            "errors": list(self.errors),
             "remaining": len(self.remaining),
             "stuck": len(self.stuck),
             "forced": self.forced,
@@ -124,12 +138,23 @@ class DrainReport:
     def timeout_message(self) -> str:
         """What is still on the node and what holds it, for the timeout log line."""
         parts = []
+        remaining = set(self.remaining)
         for budget, held in sorted(self.blocked_by.items()):
-            still = sorted(set(held) & set(self.remaining))
+            still = sorted(set(held) & remaining)
             if still:
                 parts.append(f"PodDisruptionBudget {budget} holds {', '.join(still)}")
+        for pod, budgets in sorted(self.multiple_budgets.items()):
+            if pod in remaining:
+                parts.append(
+                    f"more than one PodDisruptionBudget selects {pod} "
+                    f"({', '.join(budgets) or 'names unknown'})"
+                )
+        going = sorted(set(self.going_with_namespace) & remaining)
+        if going:
+            parts.append(f"going with their terminating namespace: {', '.join(going)}")
         held_pods = {p for held in self.blocked_by.values() for p in held}
-        others = sorted(set(self.remaining) - held_pods)
+        held_pods |= self.multiple_budgets.keys() | set(self.going_with_namespace)
+        others = sorted(remaining - held_pods)
         if others:
             parts.append(f"still terminating or not yet evicted: {', '.join(others)}")
         return "; ".join(parts) or "nothing left on the node"
@@ -145,7 +170,11 @@ class Drain:
         clock: Callable[[], float] = time.time,
         on_event: Callable[[DrainEvent], None] | None = None,
         rng: random.Random | None = None,
+        sleep: Callable[[float], object] | None = None,
     ) -> None:
+        """`clock` and `sleep` go together: tests hand in a clock that `sleep`
+        advances. The default sleep waits on the drain's abort, so a fatal error in
+        one eviction ends every other one's pause at once."""
         self.kube = kube
         self.node = node
         self.options = options or DrainOptions()
@@ -154,6 +183,7 @@ class Drain:
         self._rng = rng or random.Random()  # noqa: S311 - jitter
         self._lock = threading.Lock()
         self._abort = threading.Event()
+        self._sleep = sleep or self._abort.wait
         self._fatal: KubeError | None = None
         self._budgets: BudgetTracker | None = None
         self._tracker: PodTracker | None = None
@@ -301,6 +331,11 @@ class Drain:
                 report.blocked_by.setdefault(e.budget, []).append(decision.name)
                 report.would_evict.append(decision.name)
                 self._emit("blocked", decision.name, str(e), e.budget)
+            except MultipleBudgets:
+                # Not a pod the drain could evict: say so, and which budgets to fix.
+                self._several_budgets(decision.pod, self.options.budget_list_timeout)
+            except NamespaceTerminating as e:
+                self._going_with_namespace(decision.pod, e)
             except (KubeNotFound, KubeConflict):
                 pass
 
@@ -342,16 +377,28 @@ class Drain:
                 self._blocked(pod, e, attempt, limit)
                 attempt += 1
                 continue
-            except MultipleBudgets as e:
-                self._several_budgets(pod, e, limit)
+            except MultipleBudgets:
+                self._several_budgets(
+                    pod, min(self.options.budget_list_timeout, limit - self.clock())
+                )
+                # Retry slowly until the limit: someone may fix the budgets meanwhile.
+                self._pause(self.options.retry_max * 2, limit)
                 attempt += 1
                 continue
+            except NamespaceTerminating as e:
+                # Not an RBAC denial: the namespace controller deletes the pod; wait
+                # for it to be gone like an evicted pod.
+                self._going_with_namespace(pod, e)
+                return
             except (KubeForbidden, TlsVerificationError) as e:
                 self._fail(e)
                 return
             except KubeError as e:
-                # The client already retried; keep the pod and try again later.
+                # The client already retried; keep the pod and try again later, never
+                # before a throttling answer's Retry-After.
                 delay = self._backoff(attempt)
+                if isinstance(e, KubeTooManyRequests) and e.retry_after:
+                    delay = max(delay, e.retry_after)
                 log.warning("evicting %s failed (%s); retrying in %.1f s", name, e, delay)
                 attempt += 1
                 self._pause(delay, limit)
@@ -373,6 +420,18 @@ class Drain:
         if attempt == 0:
             log.info("eviction of %s refused by PodDisruptionBudget %s: %s", name, budget, error)
         self._emit("blocked", name, str(error), budget)
+        if error.retry_after:
+            # The server said when to come back (10 s while the budget's status lags
+            # its spec). Nothing brings the retry forward, not even a change of the
+            # budget; past the drain's limit there is no retry at all.
+            if attempt == 0 or error.retry_after > self.options.retry_max:
+                log.info(
+                    "retrying the eviction of %s in %.0f s, as the API server asked",
+                    name,
+                    error.retry_after,
+                )
+            self._pause(error.retry_after, limit)
+            return
         budgets = self._budget_tracker()
         if isinstance(budgets.error, KubeForbidden):
             self._fail(budgets.error)
@@ -383,28 +442,49 @@ class Drain:
             # safety net against a missed event.
             delay = self.options.retry_max_watched * self._rng.uniform(0.5, 1.0)
         else:
-            delay = max(
-                self._backoff(attempt), min(error.retry_after or 0.0, self.options.retry_max)
-            )
+            delay = self._backoff(attempt)
         budgets.wait_for_room(
             namespace, error.budget, seen, min(delay, max(0.0, limit - self.clock()))
         )
         if isinstance(budgets.error, KubeForbidden):
             self._fail(budgets.error)
 
-    def _several_budgets(self, pod: Pod, error: MultipleBudgets, limit: float) -> None:
-        names = self._budget_tracker().matching(pod)
+    def _several_budgets(self, pod: Pod, list_timeout: float) -> None:
+        """Report a pod the eviction API refuses because more than one budget selects
+        it. The server does not name them: the budget tracker, which follows every
+        budget, does (after waiting up to `list_timeout` for its first list)."""
+        name = pods.name(pod)
+        budgets = self._budget_tracker()
+        budgets.wait_listed(max(0.0, list_timeout))
+        names = budgets.matching(pod)
         message = (
-            f"cannot evict {pods.name(pod)}: more than one PodDisruptionBudget selects it "
+            f"cannot evict {name}: more than one PodDisruptionBudget selects it "
             f"({', '.join(names) or 'names unknown'}); the eviction API supports only one. "
             "Delete or narrow all but one of them."
         )
         with self._lock:
-            if message not in self.report.errors:
+            if self.report.multiple_budgets.get(name) != names or message not in self.report.errors:
+                # One message per pod, naming the budgets as they are now.
+                prefix = f"cannot evict {name}: more than one"
+                self.report.errors = [e for e in self.report.errors if not e.startswith(prefix)]
                 self.report.errors.append(message)
+                self.report.multiple_budgets[name] = names
                 log.error(message)
-        self._emit("blocked", pods.name(pod), message, ",".join(names))
-        self._pause(self.options.retry_max * 2, limit)
+        self._emit("blocked", name, message, ",".join(names))
+
+    def _going_with_namespace(self, pod: Pod, error: NamespaceTerminating) -> None:
+        name = pods.name(pod)
+        namespace = error.namespace or pod["metadata"].get("namespace", "")
+        with self._lock:
+            if name in self.report.going_with_namespace:
+                return
+            self.report.going_with_namespace.append(name)
+        message = (
+            f"not evicting {name}: its namespace {namespace} is being deleted and the pod "
+            "goes with it (403 NamespaceTerminating, not an RBAC denial)"
+        )
+        log.warning("%s; waiting for it to be gone", message)
+        self._emit("namespace_terminating", name, message)
 
     def _budget_tracker(self) -> BudgetTracker:
         with self._lock:
@@ -420,7 +500,7 @@ class Drain:
         return base * self._rng.uniform(0.5, 1.0)
 
     def _pause(self, seconds: float, limit: float) -> None:
-        self._abort.wait(max(0.0, min(seconds, limit - self.clock())))
+        self._sleep(max(0.0, min(seconds, limit - self.clock())))
 
     def _fail(self, error: KubeError) -> None:
         with self._lock:

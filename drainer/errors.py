@@ -74,6 +74,18 @@ class KubeForbidden(KubeError):
         self.resource = resource
 
 
+class NamespaceTerminating(KubeError):
+    """403 with the cause NamespaceTerminating: the pod's namespace is being deleted.
+
+    Not an RBAC denial (so not a KubeForbidden): the namespace's admission refuses
+    every new object in it, evictions included, and the namespace controller deletes
+    the pod anyway. The drain stops evicting the pod and waits for it to go."""
+
+    def __init__(self, message: str, namespace: str = "") -> None:
+        super().__init__(message, status=403, reason="Forbidden")
+        self.namespace = namespace
+
+
 class KubeTooManyRequests(KubeError):
     """429 not caused by a PodDisruptionBudget: API priority and fairness throttling."""
 
@@ -92,7 +104,9 @@ class EvictionBlocked(KubeError):
 
 
 class MultipleBudgets(KubeError):
-    """500 on an eviction: more than one PodDisruptionBudget selects the pod."""
+    """More than one PodDisruptionBudget selects the pod, which the eviction API does
+    not support: a Failure Status of code 500, as HTTP 500 (v1.33.13, measured) or in
+    a 2xx. The server's message does not name the budgets."""
 
 
 class KubeServerError(KubeError):

@@ -7,6 +7,12 @@ API throttling with its Retry-After, one stale token), and translates every fail
 into the drainer's own errors, so nothing outside this module sees an
 ApiException or a urllib3 error.
 
+A failure is judged by the whole answer, as the API server means it: the HTTP
+status, the Status reason and details.causes (a 403 whose cause is
+NamespaceTerminating is not an RBAC denial), and the body of a 2xx too (a Status
+whose status is Failure is not a success, whatever the HTTP status; the eviction
+handler returns, rather than raises, the Failure for a pod under two budgets).
+
 Objects are plain dicts parsed from JSON: the drain engine reads a handful of
 fields, and building pydantic models for hundreds of pods would cost more than the
 drain itself.
@@ -37,6 +43,7 @@ from drainer.errors import (
     KubeTooManyRequests,
     KubeUnauthorized,
     MultipleBudgets,
+    NamespaceTerminating,
     TlsVerificationError,
 )
 
@@ -46,6 +53,11 @@ Obj = dict[str, Any]
 PAGE_SIZE = 500
 USER_AGENT = "eks-node-drainer/0.1"
 _BUDGET_NAME = re.compile(r"The disruption budget (\S+) ")
+_TERMINATING_NAMESPACE = re.compile(r"namespace (\S+) (?:is being|because it is being) terminated")
+# Status cause types (k8s.io/api core/v1 NamespaceTerminatingCause, policy/v1
+# DisruptionBudgetCause). A cause's type is the JSON key "reason".
+NAMESPACE_TERMINATING_CAUSE = "NamespaceTerminating"
+DISRUPTION_BUDGET_CAUSE = "DisruptionBudget"
 _MAX_BODY_IN_MESSAGE = 300
 
 
@@ -102,14 +114,27 @@ def _status_body(data: bytes) -> Obj:
 
 
 def _retry_after(headers: Mapping[str, str], body: Obj) -> float | None:
+    """Seconds the server asked the client to wait: the Retry-After header (as the
+    apiserver and its priority-and-fairness filter send it), else the Status's
+    details.retryAfterSeconds."""
     value = headers.get("Retry-After")
     if value:
         try:
-            return float(value)
+            seconds = float(value)
         except ValueError:
             pass
-    seconds = (body.get("details") or {}).get("retryAfterSeconds")
-    return float(seconds) if isinstance(seconds, int | float) and seconds > 0 else None
+        else:
+            if seconds > 0:
+                return seconds
+    detail = (body.get("details") or {}).get("retryAfterSeconds")
+    return float(detail) if isinstance(detail, int | float) and detail > 0 else None
+
+
+def _causes(body: Obj, cause_type: str) -> list[Obj]:
+    causes = (body.get("details") or {}).get("causes") or []
+    return [
+        c for c in causes if isinstance(c, dict) and cause_type in (c.get("reason"), c.get("type"))
+    ]
 
 
 def translate(
@@ -142,7 +167,6 @@ def translate_status(
     """The same, from a Status object already parsed (a watch's ERROR event)."""
     message = str(body.get("message") or fallback)
     reason = str(body.get("reason") or "")
-    causes = (body.get("details") or {}).get("causes") or []
     if status == 404:
         return KubeNotFound(f"{what}: not found ({message})", 404, reason)
     if status == 409:
@@ -157,6 +181,16 @@ def translate_status(
             reason,
         )
     if status == 403:
+        terminating = _causes(body, NAMESPACE_TERMINATING_CAUSE)
+        if terminating:
+            # The namespace lifecycle admission refuses new objects (evictions too) in
+            # a namespace being deleted; the pod goes with its namespace.
+            cause = str(terminating[0].get("message") or "")
+            match = _TERMINATING_NAMESPACE.search(cause) or _TERMINATING_NAMESPACE.search(message)
+            return NamespaceTerminating(
+                f"{what}: {message} ({cause or 'namespace being terminated'})",
+                namespace=match.group(1) if match else "",
+            )
         return KubeForbidden(
             f"{what}: RBAC denied '{verb}' on '{resource}': {message}. Grant it to the group "
             f"eks-node-drainer (kubectl apply -f k8s-rbac/).",
@@ -164,11 +198,7 @@ def translate_status(
             resource=resource,
         )
     if status == 429:
-        budget_causes = [
-            c
-            for c in causes
-            if c.get("reason") == "DisruptionBudget" or c.get("type") == "DisruptionBudget"
-        ]
+        budget_causes = _causes(body, DISRUPTION_BUDGET_CAUSE)
         if budget_causes:
             cause = str(budget_causes[0].get("message") or "")
             match = _BUDGET_NAME.search(cause)
@@ -185,6 +215,36 @@ def translate_status(
     if status >= 500:
         return KubeServerError(f"{what}: API server error {status}: {message}", status, reason)
     return KubeError(f"{what}: HTTP {status} {reason}: {message}", status, reason)
+
+
+def failure_in_success(
+    answer: Any,
+    headers: Mapping[str, str],
+    *,
+    verb: str,
+    resource: str,
+    what: str,
+) -> KubeError | None:
+    """The drainer error a 2xx answer stands for, or None when it is a success.
+
+    A 2xx is not always success: the eviction handler returns (not raises) a Status
+    whose status is Failure and code 500 for a pod selected by more than one
+    PodDisruptionBudget; v1.33.13 writes it as HTTP 500, but a server that writes it
+    as the create's 201 must not pass for a success. Such a body is translated by its
+    code exactly like the equivalent error answer."""
+    if not isinstance(answer, dict):
+        return None
+    if answer.get("kind") != "Status" or answer.get("status") != "Failure":
+        return None
+    code = answer.get("code")
+    return translate_status(
+        code if isinstance(code, int) and not isinstance(code, bool) and code >= 400 else 500,
+        answer,
+        headers,
+        verb=verb,
+        resource=resource,
+        what=what,
+    )
 
 
 def _transport_error(error: Exception, what: str) -> KubeError:
@@ -377,11 +437,11 @@ class Kube:
                 attempt += 1
                 if attempt >= self.retry.attempts:
                     raise
-                delay = (
-                    min(e.retry_after, self.retry.max_retry_after)
-                    if e.retry_after
-                    else self.retry.delay(attempt, self._rng)
-                )
+                if e.retry_after and e.retry_after > self.retry.max_retry_after:
+                    # Never retry before the server says; a wait this long is for the
+                    # caller, who knows its deadline, to decide on.
+                    raise
+                delay = e.retry_after or self.retry.delay(attempt, self._rng)
                 log.warning("%s; retrying in %.1f s", e, delay)
                 self._sleep(delay)
             except TlsVerificationError:
@@ -457,11 +517,15 @@ class Kube:
         if not data:
             return {}
         try:
-            return json.loads(data)
+            answer = json.loads(data)
         except ValueError as e:
             raise KubeServerError(
                 f"{what}: the API server answered with something that is not JSON"
             ) from e
+        failure = failure_in_success(answer, raw.headers, verb=verb, resource=resource, what=what)
+        if failure is not None:
+            raise failure
+        return answer
 
     # -- watch streams --------------------------------------------------------
 
@@ -611,6 +675,8 @@ class Kube:
         if grace_period_seconds is not None and grace_period_seconds >= 0:
             delete_options["gracePeriodSeconds"] = grace_period_seconds
         if dry_run:
+            # In the body (what the eviction acts on) and in the query (what admission
+            # sees), as both must agree.
             delete_options["dryRun"] = ["All"]
         body = {
             "apiVersion": "policy/v1",
@@ -621,6 +687,7 @@ class Kube:
         self.request(
             "POST",
             f"/api/v1/namespaces/{metadata['namespace']}/pods/{metadata['name']}/eviction",
+            query={"dryRun": "All"} if dry_run else None,
             body=body,
             verb="create",
             resource="pods/eviction",

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from drainer import pods
-from drainer.errors import KubeError, KubeForbidden, KubeGone
+from drainer.errors import KubeError, KubeForbidden, KubeGone, KubeTooManyRequests
 from drainer.kube import Kube, Obj, Streams
 from drainer.pods import Pod, PodKey
 
@@ -37,6 +37,8 @@ class _Follower:
         self.kube = kube
         self.cond = threading.Condition()
         self.error: KubeError | None = None
+        self.listed = False
+        """True once a list has been applied: the view is the API's, not empty."""
         self._stop = threading.Event()
         self._watching = False
         self._streams = Streams()
@@ -62,6 +64,7 @@ class _Follower:
         if items is not None:
             with self.cond:
                 self._replace(items)
+                self.listed = True
         self._thread = threading.Thread(
             target=self._run,
             args=(resource_version if items is not None else "",),
@@ -82,6 +85,15 @@ class _Follower:
     def stopped(self) -> bool:
         return self._stop.is_set()
 
+    def wait_listed(self, timeout: float) -> bool:
+        """Wait until the first list has been applied (or the follower failed or
+        stopped, or `timeout`); True when the view holds what the API listed."""
+        with self.cond:
+            self.cond.wait_for(
+                lambda: self.listed or self.error is not None or self.stopped, timeout
+            )
+            return self.listed
+
     @property
     def synced(self) -> bool:
         """Listed and watching, with no error since: changes will be seen."""
@@ -98,6 +110,7 @@ class _Follower:
                     items, resource_version = self._list()
                     with self.cond:
                         self._replace(items)
+                        self.listed = True
                         self._changed()
                 self._watching = True
                 for event in self._watch(resource_version):
@@ -128,6 +141,8 @@ class _Follower:
                 failures += 1
                 self._watching = False
                 delay = min(5.0, 0.25 * 2**failures) * self._rng.uniform(0.5, 1.0)
+                if isinstance(e, KubeTooManyRequests) and e.retry_after:
+                    delay = max(delay, e.retry_after)  # never before the server says
                 log.warning("%s: %s; re-listing in %.1f s", self.name, e, delay)
                 resource_version = ""
                 if self._stop.wait(delay):

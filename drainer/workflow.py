@@ -254,6 +254,8 @@ def _drain(
             attempt += 1
             limit = deadline if stop_at is None else min(deadline, stop_at)
             delay = min(30.0, 2.0 * 2**attempt) * rng.uniform(0.5, 1.0)
+            if isinstance(e, KubeTooManyRequests) and e.retry_after:
+                delay = max(delay, e.retry_after)  # never before the server says
             if clock() + delay >= limit:
                 run.result = (
                     Result.HANDED_OVER
@@ -281,6 +283,9 @@ def _drain(
         Outcome.OUT_OF_TIME: Result.HANDED_OVER,
         Outcome.DRY_RUN: Result.DRY_RUN,
     }[report.outcome]
+    if report.outcome != Outcome.TIMED_OUT and report.errors:
+        # Pods the API refuses to evict whatever the wait (more than one budget).
+        run.message = "; ".join(report.errors)
     if report.outcome == Outcome.TIMED_OUT:
         run.message = (
             f"drain timed out after {settings.drain_timeout_seconds} s "

@@ -146,15 +146,47 @@ def set_schedulable(cluster: Cluster, nodes: Iterable[str], schedulable: bool) -
         cluster.patch("Node", name, {"spec": {"unschedulable": None if schedulable else True}})
 
 
+def workloads_ready(cluster: Cluster, objects: Iterable[dict[str, Any]]) -> bool:
+    """Every workload among `objects` has all its replicas Ready (a real controller
+    makes pods after the create returns: "every pod Ready" alone may hold of none)."""
+    for obj in objects:
+        kind, metadata = obj.get("kind"), obj["metadata"]
+        if kind not in ("Deployment", "StatefulSet", "ReplicaSet", "DaemonSet", "Pod"):
+            continue
+        current = cluster.get(kind, metadata["name"], metadata.get("namespace", "default"))
+        status = current.get("status") or {}
+        if kind == "Pod":
+            ready = is_pod_ready(current)
+        elif kind == "DaemonSet":
+            wanted = int(status.get("desiredNumberScheduled") or 0)
+            ready = wanted > 0 and int(status.get("numberReady") or 0) == wanted
+        else:
+            wanted = int(current["spec"].get("replicas", 1))
+            ready = int(status.get("readyReplicas") or 0) == wanted
+        if not ready:
+            return False
+    return True
+
+
+def _tainted(cluster: Cluster, node: str) -> bool:
+    taints = cluster.get("Node", node)["spec"].get("taints") or []
+    return any(t.get("key") == "node.kubernetes.io/unschedulable" for t in taints)
+
+
 def place_on(world: World, node: str, objects: list[dict[str, Any]], timeout: float = 10.0) -> None:
     """Create objects while only `node` takes new pods, wait until they run, then
     open the other nodes again: a way to put many replicas on the node to drain."""
     others = [n for n in world.nodes.values() if n != node]
     set_schedulable(world.cluster, others, False)
+    # The scheduler goes by what its informers saw: wait until the node lifecycle
+    # controller has tainted the cordoned nodes, by then the scheduler has seen them too.
+    wait_until(lambda: all(_tainted(world.cluster, n) for n in others), timeout)
     try:
         world.cluster.apply(objects)
         world.cluster.settle()
-        wait_until(lambda: all_ready(world.cluster), timeout)
+        wait_until(
+            lambda: all_ready(world.cluster) and workloads_ready(world.cluster, objects), timeout
+        )
     finally:
         set_schedulable(world.cluster, others, True)
 

@@ -13,6 +13,7 @@ import pytest
 from drainer.__main__ import main
 from kubesim import KubeSim
 from testbed import workloads as w
+from testbed.cluster import Cluster
 from testbed.world import pods_on, rbac_manifests, wait_until
 
 NODE = "ip-10-0-0-1.ec2.internal"
@@ -41,7 +42,7 @@ def _run(sim: KubeSim, *args: str) -> tuple[int, str]:
 
 def test_drain_node__as_drainer_context__exit_0_and_progress(sim: KubeSim) -> None:
     sim.apply([w.bare_pod("lonely", node=NODE, emptydir=True), w.daemonset("agent")])
-    wait_until(lambda: len(pods_on(sim, NODE)) == 2)
+    wait_until(lambda: len(pods_on(Cluster.of_kubesim(sim), NODE)) == 2)
 
     code, output = _run(sim, "--node", NODE)
 
@@ -59,14 +60,16 @@ def test_drain_node__as_drainer_context__exit_0_and_progress(sim: KubeSim) -> No
 
 def test_dry_run__changes_nothing__lists_what_would_go(sim: KubeSim) -> None:
     sim.apply(w.bare_pod("lonely", node=NODE))
-    wait_until(lambda: pods_on(sim, NODE)[0]["status"].get("phase") == "Running")
+    wait_until(
+        lambda: pods_on(Cluster.of_kubesim(sim), NODE)[0]["status"].get("phase") == "Running"
+    )
 
     code, output = _run(sim, "--node", NODE, "--dry-run")
 
     assert code == 0, output
     assert "would evict  default/lonely" in output
     assert not sim.get("Node", NODE)["spec"].get("unschedulable")
-    assert not pods_on(sim, NODE)[0]["metadata"].get("deletionTimestamp")
+    assert not pods_on(Cluster.of_kubesim(sim), NODE)[0]["metadata"].get("deletionTimestamp")
 
 
 def test_pdb_never_allows__timeout__exit_1_names_budget_and_pod(sim: KubeSim) -> None:
@@ -76,7 +79,9 @@ def test_pdb_never_allows__timeout__exit_1_names_budget_and_pod(sim: KubeSim) ->
             w.budget("guard", {"app": "guarded"}, max_unavailable=0),
         ]
     )
-    wait_until(lambda: pods_on(sim, NODE)[0]["status"].get("phase") == "Running")
+    wait_until(
+        lambda: pods_on(Cluster.of_kubesim(sim), NODE)[0]["status"].get("phase") == "Running"
+    )
 
     code, output = _run(sim, "--node", NODE, "--timeout", "1")
 

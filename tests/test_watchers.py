@@ -117,3 +117,56 @@ def test_pod_tracker__gone_when_deleted_or_replaced_under_the_same_name() -> Non
     assert tracker.current(pod("db-0", "u3")) is not None, (
         "a stale DELETED must not hide the new pod"
     )
+
+
+def test_budget_tracker__names_every_budget_that_selects_a_pod_once_listed() -> None:
+    from kubesim import KubeSim
+    from kubesim import testing as k
+
+    with KubeSim() as sim:
+        sim.apply(
+            [
+                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "shop"}},
+                k.pdb("web-a", {"app": "web"}, namespace="shop", max_unavailable=1),
+                k.pdb("web-b", {"tier": "front"}, namespace="shop", max_unavailable=1),
+                k.pdb("db", {"app": "db"}, namespace="shop", max_unavailable=1),
+                k.pdb("web-c", {"app": "web"}, namespace="default", max_unavailable=1),
+            ]
+        )
+        kube = Kube.for_cluster(sim.url, sim.ca_pem, _Token(sim.admin_token))
+        tracker = BudgetTracker(kube)
+        assert not tracker.listed
+        tracker.start()
+        try:
+            assert tracker.wait_listed(5.0)
+            web = {
+                "metadata": {
+                    "name": "web-0",
+                    "namespace": "shop",
+                    "labels": {"app": "web", "tier": "front"},
+                }
+            }
+
+            assert tracker.matching(web) == ["shop/web-a", "shop/web-b"]
+        finally:
+            tracker.stop()
+            kube.close()
+
+
+def test_budget_tracker__wait_listed_gives_up_at_its_timeout() -> None:
+    tracker = BudgetTracker(create_autospec(Kube, instance=True))  # never started
+    started = time.monotonic()
+
+    assert not tracker.wait_listed(0.05)
+    assert time.monotonic() - started >= 0.05
+
+
+class _Token:
+    def __init__(self, token: str) -> None:
+        self._token = token
+
+    def token(self) -> str:
+        return self._token
+
+    def invalidate(self) -> None:
+        pass

@@ -1,0 +1,282 @@
+"""The drain engine against the answers the real apiserver (v1.33) gives where the
+drainer used to assume otherwise: a 403 that is not RBAC, a 201 that is a failure,
+a 429 with Retry-After. kubesim is the cluster; `ApiFront` (tests/test_kube.py)
+sends the exact real answers for the requests a test scripts. Time is a fake clock
+that the drain's pauses advance: no test sleeps through a Retry-After."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from test_kube import (
+    TWO_BUDGETS_201,
+    ApiFront,
+    RealAnswer,
+    budget_lags_429,
+    front_kube,
+    namespace_terminating_403,
+    rbac_403,
+    throttled_429,
+)
+
+from drainer.drain import Drain, DrainOptions, DrainReport, Outcome
+from drainer.errors import KubeForbidden
+from kubesim import KubeSim
+from kubesim import testing as k
+
+NODE = "n1"
+
+
+class FakeTime:
+    """A clock that only the drain's (and the client's) sleeps move."""
+
+    def __init__(self) -> None:
+        self.now = time.time()
+        self.sleeps: list[float] = []
+        self._lock = threading.Lock()
+
+    def __call__(self) -> float:
+        with self._lock:
+            return self.now
+
+    def sleep(self, seconds: float) -> None:
+        with self._lock:
+            self.sleeps.append(seconds)
+            self.now += seconds
+
+
+@pytest.fixture
+def sim() -> Iterator[KubeSim]:
+    with KubeSim() as running:
+        running.apply(
+            [
+                k.node(NODE),
+                k.node("n2"),
+                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "shop"}},
+            ]
+        )
+        yield running
+
+
+@pytest.fixture
+def clock() -> FakeTime:
+    return FakeTime()
+
+
+@pytest.fixture
+def front(sim: KubeSim, clock: FakeTime) -> Iterator[ApiFront]:
+    running = ApiFront(sim, clock)
+    yield running
+    running.close()
+
+
+def place(sim: KubeSim, *objects: dict[str, Any]) -> None:
+    sim.apply(list(objects))
+    sim.settle()
+    k.eventually(
+        lambda: all(
+            (p.get("status") or {}).get("phase") == "Running"
+            for p in sim.list("Pod")
+            if p["spec"].get("nodeName") == NODE
+        ),
+        what="pods running",
+    )
+
+
+def drain(
+    front: ApiFront, clock: FakeTime, seconds: float, **options: Any
+) -> tuple[Drain, DrainReport]:
+    kube = front_kube(front, sleep=clock.sleep)
+    engine = Drain(kube, NODE, DrainOptions(**options), clock=clock, sleep=clock.sleep)
+    try:
+        return engine, engine.run(clock() + seconds)
+    finally:
+        kube.close()
+
+
+def eviction_path(namespace: str, name: str) -> str:
+    return f"/namespaces/{namespace}/pods/{name}/eviction$"
+
+
+def gone(sim: KubeSim, namespace: str, name: str) -> bool:
+    return not any(p["metadata"]["name"] == name for p in sim.list("Pod", namespace))
+
+
+# -- 403: judged by its causes ---------------------------------------------------
+
+
+def test_namespace_terminating_403__waits_for_the_pod_not_an_rbac_error(
+    sim: KubeSim, front: ApiFront, clock: FakeTime, caplog: pytest.LogCaptureFixture
+) -> None:
+    place(
+        sim,
+        k.pod("web-0", namespace="shop", node_name=NODE),
+        k.pod("api-0", node_name=NODE),
+    )
+    # The real server refuses the eviction while the namespace controller deletes
+    # the namespace's pods: here kubesim deletes the namespace as the 403 is sent.
+    front.script(
+        "POST",
+        eviction_path("shop", "web-0"),
+        namespace_terminating_403("web-0", "shop"),
+        then=lambda: k.request(sim, "DELETE", "/api/v1/namespaces/shop").json(),
+    )
+    caplog.set_level(logging.WARNING, logger="drainer.drain")
+
+    _, report = drain(front, clock, 60)
+
+    assert report.outcome == Outcome.DRAINED
+    assert report.going_with_namespace == ["shop/web-0"]
+    assert report.evicted == 1, "default/api-0 was evicted; shop/web-0 went with its namespace"
+    assert report.errors == []
+    assert report.summary()["going_with_namespace"] == 1
+    assert len(front.requests("POST", eviction_path("shop", "web-0"))) == 1, "not evicted again"
+    assert gone(sim, "shop", "web-0"), "the drain waited for it to be gone"
+    assert "its namespace shop is being deleted" in caplog.text
+
+
+def test_other_403_on_eviction__rbac_denial_stops_the_drain_naming_the_permission(
+    sim: KubeSim, front: ApiFront, clock: FakeTime
+) -> None:
+    place(sim, k.pod("web-0", namespace="shop", node_name=NODE))
+    front.script("POST", eviction_path("shop", "web-0"), rbac_403("web-0", "shop"))
+
+    with pytest.raises(KubeForbidden) as raised:
+        drain(front, clock, 60)
+
+    assert (raised.value.verb, raised.value.resource) == ("create", "pods/eviction")
+    assert "RBAC denied 'create' on 'pods/eviction'" in str(raised.value)
+
+
+# -- two budgets: 201 with a Failure Status (v1.33) or a plain 500 (kubesim, older) ---
+
+
+def two_budgets(sim: KubeSim) -> None:
+    place(
+        sim,
+        k.pod("web-0", namespace="shop", node_name=NODE, labels={"app": "web", "tier": "front"}),
+        k.pod("api-0", node_name=NODE, labels={"app": "api"}),
+        k.pdb("web-a", {"app": "web"}, namespace="shop", max_unavailable=1),
+        k.pdb("web-b", {"tier": "front"}, namespace="shop", max_unavailable=1),
+        # Same selector, another namespace: not one of the pod's budgets.
+        k.pdb("web-c", {"app": "web"}, namespace="default", max_unavailable=1),
+    )
+
+
+TWO_BUDGET_ANSWERS = [
+    pytest.param(TWO_BUDGETS_201, id="201-Failure-v1.33"),
+    pytest.param(None, id="500-kubesim"),
+]
+
+
+def script_two_budgets(front: ApiFront, answer: RealAnswer | None) -> None:
+    if answer is not None:
+        front.script("POST", eviction_path("shop", "web-0"), answer, count=None)
+
+
+@pytest.mark.parametrize("answer", TWO_BUDGET_ANSWERS)
+def test_pod_under_two_budgets__refused_naming_both_budgets__retried_until_timeout(
+    sim: KubeSim, front: ApiFront, clock: FakeTime, answer: RealAnswer | None
+) -> None:
+    two_budgets(sim)
+    script_two_budgets(front, answer)
+
+    _, report = drain(front, clock, 30)
+
+    assert report.outcome == Outcome.TIMED_OUT
+    assert report.multiple_budgets == {"shop/web-0": ["shop/web-a", "shop/web-b"]}
+    assert report.summary()["multiple_budgets"] == {"shop/web-0": "shop/web-a, shop/web-b"}
+    (error,) = report.errors
+    assert "shop/web-0" in error
+    assert "shop/web-a, shop/web-b" in error
+    assert "shop/web-a, shop/web-b" in report.held_at_timeout
+    assert report.evicted == 1, "default/api-0 only"
+    assert not sim.get("Pod", "web-0", "shop")["metadata"].get("deletionTimestamp")
+    attempts = [r.at for r in front.requests("POST", eviction_path("shop", "web-0"))]
+    assert len(attempts) >= 2
+    assert all(b - a >= 8.0 for a, b in itertools.pairwise(attempts)), attempts
+
+
+@pytest.mark.parametrize("answer", TWO_BUDGET_ANSWERS)
+def test_dry_run_pod_under_two_budgets__changes_nothing__names_both_budgets(
+    sim: KubeSim, front: ApiFront, clock: FakeTime, answer: RealAnswer | None
+) -> None:
+    two_budgets(sim)
+    script_two_budgets(front, answer)
+
+    _, report = drain(front, clock, 30, dry_run=True)
+
+    assert report.outcome == Outcome.DRY_RUN
+    assert report.would_evict == ["default/api-0"]
+    assert report.multiple_budgets == {"shop/web-0": ["shop/web-a", "shop/web-b"]}
+    assert any("shop/web-a, shop/web-b" in e for e in report.errors)
+    node = sim.get("Node", NODE)
+    assert not node["spec"].get("unschedulable"), "not cordoned"
+    assert not (node["metadata"].get("labels") or {}).get(
+        "node.kubernetes.io/exclude-from-external-load-balancers"
+    )
+    assert not any(p["metadata"].get("deletionTimestamp") for p in sim.list("Pod"))
+    writes = [r for r in front.requests() if r.method in ("POST", "PATCH", "PUT", "DELETE")]
+    assert writes, "the dry run asked the server"
+    for request in writes:
+        assert request.query.get("dryRun") == ["All"], request.path
+        if request.path.endswith("/eviction"):
+            assert json.loads(request.body)["deleteOptions"]["dryRun"] == ["All"]
+
+
+# -- 429: never retried before its Retry-After ----------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("answer", "refusals"),
+    [
+        pytest.param(budget_lags_429("web"), 1, id="budget-status-lags-10s"),
+        pytest.param(throttled_429(3), 0, id="throttled-3s-client-waits"),
+        pytest.param(throttled_429(45), 0, id="throttled-45s-drain-waits"),
+    ],
+)
+def test_429_with_retry_after__next_eviction_not_before_it(
+    sim: KubeSim, front: ApiFront, clock: FakeTime, answer: RealAnswer, refusals: int
+) -> None:
+    place(
+        sim,
+        k.pod("web-0", namespace="shop", node_name=NODE, labels={"app": "web"}),
+        k.pdb("web", {"app": "web"}, namespace="shop", min_available=0),
+    )
+    front.script("POST", eviction_path("shop", "web-0"), answer)
+    retry_after = float(answer.headers["Retry-After"])
+
+    _, report = drain(front, clock, 300)
+
+    assert report.outcome == Outcome.DRAINED
+    assert (report.evicted, report.refusals) == (1, refusals)
+    first, second = front.requests("POST", eviction_path("shop", "web-0"))
+    assert (first.status, second.status) == (429, 201)
+    assert second.at - first.at >= retry_after
+    assert retry_after in clock.sleeps
+
+
+def test_retry_after_beyond_the_deadline__no_retry_before_it__drain_times_out(
+    sim: KubeSim, front: ApiFront, clock: FakeTime
+) -> None:
+    place(
+        sim,
+        k.pod("web-0", namespace="shop", node_name=NODE, labels={"app": "web"}),
+        k.pdb("web", {"app": "web"}, namespace="shop", min_available=0),
+    )
+    front.script("POST", eviction_path("shop", "web-0"), budget_lags_429("web"), count=None)
+    started = clock()
+
+    _, report = drain(front, clock, 5)
+
+    assert report.outcome == Outcome.TIMED_OUT
+    assert len(front.requests("POST", eviction_path("shop", "web-0"))) == 1
+    assert clock() - started == pytest.approx(5.0)
+    assert "shop/web" in report.held_at_timeout
