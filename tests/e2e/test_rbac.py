@@ -34,9 +34,9 @@ def _scenario(world: World, node: str) -> None:
         world,
         node,
         [
-            w.deployment("web", 2, startup=60.0),  # replacements Ready after 3 s: a refusal
+            w.deployment("web", 2, startup=40.0),  # replacements Ready after 2 s: a refusal
             w.budget("web", {"app": "web"}, max_unavailable=1),
-            w.statefulset("db", 1, detach=60),  # detached 3 s after: the drain waits for it
+            w.statefulset("db", 1, detach=160),  # detached 8 s after: the drain waits for it
         ],
     )
 
