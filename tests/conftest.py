@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import json
+import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from kubesim.testing import fetch_kubectl, find_kubectl
+
 EVENTS_DIR = Path(__file__).parent / "events"
+KUBECTL_CACHE = Path(__file__).resolve().parents[1] / ".venv" / "kubectl-cache"
 
 
 @pytest.fixture
@@ -54,3 +58,16 @@ def moto_aws(fake_aws_env: None) -> Iterator[None]:
     awssim.install()
     with mock_aws():
         yield
+
+
+@pytest.fixture(scope="session")
+def kubectl_binary() -> Path:
+    """A real kubectl: on PATH, cached, or fetched. Never a skip: the kubectl tests are
+    part of the proof that kubesim is faithful."""
+    found = find_kubectl(KUBECTL_CACHE)
+    if found is not None:
+        return found
+    try:
+        return fetch_kubectl(KUBECTL_CACHE)
+    except (OSError, subprocess.SubprocessError, StopIteration, KeyError) as e:
+        pytest.fail(f"no kubectl on PATH and fetching one failed: {e!r}")

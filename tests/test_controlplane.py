@@ -16,11 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from kubesim.testing import fetch_kubectl, find_kubectl
 from testbed.controlplane import binaries
 
 ROOT = Path(__file__).resolve().parent.parent
-KUBECTL_CACHE = ROOT / ".venv" / "kubectl-cache"  # the kubesim tests' cache
 
 
 def _children_of(pid: int) -> list[int]:
@@ -37,21 +35,10 @@ def _children_of(pid: int) -> list[int]:
     return found
 
 
-@pytest.fixture(scope="module")
-def kubectl() -> Path:
-    found = find_kubectl(KUBECTL_CACHE)
-    if found is not None:
-        return found
-    try:
-        return fetch_kubectl(KUBECTL_CACHE)
-    except (OSError, subprocess.SubprocessError, StopIteration, KeyError) as e:
-        pytest.fail(f"no kubectl on PATH and fetching one failed: {e!r}")
-
-
 @pytest.mark.real_backend
 @pytest.mark.parametrize("stop_with", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
 def test_controlplane_command__kubectl_works__nothing_left_after_stop(
-    tmp_path: Path, kubectl: Path, stop_with: signal.Signals
+    tmp_path: Path, kubectl_binary: Path, stop_with: signal.Signals
 ) -> None:
     binaries()  # built by `make test` already; a plain pytest run builds it here
     config = tmp_path / "kubeconfig"
@@ -78,7 +65,7 @@ def test_controlplane_command__kubectl_works__nothing_left_after_stop(
 
         def kubectl_run(*args: str, context: str) -> subprocess.CompletedProcess[str]:
             return subprocess.run(
-                [str(kubectl), "--kubeconfig", str(config), "--context", context, *args],
+                [str(kubectl_binary), "--kubeconfig", str(config), "--context", context, *args],
                 capture_output=True,
                 text=True,
                 env={**os.environ, "HOME": str(home)},

@@ -69,6 +69,27 @@ def _die_with_parent() -> None:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)
 
 
+def _pod_stage(
+    name: str, match: list[dict[str, Any]], then: dict[str, Any], delay_jq: str = ""
+) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "resourceRef": {"apiGroup": "v1", "kind": "Pod"},
+        "selector": {"matchExpressions": match},
+        "next": then,
+    }
+    if delay_jq:
+        spec["delay"] = {
+            "durationMilliseconds": 0,
+            "durationFrom": {"jq": {"expression": delay_jq}},
+        }
+    return {
+        "apiVersion": "kwok.x-k8s.io/v1alpha1",
+        "kind": "Stage",
+        "metadata": {"name": name},
+        "spec": spec,
+    }
+
+
 def _kwok_stages(speed: float) -> list[dict[str, Any]]:
     """Pod stages: created at once, Ready after startup/speed, gone after
     min(shutdown, grace)/speed (finalizers, which kwok leaves alone, still hold it)."""
@@ -76,70 +97,36 @@ def _kwok_stages(speed: float) -> list[dict[str, Any]]:
     def millis(expression: str) -> str:
         return f'({expression}) * 1000 / {speed} | floor | tostring + "ms"'
 
+    def field(key: str, operator: str, *values: str) -> dict[str, Any]:
+        return {"key": key, "operator": operator, **({"values": list(values)} if values else {})}
+
     seconds = '(.metadata.annotations["{}"] // "0" | tonumber)'
     startup = millis(seconds.format(STARTUP))
     shutdown = millis(
         f"[{seconds.format(SHUTDOWN)}, (.metadata.deletionGracePeriodSeconds // 0)] | min"
     )
-    pod = {"apiGroup": "v1", "kind": "Pod"}
-    not_deleted = {"key": ".metadata.deletionTimestamp", "operator": "DoesNotExist"}
+    live = field(".metadata.deletionTimestamp", "DoesNotExist")
     return [
-        {
-            "apiVersion": "kwok.x-k8s.io/v1alpha1",
-            "kind": "Stage",
-            "metadata": {"name": "pod-create"},
-            "spec": {
-                "resourceRef": pod,
-                "selector": {
-                    "matchExpressions": [
-                        not_deleted,
-                        {"key": ".status.podIP", "operator": "DoesNotExist"},
-                    ]
-                },
-                "next": {
-                    "statusTemplate": _POD_CREATED,
-                },
-            },
-        },
-        {
-            "apiVersion": "kwok.x-k8s.io/v1alpha1",
-            "kind": "Stage",
-            "metadata": {"name": "pod-ready"},
-            "spec": {
-                "resourceRef": pod,
-                "selector": {
-                    "matchExpressions": [
-                        not_deleted,
-                        {"key": ".status.podIP", "operator": "Exists"},
-                        {"key": ".status.phase", "operator": "In", "values": ["Pending"]},
-                    ]
-                },
-                "delay": {
-                    "durationMilliseconds": 0,
-                    "durationFrom": {"jq": {"expression": startup}},
-                },
-                "next": {"statusTemplate": _POD_READY},
-            },
-        },
-        {
-            "apiVersion": "kwok.x-k8s.io/v1alpha1",
-            "kind": "Stage",
-            "metadata": {"name": "pod-delete"},
-            "spec": {
-                "resourceRef": pod,
-                "selector": {
-                    "matchExpressions": [
-                        {"key": ".metadata.deletionTimestamp", "operator": "Exists"},
-                        {"key": ".metadata.finalizers", "operator": "DoesNotExist"},
-                    ]
-                },
-                "delay": {
-                    "durationMilliseconds": 0,
-                    "durationFrom": {"jq": {"expression": shutdown}},
-                },
-                "next": {"delete": True},
-            },
-        },
+        _pod_stage(
+            "pod-create",
+            [live, field(".status.podIP", "DoesNotExist")],
+            {"statusTemplate": _POD_CREATED},
+        ),
+        _pod_stage(
+            "pod-ready",
+            [live, field(".status.podIP", "Exists"), field(".status.phase", "In", "Pending")],
+            {"statusTemplate": _POD_READY},
+            startup,
+        ),
+        _pod_stage(
+            "pod-delete",
+            [
+                field(".metadata.deletionTimestamp", "Exists"),
+                field(".metadata.finalizers", "DoesNotExist"),
+            ],
+            {"delete": True},
+            shutdown,
+        ),
     ]
 
 

@@ -3,7 +3,6 @@ the admin API, and a real kubectl pointed at it."""
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -13,7 +12,7 @@ from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
 from kubesim import EksIdentity, KubeSim
-from kubesim.testing import Admin, Kubectl, fetch_kubectl, find_kubectl
+from kubesim.testing import Admin, Kubectl
 
 # Durations in annotations are divided by this: "1" second lasts 50 ms.
 SPEED = 20.0
@@ -28,7 +27,6 @@ EKS_IDENTITY = EksIdentity(
     username="eks-drainer",
     groups=("eks-node-drainer",),
 )
-KUBECTL_CACHE = Path(__file__).resolve().parents[2] / ".venv" / "kubectl-cache"
 
 ClientFactory = Callable[..., Any]
 
@@ -88,19 +86,6 @@ def admin(sim: KubeSim) -> Admin:
 
 
 # -- kubectl -------------------------------------------------------------------
-
-
-@pytest.fixture(scope="session")
-def kubectl_binary() -> Path:
-    """A real kubectl: on PATH, cached, or fetched. Never a skip: the kubectl tests are
-    part of the proof that kubesim is faithful."""
-    found = find_kubectl(KUBECTL_CACHE)
-    if found is not None:
-        return found
-    try:
-        return fetch_kubectl(KUBECTL_CACHE)
-    except (OSError, subprocess.SubprocessError, StopIteration, KeyError) as e:
-        pytest.fail(f"no kubectl on PATH and fetching one failed: {e!r}")
 
 
 @pytest.fixture
