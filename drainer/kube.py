@@ -191,6 +191,16 @@ def translate_status(
                 f"{what}: {message} ({cause or 'namespace being terminated'})",
                 namespace=match.group(1) if match else "",
             )
+        details = body.get("details") or {}
+        if details.get("group") == "policy" and details.get("kind") == "poddisruptionbudget":
+            # eviction.go's checkAndDecrement: a budget whose status allows a negative
+            # number of disruptions, or has too many evictions not yet confirmed by the
+            # disruption controller. The budget refuses for now; it is not RBAC.
+            return EvictionBlocked(
+                f"{what}: PodDisruptionBudget {details.get('name', '?')} refuses for now: "
+                f"{message}",
+                budget=str(details.get("name") or ""),
+            )
         return KubeForbidden(
             f"{what}: RBAC denied '{verb}' on '{resource}': {message}. Grant it to the group "
             f"eks-node-drainer (kubectl apply -f k8s-rbac/).",

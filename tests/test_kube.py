@@ -112,6 +112,20 @@ def rbac_403(pod: str, namespace: str, user: str = "eks-node-drainer") -> RealAn
     )
 
 
+def budget_refuses_403(budget: str, reason: str) -> RealAnswer:
+    """checkAndDecrement's other refusals: errors.NewForbidden on the budget itself
+    (a negative disruptionsAllowed; too many evictions not yet confirmed)."""
+    return RealAnswer(
+        403,
+        status_body(
+            f'poddisruptionbudgets.policy "{budget}" is forbidden: {reason}',
+            403,
+            "Forbidden",
+            {"name": budget, "group": "policy", "kind": "poddisruptionbudget"},
+        ),
+    )
+
+
 def budget_lags_429(budget: str) -> RealAnswer:
     """checkAndDecrement when the budget's status.observedGeneration lags its
     generation: errors.NewTooManyRequests(..., 10) plus a DisruptionBudget cause;
@@ -495,6 +509,21 @@ def _translate(answer: RealAnswer) -> errors.KubeError:
             errors.KubeForbidden,
             {"verb": "create", "resource": "pods/eviction"},
             id="403-rbac",
+        ),
+        pytest.param(
+            budget_refuses_403("web", "pdb disruptions allowed is negative"),
+            errors.EvictionBlocked,
+            {"budget": "web", "retry_after": None},
+            id="403-budget-negative",
+        ),
+        pytest.param(
+            budget_refuses_403(
+                "web",
+                "DisruptedPods map too big - too many evictions not confirmed by PDB controller",
+            ),
+            errors.EvictionBlocked,
+            {"budget": "web", "retry_after": None},
+            id="403-budget-too-many-unconfirmed",
         ),
         pytest.param(
             budget_lags_429("web"),
