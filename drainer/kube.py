@@ -296,9 +296,14 @@ class Streams:
 
 
 def _shutdown(raw: Any) -> None:
+    """End a watch response from another thread. It may have ended on its own and
+    gone back to the pool meanwhile: urllib3 then refuses (RuntimeError), and there
+    is nothing left to end."""
     try:
         raw.shutdown()
-    except (AttributeError, OSError):
+    except RuntimeError:
+        return
+    except (AttributeError, OSError, ValueError):
         raw.close()
 
 

@@ -149,6 +149,8 @@ class Handler(BaseHTTPRequestHandler):
     # Per request, set by _dispatch.
     _audit_id = ""
     _status = 0
+    _filed = True
+    _record_fields: tuple[float, str, str, str, str, str] = (0.0, "", "", "", "", "")
     _warnings: list[str]
     _break_after: Fault | None = None
 
@@ -246,6 +248,10 @@ class Handler(BaseHTTPRequestHandler):
 
     def _send_json(self, code: int, body: Any, headers: dict[str, str] | None = None) -> None:
         data = json.dumps(body, separators=(",", ":")).encode()
+        self._status = code
+        # File the record before the answer leaves: a client that has its answer
+        # finds its request in the records.
+        self._file_record()
         self.send_response(code)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
@@ -275,10 +281,13 @@ class Handler(BaseHTTPRequestHandler):
         query = dict(urllib.parse.parse_qsl(split.query, keep_blank_values=True))
         sim = self.server.sim
         user_name, verb, resource_name = "", "", ""
+        self._filed = False
+        self._record_fields = (started, method, path, verb, resource_name, user_name)
         try:
             raw = self._read_body() if method in ("POST", "PUT", "PATCH", "DELETE") else b""
             if path.startswith("/kubesim/"):
                 verb, resource_name = "admin", path
+                self._record_fields = (started, method, path, verb, resource_name, user_name)
                 self._admin(method, path, raw, query)
                 return
             try:
@@ -287,11 +296,13 @@ class Handler(BaseHTTPRequestHandler):
                 log.info("refused a token: %s", e)
                 raise ApiError(401, "Unauthorized", reason="Unauthorized") from e
             user_name = user.name
+            self._record_fields = (started, method, path, verb, resource_name, user_name)
             parts = [p for p in path.split("/") if p]
             route = parse_resource_path(parts)
             watch = _truthy(query.get("watch"))
             if route is None:
                 verb, resource_name = "get", path
+                self._record_fields = (started, method, path, verb, resource_name, user_name)
                 self._apply_faults(method, path, user_name, watch=False)
                 self._non_resource(method, path, user)
                 return
@@ -303,6 +314,7 @@ class Handler(BaseHTTPRequestHandler):
             resource_name = route.resource.plural + (
                 f"/{route.subresource}" if route.subresource else ""
             )
+            self._record_fields = (started, method, path, verb, resource_name, user_name)
             attributes = Attributes(
                 user,
                 verb,
@@ -336,20 +348,21 @@ class Handler(BaseHTTPRequestHandler):
             log.exception("kubesim internal error on %s %s", method, self.path)
             self._send_error(ApiError(500, f"Internal error occurred: {e}", reason="InternalError"))
         finally:
-            # The admin API is the tests' own channel: not API traffic to count.
-            if verb != "admin":
-                sim.faults.record(
-                    RequestRecord(
-                        started,
-                        time.time(),
-                        method,
-                        path,
-                        verb,
-                        resource_name,
-                        user_name,
-                        self._status,
-                    )
+            self._file_record()
+
+    def _file_record(self) -> None:
+        """Record this request once (the admin API, the tests' own channel, is not API
+        traffic to count)."""
+        if self._filed:
+            return
+        self._filed = True
+        started, method, path, verb, resource_name, user_name = self._record_fields
+        if verb != "admin":
+            self.server.sim.faults.record(
+                RequestRecord(
+                    started, time.time(), method, path, verb, resource_name, user_name, self._status
                 )
+            )
 
     def _apply_faults(self, method: str, path: str, user: str, watch: bool) -> None:
         self._break_after = None

@@ -25,6 +25,7 @@ import pytest
 from drainer import errors
 from drainer.kube import Kube, RetryPolicy, failure_in_success, translate
 from kubesim import KubeSim
+from kubesim.testing import eventually
 
 # -- the real answers ---------------------------------------------------------
 
@@ -675,6 +676,8 @@ def test_server_errors__give_up_after_the_policy(sim: KubeSim) -> None:
 
     with pytest.raises(errors.KubeServerError):
         kube.get_node("n1")
+    # kubesim files a request's record just after its answer has gone out.
+    eventually(lambda: len(sim.requests()) == 4, timeout=2)
     assert len(sim.requests()) == 4
 
 
@@ -780,3 +783,25 @@ def test_throttled_longer_than_the_client_waits__raised_for_the_caller_never_ret
     assert raised.value.retry_after == 45.0
     assert sleeps == []
     assert len(front.requests("POST", EVICTION)) == 1
+
+
+@pytest.mark.parametrize("released", [True, False], ids=["released-to-pool", "already-closed"])
+def test_streams_close_all__a_watch_that_ended_on_its_own__no_error(released: bool) -> None:
+    # Found on the real control plane: a watch ended and went back to the pool just as
+    # the drain stopped its followers; urllib3's shutdown() then raised out of the drain.
+    import io
+
+    import urllib3
+
+    from drainer.kube import Streams
+
+    response = urllib3.response.HTTPResponse(body=io.BytesIO(b""), preload_content=False)
+    if released:
+        # As urllib3 leaves a response whose connection went back to the pool.
+        response._sock_shutdown = lambda how: None  # type: ignore[assignment]
+    streams = Streams()
+    assert streams.add(response)
+
+    streams.close_all()  # must not raise
+
+    assert not streams.add(urllib3.response.HTTPResponse(body=io.BytesIO(b"")))

@@ -96,4 +96,6 @@ def test_twenty_nodes_at_once__all_drained__budgets_hold__time_close_to_budget_p
         requests = world.cluster.kubesim.requests("eks-node-drainer")
         window = max(r.done for r in requests) - min(r.at for r in requests)
     print(f"20 concurrent drains: window {window:.2f} s, pace {ideal:.2f} s, wall {elapsed:.2f} s")
-    assert window < 3 * ideal + 5, f"{window:.1f} s is far from the {ideal:.1f} s budgets allow"
+    # 4x + 10 s leaves room for two loaded cores (a neighbouring worker may be running
+    # a real control plane) and still fails a blind 5 s sleep per refusal (> 50 s).
+    assert window < 4 * ideal + 10, f"{window:.1f} s is far from the {ideal:.1f} s budgets allow"
