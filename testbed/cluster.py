@@ -301,34 +301,28 @@ class Cluster:
         self._max_token_age = authenticator.max_token_age if authenticator else 0.0
 
     @classmethod
-    def of_kubesim(cls, sim: KubeSim) -> Cluster:
+    def _of_server(cls, backend: str, server: KubeSim | ControlPlane, **which: Any) -> Cluster:
+        """kubesim and the control plane offer the same connection facts."""
         return cls(
-            "kubesim",
-            url=sim.url,
-            ca_pem=sim.ca_pem,
-            admin_token=sim.admin_token,
-            drainer_token=sim.drainer_token,
-            cluster_name=sim.cluster_name,
-            kubeconfig=sim.kubeconfig,
-            authenticator=sim.authenticator,
-            speed=sim.speed,
-            sim=sim,
+            backend,
+            url=server.url,
+            ca_pem=server.ca_pem,
+            admin_token=server.admin_token,
+            drainer_token=server.drainer_token,
+            cluster_name=server.cluster_name,
+            kubeconfig=server.kubeconfig,
+            authenticator=server.authenticator,
+            speed=server.speed,
+            **which,
         )
 
     @classmethod
+    def of_kubesim(cls, sim: KubeSim) -> Cluster:
+        return cls._of_server("kubesim", sim, sim=sim)
+
+    @classmethod
     def of_control_plane(cls, plane: ControlPlane) -> Cluster:
-        return cls(
-            "real",
-            url=plane.url,
-            ca_pem=plane.ca_pem,
-            admin_token=plane.admin_token,
-            drainer_token=plane.drainer_token,
-            cluster_name=plane.cluster_name,
-            kubeconfig=plane.kubeconfig,
-            authenticator=plane.authenticator,
-            speed=plane.speed,
-            plane=plane,
-        )
+        return cls._of_server("real", plane, plane=plane)
 
     @classmethod
     def of_kubeconfig(cls, path: Path, cluster_name: str) -> Cluster:

@@ -168,7 +168,8 @@ def workloads_ready(cluster: Cluster, objects: Iterable[dict[str, Any]]) -> bool
     return True
 
 
-def _tainted(cluster: Cluster, node: str) -> bool:
+def node_tainted(cluster: Cluster, node: str) -> bool:
+    """The node carries the unschedulable taint the scheduler goes by."""
     taints = cluster.get("Node", node)["spec"].get("taints") or []
     return any(t.get("key") == "node.kubernetes.io/unschedulable" for t in taints)
 
@@ -180,7 +181,7 @@ def place_on(world: World, node: str, objects: list[dict[str, Any]], timeout: fl
     set_schedulable(world.cluster, others, False)
     # The scheduler goes by what its informers saw: wait until the node lifecycle
     # controller has tainted the cordoned nodes, by then the scheduler has seen them too.
-    wait_until(lambda: all(_tainted(world.cluster, n) for n in others), timeout)
+    wait_until(lambda: all(node_tainted(world.cluster, n) for n in others), timeout)
     try:
         world.cluster.apply(objects)
         world.cluster.settle()

@@ -18,8 +18,10 @@ through kwok stages: `kubesim.io/startup-seconds` from binding to Ready, and
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import ctypes
+import functools
 import json
 import os
 import secrets
@@ -130,69 +132,46 @@ def _kwok_stages(speed: float) -> list[dict[str, Any]]:
     ]
 
 
-_POD_CREATED = """\
-{{ $now := Now }}
-conditions:
-- lastTransitionTime: {{ $now | Quote }}
-  status: "True"
-  type: PodScheduled
-- lastTransitionTime: {{ $now | Quote }}
-  status: "True"
-  type: Initialized
-- lastTransitionTime: {{ $now | Quote }}
-  reason: ContainersNotReady
-  status: "False"
-  type: Ready
-- lastTransitionTime: {{ $now | Quote }}
-  reason: ContainersNotReady
-  status: "False"
-  type: ContainersReady
-containerStatuses:
-{{ range .spec.containers }}
-- image: {{ .image | Quote }}
-  name: {{ .name | Quote }}
-  ready: false
-  restartCount: 0
-  started: false
-  state:
-    waiting:
-      reason: ContainerCreating
-{{ end }}
-hostIP: {{ NodeIPWith .spec.nodeName | Quote }}
-podIP: {{ PodIPWith .spec.nodeName ( or .spec.hostNetwork false ) ( or .metadata.uid "" ) \
-( or .metadata.name "" ) ( or .metadata.namespace "" ) | Quote }}
-phase: Pending
-"""
+def _pod_status(ready: bool) -> str:
+    """A kwok status template: the pod created (Pending, not Ready) or running."""
+    flag = "true" if ready else "false"
+    condition = '"True"' if ready else '"False"\n  reason: ContainersNotReady'
+    if ready:
+        state, tail = (
+            "running:\n      startedAt: {{ $now | Quote }}",
+            ("phase: Running\nstartTime: {{ $now | Quote }}\n"),
+        )
+    else:
+        state, tail = (
+            "waiting:\n      reason: ContainerCreating",
+            (
+                "hostIP: {{ NodeIPWith .spec.nodeName | Quote }}\n"
+                "podIP: {{ PodIPWith .spec.nodeName ( or .spec.hostNetwork false ) "
+                '( or .metadata.uid "" ) ( or .metadata.name "" ) '
+                '( or .metadata.namespace "" ) | Quote }}\n'
+                "phase: Pending\n"
+            ),
+        )
+    conditions = "".join(
+        f"- lastTransitionTime: {{{{ $now | Quote }}}}\n  status: {status}\n  type: {kind}\n"
+        for kind, status in (
+            ("PodScheduled", '"True"'),
+            ("Initialized", '"True"'),
+            ("Ready", condition),
+            ("ContainersReady", condition),
+        )
+    )
+    return (
+        "{{ $now := Now }}\nconditions:\n" + conditions + "containerStatuses:\n"
+        "{{ range .spec.containers }}\n"
+        "- image: {{ .image | Quote }}\n  name: {{ .name | Quote }}\n"
+        f"  ready: {flag}\n  restartCount: 0\n  started: {flag}\n  state:\n    {state}\n"
+        "{{ end }}\n" + tail
+    )
 
-_POD_READY = """\
-{{ $now := Now }}
-conditions:
-- lastTransitionTime: {{ $now | Quote }}
-  status: "True"
-  type: PodScheduled
-- lastTransitionTime: {{ $now | Quote }}
-  status: "True"
-  type: Initialized
-- lastTransitionTime: {{ $now | Quote }}
-  status: "True"
-  type: Ready
-- lastTransitionTime: {{ $now | Quote }}
-  status: "True"
-  type: ContainersReady
-containerStatuses:
-{{ range .spec.containers }}
-- image: {{ .image | Quote }}
-  name: {{ .name | Quote }}
-  ready: true
-  restartCount: 0
-  started: true
-  state:
-    running:
-      startedAt: {{ $now | Quote }}
-{{ end }}
-phase: Running
-startTime: {{ $now | Quote }}
-"""
+
+_POD_CREATED = _pod_status(ready=False)
+_POD_READY = _pod_status(ready=True)
 
 
 class ControlPlane:
@@ -454,8 +433,6 @@ class ControlPlane:
 
     @property
     def ca_data(self) -> str:
-        import base64
-
         return base64.b64encode(self.tls.ca_pem).decode()
 
     @property
@@ -504,16 +481,16 @@ class ControlPlane:
                 )
             time.sleep(0.1)
 
-    def _context(self) -> ssl.SSLContext:
-        context = ssl.create_default_context(cadata=self.tls.ca_pem.decode())
-        return context
+    @functools.cached_property
+    def _ssl(self) -> ssl.SSLContext:
+        return ssl.create_default_context(cadata=self.tls.ca_pem.decode())
 
     def _get(self, path: str) -> Any:
         request = urllib.request.Request(
             self.url + path, headers={"Authorization": f"Bearer {self.admin_token}"}
         )
         try:
-            with urllib.request.urlopen(request, context=self._context(), timeout=5) as answer:
+            with urllib.request.urlopen(request, context=self._ssl, timeout=5) as answer:
                 return json.loads(answer.read() or b"null")
         except urllib.error.HTTPError as e:
             if e.code == 404:
@@ -524,7 +501,7 @@ class ControlPlane:
         request = urllib.request.Request(
             self.url + "/readyz", headers={"Authorization": f"Bearer {self.admin_token}"}
         )
-        with urllib.request.urlopen(request, context=self._context(), timeout=5) as answer:
+        with urllib.request.urlopen(request, context=self._ssl, timeout=5) as answer:
             return bool(answer.status == 200)
 
 
@@ -554,8 +531,6 @@ def _write_kubeconfig(
     *,
     cluster: str = "cluster",
 ) -> None:
-    import base64
-
     ca_data = base64.b64encode(ca_pem).decode()
     config = {
         "apiVersion": "v1",

@@ -17,7 +17,7 @@ import pytest
 from kubesim import KubeSim
 from testbed import workloads as w
 from testbed.cluster import ApiClient, Cluster
-from testbed.world import is_pod_ready, wait_until
+from testbed.world import is_pod_ready, node_tainted, wait_until
 
 from .conftest import CLUSTER_NAME, SPEED
 
@@ -246,9 +246,7 @@ def empty_budget(s: Scene) -> Obj:
 
 
 def _tainted(s: Scene) -> Obj | None:
-    node = s.api.get("Node", s.node)
-    taints = node["spec"].get("taints") or []
-    return node if any(t.get("key") == "node.kubernetes.io/unschedulable" for t in taints) else None
+    return s.api.get("Node", s.node) if node_tainted(s.cluster, s.node) else None
 
 
 def _untainted(s: Scene) -> Obj | None:
