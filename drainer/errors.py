@@ -61,11 +61,17 @@ class KubeConflict(KubeError):
     """409: a precondition (UID, resourceVersion) did not hold."""
 
 
-class KubeUnauthorized(KubeError):
+class FatalKubeError(KubeError):
+    """An error that retrying will not fix: the drain stops at once, its waiters and
+    watches with it, and the summary names the cause. Catch this class, never a
+    list of its subclasses, to decide "is this fatal?"."""
+
+
+class KubeUnauthorized(FatalKubeError):
     """401: the bearer token was refused."""
 
 
-class KubeForbidden(KubeError):
+class KubeForbidden(FatalKubeError):
     """403: RBAC denied the call; the message names the verb and resource to grant."""
 
     def __init__(self, message: str, verb: str = "", resource: str = "") -> None:
@@ -113,7 +119,7 @@ class KubeServerError(KubeError):
     """5xx or a broken connection: worth retrying with backoff."""
 
 
-class TlsVerificationError(KubeError):
+class TlsVerificationError(FatalKubeError):
     """The API server's certificate did not verify against the cluster CA."""
 
 

@@ -68,3 +68,24 @@ def reset() -> None:
     """Forget the keys of the previous invocation (containers are reused)."""
     if _STATE.logger is not None:
         _STATE.logger.remove_keys([*FIXED_KEYS, "event_id"])
+
+
+# Events an operator follows at INFO; the rest are louder or quieter.
+_EVENT_LEVELS = {
+    "pod_evicting": logging.DEBUG,
+    "pod_refused": logging.INFO,
+    "pod_stuck": logging.WARNING,
+    "pod_left": logging.WARNING,
+    "pod_under_several_budgets": logging.ERROR,
+    "pod_goes_with_namespace": logging.WARNING,
+    "pod_force_deleted": logging.WARNING,
+    "recordoned": logging.WARNING,
+    "drain_stopped": logging.ERROR,
+}
+
+
+def drain_event(logger: logging.Logger, message: str, fields: dict[str, Any]) -> None:
+    """One drain event as one log line: `message` for people, `fields` (the log
+    contract, see drainer/report.py) as top-level JSON keys."""
+    level = _EVENT_LEVELS.get(str(fields.get("event")), logging.INFO)
+    logger.log(level, message, extra=fields)

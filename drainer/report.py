@@ -1,0 +1,176 @@
+"""What a drain tells the world: the events it emits as it goes (one per thing that
+happens to the node or a pod) and the report it returns at the end.
+
+The events are a contract. The Lambda writes each one as a JSON log line with the
+keys of `DrainEvent.fields()`; the CLI prints them as human lines and the demo
+shows them. A key or kind renamed here breaks operators' log queries: the README's
+table and tests/test_logs.py hold it fixed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+
+class Outcome(StrEnum):
+    DRAINED = "drained"
+    NODE_GONE = "node_gone"
+    TIMED_OUT = "timed_out"  # the drain's own deadline passed with pods still there
+    OUT_OF_TIME = "out_of_time"  # this invocation must hand over; the drain goes on
+    DRY_RUN = "dry_run"
+    FAILED = "failed"  # a fatal error stopped the drain (report.errors names it)
+
+
+class Kind(StrEnum):
+    """The kinds of drain events: the `event` key of the log contract."""
+
+    STARTED = "drain_started"
+    """After the cordon and the first list: node, deadline and its source, pods by tier."""
+    CORDONED = "cordoned"
+    RECORDONED = "recordoned"
+    """Someone uncordoned the node mid-drain; the drain cordoned it again."""
+    SKIPPED = "pod_skipped"
+    """A pod the filters leave on the node; `reason` says which filter."""
+    APPEARED = "pod_appeared"
+    """A pod that landed on the node after the drain listed it; it is filtered like the others."""
+    EVICTING = "pod_evicting"
+    """The first eviction request for a pod (DEBUG level: progress displays only)."""
+    EVICTED = "pod_evicted"
+    """The API accepted the eviction; `refusals` counts the budget refusals before it."""
+    REFUSED = "pod_refused"
+    """The first refusal by a PodDisruptionBudget (`budget`); later ones only count."""
+    SEVERAL_BUDGETS = "pod_under_several_budgets"
+    """The eviction API refuses a pod that more than one budget selects; `budget` names them."""
+    WITH_NAMESPACE = "pod_goes_with_namespace"
+    """403 NamespaceTerminating: not evicted; the namespace controller deletes it."""
+    GONE = "pod_gone"
+    """The pod is gone (or its name has a new UID); `seconds` since its eviction."""
+    STUCK = "pod_stuck"
+    """Still terminating `stuck_pod_seconds` past its grace period; no longer waited for."""
+    CRITICAL_TIER = "critical_tier_started"
+    """The critical tier began; `reason` says whether the ordinary tier was done or the
+    reserve before the deadline was reached."""
+    FORCED = "pod_force_deleted"
+    LEFT = "pod_left"
+    """At the end of a drain that did not finish: a pod still on the node, and why."""
+    VOLUME_DETACHED = "volume_detached"
+    WOULD_EVICT = "pod_would_evict"
+    """Dry run: the server accepted a dry-run eviction (or a budget refused it now)."""
+    STOPPED = "drain_stopped"
+    """A fatal error ended the drain; `reason` names it."""
+    FINISHED = "drain_finished"
+    """The end line, written by the handler once the lifecycle action is decided:
+    result, lifecycle_result, counts, seconds, budgets_holding."""
+
+
+@dataclass(frozen=True)
+class DrainEvent:
+    """One thing that happened in a drain. Only the fields that apply are set."""
+
+    kind: Kind
+    pod: str = ""
+    """namespace/name."""
+    budget: str = ""
+    """namespace/name of a PodDisruptionBudget; several joined with ", "."""
+    reason: str = ""
+    """Why, in words: a filter's reason, the server's refusal message, the fatal error."""
+    seconds: float | None = None
+    """pod_gone: since the eviction was accepted (or since the drain saw it terminating)."""
+    refusals: int = 0
+    """pod_evicted, pod_left: budget refusals this pod met."""
+    tier: str = ""
+    """ordinary or critical."""
+    details: Mapping[str, Any] = field(default_factory=dict)
+    """drain_started and drain_finished only: their counts, deadline and so on."""
+
+    def fields(self) -> dict[str, Any]:
+        """The log contract: `event` plus every set field, keys fixed."""
+        out: dict[str, Any] = {"event": str(self.kind)}
+        if self.pod:
+            out["pod"] = self.pod
+        if self.budget:
+            out["budget"] = self.budget
+        if self.reason:
+            out["reason"] = self.reason
+        if self.seconds is not None:
+            out["seconds"] = round(self.seconds, 3)
+        if self.refusals:
+            out["refusals"] = self.refusals
+        if self.tier:
+            out["tier"] = self.tier
+        out.update(self.details)
+        return out
+
+
+@dataclass
+class DrainReport:
+    node: str
+    outcome: Outcome = Outcome.DRAINED
+    evicted: int = 0
+    already_terminating: int = 0
+    skipped: dict[str, str] = field(default_factory=dict)  # pod -> why
+    refusals: int = 0  # evictions refused by a PodDisruptionBudget (429)
+    blocked_by: dict[str, list[str]] = field(default_factory=dict)  # budget -> pods it held back
+    # pod -> the budgets that select it: the eviction API refuses such a pod
+    multiple_budgets: dict[str, list[str]] = field(default_factory=dict)
+    # pods not evicted because their namespace is being deleted: they go with it
+    going_with_namespace: list[str] = field(default_factory=list)
+    remaining: list[str] = field(default_factory=list)  # pods still on the node at the end
+    left: dict[str, str] = field(default_factory=dict)  # pod still on the node -> why
+    stuck: list[str] = field(default_factory=list)  # terminating past the threshold
+    appeared: list[str] = field(default_factory=list)  # pods that landed mid-drain
+    recordons: int = 0  # times someone uncordoned the node and the drain cordoned it again
+    critical_early: bool = False  # the critical tier started on the reserve, not after the rest
+    forced: int = 0
+    volumes_detached: int = 0
+    volumes_pending: list[str] = field(default_factory=list)
+    warnings: dict[str, list[str]] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
+    would_evict: list[str] = field(default_factory=list)  # dry run
+    stopped_by: str = ""  # FAILED: the fatal error that stopped the drain
+    requests: int = 0
+    seconds: float = 0.0
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "node": self.node,
+            "outcome": str(self.outcome),
+            "evicted": self.evicted,
+            "already_terminating": self.already_terminating,
+            "skipped": len(self.skipped),
+            "skipped_pods": dict(sorted(self.skipped.items())),
+            "pdb_refusals": self.refusals,
+            "budgets_holding": self.budgets_holding(),
+            "going_with_namespace": len(self.going_with_namespace),
+            "multiple_budgets": {
+                pod: ", ".join(names) for pod, names in sorted(self.multiple_budgets.items())
+            },
+            "appeared": len(self.appeared),
+            "recordoned": self.recordons,
+            "errors": list(self.errors),
+            "stopped_by": self.stopped_by,
+            "remaining": len(self.remaining),
+            "left": dict(sorted(self.left.items())),
+            "stuck": len(self.stuck),
+            "forced": self.forced,
+            "volumes_detached": self.volumes_detached,
+            "volumes_pending": len(self.volumes_pending),
+            "api_requests": self.requests,
+            "seconds": round(self.seconds, 3),
+        }
+
+    def budgets_holding(self) -> list[str]:
+        """Budgets that refused at least one eviction, sorted."""
+        return sorted(self.blocked_by)
+
+    def timeout_message(self) -> str:
+        """What is still on the node and why, for the timeout log line."""
+        if not self.left:
+            return "nothing left on the node"
+        by_reason: dict[str, list[str]] = {}
+        for pod, why in sorted(self.left.items()):
+            by_reason.setdefault(why, []).append(pod)
+        return "; ".join(f"{why}: {', '.join(names)}" for why, names in by_reason.items())
