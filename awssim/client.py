@@ -52,9 +52,21 @@ class AwsSimClient:
     def health(self) -> bool:
         return bool(self._call("GET", "health").get("ok"))
 
-    def begin_termination(self, asg_name: str, instance_id: str, hook_name: str) -> str:
-        body = {"asg_name": asg_name, "instance_id": instance_id, "hook_name": hook_name}
+    def begin_termination(
+        self, asg_name: str, instance_id: str, hook_name: str, age: float = 0.0
+    ) -> str:
+        body: dict[str, Any] = {
+            "asg_name": asg_name,
+            "instance_id": instance_id,
+            "hook_name": hook_name,
+        }
+        if age:
+            body["age"] = age
         return str(self._call("POST", "begin-termination", body)["token"])
+
+    def set_global_timeout(self, asg_name: str, hook_name: str, seconds: int) -> None:
+        body = {"asg_name": asg_name, "hook_name": hook_name, "seconds": seconds}
+        self._call("POST", "global-timeout", body)
 
     def scale_in(self, asg_name: str, count: int = 1) -> list[dict[str, Any]]:
         events = self._call("POST", "scale-in", {"asg_name": asg_name, "count": count})["events"]

@@ -13,7 +13,9 @@ NotImplementedError. This module adds, explicitly:
   dispatches a query action to the response method of the same name in
   snake_case), answering like AWS does, including the "No active Lifecycle Action
   found with token ..." ValidationError;
-- PutLifecycleHook keeping the hook's NotificationMetadata, which moto drops.
+- PutLifecycleHook keeping the hook's NotificationMetadata, which moto drops;
+- `set_global_timeout`, a hook's GlobalTimeout set explicitly (see there);
+- `begin_termination(age=...)`, an action that began a while ago (see there).
 
 An action that outlives its hook's HeartbeatTimeout (or GlobalTimeout) is closed
 with the hook's DefaultResult when the ledger is next consulted, as Auto Scaling
@@ -130,8 +132,17 @@ class LifecycleLedger(BaseBackend):
 
     # -- what tests and the demo call ------------------------------------------------
 
-    def begin_termination(self, asg_name: str, instance_id: str, hook_name: str) -> str:
-        """Put the instance in Terminating:Wait on `hook_name`; returns the action token."""
+    def begin_termination(
+        self, asg_name: str, instance_id: str, hook_name: str, age: float = 0.0
+    ) -> str:
+        """Put the instance in Terminating:Wait on `hook_name`; returns the action token.
+
+        `age` > 0: the action began that many seconds ago and heartbeats kept it alive
+        since (its HeartbeatTimeout runs from now, its GlobalTimeout from its start):
+        a scenario near the end of the GlobalTimeout without waiting for it. The
+        event's "time" says when it began, as AWS's would."""
+        if age < 0:
+            raise ValueError(f"age must be >= 0, not {age}")
         with self.lock:
             self._expire_overdue()
             group = self._group(asg_name)
@@ -144,6 +155,13 @@ class LifecycleLedger(BaseBackend):
                 ):
                     raise ValueError(f"{instance_id} already waits on hook {hook_name}")
             now = self.clock()
+            started = now - age
+            global_deadline = started + _global_timeout(hook)
+            if global_deadline <= now:
+                raise ValueError(
+                    f"an action begun {age:g} s ago is past its hook's GlobalTimeout "
+                    f"({_global_timeout(hook):g} s)"
+                )
             token = str(uuid.uuid4())
             self.actions[token] = LifecycleAction(
                 token=token,
@@ -151,9 +169,9 @@ class LifecycleLedger(BaseBackend):
                 hook_name=hook_name,
                 instance_id=instance_id,
                 transition=TERMINATING,
-                started_at=now,
-                deadline=now + hook.heartbeat_timeout,
-                global_deadline=now + _global_timeout(hook),
+                started_at=started,
+                deadline=min(now + hook.heartbeat_timeout, global_deadline),
+                global_deadline=global_deadline,
             )
             state.lifecycle_state = "Terminating:Wait"
             return token
@@ -227,6 +245,20 @@ class LifecycleLedger(BaseBackend):
                 "resources": [group.arn],
                 "detail": detail,
             }
+
+    def set_global_timeout(self, asg_name: str, hook_name: str, seconds: int) -> None:
+        """Give a hook this GlobalTimeout, in DescribeLifecycleHooks' answer and in the
+        ledger's deadlines. AWS derives a hook's GlobalTimeout (the smaller of 100 x
+        HeartbeatTimeout and 48 hours) and no API sets it; moto answers 172800 for every
+        hook whatever its HeartbeatTimeout, while the ledger applies AWS's rule. A
+        scenario about the GlobalTimeout sets it here, explicitly, so what the drainer
+        reads and what the ledger enforces agree."""
+        if not 1 <= seconds <= MAX_GLOBAL_TIMEOUT:
+            raise ValueError(f"GlobalTimeout must be 1 to {MAX_GLOBAL_TIMEOUT} s, not {seconds}")
+        with self.lock:
+            hook = self._hook(asg_name, hook_name)
+            hook.global_timeout = int(seconds)  # read by DescribeLifecycleHooks' serializer
+            setattr(hook, EXPLICIT_GLOBAL_TIMEOUT, int(seconds))
 
     def fail_next(self, kind: str, code: str, count: int = 1, message: str = "") -> None:
         """Make the next `count` calls of `kind` ("complete"/"heartbeat") fail with `code`."""
@@ -411,9 +443,18 @@ class LifecycleLedger(BaseBackend):
         return hook
 
 
+MAX_GLOBAL_TIMEOUT = 172800
+# The attribute set_global_timeout puts on moto's hook (moto has none of its own: its
+# global_timeout is a constant, not a setting).
+EXPLICIT_GLOBAL_TIMEOUT = "awssim_global_timeout"
+
+
 def _global_timeout(hook: Any) -> float:
+    explicit = getattr(hook, EXPLICIT_GLOBAL_TIMEOUT, None)
+    if explicit is not None:
+        return float(explicit)
     # AWS: the smaller of 100 x HeartbeatTimeout and 48 hours.
-    return float(min(100 * int(hook.heartbeat_timeout), 172800))
+    return float(min(100 * int(hook.heartbeat_timeout), MAX_GLOBAL_TIMEOUT))
 
 
 def _iso(epoch: float) -> str:

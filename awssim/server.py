@@ -8,7 +8,9 @@ The admin API lives under /awssim/ and speaks JSON. Every route takes optional
 `account_id` and `region` query parameters (default 123456789012, us-east-1):
 
     GET  /awssim/health
-    POST /awssim/begin-termination  {"asg_name", "instance_id", "hook_name"} -> {"token"}
+    POST /awssim/begin-termination  {"asg_name", "instance_id", "hook_name",
+                                     "age" (optional, seconds)}              -> {"token"}
+    POST /awssim/global-timeout     {"asg_name", "hook_name", "seconds"}     -> {}
     POST /awssim/scale-in           {"asg_name", "count"}                    -> {"events"}
     POST /awssim/event-for          {"token"}                                -> {"event"}
     GET  /awssim/calls/<kind>                                                -> {"calls"}
@@ -88,8 +90,13 @@ def _route(sim: AwsSim, method: str, route: str, body: dict[str, Any]) -> dict[s
     if method != "POST":
         return None
     if route == "begin-termination":
-        token = sim.begin_termination(body["asg_name"], body["instance_id"], body["hook_name"])
+        token = sim.begin_termination(
+            body["asg_name"], body["instance_id"], body["hook_name"], float(body.get("age", 0))
+        )
         return {"token": token}
+    if route == "global-timeout":
+        sim.set_global_timeout(body["asg_name"], body["hook_name"], int(body["seconds"]))
+        return {}
     if route == "scale-in":
         return {"events": sim.scale_in(body["asg_name"], int(body.get("count", 1)))}
     if route == "event-for":

@@ -35,9 +35,17 @@ class AwsSim:
         return lifecycle.ledger(self.account_id, self.region)
 
     # lifecycle actions
-    def begin_termination(self, asg_name: str, instance_id: str, hook_name: str) -> str:
-        """Put the instance in Terminating:Wait on the hook; returns the action token."""
-        return self._ledger.begin_termination(asg_name, instance_id, hook_name)
+    def begin_termination(
+        self, asg_name: str, instance_id: str, hook_name: str, age: float = 0.0
+    ) -> str:
+        """Put the instance in Terminating:Wait on the hook; returns the action token.
+        `age`: the action began that many seconds ago (heartbeated since)."""
+        return self._ledger.begin_termination(asg_name, instance_id, hook_name, age)
+
+    def set_global_timeout(self, asg_name: str, hook_name: str, seconds: int) -> None:
+        """Give the hook this GlobalTimeout (DescribeLifecycleHooks and the ledger);
+        AWS derives it and moto answers 172800 for every hook."""
+        self._ledger.set_global_timeout(asg_name, hook_name, seconds)
 
     def scale_in(self, asg_name: str, count: int = 1) -> list[dict[str, Any]]:
         """Scale the group in; returns the EventBridge events AWS would send."""

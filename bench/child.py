@@ -6,7 +6,7 @@ memory are its own (as kubectl's are):
                           --dns NAME --instance-id ID
 
 `drain` runs the product's engine with the Lambda's options (the same
-`drain_options(Settings)` the workflow uses, and its connection pool size), from
+`DrainOptions.from_settings` the workflow uses, and its connection pool size), from
 the Lambda's environment variables (unset: the defaults), so
 `EVICTION_CONCURRENCY=64 make bench` tries another setting;
 `find-node` runs the product's node lookup. Each prints one JSON line: the drain
@@ -63,9 +63,8 @@ def _kube_class(record: bool) -> type[Kube]:
 
 
 def _drain(args: argparse.Namespace) -> dict[str, object]:
-    from drainer.drain import Drain
+    from drainer.drain import Drain, DrainOptions
     from drainer.settings import Settings
-    from drainer.workflow import drain_options
 
     settings = Settings.from_env(os.environ)
     kube = _kube_class(args.records).from_kubeconfig(
@@ -73,7 +72,9 @@ def _drain(args: argparse.Namespace) -> dict[str, object]:
     )
     started = time.perf_counter()
     try:
-        report = Drain(kube, args.node, drain_options(settings)).run(time.time() + args.timeout)
+        report = Drain(kube, args.node, DrainOptions.from_settings(settings)).run(
+            time.time() + args.timeout
+        )
     finally:
         kube.close()
     return {

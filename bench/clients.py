@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -64,7 +65,16 @@ def _env(**extra: str) -> dict[str, str]:
     return env
 
 
-def run_ours(kubeconfig: Path, node: str, timeout: float, *, records: bool = False) -> Process:
+def run_ours(
+    kubeconfig: Path,
+    node: str,
+    timeout: float,
+    *,
+    records: bool = False,
+    settings: Mapping[str, str] | None = None,
+) -> Process:
+    """`settings`: environment variables of the Lambda's (EVICTION_CONCURRENCY...)
+    for this drain, over the bench's own environment."""
     command = [
         sys.executable,
         "-m",
@@ -80,7 +90,7 @@ def run_ours(kubeconfig: Path, node: str, timeout: float, *, records: bool = Fal
         str(timeout),
         *(["--records"] if records else []),
     ]
-    return launch(command, timeout + 30, _env(PYTHONPATH=str(ROOT)))
+    return launch(command, timeout + 30, _env(PYTHONPATH=str(ROOT), **(settings or {})))
 
 
 def run_lookup(kubeconfig: Path, dns: str, instance: str, *, records: bool = False) -> Process:

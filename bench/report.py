@@ -46,6 +46,12 @@ class Summary:
     """Real backend: median seconds from the cordon to the node empty (a watch's view)."""
     evict_first: float | None = None
     evict_last: float | None = None
+    tracked: bool = False
+    gone: float | None = None
+    """Scenario 6: median seconds from the cordon until the last budget-free pod was
+    gone, over the runs where they all went."""
+    gone_runs: int = 0
+    """Scenario 6: runs where they all went (the others ended with some still there)."""
     problems: list[str] = field(default_factory=list)
 
 
@@ -72,12 +78,17 @@ def summarise(results: Sequence[RunResult]) -> list[Summary]:
         summaries.append(summary)
         if not good:
             continue
+        summary.tracked = runs[0].tracked
+        gone = [r.gone for r in good if r.gone is not None]
+        summary.gone = _median(gone) if gone else None
+        summary.gone_runs = len(gone)
         windows = [r.window for r in good if r.window is not None]
         if windows:
             summary.window = _median(windows)
             summary.window_min, summary.window_max = min(windows), max(windows)
-            if summary.ideal is not None:
-                summary.overhead = summary.window - summary.ideal
+            measured = summary.gone if summary.tracked else summary.window
+            if summary.ideal is not None and measured is not None:
+                summary.overhead = measured - summary.ideal
             shares = [r.sim_busy / r.window for r in good if r.window]
             summary.sim_busy = _median(shares) if shares else None
         walls = [r.wall for r in good]
@@ -181,6 +192,42 @@ def evictions_text(summaries: Sequence[Summary]) -> str:
     return "\n".join(lines)
 
 
+def head_of_line_text(summaries: Sequence[Summary], scenarios: Sequence[Scenario]) -> str:
+    """Scenario 6: how soon the budget-free pods were gone, ours and kubectl drain's,
+    and the ratio."""
+    scenario = next((s for s in scenarios if s.key == "6"), None)
+    rows = {s.client: s for s in summaries if s.scenario == "6"}
+    if scenario is None or not rows:
+        return ""
+    lines = [
+        f"Head of line (scenario 6: {scenario.title}; both clients stop on their "
+        f"{scenario.timeout:g} s timeout): from the cordon until the last budget-free "
+        "pod was gone (medians)"
+    ]
+    for client in ("ours", "kubectl"):
+        summary = rows.get(client)
+        if summary is None:
+            continue
+        lines.append(f"  {client:<8} {_gone_text(summary, scenario)}")
+    ours, theirs = rows.get("ours"), rows.get("kubectl")
+    if ours and theirs and ours.gone and theirs.gone:
+        lines.append(f"  kubectl drain / ours: {theirs.gone / ours.gone:.1f}x")
+    return "\n".join(lines)
+
+
+def _gone_text(summary: Summary, scenario: Scenario) -> str:
+    ok = summary.runs - summary.failed
+    if summary.gone is None:
+        return (
+            f"still on the node when the client stopped ({scenario.timeout:g} s): "
+            "held behind the budget-blocked pods"
+        )
+    some = (
+        f" ({summary.gone_runs} of {ok} runs; the others never)" if summary.gone_runs < ok else ""
+    )
+    return f"{summary.gone:.2f} s (ideal {scenario.ideal:.2f} s){some}"
+
+
 @dataclass(frozen=True)
 class Target:
     name: str
@@ -259,6 +306,7 @@ def targets(
         found.append(
             Target("4: overhead", "< 0.5 s", f"{ours.overhead:.2f} s", ours.overhead < 0.5)
         )
+    found.extend(_head_of_line_target(summaries))
     dns, provider = _find(summaries, "5", "ours (PrivateDnsName)"), None
     provider = _find(summaries, "5", "ours (providerID)")
     if dns:
@@ -304,6 +352,29 @@ def targets(
             )
         )
     return found
+
+
+def _head_of_line_target(summaries: Sequence[Summary]) -> list[Target]:
+    """Scenario 6: budget-blocked pods hold no budget-free pod back: the free ones go
+    no later than kubectl drain's (which evicts every pod at once)."""
+    ours, theirs = _find(summaries, "6", "ours"), _find(summaries, "6", "kubectl")
+    if ours is None:
+        return []
+    name, target = "6: budget-free pods past budget-blocked ones", "gone no later than kubectl's"
+    if ours.gone is None:
+        return [Target(name, target, "never gone: held behind the budget-blocked pods", False)]
+    if theirs is None or theirs.gone is None:
+        measured = f"ours {ours.gone:.2f} s; kubectl's never gone or not run"
+        return [Target(name, target, measured, True if theirs is not None else None)]
+    return [
+        Target(
+            name,
+            target,
+            f"ours {ours.gone:.2f} s vs kubectl {theirs.gone:.2f} s "
+            f"({theirs.gone / ours.gone:.1f}x)",
+            ours.gone <= theirs.gone,
+        )
+    ]
 
 
 def targets_text(found: Sequence[Target], quick: bool, backend: str = "kubesim") -> str:

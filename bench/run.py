@@ -80,12 +80,19 @@ class RunResult:
     emptied: float | None = None
     """Real backend: seconds from the client's cordon to the node's last pod gone
     (DaemonSet pods aside), as the bench's own watch saw it."""
+    tracked: bool = False
+    """The scenario's figure is `gone`, not the window (scenario 6)."""
+    gone: float | None = None
+    """Scenario 6: seconds from the client's cordon until the last budget-free pod was
+    gone, as the bench saw it (kubesim: its store; real: a watch); None: some were
+    still on the node when the client ended."""
 
     @property
     def overhead(self) -> float | None:
-        if self.window is None or self.ideal is None:
+        measured = self.gone if self.tracked else self.window
+        if measured is None or self.ideal is None:
             return None
-        return self.window - self.ideal
+        return measured - self.ideal
 
 
 Progress = Callable[[str], None]
@@ -100,13 +107,65 @@ def _daemon_pod(pod: dict[str, Any]) -> bool:
     return any(o.get("kind") == "DaemonSet" for o in owners)
 
 
-def _pods_left(pods: list[dict[str, Any]], node: str) -> list[str]:
-    """Pods still on the node, DaemonSet pods aside."""
+def _pods_left(pods: list[dict[str, Any]], node: str, *apps: str) -> list[str]:
+    """Pods still on the node, DaemonSet pods and those of `apps` (labels) aside."""
     return [
         pod["metadata"]["name"]
         for pod in pods
-        if pod["spec"].get("nodeName") == node and not _daemon_pod(pod)
+        if pod["spec"].get("nodeName") == node and not _daemon_pod(pod) and _app(pod) not in apps
     ]
+
+
+def _app(pod: dict[str, Any]) -> str:
+    return str((pod["metadata"].get("labels") or {}).get("app", ""))
+
+
+class PodsGone:
+    """When the last of the node's pods that `counts` picks went: fed the pods on the
+    node at `begin`, then every change after that; the epoch second it saw the last
+    one go, or None."""
+
+    def __init__(self, node: str, counts: Callable[[dict[str, Any]], bool]) -> None:
+        self.node = node
+        self.counts = counts
+        self.emptied: float | None = None
+        self._left: set[str] = set()
+        self._lock = threading.Lock()
+
+    def begin(self, pods: list[dict[str, Any]]) -> None:
+        with self._lock:
+            self._left = {
+                p["metadata"]["uid"]
+                for p in pods
+                if (p.get("spec") or {}).get("nodeName") == self.node and self.counts(p)
+            }
+
+    def see(self, kind: str, pod: dict[str, Any]) -> bool:
+        """One change of a pod; True once the last counted pod is gone."""
+        if (pod.get("spec") or {}).get("nodeName") != self.node or not self.counts(pod):
+            return self.emptied is not None
+        with self._lock:
+            if kind == "DELETED":
+                self._left.discard(pod["metadata"]["uid"])
+            else:
+                self._left.add(pod["metadata"]["uid"])
+            if not self._left and self.emptied is None:
+                self.emptied = time.time()
+            return self.emptied is not None
+
+
+def _sim_pods_gone(sim: KubeSim, node: str, app: str) -> PodsGone:
+    """PodsGone fed by kubesim's store itself: no request of its own, so none in the
+    clients' records (kubectl's user is the admin)."""
+    gone = PodsGone(node, lambda pod: _app(pod) == app)
+
+    def hook(change: Any) -> None:
+        if change.resource.plural == "pods":
+            gone.see(change.type, change.obj)
+
+    sim.store.add_hook(hook)
+    gone.begin(sim.list("Pod"))
+    return gone
 
 
 def _answer(process: Process) -> dict[str, Any]:
@@ -143,13 +202,15 @@ def _figures(result: RunResult, records: list[Any], window: measure.Window | Non
         result.window = window.seconds
 
 
-def _process(result: RunResult, process: Process) -> None:
+def _process(result: RunResult, process: Process, *, ends_on_timeout: bool = False) -> None:
+    """`ends_on_timeout`: pods that never go are expected (scenario 6), and kubectl
+    drain reports its --timeout with exit status 1."""
     result.wall = process.wall
     result.cpu = process.cpu
     result.maxrss_mb = process.maxrss_mb
     if process.timed_out:
         result.ok, result.problem = False, "timed out"
-    elif process.returncode != 0:
+    elif process.returncode != 0 and not (ends_on_timeout and result.client == "kubectl"):
         tail = " | ".join(process.output.strip().splitlines()[-3:])
         result.ok, result.problem = False, f"exit {process.returncode}: {tail[:300]}"
 
@@ -165,7 +226,9 @@ def drain_once(
 ) -> RunResult:
     if backend == "real":
         return _drain_real(scenario, client, run, speed, kubectl)
-    result = RunResult(scenario.key, client, run, ok=True, ideal=scenario.ideal)
+    result = RunResult(
+        scenario.key, client, run, ok=True, ideal=scenario.ideal, tracked=bool(scenario.tracked)
+    )
     sim = KubeSim(speed=speed, cluster_name=CLUSTER_NAME)
     sim.bookmark_interval = BOOKMARK_SECONDS
     with sim:
@@ -173,8 +236,11 @@ def drain_once(
         started = time.perf_counter()
         prepared = scenario.prepare(SimSetup(sim))
         result.setup = time.perf_counter() - started
+        gone = _sim_pods_gone(sim, prepared.node, scenario.tracked) if scenario.tracked else None
         if client == "ours":
-            process = run_ours(sim.kubeconfig, prepared.node, scenario.timeout)
+            process = run_ours(
+                sim.kubeconfig, prepared.node, scenario.timeout, settings=scenario.env
+            )
             user = OURS_USER
         else:
             assert kubectl is not None
@@ -183,17 +249,26 @@ def drain_once(
         records = _records(sim, user, _requests_made(process) if client == "ours" else 0)
         window = measure.drain_window(records)
         _figures(result, records, window)
-        _process(result, process)
+        _process(result, process, ends_on_timeout=bool(scenario.stays))
         if window is not None:
             result.sim_passes, result.sim_busy = controllers.busy(window.start, window.end)
             evictions = [r.at for r in records if r.resource == "pods/eviction"]
             if evictions:
                 result.evict_first = min(evictions) - window.start
                 result.evict_last = max(evictions) - window.start
+            if gone is not None and gone.emptied is not None:
+                result.gone = gone.emptied - window.start
         elif result.ok:
             result.ok, result.problem = False, "no cordon request seen"
-        _check_left(result, _pods_left(sim.list("Pod"), prepared.node))
+        _check_left(result, _pods_left(sim.list("Pod"), prepared.node, *_may_stay(scenario)))
     return result
+
+
+def _may_stay(scenario: Scenario) -> tuple[str, ...]:
+    """Labels of pods that may still be on the node at the end without failing the
+    run: those that never go, and those whose going is the figure (still there:
+    `gone` is None, which the report shows)."""
+    return tuple(app for app in (scenario.stays, scenario.tracked) if app)
 
 
 def _check_left(result: RunResult, left: list[str]) -> None:
@@ -203,25 +278,34 @@ def _check_left(result: RunResult, left: list[str]) -> None:
 
 
 class NodeWatch:
-    """When the node's last pod (DaemonSet pods aside) went, as one watch of the
-    bench's own (its own connection, as the admin) saw it: the pods are listed at
-    start(), then every event after that list's resourceVersion counts."""
+    """When the node's last pod (DaemonSet pods aside; or the last that `counts`
+    picks) went, as one watch of the bench's own (its own connection, as the admin)
+    saw it: the pods are listed at start(), then every event after that list's
+    resourceVersion counts."""
 
-    def __init__(self, client: ApiClient, node: str, timeout: float) -> None:
+    def __init__(
+        self,
+        client: ApiClient,
+        node: str,
+        timeout: float,
+        counts: Callable[[dict[str, Any]], bool] | None = None,
+    ) -> None:
         self.client = client
-        self.node = node
         self.timeout = int(timeout)
-        self.emptied: float | None = None
+        self.gone = PodsGone(node, counts or (lambda pod: not _daemon_pod(pod)))
         self.error = ""
-        self._left: set[str] = set()
         self._done = threading.Event()
+
+    @property
+    def emptied(self) -> float | None:
+        return self.gone.emptied
 
     def start(self) -> None:
         listed = self.client.call(
-            "GET", "/api/v1/pods", query={"fieldSelector": f"spec.nodeName={self.node}"}
+            "GET", "/api/v1/pods", query={"fieldSelector": f"spec.nodeName={self.gone.node}"}
         )
         version = str(listed["metadata"]["resourceVersion"])
-        self._left = {p["metadata"]["uid"] for p in listed["items"] if not _daemon_pod(p)}
+        self.gone.begin(listed["items"])
         threading.Thread(target=self._run, args=(version,), daemon=True).start()
 
     def _run(self, version: str) -> None:
@@ -231,16 +315,7 @@ class NodeWatch:
                 if kind == "ERROR":
                     self.error = str(pod.get("message") or pod)
                     return
-                if kind == "BOOKMARK" or (pod.get("spec") or {}).get("nodeName") != self.node:
-                    continue
-                if _daemon_pod(pod):
-                    continue
-                if kind == "DELETED":
-                    self._left.discard(pod["metadata"]["uid"])
-                else:
-                    self._left.add(pod["metadata"]["uid"])
-                if not self._left:
-                    self.emptied = time.time()
+                if kind != "BOOKMARK" and self.gone.see(str(kind), pod):
                     return
         except Exception as e:  # the plane stopped under it, or the stream broke
             self.error = f"{type(e).__name__}: {e}"
@@ -275,7 +350,15 @@ def _drain_real(
     scenario: Scenario, client: str, run: int, speed: float, kubectl: Path | None
 ) -> RunResult:
     """One drain on a control plane of its own; figures from the client's side."""
-    result = RunResult(scenario.key, client, run, ok=True, ideal=scenario.ideal, backend="real")
+    result = RunResult(
+        scenario.key,
+        client,
+        run,
+        ok=True,
+        ideal=scenario.ideal,
+        backend="real",
+        tracked=bool(scenario.tracked),
+    )
     with _control_plane(speed) as plane:
         admin = _admin(plane)
         result.server = str(plane.version_info().get("gitVersion", ""))
@@ -284,8 +367,21 @@ def _drain_real(
         result.setup = time.perf_counter() - started
         watch = NodeWatch(_admin(plane), prepared.node, scenario.timeout + 60)
         watch.start()
+        tracked = None
+        if scenario.tracked:
+            app = scenario.tracked
+            tracked = NodeWatch(
+                _admin(plane), prepared.node, scenario.timeout + 60, lambda p: _app(p) == app
+            )
+            tracked.start()
         if client == "ours":
-            process = run_ours(plane.kubeconfig, prepared.node, scenario.timeout, records=True)
+            process = run_ours(
+                plane.kubeconfig,
+                prepared.node,
+                scenario.timeout,
+                records=True,
+                settings=scenario.env,
+            )
         else:
             assert kubectl is not None
             process = run_kubectl(
@@ -294,7 +390,7 @@ def _drain_real(
         records = _client_records(client, process)
         window = measure.drain_window(records)
         _figures(result, records, window)
-        _process(result, process)
+        _process(result, process, ends_on_timeout=bool(scenario.stays))
         made = _requests_made(process)
         if client == "ours" and result.ok and made != len(records):
             result.ok = False
@@ -304,14 +400,17 @@ def _drain_real(
             if evictions:
                 result.evict_first = min(evictions) - window.start
                 result.evict_last = max(evictions) - window.start
-            emptied = watch.wait(5.0)
+            emptied = watch.wait(0.0 if scenario.stays else 5.0)
             if emptied is not None:
                 result.emptied = emptied - window.start
+            gone = tracked.wait(5.0) if tracked is not None else None
+            if gone is not None:
+                result.gone = gone - window.start
         elif result.ok:
             result.ok, result.problem = False, "no cordon request seen"
         plane.check()
         pods = admin.list("Pod", fieldSelector=f"spec.nodeName={prepared.node}")
-        _check_left(result, _pods_left(pods, prepared.node))
+        _check_left(result, _pods_left(pods, prepared.node, *_may_stay(scenario)))
     return result
 
 

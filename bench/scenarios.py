@@ -24,8 +24,8 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from testbed import workloads as w
@@ -157,6 +157,14 @@ class Scenario:
     ideal_note: str
     timeout: float
     prepare: Callable[[Setup], Prepared]
+    env: Mapping[str, str] = field(default_factory=dict)
+    """Settings of our engine for this scenario: environment variables of its process."""
+    tracked: str = ""
+    """The `app` label of the pods whose going is the scenario's figure (RunResult.gone:
+    from the cordon until the last of them is gone, as a watch sees it); "" for none."""
+    stays: str = ""
+    """The `app` label of pods that never go (their budget allows no disruption): both
+    clients end on their timeout, and these are expected on the node afterwards."""
 
 
 def drain_cluster(
@@ -284,6 +292,41 @@ def spread(count: int, slowest: float, speed: float) -> Scenario:
     )
 
 
+HEAD_OF_LINE_CONCURRENCY = 8
+"""Scenario 6's EVICTION_CONCURRENCY: fewer than its budget-blocked pods."""
+
+
+def head_of_line(blocked: int, free: int, speed: float, timeout: float) -> Scenario:
+    """Scenario 6: `blocked` replicas under a budget that allows no disruption (more
+    than the evictions our engine keeps in flight), listed before `free` replicas
+    under no budget. The blocked pods never go: both clients stop on `timeout`. The
+    figure is how soon the budget-free pods are gone: an engine that holds a worker
+    per blocked pod never gets to them (head-of-line blocking)."""
+    shutdown = 1.0
+
+    def prepare(sim: Setup) -> Prepared:
+        objects = [
+            w.deployment("blocked", blocked),  # "blocked-*" lists before "free-*"
+            w.budget("blocked", {"app": "blocked"}, max_unavailable=0),
+            w.deployment("free", free, shutdown=shutdown),
+        ]
+        return drain_cluster(sim, objects, pods=blocked + free, other_capacity=blocked + free)
+
+    return Scenario(
+        "6",
+        f"{blocked} pods under a PDB allowing no disruption, then {free} without one; "
+        f"concurrency {HEAD_OF_LINE_CONCURRENCY}",
+        free,
+        shutdown / speed,
+        "the budget-free pods' shutdown (the figure: cordon to the last of them gone)",
+        timeout,
+        prepare,
+        env={"EVICTION_CONCURRENCY": str(HEAD_OF_LINE_CONCURRENCY)},
+        tracked="free",
+        stays="blocked",
+    )
+
+
 @dataclass(frozen=True)
 class Lookup:
     """Scenario 5: a cluster of `nodes` nodes and the instance to find in it."""
@@ -374,6 +417,7 @@ def plan(*, quick: bool, runs: int | None = None, backend: str = "kubesim") -> P
             slow_pods(slow, speed),
             budgeted(2, 1.0, speed),
             spread(6, 20.0, speed),
+            head_of_line(10, 4, speed, 3.0),
         )
     else:
         scenarios = (
@@ -381,5 +425,6 @@ def plan(*, quick: bool, runs: int | None = None, backend: str = "kubesim") -> P
             slow_pods(slow, speed),
             budgeted(10, 1.0, speed),
             spread(30, 20.0, speed),
+            head_of_line(40, 20, speed, 20.0),
         )
     return Plan(speed, runs or (1 if quick else 3), scenarios, nodes, backend, tuple(notes))

@@ -3,7 +3,10 @@ budgets and the volumes, seen from outside the function.
 
 It mirrors pods, nodes, PodDisruptionBudgets and VolumeAttachments from watches
 (as the cluster admin), reads the function's JSON log lines and the Auto Scaling
-calls awssim recorded, and turns all three into event lines for the view. It also
+calls awssim recorded, and turns all three into event lines for the view. What the
+function says happened to a pod comes from its drain events only (the `event`,
+`pod`, `budget`, `reason` and `refusals` keys of the log contract, README "Log
+contract"), never from the wording of a message. It also
 keeps the record the summary is built from: each pod that was on the node when
 the drain began (its fate, its replacement), the worst budget margin seen, the
 volumes detached.
@@ -18,7 +21,6 @@ margin; below zero means the budget was violated.
 from __future__ import annotations
 
 import json
-import re
 import threading
 import time
 from collections.abc import Callable
@@ -31,8 +33,22 @@ Obj = dict[str, Any]
 
 EXCLUDE_LB_LABEL = "node.kubernetes.io/exclude-from-external-load-balancers"
 PROGRESS_ANNOTATION = "eks-node-drainer/progress"
-_REFUSED = re.compile(r"eviction of (\S+) refused by PodDisruptionBudget (\S+?):")
-_TIER = re.compile(r"^tier \d+: ")
+
+
+# Drain events shown as the function's message (the others have lines of their own
+# above, or are what the demo's watch already shows: evictions, pods gone, cordon).
+_SHOWN = frozenset(
+    {
+        "recordoned",
+        "pod_appeared",
+        "pod_under_several_budgets",
+        "pod_goes_with_namespace",
+        "pod_stuck",
+        "critical_tier_started",
+        "drain_stopped",
+    }
+)
+_STYLES = {"ERROR": "error", "CRITICAL": "error", "WARNING": "warn"}
 
 
 def key(obj: Obj) -> str:
@@ -120,6 +136,17 @@ class PodFate:
     """Terminated because the node was deleted, not by the drain."""
     gone_at: float | None = None
     blocked_by: set[str] = field(default_factory=set)
+    """Budgets that refused its eviction (pod_refused events)."""
+    drain_evicted: bool = False
+    """The function logged pod_evicted for it."""
+    drain_forced: bool = False
+    """The function logged pod_force_deleted for it (TIMEOUT_POLICY=force)."""
+    skipped: str = ""
+    """Why the function left it alone (pod_skipped's reason)."""
+    refusals: int = 0
+    """Budget refusals it met, as the function counted them."""
+    left: str = ""
+    """Why it was still on the node when a drain ended unfinished (pod_left)."""
     replacement: str = ""
     replacement_uid: str = ""
     replacement_node: str = ""
@@ -139,6 +166,9 @@ class PodFate:
             "with_node": self.with_node,
             "gone_at": rel(self.gone_at),
             "blocked_by": sorted(self.blocked_by),
+            "refusals": self.refusals,
+            "skipped": self.skipped,
+            "left": self.left,
             "replacement": self.replacement,
             "replacement_node": self.replacement_node,
             "replacement_ready_at": rel(self.replacement_ready_at),
@@ -175,7 +205,6 @@ class Observer:
         self.volumes: dict[str, str] = {}  # attachment name -> persistent volume
         self.detached: dict[str, float] = {}  # persistent volume -> when
         self.claims_of: dict[str, str] = {}  # persistent volume -> namespace/claim
-        self.refusals_logged = 0
         self.timed_out = False
         self.node_deleted_at: float | None = None
         self.cordoned_at: float | None = None
@@ -486,42 +515,87 @@ class Observer:
     # -- the function's logs and the Auto Scaling calls ---------------------------
 
     def on_log(self, record: Obj) -> None:
-        """One JSON log line of the function."""
+        """One JSON log line of the function: a drain event (its `event` key) or a
+        free-text line (shown when it warns or fails)."""
+        event = str(record.get("event", ""))
+        with self.changed:
+            if event:
+                self._on_event(event, record)
+            else:
+                self._on_text(record)
+            self.changed.notify_all()
+
+    def _fate(self, pod: str) -> PodFate | None:
+        return next((f for f in self.fates.values() if f.name == pod), None)
+
+    def _on_event(self, event: str, record: Obj) -> None:
+        pod = str(record.get("pod", ""))
+        budget = str(record.get("budget", ""))
+        reason = str(record.get("reason", ""))
+        fate = self._fate(pod) if pod else None
+        if fate is not None:
+            fate.refusals = max(fate.refusals, int(record.get("refusals") or 0))
+        if event == "drain_finished":
+            self.summaries.append(dict(record))
+            result = record.get("result")
+            self.timed_out = self.timed_out or result == "timed_out"
+            self.view.line(
+                "lambda",
+                f"drain finished: result {result}, lifecycle result "
+                f"{record.get('lifecycle_result')}",
+                "ok" if result == "drained" else "warn",
+            )
+        elif event == "drain_started":
+            self.view.line(
+                "lambda",
+                f"draining {record.get('node')}: {record.get('ordinary')} pods, then "
+                f"{record.get('critical')} critical; {record.get('skipped')} left alone; "
+                f"deadline {record.get('deadline')} ({record.get('deadline_source')})",
+                "info",
+            )
+        elif event == "pod_skipped":
+            if fate is not None:
+                fate.skipped = reason
+            self.view.line("lambda", f"{pod} left alone: {reason}", "info")
+        elif event == "pod_evicted":
+            if fate is not None:
+                fate.drain_evicted = True
+        elif event == "pod_refused":
+            if fate is not None:
+                fate.blocked_by.add(budget)
+            self.view.line(
+                "lambda",
+                f"eviction of {pod} refused by PodDisruptionBudget {budget}; "
+                "it retries as soon as the budget allows",
+                "warn",
+            )
+        elif event == "pod_force_deleted":
+            self.timed_out = True
+            if fate is not None:
+                fate.drain_forced = True
+            self.view.line("lambda", f"{pod} deleted by TIMEOUT_POLICY=force", "warn")
+        elif event == "pod_left":
+            self.timed_out = True
+            if fate is not None:
+                fate.left = reason
+            self.view.line("lambda", f"{pod} still on the node: {reason}", "warn")
+        elif event in _SHOWN:
+            level = str(record.get("level", "INFO")).upper()
+            text = str(record.get("message", event))
+            if level in ("ERROR", "CRITICAL"):
+                self.errors.append(text)
+            self.view.line("lambda", text, _STYLES.get(level, "info"))
+
+    def _on_text(self, record: Obj) -> None:
         message = str(record.get("message", ""))
         level = str(record.get("level", "INFO")).upper()
-        with self.changed:
-            if "summary" in record and message.startswith("drain finished"):
-                summary = dict(record["summary"])
-                self.summaries.append(summary)
-                self.view.line(
-                    "lambda",
-                    f"drain finished: result {summary.get('result')}, lifecycle result "
-                    f"{summary.get('lifecycle_result')}",
-                    "ok" if summary.get("result") == "drained" else "warn",
-                )
-            elif match := _REFUSED.search(message):
-                pod, budget = match.group(1), match.group(2)
-                self.refusals_logged += 1
-                for fate in self.fates.values():
-                    if fate.name == pod:
-                        fate.blocked_by.add(budget)
-                self.view.line(
-                    "lambda",
-                    f"eviction of {pod} refused by PodDisruptionBudget {budget}; "
-                    "it retries as soon as the budget allows",
-                    "warn",
-                )
-            elif "timed out" in message and level == "WARNING":
-                self.timed_out = True
-                self.view.line("lambda", message, "warn")
-            elif level in ("ERROR", "CRITICAL"):
-                self.errors.append(message)
-                self.view.line("lambda", message, "error")
-            elif level == "WARNING":
-                self.view.line("lambda", message, "warn")
-            elif _TIER.match(message) or "hand" in message or "found node" in message:
-                self.view.line("lambda", message, "info")
-            self.changed.notify_all()
+        if level in ("ERROR", "CRITICAL"):
+            self.errors.append(message)
+            self.view.line("lambda", message, "error")
+        elif level == "WARNING":
+            self.view.line("lambda", message, "warn")
+        elif "hand" in message or "found node" in message:
+            self.view.line("lambda", message, "info")
 
     def on_aws(self, text: str, style: str = "info") -> None:
         self.view.line("aws", text, style)

@@ -1,10 +1,12 @@
 """The end of the demo: what happened, as a machine-readable dict and as text.
 
 The dict (written to summary.json in the logs directory, and to --summary-json) is
-what tests/test_demo.py checks: outcomes, not wording. Its facts come from three
+what tests/test_demo.py checks: outcomes, not wording. Its facts come from
 independent places: awssim's ledger (the lifecycle result the ASG received), the
-demo's own watch on the cluster (pods, budgets, volumes) and the function's
-summary log line (its counters, such as PDB refusals).
+demo's own watch on the cluster (pods, budgets, volumes), the function's drain
+events (what it did to each pod: evicted, skipped and why, refused by which
+budget, force-deleted; and its end line) and the API server's request log (the
+429s it answered, to check the function's count against).
 """
 
 from __future__ import annotations
@@ -20,7 +22,6 @@ if TYPE_CHECKING:
     from demo.observe import Observer
     from demo.run import State
 
-_TRUE = ("true", "1", "yes", "on")
 _POD_PATH = re.compile(r"^/api/v1/namespaces/([^/]+)/pods/([^/?]+)(/eviction)?(?:\?.*)?$")
 
 
@@ -55,43 +56,18 @@ def classify(records: list[dict[str, Any]]) -> Requests:
     return found
 
 
-def _skip_reasons(state: State, observer: Observer, acted_on: set[str]) -> dict[str, str]:
-    """Why each pod the function did not act on was left alone, by the drainer's own
-    filter rules and the function's settings."""
-    from drainer import filters
-
-    assert state.function is not None
-    env = state.function.environment
-    options = filters.FilterOptions(
-        evict_unreplicated=env.get("EVICT_UNREPLICATED_PODS", "true").lower() in _TRUE,
-        evict_emptydir=env.get("EVICT_EMPTYDIR_PODS", "true").lower() in _TRUE,
-        evict_daemonset=env.get("EVICT_DAEMONSET_PODS", "false").lower() in _TRUE,
-    )
-    reasons = {}
-    for uid, fate in observer.fates.items():
-        if fate.name in acted_on:
-            continue
-        decision = filters.decide(observer.origin_pods[uid], options)
-        if decision.action == filters.Action.SKIP:
-            reasons[fate.name] = decision.reason
-    return reasons
-
-
 def build(state: State, observer: Observer) -> dict[str, Any]:
     options = state.options
     function = state.function
     with observer.lock:
         fates = sorted(observer.fates.values(), key=lambda f: f.name)
         final = observer.summaries[-1] if observer.summaries else {}
-        # What the API server accepted from the function; the watch confirms each pod left.
+        # What the function says it did (its drain events); the watch confirms each
+        # pod left.
         requests = classify(state.requests)
-        evicted = [f.name for f in fates if f.name in requests.evicted and f.evicted_at]
-        forced = [
-            f.name
-            for f in fates
-            if f.name in requests.deleted and f.name not in requests.evicted and f.evicted_at
-        ]
-        skipped = _skip_reasons(state, observer, set(evicted) | set(forced))
+        evicted = [f.name for f in fates if f.drain_evicted and f.evicted_at]
+        forced = [f.name for f in fates if f.drain_forced and not f.drain_evicted and f.evicted_at]
+        skipped = {f.name: f.skipped for f in fates if f.skipped}
         replacements = {
             f.name: f"{f.replacement} on {f.replacement_node}"
             for f in fates
@@ -108,7 +84,7 @@ def build(state: State, observer: Observer) -> dict[str, Any]:
         left = list(observer.left_at_completion)
         attached_at_completion = list(observer.attached_at_completion)
         pods = [f.as_dict(observer.t0) for f in fates]
-        refusals_logged = observer.refusals_logged
+        refusals_logged = sum(f.refusals for f in fates)  # the function's own count
         errors = list(observer.errors)
         node_deleted = observer.node_deleted_at is not None
     action = state.lifecycle

@@ -15,62 +15,93 @@ Exit status: 0 drained (or dry run done), 1 not drained (timeout, pods left),
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TextIO
 
-from drainer.drain import Drain, DrainEvent, DrainOptions, Outcome
+from drainer.drain import Drain, DrainOptions
 from drainer.errors import DrainerError, KubeError
-from drainer.filters import FilterOptions
 from drainer.kube import Kube
 from drainer.nodes import find_node
+from drainer.report import DrainEvent, DrainReport, Kind, Outcome
+from drainer.settings import Settings
 
-_SYMBOLS = {
-    "cordoned": "cordoned",
-    "skipped": "skip",
-    "evicting": "evict",
-    "evicted": "evicted",
-    "blocked": "blocked",
-    "gone": "gone",
-    "stuck": "stuck",
-    "forced": "forced",
-    "volume_detached": "detached",
-    "would_evict": "would evict",
-    "namespace_terminating": "goes with ns",
+DEFAULTS = Settings()
+"""The CLI's defaults are the Lambda's: one source."""
+
+_LABELS = {
+    Kind.STARTED: "started",
+    Kind.CORDONED: "cordoned",
+    Kind.RECORDONED: "recordoned",
+    Kind.SKIPPED: "skip",
+    Kind.APPEARED: "appeared",
+    Kind.EVICTING: "evict",
+    Kind.EVICTED: "evicted",
+    Kind.REFUSED: "refused",
+    Kind.SEVERAL_BUDGETS: "refused",
+    Kind.WITH_NAMESPACE: "goes with ns",
+    Kind.GONE: "gone",
+    Kind.STUCK: "stuck",
+    Kind.CRITICAL_TIER: "critical",
+    Kind.FORCED: "forced",
+    Kind.LEFT: "left",
+    Kind.VOLUME_DETACHED: "detached",
+    Kind.WOULD_EVICT: "would evict",
+    Kind.STOPPED: "stopped",
+}
+
+
+def _reason(event: DrainEvent) -> str:
+    return f" ({event.reason})" if event.reason else ""
+
+
+def _evicted(event: DrainEvent) -> str:
+    return f" after {event.refusals} budget refusals" if event.refusals else ""
+
+
+def _gone(event: DrainEvent) -> str:
+    return f" after {event.seconds:.1f} s" if event.seconds is not None else ""
+
+
+def _started(event: DrainEvent) -> str:
+    details = ", ".join(f"{k}={v}" for k, v in event.details.items() if k != "node")
+    return f" ({details})" if details else ""
+
+
+_DETAILS: dict[Kind, Callable[[DrainEvent], str]] = {
+    Kind.STARTED: _started,
+    Kind.EVICTED: _evicted,
+    Kind.GONE: _gone,
+    Kind.REFUSED: lambda e: f" by PodDisruptionBudget {e.budget}; retrying when it allows",
+    Kind.SEVERAL_BUDGETS: lambda e: f" by more than one PodDisruptionBudget ({e.budget}): fix them",
+    Kind.WITH_NAMESPACE: lambda e: " (its namespace is being deleted; not evicted, waited for)",
 }
 
 
 class Progress:
-    """Human-readable progress lines on a terminal (or any stream)."""
+    """Human-readable progress lines on a terminal (or any stream): one per event, a
+    budget's refusal once per pod, eviction attempts only when verbose."""
 
-    def __init__(self, stream: TextIO, verbose: bool = False) -> None:
+    def __init__(self, stream: TextIO, node: str, verbose: bool = False) -> None:
         self.stream = stream
+        self.node = node
         self.verbose = verbose
         self.started = time.monotonic()
-        self._blocked: set[str] = set()
+        self._refused: set[str] = set()
 
     def __call__(self, event: DrainEvent) -> None:
-        if event.kind == "evicting" and not self.verbose:
+        if event.kind == Kind.EVICTING and not self.verbose:
             return
-        if event.kind == "blocked":
-            # One line per pod and budget, not one per retry.
-            key = f"{event.pod}|{event.budget}"
-            if key in self._blocked:
+        if event.kind in (Kind.REFUSED, Kind.SEVERAL_BUDGETS):
+            if event.pod in self._refused:
                 return
-            self._blocked.add(key)
-        label = _SYMBOLS.get(event.kind, event.kind)
-        subject = event.pod or event.message
-        detail = ""
-        if event.kind == "blocked" and "," in event.budget:
-            detail = f" by more than one PodDisruptionBudget ({event.budget}): fix them"
-        elif event.kind == "blocked":
-            detail = f" by PodDisruptionBudget {event.budget}; retrying when it allows"
-        elif event.kind == "namespace_terminating":
-            detail = " (its namespace is being deleted; not evicted, waited for)"
-        elif event.kind == "skipped":
-            detail = f" ({event.message})"
+            self._refused.add(event.pod)
+        label = _LABELS.get(event.kind, str(event.kind))
+        subject = event.pod or self.node
+        detail = _DETAILS.get(event.kind, _reason)(event)
         elapsed = time.monotonic() - self.started
         print(f"[{elapsed:6.1f}s] {label:>11}  {subject}{detail}", file=self.stream, flush=True)
 
@@ -91,26 +122,30 @@ def _parser() -> argparse.ArgumentParser:
     drain.add_argument(
         "--timeout",
         type=float,
-        default=3600.0,
-        help="give up after this many seconds (default 3600)",
+        default=float(DEFAULTS.drain_timeout_seconds),
+        help=f"give up after this many seconds (default {DEFAULTS.drain_timeout_seconds})",
     )
     drain.add_argument(
         "--dry-run", action="store_true", help="show what would be evicted; change nothing"
     )
     drain.add_argument(
-        "--concurrency", type=int, default=32, help="evictions in flight at once (default 32)"
+        "--concurrency",
+        type=int,
+        default=DEFAULTS.eviction_concurrency,
+        help=f"evictions in flight at once (default {DEFAULTS.eviction_concurrency})",
     )
     drain.add_argument(
         "--grace-period",
         type=int,
-        default=-1,
+        default=DEFAULTS.grace_period_seconds,
         help="seconds each pod gets to stop (default: the pod's own)",
     )
     drain.add_argument(
         "--stuck-pod-seconds",
-        type=float,
-        default=60.0,
-        help="stop waiting for pods stuck terminating this long past their grace period",
+        type=int,
+        default=DEFAULTS.stuck_pod_seconds,
+        help="stop waiting for pods stuck terminating this long past their grace period "
+        f"(default {DEFAULTS.stuck_pod_seconds})",
     )
     drain.add_argument(
         "--evict-daemonset-pods", action="store_true", help="evict DaemonSet pods too"
@@ -125,6 +160,20 @@ def _parser() -> argparse.ArgumentParser:
         "--verbose", "-v", action="store_true", help="print every eviction attempt and debug logs"
     )
     return parser
+
+
+def settings_from(args: argparse.Namespace) -> Settings:
+    """The Settings the flags describe: the Lambda's defaults, changed by each flag."""
+    return dataclasses.replace(
+        DEFAULTS,
+        eviction_concurrency=args.concurrency,
+        grace_period_seconds=args.grace_period,
+        stuck_pod_seconds=args.stuck_pod_seconds,
+        evict_unreplicated_pods=DEFAULTS.evict_unreplicated_pods and not args.skip_unreplicated,
+        evict_emptydir_pods=DEFAULTS.evict_emptydir_pods and not args.skip_emptydir,
+        evict_daemonset_pods=DEFAULTS.evict_daemonset_pods or args.evict_daemonset_pods,
+        dry_run=args.dry_run,
+    )
 
 
 def _node_for_instance(kube: Kube, instance_id: str) -> str | None:
@@ -148,8 +197,14 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None) -> int
     if args.timeout <= 0 or args.concurrency < 1:
         print("error: --timeout must be positive and --concurrency at least 1", file=sys.stderr)
         return 2
+    settings = settings_from(args)
     try:
-        kube = Kube.from_kubeconfig(args.kubeconfig, args.context, pool_size=args.concurrency + 4)
+        kube = Kube.from_kubeconfig(
+            args.kubeconfig,
+            args.context,
+            request_timeout=settings.kube_request_timeout_seconds,
+            pool_size=settings.eviction_concurrency + 4,
+        )
     except DrainerError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -158,20 +213,15 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None) -> int
         if node is None:
             print(f"no Kubernetes node for instance {args.instance_id}: nothing to drain", file=out)
             return 0
-        options = DrainOptions(
-            filters=FilterOptions(
-                evict_unreplicated=not args.skip_unreplicated,
-                evict_emptydir=not args.skip_emptydir,
-                evict_daemonset=args.evict_daemonset_pods,
-            ),
-            concurrency=args.concurrency,
-            grace_period_seconds=args.grace_period if args.grace_period >= 0 else None,
-            stuck_pod_seconds=args.stuck_pod_seconds,
-            dry_run=args.dry_run,
-        )
         print(f"draining node {node}{' (dry run)' if args.dry_run else ''}", file=out, flush=True)
-        report = Drain(kube, node, options, on_event=Progress(out, args.verbose)).run(
-            time.time() + args.timeout
+        drain = Drain(
+            kube,
+            node,
+            DrainOptions.from_settings(settings),
+            on_event=Progress(out, node, args.verbose),
+        )
+        report = drain.run(
+            time.time() + args.timeout, deadline_source=f"--timeout ({args.timeout:g} s)"
         )
     except KubeError as e:
         print(f"error: {e}", file=sys.stderr)
@@ -181,7 +231,16 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None) -> int
         return 2
     finally:
         kube.close()
+    return _conclude(report, node, out)
+
+
+def _conclude(report: DrainReport, node: str, out: TextIO) -> int:
+    """The closing lines and the exit status of a drain that ran."""
     summary = ", ".join(f"{k}={v}" for k, v in report.summary().items())
+    if report.outcome == Outcome.FAILED:
+        print(f"error: {report.stopped_by}", file=sys.stderr)
+        print(f"node {node} NOT drained: stopped by an API error; {summary}", file=out)
+        return 3
     for message, names in report.warnings.items():
         print(f"warning: {message}: {', '.join(names)}", file=out)
     if report.outcome == Outcome.DRY_RUN:

@@ -25,6 +25,7 @@ from typing import Any, Protocol, TypeAlias
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
+from drainer.backoff import Backoff
 from drainer.errors import (
     AwsError,
     ClusterNotFound,
@@ -47,6 +48,8 @@ CLIENT_CONFIG = Config(
 CLUSTER_NAME_TAG = "eks:cluster-name"
 CLUSTER_TAG_PREFIX = "kubernetes.io/cluster/"
 LIFECYCLE_RESULTS = ("CONTINUE", "ABANDON")
+MAX_GLOBAL_TIMEOUT = 172800
+"""48 hours: the longest a lifecycle action may last, heartbeats or not."""
 # EKS cluster names (CreateCluster's documented pattern).
 _CLUSTER_NAME = re.compile(r"[0-9A-Za-z][A-Za-z0-9_-]{0,99}")
 _ACTION_GONE = "No active Lifecycle Action"
@@ -278,7 +281,15 @@ class HookInfo:
     default_result: str
     notification_metadata: str
     global_timeout: int | None
-    """Seconds the action may last in all, heartbeats or not (min(100 x heartbeat, 48 h))."""
+    """Seconds the action may last in all, heartbeats or not (min(100 x heartbeat, 48 h));
+    None when DescribeLifecycleHooks does not say."""
+
+    @property
+    def global_timeout_seconds(self) -> int:
+        """The GlobalTimeout, or AWS's rule for it when the answer has none."""
+        if self.global_timeout is not None:
+            return self.global_timeout
+        return min(100 * self.heartbeat_timeout, MAX_GLOBAL_TIMEOUT)
 
     @property
     def heartbeat_interval(self) -> float:
@@ -455,10 +466,6 @@ class ClusterInfo:
     status: str
     arn: str
 
-    @property
-    def is_active(self) -> bool:
-        return self.status == "ACTIVE"
-
 
 def describe_cluster(eks: Client, name: str) -> ClusterInfo:
     """The cluster's endpoint and CA. ClusterNotFound names the cluster and region."""
@@ -516,8 +523,9 @@ class Heartbeat:
     HeartbeatTimeout), in a daemon thread, until `stop()`. Stops by itself when the
     action is gone. A failed beat (throttling, 5xx, connection error, after
     botocore's own retries) is logged and retried sooner, after
-    min(interval, retry_after) seconds with jitter, so one bad minute does not let
-    the hook time out; it never kills the ticker.
+    min(interval, retry_after) seconds with jitter and no growth (a longer pause
+    could let the hook time out), so one bad minute does not lose the action; it
+    never kills the ticker.
 
     `wait(stopped, seconds)` returns True when stopped; tests inject one to see the
     delays asked for without sleeping through them.
@@ -538,7 +546,8 @@ class Heartbeat:
         self._autoscaling = autoscaling
         self._event = event
         self._interval = interval
-        self._retry_after = retry_after
+        pause = min(interval, retry_after)
+        self._retry = Backoff(first=pause, cap=pause)
         self._wait = wait
         self._rng = rng or random.Random()  # noqa: S311 - jitter, not cryptography
         self._stopped = threading.Event()
@@ -591,10 +600,6 @@ class Heartbeat:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
-    def _retry_delay(self) -> float:
-        base = min(self._interval, self._retry_after)
-        return base * self._rng.uniform(0.5, 1.0)
-
     def _run(self) -> None:
         delay = 0.0
         while not self._wait(self._stopped, delay):
@@ -608,7 +613,8 @@ class Heartbeat:
             except Exception as error:
                 with self._lock:
                     self._failures += 1
-                delay = self._retry_delay()
+                    failures = self._failures
+                delay = self._retry.delay(failures - 1, self._rng)
                 level = logging.WARNING if is_transient(error) else logging.ERROR
                 log.log(
                     level,

@@ -20,9 +20,7 @@ class Backoff:
     def base(self, attempt: int) -> float:
         return min(self.cap, self.first * 2.0 ** max(0, attempt))
 
-    def delay(
-        self, attempt: int, rng: random.Random, retry_after: float | None = None
-    ) -> float:
+    def delay(self, attempt: int, rng: random.Random, retry_after: float | None = None) -> float:
         """The pause before try number `attempt + 1` (0 after the first failure);
         at least `retry_after` when the server asked for one."""
         pause = self.base(attempt) * rng.uniform(1.0 - self.jitter, 1.0)

@@ -1,9 +1,16 @@
-"""The drain engine: cordon, evict in priority tiers, wait until gone, volumes.
+"""The drain engine: cordon, evict, watch the node until nothing is left, volumes.
 
 It knows nothing of AWS: it gets a Kube client, a node name and two deadlines (the
-drain's own timeout and the moment this invocation must hand over), and answers
-with a DrainReport. Every step is safe to repeat, because events are delivered at
-least once and a drain may span several Lambda invocations.
+drain's own, and the moment this invocation must hand over), and answers with a
+DrainReport. Every step is safe to repeat, because events are delivered at least
+once and a drain may span several Lambda invocations.
+
+One loop decides, a small pool sends. The loop wakes on every change the watches
+see (pods on the node, the node itself, budgets) and on every eviction answer, asks
+the schedule (drainer/schedule.py) which pods to send now, and hands them to the
+pool; a pod waiting for its budget holds no thread. The drain owns the node until
+the end: an uncordon is undone, pods that land on it are evicted like the others,
+and "drained" means a fresh list shows nothing left to evict.
 """
 
 from __future__ import annotations
@@ -15,149 +22,113 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-from enum import StrEnum
+from dataclasses import dataclass, field, fields
+from datetime import UTC, datetime
 from typing import Any
 
-from drainer import filters, pods
+from drainer import filters, logs, pods
+from drainer.backoff import Backoff
 from drainer.errors import (
     EvictionBlocked,
+    FatalKubeError,
     KubeConflict,
     KubeError,
-    KubeForbidden,
     KubeNotFound,
     KubeTooManyRequests,
     MultipleBudgets,
     NamespaceTerminating,
-    TlsVerificationError,
 )
 from drainer.filters import Action, Decision, FilterOptions
 from drainer.kube import Kube
 from drainer.pods import Pod
-from drainer.watchers import AttachmentTracker, BudgetTracker, PodTracker
+from drainer.report import DrainEvent, DrainReport, Kind, Outcome
+from drainer.schedule import Entry, Schedule, State
+from drainer.settings import Settings, TimeoutPolicy
+from drainer.watchers import AttachmentTracker, BudgetTracker, NodeTracker, PodTracker
 
 log = logging.getLogger(__name__)
 
 EXCLUDE_LB_LABEL = "node.kubernetes.io/exclude-from-external-load-balancers"
 PROGRESS_ANNOTATION = "eks-node-drainer/progress"
 
+__all__ = [
+    "EXCLUDE_LB_LABEL",
+    "PROGRESS_ANNOTATION",
+    "Drain",
+    "DrainEvent",
+    "DrainOptions",
+    "DrainReport",
+    "Kind",
+    "Outcome",
+]
 
-class Outcome(StrEnum):
-    DRAINED = "drained"
-    NODE_GONE = "node_gone"
-    TIMED_OUT = "timed_out"  # the drain's own timeout passed with pods still there
-    OUT_OF_TIME = "out_of_time"  # this invocation must hand over; the drain goes on
-    DRY_RUN = "dry_run"
+_DEFAULTS = Settings()
 
 
 @dataclass(frozen=True)
 class DrainOptions:
-    filters: FilterOptions = field(default_factory=FilterOptions)
-    concurrency: int = 32
+    """What the engine needs of the settings; every default is Settings' own."""
+
+    filters: FilterOptions = field(
+        default_factory=lambda: FilterOptions(
+            evict_unreplicated=_DEFAULTS.evict_unreplicated_pods,
+            evict_emptydir=_DEFAULTS.evict_emptydir_pods,
+            evict_daemonset=_DEFAULTS.evict_daemonset_pods,
+        )
+    )
+    concurrency: int = _DEFAULTS.eviction_concurrency
+    """Eviction requests in flight at once; pods waiting for a budget do not count."""
     grace_period_seconds: int | None = None
     """None: each pod's own terminationGracePeriodSeconds."""
-    stuck_pod_seconds: float = 60.0
+    stuck_pod_seconds: float = _DEFAULTS.stuck_pod_seconds
     """A pod still terminating this long after its deletion deadline stops blocking."""
-    volume_detach_timeout: float = 120.0
-    dry_run: bool = False
-    force_on_timeout: bool = False
-    force_grace_period_seconds: int = 30
-    retry_min: float = 0.25
-    """Fallback pacing of retries after a budget refusal, doubled up to retry_max;
-    a change of the budget wakes the retry earlier."""
-    retry_max: float = 4.0
-    retry_max_watched: float = 30.0
-    """The fallback while the budget watch is healthy: a change wakes the retry
-    anyway, so a budget that never allows costs one request per pod every ~20 s."""
+    critical_reserve_seconds: float = _DEFAULTS.critical_reserve_seconds
+    """The critical tier starts this long before the deadline if the ordinary pods
+    left are all held by budgets or terminating namespaces."""
+    volume_detach_timeout: float = _DEFAULTS.volume_detach_timeout_seconds
+    dry_run: bool = _DEFAULTS.dry_run
+    force_on_timeout: bool = _DEFAULTS.timeout_policy == TimeoutPolicy.FORCE
+    force_grace_period_seconds: int = _DEFAULTS.force_grace_period_seconds
+    retry: Backoff = field(default_factory=lambda: Backoff(first=0.25, cap=4.0))
+    """Pacing after a failed request, or after a refusal while the budget watch is down."""
+    retry_watched: float = 30.0
+    """The fallback timer after a refusal while the budget watch is healthy (it wakes
+    the pod anyway when the budget allows): a budget that never allows costs one
+    request per pod every 15-30 s."""
+    several_budgets_retry: float = 8.0
+    """How often a pod under more than one budget is tried again (someone may fix them)."""
     watch_timeout_seconds: int = 240
-    budget_list_timeout: float = 5.0
-    """How long to wait for the first list of budgets before naming those that select
-    a pod refused for having more than one (the server's message does not name them)."""
 
-
-@dataclass(frozen=True)
-class DrainEvent:
-    """One step of the drain, for progress displays (the CLI, the demo)."""
-
-    kind: str
-    """cordoned, skipped, evicting, evicted, blocked, gone, stuck, forced, volume_detached,
-    would_evict, namespace_terminating."""
-    pod: str = ""
-    message: str = ""
-    budget: str = ""
+    @classmethod
+    def from_settings(cls, settings: Settings) -> DrainOptions:
+        """The one conversion from settings to drain options."""
+        return cls(
+            filters=FilterOptions(
+                evict_unreplicated=settings.evict_unreplicated_pods,
+                evict_emptydir=settings.evict_emptydir_pods,
+                evict_daemonset=settings.evict_daemonset_pods,
+            ),
+            concurrency=settings.eviction_concurrency,
+            grace_period_seconds=settings.grace_period_seconds
+            if settings.grace_period_seconds >= 0
+            else None,
+            stuck_pod_seconds=settings.stuck_pod_seconds,
+            critical_reserve_seconds=settings.critical_reserve_seconds,
+            volume_detach_timeout=settings.volume_detach_timeout_seconds,
+            dry_run=settings.dry_run,
+            force_on_timeout=settings.timeout_policy == TimeoutPolicy.FORCE,
+            force_grace_period_seconds=settings.force_grace_period_seconds,
+        )
 
 
 @dataclass
-class DrainReport:
-    node: str
-    outcome: Outcome = Outcome.DRAINED
-    evicted: int = 0
-    already_terminating: int = 0
-    skipped: dict[str, str] = field(default_factory=dict)  # pod -> why
-    refusals: int = 0  # evictions refused by a PodDisruptionBudget (429)
-    blocked_by: dict[str, list[str]] = field(default_factory=dict)  # budget -> pods it held back
-    # pod -> the budgets that select it: the eviction API refuses such a pod
-    multiple_budgets: dict[str, list[str]] = field(default_factory=dict)
-    # pods not evicted because their namespace is being deleted: they go with it
-    going_with_namespace: list[str] = field(default_factory=list)
-    remaining: list[str] = field(default_factory=list)  # pods still on the node at the end
-    stuck: list[str] = field(default_factory=list)  # terminating past the threshold
-    forced: int = 0
-    volumes_detached: int = 0
-    volumes_pending: list[str] = field(default_factory=list)
-    warnings: dict[str, list[str]] = field(default_factory=dict)
-    errors: list[str] = field(default_factory=list)
-    would_evict: list[str] = field(default_factory=list)  # dry run
-    held_at_timeout: str = ""  # what still held the node when the drain timed out
-    requests: int = 0
-    seconds: float = 0.0
+class _Step:
+    """What one turn of the loop decided, to be done outside the lock."""
 
-    def summary(self) -> dict[str, Any]:
-        return {
-            "node": self.node,
-            "outcome": str(self.outcome),
-            "evicted": self.evicted,
-            "already_terminating": self.already_terminating,
-            "skipped": len(self.skipped),
-            "skipped_pods": dict(sorted(self.skipped.items())),
-            "pdb_refusals": self.refusals,
-            "going_with_namespace": len(self.going_with_namespace),
-            "multiple_budgets": {
-                pod: ", ".join(names) for pod, names in sorted(self.multiple_budgets.items())
-            },
-            "errors": list(self.errors),
-            "remaining": len(self.remaining),
-            "stuck": len(self.stuck),
-            "forced": self.forced,
-            "volumes_detached": self.volumes_detached,
-            "volumes_pending": len(self.volumes_pending),
-            "api_requests": self.requests,
-            "seconds": round(self.seconds, 3),
-        }
-
-    def timeout_message(self) -> str:
-        """What is still on the node and what holds it, for the timeout log line."""
-        parts = []
-        remaining = set(self.remaining)
-        for budget, held in sorted(self.blocked_by.items()):
-            still = sorted(set(held) & remaining)
-            if still:
-                parts.append(f"PodDisruptionBudget {budget} holds {', '.join(still)}")
-        for pod, budgets in sorted(self.multiple_budgets.items()):
-            if pod in remaining:
-                parts.append(
-                    f"more than one PodDisruptionBudget selects {pod} "
-                    f"({', '.join(budgets) or 'names unknown'})"
-                )
-        going = sorted(set(self.going_with_namespace) & remaining)
-        if going:
-            parts.append(f"going with their terminating namespace: {', '.join(going)}")
-        held_pods = {p for held in self.blocked_by.values() for p in held}
-        held_pods |= self.multiple_budgets.keys() | set(self.going_with_namespace)
-        others = sorted(remaining - held_pods)
-        if others:
-            parts.append(f"still terminating or not yet evicted: {', '.join(others)}")
-        return "; ".join(parts) or "nothing left on the node"
+    send: list[Entry] = field(default_factory=list)
+    recordon: bool = False
+    verify: bool = False
+    over: bool = False
 
 
 class Drain:
@@ -173,103 +144,52 @@ class Drain:
         sleep: Callable[[float], object] | None = None,
     ) -> None:
         """`clock` and `sleep` go together: tests hand in a clock that `sleep`
-        advances. The default sleep waits on the drain's abort, so a fatal error in
-        one eviction ends every other one's pause at once."""
+        advances, and the drain's waits then move that clock instead of waiting."""
         self.kube = kube
         self.node = node
         self.options = options or DrainOptions()
         self.clock = clock
         self._on_event = on_event
         self._rng = rng or random.Random()  # noqa: S311 - jitter
-        self._lock = threading.Lock()
-        self._abort = threading.Event()
-        self._sleep = sleep or self._abort.wait
-        self._fatal: KubeError | None = None
+        self._fake_sleep = sleep
+        self._cond = threading.Condition()
+        self._fatal: FatalKubeError | None = None
+        self._pods: PodTracker | None = None
         self._budgets: BudgetTracker | None = None
-        self._tracker: PodTracker | None = None
+        self._node: NodeTracker | None = None
+        self._schedule: Schedule | None = None
+        self._listed_gone: set[tuple[str, str, str]] = set()
+        self._decided: set[tuple[str, str, str]] = set()  # every pod taken in, skipped ones too
+        self._recordoned_at = ""  # the node version an uncordon was last undone from
         self.report = DrainReport(node)
 
     # -- public ---------------------------------------------------------------
 
-    def run(self, deadline: float, stop_at: float | None = None) -> DrainReport:
-        """Drain until done, until `deadline` (the drain's timeout, epoch seconds) or
-        until `stop_at` (this invocation's hand-over moment). Raises KubeForbidden,
-        TlsVerificationError and other unrecoverable KubeErrors."""
+    def run(
+        self, deadline: float, stop_at: float | None = None, *, deadline_source: str = ""
+    ) -> DrainReport:
+        """Drain until done, until `deadline` (the drain's own, epoch seconds) or until
+        `stop_at` (this invocation's hand-over moment). A fatal error (RBAC, TLS, a
+        refused token) ends it at once with outcome FAILED and `stopped_by`; other
+        API errors before the first eviction (cordon, list) are raised, to retry."""
         started = self.clock()
         requests_before = self.kube.requests
         limit = min(deadline, stop_at) if stop_at is not None else deadline
         try:
-            self._run(deadline, limit)
+            self._run(deadline, limit, deadline_source)
+        except FatalKubeError as e:
+            self._fail(e)
         finally:
-            for follower in (self._tracker, self._budgets):
+            for follower in (self._pods, self._budgets, self._node):
                 if follower is not None:
                     follower.stop()
             self.report.seconds = self.clock() - started
             self.report.requests = self.kube.requests - requests_before
         if self._fatal is not None:
-            raise self._fatal
+            self.report.outcome = Outcome.FAILED
+            self.report.stopped_by = str(self._fatal)
+            self._emit(Kind.STOPPED, reason=str(self._fatal))
         return self.report
-
-    # -- steps ----------------------------------------------------------------
-
-    def _emit(self, kind: str, pod: str = "", message: str = "", budget: str = "") -> None:
-        if self._on_event is not None:
-            try:
-                self._on_event(DrainEvent(kind, pod, message, budget))
-            except Exception:  # a broken display must not break a drain
-                log.exception("progress callback failed")
-
-    def _run(self, deadline: float, limit: float) -> None:
-        report = self.report
-        if not self.cordon():
-            report.outcome = Outcome.NODE_GONE
-            return
-        pod_list, version = self.kube.list_pods_on_node(self.node)
-        decisions = [filters.decide(p, self.options.filters) for p in pod_list]
-        report.warnings = filters.warnings_by_message(decisions)
-        for message, names in report.warnings.items():
-            log.warning("%s: %s", message, ", ".join(names))
-        for decision in decisions:
-            if decision.action == Action.SKIP:
-                report.skipped[decision.name] = decision.reason
-                self._emit("skipped", decision.name, decision.reason)
-        if self.options.dry_run:
-            self._dry_run([d for d in decisions if d.action == Action.EVICT])
-            return
-        self._tracker = PodTracker(
-            self.kube, self.node, watch_timeout=self.options.watch_timeout_seconds
-        )
-        self._tracker.start(pod_list, version)
-        acting = [d for d in decisions if d.action != Action.SKIP]
-        tiers = [
-            [d for d in acting if not pods.is_critical(d.pod)],
-            [d for d in acting if pods.is_critical(d.pod)],
-        ]
-        for number, tier in enumerate(tiers):
-            if not tier:
-                continue
-            log.info(
-                "tier %d: %d pods (%s)", number + 1, len(tier), "critical" if number else "ordinary"
-            )
-            self._evict_tier(tier, limit)
-            if self._fatal is not None:
-                return
-            if not self._wait_gone([d.pod for d in tier], limit):
-                break
-        remaining = self._still_there([d.pod for d in acting])
-        if remaining:
-            report.remaining = sorted(pods.name(p) for p in remaining)
-            if self.clock() >= deadline:
-                report.outcome = Outcome.TIMED_OUT
-                report.held_at_timeout = report.timeout_message()
-                log.warning("drain of %s timed out: %s", self.node, report.held_at_timeout)
-                if self.options.force_on_timeout:
-                    self._force(remaining)
-            else:
-                report.outcome = Outcome.OUT_OF_TIME
-            return
-        self._wait_for_volume_detach([d.pod for d in acting], limit)
-        self._mark_done()
 
     def cordon(self) -> bool:
         """Cordon, exclude from load balancers, record progress; False if the node is gone."""
@@ -289,311 +209,525 @@ class Drain:
         except KubeNotFound:
             log.info("node %s is gone; nothing to drain", self.node)
             return False
-        self._emit("cordoned", message=self.node)
+        self._emit(Kind.CORDONED, reason="dry run" if self.options.dry_run else "")
         return True
 
-    def _mark_done(self) -> None:
+    # -- the drain ------------------------------------------------------------
+
+    def _run(self, deadline: float, limit: float, deadline_source: str) -> None:
+        if not self.cordon():
+            self.report.outcome = Outcome.NODE_GONE
+            return
+        pod_list, version = self.kube.list_pods_on_node(self.node)
+        if self.options.dry_run:
+            self._dry_run(pod_list)
+            return
+        self._start(pod_list, version, deadline, deadline_source)
+        if not self._evict_all(limit):
+            if self._fatal is None:
+                self._not_drained(deadline)
+            return
+        self._wait_for_volume_detach(limit)
+        self._mark_done()
+
+    def _start(self, pod_list: list[Pod], version: str, deadline: float, source: str) -> None:
+        timeout = self.options.watch_timeout_seconds
+        self._budgets = BudgetTracker(self.kube, watch_timeout=timeout, cond=self._cond)
+        self._budgets.start(*self.kube.list_budgets())
+        self._pods = PodTracker(self.kube, self.node, watch_timeout=timeout, cond=self._cond)
+        self._pods.start(pod_list, version)
+        self._node = NodeTracker(self.kube, self.node, watch_timeout=timeout, cond=self._cond)
+        self._node.start()
+        self._schedule = Schedule(
+            self._budgets, deadline=deadline, reserve=self.options.critical_reserve_seconds
+        )
+        decisions = [filters.decide(p, self.options.filters) for p in pod_list]
+        acting = [d.pod for d in decisions if d.action != Action.SKIP]
+        critical = sum(1 for p in acting if pods.is_critical(p))
+        self._emit(
+            Kind.STARTED,
+            details={
+                "node": self.node,
+                "deadline": datetime.fromtimestamp(deadline, UTC).isoformat(timespec="seconds"),
+                "deadline_source": source or "drain timeout",
+                "ordinary": len(acting) - critical,
+                "critical": critical,
+                "skipped": len(decisions) - len(acting),
+            },
+        )
+        now = self.clock()
+        with self._cond:
+            for decision in decisions:
+                self._admit(decision, now, appeared=False)
+        self._warn(decisions)
+
+    def _admit(self, decision: Decision, now: float, *, appeared: bool) -> None:
+        """Take a listed pod into the drain: skip it, wait for it, or evict it (hold the lock)."""
+        assert self._schedule is not None and self._budgets is not None
+        name = decision.name
+        self._decided.add((*pods.key(decision.pod), pods.uid(decision.pod)))
+        if decision.action == Action.SKIP:
+            if name not in self.report.skipped:
+                self.report.skipped[name] = decision.reason
+                self._emit(Kind.SKIPPED, pod=name, reason=decision.reason)
+            return
+        terminating = decision.action == Action.WAIT
+        entry = self._schedule.add(
+            decision.pod,
+            budgets=self._budgets.matching(decision.pod),
+            terminating=terminating,
+            now=now,
+        )
+        self.report.already_terminating += terminating
+        if appeared:
+            self.report.appeared.append(name)
+            self._emit(Kind.APPEARED, pod=name, tier=_tier(entry), reason=decision.reason)
+
+    def _warn(self, decisions: list[Decision]) -> None:
+        for message, names in filters.warnings_by_message(decisions).items():
+            known = self.report.warnings.setdefault(message, [])
+            new = [n for n in names if n not in known]
+            if new:
+                known.extend(new)
+                log.warning("%s: %s", message, ", ".join(new))
+
+    # -- the loop -------------------------------------------------------------
+
+    def _evict_all(self, limit: float) -> bool:
+        """Evict until every pod is gone or stuck and a fresh list agrees (True), the
+        limit passes or the drain fails (False)."""
+        workers = max(1, self.options.concurrency)
+        pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="evict")
         try:
-            self.kube.patch_node(
-                self.node,
-                {
-                    "metadata": {
-                        "annotations": {
-                            PROGRESS_ANNOTATION: json.dumps(
-                                {
-                                    "phase": "drained",
-                                    "at": int(self.clock()),
-                                    "evicted": self.report.evicted,
-                                }
-                            )
-                        }
-                    }
-                },
+            while True:
+                step = self._step(limit)
+                if step.over:
+                    return False
+                if step.recordon:
+                    self._recordon()
+                if step.verify and self._verify():
+                    return True
+                for entry in step.send:
+                    pool.submit(self._send, entry)
+        finally:
+            pool.shutdown(wait=False, cancel_futures=True)
+
+    def _step(self, limit: float) -> _Step:
+        """One turn: take in what changed, then decide what to send, or wait."""
+        schedule = self._schedule
+        assert schedule is not None
+        with self._cond:
+            while True:
+                if self._fatal is not None:
+                    return _Step(over=True)
+                now = self.clock()
+                recordon = self._absorb(now)
+                if schedule.settled():
+                    return _Step(verify=True, recordon=recordon)
+                if now >= limit:
+                    return _Step(over=True)
+                why = schedule.start_critical(now)
+                if why:
+                    self.report.critical_early = "deadline" in why
+                    self._emit(Kind.CRITICAL_TIER, tier="critical", reason=why)
+                send = schedule.pick(now, self.options.concurrency - schedule.in_flight())
+                for entry in send:
+                    if entry.attempts == 1:
+                        self._emit(Kind.EVICTING, pod=entry.name, tier=_tier(entry))
+                if send or recordon:
+                    return _Step(send=send, recordon=recordon)
+                self._idle(now, limit)
+
+    def _idle(self, now: float, limit: float) -> None:
+        """Wait for a change, or the next timer (hold the lock)."""
+        assert self._schedule is not None
+        timers = [self._schedule.next_wake(now), self._next_stuck()]
+        wake = min([limit, *(t for t in timers if t is not None)])
+        if self._fake_sleep is None:
+            self._cond.wait(max(0.01, min(wake - now, 5.0)))
+        elif not self._cond.wait(0.02) and not self._schedule.in_flight():
+            self._fake_sleep(max(0.0, wake - now))  # never past a request in flight
+
+    def _absorb(self, now: float) -> bool:
+        """Bring the schedule up to date with the watches (hold the lock): pods gone,
+        stuck, deleted by someone else, or new on the node. True when the node needs
+        cordoning again."""
+        assert self._pods is not None and self._node is not None and self._schedule is not None
+        for tracker in (self._pods, self._budgets, self._node):
+            if tracker is not None and isinstance(tracker.error, FatalKubeError):
+                self._fail(tracker.error)
+        for entry in self._schedule.open():
+            if entry.state is not State.IN_FLIGHT:  # its answer tells first
+                self._follow(entry, now)
+        if self._pods.listed:
+            self._take_in(self._pods.pods(), now)
+        node = self._node.node or {}
+        version = str(node.get("metadata", {}).get("resourceVersion", ""))
+        return self._node.uncordoned() and version != self._recordoned_at
+
+    def _take_in(self, listed: list[Pod], now: float) -> None:
+        """Admit the pods of `listed` the drain has not seen yet (hold the lock)."""
+        new = [p for p in listed if (*pods.key(p), pods.uid(p)) not in self._decided]
+        decisions = [filters.decide(p, self.options.filters) for p in new]
+        for decision in decisions:
+            self._admit(decision, now, appeared=True)
+        self._warn(decisions)
+
+    def _follow(self, entry: Entry, now: float) -> None:
+        assert self._pods is not None and self._schedule is not None
+        pod_key = (*pods.key(entry.pod), pods.uid(entry.pod))
+        if self._pods.gone(entry.pod) or pod_key in self._listed_gone:
+            self._schedule.gone(entry)
+            seconds = now - entry.since if entry.since is not None else None
+            self._emit(Kind.GONE, pod=entry.name, seconds=seconds, tier=_tier(entry))
+            return
+        current = self._pods.current(entry.pod)
+        if current is not None and current is not entry.pod:
+            entry.pod, entry.due = current, pods.deletion_deadline(current)
+        due = entry.due
+        if due is None:
+            return
+        if entry.state is State.TODO:  # deleted by someone else: wait for it like ours
+            self._schedule.going(entry, now, "deleted by someone else")
+        stuck = now >= due + self.options.stuck_pod_seconds
+        if stuck and entry.state in (State.EVICTED, State.TERMINATING):
+            self._schedule.stuck(entry)
+            self.report.stuck.append(entry.name)
+            finalizers = entry.pod["metadata"].get("finalizers") or []
+            self._emit(
+                Kind.STUCK,
+                pod=entry.name,
+                seconds=now - due,
+                reason=f"still terminating {now - due:.0f} s past its grace period"
+                + (f" (finalizers {', '.join(finalizers)})" if finalizers else ""),
+                tier=_tier(entry),
             )
+
+    def _next_stuck(self) -> float | None:
+        """When the next terminating pod would be stuck (hold the lock)."""
+        assert self._schedule is not None
+        times = [
+            entry.due + self.options.stuck_pod_seconds
+            for entry in self._schedule.open()
+            if entry.state in (State.EVICTED, State.TERMINATING) and entry.due is not None
+        ]
+        return min(times, default=None)
+
+    def _verify(self) -> bool:
+        """Every pod is gone or stuck: a fresh list must agree before "drained"."""
+        pod_list, _ = self.kube.list_pods_on_node(self.node)
+        now = self.clock()
+        with self._cond:
+            assert self._schedule is not None and self._pods is not None
+            listed = {(*pods.key(p), pods.uid(p)) for p in pod_list}
+            for entry in self._schedule.open():
+                key = (*pods.key(entry.pod), pods.uid(entry.pod))
+                if key not in listed:
+                    self._listed_gone.add(key)  # the list is newer than the watch
+            self._take_in(pod_list, now)
+            return self._schedule.settled()
+
+    def _recordon(self) -> None:
+        """Someone uncordoned the node mid-drain: cordon it again, and say who did it."""
+        with self._cond:
+            node = dict(self._node.node or {}) if self._node is not None else {}
+            self._recordoned_at = str(node.get("metadata", {}).get("resourceVersion", ""))
+        who = _last_writer(node)
+        self.report.recordons += 1
+        try:
+            self.kube.patch_node(self.node, {"spec": {"unschedulable": True}})
+        except KubeNotFound:
+            return
+        except FatalKubeError as e:
+            self._fail(e)
+            return
+        except KubeError as e:
+            log.warning(
+                "could not cordon %s again (%s); retrying when the watch sees it", self.node, e
+            )
+            return
+        self._emit(
+            Kind.RECORDONED,
+            reason=f"the node was uncordoned mid-drain ({who}); cordoned again",
+        )
+
+    # -- one eviction ---------------------------------------------------------
+
+    def _send(self, entry: Entry) -> None:
+        """One eviction request, and what its answer means for the pod."""
+        if self._fatal is not None:
+            return
+        try:
+            self.kube.evict(entry.pod, grace_period_seconds=self.options.grace_period_seconds)
+        except (KubeNotFound, KubeConflict):
+            # 404: already gone; 409: the name now belongs to a new pod, so ours is gone.
+            with self._cond:
+                self._gone_now(entry)
+            return
+        except EvictionBlocked as e:
+            self._refused(entry, e)
+            return
+        except MultipleBudgets:
+            self._several_budgets(entry)
+            return
+        except NamespaceTerminating as e:
+            self._going_with_namespace(entry, e)
+            return
+        except FatalKubeError as e:
+            self._fail(e)
+            return
+        except Exception as e:  # never drop a pod and then wait for it
+            self._failed(entry, e)
+            return
+        with self._cond:
+            assert self._schedule is not None
+            if entry.state is State.IN_FLIGHT:
+                self._schedule.accepted(entry, self.clock())
+                self.report.evicted += 1
+                self._emit(Kind.EVICTED, pod=entry.name, refusals=entry.refusals, tier=_tier(entry))
+            self._cond.notify_all()
+
+    def _gone_now(self, entry: Entry) -> None:
+        assert self._schedule is not None
+        if entry.state is State.IN_FLIGHT:
+            self._schedule.gone(entry)
+            self._emit(Kind.GONE, pod=entry.name, tier=_tier(entry))
+        self._cond.notify_all()
+
+    def _refused(self, entry: Entry, error: EvictionBlocked) -> None:
+        namespace = entry.pod["metadata"].get("namespace", "")
+        budget = f"{namespace}/{error.budget}" if error.budget else entry.budget
+        with self._cond:
+            assert self._schedule is not None and self._budgets is not None
+            first = entry.refusals == 0
+            synced = self._budgets.synced
+            self._schedule.refused(
+                entry,
+                budget,
+                self.clock(),
+                retry_after=error.retry_after,
+                fallback=lambda: self._fallback(synced, entry.refusals),
+            )
+            self.report.refusals += 1
+            held = self.report.blocked_by.setdefault(budget or f"{namespace}/?", [])
+            if entry.name not in held:
+                held.append(entry.name)
+            if first:
+                self._emit(
+                    Kind.REFUSED,
+                    pod=entry.name,
+                    budget=budget,
+                    reason=str(error),
+                    tier=_tier(entry),
+                )
+            self._cond.notify_all()
+
+    def _fallback(self, synced: bool, attempt: int) -> float:
+        if synced:  # the watch wakes the pod; the timer only covers a missed event
+            return self.options.retry_watched * self._rng.uniform(0.5, 1.0)
+        return self.options.retry.delay(attempt, self._rng)
+
+    def _several_budgets(self, entry: Entry) -> None:
+        """The eviction API refuses a pod that more than one budget selects; the
+        server does not name them, the budget watch does."""
+        assert self._budgets is not None and self._schedule is not None
+        names = self._budgets.matching(entry.pod)
+        message = (
+            f"cannot evict {entry.name}: more than one PodDisruptionBudget selects it "
+            f"({', '.join(names) or 'names unknown'}); the eviction API supports only one. "
+            "Delete or narrow all but one of them."
+        )
+        with self._cond:
+            until = self.clock() + self.options.several_budgets_retry
+            self._schedule.wait(
+                entry, until, f"more than one PodDisruptionBudget selects it ({', '.join(names)})"
+            )
+            if self.report.multiple_budgets.get(entry.name) != names:
+                prefix = f"cannot evict {entry.name}: more than one"
+                self.report.errors = [e for e in self.report.errors if not e.startswith(prefix)]
+                self.report.errors.append(message)
+                self.report.multiple_budgets[entry.name] = names
+                self._emit(
+                    Kind.SEVERAL_BUDGETS,
+                    pod=entry.name,
+                    budget=", ".join(names),
+                    reason=message,
+                    tier=_tier(entry),
+                )
+            self._cond.notify_all()
+
+    def _going_with_namespace(self, entry: Entry, error: NamespaceTerminating) -> None:
+        namespace = error.namespace or entry.pod["metadata"].get("namespace", "")
+        with self._cond:
+            assert self._schedule is not None
+            self._schedule.going(
+                entry, self.clock(), f"going with its terminating namespace {namespace}"
+            )
+            if entry.name not in self.report.going_with_namespace:
+                self.report.going_with_namespace.append(entry.name)
+                self._emit(
+                    Kind.WITH_NAMESPACE,
+                    pod=entry.name,
+                    reason=f"its namespace {namespace} is being deleted and the pod goes with it "
+                    "(403 NamespaceTerminating, not an RBAC denial); waiting for it to be gone",
+                    tier=_tier(entry),
+                )
+            self._cond.notify_all()
+
+    def _failed(self, entry: Entry, error: Exception) -> None:
+        """Keep the pod and try again later, never before a throttling answer's Retry-After."""
+        retry_after = error.retry_after if isinstance(error, KubeTooManyRequests) else None
+        delay = self.options.retry.delay(entry.attempts - 1, self._rng, retry_after)
+        if isinstance(error, KubeError):
+            log.warning("evicting %s failed (%s); retrying in %.1f s", entry.name, error, delay)
+        else:
+            log.exception("evicting %s failed unexpectedly; retrying in %.1f s", entry.name, delay)
+        with self._cond:
+            assert self._schedule is not None
+            self._schedule.wait(entry, self.clock() + delay, f"eviction failing: {error}")
+            self._cond.notify_all()
+
+    def _fail(self, error: FatalKubeError) -> None:
+        with self._cond:
+            if self._fatal is None:
+                self._fatal = error  # run() says so, once the watches are stopped
+            self._cond.notify_all()
+
+    # -- the end --------------------------------------------------------------
+
+    def _not_drained(self, deadline: float) -> None:
+        """The limit passed with pods on the node: hand over, or time out and say why."""
+        assert self._schedule is not None
+        with self._cond:
+            left = self._schedule.left()
+            still = self._schedule.open()
+        self.report.remaining = sorted(left)
+        self.report.left = left
+        if self.clock() < deadline:
+            self.report.outcome = Outcome.OUT_OF_TIME
+            return
+        self.report.outcome = Outcome.TIMED_OUT
+        for entry in still:
+            self._emit(
+                Kind.LEFT,
+                pod=entry.name,
+                budget=entry.budget,
+                reason=left[entry.name],
+                refusals=entry.refusals,
+                tier=_tier(entry),
+            )
+        log.warning("drain of %s timed out: %s", self.node, self.report.timeout_message())
+        if self.options.force_on_timeout:
+            self._force(still)
+
+    def _force(self, remaining: list[Entry]) -> None:
+        """The `force` timeout policy: delete what is left, bypassing budgets."""
+        grace = self.options.force_grace_period_seconds
+        deleted = []
+        for entry in remaining:
+            try:
+                self.kube.delete_pod(entry.pod, grace_period_seconds=grace)
+            except (KubeNotFound, KubeConflict):
+                continue
+            except FatalKubeError as e:
+                self._fail(e)
+                return
+            except KubeError as e:
+                log.error("force-deleting %s failed: %s", entry.name, e)
+                continue
+            deleted.append(entry)
+            self.report.forced += 1
+            self._emit(
+                Kind.FORCED,
+                pod=entry.name,
+                reason=self.report.left.get(entry.name, ""),
+                refusals=entry.refusals,
+                tier=_tier(entry),
+            )
+        until = self.clock() + grace + 5
+        with self._cond:
+            assert self._schedule is not None
+            for entry in deleted:
+                self._schedule.going(entry, self.clock(), "force-deleted")
+            while self._fatal is None and self._schedule.open() and self.clock() < until:
+                self._absorb(self.clock())
+                self._idle(self.clock(), until)
+            left = self._schedule.left()
+        self.report.remaining = sorted(left)  # `left` keeps what the deadline found
+
+    def _mark_done(self) -> None:
+        progress = {"phase": "drained", "at": int(self.clock()), "evicted": self.report.evicted}
+        patch = {"metadata": {"annotations": {PROGRESS_ANNOTATION: json.dumps(progress)}}}
+        try:
+            self.kube.patch_node(self.node, patch)
         except KubeNotFound:
             pass
         except KubeError as e:  # the drain is done; a failed annotation is only a log line
             log.warning("could not record the drained state on node %s: %s", self.node, e)
 
-    def _dry_run(self, decisions: list[Decision]) -> None:
+    # -- dry run --------------------------------------------------------------
+
+    def _dry_run(self, pod_list: list[Pod]) -> None:
+        """Ask the server, by dry-run evictions, what a drain would do; change nothing."""
         report = self.report
         report.outcome = Outcome.DRY_RUN
+        decisions = [filters.decide(p, self.options.filters) for p in pod_list]
+        self._warn(decisions)
+        budgets: BudgetTracker | None = None
         for decision in decisions:
+            name = decision.name
+            if decision.action == Action.SKIP:
+                report.skipped[name] = decision.reason
+                self._emit(Kind.SKIPPED, pod=name, reason=decision.reason)
+                continue
+            if decision.action != Action.EVICT:
+                continue
             try:
                 self.kube.evict(
                     decision.pod,
                     grace_period_seconds=self.options.grace_period_seconds,
                     dry_run=True,
                 )
-                report.would_evict.append(decision.name)
-                self._emit("would_evict", decision.name)
             except EvictionBlocked as e:
-                report.blocked_by.setdefault(e.budget, []).append(decision.name)
-                report.would_evict.append(decision.name)
-                self._emit("blocked", decision.name, str(e), e.budget)
+                budget = f"{decision.pod['metadata'].get('namespace', '')}/{e.budget}"
+                report.blocked_by.setdefault(budget, []).append(name)
+                self._emit(Kind.WOULD_EVICT, pod=name, budget=budget, reason=str(e))
             except MultipleBudgets:
-                # Not a pod the drain could evict: say so, and which budgets to fix.
-                self._several_budgets(decision.pod, self.options.budget_list_timeout)
-            except NamespaceTerminating as e:
-                self._going_with_namespace(decision.pod, e)
-            except (KubeNotFound, KubeConflict):
-                pass
-
-    # -- eviction ---------------------------------------------------------------
-
-    def _evict_tier(self, tier: list[Decision], limit: float) -> None:
-        to_evict = [d for d in tier if d.action == Action.EVICT]
-        waiting = [d for d in tier if d.action == Action.WAIT]
-        self.report.already_terminating += len(waiting)
-        if not to_evict:
-            return
-        workers = max(1, min(self.options.concurrency, len(to_evict)))
-        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="evict") as pool:
-            for future in [pool.submit(self._evict_until_accepted, d.pod, limit) for d in to_evict]:
-                future.result()
-
-    def _evict_until_accepted(self, pod: Pod, limit: float) -> None:
-        """Evict one pod, retrying until the API accepts, the pod is gone, the time
-        is up or the drain aborts. Never gives up on a pod for an unexpected error."""
-        name = pods.name(pod)
-        tracker = self._tracker
-        assert tracker is not None
-        attempt = 0
-        self._emit("evicting", name)
-        while not self._abort.is_set():
-            with tracker.cond:
-                if tracker.gone(pod):
-                    self._emit("gone", name)
-                    return
-            if self.clock() >= limit:
-                return
-            try:
-                self.kube.evict(pod, grace_period_seconds=self.options.grace_period_seconds)
-            except (KubeNotFound, KubeConflict):
-                # 404: already gone; 409: the name now belongs to a new pod, so ours is gone.
-                self._emit("gone", name)
-                return
-            except EvictionBlocked as e:
-                self._blocked(pod, e, attempt, limit)
-                attempt += 1
-                continue
-            except MultipleBudgets:
-                self._several_budgets(
-                    pod, min(self.options.budget_list_timeout, limit - self.clock())
+                if budgets is None:
+                    budgets = BudgetTracker(self.kube)
+                    budgets.start(*self.kube.list_budgets())
+                    budgets.stop()
+                names = budgets.matching(decision.pod)
+                report.multiple_budgets[name] = names
+                message = (
+                    f"cannot evict {name}: more than one PodDisruptionBudget selects it "
+                    f"({', '.join(names) or 'names unknown'}); the eviction API supports only one. "
+                    "Delete or narrow all but one of them."
                 )
-                # Retry slowly until the limit: someone may fix the budgets meanwhile.
-                self._pause(self.options.retry_max * 2, limit)
-                attempt += 1
+                report.errors.append(message)
+                self._emit(Kind.SEVERAL_BUDGETS, pod=name, budget=", ".join(names), reason=message)
                 continue
-            except NamespaceTerminating as e:
-                # Not an RBAC denial: the namespace controller deletes the pod; wait
-                # for it to be gone like an evicted pod.
-                self._going_with_namespace(pod, e)
-                return
-            except (KubeForbidden, TlsVerificationError) as e:
-                self._fail(e)
-                return
-            except KubeError as e:
-                # The client already retried; keep the pod and try again later, never
-                # before a throttling answer's Retry-After.
-                delay = self._backoff(attempt)
-                if isinstance(e, KubeTooManyRequests) and e.retry_after:
-                    delay = max(delay, e.retry_after)
-                log.warning("evicting %s failed (%s); retrying in %.1f s", name, e, delay)
-                attempt += 1
-                self._pause(delay, limit)
+            except NamespaceTerminating:
+                report.going_with_namespace.append(name)
+                self._emit(Kind.WITH_NAMESPACE, pod=name, reason="its namespace is being deleted")
                 continue
-            with self._lock:
-                self.report.evicted += 1
-            self._emit("evicted", name)
-            return
-
-    def _blocked(self, pod: Pod, error: EvictionBlocked, attempt: int, limit: float) -> None:
-        name = pods.name(pod)
-        namespace = pod["metadata"]["namespace"]
-        budget = f"{namespace}/{error.budget}" if error.budget else f"{namespace}/?"
-        with self._lock:
-            self.report.refusals += 1
-            held = self.report.blocked_by.setdefault(budget, [])
-            if name not in held:
-                held.append(name)
-        if attempt == 0:
-            log.info("eviction of %s refused by PodDisruptionBudget %s: %s", name, budget, error)
-        self._emit("blocked", name, str(error), budget)
-        if error.retry_after:
-            # The server said when to come back (10 s while the budget's status lags
-            # its spec). Nothing brings the retry forward, not even a change of the
-            # budget; past the drain's limit there is no retry at all.
-            if attempt == 0 or error.retry_after > self.options.retry_max:
-                log.info(
-                    "retrying the eviction of %s in %.0f s, as the API server asked",
-                    name,
-                    error.retry_after,
-                )
-            self._pause(error.retry_after, limit)
-            return
-        budgets = self._budget_tracker()
-        if isinstance(budgets.error, KubeForbidden):
-            self._fail(budgets.error)
-            return
-        seen = budgets.seen(namespace, error.budget)
-        if budgets.synced:
-            # The watch wakes this retry when the budget allows; the timer is only a
-            # safety net against a missed event.
-            delay = self.options.retry_max_watched * self._rng.uniform(0.5, 1.0)
-        else:
-            delay = self._backoff(attempt)
-        budgets.wait_for_room(
-            namespace, error.budget, seen, min(delay, max(0.0, limit - self.clock()))
-        )
-        if isinstance(budgets.error, KubeForbidden):
-            self._fail(budgets.error)
-
-    def _several_budgets(self, pod: Pod, list_timeout: float) -> None:
-        """Report a pod the eviction API refuses because more than one budget selects
-        it. The server does not name them: the budget tracker, which follows every
-        budget, does (after waiting up to `list_timeout` for its first list)."""
-        name = pods.name(pod)
-        budgets = self._budget_tracker()
-        budgets.wait_listed(max(0.0, list_timeout))
-        names = budgets.matching(pod)
-        message = (
-            f"cannot evict {name}: more than one PodDisruptionBudget selects it "
-            f"({', '.join(names) or 'names unknown'}); the eviction API supports only one. "
-            "Delete or narrow all but one of them."
-        )
-        with self._lock:
-            if self.report.multiple_budgets.get(name) != names or message not in self.report.errors:
-                # One message per pod, naming the budgets as they are now.
-                prefix = f"cannot evict {name}: more than one"
-                self.report.errors = [e for e in self.report.errors if not e.startswith(prefix)]
-                self.report.errors.append(message)
-                self.report.multiple_budgets[name] = names
-                log.error(message)
-        self._emit("blocked", name, message, ",".join(names))
-
-    def _going_with_namespace(self, pod: Pod, error: NamespaceTerminating) -> None:
-        name = pods.name(pod)
-        namespace = error.namespace or pod["metadata"].get("namespace", "")
-        with self._lock:
-            if name in self.report.going_with_namespace:
-                return
-            self.report.going_with_namespace.append(name)
-        message = (
-            f"not evicting {name}: its namespace {namespace} is being deleted and the pod "
-            "goes with it (403 NamespaceTerminating, not an RBAC denial)"
-        )
-        log.warning("%s; waiting for it to be gone", message)
-        self._emit("namespace_terminating", name, message)
-
-    def _budget_tracker(self) -> BudgetTracker:
-        with self._lock:
-            if self._budgets is None:
-                self._budgets = BudgetTracker(
-                    self.kube, watch_timeout=self.options.watch_timeout_seconds
-                )
-                self._budgets.start()
-            return self._budgets
-
-    def _backoff(self, attempt: int) -> float:
-        base = min(self.options.retry_max, self.options.retry_min * 2.0**attempt)
-        return base * self._rng.uniform(0.5, 1.0)
-
-    def _pause(self, seconds: float, limit: float) -> None:
-        self._sleep(max(0.0, min(seconds, limit - self.clock())))
-
-    def _fail(self, error: KubeError) -> None:
-        with self._lock:
-            if self._fatal is None:
-                self._fatal = error
-                log.error("drain of %s stopped: %s", self.node, error)
-        self._abort.set()
-
-    # -- waiting ----------------------------------------------------------------
-
-    def _still_there(self, candidates: list[Pod]) -> list[Pod]:
-        tracker = self._tracker
-        if tracker is None:
-            return []
-        stuck = set(self.report.stuck)
-        with tracker.cond:
-            return [p for p in candidates if not tracker.gone(p) and pods.name(p) not in stuck]
-
-    def _wait_gone(self, targets: list[Pod], limit: float) -> bool:
-        """Wait until every target is gone or stuck; False when time ran out."""
-        tracker = self._tracker
-        assert tracker is not None
-        announced: set[str] = set()
-        with tracker.cond:
-            while True:
-                if isinstance(tracker.error, KubeForbidden):
-                    self._fail(tracker.error)
-                    return False
-                now = self.clock()
-                blocking = []
-                next_check = limit
-                for pod in targets:
-                    name = pods.name(pod)
-                    if name in self.report.stuck:
-                        continue
-                    if tracker.gone(pod):
-                        if name not in announced:
-                            announced.add(name)
-                            self._emit("gone", name)
-                        continue
-                    current = tracker.current(pod) or pod
-                    due = pods.deletion_deadline(current)
-                    if due is not None:
-                        stuck_at = due + self.options.stuck_pod_seconds
-                        if now >= stuck_at:
-                            self.report.stuck.append(name)
-                            log.warning(
-                                "pod %s is still terminating %.0f s after its grace period "
-                                "(finalizers %s); no longer waiting for it",
-                                name,
-                                now - due,
-                                current["metadata"].get("finalizers") or [],
-                            )
-                            self._emit("stuck", name)
-                            continue
-                        next_check = min(next_check, stuck_at)
-                    blocking.append(pod)
-                if not blocking:
-                    return True
-                if now >= limit:
-                    return False
-                tracker.cond.wait(max(0.01, min(next_check - now, 5.0)))
-
-    def _force(self, remaining: list[Pod]) -> None:
-        """The `force` timeout policy: delete what is left, bypassing budgets."""
-        grace = self.options.force_grace_period_seconds
-        deleted = []
-        for pod in remaining:
-            current = (self._tracker.current(pod) if self._tracker else None) or pod
-            try:
-                self.kube.delete_pod(current, grace_period_seconds=grace)
             except (KubeNotFound, KubeConflict):
                 continue
-            except (KubeForbidden, TlsVerificationError) as e:
-                self._fail(e)
-                return
-            except KubeError as e:
-                log.error("force-deleting %s failed: %s", pods.name(pod), e)
-                continue
-            deleted.append(pod)
-            self.report.forced += 1
-            self._emit("forced", pods.name(pod))
-        if deleted:
-            # Give the forced pods their (bounded) grace period to stop.
-            self._wait_gone(deleted, self.clock() + grace + 5)
-        self.report.remaining = sorted(pods.name(p) for p in self._still_there(remaining))
+            else:
+                self._emit(Kind.WOULD_EVICT, pod=name)
+            report.would_evict.append(name)
 
-    # -- volumes ----------------------------------------------------------------
+    # -- volumes --------------------------------------------------------------
 
-    def _wait_for_volume_detach(self, drained: list[Pod], limit: float) -> None:
+    def _wait_for_volume_detach(self, limit: float) -> None:
         """Wait, bounded, until the evicted pods' volumes are detached from the node,
         so their EBS volumes are not yanked from a live instance."""
-        claims = {(p["metadata"]["namespace"], c) for p in drained for c in pods.claim_names(p)}
+        assert self._schedule is not None
+        claims = {
+            (e.pod["metadata"]["namespace"], c)
+            for e in self._schedule
+            for c in pods.claim_names(e.pod)
+        }
         if not claims or self.options.volume_detach_timeout <= 0:
             return
         volumes = set()
@@ -604,24 +738,14 @@ class Drain:
         if not volumes:
             return
         until = min(limit, self.clock() + self.options.volume_detach_timeout)
-        attachments = AttachmentTracker(self.kube, watch_timeout=self.options.watch_timeout_seconds)
+        attachments = AttachmentTracker(
+            self.kube, watch_timeout=self.options.watch_timeout_seconds, cond=self._cond
+        )
         attachments.start(*self.kube.list_volume_attachments())
         try:
-            with attachments.cond:
-                pending = attachments.attached(self.node, volumes)
-                initial = len(pending)
-                while pending and self.clock() < until:
-                    if isinstance(attachments.error, KubeForbidden):
-                        self._fail(attachments.error)
-                        return
-                    attachments.cond.wait(max(0.01, min(until - self.clock(), 5.0)))
-                    still = attachments.attached(self.node, volumes)
-                    for name in pending.keys() - still.keys():
-                        self._emit("volume_detached", message=name)
-                    pending = still
+            pending = self._detach_wait(attachments, volumes, until)
         finally:
             attachments.stop()
-        self.report.volumes_detached = initial - len(pending)
         if pending:
             self.report.volumes_pending = sorted(pending.values())
             log.warning(
@@ -630,3 +754,85 @@ class Drain:
                 self.options.volume_detach_timeout,
                 ", ".join(self.report.volumes_pending),
             )
+
+    def _detach_wait(
+        self, attachments: AttachmentTracker, volumes: set[str], until: float
+    ) -> dict[str, str]:
+        with self._cond:
+            pending = attachments.attached(self.node, volumes)
+            while pending and self.clock() < until and self._fatal is None:
+                if isinstance(attachments.error, FatalKubeError):
+                    self._fail(attachments.error)
+                    break
+                now = self.clock()
+                if self._fake_sleep is None:
+                    self._cond.wait(max(0.01, min(until - now, 5.0)))
+                elif not self._cond.wait(0.02):
+                    self._fake_sleep(until - now)
+                still = attachments.attached(self.node, volumes)
+                for name in pending.keys() - still.keys():
+                    self.report.volumes_detached += 1
+                    self._emit(Kind.VOLUME_DETACHED, reason=f"{name} ({pending[name]})")
+                pending = still
+        return pending
+
+    # -- events ---------------------------------------------------------------
+
+    def _emit(self, kind: Kind, **values: Any) -> None:
+        event = DrainEvent(kind, **values)
+        logs.drain_event(log, describe(event, self.node), event.fields())
+        if self._on_event is not None:
+            try:
+                self._on_event(event)
+            except Exception:  # a broken display must not break a drain
+                log.exception("progress callback failed")
+
+
+def _tier(entry: Entry) -> str:
+    return "critical" if entry.critical else "ordinary"
+
+
+def _last_writer(node: dict[str, Any]) -> str:
+    """Who last changed the node, as far as its managedFields tell."""
+    entries = [m for m in (node.get("metadata") or {}).get("managedFields") or [] if m.get("time")]
+    if not entries:
+        return "by whom, the API does not say"
+    last = max(entries, key=lambda m: str(m["time"]))
+    manager, operation = last.get("manager", "unknown"), last.get("operation", "")
+    return f"last written by {manager} ({operation}) at {last['time']}"
+
+
+_MESSAGES = {
+    Kind.STARTED: "draining node {node}",
+    Kind.CORDONED: "cordoned node {node}",
+    Kind.RECORDONED: "node {node} {reason}",
+    Kind.SKIPPED: "skipping {pod}: {reason}",
+    Kind.APPEARED: "pod {pod} appeared on the node mid-drain",
+    Kind.EVICTING: "evicting {pod}",
+    Kind.EVICTED: "evicted {pod}",
+    Kind.REFUSED: "eviction of {pod} refused by PodDisruptionBudget {budget}; "
+    "retrying when it allows",
+    Kind.SEVERAL_BUDGETS: "{reason}",
+    Kind.WITH_NAMESPACE: "not evicting {pod}: {reason}",
+    Kind.GONE: "{pod} is gone",
+    Kind.STUCK: "{pod} is stuck: {reason}; no longer waiting for it",
+    Kind.CRITICAL_TIER: "starting the critical tier: {reason}",
+    Kind.FORCED: "force-deleted {pod}",
+    Kind.LEFT: "{pod} left on the node: {reason}",
+    Kind.VOLUME_DETACHED: "volume detached: {reason}",
+    Kind.WOULD_EVICT: "would evict {pod}",
+    Kind.STOPPED: "drain of {node} stopped: {reason}",
+}
+
+
+def describe(event: DrainEvent, node: str) -> str:
+    """The event as a sentence for people (the log line's message)."""
+    values = {f.name: getattr(event, f.name) for f in fields(event)}
+    text = _MESSAGES.get(event.kind, str(event.kind)).format(node=node, **values)
+    if event.kind == Kind.GONE and event.seconds is not None:
+        text += f" after {event.seconds:.1f} s"
+    if event.kind == Kind.EVICTED and event.refusals:
+        text += f" after {event.refusals} budget refusal(s)"
+    if event.kind == Kind.WOULD_EVICT and event.budget:
+        text += f" (PodDisruptionBudget {event.budget} refuses it now)"
+    return text

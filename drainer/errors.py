@@ -20,10 +20,6 @@ class SettingsError(DrainerError):
         self.variable = variable
 
 
-class EventError(DrainerError):
-    """The invocation event is not a usable lifecycle event."""
-
-
 class AwsError(DrainerError):
     """An AWS call failed in a way retries did not fix."""
 
@@ -34,10 +30,6 @@ class InstanceNotFound(DrainerError):
 
 class ClusterNotFound(DrainerError):
     """EKS does not know the cluster, or no cluster could be determined."""
-
-
-class AsgNotAllowed(DrainerError):
-    """The event's Auto Scaling group is not in the ALLOWED_ASGS list."""
 
 
 class LifecycleActionGone(DrainerError):

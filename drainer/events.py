@@ -17,6 +17,7 @@ import copy
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 SOURCE = "aws.autoscaling"
@@ -74,6 +75,19 @@ class LifecycleEvent:
     """Where the instance comes from ("AutoScalingGroup"); empty in older events."""
     destination: str = ""
     """Where it goes: "EC2" (terminated) or "WarmPool" (stopped for reuse)."""
+
+    @property
+    def waiting_since(self) -> float | None:
+        """When the instance entered Terminating:Wait (epoch seconds): the event's time,
+        the same in every invocation of a drain. The hook's GlobalTimeout runs from
+        then. None when the time does not parse (RFC 3339 is expected)."""
+        try:
+            moment = datetime.fromisoformat(self.event_time)
+        except ValueError:
+            return None
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=UTC)  # EventBridge writes UTC
+        return moment.timestamp()
 
     def log_keys(self) -> dict[str, str]:
         """The fixed structured-log keys this event provides."""

@@ -12,11 +12,13 @@ import os
 import threading
 import time
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from drainer import aws, logs
 from drainer.errors import AwsError, SettingsError
 from drainer.events import LifecycleEvent, Skip, parse_event, with_handover
+from drainer.report import Kind
 from drainer.settings import Settings, TimeoutPolicy
 from drainer.workflow import Invocation, KubeFactory, Result, Run, drain_instance, eks_kube
 
@@ -137,7 +139,7 @@ def handle(
         log.error("AWS call failed; the invocation will be retried: %s", e)
         raise
     if run.result == Result.HANDED_OVER:
-        _hand_over(run, raw_event, clients, invocation)
+        run = _hand_over(run, raw_event, clients, invocation)
     result = lifecycle_result(run.result, settings)
     completed = None
     if result is not None and not run.action_gone:
@@ -153,17 +155,14 @@ def handle(
         summary["handovers_so_far"] = event.handover.handovers
         summary["heartbeats_total"] = event.handover.heartbeats + run.heartbeats
         summary["drain_seconds_total"] = round(time.time() - event.handover.started_at, 3)
-    log.info(
-        "drain finished: " + ", ".join(f"{k}={v}" for k, v in summary.items()),
-        extra={"summary": summary},
-    )
+    _log_end_line(summary)
     _metrics(run, summary, settings)
     return summary
 
 
 def _hand_over(
     run: Run, raw_event: Mapping[str, Any], clients: aws.AwsClients, invocation: Invocation | None
-) -> None:
+) -> Run:
     """Re-invoke the function with the event and the drain's state; a hand-over that
     cannot happen is a failure, like any other that stops the drain."""
     try:
@@ -173,10 +172,21 @@ def _hand_over(
             clients.lambda_, invocation.function_arn, with_handover(raw_event, run.handover)
         )
     except AwsError as e:
-        run.result = Result.FAILED
-        run.message = f"could not hand over to a new invocation: {e}"
-        return
+        return replace(
+            run, result=Result.FAILED, message=f"could not hand over to a new invocation: {e}"
+        )
     log.info("handed over to a new invocation (hand-over %d)", run.handover.handovers)
+    return run
+
+
+def _log_end_line(summary: Mapping[str, Any]) -> None:
+    """The end line of the log contract: the human "drain finished: k=v, ..." text and
+    the same keys as top-level JSON fields (drain_finished in drainer/report.py).
+    `message` is the one key renamed (to `reason`, as in drain_stopped): the logging
+    module keeps `message` for the line's own text."""
+    text = "drain finished: " + ", ".join(f"{k}={v}" for k, v in summary.items())
+    fields = {"reason" if k == "message" else k: v for k, v in summary.items()}
+    logs.drain_event(log, text, {"event": str(Kind.FINISHED), **fields})
 
 
 def _log_outcome(run: Run, result: str | None, completed: bool | None) -> None:
@@ -199,7 +209,15 @@ def _summary(
         "node": run.node,
         "heartbeats": run.heartbeats,
         "seconds": round(seconds, 3),
+        # The end line's counts are there even when no drain ran (no node, no cluster).
+        "evicted": 0,
+        "pdb_refusals": 0,
+        "budgets_holding": [],
+        "remaining": 0,
+        "left": {},
     }
+    if run.deadline is not None:
+        summary["deadline_source"] = run.deadline.source
     if run.handover is not None:
         summary["handovers"] = run.handover.handovers
     if run.report is not None:

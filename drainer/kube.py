@@ -32,6 +32,7 @@ from typing import Any, Protocol
 
 import urllib3
 
+from drainer.backoff import Backoff
 from drainer.errors import (
     EvictionBlocked,
     KubeConflict,
@@ -87,6 +88,11 @@ class TokenProvider(Protocol):
     def invalidate(self) -> None: ...
 
 
+CALL_BACKOFF = Backoff(first=0.4, cap=5.0)
+"""The pause before each retry of one call: 0.2-0.4 s after the first failure,
+doubling to 5 s."""
+
+
 @dataclass(frozen=True)
 class RetryPolicy:
     """How hard one API call tries before its error reaches the engine.
@@ -96,13 +102,9 @@ class RetryPolicy:
     """
 
     attempts: int = 6
-    first_delay: float = 0.2
-    max_delay: float = 5.0
+    backoff: Backoff = CALL_BACKOFF
     max_retry_after: float = 30.0
-
-    def delay(self, attempt: int, rng: random.Random) -> float:
-        base = min(self.max_delay, self.first_delay * 2.0**attempt)
-        return base * rng.uniform(0.5, 1.0)
+    """A longer Retry-After is the caller's to wait for: the error is raised at once."""
 
 
 def _status_body(data: bytes) -> Obj:
@@ -456,7 +458,7 @@ class Kube:
                     # Never retry before the server says; a wait this long is for the
                     # caller, who knows its deadline, to decide on.
                     raise
-                delay = e.retry_after or self.retry.delay(attempt, self._rng)
+                delay = self.retry.backoff.delay(attempt - 1, self._rng, e.retry_after)
                 log.warning("%s; retrying in %.1f s", e, delay)
                 self._sleep(delay)
             except TlsVerificationError:
@@ -465,7 +467,7 @@ class Kube:
                 attempt += 1
                 if attempt >= self.retry.attempts:
                     raise
-                delay = self.retry.delay(attempt, self._rng)
+                delay = self.retry.backoff.delay(attempt - 1, self._rng)
                 log.warning(
                     "%s; retrying in %.1f s (attempt %d of %d)",
                     e,
@@ -659,6 +661,26 @@ class Kube:
             what=f"patch node {name}",
         )
         return node
+
+    def list_node(self, name: str) -> tuple[list[Obj], str]:
+        """The node as a list of one (or none), and the resourceVersion to watch from."""
+        return self._list_all("/api/v1/nodes", "nodes", {"fieldSelector": f"metadata.name={name}"})
+
+    def watch_node(
+        self,
+        name: str,
+        resource_version: str,
+        timeout_seconds: int = 300,
+        streams: Streams | None = None,
+    ) -> Iterator[Obj]:
+        return self.watch(
+            "/api/v1/nodes",
+            query={"fieldSelector": f"metadata.name={name}"},
+            resource_version=resource_version,
+            resource="nodes",
+            timeout_seconds=timeout_seconds,
+            streams=streams,
+        )
 
     def list_pods_on_node(self, node: str) -> tuple[list[Obj], str]:
         """The node's pods (paged) and the resourceVersion to watch from."""

@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Mapping
 from typing import IO, Any
+
+from drainer.report import Kind
 
 SERVICE = "eks-node-drainer"
 FIXED_KEYS = ("instance_id", "node_name", "asg_name", "lifecycle_hook_name", "cluster")
@@ -70,22 +73,69 @@ def reset() -> None:
         _STATE.logger.remove_keys([*FIXED_KEYS, "event_id"])
 
 
-# Events an operator follows at INFO; the rest are louder or quieter.
-_EVENT_LEVELS = {
-    "pod_evicting": logging.DEBUG,
-    "pod_refused": logging.INFO,
-    "pod_stuck": logging.WARNING,
-    "pod_left": logging.WARNING,
-    "pod_under_several_budgets": logging.ERROR,
-    "pod_goes_with_namespace": logging.WARNING,
-    "pod_force_deleted": logging.WARNING,
-    "recordoned": logging.WARNING,
-    "drain_stopped": logging.ERROR,
+# The level of each drain event: the README's log contract shows the same table
+# (tests/test_logs.py holds them equal). INFO is what an operator follows; WARNING
+# and ERROR are what needs a look; DEBUG is for progress displays only.
+EVENT_LEVELS: dict[str, int] = {
+    Kind.STARTED: logging.INFO,
+    Kind.CORDONED: logging.INFO,
+    Kind.RECORDONED: logging.WARNING,
+    Kind.SKIPPED: logging.INFO,
+    Kind.APPEARED: logging.INFO,
+    Kind.EVICTING: logging.DEBUG,
+    Kind.EVICTED: logging.INFO,
+    Kind.REFUSED: logging.INFO,
+    Kind.SEVERAL_BUDGETS: logging.ERROR,
+    Kind.WITH_NAMESPACE: logging.WARNING,
+    Kind.GONE: logging.INFO,
+    Kind.STUCK: logging.WARNING,
+    Kind.CRITICAL_TIER: logging.INFO,
+    Kind.FORCED: logging.WARNING,
+    Kind.LEFT: logging.WARNING,
+    Kind.VOLUME_DETACHED: logging.INFO,
+    Kind.WOULD_EVICT: logging.INFO,
+    Kind.STOPPED: logging.ERROR,
+    Kind.FINISHED: logging.INFO,
 }
 
+# Keys a drain event must not take, or its line breaks: `logging` refuses an extra
+# that names a LogRecord attribute (KeyError: "Attempt to overwrite 'name' in
+# LogRecord"), and powertools overwrites or drops its own keys (message, level,
+# timestamp...). A contract key never is one of these (tests/test_logs.py); one
+# that slips through is renamed with a trailing underscore rather than lost.
+POWERTOOLS_KEYS = frozenset(
+    {
+        "level",
+        "location",
+        "message",
+        "timestamp",
+        "service",
+        "sampling_rate",
+        "xray_trace_id",
+        "exception",
+        "exception_name",
+        "exception_notes",
+        "stack_trace",
+        "cold_start",
+        "function_name",
+        "function_memory_size",
+        "function_arn",
+        "function_request_id",
+    }
+)
+RESERVED_KEYS = frozenset(
+    set(logging.makeLogRecord({}).__dict__) | {"message", "asctime", "taskName"} | POWERTOOLS_KEYS
+)
 
-def drain_event(logger: logging.Logger, message: str, fields: dict[str, Any]) -> None:
+
+def safe_fields(fields: Mapping[str, Any]) -> dict[str, Any]:
+    """`fields` with every reserved key renamed `key_`."""
+    return {(f"{k}_" if k in RESERVED_KEYS else k): v for k, v in fields.items()}
+
+
+def drain_event(logger: logging.Logger, message: str, fields: Mapping[str, Any]) -> None:
     """One drain event as one log line: `message` for people, `fields` (the log
-    contract, see drainer/report.py) as top-level JSON keys."""
-    level = _EVENT_LEVELS.get(str(fields.get("event")), logging.INFO)
-    logger.log(level, message, extra=fields)
+    contract, DrainEvent.fields() in drainer/report.py) as top-level JSON keys, at
+    the level EVENT_LEVELS gives its kind."""
+    level = EVENT_LEVELS.get(str(fields.get("event", "")), logging.INFO)
+    logger.log(level, message, extra=safe_fields(fields))

@@ -289,6 +289,20 @@ class Settings:
             maximum=3600,
         ),
     )
+    critical_reserve_seconds: int = field(
+        default=120,
+        metadata=_env(
+            "CRITICAL_RESERVE_SECONDS",
+            "int",
+            "120",
+            "How long before the drain's deadline the critical tier (DNS and other "
+            "system-cluster-critical or system-node-critical pods) starts even if "
+            "ordinary pods are still held by their budgets or stuck, so critical pods "
+            "are evicted gracefully rather than die with the node.",
+            minimum=0,
+            maximum=86400,
+        ),
+    )
     handover_margin_seconds: int = field(
         default=60,
         metadata=_env(
@@ -299,6 +313,21 @@ class Settings:
             "drain hands over to a new invocation.",
             minimum=5,
             maximum=600,
+        ),
+    )
+    global_timeout_margin_seconds: int = field(
+        default=60,
+        metadata=_env(
+            "GLOBAL_TIMEOUT_MARGIN_SECONDS",
+            "int",
+            "60",
+            "The drain's deadline is at most the lifecycle hook's global timeout (from "
+            "the moment the instance began to wait) minus this margin, so the timeout "
+            "policy (force-deleting, completing the action) runs before Auto Scaling "
+            "applies the hook's DefaultResult on its own. Leave room for "
+            "FORCE_GRACE_PERIOD_SECONDS when TIMEOUT_POLICY=force.",
+            minimum=0,
+            maximum=3600,
         ),
     )
     kube_request_timeout_seconds: float = field(

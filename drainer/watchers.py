@@ -1,9 +1,14 @@
 """Live views of the API kept by one list and one watch each, instead of polling.
 
 `PodTracker` follows the pods of one node: the drain asks it whether a pod is gone
-(NotFound or a new UID under the same name). `BudgetTracker` follows the
-PodDisruptionBudgets, so an eviction refused by a budget is retried the moment the
-budget allows a disruption again, not on a blind timer.
+(NotFound or a new UID under the same name) and sees pods that land on the node
+mid-drain. `NodeTracker` follows the node itself, so an uncordon by someone else is
+seen at once. `BudgetTracker` follows the PodDisruptionBudgets, so an eviction
+refused by a budget is retried the moment the budget allows a disruption again, not
+on a blind timer.
+
+A drain hands all its followers one Condition: every change any of them sees (and
+every eviction answer) wakes the one loop that decides what to do next.
 
 A watch that breaks is re-listed and re-watched after a short backoff; a
 410 Gone re-lists at once. That re-list is the polling fallback: nothing is missed,
@@ -19,7 +24,8 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from drainer import pods
-from drainer.errors import KubeError, KubeForbidden, KubeGone, KubeTooManyRequests
+from drainer.backoff import Backoff
+from drainer.errors import FatalKubeError, KubeError, KubeGone, KubeTooManyRequests
 from drainer.kube import Kube, Obj, Streams
 from drainer.pods import Pod, PodKey
 
@@ -30,12 +36,18 @@ class _Follower:
     """List, then watch from the list's resourceVersion, until stopped."""
 
     name = "follower"
+    relist = Backoff(first=0.25, cap=5.0)
 
     def __init__(
-        self, kube: Kube, *, rng: random.Random | None = None, watch_timeout: int = 240
+        self,
+        kube: Kube,
+        *,
+        rng: random.Random | None = None,
+        watch_timeout: int = 240,
+        cond: threading.Condition | None = None,
     ) -> None:
         self.kube = kube
-        self.cond = threading.Condition()
+        self.cond = cond or threading.Condition()
         self.error: KubeError | None = None
         self.listed = False
         """True once a list has been applied: the view is the API's, not empty."""
@@ -130,7 +142,7 @@ class _Follower:
                 log.info("%s: watch history expired; re-listing", self.name)
                 self._watching = False
                 resource_version = ""
-            except KubeForbidden as e:
+            except FatalKubeError as e:
                 with self.cond:
                     self.error = e
                     self._changed()
@@ -140,9 +152,8 @@ class _Follower:
                     return
                 failures += 1
                 self._watching = False
-                delay = min(5.0, 0.25 * 2**failures) * self._rng.uniform(0.5, 1.0)
-                if isinstance(e, KubeTooManyRequests) and e.retry_after:
-                    delay = max(delay, e.retry_after)  # never before the server says
+                retry_after = e.retry_after if isinstance(e, KubeTooManyRequests) else None
+                delay = self.relist.delay(failures, self._rng, retry_after)
                 log.warning("%s: %s; re-listing in %.1f s", self.name, e, delay)
                 resource_version = ""
                 if self._stop.wait(delay):
@@ -192,6 +203,10 @@ class PodTracker(_Follower):
         current = self._present.get(pods.key(pod))
         return current is None or pods.uid(current) != pods.uid(pod)
 
+    def pods(self) -> list[Pod]:
+        """Every pod on the node now (hold `cond`)."""
+        return list(self._present.values())
+
     def current(self, pod: Pod) -> Pod | None:
         """The latest version of this very pod (same UID), if it is still there."""
         current = self._present.get(pods.key(pod))
@@ -209,9 +224,6 @@ class BudgetTracker(_Follower):
         super().__init__(kube, **kwargs)
         self._budgets: dict[tuple[str, str], Obj] = {}
         self._versions: dict[tuple[str, str], int] = {}
-        self._queues: dict[tuple[str, str], list[tuple[object, int]]] = {}
-        # Per budget: (version, waiters let through at that version).
-        self._released: dict[tuple[str, str], tuple[int, int]] = {}
 
     def _list(self) -> tuple[list[Obj], str]:
         return self.kube.list_budgets()
@@ -248,52 +260,6 @@ class BudgetTracker(_Follower):
         with self.cond:
             return self._versions.get((namespace, name), 0)
 
-    def wait_for_room(self, namespace: str, name: str, seen: int, timeout: float) -> bool:
-        """Wait until the budget changed since `seen` and allows a disruption (or was
-        deleted), or `timeout`; True when it looks worth retrying now.
-
-        Waiters queue per budget, and a change that allows N disruptions lets only the
-        first N in line go: the others would only be refused again (a budget of one
-        with a hundred pods waiting would otherwise cost a hundred requests per pod
-        it lets through)."""
-        key = (namespace, name)
-        me = object()
-
-        def ready() -> bool:
-            if self.stopped or self.error is not None:
-                return True
-            version = self._versions.get(key, 0)
-            if version == seen:
-                return False
-            allowed = self.allowed(namespace, name)
-            if allowed is None:
-                return True
-            released_at, released = self._released.get(key, (-1, 0))
-            already = released if released_at == version else 0
-            # My place in line among the waiters this change concerns (not those
-            # refused after it, which wait for the next one).
-            ahead = 0
-            for other, other_seen in self._queues[key]:
-                if other is me:
-                    break
-                if other_seen != version:
-                    ahead += 1
-            return ahead < allowed - already
-
-        with self.cond:
-            queue = self._queues.setdefault(key, [])
-            queue.append((me, seen))
-            try:
-                ready_now = self.cond.wait_for(ready, timeout)
-                if ready_now and not self.stopped and self.error is None:
-                    version = self._versions.get(key, 0)
-                    released_at, released = self._released.get(key, (-1, 0))
-                    self._released[key] = (version, (released if released_at == version else 0) + 1)
-                return ready_now
-            finally:
-                queue.remove((me, seen))
-                self.cond.notify_all()  # the line moved up
-
     def matching(self, pod: Pod) -> list[str]:
         """Names of the budgets whose selector matches the pod (for error messages)."""
         labels = pod["metadata"].get("labels") or {}
@@ -305,6 +271,34 @@ class BudgetTracker(_Follower):
                 if _selects((budget.get("spec") or {}).get("selector"), labels):
                     names.append(f"{namespace}/{name}")
         return sorted(names)
+
+
+class NodeTracker(_Follower):
+    """One node, to see it uncordoned (or deleted) while it is being drained."""
+
+    def __init__(self, kube: Kube, node: str, **kwargs: Any) -> None:
+        super().__init__(kube, **kwargs)
+        self.node_name = node
+        self.name = f"node-{node}"
+        self.node: Obj | None = None
+
+    def _list(self) -> tuple[list[Obj], str]:
+        return self.kube.list_node(self.node_name)
+
+    def _watch(self, resource_version: str) -> Iterator[Obj]:
+        return self.kube.watch_node(
+            self.node_name, resource_version, self._watch_timeout, self._streams
+        )
+
+    def _replace(self, items: list[Obj]) -> None:
+        self.node = items[0] if items else None
+
+    def _apply(self, kind: str, obj: Obj) -> None:
+        self.node = None if kind == "DELETED" else obj
+
+    def uncordoned(self) -> bool:
+        """The node exists and is schedulable again (hold `cond`)."""
+        return self.node is not None and not (self.node.get("spec") or {}).get("unschedulable")
 
 
 class AttachmentTracker(_Follower):

@@ -3,8 +3,11 @@ the engine.
 
 Which cluster (hook metadata, ASG tags, setting), which node (EC2 identity ->
 Kubernetes node), a heartbeat that keeps the lifecycle action alive while the drain
-works, the EKS client with an IAM token, and the deadlines: the drain's own timeout
-(which spans invocations) and this invocation's hand-over moment.
+works, the EKS client with an IAM token, and the deadlines: the drain's own (its
+timeout, which spans invocations, but never past what the lifecycle hook allows)
+and this invocation's hand-over moment.
+
+Each step returns its result; `drain_instance` puts them together in one `Run`.
 
 It decides nothing about the lifecycle result: the handler maps the Result to one
 in a single table.
@@ -19,12 +22,14 @@ import random
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
 from drainer import aws, logs
-from drainer.drain import Drain, DrainEvent, DrainOptions, DrainReport, Outcome
+from drainer.backoff import Backoff
+from drainer.drain import Drain, DrainOptions
 from drainer.errors import (
     ClusterNotFound,
     InstanceNotFound,
@@ -34,10 +39,10 @@ from drainer.errors import (
     TlsVerificationError,
 )
 from drainer.events import Handover, LifecycleEvent
-from drainer.filters import FilterOptions
 from drainer.kube import Kube
 from drainer.nodes import find_node
-from drainer.settings import Settings, TimeoutPolicy
+from drainer.report import DrainEvent, DrainReport, Outcome
+from drainer.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +50,7 @@ log = logging.getLogger(__name__)
 class Result(StrEnum):
     DRAINED = "drained"
     NO_NODE = "no_node"  # the instance or its node does not exist: nothing to drain
-    TIMED_OUT = "timed_out"  # DRAIN_TIMEOUT_SECONDS passed; TIMEOUT_POLICY applies
+    TIMED_OUT = "timed_out"  # the drain's deadline passed; TIMEOUT_POLICY applies
     HANDED_OVER = "handed_over"  # a new invocation carries on
     DRY_RUN = "dry_run"
     FAILED = "failed"  # unrecoverable: RBAC, no cluster, TLS, ...
@@ -60,8 +65,20 @@ class Invocation:
     function_arn: str
 
 
-@dataclass
+@dataclass(frozen=True)
+class Deadline:
+    """When the drain must be over, and what set that moment (for the log lines)."""
+
+    at: float
+    """Epoch seconds."""
+    source: str
+    """E.g. "DRAIN_TIMEOUT_SECONDS (3600 s)" or the lifecycle hook's GlobalTimeout."""
+
+
+@dataclass(frozen=True)
 class Run:
+    """What became of one lifecycle event in this invocation."""
+
     result: Result
     message: str = ""
     cluster: str = ""
@@ -69,11 +86,16 @@ class Run:
     report: DrainReport | None = None
     heartbeats: int = 0
     started_at: float = 0.0
+    deadline: Deadline | None = None
     handover: Handover | None = None  # the next invocation's, when HANDED_OVER
     action_gone: bool = False  # the heartbeat found the lifecycle action completed or expired
 
 
 KubeFactory = Callable[[aws.ClusterInfo, str, Settings], Kube]
+
+API_RETRY = Backoff(first=4.0, cap=30.0)
+"""Pauses before the whole drain starts again while the API server fails beyond the
+client's own retries: 2-4 s, doubling to 30 s, never before a Retry-After."""
 
 
 def eks_kube(session: Any, region: str) -> KubeFactory:
@@ -121,23 +143,53 @@ def work_time(remaining: float, margin: float) -> float:
     return max(remaining - margin, min(remaining / 2, MIN_WORK_SECONDS))
 
 
-def drain_options(settings: Settings) -> DrainOptions:
-    return DrainOptions(
-        filters=FilterOptions(
-            evict_unreplicated=settings.evict_unreplicated_pods,
-            evict_emptydir=settings.evict_emptydir_pods,
-            evict_daemonset=settings.evict_daemonset_pods,
-        ),
-        concurrency=settings.eviction_concurrency,
-        grace_period_seconds=settings.grace_period_seconds
-        if settings.grace_period_seconds >= 0
-        else None,
-        stuck_pod_seconds=settings.stuck_pod_seconds,
-        volume_detach_timeout=settings.volume_detach_timeout_seconds,
-        dry_run=settings.dry_run,
-        force_on_timeout=settings.timeout_policy == TimeoutPolicy.FORCE,
-        force_grace_period_seconds=settings.force_grace_period_seconds,
+def effective_deadline(
+    started_at: float, event: LifecycleEvent, hook: aws.HookInfo, settings: Settings
+) -> Deadline:
+    """The drain's deadline: DRAIN_TIMEOUT_SECONDS after it began, but never later
+    than the hook's GlobalTimeout (counted from when the instance began to wait)
+    less GLOBAL_TIMEOUT_MARGIN_SECONDS, so the timeout policy always runs before
+    Auto Scaling applies the hook's DefaultResult on its own."""
+    timeout = settings.drain_timeout_seconds
+    own = Deadline(started_at + timeout, f"DRAIN_TIMEOUT_SECONDS ({timeout} s)")
+    # The instance waited before the drain began; a later or unreadable event time
+    # (clock skew, a hand-made event) counts from the drain's start instead.
+    waiting_since = event.waiting_since
+    if waiting_since is None or waiting_since > started_at:
+        waiting_since = started_at
+    limit = hook.global_timeout_seconds
+    margin = settings.global_timeout_margin_seconds
+    rule = "" if hook.global_timeout is not None else ", 100 x HeartbeatTimeout"
+    hooks = Deadline(
+        waiting_since + limit - margin,
+        f"lifecycle hook GlobalTimeout ({limit} s{rule}) minus {margin} s margin",
     )
+    return hooks if hooks.at < own.at else own
+
+
+_RESULTS = {
+    Outcome.DRAINED: Result.DRAINED,
+    Outcome.NODE_GONE: Result.NO_NODE,
+    Outcome.TIMED_OUT: Result.TIMED_OUT,
+    Outcome.OUT_OF_TIME: Result.HANDED_OVER,
+    Outcome.DRY_RUN: Result.DRY_RUN,
+    Outcome.FAILED: Result.FAILED,
+}
+
+
+def result_for(report: DrainReport, deadline: Deadline, settings: Settings) -> tuple[Result, str]:
+    """The workflow's result for the engine's report, and the message that explains it."""
+    result = _RESULTS[report.outcome]
+    if report.outcome == Outcome.FAILED:
+        return result, report.stopped_by or "; ".join(report.errors)
+    if report.outcome == Outcome.TIMED_OUT:
+        forced = f"; force-deleted {report.forced} pods" if report.forced else ""
+        return result, (
+            f"drain timed out at its deadline, {deadline.source} "
+            f"(TIMEOUT_POLICY={settings.timeout_policy}): {report.timeout_message()}{forced}"
+        )
+    # Pods the API refuses to evict whatever the wait (more than one budget).
+    return result, "; ".join(report.errors)
 
 
 def drain_instance(
@@ -148,176 +200,183 @@ def drain_instance(
     invocation: Invocation | None,
     *,
     clock: Callable[[], float] = time.time,
+    sleep: Callable[[float], None] = time.sleep,
+    rng: random.Random | None = None,
     on_event: Callable[[DrainEvent], None] | None = None,
 ) -> Run:
+    """Drain the event's instance, heartbeating its lifecycle action meanwhile."""
     started_at = event.handover.started_at if event.handover else clock()
-    run = Run(Result.FAILED, started_at=started_at)
     if settings.allowed_asgs and event.asg_name not in settings.allowed_asgs:
-        run.result = Result.NOT_ALLOWED
-        run.message = (
+        return Run(
+            Result.NOT_ALLOWED,
             f"Auto Scaling group {event.asg_name} is not in ALLOWED_ASGS "
-            f"({', '.join(sorted(settings.allowed_asgs))}); leaving its lifecycle action alone"
+            f"({', '.join(sorted(settings.allowed_asgs))}); leaving its lifecycle action alone",
+            started_at=started_at,
         )
-        return run
     hook = aws.lifecycle_hook(clients.autoscaling, event.asg_name, event.hook_name)
+    deadline = effective_deadline(started_at, event, hook, settings)
+    log.info(
+        "drain deadline in %.0f s: %s",
+        deadline.at - clock(),
+        deadline.source,
+        extra={
+            "deadline": datetime.fromtimestamp(deadline.at, UTC).isoformat(timespec="seconds"),
+            "deadline_source": deadline.source,
+        },
+    )
+    tools = _Tools(settings, clients, kube_factory, clock, sleep, rng or _jitter(), on_event)
     heartbeat = aws.Heartbeat(clients.autoscaling, event, max(1.0, hook.heartbeat_interval))
     heartbeat.start()
     try:
-        _drain(
-            run,
-            event,
-            settings=settings,
-            clients=clients,
-            kube_factory=kube_factory,
-            invocation=invocation,
-            hook=hook,
-            clock=clock,
-            on_event=on_event,
-        )
+        run = _drain(tools, event, hook, deadline, _stop_at(invocation, settings, clock))
     finally:
         heartbeat.stop()
-        run.heartbeats = heartbeat.beats
-        if heartbeat.gone:
-            log.info("the lifecycle action is gone (completed elsewhere or timed out)")
-            run.action_gone = True
+    if heartbeat.gone:
+        log.info("the lifecycle action is gone (completed elsewhere or timed out)")
+    handover = None
     if run.result == Result.HANDED_OVER:
-        previous = event.handover or Handover(started_at, 0, 0)
-        run.handover = previous.handed_on(run.heartbeats)
-    return run
+        handover = (event.handover or Handover(started_at, 0, 0)).handed_on(heartbeat.beats)
+    return replace(
+        run,
+        started_at=started_at,
+        deadline=deadline,
+        heartbeats=heartbeat.beats,
+        action_gone=heartbeat.gone,
+        handover=handover,
+    )
+
+
+@dataclass(frozen=True)
+class _Tools:
+    """What the steps of one drain share: settings, clients, and the clock they wait on."""
+
+    settings: Settings
+    clients: aws.AwsClients
+    kube_factory: KubeFactory
+    clock: Callable[[], float]
+    sleep: Callable[[float], None]
+    rng: random.Random
+    on_event: Callable[[DrainEvent], None] | None
+
+
+def _jitter() -> random.Random:
+    return random.Random()  # noqa: S311 - jitter, not cryptography
+
+
+def _stop_at(
+    invocation: Invocation | None, settings: Settings, clock: Callable[[], float]
+) -> float | None:
+    """When this invocation hands over; None outside Lambda (no time limit of its own)."""
+    if invocation is None:
+        return None
+    return clock() + work_time(invocation.remaining_seconds(), settings.handover_margin_seconds)
+
+
+def resolve_cluster(
+    event: LifecycleEvent, hook: aws.HookInfo, settings: Settings, autoscaling: aws.Client
+) -> str | None:
+    """The instance's EKS cluster: the hook's metadata first, then the group's tags
+    (one more call, only when the metadata names none), then CLUSTER_NAME."""
+    metadata = hook.notification_metadata or event.notification_metadata
+    from_metadata = aws.cluster_name_for(metadata, {}, "")
+    if from_metadata:
+        return from_metadata
+    tags = aws.asg_tags(autoscaling, event.asg_name)
+    return aws.cluster_name_for(metadata, tags, settings.cluster_name)
 
 
 def _drain(
-    run: Run,
+    tools: _Tools,
     event: LifecycleEvent,
-    *,
-    settings: Settings,
-    clients: aws.AwsClients,
-    kube_factory: KubeFactory,
-    invocation: Invocation | None,
     hook: aws.HookInfo,
-    clock: Callable[[], float],
-    on_event: Callable[[DrainEvent], None] | None,
-) -> None:
-    metadata = hook.notification_metadata or event.notification_metadata
-    # The hook's metadata first; the group's tags (one more call) only when it has none.
-    cluster_name = aws.cluster_name_for(metadata, {}, "")
+    deadline: Deadline,
+    stop_at: float | None,
+) -> Run:
+    """From the hook to a drain result: the cluster, the instance, then the node."""
+    cluster_name = resolve_cluster(event, hook, tools.settings, tools.clients.autoscaling)
     if not cluster_name:
-        tags = aws.asg_tags(clients.autoscaling, event.asg_name)
-        cluster_name = aws.cluster_name_for(metadata, tags, settings.cluster_name)
-    if not cluster_name:
-        run.message = (
-            f"no cluster for Auto Scaling group {event.asg_name}: "
-            "set the hook's NotificationMetadata "
-            '({"cluster_name": ...}), tag the group eks:cluster-name, or set CLUSTER_NAME'
+        return Run(
+            Result.FAILED,
+            f"no cluster for Auto Scaling group {event.asg_name}: set the hook's "
+            'NotificationMetadata ({"cluster_name": ...}), tag the group '
+            "eks:cluster-name, or set CLUSTER_NAME",
         )
-        return
-    run.cluster = cluster_name
     logs.bind(cluster=cluster_name)
     try:
-        identity = aws.describe_instance(clients.ec2, event.instance_id)
+        identity = aws.describe_instance(tools.clients.ec2, event.instance_id)
     except InstanceNotFound as e:
-        run.result, run.message = Result.NO_NODE, str(e)
-        return
+        return Run(Result.NO_NODE, str(e), cluster=cluster_name)
     try:
-        cluster = aws.describe_cluster(clients.eks, cluster_name)
+        cluster = aws.describe_cluster(tools.clients.eks, cluster_name)
     except ClusterNotFound as e:
-        run.message = str(e)
-        return
-    deadline = run.started_at + settings.drain_timeout_seconds
-    stop_at = None
-    if invocation is not None:
-        stop_at = clock() + work_time(
-            invocation.remaining_seconds(), settings.handover_margin_seconds
-        )
-    rng = random.Random()  # noqa: S311 - jitter
-    attempt = 0
+        return Run(Result.FAILED, str(e), cluster=cluster_name)
+    run = _drain_with_retries(tools, identity, cluster, deadline, stop_at)
+    return replace(run, cluster=cluster_name)
+
+
+def _drain_with_retries(
+    tools: _Tools,
+    identity: aws.NodeIdentity,
+    cluster: aws.ClusterInfo,
+    deadline: Deadline,
+    stop_at: float | None,
+) -> Run:
+    """Drain, starting again while the API server fails beyond the client's own
+    retries (the whole drain is safe to repeat), until time runs out."""
+    limit = deadline.at if stop_at is None else min(deadline.at, stop_at)
+    failures = 0
     while True:
         try:
-            kube = kube_factory(cluster, cluster_name, settings)
-            try:
-                report = _drain_node(
-                    run,
-                    event,
-                    identity,
-                    kube,
-                    settings=settings,
-                    deadline=deadline,
-                    stop_at=stop_at,
-                    clock=clock,
-                    on_event=on_event,
-                )
-            finally:
-                kube.close()
+            return _drain_once(tools, identity, cluster, deadline, stop_at)
         except (KubeServerError, KubeTooManyRequests) as e:
-            # The API server is unreachable or failing beyond the client's retries:
-            # the whole drain is safe to repeat, so try again until time runs out.
-            attempt += 1
-            limit = deadline if stop_at is None else min(deadline, stop_at)
-            delay = min(30.0, 2.0 * 2**attempt) * rng.uniform(0.5, 1.0)
-            if isinstance(e, KubeTooManyRequests) and e.retry_after:
-                delay = max(delay, e.retry_after)  # never before the server says
-            if clock() + delay >= limit:
-                run.result = (
-                    Result.HANDED_OVER
-                    if stop_at is not None and stop_at < deadline
-                    else Result.TIMED_OUT
+            retry_after = e.retry_after if isinstance(e, KubeTooManyRequests) else None
+            delay = API_RETRY.delay(failures, tools.rng, retry_after)
+            failures += 1
+            if tools.clock() + delay < limit:
+                log.warning(
+                    "the API server is failing (%s); starting the drain again in %.0f s",
+                    e,
+                    delay,
                 )
-                run.message = f"the API server kept failing: {e}"
-                return
-            log.warning(
-                "the API server is failing (%s); starting the drain again in %.0f s", e, delay
+                tools.sleep(delay)
+                continue
+            if stop_at is not None and stop_at < deadline.at:
+                return Run(Result.HANDED_OVER, f"the API server kept failing: {e}")
+            return Run(
+                Result.TIMED_OUT,
+                f"the API server kept failing until the drain's deadline, {deadline.source}: {e}",
             )
-            time.sleep(delay)
-            continue
         except KubeError as e:  # RBAC, TLS, a refused token, ...: retrying will not help
-            run.result, run.message = Result.FAILED, str(e)
-            return
-        break
-    if report is None:
-        return
-    run.report = report
-    run.result = {
-        Outcome.DRAINED: Result.DRAINED,
-        Outcome.NODE_GONE: Result.NO_NODE,
-        Outcome.TIMED_OUT: Result.TIMED_OUT,
-        Outcome.OUT_OF_TIME: Result.HANDED_OVER,
-        Outcome.DRY_RUN: Result.DRY_RUN,
-    }[report.outcome]
-    if report.outcome != Outcome.TIMED_OUT and report.errors:
-        # Pods the API refuses to evict whatever the wait (more than one budget).
-        run.message = "; ".join(report.errors)
-    if report.outcome == Outcome.TIMED_OUT:
-        run.message = (
-            f"drain timed out after {settings.drain_timeout_seconds} s "
-            f"(TIMEOUT_POLICY={settings.timeout_policy}): {report.held_at_timeout}"
-            + (f"; force-deleted {report.forced} pods" if report.forced else "")
-        )
+            return Run(Result.FAILED, str(e))
 
 
-def _drain_node(
-    run: Run,
-    event: LifecycleEvent,
+def _drain_once(
+    tools: _Tools,
     identity: aws.NodeIdentity,
-    kube: Kube,
-    *,
-    settings: Settings,
-    deadline: float,
+    cluster: aws.ClusterInfo,
+    deadline: Deadline,
     stop_at: float | None,
-    clock: Callable[[], float],
-    on_event: Callable[[DrainEvent], None] | None,
-) -> DrainReport | None:
-    """Find the instance's node and drain it; None (and NO_NODE) when there is none."""
-    node = find_node(
-        kube, identity.private_dns_name, identity.hostname_candidates, identity.provider_id_suffix
-    )
-    if node is None:
-        run.result = Result.NO_NODE
-        run.message = (
-            f"no Kubernetes node for instance {event.instance_id} "
-            f"(PrivateDnsName {identity.private_dns_name or 'none'}): never joined or already gone"
+) -> Run:
+    """Find the instance's node and drain it, with a fresh client."""
+    kube = tools.kube_factory(cluster, cluster.name, tools.settings)
+    try:
+        node = find_node(
+            kube,
+            identity.private_dns_name,
+            identity.hostname_candidates,
+            identity.provider_id_suffix,
         )
-        return None
-    run.node = node
-    logs.bind(node_name=node)
-    drain = Drain(kube, node, drain_options(settings), clock=clock, on_event=on_event)
-    return drain.run(deadline, stop_at)
+        if node is None:
+            return Run(
+                Result.NO_NODE,
+                f"no Kubernetes node for instance {identity.instance_id} (PrivateDnsName "
+                f"{identity.private_dns_name or 'none'}): never joined or already gone",
+            )
+        logs.bind(node_name=node)
+        options = DrainOptions.from_settings(tools.settings)
+        drain = Drain(kube, node, options, clock=tools.clock, on_event=tools.on_event)
+        report = drain.run(deadline.at, stop_at, deadline_source=deadline.source)
+    finally:
+        kube.close()
+    result, message = result_for(report, deadline, tools.settings)
+    return Run(result, message, node=node, report=report)

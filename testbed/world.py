@@ -46,9 +46,12 @@ class World:
         node_capacity: int = 110,
         rbac: Iterable[dict[str, Any]] | None = None,
         node_names: str = "dns",
+        global_timeout: int | None = None,
     ) -> None:
         """`node_names`: "dns" names nodes after the PrivateDnsName (the EKS default);
-        "custom" gives them other names, so only the providerID finds them."""
+        "custom" gives them other names, so only the providerID finds them.
+        `global_timeout`: the hook's GlobalTimeout, set explicitly (AWS derives it from
+        the HeartbeatTimeout; see awssim's set_global_timeout)."""
         self.cluster = cluster
         self.region = region
         self.cluster_name = cluster.cluster_name
@@ -65,6 +68,8 @@ class World:
             cluster_name=self.cluster_name,
             notification_metadata=json.dumps({"cluster_name": self.cluster_name}),
         )
+        if global_timeout is not None:
+            self.aws.set_global_timeout(self.group.asg_name, self.group.hook_name, global_timeout)
         self.aws.point_cluster_at(self.cluster_name, cluster.url, cluster.ca_data)
         # The drainer signs its EKS token with whatever credentials boto3 finds
         # (moto's, in-process): map exactly those to the drainer's Kubernetes group.
@@ -103,9 +108,13 @@ class World:
     def instance_ids(self) -> tuple[str, ...]:
         return self.group.instance_ids
 
-    def terminate(self, instance_id: str) -> dict[str, Any]:
-        """Put one instance in Terminating:Wait; the EventBridge event AWS would send."""
-        token = self.aws.begin_termination(self.group.asg_name, instance_id, self.group.hook_name)
+    def terminate(self, instance_id: str, age: float = 0.0) -> dict[str, Any]:
+        """Put one instance in Terminating:Wait; the EventBridge event AWS would send.
+        `age`: the lifecycle action began that many seconds ago (heartbeated since),
+        and the event's time says so."""
+        token = self.aws.begin_termination(
+            self.group.asg_name, instance_id, self.group.hook_name, age
+        )
         return self.aws.event_for(token)
 
     def scale_in(self, count: int = 1) -> list[dict[str, Any]]:

@@ -194,8 +194,25 @@ def test_lifecycle_hook__no_global_timeout__is_none(fake_aws_env: None) -> None:
         info = aws.lifecycle_hook(autoscaling, "g", "drain")
 
     assert info.global_timeout is None
+    assert info.global_timeout_seconds == 12000  # AWS's rule: 100 x HeartbeatTimeout
     assert info.notification_metadata == ""
     assert info.default_result == "CONTINUE"
+
+
+@pytest.mark.parametrize(
+    ("heartbeat_timeout", "global_timeout", "expected"),
+    [
+        (600, 7200, 7200),  # what DescribeLifecycleHooks says wins
+        (600, None, 60000),  # else 100 x HeartbeatTimeout
+        (7200, None, 172800),  # but never past 48 hours
+    ],
+)
+def test_hook_info__global_timeout_seconds__answer_else_aws_rule(
+    heartbeat_timeout: int, global_timeout: int | None, expected: int
+) -> None:
+    hook = aws.HookInfo("drain", "g", heartbeat_timeout, "ABANDON", "", global_timeout)
+
+    assert hook.global_timeout_seconds == expected
 
 
 def test_asg_tags__tagged_group__gives_tags(world: World) -> None:
@@ -344,7 +361,6 @@ def test_describe_cluster__known_cluster__gives_endpoint_and_ca(world: World) ->
     assert info.endpoint == "https://127.0.0.1:6443"
     assert info.certificate_authority_data == "Q0EgZGF0YQ=="
     assert info.status == "ACTIVE"
-    assert info.is_active
     assert info.arn.startswith("arn:aws:eks:us-east-1:")
 
 

@@ -7,12 +7,16 @@ from __future__ import annotations
 import json
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from bench import measure
 from bench.__main__ import main
 from bench.clients import find_kubectl
+from bench.report import Summary, head_of_line_text, targets
+from bench.run import PodsGone
+from bench.scenarios import head_of_line
 from kubesim.faults import RequestRecord
 
 
@@ -116,6 +120,45 @@ def test_latency__watches_excluded() -> None:
     assert figures.max_ms == pytest.approx(4.0)
 
 
+def _pod(uid: str, node: str, app: str) -> dict[str, Any]:
+    return {"metadata": {"uid": uid, "labels": {"app": app}}, "spec": {"nodeName": node}}
+
+
+def test_pods_gone__when_the_last_counted_pod_on_the_node_went() -> None:
+    gone = PodsGone("n1", lambda pod: pod["metadata"]["labels"]["app"] == "free")
+    gone.begin([_pod("a", "n1", "free"), _pod("b", "n1", "free"), _pod("c", "n1", "blocked")])
+
+    assert gone.see("DELETED", _pod("a", "n1", "free")) is False
+    assert gone.see("DELETED", _pod("x", "n2", "free")) is False, "another node's pod"
+    assert gone.see("MODIFIED", _pod("c", "n1", "blocked")) is False, "not counted"
+    assert gone.see("DELETED", _pod("b", "n1", "free")) is True
+    assert gone.emptied is not None
+
+
+def _summary(client: str, gone: float | None) -> Summary:
+    return Summary("6", client, 1, 0, 0.1, window=5.0, tracked=True, gone=gone, gone_runs=1)
+
+
+@pytest.mark.parametrize(
+    ("ours", "kubectl", "met", "shown"),
+    [
+        (0.2, 1.5, True, "kubectl drain / ours: 7.5x"),
+        (None, 1.5, False, "held behind the budget-blocked pods"),
+        (2.0, 1.0, False, "kubectl drain / ours: 0.5x"),
+    ],
+)
+def test_head_of_line__ratio_and_target(
+    ours: float | None, kubectl: float, met: bool, shown: str
+) -> None:
+    summaries = [_summary("ours", ours), _summary("kubectl", kubectl)]
+    scenario = head_of_line(16, 8, 10.0, 5.0)
+
+    (target,) = [t for t in targets(summaries, [scenario], None) if t.name.startswith("6:")]
+
+    assert target.met is met
+    assert shown in head_of_line_text(summaries, [scenario])
+
+
 @pytest.mark.kubectl
 def test_quick_mode__every_scenario_drained_by_both_clients(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
@@ -128,15 +171,19 @@ def test_quick_mode__every_scenario_drained_by_both_clients(
     results = json.loads(out.read_text())
     assert status == 0, [r for r in results["runs_detail"] if not r["ok"]]
     clients = {(s["scenario"], s["client"]) for s in results["summary"]}
-    expected = {(key, "ours") for key in "1234"}
+    expected = {(key, "ours") for key in "12346"}
     expected |= {("5", "ours (PrivateDnsName)"), ("5", "ours (providerID)")}
     if find_kubectl() is not None:
-        expected |= {(key, "kubectl") for key in "1234"}
+        expected |= {(key, "kubectl") for key in "12346"}
     assert clients == expected
     for summary in results["summary"]:
         assert summary["requests"] > 0
         assert summary["window"] is not None
         assert summary["peak_mb"] > 0
+    # Scenario 6: the budget-free pods went, past the budget-blocked ones.
+    (ours,) = [s for s in results["summary"] if s["scenario"] == "6" and s["client"] == "ours"]
+    assert ours["gone"] is not None, "budget-free pods held behind budget-blocked ones"
+    assert "Head of line (scenario 6" in printed
     assert "Targets (quick mode" in printed
     for scenario in results["scenarios"]:
         assert scenario["title"] in printed

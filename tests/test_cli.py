@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import argparse
+import dataclasses
 import io
 import subprocess
 import sys
@@ -10,7 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from drainer.__main__ import main
+from drainer.__main__ import DEFAULTS, Progress, main, settings_from
+from drainer.report import DrainEvent, Kind
+from drainer.settings import Settings
 from kubesim import KubeSim
 from testbed import workloads as w
 from testbed.cluster import Cluster
@@ -87,7 +91,8 @@ def test_pdb_never_allows__timeout__exit_1_names_budget_and_pod(sim: KubeSim) ->
 
     assert code == 1
     assert "NOT drained" in output
-    assert "PodDisruptionBudget default/guard holds default/guarded" in output
+    assert output.count("refused  default/guarded by PodDisruptionBudget default/guard;") == 1
+    assert "left  default/guarded (PodDisruptionBudget default/guard" in output
 
 
 def test_rbac_missing__exit_3_names_verb_and_resource(
@@ -123,3 +128,94 @@ def test_module_entry_point__help_runs() -> None:
     )
     assert result.returncode == 0
     assert "--instance-id" in result.stdout
+
+
+# --- without a server: the flags' settings and the progress lines ------------------------
+
+
+def _args(*flags: str) -> argparse.Namespace:
+    from drainer.__main__ import _parser
+
+    return _parser().parse_args(["drain", "--node", NODE, *flags])
+
+
+def test_no_flags__the_lambdas_default_settings() -> None:
+    assert Settings() == DEFAULTS
+    assert settings_from(_args()) == Settings()
+
+
+def test_flags__change_their_settings_only() -> None:
+    settings = settings_from(
+        _args(
+            "--concurrency",
+            "4",
+            "--grace-period",
+            "10",
+            "--stuck-pod-seconds",
+            "5",
+            "--evict-daemonset-pods",
+            "--skip-unreplicated",
+            "--skip-emptydir",
+            "--dry-run",
+        )
+    )
+
+    assert settings == dataclasses.replace(
+        Settings(),
+        eviction_concurrency=4,
+        grace_period_seconds=10,
+        stuck_pod_seconds=5,
+        evict_daemonset_pods=True,
+        evict_unreplicated_pods=False,
+        evict_emptydir_pods=False,
+        dry_run=True,
+    )
+
+
+def _progress(events: list[DrainEvent], verbose: bool = False) -> list[str]:
+    stream = io.StringIO()
+    progress = Progress(stream, NODE, verbose)
+    for event in events:
+        progress(event)
+    # "[  0.0s]       label  subject detail": the time varies, the rest is the line.
+    return [line.split("] ", 1)[1].strip() for line in stream.getvalue().splitlines()]
+
+
+def test_progress__one_line_per_event__a_refusal_once_per_pod() -> None:
+    lines = _progress(
+        [
+            DrainEvent(Kind.CORDONED),
+            DrainEvent(Kind.SKIPPED, pod="kube-system/agent", reason="DaemonSet pod"),
+            DrainEvent(Kind.EVICTING, pod="shop/web"),
+            DrainEvent(Kind.REFUSED, pod="shop/web", budget="shop/web"),
+            DrainEvent(Kind.REFUSED, pod="shop/web", budget="shop/web"),
+            DrainEvent(Kind.EVICTED, pod="shop/web", refusals=2),
+            DrainEvent(Kind.GONE, pod="shop/web", seconds=3.25),
+            DrainEvent(Kind.SEVERAL_BUDGETS, pod="shop/db", budget="shop/a, shop/b"),
+            DrainEvent(Kind.WITH_NAMESPACE, pod="old/job"),
+            DrainEvent(Kind.LEFT, pod="shop/db", reason="more than one budget"),
+        ]
+    )
+
+    assert lines == [
+        f"cordoned  {NODE}",
+        "skip  kube-system/agent (DaemonSet pod)",
+        "refused  shop/web by PodDisruptionBudget shop/web; retrying when it allows",
+        "evicted  shop/web after 2 budget refusals",
+        "gone  shop/web after 3.2 s",
+        "refused  shop/db by more than one PodDisruptionBudget (shop/a, shop/b): fix them",
+        "goes with ns  old/job (its namespace is being deleted; not evicted, waited for)",
+        "left  shop/db (more than one budget)",
+    ]
+
+
+def test_progress__eviction_attempts__only_when_verbose() -> None:
+    attempt = DrainEvent(Kind.EVICTING, pod="shop/web")
+
+    assert _progress([attempt]) == []
+    assert _progress([attempt], verbose=True) == ["evict  shop/web"]
+
+
+@pytest.mark.parametrize("kind", list(Kind))
+def test_progress__every_kind__prints_a_line(kind: Kind) -> None:
+    assert len(_progress([DrainEvent(kind, pod="shop/web")], verbose=True)) == 1

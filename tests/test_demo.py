@@ -73,7 +73,8 @@ def test_default_scenario__node_drained__continue_budgets_kept_volume_detached(
     assert summary["budget_never_violated"] is True
     assert set(summary["budgets"]) == {"shop/web", "kube-system/coredns"}
     assert summary["budgets"]["shop/web"]["worst_margin"] == 0, "one web pod at a time"
-    assert summary["pdb_refusals"] >= 1
+    # The second web pod waits for the budget's watch, not a loop of refusals.
+    assert summary["pdb_refusals"] <= 1
     assert summary["volumes"]["on_node"]
     assert summary["volumes"]["detached"] == summary["volumes"]["on_node"]
     assert summary["volumes"]["attached_when_released"] == []

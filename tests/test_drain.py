@@ -27,7 +27,6 @@ from test_kube import (
 )
 
 from drainer.drain import Drain, DrainOptions, DrainReport, Outcome
-from drainer.errors import KubeForbidden
 from kubesim import KubeSim
 from kubesim import testing as k
 
@@ -148,11 +147,12 @@ def test_other_403_on_eviction__rbac_denial_stops_the_drain_naming_the_permissio
     place(sim, k.pod("web-0", namespace="shop", node_name=NODE))
     front.script("POST", eviction_path("shop", "web-0"), rbac_403("web-0", "shop"))
 
-    with pytest.raises(KubeForbidden) as raised:
-        drain(front, clock, 60)
+    _, report = drain(front, clock, 60)
 
-    assert (raised.value.verb, raised.value.resource) == ("create", "pods/eviction")
-    assert "RBAC denied 'create' on 'pods/eviction'" in str(raised.value)
+    assert report.outcome == Outcome.FAILED
+    assert "RBAC denied 'create' on 'pods/eviction'" in report.stopped_by
+    assert report.summary()["stopped_by"] == report.stopped_by
+    assert len(front.requests("POST", eviction_path("shop", "web-0"))) == 1, "not retried"
 
 
 # -- two budgets: 201 with a Failure Status (v1.33) or a plain 500 (kubesim, older) ---
@@ -196,7 +196,7 @@ def test_pod_under_two_budgets__refused_naming_both_budgets__retried_until_timeo
     (error,) = report.errors
     assert "shop/web-0" in error
     assert "shop/web-a, shop/web-b" in error
-    assert "shop/web-a, shop/web-b" in report.held_at_timeout
+    assert "shop/web-a, shop/web-b" in report.timeout_message()
     assert report.evicted == 1, "default/api-0 only"
     assert not sim.get("Pod", "web-0", "shop")["metadata"].get("deletionTimestamp")
     attempts = [r.at for r in front.requests("POST", eviction_path("shop", "web-0"))]
@@ -279,4 +279,4 @@ def test_retry_after_beyond_the_deadline__no_retry_before_it__drain_times_out(
     assert report.outcome == Outcome.TIMED_OUT
     assert len(front.requests("POST", eviction_path("shop", "web-0"))) == 1
     assert clock() - started == pytest.approx(5.0)
-    assert "shop/web" in report.held_at_timeout
+    assert "shop/web" in report.timeout_message()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -68,6 +69,28 @@ def test_log_keys__are_the_fixed_structured_keys(load_event: LoadEvent) -> None:
         "lifecycle_hook_name": "drain-before-terminate",
         "event_id": "6a7e8feb-b491-4cf7-a9f1-bf3703467718",
     }
+
+
+@pytest.mark.parametrize(
+    ("event_time", "expected"),
+    [
+        ("2026-11-22T02:15:30Z", datetime(2026, 11, 22, 2, 15, 30, tzinfo=UTC)),
+        ("2026-11-22T02:15:30.250Z", datetime(2026, 11, 22, 2, 15, 30, 250000, tzinfo=UTC)),
+        ("2026-11-22T03:15:30+01:00", datetime(2026, 11, 22, 2, 15, 30, tzinfo=UTC)),
+        ("2026-11-22T02:15:30", datetime(2026, 11, 22, 2, 15, 30, tzinfo=UTC)),  # UTC
+        ("Sun, 22 Nov 2026 02:15:30 GMT", None),
+        ("soon", None),
+    ],
+)
+def test_waiting_since__the_events_time__none_when_it_does_not_parse(
+    load_event: LoadEvent, event_time: str, expected: datetime | None
+) -> None:
+    raw = load_event("terminate")
+    raw["time"] = event_time
+    parsed = parse_event(raw)
+    assert isinstance(parsed, LifecycleEvent)
+
+    assert parsed.waiting_since == (expected.timestamp() if expected else None)
 
 
 @pytest.mark.parametrize(

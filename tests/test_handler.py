@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import logging
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
 from drainer import handler
 from drainer.errors import SettingsError
+from drainer.report import DrainReport, Outcome
 from drainer.settings import Settings, TimeoutPolicy
-from drainer.workflow import Result
+from drainer.workflow import Result, Run
 
 
 @pytest.mark.parametrize(
@@ -97,3 +99,88 @@ def test_work_time__never_hands_over_without_progress(
     from drainer.workflow import work_time
 
     assert work_time(remaining, margin) == expected
+
+
+# --- the end line: one drain_finished line, the summary as its keys --------------------
+
+
+class _Lines(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+@pytest.fixture
+def handler_lines() -> Iterator[_Lines]:
+    lines = _Lines()
+    logger = logging.getLogger("drainer.handler")
+    logger.addHandler(lines)
+    level = logger.level
+    logger.setLevel(logging.DEBUG)
+    yield lines
+    logger.removeHandler(lines)
+    logger.setLevel(level)
+
+
+def test_end_line__drain_finished_event__summary_keys_and_human_text(
+    handler_lines: _Lines,
+) -> None:
+    report = DrainReport(
+        "ip-10-0-0-1.ec2.internal",
+        Outcome.TIMED_OUT,
+        evicted=3,
+        refusals=4,
+        blocked_by={"shop/web": ["shop/web-1"]},
+        remaining=["shop/web-1"],
+        left={"shop/web-1": "PodDisruptionBudget shop/web allows no disruption"},
+    )
+    run = Run(
+        Result.TIMED_OUT,
+        "drain timed out at its deadline, DRAIN_TIMEOUT_SECONDS (3600 s) "
+        "(TIMEOUT_POLICY=continue): " + report.timeout_message(),
+        cluster="prod",
+        node="ip-10-0-0-1.ec2.internal",
+        report=report,
+    )
+    summary = handler._summary(run, "CONTINUE", True, 12.5)
+
+    handler._log_end_line(summary)
+
+    (line,) = handler_lines.records
+    fields = line.__dict__
+    assert fields["event"] == "drain_finished"
+    assert (fields["result"], fields["lifecycle_result"], fields["completed"]) == (
+        "timed_out",
+        "CONTINUE",
+        True,
+    )
+    assert (fields["cluster"], fields["node"], fields["seconds"]) == (
+        "prod",
+        "ip-10-0-0-1.ec2.internal",
+        12.5,
+    )
+    assert (fields["evicted"], fields["pdb_refusals"], fields["remaining"]) == (3, 4, 1)
+    assert fields["budgets_holding"] == ["shop/web"]
+    assert fields["left"] == {"shop/web-1": "PodDisruptionBudget shop/web allows no disruption"}
+    # The message, under `reason` (logging keeps `message` for the text), names the pod.
+    assert "shop/web-1" in fields["reason"]
+    text = line.getMessage()
+    assert text.startswith("drain finished: result=timed_out, lifecycle_result=CONTINUE, ")
+    assert "message=drain timed out at its deadline" in text
+    assert "PodDisruptionBudget shop/web allows no disruption: shop/web-1" in text
+
+
+def test_end_line__no_drain_ran__counts_still_there(handler_lines: _Lines) -> None:
+    run = Run(Result.NO_NODE, "no Kubernetes node for instance i-0abc", cluster="prod")
+
+    handler._log_end_line(handler._summary(run, "CONTINUE", True, 0.5))
+
+    (line,) = handler_lines.records
+    fields = line.__dict__
+    assert fields["event"] == "drain_finished"
+    assert fields["result"] == "no_node"
+    assert (fields["evicted"], fields["pdb_refusals"], fields["remaining"]) == (0, 0, 0)
+    assert (fields["budgets_holding"], fields["left"]) == ([], {})

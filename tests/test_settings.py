@@ -28,7 +28,9 @@ def test_from_env__empty_environment__gives_documented_defaults() -> None:
     assert settings.force_grace_period_seconds == 30
     assert settings.stuck_pod_seconds == 60
     assert settings.volume_detach_timeout_seconds == 120
+    assert settings.critical_reserve_seconds == 120
     assert settings.handover_margin_seconds == 60
+    assert settings.global_timeout_margin_seconds == 60
     assert settings.kube_request_timeout_seconds == 10.0
     assert settings.dry_run is False
     assert settings.log_level == "INFO"
@@ -88,7 +90,11 @@ def test_variables__as_dict__is_json_for_generated_docs() -> None:
         ("FORCE_GRACE_PERIOD_SECONDS", "0", "force_grace_period_seconds", 0),
         ("STUCK_POD_SECONDS", "86400", "stuck_pod_seconds", 86400),
         ("VOLUME_DETACH_TIMEOUT_SECONDS", "0", "volume_detach_timeout_seconds", 0),
+        ("CRITICAL_RESERVE_SECONDS", "0", "critical_reserve_seconds", 0),
+        ("CRITICAL_RESERVE_SECONDS", "86400", "critical_reserve_seconds", 86400),
         ("HANDOVER_MARGIN_SECONDS", "5", "handover_margin_seconds", 5),
+        ("GLOBAL_TIMEOUT_MARGIN_SECONDS", "0", "global_timeout_margin_seconds", 0),
+        ("GLOBAL_TIMEOUT_MARGIN_SECONDS", "3600", "global_timeout_margin_seconds", 3600),
         ("KUBE_REQUEST_TIMEOUT_SECONDS", "2.5", "kube_request_timeout_seconds", 2.5),
         ("KUBE_REQUEST_TIMEOUT_SECONDS", "120", "kube_request_timeout_seconds", 120.0),
         ("DRY_RUN", "1", "dry_run", True),
@@ -130,6 +136,10 @@ def test_from_env__falsy_spelling__is_false(raw: str) -> None:
         ("FORCE_GRACE_PERIOD_SECONDS", "3601", "an integer from 0 to 3600"),
         ("STUCK_POD_SECONDS", "-1", "an integer from 0 to 86400"),
         ("VOLUME_DETACH_TIMEOUT_SECONDS", "3601", "an integer from 0 to 3600"),
+        ("CRITICAL_RESERVE_SECONDS", "-1", "an integer from 0 to 86400"),
+        ("CRITICAL_RESERVE_SECONDS", "1.5", "an integer from 0 to 86400"),
+        ("GLOBAL_TIMEOUT_MARGIN_SECONDS", "-1", "an integer from 0 to 3600"),
+        ("GLOBAL_TIMEOUT_MARGIN_SECONDS", "3601", "an integer from 0 to 3600"),
         ("HANDOVER_MARGIN_SECONDS", "4", "an integer from 5 to 600"),
         ("HANDOVER_MARGIN_SECONDS", "601", "an integer from 5 to 600"),
         ("KUBE_REQUEST_TIMEOUT_SECONDS", "0.5", "a number from 1 to 120"),

@@ -1,101 +1,13 @@
-"""BudgetTracker lets as many refused evictions retry as a budget change allows,
-not every waiter at once; PodTracker's idea of "gone"."""
+"""PodTracker's idea of "gone"; BudgetTracker names the budgets that select a pod."""
 
 from __future__ import annotations
 
-import threading
 import time
 from typing import Any
 from unittest.mock import create_autospec
 
 from drainer.kube import Kube
 from drainer.watchers import BudgetTracker, PodTracker
-
-
-def budget(allowed: int, version: str) -> dict[str, Any]:
-    return {
-        "metadata": {"name": "web", "namespace": "shop", "resourceVersion": version},
-        "spec": {"selector": {"matchLabels": {"app": "web"}}},
-        "status": {"disruptionsAllowed": allowed},
-    }
-
-
-def tracker_with(allowed: int) -> BudgetTracker:
-    tracker = BudgetTracker(create_autospec(Kube, instance=True))
-    with tracker.cond:
-        tracker._replace([budget(allowed, "1")])
-        tracker._changed()
-    return tracker
-
-
-def change(tracker: BudgetTracker, allowed: int, version: str) -> None:
-    with tracker.cond:
-        tracker._apply("MODIFIED", budget(allowed, version))
-        tracker._changed()
-
-
-def start_waiters(
-    tracker: BudgetTracker, count: int, timeout: float
-) -> tuple[list[float], list[threading.Thread]]:
-    seen = tracker.seen("shop", "web")
-    released: list[float] = []
-    lock = threading.Lock()
-
-    def wait() -> None:
-        if tracker.wait_for_room("shop", "web", seen, timeout):
-            with lock:
-                released.append(time.monotonic())
-
-    threads = [threading.Thread(target=wait) for _ in range(count)]
-    for thread in threads:
-        thread.start()
-    deadline = time.monotonic() + 2
-    while time.monotonic() < deadline:
-        with tracker.cond:
-            if len(tracker._queues.get(("shop", "web"), [])) == count:
-                break
-        time.sleep(0.001)
-    return released, threads
-
-
-def test_budget_allows_one__only_one_of_five_waiters_retries() -> None:
-    tracker = tracker_with(0)
-    released, threads = start_waiters(tracker, 5, timeout=1.0)
-
-    change(tracker, 1, "2")
-    time.sleep(0.1)
-
-    assert len(released) == 1
-    change(tracker, 2, "3")
-    time.sleep(0.1)
-    assert len(released) == 3
-    for thread in threads:
-        thread.join()
-    assert len(released) == 3, "the rest fall back to their timeout, not a stampede"
-
-
-def test_budget_unchanged__waiters_wait_for_their_timeout() -> None:
-    tracker = tracker_with(1)  # allows, but the waiters were refused at this version
-    started = time.monotonic()
-    released, threads = start_waiters(tracker, 2, timeout=0.2)
-    for thread in threads:
-        thread.join()
-
-    assert released == []
-    assert time.monotonic() - started >= 0.2
-
-
-def test_budget_deleted__everyone_retries() -> None:
-    tracker = tracker_with(0)
-    released, threads = start_waiters(tracker, 3, timeout=1.0)
-
-    with tracker.cond:
-        tracker._apply("DELETED", budget(0, "2"))
-        tracker._changed()
-    for thread in threads:
-        thread.join()
-
-    assert len(released) == 3
 
 
 def pod(name: str, uid: str) -> dict[str, Any]:

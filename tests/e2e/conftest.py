@@ -16,6 +16,7 @@ import io
 import json
 import os
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -105,6 +106,11 @@ class LogCapture:
     def messages(self) -> list[str]:
         return [str(r.get("message", "")) for r in self.records()]
 
+    def events(self, kind: str) -> list[dict[str, Any]]:
+        """The drain events of one kind (the `event` key of drainer/report.py's log
+        contract), in the order they were written."""
+        return [r for r in self.records() if r.get("event") == kind]
+
 
 @pytest.fixture
 def drainer_logs() -> Iterator[LogCapture]:
@@ -138,6 +144,8 @@ class PodEvent:
     type: str
     old: dict[str, Any] | None
     new: dict[str, Any]
+    at: float = field(default_factory=time.time)
+    """When the watcher saw the change (epoch seconds): scenarios that bound how soon."""
 
     @property
     def app(self) -> str:

@@ -88,7 +88,9 @@ def test_pdb_one_at_a_time__drains_in_order__budget_never_violated(
 
     assert summary["result"] == "drained"
     assert summary["evicted"] == 5
-    assert summary["pdb_refusals"] > 0, "a budget of one must have refused some evictions"
+    # Paced by the budget's watch: each pod waits for the one before it to be
+    # replaced, rather than being sent and refused.
+    assert summary["pdb_refusals"] <= 1
     assert budgets.violations() == {}
     assert budgets.worst["default/api"] == 0, "the drain used the whole budget, no more"
     # Each of the five pods was evicted exactly once.

@@ -455,7 +455,7 @@ def test_pdb_never_allows__timeout_policy_applies__log_names_budget_and_pods(
     assert summary["result"] == result
     assert summary["lifecycle_result"] == (expected or "none")
     message = summary["message"]
-    assert "PodDisruptionBudget default/guard holds default/guarded-" in message
+    assert "PodDisruptionBudget default/guard allows no disruption: default/guarded-" in message
     assert any("default/guard" in m and "timed out" in m for m in drainer_logs.messages())
     guarded = [
         p for p in pods_on(world.cluster, node) if p["metadata"]["labels"].get("app") == "guarded"

@@ -1,0 +1,312 @@
+"""Which pod to evict next: the drain's decisions, kept apart from its requests.
+
+A pod waiting for its budget does not hold a thread: it is an entry here, parked
+until its budget changes or its own timer runs out. The drain asks `pick()` for
+what to send whenever something changes, and sends at most its concurrency bound
+of requests at once, so budget-free pods go at once however many others wait.
+
+The rules, as kubectl drain and the eviction API would have them:
+- A budget that allows N disruptions gets at most N evictions in flight for it
+  (fewer once some were accepted since it last changed).
+- A budget that allows none, and that nothing was sent through yet, gets one
+  probe (the server is the judge). After that its pods wait until the watch shows
+  it allows again, or for their own fallback timer, in the order they were
+  refused. A pod that is not Ready may go through a budget with none allowed
+  (unhealthyPodEvictionPolicy), so it is tried once whatever the budget says.
+- A Retry-After, or the backoff after a failure, binds: no request before it.
+- Critical pods go last, but not held hostage: their tier starts when the
+  ordinary pods are gone, or at `reserve` seconds before the deadline when every
+  ordinary pod left is held by something the drain cannot hurry (a budget, a
+  terminating namespace).
+
+Nothing here talks to the API or reads the clock: the caller passes `now`.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Protocol
+
+from drainer import pods
+from drainer.pods import Pod
+
+
+class State(StrEnum):
+    TODO = "todo"
+    """To evict: never tried, refused by a budget, or waiting after a failure."""
+    IN_FLIGHT = "in_flight"
+    EVICTED = "evicted"
+    """The API accepted the eviction; the pod is on its way out."""
+    TERMINATING = "terminating"
+    """On its way out without our eviction: terminating already, or going with its
+    terminating namespace."""
+    GONE = "gone"
+    STUCK = "stuck"
+    """Terminating long past its grace period (a finalizer nobody removes): no longer waited for."""
+
+
+OPEN = frozenset({State.TODO, State.IN_FLIGHT, State.EVICTED, State.TERMINATING})
+
+
+class BudgetView(Protocol):
+    """What the schedule needs from the budget watch."""
+
+    def allowed(self, namespace: str, name: str) -> int | None: ...
+
+    def seen(self, namespace: str, name: str) -> int: ...
+
+
+@dataclass
+class Entry:
+    pod: Pod
+    """The latest version of this pod (same UID) the drain has seen."""
+    critical: bool
+    budget: str = ""
+    """namespace/name of the budget that selects it: the only one that matched when
+    it was listed, or the one the server named when it refused."""
+    order: int = 0
+    state: State = State.TODO
+    attempts: int = 0
+    refusals: int = 0
+    seen: int = -1
+    """The budget's version at the last refusal."""
+    not_before: float = 0.0
+    """No request before this (0: none sent yet, nothing to wait for)."""
+    hard: bool = False
+    """`not_before` binds (Retry-After, backoff after a failure): no early wake."""
+    since: float | None = None
+    """When it started going: the eviction accepted, or first seen terminating."""
+    held: str = ""
+    """What holds it back now, in words (for the pod_left line)."""
+    due: float | None = None
+    """Its deletion deadline once it is terminating (deletionTimestamp), parsed once."""
+
+    @property
+    def name(self) -> str:
+        return pods.name(self.pod)
+
+
+def _split(budget: str) -> tuple[str, str]:
+    namespace, _, name = budget.partition("/")
+    return namespace, name
+
+
+def is_ready(pod: Pod) -> bool:
+    for condition in (pod.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == "Ready":
+            return bool(condition.get("status") == "True")
+    return False
+
+
+class Schedule:
+    def __init__(self, budgets: BudgetView, *, deadline: float, reserve: float) -> None:
+        self.budgets = budgets
+        self.deadline = deadline
+        self.reserve = reserve
+        self.critical_started = ""
+        """Why the critical tier started; empty until it has."""
+        self._entries: dict[tuple[str, str, str], Entry] = {}
+        self._order = itertools.count()
+        self._flying: Counter[str] = Counter()
+        self._accepted: dict[str, tuple[int, int]] = {}  # budget -> (version, accepted at it)
+        self._closed: dict[str, int] = {}  # budget -> version at which it last refused
+
+    # -- the pods ---------------------------------------------------------------
+
+    def add(self, pod: Pod, *, budgets: list[str], terminating: bool, now: float) -> Entry:
+        """Track a pod to evict (or, when `terminating`, only to wait for)."""
+        entry = Entry(
+            pod,
+            critical=pods.is_critical(pod),
+            budget=budgets[0] if len(budgets) == 1 else "",
+            order=next(self._order),
+            due=pods.deletion_deadline(pod),
+        )
+        if terminating:
+            entry.state, entry.since = State.TERMINATING, now
+        self._entries[(*pods.key(pod), pods.uid(pod))] = entry
+        return entry
+
+    def knows(self, pod: Pod) -> bool:
+        return (*pods.key(pod), pods.uid(pod)) in self._entries
+
+    def __iter__(self) -> Iterator[Entry]:
+        return iter(list(self._entries.values()))
+
+    def open(self) -> list[Entry]:
+        return [e for e in self._entries.values() if e.state in OPEN]
+
+    def settled(self) -> bool:
+        """Every pod is gone or stuck."""
+        return not self.open()
+
+    def in_flight(self) -> int:
+        return sum(self._flying.values())
+
+    # -- what to send -----------------------------------------------------------
+
+    def room(self, budget: str) -> int:
+        """Evictions the budget allows now, less those in flight or accepted since it
+        last changed. Unknown to the watch (not listed yet, deleted): one probe."""
+        namespace, name = _split(budget)
+        allowed = self.budgets.allowed(namespace, name)
+        if allowed is None:
+            return 1 - self._flying[budget]
+        return allowed - self._spent(budget) - self._flying[budget]
+
+    def _spent(self, budget: str) -> int:
+        """Evictions accepted through the budget since it last changed."""
+        at, count = self._accepted.get(budget, (-1, 0))
+        return count if at == self.budgets.seen(*_split(budget)) else 0
+
+    def eligible(self, entry: Entry, now: float) -> bool:
+        if entry.state is not State.TODO or (entry.critical and not self.critical_started):
+            return False
+        if entry.hard or not entry.budget:
+            return now >= entry.not_before
+        budget = entry.budget
+        if self.room(budget) > 0:
+            return True
+        if self._flying[budget]:
+            return False  # one probe at a time through a budget that allows none
+        if budget not in self._closed and budget not in self._accepted:
+            return True  # nothing sent through it yet: one request finds out
+        if entry.attempts == 0 and not is_ready(entry.pod):
+            return True  # an unhealthy pod may go through a budget with none allowed
+        return 0 < entry.not_before <= now  # the fallback timer, should a change be missed
+
+    def pick(self, now: float, slots: int) -> list[Entry]:
+        """Up to `slots` pods to send an eviction for now; they are in flight from here."""
+        chosen: list[Entry] = []
+        waiting = sorted(
+            (e for e in self._entries.values() if e.state is State.TODO),
+            key=lambda e: (bool(e.budget), e.order),
+        )
+        for entry in waiting:
+            if len(chosen) >= slots:
+                break
+            if self.eligible(entry, now):
+                entry.state = State.IN_FLIGHT
+                entry.attempts += 1
+                self._flying[entry.budget] += 1
+                chosen.append(entry)
+        return chosen
+
+    def next_wake(self, now: float) -> float | None:
+        """The next moment a timer makes something eligible (None: only a change will)."""
+        times = [
+            e.not_before
+            for e in self._entries.values()
+            if e.state is State.TODO and e.not_before > now
+        ]
+        start = self.deadline - self.reserve
+        if not self.critical_started and start > now:
+            times.append(start)
+        return min(times, default=None)
+
+    # -- answers ----------------------------------------------------------------
+
+    def _landed(self, entry: Entry) -> bool:
+        """The answer to a request in flight arrived; False if the pod went meanwhile."""
+        if entry.state is not State.IN_FLIGHT:
+            return False
+        self._flying[entry.budget] -= 1
+        return True
+
+    def accepted(self, entry: Entry, now: float) -> None:
+        if not self._landed(entry):
+            return
+        entry.state, entry.since, entry.held = State.EVICTED, now, ""
+        if entry.budget:
+            version = self.budgets.seen(*_split(entry.budget))
+            at, count = self._accepted.get(entry.budget, (-1, 0))
+            self._accepted[entry.budget] = (version, (count if at == version else 0) + 1)
+
+    def refused(
+        self,
+        entry: Entry,
+        budget: str,
+        now: float,
+        *,
+        retry_after: float | None,
+        fallback: Callable[[], float],
+    ) -> None:
+        """A budget refused: park the pod until the budget changes, its fallback timer,
+        or the server's Retry-After; park with it the pods of that budget not yet tried."""
+        if not self._landed(entry):
+            return
+        entry.state = State.TODO
+        entry.refusals += 1
+        entry.budget = budget or entry.budget
+        entry.held = f"PodDisruptionBudget {entry.budget or '(unnamed)'} allows no disruption"
+        if not entry.budget:
+            entry.hard, entry.not_before = True, now + (retry_after or fallback())
+            return
+        version = self.budgets.seen(*_split(entry.budget))
+        entry.seen = self._closed[entry.budget] = version
+        entry.hard = bool(retry_after)
+        entry.not_before = now + (retry_after or fallback())
+        for other in self._entries.values():
+            if other.budget == entry.budget and other.state is State.TODO and not other.held:
+                other.held = entry.held
+                other.not_before = max(other.not_before, now + fallback())
+
+    def wait(self, entry: Entry, until: float, why: str) -> None:
+        """No request for this pod before `until` (a failure's backoff, a budget
+        problem only a person can fix)."""
+        if not self._landed(entry):
+            return
+        entry.state, entry.hard, entry.not_before, entry.held = State.TODO, True, until, why
+
+    def going(self, entry: Entry, now: float, why: str) -> None:
+        """The pod goes without our eviction (its namespace is being deleted)."""
+        if entry.state is State.IN_FLIGHT:
+            self._landed(entry)
+        entry.state, entry.since, entry.held = State.TERMINATING, now, why
+
+    def gone(self, entry: Entry) -> None:
+        if entry.state is State.IN_FLIGHT:
+            self._landed(entry)
+        entry.state = State.GONE
+
+    def stuck(self, entry: Entry) -> None:
+        entry.state = State.STUCK
+
+    # -- tiers and the end ------------------------------------------------------
+
+    def start_critical(self, now: float) -> str:
+        """Start the critical tier if it is time; returns why it started ("" if not now)."""
+        if self.critical_started:
+            return ""
+        ordinary = [e for e in self._entries.values() if not e.critical and e.state in OPEN]
+        if not ordinary:
+            self.critical_started = "the ordinary pods are gone"
+        elif now >= self.deadline - self.reserve and all(
+            e.state in (State.TODO, State.TERMINATING) and e.held for e in ordinary
+        ):
+            self.critical_started = (
+                f"{self.reserve:g} s before the deadline, the ordinary pods left are held: "
+                + "; ".join(f"{e.name} ({e.held})" for e in ordinary)
+            )
+        return self.critical_started
+
+    def left(self) -> dict[str, str]:
+        """Each pod still on the node, and why."""
+        reasons = {}
+        for entry in self.open():
+            if entry.state is State.TODO and entry.critical and not self.critical_started:
+                why = "critical pod: its tier waits for the ordinary pods, which are still held"
+            elif entry.state is State.TODO:
+                why = entry.held or "not evicted yet"
+            elif entry.state is State.IN_FLIGHT:
+                why = "eviction request unanswered"
+            elif entry.state is State.EVICTED:
+                why = "evicted, still terminating"
+            else:
+                why = entry.held or "terminating, not gone yet"
+            reasons[entry.name] = why
+        return reasons

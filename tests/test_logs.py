@@ -1,0 +1,277 @@
+"""The log contract: the README's table of drain events against the kinds of
+drainer/report.py, the levels of drainer/logs.py and the keys DrainEvent.fields()
+can produce; a drain event line that never breaks on a reserved key; and the lines
+a real drain writes, through the Lambda handler on kubesim and moto."""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import json
+import logging
+import re
+import threading
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from e2e import conftest as e2e
+
+from drainer import logs
+from drainer.report import DrainEvent, Kind
+from testbed import World
+from testbed import workloads as w
+from testbed.world import place_on, pods_on, wait_until
+
+# The end-to-end fixtures (a world of kubesim and moto, the real handler, its
+# captured JSON lines), reused rather than written again.
+cluster = e2e.cluster
+world = e2e.world
+drainer_logs = e2e.drainer_logs
+invoke = e2e.invoke
+LogCapture = e2e.LogCapture
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+DETAILS_OF = (str(Kind.STARTED), str(Kind.FINISHED))
+"""The kinds whose rows may name keys of their own (DrainEvent.details)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Row:
+    event: str
+    level: str
+    keys: tuple[str, ...]
+
+
+def _section() -> str:
+    text = README.read_text()
+    start = text.index("### Log contract")
+    end = min(i for i in (text.find("\n## ", start), text.find("\n### ", start + 1)) if i > 0)
+    return text[start:end]
+
+
+def _rows() -> list[Row]:
+    rows = []
+    for line in _section().splitlines():
+        if not line.startswith("| `"):
+            continue
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        rows.append(Row(cells[0].strip("`"), cells[1], tuple(re.findall(r"`([^`]+)`", cells[2]))))
+    return rows
+
+
+def _stable_keys_documented() -> set[str]:
+    """The keys of the README's list ("- `pod`: ...")."""
+    return set(re.findall(r"^- `([a-z_]+)`:", _section(), re.MULTILINE))
+
+
+def _every_field_set() -> DrainEvent:
+    return DrainEvent(
+        Kind.LEFT, pod="a/b", budget="a/c", reason="r", seconds=1.0, refusals=1, tier="critical"
+    )
+
+
+def test_readme_table__one_row_per_kind() -> None:
+    events = [row.event for row in _rows()]
+
+    assert len(events) == len(set(events)), "a kind documented twice"
+    assert set(events) == {str(kind) for kind in Kind}
+
+
+def test_readme_levels__the_levels_logs_gives_each_kind() -> None:
+    assert set(logs.EVENT_LEVELS) == {str(kind) for kind in Kind}
+    for row in _rows():
+        assert row.level == logging.getLevelName(logs.EVENT_LEVELS[row.event]), row.event
+
+
+def test_readme_keys__the_keys_drain_event_fields_can_produce() -> None:
+    produced = set(_every_field_set().fields())
+    stable = produced - {"event"}
+
+    assert set(DrainEvent(Kind.CORDONED).fields()) == {"event"}, "unset fields stay out"
+    assert _stable_keys_documented() == stable
+    # Every field of DrainEvent but kind and details is one stable key.
+    names = {f.name for f in dataclasses.fields(DrainEvent)} - {"kind", "details"}
+    assert names == stable
+    for row in _rows():
+        if row.event in DETAILS_OF:
+            assert row.keys, row.event
+            continue
+        assert set(row.keys) <= stable, f"{row.event}: {set(row.keys) - stable} not a field"
+
+
+def test_contract_keys__never_a_reserved_log_key() -> None:
+    keys = {"event"} | {k for row in _rows() for k in row.keys} | _stable_keys_documented()
+
+    assert not keys & logs.RESERVED_KEYS
+    assert not keys & set(logs.FIXED_KEYS) - {"cluster"}, "cluster: the same value, on purpose"
+
+
+def _capture(level: str = "DEBUG") -> io.StringIO:
+    stream = io.StringIO()
+    logs.configure(level, stream=stream)
+    return stream
+
+
+def _lines(stream: io.StringIO) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in stream.getvalue().splitlines() if line.strip()]
+
+
+def test_drain_event__reserved_keys_renamed__the_line_still_written() -> None:
+    stream = _capture()
+    fields = {
+        "event": "pod_evicted",
+        "pod": "shop/web-1",
+        "name": "n",
+        "message": "m",
+        "args": "a",
+        "level": "l",
+        "msg": "x",
+    }
+
+    logs.drain_event(logging.getLogger("drainer.test"), "evicted shop/web-1", fields)
+
+    (line,) = _lines(stream)
+    assert line["message"] == "evicted shop/web-1"
+    assert line["level"] == "INFO"
+    assert line["event"] == "pod_evicted"
+    assert line["pod"] == "shop/web-1"
+    assert (line["name_"], line["message_"], line["args_"], line["level_"], line["msg_"]) == (
+        "n",
+        "m",
+        "a",
+        "l",
+        "x",
+    )
+
+
+@pytest.mark.parametrize(
+    ("kind", "level"),
+    [
+        (Kind.EVICTING, "DEBUG"),
+        (Kind.EVICTED, "INFO"),
+        (Kind.LEFT, "WARNING"),
+        (Kind.STOPPED, "ERROR"),
+    ],
+)
+def test_drain_event__written_at_its_kinds_level(kind: Kind, level: str) -> None:
+    stream = _capture()
+
+    logs.drain_event(logging.getLogger("drainer.test"), "x", DrainEvent(kind, pod="a/b").fields())
+
+    assert _lines(stream)[0]["level"] == level
+
+
+def test_drain_event__debug_kind_not_written_at_info() -> None:
+    stream = _capture("INFO")
+
+    logs.drain_event(logging.getLogger("drainer.test"), "x", DrainEvent(Kind.EVICTING).fields())
+
+    assert _lines(stream) == []
+
+
+# -- the lines a real drain writes ------------------------------------------------------
+
+
+@pytest.fixture
+def backend() -> str:
+    """The e2e `cluster` fixture's backend: kubesim (it can hold a replacement back)."""
+    return "kubesim"
+
+
+INVOCATION_KEYS = {*logs.FIXED_KEYS, "event_id"}
+"""Bound for the invocation (drainer.logs.bind), on every line."""
+
+
+def test_handler_drain__one_json_line_per_event__keys_as_documented(
+    world: World,
+    invoke: Any,
+    drainer_logs: LogCapture,
+) -> None:
+    """A node with a DaemonSet pod, three replicas under a budget that allows no
+    disruption until the drain met its refusal (then one at a time) and a pod
+    without a budget."""
+    instance = world.instance_ids[0]
+    node = world.nodes[instance]
+    world.cluster.apply([w.daemonset("agent")])
+    place_on(
+        world,
+        node,
+        [
+            w.deployment("web", 3, startup=1.0, shutdown=0.2),
+            w.budget("web", {"app": "web"}, max_unavailable=0),
+            w.deployment("cache", 1, shutdown=0.2),
+        ],
+        timeout=20,
+    )
+    on_node = {
+        f"{p['metadata']['namespace']}/{p['metadata']['name']}"
+        for p in pods_on(world.cluster, node)
+    }
+    daemon = {p for p in on_node if p.startswith("kube-system/agent-")}
+    drained = on_node - daemon
+    assert len(daemon) == 1 and len(drained) == 4
+
+    def open_budget_once_refused() -> None:
+        wait_until(lambda: bool(drainer_logs.events(Kind.REFUSED)), timeout=30)
+        world.cluster.patch("PodDisruptionBudget", "web", {"spec": {"maxUnavailable": 1}})
+
+    opener = threading.Thread(target=open_budget_once_refused, daemon=True)
+    opener.start()
+    summary = invoke(world.terminate(instance))
+    opener.join(5)
+
+    assert summary["result"] == "drained"
+    lines = [r for r in drainer_logs.records() if "event" in r]
+    documented = {row.event: set(row.keys) for row in _rows()}
+    stable = set(_every_field_set().fields())
+    for line in lines:
+        assert line["event"] in documented, line
+        extra = set(line) - {"event"} - documented[line["event"]] - stable - INVOCATION_KEYS
+        extra -= logs.POWERTOOLS_KEYS
+        assert not extra, f"{line['event']}: keys not in the README's table: {extra}"
+        assert line["instance_id"] == instance and line["node_name"] == node, line
+
+    (started,) = drainer_logs.events(Kind.STARTED)
+    assert set(documented[str(Kind.STARTED)]) <= set(started)
+    assert started["node"] == node
+    assert datetime.fromisoformat(started["deadline"]).utcoffset().total_seconds() == 0
+    assert (started["ordinary"], started["critical"], started["skipped"]) == (4, 0, 1)
+    assert len(drainer_logs.events(Kind.CORDONED)) == 1
+    (skipped,) = drainer_logs.events(Kind.SKIPPED)
+    assert skipped["pod"] in daemon
+    assert "DaemonSet" in skipped["reason"]
+    evicted = [line["pod"] for line in drainer_logs.events(Kind.EVICTED)]
+    gone = [line["pod"] for line in drainer_logs.events(Kind.GONE)]
+    assert sorted(evicted) == sorted(drained), "one pod_evicted per pod"
+    assert sorted(gone) == sorted(drained), "one pod_gone per pod"
+    refused = [line["pod"] for line in drainer_logs.events(Kind.REFUSED)]
+    assert refused, "a budget that allows no disruption refuses the first eviction"
+    assert len(refused) == len(set(refused)), "one pod_refused per pod, not one per retry"
+    for line in drainer_logs.events(Kind.REFUSED):
+        assert line["budget"] == "default/web"
+        assert line["pod"].startswith("default/web-")
+    refusals = {line["pod"]: line.get("refusals", 0) for line in drainer_logs.events(Kind.EVICTED)}
+    for pod in refused:
+        assert refusals[pod] >= 1, f"{pod} was refused, then evicted: refusals counted"
+    (finished,) = drainer_logs.events(Kind.FINISHED)
+    assert {
+        "result",
+        "lifecycle_result",
+        "completed",
+        "cluster",
+        "node",
+        "seconds",
+        "evicted",
+        "pdb_refusals",
+        "budgets_holding",
+        "remaining",
+        "left",
+    } <= set(finished)
+    assert (finished["result"], finished["lifecycle_result"]) == ("drained", "CONTINUE")
+    assert finished["evicted"] == 4
+    assert finished["budgets_holding"] == ["default/web"]
+    assert finished["pdb_refusals"] >= len(refused)
+    assert finished["remaining"] == 0 and finished["left"] == {}
+    assert lines[-1] == finished, "the end line is the last event"

@@ -1,0 +1,239 @@
+"""The schedule's decisions, table by table: which pod is sent next, how many go
+through a budget, when the critical tier starts, what is said of the pods left.
+No API and no clock: `now` is a number the test moves."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from drainer.schedule import Entry, Schedule, State
+
+DEADLINE = 1000.0
+
+
+class Budgets:
+    """What the budget watch would say: allowed disruptions and a version per budget."""
+
+    def __init__(self, **allowed: int) -> None:
+        self._allowed = {name.replace("__", "/"): n for name, n in allowed.items()}
+        self._versions = dict.fromkeys(self._allowed, 1)
+
+    def allowed(self, namespace: str, name: str) -> int | None:
+        return self._allowed.get(f"{namespace}/{name}")
+
+    def seen(self, namespace: str, name: str) -> int:
+        return self._versions.get(f"{namespace}/{name}", 0)
+
+    def change(self, budget: str, allowed: int) -> None:
+        self._allowed[budget] = allowed
+        self._versions[budget] = self._versions.get(budget, 0) + 1
+
+
+def pod(name: str, *, critical: bool = False, ready: bool = True) -> dict[str, Any]:
+    spec: dict[str, Any] = {"priorityClassName": "system-cluster-critical"} if critical else {}
+    status = "True" if ready else "False"
+    return {
+        "metadata": {"name": name, "namespace": "shop", "uid": f"uid-{name}"},
+        "spec": spec,
+        "status": {"conditions": [{"type": "Ready", "status": status}]},
+    }
+
+
+def schedule_of(budgets: Budgets, reserve: float = 120.0) -> Schedule:
+    return Schedule(budgets, deadline=DEADLINE, reserve=reserve)
+
+
+def add(schedule: Schedule, name: str, budget: str = "", **kw: Any) -> Entry:
+    return schedule.add(
+        pod(name, **kw), budgets=[budget] if budget else [], terminating=False, now=0
+    )
+
+
+def names(entries: list[Entry]) -> list[str]:
+    return [e.name.split("/")[1] for e in entries]
+
+
+def refuse(
+    schedule: Schedule,
+    entry: Entry,
+    now: float,
+    retry_after: float | None = None,
+    fallback: float = 30.0,
+) -> None:
+    schedule.refused(entry, entry.budget, now, retry_after=retry_after, fallback=lambda: fallback)
+
+
+# -- head of line ---------------------------------------------------------------
+
+
+def test_forty_pods_blocked_by_their_budget__the_twenty_free_ones_still_go_at_once() -> None:
+    budgets = Budgets(shop__db=0)
+    schedule = schedule_of(budgets)
+    for i in range(40):
+        add(schedule, f"db-{i}", "shop/db")
+    for i in range(20):
+        add(schedule, f"web-{i}")
+    sent: list[str] = []
+    for _ in range(6):  # six rounds of four slots
+        for entry in schedule.pick(now=1.0, slots=4 - schedule.in_flight()):
+            sent.append(entry.name)
+            if entry.budget:
+                refuse(schedule, entry, 1.0)
+            else:
+                schedule.accepted(entry, 1.0)
+
+    assert [n for n in sent if "web" in n] == [f"shop/web-{i}" for i in range(20)]
+    assert [n for n in sent if "db" in n] == ["shop/db-0"], (
+        "one probe; the rest wait for the budget"
+    )
+
+
+def test_budget_allowing_two__at_most_two_in_flight_and_none_past_what_it_allowed() -> None:
+    budgets = Budgets(shop__api=2)
+    schedule = schedule_of(budgets)
+    for i in range(10):
+        add(schedule, f"api-{i}", "shop/api")
+
+    first = schedule.pick(now=1.0, slots=32)
+    assert names(first) == ["api-0", "api-1"]
+    schedule.accepted(first[0], 1.0)
+    assert schedule.pick(now=1.0, slots=32) == [], "one accepted and one in flight use both"
+    schedule.accepted(first[1], 1.0)
+    assert schedule.pick(now=1.0, slots=32) == [], "the budget has not changed since"
+
+    budgets.change("shop/api", 1)  # one evicted pod came back Ready elsewhere
+    assert names(schedule.pick(now=2.0, slots=32)) == ["api-2"]
+
+
+def test_refused_pods_wait_for_the_budget__then_go_in_the_order_refused() -> None:
+    budgets = Budgets(shop__api=0)
+    schedule = schedule_of(budgets)
+    entries = [add(schedule, f"api-{i}", "shop/api") for i in range(3)]
+    (probe,) = schedule.pick(now=1.0, slots=32)
+    refuse(schedule, probe, 1.0)
+
+    assert schedule.pick(now=2.0, slots=32) == [], "refused at this version: wait"
+    budgets.change("shop/api", 0)
+    assert schedule.pick(now=3.0, slots=32) == [], "changed, but still allows none"
+    budgets.change("shop/api", 1)
+    (next_one,) = schedule.pick(now=4.0, slots=32)
+    assert next_one is entries[0], "the first refused goes first"
+    assert entries[0].refusals == 1
+
+
+def test_refused_pod__its_fallback_timer_retries_it_should_a_change_be_missed() -> None:
+    schedule = schedule_of(Budgets(shop__api=0))
+    entry = add(schedule, "api-0", "shop/api")
+    schedule.pick(now=1.0, slots=1)
+    refuse(schedule, entry, 1.0)
+
+    assert schedule.pick(now=30.9, slots=1) == []
+    assert schedule.next_wake(2.0) == 31.0
+    assert schedule.pick(now=31.0, slots=1) == [entry]
+
+
+def test_retry_after_binds__even_when_the_budget_allows_sooner() -> None:
+    budgets = Budgets(shop__api=0)
+    schedule = schedule_of(budgets)
+    entry = add(schedule, "api-0", "shop/api")
+    schedule.pick(now=1.0, slots=1)
+    refuse(schedule, entry, 1.0, retry_after=10.0)
+    budgets.change("shop/api", 1)
+
+    assert schedule.pick(now=10.9, slots=1) == []
+    assert schedule.pick(now=11.0, slots=1) == [entry]
+
+
+def test_unready_pod__tried_once_through_a_budget_that_refused() -> None:
+    """unhealthyPodEvictionPolicy IfHealthyBudget: the server may let it through."""
+    schedule = schedule_of(Budgets(shop__api=0))
+    healthy = add(schedule, "api-0", "shop/api")
+    sick = add(schedule, "api-1", "shop/api", ready=False)
+    schedule.pick(now=1.0, slots=4)
+    refuse(schedule, healthy, 1.0)
+
+    assert schedule.pick(now=2.0, slots=4) == [sick]
+
+
+def test_several_answers_for_one_pod__only_the_first_counts() -> None:
+    schedule = schedule_of(Budgets())
+    entry = add(schedule, "web-0")
+    schedule.pick(now=1.0, slots=1)
+    schedule.gone(entry)
+    schedule.accepted(entry, 2.0)  # the answer arrives after the watch saw it go
+
+    assert entry.state is State.GONE
+    assert schedule.in_flight() == 0
+
+
+# -- the critical tier ----------------------------------------------------------
+
+
+def test_critical_pods__wait_for_the_ordinary_tier__then_go() -> None:
+    schedule = schedule_of(Budgets())
+    web = add(schedule, "web-0")
+    dns = add(schedule, "dns-0", critical=True)
+
+    assert schedule.pick(now=1.0, slots=4) == [web]
+    assert schedule.start_critical(1.0) == ""
+    schedule.accepted(web, 1.0)
+    assert schedule.start_critical(2.0) == "", "evicted but not gone yet"
+    schedule.gone(web)
+    assert schedule.start_critical(3.0) == "the ordinary pods are gone"
+    assert schedule.pick(now=3.0, slots=4) == [dns]
+
+
+@pytest.mark.parametrize(
+    ("now", "starts"),
+    [
+        pytest.param(DEADLINE - 121, False, id="before-the-reserve"),
+        pytest.param(DEADLINE - 120, True, id="at-the-reserve"),
+    ],
+)
+def test_ordinary_tier_held_by_a_budget__critical_tier_starts_at_the_reserve(
+    now: float, starts: bool
+) -> None:
+    schedule = schedule_of(Budgets(shop__db=0))
+    db = add(schedule, "db-0", "shop/db")
+    dns = add(schedule, "dns-0", critical=True)
+    schedule.pick(now=1.0, slots=4)
+    refuse(schedule, db, 1.0, fallback=DEADLINE)
+    assert schedule.next_wake(1.0) == DEADLINE - 120, "the loop wakes at the reserve"
+
+    why = schedule.start_critical(now)
+
+    assert bool(why) is starts
+    if starts:
+        assert "shop/db-0 (PodDisruptionBudget shop/db allows no disruption)" in why
+        assert schedule.pick(now=now, slots=4) == [dns]
+
+
+def test_ordinary_pod_still_terminating__not_held__critical_tier_waits_for_it() -> None:
+    schedule = schedule_of(Budgets())
+    web = add(schedule, "web-0")
+    add(schedule, "dns-0", critical=True)
+    schedule.pick(now=1.0, slots=4)
+    schedule.accepted(web, 1.0)
+
+    assert schedule.start_critical(DEADLINE - 10) == ""
+
+
+# -- what is left, and why ------------------------------------------------------
+
+
+def test_left__each_pod_with_its_reason() -> None:
+    schedule = schedule_of(Budgets(shop__db=0))
+    db = add(schedule, "db-0", "shop/db")
+    web = add(schedule, "web-0")
+    add(schedule, "dns-0", critical=True)
+    schedule.pick(now=1.0, slots=4)
+    refuse(schedule, db, 1.0)
+    schedule.accepted(web, 1.0)
+
+    assert schedule.left() == {
+        "shop/db-0": "PodDisruptionBudget shop/db allows no disruption",
+        "shop/web-0": "evicted, still terminating",
+        "shop/dns-0": "critical pod: its tier waits for the ordinary pods, which are still held",
+    }

@@ -1,0 +1,479 @@
+"""The workflow's decisions: the drain's deadline, the result of each report, and what
+happens before a drain can start (the allow-list, the cluster, a failing API server).
+
+AWS is moto with awssim; Kubernetes is kubesim. Time is a clock the test holds: the
+workflow's pauses between retries advance it, and nothing sleeps for real.
+"""
+
+from __future__ import annotations
+
+import base64
+import random
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import boto3
+import pytest
+
+from awssim import AwsSim
+from awssim.world import NodeGroup, create_node_group
+from drainer import aws, workflow
+from drainer.events import Handover, LifecycleEvent, parse_event, with_handover
+from drainer.kube import Kube, RetryPolicy
+from drainer.report import DrainReport, Outcome
+from drainer.settings import Settings, TimeoutPolicy
+from drainer.workflow import API_RETRY, Deadline, Invocation, Result, Run
+from kubesim import KubeSim
+from kubesim.faults import Fault
+
+REGION = "us-east-1"
+CLUSTER = "prod"
+WAITED_AT = "2026-11-22T02:15:30Z"  # the time of tests/events/terminate.json
+WAITED_AT_EPOCH = datetime(2026, 11, 22, 2, 15, 30, tzinfo=UTC).timestamp()
+
+
+class Clock:
+    """The test's time: `sleep` moves it on at once and remembers the pause."""
+
+    def __init__(self, now: float) -> None:
+        self.now = now
+        self.sleeps: list[float] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.now += seconds
+
+
+class AdminToken:
+    def __init__(self, token: str) -> None:
+        self._token = token
+
+    def token(self) -> str:
+        return self._token
+
+    def invalidate(self) -> None:
+        pass
+
+
+@dataclass
+class Scene:
+    """An Auto Scaling group with a terminate hook (moto), its cluster (kubesim) and
+    one instance waiting in Terminating:Wait."""
+
+    clients: aws.AwsClients
+    sim: AwsSim
+    kubesim: KubeSim
+    group: NodeGroup
+    raw_event: dict[str, Any]
+
+    @property
+    def event(self) -> LifecycleEvent:
+        parsed = parse_event(self.raw_event)
+        assert isinstance(parsed, LifecycleEvent)
+        return parsed
+
+    @property
+    def node_name(self) -> str:
+        """The instance's node, as the workflow looks it up: its PrivateDnsName."""
+        return aws.describe_instance(self.clients.ec2, self.event.instance_id).private_dns_name
+
+    def kube(self, cluster: aws.ClusterInfo, name: str, settings: Settings) -> Kube:
+        """The KubeFactory: the admin identity, and no retries of its own, so a failing
+        server reaches the workflow's retry loop at once."""
+        from kubernetes.client import Configuration
+
+        configuration = Configuration(host=cluster.endpoint)
+        ca_pem = base64.b64decode(cluster.certificate_authority_data)
+        configuration.ca_cert_data = ca_pem.decode()
+        token = AdminToken(self.kubesim.admin_token)
+        return Kube(configuration, token, request_timeout=5.0, retry=RetryPolicy(attempts=1))
+
+    def drain(
+        self,
+        settings: Settings,
+        clock: Callable[[], float],
+        *,
+        event: LifecycleEvent | None = None,
+        invocation: Invocation | None = None,
+    ) -> Run:
+        return workflow.drain_instance(
+            event or self.event,
+            settings,
+            self.clients,
+            self.kube,
+            invocation,
+            clock=clock,
+            sleep=clock.sleep if isinstance(clock, Clock) else _no_sleep,
+            rng=random.Random(7),
+        )
+
+
+def _no_sleep(seconds: float) -> None:
+    raise AssertionError(f"the workflow slept {seconds} s in a test that expects no retry")
+
+
+@pytest.fixture
+def kubesim() -> Iterator[KubeSim]:
+    with KubeSim(speed=20) as running:
+        yield running
+
+
+@pytest.fixture
+def scene_for(moto_aws: None, kubesim: KubeSim) -> Callable[..., Scene]:
+    def build(
+        *,
+        metadata: str | None = '{"cluster_name": "prod"}',
+        global_timeout: int | None = None,
+        waited: float = 0.0,
+    ) -> Scene:
+        session = boto3.Session(region_name=REGION)
+        clients = aws.make_clients(session)
+        group = create_node_group(
+            clients.ec2,
+            clients.autoscaling,
+            asg_name="eks-workers",
+            size=2,
+            hook_name="drain",
+            heartbeat_timeout=600,
+            cluster_name=CLUSTER,
+            cluster_tag="",
+            notification_metadata=metadata,
+        )
+        sim = AwsSim(region=REGION)
+        sim.point_cluster_at(CLUSTER, kubesim.url, kubesim.ca_data)
+        if global_timeout is not None:
+            sim.set_global_timeout(group.asg_name, group.hook_name, global_timeout)
+        token = sim.begin_termination(
+            group.asg_name, group.instance_ids[0], group.hook_name, age=waited
+        )
+        return Scene(clients, sim, kubesim, group, sim.event_for(token))
+
+    return build
+
+
+def _node(kubesim: KubeSim, name: str) -> None:
+    kubesim.apply({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}})
+
+
+# --- the deadline: the drain's own, within what Auto Scaling allows ----------------------
+
+
+def _event(load_event: Callable[[str], dict[str, Any]], time_text: str) -> LifecycleEvent:
+    raw = load_event("terminate")
+    raw["time"] = time_text
+    parsed = parse_event(raw)
+    assert isinstance(parsed, LifecycleEvent)
+    return parsed
+
+
+def _hook(global_timeout: int | None, heartbeat_timeout: int = 600) -> aws.HookInfo:
+    return aws.HookInfo("drain", "eks-workers", heartbeat_timeout, "ABANDON", "", global_timeout)
+
+
+@pytest.mark.parametrize(
+    ("waited", "hook", "expected_in", "source"),
+    [
+        # The hook allows more than DRAIN_TIMEOUT_SECONDS: the setting decides.
+        (0, _hook(172800), 3600, "DRAIN_TIMEOUT_SECONDS (3600 s)"),
+        # The hook allows less: its GlobalTimeout, less the margin, decides.
+        (0, _hook(1800), 1740, "lifecycle hook GlobalTimeout (1800 s) minus 60 s margin"),
+        # ... counted from when the instance began to wait, not from the drain's start.
+        (1000, _hook(1800), 740, "lifecycle hook GlobalTimeout (1800 s) minus 60 s margin"),
+        # No GlobalTimeout in the answer: AWS's rule, 100 x HeartbeatTimeout.
+        (
+            0,
+            _hook(None, heartbeat_timeout=30),
+            2940,
+            "lifecycle hook GlobalTimeout (3000 s, 100 x HeartbeatTimeout) minus 60 s margin",
+        ),
+        # A deadline already behind: the timeout policy applies at once.
+        (2000, _hook(1800), -260, "lifecycle hook GlobalTimeout (1800 s) minus 60 s margin"),
+    ],
+)
+def test_effective_deadline__the_earlier_of_the_drain_timeout_and_the_hooks_limit(
+    load_event: Callable[[str], dict[str, Any]],
+    waited: float,
+    hook: aws.HookInfo,
+    expected_in: float,
+    source: str,
+) -> None:
+    event = _event(load_event, WAITED_AT)
+    started_at = WAITED_AT_EPOCH + waited
+
+    deadline = workflow.effective_deadline(started_at, event, hook, Settings())
+
+    assert deadline == Deadline(started_at + expected_in, source)
+
+
+@pytest.mark.parametrize(
+    "time_text",
+    [
+        "yesterday",  # not RFC 3339: counted from the drain's start
+        "2026-11-22T03:15:30Z",  # after the drain began (clock skew): from its start too
+    ],
+)
+def test_effective_deadline__unusable_event_time__counts_from_the_drain_start(
+    load_event: Callable[[str], dict[str, Any]], time_text: str
+) -> None:
+    event = _event(load_event, time_text)
+
+    deadline = workflow.effective_deadline(WAITED_AT_EPOCH, event, _hook(1800), Settings())
+
+    assert deadline.at == WAITED_AT_EPOCH + 1740
+
+
+def test_effective_deadline__margin_is_the_setting(
+    load_event: Callable[[str], dict[str, Any]],
+) -> None:
+    event = _event(load_event, WAITED_AT)
+    settings = Settings(global_timeout_margin_seconds=300)
+
+    deadline = workflow.effective_deadline(WAITED_AT_EPOCH, event, _hook(1800), settings)
+
+    assert deadline == Deadline(
+        WAITED_AT_EPOCH + 1500, "lifecycle hook GlobalTimeout (1800 s) minus 300 s margin"
+    )
+
+
+def test_drain__hook_limit_shorter_than_drain_timeout__deadline_shortened_and_named(
+    scene_for: Callable[..., Scene],
+) -> None:
+    scene = scene_for(global_timeout=1800, waited=600)
+    waited_at = scene.event.waiting_since
+    assert waited_at is not None
+
+    # No node in the cluster: the drain ends at once, its deadline decided.
+    run = scene.drain(Settings(), Clock(time.time()))
+
+    assert run.result == Result.NO_NODE
+    assert run.deadline == Deadline(
+        waited_at + 1740, "lifecycle hook GlobalTimeout (1800 s) minus 60 s margin"
+    )
+
+
+def test_drain__hand_over__keeps_the_original_start(scene_for: Callable[..., Scene]) -> None:
+    scene = scene_for()
+    clock = Clock(time.time())
+    began = clock() - 900
+    raw = with_handover(scene.raw_event, Handover(started_at=began, handovers=2, heartbeats=5))
+    event = parse_event(raw)
+    assert isinstance(event, LifecycleEvent)
+
+    run = scene.drain(Settings(drain_timeout_seconds=3600), clock, event=event)
+
+    assert run.started_at == began
+    assert run.deadline == Deadline(began + 3600, "DRAIN_TIMEOUT_SECONDS (3600 s)")
+
+
+# --- the result of each report -----------------------------------------------------------
+
+
+DEADLINE = Deadline(0.0, "lifecycle hook GlobalTimeout (1800 s) minus 60 s margin")
+
+
+@pytest.mark.parametrize(
+    ("report", "result", "message"),
+    [
+        (DrainReport("n", Outcome.DRAINED), Result.DRAINED, ""),
+        (DrainReport("n", Outcome.NODE_GONE), Result.NO_NODE, ""),
+        (DrainReport("n", Outcome.OUT_OF_TIME), Result.HANDED_OVER, ""),
+        (DrainReport("n", Outcome.DRY_RUN), Result.DRY_RUN, ""),
+        (
+            DrainReport("n", Outcome.FAILED, stopped_by="RBAC denied 'create' on 'pods/eviction'"),
+            Result.FAILED,
+            "RBAC denied 'create' on 'pods/eviction'",
+        ),
+        (
+            DrainReport("n", Outcome.DRAINED, errors=["shop/db: more than one budget"]),
+            Result.DRAINED,
+            "shop/db: more than one budget",
+        ),
+        (
+            DrainReport(
+                "n", Outcome.TIMED_OUT, left={"shop/web-1": "PodDisruptionBudget shop/web"}
+            ),
+            Result.TIMED_OUT,
+            "drain timed out at its deadline, lifecycle hook GlobalTimeout (1800 s) minus "
+            "60 s margin (TIMEOUT_POLICY=continue): PodDisruptionBudget shop/web: shop/web-1",
+        ),
+        (
+            DrainReport("n", Outcome.TIMED_OUT, left={}, forced=2),
+            Result.TIMED_OUT,
+            "drain timed out at its deadline, lifecycle hook GlobalTimeout (1800 s) minus "
+            "60 s margin (TIMEOUT_POLICY=continue): nothing left on the node; "
+            "force-deleted 2 pods",
+        ),
+    ],
+)
+def test_result_for__each_outcome__its_result_and_message(
+    report: DrainReport, result: Result, message: str
+) -> None:
+    assert workflow.result_for(report, DEADLINE, Settings()) == (result, message)
+
+
+def test_result_for__covers_every_outcome() -> None:
+    for outcome in Outcome:
+        workflow.result_for(DrainReport("n", outcome), DEADLINE, Settings())
+
+
+# --- before a drain can start --------------------------------------------------------------
+
+
+def test_asg_not_allowed__not_allowed__no_heartbeat(scene_for: Callable[..., Scene]) -> None:
+    scene = scene_for()
+
+    run = scene.drain(Settings(allowed_asgs=frozenset({"other-workers"})), Clock(time.time()))
+
+    assert run.result == Result.NOT_ALLOWED
+    assert "eks-workers is not in ALLOWED_ASGS (other-workers)" in run.message
+    assert scene.sim.calls("heartbeat") == []
+
+
+def test_no_cluster_anywhere__failed__says_where_to_name_it(
+    scene_for: Callable[..., Scene],
+) -> None:
+    scene = scene_for(metadata=None)  # no metadata, no tag, no CLUSTER_NAME
+
+    run = scene.drain(Settings(), Clock(time.time()))
+
+    assert run.result == Result.FAILED
+    assert "no cluster for Auto Scaling group eks-workers" in run.message
+    assert "CLUSTER_NAME" in run.message
+
+
+def test_cluster_from_setting__when_hook_and_tags_say_nothing(
+    scene_for: Callable[..., Scene],
+) -> None:
+    scene = scene_for(metadata=None)
+
+    run = scene.drain(Settings(cluster_name=CLUSTER), Clock(time.time()))
+
+    assert (run.result, run.cluster) == (Result.NO_NODE, CLUSTER)
+
+
+def test_no_node_for_the_instance__no_node(scene_for: Callable[..., Scene]) -> None:
+    scene = scene_for()
+
+    run = scene.drain(Settings(), Clock(time.time()))
+
+    assert run.result == Result.NO_NODE
+    assert f"no Kubernetes node for instance {scene.event.instance_id}" in run.message
+    assert run.cluster == CLUSTER
+
+
+# --- the API server failing: the whole drain again, paced by API_RETRY --------------------
+
+
+def _failing(kubesim: KubeSim, status: int = 503, retry_after: float | None = None) -> None:
+    fault: dict[str, Any] = {"kind": "status", "status": status, "path": ".*"}
+    if retry_after is not None:
+        fault["retry_after"] = retry_after
+    kubesim.faults.add(Fault.from_json(fault))
+
+
+def test_api_server_failing__retried_with_backoff__then_timed_out_naming_the_deadline(
+    scene_for: Callable[..., Scene],
+) -> None:
+    scene = scene_for()
+    _failing(scene.kubesim)
+    clock = Clock(time.time())
+    began = clock()
+
+    run = scene.drain(Settings(drain_timeout_seconds=300), clock)
+
+    assert run.result == Result.TIMED_OUT
+    assert "the API server kept failing" in run.message
+    assert "DRAIN_TIMEOUT_SECONDS (300 s)" in run.message
+    assert clock.sleeps, "retried before giving up"
+    for attempt, pause in enumerate(clock.sleeps):
+        assert API_RETRY.base(attempt) / 2 <= pause <= API_RETRY.base(attempt)
+    assert clock() <= began + 300, "never slept past the deadline"
+    assert len(scene.kubesim.requests()) >= len(clock.sleeps) + 1
+
+
+def test_api_server_throttling__never_retried_before_retry_after(
+    scene_for: Callable[..., Scene],
+) -> None:
+    scene = scene_for()
+    _failing(scene.kubesim, status=429, retry_after=50)
+    clock = Clock(time.time())
+
+    run = scene.drain(Settings(drain_timeout_seconds=300), clock)
+
+    assert run.result == Result.TIMED_OUT
+    assert clock.sleeps and all(pause >= 50 for pause in clock.sleeps)
+
+
+def test_api_server_failing_past_the_hand_over__handed_over_from_the_same_start(
+    scene_for: Callable[..., Scene],
+) -> None:
+    scene = scene_for()
+    _failing(scene.kubesim)
+    clock = Clock(time.time())
+    began = clock()
+    invocation = Invocation(remaining_seconds=lambda: 180.0, function_arn="arn:aws:lambda:x")
+
+    run = scene.drain(Settings(handover_margin_seconds=60), clock, invocation=invocation)
+
+    assert run.result == Result.HANDED_OVER
+    assert run.handover is not None
+    assert (run.handover.started_at, run.handover.handovers) == (began, 1)
+    assert clock() <= began + 120, "handed over before the invocation's own deadline"
+
+
+def test_fatal_error_before_the_drain__failed_at_once(scene_for: Callable[..., Scene]) -> None:
+    scene = scene_for()
+    _failing(scene.kubesim, status=403)
+
+    run = scene.drain(Settings(), Clock(time.time()))
+
+    assert run.result == Result.FAILED
+    assert run.message
+
+
+# --- through the engine -----------------------------------------------------------------
+
+
+def test_empty_node__drained(scene_for: Callable[..., Scene]) -> None:
+    scene = scene_for()
+    _node(scene.kubesim, scene.node_name)
+
+    run = scene.drain(Settings(), time.time)
+
+    assert run.result == Result.DRAINED, run.message
+    assert run.node == scene.node_name
+    assert run.report is not None and run.report.outcome == Outcome.DRAINED
+
+
+def test_hook_limit_cuts_the_drain__timed_out__message_names_the_hook_and_the_pod(
+    scene_for: Callable[..., Scene],
+) -> None:
+    from testbed import workloads as w
+    from testbed.cluster import Cluster
+    from testbed.world import pods_on, wait_until
+
+    scene = scene_for(global_timeout=65)  # the deadline: 5 s after the instance began to wait
+    node = scene.node_name
+    _node(scene.kubesim, node)
+    scene.kubesim.apply(
+        [
+            w.bare_pod("guarded", node=node, labels={"app": "guarded"}),
+            w.budget("guard", {"app": "guarded"}, max_unavailable=0),
+        ]
+    )
+    cluster = Cluster.of_kubesim(scene.kubesim)
+    wait_until(lambda: pods_on(cluster, node)[0]["status"].get("phase") == "Running")
+    settings = Settings(timeout_policy=TimeoutPolicy.CONTINUE)
+
+    run = scene.drain(settings, time.time)
+
+    assert run.result == Result.TIMED_OUT, run.message
+    assert "lifecycle hook GlobalTimeout (65 s) minus 60 s margin" in run.message
+    assert "default/guarded" in run.message
+    assert run.report is not None and set(run.report.left) == {"default/guarded"}
