@@ -339,14 +339,26 @@ class Drain:
                 self._idle(now, limit)
 
     def _idle(self, now: float, limit: float) -> None:
-        """Wait for a change, or the next timer (hold the lock)."""
+        """Wait for a change, or the next timer (hold the lock). With a test's clock,
+        a short real wait lets answers and watch events in, then the clock jumps to
+        the next timer, never past a request in flight."""
+        if self._fake_sleep is not None:
+            if self._cond.wait(0.02) or self._schedule_in_flight():
+                return
+            now = self.clock()  # the state may have moved while the wait ended
+        wake = self._wake_time(now, limit)
+        if self._fake_sleep is not None:
+            self._fake_sleep(max(0.0, wake - now))
+        else:
+            self._cond.wait(max(0.01, min(wake - now, 5.0)))
+
+    def _schedule_in_flight(self) -> int:
+        return self._schedule.in_flight() if self._schedule is not None else 0
+
+    def _wake_time(self, now: float, limit: float) -> float:
         assert self._schedule is not None
         timers = [self._schedule.next_wake(now), self._next_stuck()]
-        wake = min([limit, *(t for t in timers if t is not None)])
-        if self._fake_sleep is None:
-            self._cond.wait(max(0.01, min(wake - now, 5.0)))
-        elif not self._cond.wait(0.02) and not self._schedule.in_flight():
-            self._fake_sleep(max(0.0, wake - now))  # never past a request in flight
+        return min([limit, *(t for t in timers if t is not None)])
 
     def _absorb(self, now: float) -> bool:
         """Bring the schedule up to date with the watches (hold the lock): pods gone,
@@ -768,7 +780,7 @@ class Drain:
                 if self._fake_sleep is None:
                     self._cond.wait(max(0.01, min(until - now, 5.0)))
                 elif not self._cond.wait(0.02):
-                    self._fake_sleep(until - now)
+                    self._fake_sleep(max(0.0, until - self.clock()))
                 still = attachments.attached(self.node, volumes)
                 for name in pending.keys() - still.keys():
                     self.report.volumes_detached += 1

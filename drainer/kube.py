@@ -183,50 +183,83 @@ def translate_status(
             reason,
         )
     if status == 403:
-        terminating = _causes(body, NAMESPACE_TERMINATING_CAUSE)
-        if terminating:
-            # The namespace lifecycle admission refuses new objects (evictions too) in
-            # a namespace being deleted; the pod goes with its namespace.
-            cause = str(terminating[0].get("message") or "")
-            match = _TERMINATING_NAMESPACE.search(cause) or _TERMINATING_NAMESPACE.search(message)
-            return NamespaceTerminating(
-                f"{what}: {message} ({cause or 'namespace being terminated'})",
-                namespace=match.group(1) if match else "",
-            )
-        details = body.get("details") or {}
-        if details.get("group") == "policy" and details.get("kind") == "poddisruptionbudget":
-            # eviction.go's checkAndDecrement: a budget whose status allows a negative
-            # number of disruptions, or has too many evictions not yet confirmed by the
-            # disruption controller. The budget refuses for now; it is not RBAC.
-            return EvictionBlocked(
-                f"{what}: PodDisruptionBudget {details.get('name', '?')} refuses for now: "
-                f"{message}",
-                budget=str(details.get("name") or ""),
-            )
-        return KubeForbidden(
-            f"{what}: RBAC denied '{verb}' on '{resource}': {message}. Grant it to the group "
-            f"eks-node-drainer (kubectl apply -f k8s-rbac/).",
-            verb=verb,
-            resource=resource,
-        )
+        return _forbidden(body, message, verb=verb, resource=resource, what=what)
     if status == 429:
-        budget_causes = _causes(body, DISRUPTION_BUDGET_CAUSE)
-        if budget_causes:
-            cause = str(budget_causes[0].get("message") or "")
-            match = _BUDGET_NAME.search(cause)
-            return EvictionBlocked(
-                f"{what}: {message} {cause}".strip(),
-                budget=match.group(1) if match else "",
-                retry_after=_retry_after(headers, body),
-            )
-        return KubeTooManyRequests(
-            f"{what}: API server throttled the request: {message}", _retry_after(headers, body)
-        )
+        return _too_many_requests(body, message, headers, what=what)
     if status == 500 and "more than one PodDisruptionBudget" in message:
         return MultipleBudgets(f"{what}: {message}", 500, reason)
     if status >= 500:
         return KubeServerError(f"{what}: API server error {status}: {message}", status, reason)
     return KubeError(f"{what}: HTTP {status} {reason}: {message}", status, reason)
+
+
+def _forbidden(body: Obj, message: str, *, verb: str, resource: str, what: str) -> KubeError:
+    """A 403, judged by its causes and details, never by its code alone."""
+    terminating = _causes(body, NAMESPACE_TERMINATING_CAUSE)
+    if terminating:
+        # The namespace lifecycle admission refuses new objects (evictions too) in
+        # a namespace being deleted; the pod goes with its namespace.
+        cause = str(terminating[0].get("message") or "")
+        match = _TERMINATING_NAMESPACE.search(cause) or _TERMINATING_NAMESPACE.search(message)
+        return NamespaceTerminating(
+            f"{what}: {message} ({cause or 'namespace being terminated'})",
+            namespace=match.group(1) if match else "",
+        )
+    details = body.get("details") or {}
+    if details.get("group") == "policy" and details.get("kind") == "poddisruptionbudget":
+        # eviction.go's checkAndDecrement: a budget whose status allows a negative
+        # number of disruptions, or has too many evictions not yet confirmed by the
+        # disruption controller. The budget refuses for now; it is not RBAC.
+        return EvictionBlocked(
+            f"{what}: PodDisruptionBudget {details.get('name', '?')} refuses for now: {message}",
+            budget=str(details.get("name") or ""),
+        )
+    return KubeForbidden(
+        f"{what}: RBAC denied '{verb}' on '{resource}': {message}. Grant it to the group "
+        f"eks-node-drainer (kubectl apply -f k8s-rbac/).",
+        verb=verb,
+        resource=resource,
+    )
+
+
+def _too_many_requests(
+    body: Obj, message: str, headers: Mapping[str, str], *, what: str
+) -> KubeError:
+    """A 429: a budget's refusal (DisruptionBudget cause) or API throttling."""
+    budget_causes = _causes(body, DISRUPTION_BUDGET_CAUSE)
+    if budget_causes:
+        cause = str(budget_causes[0].get("message") or "")
+        match = _BUDGET_NAME.search(cause)
+        return EvictionBlocked(
+            f"{what}: {message} {cause}".strip(),
+            budget=match.group(1) if match else "",
+            retry_after=_retry_after(headers, body),
+        )
+    return KubeTooManyRequests(
+        f"{what}: API server throttled the request: {message}", _retry_after(headers, body)
+    )
+
+
+def _answer(raw: Any, *, verb: str, resource: str, what: str) -> Any:
+    """A 2xx answer's JSON; a Failure Status inside it (read every body) is raised."""
+    try:
+        data = raw.read()
+    except (urllib3.exceptions.HTTPError, OSError) as e:
+        raise _transport_error(e, what) from e
+    finally:
+        raw.release_conn()
+    if not data:
+        return {}
+    try:
+        answer = json.loads(data)
+    except ValueError as e:
+        raise KubeServerError(
+            f"{what}: the API server answered with something that is not JSON"
+        ) from e
+    failure = failure_in_success(answer, raw.headers, verb=verb, resource=resource, what=what)
+    if failure is not None:
+        raise failure
+    return answer
 
 
 def failure_in_success(
@@ -450,24 +483,13 @@ class Kube:
                     raise
                 log.info("token refused; minting a new one and retrying %s", what)
                 self._token.invalidate()
-            except KubeTooManyRequests as e:
-                attempt += 1
-                if attempt >= self.retry.attempts:
-                    raise
-                if e.retry_after and e.retry_after > self.retry.max_retry_after:
-                    # Never retry before the server says; a wait this long is for the
-                    # caller, who knows its deadline, to decide on.
-                    raise
-                delay = self.retry.backoff.delay(attempt - 1, self._rng, e.retry_after)
-                log.warning("%s; retrying in %.1f s", e, delay)
-                self._sleep(delay)
             except TlsVerificationError:
                 raise
-            except KubeServerError as e:
+            except (KubeTooManyRequests, KubeServerError) as e:
                 attempt += 1
-                if attempt >= self.retry.attempts:
+                delay = self._retry_delay(e, attempt)
+                if delay is None:
                     raise
-                delay = self.retry.backoff.delay(attempt - 1, self._rng)
                 log.warning(
                     "%s; retrying in %.1f s (attempt %d of %d)",
                     e,
@@ -476,6 +498,17 @@ class Kube:
                     self.retry.attempts,
                 )
                 self._sleep(delay)
+
+    def _retry_delay(self, error: KubeError, attempt: int) -> float | None:
+        """The pause before retrying a failed call; None when it is the caller's to
+        handle: out of attempts, or a Retry-After longer than a call should wait
+        (never retried before it; the caller knows its deadline)."""
+        if attempt >= self.retry.attempts:
+            return None
+        retry_after = error.retry_after if isinstance(error, KubeTooManyRequests) else None
+        if retry_after and retry_after > self.retry.max_retry_after:
+            return None
+        return self.retry.backoff.delay(attempt - 1, self._rng, retry_after)
 
     def _once(
         self,
@@ -525,24 +558,7 @@ class Kube:
             )
         if stream:
             return raw
-        try:
-            data = raw.read()
-        except (urllib3.exceptions.HTTPError, OSError) as e:
-            raise _transport_error(e, what) from e
-        finally:
-            raw.release_conn()
-        if not data:
-            return {}
-        try:
-            answer = json.loads(data)
-        except ValueError as e:
-            raise KubeServerError(
-                f"{what}: the API server answered with something that is not JSON"
-            ) from e
-        failure = failure_in_success(answer, raw.headers, verb=verb, resource=resource, what=what)
-        if failure is not None:
-            raise failure
-        return answer
+        return _answer(raw, verb=verb, resource=resource, what=what)
 
     # -- watch streams --------------------------------------------------------
 
