@@ -42,7 +42,7 @@ from drainer.filters import Action, Decision, FilterOptions
 from drainer.kube import Kube
 from drainer.pods import Pod
 from drainer.report import DrainEvent, DrainReport, Kind, Outcome
-from drainer.schedule import Entry, Schedule, State
+from drainer.schedule import OPEN, Entry, Schedule, State
 from drainer.settings import Settings, TimeoutPolicy
 from drainer.watchers import AttachmentTracker, BudgetTracker, NodeTracker, PodTracker
 
@@ -161,6 +161,8 @@ class Drain:
         self._listed_gone: set[tuple[str, str, str]] = set()
         self._decided: set[tuple[str, str, str]] = set()  # every pod taken in, skipped ones too
         self._recordoned_at = ""  # the node version an uncordon was last undone from
+        self._dirty: set[tuple[str, str]] = set()  # pods to look at again, beyond the watch's
+        self._stuck_check_at = float("inf")  # when the next terminating pod may be stuck
         self.report = DrainReport(node)
 
     # -- public ---------------------------------------------------------------
@@ -362,17 +364,25 @@ class Drain:
 
     def _absorb(self, now: float) -> bool:
         """Bring the schedule up to date with the watches (hold the lock): pods gone,
-        stuck, deleted by someone else, or new on the node. True when the node needs
-        cordoning again."""
+        stuck, deleted by someone else, or new on the node. Only the pods that changed
+        are looked at, and the terminating ones when one may have become stuck. True
+        when the node needs cordoning again."""
         assert self._pods is not None and self._node is not None and self._schedule is not None
         for tracker in (self._pods, self._budgets, self._node):
             if tracker is not None and isinstance(tracker.error, FatalKubeError):
                 self._fail(tracker.error)
-        for entry in self._schedule.open():
-            if entry.state is not State.IN_FLIGHT:  # its answer tells first
-                self._follow(entry, now)
-        if self._pods.listed:
-            self._take_in(self._pods.pods(), now)
+        changed = self._pods.take_changed() | self._dirty
+        self._dirty = set()
+        if now >= self._stuck_check_at:
+            self._stuck_check_at = float("inf")
+            changed |= {pods.key(e.pod) for e in self._schedule.open() if e.due is not None}
+        for key in changed:
+            for entry in self._schedule.named(key):
+                if entry.state in OPEN and entry.state is not State.IN_FLIGHT:
+                    self._follow(entry, now)  # in flight: its answer tells first
+            pod = self._pods.get(key)
+            if pod is not None:
+                self._take_in([pod], now)
         node = self._node.node or {}
         version = str(node.get("metadata", {}).get("resourceVersion", ""))
         return self._node.uncordoned() and version != self._recordoned_at
@@ -401,8 +411,10 @@ class Drain:
             return
         if entry.state is State.TODO:  # deleted by someone else: wait for it like ours
             self._schedule.going(entry, now, "deleted by someone else")
-        stuck = now >= due + self.options.stuck_pod_seconds
-        if stuck and entry.state in (State.EVICTED, State.TERMINATING):
+        stuck_at = due + self.options.stuck_pod_seconds
+        if now < stuck_at:
+            self._stuck_check_at = min(self._stuck_check_at, stuck_at)
+        elif entry.state in (State.EVICTED, State.TERMINATING):
             self._schedule.stuck(entry)
             self.report.stuck.append(entry.name)
             finalizers = entry.pod["metadata"].get("finalizers") or []
@@ -417,13 +429,7 @@ class Drain:
 
     def _next_stuck(self) -> float | None:
         """When the next terminating pod would be stuck (hold the lock)."""
-        assert self._schedule is not None
-        times = [
-            entry.due + self.options.stuck_pod_seconds
-            for entry in self._schedule.open()
-            if entry.state in (State.EVICTED, State.TERMINATING) and entry.due is not None
-        ]
-        return min(times, default=None)
+        return self._stuck_check_at if self._stuck_check_at != float("inf") else None
 
     def _verify(self) -> bool:
         """Every pod is gone or stuck: a fresh list must agree before "drained"."""
@@ -436,6 +442,7 @@ class Drain:
                 key = (*pods.key(entry.pod), pods.uid(entry.pod))
                 if key not in listed:
                     self._listed_gone.add(key)  # the list is newer than the watch
+                    self._dirty.add(pods.key(entry.pod))
             self._take_in(pod_list, now)
             return self._schedule.settled()
 
@@ -466,7 +473,16 @@ class Drain:
     # -- one eviction ---------------------------------------------------------
 
     def _send(self, entry: Entry) -> None:
-        """One eviction request, and what its answer means for the pod."""
+        """One eviction request, and what its answer means for the pod; then the loop
+        looks at the pod again (the watch may have seen it change meanwhile)."""
+        try:
+            self._evict(entry)
+        finally:
+            with self._cond:
+                self._dirty.add(pods.key(entry.pod))
+                self._cond.notify_all()
+
+    def _evict(self, entry: Entry) -> None:
         if self._fatal is not None:
             return
         try:
@@ -661,6 +677,7 @@ class Drain:
             assert self._schedule is not None
             for entry in deleted:
                 self._schedule.going(entry, self.clock(), "force-deleted")
+                self._dirty.add(pods.key(entry.pod))
             while self._fatal is None and self._schedule.open() and self.clock() < until:
                 self._absorb(self.clock())
                 self._idle(self.clock(), until)

@@ -110,6 +110,9 @@ class Schedule:
         self.critical_started = ""
         """Why the critical tier started; empty until it has."""
         self._entries: dict[tuple[str, str, str], Entry] = {}
+        self._by_name: dict[tuple[str, str], list[Entry]] = {}
+        self._open = Counter[bool]()  # open entries by `critical`
+        self._todo = 0
         self._order = itertools.count()
         self._flying: Counter[str] = Counter()
         self._accepted: dict[str, tuple[int, int]] = {}  # budget -> (version, accepted at it)
@@ -126,10 +129,24 @@ class Schedule:
             order=next(self._order),
             due=pods.deletion_deadline(pod),
         )
-        if terminating:
-            entry.state, entry.since = State.TERMINATING, now
         self._entries[(*pods.key(pod), pods.uid(pod))] = entry
+        self._by_name.setdefault(pods.key(pod), []).append(entry)
+        self._open[entry.critical] += 1
+        self._todo += 1
+        if terminating:
+            self._move(entry, State.TERMINATING)
+            entry.since = now
         return entry
+
+    def _move(self, entry: Entry, state: State) -> None:
+        """Every change of state goes through here, to keep the counts."""
+        self._todo += (state is State.TODO) - (entry.state is State.TODO)
+        self._open[entry.critical] += (state in OPEN) - (entry.state in OPEN)
+        entry.state = state
+
+    def named(self, key: tuple[str, str]) -> list[Entry]:
+        """The entries of the pods that had this namespace/name (one per UID)."""
+        return self._by_name.get(key, [])
 
     def knows(self, pod: Pod) -> bool:
         return (*pods.key(pod), pods.uid(pod)) in self._entries
@@ -142,7 +159,7 @@ class Schedule:
 
     def settled(self) -> bool:
         """Every pod is gone or stuck."""
-        return not self.open()
+        return not (self._open[False] or self._open[True])
 
     def in_flight(self) -> int:
         return sum(self._flying.values())
@@ -182,6 +199,8 @@ class Schedule:
     def pick(self, now: float, slots: int) -> list[Entry]:
         """Up to `slots` pods to send an eviction for now; they are in flight from here."""
         chosen: list[Entry] = []
+        if slots <= 0 or not self._todo:
+            return chosen
         waiting = sorted(
             (e for e in self._entries.values() if e.state is State.TODO),
             key=lambda e: (bool(e.budget), e.order),
@@ -190,7 +209,7 @@ class Schedule:
             if len(chosen) >= slots:
                 break
             if self.eligible(entry, now):
-                entry.state = State.IN_FLIGHT
+                self._move(entry, State.IN_FLIGHT)
                 entry.attempts += 1
                 self._flying[entry.budget] += 1
                 chosen.append(entry)
@@ -220,7 +239,8 @@ class Schedule:
     def accepted(self, entry: Entry, now: float) -> None:
         if not self._landed(entry):
             return
-        entry.state, entry.since, entry.held = State.EVICTED, now, ""
+        self._move(entry, State.EVICTED)
+        entry.since, entry.held = now, ""
         if entry.budget:
             version = self.budgets.seen(*_split(entry.budget))
             at, count = self._accepted.get(entry.budget, (-1, 0))
@@ -239,7 +259,7 @@ class Schedule:
         or the server's Retry-After; park with it the pods of that budget not yet tried."""
         if not self._landed(entry):
             return
-        entry.state = State.TODO
+        self._move(entry, State.TODO)
         entry.refusals += 1
         entry.budget = budget or entry.budget
         entry.held = f"PodDisruptionBudget {entry.budget or '(unnamed)'} allows no disruption"
@@ -260,34 +280,37 @@ class Schedule:
         problem only a person can fix)."""
         if not self._landed(entry):
             return
-        entry.state, entry.hard, entry.not_before, entry.held = State.TODO, True, until, why
+        self._move(entry, State.TODO)
+        entry.hard, entry.not_before, entry.held = True, until, why
 
     def going(self, entry: Entry, now: float, why: str) -> None:
         """The pod goes without our eviction (its namespace is being deleted)."""
         if entry.state is State.IN_FLIGHT:
             self._landed(entry)
-        entry.state, entry.since, entry.held = State.TERMINATING, now, why
+        self._move(entry, State.TERMINATING)
+        entry.since, entry.held = now, why
 
     def gone(self, entry: Entry) -> None:
         if entry.state is State.IN_FLIGHT:
             self._landed(entry)
-        entry.state = State.GONE
+        self._move(entry, State.GONE)
 
     def stuck(self, entry: Entry) -> None:
-        entry.state = State.STUCK
+        self._move(entry, State.STUCK)
 
     # -- tiers and the end ------------------------------------------------------
 
     def start_critical(self, now: float) -> str:
         """Start the critical tier if it is time; returns why it started ("" if not now)."""
-        if self.critical_started:
+        if self.critical_started or not self._open[True]:
+            return ""
+        if not self._open[False]:
+            self.critical_started = "the ordinary pods are gone"
+            return self.critical_started
+        if now < self.deadline - self.reserve:
             return ""
         ordinary = [e for e in self._entries.values() if not e.critical and e.state in OPEN]
-        if not ordinary:
-            self.critical_started = "the ordinary pods are gone"
-        elif now >= self.deadline - self.reserve and all(
-            e.state in (State.TODO, State.TERMINATING) and e.held for e in ordinary
-        ):
+        if all(e.state in (State.TODO, State.TERMINATING) and e.held for e in ordinary):
             self.critical_started = (
                 f"{self.reserve:g} s before the deadline, the ordinary pods left are held: "
                 + "; ".join(f"{e.name} ({e.held})" for e in ordinary)

@@ -177,6 +177,7 @@ class PodTracker(_Follower):
         self.node = node
         self.name = f"pods-on-{node}"
         self._present: dict[PodKey, Pod] = {}
+        self._touched: set[PodKey] = set()
 
     def _list(self) -> tuple[list[Obj], str]:
         return self.kube.list_pods_on_node(self.node)
@@ -187,7 +188,9 @@ class PodTracker(_Follower):
         )
 
     def _replace(self, items: list[Obj]) -> None:
+        old = self._present
         self._present = {pods.key(p): p for p in items}
+        self._touched |= old.keys() | self._present.keys()
 
     def _apply(self, kind: str, obj: Obj) -> None:
         key = pods.key(obj)
@@ -197,6 +200,17 @@ class PodTracker(_Follower):
                 del self._present[key]
         elif kind in ("ADDED", "MODIFIED"):
             self._present[key] = obj
+        self._touched.add(key)
+
+    def take_changed(self) -> set[PodKey]:
+        """The pods that changed since the last call (hold `cond`): a drain of 700
+        pods looks at what moved, not at every pod on every event."""
+        changed, self._touched = self._touched, set()
+        return changed
+
+    def get(self, key: PodKey) -> Pod | None:
+        """The pod under this name now, whatever its UID (hold `cond`)."""
+        return self._present.get(key)
 
     def gone(self, pod: Pod) -> bool:
         """NotFound, or the name now belongs to another pod (a new UID): kubectl's test."""

@@ -1,6 +1,6 @@
 """The drain engine against the answers the real apiserver (v1.33) gives where the
 drainer used to assume otherwise: a 403 that is not RBAC, a 201 that is a failure,
-a 429 with Retry-After. kubesim is the cluster; `ApiFront` (tests/test_kube.py)
+a 429 with Retry-After. kubesim is the cluster; `ApiFront` (tests/realapi.py)
 sends the exact real answers for the requests a test scripts. Time is a fake clock
 that the drain's pauses advance: no test sleeps through a Retry-After."""
 
@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from test_kube import (
+from realapi import (
     TWO_BUDGETS_201,
     ApiFront,
     RealAnswer,

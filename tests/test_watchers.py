@@ -6,6 +6,8 @@ import time
 from typing import Any
 from unittest.mock import create_autospec
 
+from realapi import StaticToken
+
 from drainer.kube import Kube
 from drainer.watchers import BudgetTracker, PodTracker
 
@@ -45,7 +47,7 @@ def test_budget_tracker__names_every_budget_that_selects_a_pod_once_listed() -> 
                 k.pdb("web-c", {"app": "web"}, namespace="default", max_unavailable=1),
             ]
         )
-        kube = Kube.for_cluster(sim.url, sim.ca_pem, _Token(sim.admin_token))
+        kube = Kube.for_cluster(sim.url, sim.ca_pem, StaticToken(sim.admin_token))
         tracker = BudgetTracker(kube)
         assert not tracker.listed
         tracker.start()
@@ -71,14 +73,3 @@ def test_budget_tracker__wait_listed_gives_up_at_its_timeout() -> None:
 
     assert not tracker.wait_listed(0.05)
     assert time.monotonic() - started >= 0.05
-
-
-class _Token:
-    def __init__(self, token: str) -> None:
-        self._token = token
-
-    def token(self) -> str:
-        return self._token
-
-    def invalidate(self) -> None:
-        pass

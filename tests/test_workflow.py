@@ -17,6 +17,7 @@ from typing import Any
 
 import boto3
 import pytest
+from realapi import StaticToken
 
 from awssim import AwsSim
 from awssim.world import NodeGroup, create_node_group
@@ -50,17 +51,6 @@ class Clock:
         self.now += seconds
 
 
-class AdminToken:
-    def __init__(self, token: str) -> None:
-        self._token = token
-
-    def token(self) -> str:
-        return self._token
-
-    def invalidate(self) -> None:
-        pass
-
-
 @dataclass
 class Scene:
     """An Auto Scaling group with a terminate hook (moto), its cluster (kubesim) and
@@ -91,7 +81,7 @@ class Scene:
         configuration = Configuration(host=cluster.endpoint)
         ca_pem = base64.b64decode(cluster.certificate_authority_data)
         configuration.ca_cert_data = ca_pem.decode()
-        token = AdminToken(self.kubesim.admin_token)
+        token = StaticToken(self.kubesim.admin_token)
         return Kube(configuration, token, request_timeout=5.0, retry=RetryPolicy(attempts=1))
 
     def drain(
