@@ -63,7 +63,8 @@ def _kube_class(record: bool) -> type[Kube]:
 
 
 def _drain(args: argparse.Namespace) -> dict[str, object]:
-    from drainer.drain import Drain, DrainOptions
+    from drainer.drain import Drain
+    from drainer.options import DrainOptions
     from drainer.settings import Settings
 
     settings = Settings.from_env(os.environ)

@@ -22,10 +22,11 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TextIO
 
-from drainer.drain import Drain, DrainOptions
+from drainer.drain import Drain
 from drainer.errors import DrainerError, KubeError
 from drainer.kube import Kube
 from drainer.nodes import find_node
+from drainer.options import DrainOptions
 from drainer.report import DrainEvent, DrainReport, Kind, Outcome
 from drainer.settings import Settings
 

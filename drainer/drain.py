@@ -22,12 +22,12 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 from drainer import filters, logs, pods
-from drainer.backoff import Backoff
+from drainer.dryrun import dry_run
 from drainer.errors import (
     EvictionBlocked,
     FatalKubeError,
@@ -38,13 +38,21 @@ from drainer.errors import (
     MultipleBudgets,
     NamespaceTerminating,
 )
-from drainer.filters import Action, Decision, FilterOptions
+from drainer.filters import Action, Decision
 from drainer.kube import Kube
+from drainer.options import DrainOptions
 from drainer.pods import Pod
-from drainer.report import DrainEvent, DrainReport, Kind, Outcome
+from drainer.report import (
+    DrainEvent,
+    DrainReport,
+    Kind,
+    Outcome,
+    describe,
+    several_budgets_message,
+)
 from drainer.schedule import OPEN, Entry, Schedule, State
-from drainer.settings import Settings, TimeoutPolicy
-from drainer.watchers import AttachmentTracker, BudgetTracker, NodeTracker, PodTracker
+from drainer.volumes import volumes_of, wait_for_detach
+from drainer.watchers import BudgetTracker, NodeTracker, PodTracker
 
 log = logging.getLogger(__name__)
 
@@ -56,69 +64,10 @@ __all__ = [
     "PROGRESS_ANNOTATION",
     "Drain",
     "DrainEvent",
-    "DrainOptions",
     "DrainReport",
     "Kind",
     "Outcome",
 ]
-
-_DEFAULTS = Settings()
-
-
-@dataclass(frozen=True)
-class DrainOptions:
-    """What the engine needs of the settings; every default is Settings' own."""
-
-    filters: FilterOptions = field(
-        default_factory=lambda: FilterOptions(
-            evict_unreplicated=_DEFAULTS.evict_unreplicated_pods,
-            evict_emptydir=_DEFAULTS.evict_emptydir_pods,
-            evict_daemonset=_DEFAULTS.evict_daemonset_pods,
-        )
-    )
-    concurrency: int = _DEFAULTS.eviction_concurrency
-    """Eviction requests in flight at once; pods waiting for a budget do not count."""
-    grace_period_seconds: int | None = None
-    """None: each pod's own terminationGracePeriodSeconds."""
-    stuck_pod_seconds: float = _DEFAULTS.stuck_pod_seconds
-    """A pod still terminating this long after its deletion deadline stops blocking."""
-    critical_reserve_seconds: float = _DEFAULTS.critical_reserve_seconds
-    """The critical tier starts this long before the deadline if the ordinary pods
-    left are all held by budgets or terminating namespaces."""
-    volume_detach_timeout: float = _DEFAULTS.volume_detach_timeout_seconds
-    dry_run: bool = _DEFAULTS.dry_run
-    force_on_timeout: bool = _DEFAULTS.timeout_policy == TimeoutPolicy.FORCE
-    force_grace_period_seconds: int = _DEFAULTS.force_grace_period_seconds
-    retry: Backoff = field(default_factory=lambda: Backoff(first=0.25, cap=4.0))
-    """Pacing after a failed request, or after a refusal while the budget watch is down."""
-    retry_watched: float = 30.0
-    """The fallback timer after a refusal while the budget watch is healthy (it wakes
-    the pod anyway when the budget allows): a budget that never allows costs one
-    request per pod every 15-30 s."""
-    several_budgets_retry: float = 8.0
-    """How often a pod under more than one budget is tried again (someone may fix them)."""
-    watch_timeout_seconds: int = 240
-
-    @classmethod
-    def from_settings(cls, settings: Settings) -> DrainOptions:
-        """The one conversion from settings to drain options."""
-        return cls(
-            filters=FilterOptions(
-                evict_unreplicated=settings.evict_unreplicated_pods,
-                evict_emptydir=settings.evict_emptydir_pods,
-                evict_daemonset=settings.evict_daemonset_pods,
-            ),
-            concurrency=settings.eviction_concurrency,
-            grace_period_seconds=settings.grace_period_seconds
-            if settings.grace_period_seconds >= 0
-            else None,
-            stuck_pod_seconds=settings.stuck_pod_seconds,
-            critical_reserve_seconds=settings.critical_reserve_seconds,
-            volume_detach_timeout=settings.volume_detach_timeout_seconds,
-            dry_run=settings.dry_run,
-            force_on_timeout=settings.timeout_policy == TimeoutPolicy.FORCE,
-            force_grace_period_seconds=settings.force_grace_period_seconds,
-        )
 
 
 @dataclass
@@ -222,7 +171,7 @@ class Drain:
             return
         pod_list, version = self.kube.list_pods_on_node(self.node)
         if self.options.dry_run:
-            self._dry_run(pod_list)
+            dry_run(self.kube, pod_list, self.options, self.report, self._emit)
             return
         self._start(pod_list, version, deadline, deadline_source)
         if not self._evict_all(limit):
@@ -560,11 +509,7 @@ class Drain:
         server does not name them, the budget watch does."""
         assert self._budgets is not None and self._schedule is not None
         names = self._budgets.matching(entry.pod)
-        message = (
-            f"cannot evict {entry.name}: more than one PodDisruptionBudget selects it "
-            f"({', '.join(names) or 'names unknown'}); the eviction API supports only one. "
-            "Delete or narrow all but one of them."
-        )
+        message = several_budgets_message(entry.name, names)
         with self._cond:
             until = self.clock() + self.options.several_budgets_retry
             self._schedule.wait(
@@ -694,116 +639,46 @@ class Drain:
         except KubeError as e:  # the drain is done; a failed annotation is only a log line
             log.warning("could not record the drained state on node %s: %s", self.node, e)
 
-    # -- dry run --------------------------------------------------------------
-
-    def _dry_run(self, pod_list: list[Pod]) -> None:
-        """Ask the server, by dry-run evictions, what a drain would do; change nothing."""
-        report = self.report
-        report.outcome = Outcome.DRY_RUN
-        decisions = [filters.decide(p, self.options.filters) for p in pod_list]
-        self._warn(decisions)
-        budgets: BudgetTracker | None = None
-        for decision in decisions:
-            name = decision.name
-            if decision.action == Action.SKIP:
-                report.skipped[name] = decision.reason
-                self._emit(Kind.SKIPPED, pod=name, reason=decision.reason)
-                continue
-            if decision.action != Action.EVICT:
-                continue
-            try:
-                self.kube.evict(
-                    decision.pod,
-                    grace_period_seconds=self.options.grace_period_seconds,
-                    dry_run=True,
-                )
-            except EvictionBlocked as e:
-                budget = f"{decision.pod['metadata'].get('namespace', '')}/{e.budget}"
-                report.blocked_by.setdefault(budget, []).append(name)
-                self._emit(Kind.WOULD_EVICT, pod=name, budget=budget, reason=str(e))
-            except MultipleBudgets:
-                if budgets is None:
-                    budgets = BudgetTracker(self.kube)
-                    budgets.start(*self.kube.list_budgets())
-                    budgets.stop()
-                names = budgets.matching(decision.pod)
-                report.multiple_budgets[name] = names
-                message = (
-                    f"cannot evict {name}: more than one PodDisruptionBudget selects it "
-                    f"({', '.join(names) or 'names unknown'}); the eviction API supports only one. "
-                    "Delete or narrow all but one of them."
-                )
-                report.errors.append(message)
-                self._emit(Kind.SEVERAL_BUDGETS, pod=name, budget=", ".join(names), reason=message)
-                continue
-            except NamespaceTerminating:
-                report.going_with_namespace.append(name)
-                self._emit(Kind.WITH_NAMESPACE, pod=name, reason="its namespace is being deleted")
-                continue
-            except (KubeNotFound, KubeConflict):
-                continue
-            else:
-                self._emit(Kind.WOULD_EVICT, pod=name)
-            report.would_evict.append(name)
-
     # -- volumes --------------------------------------------------------------
 
     def _wait_for_volume_detach(self, limit: float) -> None:
-        """Wait, bounded, until the evicted pods' volumes are detached from the node,
-        so their EBS volumes are not yanked from a live instance."""
+        """Wait, bounded, until the evicted pods' volumes are detached from the node."""
         assert self._schedule is not None
-        claims = {
-            (e.pod["metadata"]["namespace"], c)
-            for e in self._schedule
-            for c in pods.claim_names(e.pod)
-        }
-        if not claims or self.options.volume_detach_timeout <= 0:
+        if self.options.volume_detach_timeout <= 0:
             return
-        volumes = set()
-        for namespace, claim_name in sorted(claims):
-            claim = self.kube.get_claim(namespace, claim_name)
-            if claim and (claim.get("spec") or {}).get("volumeName"):
-                volumes.add(claim["spec"]["volumeName"])
+        volumes = volumes_of(self.kube, (e.pod for e in self._schedule))
         if not volumes:
             return
-        until = min(limit, self.clock() + self.options.volume_detach_timeout)
-        attachments = AttachmentTracker(
-            self.kube, watch_timeout=self.options.watch_timeout_seconds, cond=self._cond
+        result = wait_for_detach(
+            self.kube,
+            self.node,
+            volumes,
+            min(limit, self.clock() + self.options.volume_detach_timeout),
+            cond=self._cond,
+            clock=self.clock,
+            pause=self._pause,
+            stopped=lambda: self._fatal is not None,
+            on_detached=lambda what: self._emit(Kind.VOLUME_DETACHED, reason=what),
+            watch_timeout=self.options.watch_timeout_seconds,
         )
-        attachments.start(*self.kube.list_volume_attachments())
-        try:
-            pending = self._detach_wait(attachments, volumes, until)
-        finally:
-            attachments.stop()
-        if pending:
-            self.report.volumes_pending = sorted(pending.values())
+        if result.error is not None:
+            self._fail(result.error)
+        self.report.volumes_detached = len(result.detached)
+        self.report.volumes_pending = result.pending
+        if result.pending:
             log.warning(
                 "volumes still attached to %s after %.0f s: %s",
                 self.node,
                 self.options.volume_detach_timeout,
-                ", ".join(self.report.volumes_pending),
+                ", ".join(result.pending),
             )
 
-    def _detach_wait(
-        self, attachments: AttachmentTracker, volumes: set[str], until: float
-    ) -> dict[str, str]:
-        with self._cond:
-            pending = attachments.attached(self.node, volumes)
-            while pending and self.clock() < until and self._fatal is None:
-                if isinstance(attachments.error, FatalKubeError):
-                    self._fail(attachments.error)
-                    break
-                now = self.clock()
-                if self._fake_sleep is None:
-                    self._cond.wait(max(0.01, min(until - now, 5.0)))
-                elif not self._cond.wait(0.02):
-                    self._fake_sleep(max(0.0, until - self.clock()))
-                still = attachments.attached(self.node, volumes)
-                for name in pending.keys() - still.keys():
-                    self.report.volumes_detached += 1
-                    self._emit(Kind.VOLUME_DETACHED, reason=f"{name} ({pending[name]})")
-                pending = still
-        return pending
+    def _pause(self, until: float) -> None:
+        """Wait for a change or until `until` (hold the lock); a test's clock jumps."""
+        if self._fake_sleep is None:
+            self._cond.wait(max(0.01, min(until - self.clock(), 5.0)))
+        elif not self._cond.wait(0.02):
+            self._fake_sleep(max(0.0, until - self.clock()))
 
     # -- events ---------------------------------------------------------------
 
@@ -829,39 +704,3 @@ def _last_writer(node: dict[str, Any]) -> str:
     last = max(entries, key=lambda m: str(m["time"]))
     manager, operation = last.get("manager", "unknown"), last.get("operation", "")
     return f"last written by {manager} ({operation}) at {last['time']}"
-
-
-_MESSAGES = {
-    Kind.STARTED: "draining node {node}",
-    Kind.CORDONED: "cordoned node {node}",
-    Kind.RECORDONED: "node {node} {reason}",
-    Kind.SKIPPED: "skipping {pod}: {reason}",
-    Kind.APPEARED: "pod {pod} appeared on the node mid-drain",
-    Kind.EVICTING: "evicting {pod}",
-    Kind.EVICTED: "evicted {pod}",
-    Kind.REFUSED: "eviction of {pod} refused by PodDisruptionBudget {budget}; "
-    "retrying when it allows",
-    Kind.SEVERAL_BUDGETS: "{reason}",
-    Kind.WITH_NAMESPACE: "not evicting {pod}: {reason}",
-    Kind.GONE: "{pod} is gone",
-    Kind.STUCK: "{pod} is stuck: {reason}; no longer waiting for it",
-    Kind.CRITICAL_TIER: "starting the critical tier: {reason}",
-    Kind.FORCED: "force-deleted {pod}",
-    Kind.LEFT: "{pod} left on the node: {reason}",
-    Kind.VOLUME_DETACHED: "volume detached: {reason}",
-    Kind.WOULD_EVICT: "would evict {pod}",
-    Kind.STOPPED: "drain of {node} stopped: {reason}",
-}
-
-
-def describe(event: DrainEvent, node: str) -> str:
-    """The event as a sentence for people (the log line's message)."""
-    values = {f.name: getattr(event, f.name) for f in fields(event)}
-    text = _MESSAGES.get(event.kind, str(event.kind)).format(node=node, **values)
-    if event.kind == Kind.GONE and event.seconds is not None:
-        text += f" after {event.seconds:.1f} s"
-    if event.kind == Kind.EVICTED and event.refusals:
-        text += f" after {event.refusals} budget refusal(s)"
-    if event.kind == Kind.WOULD_EVICT and event.budget:
-        text += f" (PodDisruptionBudget {event.budget} refuses it now)"
-    return text

@@ -10,7 +10,7 @@ table and tests/test_logs.py hold it fixed.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from enum import StrEnum
 from typing import Any
 
@@ -174,3 +174,48 @@ class DrainReport:
         for pod, why in sorted(self.left.items()):
             by_reason.setdefault(why, []).append(pod)
         return "; ".join(f"{why}: {', '.join(names)}" for why, names in by_reason.items())
+
+
+_MESSAGES = {
+    Kind.STARTED: "draining node {node}",
+    Kind.CORDONED: "cordoned node {node}",
+    Kind.RECORDONED: "node {node} {reason}",
+    Kind.SKIPPED: "skipping {pod}: {reason}",
+    Kind.APPEARED: "pod {pod} appeared on the node mid-drain",
+    Kind.EVICTING: "evicting {pod}",
+    Kind.EVICTED: "evicted {pod}",
+    Kind.REFUSED: "eviction of {pod} refused by PodDisruptionBudget {budget}; "
+    "retrying when it allows",
+    Kind.SEVERAL_BUDGETS: "{reason}",
+    Kind.WITH_NAMESPACE: "not evicting {pod}: {reason}",
+    Kind.GONE: "{pod} is gone",
+    Kind.STUCK: "{pod} is stuck: {reason}; no longer waiting for it",
+    Kind.CRITICAL_TIER: "starting the critical tier: {reason}",
+    Kind.FORCED: "force-deleted {pod}",
+    Kind.LEFT: "{pod} left on the node: {reason}",
+    Kind.VOLUME_DETACHED: "volume detached: {reason}",
+    Kind.WOULD_EVICT: "would evict {pod}",
+    Kind.STOPPED: "drain of {node} stopped: {reason}",
+}
+
+
+def describe(event: DrainEvent, node: str) -> str:
+    """The event as a sentence for people (the log line's message)."""
+    values = {f.name: getattr(event, f.name) for f in fields(event)}
+    text = _MESSAGES.get(event.kind, str(event.kind)).format(node=node, **values)
+    if event.kind == Kind.GONE and event.seconds is not None:
+        text += f" after {event.seconds:.1f} s"
+    if event.kind == Kind.EVICTED and event.refusals:
+        text += f" after {event.refusals} budget refusal(s)"
+    if event.kind == Kind.WOULD_EVICT and event.budget:
+        text += f" (PodDisruptionBudget {event.budget} refuses it now)"
+    return text
+
+
+def several_budgets_message(pod: str, budgets: list[str]) -> str:
+    """Why the eviction API refuses a pod, and what to do about it."""
+    return (
+        f"cannot evict {pod}: more than one PodDisruptionBudget selects it "
+        f"({', '.join(budgets) or 'names unknown'}); the eviction API supports only one. "
+        "Delete or narrow all but one of them."
+    )

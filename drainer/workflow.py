@@ -29,7 +29,7 @@ from typing import Any
 
 from drainer import aws, logs
 from drainer.backoff import Backoff
-from drainer.drain import Drain, DrainOptions
+from drainer.drain import Drain
 from drainer.errors import (
     ClusterNotFound,
     InstanceNotFound,
@@ -41,6 +41,7 @@ from drainer.errors import (
 from drainer.events import Handover, LifecycleEvent
 from drainer.kube import Kube
 from drainer.nodes import find_node
+from drainer.options import DrainOptions
 from drainer.report import DrainEvent, DrainReport, Outcome
 from drainer.settings import Settings
 

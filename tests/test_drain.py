@@ -26,7 +26,8 @@ from realapi import (
     throttled_429,
 )
 
-from drainer.drain import Drain, DrainOptions, DrainReport, Outcome
+from drainer.drain import Drain, DrainReport, Outcome
+from drainer.options import DrainOptions
 from kubesim import KubeSim
 from kubesim import testing as k
 

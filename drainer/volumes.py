@@ -1,0 +1,76 @@
+"""The last step of a drain: wait, bounded, until the evicted pods' volumes are
+detached from the node, so their EBS volumes are not yanked from a live instance.
+
+The VolumeAttachments are followed by a watch (the attach-detach controller deletes
+each one once the CSI driver has detached its volume); the drain's lock and
+condition are shared, so a fatal error elsewhere ends this wait at once.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from drainer import pods
+from drainer.errors import FatalKubeError
+from drainer.kube import Kube
+from drainer.pods import Pod
+from drainer.watchers import AttachmentTracker
+
+
+@dataclass
+class Detach:
+    detached: list[str] = field(default_factory=list)
+    """VolumeAttachment (volume) of each volume that went while waiting."""
+    pending: list[str] = field(default_factory=list)
+    """Volumes still attached when the wait ended."""
+    error: FatalKubeError | None = None
+
+
+def volumes_of(kube: Kube, drained: Iterable[Pod]) -> set[str]:
+    """The PersistentVolumes behind the claims the pods mounted (bound claims only)."""
+    claims = {(p["metadata"]["namespace"], c) for p in drained for c in pods.claim_names(p)}
+    volumes = set()
+    for namespace, claim_name in sorted(claims):
+        claim = kube.get_claim(namespace, claim_name)
+        if claim and (claim.get("spec") or {}).get("volumeName"):
+            volumes.add(claim["spec"]["volumeName"])
+    return volumes
+
+
+def wait_for_detach(
+    kube: Kube,
+    node: str,
+    volumes: set[str],
+    until: float,
+    *,
+    cond: threading.Condition,
+    clock: Callable[[], float],
+    pause: Callable[[float], None],
+    stopped: Callable[[], bool],
+    on_detached: Callable[[str], None],
+    watch_timeout: int = 240,
+) -> Detach:
+    """Wait until none of `volumes` is attached to `node`, `until`, or `stopped()`.
+    `pause(until)` waits on `cond` (held) for a change or the time."""
+    attachments = AttachmentTracker(kube, watch_timeout=watch_timeout, cond=cond)
+    attachments.start(*kube.list_volume_attachments())
+    result = Detach()
+    try:
+        with cond:
+            pending = attachments.attached(node, volumes)
+            while pending and clock() < until and not stopped():
+                if isinstance(attachments.error, FatalKubeError):
+                    result.error = attachments.error
+                    break
+                pause(until)
+                still = attachments.attached(node, volumes)
+                for name in sorted(pending.keys() - still.keys()):
+                    result.detached.append(f"{name} ({pending[name]})")
+                    on_detached(result.detached[-1])
+                pending = still
+    finally:
+        attachments.stop()
+    result.pending = sorted(pending.values())
+    return result
