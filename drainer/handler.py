@@ -34,6 +34,9 @@ class _Container:
     settings: Settings | None = None
     clients: tuple[aws.AwsClients, KubeFactory] | None = None
     lock = threading.Lock()  # one builder, even when a test runs handlers in threads
+    # Powertools keeps one metric set per process: two invocations in one process
+    # (tests run handlers in threads) take turns to fill and flush it.
+    metrics_lock = threading.Lock()
 
 
 _CONTAINER = _Container()
@@ -231,6 +234,11 @@ def _summary(
 
 def _metrics(run: Run, summary: Mapping[str, Any], settings: Settings) -> None:
     """CloudWatch metrics in embedded metric format: one JSON line, no API call."""
+    with _CONTAINER.metrics_lock:
+        _write_metrics(run, summary, settings)
+
+
+def _write_metrics(run: Run, summary: Mapping[str, Any], settings: Settings) -> None:
     from aws_lambda_powertools import Metrics
     from aws_lambda_powertools.metrics import MetricUnit
 
