@@ -8,8 +8,9 @@ RBAC before deploying (`--context` of a user in the eks-node-drainer group,
                             [--timeout SECONDS] [--dry-run]
     python -m drainer drain --instance-id ID ...   (looks the node up through EC2)
 
-Exit status: 0 drained (or dry run done), 1 not drained (timeout, pods left),
-2 usage or configuration error, 3 API error (RBAC, TLS, unreachable).
+Exit status: 0 drained (or dry run done), 1 not drained (no such node or instance,
+timeout, pods left), 2 usage or configuration error (checked before any request),
+3 API error (RBAC, TLS, unreachable).
 """
 
 from __future__ import annotations
@@ -17,18 +18,24 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import logging
+import math
+import os
+import re
 import sys
 import time
 from collections.abc import Callable, Sequence
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from drainer.drain import Drain
-from drainer.errors import DrainerError, KubeError
+from drainer.errors import DrainerError, InstanceNotFound, KubeError
 from drainer.kube import Kube
 from drainer.nodes import find_node
 from drainer.options import DrainOptions
 from drainer.report import DrainEvent, DrainReport, Kind, Outcome
 from drainer.settings import Settings
+
+if TYPE_CHECKING:
+    from drainer import aws
 
 DEFAULTS = Settings()
 """The CLI's defaults are the Lambda's: one source."""
@@ -107,6 +114,51 @@ class Progress:
         print(f"[{elapsed:6.1f}s] {label:>11}  {subject}{detail}", file=self.stream, flush=True)
 
 
+# A node's name is a DNS-1123 subdomain (what the API server accepts for a Node).
+_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+_INSTANCE_ID = re.compile(r"i-([0-9a-f]{8}|[0-9a-f]{17})")
+
+
+def node_name(text: str) -> str:
+    if len(text) > 253 or not _DNS_SUBDOMAIN.fullmatch(text):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a node name (lowercase letters, digits, '-' and '.', "
+            "starting and ending with a letter or digit, at most 253 characters)"
+        )
+    return text
+
+
+def instance_id(text: str) -> str:
+    if not _INSTANCE_ID.fullmatch(text):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not an EC2 instance id (i- followed by 8 or 17 hex digits)"
+        )
+    return text
+
+
+def positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive, finite number of seconds")
+    return value
+
+
+def _at_least(minimum: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = minimum - 1
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"{text!r} is not an integer >= {minimum}")
+        return value
+
+    return parse
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m drainer", description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -114,15 +166,20 @@ def _parser() -> argparse.ArgumentParser:
         "drain", help="cordon and drain one node, respecting PodDisruptionBudgets"
     )
     target = drain.add_mutually_exclusive_group(required=True)
-    target.add_argument("--node", help="the Kubernetes node name")
-    target.add_argument("--instance-id", help="an EC2 instance id; the node is found through EC2")
+    target.add_argument("--node", type=node_name, help="the Kubernetes node name")
+    target.add_argument(
+        "--instance-id",
+        type=instance_id,
+        help="an EC2 instance id; the node is found through EC2 (region: AWS_REGION, "
+        "AWS_DEFAULT_REGION or the profile's)",
+    )
     drain.add_argument(
         "--kubeconfig", help="kubeconfig file (default: $KUBECONFIG or ~/.kube/config)"
     )
     drain.add_argument("--context", help="kubeconfig context (default: the current one)")
     drain.add_argument(
         "--timeout",
-        type=float,
+        type=positive_seconds,
         default=float(DEFAULTS.drain_timeout_seconds),
         help=f"give up after this many seconds (default {DEFAULTS.drain_timeout_seconds})",
     )
@@ -131,19 +188,19 @@ def _parser() -> argparse.ArgumentParser:
     )
     drain.add_argument(
         "--concurrency",
-        type=int,
+        type=_at_least(1),
         default=DEFAULTS.eviction_concurrency,
         help=f"evictions in flight at once (default {DEFAULTS.eviction_concurrency})",
     )
     drain.add_argument(
         "--grace-period",
-        type=int,
+        type=_at_least(-1),
         default=DEFAULTS.grace_period_seconds,
         help="seconds each pod gets to stop (default: the pod's own)",
     )
     drain.add_argument(
         "--stuck-pod-seconds",
-        type=int,
+        type=_at_least(0),
         default=DEFAULTS.stuck_pod_seconds,
         help="stop waiting for pods stuck terminating this long past their grace period "
         f"(default {DEFAULTS.stuck_pod_seconds})",
@@ -177,11 +234,29 @@ def settings_from(args: argparse.Namespace) -> Settings:
     )
 
 
-def _node_for_instance(kube: Kube, instance_id: str) -> str | None:
+class NoRegion(DrainerError):
+    """No AWS region configured for an --instance-id lookup."""
+
+
+def _aws_session() -> aws.Session:
+    """A session in the region botocore's chain finds, AWS_REGION first (the
+    variable the Lambda runtime sets, which botocore alone does not read)."""
     from drainer import aws
 
-    session = aws.Session()
-    identity = aws.describe_instance(aws.make_clients(session).ec2, instance_id)
+    session = aws.Session(region_name=os.environ.get("AWS_REGION") or None)
+    if not session.region_name:
+        raise NoRegion(
+            "no AWS region to look the instance up in: set AWS_REGION or "
+            "AWS_DEFAULT_REGION, or a region in your AWS profile"
+        )
+    return session
+
+
+def _node_for_instance(kube: Kube, instance: str) -> str | None:
+    from drainer import aws
+
+    session = _aws_session()
+    identity = aws.describe_instance(aws.make_clients(session).ec2, instance)
     return find_node(
         kube, identity.private_dns_name, identity.hostname_candidates, identity.provider_id_suffix
     )
@@ -195,10 +270,13 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None) -> int
         format="%(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
-    if args.timeout <= 0 or args.concurrency < 1:
-        print("error: --timeout must be positive and --concurrency at least 1", file=sys.stderr)
-        return 2
     settings = settings_from(args)
+    if args.instance_id:
+        try:
+            _aws_session()
+        except NoRegion as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
     try:
         kube = Kube.from_kubeconfig(
             args.kubeconfig,
@@ -212,8 +290,11 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None) -> int
     try:
         node = args.node or _node_for_instance(kube, args.instance_id)
         if node is None:
-            print(f"no Kubernetes node for instance {args.instance_id}: nothing to drain", file=out)
-            return 0
+            print(f"error: no Kubernetes node for instance {args.instance_id}", file=sys.stderr)
+            return 1
+        if kube.get_node(node) is None:  # kubectl's answer; nothing is touched
+            print(f"error: node {node} not found", file=sys.stderr)
+            return 1
         print(f"draining node {node}{' (dry run)' if args.dry_run else ''}", file=out, flush=True)
         drain = Drain(
             kube,
@@ -227,6 +308,9 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None) -> int
     except KubeError as e:
         print(f"error: {e}", file=sys.stderr)
         return 3
+    except InstanceNotFound as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
     except DrainerError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -106,7 +106,7 @@ def test_rbac_missing__exit_3_names_verb_and_resource(
 
     assert code == 3
     error = capsys.readouterr().err
-    assert "RBAC denied 'patch' on 'nodes'" in error
+    assert "RBAC denied 'get' on 'nodes'" in error
     assert "kubectl apply -f k8s-rbac/" in error
 
 
@@ -219,3 +219,74 @@ def test_progress__eviction_attempts__only_when_verbose() -> None:
 @pytest.mark.parametrize("kind", list(Kind))
 def test_progress__every_kind__prints_a_line(kind: Kind) -> None:
     assert len(_progress([DrainEvent(kind, pod="shop/web")], verbose=True)) == 1
+
+
+# -- like kubectl drain: a missing node, bad arguments ---------------------------------
+
+
+def test_missing_node__exit_1_node_not_found__nothing_touched(
+    sim: KubeSim, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, output = _run(sim, "--node", "nosuchnode")
+
+    assert code == 1
+    assert "error: node nosuchnode not found" in capsys.readouterr().err
+    assert "drained" not in output
+    writes = [r for r in sim.requests() if r.method not in ("GET", "HEAD")]
+    assert writes == [], [(r.method, r.path) for r in writes]
+
+
+@pytest.mark.parametrize(
+    ("args", "complaint"),
+    [
+        pytest.param(["--node", "../namespaces/default"], "is not a node name", id="path-node"),
+        pytest.param(["--node", ""], "is not a node name", id="empty-node"),
+        pytest.param(["--node", "Node_1"], "is not a node name", id="uppercase-node"),
+        pytest.param(["--node", NODE, "--timeout", "nan"], "positive, finite", id="nan"),
+        pytest.param(["--node", NODE, "--timeout", "inf"], "positive, finite", id="inf"),
+        pytest.param(["--node", NODE, "--timeout", "-5"], "positive, finite", id="negative"),
+        pytest.param(["--node", NODE, "--concurrency", "0"], "integer >= 1", id="concurrency"),
+        pytest.param(["--instance-id", "i-xyz"], "not an EC2 instance id", id="instance-id"),
+    ],
+)
+def test_bad_arguments__usage_error_exit_2__before_any_request(
+    sim: KubeSim, capsys: pytest.CaptureFixture[str], args: list[str], complaint: str
+) -> None:
+    before = len(sim.requests())
+
+    with pytest.raises(SystemExit) as exited:
+        _run(sim, *args)
+
+    assert exited.value.code == 2
+    error = capsys.readouterr().err
+    assert "usage:" in error
+    assert complaint in error
+    assert len(sim.requests()) == before, "no request was sent"
+
+
+def test_instance_id_without_a_region__clear_error_exit_2(
+    sim: KubeSim,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    for variable in ("AWS_REGION", "AWS_DEFAULT_REGION", "AWS_PROFILE"):
+        monkeypatch.delenv(variable, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-config"))
+
+    code, _ = _run(sim, "--instance-id", "i-0123456789abcdef0")
+
+    assert code == 2
+    assert "no AWS region" in capsys.readouterr().err
+
+
+def test_instance_id_with_only_aws_region__region_taken_from_it(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from drainer.__main__ import _aws_session
+
+    monkeypatch.delenv("AWS_DEFAULT_REGION", raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-config"))
+    monkeypatch.setenv("AWS_REGION", "eu-west-3")
+
+    assert _aws_session().region_name == "eu-west-3"
