@@ -37,7 +37,7 @@ def test_pods_under_two_budgets__timeout_message_names_both__continue(
     node = world.nodes[instance]
     _two_budgets(world, node)
     budgets.start()
-    event = nearly_timed_out(world.terminate(instance), seconds_left=3.0)
+    event = nearly_timed_out(world.terminate(instance), seconds_left=6.0)
 
     summary = invoke(event, TIMEOUT_POLICY="continue", DRAIN_TIMEOUT_SECONDS=60)
 
