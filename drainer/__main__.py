@@ -7,10 +7,15 @@ RBAC before deploying (`--context` of a user in the eks-node-drainer group,
     python -m drainer drain --node NAME [--kubeconfig PATH] [--context NAME]
                             [--timeout SECONDS] [--dry-run]
     python -m drainer drain --instance-id ID ...   (looks the node up through EC2)
+    python -m drainer release --node NAME [--dry-run]   (undo: uncordon, and remove
+                            what the drainer added to the node, nothing else)
 
-Exit status: 0 drained (or dry run done), 1 not drained (no such node or instance,
-timeout, pods left), 2 usage or configuration error (checked before any request),
-3 API error (RBAC, TLS, unreachable).
+Ctrl-C stops new evictions at once and says what state the node is in and how to
+undo it; a second Ctrl-C quits at once.
+
+Exit status: 0 drained or released (or dry run done), 1 not drained (no such node
+or instance, timeout, pods left), 2 usage or configuration error (checked before
+any request), 3 API error (RBAC, TLS, unreachable), 130 interrupted by Ctrl-C.
 """
 
 from __future__ import annotations
@@ -21,11 +26,15 @@ import logging
 import math
 import os
 import re
+import shlex
+import signal
 import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, TextIO
 
+from drainer import cordon
 from drainer.drain import Drain
 from drainer.errors import DrainerError, InstanceNotFound, KubeError
 from drainer.kube import Kube
@@ -159,13 +168,9 @@ def _at_least(minimum: int) -> Callable[[str], int]:
     return parse
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m drainer", description=__doc__.split("\n\n")[0])
-    commands = parser.add_subparsers(dest="command", required=True)
-    drain = commands.add_parser(
-        "drain", help="cordon and drain one node, respecting PodDisruptionBudgets"
-    )
-    target = drain.add_mutually_exclusive_group(required=True)
+def _target(parser: argparse.ArgumentParser) -> None:
+    """The flags that say which node, on which cluster: the same for every command."""
+    target = parser.add_mutually_exclusive_group(required=True)
     target.add_argument("--node", type=node_name, help="the Kubernetes node name")
     target.add_argument(
         "--instance-id",
@@ -173,10 +178,28 @@ def _parser() -> argparse.ArgumentParser:
         help="an EC2 instance id; the node is found through EC2 (region: AWS_REGION, "
         "AWS_DEFAULT_REGION or the profile's)",
     )
-    drain.add_argument(
+    parser.add_argument(
         "--kubeconfig", help="kubeconfig file (default: $KUBECONFIG or ~/.kube/config)"
     )
-    drain.add_argument("--context", help="kubeconfig context (default: the current one)")
+    parser.add_argument("--context", help="kubeconfig context (default: the current one)")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m drainer", description=__doc__.split("\n\n")[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    release = commands.add_parser(
+        "release",
+        help="undo a drain: uncordon, remove the load-balancer exclusion label and the "
+        "progress annotation, where the drainer added them",
+    )
+    _target(release)
+    release.add_argument(
+        "--dry-run", action="store_true", help="say what would change; change nothing"
+    )
+    drain = commands.add_parser(
+        "drain", help="cordon and drain one node, respecting PodDisruptionBudgets"
+    )
+    _target(drain)
     drain.add_argument(
         "--timeout",
         type=positive_seconds,
@@ -265,12 +288,13 @@ def _node_for_instance(kube: Kube, instance: str) -> str | None:
 def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None) -> int:
     out = stdout or sys.stdout
     args = _parser().parse_args(argv)
+    verbose = getattr(args, "verbose", False)
     logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.WARNING,
+        level=logging.DEBUG if verbose else logging.WARNING,
         format="%(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
-    settings = settings_from(args)
+    settings = settings_from(args) if args.command == "drain" else DEFAULTS
     if args.instance_id:
         try:
             _aws_session()
@@ -288,23 +312,7 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None) -> int
         print(f"error: {e}", file=sys.stderr)
         return 2
     try:
-        node = args.node or _node_for_instance(kube, args.instance_id)
-        if node is None:
-            print(f"error: no Kubernetes node for instance {args.instance_id}", file=sys.stderr)
-            return 1
-        if kube.get_node(node) is None:  # kubectl's answer; nothing is touched
-            print(f"error: node {node} not found", file=sys.stderr)
-            return 1
-        print(f"draining node {node}{' (dry run)' if args.dry_run else ''}", file=out, flush=True)
-        drain = Drain(
-            kube,
-            node,
-            DrainOptions.from_settings(settings),
-            on_event=Progress(out, node, args.verbose),
-        )
-        report = drain.run(
-            time.time() + args.timeout, deadline_source=f"--timeout ({args.timeout:g} s)"
-        )
+        return _command(kube, args, settings, out)
     except KubeError as e:
         print(f"error: {e}", file=sys.stderr)
         return 3
@@ -314,18 +322,98 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None) -> int
     except DrainerError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # before the drain began (its own Ctrl-C is handled)
+        print("\ninterrupted before anything changed", file=sys.stderr)
+        return 130
     finally:
         kube.close()
-    return _conclude(report, node, out)
 
 
-def _conclude(report: DrainReport, node: str, out: TextIO) -> int:
+def _command(kube: Kube, args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
+    node = args.node or _node_for_instance(kube, args.instance_id)
+    if node is None:
+        print(f"error: no Kubernetes node for instance {args.instance_id}", file=sys.stderr)
+        return 1
+    found = kube.get_node(node)
+    if found is None:  # kubectl's answer; nothing is touched
+        print(f"error: node {node} not found", file=sys.stderr)
+        return 1
+    if args.command == "release":
+        return _release(kube, found, args.dry_run, out)
+    print(f"draining node {node}{' (dry run)' if args.dry_run else ''}", file=out, flush=True)
+    drain = Drain(
+        kube, node, DrainOptions.from_settings(settings), on_event=Progress(out, node, args.verbose)
+    )
+    with _interruptible(drain):
+        report = drain.run(
+            time.time() + args.timeout, deadline_source=f"--timeout ({args.timeout:g} s)"
+        )
+    return _conclude(report, node, out, _undo_command(args, node))
+
+
+def _release(kube: Kube, node: dict[str, object], dry_run: bool, out: TextIO) -> int:
+    result = cordon.release(kube, node, dry_run=dry_run)
+    if result.warning:
+        print(f"warning: {result.warning}", file=out)
+    for kept in result.kept:
+        print(f"node {result.node}: {kept}", file=out)
+    if result.changed:
+        verb = "would be released" if dry_run else "released"
+        print(f"node {result.node} {verb}: {', '.join(result.changed)}", file=out)
+    return 0
+
+
+class _interruptible:
+    """While a drain runs, the first Ctrl-C interrupts it (new evictions stop, run()
+    returns with what is left) and a second one quits at once."""
+
+    def __init__(self, drain: Drain) -> None:
+        self.drain = drain
+        self.previous: object = None
+        self.installed = threading.current_thread() is threading.main_thread()
+
+    def _on_sigint(self, signum: int, frame: object) -> None:
+        if self.drain.interrupted:
+            os.write(2, b"\ninterrupted again: quitting at once\n")
+            os._exit(130)
+        # os.write, not print: a signal handler may run inside a print of the main thread.
+        os.write(2, b"\ninterrupted: no new evictions (Ctrl-C again to quit at once)\n")
+        self.drain.interrupt("interrupted by Ctrl-C")
+
+    def __enter__(self) -> None:
+        if self.installed:
+            self.previous = signal.signal(signal.SIGINT, self._on_sigint)
+
+    def __exit__(self, *exc: object) -> None:
+        if self.installed:
+            signal.signal(signal.SIGINT, self.previous)  # type: ignore[arg-type]
+
+
+def _undo_command(args: argparse.Namespace, node: str) -> str:
+    words = ["python", "-m", "drainer", "release", "--node", node]
+    for flag in ("kubeconfig", "context"):
+        if getattr(args, flag):
+            words += [f"--{flag}", getattr(args, flag)]
+    return shlex.join(words)
+
+
+def _conclude(report: DrainReport, node: str, out: TextIO, undo: str) -> int:
     """The closing lines and the exit status of a drain that ran."""
     summary = ", ".join(f"{k}={v}" for k, v in report.summary().items())
     if report.outcome == Outcome.FAILED:
         print(f"error: {report.stopped_by}", file=sys.stderr)
         print(f"node {node} NOT drained: stopped by an API error; {summary}", file=out)
+        print(f"the node stays cordoned; to undo: {undo}", file=out)
         return 3
+    if report.outcome == Outcome.INTERRUPTED:
+        left = "; ".join(f"{pod} ({why})" for pod, why in sorted(report.left.items()))
+        print(
+            f"interrupted: node {node} is cordoned and excluded from load balancers; "
+            f"{len(report.left)} pods left{': ' + left if left else ''}",
+            file=out,
+        )
+        print(f"to undo: {undo}", file=out, flush=True)
+        return 130
     for message, names in report.warnings.items():
         print(f"warning: {message}: {', '.join(names)}", file=out)
     if report.outcome == Outcome.DRY_RUN:
@@ -335,6 +423,7 @@ def _conclude(report: DrainReport, node: str, out: TextIO) -> int:
         print(f"node {node} drained: {summary}", file=out)
         return 0
     print(f"node {node} NOT drained: {report.timeout_message()}; {summary}", file=out)
+    print(f"the node stays cordoned; to undo: {undo}", file=out)
     return 1
 
 

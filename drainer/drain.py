@@ -15,7 +15,6 @@ and "drained" means a fresh list shows nothing left to evict.
 
 from __future__ import annotations
 
-import json
 import logging
 import random
 import threading
@@ -27,6 +26,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from drainer import filters, logs, pods
+from drainer.cordon import EXCLUDE_LB_LABEL, PROGRESS_ANNOTATION, cordon_patch, progress_value
 from drainer.dryrun import dry_run
 from drainer.errors import (
     EvictionBlocked,
@@ -56,8 +56,10 @@ from drainer.watchers import BudgetTracker, NodeTracker, PodTracker
 
 log = logging.getLogger(__name__)
 
-EXCLUDE_LB_LABEL = "node.kubernetes.io/exclude-from-external-load-balancers"
-PROGRESS_ANNOTATION = "eks-node-drainer/progress"
+MAX_WAIT = 0.25
+"""The longest the loop waits in one go. A Python signal handler (the CLI's Ctrl-C)
+runs when the main thread's wait ends, and the kernel may hand SIGINT to any thread:
+without a short wait, Ctrl-C would be seen only at the next timer."""
 
 __all__ = [
     "EXCLUDE_LB_LABEL",
@@ -103,6 +105,8 @@ class Drain:
         self._fake_sleep = sleep
         self._cond = threading.Condition()
         self._fatal: FatalKubeError | None = None
+        self.interrupted = ""  # why interrupt() stopped the drain
+        self._added: frozenset[str] = frozenset()  # what cordon() changed on the node
         self._pods: PodTracker | None = None
         self._budgets: BudgetTracker | None = None
         self._node: NodeTracker | None = None
@@ -143,25 +147,31 @@ class Drain:
         return self.report
 
     def cordon(self) -> bool:
-        """Cordon, exclude from load balancers, record progress; False if the node is gone."""
-        patch = {
-            "metadata": {
-                "labels": {EXCLUDE_LB_LABEL: "true"},
-                "annotations": {
-                    PROGRESS_ANNOTATION: json.dumps(
-                        {"phase": "draining", "since": int(self.clock())}
-                    )
-                },
-            },
-            "spec": {"unschedulable": True},
-        }
+        """Cordon, exclude from load balancers, record progress and what the drainer
+        added (for `release`); False if the node is gone."""
         try:
+            node = self.kube.get_node(self.node)
+            if node is None:
+                raise KubeNotFound(f"node {self.node} not found", 404)
+            patch, self._added = cordon_patch(node, self.clock())
             self.kube.patch_node(self.node, patch, dry_run=self.options.dry_run)
         except KubeNotFound:
             log.info("node %s is gone; nothing to drain", self.node)
             return False
         self._emit(Kind.CORDONED, reason="dry run" if self.options.dry_run else "")
         return True
+
+    def interrupt(self, reason: str) -> None:
+        """Stop at once, from any thread or a signal handler (a person's Ctrl-C): no
+        new eviction is sent, and run() returns with outcome INTERRUPTED and the pods
+        left. The node stays cordoned; `release` undoes that."""
+        with self._cond:  # an RLock: safe in a signal handler of a thread holding it
+            if not self.interrupted:
+                self.interrupted = reason
+            self._cond.notify_all()
+
+    def _over(self) -> bool:
+        return self._fatal is not None or bool(self.interrupted)
 
     # -- the drain ------------------------------------------------------------
 
@@ -179,6 +189,9 @@ class Drain:
                 self._not_drained(deadline)
             return
         self._wait_for_volume_detach(limit)
+        if self.interrupted:
+            self._not_drained(deadline)
+            return
         self._mark_done()
 
     def _start(self, pod_list: list[Pod], version: str, deadline: float, source: str) -> None:
@@ -269,7 +282,7 @@ class Drain:
         assert schedule is not None
         with self._cond:
             while True:
-                if self._fatal is not None:
+                if self._over():
                     return _Step(over=True)
                 now = self.clock()
                 recordon = self._absorb(now)
@@ -301,7 +314,7 @@ class Drain:
         if self._fake_sleep is not None:
             self._fake_sleep(max(0.0, wake - now))
         else:
-            self._cond.wait(max(0.01, min(wake - now, 5.0)))
+            self._cond.wait(max(0.01, min(wake - now, MAX_WAIT)))
 
     def _schedule_in_flight(self) -> int:
         return self._schedule.in_flight() if self._schedule is not None else 0
@@ -432,7 +445,7 @@ class Drain:
                 self._cond.notify_all()
 
     def _evict(self, entry: Entry) -> None:
-        if self._fatal is not None:
+        if self._over():
             return
         try:
             self.kube.evict(entry.pod, grace_period_seconds=self.options.grace_period_seconds)
@@ -576,6 +589,10 @@ class Drain:
             still = self._schedule.open()
         self.report.remaining = sorted(left)
         self.report.left = left
+        if self.interrupted:
+            self.report.outcome = Outcome.INTERRUPTED
+            self.report.stopped_by = self.interrupted
+            return
         if self.clock() < deadline:
             self.report.outcome = Outcome.OUT_OF_TIME
             return
@@ -623,15 +640,17 @@ class Drain:
             for entry in deleted:
                 self._schedule.going(entry, self.clock(), "force-deleted")
                 self._dirty.add(pods.key(entry.pod))
-            while self._fatal is None and self._schedule.open() and self.clock() < until:
+            while not self._over() and self._schedule.open() and self.clock() < until:
                 self._absorb(self.clock())
                 self._idle(self.clock(), until)
             left = self._schedule.left()
         self.report.remaining = sorted(left)  # `left` keeps what the deadline found
 
     def _mark_done(self) -> None:
-        progress = {"phase": "drained", "at": int(self.clock()), "evicted": self.report.evicted}
-        patch = {"metadata": {"annotations": {PROGRESS_ANNOTATION: json.dumps(progress)}}}
+        progress = progress_value(
+            "drained", self._added, at=self.clock(), evicted=self.report.evicted
+        )
+        patch = {"metadata": {"annotations": {PROGRESS_ANNOTATION: progress}}}
         try:
             self.kube.patch_node(self.node, patch)
         except KubeNotFound:
@@ -657,7 +676,7 @@ class Drain:
             cond=self._cond,
             clock=self.clock,
             pause=self._pause,
-            stopped=lambda: self._fatal is not None,
+            stopped=self._over,
             on_detached=lambda what: self._emit(Kind.VOLUME_DETACHED, reason=what),
             watch_timeout=self.options.watch_timeout_seconds,
         )
@@ -676,7 +695,7 @@ class Drain:
     def _pause(self, until: float) -> None:
         """Wait for a change or until `until` (hold the lock); a test's clock jumps."""
         if self._fake_sleep is None:
-            self._cond.wait(max(0.01, min(until - self.clock(), 5.0)))
+            self._cond.wait(max(0.01, min(until - self.clock(), MAX_WAIT)))
         elif not self._cond.wait(0.02):
             self._fake_sleep(max(0.0, until - self.clock()))
 

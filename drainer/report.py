@@ -22,6 +22,7 @@ class Outcome(StrEnum):
     OUT_OF_TIME = "out_of_time"  # this invocation must hand over; the drain goes on
     DRY_RUN = "dry_run"
     FAILED = "failed"  # a fatal error stopped the drain (report.errors names it)
+    INTERRUPTED = "interrupted"  # Drain.interrupt() (a person's Ctrl-C); stopped_by says why
 
 
 class Kind(StrEnum):

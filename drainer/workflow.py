@@ -175,13 +175,14 @@ _RESULTS = {
     Outcome.OUT_OF_TIME: Result.HANDED_OVER,
     Outcome.DRY_RUN: Result.DRY_RUN,
     Outcome.FAILED: Result.FAILED,
+    Outcome.INTERRUPTED: Result.FAILED,  # the Lambda never interrupts its own drain
 }
 
 
 def result_for(report: DrainReport, deadline: Deadline, settings: Settings) -> tuple[Result, str]:
     """The workflow's result for the engine's report, and the message that explains it."""
     result = _RESULTS[report.outcome]
-    if report.outcome == Outcome.FAILED:
+    if report.outcome in (Outcome.FAILED, Outcome.INTERRUPTED):
         return result, report.stopped_by or "; ".join(report.errors)
     if report.outcome == Outcome.TIMED_OUT:
         forced = f"; force-deleted {report.forced} pods" if report.forced else ""

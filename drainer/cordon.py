@@ -1,0 +1,133 @@
+"""The node's own state: cordon it for a drain, and release it after one.
+
+A drain changes three things on its node: `spec.unschedulable`, the load-balancer
+exclusion label and the progress annotation. The annotation records which of the
+first two the drainer changed itself, so that `release` undoes those and nothing
+else: a node an operator cordoned, or a label an operator set, before the drain
+stays as it was. `kubectl uncordon` alone leaves the label, and the node out of
+every load balancer.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from drainer.kube import Kube
+
+log = logging.getLogger(__name__)
+
+EXCLUDE_LB_LABEL = "node.kubernetes.io/exclude-from-external-load-balancers"
+PROGRESS_ANNOTATION = "eks-node-drainer/progress"
+
+# The names the annotation's "added" list uses for what the drainer changed.
+ADDED_CORDON = "cordon"
+ADDED_LABEL = "exclude-from-lb-label"
+
+Obj = dict[str, Any]
+
+
+def _metadata(node: Obj, key: str) -> dict[str, str]:
+    return dict((node.get("metadata") or {}).get(key) or {})
+
+
+def progress_of(node: Obj) -> Obj | None:
+    """The drainer's progress annotation on the node, parsed; None when there is none."""
+    raw = _metadata(node, "annotations").get(PROGRESS_ANNOTATION)
+    if raw is None:
+        return None
+    try:
+        progress = json.loads(raw)
+    except ValueError:
+        progress = None
+    return progress if isinstance(progress, dict) else {}
+
+
+def added_by_drainer(node: Obj) -> frozenset[str]:
+    """What a drain changed on this node itself, as its annotation records. An
+    annotation from a version that did not record it means both: that version
+    always cordoned and labelled."""
+    progress = progress_of(node)
+    if progress is None:
+        return frozenset()
+    added = progress.get("added")
+    if not isinstance(added, list):
+        return frozenset({ADDED_CORDON, ADDED_LABEL})
+    return frozenset(str(a) for a in added)
+
+
+def cordon_patch(node: Obj, now: float) -> tuple[Obj, frozenset[str]]:
+    """The merge patch that cordons `node` for a drain, and what it changes that was
+    not there before (added to what an earlier drain of the node recorded)."""
+    added = set(added_by_drainer(node))
+    if not (node.get("spec") or {}).get("unschedulable"):
+        added.add(ADDED_CORDON)
+    metadata: Obj = {"annotations": {}}
+    if EXCLUDE_LB_LABEL not in _metadata(node, "labels"):
+        added.add(ADDED_LABEL)  # an operator's label keeps its value (any value excludes)
+        metadata["labels"] = {EXCLUDE_LB_LABEL: "true"}
+    recorded = frozenset(added)
+    metadata["annotations"][PROGRESS_ANNOTATION] = progress_value("draining", recorded, since=now)
+    return {"metadata": metadata, "spec": {"unschedulable": True}}, recorded
+
+
+def progress_value(phase: str, added: frozenset[str], **values: float | int) -> str:
+    """The annotation's text: the phase, its figures and what the drainer added."""
+    return json.dumps(
+        {"phase": phase, **{k: int(v) for k, v in values.items()}, "added": sorted(added)}
+    )
+
+
+@dataclass(frozen=True)
+class Release:
+    """What `release` changed on a node (or would, on a dry run), in words."""
+
+    node: str
+    changed: list[str] = field(default_factory=list)
+    kept: list[str] = field(default_factory=list)
+    """What the drainer did not add and so left alone (an operator's cordon or label)."""
+    warning: str = ""
+
+
+def release_patch(node: Obj) -> tuple[Obj, Release]:
+    """The merge patch that undoes what the drainer added to `node`; an empty patch
+    when there is nothing to undo."""
+    name = str((node.get("metadata") or {}).get("name", ""))
+    progress = progress_of(node)
+    if progress is None:
+        return {}, Release(name, kept=["no eks-node-drainer record on the node: nothing to undo"])
+    added = added_by_drainer(node)
+    cordoned = bool((node.get("spec") or {}).get("unschedulable"))
+    labelled = EXCLUDE_LB_LABEL in _metadata(node, "labels")
+    patch: Obj = {"metadata": {"annotations": {PROGRESS_ANNOTATION: None}}}
+    changed, kept = [], []
+    if cordoned and ADDED_CORDON in added:
+        patch["spec"] = {"unschedulable": False}
+        changed.append("uncordoned")
+    elif cordoned:
+        kept.append("cordoned before the drain: left cordoned")
+    if labelled and ADDED_LABEL in added:
+        patch["metadata"]["labels"] = {EXCLUDE_LB_LABEL: None}
+        changed.append(f"removed label {EXCLUDE_LB_LABEL}")
+    elif labelled:
+        kept.append(f"label {EXCLUDE_LB_LABEL} set before the drain: kept")
+    changed.append(f"removed annotation {PROGRESS_ANNOTATION}")
+    warning = ""
+    if progress.get("phase") == "draining":
+        warning = (
+            "the node's record says a drain was still under way; if it is still running "
+            "(the Lambda, or another terminal) it cordons the node again"
+        )
+    return patch, Release(name, changed, kept, warning)
+
+
+def release(kube: Kube, node: Obj, *, dry_run: bool = False) -> Release:
+    """Undo what a drain added to `node` (fetched by the caller): idempotent, and a
+    server-side dry run changes nothing but checks the permission."""
+    patch, result = release_patch(node)
+    if patch:
+        kube.patch_node(result.node, patch, dry_run=dry_run)
+        log.info("released node %s: %s", result.node, ", ".join(result.changed))
+    return result

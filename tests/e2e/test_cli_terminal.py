@@ -1,0 +1,216 @@
+"""`python -m drainer` as a person runs it, on both backends: a real process in a
+real terminal (a pty), Ctrl-C in the middle of a drain that a budget holds up, and
+the undo command it prints, which leaves the node as it was before the drain."""
+
+from __future__ import annotations
+
+import os
+import pty
+import select
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from drainer.cordon import EXCLUDE_LB_LABEL, PROGRESS_ANNOTATION
+from testbed import World
+from testbed import workloads as w
+from testbed.world import node_tainted, place_on, rbac_manifests, wait_until
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class Terminal:
+    """A command in a pseudo-terminal of its own, as in a person's shell: Ctrl-C typed
+    on it reaches the command as the terminal's SIGINT."""
+
+    def __init__(self, argv: list[str], env: dict[str, str]) -> None:
+        pid, fd = pty.fork()
+        if pid == 0:  # the child: straight to exec
+            os.chdir(ROOT)
+            os.execve(argv[0], argv, env)
+        self.pid, self.fd = pid, fd
+        self.output = b""
+        self.status: int | None = None
+
+    @property
+    def text(self) -> str:
+        return self.output.decode(errors="replace").replace("\r\n", "\n")
+
+    def _read(self, timeout: float) -> bool:
+        """Read what is there within `timeout`; False at the end of output."""
+        ready, _, _ = select.select([self.fd], [], [], max(0.0, timeout))
+        if not ready:
+            return True
+        try:
+            chunk = os.read(self.fd, 65536)
+        except OSError:  # EIO: the other side closed
+            chunk = b""
+        self.output += chunk
+        return bool(chunk)
+
+    def expect(self, text: str, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while text not in self.text:
+            left = deadline - time.monotonic()
+            if left <= 0 or not self._read(left):
+                raise AssertionError(f"{text!r} not printed within {timeout} s:\n{self.text}")
+
+    def type(self, keys: bytes) -> None:
+        os.write(self.fd, keys)
+
+    def wait(self, timeout: float) -> int:
+        deadline = time.monotonic() + timeout
+        while self._read(deadline - time.monotonic()) and time.monotonic() < deadline:
+            pass
+        while time.monotonic() < deadline:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                self.status = os.waitstatus_to_exitcode(status)
+                return self.status
+            time.sleep(0.02)
+        raise AssertionError(f"still running after {timeout} s:\n{self.text}")
+
+    def close(self) -> None:
+        if self.status is None:
+            os.kill(self.pid, signal.SIGKILL)
+            os.waitpid(self.pid, 0)
+        os.close(self.fd)
+
+
+def _env(tmp_path: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env.update(HOME=str(tmp_path), TERM="xterm", PYTHONUNBUFFERED="1")
+    return env
+
+
+def _cli(world: World, *args: str) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "drainer",
+        *args,
+        "--kubeconfig",
+        str(world.cluster.kubeconfig),
+        "--context",
+        "drainer",
+    ]
+
+
+def _run(argv: list[str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(argv, capture_output=True, text=True, cwd=ROOT, check=False)
+
+
+def _state(world: World, node: str) -> dict[str, Any]:
+    """What a drain changes on a node, and what a person sees of it."""
+    found = world.cluster.get("Node", node)
+    metadata = found["metadata"]
+    return {
+        "unschedulable": bool(found["spec"].get("unschedulable")),
+        "labels": metadata.get("labels") or {},
+        "drainer annotation": (metadata.get("annotations") or {}).get(PROGRESS_ANNOTATION),
+        "unschedulable taint": node_tainted(world.cluster, node),
+    }
+
+
+def test_ctrl_c_during_budget_wait__exit_130_within_2s__undo_restores_node(
+    world: World, tmp_path: Path
+) -> None:
+    node = world.nodes[world.instance_ids[0]]
+    place_on(
+        world,
+        node,
+        [w.deployment("guarded", 1), w.budget("guard", {"app": "guarded"}, max_unavailable=0)],
+    )
+    before = _state(world, node)
+    terminal = Terminal(_cli(world, "drain", "--node", node), _env(tmp_path))
+    try:
+        terminal.expect("by PodDisruptionBudget default/guard", timeout=60)
+
+        typed = time.monotonic()
+        terminal.type(b"\x03")
+        code = terminal.wait(timeout=10)
+        took = time.monotonic() - typed
+    finally:
+        terminal.close()
+
+    output = terminal.text
+    assert code == 130, output
+    assert took < 2.0, f"Ctrl-C took {took:.2f} s:\n{output}"
+    assert "Traceback" not in output
+    assert f"node {node} is cordoned" in output
+    assert "1 pods left: default/guarded-" in output
+    assert _state(world, node)["unschedulable"] is True
+    undo = next(line for line in output.splitlines() if line.startswith("to undo: "))
+    words = shlex.split(undo.removeprefix("to undo: "))
+    assert words[:6] == ["python", "-m", "drainer", "release", "--node", node]
+
+    released = _run([sys.executable, *words[1:]])
+
+    assert released.returncode == 0, released.stderr
+    assert f"node {node} released: uncordoned, removed label {EXCLUDE_LB_LABEL}" in (
+        released.stdout
+    )
+    wait_until(lambda: _state(world, node) == before, timeout=20)
+
+    again = _run([sys.executable, *words[1:]])
+    assert again.returncode == 0, again.stderr
+    assert "nothing to undo" in again.stdout
+    assert _state(world, node) == before
+
+
+def test_release__operator_label_and_cordon_before_drain__kept(
+    world: World, tmp_path: Path
+) -> None:
+    node = world.nodes[world.instance_ids[0]]
+    world.cluster.patch(
+        "Node", node, {"metadata": {"labels": {EXCLUDE_LB_LABEL: "ops"}}, "spec": {}}
+    )
+    before = _state(world, node)
+    drained = _run(_cli(world, "drain", "--node", node))
+    assert drained.returncode == 0, drained.stdout + drained.stderr
+
+    released = _run(_cli(world, "release", "--node", node))
+
+    assert released.returncode == 0, released.stderr
+    assert f"label {EXCLUDE_LB_LABEL} set before the drain: kept" in released.stdout
+    wait_until(lambda: _state(world, node) == before, timeout=20)
+    assert _state(world, node)["labels"][EXCLUDE_LB_LABEL] == "ops"
+
+
+def _without_node_patch() -> list[dict[str, Any]]:
+    manifests = rbac_manifests()
+    for document in manifests:
+        if document["kind"] == "ClusterRole":
+            for rule in document["rules"]:
+                if rule["resources"] == ["nodes"]:
+                    rule["verbs"] = [v for v in rule["verbs"] if v != "patch"]
+    return manifests
+
+
+@pytest.mark.parametrize("world", [{"rbac": _without_node_patch()}], indirect=True)
+def test_release__role_without_node_patch__exit_3_names_it__node_unchanged(
+    world: World, tmp_path: Path
+) -> None:
+    node = world.nodes[world.instance_ids[0]]
+    world.cluster.patch(
+        "Node",
+        node,
+        {
+            "metadata": {"annotations": {PROGRESS_ANNOTATION: '{"phase": "drained"}'}},
+            "spec": {"unschedulable": True},
+        },
+    )
+    before = _state(world, node)
+
+    released = _run(_cli(world, "release", "--node", node))
+
+    assert released.returncode == 3, released.stdout + released.stderr
+    assert "RBAC denied 'patch' on 'nodes'" in released.stderr
+    assert "Traceback" not in released.stderr
+    assert _state(world, node) == before

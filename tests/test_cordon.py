@@ -1,0 +1,130 @@
+"""What a drain adds to its node, and what `release` takes away: only what the
+drainer added itself, as its progress annotation records."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from drainer.cordon import (
+    ADDED_CORDON,
+    ADDED_LABEL,
+    EXCLUDE_LB_LABEL,
+    PROGRESS_ANNOTATION,
+    added_by_drainer,
+    cordon_patch,
+    release_patch,
+)
+
+
+def _node(
+    *, unschedulable: bool = False, labels: dict[str, str] | None = None, progress: Any = None
+) -> dict[str, Any]:
+    annotations = {}
+    if progress is not None:
+        annotations[PROGRESS_ANNOTATION] = (
+            progress if isinstance(progress, str) else json.dumps(progress)
+        )
+    return {
+        "metadata": {"name": "n1", "labels": labels or {}, "annotations": annotations},
+        "spec": {"unschedulable": unschedulable},
+    }
+
+
+def _apply(node: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
+    """A JSON merge patch (RFC 7386), as the API server applies it."""
+
+    def merge(target: Any, change: Any) -> Any:
+        if not isinstance(change, dict):
+            return change
+        out = dict(target) if isinstance(target, dict) else {}
+        for key, value in change.items():
+            if value is None:
+                out.pop(key, None)
+            else:
+                out[key] = merge(out.get(key), value)
+        return out
+
+    result: dict[str, Any] = merge(node, patch)
+    return result
+
+
+@pytest.mark.parametrize(
+    ("unschedulable", "labels", "added"),
+    [
+        (False, {}, {ADDED_CORDON, ADDED_LABEL}),
+        (True, {}, {ADDED_LABEL}),
+        (False, {EXCLUDE_LB_LABEL: "true"}, {ADDED_CORDON}),
+        (True, {EXCLUDE_LB_LABEL: "yes"}, set()),
+    ],
+    ids=["fresh", "cordoned-by-operator", "labelled-by-operator", "both-by-operator"],
+)
+def test_cordon_then_release__node_exactly_as_before(
+    unschedulable: bool, labels: dict[str, str], added: set[str]
+) -> None:
+    before = _node(unschedulable=unschedulable, labels=dict(labels))
+    patch, recorded = cordon_patch(before, now=1000.0)
+    drained = _apply(before, patch)
+    assert recorded == added
+    assert drained["spec"]["unschedulable"] is True
+    assert EXCLUDE_LB_LABEL in drained["metadata"]["labels"]
+
+    undo, release = release_patch(drained)
+    after = _apply(drained, undo)
+
+    assert after == before
+    assert f"removed annotation {PROGRESS_ANNOTATION}" in release.changed
+
+
+def test_second_cordon__keeps_what_the_first_added() -> None:
+    """A drain that runs again (a retry, a hand-over) finds its own cordon and label:
+    they are still the drainer's, not the operator's."""
+    first_patch, _ = cordon_patch(_node(), now=1.0)
+    once = _apply(_node(), first_patch)
+    second_patch, recorded = cordon_patch(once, now=2.0)
+    assert recorded == {ADDED_CORDON, ADDED_LABEL}
+    after, _ = release_patch(_apply(once, second_patch))
+    assert after["spec"] == {"unschedulable": False}
+    assert after["metadata"]["labels"] == {EXCLUDE_LB_LABEL: None}
+
+
+def test_release__no_record__nothing_to_undo() -> None:
+    patch, release = release_patch(_node(unschedulable=True, labels={EXCLUDE_LB_LABEL: "true"}))
+    assert patch == {}
+    assert release.changed == []
+    assert "nothing to undo" in release.kept[0]
+
+
+def test_release__operator_cordon_kept__says_so() -> None:
+    node = _node(
+        unschedulable=True,
+        labels={EXCLUDE_LB_LABEL: "true"},
+        progress={"phase": "drained", "added": [ADDED_LABEL]},
+    )
+    patch, release = release_patch(node)
+    assert "spec" not in patch
+    assert release.changed[0] == f"removed label {EXCLUDE_LB_LABEL}"
+    assert release.kept == ["cordoned before the drain: left cordoned"]
+
+
+def test_release__drain_still_under_way__warns() -> None:
+    _, release = release_patch(_node(unschedulable=True, progress={"phase": "draining"}))
+    assert "cordons the node again" in release.warning
+
+
+@pytest.mark.parametrize(
+    ("progress", "added"),
+    [
+        ({"phase": "drained", "at": 5, "evicted": 3}, {ADDED_CORDON, ADDED_LABEL}),
+        ("not json", {ADDED_CORDON, ADDED_LABEL}),
+        ({"phase": "drained", "added": []}, set()),
+        (None, set()),
+    ],
+    ids=["older-version", "unreadable", "nothing-added", "no-annotation"],
+)
+def test_added_by_drainer__older_or_unreadable_records_mean_both(
+    progress: Any, added: set[str]
+) -> None:
+    assert added_by_drainer(_node(progress=progress)) == added
