@@ -34,7 +34,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, TextIO
 
-from drainer import cordon
+from drainer import cordon, filters
 from drainer.drain import Drain
 from drainer.errors import DrainerError, InstanceNotFound, KubeError
 from drainer.kube import Kube
@@ -145,6 +145,14 @@ def instance_id(text: str) -> str:
     return text
 
 
+def _selector(text: str) -> str:
+    if not text.strip():
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a label selector (e.g. app=web or 'tier in (web,api)')"
+        )
+    return text.strip()
+
+
 def positive_seconds(text: str) -> float:
     try:
         value = float(text)
@@ -229,13 +237,29 @@ def _parser() -> argparse.ArgumentParser:
         f"(default {DEFAULTS.stuck_pod_seconds})",
     )
     drain.add_argument(
-        "--evict-daemonset-pods", action="store_true", help="evict DaemonSet pods too"
+        "--ignore-daemonsets",
+        action="store_true",
+        help="leave DaemonSet pods on the node (without it, as kubectl, refuse to drain one)",
     )
     drain.add_argument(
-        "--skip-unreplicated", action="store_true", help="leave pods without a controller"
+        "--delete-emptydir-data",
+        action="store_true",
+        help="evict pods with emptyDir volumes, whose data is lost (without it: refuse)",
     )
     drain.add_argument(
-        "--skip-emptydir", action="store_true", help="leave pods with emptyDir volumes"
+        "--force",
+        action="store_true",
+        help="evict pods no controller will recreate (without it: refuse)",
+    )
+    drain.add_argument(
+        "--pod-selector",
+        type=_selector,
+        help="drain only the pods this label selector selects (e.g. app=web,tier!=db)",
+    )
+    drain.add_argument(
+        "--evict-daemonset-pods",
+        action="store_true",
+        help="evict DaemonSet pods too (their controller may recreate them on the node)",
     )
     drain.add_argument(
         "--verbose", "-v", action="store_true", help="print every eviction attempt and debug logs"
@@ -244,16 +268,25 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def settings_from(args: argparse.Namespace) -> Settings:
-    """The Settings the flags describe: the Lambda's defaults, changed by each flag."""
+    """The Settings the flags describe: the Lambda's defaults, changed by each flag;
+    what is evicted follows kubectl drain's flags, not the Lambda's defaults."""
     return dataclasses.replace(
         DEFAULTS,
         eviction_concurrency=args.concurrency,
         grace_period_seconds=args.grace_period,
         stuck_pod_seconds=args.stuck_pod_seconds,
-        evict_unreplicated_pods=DEFAULTS.evict_unreplicated_pods and not args.skip_unreplicated,
-        evict_emptydir_pods=DEFAULTS.evict_emptydir_pods and not args.skip_emptydir,
-        evict_daemonset_pods=DEFAULTS.evict_daemonset_pods or args.evict_daemonset_pods,
+        evict_unreplicated_pods=args.force,
+        evict_emptydir_pods=args.delete_emptydir_data,
+        evict_daemonset_pods=args.evict_daemonset_pods,
         dry_run=args.dry_run,
+    )
+
+
+def overrides_from(args: argparse.Namespace) -> filters.Overrides:
+    return filters.Overrides(
+        ignore_daemonsets=args.ignore_daemonsets or args.evict_daemonset_pods,
+        delete_emptydir_data=args.delete_emptydir_data,
+        force=args.force,
     )
 
 
@@ -340,10 +373,18 @@ def _command(kube: Kube, args: argparse.Namespace, settings: Settings, out: Text
         return 1
     if args.command == "release":
         return _release(kube, found, args.dry_run, out)
+    pod_list, _ = kube.list_pods_on_node(node, args.pod_selector or "")
+    refused = filters.refusals(pod_list, overrides_from(args))
+    if refused:  # kubectl's answer, before anything changes (kubectl cordons first)
+        for message, names in refused.items():
+            print(f"error: {message}: {', '.join(names)}", file=sys.stderr)
+        print(f"node {node} not drained; nothing changed", file=out)
+        return 1
     print(f"draining node {node}{' (dry run)' if args.dry_run else ''}", file=out, flush=True)
-    drain = Drain(
-        kube, node, DrainOptions.from_settings(settings), on_event=Progress(out, node, args.verbose)
+    options = dataclasses.replace(
+        DrainOptions.from_settings(settings), pod_selector=args.pod_selector or ""
     )
+    drain = Drain(kube, node, options, on_event=Progress(out, node, args.verbose))
     with _interruptible(drain):
         report = drain.run(
             time.time() + args.timeout, deadline_source=f"--timeout ({args.timeout:g} s)"

@@ -179,7 +179,7 @@ class Drain:
         if not self.cordon():
             self.report.outcome = Outcome.NODE_GONE
             return
-        pod_list, version = self.kube.list_pods_on_node(self.node)
+        pod_list, version = self.kube.list_pods_on_node(self.node, self.options.pod_selector)
         if self.options.dry_run:
             dry_run(self.kube, pod_list, self.options, self.report, self._emit)
             return
@@ -198,7 +198,13 @@ class Drain:
         timeout = self.options.watch_timeout_seconds
         self._budgets = BudgetTracker(self.kube, watch_timeout=timeout, cond=self._cond)
         self._budgets.start(*self.kube.list_budgets())
-        self._pods = PodTracker(self.kube, self.node, watch_timeout=timeout, cond=self._cond)
+        self._pods = PodTracker(
+            self.kube,
+            self.node,
+            self.options.pod_selector,
+            watch_timeout=timeout,
+            cond=self._cond,
+        )
         self._pods.start(pod_list, version)
         self._node = NodeTracker(self.kube, self.node, watch_timeout=timeout, cond=self._cond)
         self._node.start()
@@ -395,7 +401,7 @@ class Drain:
 
     def _verify(self) -> bool:
         """Every pod is gone or stuck: a fresh list must agree before "drained"."""
-        pod_list, _ = self.kube.list_pods_on_node(self.node)
+        pod_list, _ = self.kube.list_pods_on_node(self.node, self.options.pod_selector)
         now = self.clock()
         with self._cond:
             assert self._schedule is not None and self._pods is not None

@@ -124,6 +124,39 @@ def decide(pod: Pod, options: FilterOptions, pipeline: Iterable[Filter] = PIPELI
     return decision or Decision(pod, Action.EVICT)
 
 
+@dataclass(frozen=True)
+class Overrides:
+    """kubectl drain's override flags. A person at a terminal may be draining a node
+    that stays, so without them the CLI, like kubectl, refuses pods whose data or
+    whose only copy would be lost (the Lambda evicts them: its node goes away)."""
+
+    ignore_daemonsets: bool = False
+    delete_emptydir_data: bool = False
+    force: bool = False
+
+
+DAEMONSET_REFUSED = "cannot delete DaemonSet-managed Pods (use --ignore-daemonsets to ignore)"
+EMPTYDIR_REFUSED = "cannot delete Pods with local storage (use --delete-emptydir-data to override)"
+UNREPLICATED_REFUSED = "cannot delete Pods that declare no controller (use --force to override)"
+
+
+def refusals(pod_list: Iterable[Pod], overrides: Overrides) -> dict[str, list[str]]:
+    """The pods kubectl drain would refuse to start on, by kubectl's message."""
+    refused: dict[str, list[str]] = defaultdict(list)
+    for pod in pod_list:
+        if pods.is_finished(pod) or pods.is_mirror(pod) or pods.is_terminating(pod):
+            continue
+        if pods.is_daemonset_pod(pod):
+            if not overrides.ignore_daemonsets:
+                refused[DAEMONSET_REFUSED].append(pods.name(pod))
+            continue
+        if pods.has_emptydir(pod) and not overrides.delete_emptydir_data:
+            refused[EMPTYDIR_REFUSED].append(pods.name(pod))
+        if pods.controller(pod) is None and not overrides.force:
+            refused[UNREPLICATED_REFUSED].append(pods.name(pod))
+    return dict(refused)
+
+
 def warnings_by_message(decisions: Iterable[Decision]) -> dict[str, list[str]]:
     """Warnings grouped by message, the pods named under each (as kubectl prints them)."""
     grouped: dict[str, list[str]] = defaultdict(list)

@@ -342,6 +342,13 @@ def _shutdown(raw: Any) -> None:
         raw.close()
 
 
+def _on_node(node: str, label_selector: str) -> dict[str, str]:
+    query = {"fieldSelector": f"spec.nodeName={node}"}
+    if label_selector:
+        query["labelSelector"] = label_selector
+    return query
+
+
 class Kube:
     """A small, typed-by-convention client for the calls the drainer makes."""
 
@@ -698,9 +705,10 @@ class Kube:
             streams=streams,
         )
 
-    def list_pods_on_node(self, node: str) -> tuple[list[Obj], str]:
-        """The node's pods (paged) and the resourceVersion to watch from."""
-        return self._list_all("/api/v1/pods", "pods", {"fieldSelector": f"spec.nodeName={node}"})
+    def list_pods_on_node(self, node: str, label_selector: str = "") -> tuple[list[Obj], str]:
+        """The node's pods (paged; only those `label_selector` selects, when given)
+        and the resourceVersion to watch from."""
+        return self._list_all("/api/v1/pods", "pods", _on_node(node, label_selector))
 
     def watch_pods_on_node(
         self,
@@ -708,10 +716,11 @@ class Kube:
         resource_version: str,
         timeout_seconds: int = 300,
         streams: Streams | None = None,
+        label_selector: str = "",
     ) -> Iterator[Obj]:
         return self.watch(
             "/api/v1/pods",
-            query={"fieldSelector": f"spec.nodeName={node}"},
+            query=_on_node(node, label_selector),
             resource_version=resource_version,
             resource="pods",
             timeout_seconds=timeout_seconds,

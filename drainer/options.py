@@ -45,6 +45,9 @@ class DrainOptions:
     several_budgets_retry: float = 8.0
     """How often a pod under more than one budget is tried again (someone may fix them)."""
     watch_timeout_seconds: int = 240
+    pod_selector: str = ""
+    """kubectl drain's --pod-selector: only the pods this label selector selects are
+    drained (the CLI's; the Lambda drains every pod, since the node goes away)."""
 
     @classmethod
     def from_settings(cls, settings: Settings) -> DrainOptions:

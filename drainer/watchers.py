@@ -172,19 +172,20 @@ class _Follower:
 class PodTracker(_Follower):
     """The pods on one node, as the API server has them right now."""
 
-    def __init__(self, kube: Kube, node: str, **kwargs: Any) -> None:
+    def __init__(self, kube: Kube, node: str, label_selector: str = "", **kwargs: Any) -> None:
         super().__init__(kube, **kwargs)
         self.node = node
+        self.label_selector = label_selector
         self.name = f"pods-on-{node}"
         self._present: dict[PodKey, Pod] = {}
         self._touched: set[PodKey] = set()
 
     def _list(self) -> tuple[list[Obj], str]:
-        return self.kube.list_pods_on_node(self.node)
+        return self.kube.list_pods_on_node(self.node, self.label_selector)
 
     def _watch(self, resource_version: str) -> Iterator[Obj]:
         return self.kube.watch_pods_on_node(
-            self.node, resource_version, self._watch_timeout, self._streams
+            self.node, resource_version, self._watch_timeout, self._streams, self.label_selector
         )
 
     def _replace(self, items: list[Obj]) -> None:

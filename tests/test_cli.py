@@ -48,7 +48,9 @@ def test_drain_node__as_drainer_context__exit_0_and_progress(sim: KubeSim) -> No
     sim.apply([w.bare_pod("lonely", node=NODE, emptydir=True), w.daemonset("agent")])
     wait_until(lambda: len(pods_on(Cluster.of_kubesim(sim), NODE)) == 2)
 
-    code, output = _run(sim, "--node", NODE)
+    code, output = _run(
+        sim, "--node", NODE, "--ignore-daemonsets", "--delete-emptydir-data", "--force"
+    )
 
     assert code == 0, output
     assert "cordoned" in output
@@ -68,7 +70,7 @@ def test_dry_run__changes_nothing__lists_what_would_go(sim: KubeSim) -> None:
         lambda: pods_on(Cluster.of_kubesim(sim), NODE)[0]["status"].get("phase") == "Running"
     )
 
-    code, output = _run(sim, "--node", NODE, "--dry-run")
+    code, output = _run(sim, "--node", NODE, "--dry-run", "--force")
 
     assert code == 0, output
     assert "would evict  default/lonely" in output
@@ -87,7 +89,7 @@ def test_pdb_never_allows__timeout__exit_1_names_budget_and_pod(sim: KubeSim) ->
         lambda: pods_on(Cluster.of_kubesim(sim), NODE)[0]["status"].get("phase") == "Running"
     )
 
-    code, output = _run(sim, "--node", NODE, "--timeout", "1")
+    code, output = _run(sim, "--node", NODE, "--timeout", "1", "--force")
 
     assert code == 1
     assert "NOT drained" in output
@@ -139,9 +141,11 @@ def _args(*flags: str) -> argparse.Namespace:
     return _parser().parse_args(["drain", "--node", NODE, *flags])
 
 
-def test_no_flags__the_lambdas_default_settings() -> None:
+def test_no_flags__the_lambdas_settings__but_kubectls_evictions() -> None:
     assert Settings() == DEFAULTS
-    assert settings_from(_args()) == Settings()
+    assert settings_from(_args()) == dataclasses.replace(
+        Settings(), evict_unreplicated_pods=False, evict_emptydir_pods=False
+    )
 
 
 def test_flags__change_their_settings_only() -> None:
@@ -154,8 +158,8 @@ def test_flags__change_their_settings_only() -> None:
             "--stuck-pod-seconds",
             "5",
             "--evict-daemonset-pods",
-            "--skip-unreplicated",
-            "--skip-emptydir",
+            "--force",
+            "--delete-emptydir-data",
             "--dry-run",
         )
     )
@@ -166,8 +170,8 @@ def test_flags__change_their_settings_only() -> None:
         grace_period_seconds=10,
         stuck_pod_seconds=5,
         evict_daemonset_pods=True,
-        evict_unreplicated_pods=False,
-        evict_emptydir_pods=False,
+        evict_unreplicated_pods=True,
+        evict_emptydir_pods=True,
         dry_run=True,
     )
 
@@ -247,6 +251,7 @@ def test_missing_node__exit_1_node_not_found__nothing_touched(
         pytest.param(["--node", NODE, "--timeout", "-5"], "positive, finite", id="negative"),
         pytest.param(["--node", NODE, "--concurrency", "0"], "integer >= 1", id="concurrency"),
         pytest.param(["--instance-id", "i-xyz"], "not an EC2 instance id", id="instance-id"),
+        pytest.param(["--node", NODE, "--pod-selector", " "], "not a label selector", id="sel"),
     ],
 )
 def test_bad_arguments__usage_error_exit_2__before_any_request(
@@ -290,3 +295,64 @@ def test_instance_id_with_only_aws_region__region_taken_from_it(
     monkeypatch.setenv("AWS_REGION", "eu-west-3")
 
     assert _aws_session().region_name == "eu-west-3"
+
+
+@pytest.mark.parametrize(
+    ("flags", "refused"),
+    [
+        pytest.param(
+            [],
+            [
+                "cannot delete DaemonSet-managed Pods (use --ignore-daemonsets to ignore): "
+                "kube-system/agent-",
+                "cannot delete Pods with local storage (use --delete-emptydir-data to "
+                "override): default/lonely",
+                "cannot delete Pods that declare no controller (use --force to override): "
+                "default/lonely",
+            ],
+            id="no-flags",
+        ),
+        pytest.param(
+            ["--ignore-daemonsets", "--force"],
+            ["cannot delete Pods with local storage", "default/lonely"],
+            id="emptydir-only",
+        ),
+    ],
+)
+def test_kubectl_refusals__without_overrides__exit_1_nothing_changed(
+    sim: KubeSim, capsys: pytest.CaptureFixture[str], flags: list[str], refused: list[str]
+) -> None:
+    sim.apply([w.bare_pod("lonely", node=NODE, emptydir=True), w.daemonset("agent")])
+    wait_until(lambda: len(pods_on(Cluster.of_kubesim(sim), NODE)) == 2)
+    before = len(sim.requests())
+
+    code, output = _run(sim, "--node", NODE, *flags)
+
+    assert code == 1
+    assert "nothing changed" in output
+    error = capsys.readouterr().err
+    for text in refused:
+        assert text in error
+    writes = [r for r in sim.requests()[before:] if r.method not in ("GET", "HEAD")]
+    assert writes == [], [(r.method, r.path) for r in writes]
+    assert not sim.get("Node", NODE)["spec"].get("unschedulable")
+
+
+def test_pod_selector__only_selected_pods_evicted__drained(sim: KubeSim) -> None:
+    sim.apply(
+        [
+            w.bare_pod("picked", node=NODE, labels={"app": "picked"}),
+            w.bare_pod("kept", node=NODE, labels={"app": "kept"}),
+        ]
+    )
+    wait_until(lambda: len(pods_on(Cluster.of_kubesim(sim), NODE)) == 2)
+
+    code, output = _run(sim, "--node", NODE, "--force", "--pod-selector", "app in (picked)")
+
+    assert code == 0, output
+    assert "evicted  default/picked" in output
+    assert "default/kept" not in output
+    wait_until(lambda: len(pods_on(Cluster.of_kubesim(sim), NODE)) == 1)
+    remaining = pods_on(Cluster.of_kubesim(sim), NODE)
+    assert remaining[0]["metadata"]["name"] == "kept"
+    assert not remaining[0]["metadata"].get("deletionTimestamp")

@@ -128,7 +128,7 @@ def test_ctrl_c_during_budget_wait__exit_130_within_2s__undo_restores_node(
         [w.deployment("guarded", 1), w.budget("guard", {"app": "guarded"}, max_unavailable=0)],
     )
     before = _state(world, node)
-    terminal = Terminal(_cli(world, "drain", "--node", node), _env(tmp_path))
+    terminal = Terminal(_cli(world, "drain", "--node", node, "--ignore-daemonsets"), _env(tmp_path))
     try:
         terminal.expect("by PodDisruptionBudget default/guard", timeout=60)
 
@@ -172,7 +172,7 @@ def test_release__operator_label_and_cordon_before_drain__kept(
         "Node", node, {"metadata": {"labels": {EXCLUDE_LB_LABEL: "ops"}}, "spec": {}}
     )
     before = _state(world, node)
-    drained = _run(_cli(world, "drain", "--node", node))
+    drained = _run(_cli(world, "drain", "--node", node, "--ignore-daemonsets"))
     assert drained.returncode == 0, drained.stdout + drained.stderr
 
     released = _run(_cli(world, "release", "--node", node))
