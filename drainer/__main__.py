@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import logging
 import math
 import os
@@ -35,12 +36,13 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, TextIO
 
 from drainer import cordon, filters
+from drainer.display import Progress, StatusTicker, human_summary
 from drainer.drain import Drain
 from drainer.errors import DrainerError, InstanceNotFound, KubeError
 from drainer.kube import Kube
 from drainer.nodes import find_node
 from drainer.options import DrainOptions
-from drainer.report import DrainEvent, DrainReport, Kind, Outcome
+from drainer.report import DrainReport, Outcome
 from drainer.settings import Settings
 
 if TYPE_CHECKING:
@@ -48,80 +50,6 @@ if TYPE_CHECKING:
 
 DEFAULTS = Settings()
 """The CLI's defaults are the Lambda's: one source."""
-
-_LABELS = {
-    Kind.STARTED: "started",
-    Kind.CORDONED: "cordoned",
-    Kind.RECORDONED: "recordoned",
-    Kind.SKIPPED: "skip",
-    Kind.APPEARED: "appeared",
-    Kind.EVICTING: "evict",
-    Kind.EVICTED: "evicted",
-    Kind.REFUSED: "refused",
-    Kind.SEVERAL_BUDGETS: "refused",
-    Kind.WITH_NAMESPACE: "goes with ns",
-    Kind.GONE: "gone",
-    Kind.STUCK: "stuck",
-    Kind.CRITICAL_TIER: "critical",
-    Kind.FORCED: "forced",
-    Kind.LEFT: "left",
-    Kind.VOLUME_DETACHED: "detached",
-    Kind.WOULD_EVICT: "would evict",
-    Kind.STOPPED: "stopped",
-}
-
-
-def _reason(event: DrainEvent) -> str:
-    return f" ({event.reason})" if event.reason else ""
-
-
-def _evicted(event: DrainEvent) -> str:
-    return f" after {event.refusals} budget refusals" if event.refusals else ""
-
-
-def _gone(event: DrainEvent) -> str:
-    return f" after {event.seconds:.1f} s" if event.seconds is not None else ""
-
-
-def _started(event: DrainEvent) -> str:
-    details = ", ".join(f"{k}={v}" for k, v in event.details.items() if k != "node")
-    return f" ({details})" if details else ""
-
-
-_DETAILS: dict[Kind, Callable[[DrainEvent], str]] = {
-    Kind.STARTED: _started,
-    Kind.EVICTED: _evicted,
-    Kind.GONE: _gone,
-    Kind.REFUSED: lambda e: f" by PodDisruptionBudget {e.budget}; retrying when it allows",
-    Kind.SEVERAL_BUDGETS: lambda e: f" by more than one PodDisruptionBudget ({e.budget}): fix them",
-    Kind.WITH_NAMESPACE: lambda e: " (its namespace is being deleted; not evicted, waited for)",
-}
-
-
-class Progress:
-    """Human-readable progress lines on a terminal (or any stream): one per event, a
-    budget's refusal once per pod, eviction attempts only when verbose."""
-
-    def __init__(self, stream: TextIO, node: str, verbose: bool = False) -> None:
-        self.stream = stream
-        self.node = node
-        self.verbose = verbose
-        self.started = time.monotonic()
-        self._refused: set[str] = set()
-
-    def __call__(self, event: DrainEvent) -> None:
-        if event.kind == Kind.EVICTING and not self.verbose:
-            return
-        if event.kind in (Kind.REFUSED, Kind.SEVERAL_BUDGETS):
-            if event.pod in self._refused:
-                return
-            self._refused.add(event.pod)
-        label = _LABELS.get(event.kind, str(event.kind))
-        subject = event.pod or self.node
-        detail = _DETAILS.get(event.kind, _reason)(event)
-        elapsed = time.monotonic() - self.started
-        print(f"[{elapsed:6.1f}s] {label:>11}  {subject}{detail}", file=self.stream, flush=True)
-
 
 # A node's name is a DNS-1123 subdomain (what the API server accepts for a Node).
 _DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
@@ -262,6 +190,13 @@ def _parser() -> argparse.ArgumentParser:
         help="evict DaemonSet pods too (their controller may recreate them on the node)",
     )
     drain.add_argument(
+        "--output",
+        "-o",
+        choices=("text", "json"),
+        default="text",
+        help="json: the summary as JSON on stdout, for scripts (progress on stderr)",
+    )
+    drain.add_argument(
         "--verbose", "-v", action="store_true", help="print every eviction attempt and debug logs"
     )
     return parser
@@ -327,6 +262,8 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None) -> int
         format="%(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(_NoEventLines())
     settings = settings_from(args) if args.command == "drain" else DEFAULTS
     if args.instance_id:
         try:
@@ -380,16 +317,23 @@ def _command(kube: Kube, args: argparse.Namespace, settings: Settings, out: Text
             print(f"error: {message}: {', '.join(names)}", file=sys.stderr)
         print(f"node {node} not drained; nothing changed", file=out)
         return 1
-    print(f"draining node {node}{' (dry run)' if args.dry_run else ''}", file=out, flush=True)
+    # With -o json, stdout carries the JSON alone; the progress goes to stderr.
+    display = sys.stderr if args.output == "json" else out
+    print(f"draining node {node}{' (dry run)' if args.dry_run else ''}", file=display, flush=True)
     options = dataclasses.replace(
         DrainOptions.from_settings(settings), pod_selector=args.pod_selector or ""
     )
-    drain = Drain(kube, node, options, on_event=Progress(out, node, args.verbose))
-    with _interruptible(drain):
+    live = display.isatty()
+    progress = Progress(display, node, args.verbose, live=live)
+    drain = Drain(kube, node, options, on_event=progress)
+    with _interruptible(drain), StatusTicker(progress, drain.waiting, 1.0 if live else 5.0):
         report = drain.run(
             time.time() + args.timeout, deadline_source=f"--timeout ({args.timeout:g} s)"
         )
-    return _conclude(report, node, out, _undo_command(args, node))
+    code = _conclude(report, node, display, _undo_command(args, node))
+    if args.output == "json":
+        print(json.dumps({**report.summary(), "exit_code": code}, indent=2), file=out)
+    return code
 
 
 def _release(kube: Kube, node: dict[str, object], dry_run: bool, out: TextIO) -> int:
@@ -439,8 +383,8 @@ def _undo_command(args: argparse.Namespace, node: str) -> str:
 
 
 def _conclude(report: DrainReport, node: str, out: TextIO, undo: str) -> int:
-    """The closing lines and the exit status of a drain that ran."""
-    summary = ", ".join(f"{k}={v}" for k, v in report.summary().items())
+    """The closing lines, in words, and the exit status of a drain that ran."""
+    summary = human_summary(report)
     if report.outcome == Outcome.FAILED:
         print(f"error: {report.stopped_by}", file=sys.stderr)
         print(f"node {node} NOT drained: stopped by an API error; {summary}", file=out)
@@ -458,14 +402,27 @@ def _conclude(report: DrainReport, node: str, out: TextIO, undo: str) -> int:
     for message, names in report.warnings.items():
         print(f"warning: {message}: {', '.join(names)}", file=out)
     if report.outcome == Outcome.DRY_RUN:
-        print(f"dry run: would evict {len(report.would_evict)} pods; {summary}", file=out)
+        print(
+            f"dry run: would evict {len(report.would_evict)} pods; nothing changed; {summary}",
+            file=out,
+        )
         return 0
-    if report.outcome in (Outcome.DRAINED, Outcome.NODE_GONE):
+    if report.outcome == Outcome.NODE_GONE:
+        print(f"node {node} is gone: nothing to drain", file=out)
+        return 0
+    if report.outcome == Outcome.DRAINED:
         print(f"node {node} drained: {summary}", file=out)
         return 0
     print(f"node {node} NOT drained: {report.timeout_message()}; {summary}", file=out)
     print(f"the node stays cordoned; to undo: {undo}", file=out)
     return 1
+
+
+class _NoEventLines(logging.Filter):
+    """The drain's event log lines are the Lambda's; at a terminal Progress prints them."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not hasattr(record, "event")
 
 
 if __name__ == "__main__":

@@ -170,6 +170,11 @@ class Drain:
                 self.interrupted = reason
             self._cond.notify_all()
 
+    def waiting(self) -> dict[str, str]:
+        """The pods the drain still waits for, and why, now (for a status display)."""
+        with self._cond:
+            return self._schedule.left() if self._schedule is not None else {}
+
     def _over(self) -> bool:
         return self._fatal is not None or bool(self.interrupted)
 

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from drainer.__main__ import DEFAULTS, Progress, main, settings_from
+from drainer.__main__ import DEFAULTS, main, settings_from
+from drainer.display import Progress
 from drainer.report import DrainEvent, Kind
 from drainer.settings import Settings
 from kubesim import KubeSim
@@ -356,3 +357,21 @@ def test_pod_selector__only_selected_pods_evicted__drained(sim: KubeSim) -> None
     remaining = pods_on(Cluster.of_kubesim(sim), NODE)
     assert remaining[0]["metadata"]["name"] == "kept"
     assert not remaining[0]["metadata"].get("deletionTimestamp")
+
+
+def test_output_json__summary_alone_on_stdout__progress_on_stderr(
+    sim: KubeSim, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    sim.apply(w.bare_pod("lonely", node=NODE))
+    wait_until(lambda: len(pods_on(Cluster.of_kubesim(sim), NODE)) == 1)
+
+    code, output = _run(sim, "--node", NODE, "--force", "-o", "json")
+
+    assert code == 0
+    summary = json.loads(output)
+    assert summary["outcome"] == "drained"
+    assert summary["evicted"] == 1
+    assert summary["exit_code"] == 0
+    assert "evicted  default/lonely" in capsys.readouterr().err

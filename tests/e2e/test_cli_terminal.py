@@ -131,6 +131,9 @@ def test_ctrl_c_during_budget_wait__exit_130_within_2s__undo_restores_node(
     terminal = Terminal(_cli(world, "drain", "--node", node, "--ignore-daemonsets"), _env(tmp_path))
     try:
         terminal.expect("by PodDisruptionBudget default/guard", timeout=60)
+        # The live status line, rewritten in place while the budget holds the pod.
+        terminal.expect("\x1b[K", timeout=10)
+        terminal.expect("waiting for 1 pod: default/guarded-", timeout=10)
 
         typed = time.monotonic()
         terminal.type(b"\x03")
