@@ -54,7 +54,7 @@ BUCKET ?=
 PARAMS_FILE ?=
 PARAMS ?=
 
-.PHONY: package deploy checkov
+.PHONY: package deploy checkov logs
 
 package: $(STAMP)
 	$(PY) -m tools.package --arch $(or $(ARCH),arm64)
@@ -63,6 +63,17 @@ deploy: $(STAMP)
 	$(PY) -m tools.deploy --stack-name "$(STACK_NAME)" --cluster-name "$(CLUSTER_NAME)" \
 	  --asg-names "$(ASG_NAMES)" --arch "$(ARCH)" --region "$(REGION)" --bucket "$(BUCKET)" \
 	  --params-file "$(PARAMS_FILE)" $(PARAMS)
+
+# make logs [STACK_NAME=] [REGION=] [SINCE=1h] [FOLLOW=1] [INSTANCE=i-... | NODE=...]:
+# the function's log as readable lines, with boto3 (tools/logs.py).
+SINCE ?= 1h
+FOLLOW ?=
+INSTANCE ?=
+NODE ?=
+
+logs: $(STAMP)
+	$(PY) -m tools.logs --stack-name "$(STACK_NAME)" --region "$(REGION)" --since "$(SINCE)" \
+	  $(if $(FOLLOW),--follow) $(if $(INSTANCE),--instance-id "$(INSTANCE)") $(if $(NODE),--node "$(NODE)")
 
 # --- security scan: checkov in its own venv (its dependencies clash with .venv's) -----
 CHECKOV_VENV := .venv-checkov

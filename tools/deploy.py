@@ -459,7 +459,7 @@ def next_steps(
     )
     rbac = outputs.get("RbacApplyCommand", "kubectl apply -f k8s-rbac/")
     logs = outputs.get(
-        "TailLogsCommand", f"aws logs tail /aws/lambda/{function} --follow --region {region}"
+        "TailLogsCommand", f"make logs STACK_NAME={stack_name} REGION={region} FOLLOW=1"
     )
     role = outputs.get("RoleArn", f"(see: aws cloudformation describe-stacks --region {region})")
     access = ""
@@ -487,7 +487,8 @@ Next:
     (or lower the desired capacity by one with
       aws autoscaling set-desired-capacity --region {region} \\
         --auto-scaling-group-name {asg} --desired-capacity <current - 1>)
- 3. Read the logs (one JSON line each; every drain ends with a "drain finished" line):
+ 3. Read the logs, as readable lines (every drain ends with a "drain finished" line;
+    INSTANCE=i-... or NODE=... for one drain):
       {logs}
 """.rstrip()
 

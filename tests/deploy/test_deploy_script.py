@@ -245,7 +245,7 @@ def test_deploy_creates_then_updates_the_stack_keeping_unchanged_parameters(
     )
     assert "creating stack drainer-happy" in first.stdout
     assert "kubectl apply" in first.stdout and "-f k8s-rbac/" in first.stdout
-    assert "aws logs tail /aws/lambda/drainer-happy --follow" in first.stdout
+    assert "make logs STACK_NAME=drainer-happy REGION=us-east-1 FOLLOW=1" in first.stdout
     assert "terminate-instance-in-auto-scaling-group" in first.stdout
 
     s3 = client(moto_env, "s3")

@@ -260,6 +260,70 @@ def test_failed_async_invocations_go_to_the_queue_or_the_topic():
     assert "AlarmActions" not in stack().resource("DrainFailedAlarm")
 
 
+@pytest.mark.parametrize(
+    ("parameters", "actions"),
+    [
+        ({}, None),
+        ({"NotificationEmail": "oncall@example.com"}, ["eks-node-drainer-AlarmTopic-XYZ"]),
+        ({"FailureTopicArn": "arn:aws:sns:eu-west-1:123456789012:oncall"}, ["oncall"]),
+        (
+            {
+                "NotificationEmail": "oncall@example.com",
+                "FailureTopicArn": "arn:aws:sns:eu-west-1:123456789012:oncall",
+            },
+            ["eks-node-drainer-AlarmTopic-XYZ", "oncall"],
+        ),
+    ],
+    ids=["nobody", "email", "topic", "both"],
+)
+def test_alarms_notify_the_email_topic_and_the_failure_topic(
+    parameters: dict[str, str], actions: list[str] | None
+) -> None:
+    rendered = stack(**parameters)
+    for alarm in ("DrainFailedAlarm", "FailedEventsAlarm"):
+        found = rendered.resource(alarm).get("AlarmActions")
+        if actions is None:
+            assert found is None
+        else:
+            assert [str(a).rsplit(":", 1)[-1] for a in found] == actions
+    topics = rendered.resources("AWS::SNS::Topic")
+    if "NotificationEmail" in parameters:
+        assert topics["AlarmTopic"]["Subscription"] == [
+            {"Protocol": "email", "Endpoint": "oncall@example.com"}
+        ]
+    else:
+        assert topics == {}
+
+
+def test_stack_with_notification_email__topic_subscribed(moto_aws: None) -> None:
+    import boto3
+
+    from .conftest import CODE_BUCKET, CODE_KEY, tiny_zip
+
+    s3 = boto3.client("s3", region_name="us-east-1")
+    s3.create_bucket(Bucket=CODE_BUCKET)
+    s3.put_object(Bucket=CODE_BUCKET, Key=CODE_KEY, Body=tiny_zip())
+    parameters = {
+        "ClusterName": CLUSTER,
+        "AsgNames": ",".join(ASGS),
+        "CodeS3Bucket": CODE_BUCKET,
+        "CodeS3Key": CODE_KEY,
+        "NotificationEmail": "oncall@example.com",
+    }
+    boto3.client("cloudformation", region_name="us-east-1").create_stack(
+        StackName=STACK,
+        TemplateBody=(ROOT / "template.yaml").read_text(),
+        Parameters=[{"ParameterKey": k, "ParameterValue": v} for k, v in parameters.items()],
+        Capabilities=["CAPABILITY_IAM"],
+    )
+
+    sns = boto3.client("sns", region_name="us-east-1")
+    subscriptions = sns.list_subscriptions()["Subscriptions"]
+    assert [(s["Protocol"], s["Endpoint"]) for s in subscriptions] == [
+        ("email", "oncall@example.com")
+    ]
+
+
 def test_drain_failed_alarm_watches_the_metric_the_handler_emits():
     """The metric contract: EMF namespace EksNodeDrainer, metric DrainFailed (1 per
     failed or timed-out drain, 0 otherwise), dimensions exactly Cluster and service
