@@ -209,6 +209,7 @@ def test_release__role_without_node_patch__exit_3_names_it__node_unchanged(
             "spec": {"unschedulable": True},
         },
     )
+    wait_until(lambda: node_tainted(world.cluster, node))  # the node controller's taint
     before = _state(world, node)
 
     released = _run(_cli(world, "release", "--node", node))
