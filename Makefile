@@ -54,7 +54,7 @@ BUCKET ?=
 PARAMS_FILE ?=
 PARAMS ?=
 
-.PHONY: package deploy checkov logs
+.PHONY: package deploy checkov logs preflight
 
 package: $(STAMP)
 	$(PY) -m tools.package --arch $(or $(ARCH),arm64)
@@ -63,6 +63,17 @@ deploy: $(STAMP)
 	$(PY) -m tools.deploy --stack-name "$(STACK_NAME)" --cluster-name "$(CLUSTER_NAME)" \
 	  --asg-names "$(ASG_NAMES)" --arch "$(ARCH)" --region "$(REGION)" --bucket "$(BUCKET)" \
 	  --params-file "$(PARAMS_FILE)" $(PARAMS)
+
+# make preflight CLUSTER_NAME=... ASG_NAMES=a,b [REGION=] [SUBNET_IDS=a,b]
+#   [KUBECONFIG=path [CONTEXT=name]]: read-only checks of the cluster, its groups and,
+#   with a kubeconfig, k8s-rbac/ (tools/preflight.py); make deploy runs them first.
+SUBNET_IDS ?=
+CONTEXT ?=
+
+preflight: $(STAMP)
+	$(PY) -m tools.preflight --cluster-name "$(CLUSTER_NAME)" --asg-names "$(ASG_NAMES)" \
+	  --region "$(REGION)" --subnet-ids "$(SUBNET_IDS)" \
+	  $(if $(KUBECONFIG),--kubeconfig "$(KUBECONFIG)") $(if $(CONTEXT),--context "$(CONTEXT)")
 
 # make logs [STACK_NAME=] [REGION=] [SINCE=1h] [FOLLOW=1] [INSTANCE=i-... | NODE=...]:
 # the function's log as readable lines, with boto3 (tools/logs.py).

@@ -31,3 +31,22 @@ def point_cluster_at(
     cluster.endpoint = endpoint
     cluster.certificate_authority = {"data": ca_data_b64}
     cluster.status = "ACTIVE"
+
+
+def set_cluster_config(
+    account_id: str,
+    region: str,
+    name: str,
+    *,
+    authentication_mode: str | None = None,
+    vpc_config: dict[str, object] | None = None,
+) -> None:
+    """What moto's CreateCluster leaves out: DescribeCluster's accessConfig (moto
+    never returns one; real clusters always do) and endpoint settings moto does not
+    default. moto's serializer reads the cluster's `access_config` attribute."""
+    cluster = eks_backends[account_id][region].clusters[name]
+    if authentication_mode is not None:
+        # An attribute moto's Cluster lacks; its serializer picks it up by name.
+        cluster.access_config = {"authenticationMode": authentication_mode}  # type: ignore[attr-defined]
+    if vpc_config is not None:
+        cluster.resources_vpc_config = {**(cluster.resources_vpc_config or {}), **vpc_config}

@@ -14,7 +14,9 @@ In this order, and each step only once the one before has succeeded:
    a stack update.
 2. the region and the credentials (sts get-caller-identity);
 3. the stack as it is: a parameter given nowhere keeps the stack's current value
-   (the template default for a new stack), like `aws cloudformation deploy`;
+   (the template default for a new stack), like `aws cloudformation deploy`; then
+   make preflight's checks of the cluster and its groups (tools/preflight.py): a
+   blocking one stops here;
 4. the zip (tools.package) for the stack's architecture;
 5. the upload, to a content-addressed key (eks-node-drainer/<sha256>.zip), so a
    new build changes CodeS3Key and CloudFormation updates the code, and a rebuild
@@ -512,6 +514,38 @@ class Options:
     poll_seconds: float = 5.0
 
 
+def _list_parameter(value: str) -> tuple[str, ...]:
+    """A CommaDelimitedList parameter's items. CloudFormation reports an empty one as
+    "", moto as "['']": both are no items."""
+    return tuple(item for item in (v.strip(" []'\"") for v in value.split(",")) if item)
+
+
+def _preflight(aws: Aws, values: Mapping[str, str], say: Say) -> None:
+    """make preflight's checks (tools/preflight.py), before anything is built: a
+    blocking one stops the deploy."""
+    from tools import preflight
+
+    checks = preflight.run(
+        aws,
+        preflight.Options(
+            cluster_name=values["ClusterName"],
+            asg_names=tuple(n for n in values["AsgNames"].split(",") if n),
+            hook_name=values.get("LifecycleHookName", "eks-node-drainer"),
+            subnet_ids=_list_parameter(values.get("SubnetIds", "")),
+            access_entry=values.get("CreateAccessEntry", "true") == "true",
+        ),
+    )
+    say("preflight:\n" + preflight.table(checks))
+    failed = preflight.blocking(checks)
+    if failed:
+        raise DeployError(
+            f"{len(failed)} preflight check(s) block the deploy: "
+            + "; ".join(f"{c.what}: {c.detail}" for c in failed)
+            + ". Fix them (the table above says how); nothing was uploaded or changed",
+            1,
+        )
+
+
 def deploy(options: Options, say: Say = print) -> int:
     template_body = options.template.read_text()
     if len(template_body.encode()) > TEMPLATE_BODY_LIMIT:
@@ -537,6 +571,7 @@ def deploy(options: Options, say: Say = print) -> int:
     cfn = aws.client("cloudformation")
     stack = current_stack(cfn, options.stack_name)
     values = effective_parameters(spec, given, stack)
+    _preflight(aws, values, say)
 
     zip_path, manifest = the_zip(values["Architecture"], options.zip_path, say)
     s3 = aws.client("s3")

@@ -177,10 +177,41 @@ def awssim_url() -> Iterator[str]:
         assert server.stdout is not None
         url = server.stdout.readline().strip()
         assert url.startswith("http://127.0.0.1:"), url
+        _the_account(url)
         yield url
     finally:
         server.terminate()
         server.wait(10)
+
+
+def _the_account(url: str) -> None:
+    """What make deploy's preflight looks for: the cluster and its node groups."""
+    from awssim.world import create_node_group
+
+    env = {"AWS_ENDPOINT_URL": url}
+    client(env, "eks").create_cluster(
+        name="prod-eu",
+        roleArn="arn:aws:iam::123456789012:role/eks",
+        resourcesVpcConfig={"subnetIds": [], "endpointPublicAccess": True},
+    )
+    for name in ("eks-workers-a", "eks-workers-b", "nodes"):
+        create_node_group(
+            client(env, "ec2"), client(env, "autoscaling"), asg_name=name, size=0,
+            hook_name="eks-node-drainer", cluster_name="prod-eu",
+        )  # fmt: skip
+
+
+def test_preflight_blocks__nothing_uploaded(moto_env: dict[str, str], tmp_path: Path):
+    run = run_deploy(
+        "--stack-name", "drainer-blocked", "--zip", str(prebuilt_zip(tmp_path)),
+        "--cluster-name", "prod-eu", "--asg-names", "eks-workers-a,no-such-group",
+        env=moto_env,
+    )  # fmt: skip
+    assert run.returncode == 1
+    assert "FAIL  group no-such-group" in run.stdout
+    assert "1 preflight check(s) block the deploy: group no-such-group" in run.stderr
+    assert "nothing was uploaded or changed" in run.stderr
+    assert "uploading" not in run.stdout
 
 
 def prebuilt_zip(directory: Path, arch: str = "arm64") -> Path:

@@ -1,0 +1,200 @@
+"""make preflight (tools/preflight.py) on a moto account: the cluster, its endpoint,
+its authentication mode and its groups, each check with the command that fixes it."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import boto3
+import pytest
+from moto.core.models import DEFAULT_ACCOUNT_ID
+
+from awssim.eks import set_cluster_config
+from awssim.world import create_node_group
+from tools import preflight
+from tools.deploy import connect
+
+REGION = "us-east-1"
+CLUSTER = "prod"
+
+
+def _client(service: str) -> Any:
+    return boto3.client(service, region_name=REGION)
+
+
+def _cluster(mode: str = "API_AND_CONFIG_MAP", **vpc: Any) -> str:
+    ec2 = _client("ec2")
+    vpc_id = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
+    _client("eks").create_cluster(
+        name=CLUSTER,
+        roleArn="arn:aws:iam::123456789012:role/eks",
+        resourcesVpcConfig={"subnetIds": []},
+    )
+    set_cluster_config(
+        DEFAULT_ACCOUNT_ID,
+        REGION,
+        CLUSTER,
+        authentication_mode=mode,
+        vpc_config={"vpcId": vpc_id, "endpointPublicAccess": True, **vpc},
+    )
+    return vpc_id
+
+
+def _group(name: str, cluster: str = CLUSTER, hook: str = "eks-node-drainer", **tags: str) -> None:
+    create_node_group(
+        _client("ec2"), _client("autoscaling"), asg_name=name, size=0, hook_name=hook,
+        cluster_name=cluster,
+    )  # fmt: skip
+    if tags:
+        _client("autoscaling").create_or_update_tags(
+            Tags=[
+                {"ResourceId": name, "ResourceType": "auto-scaling-group", "Key": k,
+                 "Value": v, "PropagateAtLaunch": False}
+                for k, v in tags.items()
+            ]
+        )  # fmt: skip
+
+
+def _run(*groups: str, **options: Any) -> list[preflight.Check]:
+    return preflight.run(
+        connect(REGION), preflight.Options(CLUSTER, tuple(groups), region=REGION, **options)
+    )
+
+
+def _row(checks: list[preflight.Check], what: str) -> preflight.Check:
+    (found,) = [c for c in checks if c.what == what]
+    return found
+
+
+def test_good_group__managed_group__other_clusters_group__table_and_exit_1(
+    moto_aws: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _cluster()
+    _group("nodes-good")
+    _group("nodes-managed", **{"eks:nodegroup-name": "ng-1"})
+    _group("nodes-staging", cluster="staging")
+
+    code = preflight.main(
+        ["--cluster-name", CLUSTER, "--asg-names", "nodes-good,nodes-managed,nodes-staging",
+         "--region", REGION]
+    )  # fmt: skip
+
+    assert code == 1
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert lines[0] == f"preflight for cluster {CLUSTER} in {REGION} (123456789012):"
+    print(out)  # the table, for the record
+    rows = {}
+    for line in lines[1:]:
+        row = re.match(r"(ok|warn|FAIL)\s+(.+?)\s{2,}", line)
+        if row:
+            rows[row.group(2)] = line
+    assert rows["cluster prod"].startswith("ok ")
+    assert rows["authentication mode"].startswith("ok ")
+    assert rows["API endpoint"].startswith("ok ")
+    assert rows["group nodes-good"].startswith("ok ")
+    assert rows["group nodes-managed"].startswith("warn")
+    assert "EKS managed node group ng-1" in rows["group nodes-managed"]
+    assert rows["group nodes-staging"].startswith("FAIL")
+    assert "belongs to cluster staging, not prod" in rows["group nodes-staging"]
+    assert "fix: leave it out of ASG_NAMES" in out
+    assert "1 check(s) block a deploy" in out
+
+
+def test_only_good_groups__exit_0_ready(moto_aws: None, capsys: pytest.CaptureFixture[str]) -> None:
+    _cluster()
+    _group("nodes-a")
+    _group("nodes-b", **{"kubernetes.io/cluster/prod": "owned"})
+
+    code = preflight.main(["--cluster-name", CLUSTER, "--asg-names", "nodes-a, nodes-b"])
+
+    assert code == 0
+    assert capsys.readouterr().out.rstrip().endswith("ready to deploy")
+
+
+def test_no_such_cluster_or_group__blocks_with_the_command_to_list_them(moto_aws: None) -> None:
+    checks = _run("nodes-missing")
+    assert _row(checks, "cluster prod").status == preflight.Status.FAIL
+    assert "aws eks list-clusters" in _row(checks, "cluster prod").fix
+    assert _row(checks, "group nodes-missing").status == preflight.Status.FAIL
+
+
+@pytest.mark.parametrize(
+    ("mode", "access_entry", "status"),
+    [
+        ("API", True, preflight.Status.OK),
+        ("API_AND_CONFIG_MAP", True, preflight.Status.OK),
+        ("CONFIG_MAP", True, preflight.Status.FAIL),
+        ("CONFIG_MAP", False, preflight.Status.WARN),
+    ],
+)
+def test_authentication_mode__access_entries_need_api(
+    moto_aws: None, mode: str, access_entry: bool, status: preflight.Status
+) -> None:
+    _cluster(mode)
+    check = _row(_run(access_entry=access_entry), "authentication mode")
+    assert check.status == status
+    if status == preflight.Status.FAIL:
+        assert "--access-config authenticationMode=API_AND_CONFIG_MAP" in check.fix
+
+
+def test_private_endpoint__blocks_without_subnets__ok_with_the_clusters_subnets(
+    moto_aws: None,
+) -> None:
+    vpc_id = _cluster(endpointPublicAccess=False, endpointPrivateAccess=True)
+    ec2 = _client("ec2")
+    inside = ec2.create_subnet(VpcId=vpc_id, CidrBlock="10.0.1.0/24")["Subnet"]["SubnetId"]
+    other_vpc = ec2.create_vpc(CidrBlock="10.1.0.0/16")["Vpc"]["VpcId"]
+    outside = ec2.create_subnet(VpcId=other_vpc, CidrBlock="10.1.1.0/24")["Subnet"]["SubnetId"]
+
+    without = _row(_run(), "API endpoint")
+    assert without.status == preflight.Status.FAIL
+    assert "SubnetIds=" in without.fix
+
+    checks = _run(subnet_ids=(inside,))
+    assert _row(checks, "API endpoint").status == preflight.Status.OK
+    assert _row(checks, "subnets").status == preflight.Status.OK
+
+    wrong = _row(_run(subnet_ids=(inside, outside)), "subnets")
+    assert wrong.status == preflight.Status.FAIL
+    assert outside in wrong.detail and vpc_id in wrong.detail
+
+
+def test_public_endpoint_limited_to_some_addresses__warns(moto_aws: None) -> None:
+    _cluster(publicAccessCidrs=["203.0.113.0/24"])
+    check = _row(_run(), "API endpoint")
+    assert check.status == preflight.Status.WARN
+    assert "203.0.113.0/24" in check.detail
+
+
+def test_another_terminate_hook__blocks__ours_is_fine(moto_aws: None) -> None:
+    _cluster()
+    _group("nodes-nth", hook="nth-termination")
+    _group("nodes-ours")
+
+    checks = _run("nodes-nth", "nodes-ours")
+
+    other = _row(checks, "group nodes-nth hooks")
+    assert other.status == preflight.Status.FAIL
+    assert "nth-termination" in other.detail
+    assert "delete-lifecycle-hook --auto-scaling-group-name nodes-nth" in other.fix
+    assert _row(checks, "group nodes-ours hooks").status == preflight.Status.OK
+
+
+def test_no_cluster_tag__warns_with_the_tag_command(moto_aws: None) -> None:
+    _cluster()
+    create_node_group(
+        _client("ec2"), _client("autoscaling"), asg_name="nodes-untagged", size=0,
+        hook_name="eks-node-drainer", cluster_tag="",
+    )  # fmt: skip
+    check = _row(_run("nodes-untagged"), "group nodes-untagged")
+    assert check.status == preflight.Status.WARN
+    assert "Key=eks:cluster-name,Value=prod" in check.fix
+
+
+def test_missing_arguments__usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        preflight.main(["--cluster-name", "prod", "--asg-names", " , "])
+    assert exited.value.code == 2
+    assert "CLUSTER_NAME and ASG_NAMES are required" in capsys.readouterr().err

@@ -1,0 +1,69 @@
+"""make preflight's Kubernetes half, on both backends: k8s-rbac/ as applied to the
+cluster, read as an admin, against the repository's manifests."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from drainer.kube import Kube
+from testbed import World
+from testbed.world import rbac_manifests
+from tools import preflight
+
+
+@pytest.fixture
+def admin(world: World) -> Iterator[Kube]:
+    kube = Kube.from_kubeconfig(str(world.cluster.kubeconfig), "admin")
+    yield kube
+    kube.close()
+
+
+def _role_with(change: Any) -> list[dict[str, Any]]:
+    manifests = rbac_manifests()
+    for document in manifests:
+        if document["kind"] == "ClusterRole":
+            change(document["rules"])
+    return manifests
+
+
+def _drop_eviction(rules: list[dict[str, Any]]) -> None:
+    rules[:] = [r for r in rules if r["resources"] != ["pods/eviction"]]
+
+
+def _add_secrets(rules: list[dict[str, Any]]) -> None:
+    rules.append({"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]})
+
+
+def test_k8s_rbac_applied__role_and_binding_ok(admin: Kube) -> None:
+    checks = preflight.check_rbac(admin)
+    assert [(c.what, c.status) for c in checks] == [
+        ("RBAC role", preflight.Status.OK),
+        ("RBAC binding", preflight.Status.OK),
+    ]
+
+
+@pytest.mark.parametrize("world", [{"rbac": _role_with(_drop_eviction)}], indirect=True)
+def test_role_without_eviction__blocks_naming_it(admin: Kube) -> None:
+    role = preflight.check_rbac(admin)[0]
+    assert role.status == preflight.Status.FAIL
+    assert role.detail == "lacks create pods/eviction"
+    assert "kubectl apply -f k8s-rbac/" in role.fix
+
+
+@pytest.mark.parametrize("world", [{"rbac": _role_with(_add_secrets)}], indirect=True)
+def test_role_granting_more__warns_naming_it(admin: Kube) -> None:
+    role = preflight.check_rbac(admin)[0]
+    assert role.status == preflight.Status.WARN
+    assert "get secrets" in role.detail
+
+
+@pytest.mark.parametrize(
+    "world", [{"rbac": [d for d in rbac_manifests() if d["kind"] != "ClusterRoleBinding"]}],
+    indirect=True,
+)  # fmt: skip
+def test_binding_missing__blocks(admin: Kube) -> None:
+    checks = preflight.check_rbac(admin)
+    assert [(c.what, c.status) for c in checks] == [("k8s-rbac/", preflight.Status.FAIL)]

@@ -1,0 +1,431 @@
+"""`make preflight`: check a cluster and its node groups before deploying the drainer.
+
+    python -m tools.preflight --cluster-name prod --asg-names ng-a,ng-b [--region R]
+        [--subnet-ids subnet-a,subnet-b] [--hook-name eks-node-drainer]
+        [--no-access-entry] [--kubeconfig PATH [--context NAME]]
+
+Read-only: every call is a Describe, a List or a Kubernetes GET. It prints a table
+of checks, each with the command that fixes it, and exits 1 when one blocks (a
+deploy would not drain), 0 when all pass or only warn. `make deploy` runs the same
+checks first and stops on a blocking one.
+
+What it checks:
+- the cluster exists and is ACTIVE; its authentication mode allows access entries
+  (API or API_AND_CONFIG_MAP), unless the role is mapped in aws-auth instead;
+- its API endpoint is reachable from where the function runs: public (and open to
+  AWS's addresses), or private with SubnetIds in the cluster's VPC;
+- each group exists, belongs to this cluster (its eks:cluster-name or
+  kubernetes.io/cluster/<name> tag), is not an EKS managed node group (EKS drains
+  those nodes itself: a warning), and has no other terminate lifecycle hook, which
+  would complete or time out the same action as ours;
+- with a kubeconfig (an admin's), that k8s-rbac/ is applied as it is in this
+  repository: the role grants what a drain needs and no more, bound to the group
+  eks-node-drainer.
+
+Exit status: 0 ready (warnings allowed), 1 a check blocks, 2 bad arguments, 3 no
+region or credentials.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tools.deploy import Aws, DeployError, connect, normalise_names
+
+ROOT = Path(__file__).resolve().parent.parent
+RBAC_DIR = ROOT / "k8s-rbac"
+GROUP = "eks-node-drainer"
+TERMINATING = "autoscaling:EC2_INSTANCE_TERMINATING"
+
+Client = Any
+
+
+class Status(StrEnum):
+    OK = "ok"
+    WARN = "warn"
+    FAIL = "FAIL"
+
+
+@dataclass(frozen=True)
+class Check:
+    what: str
+    status: Status
+    detail: str
+    fix: str = ""
+
+
+@dataclass(frozen=True)
+class Options:
+    cluster_name: str
+    asg_names: tuple[str, ...]
+    region: str = ""
+    profile: str = ""
+    hook_name: str = "eks-node-drainer"
+    subnet_ids: tuple[str, ...] = ()
+    access_entry: bool = True
+    """The stack creates an EKS access entry (CreateAccessEntry=true, the default)."""
+    kubeconfig: str = ""
+    context: str = ""
+
+
+# --- the cluster --------------------------------------------------------------------------
+
+
+def check_cluster(eks: Client, options: Options) -> tuple[list[Check], dict[str, Any] | None]:
+    from botocore.exceptions import ClientError
+
+    name = options.cluster_name
+    try:
+        cluster: dict[str, Any] = eks.describe_cluster(name=name)["cluster"]
+    except ClientError as e:
+        if e.response.get("Error", {}).get("Code") != "ResourceNotFoundException":
+            raise
+        fix = "aws eks list-clusters --region <region>  # then CLUSTER_NAME=<one of them>"
+        return [Check(f"cluster {name}", Status.FAIL, "no such cluster in this region", fix)], None
+    status = cluster.get("status", "")
+    version = cluster.get("version", "?")
+    found = Check(
+        f"cluster {name}",
+        Status.OK if status == "ACTIVE" else Status.FAIL,
+        f"{status}, Kubernetes {version}",
+        "" if status == "ACTIVE" else "wait until the cluster is ACTIVE",
+    )
+    return [found, check_access(cluster, options), check_endpoint(cluster, options)], cluster
+
+
+def check_access(cluster: dict[str, Any], options: Options) -> Check:
+    mode = (cluster.get("accessConfig") or {}).get("authenticationMode")
+    what = "authentication mode"
+    if mode is None:  # the API has answered with it since access entries exist
+        return Check(
+            what,
+            Status.WARN,
+            "not reported: access entries need API or API_AND_CONFIG_MAP",
+            f"aws eks describe-cluster --name {options.cluster_name} --query cluster.accessConfig",
+        )
+    if mode in ("API", "API_AND_CONFIG_MAP"):
+        return Check(what, Status.OK, f"{mode}: the stack's access entry maps the function")
+    if not options.access_entry:
+        return Check(
+            what, Status.WARN, f"{mode}: map the function's role in aws-auth to group {GROUP}"
+        )
+    return Check(
+        what,
+        Status.FAIL,
+        f"{mode} does not take access entries, and the stack creates one",
+        f"aws eks update-cluster-config --name {options.cluster_name} "
+        "--access-config authenticationMode=API_AND_CONFIG_MAP   "
+        f"(or deploy with CreateAccessEntry=false and map the role in aws-auth to {GROUP})",
+    )
+
+
+_SUBNET_FIX = (
+    'make deploy ... PARAMS="SubnetIds=subnet-a,subnet-b SecurityGroupIds=sg-..." '
+    "(private subnets of the cluster's VPC, with a route to the AWS APIs)"
+)
+
+
+def check_endpoint(cluster: dict[str, Any], options: Options) -> Check:
+    vpc = cluster.get("resourcesVpcConfig") or {}
+    public = vpc.get("endpointPublicAccess", True)
+    private = vpc.get("endpointPrivateAccess", False)
+    cidrs = vpc.get("publicAccessCidrs") or ["0.0.0.0/0"]
+    what = "API endpoint"
+    if options.subnet_ids:
+        if private:
+            return Check(what, Status.OK, "private endpoint, reached from the function's subnets")
+        return Check(
+            what,
+            Status.WARN,
+            "the function runs in subnets but the endpoint is public only: its calls go "
+            "through the subnets' NAT, whose address must be in the public access CIDRs",
+        )
+    if not public:
+        return Check(
+            what, Status.FAIL, "private only, and the function runs outside any VPC", _SUBNET_FIX
+        )
+    if "0.0.0.0/0" not in cidrs:
+        return Check(
+            what,
+            Status.WARN,
+            f"public, open only to {', '.join(cidrs)}: a function outside a VPC calls from "
+            "AWS's own addresses, likely refused",
+            _SUBNET_FIX,
+        )
+    return Check(what, Status.OK, "public: the function reaches it from outside a VPC")
+
+
+def check_subnets(ec2: Client, cluster: dict[str, Any], options: Options) -> list[Check]:
+    if not options.subnet_ids:
+        return []
+    from botocore.exceptions import ClientError
+
+    vpc = (cluster.get("resourcesVpcConfig") or {}).get("vpcId", "")
+    try:
+        subnets = ec2.describe_subnets(SubnetIds=list(options.subnet_ids))["Subnets"]
+    except ClientError as e:
+        return [Check("subnets", Status.FAIL, str(e), "aws ec2 describe-subnets --region <region>")]
+    elsewhere = [s["SubnetId"] for s in subnets if vpc and s.get("VpcId") != vpc]
+    if elsewhere:
+        return [
+            Check(
+                "subnets",
+                Status.FAIL,
+                f"{', '.join(elsewhere)} not in the cluster's VPC {vpc}",
+                f"aws ec2 describe-subnets --filters Name=vpc-id,Values={vpc}",
+            )
+        ]
+    return [Check("subnets", Status.OK, f"{len(subnets)} in the cluster's VPC {vpc}")]
+
+
+# --- the node groups ------------------------------------------------------------------------
+
+
+def check_groups(autoscaling: Client, options: Options) -> list[Check]:
+    found = {
+        g["AutoScalingGroupName"]: g
+        for page in autoscaling.get_paginator("describe_auto_scaling_groups").paginate(
+            AutoScalingGroupNames=list(options.asg_names)
+        )
+        for g in page["AutoScalingGroups"]
+    }
+    checks: list[Check] = []
+    for name in options.asg_names:
+        group = found.get(name)
+        if group is None:
+            checks.append(
+                Check(
+                    f"group {name}",
+                    Status.FAIL,
+                    "no such Auto Scaling group in this region",
+                    "aws autoscaling describe-auto-scaling-groups --query "
+                    "'AutoScalingGroups[].AutoScalingGroupName'",
+                )
+            )
+            continue
+        checks.append(_belongs(name, group, options.cluster_name))
+        checks.append(_hooks(autoscaling, name, options.hook_name))
+    return checks
+
+
+def _belongs(name: str, group: dict[str, Any], cluster: str) -> Check:
+    tags = {t["Key"]: t.get("Value", "") for t in group.get("Tags", [])}
+    what = f"group {name}"
+    owner = tags.get("eks:cluster-name") or next(
+        (k.split("/", 2)[2] for k in tags if k.startswith("kubernetes.io/cluster/")), ""
+    )
+    if owner and owner != cluster:
+        return Check(
+            what,
+            Status.FAIL,
+            f"belongs to cluster {owner}, not {cluster}",
+            f"leave it out of ASG_NAMES, or deploy a stack for {owner}",
+        )
+    if tags.get("eks:nodegroup-name"):
+        return Check(
+            what,
+            Status.WARN,
+            f"EKS managed node group {tags['eks:nodegroup-name']}: EKS drains its nodes "
+            "itself on scale-in and updates; a second drainer adds nothing",
+            "leave managed node groups out of ASG_NAMES",
+        )
+    if not owner:
+        return Check(
+            what,
+            Status.WARN,
+            f"no eks:cluster-name or kubernetes.io/cluster/{cluster} tag: cannot tell its "
+            "cluster (the function uses ClusterName)",
+            f"aws autoscaling create-or-update-tags --tags ResourceId={name},"
+            f"ResourceType=auto-scaling-group,Key=eks:cluster-name,Value={cluster},"
+            "PropagateAtLaunch=false",
+        )
+    return Check(what, Status.OK, f"self-managed, in cluster {cluster}")
+
+
+def _hooks(autoscaling: Client, name: str, ours: str) -> Check:
+    hooks = autoscaling.describe_lifecycle_hooks(AutoScalingGroupName=name)["LifecycleHooks"]
+    others = [
+        h["LifecycleHookName"]
+        for h in hooks
+        if h.get("LifecycleTransition") == TERMINATING and h["LifecycleHookName"] != ours
+    ]
+    what = f"group {name} hooks"
+    if others:
+        return Check(
+            what,
+            Status.FAIL,
+            f"other terminate hook(s) {', '.join(others)}: another tool completes or times "
+            "out the same termination while the drain runs",
+            f"remove that tool, then: aws autoscaling delete-lifecycle-hook "
+            f"--auto-scaling-group-name {name} --lifecycle-hook-name {others[0]}",
+        )
+    mine = any(h["LifecycleHookName"] == ours for h in hooks)
+    return Check(
+        what, Status.OK, f"hook {ours} already there" if mine else "no other terminate hook"
+    )
+
+
+# --- Kubernetes RBAC ------------------------------------------------------------------------
+
+
+def _documents() -> dict[str, dict[str, Any]]:
+    out = {}
+    for path in sorted(RBAC_DIR.glob("*.yaml")):
+        for document in yaml.safe_load_all(path.read_text()):
+            if document:
+                out[document["kind"]] = document
+    return out
+
+
+def _grants(rules: Iterable[dict[str, Any]]) -> set[tuple[str, str, str]]:
+    return {
+        (group, resource, verb)
+        for rule in rules
+        for group in rule.get("apiGroups") or [""]
+        for resource in rule.get("resources") or []
+        for verb in rule.get("verbs") or []
+    }
+
+
+def check_rbac(kube: Any) -> list[Check]:
+    """The cluster's eks-node-drainer role and binding against k8s-rbac/ (as an admin)."""
+    from drainer.errors import KubeNotFound
+
+    wanted = _documents()
+    fix = "kubectl apply -f k8s-rbac/   (from this repository's root, as a cluster admin)"
+    base = "/apis/rbac.authorization.k8s.io/v1"
+    try:
+        role = kube.request(
+            "GET", f"{base}/clusterroles/{GROUP}", verb="get", resource="clusterroles"
+        )
+        binding = kube.request(
+            "GET",
+            f"{base}/clusterrolebindings/{GROUP}",
+            verb="get",
+            resource="clusterrolebindings",
+        )
+    except KubeNotFound:
+        return [Check("k8s-rbac/", Status.FAIL, "not applied to the cluster", fix)]
+    need = _grants(wanted["ClusterRole"]["rules"])
+    has = _grants(role.get("rules") or [])
+    checks = []
+    missing = sorted(need - has)
+    extra = sorted(has - need)
+    if missing:
+        lacking = ", ".join(f"{v} {g + '/' if g else ''}{r}" for g, r, v in missing)
+        checks.append(Check("RBAC role", Status.FAIL, f"lacks {lacking}", fix))
+    elif extra:
+        more = ", ".join(f"{v} {g + '/' if g else ''}{r}" for g, r, v in extra)
+        checks.append(
+            Check("RBAC role", Status.WARN, f"grants more than a drain needs: {more}", fix)
+        )
+    else:
+        checks.append(Check("RBAC role", Status.OK, "exactly what a drain needs"))
+    subjects = {(s.get("kind"), s.get("name")) for s in binding.get("subjects") or []}
+    bound = binding.get("roleRef", {}).get("name") == GROUP and ("Group", GROUP) in subjects
+    checks.append(
+        Check("RBAC binding", Status.OK, f"group {GROUP} -> role {GROUP}")
+        if bound
+        else Check("RBAC binding", Status.FAIL, f"does not bind group {GROUP} to the role", fix)
+    )
+    return checks
+
+
+# --- the whole ------------------------------------------------------------------------------
+
+
+def run(aws: Aws, options: Options) -> list[Check]:
+    checks, cluster = check_cluster(aws.client("eks"), options)
+    if cluster is not None:
+        checks += check_subnets(aws.client("ec2"), cluster, options)
+    checks += check_groups(aws.client("autoscaling"), options)
+    if options.kubeconfig:
+        from drainer.errors import KubeError
+        from drainer.kube import Kube
+
+        try:
+            kube = Kube.from_kubeconfig(options.kubeconfig, options.context or None)
+            try:
+                checks += check_rbac(kube)
+            finally:
+                kube.close()
+        except KubeError as e:
+            checks.append(Check("k8s-rbac/", Status.FAIL, f"cannot check: {e}"))
+    return checks
+
+
+def table(checks: Sequence[Check]) -> str:
+    width = max(len(c.what) for c in checks)
+    lines = []
+    for check in checks:
+        lines.append(f"{check.status:<4}  {check.what:<{width}}  {check.detail}")
+        if check.fix and check.status != Status.OK:
+            lines.append(f"{'':<4}  {'':<{width}}  fix: {check.fix}")
+    return "\n".join(lines)
+
+
+def blocking(checks: Sequence[Check]) -> list[Check]:
+    return [c for c in checks if c.status == Status.FAIL]
+
+
+def parse_args(argv: Sequence[str] | None) -> Options:
+    parser = argparse.ArgumentParser(
+        prog="python -m tools.preflight", description=(__doc__ or "").split("\n")[0]
+    )
+    parser.add_argument("--cluster-name", required=True, help="(make: CLUSTER_NAME)")
+    parser.add_argument("--asg-names", required=True, help="comma-separated (ASG_NAMES)")
+    parser.add_argument("--region", default="", help="default: the AWS CLI's (REGION)")
+    parser.add_argument("--profile", default="")
+    parser.add_argument("--hook-name", default="eks-node-drainer", help="LifecycleHookName")
+    parser.add_argument("--subnet-ids", default="", help="SubnetIds, comma-separated")
+    parser.add_argument(
+        "--no-access-entry", action="store_true", help="CreateAccessEntry=false (aws-auth)"
+    )
+    parser.add_argument("--kubeconfig", default="", help="check k8s-rbac/ too (KUBECONFIG)")
+    parser.add_argument("--context", default="", help="kubeconfig context (CONTEXT)")
+    args = parser.parse_args(argv)
+    names = tuple(n for n in normalise_names(args.asg_names).split(",") if n)
+    if not args.cluster_name.strip() or not names:
+        parser.error("CLUSTER_NAME and ASG_NAMES are required")
+    return Options(
+        cluster_name=args.cluster_name.strip(),
+        asg_names=names,
+        region=args.region,
+        profile=args.profile,
+        hook_name=args.hook_name,
+        subnet_ids=tuple(s for s in normalise_names(args.subnet_ids).split(",") if s),
+        access_entry=not args.no_access_entry,
+        kubeconfig=args.kubeconfig,
+        context=args.context,
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    options = parse_args(argv)
+    try:
+        aws = connect(options.region, options.profile)
+    except DeployError as e:
+        print(f"preflight: {e}", file=sys.stderr)
+        return e.status
+    checks = run(aws, options)
+    print(f"preflight for cluster {options.cluster_name} in {aws.region} ({aws.account}):")
+    print(table(checks))
+    failed = blocking(checks)
+    if failed:
+        print(f"\n{len(failed)} check(s) block a deploy; fix them and run again.")
+        return 1
+    warned = any(c.status == Status.WARN for c in checks)
+    print("\nready to deploy" + (" (read the warnings)" if warned else ""))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
