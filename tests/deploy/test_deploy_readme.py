@@ -42,3 +42,12 @@ def test_the_make_variables_the_readme_names_are_the_makefiles():
     for variable in ("STACK_NAME", "ARCH", "BUCKET", "PARAMS_FILE", "PARAMS", "REGION"):
         assert f"{variable} ?=" in makefile
         assert f"`{variable}`" in README
+
+
+def test_the_metrics_table_is_what_the_handler_emits():
+    source = (ROOT / "drainer" / "handler.py").read_text()
+    emitted = re.findall(r'add_metric\(\s*name="(\w+)"', source)
+    section = README[README.index("### Metrics") : README.index("### Troubleshooting")]
+    documented = re.findall(r"^\| `(\w+)` \|", section, re.MULTILINE)
+    assert documented == emitted
+    assert 'METRICS_NAMESPACE = "EksNodeDrainer"' in source and "`EksNodeDrainer`" in section
