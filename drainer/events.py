@@ -106,14 +106,28 @@ class Skip:
     reason: str
 
 
+@dataclass(frozen=True)
+class SelfCheckEvent:
+    """`make deploy` asks the function whether it can drain (drainer/selfcheck.py):
+    {"self_check": {"cluster_name": "prod"}}, the cluster optional (CLUSTER_NAME)."""
+
+    cluster_name: str = ""
+
+
 class _Malformed(Exception):
     """Internal: a required field is missing or has the wrong type."""
 
 
-def parse_event(event: object) -> LifecycleEvent | Skip:
-    """Turn an invocation event into a LifecycleEvent, or a Skip saying why not."""
+def parse_event(event: object) -> LifecycleEvent | SelfCheckEvent | Skip:
+    """Turn an invocation event into a LifecycleEvent (or a self-check), or a Skip
+    saying why not."""
     if not isinstance(event, dict):
         return Skip(f"event is a {type(event).__name__}, not a JSON object")
+    if "self_check" in event:
+        check = event["self_check"]
+        if not isinstance(check, dict) or not isinstance(check.get("cluster_name", ""), str):
+            return Skip('malformed self-check: expected {"self_check": {"cluster_name": ...}}')
+        return SelfCheckEvent(check.get("cluster_name", ""))
     detail = event.get("detail")
     if isinstance(detail, dict) and TEST_NOTIFICATION in (
         detail.get("Event"),

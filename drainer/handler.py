@@ -17,7 +17,7 @@ from typing import Any
 
 from drainer import aws, logs
 from drainer.errors import AwsError, SettingsError
-from drainer.events import LifecycleEvent, Skip, parse_event, with_handover
+from drainer.events import LifecycleEvent, SelfCheckEvent, Skip, parse_event, with_handover
 from drainer.report import Kind
 from drainer.settings import Settings, TimeoutPolicy
 from drainer.workflow import Invocation, KubeFactory, Result, Run, drain_instance, eks_kube
@@ -100,6 +100,9 @@ def lambda_handler(event: Any, context: Any) -> dict[str, Any]:
     if isinstance(parsed, Skip):
         log.info("event skipped: %s", parsed.reason)
         return {"result": "skipped", "reason": parsed.reason}
+    if isinstance(parsed, SelfCheckEvent):
+        clients, kube_factory = _aws(settings, os.environ.get("AWS_REGION", ""))
+        return self_check(parsed, settings, clients, kube_factory)
     logs.bind(**parsed.log_keys())
     clients, kube_factory = _aws(settings, os.environ.get("AWS_REGION", "") or parsed.region)
     invocation = None
@@ -116,6 +119,32 @@ def lambda_handler(event: Any, context: Any) -> dict[str, Any]:
         kube_factory=kube_factory,
         invocation=invocation,
     )
+
+
+def self_check(
+    event: SelfCheckEvent, settings: Settings, clients: aws.AwsClients, kube_factory: KubeFactory
+) -> dict[str, Any]:
+    """Whether this function, as its own identity, may drain (drainer/selfcheck.py)."""
+    from drainer import selfcheck
+    from drainer.errors import DrainerError
+
+    name = event.cluster_name or settings.cluster_name
+    if not name:
+        return {"result": "check_failed", "message": "no cluster: set CLUSTER_NAME"}
+    logs.bind(cluster=name)
+    try:
+        cluster = aws.describe_cluster(clients.eks, name)
+        kube = kube_factory(cluster, name, settings)
+    except DrainerError as e:
+        result = selfcheck.SelfCheck(name, error=str(e))
+    else:
+        try:
+            force = settings.timeout_policy == TimeoutPolicy.FORCE
+            result = selfcheck.check(kube, name, force=force)
+        finally:
+            kube.close()
+    (log.info if result.passed else log.error)("self-check: %s", result.message())
+    return result.result()
 
 
 def handle(

@@ -642,6 +642,32 @@ class Kube:
             return None
         return node
 
+    def can_i(self, verb: str, group: str, resource: str) -> bool:
+        """A SelfSubjectAccessReview (`kubectl auth can-i`): may this identity do it?
+        `resource` may name a subresource: "pods/eviction"."""
+        name, _, sub = resource.partition("/")
+        review: Obj = {
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": "SelfSubjectAccessReview",
+            "spec": {
+                "resourceAttributes": {
+                    "verb": verb,
+                    "group": group,
+                    "resource": name,
+                    **({"subresource": sub} if sub else {}),
+                }
+            },
+        }
+        answer: Obj = self.request(
+            "POST",
+            "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+            body=review,
+            verb="create",
+            resource="selfsubjectaccessreviews",
+            what=f"can I {verb} {resource}",
+        )
+        return bool((answer.get("status") or {}).get("allowed"))
+
     def list_nodes(self, *, label_selector: str = "", page_size: int = PAGE_SIZE) -> Iterator[Obj]:
         """All nodes, page by page (never one unbounded list); stop early at will."""
         query = {"labelSelector": label_selector or None}

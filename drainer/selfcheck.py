@@ -1,0 +1,96 @@
+"""Can this function drain? Asked as its own identity, before its hooks go live.
+
+`make deploy` creates the stack with its lifecycle hooks off, then invokes the
+function with a self-check event; only when the check passes does it turn the
+hooks on. A scale-in before that is not held, rather than held and then abandoned
+by a drain that is refused (RBAC not applied yet, an access entry missing, an
+endpoint out of reach). The check is what a drain does, minus the changes: a
+token for the cluster, one SelfSubjectAccessReview per permission a drain uses
+(k8s-rbac/clusterrole.yaml; tests/test_selfcheck.py holds the two together), and a
+server-side dry run of a cordon of one node.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from drainer.cordon import cordon_patch
+from drainer.errors import KubeError
+from drainer.kube import Kube
+
+Permission = tuple[str, str, str]
+"""(verb, API group, resource[/subresource]), as k8s-rbac/ grants it."""
+
+NEEDED: tuple[Permission, ...] = (
+    ("get", "", "nodes"),
+    ("list", "", "nodes"),
+    ("watch", "", "nodes"),
+    ("patch", "", "nodes"),
+    ("list", "", "pods"),
+    ("watch", "", "pods"),
+    ("create", "", "pods/eviction"),
+    ("list", "policy", "poddisruptionbudgets"),
+    ("watch", "policy", "poddisruptionbudgets"),
+    ("get", "", "persistentvolumeclaims"),
+    ("list", "storage.k8s.io", "volumeattachments"),
+    ("watch", "storage.k8s.io", "volumeattachments"),
+)
+FORCE: Permission = ("delete", "", "pods")
+"""Only TIMEOUT_POLICY=force deletes pods."""
+
+
+def describe(permission: Permission) -> str:
+    verb, group, resource = permission
+    return f"{verb} {group + '/' if group else ''}{resource}"
+
+
+@dataclass(frozen=True)
+class SelfCheck:
+    cluster: str
+    missing: list[str] = field(default_factory=list)
+    cordon: str = ""
+    """What the server-side dry run of a cordon said ("" when no node to try)."""
+    error: str = ""
+
+    @property
+    def passed(self) -> bool:
+        return not self.missing and not self.error
+
+    def message(self) -> str:
+        if self.error:
+            return f"cannot drain in cluster {self.cluster}: {self.error}"
+        if self.missing:
+            return (
+                f"cannot drain in cluster {self.cluster}: not allowed to "
+                f"{', '.join(self.missing)}. Apply the RBAC: kubectl apply -f k8s-rbac/"
+            )
+        return f"can drain in cluster {self.cluster}: every permission granted; {self.cordon}"
+
+    def result(self) -> dict[str, object]:
+        return {
+            "result": "check_passed" if self.passed else "check_failed",
+            "cluster": self.cluster,
+            "missing": self.missing,
+            "message": self.message(),
+        }
+
+
+def check(kube: Kube, cluster: str, *, force: bool) -> SelfCheck:
+    """Ask the API server, as this function, whether it may do what a drain does."""
+    needed = (*NEEDED, FORCE) if force else NEEDED
+    try:
+        missing = [describe(p) for p in needed if not kube.can_i(*p)]
+        if missing:
+            return SelfCheck(cluster, missing)
+        return SelfCheck(cluster, cordon=_dry_run_cordon(kube))
+    except KubeError as e:
+        return SelfCheck(cluster, error=str(e))
+
+
+def _dry_run_cordon(kube: Kube) -> str:
+    for node in kube.list_nodes(page_size=1):
+        name = str(node["metadata"]["name"])
+        patch, _ = cordon_patch(node, 0.0)
+        kube.patch_node(name, patch, dry_run=True)
+        return f"a dry-run cordon of node {name} was accepted"
+    return "no node to try a dry-run cordon on"

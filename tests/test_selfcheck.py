@@ -1,0 +1,51 @@
+"""The self-check asks for exactly what k8s-rbac/ grants, and its event parses."""
+
+from __future__ import annotations
+
+import pytest
+
+from drainer import selfcheck
+from drainer.events import SelfCheckEvent, Skip, parse_event
+from testbed.world import rbac_manifests
+
+
+def _granted() -> set[selfcheck.Permission]:
+    (role,) = [d for d in rbac_manifests() if d["kind"] == "ClusterRole"]
+    return {
+        (verb, group, resource)
+        for rule in role["rules"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+        for verb in rule["verbs"]
+    }
+
+
+def test_needed_plus_force__exactly_what_k8s_rbac_grants() -> None:
+    assert {*selfcheck.NEEDED, selfcheck.FORCE} == _granted()
+
+
+@pytest.mark.parametrize(
+    ("event", "parsed"),
+    [
+        ({"self_check": {}}, SelfCheckEvent("")),
+        ({"self_check": {"cluster_name": "prod"}}, SelfCheckEvent("prod")),
+    ],
+)
+def test_self_check_event__parsed(event: dict[str, object], parsed: SelfCheckEvent) -> None:
+    assert parse_event(event) == parsed
+
+
+@pytest.mark.parametrize("event", [{"self_check": "yes"}, {"self_check": {"cluster_name": 3}}])
+def test_malformed_self_check__skipped_with_reason(event: dict[str, object]) -> None:
+    skipped = parse_event(event)
+    assert isinstance(skipped, Skip)
+    assert "malformed self-check" in skipped.reason
+
+
+def test_result__failed_check_names_what_is_missing_and_the_fix() -> None:
+    result = selfcheck.SelfCheck("prod", missing=["create pods/eviction"]).result()
+    assert result["result"] == "check_failed"
+    assert result["message"] == (
+        "cannot drain in cluster prod: not allowed to create pods/eviction. "
+        "Apply the RBAC: kubectl apply -f k8s-rbac/"
+    )
