@@ -53,6 +53,9 @@ REGION ?=
 BUCKET ?=
 PARAMS_FILE ?=
 PARAMS ?=
+# make deploy APPLY_RBAC=1 [KUBECONFIG=] [CONTEXT=]: apply k8s-rbac/ as a cluster admin
+# (context default: the cluster's ARN, as aws eks update-kubeconfig names it).
+APPLY_RBAC ?=
 
 .PHONY: package deploy checkov logs preflight
 
@@ -62,7 +65,9 @@ package: $(STAMP)
 deploy: $(STAMP)
 	$(PY) -m tools.deploy --stack-name "$(STACK_NAME)" --cluster-name "$(CLUSTER_NAME)" \
 	  --asg-names "$(ASG_NAMES)" --arch "$(ARCH)" --region "$(REGION)" --bucket "$(BUCKET)" \
-	  --params-file "$(PARAMS_FILE)" $(PARAMS)
+	  --params-file "$(PARAMS_FILE)" $(if $(APPLY_RBAC),--apply-rbac) \
+	  $(if $(APPLY_RBAC),$(if $(KUBECONFIG),--kubeconfig "$(KUBECONFIG)")) \
+	  $(if $(APPLY_RBAC),$(if $(CONTEXT),--context "$(CONTEXT)")) $(PARAMS)
 
 # make preflight CLUSTER_NAME=... ASG_NAMES=a,b [REGION=] [SUBNET_IDS=a,b]
 #   [KUBECONFIG=path [CONTEXT=name]]: read-only checks of the cluster, its groups and,

@@ -4,7 +4,9 @@ moto's Invoke runs the function in Docker, which these machines do not have. The
 drainer only ever invokes itself asynchronously (InvocationType "Event", the
 hand-over of a long drain), so awssim answers those with 202 and keeps the payload
 in a queue per account and region; a test or the demo pops it and runs the handler
-itself. Synchronous invocations still go to moto.
+itself. Synchronous invocations go to moto (which needs Docker), unless a runner
+is registered for the function: `run_synchronously(name, runner)` answers them by
+calling the runner in process, as `make deploy`'s self-check needs.
 
 The function need not exist in moto: the drainer's function ARN comes from its
 Lambda context, and tests should not have to upload a zip to see a hand-over.
@@ -16,6 +18,7 @@ import json
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import unquote
 
@@ -62,12 +65,27 @@ def invocation_queue(account_id: str, region: str) -> InvocationQueue:
 
 
 _original_invoke = LambdaResponse.invoke
+_runners: dict[str, Callable[[object], object]] = {}
+
+
+def run_synchronously(function_name: str, runner: Callable[[object], object] | None) -> None:
+    """Answer RequestResponse invocations of `function_name` with `runner(payload)`,
+    run in this process (None: back to moto)."""
+    if runner is None:
+        _runners.pop(function_name, None)
+    else:
+        _runners[function_name] = runner
 
 
 def _invoke(self: LambdaResponse) -> Any:
-    if self.headers.get("X-Amz-Invocation-Type") != "Event":
-        return _original_invoke(self)
     function_name = unquote(self.path.rsplit("/", 2)[-2])
+    if self.headers.get("X-Amz-Invocation-Type") != "Event":
+        runner = _runners.get(function_name)
+        if runner is None:
+            return _original_invoke(self)
+        body = self.body.decode() if isinstance(self.body, bytes) else (self.body or "")
+        answer = runner(json.loads(body) if body else {})
+        return 200, {"status": 200, "content-type": "application/json"}, json.dumps(answer)
     qualifier = self._get_param("qualifier") or self._get_param("Qualifier")
     invocation_queue(self.current_account, self.region).push(
         function_name, qualifier, self.body or ""

@@ -383,9 +383,10 @@ def apply_change_set(
     creating: bool,
     poll: float,
     say: Say,
+    purpose: str = "",
 ) -> bool:
     """Create, show and execute a change set; False when there was nothing to change."""
-    name = f"deploy-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}"
+    name = f"deploy-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}{purpose}"
     cfn.create_change_set(
         StackName=stack_name,
         ChangeSetName=name,
@@ -512,6 +513,121 @@ class Options:
     zip_path: Path | None = None
     template: Path = TEMPLATE
     poll_seconds: float = 5.0
+    apply_rbac: bool = False
+    """Apply k8s-rbac/ as a cluster admin (else print the command and wait for it)."""
+    kubeconfig: str = ""
+    """The kubeconfig to apply it with (default: $KUBECONFIG or ~/.kube/config)."""
+    context: str = ""
+    """Its context (default: the cluster's ARN, as aws eks update-kubeconfig names it)."""
+    check_wait_seconds: float = 900.0
+    """How long to wait for the function's self-check to pass (RBAC being applied)."""
+    check_poll_seconds: float = 10.0
+
+
+def _previous(stack: Mapping[str, Any] | None, key: str) -> str:
+    for parameter in (stack or {}).get("Parameters", []):
+        if parameter["ParameterKey"] == key:
+            return str(parameter["ParameterValue"])
+    return ""
+
+
+def _outputs(cfn: Client, stack_name: str) -> dict[str, str]:
+    final = cfn.describe_stacks(StackName=stack_name)["Stacks"][0]
+    return {o["OutputKey"]: o["OutputValue"] for o in final.get("Outputs", [])}
+
+
+def apply_rbac(kubeconfig: str, context: str, say: Say) -> None:
+    """Create or replace k8s-rbac/'s objects with an admin's kubeconfig."""
+    from drainer.errors import KubeError, KubeNotFound
+    from drainer.kube import Kube
+
+    base = "/apis/rbac.authorization.k8s.io/v1"
+    try:
+        kube = Kube.from_kubeconfig(kubeconfig or None, context or None)
+        try:
+            for path in sorted((ROOT / "k8s-rbac").glob("*.yaml")):
+                for document in (d for d in yaml.safe_load_all(path.read_text()) if d):
+                    plural = f"{document['kind'].lower()}s"
+                    name = document["metadata"]["name"]
+                    try:
+                        found = kube.request(
+                            "GET", f"{base}/{plural}/{name}", verb="get", resource=plural
+                        )
+                    except KubeNotFound:
+                        kube.request("POST", f"{base}/{plural}", body=document, verb="create",
+                                     resource=plural)  # fmt: skip
+                        continue
+                    document["metadata"]["resourceVersion"] = found["metadata"]["resourceVersion"]
+                    kube.request("PUT", f"{base}/{plural}/{name}", body=document, verb="update",
+                                 resource=plural)  # fmt: skip
+        finally:
+            kube.close()
+    except KubeError as e:
+        raise DeployError(
+            f"could not apply k8s-rbac/ (context {context}): {e}. The lifecycle hooks stay as "
+            "they were; apply it yourself (kubectl apply -f k8s-rbac/) and run make deploy again",
+            1,
+        ) from e
+    say("applied k8s-rbac/ (ClusterRole and ClusterRoleBinding eks-node-drainer)")
+
+
+def self_check(lambda_client: Client, function: str, cluster: str) -> dict[str, Any]:
+    """Invoke the function with a self-check event (drainer/selfcheck.py)."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    try:
+        answer = lambda_client.invoke(
+            FunctionName=function,
+            InvocationType="RequestResponse",
+            Payload=json.dumps({"self_check": {"cluster_name": cluster}}).encode(),
+        )
+    except (BotoCoreError, ClientError) as e:
+        return {"passed": False, "message": f"could not invoke {function}: {e}"}
+    text = answer["Payload"].read().decode(errors="replace")
+    if answer.get("FunctionError"):
+        return {"passed": False, "message": f"{function} failed: {text[:500]}"}
+    try:
+        result = json.loads(text)
+    except ValueError:
+        return {"passed": False, "message": f"{function} answered {text[:200]!r}"}
+    passed = isinstance(result, dict) and result.get("result") == "check_passed"
+    message = result.get("message", text) if isinstance(result, dict) else text
+    return {"passed": passed, "message": str(message)}
+
+
+def wait_for_self_check(
+    lambda_client: Client,
+    function: str,
+    values: Mapping[str, str],
+    options: Options,
+    *,
+    say: Say,
+    outputs: Mapping[str, str],
+    sleep: Callable[[float], None] = time.sleep,
+) -> dict[str, Any]:
+    """The self-check, again every few seconds while it fails for lack of RBAC (a
+    person applying it now), up to options.check_wait_seconds."""
+    deadline = time.monotonic() + options.check_wait_seconds
+    told = False
+    while True:
+        check = self_check(lambda_client, function, values["ClusterName"])
+        if check["passed"]:
+            say(f"self-check passed: {check['message']}")
+            return check
+        waiting = "kubectl apply -f k8s-rbac/" in check["message"]
+        if not waiting or time.monotonic() + options.check_poll_seconds > deadline:
+            say(f"self-check failed: {check['message']}")
+            return check
+        if not told:
+            rbac = outputs.get("RbacApplyCommand", "kubectl apply -f k8s-rbac/")
+            say(
+                f"self-check: {check['message']}\nwaiting for the RBAC: run, as a cluster "
+                f"admin, from this repository's root:\n  {rbac}\n(checking every "
+                f"{options.check_poll_seconds:g} s for up to {options.check_wait_seconds:g} s; "
+                "Ctrl-C stops here, with the hooks as they were)"
+            )
+            told = True
+        sleep(options.check_poll_seconds)
 
 
 def _list_parameter(value: str) -> tuple[str, ...]:
@@ -546,7 +662,10 @@ def _preflight(aws: Aws, values: Mapping[str, str], say: Say) -> None:
         )
 
 
-def deploy(options: Options, say: Say = print) -> int:
+def deploy(
+    options: Options, say: Say = print, *, sleep: Callable[[float], None] = time.sleep
+) -> int:
+    """The whole deploy; `sleep` paces the wait for the self-check (tests pass their own)."""
     template_body = options.template.read_text()
     if len(template_body.encode()) > TEMPLATE_BODY_LIMIT:
         raise DeployError(f"{options.template} is over CloudFormation's inline limit")
@@ -581,19 +700,61 @@ def deploy(options: Options, say: Say = print) -> int:
     values["CodeS3Key"] = upload(s3, bucket, zip_path, manifest, say)
 
     creating = stack is None or stack["StackStatus"] == "REVIEW_IN_PROGRESS"
+    # No unsafe window: hooks that are not live yet go live only once the function
+    # has proved it can drain. A scale-in before that is simply not held.
+    live = not creating and _previous(stack, "CreateLifecycleHooks") == "true"
+    staged = values["CreateLifecycleHooks"] == "true" and not live
+    first = {**values, "CreateLifecycleHooks": "false"} if staged else values
+    if staged:
+        say("the lifecycle hooks stay off until the function has proved it can drain")
     changed = apply_change_set(
         cfn,
         options.stack_name,
         template_body=template_body,
-        parameters=values,
+        parameters=first,
         creating=creating,
         poll=options.poll_seconds,
         say=say,
     )
     if not changed:
         say(f"stack {options.stack_name} is already up to date: nothing to change")
-    final = cfn.describe_stacks(StackName=options.stack_name)["Stacks"][0]
-    outputs = {o["OutputKey"]: o["OutputValue"] for o in final.get("Outputs", [])}
+    outputs = _outputs(cfn, options.stack_name)
+    function = outputs.get("FunctionName", options.stack_name)
+    if options.apply_rbac:
+        arn = f"arn:aws:eks:{aws.region}:{aws.account}:cluster/{values['ClusterName']}"
+        apply_rbac(options.kubeconfig, options.context or arn, say)
+    check = wait_for_self_check(
+        aws.client("lambda"), function, values, options, say=say, outputs=outputs, sleep=sleep
+    )
+    if not check.get("passed"):
+        message = str(check.get("message", ""))
+        if values["CreateLifecycleHooks"] != "true":
+            say(f"warning: the function cannot drain yet ({message}); your hooks are yours")
+        elif live:
+            raise DeployError(
+                f"the function cannot drain ({message}); its lifecycle hooks are ON, so "
+                "every scale-in fails its drain until this is fixed",
+                1,
+            )
+        else:
+            raise DeployError(
+                f"the function cannot drain yet: {message}. The stack is deployed with its "
+                "lifecycle hooks OFF (no scale-in is held for a drain); fix that, then run "
+                "make deploy again to turn them on",
+                1,
+            )
+    if staged:
+        say("turning the lifecycle hooks on")
+        apply_change_set(
+            cfn,
+            options.stack_name,
+            template_body=template_body,
+            parameters=values,
+            creating=False,
+            poll=options.poll_seconds,
+            say=say,
+            purpose="-hooks-on",
+        )
     say(next_steps(outputs, values, aws.region, options.stack_name))
     return 0
 
@@ -612,6 +773,19 @@ def parse_args(argv: Sequence[str] | None) -> Options:
     parser.add_argument("--params-file", default="", help="JSON parameters (PARAMS_FILE)")
     parser.add_argument("--zip", default="", help="a zip built by make package (default: build)")
     parser.add_argument("--poll-seconds", type=float, default=5.0, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--apply-rbac", action="store_true", help="apply k8s-rbac/ as a cluster admin (APPLY_RBAC)"
+    )
+    parser.add_argument("--kubeconfig", default="", help="for --apply-rbac (KUBECONFIG)")
+    parser.add_argument(
+        "--context", default="", help="for --apply-rbac (CONTEXT; default: the cluster's ARN)"
+    )
+    parser.add_argument(
+        "--check-wait-seconds",
+        type=float,
+        default=900.0,
+        help="how long to wait for the function's self-check (the RBAC) before giving up",
+    )
     parser.add_argument("overrides", nargs="*", metavar="Key=Value", help="more parameters")
     args = parser.parse_args(argv)
     return Options(
@@ -626,6 +800,10 @@ def parse_args(argv: Sequence[str] | None) -> Options:
         overrides=tuple(args.overrides),
         zip_path=Path(args.zip) if args.zip else None,
         poll_seconds=args.poll_seconds,
+        apply_rbac=args.apply_rbac,
+        kubeconfig=args.kubeconfig,
+        context=args.context,
+        check_wait_seconds=args.check_wait_seconds,
     )
 
 
