@@ -160,19 +160,15 @@ class StatusTicker:
 
 def human_summary(report: DrainReport) -> str:
     """The end of a drain in words: what happened to the pods, how long it took."""
-    parts = [f"{report.evicted} evicted"]
-    if report.skipped:
-        parts.append(f"{len(report.skipped)} skipped")
-    if report.already_terminating:
-        parts.append(f"{report.already_terminating} already terminating")
-    if report.going_with_namespace:
-        parts.append(f"{len(report.going_with_namespace)} went with their namespace")
-    if report.stuck:
-        parts.append(f"{len(report.stuck)} stuck terminating")
-    if report.forced:
-        parts.append(f"{report.forced} force-deleted")
-    if report.appeared:
-        parts.append(f"{len(report.appeared)} appeared mid-drain")
+    counted = (
+        (len(report.skipped), "skipped"),
+        (report.already_terminating, "already terminating"),
+        (len(report.going_with_namespace), "went with their namespace"),
+        (len(report.stuck), "stuck terminating"),
+        (report.forced, "force-deleted"),
+        (len(report.appeared), "appeared mid-drain"),
+    )
+    parts = [f"{report.evicted} evicted", *(f"{n} {what}" for n, what in counted if n)]
     if report.refusals:
         budgets = ", ".join(report.budgets_holding())
         parts.append(f"{report.refusals} budget refusals ({budgets})")

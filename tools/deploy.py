@@ -524,6 +524,25 @@ class Options:
     check_poll_seconds: float = 10.0
 
 
+def _cannot_drain(message: str, values: Mapping[str, str], *, live: bool, say: Say) -> None:
+    """The self-check failed: say what that means for the hooks."""
+    if values["CreateLifecycleHooks"] != "true":
+        say(f"warning: the function cannot drain yet ({message}); your hooks are yours")
+        return
+    if live:
+        raise DeployError(
+            f"the function cannot drain ({message}); its lifecycle hooks are ON, so every "
+            "scale-in fails its drain until this is fixed",
+            1,
+        )
+    raise DeployError(
+        f"the function cannot drain yet: {message}. The stack is deployed with its "
+        "lifecycle hooks OFF (no scale-in is held for a drain); fix that, then run "
+        "make deploy again to turn them on",
+        1,
+    )
+
+
 def _previous(stack: Mapping[str, Any] | None, key: str) -> str:
     for parameter in (stack or {}).get("Parameters", []):
         if parameter["ParameterKey"] == key:
@@ -704,57 +723,42 @@ def deploy(
     # has proved it can drain. A scale-in before that is simply not held.
     live = not creating and _previous(stack, "CreateLifecycleHooks") == "true"
     staged = values["CreateLifecycleHooks"] == "true" and not live
-    first = {**values, "CreateLifecycleHooks": "false"} if staged else values
+
+    def change(parameters: Mapping[str, str], *, creating: bool, purpose: str = "") -> bool:
+        return apply_change_set(
+            cfn,
+            options.stack_name,
+            template_body=template_body,
+            parameters=parameters,
+            creating=creating,
+            poll=options.poll_seconds,
+            say=say,
+            purpose=purpose,
+        )
+
     if staged:
         say("the lifecycle hooks stay off until the function has proved it can drain")
-    changed = apply_change_set(
-        cfn,
-        options.stack_name,
-        template_body=template_body,
-        parameters=first,
-        creating=creating,
-        poll=options.poll_seconds,
-        say=say,
-    )
-    if not changed:
+    first = {**values, "CreateLifecycleHooks": "false"} if staged else values
+    if not change(first, creating=creating):
         say(f"stack {options.stack_name} is already up to date: nothing to change")
     outputs = _outputs(cfn, options.stack_name)
-    function = outputs.get("FunctionName", options.stack_name)
     if options.apply_rbac:
         arn = f"arn:aws:eks:{aws.region}:{aws.account}:cluster/{values['ClusterName']}"
         apply_rbac(options.kubeconfig, options.context or arn, say)
     check = wait_for_self_check(
-        aws.client("lambda"), function, values, options, say=say, outputs=outputs, sleep=sleep
+        aws.client("lambda"),
+        outputs.get("FunctionName", options.stack_name),
+        values,
+        options,
+        say=say,
+        outputs=outputs,
+        sleep=sleep,
     )
-    if not check.get("passed"):
-        message = str(check.get("message", ""))
-        if values["CreateLifecycleHooks"] != "true":
-            say(f"warning: the function cannot drain yet ({message}); your hooks are yours")
-        elif live:
-            raise DeployError(
-                f"the function cannot drain ({message}); its lifecycle hooks are ON, so "
-                "every scale-in fails its drain until this is fixed",
-                1,
-            )
-        else:
-            raise DeployError(
-                f"the function cannot drain yet: {message}. The stack is deployed with its "
-                "lifecycle hooks OFF (no scale-in is held for a drain); fix that, then run "
-                "make deploy again to turn them on",
-                1,
-            )
-    if staged:
+    if not check["passed"]:
+        _cannot_drain(str(check["message"]), values, live=live, say=say)
+    elif staged:
         say("turning the lifecycle hooks on")
-        apply_change_set(
-            cfn,
-            options.stack_name,
-            template_body=template_body,
-            parameters=values,
-            creating=False,
-            poll=options.poll_seconds,
-            say=say,
-            purpose="-hooks-on",
-        )
+        change(values, creating=False, purpose="-hooks-on")
     say(next_steps(outputs, values, aws.region, options.stack_name))
     return 0
 

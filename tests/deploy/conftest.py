@@ -57,8 +57,9 @@ def tiny_zip() -> bytes:
 
 
 @pytest.fixture
-def moto_stack(moto_aws: None) -> Iterator[MotoStack]:
-    """template.yaml created by moto's CloudFormation with two groups, defaults else."""
+def moto_stack(moto_aws: None, request: pytest.FixtureRequest) -> Iterator[MotoStack]:
+    """template.yaml created by moto's CloudFormation with two groups, defaults else
+    (parametrize indirectly with a dict of more parameters)."""
     import boto3
 
     def client(service: str) -> Any:
@@ -72,6 +73,7 @@ def moto_stack(moto_aws: None) -> Iterator[MotoStack]:
         "AsgNames": ",".join(ASGS),
         "CodeS3Bucket": CODE_BUCKET,
         "CodeS3Key": CODE_KEY,
+        **getattr(request, "param", {}),
     }
     with pytest.warns(UserWarning, match="not supported by moto"):
         client("cloudformation").create_stack(

@@ -295,27 +295,9 @@ def test_alarms_notify_the_email_topic_and_the_failure_topic(
         assert topics == {}
 
 
-def test_stack_with_notification_email__topic_subscribed(moto_aws: None) -> None:
+@pytest.mark.parametrize("moto_stack", [{"NotificationEmail": "oncall@example.com"}], indirect=True)
+def test_stack_with_notification_email__topic_subscribed(moto_stack: MotoStack) -> None:
     import boto3
-
-    from .conftest import CODE_BUCKET, CODE_KEY, tiny_zip
-
-    s3 = boto3.client("s3", region_name="us-east-1")
-    s3.create_bucket(Bucket=CODE_BUCKET)
-    s3.put_object(Bucket=CODE_BUCKET, Key=CODE_KEY, Body=tiny_zip())
-    parameters = {
-        "ClusterName": CLUSTER,
-        "AsgNames": ",".join(ASGS),
-        "CodeS3Bucket": CODE_BUCKET,
-        "CodeS3Key": CODE_KEY,
-        "NotificationEmail": "oncall@example.com",
-    }
-    boto3.client("cloudformation", region_name="us-east-1").create_stack(
-        StackName=STACK,
-        TemplateBody=(ROOT / "template.yaml").read_text(),
-        Parameters=[{"ParameterKey": k, "ParameterValue": v} for k, v in parameters.items()],
-        Capabilities=["CAPABILITY_IAM"],
-    )
 
     sns = boto3.client("sns", region_name="us-east-1")
     subscriptions = sns.list_subscriptions()["Subscriptions"]
