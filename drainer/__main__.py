@@ -136,6 +136,23 @@ def _parser() -> argparse.ArgumentParser:
         "drain", help="cordon and drain one node, respecting PodDisruptionBudgets"
     )
     _target(drain)
+    _pacing_flags(drain)
+    _kubectl_flags(drain)
+    drain.add_argument(
+        "--output",
+        "-o",
+        choices=("text", "json"),
+        default="text",
+        help="json: the summary as JSON on stdout, for scripts (progress on stderr)",
+    )
+    drain.add_argument(
+        "--verbose", "-v", action="store_true", help="print every eviction attempt and debug logs"
+    )
+    return parser
+
+
+def _pacing_flags(drain: argparse.ArgumentParser) -> None:
+    """How long, how fast, how gently: the Lambda's settings, as flags."""
     drain.add_argument(
         "--timeout",
         type=positive_seconds,
@@ -164,6 +181,10 @@ def _parser() -> argparse.ArgumentParser:
         help="stop waiting for pods stuck terminating this long past their grace period "
         f"(default {DEFAULTS.stuck_pod_seconds})",
     )
+
+
+def _kubectl_flags(drain: argparse.ArgumentParser) -> None:
+    """Which pods go, with kubectl drain's flags and defaults."""
     drain.add_argument(
         "--ignore-daemonsets",
         action="store_true",
@@ -189,17 +210,6 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="evict DaemonSet pods too (their controller may recreate them on the node)",
     )
-    drain.add_argument(
-        "--output",
-        "-o",
-        choices=("text", "json"),
-        default="text",
-        help="json: the summary as JSON on stdout, for scripts (progress on stderr)",
-    )
-    drain.add_argument(
-        "--verbose", "-v", action="store_true", help="print every eviction attempt and debug logs"
-    )
-    return parser
 
 
 def settings_from(args: argparse.Namespace) -> Settings:
