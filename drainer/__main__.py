@@ -267,13 +267,15 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None) -> int
     out = stdout or sys.stdout
     args = _parser().parse_args(argv)
     verbose = getattr(args, "verbose", False)
+    # A handler of our own, filtered: basicConfig installs it only in a process whose
+    # logging nobody set up yet (a test's handlers, shared across tests, stay as they are).
+    stderr = logging.StreamHandler(sys.stderr)
+    stderr.addFilter(_NoEventLines())
     logging.basicConfig(
         level=logging.DEBUG if verbose else logging.WARNING,
         format="%(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
+        handlers=[stderr],
     )
-    for handler in logging.getLogger().handlers:
-        handler.addFilter(_NoEventLines())
     settings = settings_from(args) if args.command == "drain" else DEFAULTS
     if args.instance_id:
         try:
@@ -429,10 +431,11 @@ def _conclude(report: DrainReport, node: str, out: TextIO, undo: str) -> int:
 
 
 class _NoEventLines(logging.Filter):
-    """The drain's event log lines are the Lambda's; at a terminal Progress prints them."""
+    """The drain's event log lines and its warnings are the Lambda's; at a terminal
+    the progress lines and the closing warnings already say them."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return not hasattr(record, "event")
+        return not (hasattr(record, "event") or hasattr(record, "in_report"))
 
 
 if __name__ == "__main__":

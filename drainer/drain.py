@@ -264,7 +264,8 @@ class Drain:
             new = [n for n in names if n not in known]
             if new:
                 known.extend(new)
-                log.warning("%s: %s", message, ", ".join(new))
+                # `in_report`: a display that prints report.warnings need not print this too.
+                log.warning("%s: %s", message, ", ".join(new), extra={"in_report": True})
 
     # -- the loop -------------------------------------------------------------
 
