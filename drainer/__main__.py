@@ -414,10 +414,7 @@ def _conclude(report: DrainReport, node: str, out: TextIO, undo: str) -> int:
     for message, names in report.warnings.items():
         print(f"warning: {message}: {', '.join(names)}", file=out)
     if report.outcome == Outcome.DRY_RUN:
-        print(
-            f"dry run: would evict {len(report.would_evict)} pods; nothing changed; {summary}",
-            file=out,
-        )
+        print(f"dry run: would evict {len(report.would_evict)} pods; nothing changed", file=out)
         return 0
     if report.outcome == Outcome.NODE_GONE:
         print(f"node {node} is gone: nothing to drain", file=out)
