@@ -115,7 +115,7 @@ def release_patch(node: Obj) -> tuple[Obj, Release]:
         kept.append(f"label {EXCLUDE_LB_LABEL} set before the drain: kept")
     changed.append(f"removed annotation {PROGRESS_ANNOTATION}")
     warning = ""
-    if progress.get("phase") == "draining":
+    if progress.get("phase") == "draining":  # not drained, interrupted or timed out
         warning = (
             "the node's record says a drain was still under way; if it is still running "
             "(the Lambda, or another terminal) it cordons the node again"

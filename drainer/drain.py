@@ -197,7 +197,7 @@ class Drain:
         if self.interrupted:
             self._not_drained(deadline)
             return
-        self._mark_done()
+        self._record("drained")
 
     def _start(self, pod_list: list[Pod], version: str, deadline: float, source: str) -> None:
         timeout = self.options.watch_timeout_seconds
@@ -604,6 +604,7 @@ class Drain:
         if self.interrupted:
             self.report.outcome = Outcome.INTERRUPTED
             self.report.stopped_by = self.interrupted
+            self._record("interrupted")
             return
         if self.clock() < deadline:
             self.report.outcome = Outcome.OUT_OF_TIME
@@ -621,6 +622,7 @@ class Drain:
         log.warning("drain of %s timed out: %s", self.node, self.report.timeout_message())
         if self.options.force_on_timeout:
             self._force(still)
+        self._record("timed_out")
 
     def _force(self, remaining: list[Entry]) -> None:
         """The `force` timeout policy: delete what is left, bypassing budgets."""
@@ -658,17 +660,17 @@ class Drain:
             left = self._schedule.left()
         self.report.remaining = sorted(left)  # `left` keeps what the deadline found
 
-    def _mark_done(self) -> None:
-        progress = progress_value(
-            "drained", self._added, at=self.clock(), evicted=self.report.evicted
-        )
+    def _record(self, phase: str) -> None:
+        """The drain's end in the node's progress annotation ("drained", "interrupted",
+        "timed_out"), with what it added: `release` reads both."""
+        progress = progress_value(phase, self._added, at=self.clock(), evicted=self.report.evicted)
         patch = {"metadata": {"annotations": {PROGRESS_ANNOTATION: progress}}}
         try:
             self.kube.patch_node(self.node, patch)
         except KubeNotFound:
             pass
-        except KubeError as e:  # the drain is done; a failed annotation is only a log line
-            log.warning("could not record the drained state on node %s: %s", self.node, e)
+        except KubeError as e:  # the drain is over; a failed annotation is only a log line
+            log.warning("could not record the %s state on node %s: %s", phase, self.node, e)
 
     # -- volumes --------------------------------------------------------------
 

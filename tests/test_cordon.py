@@ -128,3 +128,9 @@ def test_added_by_drainer__older_or_unreadable_records_mean_both(
     progress: Any, added: set[str]
 ) -> None:
     assert added_by_drainer(_node(progress=progress)) == added
+
+
+@pytest.mark.parametrize("phase", ["drained", "interrupted", "timed_out"])
+def test_release__drain_over__no_warning(phase: str) -> None:
+    _, release = release_patch(_node(unschedulable=True, progress={"phase": phase}))
+    assert release.warning == ""
