@@ -11,7 +11,7 @@ from typing import Any
 
 from moto.core.models import DEFAULT_ACCOUNT_ID
 
-from awssim import eks, invocations, lifecycle
+from awssim import eks, elbv2, invocations, lifecycle
 
 DEFAULT_REGION = "us-east-1"
 
@@ -20,6 +20,7 @@ def install() -> None:
     """Register every awssim extension on moto's response classes (idempotent)."""
     lifecycle.register()
     invocations.register()
+    elbv2.register()
 
 
 class AwsSim:

@@ -129,25 +129,42 @@ class Session:
 
 
 class AwsClients:
-    """The four clients the drainer uses, built once per cold start. The Lambda client
-    is only needed for a hand-over, so it is built the first time it is asked for."""
+    """The clients the drainer uses, built once per cold start. The Lambda client (a
+    hand-over) and the ELBv2 client (target groups) are built the first time they are
+    asked for."""
 
     def __init__(
-        self, ec2: Client, autoscaling: Client, eks: Client, lambda_: Callable[[], Client]
+        self,
+        ec2: Client,
+        autoscaling: Client,
+        eks: Client,
+        lambda_: Callable[[], Client],
+        elbv2: Callable[[], Client] | None = None,
     ) -> None:
         self.ec2 = ec2
         self.autoscaling = autoscaling
         self.eks = eks
-        self._lambda_factory = lambda_
-        self._lambda: Client | None = None
+        self._factories = {"lambda": lambda_, "elbv2": elbv2}
+        self._built: dict[str, Client] = {}
         self._lock = threading.Lock()
+
+    def _lazy(self, service: str) -> Client:
+        with self._lock:
+            if service not in self._built:
+                factory = self._factories[service]
+                if factory is None:
+                    raise AwsError(f"no {service} client was configured")
+                self._built[service] = factory()
+            return self._built[service]
 
     @property
     def lambda_(self) -> Client:
-        with self._lock:
-            if self._lambda is None:
-                self._lambda = self._lambda_factory()
-            return self._lambda
+        return self._lazy("lambda")
+
+    @property
+    def elbv2(self) -> Client:
+        """Built the first time a drain looks at target groups."""
+        return self._lazy("elbv2")
 
 
 def make_clients(session: ClientFactory, region: str | None = None) -> AwsClients:
@@ -161,6 +178,7 @@ def make_clients(session: ClientFactory, region: str | None = None) -> AwsClient
         autoscaling=client("autoscaling"),
         eks=client("eks"),
         lambda_=lambda: client("lambda"),
+        elbv2=lambda: client("elbv2"),
     )
 
 

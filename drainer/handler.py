@@ -256,6 +256,10 @@ def _summary(
         summary.update(
             {k: v for k, v in run.report.summary().items() if k not in ("node", "seconds")}
         )
+    if run.targets is not None:
+        summary["target_groups"] = len(run.targets.groups)
+        summary["target_wait_seconds"] = round(run.targets.seconds, 1)
+        summary["targets_pending"] = run.targets.pending
     if run.message:
         summary["message"] = run.message
     return summary

@@ -289,6 +289,31 @@ class Settings:
             maximum=3600,
         ),
     )
+    target_group_wait_seconds: int = field(
+        default=300,
+        metadata=_env(
+            "TARGET_GROUP_WAIT_SECONDS",
+            "int",
+            "300",
+            "After the pods are gone, how long to wait for the instance to leave the "
+            "load balancer target groups it is a target of (the cluster's, found by the "
+            "AWS Load Balancer Controller's elbv2.k8s.aws/cluster tag, and "
+            "TARGET_GROUP_ARNS): deregistered where still registered, and done draining "
+            "connections. 0: do not look at target groups.",
+            minimum=0,
+            maximum=3600,
+        ),
+    )
+    target_group_arns: frozenset[str] = field(
+        default=frozenset(),
+        metadata=_env(
+            "TARGET_GROUP_ARNS",
+            "names",
+            "",
+            "Comma-separated ARNs of more target groups to take the instance out of "
+            "(NodePort services behind load balancers you manage yourself).",
+        ),
+    )
     critical_reserve_seconds: int = field(
         default=120,
         metadata=_env(

@@ -25,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from enum import StrEnum
+from math import inf
 from typing import Any
 
 from drainer import aws, logs
@@ -44,6 +45,7 @@ from drainer.nodes import find_node
 from drainer.options import DrainOptions
 from drainer.report import DrainEvent, DrainReport, Outcome
 from drainer.settings import Settings
+from drainer.targets import TargetWait, leave_target_groups
 
 log = logging.getLogger(__name__)
 
@@ -90,6 +92,7 @@ class Run:
     deadline: Deadline | None = None
     handover: Handover | None = None  # the next invocation's, when HANDED_OVER
     action_gone: bool = False  # the heartbeat found the lifecycle action completed or expired
+    targets: TargetWait | None = None  # how the instance left its target groups
 
 
 KubeFactory = Callable[[aws.ClusterInfo, str, Settings], Kube]
@@ -313,7 +316,54 @@ def _drain(
     except ClusterNotFound as e:
         return Run(Result.FAILED, str(e), cluster=cluster_name)
     run = _drain_with_retries(tools, identity, cluster, deadline, stop_at)
+    run = _leave_target_groups(
+        tools,
+        run,
+        instance=identity.instance_id,
+        cluster=cluster_name,
+        deadline=deadline,
+        stop_at=stop_at,
+    )
     return replace(run, cluster=cluster_name)
+
+
+def _leave_target_groups(
+    tools: _Tools,
+    run: Run,
+    *,
+    instance: str,
+    cluster: str,
+    deadline: Deadline,
+    stop_at: float | None,
+) -> Run:
+    """Once the pods are gone, the instance leaves the load balancers' target groups
+    before CONTINUE (drainer/targets.py), within TARGET_GROUP_WAIT_SECONDS, the
+    deadline and this invocation's time (past which the next one waits on)."""
+    wait = tools.settings.target_group_wait_seconds
+    if run.result not in (Result.DRAINED, Result.NO_NODE) or wait <= 0:
+        return run
+    until = min(tools.clock() + wait, deadline.at, stop_at if stop_at is not None else inf)
+    found = leave_target_groups(
+        tools.clients.elbv2,
+        instance,
+        cluster,
+        sorted(tools.settings.target_group_arns),
+        until=until,
+        clock=tools.clock,
+        sleep=tools.sleep,
+    )
+    log.info(
+        "%s",
+        found.describe(),
+        extra={
+            "target_groups": found.groups,
+            "target_wait_seconds": round(found.seconds, 1),
+            "targets_pending": found.pending,
+        },
+    )
+    if found.pending and stop_at is not None and tools.clock() >= stop_at < deadline.at:
+        return replace(run, result=Result.HANDED_OVER, message=found.describe(), targets=found)
+    return replace(run, targets=found)
 
 
 def _drain_with_retries(

@@ -20,7 +20,7 @@ from botocore import xform_name
 from .cfn import ACCOUNT, REGION, ROOT, Stack
 from .conftest import ASGS, CLUSTER
 
-SERVICES = ("ec2", "autoscaling", "eks", "lambda", "sts")
+SERVICES = ("ec2", "autoscaling", "eks", "lambda", "sts", "elbv2")
 # Variable or attribute names the drainer gives its boto3 clients.
 CLIENT_NAMES = {
     "ec2": "ec2",
@@ -29,11 +29,14 @@ CLIENT_NAMES = {
     "lambda": "lambda",
     "lambda_client": "lambda",
     "sts": "sts",
+    "elbv2": "elbv2",
 }
 # botocore methods that name an operation in their first argument.
 BY_NAME = ("generate_presigned_url", "get_paginator", "get_waiter")
 # IAM actions whose name is not the API operation's.
 IAM_ACTION_OF = {("lambda", "Invoke"): "lambda:InvokeFunction"}
+# Services whose IAM prefix is not their client's name.
+IAM_PREFIX = {"elbv2": "elasticloadbalancing"}
 # Presigned, and sent by the EKS API server, not by the function: an EKS token is a
 # presigned sts:GetCallerIdentity, which needs no permission at all.
 NEEDS_NO_PERMISSION = {"sts:GetCallerIdentity"}
@@ -52,7 +55,13 @@ RESOURCE_LEVEL = {
     "logs:PutLogEvents": True,
     "sqs:SendMessage": True,
     "sns:Publish": True,
+    "elasticloadbalancing:DescribeTargetGroups": False,
+    "elasticloadbalancing:DescribeTags": False,
+    "elasticloadbalancing:DescribeTargetHealth": False,
+    "elasticloadbalancing:DeregisterTargets": True,
 }
+# Statements narrowed by a condition (the only ones with one).
+CONDITIONED = {"LeaveTheClustersTargetGroups"}
 # What the Lambda platform does with the role, not the drainer's code.
 PLATFORM_STATEMENTS = {
     "WriteItsLogs": {"logs:CreateLogStream", "logs:PutLogEvents"},
@@ -69,6 +78,9 @@ VPC_ACTIONS = {
     "ec2:UnassignPrivateIpAddresses",
 }
 STACK = "eks-node-drainer"
+TG_ARN = (
+    f"arn:aws:elasticloadbalancing:{REGION}:{ACCOUNT}:targetgroup/nodeport-web/0123456789abcdef"
+)
 
 
 def operations() -> dict[str, dict[str, str]]:
@@ -128,7 +140,8 @@ def aws_calls() -> Iterator[tuple[str, str, str]]:
 
 
 def iam_action(service: str, operation: str) -> str:
-    return IAM_ACTION_OF.get((service, operation), f"{service}:{operation}")
+    prefix = IAM_PREFIX.get(service, service)
+    return IAM_ACTION_OF.get((service, operation), f"{prefix}:{operation}")
 
 
 def code_actions() -> set[str]:
@@ -188,15 +201,19 @@ def test_the_only_permissionless_call_is_the_presigned_token():
         {},
         {"FailureTopicArn": "arn:aws:sns:eu-west-1:123456789012:oncall"},
         {"SubnetIds": "s-1", "SecurityGroupIds": "sg-1"},
+        {"TargetGroupArns": TG_ARN},
     ],
-    ids=["defaults", "topic", "vpc"],
+    ids=["defaults", "topic", "vpc", "target-groups"],
 )
 def test_every_statement_allows_named_actions_on_arns_where_aws_supports_them(
     parameters: dict[str, str],
 ):
     for sid, statement in policy(**parameters).items():
         assert statement["Effect"] == "Allow"
-        assert set(statement) <= {"Sid", "Effect", "Action", "Resource"}, sid  # no NotAction
+        keys = {"Sid", "Effect", "Action", "Resource"} | (
+            {"Condition"} if sid in CONDITIONED else set()
+        )
+        assert set(statement) <= keys, sid  # no NotAction; a condition only where expected
         actions = as_list(statement["Action"])
         resources = as_list(statement["Resource"])
         assert resources, sid
@@ -243,3 +260,18 @@ def test_vpc_permissions_only_with_subnets():
     assert set(PLATFORM_STATEMENTS) <= set(policy())
     for sid, actions in PLATFORM_STATEMENTS.items():
         assert set(as_list(policy()[sid]["Action"])) == actions
+
+
+def test_deregister_only_from_the_clusters_target_groups_or_the_listed_ones():
+    cluster = policy()["LeaveTheClustersTargetGroups"]
+    assert cluster["Action"] == "elasticloadbalancing:DeregisterTargets"
+    assert cluster["Resource"] == f"arn:aws:elasticloadbalancing:{REGION}:{ACCOUNT}:targetgroup/*/*"
+    assert cluster["Condition"] == {
+        "StringEquals": {"aws:ResourceTag/elbv2.k8s.aws/cluster": CLUSTER}
+    }
+    assert "LeaveTheListedTargetGroups" not in policy()
+    listed = policy(TargetGroupArns=TG_ARN)["LeaveTheListedTargetGroups"]
+    assert (listed["Action"], listed["Resource"]) == (
+        "elasticloadbalancing:DeregisterTargets",
+        [TG_ARN],
+    )

@@ -1,0 +1,131 @@
+"""Load balancer targets: the instance leaves its target groups before it dies.
+
+The Auto Scaling group deregisters an instance from the target groups attached to
+the group itself, but not from those it does not manage: the ones the AWS Load
+Balancer Controller creates in instance mode, or target groups of NodePort
+services that someone registers nodes in. An instance that dies while still a
+target there drops the requests in flight. So, after the pods are gone and before
+CONTINUE: find the target groups where the instance is a target (the cluster's,
+by the controller's `elbv2.k8s.aws/cluster` tag, plus TARGET_GROUP_ARNS),
+deregister it where it is still registered, and wait, bounded, until no group
+reports it as registered or draining (each group's deregistration delay).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+log = logging.getLogger(__name__)
+
+Client = Any
+CLUSTER_TAG = "elbv2.k8s.aws/cluster"
+"""The tag the AWS Load Balancer Controller puts on the target groups it makes."""
+GONE = ("unused",)
+"""A target in this state is no target at all (deregistered, or never registered)."""
+_TAGS_PER_CALL = 20  # DescribeTags takes at most 20 ARNs
+
+
+@dataclass(frozen=True)
+class TargetWait:
+    """What the wait found and did."""
+
+    groups: list[str] = field(default_factory=list)
+    """The target groups where the instance was a target."""
+    deregistered: list[str] = field(default_factory=list)
+    """The ones it was still registered in, and the drainer deregistered it from."""
+    pending: list[str] = field(default_factory=list)
+    """Still registered or draining when the wait ended."""
+    seconds: float = 0.0
+    error: str = ""
+
+    def describe(self) -> str:
+        if self.error:
+            return f"target groups not checked: {self.error}"
+        if not self.groups:
+            return "the instance is a target of no target group"
+        left = f"; still draining in {', '.join(self.pending)}" if self.pending else ""
+        return (
+            f"left {len(self.groups) - len(self.pending)} of {len(self.groups)} target "
+            f"group(s) after {self.seconds:.1f} s (deregistered from "
+            f"{len(self.deregistered)}){left}"
+        )
+
+
+def cluster_target_groups(elbv2: Client, cluster: str) -> list[str]:
+    """The ARNs of the target groups tagged for `cluster` by the controller."""
+    arns = [
+        group["TargetGroupArn"]
+        for page in elbv2.get_paginator("describe_target_groups").paginate()
+        for group in page["TargetGroups"]
+    ]
+    tagged = []
+    for start in range(0, len(arns), _TAGS_PER_CALL):
+        answer = elbv2.describe_tags(ResourceArns=arns[start : start + _TAGS_PER_CALL])
+        for described in answer["TagDescriptions"]:
+            tags = {t["Key"]: t.get("Value", "") for t in described.get("Tags", [])}
+            if tags.get(CLUSTER_TAG) == cluster:
+                tagged.append(described["ResourceArn"])
+    return tagged
+
+
+def _targets(elbv2: Client, group: str, instance: str) -> list[dict[str, Any]]:
+    """The instance's targets in the group (one per port), with their state."""
+    from drainer.aws import error_code
+
+    try:
+        answer = elbv2.describe_target_health(TargetGroupArn=group)
+    except ClientError as e:
+        if error_code(e) == "TargetGroupNotFound":
+            return []  # deleted meanwhile: nothing to wait for
+        raise
+    return [
+        d
+        for d in answer["TargetHealthDescriptions"]
+        if d["Target"]["Id"] == instance and d["TargetHealth"]["State"] not in GONE
+    ]
+
+
+def leave_target_groups(
+    elbv2: Client,
+    instance: str,
+    cluster: str,
+    extra: Iterable[str],
+    *,
+    until: float,
+    clock: Callable[[], float],
+    sleep: Callable[[float], None],
+    poll: float = 5.0,
+) -> TargetWait:
+    """Deregister the instance where it is registered, in the cluster's target groups
+    and `extra`; wait until every group lets it go, or `until`. An AWS error ends the
+    wait with `error` set: the drain is done, and the log says what was not checked."""
+    started = clock()
+    try:
+        groups = dict.fromkeys([*cluster_target_groups(elbv2, cluster), *extra])
+        holding = {g: targets for g in groups if (targets := _targets(elbv2, g, instance))}
+        deregistered = [g for g, targets in holding.items() if _deregister(elbv2, g, targets)]
+        pending = list(holding)
+        while pending and clock() < until:
+            sleep(min(poll, max(0.0, until - clock())))
+            pending = [g for g in pending if _targets(elbv2, g, instance)]
+    except (BotoCoreError, ClientError) as e:
+        log.warning("could not take %s out of its target groups: %s", instance, e)
+        return TargetWait(seconds=clock() - started, error=str(e)[:300])
+    return TargetWait(list(holding), deregistered, pending, clock() - started)
+
+
+def _deregister(elbv2: Client, group: str, targets: list[dict[str, Any]]) -> bool:
+    """Deregister the targets still registered (not already draining); True if any."""
+    registered = [
+        {k: v for k, v in t["Target"].items() if k in ("Id", "Port", "AvailabilityZone")}
+        for t in targets
+        if t["TargetHealth"]["State"] != "draining"
+    ]
+    if registered:
+        elbv2.deregister_targets(TargetGroupArn=group, Targets=registered)
+    return bool(registered)

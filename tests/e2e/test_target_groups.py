@@ -1,0 +1,101 @@
+"""The instance leaves its load balancers' target groups before CONTINUE: the
+cluster's (by the AWS Load Balancer Controller's tag) and the listed ones, each
+after its deregistration delay (awssim/elbv2.py drains targets as ELB does)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import boto3
+import pytest
+
+from awssim import elbv2 as elb_sim
+from drainer.targets import CLUSTER_TAG
+from testbed import World
+from testbed import workloads as w
+from testbed.world import place_on
+
+from .conftest import Invoke, LogCapture
+
+SPEED = 100.0  # a 300 s deregistration delay passes in 3 s
+
+
+@pytest.fixture
+def elbv2(world: World) -> Iterator[Any]:
+    elb_sim.reset()
+    elb_sim.set_speed(SPEED)
+    yield boto3.client("elbv2", region_name=world.region)
+    elb_sim.reset()
+
+
+def _group(elbv2: Any, world: World, name: str, delay: int, cluster: str | None) -> str:
+    instance = world.instance_ids[0]
+    vpc = world.ec2.describe_instances(InstanceIds=[instance])["Reservations"][0]["Instances"][0][
+        "VpcId"
+    ]
+    tags = {"Tags": [{"Key": CLUSTER_TAG, "Value": cluster}]} if cluster else {}
+    arn = elbv2.create_target_group(
+        Name=name, Protocol="HTTP", Port=30080, VpcId=vpc, TargetType="instance", **tags
+    )["TargetGroups"][0]["TargetGroupArn"]
+    elbv2.modify_target_group_attributes(
+        TargetGroupArn=arn,
+        Attributes=[{"Key": "deregistration_delay.timeout_seconds", "Value": str(delay)}],
+    )
+    elbv2.register_targets(TargetGroupArn=arn, Targets=[{"Id": instance, "Port": 30080}])
+    return str(arn)
+
+
+def _states(elbv2: Any, arn: str) -> list[str]:
+    health = elbv2.describe_target_health(TargetGroupArn=arn)["TargetHealthDescriptions"]
+    return [h["TargetHealth"]["State"] for h in health]
+
+
+def test_two_groups__continue_only_after_both_let_go__others_untouched(
+    world: World, invoke: Invoke, elbv2: Any, drainer_logs: LogCapture
+) -> None:
+    place_on(world, world.nodes[world.instance_ids[0]], [w.deployment("web", 1)])
+    controller = _group(elbv2, world, "k8s-web", 300, world.cluster_name)
+    listed = _group(elbv2, world, "nodeport-api", 0, None)
+    other = _group(elbv2, world, "k8s-other-cluster", 300, "another-cluster")
+
+    summary = invoke(
+        world.terminate(world.instance_ids[0]), TARGET_GROUP_ARNS=listed, DRAIN_TIMEOUT_SECONDS=120
+    )
+
+    assert summary["result"] == "drained"
+    assert summary["lifecycle_result"] == "CONTINUE"
+    assert summary["target_groups"] == 2
+    assert summary["targets_pending"] == []
+    assert 300 / SPEED - 0.5 <= summary["target_wait_seconds"] < 300 / SPEED + 6
+    let_go = {r["target_group"]: r["time"] for r in elb_sim.released()}
+    assert set(let_go) == {controller, listed}
+    (complete,) = world.completions()
+    assert complete["time"] >= max(let_go.values()), "CONTINUE before a group let go"
+    assert _states(elbv2, other) == ["healthy"], "another cluster's group is not ours"
+    assert any("left 2 of 2 target group(s) after" in m for m in drainer_logs.messages())
+
+
+def test_delay_longer_than_the_wait__continue_at_the_limit__log_names_the_group(
+    world: World, invoke: Invoke, elbv2: Any, drainer_logs: LogCapture
+) -> None:
+    elb_sim.set_speed(1.0)  # 300 s: longer than the 1 s the drain may wait
+    slow = _group(elbv2, world, "k8s-slow", 300, world.cluster_name)
+
+    summary = invoke(world.terminate(world.instance_ids[0]), TARGET_GROUP_WAIT_SECONDS=1)
+
+    assert summary["result"] == "drained"
+    assert summary["lifecycle_result"] == "CONTINUE"
+    assert summary["targets_pending"] == [slow]
+    assert _states(elbv2, slow) == ["draining"], "deregistered, still draining"
+    assert any(f"still draining in {slow}" in m for m in drainer_logs.messages())
+
+
+def test_wait_off__target_groups_not_looked_at(world: World, invoke: Invoke, elbv2: Any) -> None:
+    group = _group(elbv2, world, "k8s-web", 300, world.cluster_name)
+
+    summary = invoke(world.terminate(world.instance_ids[0]), TARGET_GROUP_WAIT_SECONDS=0)
+
+    assert summary["result"] == "drained"
+    assert "target_groups" not in summary
+    assert _states(elbv2, group) == ["healthy"]
