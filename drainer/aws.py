@@ -139,12 +139,14 @@ class AwsClients:
         autoscaling: Client,
         eks: Client,
         lambda_: Callable[[], Client],
+        *,
         elbv2: Callable[[], Client] | None = None,
+        sns: Callable[[], Client] | None = None,
     ) -> None:
         self.ec2 = ec2
         self.autoscaling = autoscaling
         self.eks = eks
-        self._factories = {"lambda": lambda_, "elbv2": elbv2}
+        self._factories = {"lambda": lambda_, "elbv2": elbv2, "sns": sns}
         self._built: dict[str, Client] = {}
         self._lock = threading.Lock()
 
@@ -166,6 +168,11 @@ class AwsClients:
         """Built the first time a drain looks at target groups."""
         return self._lazy("elbv2")
 
+    @property
+    def sns(self) -> Client:
+        """Built the first time a drain sends a notice."""
+        return self._lazy("sns")
+
 
 def make_clients(session: ClientFactory, region: str | None = None) -> AwsClients:
     """Clients with bounded timeouts and standard retries, in `region` or the session's."""
@@ -179,6 +186,7 @@ def make_clients(session: ClientFactory, region: str | None = None) -> AwsClient
         eks=client("eks"),
         lambda_=lambda: client("lambda"),
         elbv2=lambda: client("elbv2"),
+        sns=lambda: client("sns"),
     )
 
 

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from drainer import aws, logs
+from drainer import aws, logs, notices
 from drainer.errors import AwsError, SettingsError
 from drainer.events import LifecycleEvent, SelfCheckEvent, Skip, parse_event, with_handover
 from drainer.report import Kind
@@ -163,6 +163,9 @@ def handle(
             event.handover.handovers,
             time.time() - event.handover.started_at,
         )
+    elif settings.notification_topic_arn and settings.notify_on_start:
+        notice = notices.start_notice(event, settings.cluster_name)
+        notices.publish(clients.sns, settings.notification_topic_arn, notice)
     try:
         run = drain_instance(event, settings, clients, kube_factory, invocation)
     except AwsError as e:
@@ -189,7 +192,18 @@ def handle(
         summary["drain_seconds_total"] = round(time.time() - event.handover.started_at, 3)
     _log_end_line(summary)
     _metrics(run, summary, settings)
+    if settings.notification_topic_arn and run.result in _NOTIFIED:
+        notices.publish(
+            clients.sns, settings.notification_topic_arn, notices.end_notice(event, summary)
+        )
     return summary
+
+
+# The ends of a drain worth a notice (a hand-over is not an end; another group's
+# event is none of ours).
+_NOTIFIED = frozenset(
+    {Result.DRAINED, Result.NO_NODE, Result.DRY_RUN, Result.TIMED_OUT, Result.FAILED}
+)
 
 
 def _hand_over(

@@ -314,6 +314,26 @@ class Settings:
             "(NodePort services behind load balancers you manage yourself).",
         ),
     )
+    notification_topic_arn: str = field(
+        default="",
+        metadata=_env(
+            "NOTIFICATION_TOPIC_ARN",
+            "str",
+            "",
+            "An SNS topic told, in a short message for people, when a drain ends, fails "
+            "or times out (instance, node, result, duration, budgets, pods left). Empty: "
+            "no notices.",
+        ),
+    )
+    notify_on_start: bool = field(
+        default=False,
+        metadata=_env(
+            "NOTIFY_ON_START",
+            "bool",
+            "false",
+            "Tell NOTIFICATION_TOPIC_ARN when a drain starts too.",
+        ),
+    )
     critical_reserve_seconds: int = field(
         default=120,
         metadata=_env(

@@ -20,7 +20,7 @@ from botocore import xform_name
 from .cfn import ACCOUNT, REGION, ROOT, Stack
 from .conftest import ASGS, CLUSTER
 
-SERVICES = ("ec2", "autoscaling", "eks", "lambda", "sts", "elbv2")
+SERVICES = ("ec2", "autoscaling", "eks", "lambda", "sts", "elbv2", "sns")
 # Variable or attribute names the drainer gives its boto3 clients.
 CLIENT_NAMES = {
     "ec2": "ec2",
@@ -30,7 +30,10 @@ CLIENT_NAMES = {
     "lambda_client": "lambda",
     "sts": "sts",
     "elbv2": "elbv2",
+    "sns": "sns",
 }
+# Actions the role has only when the stack configures them (a topic for notices).
+CONFIGURED = {"sns:Publish": {"NotificationTopicArn": "arn:aws:sns:eu-west-1:123456789012:drains"}}
 # botocore methods that name an operation in their first argument.
 BY_NAME = ("generate_presigned_url", "get_paginator", "get_waiter")
 # IAM actions whose name is not the API operation's.
@@ -179,9 +182,13 @@ def test_the_code_calls_what_the_design_says():
 
 
 def test_policy_grants_every_aws_call_the_code_makes():
-    needed = code_actions() - NEEDS_NO_PERMISSION
+    needed = code_actions() - NEEDS_NO_PERMISSION - set(CONFIGURED)
     missing = needed - drainer_actions(policy())
     assert not missing, f"drainer/ calls these but the role may not: {sorted(missing)}"
+    for action, parameters in CONFIGURED.items():
+        assert action in code_actions()
+        assert action not in drainer_actions(policy()), f"{action} only when configured"
+        assert action in drainer_actions(policy(**parameters))
 
 
 def test_policy_grants_nothing_the_code_does_not_call():
@@ -202,8 +209,9 @@ def test_the_only_permissionless_call_is_the_presigned_token():
         {"FailureTopicArn": "arn:aws:sns:eu-west-1:123456789012:oncall"},
         {"SubnetIds": "s-1", "SecurityGroupIds": "sg-1"},
         {"TargetGroupArns": TG_ARN},
+        {"NotificationEmail": "oncall@example.com"},
     ],
-    ids=["defaults", "topic", "vpc", "target-groups"],
+    ids=["defaults", "topic", "vpc", "target-groups", "notices"],
 )
 def test_every_statement_allows_named_actions_on_arns_where_aws_supports_them(
     parameters: dict[str, str],
@@ -275,3 +283,11 @@ def test_deregister_only_from_the_clusters_target_groups_or_the_listed_ones():
         "elasticloadbalancing:DeregisterTargets",
         [TG_ARN],
     )
+
+
+def test_notices_published_only_to_the_configured_topic():
+    assert "SendDrainNotices" not in policy()
+    own = policy(NotificationTopicArn="arn:aws:sns:eu-west-1:123456789012:drains")
+    assert own["SendDrainNotices"]["Resource"] == "arn:aws:sns:eu-west-1:123456789012:drains"
+    email = policy(NotificationEmail="oncall@example.com")["SendDrainNotices"]
+    assert email["Resource"] == "eks-node-drainer-AlarmTopic-XYZ"  # cfn.py: Ref of the topic

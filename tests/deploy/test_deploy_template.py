@@ -356,7 +356,16 @@ def test_every_setting_is_a_parameter_with_the_same_default_and_range(
     name = parameter_for(variable.name)
     parameter = template["Parameters"][name]
     environment = template["Resources"]["DrainerFunction"]["Properties"]["Environment"]
-    assert environment["Variables"][variable.name] == {"Ref": name}
+    if variable.name == "NOTIFICATION_TOPIC_ARN":  # else the NotificationEmail topic
+        assert environment["Variables"][variable.name] == {
+            "Fn::If": [
+                "HasNoticeTopic",
+                {"Ref": name},
+                {"Fn::If": ["HasEmail", {"Ref": "AlarmTopic"}, ""]},
+            ]
+        }
+    else:
+        assert environment["Variables"][variable.name] == {"Ref": name}
     if variable.name in ("CLUSTER_NAME", "ALLOWED_ASGS"):
         assert "Default" not in parameter  # required: the stack is for one cluster's groups
         return
@@ -380,3 +389,26 @@ def test_the_default_environment_is_valid_settings():
     settings = Settings.from_env({k: str(v) for k, v in environment.items()})
     assert settings.cluster_name == CLUSTER
     assert settings.allowed_asgs == frozenset(ASGS)
+
+
+@pytest.mark.parametrize(
+    ("parameters", "topic"),
+    [
+        ({}, ""),
+        ({"NotificationEmail": "oncall@example.com"}, "eks-node-drainer-AlarmTopic-XYZ"),
+        ({"NotificationTopicArn": "arn:aws:sns:eu-west-1:123456789012:drains"}, "drains"),
+        (
+            {
+                "NotificationEmail": "oncall@example.com",
+                "NotificationTopicArn": "arn:aws:sns:eu-west-1:123456789012:drains",
+            },
+            "drains",
+        ),
+    ],
+    ids=["none", "email-topic", "own-topic", "own-topic-wins"],
+)
+def test_drain_notices_go_to_the_own_topic_else_the_email_topic(
+    parameters: dict[str, str], topic: str
+) -> None:
+    variables = stack(**parameters).resource("DrainerFunction")["Environment"]["Variables"]
+    assert str(variables["NOTIFICATION_TOPIC_ARN"]).rsplit(":", 1)[-1] == topic

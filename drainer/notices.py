@@ -1,0 +1,100 @@
+"""Drain notices: a short message for people when a drain starts, ends, fails or
+times out, published to an SNS topic (NOTIFICATION_TOPIC_ARN; the stack points it
+at NotificationTopicArn or at the topic it makes for NotificationEmail).
+
+Operators want to know without reading CloudWatch: which instance and node, the
+result and what the Auto Scaling group was told, how long it took, what was
+evicted, which budgets held pods back and what was left behind. The message is
+text for an email; its attributes are for subscription filters (`result`,
+`cluster`, `asg_name`, `instance_id`). A notice that cannot be sent is a log line,
+never a failed drain.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from drainer.aws import Client
+from drainer.events import LifecycleEvent
+
+log = logging.getLogger(__name__)
+
+_SUBJECT_LIMIT = 100  # SNS subjects are at most 100 characters
+_TITLES = {
+    "drained": "drained",
+    "no_node": "had no node to drain",
+    "dry_run": "dry run done",
+    "timed_out": "drain TIMED OUT",
+    "failed": "drain FAILED",
+}
+
+
+def start_notice(event: LifecycleEvent, cluster: str) -> tuple[str, str, dict[str, str]]:
+    subject = f"eks-node-drainer: draining {event.instance_id} ({event.asg_name})"
+    text = (
+        f"Draining instance {event.instance_id} of Auto Scaling group {event.asg_name}"
+        f"{f' in cluster {cluster}' if cluster else ''}: its lifecycle action waits until "
+        "the pods are gone."
+    )
+    return subject[:_SUBJECT_LIMIT], text, _attributes(event, "started", cluster)
+
+
+def end_notice(
+    event: LifecycleEvent, summary: Mapping[str, Any]
+) -> tuple[str, str, dict[str, str]]:
+    """The subject, text and attributes of the notice for a drain's end."""
+    result = str(summary.get("result", ""))
+    node = summary.get("node") or "(no node)"
+    subject = f"eks-node-drainer: {node} {_TITLES.get(result, result)}"
+    seconds = summary.get("drain_seconds_total", summary.get("seconds", 0))
+    lines = [
+        f"Instance {event.instance_id} of {event.asg_name}, node {node}, cluster "
+        f"{summary.get('cluster') or '?'}: {result}.",
+        f"Lifecycle action: {summary.get('lifecycle_result', 'none')}.",
+        f"Duration: {float(seconds):.0f} s. Pods evicted: {summary.get('evicted', 0)}.",
+    ]
+    if summary.get("budgets_holding"):
+        lines.append("Budgets that held pods back: " + ", ".join(summary["budgets_holding"]) + ".")
+    left = summary.get("left") or {}
+    if left:
+        lines.append("Left on the node:")
+        lines.extend(f"  {pod}: {why}" for pod, why in sorted(left.items()))
+    if summary.get("message"):
+        lines.append(f"Why: {summary['message']}")
+    return (
+        subject[:_SUBJECT_LIMIT],
+        "\n".join(lines),
+        _attributes(event, result, str(summary.get("cluster", ""))),
+    )
+
+
+def _attributes(event: LifecycleEvent, result: str, cluster: str) -> dict[str, str]:
+    values = {
+        "result": result,
+        "cluster": cluster,
+        "asg_name": event.asg_name,
+        "instance_id": event.instance_id,
+    }
+    return {k: v for k, v in values.items() if v}
+
+
+def publish(sns: Client, topic: str, notice: tuple[str, str, dict[str, str]]) -> bool:
+    """Send the notice; False (and a log line) when it could not be sent."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    subject, text, attributes = notice
+    try:
+        sns.publish(
+            TopicArn=topic,
+            Subject=subject,
+            Message=text,
+            MessageAttributes={
+                k: {"DataType": "String", "StringValue": v} for k, v in attributes.items()
+            },
+        )
+    except (BotoCoreError, ClientError) as e:
+        log.warning("could not send the drain notice to %s: %s", topic, e)
+        return False
+    return True
