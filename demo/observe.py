@@ -594,7 +594,7 @@ class Observer:
             self.view.line("lambda", message, "error")
         elif level == "WARNING":
             self.view.line("lambda", message, "warn")
-        elif "hand" in message or "found node" in message:
+        elif "hand" in message or "found node" in message or "target group" in message:
             self.view.line("lambda", message, "info")
 
     def on_aws(self, text: str, style: str = "info") -> None:

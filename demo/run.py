@@ -358,6 +358,7 @@ class Demo:
         )
         described = ec2.describe_instances(InstanceIds=list(group.instance_ids))
         instances = [i for r in described["Reservations"] for i in r["Instances"]]
+        self._target_group([i["InstanceId"] for i in instances], instances[0]["VpcId"])
         nodes = []
         for instance in instances:
             name = instance["PrivateDnsName"]
@@ -376,6 +377,33 @@ class Demo:
         self.state.predicted_node = self.state.nodes[in_service[0]]
         if not self.observer.wait_for(lambda: len(self.observer.nodes) == len(nodes), 15):
             raise DemoError("the nodes did not appear in kubesim")
+
+    def _target_group(self, instances: list[str], vpc: str) -> None:
+        """A target group as the AWS Load Balancer Controller makes one in instance
+        mode: every node a target, outside the Auto Scaling group's own. The drain
+        takes the instance out of it, and waits for its deregistration delay."""
+        elbv2 = self._client("elbv2")
+        delay = max(1, round(5 / self.options.speed))
+        arn = elbv2.create_target_group(
+            Name="k8s-default-web",
+            Protocol="HTTP",
+            Port=30080,
+            VpcId=vpc,
+            TargetType="instance",
+            Tags=[{"Key": "elbv2.k8s.aws/cluster", "Value": CLUSTER}],
+        )["TargetGroups"][0]["TargetGroupArn"]
+        elbv2.modify_target_group_attributes(
+            TargetGroupArn=arn,
+            Attributes=[{"Key": "deregistration_delay.timeout_seconds", "Value": str(delay)}],
+        )
+        elbv2.register_targets(
+            TargetGroupArn=arn, Targets=[{"Id": i, "Port": 30080} for i in instances]
+        )
+        self.view.line(
+            "demo",
+            f"target group k8s-default-web (AWS Load Balancer Controller, instance mode): "
+            f"every node a target, deregistration delay {delay} s",
+        )
 
     # -- Kubernetes ------------------------------------------------------------------
 

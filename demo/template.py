@@ -117,7 +117,11 @@ def from_template(path: Path, cluster_name: str, asg_name: str) -> Function:
     variables = (function.get("Environment") or {}).get("Variables") or {}
     if not variables:
         raise TemplateError("the function has no Environment.Variables")
-    environment = {name: _resolve(value, values) for name, value in variables.items()}
+    conditions = document.get("Conditions") or {}
+    environment = {
+        name: _resolve(_choose(value, conditions, values), values)
+        for name, value in variables.items()
+    }
     hooks = [
         r.get("Properties") or {}
         for r in resources.values()
@@ -162,6 +166,33 @@ def from_settings(cluster_name: str, asg_name: str, why: str) -> Function:
         source="drainer.settings defaults",
         notes=(why,),
     )
+
+
+def _choose(value: Any, conditions: dict[str, Any], parameters: dict[str, str]) -> Any:
+    """A value with its `!If`s decided for these parameter values."""
+    if isinstance(value, dict) and set(value) == {"Fn::If"}:
+        name, then, otherwise = value["Fn::If"]
+        chosen = then if _holds({"Condition": name}, conditions, parameters) else otherwise
+        return _choose(chosen, conditions, parameters)
+    return value
+
+
+def _holds(condition: Any, conditions: dict[str, Any], parameters: dict[str, str]) -> bool:
+    """A template condition (Equals, Not, And, Or of parameters) for these values."""
+    if not isinstance(condition, dict) or len(condition) != 1:
+        raise TemplateError(f"cannot evaluate the condition {condition!r}")
+    ((function, argument),) = condition.items()
+    if function == "Condition":
+        return _holds(conditions[argument], conditions, parameters)
+    if function == "Fn::Equals":
+        left, right = (_resolve(a, parameters) for a in argument)
+        return left == right
+    if function == "Fn::Not":
+        return not _holds(argument[0], conditions, parameters)
+    if function in ("Fn::And", "Fn::Or"):
+        results = [_holds(a, conditions, parameters) for a in argument]
+        return all(results) if function == "Fn::And" else any(results)
+    raise TemplateError(f"cannot evaluate the condition {condition!r}")
 
 
 def _resolve(value: Any, parameters: dict[str, str]) -> str:

@@ -99,19 +99,22 @@ def leave_target_groups(
     until: float,
     clock: Callable[[], float],
     sleep: Callable[[float], None],
-    poll: float = 5.0,
+    poll: float = 8.0,
 ) -> TargetWait:
     """Deregister the instance where it is registered, in the cluster's target groups
-    and `extra`; wait until every group lets it go, or `until`. An AWS error ends the
-    wait with `error` set: the drain is done, and the log says what was not checked."""
+    and `extra`; wait until every group lets it go, or `until`, looking again after
+    1, 2, 4 s and then every `poll` s. An AWS error ends the wait with `error` set: the
+    drain is done, and the log says what was not checked."""
     started = clock()
     try:
         groups = dict.fromkeys([*cluster_target_groups(elbv2, cluster), *extra])
         holding = {g: targets for g in groups if (targets := _targets(elbv2, g, instance))}
         deregistered = [g for g, targets in holding.items() if _deregister(elbv2, g, targets)]
         pending = list(holding)
+        looks = 0
         while pending and clock() < until:
-            sleep(min(poll, max(0.0, until - clock())))
+            sleep(min(poll, 2.0**looks, max(0.0, until - clock())))
+            looks += 1
             pending = [g for g in pending if _targets(elbv2, g, instance)]
     except (BotoCoreError, ClientError) as e:
         log.warning("could not take %s out of its target groups: %s", instance, e)

@@ -82,6 +82,9 @@ def test_default_scenario__node_drained__continue_budgets_kept_volume_detached(
     assert "\033[" not in output, "plain mode has no escape codes"
     logs = (tmp_path / "logs" / "function.log").read_text()
     assert "drain finished" in logs
+    # The instance left the controller's target group before CONTINUE, in one line.
+    assert "target group k8s-default-web (AWS Load Balancer Controller" in output
+    assert output.count("left 1 of 1 target group(s) after") == 1
 
 
 def test_stubborn_pdb_force_with_handovers__times_out_then_deletes_the_held_pod(
