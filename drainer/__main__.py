@@ -338,11 +338,18 @@ def _command(kube: Kube, args: argparse.Namespace, settings: Settings, out: Text
     live = display.isatty()
     progress = Progress(display, node, args.verbose, live=live)
     drain = Drain(kube, node, options, on_event=progress)
-    with _interruptible(drain), StatusTicker(progress, drain.waiting, 1.0 if live else 5.0):
-        report = drain.run(
-            time.time() + args.timeout, deadline_source=f"--timeout ({args.timeout:g} s)"
-        )
-    code = _conclude(report, node, display, _undo_command(args, node))
+    undo = _undo_command(args, node)
+    try:
+        with _interruptible(drain), StatusTicker(progress, drain.waiting, 1.0 if live else 5.0):
+            report = drain.run(
+                time.time() + args.timeout, deadline_source=f"--timeout ({args.timeout:g} s)"
+            )
+    except KubeError as e:  # the API failed beyond retries after the drain began
+        print(f"error: {e}", file=sys.stderr)
+        if drain.report.cordoned:
+            print(f"node {node} NOT drained; it stays cordoned; to undo: {undo}", file=display)
+        return 3
+    code = _conclude(report, node, display, undo)
     if args.output == "json":
         print(json.dumps({**report.summary(), "exit_code": code}, indent=2), file=out)
     return code
@@ -366,14 +373,17 @@ class _interruptible:
 
     def __init__(self, drain: Drain) -> None:
         self.drain = drain
+        self.hit = False
         self.previous: object = None
         self.installed = threading.current_thread() is threading.main_thread()
 
     def _on_sigint(self, signum: int, frame: object) -> None:
-        if self.drain.interrupted:
+        # No lock, no print: a signal handler may run inside a print of the main
+        # thread, or while it holds a lock another thread waits for.
+        if self.hit:
             os.write(2, b"\ninterrupted again: quitting at once\n")
             os._exit(130)
-        # os.write, not print: a signal handler may run inside a print of the main thread.
+        self.hit = True
         os.write(2, b"\ninterrupted: no new evictions (Ctrl-C again to quit at once)\n")
         self.drain.interrupt("interrupted by Ctrl-C")
 
@@ -400,7 +410,8 @@ def _conclude(report: DrainReport, node: str, out: TextIO, undo: str) -> int:
     if report.outcome == Outcome.FAILED:
         print(f"error: {report.stopped_by}", file=sys.stderr)
         print(f"node {node} NOT drained: stopped by an API error; {summary}", file=out)
-        print(f"the node stays cordoned; to undo: {undo}", file=out)
+        if report.cordoned:
+            print(f"the node stays cordoned; to undo: {undo}", file=out)
         return 3
     if report.outcome == Outcome.INTERRUPTED:
         left = "; ".join(f"{pod} ({why})" for pod, why in sorted(report.left.items()))

@@ -144,6 +144,8 @@ class Drain:
             self.report.outcome = Outcome.FAILED
             self.report.stopped_by = str(self._fatal)
             self._emit(Kind.STOPPED, reason=str(self._fatal))
+            if self.report.cordoned:
+                self._record("failed")  # may be refused too: then a log line says so
         return self.report
 
     def cordon(self) -> bool:
@@ -158,17 +160,20 @@ class Drain:
         except KubeNotFound:
             log.info("node %s is gone; nothing to drain", self.node)
             return False
+        self.report.cordoned = not self.options.dry_run
         self._emit(Kind.CORDONED, reason="dry run" if self.options.dry_run else "")
         return True
 
     def interrupt(self, reason: str) -> None:
         """Stop at once, from any thread or a signal handler (a person's Ctrl-C): no
         new eviction is sent, and run() returns with outcome INTERRUPTED and the pods
-        left. The node stays cordoned; `release` undoes that."""
-        with self._cond:  # an RLock: safe in a signal handler of a thread holding it
-            if not self.interrupted:
-                self.interrupted = reason
-            self._cond.notify_all()
+        left. The node stays cordoned; `release` undoes that.
+
+        It takes no lock: a signal handler runs in the main thread, which may hold a
+        lock (a display's, a log handler's) that a thread holding the drain's lock is
+        waiting for. The loop sees the flag within MAX_WAIT."""
+        if not self.interrupted:
+            self.interrupted = reason
 
     def waiting(self) -> dict[str, str]:
         """The pods the drain still waits for, and why, now (for a status display)."""

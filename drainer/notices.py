@@ -21,7 +21,7 @@ from drainer.events import LifecycleEvent
 
 log = logging.getLogger(__name__)
 
-_SUBJECT_LIMIT = 100  # SNS subjects are at most 100 characters
+_SUBJECT_LIMIT = 99  # SNS subjects: under 100 printable ASCII characters, one line
 _TITLES = {
     "drained": "drained",
     "no_node": "had no node to drain",
@@ -38,7 +38,7 @@ def start_notice(event: LifecycleEvent, cluster: str) -> tuple[str, str, dict[st
         f"{f' in cluster {cluster}' if cluster else ''}: its lifecycle action waits until "
         "the pods are gone."
     )
-    return subject[:_SUBJECT_LIMIT], text, _attributes(event, "started", cluster)
+    return subject, text, _attributes(event, "started", cluster)
 
 
 def end_notice(
@@ -64,7 +64,7 @@ def end_notice(
     if summary.get("message"):
         lines.append(f"Why: {summary['message']}")
     return (
-        subject[:_SUBJECT_LIMIT],
+        subject,
         "\n".join(lines),
         _attributes(event, result, str(summary.get("cluster", ""))),
     )
@@ -85,10 +85,11 @@ def publish(sns: Client, topic: str, notice: tuple[str, str, dict[str, str]]) ->
     from botocore.exceptions import BotoCoreError, ClientError
 
     subject, text, attributes = notice
+    printable = "".join(c if " " <= c <= "~" else "?" for c in subject)[:_SUBJECT_LIMIT]
     try:
         sns.publish(
             TopicArn=topic,
-            Subject=subject,
+            Subject=printable,
             Message=text,
             MessageAttributes={
                 k: {"DataType": "String", "StringValue": v} for k, v in attributes.items()

@@ -132,6 +132,7 @@ class DrainReport:
     errors: list[str] = field(default_factory=list)
     would_evict: list[str] = field(default_factory=list)  # dry run
     stopped_by: str = ""  # FAILED: the fatal error that stopped the drain
+    cordoned: bool = False  # this drain cordoned the node (not a dry run)
     requests: int = 0
     seconds: float = 0.0
 

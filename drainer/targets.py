@@ -81,7 +81,8 @@ def _targets(elbv2: Client, group: str, instance: str) -> list[dict[str, Any]]:
         answer = elbv2.describe_target_health(TargetGroupArn=group)
     except ClientError as e:
         if error_code(e) == "TargetGroupNotFound":
-            return []  # deleted meanwhile: nothing to wait for
+            log.warning("target group %s not found (deleted, or a mistyped ARN)", group)
+            return []  # nothing to wait for
         raise
     return [
         d

@@ -633,7 +633,11 @@ def wait_for_self_check(
         if check["passed"]:
             say(f"self-check passed: {check['message']}")
             return check
-        waiting = "kubectl apply -f k8s-rbac/" in check["message"]
+        # Missing RBAC (a person applying it now), or a 401 while the access entry the
+        # stack just made reaches the cluster's authenticator.
+        waiting = any(
+            text in check["message"] for text in ("kubectl apply -f k8s-rbac/", "401 Unauthorized")
+        )
         if not waiting or time.monotonic() + options.check_poll_seconds > deadline:
             say(f"self-check failed: {check['message']}")
             return check
@@ -743,10 +747,16 @@ def deploy(
         say(f"stack {options.stack_name} is already up to date: nothing to change")
     outputs = _outputs(cfn, options.stack_name)
     if options.apply_rbac:
-        arn = f"arn:aws:eks:{aws.region}:{aws.account}:cluster/{values['ClusterName']}"
+        partition = aws.caller.split(":")[1] if aws.caller.count(":") > 1 else "aws"
+        arn = f"arn:{partition}:eks:{aws.region}:{aws.account}:cluster/{values['ClusterName']}"
         apply_rbac(options.kubeconfig, options.context or arn, say)
+    from botocore.config import Config
+
+    # One try, waited for as long as the function may run: botocore's own retries
+    # and 60 s read timeout would turn a slow self-check into "Read timeout".
+    patient = Config(read_timeout=960, retries={"max_attempts": 1})
     check = wait_for_self_check(
-        aws.client("lambda"),
+        aws.session.client("lambda", region_name=aws.region, config=patient),
         outputs.get("FunctionName", options.stack_name),
         values,
         options,
@@ -812,12 +822,24 @@ def parse_args(argv: Sequence[str] | None) -> Options:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from botocore.exceptions import BotoCoreError, ClientError
+
     options = parse_args(argv)
     try:
         return deploy(options)
     except DeployError as e:
         print(f"deploy: {e}", file=sys.stderr)
         return e.status
+    except (BotoCoreError, ClientError) as e:
+        print(f"deploy: an AWS call failed: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(
+            "\ndeploy: interrupted; the stack is as the last step left it (a new stack's "
+            "lifecycle hooks stay off until make deploy completes)",
+            file=sys.stderr,
+        )
+        return 130
 
 
 if __name__ == "__main__":

@@ -25,6 +25,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from botocore.exceptions import BotoCoreError, ClientError
+
 from tools.deploy import DeployError, connect
 
 Client = Any
@@ -32,6 +34,7 @@ Say = Callable[[str], None]
 
 _SINCE = re.compile(r"(\d+)([smhd])")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+_LATE_MS = 60_000
 _LAMBDA_LINES = ("START RequestId", "END RequestId", "REPORT RequestId", "INIT_START")
 
 
@@ -108,10 +111,9 @@ def show(
     polls: int | None = None,
 ) -> int:
     """Print the log; with `follow`, poll until Ctrl-C (or `polls` polls, for tests)."""
-    from botocore.exceptions import ClientError
-
     start_ms = int((clock() - options.since) * 1000)
     seen: set[str] = set()
+    newest = start_ms
     shown = 0
     done = 0
     while True:
@@ -129,7 +131,7 @@ def show(
             if event.get("eventId") in seen:
                 continue
             seen.add(str(event.get("eventId")))
-            start_ms = max(start_ms, int(event.get("timestamp", 0)))
+            newest = max(newest, int(event.get("timestamp", 0)))
             line = render(str(event.get("message", "")), options)
             if line is not None:
                 say(line)
@@ -137,6 +139,9 @@ def show(
         done += 1
         if not options.follow or (polls is not None and done >= polls):
             break
+        # Look a minute back each time: a line of another stream (two drains at once)
+        # may arrive late with an earlier timestamp; `seen` drops the repeats.
+        start_ms = max(start_ms, newest - _LATE_MS)
         sleep(options.poll_seconds)
     if not shown and not options.follow:
         what = options.instance_id or options.node
@@ -178,6 +183,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except DeployError as e:
         print(f"logs: {e}", file=sys.stderr)
         return e.status
+    except (BotoCoreError, ClientError) as e:
+        print(f"logs: an AWS call failed: {e}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         return 0
 

@@ -415,7 +415,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except DeployError as e:
         print(f"preflight: {e}", file=sys.stderr)
         return e.status
-    checks = run(aws, options)
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    try:
+        checks = run(aws, options)
+    except (BotoCoreError, ClientError) as e:
+        print(f"preflight: an AWS call failed, nothing checked past it: {e}", file=sys.stderr)
+        return 1
     print(f"preflight for cluster {options.cluster_name} in {aws.region} ({aws.account}):")
     print(table(checks))
     failed = blocking(checks)

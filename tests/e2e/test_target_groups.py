@@ -67,7 +67,8 @@ def test_two_groups__continue_only_after_both_let_go__others_untouched(
     assert summary["lifecycle_result"] == "CONTINUE"
     assert summary["target_groups"] == 2
     assert summary["targets_pending"] == []
-    assert 300 / SPEED - 0.5 <= summary["target_wait_seconds"] < 300 / SPEED + 6
+    # At least the delay; looks at 1, 2, 4 s, then every 8 s, on a loaded machine.
+    assert 300 / SPEED - 0.5 <= summary["target_wait_seconds"] < 300 / SPEED + 15
     let_go = {r["target_group"]: r["time"] for r in elb_sim.released()}
     assert set(let_go) == {controller, listed}
     (complete,) = world.completions()

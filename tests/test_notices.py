@@ -1,0 +1,79 @@
+"""The notices' text, and what SNS is sent (botocore's Stubber checks the call)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import boto3
+from botocore.stub import Stubber
+
+from drainer import notices
+from drainer.events import LifecycleEvent, parse_event
+
+EVENTS = Path(__file__).parent / "events"
+TOPIC = "arn:aws:sns:eu-west-1:123456789012:drains"
+
+
+def _event(asg: str = "") -> LifecycleEvent:
+    event = parse_event(json.loads((EVENTS / "terminate.json").read_text()))
+    assert isinstance(event, LifecycleEvent)
+    return dataclasses.replace(event, asg_name=asg) if asg else event
+
+
+def test_subject__non_ascii_and_long__sent_as_under_100_printable_ascii() -> None:
+    sns = boto3.client("sns", region_name="eu-west-1", aws_access_key_id="x",
+                       aws_secret_access_key="x")  # fmt: skip
+    subject, text, attributes = notices.start_notice(_event("nœuds-" + "x" * 120), "prod")
+    sent = ("eks-node-drainer: draining " + _event().instance_id + " (n?uds-" + "x" * 120)[:99]
+    with Stubber(sns) as stub:
+        stub.add_response(
+            "publish",
+            {"MessageId": "1"},
+            {
+                "TopicArn": TOPIC,
+                "Subject": sent,
+                "Message": text,
+                "MessageAttributes": {
+                    k: {"DataType": "String", "StringValue": v} for k, v in attributes.items()
+                },
+            },
+        )
+        assert notices.publish(sns, TOPIC, (subject, text, attributes))
+        stub.assert_no_pending_responses()
+    assert len(sent) == 99 and sent.isascii()
+
+
+def test_publish_refused__false__never_raises() -> None:
+    sns = boto3.client("sns", region_name="eu-west-1", aws_access_key_id="x",
+                       aws_secret_access_key="x")  # fmt: skip
+    with Stubber(sns) as stub:
+        stub.add_client_error("publish", "AuthorizationError", "not allowed")
+        assert notices.publish(sns, TOPIC, ("s", "t", {})) is False
+
+
+def test_end_notice__budgets_and_pods_left_in_words() -> None:
+    event = _event()
+    _, text, attributes = notices.end_notice(
+        event,
+        {
+            "result": "timed_out",
+            "node": "n1",
+            "cluster": "prod",
+            "lifecycle_result": "CONTINUE",
+            "seconds": 61.2,
+            "evicted": 3,
+            "budgets_holding": ["shop/web"],
+            "left": {"shop/web-1": "PodDisruptionBudget shop/web allows no disruption"},
+        },
+    )
+    assert text.splitlines() == [
+        f"Instance {event.instance_id} of {event.asg_name}, node n1, cluster prod: timed_out.",
+        "Lifecycle action: CONTINUE.",
+        "Duration: 61 s. Pods evicted: 3.",
+        "Budgets that held pods back: shop/web.",
+        "Left on the node:",
+        "  shop/web-1: PodDisruptionBudget shop/web allows no disruption",
+    ]
+    assert attributes["result"] == "timed_out"
