@@ -28,8 +28,9 @@ from drainer import handler, logs
 from kubesim import KubeSim
 from kubesim.selectors import labels_match, selector_from_object
 from testbed import LambdaContext, World
+from testbed import workloads as w
 from testbed.cluster import ApiError, Cluster
-from testbed.world import is_pod_ready
+from testbed.world import is_pod_ready, place_on
 
 SPEED = 20.0
 CLUSTER_NAME = "demo"
@@ -279,3 +280,18 @@ def budgets(cluster: Cluster) -> Iterator[BudgetWatcher]:
     watcher = BudgetWatcher(cluster)
     yield watcher
     watcher.stop()
+
+
+def place_guarded(world: World, replicas: int) -> str:
+    """`replicas` pods of deployment "guarded" on the first instance's node, under
+    budget "guard", which allows no disruption; the node's name."""
+    node = world.nodes[world.instance_ids[0]]
+    place_on(
+        world,
+        node,
+        [
+            w.deployment("guarded", replicas),
+            w.budget("guard", {"app": "guarded"}, max_unavailable=0),
+        ],
+    )
+    return node

@@ -19,8 +19,9 @@ import pytest
 
 from drainer.cordon import EXCLUDE_LB_LABEL, PROGRESS_ANNOTATION
 from testbed import World
-from testbed import workloads as w
-from testbed.world import node_tainted, place_on, rbac_manifests, wait_until
+from testbed.world import node_tainted, rbac_manifests, wait_until
+
+from .conftest import place_guarded
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -122,11 +123,7 @@ def test_ctrl_c_during_budget_wait__exit_130_within_2s__undo_restores_node(
     world: World, tmp_path: Path
 ) -> None:
     node = world.nodes[world.instance_ids[0]]
-    place_on(
-        world,
-        node,
-        [w.deployment("guarded", 1), w.budget("guard", {"app": "guarded"}, max_unavailable=0)],
-    )
+    place_guarded(world, 1)
     before = _state(world, node)
     terminal = Terminal(_cli(world, "drain", "--node", node, "--ignore-daemonsets"), _env(tmp_path))
     try:

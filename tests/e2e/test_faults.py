@@ -21,7 +21,7 @@ from testbed import LambdaContext, World
 from testbed import workloads as w
 from testbed.world import forget_instance, place_on, pods_on, wait_until
 
-from .conftest import BudgetWatcher, Invoke, LogCapture
+from .conftest import BudgetWatcher, Invoke, LogCapture, place_guarded
 
 DRAINER = "eks-node-drainer"
 
@@ -443,11 +443,7 @@ def test_pdb_never_allows__timeout_policy_applies__log_names_budget_and_pods(
 ) -> None:
     instance = world.instance_ids[0]
     node = world.nodes[instance]
-    place_on(
-        world,
-        node,
-        [w.deployment("guarded", 2), w.budget("guard", {"app": "guarded"}, max_unavailable=0)],
-    )
+    place_guarded(world, 2)
     # Room for the handler's start, the cordon and a first eviction on a loaded CI
     # machine (2.5 s once left the budget unasked: its name missing from the message).
     event = nearly_timed_out(world.terminate(instance), seconds_left=6.0)

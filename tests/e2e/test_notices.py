@@ -15,7 +15,7 @@ from testbed import World
 from testbed import workloads as w
 from testbed.world import place_on
 
-from .conftest import Invoke, LogCapture
+from .conftest import Invoke, LogCapture, place_guarded
 from .test_faults import nearly_timed_out
 
 
@@ -86,11 +86,7 @@ def test_timed_out__notice_names_the_budget_and_the_pods_left(
 ) -> None:
     instance = world.instance_ids[0]
     node = world.nodes[instance]
-    place_on(
-        world,
-        node,
-        [w.deployment("guarded", 1), w.budget("guard", {"app": "guarded"}, max_unavailable=0)],
-    )
+    place_guarded(world, 1)
     event = nearly_timed_out(world.terminate(instance), seconds_left=6.0)
 
     summary = invoke(
