@@ -185,7 +185,8 @@ def node_tainted(cluster: Cluster, node: str) -> bool:
 
 def place_on(world: World, node: str, objects: list[dict[str, Any]], timeout: float = 10.0) -> None:
     """Create objects while only `node` takes new pods, wait until they run, then
-    open the other nodes again: a way to put many replicas on the node to drain."""
+    open the other nodes again (and wait until the scheduler may use them): a way to
+    put many replicas on the node to drain."""
     others = [n for n in world.nodes.values() if n != node]
     set_schedulable(world.cluster, others, False)
     # The scheduler goes by what its informers saw: wait until the node lifecycle
@@ -199,6 +200,10 @@ def place_on(world: World, node: str, objects: list[dict[str, Any]], timeout: fl
         )
     finally:
         set_schedulable(world.cluster, others, True)
+    # As on the way in: the scheduler goes by the taint, which the node lifecycle
+    # controller removes a moment later. A drain begun before that finds no node for
+    # the replacements, and a budget that waits for them holds the drain meanwhile.
+    wait_until(lambda: not any(node_tainted(world.cluster, n) for n in others), timeout)
 
 
 def forget_instance(world: World, instance_id: str) -> None:
