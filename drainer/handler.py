@@ -163,7 +163,11 @@ def handle(
             event.handover.handovers,
             time.time() - event.handover.started_at,
         )
-    elif settings.notification_topic_arn and settings.notify_on_start and _ours(event, settings):
+    elif (
+        settings.notification_topic_arn
+        and settings.notify_on_start
+        and settings.allows_group(event.asg_name)
+    ):
         notice = notices.start_notice(event, settings.cluster_name)
         notices.publish(clients.sns, settings.notification_topic_arn, notice)
     try:
@@ -197,10 +201,6 @@ def handle(
             clients.sns, settings.notification_topic_arn, notices.end_notice(event, summary)
         )
     return summary
-
-
-def _ours(event: LifecycleEvent, settings: Settings) -> bool:
-    return not settings.allowed_asgs or event.asg_name in settings.allowed_asgs
 
 
 # The ends of a drain worth a notice (a hand-over is not an end; another group's

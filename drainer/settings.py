@@ -419,6 +419,10 @@ class Settings:
             values[variable.field] = _parse(variable, raw if raw else variable.default)
         return cls(**values)
 
+    def allows_group(self, asg_name: str) -> bool:
+        """ALLOWED_ASGS: may the function act on this Auto Scaling group's instances?"""
+        return not self.allowed_asgs or asg_name in self.allowed_asgs
+
     def describe(self) -> dict[str, object]:
         """The resolved settings, JSON-ready, for the one log line at cold start.
 

@@ -211,7 +211,7 @@ def drain_instance(
 ) -> Run:
     """Drain the event's instance, heartbeating its lifecycle action meanwhile."""
     started_at = event.handover.started_at if event.handover else clock()
-    if settings.allowed_asgs and event.asg_name not in settings.allowed_asgs:
+    if not settings.allows_group(event.asg_name):
         return Run(
             Result.NOT_ALLOWED,
             f"Auto Scaling group {event.asg_name} is not in ALLOWED_ASGS "

@@ -7,21 +7,12 @@ import pytest
 from drainer import selfcheck
 from drainer.events import SelfCheckEvent, Skip, parse_event
 from testbed.world import rbac_manifests
-
-
-def _granted() -> set[selfcheck.Permission]:
-    (role,) = [d for d in rbac_manifests() if d["kind"] == "ClusterRole"]
-    return {
-        (verb, group, resource)
-        for rule in role["rules"]
-        for group in rule["apiGroups"]
-        for resource in rule["resources"]
-        for verb in rule["verbs"]
-    }
+from tools.preflight import grants
 
 
 def test_needed_plus_force__exactly_what_k8s_rbac_grants() -> None:
-    assert {*selfcheck.NEEDED, selfcheck.FORCE} == _granted()
+    (role,) = [d for d in rbac_manifests() if d["kind"] == "ClusterRole"]
+    assert {*selfcheck.NEEDED, selfcheck.FORCE} == grants(role["rules"])
 
 
 @pytest.mark.parametrize(

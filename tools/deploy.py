@@ -555,30 +555,26 @@ def _outputs(cfn: Client, stack_name: str) -> dict[str, str]:
     return {o["OutputKey"]: o["OutputValue"] for o in final.get("Outputs", [])}
 
 
+def rbac_documents() -> list[dict[str, Any]]:
+    """k8s-rbac/'s objects, as this repository has them."""
+    return [
+        document
+        for path in sorted((ROOT / "k8s-rbac").glob("*.yaml"))
+        for document in yaml.safe_load_all(path.read_text())
+        if document
+    ]
+
+
 def apply_rbac(kubeconfig: str, context: str, say: Say) -> None:
     """Create or replace k8s-rbac/'s objects with an admin's kubeconfig."""
-    from drainer.errors import KubeError, KubeNotFound
+    from drainer.errors import KubeError
     from drainer.kube import Kube
 
-    base = "/apis/rbac.authorization.k8s.io/v1"
     try:
         kube = Kube.from_kubeconfig(kubeconfig or None, context or None)
         try:
-            for path in sorted((ROOT / "k8s-rbac").glob("*.yaml")):
-                for document in (d for d in yaml.safe_load_all(path.read_text()) if d):
-                    plural = f"{document['kind'].lower()}s"
-                    name = document["metadata"]["name"]
-                    try:
-                        found = kube.request(
-                            "GET", f"{base}/{plural}/{name}", verb="get", resource=plural
-                        )
-                    except KubeNotFound:
-                        kube.request("POST", f"{base}/{plural}", body=document, verb="create",
-                                     resource=plural)  # fmt: skip
-                        continue
-                    document["metadata"]["resourceVersion"] = found["metadata"]["resourceVersion"]
-                    kube.request("PUT", f"{base}/{plural}/{name}", body=document, verb="update",
-                                 resource=plural)  # fmt: skip
+            for document in rbac_documents():
+                _create_or_replace(kube, document)
         finally:
             kube.close()
     except KubeError as e:
@@ -588,6 +584,21 @@ def apply_rbac(kubeconfig: str, context: str, say: Say) -> None:
             1,
         ) from e
     say("applied k8s-rbac/ (ClusterRole and ClusterRoleBinding eks-node-drainer)")
+
+
+def _create_or_replace(kube: Any, document: dict[str, Any]) -> None:
+    from drainer.errors import KubeNotFound
+
+    plural = f"{document['kind'].lower()}s"
+    path = f"/apis/rbac.authorization.k8s.io/v1/{plural}"
+    name = document["metadata"]["name"]
+    try:
+        found = kube.request("GET", f"{path}/{name}", verb="get", resource=plural)
+    except KubeNotFound:
+        kube.request("POST", path, body=document, verb="create", resource=plural)
+        return
+    document["metadata"]["resourceVersion"] = found["metadata"]["resourceVersion"]
+    kube.request("PUT", f"{path}/{name}", body=document, verb="update", resource=plural)
 
 
 def self_check(lambda_client: Client, function: str, cluster: str) -> dict[str, Any]:
@@ -821,25 +832,35 @@ def parse_args(argv: Sequence[str] | None) -> Options:
     )
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def run_tool(
+    prog: str, body: Callable[[], int], *, interrupted: str = "", on_ctrl_c: int = 130
+) -> int:
+    """The edge of every tool here (deploy, preflight, logs): `body`'s exit status,
+    or one line for the DeployError, AWS error or Ctrl-C that ended it."""
     from botocore.exceptions import BotoCoreError, ClientError
 
-    options = parse_args(argv)
     try:
-        return deploy(options)
+        return body()
     except DeployError as e:
-        print(f"deploy: {e}", file=sys.stderr)
+        print(f"{prog}: {e}", file=sys.stderr)
         return e.status
     except (BotoCoreError, ClientError) as e:
-        print(f"deploy: an AWS call failed: {e}", file=sys.stderr)
+        print(f"{prog}: an AWS call failed: {e}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        print(
-            "\ndeploy: interrupted; the stack is as the last step left it (a new stack's "
-            "lifecycle hooks stay off until make deploy completes)",
-            file=sys.stderr,
-        )
-        return 130
+        if interrupted:
+            print(f"\n{prog}: interrupted; {interrupted}", file=sys.stderr)
+        return on_ctrl_c
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    options = parse_args(argv)
+    return run_tool(
+        "deploy",
+        lambda: deploy(options),
+        interrupted="the stack is as the last step left it (a new stack's lifecycle "
+        "hooks stay off until make deploy completes)",
+    )
 
 
 if __name__ == "__main__":

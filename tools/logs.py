@@ -25,9 +25,9 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from botocore.exceptions import BotoCoreError, ClientError
+from botocore.exceptions import ClientError
 
-from tools.deploy import DeployError, connect
+from tools.deploy import DeployError, connect, run_tool
 
 Client = Any
 Say = Callable[[str], None]
@@ -177,17 +177,12 @@ def parse_args(argv: Sequence[str] | None) -> Options:
 
 def main(argv: Sequence[str] | None = None) -> int:
     options = parse_args(argv)
-    try:
+
+    def body() -> int:
         aws = connect(options.region, options.profile)
         return show(aws.client("logs"), options, lambda line: print(line, flush=True))
-    except DeployError as e:
-        print(f"logs: {e}", file=sys.stderr)
-        return e.status
-    except (BotoCoreError, ClientError) as e:
-        print(f"logs: an AWS call failed: {e}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        return 0
+
+    return run_tool("logs", body, on_ctrl_c=0)  # Ctrl-C is how FOLLOW=1 ends
 
 
 if __name__ == "__main__":

@@ -33,15 +33,11 @@ import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from pathlib import Path
 from typing import Any
 
-import yaml
+from drainer.selfcheck import Permission, describe
+from tools.deploy import Aws, connect, normalise_names, rbac_documents, run_tool
 
-from tools.deploy import Aws, DeployError, connect, normalise_names
-
-ROOT = Path(__file__).resolve().parent.parent
-RBAC_DIR = ROOT / "k8s-rbac"
 GROUP = "eks-node-drainer"
 TERMINATING = "autoscaling:EC2_INSTANCE_TERMINATING"
 
@@ -276,18 +272,10 @@ def _hooks(autoscaling: Client, name: str, ours: str) -> Check:
 # --- Kubernetes RBAC ------------------------------------------------------------------------
 
 
-def _documents() -> dict[str, dict[str, Any]]:
-    out = {}
-    for path in sorted(RBAC_DIR.glob("*.yaml")):
-        for document in yaml.safe_load_all(path.read_text()):
-            if document:
-                out[document["kind"]] = document
-    return out
-
-
-def _grants(rules: Iterable[dict[str, Any]]) -> set[tuple[str, str, str]]:
+def grants(rules: Iterable[dict[str, Any]]) -> set[Permission]:
+    """What RBAC rules grant, one (verb, group, resource) each, as the self-check asks."""
     return {
-        (group, resource, verb)
+        (verb, group, resource)
         for rule in rules
         for group in rule.get("apiGroups") or [""]
         for resource in rule.get("resources") or []
@@ -299,7 +287,7 @@ def check_rbac(kube: Any) -> list[Check]:
     """The cluster's eks-node-drainer role and binding against k8s-rbac/ (as an admin)."""
     from drainer.errors import KubeNotFound
 
-    wanted = _documents()
+    (wanted,) = (d for d in rbac_documents() if d["kind"] == "ClusterRole")
     fix = "kubectl apply -f k8s-rbac/   (from this repository's root, as a cluster admin)"
     base = "/apis/rbac.authorization.k8s.io/v1"
     try:
@@ -314,16 +302,16 @@ def check_rbac(kube: Any) -> list[Check]:
         )
     except KubeNotFound:
         return [Check("k8s-rbac/", Status.FAIL, "not applied to the cluster", fix)]
-    need = _grants(wanted["ClusterRole"]["rules"])
-    has = _grants(role.get("rules") or [])
+    need = grants(wanted["rules"])
+    has = grants(role.get("rules") or [])
     checks = []
     missing = sorted(need - has)
     extra = sorted(has - need)
     if missing:
-        lacking = ", ".join(f"{v} {g + '/' if g else ''}{r}" for g, r, v in missing)
+        lacking = ", ".join(describe(p) for p in missing)
         checks.append(Check("RBAC role", Status.FAIL, f"lacks {lacking}", fix))
     elif extra:
-        more = ", ".join(f"{v} {g + '/' if g else ''}{r}" for g, r, v in extra)
+        more = ", ".join(describe(p) for p in extra)
         checks.append(
             Check("RBAC role", Status.WARN, f"grants more than a drain needs: {more}", fix)
         )
@@ -410,18 +398,11 @@ def parse_args(argv: Sequence[str] | None) -> Options:
 
 def main(argv: Sequence[str] | None = None) -> int:
     options = parse_args(argv)
-    try:
-        aws = connect(options.region, options.profile)
-    except DeployError as e:
-        print(f"preflight: {e}", file=sys.stderr)
-        return e.status
-    from botocore.exceptions import BotoCoreError, ClientError
+    return run_tool("preflight", lambda: _report(connect(options.region, options.profile), options))
 
-    try:
-        checks = run(aws, options)
-    except (BotoCoreError, ClientError) as e:
-        print(f"preflight: an AWS call failed, nothing checked past it: {e}", file=sys.stderr)
-        return 1
+
+def _report(aws: Aws, options: Options) -> int:
+    checks = run(aws, options)
     print(f"preflight for cluster {options.cluster_name} in {aws.region} ({aws.account}):")
     print(table(checks))
     failed = blocking(checks)
