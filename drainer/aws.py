@@ -19,7 +19,7 @@ import random
 import re
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeAlias
 
 from botocore.config import Config
@@ -47,6 +47,7 @@ CLIENT_CONFIG = Config(
 )
 CLUSTER_NAME_TAG = "eks:cluster-name"
 CLUSTER_TAG_PREFIX = "kubernetes.io/cluster/"
+ASG_NAME_TAG = "aws:autoscaling:groupName"
 LIFECYCLE_RESULTS = ("CONTINUE", "ABANDON")
 MAX_GLOBAL_TIMEOUT = 172800
 """48 hours: the longest a lifecycle action may last, heartbeats or not."""
@@ -248,6 +249,14 @@ class NodeIdentity:
     private_dns_name: str
     """EC2's PrivateDnsName, e.g. ip-10-0-1-23.eu-west-1.compute.internal; "" once terminated."""
     availability_zone: str
+    tags: Mapping[str, str] = field(default_factory=dict)
+    """The instance's tags (an Auto Scaling group's instances carry
+    aws:autoscaling:groupName, and the group's tags marked PropagateAtLaunch)."""
+
+    @property
+    def asg_name(self) -> str:
+        """The Auto Scaling group the instance belongs to; "" when none."""
+        return self.tags.get(ASG_NAME_TAG, "")
 
     @property
     def hostname_candidates(self) -> tuple[str, ...]:
@@ -290,6 +299,7 @@ def describe_instance(ec2: Client, instance_id: str) -> NodeIdentity:
         instance_id=instance_id,
         private_dns_name=instance.get("PrivateDnsName", "") or "",
         availability_zone=instance.get("Placement", {}).get("AvailabilityZone", ""),
+        tags={str(t["Key"]): str(t.get("Value", "")) for t in instance.get("Tags", [])},
     )
 
 

@@ -58,9 +58,13 @@ def added_by_drainer(node: Obj) -> frozenset[str]:
     return frozenset(str(a) for a in added)
 
 
-def cordon_patch(node: Obj, now: float) -> tuple[Obj, frozenset[str]]:
+def cordon_patch(
+    node: Obj, now: float, *, trigger: str = "", until: float | None = None, phase: str = "draining"
+) -> tuple[Obj, frozenset[str]]:
     """The merge patch that cordons `node` for a drain, and what it changes that was
-    not there before (added to what an earlier drain of the node recorded)."""
+    not there before (added to what an earlier drain of the node recorded). A drain
+    begun by EC2's spot events records its `trigger` and deadline (`until`), so that
+    another event for the same instance recognises it (`live_drain`)."""
     added = set(added_by_drainer(node))
     if not (node.get("spec") or {}).get("unschedulable"):
         added.add(ADDED_CORDON)
@@ -69,15 +73,48 @@ def cordon_patch(node: Obj, now: float) -> tuple[Obj, frozenset[str]]:
         added.add(ADDED_LABEL)  # an operator's label keeps its value (any value excludes)
         metadata["labels"] = {EXCLUDE_LB_LABEL: "true"}
     recorded = frozenset(added)
-    metadata["annotations"][PROGRESS_ANNOTATION] = progress_value("draining", recorded, since=now)
+    figures: dict[str, float] = {"since": now}
+    if until is not None:
+        figures["until"] = until
+    metadata["annotations"][PROGRESS_ANNOTATION] = progress_value(
+        phase, recorded, trigger=trigger, **figures
+    )
     return {"metadata": metadata, "spec": {"unschedulable": True}}, recorded
 
 
-def progress_value(phase: str, added: frozenset[str], **values: float | int) -> str:
-    """The annotation's text: the phase, its figures and what the drainer added."""
-    return json.dumps(
-        {"phase": phase, **{k: int(v) for k, v in values.items()}, "added": sorted(added)}
-    )
+def progress_value(
+    phase: str, added: frozenset[str], *, trigger: str = "", **values: float | int
+) -> str:
+    """The annotation's text: the phase, what began it, its figures and what the
+    drainer added."""
+    record: Obj = {"phase": phase}
+    if trigger:
+        record["trigger"] = trigger
+    record.update({k: int(v) for k, v in values.items()})
+    record["added"] = sorted(added)
+    return json.dumps(record)
+
+
+@dataclass(frozen=True)
+class LiveDrain:
+    """A drain under way on a node, begun by another invocation for a spot event."""
+
+    trigger: str
+    since: float
+    until: float
+    """Its deadline (epoch seconds): past it, the record is stale (its invocation died)."""
+
+
+def live_drain(node: Obj, now: float, triggers: frozenset[str]) -> LiveDrain | None:
+    """The drain the node's record says is under way, begun by one of `triggers` and
+    not past its deadline; None when there is none (or it ended, or went stale)."""
+    progress = progress_of(node)
+    if not progress or progress.get("phase") != "draining":
+        return None
+    trigger, since, until = progress.get("trigger"), progress.get("since"), progress.get("until")
+    if trigger not in triggers or not isinstance(until, int | float) or until <= now:
+        return None
+    return LiveDrain(str(trigger), float(since) if isinstance(since, int | float) else now, until)
 
 
 @dataclass(frozen=True)

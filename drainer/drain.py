@@ -116,6 +116,7 @@ class Drain:
         self._recordoned_at = ""  # the node version an uncordon was last undone from
         self._dirty: set[tuple[str, str]] = set()  # pods to look at again, beyond the watch's
         self._stuck_check_at = float("inf")  # when the next terminating pod may be stuck
+        self._deadline = float("inf")
         self.report = DrainReport(node)
 
     # -- public ---------------------------------------------------------------
@@ -148,14 +149,17 @@ class Drain:
                 self._record("failed")  # may be refused too: then a log line says so
         return self.report
 
-    def cordon(self) -> bool:
+    def cordon(self, deadline: float | None = None) -> bool:
         """Cordon, exclude from load balancers, record progress and what the drainer
-        added (for `release`); False if the node is gone."""
+        added (for `release`), and for a drain begun by a spot event what began it and
+        its deadline; False if the node is gone."""
+        trigger = self.options.trigger
         try:
             node = self.kube.get_node(self.node)
             if node is None:
                 raise KubeNotFound(f"node {self.node} not found", 404)
-            patch, self._added = cordon_patch(node, self.clock())
+            until = deadline if trigger else None
+            patch, self._added = cordon_patch(node, self.clock(), trigger=trigger, until=until)
             self.kube.patch_node(self.node, patch, dry_run=self.options.dry_run)
         except KubeNotFound:
             log.info("node %s is gone; nothing to drain", self.node)
@@ -186,7 +190,8 @@ class Drain:
     # -- the drain ------------------------------------------------------------
 
     def _run(self, deadline: float, limit: float, deadline_source: str) -> None:
-        if not self.cordon():
+        self._deadline = deadline
+        if not self.cordon(deadline):
             self.report.outcome = Outcome.NODE_GONE
             return
         pod_list, version = self.kube.list_pods_on_node(self.node, self.options.pod_selector)
@@ -465,7 +470,7 @@ class Drain:
         if self._over():
             return
         try:
-            self.kube.evict(entry.pod, grace_period_seconds=self.options.grace_period_seconds)
+            self.kube.evict(entry.pod, grace_period_seconds=self._grace_period(entry.pod))
         except (KubeNotFound, KubeConflict):
             # 404: already gone; 409: the name now belongs to a new pod, so ours is gone.
             with self._cond:
@@ -664,6 +669,15 @@ class Drain:
                 self._idle(self.clock(), until)
             left = self._schedule.left()
         self.report.remaining = sorted(left)  # `left` keeps what the deadline found
+
+    def _grace_period(self, pod: Pod) -> int | None:
+        """The eviction's grace period: the setting's (None: the pod's own), cut to
+        the time left before the deadline when the node goes then whatever happens."""
+        grace = self.options.grace_period_seconds
+        if not self.options.fit_grace_to_deadline:
+            return grace
+        own = grace if grace is not None else pods.grace_period(pod)
+        return max(1, min(own, int(self._deadline - self.clock())))
 
     def _record(self, phase: str) -> None:
         """The drain's end in the node's progress annotation ("drained", "interrupted",

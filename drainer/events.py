@@ -18,9 +18,15 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from enum import StrEnum
 from typing import Any
 
 SOURCE = "aws.autoscaling"
+EC2_SOURCE = "aws.ec2"
+SPOT_INTERRUPTION_DETAIL_TYPE = "EC2 Spot Instance Interruption Warning"
+REBALANCE_DETAIL_TYPE = "EC2 Instance Rebalance Recommendation"
+SPOT_NOTICE_SECONDS = 120
+"""EC2 reclaims a spot instance two minutes after its interruption warning."""
 TERMINATE_DETAIL_TYPE = "EC2 Instance-terminate Lifecycle Action"
 LAUNCH_DETAIL_TYPE = "EC2 Instance-launch Lifecycle Action"
 TERMINATING = "autoscaling:EC2_INSTANCE_TERMINATING"
@@ -81,13 +87,7 @@ class LifecycleEvent:
         """When the instance entered Terminating:Wait (epoch seconds): the event's time,
         the same in every invocation of a drain. The hook's GlobalTimeout runs from
         then. None when the time does not parse (RFC 3339 is expected)."""
-        try:
-            moment = datetime.fromisoformat(self.event_time)
-        except ValueError:
-            return None
-        if moment.tzinfo is None:
-            moment = moment.replace(tzinfo=UTC)  # EventBridge writes UTC
-        return moment.timestamp()
+        return _epoch(self.event_time)
 
     def log_keys(self) -> dict[str, str]:
         """The fixed structured-log keys this event provides."""
@@ -106,6 +106,39 @@ class Skip:
     reason: str
 
 
+class SpotKind(StrEnum):
+    INTERRUPTION = "spot-interruption"
+    REBALANCE = "rebalance-recommendation"
+
+
+@dataclass(frozen=True)
+class SpotEvent:
+    """An EC2 spot interruption warning (the instance is reclaimed two minutes after
+    the event's time) or a rebalance recommendation (it is at higher risk of one).
+    Neither has a lifecycle action: EC2, not Auto Scaling, decides the instance's end."""
+
+    kind: SpotKind
+    instance_id: str
+    event_id: str
+    event_time: str
+    region: str
+    account: str
+    instance_action: str = ""
+    """The warning's "instance-action": terminate, stop or hibernate."""
+
+    @property
+    def issued_at(self) -> float | None:
+        """The event's time in epoch seconds; None when it does not parse."""
+        return _epoch(self.event_time)
+
+    def log_keys(self) -> dict[str, str]:
+        return {
+            "instance_id": self.instance_id,
+            "trigger": str(self.kind),
+            "event_id": self.event_id,
+        }
+
+
 @dataclass(frozen=True)
 class SelfCheckEvent:
     """`make deploy` asks the function whether it can drain (drainer/selfcheck.py):
@@ -114,13 +147,24 @@ class SelfCheckEvent:
     cluster_name: str = ""
 
 
+def _epoch(text: str) -> float | None:
+    """An event's RFC 3339 time in epoch seconds; None when it does not parse."""
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)  # EventBridge writes UTC
+    return moment.timestamp()
+
+
 class _Malformed(Exception):
     """Internal: a required field is missing or has the wrong type."""
 
 
-def parse_event(event: object) -> LifecycleEvent | SelfCheckEvent | Skip:
-    """Turn an invocation event into a LifecycleEvent (or a self-check), or a Skip
-    saying why not."""
+def parse_event(event: object) -> LifecycleEvent | SpotEvent | SelfCheckEvent | Skip:
+    """Turn an invocation event into a LifecycleEvent (or a spot event, or a
+    self-check), or a Skip saying why not."""
     if not isinstance(event, dict):
         return Skip(f"event is a {type(event).__name__}, not a JSON object")
     if "self_check" in event:
@@ -135,6 +179,8 @@ def parse_event(event: object) -> LifecycleEvent | SelfCheckEvent | Skip:
     ):
         return Skip(f"{TEST_NOTIFICATION}: Auto Scaling checking the target, nothing to drain")
     source = event.get("source")
+    if source == EC2_SOURCE and event.get("detail-type") in _SPOT_KINDS:
+        return _spot_event(event, _SPOT_KINDS[str(event["detail-type"])])
     if source != SOURCE:
         return Skip(f"source is {source!r}, not {SOURCE!r}")
     detail_type = event.get("detail-type")
@@ -167,6 +213,33 @@ def parse_event(event: object) -> LifecycleEvent | SelfCheckEvent | Skip:
         )
     except _Malformed as malformed:
         return Skip(f"malformed lifecycle event: {malformed}")
+
+
+_SPOT_KINDS = {
+    SPOT_INTERRUPTION_DETAIL_TYPE: SpotKind.INTERRUPTION,
+    REBALANCE_DETAIL_TYPE: SpotKind.REBALANCE,
+}
+
+
+def _spot_event(event: dict[str, Any], kind: SpotKind) -> SpotEvent | Skip:
+    detail = event.get("detail")
+    if not isinstance(detail, dict):
+        return Skip("field 'detail' is missing or not an object")
+    try:
+        parsed = SpotEvent(
+            kind=kind,
+            instance_id=_required(detail, "instance-id", "detail."),
+            event_id=_required(event, "id"),
+            event_time=_required(event, "time"),
+            region=_required(event, "region"),
+            account=_required(event, "account"),
+            instance_action=_optional(detail, "instance-action", "detail."),
+        )
+    except _Malformed as malformed:
+        return Skip(f"malformed {kind} event: {malformed}")
+    if parsed.issued_at is None:
+        return Skip(f"malformed {kind} event: field 'time' is not an RFC 3339 time")
+    return parsed
 
 
 def with_handover(event: Mapping[str, Any], handover: Handover) -> dict[str, Any]:

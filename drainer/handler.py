@@ -17,7 +17,14 @@ from typing import Any
 
 from drainer import aws, logs, notices
 from drainer.errors import AwsError, SettingsError
-from drainer.events import LifecycleEvent, SelfCheckEvent, Skip, parse_event, with_handover
+from drainer.events import (
+    LifecycleEvent,
+    SelfCheckEvent,
+    Skip,
+    SpotEvent,
+    parse_event,
+    with_handover,
+)
 from drainer.report import Kind
 from drainer.settings import Settings, TimeoutPolicy
 from drainer.workflow import Invocation, KubeFactory, Result, Run, drain_instance, eks_kube
@@ -25,6 +32,9 @@ from drainer.workflow import Invocation, KubeFactory, Result, Run, drain_instanc
 log = logging.getLogger(__name__)
 
 METRICS_NAMESPACE = "EksNodeDrainer"
+TERMINATE_HOOK = "terminate-hook"
+"""The end line's `trigger` for a drain begun by the lifecycle hook (a spot event's
+is its kind, drainer/events.SpotKind)."""
 
 
 class _Container:
@@ -58,6 +68,7 @@ def lifecycle_result(result: Result, settings: Settings) -> str | None:
         Result.FAILED: settings.failure_result,
         Result.HANDED_OVER: None,  # the next invocation completes it
         Result.NOT_ALLOWED: None,  # not our Auto Scaling group
+        Result.CORDONED: None,  # a spot event's: there is no lifecycle action
     }
     return table[result]
 
@@ -110,6 +121,14 @@ def lambda_handler(event: Any, context: Any) -> dict[str, Any]:
         invocation = Invocation(
             remaining_seconds=lambda: context.get_remaining_time_in_millis() / 1000.0,
             function_arn=str(getattr(context, "invoked_function_arn", "")),
+        )
+    if isinstance(parsed, SpotEvent):
+        return handle_spot(
+            parsed,
+            settings=settings,
+            clients=clients,
+            kube_factory=kube_factory,
+            invocation=invocation,
         )
     return handle(
         parsed,
@@ -203,6 +222,38 @@ def handle(
     return summary
 
 
+def handle_spot(
+    event: SpotEvent,
+    *,
+    settings: Settings,
+    clients: aws.AwsClients,
+    kube_factory: KubeFactory,
+    invocation: Invocation | None,
+) -> dict[str, Any]:
+    """A spot interruption warning or rebalance recommendation (drainer/spot.py): no
+    lifecycle action to complete; EC2 decides the instance's end."""
+    from drainer import spot
+
+    started = time.monotonic()
+    found = spot.target(event, settings, clients)
+    if isinstance(found, Skip):
+        log.info("event skipped: %s", found.reason)
+        return {"result": "skipped", "reason": found.reason}
+    if settings.notification_topic_arn and settings.notify_on_start:
+        notice = notices.spot_start_notice(found, found.cluster)
+        notices.publish(clients.sns, settings.notification_topic_arn, notice)
+    run = spot.drain(found, settings, clients, kube_factory, invocation)
+    _log_outcome(run, None, None)
+    summary = _summary(run, None, None, time.monotonic() - started, trigger=str(event.kind))
+    _log_end_line(summary)
+    _metrics(run, summary, settings)
+    if settings.notification_topic_arn and run.result in _NOTIFIED:
+        notices.publish(
+            clients.sns, settings.notification_topic_arn, notices.end_notice(found, summary)
+        )
+    return summary
+
+
 # The ends of a drain worth a notice (a hand-over is not an end; another group's
 # event is none of ours).
 _NOTIFIED = frozenset(
@@ -249,12 +300,18 @@ def _log_outcome(run: Run, result: str | None, completed: bool | None) -> None:
 
 
 def _summary(
-    run: Run, result: str | None, completed: bool | None, seconds: float
+    run: Run,
+    result: str | None,
+    completed: bool | None,
+    seconds: float,
+    *,
+    trigger: str = TERMINATE_HOOK,
 ) -> dict[str, Any]:
     summary: dict[str, Any] = {
         "result": str(run.result),
         "lifecycle_result": result or "none",
         "completed": completed,
+        "trigger": trigger,
         "cluster": run.cluster,
         "node": run.node,
         "heartbeats": run.heartbeats,

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Protocol
 
 from drainer.aws import Client
 from drainer.events import LifecycleEvent
@@ -31,6 +31,29 @@ _TITLES = {
 }
 
 
+class Subject(Protocol):
+    """The instance a notice is about: a lifecycle event's, or a spot event's."""
+
+    @property
+    def instance_id(self) -> str: ...
+
+    @property
+    def asg_name(self) -> str: ...
+
+
+def spot_start_notice(found: Subject, cluster: str) -> tuple[str, str, dict[str, str]]:
+    """The notice that a spot interruption warning (or rebalance recommendation)
+    began a drain."""
+    group = found.asg_name or "no group"
+    subject = f"eks-node-drainer: draining spot {found.instance_id} ({group})"
+    text = (
+        f"Draining spot instance {found.instance_id} of {group}"
+        f"{f' in cluster {cluster}' if cluster else ''}: EC2 sent an interruption warning "
+        "or a rebalance recommendation."
+    )
+    return subject, text, _attributes(found, "started", cluster)
+
+
 def start_notice(event: LifecycleEvent, cluster: str) -> tuple[str, str, dict[str, str]]:
     subject = f"eks-node-drainer: draining {event.instance_id} ({event.asg_name})"
     text = (
@@ -41,9 +64,7 @@ def start_notice(event: LifecycleEvent, cluster: str) -> tuple[str, str, dict[st
     return subject, text, _attributes(event, "started", cluster)
 
 
-def end_notice(
-    event: LifecycleEvent, summary: Mapping[str, Any]
-) -> tuple[str, str, dict[str, str]]:
+def end_notice(event: Subject, summary: Mapping[str, Any]) -> tuple[str, str, dict[str, str]]:
     """The subject, text and attributes of the notice for a drain's end."""
     result = str(summary.get("result", ""))
     node = summary.get("node") or "(no node)"
@@ -52,7 +73,8 @@ def end_notice(
     lines = [
         f"Instance {event.instance_id} of {event.asg_name}, node {node}, cluster "
         f"{summary.get('cluster') or '?'}: {result}.",
-        f"Lifecycle action: {summary.get('lifecycle_result', 'none')}.",
+        f"Lifecycle action: {summary.get('lifecycle_result', 'none')}"
+        f"{_began_by(summary.get('trigger', ''))}.",
         f"Duration: {float(seconds):.0f} s. Pods evicted: {summary.get('evicted', 0)}.",
     ]
     if summary.get("budgets_holding"):
@@ -70,7 +92,13 @@ def end_notice(
     )
 
 
-def _attributes(event: LifecycleEvent, result: str, cluster: str) -> dict[str, str]:
+def _began_by(trigger: str) -> str:
+    if not trigger or trigger == "terminate-hook":
+        return ""
+    return f" (begun by the {trigger}: EC2 ends the instance)"
+
+
+def _attributes(event: Subject, result: str, cluster: str) -> dict[str, str]:
     values = {
         "result": result,
         "cluster": cluster,

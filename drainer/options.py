@@ -45,6 +45,13 @@ class DrainOptions:
     several_budgets_retry: float = 8.0
     """How often a pod under more than one budget is tried again (someone may fix them)."""
     watch_timeout_seconds: int = 240
+    trigger: str = ""
+    """What began the drain when it is not a scale-in ("spot-interruption", ...): the
+    node's record names it, with the deadline, so a later event for the same
+    instance waits for this drain instead of starting another."""
+    fit_grace_to_deadline: bool = False
+    """Cut each eviction's grace period to the time left before the deadline (a spot
+    instance is reclaimed then, whatever its pods asked for)."""
     pod_selector: str = ""
     """kubectl drain's --pod-selector: only the pods this label selector selects are
     drained (the CLI's; the Lambda drains every pod, since the node goes away)."""

@@ -86,3 +86,13 @@ def deletion_deadline(pod: Pod) -> float | None:
     server sets to the deletion time plus the grace period."""
     stamp = pod["metadata"].get("deletionTimestamp")
     return parse_time(stamp) if stamp else None
+
+
+DEFAULT_GRACE_PERIOD = 30
+"""Kubernetes' terminationGracePeriodSeconds when a pod sets none."""
+
+
+def grace_period(pod: Pod) -> int:
+    """The pod's own terminationGracePeriodSeconds."""
+    value = (pod.get("spec") or {}).get("terminationGracePeriodSeconds")
+    return value if isinstance(value, int) and value >= 0 else DEFAULT_GRACE_PERIOD

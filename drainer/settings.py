@@ -334,6 +334,43 @@ class Settings:
             "Tell NOTIFICATION_TOPIC_ARN when a drain starts too.",
         ),
     )
+    spot_interruption_drain: bool = field(
+        default=True,
+        metadata=_env(
+            "SPOT_INTERRUPTION_DRAIN",
+            "bool",
+            "true",
+            "Drain a node at once on its EC2 Spot Instance Interruption Warning, with a "
+            "deadline of the warning's time plus 2 minutes less "
+            "SPOT_DEADLINE_MARGIN_SECONDS. The terminate hook's event that may follow "
+            "for the same instance waits for that drain instead of starting another.",
+        ),
+    )
+    spot_deadline_margin_seconds: int = field(
+        default=15,
+        metadata=_env(
+            "SPOT_DEADLINE_MARGIN_SECONDS",
+            "int",
+            "15",
+            "How long before EC2 reclaims a spot instance (2 minutes after its "
+            "warning) its drain must be over, so evicted pods finish their shutdown "
+            "on a live node; eviction grace periods are cut to fit.",
+            minimum=0,
+            maximum=100,
+        ),
+    )
+    rebalance_action: Literal["off", "cordon", "drain"] = field(
+        default="off",
+        metadata=_env(
+            "REBALANCE_ACTION",
+            "choice",
+            "off",
+            "On an EC2 Instance Rebalance Recommendation (a spot instance at higher "
+            "risk of interruption): off = nothing; cordon = no new pods on the node; "
+            "drain = cordon and evict its pods like a scale-in, within one invocation.",
+            choices=("off", "cordon", "drain"),
+        ),
+    )
     critical_reserve_seconds: int = field(
         default=120,
         metadata=_env(

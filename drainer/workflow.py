@@ -30,6 +30,7 @@ from typing import Any
 
 from drainer import aws, logs
 from drainer.backoff import Backoff
+from drainer.cordon import live_drain, progress_of
 from drainer.drain import Drain
 from drainer.errors import (
     ClusterNotFound,
@@ -39,7 +40,7 @@ from drainer.errors import (
     KubeTooManyRequests,
     TlsVerificationError,
 )
-from drainer.events import Handover, LifecycleEvent
+from drainer.events import Handover, LifecycleEvent, SpotKind
 from drainer.kube import Kube
 from drainer.nodes import find_node
 from drainer.options import DrainOptions
@@ -58,6 +59,7 @@ class Result(StrEnum):
     DRY_RUN = "dry_run"
     FAILED = "failed"  # unrecoverable: RBAC, no cluster, TLS, ...
     NOT_ALLOWED = "not_allowed"  # the ASG is not in ALLOWED_ASGS: not ours to touch
+    CORDONED = "cordoned"  # a rebalance recommendation: cordoned, not drained
 
 
 @dataclass(frozen=True)
@@ -229,7 +231,7 @@ def drain_instance(
             "deadline_source": deadline.source,
         },
     )
-    tools = _Tools(settings, clients, kube_factory, clock, sleep, rng or _jitter(), on_event)
+    tools = Tools(settings, clients, kube_factory, clock, sleep, rng or _jitter(), on_event)
     heartbeat = aws.Heartbeat(clients.autoscaling, event, max(1.0, hook.heartbeat_interval))
     heartbeat.start()
     try:
@@ -252,7 +254,7 @@ def drain_instance(
 
 
 @dataclass(frozen=True)
-class _Tools:
+class Tools:
     """What the steps of one drain share: settings, clients, and the clock they wait on."""
 
     settings: Settings
@@ -291,7 +293,7 @@ def resolve_cluster(
 
 
 def _drain(
-    tools: _Tools,
+    tools: Tools,
     event: LifecycleEvent,
     hook: aws.HookInfo,
     deadline: Deadline,
@@ -315,8 +317,8 @@ def _drain(
         cluster = aws.describe_cluster(tools.clients.eks, cluster_name)
     except ClusterNotFound as e:
         return Run(Result.FAILED, str(e), cluster=cluster_name)
-    run = _drain_with_retries(tools, identity, cluster, deadline, stop_at)
-    run = _leave_target_groups(
+    run = drain_with_retries(tools, identity, cluster, deadline, stop_at, plan=Plan.scale_in(tools))
+    run = leave_target_groups_step(
         tools,
         run,
         instance=identity.instance_id,
@@ -327,8 +329,8 @@ def _drain(
     return replace(run, cluster=cluster_name)
 
 
-def _leave_target_groups(
-    tools: _Tools,
+def leave_target_groups_step(
+    tools: Tools,
     run: Run,
     *,
     instance: str,
@@ -366,12 +368,34 @@ def _leave_target_groups(
     return replace(run, targets=found)
 
 
-def _drain_with_retries(
-    tools: _Tools,
+@dataclass(frozen=True)
+class Plan:
+    """How one drain goes: its engine options, and which drains begun by other
+    invocations for the same instance it waits for rather than start its own."""
+
+    options: DrainOptions
+    follows: frozenset[str]
+
+    @classmethod
+    def scale_in(cls, tools: Tools) -> Plan:
+        """The terminate hook's drain: it waits for a drain a spot event began."""
+        return cls(DrainOptions.from_settings(tools.settings), SPOT_TRIGGERS)
+
+
+SPOT_TRIGGERS = frozenset(str(kind) for kind in SpotKind)
+
+FOLLOW_POLL_SECONDS = 2.0
+"""How often an invocation waiting for another's drain reads the node's record."""
+
+
+def drain_with_retries(
+    tools: Tools,
     identity: aws.NodeIdentity,
     cluster: aws.ClusterInfo,
     deadline: Deadline,
     stop_at: float | None,
+    *,
+    plan: Plan,
 ) -> Run:
     """Drain, starting again while the API server fails beyond the client's own
     retries (the whole drain is safe to repeat), until time runs out."""
@@ -379,7 +403,7 @@ def _drain_with_retries(
     failures = 0
     while True:
         try:
-            return _drain_once(tools, identity, cluster, deadline, stop_at)
+            return _drain_once(tools, identity, cluster, deadline, stop_at, plan=plan)
         except (KubeServerError, KubeTooManyRequests) as e:
             retry_after = e.retry_after if isinstance(e, KubeTooManyRequests) else None
             delay = API_RETRY.delay(failures, tools.rng, retry_after)
@@ -403,13 +427,16 @@ def _drain_with_retries(
 
 
 def _drain_once(
-    tools: _Tools,
+    tools: Tools,
     identity: aws.NodeIdentity,
     cluster: aws.ClusterInfo,
     deadline: Deadline,
     stop_at: float | None,
+    *,
+    plan: Plan,
 ) -> Run:
-    """Find the instance's node and drain it, with a fresh client."""
+    """Find the instance's node and drain it, with a fresh client; or wait for the
+    drain another invocation began on it for a spot event."""
     kube = tools.kube_factory(cluster, cluster.name, tools.settings)
     try:
         node = find_node(
@@ -425,10 +452,82 @@ def _drain_once(
                 f"{identity.private_dns_name or 'none'}): never joined or already gone",
             )
         logs.bind(node_name=node)
-        options = DrainOptions.from_settings(tools.settings)
-        drain = Drain(kube, node, options, clock=tools.clock, on_event=tools.on_event)
+        limit = deadline.at if stop_at is None else min(deadline.at, stop_at)
+        followed = follow_drain(tools, kube, node, plan.follows, limit=limit, deadline=deadline.at)
+        if followed is not None:
+            return followed
+        drain = Drain(kube, node, plan.options, clock=tools.clock, on_event=tools.on_event)
         report = drain.run(deadline.at, stop_at, deadline_source=deadline.source)
     finally:
         kube.close()
     result, message = result_for(report, deadline, tools.settings)
     return Run(result, message, node=node, report=report)
+
+
+# What a drain that another invocation ran means for this one, by the phase it
+# recorded on the node at its end.
+_FOLLOWED = {
+    "drained": Result.DRAINED,
+    "timed_out": Result.TIMED_OUT,
+    "failed": Result.FAILED,
+    "interrupted": Result.FAILED,
+}
+FOLLOW_SLACK_SECONDS = 10.0
+"""How long past its deadline a followed drain may take to record its end."""
+
+
+def follow_drain(
+    tools: Tools,
+    kube: Kube,
+    node: str,
+    triggers: frozenset[str],
+    *,
+    limit: float,
+    deadline: float,
+) -> Run | None:
+    """When the node's record shows a live drain begun by one of `triggers` (another
+    invocation, for a spot event of the same instance), wait for it to end, reading
+    the record, and take its result: the same drain is not started twice. None when
+    there is no such drain, or it went stale (its invocation died): drain then."""
+    current = kube.get_node(node)
+    live = live_drain(current or {}, tools.clock(), triggers) if triggers else None
+    if live is None:
+        return None
+    log.info(
+        "a drain begun by the %s event is under way on node %s; waiting for it instead "
+        "of starting another",
+        live.trigger,
+        node,
+        extra={"followed_trigger": live.trigger},
+    )
+    until = min(live.until + FOLLOW_SLACK_SECONDS, limit)
+    while True:
+        if current is None:
+            return Run(Result.NO_NODE, f"node {node} went away during the {live.trigger} drain")
+        progress = progress_of(current) or {}
+        phase = str(progress.get("phase", ""))
+        if phase != "draining":
+            result = _FOLLOWED.get(phase, Result.DRAINED)
+            return Run(
+                result,
+                f"the drain begun by the {live.trigger} event ended: {phase or 'record removed'}",
+                node=node,
+            )
+        if tools.clock() >= until:
+            break
+        tools.sleep(min(FOLLOW_POLL_SECONDS, max(0.0, until - tools.clock())))
+        current = kube.get_node(node)
+    if until < live.until + FOLLOW_SLACK_SECONDS:  # this drain's own time ran out first
+        result = Result.HANDED_OVER if limit < deadline else Result.TIMED_OUT
+        return Run(
+            result,
+            f"still waiting for the drain begun by the {live.trigger} event on node {node}",
+            node=node,
+        )
+    log.warning(
+        "the drain begun by the %s event on node %s is past its deadline without an end "
+        "(its invocation stopped); draining it here",
+        live.trigger,
+        node,
+    )
+    return None

@@ -32,6 +32,10 @@ _ATTRIBUTES = {
     ("FailedEventsQueue", "Arn"): "arn:aws:sqs:{region}:{account}:{stack}-FailedEventsQueue-XYZ",
     ("FailedEventsQueue", "QueueName"): "{stack}-FailedEventsQueue-XYZ",
     ("TerminateRule", "Arn"): "arn:aws:events:{region}:{account}:rule/{stack}-TerminateRule-XYZ",
+    ("SpotInterruptionRule", "Arn"): (
+        "arn:aws:events:{region}:{account}:rule/{stack}-SpotInterruptionRule-XYZ"
+    ),
+    ("RebalanceRule", "Arn"): "arn:aws:events:{region}:{account}:rule/{stack}-RebalanceRule-XYZ",
 }
 # What Ref returns for a resource (its physical id).
 _REFS = {

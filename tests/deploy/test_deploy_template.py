@@ -105,16 +105,57 @@ def test_stack_creates_the_rule_targeting_the_function_with_a_dead_letter_queue(
     assert target["DeadLetterConfig"] == {"Arn": queue_arn}
 
 
-def test_stack_lets_only_that_rule_invoke_the_function(moto_stack: MotoStack):
+def _rule_arn(moto_stack: MotoStack, logical: str) -> str:
+    arn = moto_stack.client("events").describe_rule(Name=moto_stack.physical_id(logical))["Arn"]
+    return str(arn)
+
+
+def test_stack_lets_only_its_rules_invoke_the_function(moto_stack: MotoStack):
     policy = json.loads(moto_stack.client("lambda").get_policy(FunctionName=STACK)["Policy"])
-    (statement,) = policy["Statement"]
-    rule_arn = moto_stack.client("events").describe_rule(
-        Name=moto_stack.physical_id("TerminateRule")
-    )["Arn"]
-    assert statement["Action"] == "lambda:InvokeFunction"
-    assert statement["Principal"] == {"Service": "events.amazonaws.com"}
-    assert statement["Condition"]["ArnLike"] == {"AWS:SourceArn": rule_arn}
-    assert statement["Condition"]["StringEquals"] == {"AWS:SourceAccount": "123456789012"}
+    sources = set()
+    for statement in policy["Statement"]:
+        assert statement["Action"] == "lambda:InvokeFunction"
+        assert statement["Principal"] == {"Service": "events.amazonaws.com"}
+        assert statement["Condition"]["StringEquals"] == {"AWS:SourceAccount": "123456789012"}
+        sources.add(statement["Condition"]["ArnLike"]["AWS:SourceArn"])
+    # By default: the terminate hook's rule and the spot interruption warnings' rule.
+    assert sources == {
+        _rule_arn(moto_stack, "TerminateRule"),
+        _rule_arn(moto_stack, "SpotInterruptionRule"),
+    }
+
+
+def test_stack_sends_spot_interruption_warnings_to_the_function(moto_stack: MotoStack):
+    events = moto_stack.client("events")
+    rule = events.describe_rule(Name=moto_stack.physical_id("SpotInterruptionRule"))
+    assert json.loads(rule["EventPattern"]) == {
+        "source": ["aws.ec2"],
+        "detail-type": ["EC2 Spot Instance Interruption Warning"],
+    }
+    (target,) = events.list_targets_by_rule(Rule=rule["Name"])["Targets"]
+    assert target["Arn"] == moto_stack.outputs()["FunctionArn"]
+    # A warning is worth nothing once its two minutes are over.
+    assert target["RetryPolicy"]["MaximumEventAgeInSeconds"] == 120
+    summaries = moto_stack.client("cloudformation").list_stack_resources(StackName=STACK)
+    logical = {r["LogicalResourceId"] for r in summaries["StackResourceSummaries"]}
+    assert "RebalanceRule" not in logical  # RebalanceAction defaults to off
+
+
+@pytest.mark.parametrize(
+    "moto_stack", [{"SpotInterruptionDrain": "false", "RebalanceAction": "cordon"}], indirect=True
+)
+def test_stack_rebalance_rule_on_and_spot_rule_off_by_parameters(moto_stack: MotoStack):
+    summaries = moto_stack.client("cloudformation").list_stack_resources(StackName=STACK)
+    logical = {r["LogicalResourceId"] for r in summaries["StackResourceSummaries"]}
+    assert "SpotInterruptionRule" not in logical
+    rule = moto_stack.client("events").describe_rule(Name=moto_stack.physical_id("RebalanceRule"))
+    assert json.loads(rule["EventPattern"])["detail-type"] == [
+        "EC2 Instance Rebalance Recommendation"
+    ]
+    function = moto_stack.client("lambda").get_function(FunctionName=STACK)
+    variables = function["Configuration"]["Environment"]["Variables"]
+    assert variables["REBALANCE_ACTION"] == "cordon"
+    assert variables["SPOT_INTERRUPTION_DRAIN"] == "false"
 
 
 def test_stack_creates_the_log_group_with_retention(moto_stack: MotoStack):

@@ -1,0 +1,237 @@
+"""EC2's spot events: drain a spot node before EC2 reclaims it.
+
+An interruption warning comes two minutes before EC2 stops or terminates the
+instance, too late for a terminate lifecycle hook to help. The node is drained at
+once with a deadline of the warning's time plus 2 minutes less
+SPOT_DEADLINE_MARGIN_SECONDS: every ordinary pod evicted at the same time, grace
+periods cut to fit, the critical tier last when the ordinary pods are gone (or when
+little time is left), and the instance then leaves its target groups.
+
+A rebalance recommendation says the instance is at higher risk of interruption:
+REBALANCE_ACTION cordons the node (no new pods) or drains it within this invocation.
+
+EC2 sends both for every spot instance of the account and region, so `target`
+first decides whether the instance is one of ours: in an Auto Scaling group the
+function covers, and of its cluster. The drain records what began it and its
+deadline on the node (drainer/cordon.py); the terminate hook's event that follows
+for the same instance waits for that drain instead of starting another
+(workflow.follow_drain).
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+from drainer import aws, logs
+from drainer.cordon import cordon_patch, live_drain
+from drainer.errors import ClusterNotFound, InstanceNotFound, KubeError
+from drainer.events import SPOT_NOTICE_SECONDS, Skip, SpotEvent, SpotKind
+from drainer.nodes import find_node
+from drainer.options import DrainOptions
+from drainer.report import DrainEvent
+from drainer.settings import Settings
+from drainer.workflow import (
+    SPOT_TRIGGERS,
+    Deadline,
+    Invocation,
+    KubeFactory,
+    Plan,
+    Result,
+    Run,
+    Tools,
+    drain_with_retries,
+    leave_target_groups_step,
+    work_time,
+)
+
+log = logging.getLogger(__name__)
+
+SPOT_CONCURRENCY = 256
+"""Evictions in flight at once on an interruption warning: every ordinary pod (the
+most EVICTION_CONCURRENCY allows), since none of them has long."""
+
+
+@dataclass(frozen=True)
+class SpotTarget:
+    """A spot event's instance, found to be one of the function's nodes."""
+
+    event: SpotEvent
+    identity: aws.NodeIdentity
+    cluster: str
+    asg_name: str
+
+    @property
+    def instance_id(self) -> str:
+        return self.identity.instance_id
+
+
+def target(event: SpotEvent, settings: Settings, clients: aws.AwsClients) -> SpotTarget | Skip:
+    """The event's instance if the function acts on it; else a Skip saying why."""
+    if event.kind is SpotKind.INTERRUPTION and not settings.spot_interruption_drain:
+        return Skip("spot interruption warning: SPOT_INTERRUPTION_DRAIN is off")
+    if event.kind is SpotKind.REBALANCE and settings.rebalance_action == "off":
+        return Skip("rebalance recommendation: REBALANCE_ACTION is off")
+    if event.kind is SpotKind.INTERRUPTION and event.instance_action not in ("", "terminate"):
+        log.info(
+            "the warning says EC2 will %s the instance, not terminate it; draining all the same "
+            "(its pods go when it stops)",
+            event.instance_action,
+        )
+    try:
+        identity = aws.describe_instance(clients.ec2, event.instance_id)
+    except InstanceNotFound as e:
+        return Skip(f"{event.kind}: {e}")
+    group = identity.asg_name
+    if group and not settings.allows_group(group):
+        return Skip(
+            f"{event.kind}: instance {event.instance_id}'s group {group} is not one of ours"
+        )
+    if not group and settings.allowed_asgs:
+        return Skip(
+            f"{event.kind}: instance {event.instance_id} is in no Auto Scaling group "
+            "(ALLOWED_ASGS lists the groups the function acts on)"
+        )
+    named = aws.cluster_name_for("", identity.tags, "")
+    if not named and group:
+        named = aws.cluster_name_for("", aws.asg_tags(clients.autoscaling, group), "")
+    if named and settings.cluster_name and named != settings.cluster_name:
+        return Skip(
+            f"{event.kind}: instance {event.instance_id} belongs to cluster {named}, "
+            f"not {settings.cluster_name}"
+        )
+    cluster = named or (settings.cluster_name if group in settings.allowed_asgs else "")
+    if not cluster:
+        return Skip(
+            f"{event.kind}: instance {event.instance_id} names no EKS cluster in its tags "
+            "(eks:cluster-name, kubernetes.io/cluster/<name>) and is in no listed group"
+        )
+    return SpotTarget(event, identity, cluster, group)
+
+
+def deadline_of(found: SpotTarget, settings: Settings, now: float) -> Deadline:
+    """An interruption's drain ends the margin before EC2 reclaims the instance; a
+    rebalance drain has DRAIN_TIMEOUT_SECONDS (and this invocation's time)."""
+    event = found.event
+    if event.kind is SpotKind.INTERRUPTION:
+        issued = event.issued_at if event.issued_at is not None else now
+        margin = settings.spot_deadline_margin_seconds
+        return Deadline(
+            issued + SPOT_NOTICE_SECONDS - margin,
+            f"spot interruption warning at {event.event_time} + {SPOT_NOTICE_SECONDS} s "
+            f"- SPOT_DEADLINE_MARGIN_SECONDS ({margin} s)",
+        )
+    timeout = settings.drain_timeout_seconds
+    return Deadline(now + timeout, f"DRAIN_TIMEOUT_SECONDS ({timeout} s)")
+
+
+def plan_for(found: SpotTarget, settings: Settings, deadline: Deadline, now: float) -> Plan:
+    """The engine's options: an interruption evicts every ordinary pod at once, cuts
+    grace periods to the deadline and keeps the critical tier for the last third of
+    the window at most; both record their trigger so that a later event waits for
+    them, and wait for a drain under way themselves."""
+    base = DrainOptions.from_settings(settings)
+    kind = found.event.kind
+    if kind is SpotKind.REBALANCE:
+        return Plan(replace(base, trigger=str(kind)), SPOT_TRIGGERS)
+    window = max(0.0, deadline.at - now)
+    options = replace(
+        base,
+        trigger=str(kind),
+        concurrency=max(base.concurrency, SPOT_CONCURRENCY),
+        critical_reserve_seconds=min(base.critical_reserve_seconds, window / 3),
+        fit_grace_to_deadline=True,
+    )
+    # It waits only for a drain of the same warning (EventBridge delivers at least
+    # once): a slower rebalance drain under way would not end in time.
+    return Plan(options, frozenset({str(kind)}))
+
+
+def drain(
+    found: SpotTarget,
+    settings: Settings,
+    clients: aws.AwsClients,
+    kube_factory: KubeFactory,
+    invocation: Invocation | None,
+    *,
+    clock: Callable[[], float] = time.time,
+    sleep: Callable[[float], None] = time.sleep,
+    rng: random.Random | None = None,
+    on_event: Callable[[DrainEvent], None] | None = None,
+) -> Run:
+    """Drain (or, for a rebalance with REBALANCE_ACTION=cordon, cordon) the node."""
+    logs.bind(cluster=found.cluster, asg_name=found.asg_name)
+    started = clock()
+    deadline = deadline_of(found, settings, started)
+    if invocation is not None:  # no hand-over: the drain ends within this invocation
+        stop = started + work_time(invocation.remaining_seconds(), settings.handover_margin_seconds)
+        if stop < deadline.at:
+            deadline = Deadline(stop, f"{deadline.source}, cut to this invocation's time")
+    log.info(
+        "%s for instance %s: drain deadline in %.0f s",
+        found.event.kind,
+        found.instance_id,
+        deadline.at - started,
+        extra={"deadline_source": deadline.source},
+    )
+    tools = Tools(settings, clients, kube_factory, clock, sleep, rng or random.Random(), on_event)  # noqa: S311 - jitter
+    try:
+        cluster = aws.describe_cluster(clients.eks, found.cluster)
+    except ClusterNotFound as e:
+        return Run(Result.FAILED, str(e), cluster=found.cluster, deadline=deadline)
+    if found.event.kind is SpotKind.REBALANCE and settings.rebalance_action == "cordon":
+        run = _cordon(tools, found, cluster)
+    else:
+        run = drain_with_retries(
+            tools,
+            found.identity,
+            cluster,
+            deadline,
+            None,
+            plan=plan_for(found, settings, deadline, started),
+        )
+        run = leave_target_groups_step(
+            tools,
+            run,
+            instance=found.instance_id,
+            cluster=found.cluster,
+            deadline=deadline,
+            stop_at=None,
+        )
+    return replace(run, cluster=found.cluster, started_at=started, deadline=deadline)
+
+
+def _cordon(tools: Tools, found: SpotTarget, cluster: aws.ClusterInfo) -> Run:
+    """A rebalance recommendation with REBALANCE_ACTION=cordon: no new pods on the
+    node; its pods stay until the interruption warning or the terminate hook."""
+    kube = tools.kube_factory(cluster, cluster.name, tools.settings)
+    try:
+        identity = found.identity
+        node = find_node(
+            kube,
+            identity.private_dns_name,
+            identity.hostname_candidates,
+            identity.provider_id_suffix,
+        )
+        current = kube.get_node(node) if node else None
+        if node is None or current is None:
+            return Run(Result.NO_NODE, f"no Kubernetes node for instance {identity.instance_id}")
+        logs.bind(node_name=node)
+        if live_drain(current, tools.clock(), SPOT_TRIGGERS) is not None:
+            return Run(Result.CORDONED, f"node {node} is being drained already", node=node)
+        trigger = str(found.event.kind)
+        patch, _ = cordon_patch(current, tools.clock(), trigger=trigger, phase="cordoned")
+        kube.patch_node(node, patch, dry_run=tools.settings.dry_run)
+    except KubeError as e:
+        return Run(Result.FAILED, f"could not cordon the node: {e}")
+    finally:
+        kube.close()
+    return Run(
+        Result.CORDONED,
+        f"cordoned node {node} on the rebalance recommendation; its pods stay until the "
+        "interruption warning or the terminate hook drains it",
+        node=node,
+    )
