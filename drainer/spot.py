@@ -3,7 +3,7 @@
 An interruption warning comes two minutes before EC2 stops or terminates the
 instance, too late for a terminate lifecycle hook to help. The node is drained at
 once with a deadline of the warning's time plus 2 minutes less
-SPOT_DEADLINE_MARGIN_SECONDS: every ordinary pod evicted at the same time, grace
+SPOT_DEADLINE_MARGIN_SECONDS: the ordinary pods evicted at the same time, grace
 periods cut to fit, the critical tier last when the ordinary pods are gone (or when
 little time is left), and the instance then leaves its target groups.
 
@@ -49,10 +49,6 @@ from drainer.workflow import (
 )
 
 log = logging.getLogger(__name__)
-
-SPOT_CONCURRENCY = 256
-"""Evictions in flight at once on an interruption warning: every ordinary pod (the
-most EVICTION_CONCURRENCY allows), since none of them has long."""
 
 
 @dataclass(frozen=True)
@@ -129,7 +125,8 @@ def deadline_of(found: SpotTarget, settings: Settings, now: float) -> Deadline:
 
 
 def plan_for(found: SpotTarget, settings: Settings, deadline: Deadline, now: float) -> Plan:
-    """The engine's options: an interruption evicts every ordinary pod at once, cuts
+    """The engine's options: an interruption evicts the ordinary pods at once (as many
+    as EVICTION_CONCURRENCY and their budgets allow), cuts
     grace periods to the deadline and keeps the critical tier for the last third of
     the window at most; both record their trigger so that a later event waits for
     them, and wait for a drain under way themselves."""
@@ -141,7 +138,6 @@ def plan_for(found: SpotTarget, settings: Settings, deadline: Deadline, now: flo
     options = replace(
         base,
         trigger=str(kind),
-        concurrency=max(base.concurrency, SPOT_CONCURRENCY),
         critical_reserve_seconds=min(base.critical_reserve_seconds, window / 3),
         fit_grace_to_deadline=True,
     )

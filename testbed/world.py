@@ -13,7 +13,7 @@ from typing import Any
 
 import boto3
 
-from awssim import AwsSim
+from awssim import AwsSim, spot
 from awssim.world import NodeGroup, create_node_group
 from kubesim import DRAINER_GROUP, EksIdentity
 from kubesim.testing import eventually
@@ -116,6 +116,15 @@ class World:
             self.group.asg_name, instance_id, self.group.hook_name, age
         )
         return self.aws.event_for(token)
+
+    def spot_warning(self, instance_id: str, age: float = 0.0) -> dict[str, Any]:
+        """The EC2 Spot Instance Interruption Warning for the instance, sent `age`
+        seconds ago (EC2 reclaims it two minutes after)."""
+        return spot.interruption_warning(self.aws.account_id, self.region, instance_id, age=age)
+
+    def rebalance(self, instance_id: str) -> dict[str, Any]:
+        """The EC2 Instance Rebalance Recommendation for the instance."""
+        return spot.rebalance_recommendation(self.aws.account_id, self.region, instance_id)
 
     def scale_in(self, count: int = 1) -> list[dict[str, Any]]:
         return self.aws.scale_in(self.group.asg_name, count)
