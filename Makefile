@@ -44,7 +44,7 @@ clean:
 
 # --- package and deploy (tools/package.py, tools/deploy.py; README "Deploy") ----------
 # make package [ARCH=arm64|x86_64]: build/eks-node-drainer.zip and its manifest.
-# make deploy CLUSTER_NAME=... ASG_NAMES=a,b [ARCH=] [STACK_NAME=eks-node-drainer]
+# make deploy CLUSTER_NAME=... ASG_NAMES=a,b and/or ASG_TAG=key=value [ARCH=] [STACK_NAME=eks-node-drainer]
 #   [REGION=] [BUCKET=] [PARAMS_FILE=params.json] [PARAMS="DrainTimeoutSeconds=7200 ..."]
 # deploy checks parameters and credentials before it builds or uploads anything.
 ARCH ?=
@@ -64,12 +64,12 @@ package: $(STAMP)
 
 deploy: $(STAMP)
 	$(PY) -m tools.deploy --stack-name "$(STACK_NAME)" --cluster-name "$(CLUSTER_NAME)" \
-	  --asg-names "$(ASG_NAMES)" --arch "$(ARCH)" --region "$(REGION)" --bucket "$(BUCKET)" \
+	  --asg-names "$(ASG_NAMES)" --asg-tag "$(ASG_TAG)" --arch "$(ARCH)" --region "$(REGION)" --bucket "$(BUCKET)" \
 	  --params-file "$(PARAMS_FILE)" $(if $(APPLY_RBAC),--apply-rbac) \
 	  $(if $(APPLY_RBAC),$(if $(KUBECONFIG),--kubeconfig "$(KUBECONFIG)")) \
 	  $(if $(APPLY_RBAC),$(if $(CONTEXT),--context "$(CONTEXT)")) $(PARAMS)
 
-# make preflight CLUSTER_NAME=... ASG_NAMES=a,b [REGION=] [SUBNET_IDS=a,b]
+# make preflight CLUSTER_NAME=... ASG_NAMES=a,b and/or ASG_TAG=key=value [REGION=] [SUBNET_IDS=a,b]
 #   [KUBECONFIG=path [CONTEXT=name]]: read-only checks of the cluster, its groups and,
 #   with a kubeconfig, k8s-rbac/ (tools/preflight.py); make deploy runs them first.
 SUBNET_IDS ?=
@@ -77,6 +77,7 @@ CONTEXT ?=
 
 preflight: $(STAMP)
 	$(PY) -m tools.preflight --cluster-name "$(CLUSTER_NAME)" --asg-names "$(ASG_NAMES)" \
+	  --asg-tag "$(ASG_TAG)" \
 	  --region "$(REGION)" --subnet-ids "$(SUBNET_IDS)" \
 	  $(if $(KUBECONFIG),--kubeconfig "$(KUBECONFIG)") $(if $(CONTEXT),--context "$(CONTEXT)")
 

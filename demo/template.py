@@ -3,9 +3,10 @@
 The demo runs the handler with the environment CloudFormation would give it when
 every parameter keeps its default: the function's `Environment.Variables` with each
 `!Ref Parameter` resolved to that parameter's `Default`, the function's `Timeout`,
-and the terminate hook's name, heartbeat timeout, default result and notification
-metadata. The two parameters without a default (ClusterName, AsgNames) are the
-demo's cluster and Auto Scaling group.
+and the terminate hook the function keeps on its groups (drainer/hooks.py: name,
+heartbeat timeout, default result and notification metadata, from that
+environment). ClusterName, without a default, and AsgNames are the demo's
+cluster and Auto Scaling group.
 
 When template.yaml is missing or cannot be read, the demo falls back to the
 defaults of drainer.settings and says so: the drainer's own defaults are the same
@@ -20,6 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
+from drainer.errors import SettingsError
 
 ROOT = Path(__file__).resolve().parent.parent
 TEMPLATE = ROOT / "template.yaml"
@@ -83,7 +86,7 @@ def load(
     """
     try:
         function = from_template(path, cluster_name, asg_name)
-    except (OSError, yaml.YAMLError, TemplateError) as e:
+    except (OSError, yaml.YAMLError, TemplateError, SettingsError) as e:
         function = from_settings(cluster_name, asg_name, f"{path.name} not usable ({e})")
     if overrides:
         environment = {**function.environment, **overrides}
@@ -122,26 +125,20 @@ def from_template(path: Path, cluster_name: str, asg_name: str) -> Function:
         name: _resolve(_choose(value, conditions, values), values)
         for name, value in variables.items()
     }
-    hooks = [
-        r.get("Properties") or {}
-        for r in resources.values()
-        if isinstance(r, dict)
-        and r.get("Type") == "AWS::AutoScaling::LifecycleHook"
-        and (r.get("Properties") or {}).get("LifecycleTransition")
-        == "autoscaling:EC2_INSTANCE_TERMINATING"
-    ]
-    if not hooks:
-        raise TemplateError("no terminate AWS::AutoScaling::LifecycleHook")
-    hook = hooks[0]
+    # The function keeps the hooks (drainer/hooks.py): the hook is the one it puts.
+    from drainer.hooks import DEFAULT_RESULT, HookSpec
+    from drainer.settings import Settings
+
+    spec = HookSpec.from_settings(Settings.from_env(environment))
     return Function(
         environment=environment,
         timeout_seconds=int(_resolve(function.get("Timeout", 3), values)),
         memory_mb=int(_resolve(function.get("MemorySize", 128), values)),
         hook=Hook(
-            name=_resolve(hook.get("LifecycleHookName", ""), values),
-            heartbeat_timeout=int(_resolve(hook.get("HeartbeatTimeout", 3600), values)),
-            default_result=_resolve(hook.get("DefaultResult", "ABANDON"), values),
-            notification_metadata=_resolve(hook.get("NotificationMetadata", ""), values),
+            name=spec.name,
+            heartbeat_timeout=spec.heartbeat_timeout,
+            default_result=DEFAULT_RESULT,
+            notification_metadata=spec.notification_metadata,
         ),
         source=f"{path.name} defaults",
     )

@@ -238,6 +238,10 @@ def _aws_error(error: ClientError | BotoCoreError, action: str, what: str) -> Aw
     return AwsError(f"{what}: {code}: {_error_message(error)}")
 
 
+aws_error = _aws_error
+"""The same translation, for the modules that make their own calls (drainer/hooks.py)."""
+
+
 # --- EC2: instance to node identity ----------------------------------------------
 
 

@@ -158,13 +158,61 @@ def _epoch(text: str) -> float | None:
     return moment.timestamp()
 
 
+@dataclass(frozen=True)
+class HookSyncEvent:
+    """Time to check the node groups' lifecycle hooks (drainer/hooks.py): the
+    schedule's event, an Auto Scaling API call seen by CloudTrail, or make deploy's
+    {"sync_hooks": {}}."""
+
+    trigger: str
+    """"schedule", "deploy" or "api:<eventName>", for the log."""
+    asg_name: str = ""
+    """The group the API call named, when it named one (for the log)."""
+
+
+SCHEDULED_SOURCE = "aws.events"
+SCHEDULED_DETAIL_TYPE = "Scheduled Event"
+CLOUDTRAIL_DETAIL_TYPE = "AWS API Call via CloudTrail"
+HOOK_SYNC_API_CALLS = frozenset(
+    {"CreateAutoScalingGroup", "CreateOrUpdateTags", "DeleteLifecycleHook"}
+)
+"""Auto Scaling API calls after which a group may lack its hook."""
+
+
+def _hook_sync(event: Mapping[str, Any]) -> HookSyncEvent | None:
+    """The event as a hook sync, or None when it is not one."""
+    if "sync_hooks" in event:
+        return HookSyncEvent("deploy")
+    detail = event.get("detail")
+    if (
+        event.get("source") == SCHEDULED_SOURCE
+        and event.get("detail-type") == SCHEDULED_DETAIL_TYPE
+    ):
+        return HookSyncEvent("schedule")
+    if (
+        event.get("source") == SOURCE
+        and event.get("detail-type") == CLOUDTRAIL_DETAIL_TYPE
+        and isinstance(detail, dict)
+        and detail.get("eventSource") == "autoscaling.amazonaws.com"
+        and detail.get("eventName") in HOOK_SYNC_API_CALLS
+    ):
+        request = detail.get("requestParameters")
+        asg_name = request.get("autoScalingGroupName") if isinstance(request, dict) else None
+        return HookSyncEvent(
+            f"api:{detail['eventName']}", asg_name if isinstance(asg_name, str) else ""
+        )
+    return None
+
+
 class _Malformed(Exception):
     """Internal: a required field is missing or has the wrong type."""
 
 
-def parse_event(event: object) -> LifecycleEvent | SpotEvent | SelfCheckEvent | Skip:
-    """Turn an invocation event into a LifecycleEvent (or a spot event, or a
-    self-check), or a Skip saying why not."""
+def parse_event(
+    event: object,
+) -> LifecycleEvent | SpotEvent | SelfCheckEvent | HookSyncEvent | Skip:
+    """Turn an invocation event into a LifecycleEvent (or a spot event, a self-check
+    or a hook sync), or a Skip saying why not."""
     if not isinstance(event, dict):
         return Skip(f"event is a {type(event).__name__}, not a JSON object")
     if "self_check" in event:
@@ -172,6 +220,9 @@ def parse_event(event: object) -> LifecycleEvent | SpotEvent | SelfCheckEvent | 
         if not isinstance(check, dict) or not isinstance(check.get("cluster_name", ""), str):
             return Skip('malformed self-check: expected {"self_check": {"cluster_name": ...}}')
         return SelfCheckEvent(check.get("cluster_name", ""))
+    sync = _hook_sync(event)
+    if sync is not None:
+        return sync
     detail = event.get("detail")
     if isinstance(detail, dict) and TEST_NOTIFICATION in (
         detail.get("Event"),

@@ -18,6 +18,7 @@ from typing import Any
 from drainer import aws, logs, notices
 from drainer.errors import AwsError, SettingsError
 from drainer.events import (
+    HookSyncEvent,
     LifecycleEvent,
     SelfCheckEvent,
     Skip,
@@ -27,7 +28,15 @@ from drainer.events import (
 )
 from drainer.report import Kind
 from drainer.settings import Settings, TimeoutPolicy
-from drainer.workflow import Invocation, KubeFactory, Result, Run, drain_instance, eks_kube
+from drainer.workflow import (
+    Invocation,
+    KubeFactory,
+    Result,
+    Run,
+    drain_instance,
+    eks_kube,
+    group_allowed,
+)
 
 log = logging.getLogger(__name__)
 
@@ -114,6 +123,11 @@ def lambda_handler(event: Any, context: Any) -> dict[str, Any]:
     if isinstance(parsed, SelfCheckEvent):
         clients, kube_factory = _aws(settings, os.environ.get("AWS_REGION", ""))
         return self_check(parsed, settings, clients, kube_factory)
+    if isinstance(parsed, HookSyncEvent):
+        from drainer import hooks
+
+        clients, _ = _aws(settings, os.environ.get("AWS_REGION", ""))
+        return hooks.sync_hooks(clients.autoscaling, settings, parsed.trigger).result()
     logs.bind(**parsed.log_keys())
     clients, kube_factory = _aws(settings, os.environ.get("AWS_REGION", "") or parsed.region)
     invocation = None
@@ -185,7 +199,7 @@ def handle(
     elif (
         settings.notification_topic_arn
         and settings.notify_on_start
-        and settings.allows_group(event.asg_name)
+        and group_allowed(settings, clients.autoscaling, event.asg_name)
     ):
         notice = notices.start_notice(event, settings.cluster_name)
         notices.publish(clients.sns, settings.notification_topic_arn, notice)

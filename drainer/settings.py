@@ -157,7 +157,58 @@ class Settings:
             "names",
             "",
             "Comma-separated Auto Scaling group names the function may act on; "
-            "events from other groups are refused. Empty: any group.",
+            "events from other groups are refused unless ASG_TAG admits them. Empty, "
+            "with ASG_TAG empty too: any group.",
+        ),
+    )
+    asg_tag: str = field(
+        default="",
+        metadata=_env(
+            "ASG_TAG",
+            "str",
+            "",
+            "An Auto Scaling group tag, key=value, that puts a group in the function's "
+            "care beside ALLOWED_ASGS: the function gives every group carrying it a "
+            "terminate hook (CREATE_LIFECYCLE_HOOKS) and drains its instances, unless "
+            "the group's cluster tags name another cluster than CLUSTER_NAME. Empty: "
+            "ALLOWED_ASGS alone.",
+            pattern=r"[A-Za-z0-9 +\-._:/@]{1,128}=[A-Za-z0-9 +\-._:/@]{1,256}",
+            pattern_description="key=value: a tag key of up to 128 and a value of up to "
+            "256 letters, digits, spaces or + - . _ : / @ (no '=' in either)",
+        ),
+    )
+    create_lifecycle_hooks: bool = field(
+        default=True,
+        metadata=_env(
+            "CREATE_LIFECYCLE_HOOKS",
+            "bool",
+            "true",
+            "Keep a terminate lifecycle hook named LIFECYCLE_HOOK_NAME on every group "
+            "of ALLOWED_ASGS and ASG_TAG (created or corrected on a schedule, on Auto "
+            "Scaling API events and at deploy). false: the hooks are yours to make.",
+        ),
+    )
+    lifecycle_hook_name: str = field(
+        default="eks-node-drainer",
+        metadata=_env(
+            "LIFECYCLE_HOOK_NAME",
+            "str",
+            "eks-node-drainer",
+            "Name of the terminate lifecycle hooks the function keeps on its groups.",
+            pattern=r"[A-Za-z0-9\-_/]{1,255}",
+            pattern_description="1 to 255 letters, digits, '-', '_' or '/'",
+        ),
+    )
+    heartbeat_timeout: int = field(
+        default=600,
+        metadata=_env(
+            "HEARTBEAT_TIMEOUT",
+            "int",
+            "600",
+            "HeartbeatTimeout of the hooks the function keeps: seconds an instance "
+            "waits without a heartbeat before the hook's DefaultResult (CONTINUE).",
+            minimum=30,
+            maximum=7200,
         ),
     )
     drain_timeout_seconds: int = field(
@@ -457,8 +508,21 @@ class Settings:
         return cls(**values)
 
     def allows_group(self, asg_name: str) -> bool:
-        """ALLOWED_ASGS: may the function act on this Auto Scaling group's instances?"""
-        return not self.allowed_asgs or asg_name in self.allowed_asgs
+        """ALLOWED_ASGS: may the function act on this Auto Scaling group's instances,
+        by its name alone? True for any group when neither ALLOWED_ASGS nor ASG_TAG is
+        set; a group admitted by ASG_TAG only needs its tags read
+        (drainer.workflow.group_allowed)."""
+        if not self.allowed_asgs and not self.asg_tag:
+            return True
+        return asg_name in self.allowed_asgs
+
+    @property
+    def asg_tag_pair(self) -> tuple[str, str] | None:
+        """ASG_TAG as (key, value); None when unset."""
+        if not self.asg_tag:
+            return None
+        key, _, value = self.asg_tag.partition("=")
+        return key, value
 
     def describe(self) -> dict[str, object]:
         """The resolved settings, JSON-ready, for the one log line at cold start.

@@ -44,6 +44,7 @@ from drainer.workflow import (
     Run,
     Tools,
     drain_with_retries,
+    group_refused,
     leave_target_groups_step,
     work_time,
 )
@@ -82,14 +83,14 @@ def target(event: SpotEvent, settings: Settings, clients: aws.AwsClients) -> Spo
     except InstanceNotFound as e:
         return Skip(f"{event.kind}: {e}")
     group = identity.asg_name
-    if group and not settings.allows_group(group):
-        return Skip(
-            f"{event.kind}: instance {event.instance_id}'s group {group} is not one of ours"
-        )
-    if not group and settings.allowed_asgs:
+    if group:
+        refused = group_refused(settings, clients.autoscaling, group)
+        if refused:
+            return Skip(f"{event.kind}: instance {event.instance_id}: {refused}")
+    elif settings.allowed_asgs or settings.asg_tag:
         return Skip(
             f"{event.kind}: instance {event.instance_id} is in no Auto Scaling group "
-            "(ALLOWED_ASGS lists the groups the function acts on)"
+            "(ALLOWED_ASGS and ASG_TAG choose the groups the function acts on)"
         )
     named = aws.cluster_name_for("", identity.tags, "")
     if not named and group:
@@ -99,7 +100,7 @@ def target(event: SpotEvent, settings: Settings, clients: aws.AwsClients) -> Spo
             f"{event.kind}: instance {event.instance_id} belongs to cluster {named}, "
             f"not {settings.cluster_name}"
         )
-    cluster = named or (settings.cluster_name if group in settings.allowed_asgs else "")
+    cluster = named or (settings.cluster_name if group else "")
     if not cluster:
         return Skip(
             f"{event.kind}: instance {event.instance_id} names no EKS cluster in its tags "

@@ -213,13 +213,9 @@ def drain_instance(
 ) -> Run:
     """Drain the event's instance, heartbeating its lifecycle action meanwhile."""
     started_at = event.handover.started_at if event.handover else clock()
-    if not settings.allows_group(event.asg_name):
-        return Run(
-            Result.NOT_ALLOWED,
-            f"Auto Scaling group {event.asg_name} is not in ALLOWED_ASGS "
-            f"({', '.join(sorted(settings.allowed_asgs))}); leaving its lifecycle action alone",
-            started_at=started_at,
-        )
+    refused = group_refused(settings, clients.autoscaling, event.asg_name)
+    if refused:
+        return Run(Result.NOT_ALLOWED, refused, started_at=started_at)
     hook = aws.lifecycle_hook(clients.autoscaling, event.asg_name, event.hook_name)
     deadline = effective_deadline(started_at, event, hook, settings)
     log.info(
@@ -251,6 +247,29 @@ def drain_instance(
         action_gone=heartbeat.gone,
         handover=handover,
     )
+
+
+def group_refused(settings: Settings, autoscaling: aws.Client, asg_name: str) -> str:
+    """Why the function may not act on this Auto Scaling group's instances; "" when
+    it may: named in ALLOWED_ASGS, or carrying ASG_TAG (its tags read once) and not
+    tagged for another cluster, or neither setting set (any group)."""
+    if settings.allows_group(asg_name):
+        return ""
+    named = ", ".join(sorted(settings.allowed_asgs)) or "none"
+    why = f"Auto Scaling group {asg_name} is not in ALLOWED_ASGS ({named})"
+    if settings.asg_tag:
+        from drainer.hooks import tag_admits
+
+        admitted, reason = tag_admits(aws.asg_tags(autoscaling, asg_name), settings)
+        if admitted:
+            return ""
+        why += f" and ASG_TAG {settings.asg_tag} does not admit it ({reason})"
+    return why + "; leaving its lifecycle action alone"
+
+
+def group_allowed(settings: Settings, autoscaling: aws.Client, asg_name: str) -> bool:
+    """May the function act on this Auto Scaling group's instances (group_refused)?"""
+    return not group_refused(settings, autoscaling, asg_name)
 
 
 @dataclass(frozen=True)

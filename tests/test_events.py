@@ -11,6 +11,7 @@ import pytest
 
 from drainer.events import (
     Handover,
+    HookSyncEvent,
     LifecycleEvent,
     Skip,
     parse_event,
@@ -246,3 +247,63 @@ def test_with_handover__replaces_an_earlier_handover(load_event: LoadEvent) -> N
 
 def test_handover__handed_on__counts_one_more_handover_and_adds_beats() -> None:
     assert Handover(100.0, 2, 10).handed_on(heartbeats=5) == Handover(100.0, 3, 15)
+
+
+# --- hook syncs: the schedule, Auto Scaling API calls, make deploy ------------------------
+
+
+@pytest.mark.parametrize(
+    ("fixture", "expected"),
+    [
+        ("schedule", HookSyncEvent("schedule")),
+        ("api-create-or-update-tags", HookSyncEvent("api:CreateOrUpdateTags")),
+        (
+            "api-create-auto-scaling-group",
+            HookSyncEvent("api:CreateAutoScalingGroup", "eks-workers-c"),
+        ),
+    ],
+)
+def test_parse_event__schedule_and_api_call_fixtures__are_hook_syncs(
+    load_event: LoadEvent, fixture: str, expected: HookSyncEvent
+) -> None:
+    assert parse_event(load_event(fixture)) == expected
+
+
+def test_parse_event__deploys_payload__is_a_hook_sync() -> None:
+    assert parse_event({"sync_hooks": {}}) == HookSyncEvent("deploy")
+
+
+def test_parse_event__delete_lifecycle_hook_call__is_a_hook_sync(load_event: LoadEvent) -> None:
+    event = load_event("api-create-or-update-tags")
+    event["detail"]["eventName"] = "DeleteLifecycleHook"
+    event["detail"]["requestParameters"] = {
+        "autoScalingGroupName": "eks-workers-a",
+        "lifecycleHookName": "eks-node-drainer",
+    }
+
+    assert parse_event(event) == HookSyncEvent("api:DeleteLifecycleHook", "eks-workers-a")
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "reason"),
+    [
+        ("detail.eventName", "SetDesiredCapacity", "detail-type is 'AWS API Call via CloudTrail'"),
+        ("detail.eventSource", "ec2.amazonaws.com", "detail-type is 'AWS API Call via CloudTrail'"),
+        ("detail", "not an object", "detail-type is 'AWS API Call via CloudTrail'"),
+        ("source", "aws.ec2", "source is 'aws.ec2'"),
+    ],
+)
+def test_parse_event__other_api_calls__still_skipped(
+    load_event: LoadEvent, path: str, value: object, reason: str
+) -> None:
+    parsed = parse_event(_mutated(load_event("api-create-or-update-tags"), path, value))
+
+    assert isinstance(parsed, Skip)
+    assert reason in parsed.reason
+
+
+def test_parse_event__other_events_source__still_skipped(load_event: LoadEvent) -> None:
+    parsed = parse_event(_mutated(load_event("schedule"), "detail-type", "Something Else"))
+
+    assert isinstance(parsed, Skip)
+    assert "source is 'aws.events'" in parsed.reason

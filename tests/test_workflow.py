@@ -325,6 +325,68 @@ def test_asg_not_allowed__not_allowed__no_heartbeat(scene_for: Callable[..., Sce
     assert scene.sim.calls("heartbeat") == []
 
 
+def _tag(scene: Scene, **tags: str) -> None:
+    scene.clients.autoscaling.create_or_update_tags(
+        Tags=[
+            {
+                "ResourceId": scene.group.asg_name,
+                "ResourceType": "auto-scaling-group",
+                "Key": key,
+                "Value": value,
+                "PropagateAtLaunch": False,
+            }
+            for key, value in tags.items()
+        ]
+    )
+
+
+def test_asg_tagged_but_not_named__drained(scene_for: Callable[..., Scene]) -> None:
+    scene = scene_for()
+    _tag(scene, **{"eks-node-drainer/enabled": "true"})
+    _node(scene.kubesim, scene.node_name)
+    settings = Settings(
+        cluster_name=CLUSTER,
+        allowed_asgs=frozenset({"other-workers"}),
+        asg_tag="eks-node-drainer/enabled=true",
+    )
+
+    run = scene.drain(settings, time.time)
+
+    assert run.result == Result.DRAINED, run.message
+    assert workflow.group_allowed(settings, scene.clients.autoscaling, scene.group.asg_name)
+
+
+@pytest.mark.parametrize(
+    ("tags", "why"),
+    [
+        ({}, "not tagged eks-node-drainer/enabled=true"),
+        ({"eks-node-drainer/enabled": "false"}, "not tagged eks-node-drainer/enabled=true"),
+        (
+            {"eks-node-drainer/enabled": "true", "eks:cluster-name": "staging"},
+            "tagged for cluster staging, not prod",
+        ),
+    ],
+    ids=["untagged", "other-value", "other-cluster"],
+)
+def test_asg_neither_named_nor_tagged__not_allowed__message_names_both(
+    scene_for: Callable[..., Scene], tags: dict[str, str], why: str
+) -> None:
+    scene = scene_for()
+    if tags:
+        _tag(scene, **tags)
+    settings = Settings(cluster_name=CLUSTER, asg_tag="eks-node-drainer/enabled=true")
+
+    run = scene.drain(settings, Clock(time.time()))
+
+    assert run.result == Result.NOT_ALLOWED
+    assert run.message == (
+        "Auto Scaling group eks-workers is not in ALLOWED_ASGS (none) and ASG_TAG "
+        f"eks-node-drainer/enabled=true does not admit it ({why}); leaving its "
+        "lifecycle action alone"
+    )
+    assert scene.sim.calls("heartbeat") == []
+
+
 def test_no_cluster_anywhere__failed__says_where_to_name_it(
     scene_for: Callable[..., Scene],
 ) -> None:

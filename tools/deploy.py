@@ -53,7 +53,9 @@ TEMPLATE_BODY_LIMIT = 51_200
 KEY_PREFIX = "eks-node-drainer"
 CAPABILITIES = ["CAPABILITY_IAM"]
 # Required parameters and the make variable that sets each.
-REQUIRED = {"ClusterName": "CLUSTER_NAME", "AsgNames": "ASG_NAMES"}
+REQUIRED = {"ClusterName": "CLUSTER_NAME"}
+# The node groups: by name, by tag, or both; at least one of the two.
+GROUPS = {"AsgNames": "ASG_NAMES", "AsgTag": "ASG_TAG"}
 # Set by this script from the upload, never by the user.
 MANAGED = ("CodeS3Bucket", "CodeS3Key")
 _NO_CHANGES = ("didn't contain changes", "No updates are to be performed")
@@ -155,10 +157,13 @@ def collect_parameters(
             2,
         )
     missing = [f"{var} (parameter {key})" for key, var in REQUIRED.items() if not given.get(key)]
+    if not any(given.get(key) for key in GROUPS):
+        missing.append(" or ".join(f"{var} (parameter {key})" for key, var in GROUPS.items()))
     if missing:
         raise DeployError(
             f"missing {' and '.join(missing)}: e.g. make deploy CLUSTER_NAME=my-cluster "
-            "ASG_NAMES=my-nodes-a,my-nodes-b, or put them in PARAMS_FILE",
+            "ASG_NAMES=my-nodes-a,my-nodes-b (or ASG_TAG=eks-node-drainer/enabled=true, "
+            "for every group tagged so), or put them in PARAMS_FILE",
             2,
         )
     problems = [p for key, value in given.items() if (p := check_value(key, value, spec[key]))]
@@ -454,7 +459,10 @@ def next_steps(
     outputs: Mapping[str, str], values: Mapping[str, str], region: str, stack_name: str
 ) -> str:
     """The stack's outputs as commands to run next (built here when an output is missing)."""
-    asg = values["AsgNames"].split(",")[0]
+    asg = (
+        values.get("AsgNames", "").split(",")[0]
+        or "<a group tagged " + values.get("AsgTag", "") + ">"
+    )
     cluster = values["ClusterName"]
     function = outputs.get("FunctionName", stack_name)  # the template names it so
     kubeconfig = outputs.get(
@@ -504,6 +512,7 @@ class Options:
     stack_name: str = "eks-node-drainer"
     cluster_name: str = ""
     asg_names: str = ""
+    asg_tag: str = ""
     arch: str = ""
     region: str = ""
     profile: str = ""
@@ -625,6 +634,52 @@ def self_check(lambda_client: Client, function: str, cluster: str) -> dict[str, 
     return {"passed": passed, "message": str(message)}
 
 
+def sync_hooks(lambda_client: Client, function: str) -> dict[str, Any]:
+    """Invoke the function once to put its groups' lifecycle hooks in place now
+    ({"sync_hooks": {}}, drainer/hooks.py); its answer, or {"result": "sync_failed"}."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    try:
+        answer = lambda_client.invoke(
+            FunctionName=function,
+            InvocationType="RequestResponse",
+            Payload=json.dumps({"sync_hooks": {}}).encode(),
+        )
+    except (BotoCoreError, ClientError) as e:
+        return {"result": "sync_failed", "message": f"could not invoke {function}: {e}"}
+    text = answer["Payload"].read().decode(errors="replace")
+    if answer.get("FunctionError"):
+        return {"result": "sync_failed", "message": f"{function} failed: {text[:500]}"}
+    try:
+        result = json.loads(text)
+    except ValueError:
+        result = None
+    if not isinstance(result, dict):
+        return {"result": "sync_failed", "message": f"{function} answered {text[:200]!r}"}
+    return result
+
+
+def describe_sync(answer: Mapping[str, Any]) -> str:
+    """make deploy's line about the hooks the function just put in place."""
+    if answer.get("result") != "hooks_synced":
+        return (
+            f"warning: the lifecycle hooks were not synced now ({answer.get('message', answer)}); "
+            "the function's schedule puts them in place within 10 minutes"
+        )
+    lines = [
+        f"lifecycle hooks in place on {answer.get('groups', 0)} group(s): "
+        + (", ".join(answer.get("covered", [])) or "none yet")
+    ]
+    for key, label in (("hooks_created", "created on"), ("hooks_updated", "corrected on")):
+        if answer.get(key):
+            lines.append(f"  {label}: {', '.join(answer[key])}")
+    for name, why in dict(answer.get("skipped", {})).items():
+        lines.append(f"  left alone: {name} ({why})")
+    for name, why in dict(answer.get("failed", {})).items():
+        lines.append(f"  warning: {name}: {why}")
+    return "\n".join(lines)
+
+
 def wait_for_self_check(
     lambda_client: Client,
     function: str,
@@ -679,7 +734,8 @@ def _preflight(aws: Aws, values: Mapping[str, str], say: Say) -> None:
         aws,
         preflight.Options(
             cluster_name=values["ClusterName"],
-            asg_names=tuple(n for n in values["AsgNames"].split(",") if n),
+            asg_names=tuple(n for n in values.get("AsgNames", "").split(",") if n),
+            asg_tag=values.get("AsgTag", ""),
             hook_name=values.get("LifecycleHookName", "eks-node-drainer"),
             subnet_ids=_list_parameter(values.get("SubnetIds", "")),
             access_entry=values.get("CreateAccessEntry", "true") == "true",
@@ -707,6 +763,7 @@ def deploy(
     named = {
         "ClusterName": options.cluster_name.strip(),
         "AsgNames": options.asg_names.strip(),
+        "AsgTag": options.asg_tag.strip(),
         "Architecture": options.arch.strip(),
     }
     given = collect_parameters(
@@ -766,9 +823,11 @@ def deploy(
     # One try, waited for as long as the function may run: botocore's own retries
     # and 60 s read timeout would turn a slow self-check into "Read timeout".
     patient = Config(read_timeout=960, retries={"max_attempts": 1})
+    patient_lambda = aws.session.client("lambda", region_name=aws.region, config=patient)
+    function = outputs.get("FunctionName", options.stack_name)
     check = wait_for_self_check(
-        aws.session.client("lambda", region_name=aws.region, config=patient),
-        outputs.get("FunctionName", options.stack_name),
+        patient_lambda,
+        function,
         values,
         options,
         say=say,
@@ -780,6 +839,9 @@ def deploy(
     elif staged:
         say("turning the lifecycle hooks on")
         change(values, creating=False, purpose="-hooks-on")
+    if check["passed"] and values["CreateLifecycleHooks"] == "true":
+        # The hooks in place now, not at the schedule's next run (drainer/hooks.py).
+        say(describe_sync(sync_hooks(patient_lambda, function)))
     say(next_steps(outputs, values, aws.region, options.stack_name))
     return 0
 
@@ -791,6 +853,7 @@ def parse_args(argv: Sequence[str] | None) -> Options:
     parser.add_argument("--stack-name", default="eks-node-drainer")
     parser.add_argument("--cluster-name", default="", help="ClusterName (make: CLUSTER_NAME)")
     parser.add_argument("--asg-names", default="", help="AsgNames, comma-separated (ASG_NAMES)")
+    parser.add_argument("--asg-tag", default="", help="AsgTag, key=value (ASG_TAG)")
     parser.add_argument("--arch", default="", help="Architecture: arm64 or x86_64 (ARCH)")
     parser.add_argument("--region", default="", help="default: the AWS CLI's (REGION)")
     parser.add_argument("--profile", default="", help="AWS profile (default: AWS_PROFILE)")
@@ -817,6 +880,7 @@ def parse_args(argv: Sequence[str] | None) -> Options:
         stack_name=args.stack_name,
         cluster_name=args.cluster_name,
         asg_names=args.asg_names,
+        asg_tag=args.asg_tag,
         arch=args.arch,
         region=args.region,
         profile=args.profile,

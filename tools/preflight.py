@@ -63,6 +63,8 @@ class Options:
     cluster_name: str
     asg_names: tuple[str, ...]
     region: str = ""
+    asg_tag: str = ""
+    """AsgTag, key=value: every group carrying it is checked too."""
     profile: str = ""
     hook_name: str = "eks-node-drainer"
     subnet_ids: tuple[str, ...] = ()
@@ -186,6 +188,49 @@ def check_subnets(ec2: Client, cluster: dict[str, Any], options: Options) -> lis
 
 
 def check_groups(autoscaling: Client, options: Options) -> list[Check]:
+    checks = check_named_groups(autoscaling, options) if options.asg_names else []
+    if options.asg_tag:
+        checks += check_tagged_groups(autoscaling, options)
+    return checks
+
+
+def check_tagged_groups(autoscaling: Client, options: Options) -> list[Check]:
+    """The groups carrying AsgTag: another cluster's are left alone by the function
+    (not blocking); none yet is a warning (groups may be tagged later)."""
+    key, _, value = options.asg_tag.partition("=")
+    groups = [
+        g
+        for page in autoscaling.get_paginator("describe_auto_scaling_groups").paginate(
+            Filters=[{"Name": f"tag:{key}", "Values": [value]}]
+        )
+        for g in page["AutoScalingGroups"]
+        if g["AutoScalingGroupName"] not in options.asg_names
+    ]
+    if not groups and not options.asg_names:
+        return [
+            Check(
+                f"tag {options.asg_tag}",
+                Status.WARN,
+                "no Auto Scaling group carries it yet: nothing is drained until one does",
+                "aws autoscaling create-or-update-tags --tags ResourceId=<group>,"
+                f"ResourceType=auto-scaling-group,Key={key},Value={value},PropagateAtLaunch=false",
+            )
+        ]
+    checks: list[Check] = []
+    for group in groups:
+        name = group["AutoScalingGroupName"]
+        belongs = _belongs(name, group, options.cluster_name)
+        if belongs.status == Status.FAIL:
+            checks.append(
+                Check(belongs.what, Status.OK, f"tagged, but {belongs.detail}: left alone")
+            )
+            continue
+        checks.append(belongs)
+        checks.append(_hooks(autoscaling, name, options.hook_name))
+    return checks
+
+
+def check_named_groups(autoscaling: Client, options: Options) -> list[Check]:
     found = {
         g["AutoScalingGroupName"]: g
         for page in autoscaling.get_paginator("describe_auto_scaling_groups").paginate(
@@ -369,7 +414,8 @@ def parse_args(argv: Sequence[str] | None) -> Options:
         prog="python -m tools.preflight", description=(__doc__ or "").split("\n")[0]
     )
     parser.add_argument("--cluster-name", required=True, help="(make: CLUSTER_NAME)")
-    parser.add_argument("--asg-names", required=True, help="comma-separated (ASG_NAMES)")
+    parser.add_argument("--asg-names", default="", help="comma-separated (ASG_NAMES)")
+    parser.add_argument("--asg-tag", default="", help="key=value (ASG_TAG)")
     parser.add_argument("--region", default="", help="default: the AWS CLI's (REGION)")
     parser.add_argument("--profile", default="")
     parser.add_argument("--hook-name", default="eks-node-drainer", help="LifecycleHookName")
@@ -381,11 +427,12 @@ def parse_args(argv: Sequence[str] | None) -> Options:
     parser.add_argument("--context", default="", help="kubeconfig context (CONTEXT)")
     args = parser.parse_args(argv)
     names = tuple(n for n in normalise_names(args.asg_names).split(",") if n)
-    if not args.cluster_name.strip() or not names:
-        parser.error("CLUSTER_NAME and ASG_NAMES are required")
+    if not args.cluster_name.strip() or not (names or args.asg_tag.strip()):
+        parser.error("CLUSTER_NAME and ASG_NAMES are required (ASG_TAG may stand for ASG_NAMES)")
     return Options(
         cluster_name=args.cluster_name.strip(),
         asg_names=names,
+        asg_tag=args.asg_tag.strip(),
         region=args.region,
         profile=args.profile,
         hook_name=args.hook_name,

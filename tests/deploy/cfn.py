@@ -36,6 +36,14 @@ _ATTRIBUTES = {
         "arn:aws:events:{region}:{account}:rule/{stack}-SpotInterruptionRule-XYZ"
     ),
     ("RebalanceRule", "Arn"): "arn:aws:events:{region}:{account}:rule/{stack}-RebalanceRule-XYZ",
+    (
+        "HookSyncSchedule",
+        "Arn",
+    ): "arn:aws:events:{region}:{account}:rule/{stack}-HookSyncSchedule-XYZ",
+    (
+        "HookSyncApiCalls",
+        "Arn",
+    ): "arn:aws:events:{region}:{account}:rule/{stack}-HookSyncApiCalls-XYZ",
 }
 # What Ref returns for a resource (its physical id).
 _REFS = {
@@ -98,6 +106,33 @@ class Stack:
 
     def resource(self, logical: str) -> dict[str, Any]:
         return self.resources()[logical]
+
+    def rule_failures(self) -> list[str]:
+        """The AssertDescription of every template Rule assertion that fails (what
+        CloudFormation refuses the stack with)."""
+        failed = []
+        for rule in self.template.get("Rules", {}).values():
+            if "RuleCondition" in rule and not self.resolve(rule["RuleCondition"]):
+                continue
+            for assertion in rule["Assertions"]:
+                if not self.resolve(assertion["Assert"]):
+                    failed.append(str(assertion.get("AssertDescription", "")))
+        return failed
+
+    def policy_statements(self, role: str = "DrainerRole") -> list[dict[str, Any]]:
+        """Every statement the role gets: its inline policies, then the AWS::IAM::Policy
+        resources attached to it. A document written as a JSON string (Fn::Sub) is
+        parsed, as IAM does."""
+        documents = [p["PolicyDocument"] for p in self.resource(role).get("Policies", [])]
+        ref = self._ref(role)
+        for policy in self.resources("AWS::IAM::Policy").values():
+            if ref in policy.get("Roles", []):
+                documents.append(policy["PolicyDocument"])
+        statements: list[dict[str, Any]] = []
+        for document in documents:
+            parsed = json.loads(document) if isinstance(document, str) else document
+            statements += parsed["Statement"]
+        return statements
 
     def outputs(self) -> dict[str, Any]:
         return {k: self.resolve(v["Value"]) for k, v in self.template["Outputs"].items()}

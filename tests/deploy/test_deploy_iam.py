@@ -52,6 +52,7 @@ RESOURCE_LEVEL = {
     "autoscaling:DescribeLifecycleHooks": False,
     "autoscaling:CompleteLifecycleAction": True,
     "autoscaling:RecordLifecycleActionHeartbeat": True,
+    "autoscaling:PutLifecycleHook": True,
     "eks:DescribeCluster": True,
     "lambda:InvokeFunction": True,
     "logs:CreateLogStream": True,
@@ -64,7 +65,17 @@ RESOURCE_LEVEL = {
     "elasticloadbalancing:DeregisterTargets": True,
 }
 # Statements narrowed by a condition (the only ones with one).
-CONDITIONED = {"LeaveTheClustersTargetGroups"}
+CONDITIONED = {
+    "LeaveTheClustersTargetGroups",
+    "HoldAndReleaseInstancesOfTheListedGroups",  # the region (the ARNs cannot name it)
+    "HoldAndReleaseInstancesOfTheTaggedGroups",  # the AsgTag tag
+}
+TAG = "eks-node-drainer/enabled=true"
+LIFECYCLE_ACTIONS = {
+    "autoscaling:CompleteLifecycleAction",
+    "autoscaling:RecordLifecycleActionHeartbeat",
+    "autoscaling:PutLifecycleHook",
+}
 # What the Lambda platform does with the role, not the drainer's code.
 PLATFORM_STATEMENTS = {
     "WriteItsLogs": {"logs:CreateLogStream", "logs:PutLogEvents"},
@@ -152,16 +163,18 @@ def code_actions() -> set[str]:
 
 
 def policy(**parameters: str) -> dict[str, dict[str, Any]]:
-    """The role's statements by Sid, for a stack of two groups."""
+    """The role's statements by Sid (its inline policy and the policies attached to
+    it), for a stack of two groups."""
     values = {
         "ClusterName": CLUSTER,
         "AsgNames": ",".join(ASGS),
         "CodeS3Bucket": "code",
         "CodeS3Key": "drainer.zip",
     }
-    role = Stack(values | parameters).resource("DrainerRole")
-    (inline,) = role["Policies"]
-    return {s["Sid"]: s for s in inline["PolicyDocument"]["Statement"]}
+    statements = Stack(values | parameters).policy_statements()
+    by_sid = {s["Sid"]: s for s in statements}
+    assert len(by_sid) == len(statements), "two statements with one Sid"
+    return by_sid
 
 
 def as_list(value: str | list[str]) -> list[str]:
@@ -210,8 +223,11 @@ def test_the_only_permissionless_call_is_the_presigned_token():
         {"SubnetIds": "s-1", "SecurityGroupIds": "sg-1"},
         {"TargetGroupArns": TG_ARN},
         {"NotificationEmail": "oncall@example.com"},
+        {"AsgTag": TAG},
+        {"AsgNames": "", "AsgTag": TAG},
+        {"CreateLifecycleHooks": "false", "AsgTag": TAG},
     ],
-    ids=["defaults", "topic", "vpc", "target-groups", "notices"],
+    ids=["defaults", "topic", "vpc", "target-groups", "notices", "tag", "tag-only", "no-hooks"],
 )
 def test_every_statement_allows_named_actions_on_arns_where_aws_supports_them(
     parameters: dict[str, str],
@@ -240,9 +256,13 @@ def test_every_statement_allows_named_actions_on_arns_where_aws_supports_them(
 def test_resources_are_exactly_ours():
     statements = policy()
     arn = f"arn:aws:{{}}:{REGION}:{ACCOUNT}:{{}}"
-    assert as_list(statements["HoldAndReleaseInstancesOfTheListedGroups"]["Resource"]) == [
-        arn.format("autoscaling", f"autoScalingGroup:*:autoScalingGroupName/{asg}") for asg in ASGS
+    listed = statements["HoldAndReleaseInstancesOfTheListedGroups"]
+    assert as_list(listed["Resource"]) == [
+        f"arn:*:autoscaling:*:*:autoScalingGroup:*:autoScalingGroupName/{asg}" for asg in ASGS
     ]
+    assert listed["Condition"] == {"StringEquals": {"aws:RequestedRegion": REGION}}
+    assert set(listed["Action"]) == LIFECYCLE_ACTIONS
+    assert "HoldAndReleaseInstancesOfTheTaggedGroups" not in statements
     assert statements["FindTheClusterEndpoint"]["Resource"] == arn.format(
         "eks", f"cluster/{CLUSTER}"
     )
@@ -291,3 +311,33 @@ def test_notices_published_only_to_the_configured_topic():
     assert own["SendDrainNotices"]["Resource"] == "arn:aws:sns:eu-west-1:123456789012:drains"
     email = policy(NotificationEmail="oncall@example.com")["SendDrainNotices"]
     assert email["Resource"] == "eks-node-drainer-AlarmTopic-XYZ"  # cfn.py: Ref of the topic
+
+
+@pytest.mark.parametrize("names", [",".join(ASGS), ""], ids=["and-names", "tag-only"])
+def test_tagged_groups__only_those_carrying_the_tag(names: str):
+    statements = policy(AsgNames=names, AsgTag=TAG)
+    tagged = statements["HoldAndReleaseInstancesOfTheTaggedGroups"]
+    assert tagged["Resource"] == (
+        f"arn:aws:autoscaling:{REGION}:{ACCOUNT}:autoScalingGroup:*:autoScalingGroupName/*"
+    )
+    assert tagged["Condition"] == {
+        "StringEquals": {"autoscaling:ResourceTag/eks-node-drainer/enabled": "true"}
+    }
+    assert set(tagged["Action"]) == LIFECYCLE_ACTIONS
+    assert ("HoldAndReleaseInstancesOfTheListedGroups" in statements) is bool(names)
+
+
+def test_tag_with_odd_characters__still_one_valid_statement():
+    tagged = policy(AsgTag="k8s.io/cluster-autoscaler/node-template:x=a b@c")[
+        "HoldAndReleaseInstancesOfTheTaggedGroups"
+    ]
+    assert tagged["Condition"]["StringEquals"] == {
+        "autoscaling:ResourceTag/k8s.io/cluster-autoscaler/node-template:x": "a b@c"
+    }
+
+
+def test_no_hooks_of_ours__no_put_lifecycle_hook():
+    for statement in policy(CreateLifecycleHooks="false", AsgTag=TAG).values():
+        assert "autoscaling:PutLifecycleHook" not in as_list(statement["Action"])
+    listed = policy(CreateLifecycleHooks="false")["HoldAndReleaseInstancesOfTheListedGroups"]
+    assert set(listed["Action"]) == LIFECYCLE_ACTIONS - {"autoscaling:PutLifecycleHook"}

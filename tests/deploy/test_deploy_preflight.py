@@ -198,3 +198,44 @@ def test_missing_arguments__usage_error(capsys: pytest.CaptureFixture[str]) -> N
         preflight.main(["--cluster-name", "prod", "--asg-names", " , "])
     assert exited.value.code == 2
     assert "CLUSTER_NAME and ASG_NAMES are required" in capsys.readouterr().err
+
+
+TAG = "eks-node-drainer/enabled=true"
+
+
+def test_tag__tagged_groups_checked__another_clusters_left_alone__not_blocking(
+    moto_aws: None,
+) -> None:
+    _cluster()
+    _group("tagged-prod", **{"eks-node-drainer/enabled": "true"})
+    _group("tagged-staging", cluster="staging", **{"eks-node-drainer/enabled": "true"})
+    _group("untagged")
+
+    checks = _run(asg_tag=TAG)
+
+    assert _row(checks, "group tagged-prod").status == preflight.Status.OK
+    assert _row(checks, "group tagged-prod hooks").status == preflight.Status.OK
+    staging = _row(checks, "group tagged-staging")
+    assert staging.status == preflight.Status.OK
+    assert staging.detail == "tagged, but belongs to cluster staging, not prod: left alone"
+    assert not [c for c in checks if "untagged" in c.what]
+    assert preflight.blocking(checks) == []
+
+
+def test_tag_on_no_group_yet__warns_with_the_tag_command(moto_aws: None) -> None:
+    _cluster()
+
+    check = _row(_run(asg_tag=TAG), f"tag {TAG}")
+
+    assert check.status == preflight.Status.WARN
+    assert "Key=eks-node-drainer/enabled,Value=true" in check.fix
+
+
+def test_tag_only_from_the_command_line(moto_aws: None, capsys: pytest.CaptureFixture[str]) -> None:
+    _cluster()
+    _group("tagged-prod", **{"eks-node-drainer/enabled": "true"})
+
+    code = preflight.main(["--cluster-name", CLUSTER, "--asg-tag", TAG])
+
+    assert code == 0
+    assert "group tagged-prod" in capsys.readouterr().out

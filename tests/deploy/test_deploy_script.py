@@ -72,7 +72,10 @@ def collect(named: dict[str, str] | None = None, *overrides: str, params_file: P
         (REQUIRED, ("TimeoutPolicy=maybe",), "must be one of continue, force, abandon"),
         (REQUIRED, ("Architecture=riscv",), "must be one of arm64, x86_64"),
         (REQUIRED, ("MemorySize=lots",), "must be a number"),
-        (REQUIRED, ("AsgNames=" + ",".join(f"n{i}" for i in range(11)),), "1 to 10 Auto Scaling"),
+        ({"ClusterName": "prod"}, (), "missing ASG_NAMES (parameter AsgNames) or ASG_TAG"),
+        (REQUIRED, ("AsgNames=a b",), "names separated by commas, without spaces"),
+        (REQUIRED, ("AsgTag=enabled",), "AsgTag='enabled': key=value"),
+        (REQUIRED, ('AsgTag=a"b=c',), "AsgTag='a\"b=c': key=value"),
         ({"ClusterName": "prod eu", "AsgNames": "a"}, (), "an EKS cluster name"),
         (REQUIRED, ("NoEquals",), "is not Key=Value"),
     ],
@@ -100,6 +103,42 @@ def test_parameters_come_from_the_file_then_variables_then_pairs(tmp_path: Path)
     )
     given = collect({"ClusterName": "staging"}, "LogLevel=DEBUG", params_file=as_cli_list)
     assert given == {**REQUIRED, "ClusterName": "staging", "LogLevel": "DEBUG"}
+
+
+@pytest.mark.parametrize(
+    "groups",
+    [
+        {"AsgTag": "eks-node-drainer/enabled=true"},
+        {"AsgNames": "nodes-a", "AsgTag": "eks-node-drainer/enabled=true"},
+        {"AsgNames": ",".join(f"nodes-{i}" for i in range(40))},  # no limit any more
+    ],
+    ids=["tag-only", "names-and-tag", "forty-names"],
+)
+def test_groups_by_name_or_tag_or_both(groups: dict[str, str]):
+    assert collect({"ClusterName": "prod", **groups}) == {"ClusterName": "prod", **groups}
+
+
+def test_describe_sync__says_where_the_hooks_are_and_what_was_left_alone():
+    text = deploy.describe_sync(
+        {
+            "result": "hooks_synced",
+            "groups": 2,
+            "covered": ["nodes-a", "nodes-b"],
+            "hooks_created": ["nodes-b"],
+            "hooks_updated": {"nodes-a": ["HeartbeatTimeout"]},
+            "skipped": {"staging": "tagged for cluster staging, not prod"},
+            "failed": {},
+        }
+    )
+    assert text.splitlines() == [
+        "lifecycle hooks in place on 2 group(s): nodes-a, nodes-b",
+        "  created on: nodes-b",
+        "  corrected on: nodes-a",
+        "  left alone: staging (tagged for cluster staging, not prod)",
+    ]
+    failed = deploy.describe_sync({"result": "sync_failed", "message": "could not invoke f"})
+    assert failed.startswith("warning: the lifecycle hooks were not synced now (could not")
+    assert "within 10 minutes" in failed
 
 
 def test_group_names_are_trimmed_before_they_are_checked():

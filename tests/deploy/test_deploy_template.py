@@ -13,6 +13,7 @@ import pytest
 import yaml
 from moto.events.models import EventPattern
 
+from drainer.errors import SettingsError
 from drainer.settings import VARIABLES
 from tools.deploy import TEMPLATE_BODY_LIMIT
 from tools.settings_table import parameter_for
@@ -24,8 +25,7 @@ from .conftest import ASGS, CLUSTER, STACK, MotoStack
 pytestmark = pytest.mark.filterwarnings("ignore:Tried to parse:UserWarning")
 
 EVENTS = ROOT / "tests" / "events"
-MAX_ASGS = 10
-ASG_NAMES = [f"nodes-{i}" for i in range(1, MAX_ASGS + 1)]
+ASG_NAMES = [f"nodes-{i}" for i in range(1, 13)]
 
 
 def stack(**parameters: str) -> Stack:
@@ -80,9 +80,9 @@ def test_stack_creates_the_role_lambda_assumes_with_one_inline_policy(moto_stack
     statements = {s["Sid"]: s for s in document["Statement"] if s}
     lifecycle = statements["HoldAndReleaseInstancesOfTheListedGroups"]
     assert [arn for arn in lifecycle["Resource"] if arn] == [
-        f"arn:aws:autoscaling:us-east-1:123456789012:autoScalingGroup:*:autoScalingGroupName/{asg}"
-        for asg in ASGS
+        f"arn:*:autoscaling:*:*:autoScalingGroup:*:autoScalingGroupName/{asg}" for asg in ASGS
     ]
+    assert lifecycle["Condition"] == {"StringEquals": {"aws:RequestedRegion": "us-east-1"}}
     assert statements["HandTheDrainOverToItself"]["Resource"] == (
         f"arn:aws:lambda:us-east-1:123456789012:function:{STACK}"
     )
@@ -105,24 +105,52 @@ def test_stack_creates_the_rule_targeting_the_function_with_a_dead_letter_queue(
     assert target["DeadLetterConfig"] == {"Arn": queue_arn}
 
 
-def _rule_arn(moto_stack: MotoStack, logical: str) -> str:
-    arn = moto_stack.client("events").describe_rule(Name=moto_stack.physical_id(logical))["Arn"]
-    return str(arn)
+RULES = ("TerminateRule", "HookSyncSchedule", "HookSyncApiCalls", "SpotInterruptionRule")
 
 
 def test_stack_lets_only_its_rules_invoke_the_function(moto_stack: MotoStack):
     policy = json.loads(moto_stack.client("lambda").get_policy(FunctionName=STACK)["Policy"])
-    sources = set()
+    rule_arns = {
+        moto_stack.client("events").describe_rule(Name=moto_stack.physical_id(rule))["Arn"]
+        for rule in RULES
+    }
+    assert len(policy["Statement"]) == len(RULES)
     for statement in policy["Statement"]:
         assert statement["Action"] == "lambda:InvokeFunction"
         assert statement["Principal"] == {"Service": "events.amazonaws.com"}
         assert statement["Condition"]["StringEquals"] == {"AWS:SourceAccount": "123456789012"}
-        sources.add(statement["Condition"]["ArnLike"]["AWS:SourceArn"])
-    # By default: the terminate hook's rule and the spot interruption warnings' rule.
-    assert sources == {
-        _rule_arn(moto_stack, "TerminateRule"),
-        _rule_arn(moto_stack, "SpotInterruptionRule"),
-    }
+    sources = {s["Condition"]["ArnLike"]["AWS:SourceArn"] for s in policy["Statement"]}
+    assert sources == rule_arns
+
+
+def test_stack_creates_the_hook_sync_rules(moto_stack: MotoStack):
+    events = moto_stack.client("events")
+    schedule = events.describe_rule(Name=moto_stack.physical_id("HookSyncSchedule"))
+    assert schedule["ScheduleExpression"] == "rate(10 minutes)"
+    api_calls = events.describe_rule(Name=moto_stack.physical_id("HookSyncApiCalls"))
+    pattern = EventPattern.load(api_calls["EventPattern"])
+    for name in ("api-create-or-update-tags", "api-create-auto-scaling-group"):
+        assert pattern.matches_event(json.loads((EVENTS / f"{name}.json").read_text())), name
+    assert not pattern.matches_event(event("terminate"))
+    for rule in ("HookSyncSchedule", "HookSyncApiCalls"):
+        (target,) = events.list_targets_by_rule(Rule=moto_stack.physical_id(rule))["Targets"]
+        assert target["Arn"] == moto_stack.outputs()["FunctionArn"]
+
+
+@pytest.mark.parametrize(
+    "moto_stack", [{"AsgNames": "", "AsgTag": "eks-node-drainer/enabled=true"}], indirect=True
+)
+def test_stack_with_a_tag_and_no_names(moto_stack: MotoStack):
+    function = moto_stack.client("lambda").get_function(FunctionName=STACK)["Configuration"]
+    environment = {k: str(v) for k, v in function["Environment"]["Variables"].items()}
+    assert environment["ALLOWED_ASGS"] == ""
+    assert environment["ASG_TAG"] == "eks-node-drainer/enabled=true"
+    # any group's terminate action of our hook reaches the function, which decides
+    terminate = event("terminate", AutoScalingGroupName="created-later")
+    terminate["detail"]["LifecycleHookName"] = "eks-node-drainer"
+    assert deployed_pattern(moto_stack).matches_event(terminate)
+    terminate["detail"]["LifecycleHookName"] = "other-hook"
+    assert not deployed_pattern(moto_stack).matches_event(terminate)
 
 
 def test_stack_sends_spot_interruption_warnings_to_the_function(moto_stack: MotoStack):
@@ -217,36 +245,62 @@ def test_rule_passes_on_only_terminate_actions_of_our_hook_on_listed_groups(
 # --- hooks, access entry, alarms, async config: from the template itself -----------------
 
 
-@pytest.mark.parametrize("count", range(1, MAX_ASGS + 1))
-def test_one_terminate_hook_per_listed_group(count: int):
-    names = ASG_NAMES[:count]
-    hooks = stack(AsgNames=",".join(names)).resources("AWS::AutoScaling::LifecycleHook")
-    assert sorted(h["AutoScalingGroupName"] for h in hooks.values()) == sorted(names)
-    for hook in hooks.values():
-        assert hook["LifecycleTransition"] == "autoscaling:EC2_INSTANCE_TERMINATING"
-        assert hook["LifecycleHookName"] == "eks-node-drainer"
-        assert hook["HeartbeatTimeout"] == "600"
-        assert hook["DefaultResult"] == "CONTINUE"
-        assert json.loads(hook["NotificationMetadata"]) == {"cluster_name": CLUSTER}
-
-
-def test_hooks_and_policy_follow_the_same_group_names():
-    s = stack(AsgNames=",".join(ASG_NAMES), HeartbeatTimeout="900", LifecycleHookName="drain")
-    hooks = s.resources("AWS::AutoScaling::LifecycleHook")
-    policy = s.resource("DrainerRole")["Policies"][0]["PolicyDocument"]
-    (lifecycle,) = [
-        st for st in policy["Statement"] if st["Sid"] == "HoldAndReleaseInstancesOfTheListedGroups"
-    ]
-    assert [arn.rsplit("/", 1)[1] for arn in lifecycle["Resource"]] == ASG_NAMES
-    assert {h["AutoScalingGroupName"] for h in hooks.values()} == set(ASG_NAMES)
-    assert {h["HeartbeatTimeout"] for h in hooks.values()} == {"900"}
-    assert {h["LifecycleHookName"] for h in hooks.values()} == {"drain"}
-
-
-def test_no_hooks_when_the_node_group_tooling_owns_them():
-    s = stack(CreateLifecycleHooks="false")
+def test_no_hook_resources__the_function_keeps_the_hooks():
+    s = stack(AsgNames=",".join(ASG_NAMES))
     assert s.resources("AWS::AutoScaling::LifecycleHook") == {}
-    assert "HoldAndReleaseInstancesOfTheListedGroups" in json.dumps(s.resource("DrainerRole"))
+    environment = s.resource("DrainerFunction")["Environment"]["Variables"]
+    assert environment["CREATE_LIFECYCLE_HOOKS"] == "true"
+    assert environment["LIFECYCLE_HOOK_NAME"] == "eks-node-drainer"
+    assert environment["HEARTBEAT_TIMEOUT"] == "600"
+    assert environment["ALLOWED_ASGS"] == ",".join(ASG_NAMES)
+
+
+def test_hook_sync_rules_only_when_the_hooks_are_ours():
+    assert {"HookSyncSchedule", "HookSyncApiCalls"} <= set(stack().resources())
+    off = stack(CreateLifecycleHooks="false").resources()
+    assert not {"HookSyncSchedule", "HookSyncApiCalls"} & set(off)
+    assert not {"HookSyncSchedulePermission", "HookSyncApiCallsPermission"} & set(off)
+
+
+@pytest.mark.parametrize("count", [1, 10, 11, 40])
+def test_policy_names_every_listed_group__no_limit(count: int):
+    names = [f"nodes-{i}" for i in range(1, count + 1)]
+    s = stack(AsgNames=",".join(names))
+    statements = {st["Sid"]: st for st in s.policy_statements()}
+    lifecycle = statements["HoldAndReleaseInstancesOfTheListedGroups"]
+    assert [arn.rsplit("/", 1)[1] for arn in lifecycle["Resource"]] == names
+
+
+def test_terminate_rule_filters_the_names_only_without_a_tag():
+    def detail(**parameters: str) -> dict[str, Any]:
+        pattern: dict[str, Any] = stack(**parameters).resource("TerminateRule")["EventPattern"]
+        return dict(pattern["detail"])
+
+    assert detail() == {
+        "AutoScalingGroupName": list(ASGS),
+        "LifecycleHookName": ["eks-node-drainer"],
+    }
+    tag = "eks-node-drainer/enabled=true"
+    assert detail(AsgTag=tag) == {"LifecycleHookName": ["eks-node-drainer"]}
+    assert detail(AsgTag=tag, AsgNames="") == {"LifecycleHookName": ["eks-node-drainer"]}
+
+
+@pytest.mark.parametrize(
+    ("names", "tag", "accepted"),
+    [
+        ("nodes-a", "", True),
+        ("", "eks-node-drainer/enabled=true", True),
+        ("nodes-a", "eks-node-drainer/enabled=true", True),
+        ("", "", False),
+    ],
+)
+def test_rule__names_or_tag_or_both(names: str, tag: str, accepted: bool):
+    failures = stack(AsgNames=names, AsgTag=tag).rule_failures()
+    assert (failures == []) is accepted
+    if not accepted:
+        assert failures == [
+            "Set AsgNames, AsgTag or both; with neither, no node group is protected."
+        ]
 
 
 @pytest.mark.parametrize(
@@ -254,19 +308,46 @@ def test_no_hooks_when_the_node_group_tooling_owns_them():
     [
         ("nodes-a", True),
         (",".join(ASG_NAMES), True),
+        (",".join(f"nodes-{i}" for i in range(60)), True),  # no limit any more
         ("eksctl-prod-nodegroup-ng-1-NodeGroup-1A2B3C4D5E6F", True),
-        (",".join([*ASG_NAMES, "nodes-11"]), False),  # an 11th group would get no hook
-        ("", False),
+        ("", True),  # with AsgTag (the template's Rule asks for one of the two)
         ("nodes-a, nodes-b", False),  # make deploy strips the spaces first
         ("nodes-a,,nodes-b", False),
         ("nodes-*", False),  # would be a wildcard in the IAM resource
     ],
 )
-def test_asg_names_take_one_to_ten_plain_names(
-    template: dict[str, Any], value: str, accepted: bool
-):
+def test_asg_names_take_plain_names(template: dict[str, Any], value: str, accepted: bool):
     pattern = template["Parameters"]["AsgNames"]["AllowedPattern"]
     assert (re.fullmatch(pattern, value) is not None) is accepted
+
+
+@pytest.mark.parametrize(
+    ("value", "accepted"),
+    [
+        ("eks-node-drainer/enabled=true", True),
+        ("k8s.io/cluster-autoscaler/enabled=yes", True),
+        ("team=platform eng", True),
+        ("", True),
+        ("no-value=", False),
+        ("=no-key", False),
+        ("a=b=c", False),  # the value would be cut at its '=' in the IAM condition
+        ('quote"=x', False),  # would break the JSON policy document
+        ("key", False),
+    ],
+)
+def test_asg_tag_is_key_equals_value__same_rule_as_the_setting(
+    template: dict[str, Any], value: str, accepted: bool
+):
+    from drainer.settings import Settings
+
+    pattern = template["Parameters"]["AsgTag"]["AllowedPattern"]
+    assert (re.fullmatch(pattern, value) is not None) is accepted
+    try:
+        Settings.from_env({"ASG_TAG": value})
+    except SettingsError:
+        assert not accepted
+    else:
+        assert accepted
 
 
 def test_access_entry_maps_the_role_to_the_group_the_rbac_manifests_bind():
@@ -407,7 +488,7 @@ def test_every_setting_is_a_parameter_with_the_same_default_and_range(
         }
     else:
         assert environment["Variables"][variable.name] == {"Ref": name}
-    if variable.name in ("CLUSTER_NAME", "ALLOWED_ASGS"):
+    if variable.name == "CLUSTER_NAME":
         assert "Default" not in parameter  # required: the stack is for one cluster's groups
         return
     assert str(parameter["Default"]) == variable.default

@@ -25,11 +25,16 @@ pytestmark = pytest.mark.filterwarnings("ignore:Tried to parse:UserWarning")
 
 @pytest.fixture
 def function(world: World, monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Any]]:
-    """The stack's function, run by the real handler; the self-checks it answered."""
+    """The stack's function, run by the real handler with the environment the stack
+    gave it (the world's over it); what it answered."""
     answered: list[Any] = []
 
     def run(payload: object) -> object:
-        for key, value in world.env().items():
+        configuration = boto3.client("lambda", region_name="us-east-1").get_function(
+            FunctionName=STACK
+        )["Configuration"]
+        stack_env = configuration.get("Environment", {}).get("Variables", {})
+        for key, value in {**{k: str(v) for k, v in stack_env.items()}, **world.env()}.items():
             monkeypatch.setenv(key, value)
         handler.reset()
         answer = handler.lambda_handler(payload, None)
@@ -100,9 +105,20 @@ def test_new_stack__hooks_off__rbac_applied__self_check__then_hooks_on(
         _index(said, "self-check passed: can drain in cluster"),
         _index(said, "turning the lifecycle hooks on"),
         _index(said, "updating stack drainer-flow"),
+        _index(said, "lifecycle hooks in place on 1 group(s)"),
     ]
     assert order == sorted(order), "\n".join(said)
-    assert [a["result"] for a in function] == ["check_passed"]
+    # The hooks synced at once, by the function the stack now configures: the world's
+    # hook (300 s, ABANDON) corrected to the stack's (600 s, CONTINUE).
+    assert [a["result"] for a in function] == ["check_passed", "hooks_synced"]
+    assert function[1]["hooks_updated"] == {
+        world.group.asg_name: ["HeartbeatTimeout", "DefaultResult"]
+    }
+    assert f"\n  corrected on: {world.group.asg_name}" in said[-2]
+    (hook,) = boto3.client("autoscaling", region_name="us-east-1").describe_lifecycle_hooks(
+        AutoScalingGroupName=world.group.asg_name
+    )["LifecycleHooks"]
+    assert (hook["HeartbeatTimeout"], hook["DefaultResult"]) == (600, "CONTINUE")
     assert _hooks_parameter() == "true"
 
 
@@ -142,7 +158,7 @@ def test_rbac_applied_by_hand_while_waiting__hooks_on_after_it(
     code = _deploy(world, tmp_path, said, person_applies, check_poll_seconds=10.0)
 
     assert code == 0, "\n".join(said)
-    assert [a["result"] for a in function] == ["check_failed", "check_passed"]
+    assert [a["result"] for a in function] == ["check_failed", "check_passed", "hooks_synced"]
     assert sleeps[:1] == [10.0]
     assert any("waiting for the RBAC: run, as a cluster admin" in line for line in said)
     assert _hooks_parameter() == "true"

@@ -1,0 +1,226 @@
+"""The function keeps the terminate lifecycle hooks of its node groups.
+
+Which groups: those named in ALLOWED_ASGS, and every group carrying the ASG_TAG
+tag, as many as there are, except a tagged group whose cluster tags
+(eks:cluster-name, kubernetes.io/cluster/<name>) name another cluster than
+CLUSTER_NAME: several stacks, one per cluster, may share an account and a tag.
+
+What: a hook named LIFECYCLE_HOOK_NAME on autoscaling:EC2_INSTANCE_TERMINATING,
+HeartbeatTimeout HEARTBEAT_TIMEOUT, DefaultResult CONTINUE, NotificationMetadata
+{"cluster_name": CLUSTER_NAME}, as the template's hook resources had it. A hook is
+put only when it is missing or differs, so a sync with nothing to do writes nothing.
+
+When: on a schedule (the safety net), on the Auto Scaling API events CloudTrail
+sees (a group created or tagged gets its hook within seconds) and once at deploy,
+all only with CREATE_LIFECYCLE_HOOKS. One group's AWS error never stops the others;
+the sync ends with one summary line.
+
+Why here and not in CloudFormation: a template names a fixed number of hook
+resources; a tag covers groups created after the stack, without a limit.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from drainer import aws, logs
+from drainer.errors import AwsError
+from drainer.settings import Settings
+
+log = logging.getLogger(__name__)
+
+TERMINATING = "autoscaling:EC2_INSTANCE_TERMINATING"
+DEFAULT_RESULT = "CONTINUE"
+
+
+@dataclass(frozen=True)
+class HookSpec:
+    """The hook every covered group should have."""
+
+    name: str
+    heartbeat_timeout: int
+    notification_metadata: str
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> HookSpec:
+        metadata = ""
+        if settings.cluster_name:
+            metadata = json.dumps({"cluster_name": settings.cluster_name})
+        return cls(settings.lifecycle_hook_name, settings.heartbeat_timeout, metadata)
+
+    def differences(self, found: Mapping[str, Any]) -> list[str]:
+        """What in the described hook differs from this spec (empty: nothing)."""
+        wanted: dict[str, object] = {
+            "LifecycleTransition": TERMINATING,
+            "HeartbeatTimeout": self.heartbeat_timeout,
+            "DefaultResult": DEFAULT_RESULT,
+            "NotificationMetadata": self.notification_metadata,
+        }
+        return [key for key, value in wanted.items() if str(found.get(key) or "") != str(value)]
+
+
+@dataclass(frozen=True)
+class HookSync:
+    """What one sync found and did."""
+
+    trigger: str
+    covered: tuple[str, ...] = ()
+    """Every group that should have the hook (named or tagged, not skipped)."""
+    created: tuple[str, ...] = ()
+    updated: dict[str, list[str]] = field(default_factory=dict)
+    """Group -> the fields of its hook that were corrected."""
+    skipped: dict[str, str] = field(default_factory=dict)
+    """Group -> why it is left alone."""
+    failed: dict[str, str] = field(default_factory=dict)
+    """Group (or "(listing)") -> the AWS error; the other groups went on."""
+    enabled: bool = True
+
+    def result(self) -> dict[str, Any]:
+        """The invocation's answer and the summary line's fields."""
+        return {
+            "result": "hooks_synced" if self.enabled else "hooks_not_managed",
+            "trigger": self.trigger,
+            "groups": len(self.covered),
+            "covered": list(self.covered),
+            "hooks_created": list(self.created),
+            "hooks_updated": dict(self.updated),
+            "skipped": dict(self.skipped),
+            "failed": dict(self.failed),
+        }
+
+
+def tag_admits(tags: Mapping[str, str], settings: Settings) -> tuple[bool, str]:
+    """Does ASG_TAG admit a group with these tags? (admitted, why not). A group
+    tagged for another cluster than CLUSTER_NAME is not admitted."""
+    pair = settings.asg_tag_pair
+    if pair is None:
+        return False, "ASG_TAG is not set"
+    key, value = pair
+    if tags.get(key) != value:
+        return False, f"not tagged {key}={value}"
+    if settings.cluster_name:
+        owner = aws.cluster_name_for("", tags, settings.cluster_name)
+        if owner and owner != settings.cluster_name:
+            return False, f"tagged for cluster {owner}, not {settings.cluster_name}"
+    return True, ""
+
+
+def _tags(group: Mapping[str, Any]) -> dict[str, str]:
+    return {str(t["Key"]): str(t.get("Value", "")) for t in group.get("Tags", [])}
+
+
+def tagged_groups(autoscaling: aws.Client, settings: Settings) -> tuple[list[str], dict[str, str]]:
+    """Groups carrying ASG_TAG: (admitted, {skipped group: why}). All pages."""
+    pair = settings.asg_tag_pair
+    if pair is None:
+        return [], {}
+    key, value = pair
+    admitted: list[str] = []
+    skipped: dict[str, str] = {}
+    try:
+        pages = autoscaling.get_paginator("describe_auto_scaling_groups").paginate(
+            Filters=[{"Name": f"tag:{key}", "Values": [value]}]
+        )
+        for page in pages:
+            for group in page.get("AutoScalingGroups", []):
+                name = str(group["AutoScalingGroupName"])
+                ok, why = tag_admits(_tags(group), settings)
+                if ok:
+                    admitted.append(name)
+                else:
+                    skipped[name] = why
+    except (ClientError, BotoCoreError) as e:
+        raise aws.aws_error(
+            e,
+            "autoscaling:DescribeAutoScalingGroups",
+            f"DescribeAutoScalingGroups tagged {key}={value}",
+        ) from e
+    return admitted, skipped
+
+
+def _hook_of(autoscaling: aws.Client, asg_name: str, name: str) -> dict[str, Any] | None:
+    try:
+        response = autoscaling.describe_lifecycle_hooks(
+            AutoScalingGroupName=asg_name, LifecycleHookNames=[name]
+        )
+    except (ClientError, BotoCoreError) as e:
+        raise aws.aws_error(
+            e, "autoscaling:DescribeLifecycleHooks", f"DescribeLifecycleHooks {asg_name}"
+        ) from e
+    for hook in response.get("LifecycleHooks", []):
+        if hook.get("LifecycleHookName") == name:
+            return dict(hook)
+    return None
+
+
+def _put_hook(autoscaling: aws.Client, asg_name: str, spec: HookSpec) -> None:
+    params: dict[str, Any] = {
+        "AutoScalingGroupName": asg_name,
+        "LifecycleHookName": spec.name,
+        "LifecycleTransition": TERMINATING,
+        "HeartbeatTimeout": spec.heartbeat_timeout,
+        "DefaultResult": DEFAULT_RESULT,
+    }
+    if spec.notification_metadata:
+        params["NotificationMetadata"] = spec.notification_metadata
+    try:
+        autoscaling.put_lifecycle_hook(**params)
+    except (ClientError, BotoCoreError) as e:
+        raise aws.aws_error(
+            e, "autoscaling:PutLifecycleHook", f"PutLifecycleHook {asg_name}/{spec.name}"
+        ) from e
+
+
+def sync_hooks(autoscaling: aws.Client, settings: Settings, trigger: str = "") -> HookSync:
+    """Give every covered group the hook; log one summary line; return what happened."""
+    if not settings.create_lifecycle_hooks:
+        sync = HookSync(trigger, enabled=False)
+        log.info("hook sync: CREATE_LIFECYCLE_HOOKS is false, the hooks are not ours; nothing done")
+        return sync
+    spec = HookSpec.from_settings(settings)
+    failed: dict[str, str] = {}
+    try:
+        tagged, skipped = tagged_groups(autoscaling, settings)
+    except AwsError as e:
+        tagged, skipped = [], {}
+        failed["(listing)"] = str(e)
+    covered = sorted(set(settings.allowed_asgs) | set(tagged))
+    created: list[str] = []
+    updated: dict[str, list[str]] = {}
+    for asg_name in covered:
+        try:
+            found = _hook_of(autoscaling, asg_name, spec.name)
+            differs = spec.differences(found) if found is not None else []
+            if found is not None and not differs:
+                continue
+            _put_hook(autoscaling, asg_name, spec)
+        except AwsError as e:
+            failed[asg_name] = str(e)
+            continue
+        if found is None:
+            created.append(asg_name)
+        else:
+            updated[asg_name] = differs
+    sync = HookSync(
+        trigger,
+        covered=tuple(covered),
+        created=tuple(created),
+        updated=updated,
+        skipped=skipped,
+        failed=failed,
+    )
+    summary = sync.result()
+    text = (
+        f"hook sync ({trigger or 'direct'}): {len(covered)} group(s) covered, "
+        f"{len(created)} hook(s) created, {len(updated)} updated, {len(skipped)} skipped, "
+        f"{len(failed)} failed"
+    )
+    level = logging.ERROR if failed else logging.INFO
+    log.log(level, text, extra=logs.safe_fields({"event": "hooks_synced", **summary}))
+    return sync
