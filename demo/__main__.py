@@ -71,6 +71,13 @@ def parse_args(argv: list[str] | None = None) -> Options:
         help="the function's timeout in seconds (default: template.yaml's); "
         "under 60 + the drain's length shows hand-overs",
     )
+    parser.add_argument(
+        "--spot",
+        action="store_true",
+        help="EC2 sends a spot interruption warning instead of a scale-in: the node is "
+        "drained within the warning's 2 minutes; the terminate hook's event that follows "
+        "waits for that drain",
+    )
     parser.add_argument("--plain", action="store_true", help="plain lines, no live status line")
     parser.add_argument("--no-color", action="store_true", help="no colours")
     parser.add_argument(
@@ -80,6 +87,8 @@ def parse_args(argv: list[str] | None = None) -> Options:
         "--logs", type=Path, default=None, help="logs directory (default demo-logs/<time>/)"
     )
     args = parser.parse_args(argv)
+    if args.spot and args.stubborn_pdb:
+        parser.error("--spot and --stubborn-pdb: pick one (a spot drain has 2 minutes at most)")
     return Options(
         nodes=args.nodes,
         pods_per_node=args.pods_per_node,
@@ -91,6 +100,7 @@ def parse_args(argv: list[str] | None = None) -> Options:
         summary_json=args.summary_json,
         logs=args.logs,
         lambda_timeout=args.lambda_timeout,
+        spot=args.spot,
     )
 
 

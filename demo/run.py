@@ -24,6 +24,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, TextIO
 
+from awssim import spot
 from demo import summary as summaries
 from demo import template
 from demo.kube import Follower, Kube
@@ -65,6 +66,9 @@ class Options:
     summary_json: Path | None = None
     logs: Path | None = None
     lambda_timeout: float | None = None
+    spot: bool = False
+    """A spot interruption warning instead of a scale-in; the terminate hook's event
+    for the same instance follows while the drain runs."""
 
     def stubborn_timeout(self) -> float:
         """Seconds from the event to the drain timeout with --stubborn-pdb: long
@@ -191,6 +195,8 @@ class Demo:
         extras = []
         if o.stubborn_pdb:
             extras.append("a PodDisruptionBudget that never allows an eviction")
+        if o.spot:
+            extras.append("a spot interruption warning instead of a scale-in")
         if o.speed != 1.0:
             extras.append(f"simulated pod durations divided by {o.speed:g}")
         if extras:
@@ -456,13 +462,44 @@ class Demo:
         for instance_id, node in sorted(self.state.nodes.items(), key=lambda kv: kv[1]):
             pods = self.observer.pods_on(node)
             names = ", ".join(_short(p) for p in pods)
-            mark = "   <- next to be scaled in" if node == self.state.predicted_node else ""
+            what = "its spot warning comes" if self.options.spot else "be scaled in"
+            mark = f"   <- next to {what}" if node == self.state.predicted_node else ""
             self.view.line("demo", f"  {node} ({instance_id}){mark}", "step" if mark else "info")
             self.view.line("demo", f"      {names}", "dim")
 
     # -- the drain ------------------------------------------------------------------
 
+    def _spot_warning(self) -> None:
+        """EC2's interruption warning for the node the scenario filled."""
+        node = self.state.predicted_node
+        instance_id = next(i for i, n in self.state.nodes.items() if n == node)
+        self.state.instance_id = instance_id
+        self.state.node = node
+        self.observer.begin(node)
+        self._note_claims()
+        self.view.text()
+        self.view.line(
+            "aws",
+            f"EC2 sends a spot interruption warning for {instance_id} ({node}): it reclaims "
+            "the instance in 2 minutes",
+            "step",
+        )
+        self._event = spot.interruption_warning(ACCOUNT, REGION, instance_id)
+        self._thread(self._poll_aws, "awssim")
+
+    def _note_claims(self) -> None:
+        assert self.kube is not None
+        for volume in self.kube.request("GET", "/api/v1/persistentvolumes")["items"]:
+            ref = (volume.get("spec") or {}).get("claimRef") or {}
+            if ref:
+                self.observer.claims_of[volume["metadata"]["name"]] = (
+                    f"{ref.get('namespace')}/{ref.get('name')}"
+                )
+
     def _scale_in(self) -> None:
+        if self.options.spot:
+            self._spot_warning()
+            return
         autoscaling = self._client("autoscaling")
         before = autoscaling.describe_auto_scaling_groups(AutoScalingGroupNames=[ASG])
         desired = before["AutoScalingGroups"][0]["DesiredCapacity"]
@@ -475,13 +512,7 @@ class Demo:
         self.state.instance_id = instance_id
         self.state.node = node
         self.observer.begin(node)
-        assert self.kube is not None
-        for volume in self.kube.request("GET", "/api/v1/persistentvolumes")["items"]:
-            ref = (volume.get("spec") or {}).get("claimRef") or {}
-            if ref:
-                self.observer.claims_of[volume["metadata"]["name"]] = (
-                    f"{ref.get('namespace')}/{ref.get('name')}"
-                )
+        self._note_claims()
         self.view.text()
         self.view.line(
             "aws",
@@ -590,6 +621,9 @@ class Demo:
             "demo",
             f"function settings: {function.source} ({settings}); Lambda timeout {timeout:g} s",
         )
+        if self.options.spot:
+            self._drain_spot(timeout)
+            return
         payload: dict[str, Any] | None = self._event
         handover = 0
         while payload is not None:
@@ -609,13 +643,46 @@ class Demo:
             elif invocation.error is not None:
                 break
 
-    def _invoke(self, payload: dict[str, Any], handover: int, timeout: float) -> Invocation:
+    def _drain_spot(self, timeout: float) -> None:
+        """The warning's drain, and, while it runs, the terminate hook's event for the
+        same instance (Auto Scaling replaces a reclaimed spot instance): the second
+        invocation waits for the drain under way instead of starting another."""
+        function = self.state.function
+        assert function is not None and self.kube is not None
+        warning = threading.Thread(
+            target=self._invoke,
+            args=(self._event, 0, timeout, "EventBridge delivers the spot interruption warning"),
+            name="spot-warning",
+            daemon=True,
+        )
+        warning.start()
+        deadline = time.monotonic() + 10
+        while warning.is_alive() and time.monotonic() < deadline:
+            node = self.kube.request("GET", f"/api/v1/nodes/{self.state.node}")
+            if "spot-interruption" in json.dumps(node["metadata"].get("annotations") or {}):
+                break
+            time.sleep(0.05)
+        token = self.aws.begin_termination(ASG, self.state.instance_id, function.hook.name)
+        self.view.line(
+            "aws",
+            f"{self.state.instance_id} also enters Terminating:Wait on hook {function.hook.name}",
+            "step",
+        )
+        hook_event = self.aws.event_for(token)
+        self._invoke(hook_event, 0, timeout, "EventBridge delivers the lifecycle event")
+        warning.join()
+
+    def _invoke(
+        self, payload: dict[str, Any], handover: int, timeout: float, delivered: str = ""
+    ) -> Invocation:
         attempt = 0
         while True:
             number = len(self.state.invocations) + 1
             invocation = Invocation(number, handover)
             self.state.invocations.append(invocation)
-            what = "EventBridge delivers the lifecycle event" if number == 1 else "Lambda runs"
+            what = delivered or (
+                "EventBridge delivers the lifecycle event" if number == 1 else "Lambda runs"
+            )
             self.view.line("aws", f"{what}: invocation {number} of {FUNCTION}", "step")
             self._run_invocation(invocation, payload, timeout)
             if invocation.error is None:

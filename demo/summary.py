@@ -102,7 +102,9 @@ def build(state: State, observer: Observer) -> dict[str, Any]:
             "pods_per_node": options.pods_per_node,
             "stubborn_pdb": options.stubborn_pdb,
             "speed": options.speed,
+            "spot": options.spot,
         },
+        "spot": _spot(state) if options.spot else None,
         "settings_source": function.source if function else "",
         "settings": dict(function.environment) if function else {},
         "drain_marker": state.drain_marker,
@@ -161,6 +163,26 @@ def build(state: State, observer: Observer) -> dict[str, Any]:
     return summary
 
 
+def _spot(state: State) -> dict[str, Any]:
+    """The spot warning's drain (invocation 1) and the hook's invocation that waited
+    for it, from their end lines."""
+    by_trigger = {str((i.result or {}).get("trigger")): i.result or {} for i in state.invocations}
+    warning = by_trigger.get("spot-interruption", {})
+    hook = by_trigger.get("terminate-hook", {})
+    margin = int(
+        state.function.environment.get("SPOT_DEADLINE_MARGIN_SECONDS", 15) if state.function else 15
+    )
+    return {
+        "result": warning.get("result"),
+        "drain_seconds": warning.get("seconds"),
+        "window_seconds": 120 - margin,
+        "evicted": warning.get("evicted"),
+        "hook_result": hook.get("result"),
+        "hook_evicted": hook.get("evicted"),
+        "hook_message": hook.get("message", ""),
+    }
+
+
 def _checks(summary: dict[str, Any], state: State) -> list[dict[str, Any]]:
     """What this scenario is expected to show; the demo exits 1 if one fails."""
     options = state.options
@@ -190,6 +212,19 @@ def _checks(summary: dict[str, Any], state: State) -> list[dict[str, Any]]:
                 not summary["volumes"]["attached_when_released"],
             ),
         ]
+        spot = summary["spot"]
+        if spot is not None:
+            checks += [
+                (
+                    "the spot warning's drain ended within its window",
+                    spot["result"] == "drained"
+                    and float(spot["drain_seconds"] or 1e9) < spot["window_seconds"],
+                ),
+                (
+                    "the terminate hook's invocation evicted nothing itself",
+                    spot["hook_result"] == "drained" and spot["hook_evicted"] == 0,
+                ),
+            ]
         return [{"name": name, "ok": ok} for name, ok in checks]
     checks.append(("the drain timed out", summary["drainer_result"] == "timed_out"))
     if policy == "abandon":
@@ -233,9 +268,21 @@ def render(view: View, summary: dict[str, Any]) -> None:
         rows.append(
             (
                 "duration",
-                f"{summary['drain_seconds']:.1f} s from the scale-in to the lifecycle result "
+                f"{summary['drain_seconds']:.1f} s from the "
+                f"{'terminate hook' if summary['spot'] else 'scale-in'} to the lifecycle result "
                 f"(demo total {summary['demo_seconds']:.0f} s)",
                 "info",
+            )
+        )
+    spot = summary.get("spot")
+    if spot is not None and spot["drain_seconds"] is not None:
+        rows.append(
+            (
+                "spot drain",
+                f"{spot['result']} in {float(spot['drain_seconds']):.1f} s of the "
+                f"{spot['window_seconds']} s window; the hook's invocation: "
+                f"{spot['hook_message'] or spot['hook_result']}",
+                "ok" if spot["result"] == "drained" else "warn",
             )
         )
     invocations = summary["invocations"]

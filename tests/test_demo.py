@@ -87,6 +87,39 @@ def test_default_scenario__node_drained__continue_budgets_kept_volume_detached(
     assert output.count("left 1 of 1 target group(s) after") == 1
 
 
+def test_spot__drained_within_the_warning_window__hook_waits_for_that_drain(
+    tmp_path: Path,
+) -> None:
+    summary, output = _run_demo(tmp_path, "--spot", "--speed", "10")
+
+    assert summary["checks_passed"] is True
+    spot = summary["spot"]
+    assert spot["result"] == "drained"
+    assert spot["drain_seconds"] < spot["window_seconds"] == 105
+    assert spot["hook_result"] == "drained"
+    assert spot["hook_evicted"] == 0, "the hook's invocation drained the node a second time"
+    assert "the drain begun by the spot-interruption event ended" in spot["hook_message"]
+    # The hook's invocation completed the lifecycle action once the drain was over.
+    assert summary["lifecycle"]["result"] == "CONTINUE"
+    assert summary["lifecycle"]["closed_by"] == "complete"
+    assert summary["all_non_daemonset_pods_evicted"] is True
+    assert "EC2 sends a spot interruption warning for" in output
+    assert "spot drain" in output
+
+
+def test_spot_and_stubborn_pdb__refused_before_anything_starts(tmp_path: Path) -> None:
+    completed = subprocess.run(
+        [sys.executable, "-m", "demo", "--spot", "--stubborn-pdb"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert completed.returncode == 2
+    assert "--spot and --stubborn-pdb" in completed.stderr
+
+
 def test_stubborn_pdb_force_with_handovers__times_out_then_deletes_the_held_pod(
     tmp_path: Path,
 ) -> None:
