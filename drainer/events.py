@@ -1,4 +1,7 @@
-"""EventBridge lifecycle events, parsed once at the edge into typed, frozen objects.
+"""EventBridge events, parsed once at the edge into typed, frozen objects: Auto
+Scaling's terminate lifecycle actions, EC2's spot interruption warnings and
+rebalance recommendations (drainer/spot.py), the hook-sync triggers
+(drainer/hooks.py) and make deploy's self-check.
 
 EventBridge delivers every event matched by the rule, at least once, and retries a
 function that raises. So `parse_event` never raises: anything that is not a
