@@ -71,7 +71,7 @@ def end_notice(event: Subject, summary: Mapping[str, Any]) -> tuple[str, str, di
     subject = f"eks-node-drainer: {node} {_TITLES.get(result, result)}"
     seconds = summary.get("drain_seconds_total", summary.get("seconds", 0))
     lines = [
-        f"Instance {event.instance_id} of {event.asg_name}, node {node}, cluster "
+        f"Instance {event.instance_id} of {event.asg_name or 'no group'}, node {node}, cluster "
         f"{summary.get('cluster') or '?'}: {result}.",
         f"Lifecycle action: {summary.get('lifecycle_result', 'none')}"
         f"{_began_by(summary.get('trigger', ''))}.",

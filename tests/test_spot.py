@@ -1,0 +1,966 @@
+"""EC2's spot events, from the EventBridge event to the drain: which events are
+acted on, which instances are ours, the drain's deadline and options, the record a
+spot drain leaves on its node (and the terminate hook's drain that waits for it),
+eviction grace periods cut to the deadline, and the notices.
+
+AWS is moto (awssim builds the node groups); Kubernetes is kubesim, or a node
+whose record a test scripts. Time is a clock the test holds: nothing sleeps for
+real seconds.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+import boto3
+import pytest
+from realapi import StaticToken
+
+from awssim import spot as spot_events
+from awssim.world import AMI_ID, create_node_group
+from drainer import aws, notices, spot
+from drainer.cordon import PROGRESS_ANNOTATION, LiveDrain, cordon_patch, live_drain, progress_value
+from drainer.drain import Drain
+from drainer.events import SPOT_NOTICE_SECONDS, Skip, SpotEvent, SpotKind, parse_event
+from drainer.kube import Kube
+from drainer.options import DrainOptions
+from drainer.settings import Settings
+from drainer.workflow import (
+    FOLLOW_POLL_SECONDS,
+    FOLLOW_SLACK_SECONDS,
+    SPOT_TRIGGERS,
+    Deadline,
+    Result,
+    Run,
+    Tools,
+    follow_drain,
+)
+from kubesim import KubeSim
+from kubesim import testing as k
+from kubesim.controllers import SHUTDOWN
+
+LoadEvent = Callable[[str], dict[str, Any]]
+
+INSTANCE = "i-0a1b2c3d4e5f60718"  # the instance of tests/events/spot-interruption.json
+WARNED_AT = datetime(2026, 11, 22, 2, 14, 10, tzinfo=UTC).timestamp()
+REGION = "us-east-1"
+ACCOUNT = "123456789012"  # moto's
+CLUSTER = "prod"
+NODE = "n1"
+INTERRUPTION = str(SpotKind.INTERRUPTION)
+REBALANCE = str(SpotKind.REBALANCE)
+
+
+class Clock:
+    """The test's time: `sleep` moves it on at once and remembers the pause. The
+    drain engine reads it from several threads."""
+
+    def __init__(self, now: float) -> None:
+        self.now = now
+        self.sleeps: list[float] = []
+        self._lock = threading.Lock()
+
+    def __call__(self) -> float:
+        with self._lock:
+            return self.now
+
+    def sleep(self, seconds: float) -> None:
+        with self._lock:
+            self.sleeps.append(seconds)
+            self.now += seconds
+
+
+def _spot_event(raw: dict[str, Any]) -> SpotEvent:
+    parsed = parse_event(raw)
+    assert isinstance(parsed, SpotEvent), parsed
+    return parsed
+
+
+def _found(event: SpotEvent, asg_name: str = "eks-spot-workers") -> spot.SpotTarget:
+    """The event's instance, as `spot.target` finds it in a group of cluster prod."""
+    tags = {aws.ASG_NAME_TAG: asg_name} if asg_name else {}
+    identity = aws.NodeIdentity(
+        instance_id=event.instance_id,
+        private_dns_name="ip-10-0-1-23.eu-west-1.compute.internal",
+        availability_zone="eu-west-1a",
+        tags=tags,
+    )
+    return spot.SpotTarget(event, identity, CLUSTER, asg_name)
+
+
+# --- parse_event: the two spot events as AWS documents them -----------------------------
+
+
+def test_parse_event__interruption_warning_fixture__gives_spot_event(
+    load_event: LoadEvent,
+) -> None:
+    parsed = parse_event(load_event("spot-interruption"))
+
+    assert parsed == SpotEvent(
+        kind=SpotKind.INTERRUPTION,
+        instance_id=INSTANCE,
+        event_id="7e1c9a24-5b3d-4f8e-a6c2-0d9b8e7f6a51",
+        event_time="2026-11-22T02:14:10Z",
+        region="eu-west-1",
+        account="123456789012",
+        instance_action="terminate",
+    )
+    assert parsed.issued_at == WARNED_AT
+    assert parsed.log_keys()["trigger"] == "spot-interruption"
+
+
+def test_parse_event__rebalance_fixture__gives_spot_event_without_action(
+    load_event: LoadEvent,
+) -> None:
+    parsed = parse_event(load_event("rebalance"))
+
+    assert parsed == SpotEvent(
+        kind=SpotKind.REBALANCE,
+        instance_id=INSTANCE,
+        event_id="c4f2e8d1-9a7b-4c36-b5e0-3f1a2d4c6e89",
+        event_time="2026-11-22T02:05:42Z",
+        region="eu-west-1",
+        account="123456789012",
+        instance_action="",
+    )
+
+
+def test_parse_event__awssim_builds_what_the_drainer_reads() -> None:
+    raw = spot_events.interruption_warning(ACCOUNT, REGION, INSTANCE, age=30, action="stop")
+
+    parsed = _spot_event(raw)
+
+    assert (parsed.kind, parsed.instance_id, parsed.instance_action) == (
+        SpotKind.INTERRUPTION,
+        INSTANCE,
+        "stop",
+    )
+    assert parsed.issued_at is not None
+    assert time.time() - parsed.issued_at == pytest.approx(30, abs=5)
+
+
+def _without(section: str, key: str) -> Callable[[dict[str, Any]], None]:
+    def change(raw: dict[str, Any]) -> None:
+        del (raw[section] if section else raw)[key]
+
+    return change
+
+
+def _set(section: str, key: str, value: Any) -> Callable[[dict[str, Any]], None]:
+    def change(raw: dict[str, Any]) -> None:
+        (raw[section] if section else raw)[key] = value
+
+    return change
+
+
+@pytest.mark.parametrize("fixture", ["spot-interruption", "rebalance"])
+@pytest.mark.parametrize(
+    ("change", "reason"),
+    [
+        (_without("detail", "instance-id"), "field 'detail.instance-id' is missing"),
+        (_set("detail", "instance-id", 42), "field 'detail.instance-id' is a int, not a string"),
+        (_set("detail", "instance-id", " "), "field 'detail.instance-id' is empty"),
+        (_set("", "time", "yyyy-mm-ddThh:mm:ssZ"), "field 'time' is not an RFC 3339 time"),
+        (_without("", "time"), "field 'time' is missing"),
+        (_without("", "region"), "field 'region' is missing"),
+        (_set("", "detail", "i-0a1b2c3d4e5f60718"), "field 'detail' is missing or not an object"),
+        (_set("", "detail", [INSTANCE]), "field 'detail' is missing or not an object"),
+        (_without("", "detail"), "field 'detail' is missing or not an object"),
+    ],
+    ids=[
+        "no-instance-id",
+        "instance-id-not-a-string",
+        "instance-id-blank",
+        "time-unparsable",
+        "no-time",
+        "no-region",
+        "detail-a-string",
+        "detail-a-list",
+        "no-detail",
+    ],
+)
+def test_parse_event__malformed_spot_event__skip_naming_the_field(
+    load_event: LoadEvent,
+    fixture: str,
+    change: Callable[[dict[str, Any]], None],
+    reason: str,
+) -> None:
+    raw = load_event(fixture)
+    change(raw)
+
+    parsed = parse_event(raw)
+
+    assert isinstance(parsed, Skip)
+    assert reason in parsed.reason
+
+
+def test_parse_event__malformed_interruption__skip_names_the_event_kind(
+    load_event: LoadEvent,
+) -> None:
+    raw = load_event("spot-interruption")
+    del raw["detail"]["instance-id"]
+
+    parsed = parse_event(raw)
+
+    assert parsed == Skip(
+        "malformed spot-interruption event: field 'detail.instance-id' is missing"
+    )
+
+
+def test_parse_event__other_ec2_events__still_skipped(load_event: LoadEvent) -> None:
+    parsed = parse_event(load_event("ec2-state-change"))
+
+    assert isinstance(parsed, Skip)
+    assert "'aws.ec2'" in parsed.reason
+
+
+def test_parse_event__spot_detail_type_from_another_source__skipped(
+    load_event: LoadEvent,
+) -> None:
+    raw = load_event("spot-interruption")
+    raw["source"] = "custom.chaos"  # anyone may put an event with this detail-type
+
+    parsed = parse_event(raw)
+
+    assert isinstance(parsed, Skip)
+    assert "'custom.chaos'" in parsed.reason
+
+
+# --- target: is the instance one of ours? (moto) -----------------------------------------
+
+
+@pytest.fixture
+def clients(moto_aws: None) -> aws.AwsClients:
+    return aws.make_clients(boto3.Session(region_name=REGION))
+
+
+def _group(
+    clients: aws.AwsClients, *, cluster: str = CLUSTER, tag: str = "eks:cluster-name"
+) -> str:
+    """One instance in an ASG whose cluster tag (`tag`; "" for none) its instances
+    carry, as EKS node groups do; its instance id."""
+    group = create_node_group(
+        clients.ec2,
+        clients.autoscaling,
+        asg_name="eks-spot-workers",
+        size=1,
+        cluster_name=cluster,
+        cluster_tag=tag,
+    )
+    return group.instance_ids[0]
+
+
+def _warning(instance_id: str, kind: SpotKind = SpotKind.INTERRUPTION) -> SpotEvent:
+    if kind is SpotKind.REBALANCE:
+        return _spot_event(spot_events.rebalance_recommendation(ACCOUNT, REGION, instance_id))
+    return _spot_event(spot_events.interruption_warning(ACCOUNT, REGION, instance_id))
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        Settings(),
+        Settings(cluster_name=CLUSTER, allowed_asgs=frozenset({"eks-spot-workers"})),
+    ],
+    ids=["any-group-cluster-from-tags", "listed-group-of-our-cluster"],
+)
+def test_target__instance_of_an_allowed_group_of_our_cluster__is_a_target(
+    clients: aws.AwsClients, settings: Settings
+) -> None:
+    instance = _group(clients)
+    event = _warning(instance)
+
+    found = spot.target(event, settings, clients)
+
+    assert isinstance(found, spot.SpotTarget), found
+    assert (found.instance_id, found.asg_name, found.cluster) == (
+        instance,
+        "eks-spot-workers",
+        CLUSTER,
+    )
+    assert found.event == event
+    assert found.identity.private_dns_name, "the node is looked up by it"
+
+
+def test_target__cluster_from_the_kubernetes_io_cluster_tag(clients: aws.AwsClients) -> None:
+    instance = _group(clients, tag="kubernetes.io/cluster")
+
+    found = spot.target(_warning(instance), Settings(), clients)
+
+    assert isinstance(found, spot.SpotTarget), found
+    assert found.cluster == CLUSTER
+
+
+def test_target__instance_untagged__cluster_from_its_groups_tags(clients: aws.AwsClients) -> None:
+    instance = _group(clients, tag="")  # no cluster tag at launch
+    clients.autoscaling.create_or_update_tags(
+        Tags=[
+            {
+                "ResourceId": "eks-spot-workers",
+                "ResourceType": "auto-scaling-group",
+                "Key": "eks:cluster-name",
+                "Value": CLUSTER,
+                "PropagateAtLaunch": False,
+            }
+        ]
+    )
+
+    found = spot.target(_warning(instance), Settings(cluster_name=CLUSTER), clients)
+
+    assert isinstance(found, spot.SpotTarget), found
+    assert found.cluster == CLUSTER
+
+
+def test_target__spot_interruption_drain_off__skipped(clients: aws.AwsClients) -> None:
+    instance = _group(clients)
+    settings = Settings.from_env({"SPOT_INTERRUPTION_DRAIN": "false"})
+
+    found = spot.target(_warning(instance), settings, clients)
+
+    assert isinstance(found, Skip)
+    assert "SPOT_INTERRUPTION_DRAIN" in found.reason
+
+
+@pytest.mark.parametrize(
+    ("action", "acted_on"), [("off", False), ("cordon", True), ("drain", True)]
+)
+def test_target__rebalance__acted_on_unless_rebalance_action_off(
+    clients: aws.AwsClients, action: str, acted_on: bool
+) -> None:
+    instance = _group(clients)
+    settings = Settings.from_env({"REBALANCE_ACTION": action})
+
+    found = spot.target(_warning(instance, SpotKind.REBALANCE), settings, clients)
+
+    if acted_on:
+        assert isinstance(found, spot.SpotTarget), found
+    else:
+        assert isinstance(found, Skip)
+        assert "REBALANCE_ACTION" in found.reason
+
+
+def test_target__rebalance_action_off__interruption_still_drained(
+    clients: aws.AwsClients,
+) -> None:
+    instance = _group(clients)
+    settings = Settings.from_env({"REBALANCE_ACTION": "off"})
+
+    assert isinstance(spot.target(_warning(instance), settings, clients), spot.SpotTarget)
+
+
+def test_target__group_not_in_allowed_asgs__skipped_naming_the_group(
+    clients: aws.AwsClients,
+) -> None:
+    instance = _group(clients)
+    settings = dataclasses.replace(Settings(), allowed_asgs=frozenset({"eks-ondemand-workers"}))
+
+    found = spot.target(_warning(instance), settings, clients)
+
+    assert isinstance(found, Skip)
+    assert instance in found.reason
+    assert "eks-spot-workers is not in ALLOWED_ASGS (eks-ondemand-workers)" in found.reason
+
+
+def test_target__instance_tagged_for_another_cluster__skipped_naming_it(
+    clients: aws.AwsClients,
+) -> None:
+    instance = _group(clients, cluster="staging")
+
+    found = spot.target(_warning(instance), Settings(cluster_name=CLUSTER), clients)
+
+    assert isinstance(found, Skip)
+    assert f"instance {instance} belongs to cluster staging, not {CLUSTER}" in found.reason
+
+
+def _lone_instance(clients: aws.AwsClients, tags: dict[str, str] | None = None) -> str:
+    """An instance in no Auto Scaling group (launched by hand, or by another tool)."""
+    spec: dict[str, Any] = {}
+    if tags:
+        spec["TagSpecifications"] = [
+            {"ResourceType": "instance", "Tags": [{"Key": k, "Value": v} for k, v in tags.items()]}
+        ]
+    launched = clients.ec2.run_instances(ImageId=AMI_ID, MinCount=1, MaxCount=1, **spec)
+    return str(launched["Instances"][0]["InstanceId"])
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        Settings(allowed_asgs=frozenset({"eks-spot-workers"})),
+        Settings(asg_tag="eks-node-drainer/enabled=true"),
+    ],
+    ids=["ALLOWED_ASGS", "ASG_TAG"],
+)
+def test_target__instance_in_no_group_when_groups_are_chosen__skipped(
+    clients: aws.AwsClients, settings: Settings
+) -> None:
+    _group(clients)
+    instance = _lone_instance(clients, {"eks:cluster-name": CLUSTER})
+
+    found = spot.target(_warning(instance), settings, clients)
+
+    assert isinstance(found, Skip)
+    assert f"instance {instance} is in no Auto Scaling group" in found.reason
+
+
+def test_target__instance_in_no_group_without_cluster_tag__skipped(
+    clients: aws.AwsClients,
+) -> None:
+    instance = _lone_instance(clients)
+
+    found = spot.target(_warning(instance), Settings(cluster_name=CLUSTER), clients)
+
+    assert isinstance(found, Skip)
+    assert "names no EKS cluster" in found.reason
+
+
+def test_target__instance_in_no_group_tagged_for_our_cluster__a_target_without_group(
+    clients: aws.AwsClients,
+) -> None:
+    instance = _lone_instance(clients, {"eks:cluster-name": CLUSTER})
+
+    found = spot.target(_warning(instance), Settings(), clients)
+
+    assert isinstance(found, spot.SpotTarget), found
+    assert (found.cluster, found.asg_name) == (CLUSTER, "")
+
+
+@pytest.mark.parametrize("kind", list(SpotKind))
+def test_target__unknown_instance__skipped_not_raised(
+    clients: aws.AwsClients, kind: SpotKind
+) -> None:
+    _group(clients)
+    settings = Settings(rebalance_action="drain")
+
+    found = spot.target(_warning("i-0000000000000dead", kind), settings, clients)
+
+    assert isinstance(found, Skip)
+    assert "i-0000000000000dead" in found.reason
+    assert found.reason.startswith(str(kind))
+
+
+# --- the deadline and the drain's options -------------------------------------------------
+
+
+@pytest.mark.parametrize("margin", [0, 15, 40])
+def test_deadline_of__interruption__warning_time_plus_two_minutes_less_the_margin(
+    load_event: LoadEvent, margin: int
+) -> None:
+    found = _found(_spot_event(load_event("spot-interruption")))
+    settings = Settings.from_env({"SPOT_DEADLINE_MARGIN_SECONDS": str(margin)})
+
+    # Whenever it is asked (a late delivery, a retry), the deadline is the warning's.
+    for now in (WARNED_AT + 3, WARNED_AT + 60):
+        deadline = spot.deadline_of(found, settings, now)
+
+        assert deadline.at == WARNED_AT + 120 - margin
+        assert deadline.source == (
+            "spot interruption warning at 2026-11-22T02:14:10Z + 120 s "
+            f"- SPOT_DEADLINE_MARGIN_SECONDS ({margin} s)"
+        )
+    assert SPOT_NOTICE_SECONDS == 120
+
+
+def test_deadline_of__rebalance__now_plus_drain_timeout(load_event: LoadEvent) -> None:
+    found = _found(_spot_event(load_event("rebalance")))
+    settings = Settings.from_env({"DRAIN_TIMEOUT_SECONDS": "900"})
+    now = WARNED_AT + 1000
+
+    assert spot.deadline_of(found, settings, now) == Deadline(
+        now + 900, "DRAIN_TIMEOUT_SECONDS (900 s)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("window", "reserve", "expected_reserve"),
+    [
+        (105.0, 120, 35.0),  # the default reserve is more than the window: a third of it
+        (105.0, 20, 20.0),  # a smaller setting stays
+        (0.0, 120, 0.0),  # the deadline already passed
+    ],
+)
+def test_plan_for__interruption__cuts_grace_reserves_at_most_a_third_follows_itself_only(
+    load_event: LoadEvent, window: float, reserve: int, expected_reserve: float
+) -> None:
+    found = _found(_spot_event(load_event("spot-interruption")))
+    settings = Settings(critical_reserve_seconds=reserve, eviction_concurrency=7)
+    now = WARNED_AT + 10
+    deadline = Deadline(now + window, "the warning's")
+
+    plan = spot.plan_for(found, settings, deadline, now)
+
+    assert plan.options.trigger == "spot-interruption"
+    assert plan.options.fit_grace_to_deadline is True
+    assert plan.options.critical_reserve_seconds == pytest.approx(expected_reserve)
+    assert plan.options.critical_reserve_seconds <= max(window, 0) / 3
+    assert plan.options.concurrency == 7, "the rest comes from the settings"
+    assert plan.follows == frozenset({"spot-interruption"})
+
+
+def test_plan_for__rebalance__follows_both_spot_triggers(load_event: LoadEvent) -> None:
+    found = _found(_spot_event(load_event("rebalance")))
+    settings = Settings(rebalance_action="drain")
+    now = WARNED_AT
+    deadline = spot.deadline_of(found, settings, now)
+
+    plan = spot.plan_for(found, settings, deadline, now)
+
+    assert plan.options.trigger == "rebalance-recommendation"
+    assert plan.follows == frozenset({"spot-interruption", "rebalance-recommendation"})
+    assert plan.follows == SPOT_TRIGGERS
+    assert plan.options.fit_grace_to_deadline is False, "no reclaim deadline: the pods' own grace"
+    assert plan.options.critical_reserve_seconds == settings.critical_reserve_seconds
+
+
+# --- the record a spot drain leaves on its node: is it live? ------------------------------
+
+
+NOW = 1_800_000_000.0
+
+
+def _recorded(patch: dict[str, Any]) -> dict[str, Any]:
+    """A node carrying the progress record `patch` writes."""
+    annotations = patch["metadata"]["annotations"]
+    return {"metadata": {"name": NODE, "annotations": annotations}, "spec": {}}
+
+
+def _record(**fields: Any) -> dict[str, Any]:
+    return {"metadata": {"name": NODE, "annotations": {PROGRESS_ANNOTATION: json.dumps(fields)}}}
+
+
+def test_live_drain__spot_record__live_before_until_not_after() -> None:
+    patch, _ = cordon_patch(k.node(NODE), NOW, trigger=INTERRUPTION, until=NOW + 100)
+    node = _recorded(patch)
+
+    assert live_drain(node, NOW + 50, SPOT_TRIGGERS) == LiveDrain(INTERRUPTION, NOW, NOW + 100)
+    assert live_drain(node, NOW + 99, frozenset({INTERRUPTION})) is not None
+    assert live_drain(node, NOW + 100, SPOT_TRIGGERS) is None
+    assert live_drain(node, NOW + 150, SPOT_TRIGGERS) is None
+
+
+@pytest.mark.parametrize("phase", ["drained", "timed_out", "failed", "cordoned"])
+def test_live_drain__record_of_an_ended_drain_or_a_cordon__not_live(phase: str) -> None:
+    text = progress_value(phase, frozenset(), trigger=INTERRUPTION, since=NOW, until=NOW + 100)
+    node = {"metadata": {"annotations": {PROGRESS_ANNOTATION: text}}}
+
+    assert live_drain(node, NOW + 1, SPOT_TRIGGERS) is None
+
+
+def test_live_drain__rebalance_cordon__does_not_hold_back_the_interruption_drain() -> None:
+    patch, _ = cordon_patch(k.node(NODE), NOW, trigger=REBALANCE, phase="cordoned")
+
+    assert live_drain(_recorded(patch), NOW + 1, SPOT_TRIGGERS) is None
+
+
+def test_live_drain__trigger_not_followed__not_live() -> None:
+    patch, _ = cordon_patch(k.node(NODE), NOW, trigger=REBALANCE, until=NOW + 600)
+    node = _recorded(patch)
+
+    assert live_drain(node, NOW + 1, frozenset({INTERRUPTION})) is None
+    assert live_drain(node, NOW + 1, frozenset()) is None
+    assert live_drain(node, NOW + 1, SPOT_TRIGGERS) is not None
+
+
+@pytest.mark.parametrize("until", [None, NOW + 600])
+def test_live_drain__scale_in_record_without_trigger__never_live(until: float | None) -> None:
+    # What the terminate hook's own drain writes: the hand-over of that drain to the
+    # next invocation must never wait for itself.
+    patch, _ = cordon_patch(k.node(NODE), NOW, until=until)
+    node = _recorded(patch)
+
+    assert "trigger" not in json.loads(patch["metadata"]["annotations"][PROGRESS_ANNOTATION])
+    for triggers in (SPOT_TRIGGERS, SPOT_TRIGGERS | {""}):
+        assert live_drain(node, NOW + 1, triggers) is None
+
+
+@pytest.mark.parametrize(
+    "node",
+    [
+        k.node(NODE),
+        {"metadata": {"annotations": {PROGRESS_ANNOTATION: "not json"}}},
+        _record(phase="draining", trigger=INTERRUPTION),  # no until
+        _record(phase="draining", trigger=INTERRUPTION, until="soon"),
+        {},
+    ],
+    ids=["no-record", "garbled", "no-until", "until-not-a-number", "empty-node"],
+)
+def test_live_drain__no_usable_record__not_live(node: dict[str, Any]) -> None:
+    assert live_drain(node, NOW, SPOT_TRIGGERS) is None
+
+
+# --- follow_drain: the terminate hook's drain waits for a spot drain under way -----------
+
+
+class ScriptedNode(Kube):
+    """A cluster where only `get_node` answers, with the node's successive states (the
+    last one repeated); any eviction or change of the node fails the test."""
+
+    def __init__(self, *states: dict[str, Any] | None) -> None:
+        from kubernetes.client import Configuration
+
+        super().__init__(Configuration(host="http://127.0.0.1:9"))
+        self.states = list(states)
+        self.reads = 0
+
+    def get_node(self, name: str) -> dict[str, Any] | None:
+        assert name == NODE
+        self.reads += 1
+        return self.states.pop(0) if len(self.states) > 1 else self.states[0]
+
+    def evict(
+        self, pod: dict[str, Any], *, grace_period_seconds: int | None = None, dry_run: bool = False
+    ) -> None:
+        raise AssertionError("evicted a pod while another invocation drains the node")
+
+    def patch_node(
+        self, name: str, patch: dict[str, Any], *, dry_run: bool = False
+    ) -> dict[str, Any]:
+        raise AssertionError("changed the node while another invocation drains it")
+
+
+def _draining(trigger: str = INTERRUPTION, until: float = NOW + 100) -> dict[str, Any]:
+    return _recorded(cordon_patch(k.node(NODE), NOW, trigger=trigger, until=until)[0])
+
+
+def _ended(phase: str) -> dict[str, Any]:
+    return {"metadata": {"annotations": {PROGRESS_ANNOTATION: progress_value(phase, frozenset())}}}
+
+
+def _tools(clock: Clock) -> Tools:
+    def no_kube(*_: Any) -> Kube:
+        raise AssertionError("follow_drain is handed its client")
+
+    clients = aws.AwsClients(None, None, None, lambda: None)
+    return Tools(Settings(), clients, no_kube, clock, clock.sleep, random.Random(1), None)
+
+
+def _follow(
+    kube: ScriptedNode,
+    clock: Clock,
+    *,
+    triggers: frozenset[str] = SPOT_TRIGGERS,
+    limit: float = NOW + 3600,
+    deadline: float = NOW + 3600,
+) -> Run | None:
+    return follow_drain(_tools(clock), kube, NODE, triggers, limit=limit, deadline=deadline)
+
+
+@pytest.mark.parametrize(
+    ("phase", "result"),
+    [("drained", Result.DRAINED), ("timed_out", Result.TIMED_OUT), ("failed", Result.FAILED)],
+)
+def test_follow_drain__followed_drain_ends__its_result_without_an_eviction(
+    phase: str, result: Result
+) -> None:
+    kube = ScriptedNode(_draining(), _draining(), _draining(), _ended(phase))
+    clock = Clock(NOW + 5)
+
+    run = _follow(kube, clock)
+
+    assert run is not None
+    assert (run.result, run.node) == (result, NODE)
+    assert f"the drain begun by the spot-interruption event ended: {phase}" in run.message
+    assert kube.reads == 4
+    assert clock.sleeps == [FOLLOW_POLL_SECONDS] * 3
+
+
+def test_follow_drain__node_disappears__no_node() -> None:
+    kube = ScriptedNode(_draining(), _draining(), None)
+    clock = Clock(NOW + 5)
+
+    run = _follow(kube, clock)
+
+    assert run is not None
+    assert run.result == Result.NO_NODE
+    assert f"node {NODE} went away during the spot-interruption drain" in run.message
+
+
+def test_follow_drain__stale_record__waits_the_slack_then_none_so_the_caller_drains(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    kube = ScriptedNode(_draining(until=NOW + 20))  # its invocation died: never ends
+    clock = Clock(NOW + 5)
+    caplog.set_level(logging.WARNING, logger="drainer.workflow")
+
+    run = _follow(kube, clock)
+
+    assert run is None
+    assert clock() >= NOW + 20 + FOLLOW_SLACK_SECONDS
+    assert clock() <= NOW + 20 + FOLLOW_SLACK_SECONDS + FOLLOW_POLL_SECONDS
+    assert "past its deadline without an end" in caplog.text
+
+
+def test_follow_drain__record_already_past_its_until__none_at_once() -> None:
+    kube = ScriptedNode(_draining(until=NOW + 20))
+    clock = Clock(NOW + 21)
+
+    assert _follow(kube, clock) is None
+    assert (kube.reads, clock.sleeps) == (1, [])
+
+
+@pytest.mark.parametrize(
+    "node",
+    [
+        _recorded(cordon_patch(k.node(NODE), NOW)[0]),  # a scale-in drain's record
+        k.node(NODE),
+        _ended("drained"),
+        None,
+    ],
+    ids=["scale-in-record", "no-record", "ended", "no-node"],
+)
+def test_follow_drain__no_live_spot_drain__none_at_once(node: dict[str, Any] | None) -> None:
+    kube = ScriptedNode(node)
+    clock = Clock(NOW + 5)
+
+    assert _follow(kube, clock) is None
+    assert (kube.reads, clock.sleeps) == (1, [])
+
+
+def test_follow_drain__interruption_plan__does_not_wait_for_a_rebalance_drain(
+    load_event: LoadEvent,
+) -> None:
+    found = _found(_spot_event(load_event("spot-interruption")))
+    plan = spot.plan_for(found, Settings(), Deadline(WARNED_AT + 105, "x"), WARNED_AT)
+    kube = ScriptedNode(_draining(trigger=REBALANCE, until=NOW + 3600))
+    clock = Clock(NOW + 5)
+
+    assert _follow(kube, clock, triggers=plan.follows) is None
+    assert clock.sleeps == []
+
+
+@pytest.mark.parametrize(
+    ("deadline", "result"),
+    [
+        (NOW + 90, Result.HANDED_OVER),  # the limit is this invocation's stop
+        (NOW + 30, Result.TIMED_OUT),  # the limit is the drain's own deadline
+    ],
+    ids=["stop-before-deadline", "deadline"],
+)
+def test_follow_drain__limit_before_the_followed_drains_end__handed_over_or_timed_out(
+    deadline: float, result: Result
+) -> None:
+    kube = ScriptedNode(_draining(until=NOW + 100))
+    clock = Clock(NOW + 5)
+
+    run = _follow(kube, clock, limit=NOW + 30, deadline=deadline)
+
+    assert run is not None
+    assert run.result == result
+    assert "still waiting for the drain begun by the spot-interruption event" in run.message
+    assert clock() == NOW + 30, "waited until the limit, not past it"
+
+
+# --- kubesim: the record a spot drain writes, and its grace periods ------------------------
+
+
+@pytest.fixture
+def sim() -> Iterator[KubeSim]:
+    with KubeSim() as running:
+        running.apply([k.node(NODE), k.node("n2")])
+        yield running
+
+
+def _kube(sim: KubeSim) -> Kube:
+    from kubernetes.client import Configuration
+
+    configuration = Configuration(host=sim.url)
+    configuration.ca_cert_data = sim.ca_pem.decode()
+    return Kube(configuration, StaticToken(sim.admin_token), request_timeout=5.0)
+
+
+class RecordingKube(Kube):
+    """kubesim's client, remembering the grace period each eviction asked for."""
+
+    def __init__(self, sim: KubeSim) -> None:
+        from kubernetes.client import Configuration
+
+        configuration = Configuration(host=sim.url)
+        configuration.ca_cert_data = sim.ca_pem.decode()
+        super().__init__(configuration, StaticToken(sim.admin_token), request_timeout=5.0)
+        self.graces: dict[str, int | None] = {}
+
+    def evict(
+        self, pod: dict[str, Any], *, grace_period_seconds: int | None = None, dry_run: bool = False
+    ) -> None:
+        self.graces[pod["metadata"]["name"]] = grace_period_seconds
+        super().evict(pod, grace_period_seconds=grace_period_seconds, dry_run=dry_run)
+
+
+def test_spot_drain_cordon__record_read_back_live_until_the_deadline(sim: KubeSim) -> None:
+    kube = _kube(sim)
+    clock = Clock(time.time())
+    deadline = clock() + 105
+    try:
+        engine = Drain(kube, NODE, DrainOptions(trigger=INTERRUPTION), clock=clock)
+        assert engine.cordon(deadline)
+    finally:
+        kube.close()
+
+    node = sim.get("Node", NODE)
+    assert node["spec"]["unschedulable"] is True
+    live = live_drain(node, clock() + 1, SPOT_TRIGGERS)
+    assert live is not None
+    assert (live.trigger, live.until) == (INTERRUPTION, int(deadline))
+    assert live_drain(node, deadline + 1, SPOT_TRIGGERS) is None
+
+
+def _place(sim: KubeSim, *pods: dict[str, Any]) -> None:
+    sim.apply(list(pods))
+    k.eventually(
+        lambda: all(
+            (p.get("status") or {}).get("phase") == "Running"
+            for p in sim.list("Pod")
+            if p["spec"].get("nodeName") == NODE
+        ),
+        what="pods running",
+    )
+
+
+@pytest.mark.parametrize(
+    ("fit", "grace_setting", "sent", "on_the_pod"),
+    [
+        (True, None, lambda g: g is not None and 1 <= g <= 40, lambda g: 1 <= g <= 40),
+        (True, 20, lambda g: g == 20, lambda g: g == 20),  # GRACE_PERIOD_SECONDS is less
+        (False, None, lambda g: g is None, lambda g: g == 600),  # the pod's own grace
+    ],
+    ids=["cut-to-deadline", "setting-already-shorter", "no-cut"],
+)
+def test_eviction_grace__fit_to_a_deadline_40s_away__pod_asking_600s_gets_at_most_40(
+    sim: KubeSim,
+    fit: bool,
+    grace_setting: int | None,
+    sent: Callable[[int | None], bool],
+    on_the_pod: Callable[[int], bool],
+) -> None:
+    # A pod that takes all its grace period to stop: still terminating afterwards.
+    _place(sim, k.pod("batch-0", node_name=NODE, grace=600, annotations={SHUTDOWN: "3600"}))
+    kube = RecordingKube(sim)
+    clock = Clock(time.time())
+    options = DrainOptions(
+        trigger=INTERRUPTION, fit_grace_to_deadline=fit, grace_period_seconds=grace_setting
+    )
+    try:
+        Drain(kube, NODE, options, clock=clock, sleep=clock.sleep).run(clock() + 40)
+    finally:
+        kube.close()
+
+    assert "batch-0" in kube.graces, "evicted"
+    assert sent(kube.graces["batch-0"]), kube.graces
+    pod = sim.get("Pod", "batch-0", "default")  # still terminating on kubesim
+    assert on_the_pod(int(pod["metadata"]["deletionGracePeriodSeconds"])), pod["metadata"]
+
+
+# --- notices ------------------------------------------------------------------------------
+
+
+class RecordingSns:
+    def __init__(self) -> None:
+        self.sent: list[dict[str, Any]] = []
+
+    def publish(self, **request: Any) -> dict[str, str]:
+        self.sent.append(request)
+        return {"MessageId": "1"}
+
+
+SPOT_SUMMARY = {
+    "result": "drained",
+    "node": "ip-10-0-1-23.eu-west-1.compute.internal",
+    "cluster": CLUSTER,
+    "lifecycle_result": "none",
+    "trigger": "spot-interruption",
+    "seconds": 48.6,
+    "evicted": 9,
+}
+
+# An EKS managed node group's Auto Scaling group name.
+MANAGED_GROUP = "eks-spot-m5-large-0ec5a9f2-1b3d-4e6f-8a9c-2d4e6f8a0b1c"
+
+
+@pytest.mark.parametrize(
+    "notice",
+    [
+        lambda found: notices.spot_start_notice(found, CLUSTER),
+        lambda found: notices.end_notice(found, SPOT_SUMMARY),
+    ],
+    ids=["start", "end"],
+)
+@pytest.mark.parametrize("group", ["eks-spot-workers", MANAGED_GROUP, ""])
+def test_spot_notices__subject_sent_within_sns_limits(
+    load_event: LoadEvent,
+    notice: Callable[[spot.SpotTarget], tuple[str, str, dict[str, str]]],
+    group: str,
+) -> None:
+    found = _found(_spot_event(load_event("spot-interruption")), group)
+    sns = RecordingSns()
+
+    assert notices.publish(sns, "arn:aws:sns:eu-west-1:123456789012:drains", notice(found))
+
+    (sent,) = sns.sent
+    subject = sent["Subject"]
+    assert 0 < len(subject) < 100
+    assert subject.isascii() and subject.isprintable()
+    assert subject.startswith("eks-node-drainer: ")
+    assert sent["MessageAttributes"]["instance_id"]["StringValue"] == INSTANCE
+
+
+def test_spot_start_notice__names_the_instance_and_ec2s_warning(load_event: LoadEvent) -> None:
+    found = _found(_spot_event(load_event("spot-interruption")))
+
+    subject, text, attributes = notices.spot_start_notice(found, CLUSTER)
+
+    assert subject == f"eks-node-drainer: draining spot {INSTANCE} (eks-spot-workers)"
+    assert INSTANCE in text
+    assert f"in cluster {CLUSTER}" in text
+    assert "EC2 sent an interruption warning" in text
+    assert attributes == {
+        "result": "started",
+        "cluster": CLUSTER,
+        "asg_name": "eks-spot-workers",
+        "instance_id": INSTANCE,
+    }
+
+
+def test_end_notice__spot_drain__names_the_instance_and_says_ec2_ends_it(
+    load_event: LoadEvent,
+) -> None:
+    found = _found(_spot_event(load_event("spot-interruption")))
+
+    subject, text, attributes = notices.end_notice(found, SPOT_SUMMARY)
+
+    assert subject == "eks-node-drainer: ip-10-0-1-23.eu-west-1.compute.internal drained"
+    lines = text.splitlines()
+    assert lines[0] == (
+        f"Instance {INSTANCE} of eks-spot-workers, node "
+        "ip-10-0-1-23.eu-west-1.compute.internal, cluster prod: drained."
+    )
+    assert (
+        lines[1]
+        == "Lifecycle action: none (begun by the spot-interruption: EC2 ends the instance)."
+    )
+    assert lines[2] == "Duration: 49 s. Pods evicted: 9."
+    assert attributes["result"] == "drained"
+
+
+def test_end_notice__scale_in_summary__says_nothing_of_ec2(load_event: LoadEvent) -> None:
+    found = _found(_spot_event(load_event("spot-interruption")))
+    summary = {**SPOT_SUMMARY, "trigger": "terminate-hook", "lifecycle_result": "CONTINUE"}
+
+    _, text, _ = notices.end_notice(found, summary)
+
+    assert text.splitlines()[1] == "Lifecycle action: CONTINUE."
+
+
+def test_end_notice__spot_instance_in_no_group__text_says_so(load_event: LoadEvent) -> None:
+    found = _found(_spot_event(load_event("spot-interruption")), asg_name="")
+
+    _, text, _ = notices.end_notice(found, SPOT_SUMMARY)
+
+    assert text.splitlines()[0].startswith(f"Instance {INSTANCE} of no group, node ")
