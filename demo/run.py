@@ -473,11 +473,7 @@ class Demo:
         """EC2's interruption warning for the node the scenario filled."""
         node = self.state.predicted_node
         instance_id = next(i for i, n in self.state.nodes.items() if n == node)
-        self.state.instance_id = instance_id
-        self.state.node = node
-        self.observer.begin(node)
-        self._note_claims()
-        self.view.text()
+        self._begin(instance_id, node)
         self.view.line(
             "aws",
             f"EC2 sends a spot interruption warning for {instance_id} ({node}): it reclaims "
@@ -486,6 +482,14 @@ class Demo:
         )
         self._event = spot.interruption_warning(ACCOUNT, REGION, instance_id)
         self._thread(self._poll_aws, "awssim")
+
+    def _begin(self, instance_id: str, node: str) -> None:
+        """The instance and node the run is about, from now on watched."""
+        self.state.instance_id = instance_id
+        self.state.node = node
+        self.observer.begin(node)
+        self._note_claims()
+        self.view.text()
 
     def _note_claims(self) -> None:
         assert self.kube is not None
@@ -509,11 +513,7 @@ class Demo:
         event = events[0]
         instance_id = event["detail"]["EC2InstanceId"]
         node = self.state.nodes.get(instance_id, "")
-        self.state.instance_id = instance_id
-        self.state.node = node
-        self.observer.begin(node)
-        self._note_claims()
-        self.view.text()
+        self._begin(instance_id, node)
         self.view.line(
             "aws",
             f"{ASG} scales in: desired capacity {desired} -> {desired - 1}; {instance_id} "
