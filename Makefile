@@ -57,7 +57,7 @@ PARAMS ?=
 # (context default: the cluster's ARN, as aws eks update-kubeconfig names it).
 APPLY_RBAC ?=
 
-.PHONY: package deploy checkov logs preflight
+.PHONY: package deploy checkov logs preflight undeploy
 
 package: $(STAMP)
 	$(PY) -m tools.package --arch $(or $(ARCH),arm64)
@@ -91,6 +91,13 @@ NODE ?=
 logs: $(STAMP)
 	$(PY) -m tools.logs --stack-name "$(STACK_NAME)" --region "$(REGION)" --since "$(SINCE)" \
 	  $(if $(FOLLOW),--follow) $(if $(INSTANCE),--instance-id "$(INSTANCE)") $(if $(NODE),--node "$(NODE)")
+
+# make undeploy [STACK_NAME=] [REGION=] [YES=1]: delete the stack, then the terminate
+#   hooks its function kept (tools/undeploy.py); without YES=1, only say what it would.
+YES ?=
+
+undeploy: $(STAMP)
+	$(PY) -m tools.undeploy --stack-name "$(STACK_NAME)" --region "$(REGION)" $(if $(YES),--yes)
 
 # --- security scan: checkov in its own venv (its dependencies clash with .venv's) -----
 CHECKOV_VENV := .venv-checkov

@@ -144,7 +144,7 @@ def tagged_groups(autoscaling: aws.Client, settings: Settings) -> tuple[list[str
     return admitted, skipped
 
 
-def _hook_of(autoscaling: aws.Client, asg_name: str, name: str) -> dict[str, Any] | None:
+def hook_of(autoscaling: aws.Client, asg_name: str, name: str) -> dict[str, Any] | None:
     try:
         response = autoscaling.describe_lifecycle_hooks(
             AutoScalingGroupName=asg_name, LifecycleHookNames=[name]
@@ -195,7 +195,7 @@ def sync_hooks(autoscaling: aws.Client, settings: Settings, trigger: str = "") -
     updated: dict[str, list[str]] = {}
     for asg_name in covered:
         try:
-            found = _hook_of(autoscaling, asg_name, spec.name)
+            found = hook_of(autoscaling, asg_name, spec.name)
             differs = spec.differences(found) if found is not None else []
             if found is not None and not differs:
                 continue

@@ -1,0 +1,107 @@
+"""make undeploy (tools/undeploy.py): the stack goes, then the hooks its function
+kept; another tool's hook of the same name stays; without --yes nothing changes."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from awssim.world import create_node_group
+from tools import undeploy
+from tools.deploy import connect
+
+from .conftest import ASGS, CLUSTER, STACK, MotoStack
+
+HOOK = "eks-node-drainer"  # LifecycleHookName's default
+
+
+@pytest.fixture
+def groups(moto_stack: MotoStack) -> dict[str, str]:
+    """The stack's two named groups, the first with this stack's hook, the second
+    with a hook of the same name that names another cluster; a third group, not the
+    stack's, with this stack's hook name and metadata."""
+    ec2, autoscaling = moto_stack.client("ec2"), moto_stack.client("autoscaling")
+    made = {
+        ASGS[0]: CLUSTER,
+        ASGS[1]: "another-cluster",
+        "not-listed": CLUSTER,
+    }
+    for name, cluster in made.items():
+        create_node_group(
+            ec2,
+            autoscaling,
+            asg_name=name,
+            size=0,
+            hook_name=HOOK,
+            cluster_name=cluster,
+            notification_metadata=json.dumps({"cluster_name": cluster}),
+        )
+    return made
+
+
+def _hooks(moto_stack: MotoStack, group: str) -> list[str]:
+    found = moto_stack.client("autoscaling").describe_lifecycle_hooks(AutoScalingGroupName=group)
+    return [h["LifecycleHookName"] for h in found["LifecycleHooks"]]
+
+
+def _stacks(moto_stack: MotoStack) -> list[str]:
+    listed = moto_stack.client("cloudformation").list_stacks()["StackSummaries"]
+    return [s["StackName"] for s in listed if s["StackStatus"] != "DELETE_COMPLETE"]
+
+
+def test_dry_run__says_what_it_would_delete__deletes_nothing(
+    moto_stack: MotoStack, groups: dict[str, str]
+) -> None:
+    lines: list[str] = []
+
+    status = undeploy.undeploy(
+        connect("us-east-1"), undeploy.Options(stack_name=STACK), lines.append
+    )
+
+    assert status == 0
+    text = "\n".join(lines)
+    assert f"hook {HOOK} on 1 group(s): {ASGS[0]}" in text
+    assert f"left alone: {HOOK} on {ASGS[1]} (its NotificationMetadata names another-cluster)" in (
+        text
+    )
+    assert "dry run: nothing deleted" in text
+    assert STACK in _stacks(moto_stack)
+    assert _hooks(moto_stack, ASGS[0]) == [HOOK]
+
+
+def test_yes__stack_deleted_then_its_hooks__others_left(
+    moto_stack: MotoStack, groups: dict[str, str]
+) -> None:
+    lines: list[str] = []
+
+    status = undeploy.undeploy(
+        connect("us-east-1"),
+        undeploy.Options(stack_name=STACK, yes=True, poll_seconds=0.01),
+        lines.append,
+    )
+
+    assert status == 0, lines
+    assert STACK not in _stacks(moto_stack)
+    assert _hooks(moto_stack, ASGS[0]) == [], "the stack's hook is left behind"
+    assert _hooks(moto_stack, ASGS[1]) == [HOOK], "another cluster's hook was deleted"
+    assert _hooks(moto_stack, "not-listed") == [HOOK], "a group the stack never covered"
+    assert f"deleted hook {HOOK} on {ASGS[0]}" in lines
+
+
+def test_no_such_stack__exit_4_nothing_touched(
+    moto_aws: None, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+
+    status = undeploy.main(["--stack-name", "nowhere", "--yes"])
+
+    assert status == 4
+    assert "no stack nowhere in this region; nothing to undeploy" in capsys.readouterr().err
+
+
+def test_parse_args__dry_run_unless_yes() -> None:
+    options: Any = undeploy.parse_args([])
+    assert (options.stack_name, options.yes) == ("eks-node-drainer", False)
+    assert undeploy.parse_args(["--yes", "--stack-name", "x"]).yes is True

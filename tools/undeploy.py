@@ -1,0 +1,178 @@
+"""`make undeploy`: delete the stack, then the terminate hooks its function kept.
+
+    python -m tools.undeploy [--stack-name eks-node-drainer] [--region eu-west-1] [--yes]
+
+The function, not CloudFormation, puts the lifecycle hooks on the node groups
+(drainer/hooks.py), so deleting the stack alone leaves them, and every scale-in
+then waits HeartbeatTimeout for a drain that never comes. This reads the
+function's settings (the groups by name and tag, the hook's name, the cluster),
+deletes the stack and waits until it is gone (so its schedule cannot put a hook
+back), then deletes the hook on each of those groups where it is this stack's:
+named LIFECYCLE_HOOK_NAME, its NotificationMetadata naming CLUSTER_NAME. A hook
+of the same name that another tool made is left, with a line saying so.
+
+Without --yes (make: YES=1) it only says what it would delete.
+
+Exit status: 0 done (or the dry run), 1 an AWS call failed or the stack did not
+delete, 2 bad arguments, 3 no region or credentials, 4 no such stack.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from drainer import aws as drainer_aws
+from drainer import hooks
+from drainer.errors import AwsError, SettingsError
+from drainer.settings import Settings
+from tools.deploy import Aws, DeployError, connect, run_tool, wait_for_stack
+
+Client = Any
+Say = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class Options:
+    stack_name: str = "eks-node-drainer"
+    region: str = ""
+    profile: str = ""
+    yes: bool = False
+    poll_seconds: float = 5.0
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What undeploy deletes: the stack, and the hooks that are the stack's."""
+
+    stack_id: str
+    settings: Settings
+    hooks: tuple[str, ...]
+    """Groups whose hook this stack's function made."""
+    others: dict[str, str]
+    """Groups with a hook of the same name that is not this stack's, and why."""
+
+
+def the_stack(cfn: Client, stack_name: str) -> dict[str, Any]:
+    try:
+        return dict(cfn.describe_stacks(StackName=stack_name)["Stacks"][0])
+    except ClientError as e:
+        if "does not exist" in str(e):
+            raise DeployError(
+                f"no stack {stack_name} in this region; nothing to undeploy", 4
+            ) from e
+        raise
+
+
+def function_settings(lambda_client: Client, stack: dict[str, Any]) -> Settings:
+    """The settings the stack's function runs with (its environment)."""
+    outputs = {o["OutputKey"]: o["OutputValue"] for o in stack.get("Outputs", [])}
+    name = outputs.get("FunctionName") or str(stack["StackName"])
+    try:
+        config = lambda_client.get_function_configuration(FunctionName=name)
+    except ClientError as e:
+        raise DeployError(
+            f"cannot read function {name}'s settings ({e}); delete the stack with `aws "
+            "cloudformation delete-stack` and the hooks with `aws autoscaling "
+            "delete-lifecycle-hook`",
+            1,
+        ) from e
+    variables = (config.get("Environment") or {}).get("Variables") or {}
+    environment = {str(k): str(v) for k, v in variables.items()}
+    try:
+        return Settings.from_env(environment)
+    except SettingsError as e:
+        raise DeployError(f"function {name}'s settings do not read: {e}", 1) from e
+
+
+def plan(aws: Aws, stack_name: str) -> Plan:
+    stack = the_stack(aws.client("cloudformation"), stack_name)
+    settings = function_settings(aws.client("lambda"), stack)
+    autoscaling = aws.client("autoscaling")
+    try:
+        tagged, _ = hooks.tagged_groups(autoscaling, settings)
+    except AwsError as e:
+        raise DeployError(f"cannot list the tagged groups, nothing deleted: {e}", 1) from e
+    ours: list[str] = []
+    others: dict[str, str] = {}
+    for group in sorted(set(settings.allowed_asgs) | set(tagged)):
+        try:
+            found = hooks.hook_of(autoscaling, group, settings.lifecycle_hook_name)
+        except AwsError as e:
+            others[group] = f"not read: {e}"
+            continue
+        if found is None:
+            continue
+        cluster = drainer_aws.cluster_name_for(str(found.get("NotificationMetadata", "")), {}, "")
+        if cluster == settings.cluster_name:
+            ours.append(group)
+        else:
+            others[group] = f"its NotificationMetadata names {cluster or 'no cluster'}"
+    return Plan(str(stack["StackId"]), settings, tuple(ours), others)
+
+
+def undeploy(aws: Aws, options: Options, say: Say) -> int:
+    found = plan(aws, options.stack_name)
+    hook = found.settings.lifecycle_hook_name
+    say(f"stack {options.stack_name} ({aws.region}), cluster {found.settings.cluster_name}")
+    say(f"hook {hook} on {len(found.hooks)} group(s): {', '.join(found.hooks) or 'none'}")
+    for group, why in sorted(found.others.items()):
+        say(f"left alone: {hook} on {group} ({why})")
+    if not options.yes:
+        say(
+            "dry run: nothing deleted. Run again with --yes (make undeploy YES=1) to delete "
+            "the stack, then these hooks"
+        )
+        return 0
+    cfn = aws.client("cloudformation")
+    since = time.time()
+    say(f"deleting stack {options.stack_name}")
+    cfn.delete_stack(StackName=options.stack_name)
+    status = wait_for_stack(cfn, found.stack_id, since, options.poll_seconds, say)
+    if status != "DELETE_COMPLETE":
+        say(f"the stack ended {status}; the hooks stay until it is gone (fix, then run again)")
+        return 1
+    autoscaling = aws.client("autoscaling")
+    failed = 0
+    for group in found.hooks:
+        try:
+            autoscaling.delete_lifecycle_hook(AutoScalingGroupName=group, LifecycleHookName=hook)
+        except ClientError as e:
+            failed += 1
+            say(f"could not delete {hook} on {group}: {e}")
+            continue
+        say(f"deleted hook {hook} on {group}")
+    say("left: the RBAC objects (kubectl delete -f k8s-rbac/) and the code bucket")
+    return 1 if failed else 0
+
+
+def parse_args(argv: Sequence[str] | None) -> Options:
+    parser = argparse.ArgumentParser(
+        prog="python -m tools.undeploy", description=(__doc__ or "").split("\n")[0]
+    )
+    parser.add_argument("--stack-name", default="eks-node-drainer", help="(make: STACK_NAME)")
+    parser.add_argument("--region", default="", help="default: the AWS CLI's (REGION)")
+    parser.add_argument("--profile", default="", help="AWS profile (default: AWS_PROFILE)")
+    parser.add_argument("--yes", action="store_true", help="delete; without it, a dry run (YES)")
+    args = parser.parse_args(argv)
+    return Options(args.stack_name, args.region, args.profile, args.yes)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    options = parse_args(argv)
+
+    def body() -> int:
+        aws = connect(options.region, options.profile)
+        return undeploy(aws, options, lambda line: print(line, flush=True))
+
+    return run_tool("undeploy", body, interrupted="the stack and hooks are as the last line says")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
