@@ -74,6 +74,11 @@ class Entry:
     refusals: int = 0
     seen: int = -1
     """The budget's version at the last refusal."""
+    sent_at: int = -1
+    """The budget's version when the last request was sent: an acceptance counts
+    against that version only. A version seen after the send may already include
+    the eviction (the API server writes the budget with it), and counting it there
+    too would leave the budget's room at nothing until a change that may never come."""
     not_before: float = 0.0
     """No request before this (0: none sent yet, nothing to wait for)."""
     hard: bool = False
@@ -210,6 +215,8 @@ class Schedule:
                 break
             if self.eligible(entry, now):
                 self._move(entry, State.IN_FLIGHT)
+                if entry.budget:
+                    entry.sent_at = self.budgets.seen(*_split(entry.budget))
                 entry.attempts += 1
                 self._flying[entry.budget] += 1
                 chosen.append(entry)
@@ -242,7 +249,7 @@ class Schedule:
         self._move(entry, State.EVICTED)
         entry.since, entry.held = now, ""
         if entry.budget:
-            version = self.budgets.seen(*_split(entry.budget))
+            version = entry.sent_at
             at, count = self._accepted.get(entry.budget, (-1, 0))
             self._accepted[entry.budget] = (version, (count if at == version else 0) + 1)
 

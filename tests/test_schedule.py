@@ -237,3 +237,33 @@ def test_left__each_pod_with_its_reason() -> None:
         "shop/web-0": "evicted, still terminating",
         "shop/dns-0": "critical pod: its tier waits for the ordinary pods, which are still held",
     }
+
+
+def test_acceptance_answered_after_the_watch_moved_on__the_next_pod_goes_when_it_allows() -> None:
+    """The API server writes the budget with the eviction; its watch may show that
+    version (and the controller's next one) before the eviction's answer is read.
+    The acceptance counts against the version it was sent at, so the budget's
+    later room is not spent a second time (the drain waited for its deadline)."""
+    budgets = Budgets(shop__web=1)
+    schedule = schedule_of(budgets)
+    first, second = add(schedule, "web-0", "shop/web"), add(schedule, "web-1", "shop/web")
+    assert names(schedule.pick(now=1.0, slots=8)) == ["web-0"]
+    budgets.change("shop/web", 0)  # the eviction's own write
+    budgets.change("shop/web", 1)  # web-0 replaced and Ready: one more allowed
+    schedule.accepted(first, now=1.5)  # its answer read only now
+
+    assert names(schedule.pick(now=2.0, slots=8)) == ["web-1"]
+    assert second.state is State.IN_FLIGHT
+
+
+def test_acceptance_before_the_budget_changes__room_spent_until_it_does() -> None:
+    budgets = Budgets(shop__web=1)
+    schedule = schedule_of(budgets)
+    first = add(schedule, "web-0", "shop/web")
+    add(schedule, "web-1", "shop/web")
+    schedule.pick(now=1.0, slots=8)
+    schedule.accepted(first, now=1.2)
+
+    assert schedule.pick(now=2.0, slots=8) == [], "the budget's one disruption is spent"
+    budgets.change("shop/web", 1)
+    assert names(schedule.pick(now=3.0, slots=8)) == ["web-1"]
