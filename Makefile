@@ -57,7 +57,7 @@ PARAMS ?=
 # (context default: the cluster's ARN, as aws eks update-kubeconfig names it).
 APPLY_RBAC ?=
 
-.PHONY: package deploy checkov logs preflight undeploy
+.PHONY: package deploy checkov logs preflight undeploy chaos
 
 package: $(STAMP)
 	$(PY) -m tools.package --arch $(or $(ARCH),arm64)
@@ -98,6 +98,19 @@ YES ?=
 
 undeploy: $(STAMP)
 	$(PY) -m tools.undeploy --stack-name "$(STACK_NAME)" --region "$(REGION)" $(if $(YES),--yes)
+
+# make chaos [SEEDS=200 | SEED=n]: the seeded chaos scenarios on kubesim
+#   (tests/e2e/test_chaos.py; make test runs the first 4), then what they injected
+#   (tools/chaos_report.py). A failing seed says how to replay it: make chaos SEED=n.
+SEEDS ?= 200
+SEED ?=
+CHAOS_RESULTS := build/chaos/results.jsonl
+
+chaos: $(STAMP)
+	@rm -f $(CHAOS_RESULTS)
+	@CHAOS_SEEDS="$(SEEDS)" CHAOS_SEED="$(SEED)" CHAOS_RESULTS="$(CHAOS_RESULTS)" \
+	  $(PY) -m pytest -q -p no:cacheprovider -n $(PYTEST_WORKERS) tests/e2e/test_chaos.py; \
+	  status=$$?; $(PY) -m tools.chaos_report $(CHAOS_RESULTS); exit $$status
 
 # --- security scan: checkov in its own venv (its dependencies clash with .venv's) -----
 CHECKOV_VENV := .venv-checkov
