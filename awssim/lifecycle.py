@@ -30,7 +30,6 @@ import uuid
 from collections import deque
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 from moto.autoscaling.exceptions import ValidationError
@@ -39,6 +38,8 @@ from moto.autoscaling.responses import AutoScalingResponse
 from moto.core.base_backend import BackendDict, BaseBackend
 from moto.core.responses import ActionResult, EmptyResult
 from werkzeug.exceptions import HTTPException
+
+from awssim.events import envelope
 
 TERMINATING = "autoscaling:EC2_INSTANCE_TERMINATING"
 TERMINATE_DETAIL_TYPE = "EC2 Instance-terminate Lifecycle Action"
@@ -234,17 +235,15 @@ class LifecycleLedger(BaseBackend):
                 detail["NotificationMetadata"] = metadata
             detail["Origin"] = "AutoScalingGroup"
             detail["Destination"] = "EC2"
-            return {
-                "version": "0",
-                "id": str(uuid.uuid4()),
-                "detail-type": TERMINATE_DETAIL_TYPE,
-                "source": "aws.autoscaling",
-                "account": self.account_id,
-                "time": _iso(action.started_at),
-                "region": self.region_name,
-                "resources": [group.arn],
-                "detail": detail,
-            }
+            return envelope(
+                TERMINATE_DETAIL_TYPE,
+                "aws.autoscaling",
+                account=self.account_id,
+                region=self.region_name,
+                at=action.started_at,
+                resources=[group.arn],
+                detail=detail,
+            )
 
     def set_global_timeout(self, asg_name: str, hook_name: str, seconds: int) -> None:
         """Give a hook this GlobalTimeout, in DescribeLifecycleHooks' answer and in the
@@ -455,10 +454,6 @@ def _global_timeout(hook: Any) -> float:
         return float(explicit)
     # AWS: the smaller of 100 x HeartbeatTimeout and 48 hours.
     return float(min(100 * int(hook.heartbeat_timeout), MAX_GLOBAL_TIMEOUT))
-
-
-def _iso(epoch: float) -> str:
-    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 ledgers: BackendDict[LifecycleLedger] = BackendDict(LifecycleLedger, "autoscaling")

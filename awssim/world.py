@@ -86,3 +86,30 @@ def create_node_group(
         i["InstanceId"] for i in group["AutoScalingGroups"][0].get("Instances", [])
     )
     return NodeGroup(asg_name, hook_name, cluster_name, instance_ids)
+
+
+def create_target_group(
+    elbv2: Any,
+    name: str,
+    *,
+    vpc: str,
+    instances: list[str],
+    delay: int,
+    cluster: str | None = None,
+    port: int = 30080,
+) -> str:
+    """An instance-mode target group holding `instances` on a NodePort, with this
+    deregistration delay; tagged elbv2.k8s.aws/cluster=<cluster> as the AWS Load
+    Balancer Controller tags its own, when a cluster is given. Its ARN."""
+    tags = {"Tags": [{"Key": "elbv2.k8s.aws/cluster", "Value": cluster}]} if cluster else {}
+    arn = str(
+        elbv2.create_target_group(
+            Name=name, Protocol="HTTP", Port=port, VpcId=vpc, TargetType="instance", **tags
+        )["TargetGroups"][0]["TargetGroupArn"]
+    )
+    elbv2.modify_target_group_attributes(
+        TargetGroupArn=arn,
+        Attributes=[{"Key": "deregistration_delay.timeout_seconds", "Value": str(delay)}],
+    )
+    elbv2.register_targets(TargetGroupArn=arn, Targets=[{"Id": i, "Port": port} for i in instances])
+    return arn

@@ -25,6 +25,7 @@ from types import FrameType
 from typing import Any, TextIO
 
 from awssim import spot
+from awssim.world import create_target_group
 from demo import summary as summaries
 from demo import template
 from demo.kube import Follower, Kube
@@ -388,22 +389,14 @@ class Demo:
         """A target group as the AWS Load Balancer Controller makes one in instance
         mode: every node a target, outside the Auto Scaling group's own. The drain
         takes the instance out of it, and waits for its deregistration delay."""
-        elbv2 = self._client("elbv2")
         delay = max(1, round(5 / self.options.speed))
-        arn = elbv2.create_target_group(
-            Name="k8s-default-web",
-            Protocol="HTTP",
-            Port=30080,
-            VpcId=vpc,
-            TargetType="instance",
-            Tags=[{"Key": "elbv2.k8s.aws/cluster", "Value": CLUSTER}],
-        )["TargetGroups"][0]["TargetGroupArn"]
-        elbv2.modify_target_group_attributes(
-            TargetGroupArn=arn,
-            Attributes=[{"Key": "deregistration_delay.timeout_seconds", "Value": str(delay)}],
-        )
-        elbv2.register_targets(
-            TargetGroupArn=arn, Targets=[{"Id": i, "Port": 30080} for i in instances]
+        create_target_group(
+            self._client("elbv2"),
+            "k8s-default-web",
+            vpc=vpc,
+            instances=instances,
+            delay=delay,
+            cluster=CLUSTER,
         )
         self.view.line(
             "demo",

@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from demo.view import View, shown_path
+from drainer.events import SPOT_NOTICE_SECONDS, TERMINATE_HOOK_TRIGGER, SpotKind
+from drainer.settings import Settings
 
 if TYPE_CHECKING:
     from demo.observe import Observer
@@ -167,15 +169,13 @@ def _spot(state: State) -> dict[str, Any]:
     """The spot warning's drain (invocation 1) and the hook's invocation that waited
     for it, from their end lines."""
     by_trigger = {str((i.result or {}).get("trigger")): i.result or {} for i in state.invocations}
-    warning = by_trigger.get("spot-interruption", {})
-    hook = by_trigger.get("terminate-hook", {})
-    margin = int(
-        state.function.environment.get("SPOT_DEADLINE_MARGIN_SECONDS", 15) if state.function else 15
-    )
+    warning = by_trigger.get(str(SpotKind.INTERRUPTION), {})
+    hook = by_trigger.get(TERMINATE_HOOK_TRIGGER, {})
+    settings = Settings.from_env(state.function.environment if state.function else {})
     return {
         "result": warning.get("result"),
         "drain_seconds": warning.get("seconds"),
-        "window_seconds": 120 - margin,
+        "window_seconds": SPOT_NOTICE_SECONDS - settings.spot_deadline_margin_seconds,
         "evicted": warning.get("evicted"),
         "hook_result": hook.get("result"),
         "hook_evicted": hook.get("evicted"),

@@ -18,7 +18,7 @@ import logging
 import random
 import re
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeAlias
 
@@ -303,7 +303,7 @@ def describe_instance(ec2: Client, instance_id: str) -> NodeIdentity:
         instance_id=instance_id,
         private_dns_name=instance.get("PrivateDnsName", "") or "",
         availability_zone=instance.get("Placement", {}).get("AvailabilityZone", ""),
-        tags={str(t["Key"]): str(t.get("Value", "")) for t in instance.get("Tags", [])},
+        tags=tag_map(instance.get("Tags", [])),
     )
 
 
@@ -337,8 +337,9 @@ class HookInfo:
         return self.heartbeat_timeout / 2
 
 
-def lifecycle_hook(autoscaling: Client, asg_name: str, hook_name: str) -> HookInfo:
-    """Describe one lifecycle hook of an Auto Scaling group."""
+def describe_hook(autoscaling: Client, asg_name: str, hook_name: str) -> dict[str, Any] | None:
+    """One lifecycle hook of an Auto Scaling group as Auto Scaling describes it;
+    None when the group has no hook of that name."""
     what = f"DescribeLifecycleHooks {asg_name}/{hook_name}"
     try:
         response = autoscaling.describe_lifecycle_hooks(
@@ -346,15 +347,20 @@ def lifecycle_hook(autoscaling: Client, asg_name: str, hook_name: str) -> HookIn
         )
     except (ClientError, BotoCoreError) as e:
         raise _aws_error(e, "autoscaling:DescribeLifecycleHooks", what) from e
-    hooks = [
-        h for h in response.get("LifecycleHooks", []) if h.get("LifecycleHookName") == hook_name
-    ]
-    if not hooks:
+    for hook in response.get("LifecycleHooks", []):
+        if hook.get("LifecycleHookName") == hook_name:
+            return dict(hook)
+    return None
+
+
+def lifecycle_hook(autoscaling: Client, asg_name: str, hook_name: str) -> HookInfo:
+    """Describe one lifecycle hook of an Auto Scaling group."""
+    hook = describe_hook(autoscaling, asg_name, hook_name)
+    if hook is None:
         raise AwsError(
-            f"{what}: Auto Scaling group {asg_name!r} has no lifecycle hook {hook_name!r} "
-            "(deleted while the instance waited?)"
+            f"DescribeLifecycleHooks {asg_name}/{hook_name}: Auto Scaling group {asg_name!r} "
+            f"has no lifecycle hook {hook_name!r} (deleted while the instance waited?)"
         )
-    hook = hooks[0]
     global_timeout = hook.get("GlobalTimeout")
     return HookInfo(
         name=hook_name,
@@ -374,12 +380,15 @@ def asg_tags(autoscaling: Client, asg_name: str) -> dict[str, str]:
         raise _aws_error(
             e, "autoscaling:DescribeAutoScalingGroups", f"DescribeAutoScalingGroups {asg_name}"
         ) from e
-    return {
-        str(tag["Key"]): str(tag.get("Value", ""))
-        for group in response.get("AutoScalingGroups", [])
-        if group.get("AutoScalingGroupName") == asg_name
-        for tag in group.get("Tags", [])
-    }
+    for group in response.get("AutoScalingGroups", []):
+        if group.get("AutoScalingGroupName") == asg_name:
+            return tag_map(group.get("Tags", []))
+    return {}
+
+
+def tag_map(tags: Iterable[Mapping[str, Any]]) -> dict[str, str]:
+    """EC2's or Auto Scaling's tag list ([{"Key": ..., "Value": ...}]) as a dict."""
+    return {str(tag["Key"]): str(tag.get("Value", "")) for tag in tags}
 
 
 def cluster_name_for(

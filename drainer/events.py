@@ -109,6 +109,11 @@ class Skip:
     reason: str
 
 
+TERMINATE_HOOK_TRIGGER = "terminate-hook"
+"""What began a drain of the terminate hook's event (the end line's `trigger`; a spot
+event's is its SpotKind)."""
+
+
 class SpotKind(StrEnum):
     INTERRUPTION = "spot-interruption"
     REBALANCE = "rebalance-recommendation"

@@ -15,9 +15,10 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from drainer import aws, logs, notices
+from drainer import aws, hooks, logs, notices, spot
 from drainer.errors import AwsError, SettingsError
 from drainer.events import (
+    TERMINATE_HOOK_TRIGGER,
     HookSyncEvent,
     LifecycleEvent,
     SelfCheckEvent,
@@ -35,15 +36,11 @@ from drainer.workflow import (
     Run,
     drain_instance,
     eks_kube,
-    group_allowed,
 )
 
 log = logging.getLogger(__name__)
 
 METRICS_NAMESPACE = "EksNodeDrainer"
-TERMINATE_HOOK = "terminate-hook"
-"""The end line's `trigger` for a drain begun by the lifecycle hook (a spot event's
-is its kind, drainer/events.SpotKind)."""
 
 
 class _Container:
@@ -124,8 +121,6 @@ def lambda_handler(event: Any, context: Any) -> dict[str, Any]:
         clients, kube_factory = _aws(settings, os.environ.get("AWS_REGION", ""))
         return self_check(parsed, settings, clients, kube_factory)
     if isinstance(parsed, HookSyncEvent):
-        from drainer import hooks
-
         clients, _ = _aws(settings, os.environ.get("AWS_REGION", ""))
         return hooks.sync_hooks(clients.autoscaling, settings, parsed.trigger).result()
     logs.bind(**parsed.log_keys())
@@ -196,15 +191,14 @@ def handle(
             event.handover.handovers,
             time.time() - event.handover.started_at,
         )
-    elif (
-        settings.notification_topic_arn
-        and settings.notify_on_start
-        and group_allowed(settings, clients.autoscaling, event.asg_name)
-    ):
-        notice = notices.start_notice(event, settings.cluster_name)
-        notices.publish(clients.sns, settings.notification_topic_arn, notice)
+    on_start = None
+    if settings.notify_on_start and event.handover is None:
+
+        def on_start() -> None:
+            _notify(settings, clients, notices.start_notice(event, settings.cluster_name))
+
     try:
-        run = drain_instance(event, settings, clients, kube_factory, invocation)
+        run = drain_instance(event, settings, clients, kube_factory, invocation, on_start=on_start)
     except AwsError as e:
         # AWS failed beyond botocore's retries: raise so Lambda retries the event
         # (the drain is safe to repeat); the hook's heartbeat timeout is the backstop.
@@ -227,13 +221,7 @@ def handle(
         summary["handovers_so_far"] = event.handover.handovers
         summary["heartbeats_total"] = event.handover.heartbeats + run.heartbeats
         summary["drain_seconds_total"] = round(time.time() - event.handover.started_at, 3)
-    _log_end_line(summary)
-    _metrics(run, summary, settings)
-    if settings.notification_topic_arn and run.result in _NOTIFIED:
-        notices.publish(
-            clients.sns, settings.notification_topic_arn, notices.end_notice(event, summary)
-        )
-    return summary
+    return _finish(run, summary, event, settings, clients)
 
 
 def handle_spot(
@@ -246,26 +234,39 @@ def handle_spot(
 ) -> dict[str, Any]:
     """A spot interruption warning or rebalance recommendation (drainer/spot.py): no
     lifecycle action to complete; EC2 decides the instance's end."""
-    from drainer import spot
-
     started = time.monotonic()
     found = spot.target(event, settings, clients)
     if isinstance(found, Skip):
         log.info("event skipped: %s", found.reason)
         return {"result": "skipped", "reason": found.reason}
-    if settings.notification_topic_arn and settings.notify_on_start:
-        notice = notices.spot_start_notice(found, found.cluster)
-        notices.publish(clients.sns, settings.notification_topic_arn, notice)
+    if settings.notify_on_start:
+        _notify(settings, clients, notices.spot_start_notice(found, found.cluster))
     run = spot.drain(found, settings, clients, kube_factory, invocation)
     _log_outcome(run, None, None)
     summary = _summary(run, None, None, time.monotonic() - started, trigger=str(event.kind))
+    return _finish(run, summary, found, settings, clients)
+
+
+def _finish(
+    run: Run,
+    summary: dict[str, Any],
+    subject: notices.Subject,
+    settings: Settings,
+    clients: aws.AwsClients,
+) -> dict[str, Any]:
+    """Every drain's end: the end line, the metrics and, for an end worth one, the
+    notice."""
     _log_end_line(summary)
     _metrics(run, summary, settings)
-    if settings.notification_topic_arn and run.result in _NOTIFIED:
-        notices.publish(
-            clients.sns, settings.notification_topic_arn, notices.end_notice(found, summary)
-        )
+    if run.result in _NOTIFIED:
+        _notify(settings, clients, notices.end_notice(subject, summary))
     return summary
+
+
+def _notify(settings: Settings, clients: aws.AwsClients, notice: notices.Notice) -> None:
+    """Publish a notice to NOTIFICATION_TOPIC_ARN; nothing when there is none."""
+    if settings.notification_topic_arn:
+        notices.publish(clients.sns, settings.notification_topic_arn, notice)
 
 
 # The ends of a drain worth a notice (a hand-over is not an end; another group's
@@ -319,7 +320,7 @@ def _summary(
     completed: bool | None,
     seconds: float,
     *,
-    trigger: str = TERMINATE_HOOK,
+    trigger: str = TERMINATE_HOOK_TRIGGER,
 ) -> dict[str, Any]:
     summary: dict[str, Any] = {
         "result": str(run.result),

@@ -31,11 +31,11 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from drainer import aws, logs
 from drainer.errors import AwsError
+from drainer.events import TERMINATING
 from drainer.settings import Settings
 
 log = logging.getLogger(__name__)
 
-TERMINATING = "autoscaling:EC2_INSTANCE_TERMINATING"
 DEFAULT_RESULT = "CONTINUE"
 
 
@@ -63,6 +63,11 @@ class HookSpec:
             "NotificationMetadata": self.notification_metadata,
         }
         return [key for key, value in wanted.items() if str(found.get(key) or "") != str(value)]
+
+    def made(self, found: Mapping[str, Any]) -> bool:
+        """Is the described hook one this stack's function put (its metadata names the
+        cluster as the function writes it)? Another tool's hook of the name is not."""
+        return str(found.get("NotificationMetadata") or "") == self.notification_metadata
 
 
 @dataclass(frozen=True)
@@ -111,10 +116,6 @@ def tag_admits(tags: Mapping[str, str], settings: Settings) -> tuple[bool, str]:
     return True, ""
 
 
-def _tags(group: Mapping[str, Any]) -> dict[str, str]:
-    return {str(t["Key"]): str(t.get("Value", "")) for t in group.get("Tags", [])}
-
-
 def tagged_groups(autoscaling: aws.Client, settings: Settings) -> tuple[list[str], dict[str, str]]:
     """Groups carrying ASG_TAG: (admitted, {skipped group: why}). All pages."""
     pair = settings.asg_tag_pair
@@ -130,7 +131,7 @@ def tagged_groups(autoscaling: aws.Client, settings: Settings) -> tuple[list[str
         for page in pages:
             for group in page.get("AutoScalingGroups", []):
                 name = str(group["AutoScalingGroupName"])
-                ok, why = tag_admits(_tags(group), settings)
+                ok, why = tag_admits(aws.tag_map(group.get("Tags", [])), settings)
                 if ok:
                     admitted.append(name)
                 else:
@@ -144,19 +145,11 @@ def tagged_groups(autoscaling: aws.Client, settings: Settings) -> tuple[list[str
     return admitted, skipped
 
 
-def hook_of(autoscaling: aws.Client, asg_name: str, name: str) -> dict[str, Any] | None:
-    try:
-        response = autoscaling.describe_lifecycle_hooks(
-            AutoScalingGroupName=asg_name, LifecycleHookNames=[name]
-        )
-    except (ClientError, BotoCoreError) as e:
-        raise aws.aws_error(
-            e, "autoscaling:DescribeLifecycleHooks", f"DescribeLifecycleHooks {asg_name}"
-        ) from e
-    for hook in response.get("LifecycleHooks", []):
-        if hook.get("LifecycleHookName") == name:
-            return dict(hook)
-    return None
+def covered_groups(autoscaling: aws.Client, settings: Settings) -> tuple[list[str], dict[str, str]]:
+    """The groups that should have the hook, named or tagged, sorted; and the tagged
+    ones left alone, with why."""
+    tagged, skipped = tagged_groups(autoscaling, settings)
+    return sorted(set(settings.allowed_asgs) | set(tagged)), skipped
 
 
 def _put_hook(autoscaling: aws.Client, asg_name: str, spec: HookSpec) -> None:
@@ -186,16 +179,15 @@ def sync_hooks(autoscaling: aws.Client, settings: Settings, trigger: str = "") -
     spec = HookSpec.from_settings(settings)
     failed: dict[str, str] = {}
     try:
-        tagged, skipped = tagged_groups(autoscaling, settings)
+        covered, skipped = covered_groups(autoscaling, settings)
     except AwsError as e:
-        tagged, skipped = [], {}
+        covered, skipped = sorted(settings.allowed_asgs), {}
         failed["(listing)"] = str(e)
-    covered = sorted(set(settings.allowed_asgs) | set(tagged))
     created: list[str] = []
     updated: dict[str, list[str]] = {}
     for asg_name in covered:
         try:
-            found = hook_of(autoscaling, asg_name, spec.name)
+            found = aws.describe_hook(autoscaling, asg_name, spec.name)
             differs = spec.differences(found) if found is not None else []
             if found is not None and not differs:
                 continue

@@ -9,6 +9,7 @@ form (one filtered list); nodes whose spec.providerID ends with /<instance-id>
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from drainer.kube import Kube
 
@@ -20,18 +21,26 @@ def find_node(
     kube: Kube, private_dns_name: str, hostnames: tuple[str, ...], provider_id_suffix: str
 ) -> str | None:
     """The node's name, or None when no node matches (never joined, already gone)."""
+    node = find_node_object(kube, private_dns_name, hostnames, provider_id_suffix)
+    return None if node is None else str(node["metadata"]["name"])
+
+
+def find_node_object(
+    kube: Kube, private_dns_name: str, hostnames: tuple[str, ...], provider_id_suffix: str
+) -> dict[str, Any] | None:
+    """The node as the lookup read it (its record included), or None."""
     if private_dns_name:
         node = kube.get_node(private_dns_name)
         if node is not None:
-            return str(node["metadata"]["name"])
+            return node
     if hostnames:
         selector = f"{HOSTNAME_LABEL} in ({','.join(hostnames)})"
         for node in kube.list_nodes(label_selector=selector):
             log.info("found node %s by its hostname label", node["metadata"]["name"])
-            return str(node["metadata"]["name"])
+            return node
     if provider_id_suffix:
         for node in kube.list_nodes():
             if str((node.get("spec") or {}).get("providerID", "")).endswith(provider_id_suffix):
                 log.info("found node %s by its providerID", node["metadata"]["name"])
-                return str(node["metadata"]["name"])
+                return node
     return None

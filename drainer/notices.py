@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 from drainer.aws import Client
-from drainer.events import LifecycleEvent
+from drainer.events import TERMINATE_HOOK_TRIGGER, LifecycleEvent
 
 log = logging.getLogger(__name__)
 
@@ -41,30 +41,44 @@ class Subject(Protocol):
     def asg_name(self) -> str: ...
 
 
-def spot_start_notice(found: Subject, cluster: str) -> tuple[str, str, dict[str, str]]:
+Notice = tuple[str, str, dict[str, str]]
+"""An SNS subject, the message text and its attributes."""
+
+
+def spot_start_notice(found: Subject, cluster: str) -> Notice:
     """The notice that a spot interruption warning (or rebalance recommendation)
     began a drain."""
-    group = found.asg_name or "no group"
-    subject = f"eks-node-drainer: draining spot {found.instance_id} ({group})"
-    text = (
-        f"Draining spot instance {found.instance_id} of {group}"
-        f"{f' in cluster {cluster}' if cluster else ''}: EC2 sent an interruption warning "
-        "or a rebalance recommendation."
+    return _start(
+        found,
+        "spot ",
+        found.asg_name or "no group",
+        cluster,
+        "EC2 sent an interruption warning or a rebalance recommendation.",
     )
-    return subject, text, _attributes(found, "started", cluster)
 
 
-def start_notice(event: LifecycleEvent, cluster: str) -> tuple[str, str, dict[str, str]]:
-    subject = f"eks-node-drainer: draining {event.instance_id} ({event.asg_name})"
-    text = (
-        f"Draining instance {event.instance_id} of Auto Scaling group {event.asg_name}"
-        f"{f' in cluster {cluster}' if cluster else ''}: its lifecycle action waits until "
-        "the pods are gone."
+def start_notice(event: LifecycleEvent, cluster: str) -> Notice:
+    """The notice that the terminate hook's event began a drain."""
+    return _start(
+        event,
+        "",
+        f"Auto Scaling group {event.asg_name}",
+        cluster,
+        "its lifecycle action waits until the pods are gone.",
     )
-    return subject, text, _attributes(event, "started", cluster)
 
 
-def end_notice(event: Subject, summary: Mapping[str, Any]) -> tuple[str, str, dict[str, str]]:
+def _start(subject: Subject, kind: str, group: str, cluster: str, why: str) -> Notice:
+    short_group = subject.asg_name or "no group"
+    text = (
+        f"Draining {kind}instance {subject.instance_id} of {group}"
+        f"{f' in cluster {cluster}' if cluster else ''}: {why}"
+    )
+    title = f"eks-node-drainer: draining {kind}{subject.instance_id} ({short_group})"
+    return title, text, _attributes(subject, "started", cluster)
+
+
+def end_notice(event: Subject, summary: Mapping[str, Any]) -> Notice:
     """The subject, text and attributes of the notice for a drain's end."""
     result = str(summary.get("result", ""))
     node = summary.get("node") or "(no node)"
@@ -93,7 +107,7 @@ def end_notice(event: Subject, summary: Mapping[str, Any]) -> tuple[str, str, di
 
 
 def _began_by(trigger: str) -> str:
-    if not trigger or trigger == "terminate-hook":
+    if not trigger or trigger == TERMINATE_HOOK_TRIGGER:
         return ""
     return f" (begun by the {trigger}: EC2 ends the instance)"
 
@@ -108,7 +122,7 @@ def _attributes(event: Subject, result: str, cluster: str) -> dict[str, str]:
     return {k: v for k, v in values.items() if v}
 
 
-def publish(sns: Client, topic: str, notice: tuple[str, str, dict[str, str]]) -> bool:
+def publish(sns: Client, topic: str, notice: Notice) -> bool:
     """Send the notice; False (and a log line) when it could not be sent."""
     from botocore.exceptions import BotoCoreError, ClientError
 

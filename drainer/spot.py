@@ -30,7 +30,7 @@ from drainer import aws, logs
 from drainer.cordon import cordon_patch, live_drain
 from drainer.errors import ClusterNotFound, InstanceNotFound, KubeError
 from drainer.events import SPOT_NOTICE_SECONDS, Skip, SpotEvent, SpotKind
-from drainer.nodes import find_node
+from drainer.nodes import find_node_object
 from drainer.options import DrainOptions
 from drainer.report import DrainEvent
 from drainer.settings import Settings
@@ -43,10 +43,12 @@ from drainer.workflow import (
     Result,
     Run,
     Tools,
-    drain_with_retries,
+    drain_and_leave,
     group_refused,
-    leave_target_groups_step,
-    work_time,
+    group_tags,
+    hand_over_at,
+    jitter,
+    log_deadline,
 )
 
 log = logging.getLogger(__name__)
@@ -83,8 +85,9 @@ def target(event: SpotEvent, settings: Settings, clients: aws.AwsClients) -> Spo
     except InstanceNotFound as e:
         return Skip(f"{event.kind}: {e}")
     group = identity.asg_name
+    tags = group_tags(clients.autoscaling, group)
     if group:
-        refused = group_refused(settings, clients.autoscaling, group)
+        refused = group_refused(settings, clients.autoscaling, group, tags=tags)
         if refused:
             return Skip(f"{event.kind}: instance {event.instance_id}: {refused}")
     elif settings.allowed_asgs or settings.asg_tag:
@@ -94,7 +97,7 @@ def target(event: SpotEvent, settings: Settings, clients: aws.AwsClients) -> Spo
         )
     named = aws.cluster_name_for("", identity.tags, "")
     if not named and group:
-        named = aws.cluster_name_for("", aws.asg_tags(clients.autoscaling, group), "")
+        named = aws.cluster_name_for("", tags(), "")
     if named and settings.cluster_name and named != settings.cluster_name:
         return Skip(
             f"{event.kind}: instance {event.instance_id} belongs to cluster {named}, "
@@ -163,18 +166,11 @@ def drain(
     logs.bind(cluster=found.cluster, asg_name=found.asg_name)
     started = clock()
     deadline = deadline_of(found, settings, started)
-    if invocation is not None:  # no hand-over: the drain ends within this invocation
-        stop = started + work_time(invocation.remaining_seconds(), settings.handover_margin_seconds)
-        if stop < deadline.at:
-            deadline = Deadline(stop, f"{deadline.source}, cut to this invocation's time")
-    log.info(
-        "%s for instance %s: drain deadline in %.0f s",
-        found.event.kind,
-        found.instance_id,
-        deadline.at - started,
-        extra={"deadline_source": deadline.source},
-    )
-    tools = Tools(settings, clients, kube_factory, clock, sleep, rng or random.Random(), on_event)  # noqa: S311 - jitter
+    stop = hand_over_at(invocation, settings, clock)
+    if stop is not None and stop < deadline.at:  # no hand-over: it ends in this invocation
+        deadline = Deadline(stop, f"{deadline.source}, cut to this invocation's time")
+    log_deadline(deadline, started)
+    tools = Tools(settings, clients, kube_factory, clock, sleep, rng or jitter(), on_event)
     try:
         cluster = aws.describe_cluster(clients.eks, found.cluster)
     except ClusterNotFound as e:
@@ -182,22 +178,8 @@ def drain(
     if found.event.kind is SpotKind.REBALANCE and settings.rebalance_action == "cordon":
         run = _cordon(tools, found, cluster)
     else:
-        run = drain_with_retries(
-            tools,
-            found.identity,
-            cluster,
-            deadline,
-            None,
-            plan=plan_for(found, settings, deadline, started),
-        )
-        run = leave_target_groups_step(
-            tools,
-            run,
-            instance=found.instance_id,
-            cluster=found.cluster,
-            deadline=deadline,
-            stop_at=None,
-        )
+        plan = plan_for(found, settings, deadline, started)
+        run = drain_and_leave(tools, found.identity, cluster, deadline, None, plan=plan)
     return replace(run, cluster=found.cluster, started_at=started, deadline=deadline)
 
 
@@ -207,15 +189,15 @@ def _cordon(tools: Tools, found: SpotTarget, cluster: aws.ClusterInfo) -> Run:
     kube = tools.kube_factory(cluster, cluster.name, tools.settings)
     try:
         identity = found.identity
-        node = find_node(
+        current = find_node_object(
             kube,
             identity.private_dns_name,
             identity.hostname_candidates,
             identity.provider_id_suffix,
         )
-        current = kube.get_node(node) if node else None
-        if node is None or current is None:
+        if current is None:
             return Run(Result.NO_NODE, f"no Kubernetes node for instance {identity.instance_id}")
+        node = str(current["metadata"]["name"])
         logs.bind(node_name=node)
         if live_drain(current, tools.clock(), SPOT_TRIGGERS) is not None:
             return Run(Result.CORDONED, f"node {node} is being drained already", node=node)

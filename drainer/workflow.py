@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import logging
 import random
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -41,8 +42,9 @@ from drainer.errors import (
     TlsVerificationError,
 )
 from drainer.events import Handover, LifecycleEvent, SpotKind
+from drainer.hooks import tag_admits
 from drainer.kube import Kube
-from drainer.nodes import find_node
+from drainer.nodes import find_node_object
 from drainer.options import DrainOptions
 from drainer.report import DrainEvent, DrainReport, Outcome
 from drainer.settings import Settings
@@ -210,28 +212,30 @@ def drain_instance(
     sleep: Callable[[float], None] = time.sleep,
     rng: random.Random | None = None,
     on_event: Callable[[DrainEvent], None] | None = None,
+    on_start: Callable[[], None] | None = None,
 ) -> Run:
-    """Drain the event's instance, heartbeating its lifecycle action meanwhile."""
+    """Drain the event's instance, heartbeating its lifecycle action meanwhile.
+    `on_start` is called once the group is known to be ours (the start notice)."""
     started_at = event.handover.started_at if event.handover else clock()
-    refused = group_refused(settings, clients.autoscaling, event.asg_name)
+    tags = group_tags(clients.autoscaling, event.asg_name)
+    refused = group_refused(settings, clients.autoscaling, event.asg_name, tags=tags)
     if refused:
-        return Run(Result.NOT_ALLOWED, refused, started_at=started_at)
+        return Run(
+            Result.NOT_ALLOWED,
+            f"{refused}; leaving its lifecycle action alone",
+            started_at=started_at,
+        )
+    if on_start is not None:
+        on_start()
     hook = aws.lifecycle_hook(clients.autoscaling, event.asg_name, event.hook_name)
     deadline = effective_deadline(started_at, event, hook, settings)
-    log.info(
-        "drain deadline in %.0f s: %s",
-        deadline.at - clock(),
-        deadline.source,
-        extra={
-            "deadline": datetime.fromtimestamp(deadline.at, UTC).isoformat(timespec="seconds"),
-            "deadline_source": deadline.source,
-        },
-    )
-    tools = Tools(settings, clients, kube_factory, clock, sleep, rng or _jitter(), on_event)
+    log_deadline(deadline, clock())
+    tools = Tools(settings, clients, kube_factory, clock, sleep, rng or jitter(), on_event)
     heartbeat = aws.Heartbeat(clients.autoscaling, event, max(1.0, hook.heartbeat_interval))
     heartbeat.start()
     try:
-        run = _drain(tools, event, hook, deadline, _stop_at(invocation, settings, clock))
+        stop = hand_over_at(invocation, settings, clock)
+        run = _drain(tools, event, hook, deadline, stop, tags=tags)
     finally:
         heartbeat.stop()
     if heartbeat.gone:
@@ -249,27 +253,45 @@ def drain_instance(
     )
 
 
-def group_refused(settings: Settings, autoscaling: aws.Client, asg_name: str) -> str:
+def log_deadline(deadline: Deadline, now: float) -> None:
+    """The drain's deadline and what set it, in one line with fixed keys."""
+    log.info(
+        "drain deadline in %.0f s: %s",
+        deadline.at - now,
+        deadline.source,
+        extra={
+            "deadline": datetime.fromtimestamp(deadline.at, UTC).isoformat(timespec="seconds"),
+            "deadline_source": deadline.source,
+        },
+    )
+
+
+Tags = Callable[[], Mapping[str, str]]
+
+
+def group_tags(autoscaling: aws.Client, asg_name: str) -> Tags:
+    """The group's tags, read on first use and at most once (one invocation's view:
+    the group check, the cluster and the spot path share the one call)."""
+    return functools.cache(lambda: aws.asg_tags(autoscaling, asg_name))
+
+
+def group_refused(
+    settings: Settings, autoscaling: aws.Client, asg_name: str, *, tags: Tags | None = None
+) -> str:
     """Why the function may not act on this Auto Scaling group's instances; "" when
-    it may: named in ALLOWED_ASGS, or carrying ASG_TAG (its tags read once) and not
-    tagged for another cluster, or neither setting set (any group)."""
+    it may: named in ALLOWED_ASGS, or carrying ASG_TAG and not tagged for another
+    cluster, or neither setting set (any group)."""
     if settings.allows_group(asg_name):
         return ""
     named = ", ".join(sorted(settings.allowed_asgs)) or "none"
     why = f"Auto Scaling group {asg_name} is not in ALLOWED_ASGS ({named})"
     if settings.asg_tag:
-        from drainer.hooks import tag_admits
-
-        admitted, reason = tag_admits(aws.asg_tags(autoscaling, asg_name), settings)
+        read = tags or group_tags(autoscaling, asg_name)
+        admitted, reason = tag_admits(read(), settings)
         if admitted:
             return ""
         why += f" and ASG_TAG {settings.asg_tag} does not admit it ({reason})"
-    return why + "; leaving its lifecycle action alone"
-
-
-def group_allowed(settings: Settings, autoscaling: aws.Client, asg_name: str) -> bool:
-    """May the function act on this Auto Scaling group's instances (group_refused)?"""
-    return not group_refused(settings, autoscaling, asg_name)
+    return why
 
 
 @dataclass(frozen=True)
@@ -285,11 +307,11 @@ class Tools:
     on_event: Callable[[DrainEvent], None] | None
 
 
-def _jitter() -> random.Random:
+def jitter() -> random.Random:
     return random.Random()  # noqa: S311 - jitter, not cryptography
 
 
-def _stop_at(
+def hand_over_at(
     invocation: Invocation | None, settings: Settings, clock: Callable[[], float]
 ) -> float | None:
     """When this invocation hands over; None outside Lambda (no time limit of its own)."""
@@ -299,16 +321,15 @@ def _stop_at(
 
 
 def resolve_cluster(
-    event: LifecycleEvent, hook: aws.HookInfo, settings: Settings, autoscaling: aws.Client
+    event: LifecycleEvent, hook: aws.HookInfo, settings: Settings, tags: Tags
 ) -> str | None:
     """The instance's EKS cluster: the hook's metadata first, then the group's tags
-    (one more call, only when the metadata names none), then CLUSTER_NAME."""
+    (read only when the metadata names none), then CLUSTER_NAME."""
     metadata = hook.notification_metadata or event.notification_metadata
     from_metadata = aws.cluster_name_for(metadata, {}, "")
     if from_metadata:
         return from_metadata
-    tags = aws.asg_tags(autoscaling, event.asg_name)
-    return aws.cluster_name_for(metadata, tags, settings.cluster_name)
+    return aws.cluster_name_for(metadata, tags(), settings.cluster_name)
 
 
 def _drain(
@@ -317,9 +338,11 @@ def _drain(
     hook: aws.HookInfo,
     deadline: Deadline,
     stop_at: float | None,
+    *,
+    tags: Tags,
 ) -> Run:
     """From the hook to a drain result: the cluster, the instance, then the node."""
-    cluster_name = resolve_cluster(event, hook, tools.settings, tools.clients.autoscaling)
+    cluster_name = resolve_cluster(event, hook, tools.settings, tags)
     if not cluster_name:
         return Run(
             Result.FAILED,
@@ -336,19 +359,33 @@ def _drain(
         cluster = aws.describe_cluster(tools.clients.eks, cluster_name)
     except ClusterNotFound as e:
         return Run(Result.FAILED, str(e), cluster=cluster_name)
-    run = drain_with_retries(tools, identity, cluster, deadline, stop_at, plan=Plan.scale_in(tools))
-    run = leave_target_groups_step(
+    return drain_and_leave(tools, identity, cluster, deadline, stop_at, plan=Plan.scale_in(tools))
+
+
+def drain_and_leave(
+    tools: Tools,
+    identity: aws.NodeIdentity,
+    cluster: aws.ClusterInfo,
+    deadline: Deadline,
+    stop_at: float | None,
+    *,
+    plan: Plan,
+) -> Run:
+    """Drain the node (or wait for the drain under way), then take the instance out
+    of its target groups: every drain's path once the cluster is known."""
+    run = drain_with_retries(tools, identity, cluster, deadline, stop_at, plan=plan)
+    run = _leave_target_groups(
         tools,
         run,
         instance=identity.instance_id,
-        cluster=cluster_name,
+        cluster=cluster.name,
         deadline=deadline,
         stop_at=stop_at,
     )
-    return replace(run, cluster=cluster_name)
+    return replace(run, cluster=cluster.name)
 
 
-def leave_target_groups_step(
+def _leave_target_groups(
     tools: Tools,
     run: Run,
     *,
@@ -458,21 +495,24 @@ def _drain_once(
     drain another invocation began on it for a spot event."""
     kube = tools.kube_factory(cluster, cluster.name, tools.settings)
     try:
-        node = find_node(
+        found = find_node_object(
             kube,
             identity.private_dns_name,
             identity.hostname_candidates,
             identity.provider_id_suffix,
         )
-        if node is None:
+        if found is None:
             return Run(
                 Result.NO_NODE,
                 f"no Kubernetes node for instance {identity.instance_id} (PrivateDnsName "
                 f"{identity.private_dns_name or 'none'}): never joined or already gone",
             )
+        node = str(found["metadata"]["name"])
         logs.bind(node_name=node)
         limit = deadline.at if stop_at is None else min(deadline.at, stop_at)
-        followed = follow_drain(tools, kube, node, plan.follows, limit=limit, deadline=deadline.at)
+        followed = follow_drain(
+            tools, kube, node, plan.follows, limit=limit, deadline=deadline.at, known=found
+        )
         if followed is not None:
             return followed
         drain = Drain(kube, node, plan.options, clock=tools.clock, on_event=tools.on_event)
@@ -503,13 +543,15 @@ def follow_drain(
     *,
     limit: float,
     deadline: float,
+    known: dict[str, Any] | None = None,
 ) -> Run | None:
     """When the node's record shows a live drain begun by one of `triggers` (another
     invocation, for a spot event of the same instance), wait for it to end, reading
     the record, and take its result: the same drain is not started twice. None when
-    there is no such drain, or it went stale (its invocation died): drain then."""
-    current = kube.get_node(node)
-    live = live_drain(current or {}, tools.clock(), triggers) if triggers else None
+    there is no such drain, or it went stale (its invocation died): drain then.
+    `known`: the node as the caller just read it (saves a GET)."""
+    current = known if known is not None else kube.get_node(node)
+    live = live_drain(current or {}, tools.clock(), triggers)
     if live is None:
         return None
     log.info(

@@ -353,7 +353,7 @@ def test_asg_tagged_but_not_named__drained(scene_for: Callable[..., Scene]) -> N
     run = scene.drain(settings, time.time)
 
     assert run.result == Result.DRAINED, run.message
-    assert workflow.group_allowed(settings, scene.clients.autoscaling, scene.group.asg_name)
+    assert not workflow.group_refused(settings, scene.clients.autoscaling, scene.group.asg_name)
 
 
 @pytest.mark.parametrize(

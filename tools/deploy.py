@@ -246,8 +246,8 @@ def connect(region: str, profile: str = "") -> Aws:
 # --- 3. the stack as it is ------------------------------------------------------------------
 
 
-def current_stack(cfn: Client, stack_name: str) -> dict[str, Any] | None:
-    """The stack, or None when there is none (or only a never-executed change set)."""
+def describe_stack(cfn: Client, stack_name: str) -> dict[str, Any] | None:
+    """The stack as CloudFormation describes it; None when there is none."""
     from botocore.exceptions import ClientError
 
     try:
@@ -256,9 +256,24 @@ def current_stack(cfn: Client, stack_name: str) -> dict[str, Any] | None:
         if "does not exist" in str(e):
             return None
         raise
-    if not stacks:
+    return dict(stacks[0]) if stacks else None
+
+
+def stack_outputs(stack: Mapping[str, Any]) -> dict[str, str]:
+    return {o["OutputKey"]: o["OutputValue"] for o in stack.get("Outputs", [])}
+
+
+def function_name(outputs: Mapping[str, str], stack_name: str) -> str:
+    """The stack's function: its FunctionName output (the stack's name)."""
+    return outputs.get("FunctionName") or stack_name
+
+
+def current_stack(cfn: Client, stack_name: str) -> dict[str, Any] | None:
+    """The stack to deploy over, or None when there is none (or only a
+    never-executed change set); a stack in no state to update is a DeployError."""
+    stack = describe_stack(cfn, stack_name)
+    if stack is None:
         return None
-    stack: dict[str, Any] = stacks[0]
     status = stack["StackStatus"]
     if status == "ROLLBACK_COMPLETE":
         raise DeployError(
@@ -560,8 +575,7 @@ def _previous(stack: Mapping[str, Any] | None, key: str) -> str:
 
 
 def _outputs(cfn: Client, stack_name: str) -> dict[str, str]:
-    final = cfn.describe_stacks(StackName=stack_name)["Stacks"][0]
-    return {o["OutputKey"]: o["OutputValue"] for o in final.get("Outputs", [])}
+    return stack_outputs(cfn.describe_stacks(StackName=stack_name)["Stacks"][0])
 
 
 def rbac_documents() -> list[dict[str, Any]]:
@@ -610,53 +624,45 @@ def _create_or_replace(kube: Any, document: dict[str, Any]) -> None:
     kube.request("PUT", f"{path}/{name}", body=document, verb="update", resource=plural)
 
 
-def self_check(lambda_client: Client, function: str, cluster: str) -> dict[str, Any]:
-    """Invoke the function with a self-check event (drainer/selfcheck.py)."""
+def _invoke_json(lambda_client: Client, function: str, payload: Mapping[str, Any]) -> Any:
+    """Invoke the function synchronously; its JSON object answer, or a str saying
+    why there is none (not invoked, the function failed, not a JSON object)."""
     from botocore.exceptions import BotoCoreError, ClientError
 
     try:
         answer = lambda_client.invoke(
             FunctionName=function,
             InvocationType="RequestResponse",
-            Payload=json.dumps({"self_check": {"cluster_name": cluster}}).encode(),
+            Payload=json.dumps(payload).encode(),
         )
     except (BotoCoreError, ClientError) as e:
-        return {"passed": False, "message": f"could not invoke {function}: {e}"}
+        return f"could not invoke {function}: {e}"
     text = answer["Payload"].read().decode(errors="replace")
     if answer.get("FunctionError"):
-        return {"passed": False, "message": f"{function} failed: {text[:500]}"}
+        return f"{function} failed: {text[:500]}"
     try:
         result = json.loads(text)
     except ValueError:
-        return {"passed": False, "message": f"{function} answered {text[:200]!r}"}
-    passed = isinstance(result, dict) and result.get("result") == "check_passed"
-    message = result.get("message", text) if isinstance(result, dict) else text
-    return {"passed": passed, "message": str(message)}
+        result = None
+    return result if isinstance(result, dict) else f"{function} answered {text[:200]!r}"
+
+
+def self_check(lambda_client: Client, function: str, cluster: str) -> dict[str, Any]:
+    """Invoke the function with a self-check event (drainer/selfcheck.py)."""
+    result = _invoke_json(lambda_client, function, {"self_check": {"cluster_name": cluster}})
+    if isinstance(result, str):
+        return {"passed": False, "message": result}
+    passed = result.get("result") == "check_passed"
+    return {"passed": passed, "message": str(result.get("message", result))}
 
 
 def sync_hooks(lambda_client: Client, function: str) -> dict[str, Any]:
     """Invoke the function once to put its groups' lifecycle hooks in place now
     ({"sync_hooks": {}}, drainer/hooks.py); its answer, or {"result": "sync_failed"}."""
-    from botocore.exceptions import BotoCoreError, ClientError
-
-    try:
-        answer = lambda_client.invoke(
-            FunctionName=function,
-            InvocationType="RequestResponse",
-            Payload=json.dumps({"sync_hooks": {}}).encode(),
-        )
-    except (BotoCoreError, ClientError) as e:
-        return {"result": "sync_failed", "message": f"could not invoke {function}: {e}"}
-    text = answer["Payload"].read().decode(errors="replace")
-    if answer.get("FunctionError"):
-        return {"result": "sync_failed", "message": f"{function} failed: {text[:500]}"}
-    try:
-        result = json.loads(text)
-    except ValueError:
-        result = None
-    if not isinstance(result, dict):
-        return {"result": "sync_failed", "message": f"{function} answered {text[:200]!r}"}
-    return result
+    result = _invoke_json(lambda_client, function, {"sync_hooks": {}})
+    if isinstance(result, str):
+        return {"result": "sync_failed", "message": result}
+    return dict(result)
 
 
 def describe_sync(answer: Mapping[str, Any]) -> str:
@@ -824,7 +830,7 @@ def deploy(
     # and 60 s read timeout would turn a slow self-check into "Read timeout".
     patient = Config(read_timeout=960, retries={"max_attempts": 1})
     patient_lambda = aws.session.client("lambda", region_name=aws.region, config=patient)
-    function = outputs.get("FunctionName", options.stack_name)
+    function = function_name(outputs, options.stack_name)
     check = wait_for_self_check(
         patient_lambda,
         function,

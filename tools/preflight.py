@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from drainer import aws as drainer_aws
 from drainer.selfcheck import Permission, describe
 from tools.deploy import Aws, connect, normalise_names, rbac_documents, run_tool
 
@@ -258,11 +259,14 @@ def check_named_groups(autoscaling: Client, options: Options) -> list[Check]:
 
 
 def _belongs(name: str, group: dict[str, Any], cluster: str) -> Check:
-    tags = {t["Key"]: t.get("Value", "") for t in group.get("Tags", [])}
+    tags = drainer_aws.tag_map(group.get("Tags", []))
     what = f"group {name}"
-    owner = tags.get("eks:cluster-name") or next(
-        (k.split("/", 2)[2] for k in tags if k.startswith("kubernetes.io/cluster/")), ""
+    # The function's own reading of the tags (hooks.tag_admits), so that preflight
+    # and the function agree on a group tagged for several clusters.
+    tagged = drainer_aws.CLUSTER_NAME_TAG in tags or any(
+        key.startswith(drainer_aws.CLUSTER_TAG_PREFIX) for key in tags
     )
+    owner = (drainer_aws.cluster_name_for("", tags, cluster) or "") if tagged else ""
     if owner and owner != cluster:
         return Check(
             what,

@@ -8,8 +8,10 @@ then waits HeartbeatTimeout for a drain that never comes. This reads the
 function's settings (the groups by name and tag, the hook's name, the cluster),
 deletes the stack and waits until it is gone (so its schedule cannot put a hook
 back), then deletes the hook on each of those groups where it is this stack's:
-named LIFECYCLE_HOOK_NAME, its NotificationMetadata naming CLUSTER_NAME. A hook
-of the same name that another tool made is left, with a line saying so.
+named LIFECYCLE_HOOK_NAME, its NotificationMetadata as the function writes it. A
+hook of the same name that another tool made is left, with a line saying so; with
+CREATE_LIFECYCLE_HOOKS false (CreateLifecycleHooks=false) every hook is yours and
+none is deleted.
 
 Without --yes (make: YES=1) it only says what it would delete.
 
@@ -32,7 +34,16 @@ from drainer import aws as drainer_aws
 from drainer import hooks
 from drainer.errors import AwsError, SettingsError
 from drainer.settings import Settings
-from tools.deploy import Aws, DeployError, connect, run_tool, wait_for_stack
+from tools.deploy import (
+    Aws,
+    DeployError,
+    connect,
+    describe_stack,
+    function_name,
+    run_tool,
+    stack_outputs,
+    wait_for_stack,
+)
 
 Client = Any
 Say = Callable[[str], None]
@@ -60,20 +71,15 @@ class Plan:
 
 
 def the_stack(cfn: Client, stack_name: str) -> dict[str, Any]:
-    try:
-        return dict(cfn.describe_stacks(StackName=stack_name)["Stacks"][0])
-    except ClientError as e:
-        if "does not exist" in str(e):
-            raise DeployError(
-                f"no stack {stack_name} in this region; nothing to undeploy", 4
-            ) from e
-        raise
+    stack = describe_stack(cfn, stack_name)
+    if stack is None:
+        raise DeployError(f"no stack {stack_name} in this region; nothing to undeploy", 4)
+    return stack
 
 
 def function_settings(lambda_client: Client, stack: dict[str, Any]) -> Settings:
     """The settings the stack's function runs with (its environment)."""
-    outputs = {o["OutputKey"]: o["OutputValue"] for o in stack.get("Outputs", [])}
-    name = outputs.get("FunctionName") or str(stack["StackName"])
+    name = function_name(stack_outputs(stack), str(stack["StackName"]))
     try:
         config = lambda_client.get_function_configuration(FunctionName=name)
     except ClientError as e:
@@ -94,25 +100,30 @@ def function_settings(lambda_client: Client, stack: dict[str, Any]) -> Settings:
 def plan(aws: Aws, stack_name: str) -> Plan:
     stack = the_stack(aws.client("cloudformation"), stack_name)
     settings = function_settings(aws.client("lambda"), stack)
+    if not settings.create_lifecycle_hooks:  # CreateLifecycleHooks=false: the hooks are yours
+        return Plan(str(stack["StackId"]), settings, (), {})
     autoscaling = aws.client("autoscaling")
+    spec = hooks.HookSpec.from_settings(settings)
     try:
-        tagged, _ = hooks.tagged_groups(autoscaling, settings)
+        covered, _ = hooks.covered_groups(autoscaling, settings)
     except AwsError as e:
         raise DeployError(f"cannot list the tagged groups, nothing deleted: {e}", 1) from e
     ours: list[str] = []
     others: dict[str, str] = {}
-    for group in sorted(set(settings.allowed_asgs) | set(tagged)):
+    for group in covered:
         try:
-            found = hooks.hook_of(autoscaling, group, settings.lifecycle_hook_name)
+            found = drainer_aws.describe_hook(autoscaling, group, spec.name)
         except AwsError as e:
             others[group] = f"not read: {e}"
             continue
         if found is None:
             continue
-        cluster = drainer_aws.cluster_name_for(str(found.get("NotificationMetadata", "")), {}, "")
-        if cluster == settings.cluster_name:
+        if spec.made(found):
             ours.append(group)
         else:
+            cluster = drainer_aws.cluster_name_for(
+                str(found.get("NotificationMetadata", "")), {}, ""
+            )
             others[group] = f"its NotificationMetadata names {cluster or 'no cluster'}"
     return Plan(str(stack["StackId"]), settings, tuple(ours), others)
 

@@ -134,15 +134,14 @@ def _do(world: World, node: str, kind: str, seed: int) -> None:
 @pytest.mark.kubesim_only("the API faults are kubesim's")
 @pytest.mark.parametrize("seed", chaos_seeds())
 def test_seeded_chaos__invariants_hold(
-    seed: int, world: World, invoke: Invoke, drainer_logs: LogCapture
+    seed: int, world: World, invoke: Invoke, drainer_logs: LogCapture, budgets: BudgetWatcher
 ) -> None:
     rng = random.Random(seed)
     instance = world.instance_ids[0]
     node = world.nodes[instance]
     objects = _workload(rng)
     place_on(world, node, objects)
-    watcher = BudgetWatcher(world.cluster)  # from here on: every pod Ready, every budget met
-    watcher.start()
+    budgets.start()  # from here on: every pod Ready, every budget met
     api = _api_faults(rng)
     changes = _workload_faults(rng)
     for spec in api:
@@ -166,12 +165,11 @@ def test_seeded_chaos__invariants_hold(
     seconds = time.monotonic() - started
     for thread in threads:
         thread.join(5)
-    watcher.stop()
     _record(seed, api, changes, summary)
 
     replay = f"replay: make chaos SEED={seed}"
     assert not errors, (errors, replay)
-    assert watcher.violations() == {}, replay
+    assert budgets.violations() == {}, replay
     completions = [c["LifecycleActionResult"] for c in world.completions()]
     assert completions == ["CONTINUE"], (completions, summary, replay)
     assert summary["result"] in ("drained", "timed_out"), (summary, replay)

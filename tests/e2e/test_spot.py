@@ -17,7 +17,7 @@ from testbed import World
 from testbed import workloads as w
 from testbed.world import place_on, pods_on, wait_until
 
-from .conftest import Invoke, LogCapture
+from .conftest import Invoke, LogCapture, place_guarded
 
 
 def _record(world: World, node: str) -> dict[str, Any]:
@@ -88,12 +88,7 @@ def test_terminate_hook_after_the_warning__waits_for_that_drain__not_started_twi
     world: World, invoke: Invoke, drainer_logs: LogCapture
 ) -> None:
     instance = world.instance_ids[0]
-    node = world.nodes[instance]
-    place_on(
-        world,
-        node,
-        [w.deployment("guarded", 2), w.budget("guard", {"app": "guarded"}, max_unavailable=0)],
-    )
+    node = place_guarded(world, 2)
     results: dict[str, dict[str, Any]] = {}
 
     def run(name: str, event: dict[str, Any]) -> None:

@@ -11,7 +11,7 @@ import boto3
 import pytest
 
 from awssim import elbv2 as elb_sim
-from drainer.targets import CLUSTER_TAG
+from awssim.world import create_target_group
 from testbed import World
 from testbed import workloads as w
 from testbed.world import place_on
@@ -34,16 +34,9 @@ def _group(elbv2: Any, world: World, name: str, delay: int, cluster: str | None)
     vpc = world.ec2.describe_instances(InstanceIds=[instance])["Reservations"][0]["Instances"][0][
         "VpcId"
     ]
-    tags = {"Tags": [{"Key": CLUSTER_TAG, "Value": cluster}]} if cluster else {}
-    arn = elbv2.create_target_group(
-        Name=name, Protocol="HTTP", Port=30080, VpcId=vpc, TargetType="instance", **tags
-    )["TargetGroups"][0]["TargetGroupArn"]
-    elbv2.modify_target_group_attributes(
-        TargetGroupArn=arn,
-        Attributes=[{"Key": "deregistration_delay.timeout_seconds", "Value": str(delay)}],
+    return create_target_group(
+        elbv2, name, vpc=vpc, instances=[instance], delay=delay, cluster=cluster
     )
-    elbv2.register_targets(TargetGroupArn=arn, Targets=[{"Id": instance, "Port": 30080}])
-    return str(arn)
 
 
 def _states(elbv2: Any, arn: str) -> list[str]:
