@@ -99,17 +99,19 @@ YES ?=
 undeploy: $(STAMP)
 	$(PY) -m tools.undeploy --stack-name "$(STACK_NAME)" --region "$(REGION)" $(if $(YES),--yes)
 
-# make chaos [SEEDS=200 | SEED=n]: the seeded chaos scenarios on kubesim
-#   (tests/e2e/test_chaos.py; make test runs the first 4), then what they injected
-#   (tools/chaos_report.py). A failing seed says how to replay it: make chaos SEED=n.
+# make chaos [SEEDS=200 | SEED=n] [BACKEND=kubesim|real]: the seeded chaos scenarios
+#   (tests/e2e/test_chaos*.py; make test runs a few seeds on each backend), then what
+#   they injected (tools/chaos_report.py). A failing seed says how to replay it.
+BACKEND ?= kubesim
 SEEDS ?= 200
 SEED ?=
 CHAOS_RESULTS := build/chaos/results.jsonl
 
-chaos: $(STAMP)
+chaos: $(STAMP) $(if $(filter real,$(BACKEND)),controlplane)
 	@rm -f $(CHAOS_RESULTS)
 	@CHAOS_SEEDS="$(SEEDS)" CHAOS_SEED="$(SEED)" CHAOS_RESULTS="$(CHAOS_RESULTS)" \
-	  $(PY) -m pytest -q -p no:cacheprovider -n $(PYTEST_WORKERS) tests/e2e/test_chaos.py; \
+	  E2E_BACKEND="$(BACKEND)" \
+	  $(PY) -m pytest -q -p no:cacheprovider -n $(PYTEST_WORKERS) tests/e2e/test_chaos*.py; \
 	  status=$$?; $(PY) -m tools.chaos_report $(CHAOS_RESULTS); exit $$status
 
 # --- security scan: checkov in its own venv (its dependencies clash with .venv's) -----
@@ -146,7 +148,6 @@ demo: $(STAMP)
 # figures from the clients' side, the largest scenarios scaled down.
 # QUICK=1: small sizes, one run, 10x speed (a smoke test, no verdict; `make test` runs it).
 QUICK ?=
-BACKEND ?= kubesim
 BENCH_ARGS ?=
 
 .PHONY: bench

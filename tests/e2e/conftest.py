@@ -37,7 +37,13 @@ CLUSTER_NAME = "demo"
 
 
 def _backends() -> list[str]:
-    return ["external"] if os.environ.get("E2E_KUBECONFIG") else ["kubesim", "real"]
+    """Both, or E2E_BACKEND's one (`make chaos BACKEND=real`); E2E_KUBECONFIG's cluster."""
+    if os.environ.get("E2E_KUBECONFIG"):
+        return ["external"]
+    only = os.environ.get("E2E_BACKEND", "").strip()
+    if only and only not in ("kubesim", "real"):
+        raise pytest.UsageError(f"E2E_BACKEND={only!r}: use kubesim or real")
+    return [only] if only else ["kubesim", "real"]
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
