@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import random
 import re
 import threading
@@ -105,6 +106,10 @@ class RetryPolicy:
     backoff: Backoff = CALL_BACKOFF
     max_retry_after: float = 30.0
     """A longer Retry-After is the caller's to wait for: the error is raised at once."""
+    restart_grace: float = 15.0
+    """How long after the API server was last unreachable a 403 may still be its
+    start-up, not RBAC: kube-apiserver serves before it is ready, and until its
+    authorizer has loaded the RBAC objects it refuses what they grant."""
 
 
 def _status_body(data: bytes) -> Obj:
@@ -381,6 +386,7 @@ class Kube:
         self._rng = rng or random.Random()  # noqa: S311 - jitter
         self.streams = Streams()
         self.requests = 0
+        self._unreachable_at = -math.inf  # monotonic: the API server last failed to answer
 
     # -- construction ---------------------------------------------------------
 
@@ -492,7 +498,28 @@ class Kube:
                 self._token.invalidate()
             except TlsVerificationError:
                 raise
+            except KubeForbidden as e:
+                # Right after an outage, a 403 may be the restarted server's start-up.
+                if time.monotonic() - self._unreachable_at > self.retry.restart_grace:
+                    raise
+                attempt += 1
+                delay = self._retry_delay(e, attempt)
+                if delay is None:
+                    raise
+                log.warning(
+                    "%s; the API server was unreachable %.1f s ago and may still be starting "
+                    "(its authorizer loading the RBAC rules): retrying in %.1f s "
+                    "(attempt %d of %d)",
+                    e,
+                    time.monotonic() - self._unreachable_at,
+                    delay,
+                    attempt + 1,
+                    self.retry.attempts,
+                )
+                self._sleep(delay)
             except (KubeTooManyRequests, KubeServerError) as e:
+                if isinstance(e, KubeServerError):
+                    self._unreachable_at = time.monotonic()
                 attempt += 1
                 delay = self._retry_delay(e, attempt)
                 if delay is None:
@@ -622,6 +649,7 @@ class Kube:
                         )
                     yield event
         except (urllib3.exceptions.HTTPError, OSError, ValueError) as e:
+            self._unreachable_at = time.monotonic()
             raise KubeServerError(f"watch {resource}: stream broken: {str(e)[:200]}") from e
         finally:
             streams.discard(raw)

@@ -47,6 +47,14 @@ class ApiError(Exception):
         return str(self.body.get("reason") or "")
 
 
+def unreachable(error: BaseException) -> bool:
+    """The API server was not there to answer: refused, reset, or still starting
+    (a restart, testbed.controlplane's ControlPlane.restart)."""
+    if isinstance(error, ApiError):
+        return error.status in (500, 503)
+    return isinstance(error, (urllib3.exceptions.HTTPError, OSError))
+
+
 def resource_of(kind: str) -> Resource:
     for resource in RESOURCES:
         if resource.kind == kind:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from testbed.cluster import ApiClient
 from testbed.controlplane import binaries
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -98,3 +99,44 @@ def test_controlplane_command__kubectl_works__nothing_left_after_stop(
         if process.poll() is None:
             process.kill()
             process.wait()
+
+
+@pytest.mark.real_backend
+def test_restart_from_a_thread_that_ends__components_serve_again_and_keep_the_state() -> None:
+    """ControlPlane.restart, as the chaos runner calls it: from short-lived threads,
+    two components at once. The restarted processes must outlive those threads
+    (PR_SET_PDEATHSIG fires when the thread that started a child ends) and etcd keeps
+    what was written before."""
+    import threading
+
+    from testbed.controlplane import ControlPlane
+
+    with ControlPlane(cluster_name="restart", speed=20) as plane:
+        client = ApiClient(plane.url, plane.ca_pem, plane.admin_token)
+        client.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "kept"}})
+        errors: list[BaseException] = []
+
+        def restart(name: str) -> None:
+            try:
+                plane.restart(name, down=0.3)
+            except BaseException as e:
+                errors.append(e)
+
+        threads = [
+            threading.Thread(target=restart, args=(name,))
+            for name in ("kube-apiserver", "kube-controller-manager")
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+        assert errors == []
+        time.sleep(1.0)  # long enough for a death signal to have landed
+        plane.check()  # every component alive
+        assert client.find("Namespace", "kept") is not None
+        assert sorted(name for name, _ in plane.restarts) == [
+            "kube-apiserver",
+            "kube-controller-manager",
+        ]
+        with pytest.raises(ValueError, match="etcd keeps the state"):
+            plane.restart("etcd")

@@ -328,6 +328,48 @@ def test_server_errors__give_up_after_the_policy(sim: KubeSim) -> None:
     assert len(sim.requests()) == 4
 
 
+def test_403_right_after_the_server_was_unreachable__retried_as_its_start_up(
+    sim: KubeSim,
+) -> None:
+    # A restarted kube-apiserver serves before its authorizer has the RBAC rules (the
+    # real control plane, restarted mid-drain by tests/e2e/test_chaos.py, did this).
+    sim.faults.add(_fault({"kind": "drop", "count": 1, "path": "/api/v1/nodes/n1"}))
+    # kubesim counts a request against every rule it matches: the drop takes one 403.
+    sim.faults.add(
+        _fault({"kind": "status", "status": 403, "count": 2, "path": "/api/v1/nodes/n1"})
+    )
+    sleeps: list[float] = []
+    kube = _kube(sim, CountingToken([sim.admin_token]), sleeps)
+
+    assert kube.get_node("n1") is not None
+    eventually(lambda: len(sim.requests()) >= 2, timeout=2)
+    # -1: the dropped connection (its record)
+    assert [r.status for r in sim.requests()] == [-1, 403, 200]
+
+
+def test_403_with_no_outage_before__rbac_denial_at_once(sim: KubeSim) -> None:
+    sim.faults.add(
+        _fault({"kind": "status", "status": 403, "count": 1, "path": "/api/v1/nodes/n1"})
+    )
+    sleeps: list[float] = []
+    kube = _kube(sim, CountingToken([sim.admin_token]), sleeps)
+
+    with pytest.raises(errors.KubeForbidden, match="RBAC denied"):
+        kube.get_node("n1")
+    assert sleeps == []
+
+
+def test_403_that_lasts_past_an_outage__rbac_denial_after_the_policy(sim: KubeSim) -> None:
+    sim.faults.add(_fault({"kind": "drop", "count": 1, "path": "/api/v1/nodes/n1"}))
+    sim.faults.add(_fault({"kind": "status", "status": 403, "path": "/api/v1/nodes/n1"}))
+    sleeps: list[float] = []
+    kube = _kube(sim, CountingToken([sim.admin_token]), sleeps)
+
+    with pytest.raises(errors.KubeForbidden, match="RBAC denied"):
+        kube.get_node("n1")
+    assert len(sleeps) == 3  # RetryPolicy(attempts=4): four requests in all
+
+
 def test_wrong_ca__refused_with_a_clear_error(sim: KubeSim) -> None:
     from kubesim import certs
 

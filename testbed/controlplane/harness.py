@@ -19,6 +19,7 @@ through kwok stages: `kubesim.io/startup-seconds` from binding to Ready, and
 from __future__ import annotations
 
 import base64
+import concurrent.futures
 import contextlib
 import ctypes
 import functools
@@ -212,7 +213,12 @@ class ControlPlane:
         self.port = 0
         self.started_in = 0.0
         self._processes: dict[str, subprocess.Popen[bytes]] = {}
+        self._commands: dict[str, tuple[list[str], dict[str, str] | None]] = {}
         self._logs: dict[str, Path] = {}
+        self._down: set[str] = set()
+        self._restarter = concurrent.futures.ThreadPoolExecutor(1, "controlplane-restart")
+        self.restarts: list[tuple[str, float]] = []
+        """(component, seconds until it served again) of every restart()."""
         self._webhook: TokenWebhook | None = None
         self.storage: StorageEmulator | None = None
 
@@ -362,6 +368,11 @@ class ControlPlane:
                 f"--kubeconfig={component_config('kwok')}",
                 f"--config={stages}",
                 "--manage-all-nodes=true",
+                # Node leases, renewed as a kubelet renews them: without them kwok's
+                # status heartbeat (about every 50 s) can miss the node lifecycle
+                # controller's grace period (40 s), which then marks every pod
+                # NotReady; a controller-manager restarted mid-test did just that.
+                "--node-lease-duration-seconds=40",
                 "--node-port=0",
                 "--cidr=10.244.0.1/16",
                 "--v=WARN",
@@ -397,10 +408,37 @@ class ControlPlane:
                 process.kill()
                 process.wait()
         self._processes.clear()
+        self._restarter.shutdown(wait=False)
         if self._webhook is not None:
             self._webhook.stop()
             self._webhook = None
         shutil.rmtree(self.dir, ignore_errors=True)
+
+    def restart(self, name: str, *, down: float = 0.0) -> float:
+        """Kill component `name` with SIGKILL (no clean shutdown: a crash), keep it down
+        `down` seconds, start it again with the same flags (etcd keeps the state) and,
+        for the apiserver, wait until it is ready; the seconds from the kill until then."""
+        if name == "etcd":
+            raise ValueError("etcd keeps the state: restart the components above it")
+        argv, env = self._commands[name]
+        process = self._processes[name]
+        killed = time.monotonic()
+        self._down.add(name)  # check() must not take it for dead meanwhile
+        process.kill()
+        process.wait()
+        if down > 0:
+            time.sleep(down)  # the outage itself: what the clients must ride out
+        # PR_SET_PDEATHSIG fires when the *thread* that started a child ends: start
+        # it from the control plane's own long-lived thread, not the caller's.
+        try:
+            self._restarter.submit(self._spawn, name, argv, env, append=True).result()
+        finally:
+            self._down.discard(name)
+        if name == "kube-apiserver":
+            self._wait(name, self._apiserver_ready)
+        seconds = time.monotonic() - killed
+        self.restarts.append((name, seconds))
+        return seconds
 
     def check(self) -> None:
         """Raise ControlPlaneError if a component has died."""
@@ -409,8 +447,8 @@ class ControlPlane:
                 self.storage.check()
             except StorageEmulatorError as e:
                 raise ControlPlaneError(str(e)) from e
-        for name, process in self._processes.items():
-            if process.poll() is not None:
+        for name, process in list(self._processes.items()):
+            if process.poll() is not None and name not in self._down:
                 raise ControlPlaneError(
                     f"{name} exited with {process.returncode}:\n{self.log_tail(name)}"
                 )
@@ -453,10 +491,13 @@ class ControlPlane:
 
     # -- internals ----------------------------------------------------------------
 
-    def _spawn(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> None:
+    def _spawn(
+        self, name: str, argv: list[str], env: dict[str, str] | None = None, *, append: bool = False
+    ) -> None:
         log = self.dir / f"{name}.log"
         self._logs[name] = log
-        with log.open("wb") as out:
+        self._commands[name] = (argv, env)
+        with log.open("ab" if append else "wb") as out:
             self._processes[name] = subprocess.Popen(
                 argv,
                 stdin=subprocess.DEVNULL,

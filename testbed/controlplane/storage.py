@@ -33,7 +33,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from testbed.cluster import ApiClient, ApiError
+from testbed.cluster import ApiClient, ApiError, unreachable
 
 Obj = dict[str, Any]
 
@@ -66,6 +66,7 @@ class StorageEmulator:
         self.interval = interval
         self.error: BaseException | None = None
         self.errors = 0
+        self.outages = 0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._detach_due: dict[str, float] = {}  # attachment uid -> when its finalizer goes
@@ -112,6 +113,12 @@ class StorageEmulator:
             except Exception as e:
                 if self._stop.is_set():
                     return  # the API server may be going away with us
+                if unreachable(e):
+                    # The API server restarting (ControlPlane.restart): a CSI
+                    # controller retries; a dead one shows in ControlPlane.check().
+                    self.outages += 1
+                    self._stop.wait(0.2)
+                    continue
                 self.error = e
                 self.errors += 1
                 self._stop.wait(1.0)  # no hot loop on a lasting failure

@@ -17,7 +17,7 @@ import json
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,14 +29,14 @@ from kubesim import KubeSim
 from kubesim.selectors import labels_match, selector_from_object
 from testbed import LambdaContext, World
 from testbed import workloads as w
-from testbed.cluster import ApiError, Cluster
+from testbed.cluster import ApiError, Cluster, unreachable
 from testbed.world import is_pod_ready, place_on
 
 SPEED = 20.0
 CLUSTER_NAME = "demo"
 
 
-def _backends() -> list[str]:
+def backends() -> list[str]:
     """Both, or E2E_BACKEND's one (`make chaos BACKEND=real`); E2E_KUBECONFIG's cluster."""
     if os.environ.get("E2E_KUBECONFIG"):
         return ["external"]
@@ -49,10 +49,12 @@ def _backends() -> list[str]:
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "backend" not in metafunc.fixturenames:
         return
-    backends = _backends()
+    if any("backend" in str(m.args[0]) for m in metafunc.definition.iter_markers("parametrize")):
+        return  # the test chose its own cases (test_chaos: so many seeds per backend)
+    chosen = backends()
     if metafunc.definition.get_closest_marker("kubesim_only") is not None:
-        backends = [b for b in backends if b == "kubesim"]
-    metafunc.parametrize("backend", backends, scope="function")
+        chosen = [b for b in chosen if b == "kubesim"]
+    metafunc.parametrize("backend", chosen, scope="function")
 
 
 @pytest.fixture(scope="session")
@@ -187,6 +189,9 @@ class BudgetWatcher:
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self.error: BaseException | None = None
+        self.outages = 0
+        self.budget_versions: list[dict[str, Any]] = []
+        """Every version of every budget seen, in order, for eviction_violations()."""
 
     def start(self) -> None:
         ready = threading.Barrier(3)
@@ -225,9 +230,29 @@ class BudgetWatcher:
                     elif event.get("type") == "ERROR":
                         raise ApiError(int(obj.get("code") or 500), obj, {}, f"watch {kind}")
             except BaseException as e:
-                if not self._stop.is_set():
+                if self._stop.is_set():
+                    return
+                if _gone(e):
+                    page_version = self._relist(kind)
+                elif unreachable(e):
+                    self.outages += 1  # the API server restarting: watch again from here
+                    self._stop.wait(0.1)
+                else:
                     self.error = e
-                return
+                    return
+
+    def _relist(self, kind: str) -> str:
+        """After 410 Gone: list again and store the differences as changes."""
+        items, version = self.cluster.client.list_with_version(kind)
+        with self._lock:
+            table = self._pods if kind == "Pod" else self._budgets
+            seen = {f"{i['metadata'].get('namespace', '')}/{i['metadata']['name']}" for i in items}
+            for key in [k for k in table if k not in seen]:
+                self._store(kind, "DELETED", table[key])
+            for item in items:
+                self._store(kind, "MODIFIED", item)
+            self._check()
+        return version
 
     def _store(self, kind: str, type_: str, obj: dict[str, Any]) -> None:
         key = f"{obj['metadata'].get('namespace', '')}/{obj['metadata']['name']}"
@@ -239,6 +264,8 @@ class BudgetWatcher:
             table[key] = obj
         if kind == "Pod":
             self.events.append(PodEvent(len(self.events), type_, old, obj))
+        else:
+            self.budget_versions.append(obj)
 
     def _check(self) -> None:
         for key, budget in self._budgets.items():
@@ -279,6 +306,121 @@ class BudgetWatcher:
     def pod_events(self) -> list[PodEvent]:
         with self._lock:
             return list(self.events)
+
+    def eviction_violations(
+        self, excused: Iterable[str] = (), *, namespaces: Iterable[str] = ()
+    ) -> list[str]:
+        """Budgets taken below their minimum by an eviction, not by anything else.
+
+        When replicas are scaled up or a budget is edited, a budget is below its
+        minimum for a while with no eviction involved; this looks only at the moments
+        a pod's deletion began. Each such pod (but those in `excused`: namespace/name
+        of pods the scenario deleted itself) is held against the budget version that
+        allowed it, the one that first lists it in status.disruptedPods (the API
+        server writes it there with the eviction), or else the newest version before
+        the deletion. Healthy pods are counted from the pod history at that moment;
+        the eviction of a pod that was not Ready takes nothing away.
+        `namespaces`: namespaces the scenario deleted, whose pods went with them."""
+        if self.error is not None:
+            raise AssertionError(f"the budget watcher failed: {self.error}")
+        excused, gone = set(excused), set(namespaces)
+        with self._lock:
+            events, versions = list(self.events), list(self.budget_versions)
+        pods: dict[str, dict[str, Any]] = {}
+        found: list[str] = []
+        for e in events:
+            meta = e.new["metadata"]
+            key = f"{meta['namespace']}/{meta['name']}"
+            if e.type == "DELETED":
+                pods.pop(key, None)
+            else:
+                pods[key] = e.new
+            if not e.evicted or key in excused or meta["namespace"] in gone:
+                continue
+            if e.old is None or not is_pod_ready(e.old):
+                continue  # evicting an unhealthy pod takes nothing from a budget
+            at = int(meta.get("resourceVersion") or 0)
+            for budget in _budgets_allowing(versions, meta, at):
+                selector = selector_from_object(budget["spec"].get("selector"))
+                healthy = sum(
+                    1
+                    for pod in pods.values()
+                    if pod["metadata"]["namespace"] == meta["namespace"]
+                    and labels_match(selector, pod["metadata"].get("labels"))
+                    and is_pod_ready(pod)
+                    and not pod["metadata"].get("deletionTimestamp")
+                )
+                desired = int((budget.get("status") or {}).get("desiredHealthy", 0))
+                if healthy < desired:
+                    found.append(
+                        f"{key} evicted (change {e.seq}) left budget "
+                        f"{budget['metadata']['name']} at {healthy} healthy, {desired} desired"
+                    )
+                    _print_history(events, versions, budget)
+        return found
+
+
+def _print_history(
+    events: list[PodEvent], versions: list[dict[str, Any]], budget: dict[str, Any]
+) -> None:
+    """The budget's versions and its pods' changes, in resourceVersion order."""
+    name, namespace = budget["metadata"]["name"], budget["metadata"]["namespace"]
+    selector = selector_from_object(budget["spec"].get("selector"))
+    lines: list[tuple[int, str]] = []
+    for version in versions:
+        if (version["metadata"]["name"], version["metadata"]["namespace"]) == (name, namespace):
+            status = version.get("status") or {}
+            lines.append(
+                (
+                    int(version["metadata"].get("resourceVersion") or 0),
+                    f"budget {name}: desired={status.get('desiredHealthy')} "
+                    f"current={status.get('currentHealthy')} "
+                    f"allowed={status.get('disruptionsAllowed')} "
+                    f"disrupted={sorted(status.get('disruptedPods') or {})}",
+                )
+            )
+    for e in events:
+        meta = e.new["metadata"]
+        if meta["namespace"] == namespace and labels_match(selector, meta.get("labels")):
+            lines.append(
+                (
+                    int(meta.get("resourceVersion") or 0),
+                    f"pod {meta['name']} #{e.seq} {e.type} ready={is_pod_ready(e.new)} "
+                    f"deleting={bool(meta.get('deletionTimestamp'))} "
+                    f"node={e.new['spec'].get('nodeName')}",
+                )
+            )
+    for version, line in sorted(lines, key=lambda item: item[0]):
+        print(f"  rv {version}: {line}")
+
+
+def _budgets_allowing(
+    versions: list[dict[str, Any]], pod_meta: dict[str, Any], at: int
+) -> list[dict[str, Any]]:
+    """For each budget that selects the pod: its version that allowed the pod's
+    eviction (the first listing it among status.disruptedPods, before `at`), else
+    its newest version before `at`."""
+    chosen: dict[str, dict[str, Any]] = {}
+    allowing: dict[str, dict[str, Any]] = {}
+    for budget in versions:
+        meta = budget["metadata"]
+        if meta["namespace"] != pod_meta["namespace"]:
+            continue
+        if int(meta.get("resourceVersion") or 0) > at:
+            continue
+        selector = selector_from_object(budget["spec"].get("selector"))
+        if not labels_match(selector, pod_meta.get("labels")):
+            continue
+        name = meta["name"]
+        chosen[name] = budget
+        disrupted = (budget.get("status") or {}).get("disruptedPods") or {}
+        if pod_meta["name"] in disrupted and name not in allowing:
+            allowing[name] = budget
+    return [allowing.get(name, budget) for name, budget in chosen.items()]
+
+
+def _gone(error: BaseException) -> bool:
+    return isinstance(error, ApiError) and error.status == 410
 
 
 @pytest.fixture

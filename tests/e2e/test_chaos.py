@@ -1,33 +1,50 @@
-"""Seeded chaos, first slice (issue 16): a random workload on the node, a random
-schedule of API and workload faults during its drain, and invariants checked from
-an independent observer, not from the drainer's word.
+"""Seeded chaos (issue 16): a random workload on the node, a random schedule of API,
+control-plane and workload faults during its drain, and invariants checked from an
+independent observer, not from the drainer's word.
 
-Each seed decides everything, so a failing seed replays: `make chaos SEED=<n>`.
-`CHAOS_SEEDS=N` runs seeds 0..N-1 (`make chaos SEEDS=N`); `make test` runs the
-first few. kubesim only for now: the API faults are kubesim's (kubesim/faults.py).
+Each seed decides everything, so a failing seed replays:
+`make chaos SEED=<n> BACKEND=<backend>`. `CHAOS_SEEDS=N` runs seeds 0..N-1 on each
+backend (`make chaos SEEDS=N`); `make test` runs the first few (SEEDS_IN_MAKE_TEST).
+
+The workload, drawn per seed: 1 to 3 deployments under budgets of every kind (none,
+maxUnavailable 1 or 2, minAvailable n-1, 50%), with start-up and shutdown times; by
+chance a StatefulSet quorum under its budget, a critical DNS pod, a DaemonSet, a
+namespace of its own (which may be deleted mid-drain) and a pod whose finalizer
+nobody removes.
 
 Faults, each drawn or not per seed:
-- API: 5xx bursts and 429 with Retry-After on evictions, latency on pod lists,
-  dropped connections, broken watches (410 Gone);
-- workload: the node uncordoned by someone else mid-drain, a pod created on the
-  node mid-drain.
+- API (kubesim's fault rules, kubesim/faults.py): 5xx bursts and 429 with
+  Retry-After on evictions, latency on pod lists, dropped connections, broken
+  watches (410 Gone);
+- control plane (the real backend): kube-apiserver or kube-controller-manager
+  killed mid-drain and started again, etcd keeping the state;
+- tokens (both): the authenticator refuses tokens older than 2 s, so they expire
+  mid-drain;
+- workload, at a random moment of the drain: the node uncordoned by someone else, a
+  pod created on the node, a pod deleted from it, replicas scaled, a budget edited,
+  the namespace deleted.
 
 Invariants:
-- no budget below its minimum (the BudgetWatcher's own count of Ready pods);
+- no budget taken below its minimum by an eviction (BudgetWatcher's own history;
+  when nothing but evictions changes a budget's count, no budget below at all);
 - the lifecycle action completed exactly once, with CONTINUE (TIMEOUT_POLICY=continue);
 - a node reported drained has no pod left that the filters would evict;
 - the drain over by its deadline plus a margin;
-- no traceback in the drainer's log; the node's record names how it ended.
+- no traceback in the drainer's log; the node's record names how it ended, and the
+  node is left cordoned unless someone uncordoned it after the end.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import random
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -37,26 +54,42 @@ from drainer.cordon import PROGRESS_ANNOTATION
 from kubesim.faults import Fault
 from testbed import World
 from testbed import workloads as w
+from testbed.cluster import unreachable
 from testbed.world import place_on, pods_on
 
-from .conftest import BudgetWatcher, Invoke, LogCapture
+from .conftest import BudgetWatcher, Invoke, LogCapture, backends
 
 DRAINER = "eks-node-drainer"
 DEADLINE = 60  # DRAIN_TIMEOUT_SECONDS' minimum
 MARGIN = 15.0
 RESULTS = Path(os.environ.get("CHAOS_RESULTS", "")) if os.environ.get("CHAOS_RESULTS") else None
+SEEDS_IN_MAKE_TEST = {"kubesim": 10, "real": 3}
+TEAM = "team"  # the namespace a seed may delete mid-drain
+HELD = "example.com/never-removed"
+# Faults that change how many pods a budget wants, or take pods away, with no
+# eviction: the budget may then be below its minimum through no fault of the drain.
+RECOUNTING = {"scale_up", "budget_edit", "delete_pod", "namespace_deleted"}
 
 
-def chaos_seeds() -> list[int]:
-    """SEED=n: that seed; CHAOS_SEEDS=N: seeds 0..N-1; else the few make test runs."""
+def chaos_seeds(backend: str = "kubesim") -> list[int]:
+    """CHAOS_SEED=n: that seed; CHAOS_SEEDS=N: seeds 0..N-1; else the few make test runs."""
     if os.environ.get("CHAOS_SEED", "").strip():
         return [int(os.environ["CHAOS_SEED"])]
-    return list(range(int(os.environ.get("CHAOS_SEEDS", "4") or 4)))
+    count = os.environ.get("CHAOS_SEEDS", "").strip()
+    return list(range(int(count) if count else SEEDS_IN_MAKE_TEST.get(backend, 3)))
+
+
+def chaos_cases() -> list[Any]:
+    return [
+        pytest.param(backend, seed, id=f"{backend}-{seed}")
+        for backend in backends()
+        for seed in chaos_seeds(backend)
+    ]
 
 
 def _workload(rng: random.Random) -> list[dict[str, Any]]:
     """Objects for the node: deployments under budgets of every kind, maybe a
-    critical pod and a DaemonSet."""
+    StatefulSet quorum, a critical pod, a DaemonSet and a namespace of its own."""
     objects: list[dict[str, Any]] = []
     for i in range(rng.randint(1, 3)):
         name = f"app{i}"
@@ -87,11 +120,18 @@ def _workload(rng: random.Random) -> list[dict[str, Any]]:
         )
     if rng.random() < 0.5:
         objects.append(w.daemonset("agent"))
+    if rng.random() < 0.3:
+        objects.append(w.statefulset("quorum", 3, shutdown=0.5, storage=""))
+        objects.append(w.budget("quorum", {"app": "quorum"}, min_available=2))
+    if rng.random() < 0.3:
+        objects.append({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": TEAM}})
+        objects.append(w.deployment("cart", 2, namespace=TEAM, shutdown=0.5))
+        objects.append(w.budget("cart", {"app": "cart"}, namespace=TEAM, max_unavailable=1))
     return objects
 
 
 def _api_faults(rng: random.Random) -> list[dict[str, Any]]:
-    """Fault rules for the drainer's requests."""
+    """kubesim's fault rules for the drainer's requests."""
     pool = [
         {"kind": "status", "status": 500, "method": "POST", "path": "/eviction$", "count": 2},
         {"kind": "status", "status": 503, "method": "GET", "path": "/pods$", "count": 1},
@@ -117,85 +157,254 @@ def _api_faults(rng: random.Random) -> list[dict[str, Any]]:
     return [dict(f, user=DRAINER) for f in rng.sample(pool, rng.randint(0, 3))]
 
 
-def _workload_faults(rng: random.Random) -> list[tuple[float, str]]:
+def _workload_faults(rng: random.Random, objects: list[dict[str, Any]]) -> list[tuple[float, str]]:
     """(delay, kind) of the changes someone else makes during the drain."""
-    kinds = rng.sample(["uncordon", "pod_on_node"], rng.randint(0, 2))
-    return [(rng.uniform(0.05, 1.0), kind) for kind in kinds]
+    kinds = ["uncordon", "pod_on_node", "scale_up", "delete_pod", "scale_down", "budget_edit"]
+    if any(o["kind"] == "Namespace" for o in objects):
+        kinds.append("namespace_deleted")
+    return [(rng.uniform(0.05, 1.0), kind) for kind in rng.sample(kinds, rng.randint(0, 3))]
 
 
-def _do(world: World, node: str, kind: str, seed: int) -> None:
-    client = world.cluster.client
-    if kind == "uncordon":
-        client.patch("Node", node, {"spec": {"unschedulable": False}})
-    elif kind == "pod_on_node":
-        world.cluster.apply([w.bare_pod(f"late-{seed}", node=node)])
+def _plane_faults(rng: random.Random) -> list[tuple[float, str]]:
+    """(delay, component) of the control-plane restarts, on the real backend."""
+    pool = ["kube-apiserver", "kube-controller-manager"]
+    return [(rng.uniform(0.05, 1.0), name) for name in rng.sample(pool, rng.randint(0, 2))]
 
 
-@pytest.mark.kubesim_only("the API faults are kubesim's")
-@pytest.mark.parametrize("seed", chaos_seeds())
+class Someone:
+    """Someone else at work on the cluster during the drain: each change retried
+    while the API server restarts, and what it changed kept for the invariants."""
+
+    def __init__(self, world: World, node: str, seed: int, objects: list[dict[str, Any]]) -> None:
+        self.world = world
+        self.node = node
+        self.seed = seed
+        self.objects = objects
+        self.deleted: list[str] = []  # namespace/name of pods deleted by this someone
+        self.done_at: dict[str, float] = {}
+        self.errors: list[str] = []
+
+    def later(self, delay: float, kind: str, act: Callable[[], None]) -> threading.Thread:
+        def run() -> None:
+            time.sleep(delay)  # the moment someone acts, relative to the drain's start
+            self.done_at[kind] = time.time()
+            deadline = time.monotonic() + 20
+            while True:
+                try:
+                    act()
+                    return
+                except Exception as e:
+                    if not unreachable(e) or time.monotonic() > deadline:
+                        self.errors.append(f"{kind}: {e!r}")
+                        return
+                    time.sleep(0.1)
+
+        thread = threading.Thread(target=run, daemon=True, name=f"chaos-{kind}")
+        thread.start()
+        return thread
+
+    def change(self, kind: str) -> None:
+        cluster, client = self.world.cluster, self.world.cluster.client
+        rng = random.Random(f"{self.seed}:{kind}")
+        budgeted = {
+            o["metadata"]["name"] for o in self.objects if o["kind"] == "PodDisruptionBudget"
+        }
+        deployments = [
+            o for o in self.objects if o["kind"] == "Deployment" and o["metadata"]["name"] != "dns"
+        ]
+        if kind == "uncordon":
+            client.patch("Node", self.node, {"spec": {"unschedulable": False}})
+        elif kind == "pod_on_node":
+            cluster.apply([w.bare_pod(f"late-{self.seed}", node=self.node)])
+        elif kind == "scale_up":
+            target = rng.choice(deployments)["metadata"]
+            replicas = int(
+                client.get("Deployment", target["name"], target["namespace"])["spec"]["replicas"]
+            )
+            client.patch(
+                "Deployment",
+                target["name"],
+                {"spec": {"replicas": replicas + 2}},
+                target["namespace"],
+            )
+        elif kind == "scale_down":
+            # Only where no budget counts: a scaled-down pod is deleted, not evicted.
+            free = [d["metadata"] for d in deployments if d["metadata"]["name"] not in budgeted]
+            for target in free:
+                client.patch(
+                    "Deployment", target["name"], {"spec": {"replicas": 0}}, target["namespace"]
+                )
+        elif kind == "delete_pod":
+            for pod in pods_on(cluster, self.node):
+                meta = pod["metadata"]
+                app = (meta.get("labels") or {}).get("app", "")
+                owners = {o.get("kind") for o in meta.get("ownerReferences") or []}
+                if app in budgeted or "DaemonSet" in owners or meta.get("deletionTimestamp"):
+                    continue
+                self.deleted.append(f"{meta['namespace']}/{meta['name']}")
+                client.delete("Pod", meta["name"], meta["namespace"])
+                return
+        elif kind == "budget_edit":
+            budgets = sorted(budgeted)
+            if budgets:
+                name = budgets[rng.randrange(len(budgets))]
+                namespace = TEAM if name == "cart" else "default"
+                spec = rng.choice(
+                    [
+                        {"maxUnavailable": 1, "minAvailable": None},
+                        {"maxUnavailable": "50%", "minAvailable": None},
+                        {"minAvailable": 1, "maxUnavailable": None},
+                    ]
+                )
+                client.patch("PodDisruptionBudget", name, {"spec": spec}, namespace)
+        elif kind == "namespace_deleted":
+            cluster.delete("Namespace", TEAM)
+
+
+def _restart(world: World, name: str, rng: random.Random) -> Callable[[], None]:
+    """Kill component `name` and start it again after 0 to 1 s down."""
+    down = rng.uniform(0.0, 1.0)
+    plane = world.cluster.plane
+    assert plane is not None
+
+    def restart() -> None:
+        plane.restart(name, down=down)
+
+    return restart
+
+
+@pytest.mark.parametrize(("backend", "seed"), chaos_cases())
 def test_seeded_chaos__invariants_hold(
-    seed: int, world: World, invoke: Invoke, drainer_logs: LogCapture, budgets: BudgetWatcher
+    backend: str,
+    seed: int,
+    world: World,
+    invoke: Invoke,
+    drainer_logs: LogCapture,
+    budgets: BudgetWatcher,
 ) -> None:
     rng = random.Random(seed)
     instance = world.instance_ids[0]
     node = world.nodes[instance]
     objects = _workload(rng)
+    held = rng.random() < 0.3
+    if held:
+        objects.append(w.bare_pod(f"held-{seed}", node=node, grace=1, finalizers=[HELD]))
     place_on(world, node, objects)
     budgets.start()  # from here on: every pod Ready, every budget met
     api = _api_faults(rng)
-    changes = _workload_faults(rng)
-    for spec in api:
-        world.cluster.kubesim.faults.add(Fault.from_json(spec))
-    errors: list[str] = []
-    done_at: dict[str, float] = {}
+    changes = _workload_faults(rng, objects)
+    plane = _plane_faults(rng)
+    expiry = rng.random() < 0.3
+    if backend == "kubesim":
+        for spec in api:
+            world.cluster.kubesim.faults.add(Fault.from_json(spec))
+    else:
+        api = []
+    if backend != "real":
+        plane = []
+    if expiry and world.cluster.authenticator is not None:
+        world.cluster.authenticator.max_token_age = 2.0  # X-Amz-Date has 1 s steps
+    else:
+        expiry = False
 
-    def change_later(delay: float, kind: str) -> None:
-        time.sleep(delay)  # the moment someone else acts, relative to the drain's start
-        done_at[kind] = time.time()
-        try:
-            _do(world, node, kind, seed)
-        except Exception as e:
-            errors.append(f"{kind}: {e}")
-
-    threads = [threading.Thread(target=change_later, args=c, daemon=True) for c in changes]
-    for thread in threads:
-        thread.start()
+    someone = Someone(world, node, seed, objects)
+    threads = [
+        someone.later(delay, kind, functools.partial(someone.change, kind))
+        for delay, kind in changes
+    ]
+    threads += [
+        someone.later(delay, f"restart:{name}", _restart(world, name, rng)) for delay, name in plane
+    ]
     started = time.monotonic()
-    summary = invoke(world.terminate(instance), DRAIN_TIMEOUT_SECONDS=DEADLINE)
+    summary = invoke(
+        world.terminate(instance),
+        DRAIN_TIMEOUT_SECONDS=DEADLINE,
+        STUCK_POD_SECONDS=1,  # the held pod: past its grace, it stops blocking
+    )
     seconds = time.monotonic() - started
     for thread in threads:
-        thread.join(5)
-    _record(seed, api, changes, summary)
+        thread.join(30)
+    other = [f"plane:restart/{name}" for _, name in plane] + (
+        ["api:token-expiry"] if expiry else []
+    )
+    checks = _check(
+        world, node, seed, backend, summary, seconds, drainer_logs, budgets, someone, changes
+    )
+    _record(seed, api, changes, summary, backend=backend, other=other, checks=checks)
 
-    replay = f"replay: make chaos SEED={seed}"
-    assert not errors, (errors, replay)
-    assert budgets.violations() == {}, replay
+
+def _check(
+    world: World,
+    node: str,
+    seed: int,
+    backend: str,
+    summary: dict[str, Any],
+    seconds: float,
+    logs: LogCapture,
+    budgets: BudgetWatcher,
+    someone: Someone,
+    changes: list[tuple[float, str]],
+) -> int:
+    """Assert the invariants; how many were checked."""
+    replay = f"replay: make chaos SEED={seed} BACKEND={backend}"
+    assert not someone.errors, (someone.errors, replay)
+    # Pods someone deleted, or their namespace, went without an eviction.
+    gone_with = [TEAM] if "namespace_deleted" in someone.done_at else []
+    assert budgets.eviction_violations(someone.deleted, namespaces=gone_with) == [], replay
+    checks = 1
+    if not {kind for _, kind in changes} & RECOUNTING:
+        assert budgets.violations() == {}, replay
+        checks += 1
     completions = [c["LifecycleActionResult"] for c in world.completions()]
     assert completions == ["CONTINUE"], (completions, summary, replay)
     assert summary["result"] in ("drained", "timed_out"), (summary, replay)
     assert seconds < DEADLINE + MARGIN, (seconds, replay)
-    assert "Traceback" not in drainer_logs.text, replay
+    assert "Traceback" not in logs.text, replay
     found = world.cluster.client.get("Node", node)
     record = json.loads((found["metadata"].get("annotations") or {})[PROGRESS_ANNOTATION])
     assert record["phase"] == summary["result"], (record, summary, replay)
-    # A pod created on the node once the drain had ended (its record's `at`, whole
-    # seconds: a pod of the same second counts as late) is not the drain's to evict.
-    late = done_at.get("pod_on_node", 0.0) >= record["at"]
+    checks += 5
+
+    # What someone did once the drain had ended (its record's `at`, whole seconds:
+    # the same second counts as after) is not the drain's to answer for.
+    def after_end(kind: str) -> bool:
+        return someone.done_at.get(kind, 0.0) >= float(record["at"])
+
+    cordoned = bool(found["spec"].get("unschedulable"))
+    assert cordoned or after_end("uncordon"), ("the node was left uncordoned", replay)
+    checks += 1
     if summary["result"] == "drained":
         left = [
-            p["metadata"]["name"]
+            f"{p['metadata']['namespace']}/{p['metadata']['name']}"
             for p in pods_on(world.cluster, node)
             if not p["metadata"].get("deletionTimestamp")
-            and not (late and p["metadata"]["name"] == f"late-{seed}")
+            and not _created_after(p, record["at"])
             and not any(
                 o.get("kind") == "DaemonSet" for o in p["metadata"].get("ownerReferences") or []
             )
         ]
         assert left == [], (left, replay)
+        checks += 1
+    return checks
+
+
+def _created_after(pod: dict[str, Any], end: float) -> bool:
+    """The pod was made once the drain had ended (whole seconds: a pod of the same
+    second counts as after): someone's late pod, or a replica the scheduler placed
+    while someone had uncordoned the node."""
+    created = datetime.fromisoformat(pod["metadata"]["creationTimestamp"].replace("Z", "+00:00"))
+    return created.timestamp() >= int(end)
 
 
 def _record(
-    seed: int, api: list[dict[str, Any]], changes: list[tuple[float, str]], summary: dict[str, Any]
+    seed: int,
+    api: list[dict[str, Any]],
+    changes: list[tuple[float, str]],
+    summary: dict[str, Any],
+    *,
+    backend: str = "kubesim",
+    other: list[str] | tuple[str, ...] = (),
+    checks: int = 0,
 ) -> None:
     """One line per seed, for `make chaos`'s report (CHAOS_RESULTS)."""
     if RESULTS is None:
@@ -204,12 +413,17 @@ def _record(
         f"api:{f['kind']}{'/' + str(f['status']) if f['kind'] == 'status' else ''}" for f in api
     )
     kinds.update(f"workload:{kind}" for _, kind in changes)
+    kinds.update(other)
     line = {
         "seed": seed,
+        "backend": backend,
         "faults": dict(kinds),
+        "checks": checks,
         "result": summary.get("result"),
         "seconds": summary.get("seconds"),
     }
+    if summary.get("result") != "drained":
+        line["message"] = str(summary.get("message") or "")[:500]
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     with RESULTS.open("a") as out:
         out.write(json.dumps(line) + "\n")
