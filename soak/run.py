@@ -323,6 +323,9 @@ def _refresh(config: Config, services: list[Service], cluster: Cluster, say: Any
         timeline.stop()
         threading.excepthook = previous_hook
         logging.getLogger().removeHandler(tracebacks)
+        # The next user of this process (a test) gets the drainer's defaults back.
+        logs.configure("INFO", stream=sys.stderr)
+        handler.reset()
         drainer_log.close()
     found = list(tracebacks.found) + thread_errors
     sys.stdout.flush()
