@@ -18,7 +18,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--batch", type=int, default=3, help="instances replaced at a time")
     parser.add_argument("--pods", type=int, default=600, help="pods in the workload (about)")
     parser.add_argument(
-        "--speed", type=float, default=10.0, help="divide the pods' start and stop times by this"
+        "--speed", type=float, default=5.0, help="divide the pods' start and stop times by this"
     )
     parser.add_argument(
         "--drain-timeout", type=int, default=600, help="DRAIN_TIMEOUT_SECONDS of each drain"

@@ -55,14 +55,24 @@ def draw(outcome: Outcome, path: Path) -> Path:
         len(groups) + 1,
         1,
         sharex=True,
-        figsize=(11, 8),
+        figsize=(12, 8),
         gridspec_kw={"height_ratios": [3, 2, 1][-len(groups) - 1 :]},
     )
     for axis, group in zip(axes[:-1], groups, strict=True):
-        for service, (xs, ys) in sorted(group.items()):
-            axis.step(xs, ys, where="post", label=service.split("/", 1)[1], linewidth=1.2)
+        for i, (service, (xs, ys)) in enumerate(sorted(group.items())):
+            # Dashes tell apart services with the same counts (two DaemonSets).
+            style = ("-", "--", "-.", ":")[i % 4]
+            axis.step(
+                xs,
+                ys,
+                where="post",
+                label=service.split("/", 1)[1],
+                linewidth=1.2,
+                linestyle=style,
+            )
         axis.set_ylabel("Ready pods")
-        axis.legend(loc="lower left", fontsize=8, ncol=3)
+        axis.set_ylim(bottom=0)
+        axis.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
         axis.grid(alpha=0.3)
     xs, ys = draining(outcome)
     axes[-1].step(xs, ys, where="post", color="black", linewidth=1.2)

@@ -121,9 +121,9 @@ def figures(outcome: Outcome) -> dict[str, Any]:
             {
                 "batch": b.index + 1,
                 "instances": b.instances,
-                "drained_seconds": round(b.drained - b.started, 2),
-                "settled_seconds": round(b.settled - b.started, 2),
-                "limit_seconds": round(b.limit, 2),
+                "drained_seconds": round(b.drained - b.started, 3),
+                "settled_seconds": round(b.settled - b.started, 3),
+                "limit_seconds": round(b.limit, 3),
                 "evictable_pods": sum(sum(p.values()) for p in b.placement.values()),
             }
             for b in outcome.batches
@@ -162,8 +162,8 @@ def text(outcome: Outcome, picture: str) -> str:
         if f["requests_seen_by_kubesim"] is not None
         else ""
     )
-    memory = "this process: the drains, moto" + (
-        ", kubesim" if f["backend"] == "kubesim" else " (the control plane runs apart)"
+    memory = "this process: the drains, moto, the soak's watch" + (
+        " and kubesim" if f["backend"] == "kubesim" else "; the control plane's processes apart"
     )
     lines = [
         f"Instance refresh soak on {f['backend']}: {f['nodes']} nodes, {f['batch']} at a time "

@@ -46,7 +46,7 @@ class Config:
     nodes: int = 30
     batch: int = 3
     pods: int = 600
-    speed: float = 10.0
+    speed: float = 5.0
     out: Path = Path("build/soak")
     drain_timeout: int = 600
     """DRAIN_TIMEOUT_SECONDS of every drain (the deadline invariant's)."""

@@ -62,6 +62,7 @@ class Timeline:
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._primed = False  # both first lists in: before, budgets look unmet
+        self._listing = False
 
     # -- running --------------------------------------------------------------------
 
@@ -128,11 +129,16 @@ class Timeline:
 
     def _replace_all(self, kind: str, items: list[Obj]) -> None:
         if kind == "Pod":
+            # A list is one moment: one sample per service, not one per pod listed.
+            self._listing = True
             listed = {_key(item) for item in items}
             for key in [k for k in self._pods if k not in listed]:
                 self._apply_pod(key, None)
             for item in items:
                 self._apply_pod(_key(item), item)
+            self._listing = False
+            now = time.time() - self.origin
+            self.samples.extend((now, s, len(keys)) for s, keys in sorted(self._ready.items()))
         else:
             self._budgets.clear()
             for item in items:
@@ -189,7 +195,7 @@ class Timeline:
             keys.add(key)
         else:
             keys.discard(key)
-        if len(keys) != before:
+        if len(keys) != before and not self._listing:
             self.samples.append((time.time() - self.origin, service, len(keys)))
 
     def _apply_budget(self, budget: Obj) -> None:
