@@ -154,3 +154,15 @@ BENCH_ARGS ?=
 
 bench: $(STAMP) $(if $(filter real,$(BACKEND)),controlplane)
 	$(PY) -m bench --backend $(BACKEND) $(if $(QUICK),--quick) $(BENCH_ARGS)
+
+# --- instance refresh soak (soak/, issue 16) -------------------------------------------
+# make soak [BACKEND=kubesim|real] [SOAK_ARGS="--nodes 30 --batch 3 --pods 600 --speed 5"]:
+# the whole node group replaced 3 at a time by the real handler; prints the report
+# (time against the pacing limit, requests, refusals, memory, invariants) and writes
+# it with its timeline PNG to build/soak/<backend>/. Exits 1 when an invariant fails.
+SOAK_ARGS ?=
+
+.PHONY: soak
+
+soak: $(STAMP) $(if $(filter real,$(BACKEND)),controlplane)
+	$(PY) -m soak --backend $(BACKEND) --out build/soak/$(BACKEND) $(SOAK_ARGS)
