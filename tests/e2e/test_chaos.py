@@ -289,7 +289,9 @@ def test_seeded_chaos__invariants_hold(
     held = rng.random() < 0.3
     if held:
         objects.append(w.bare_pod(f"held-{seed}", node=node, grace=1, finalizers=[HELD]))
-    place_on(world, node, objects)
+    # A loaded host and a controller-manager just restarted by the seed before: the
+    # workload may take longer than place_on's usual 10 s to be Ready.
+    place_on(world, node, objects, timeout=30.0)
     budgets.start()  # from here on: every pod Ready, every budget met
     api = _api_faults(rng)
     changes = _workload_faults(rng, objects)
