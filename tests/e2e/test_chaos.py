@@ -54,7 +54,7 @@ from drainer.cordon import PROGRESS_ANNOTATION
 from kubesim.faults import Fault
 from testbed import World
 from testbed import workloads as w
-from testbed.cluster import unreachable
+from testbed.cluster import ApiError, unreachable
 from testbed.world import place_on, pods_on
 
 from .conftest import BudgetWatcher, Invoke, LogCapture, backends
@@ -256,7 +256,11 @@ class Someone:
                         {"minAvailable": 1, "maxUnavailable": None},
                     ]
                 )
-                client.patch("PodDisruptionBudget", name, {"spec": spec}, namespace)
+                try:
+                    client.patch("PodDisruptionBudget", name, {"spec": spec}, namespace)
+                except ApiError as e:
+                    if e.status != 404:  # gone with its namespace (namespace_deleted)
+                        raise
         elif kind == "namespace_deleted":
             cluster.delete("Namespace", TEAM)
 
