@@ -5,7 +5,8 @@ Test, demo and benchmark support; never shipped in the Lambda zip.
 - lifecycle actions: instances in Terminating:Wait, CompleteLifecycleAction and
   RecordLifecycleActionHeartbeat with a ledger of the calls and fault injection;
 - EKS: DescribeCluster pointed at a local API server;
-- Lambda: asynchronous invocations queued instead of run.
+- Lambda: asynchronous invocations queued instead of run;
+- faults (throttling, 5xx) on any Auto Scaling or EC2 action (awssim.apifaults).
 
 In process: call `install()`, then use moto's `mock_aws()` and an `AwsSim`.
 As a server: `python -m awssim serve [--port N]`, then point boto3 at it with

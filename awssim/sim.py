@@ -11,7 +11,7 @@ from typing import Any
 
 from moto.core.models import DEFAULT_ACCOUNT_ID
 
-from awssim import eks, elbv2, invocations, lifecycle
+from awssim import apifaults, eks, elbv2, invocations, lifecycle
 
 DEFAULT_REGION = "us-east-1"
 
@@ -21,6 +21,7 @@ def install() -> None:
     lifecycle.register()
     invocations.register()
     elbv2.register()
+    apifaults.register()
 
 
 class AwsSim:
@@ -68,6 +69,19 @@ class AwsSim:
     def fail_next(self, kind: str, code: str, count: int = 1, message: str = "") -> None:
         """Make the next `count` "complete"/"heartbeat" calls fail with `code`."""
         self._ledger.fail_next(kind, code, count, message)
+
+    def fail_action(self, service: str, action: str, code: str, count: int = 1) -> None:
+        """Answer the next `count` calls of an Auto Scaling or EC2 action (e.g.
+        "ec2", "DescribeInstances") with `code` (Throttling, RequestLimitExceeded, ...)."""
+        apifaults.api_faults(self.account_id, self.region).fail_next(service, action, code, count)
+
+    def injected_faults(self) -> list[dict[str, Any]]:
+        """The action faults answered so far: service, action, code, time."""
+        return apifaults.api_faults(self.account_id, self.region).injected()
+
+    def pending_faults(self) -> dict[str, int]:
+        """Action faults queued and not answered yet, by "service:Action"."""
+        return apifaults.api_faults(self.account_id, self.region).pending()
 
     def expire_action(self, instance_id: str) -> None:
         """Time the instance's open actions out now (the hook's DefaultResult applies)."""

@@ -489,6 +489,62 @@ def test_fail_next__unknown_kind_or_code__raises_value_error(
         scene.sim.fail_next(kind, code)
 
 
+@pytest.mark.parametrize(
+    ("service", "action", "code", "status"),
+    [
+        ("ec2", "DescribeInstances", "RequestLimitExceeded", 503),
+        ("autoscaling", "DescribeAutoScalingGroups", "Throttling", 400),
+        ("autoscaling", "DescribeLifecycleHooks", "ServiceUnavailable", 503),
+    ],
+)
+def test_fail_action__next_calls_answer_the_code_in_the_service_protocol_then_moto(
+    scene: Scene, service: str, action: str, code: str, status: int
+) -> None:
+    calls = {
+        "DescribeInstances": lambda c: c.describe_instances(
+            InstanceIds=[scene.group.instance_ids[0]]
+        ),
+        "DescribeAutoScalingGroups": lambda c: c.describe_auto_scaling_groups(),
+        "DescribeLifecycleHooks": lambda c: c.describe_lifecycle_hooks(
+            AutoScalingGroupName="workers"
+        ),
+    }
+    client = boto3.client(service, region_name=REGION, config=NO_RETRIES)
+    scene.sim.fail_action(service, action, code, count=2)
+
+    for _ in range(2):
+        with pytest.raises(ClientError) as caught:
+            calls[action](client)
+        assert (_error(caught)[0], _error(caught)[2]) == (code, status)
+    calls[action](client)
+
+    assert [(f["action"], f["code"]) for f in scene.sim.injected_faults()] == [(action, code)] * 2
+    assert scene.sim.pending_faults() == {}
+
+
+def test_fail_action__botocore_retries_ride_out_a_short_burst(scene: Scene) -> None:
+    client = boto3.client(
+        "ec2", region_name=REGION, config=Config(retries={"mode": "standard", "max_attempts": 5})
+    )
+    scene.sim.fail_action("ec2", "DescribeInstances", "RequestLimitExceeded", count=1)
+
+    found = client.describe_instances(InstanceIds=[scene.group.instance_ids[0]])
+
+    assert found["Reservations"][0]["Instances"][0]["InstanceId"] == scene.group.instance_ids[0]
+    assert len(scene.sim.injected_faults()) == 1
+
+
+@pytest.mark.parametrize(
+    ("service", "code", "message"),
+    [("lambda", "Throttling", "service must be one of"), ("ec2", "Teapot", "fault code")],
+)
+def test_fail_action__unknown_service_or_code__raises_value_error(
+    scene: Scene, service: str, code: str, message: str
+) -> None:
+    with pytest.raises(ValueError, match=message):
+        scene.sim.fail_action(service, "DescribeInstances", code)
+
+
 def test_calls__unknown_kind__raises_value_error(scene: Scene) -> None:
     with pytest.raises(ValueError, match="call kind must be one of"):
         scene.sim.calls("describe")

@@ -26,6 +26,34 @@ def test_report__sums_faults_and_results_over_the_seeds() -> None:
     assert "slowest drain: 0.40 s" in text
 
 
+def test_report__lambda_scenario_lines__counted_by_scenario_and_fault_kind() -> None:
+    lines = [
+        json.dumps({"seed": 0, "faults": {"api:drop": 1}, "result": "drained", "seconds": 1}),
+        json.dumps(
+            {
+                "seed": 0,
+                "scenario": "lambda",
+                "faults": {"lambda:killed": 1, "aws:throttle-ec2": 2},
+                "result": "drained",
+                "seconds": 3.5,
+            }
+        ),
+    ]
+
+    text = chaos_report.report(lines)
+
+    assert "by scenario: 1 api, 1 lambda" in text
+    assert "faults injected: 4, by kind:" in text
+    assert "lambda:killed" in text and "aws:throttle-ec2" in text
+    assert "slowest drain: 3.50 s" in text
+
+
+def test_report__api_lines_only__no_scenario_line() -> None:
+    line = json.dumps({"seed": 0, "faults": {}, "result": "drained", "seconds": 1})
+
+    assert "by scenario" not in chaos_report.report([line])
+
+
 def test_report__no_seed_ran__says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert chaos_report.main([str(tmp_path / "missing.jsonl")]) == 0
     assert "no seed ran to its end" in capsys.readouterr().out

@@ -1,0 +1,133 @@
+"""Faults on any AWS query-protocol action: a throttled DescribeInstances, a
+DescribeAutoScalingGroups answering 503, as AWS answers them.
+
+The lifecycle ledger (awssim.lifecycle) injects faults into the two calls it
+implements; the drainer also reads EC2 and Auto Scaling through moto's own
+actions, and a seeded chaos run throttles those too. This module queues faults
+per account, region, service and action, and answers the next calls with them
+before moto sees the request. Each fault answered is recorded (`injected`).
+
+The error body follows the service's protocol, so botocore parses the code and
+its retry policy reacts as it would to AWS: Auto Scaling (query protocol) sends
+`<ErrorResponse><Error>...`, EC2 sends `<Response><Errors><Error>...` and throttles
+with RequestLimitExceeded on HTTP 503.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections import deque
+from typing import Any
+
+from moto.core.base_backend import BackendDict, BaseBackend
+from moto.core.responses import BaseResponse
+from werkzeug.exceptions import HTTPException
+
+SERVICES = ("autoscaling", "ec2")
+# HTTP status of each error code a fault may use, as the service sends it.
+CODES: dict[str, int] = {
+    "Throttling": 400,
+    "RequestLimitExceeded": 503,
+    "ServiceUnavailable": 503,
+    "InternalFailure": 500,
+}
+_MESSAGES = {
+    "Throttling": "Rate exceeded",
+    "RequestLimitExceeded": "Request limit exceeded.",
+    "ServiceUnavailable": "Service is unavailable. Please try again later.",
+    "InternalFailure": "An internal error occurred.",
+}
+
+
+class ApiFault(HTTPException):
+    """One error answer in the service's own protocol."""
+
+    def __init__(self, service: str, code: str) -> None:
+        message, request = _MESSAGES[code], uuid.uuid4()
+        if service == "ec2":
+            body = (
+                f"<Response><Errors><Error><Code>{code}</Code><Message>{message}</Message>"
+                f"</Error></Errors><RequestID>{request}</RequestID></Response>"
+            )
+        else:
+            side = "Receiver" if CODES[code] >= 500 else "Sender"
+            body = (
+                f"<ErrorResponse><Error><Type>{side}</Type><Code>{code}</Code>"
+                f"<Message>{message}</Message></Error><RequestId>{request}</RequestId>"
+                "</ErrorResponse>"
+            )
+        super().__init__(description=body)
+        self.code = CODES[code]
+
+    def get_headers(self, *args: Any, **kwargs: Any) -> list[tuple[str, str]]:
+        return [("Content-Type", "text/xml")]
+
+
+class ApiFaults(BaseBackend):
+    """Faults queued per (service, action), and those answered, per account/region."""
+
+    def __init__(self, region_name: str, account_id: str) -> None:
+        super().__init__(region_name, account_id)
+        self.lock = threading.Lock()
+        self.queued: dict[tuple[str, str], deque[str]] = {}
+        self.answered: list[dict[str, Any]] = []
+
+    def fail_next(self, service: str, action: str, code: str, count: int = 1) -> None:
+        if service not in SERVICES:
+            raise ValueError(f"service must be one of {SERVICES}, not {service!r}")
+        if code not in CODES:
+            raise ValueError(f"fault code must be one of {sorted(CODES)}, not {code!r}")
+        if count < 1:
+            raise ValueError(f"count must be at least 1, not {count}")
+        with self.lock:
+            self.queued.setdefault((service, action), deque()).extend([code] * count)
+
+    def take(self, service: str, action: str) -> str | None:
+        """The code to answer this call with, or None to let moto answer it."""
+        with self.lock:
+            queue = self.queued.get((service, action))
+            if not queue:
+                return None
+            code = queue.popleft()
+            self.answered.append(
+                {"service": service, "action": action, "code": code, "time": time.time()}
+            )
+            return code
+
+    def pending(self) -> dict[str, int]:
+        """Faults not answered yet, by "service:Action"."""
+        with self.lock:
+            return {f"{s}:{a}": len(q) for (s, a), q in self.queued.items() if q}
+
+    def injected(self) -> list[dict[str, Any]]:
+        with self.lock:
+            return [dict(a) for a in self.answered]
+
+
+faults: BackendDict[ApiFaults] = BackendDict(ApiFaults, "ec2")
+
+
+def api_faults(account_id: str, region: str) -> ApiFaults:
+    found: ApiFaults = faults[account_id][region]
+    return found
+
+
+_original_call_action = BaseResponse.call_action
+
+
+def _call_action(self: BaseResponse) -> Any:
+    service = getattr(self, "service_name", "")
+    if service in SERVICES:
+        code = api_faults(self.current_account, self.region).take(service, self._get_action())
+        if code is not None:
+            fault = ApiFault(service, code)
+            headers = {"status": fault.code, "Content-Type": "text/xml"}
+            return fault.code, headers, fault.description
+    return _original_call_action(self)
+
+
+def register() -> None:
+    """Answer queued faults before moto does (idempotent)."""
+    BaseResponse.call_action = _call_action  # type: ignore[method-assign]
