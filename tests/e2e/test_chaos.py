@@ -71,19 +71,22 @@ HELD = "example.com/never-removed"
 RECOUNTING = {"scale_up", "budget_edit", "delete_pod", "namespace_deleted"}
 
 
-def chaos_seeds(backend: str = "kubesim") -> list[int]:
-    """CHAOS_SEED=n: that seed; CHAOS_SEEDS=N: seeds 0..N-1; else the few make test runs."""
+def chaos_seeds(backend: str = "kubesim", in_make_test: dict[str, int] | None = None) -> list[int]:
+    """CHAOS_SEED=n: that seed; CHAOS_SEEDS=N: seeds 0..N-1; else the few make test
+    runs on that backend."""
     if os.environ.get("CHAOS_SEED", "").strip():
         return [int(os.environ["CHAOS_SEED"])]
     count = os.environ.get("CHAOS_SEEDS", "").strip()
-    return list(range(int(count) if count else SEEDS_IN_MAKE_TEST.get(backend, 3)))
+    default = (in_make_test or SEEDS_IN_MAKE_TEST).get(backend, 3)
+    return list(range(int(count) if count else default))
 
 
-def chaos_cases() -> list[Any]:
+def chaos_cases(in_make_test: dict[str, int] | None = None) -> list[Any]:
+    """(backend, seed) cases: each backend its own seeds."""
     return [
         pytest.param(backend, seed, id=f"{backend}-{seed}")
         for backend in backends()
-        for seed in chaos_seeds(backend)
+        for seed in chaos_seeds(backend, in_make_test)
     ]
 
 

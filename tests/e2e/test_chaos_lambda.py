@@ -64,7 +64,7 @@ from testbed import workloads as w
 from testbed.world import place_on, pods_on
 
 from .conftest import BudgetWatcher
-from .test_chaos import DEADLINE, MARGIN, RESULTS, _workload, chaos_seeds
+from .test_chaos import DEADLINE, MARGIN, RESULTS, _workload, chaos_cases
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_SEEDS = {"kubesim": 6, "real": 2}
@@ -80,20 +80,6 @@ OUTCOME_TABLE = {
     "timed_out": "CONTINUE",
     "handed_over": "none",
 }
-
-
-def lambda_seeds() -> list[int]:
-    """SEED=n: that seed; CHAOS_SEEDS=N: seeds 0..N-1; else make test's few (the most
-    any backend runs: the test skips the real backend's extra ones)."""
-    if os.environ.get("CHAOS_SEED", "").strip() or os.environ.get("CHAOS_SEEDS", "").strip():
-        return chaos_seeds()
-    return list(range(max(DEFAULT_SEEDS.values())))
-
-
-def _default_run(backend: str, seed: int) -> bool:
-    """Whether make test's default set includes this seed on this backend."""
-    explicit = os.environ.get("CHAOS_SEED", "").strip() or os.environ.get("CHAOS_SEEDS", "")
-    return bool(explicit.strip()) or seed < DEFAULT_SEEDS.get(backend, 2)
 
 
 @dataclass(frozen=True)
@@ -259,12 +245,10 @@ def aws_server(world: World) -> Iterator[str]:
         yield server.url
 
 
-@pytest.mark.parametrize("seed", lambda_seeds())
+@pytest.mark.parametrize(("backend", "seed"), chaos_cases(DEFAULT_SEEDS))
 def test_seeded_lambda_chaos__invariants_hold(
-    seed: int, backend: str, world: World, aws_server: str, budgets: BudgetWatcher
+    backend: str, seed: int, world: World, aws_server: str, budgets: BudgetWatcher
 ) -> None:
-    if not _default_run(backend, seed):
-        pytest.skip(f"make test runs seeds 0..{DEFAULT_SEEDS[backend] - 1} on {backend}")
     rng = random.Random(seed)
     instance = world.instance_ids[0]
     node = world.nodes[instance]
