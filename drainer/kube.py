@@ -307,6 +307,16 @@ def _transport_error(error: Exception, what: str) -> KubeError:
     return KubeServerError(f"{what}: connection to the API server failed: {text[:300]}")
 
 
+def _server_gone(error: BaseException | None) -> bool:
+    """The connection was refused or cut: no API server process answering there (a
+    restart), as opposed to a slow answer or a watch this client ended itself."""
+    if isinstance(error, urllib3.exceptions.MaxRetryError):
+        error = error.reason
+    if isinstance(error, (urllib3.exceptions.NewConnectionError, urllib3.exceptions.ProtocolError)):
+        return True
+    return isinstance(error, (ConnectionRefusedError, ConnectionResetError))
+
+
 class Streams:
     """Open watch responses, so another thread can end them (and any opened later)."""
 
@@ -518,7 +528,7 @@ class Kube:
                 )
                 self._sleep(delay)
             except (KubeTooManyRequests, KubeServerError) as e:
-                if isinstance(e, KubeServerError):
+                if _server_gone(e.__cause__):
                     self._unreachable_at = time.monotonic()
                 attempt += 1
                 delay = self._retry_delay(e, attempt)
@@ -649,7 +659,6 @@ class Kube:
                         )
                     yield event
         except (urllib3.exceptions.HTTPError, OSError, ValueError) as e:
-            self._unreachable_at = time.monotonic()
             raise KubeServerError(f"watch {resource}: stream broken: {str(e)[:200]}") from e
         finally:
             streams.discard(raw)
