@@ -333,6 +333,11 @@ class Streams:
         _shutdown(raw)
         return False
 
+    @property
+    def closed(self) -> bool:
+        """close_all() has ended every stream."""
+        return self._closed
+
     def discard(self, raw: Any) -> None:
         with self._lock:
             self._open.discard(raw)
@@ -659,6 +664,8 @@ class Kube:
                         )
                     yield event
         except (urllib3.exceptions.HTTPError, OSError, ValueError) as e:
+            if _server_gone(e) and not streams.closed:  # cut by the server, not by us
+                self._unreachable_at = time.monotonic()
             raise KubeServerError(f"watch {resource}: stream broken: {str(e)[:200]}") from e
         finally:
             streams.discard(raw)
