@@ -197,6 +197,8 @@ class Someone:
                     act()
                     return
                 except Exception as e:
+                    if isinstance(e, ApiError) and e.status == 404 and TEAM in str(e):
+                        return  # its object went with the deleted namespace
                     if not unreachable(e) or time.monotonic() > deadline:
                         self.errors.append(f"{kind}: {e!r}")
                         return
