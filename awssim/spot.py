@@ -18,30 +18,26 @@ def interruption_warning(
 ) -> dict[str, Any]:
     """The warning for `instance_id`, sent `age` seconds ago; `action` is what EC2
     will do: terminate, stop or hibernate."""
-    return envelope(
-        INTERRUPTION,
-        "aws.ec2",
-        account=account,
-        region=region,
-        at=time.time() - age,
-        resources=[_arn(region, instance_id)],
-        detail={"instance-id": instance_id, "instance-action": action},
-    )
+    detail = {"instance-id": instance_id, "instance-action": action}
+    return _ec2_event(INTERRUPTION, account, region, instance_id, age=age, detail=detail)
 
 
 def rebalance_recommendation(
     account: str, region: str, instance_id: str, *, age: float = 0.0
 ) -> dict[str, Any]:
+    detail = {"instance-id": instance_id}
+    return _ec2_event(REBALANCE, account, region, instance_id, age=age, detail=detail)
+
+
+def _ec2_event(
+    kind: str, account: str, region: str, instance_id: str, *, age: float, detail: dict[str, Any]
+) -> dict[str, Any]:
     return envelope(
-        REBALANCE,
+        kind,
         "aws.ec2",
         account=account,
         region=region,
         at=time.time() - age,
-        resources=[_arn(region, instance_id)],
-        detail={"instance-id": instance_id},
+        resources=[f"arn:aws:ec2:{region}:{account}:instance/{instance_id}"],
+        detail=detail,
     )
-
-
-def _arn(region: str, instance_id: str) -> str:
-    return f"arn:aws:ec2:{region}a:instance/{instance_id}"

@@ -513,35 +513,27 @@ class Kube:
                 self._token.invalidate()
             except TlsVerificationError:
                 raise
-            except KubeForbidden as e:
-                # Right after an outage, a 403 may be the restarted server's start-up.
-                if time.monotonic() - self._unreachable_at > self.retry.restart_grace:
-                    raise
-                attempt += 1
-                delay = self._retry_delay(e, attempt)
-                if delay is None:
-                    raise
-                log.warning(
-                    "%s; the API server was unreachable %.1f s ago and may still be starting "
-                    "(its authorizer loading the RBAC rules): retrying in %.1f s "
-                    "(attempt %d of %d)",
-                    e,
-                    time.monotonic() - self._unreachable_at,
-                    delay,
-                    attempt + 1,
-                    self.retry.attempts,
-                )
-                self._sleep(delay)
-            except (KubeTooManyRequests, KubeServerError) as e:
-                if _server_gone(e.__cause__):
+            except (KubeTooManyRequests, KubeServerError, KubeForbidden) as e:
+                since_outage = time.monotonic() - self._unreachable_at
+                note = ""
+                if isinstance(e, KubeForbidden):
+                    # Right after an outage, a 403 may be the restarted server's start-up.
+                    if since_outage > self.retry.restart_grace:
+                        raise
+                    note = (
+                        f" (the API server was unreachable {since_outage:.1f} s ago and may "
+                        "still be starting, its authorizer loading the RBAC rules)"
+                    )
+                elif _server_gone(e.__cause__):
                     self._unreachable_at = time.monotonic()
                 attempt += 1
                 delay = self._retry_delay(e, attempt)
                 if delay is None:
                     raise
                 log.warning(
-                    "%s; retrying in %.1f s (attempt %d of %d)",
+                    "%s%s; retrying in %.1f s (attempt %d of %d)",
                     e,
+                    note,
                     delay,
                     attempt + 1,
                     self.retry.attempts,
