@@ -217,9 +217,10 @@ class Settings:
             "DRAIN_TIMEOUT_SECONDS",
             "int",
             "3600",
-            "Overall time a drain may take, across Lambda hand-overs, before "
-            "TIMEOUT_POLICY applies. At most 48 hours, the longest a lifecycle hook "
-            "can hold an instance.",
+            "Overall time a drain may take before TIMEOUT_POLICY applies, counted "
+            "from the lifecycle event's time (when the instance began to wait), so "
+            "Lambda hand-overs, retries and duplicate events all share it. At most "
+            "48 hours, the longest a lifecycle hook can hold an instance.",
             minimum=60,
             maximum=172800,
         ),

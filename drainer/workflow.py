@@ -154,17 +154,19 @@ def work_time(remaining: float, margin: float) -> float:
 def effective_deadline(
     started_at: float, event: LifecycleEvent, hook: aws.HookInfo, settings: Settings
 ) -> Deadline:
-    """The drain's deadline: DRAIN_TIMEOUT_SECONDS after it began, but never later
-    than the hook's GlobalTimeout (counted from when the instance began to wait)
+    """The drain's deadline: DRAIN_TIMEOUT_SECONDS after the instance began to wait,
+    but never later than the hook's GlobalTimeout (counted from the same moment)
     less GLOBAL_TIMEOUT_MARGIN_SECONDS, so the timeout policy always runs before
-    Auto Scaling applies the hook's DefaultResult on its own."""
-    timeout = settings.drain_timeout_seconds
-    own = Deadline(started_at + timeout, f"DRAIN_TIMEOUT_SECONDS ({timeout} s)")
-    # The instance waited before the drain began; a later or unreadable event time
-    # (clock skew, a hand-made event) counts from the drain's start instead.
+    Auto Scaling applies the hook's DefaultResult on its own. Both count from the
+    event's time, so every delivery of one lifecycle action (a hand-over, Lambda's
+    retry after a crash, a duplicate) works to the same deadline."""
+    # A later or unreadable event time (clock skew, a hand-made event) counts from
+    # the drain's start instead.
     waiting_since = event.waiting_since
     if waiting_since is None or waiting_since > started_at:
         waiting_since = started_at
+    timeout = settings.drain_timeout_seconds
+    own = Deadline(waiting_since + timeout, f"DRAIN_TIMEOUT_SECONDS ({timeout} s)")
     limit = hook.global_timeout_seconds
     margin = settings.global_timeout_margin_seconds
     rule = "" if hook.global_timeout is not None else ", 100 x HeartbeatTimeout"

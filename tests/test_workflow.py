@@ -175,6 +175,9 @@ def _hook(global_timeout: int | None, heartbeat_timeout: int = 600) -> aws.HookI
         (0, _hook(1800), 1740, "lifecycle hook GlobalTimeout (1800 s) minus 60 s margin"),
         # ... counted from when the instance began to wait, not from the drain's start.
         (1000, _hook(1800), 740, "lifecycle hook GlobalTimeout (1800 s) minus 60 s margin"),
+        # The setting counts from then too: an event delivered again (Lambda's retry
+        # after a crash, a duplicate) keeps the first delivery's deadline.
+        (1000, _hook(172800), 2600, "DRAIN_TIMEOUT_SECONDS (3600 s)"),
         # No GlobalTimeout in the answer: AWS's rule, 100 x HeartbeatTimeout.
         (
             0,
