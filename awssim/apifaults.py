@@ -23,46 +23,37 @@ from typing import Any
 
 from moto.core.base_backend import BackendDict, BaseBackend
 from moto.core.responses import BaseResponse
-from werkzeug.exceptions import HTTPException
 
 SERVICES = ("autoscaling", "ec2")
-# HTTP status of each error code a fault may use, as the service sends it.
-CODES: dict[str, int] = {
-    "Throttling": 400,
-    "RequestLimitExceeded": 503,
-    "ServiceUnavailable": 503,
-    "InternalFailure": 500,
+# HTTP status and message of each error code a fault may use, as the services send
+# them (this module's faults and the lifecycle ledger's, awssim.lifecycle).
+ERRORS: dict[str, tuple[int, str]] = {
+    "Throttling": (400, "Rate exceeded"),
+    "RequestLimitExceeded": (503, "Request limit exceeded."),
+    "ServiceUnavailable": (503, "Service is unavailable. Please try again later."),
+    "InternalFailure": (500, "An internal error occurred."),
+    "ResourceContention": (500, "You already have a pending update to an Auto Scaling resource."),
+    "AccessDenied": (403, "User is not authorized to perform this action (injected by awssim)"),
+    "ValidationError": (400, "Injected validation error (awssim)"),
 }
-_MESSAGES = {
-    "Throttling": "Rate exceeded",
-    "RequestLimitExceeded": "Request limit exceeded.",
-    "ServiceUnavailable": "Service is unavailable. Please try again later.",
-    "InternalFailure": "An internal error occurred.",
-}
+_AUTOSCALING_XMLNS = "http://autoscaling.amazonaws.com/doc/2011-01-01/"
 
 
-class ApiFault(HTTPException):
-    """One error answer in the service's own protocol."""
-
-    def __init__(self, service: str, code: str) -> None:
-        message, request = _MESSAGES[code], uuid.uuid4()
-        if service == "ec2":
-            body = (
-                f"<Response><Errors><Error><Code>{code}</Code><Message>{message}</Message>"
-                f"</Error></Errors><RequestID>{request}</RequestID></Response>"
-            )
-        else:
-            side = "Receiver" if CODES[code] >= 500 else "Sender"
-            body = (
-                f"<ErrorResponse><Error><Type>{side}</Type><Code>{code}</Code>"
-                f"<Message>{message}</Message></Error><RequestId>{request}</RequestId>"
-                "</ErrorResponse>"
-            )
-        super().__init__(description=body)
-        self.code = CODES[code]
-
-    def get_headers(self, *args: Any, **kwargs: Any) -> list[tuple[str, str]]:
-        return [("Content-Type", "text/xml")]
+def error_response(service: str, code: str, message: str = "") -> tuple[int, str]:
+    """The HTTP status and XML body of error `code`, in `service`'s protocol."""
+    status, default = ERRORS[code]
+    message, request = message or default, uuid.uuid4()
+    if service == "ec2":
+        return status, (
+            f"<Response><Errors><Error><Code>{code}</Code><Message>{message}</Message>"
+            f"</Error></Errors><RequestID>{request}</RequestID></Response>"
+        )
+    side = "Receiver" if status >= 500 else "Sender"
+    return status, (
+        f'<ErrorResponse xmlns="{_AUTOSCALING_XMLNS}"><Error><Type>{side}</Type>'
+        f"<Code>{code}</Code><Message>{message}</Message></Error>"
+        f"<RequestId>{request}</RequestId></ErrorResponse>"
+    )
 
 
 class ApiFaults(BaseBackend):
@@ -77,8 +68,8 @@ class ApiFaults(BaseBackend):
     def fail_next(self, service: str, action: str, code: str, count: int = 1) -> None:
         if service not in SERVICES:
             raise ValueError(f"service must be one of {SERVICES}, not {service!r}")
-        if code not in CODES:
-            raise ValueError(f"fault code must be one of {sorted(CODES)}, not {code!r}")
+        if code not in ERRORS:
+            raise ValueError(f"fault code must be one of {sorted(ERRORS)}, not {code!r}")
         if count < 1:
             raise ValueError(f"count must be at least 1, not {count}")
         with self.lock:
@@ -122,9 +113,8 @@ def _call_action(self: BaseResponse) -> Any:
     if service in SERVICES:
         code = api_faults(self.current_account, self.region).take(service, self._get_action())
         if code is not None:
-            fault = ApiFault(service, code)
-            headers = {"status": fault.code, "Content-Type": "text/xml"}
-            return fault.code, headers, fault.description
+            status, body = error_response(service, code)
+            return status, {"status": status, "Content-Type": "text/xml"}, body
     return _original_call_action(self)
 
 

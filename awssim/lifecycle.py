@@ -39,29 +39,13 @@ from moto.core.base_backend import BackendDict, BaseBackend
 from moto.core.responses import ActionResult, EmptyResult
 from werkzeug.exceptions import HTTPException
 
+from awssim.apifaults import ERRORS, error_response
 from awssim.events import envelope
 
 TERMINATING = "autoscaling:EC2_INSTANCE_TERMINATING"
 TERMINATE_DETAIL_TYPE = "EC2 Instance-terminate Lifecycle Action"
 CALL_KINDS = ("complete", "heartbeat", "timeout")
 FAULT_KINDS = ("complete", "heartbeat")
-# HTTP status and fault side (Sender/Receiver) of the error codes a fault may use.
-FAULT_CODES: dict[str, tuple[int, str]] = {
-    "Throttling": (400, "Sender"),
-    "ValidationError": (400, "Sender"),
-    "AccessDenied": (403, "Sender"),
-    "ResourceContention": (500, "Receiver"),
-    "InternalFailure": (500, "Receiver"),
-    "ServiceUnavailable": (503, "Receiver"),
-}
-_FAULT_MESSAGES = {
-    "Throttling": "Rate exceeded",
-    "ServiceUnavailable": "Service is unavailable. Please try again later.",
-    "InternalFailure": "An internal error occurred.",
-    "AccessDenied": "User is not authorized to perform this action (injected by awssim)",
-    "ResourceContention": "You already have a pending update to an Auto Scaling resource.",
-    "ValidationError": "Injected validation error (awssim)",
-}
 
 
 @dataclass
@@ -102,12 +86,7 @@ class InjectedFault(HTTPException):
     """An AWS query-protocol error response, status and body as AWS sends them."""
 
     def __init__(self, code: str, message: str) -> None:
-        status, side = FAULT_CODES[code]
-        body = (
-            '<ErrorResponse xmlns="http://autoscaling.amazonaws.com/doc/2011-01-01/">'
-            f"<Error><Type>{side}</Type><Code>{code}</Code><Message>{message}</Message></Error>"
-            f"<RequestId>{uuid.uuid4()}</RequestId></ErrorResponse>"
-        )
+        status, body = error_response("autoscaling", code, message)
         super().__init__(description=body)
         self.code = status
 
@@ -263,11 +242,11 @@ class LifecycleLedger(BaseBackend):
         """Make the next `count` calls of `kind` ("complete"/"heartbeat") fail with `code`."""
         if kind not in FAULT_KINDS:
             raise ValueError(f"fault kind must be one of {FAULT_KINDS}, not {kind!r}")
-        if code not in FAULT_CODES:
-            raise ValueError(f"fault code must be one of {sorted(FAULT_CODES)}, not {code!r}")
+        if code not in ERRORS:
+            raise ValueError(f"fault code must be one of {sorted(ERRORS)}, not {code!r}")
         with self.lock:
             for _ in range(count):
-                self.faults[kind].append(Fault(code, message or _FAULT_MESSAGES[code]))
+                self.faults[kind].append(Fault(code, message))
 
     def calls(self, kind: str) -> list[dict[str, Any]]:
         """Calls received of `kind`: "complete", "heartbeat", or "timeout" (expiries)."""

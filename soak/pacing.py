@@ -101,8 +101,3 @@ def batch_limit(placement: Placement, paces: Mapping[str, Pace]) -> float:
         if critical:
             limit = max(limit, ordinary + critical)
     return limit
-
-
-def pacing_limit(batches: list[Placement], paces: Mapping[str, Pace]) -> list[float]:
-    """Each batch's limit; the refresh's is their sum."""
-    return [batch_limit(placement, paces) for placement in batches]

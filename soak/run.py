@@ -19,7 +19,7 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -197,26 +197,25 @@ def budgets_current(cluster: Cluster) -> bool:
     return True
 
 
-def placement(cluster: Cluster, node: str, filters: Any) -> dict[str, int]:
-    """Pods of each service on the node that the drain will evict."""
+def _evictable(cluster: Cluster, node: str, filters: Any) -> list[dict[str, Any]]:
+    """The pods on the node that the drain's filters would evict."""
     from drainer.filters import Action, decide
     from testbed.world import pods_on
 
-    counts: Counter[str] = Counter()
-    for pod in pods_on(cluster, node):
-        if decide(pod, filters).action == Action.EVICT:
-            counts[(pod["metadata"].get("labels") or {}).get("app", "")] += 1
-    return dict(sorted(counts.items()))
+    return [p for p in pods_on(cluster, node) if decide(p, filters).action == Action.EVICT]
+
+
+def placement(cluster: Cluster, node: str, filters: Any) -> dict[str, int]:
+    """Pods of each service on the node that the drain will evict."""
+    pods = _evictable(cluster, node, filters)
+    apps = Counter((p["metadata"].get("labels") or {}).get("app", "") for p in pods)
+    return dict(sorted(apps.items()))
 
 
 def evictable_left(cluster: Cluster, node: str, filters: Any) -> list[str]:
-    from drainer.filters import Action, decide
-    from testbed.world import pods_on
-
     return sorted(
         f"{p['metadata']['namespace']}/{p['metadata']['name']}"
-        for p in pods_on(cluster, node)
-        if decide(p, filters).action == Action.EVICT
+        for p in _evictable(cluster, node, filters)
     )
 
 
@@ -396,7 +395,7 @@ def _batch(refresh: _Refresh, index: int, size: int) -> BatchRecord:
     group = world.autoscaling.describe_auto_scaling_groups(
         AutoScalingGroupNames=[world.group.asg_name]
     )["AutoScalingGroups"][0]
-    known = set(_group_instances(world))
+    known = {i["InstanceId"] for i in group.get("Instances", [])}
     world.autoscaling.set_desired_capacity(
         AutoScalingGroupName=world.group.asg_name, DesiredCapacity=group["DesiredCapacity"] + size
     )
@@ -466,10 +465,3 @@ def _component_tracebacks(cluster: Cluster) -> list[str]:
         if "Traceback" in text or "\npanic:" in text or text.startswith("panic:"):
             found.append(f"{path.name} holds a panic or traceback")
     return found
-
-
-def counts(mapping: Mapping[str, Mapping[str, int]]) -> dict[str, int]:
-    total: Counter[str] = Counter()
-    for pods in mapping.values():
-        total.update(pods)
-    return dict(total)

@@ -53,7 +53,6 @@ class Timeline:
         self.samples: list[tuple[float, str, int]] = []
         self.worst: dict[str, int] = {}
         self.worst_at: dict[str, str] = {}
-        self.changes = 0
         self.error: BaseException | None = None
         self._pods: dict[str, Obj] = {}
         self._ready: dict[str, set[str]] = {}
@@ -146,7 +145,6 @@ class Timeline:
         self._check_all()
 
     def _apply(self, kind: str, type_: str, obj: Obj) -> None:
-        self.changes += 1
         if kind == "Pod":
             touched = self._apply_pod(_key(obj), None if type_ == "DELETED" else obj)
             for name in touched:
@@ -228,10 +226,6 @@ class Timeline:
             )
 
     # -- reading --------------------------------------------------------------------
-
-    def ready(self) -> dict[str, int]:
-        with self._lock:
-            return {service: len(keys) for service, keys in self._ready.items()}
 
     def violations(self) -> dict[str, str]:
         with self._lock:

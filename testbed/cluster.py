@@ -55,6 +55,27 @@ def unreachable(error: BaseException) -> bool:
     return isinstance(error, (urllib3.exceptions.HTTPError, OSError))
 
 
+class Outage:
+    """The harness's own loops (a watch, the storage emulator) ride out the API server
+    restarting, but not for ever: `ride_out(error)` is true while `error` is the server
+    unreachable and has been for under `limit` seconds; `over()` after an answer."""
+
+    def __init__(self, limit: float = 30.0) -> None:
+        self.limit = limit
+        self._since: float | None = None
+
+    def ride_out(self, error: BaseException) -> bool:
+        if not unreachable(error):
+            return False
+        now = time.monotonic()
+        if self._since is None:
+            self._since = now
+        return now - self._since < self.limit
+
+    def over(self) -> None:
+        self._since = None
+
+
 def resource_of(kind: str) -> Resource:
     for resource in RESOURCES:
         if resource.kind == kind:

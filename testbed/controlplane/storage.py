@@ -33,7 +33,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from testbed.cluster import ApiClient, ApiError, unreachable
+from testbed.cluster import ApiClient, ApiError, Outage
 
 Obj = dict[str, Any]
 
@@ -66,7 +66,7 @@ class StorageEmulator:
         self.interval = interval
         self.error: BaseException | None = None
         self.errors = 0
-        self.outages = 0
+        self._outage = Outage()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._detach_due: dict[str, float] = {}  # attachment uid -> when its finalizer goes
@@ -110,13 +110,13 @@ class StorageEmulator:
         while not self._stop.is_set():
             try:
                 self.sync()
+                self._outage.over()
             except Exception as e:
                 if self._stop.is_set():
                     return  # the API server may be going away with us
-                if unreachable(e):
+                if self._outage.ride_out(e):
                     # The API server restarting (ControlPlane.restart): a CSI
-                    # controller retries; a dead one shows in ControlPlane.check().
-                    self.outages += 1
+                    # controller retries; a lasting failure is an error below.
                     self._stop.wait(0.2)
                     continue
                 self.error = e
