@@ -81,13 +81,14 @@ def cluster(backend: str, request: pytest.FixtureRequest) -> Iterator[Cluster]:
     try:
         yield shared
     finally:
-        shared.check()
-        shared.clean_up()
         if plane is not None and plane.restarts[restarts:]:
             # After a kube-apiserver restart the scheduler (never restarted itself) has
             # been seen keeping deleted nodes in its cache and binding the next test's
-            # pods to them: the next test gets a scheduler that starts afresh.
+            # pods to them: the next test gets a scheduler that starts afresh (first,
+            # so a failing check or clean-up does not leave it stale).
             plane.restart("kube-scheduler")
+        shared.check()
+        shared.clean_up()
 
 
 @pytest.fixture

@@ -54,7 +54,7 @@ from drainer.cordon import PROGRESS_ANNOTATION
 from kubesim.faults import Fault
 from testbed import World
 from testbed import workloads as w
-from testbed.cluster import ApiError, unreachable
+from testbed.cluster import ApiError, Outage
 from testbed.world import place_on, pods_on
 
 from .conftest import BudgetWatcher, Invoke, LogCapture, backends
@@ -191,15 +191,15 @@ class Someone:
         def run() -> None:
             time.sleep(delay)  # the moment someone acts, relative to the drain's start
             self.done_at[kind] = time.time()
-            deadline = time.monotonic() + 20
+            outage = Outage(limit=20)
             while True:
                 try:
                     act()
                     return
                 except Exception as e:
-                    if isinstance(e, ApiError) and e.status == 404 and TEAM in str(e):
+                    if isinstance(e, ApiError) and e.status == 404 and f"/{TEAM}/" in str(e):
                         return  # its object went with the deleted namespace
-                    if not unreachable(e) or time.monotonic() > deadline:
+                    if not outage.ride_out(e):
                         self.errors.append(f"{kind}: {e!r}")
                         return
                     time.sleep(0.1)
