@@ -164,9 +164,11 @@ def human_summary(report: DrainReport) -> str:
         (len(report.skipped), "skipped"),
         (report.already_terminating, "already terminating"),
         (len(report.going_with_namespace), "went with their namespace"),
+        (len(report.denied), "refused by admission"),
         (len(report.stuck), "stuck terminating"),
         (report.forced, "force-deleted"),
         (len(report.appeared), "appeared mid-drain"),
+        (len(report.tolerating), "tolerate the cordon and stay"),
     )
     parts = [f"{report.evicted} evicted", *(f"{n} {what}" for n, what in counted if n)]
     if report.refusals:

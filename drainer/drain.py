@@ -29,6 +29,7 @@ from drainer import filters, logs, pods
 from drainer.cordon import EXCLUDE_LB_LABEL, PROGRESS_ANNOTATION, cordon_patch, progress_value
 from drainer.dryrun import dry_run
 from drainer.errors import (
+    AdmissionDenied,
     EvictionBlocked,
     FatalKubeError,
     KubeConflict,
@@ -93,11 +94,17 @@ class Drain:
         on_event: Callable[[DrainEvent], None] | None = None,
         rng: random.Random | None = None,
         sleep: Callable[[float], object] | None = None,
+        node_uid: str = "",
     ) -> None:
         """`clock` and `sleep` go together: tests hand in a clock that `sleep`
-        advances, and the drain's waits then move that clock instead of waiting."""
+        advances, and the drain's waits then move that clock instead of waiting.
+        `node_uid`: the node object the caller found (empty: the one cordon() reads).
+        The drain is of that object: a node registered later under the same name is
+        another machine, never cordoned, drained or recorded on by this drain."""
         self.kube = kube
         self.node = node
+        self.node_uid = node_uid
+        self.replaced_by = ""  # the UID of the node that took this one's name mid-drain
         self.options = options or DrainOptions()
         self.clock = clock
         self._on_event = on_event
@@ -158,9 +165,14 @@ class Drain:
             node = self.kube.get_node(self.node)
             if node is None:
                 raise KubeNotFound(f"node {self.node} not found", 404)
+            uid = str(node["metadata"].get("uid") or "")
+            if self.node_uid and uid != self.node_uid:
+                self._replaced(uid)
+                return False
+            self.node_uid = uid
             until = deadline if trigger else None
             patch, self._added = cordon_patch(node, self.clock(), trigger=trigger, until=until)
-            self.kube.patch_node(self.node, patch, dry_run=self.options.dry_run)
+            self._patch_node(patch, dry_run=self.options.dry_run)
         except KubeNotFound:
             log.info("node %s is gone; nothing to drain", self.node)
             return False
@@ -185,7 +197,45 @@ class Drain:
             return self._schedule.left() if self._schedule is not None else {}
 
     def _over(self) -> bool:
-        return self._fatal is not None or bool(self.interrupted)
+        return self._fatal is not None or bool(self.interrupted) or bool(self.replaced_by)
+
+    def _patch_node(self, patch: dict[str, Any], *, dry_run: bool = False) -> None:
+        """Write to the node this drain is of, and to no other: the patch carries the
+        node's UID, which the API server refuses to change (a node of the same name
+        registered since answers 409 or 422, never takes the write)."""
+        if self.node_uid:
+            patch = {**patch, "metadata": {**patch.get("metadata", {}), "uid": self.node_uid}}
+        try:
+            self.kube.patch_node(self.node, patch, dry_run=dry_run)
+        except KubeError as e:
+            if e.status in (409, 422) and self._name_taken():
+                raise KubeNotFound(f"node {self.node} was replaced", 404) from e
+            raise
+
+    def _name_taken(self) -> bool:
+        """Whether the node's name now belongs to another node object (one GET)."""
+        try:
+            current = self.kube.get_node(self.node)
+        except KubeError:
+            return False
+        uid = str(((current or {}).get("metadata") or {}).get("uid") or "")
+        if current is not None and uid and uid != self.node_uid:
+            self._replaced(uid)
+            return True
+        return False
+
+    def _replaced(self, uid: str) -> None:
+        """Another node object took this node's name: this drain ends, touching it not."""
+        if self.replaced_by:
+            return
+        self.replaced_by = uid
+        self.report.outcome = Outcome.NODE_GONE
+        self.report.stopped_by = (
+            f"node {self.node} was replaced: a new node object of the same name "
+            f"(uid {uid}) registered in place of the one being drained "
+            f"(uid {self.node_uid or 'unknown'}); it is another machine, left alone"
+        )
+        self._emit(Kind.STOPPED, reason=self.report.stopped_by)
 
     # -- the drain ------------------------------------------------------------
 
@@ -200,7 +250,9 @@ class Drain:
             return
         self._start(pod_list, version, deadline, deadline_source)
         if not self._evict_all(limit):
-            if self._fatal is None:
+            if self.replaced_by:
+                self._left_behind()
+            elif self._fatal is None:
                 self._not_drained(deadline)
             return
         self._wait_for_volume_detach(limit)
@@ -256,6 +308,18 @@ class Drain:
                 self.report.skipped[name] = decision.reason
                 self._emit(Kind.SKIPPED, pod=name, reason=decision.reason)
             return
+        if appeared and decision.action == Action.EVICT and _comes_back(decision.pod):
+            # The scheduler put it here despite the cordon, and its controller would
+            # put the next one here too: evicting it starts a storm of evictions,
+            # each leaving the workload a replica short, and never ends.
+            self.report.tolerating.append(name)
+            self._emit(
+                Kind.TOLERATING,
+                pod=name,
+                reason="it tolerates the cordon (node.kubernetes.io/unschedulable) and its "
+                "controller would put a replacement right back; it goes with the node",
+            )
+            return
         terminating = decision.action == Action.WAIT
         entry = self._schedule.add(
             decision.pod,
@@ -308,6 +372,8 @@ class Drain:
                     return _Step(over=True)
                 now = self.clock()
                 recordon = self._absorb(now)
+                if self._over():
+                    return _Step(over=True)
                 if schedule.settled():
                     return _Step(verify=True, recordon=recordon)
                 if now >= limit:
@@ -355,6 +421,10 @@ class Drain:
         for tracker in (self._pods, self._budgets, self._node):
             if tracker is not None and isinstance(tracker.error, FatalKubeError):
                 self._fail(tracker.error)
+        replacement = self._node.replaced(self.node_uid)
+        if replacement:  # before the pods: those on the new node are not this drain's
+            self._replaced(replacement)
+            return False
         changed = self._pods.take_changed() | self._dirty
         self._dirty = set()
         if now >= self._stuck_check_at:
@@ -374,6 +444,10 @@ class Drain:
     def _take_in(self, listed: list[Pod], now: float) -> None:
         """Admit the pods of `listed` the drain has not seen yet (hold the lock)."""
         new = [p for p in listed if (*pods.key(p), pods.uid(p)) not in self._decided]
+        if new and self._name_taken():
+            # A pod bound after the drain began may be the new node's: the node watch
+            # can lag the pod watch, so one GET says whose name it is now.
+            return
         decisions = [filters.decide(p, self.options.filters) for p in new]
         for decision in decisions:
             self._admit(decision, now, appeared=True)
@@ -438,7 +512,7 @@ class Drain:
         who = _last_writer(node)
         self.report.recordons += 1
         try:
-            self.kube.patch_node(self.node, {"spec": {"unschedulable": True}})
+            self._patch_node({"spec": {"unschedulable": True}})
         except KubeNotFound:
             return
         except FatalKubeError as e:
@@ -484,6 +558,9 @@ class Drain:
             return
         except NamespaceTerminating as e:
             self._going_with_namespace(entry, e)
+            return
+        except AdmissionDenied as e:
+            self._denied(entry, e)
             return
         except FatalKubeError as e:
             self._fail(e)
@@ -582,6 +659,21 @@ class Drain:
                 )
             self._cond.notify_all()
 
+    def _denied(self, entry: Entry, error: AdmissionDenied) -> None:
+        """An admission policy or webhook refused this pod's eviction: a refusal of
+        the pod, not of the drain. Retry it with backoff (the policy may change its
+        mind: a time window, a label someone adds); the others go on meanwhile."""
+        message = str(error).partition("refused by admission: ")[2] or str(error)
+        delay = self.options.denied_retry.delay(entry.attempts - 1, self._rng)
+        with self._cond:
+            assert self._schedule is not None
+            self._schedule.wait(entry, self.clock() + delay, f"refused by admission: {message}")
+            first = entry.name not in self.report.denied
+            self.report.denied[entry.name] = message
+            if first:
+                self._emit(Kind.DENIED, pod=entry.name, reason=message, tier=_tier(entry))
+            self._cond.notify_all()
+
     def _failed(self, entry: Entry, error: Exception) -> None:
         """Keep the pod and try again later, never before a throttling answer's Retry-After."""
         retry_after = error.retry_after if isinstance(error, KubeTooManyRequests) else None
@@ -634,6 +726,15 @@ class Drain:
             self._force(still)
         self._record("timed_out")
 
+    def _left_behind(self) -> None:
+        """The node was replaced mid-drain: what this drain had not seen go, it
+        leaves (the old machine's pods went with its node object)."""
+        assert self._schedule is not None
+        with self._cond:
+            left = self._schedule.left()
+        self.report.remaining = sorted(left)
+        self.report.left = left
+
     def _force(self, remaining: list[Entry]) -> None:
         """The `force` timeout policy: delete what is left, bypassing budgets."""
         grace = self.options.force_grace_period_seconds
@@ -685,7 +786,7 @@ class Drain:
         progress = progress_value(phase, self._added, at=self.clock(), evicted=self.report.evicted)
         patch = {"metadata": {"annotations": {PROGRESS_ANNOTATION: progress}}}
         try:
-            self.kube.patch_node(self.node, patch)
+            self._patch_node(patch)
         except KubeNotFound:
             pass
         except KubeError as e:  # the drain is over; a failed annotation is only a log line
@@ -742,6 +843,13 @@ class Drain:
                 self._on_event(event)
             except Exception:  # a broken display must not break a drain
                 log.exception("progress callback failed")
+
+
+def _comes_back(pod: Pod) -> bool:
+    """A pod whose replacement would land on this node again: it tolerates the
+    cordon's taint and a controller recreates it (the first time the drain saw the
+    node, such a pod is evicted once, as kubectl drain does)."""
+    return pods.tolerates_cordon(pod) and pods.controller(pod) is not None
 
 
 def _tier(entry: Entry) -> str:

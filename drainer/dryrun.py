@@ -9,6 +9,7 @@ from collections.abc import Callable
 
 from drainer import filters
 from drainer.errors import (
+    AdmissionDenied,
     EvictionBlocked,
     KubeConflict,
     KubeNotFound,
@@ -71,6 +72,11 @@ def _try(
     except NamespaceTerminating:
         report.going_with_namespace.append(name)
         emit(Kind.WITH_NAMESPACE, pod=name, reason="its namespace is being deleted")
+        return
+    except AdmissionDenied as e:
+        message = str(e).partition("refused by admission: ")[2] or str(e)
+        report.denied[name] = message
+        emit(Kind.DENIED, pod=name, reason=message)
         return
     except (KubeNotFound, KubeConflict):
         return

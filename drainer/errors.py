@@ -72,6 +72,16 @@ class KubeForbidden(FatalKubeError):
         self.resource = resource
 
 
+class AdmissionDenied(KubeError):
+    """An admission policy or webhook refused the call: a 403 whose Status is not the
+    authorizer's (RBAC's answer always says 'User "..." cannot <verb> resource ...'),
+    or a 400/422 naming a ValidatingAdmissionPolicy or an admission webhook.
+
+    Not an RBAC denial (so not fatal): the policy judges each object, and refusing
+    one pod's eviction says nothing about the next. The drain retries the pod with
+    backoff and names the policy's message if it is still refused at the end."""
+
+
 class NamespaceTerminating(KubeError):
     """403 with the cause NamespaceTerminating: the pod's namespace is being deleted.
 

@@ -45,8 +45,11 @@ Filter = Callable[[Pod, FilterOptions], Decision | None]
 
 
 def finished(pod: Pod, options: FilterOptions) -> Decision | None:
+    """As kubectl drain: a finished pod is removed, with no warning for its data or
+    its lack of a controller (it holds neither any more). The eviction API deletes it
+    at once without consulting budgets (it caused its disruption already)."""
     if pods.is_finished(pod):
-        return Decision(pod, Action.SKIP, "finished (Succeeded or Failed)")
+        return Decision(pod, Action.EVICT, "finished (Succeeded or Failed)")
     return None
 
 
@@ -73,7 +76,7 @@ def daemonset(pod: Pod, options: FilterOptions) -> Decision | None:
 
 
 def emptydir(pod: Pod, options: FilterOptions) -> Decision | None:
-    if not pods.has_emptydir(pod):
+    if not pods.has_emptydir(pod) or pods.is_finished(pod):
         return None
     if not options.evict_emptydir:
         return Decision(
@@ -86,7 +89,7 @@ def emptydir(pod: Pod, options: FilterOptions) -> Decision | None:
 
 
 def unreplicated(pod: Pod, options: FilterOptions) -> Decision | None:
-    if pods.controller(pod) is not None:
+    if pods.controller(pod) is not None or pods.is_finished(pod):
         return None
     if not options.evict_unreplicated:
         return Decision(
@@ -101,7 +104,9 @@ def unreplicated(pod: Pod, options: FilterOptions) -> Decision | None:
 # Order matters: the first filter with an opinion decides. Unlike kubectl, an
 # emptyDir or unreplicated pod does not stop the drain: the node is going away and
 # the pod dies either way, so it is evicted (gracefully) with a warning.
-PIPELINE: tuple[Filter, ...] = (finished, mirror, terminating, daemonset, emptydir, unreplicated)
+# A finished pod is judged by the same filters as kubectl's: a mirror or DaemonSet
+# pod stays whatever its phase.
+PIPELINE: tuple[Filter, ...] = (mirror, terminating, daemonset, finished, emptydir, unreplicated)
 
 
 def _merge(first: Decision, later: Decision | None) -> Decision:

@@ -35,6 +35,7 @@ import urllib3
 
 from drainer.backoff import Backoff
 from drainer.errors import (
+    AdmissionDenied,
     EvictionBlocked,
     KubeConflict,
     KubeError,
@@ -61,6 +62,16 @@ _TERMINATING_NAMESPACE = re.compile(r"namespace (\S+) (?:is being|because it is 
 NAMESPACE_TERMINATING_CAUSE = "NamespaceTerminating"
 DISRUPTION_BUDGET_CAUSE = "DisruptionBudget"
 _MAX_BODY_IN_MESSAGE = 300
+# The authorization filter's refusal, whatever the authorizer (RBAC, Node, Webhook):
+# responsewriters.forbiddenMessage, 'User "<name>" cannot <verb> resource "<r>" ...'
+# (or 'path "<p>"' for a non-resource URL). Anything else in a 403 is admission's.
+_AUTHORIZER_DENIAL = re.compile(r'User "[^"]*" cannot \S+ (?:resource|path) "')
+# How admission names itself when it refuses: a ValidatingAdmissionPolicy
+# ("ValidatingAdmissionPolicy 'p' with binding 'b' denied request: ...") or a webhook
+# ('admission webhook "w" denied the request: ...').
+_ADMISSION_DENIAL = re.compile(
+    r"ValidatingAdmissionPolicy '[^']*' with binding|admission webhook \"[^\"]*\" denied"
+)
 
 
 _IMPORT_LOCK = threading.Lock()
@@ -191,6 +202,8 @@ def translate_status(
         return _forbidden(body, message, verb=verb, resource=resource, what=what)
     if status == 429:
         return _too_many_requests(body, message, headers, what=what)
+    if status in (400, 422) and _ADMISSION_DENIAL.search(message):
+        return AdmissionDenied(f"{what}: refused by admission: {message}", status, reason)
     if status == 500 and "more than one PodDisruptionBudget" in message:
         return MultipleBudgets(f"{what}: {message}", 500, reason)
     if status >= 500:
@@ -219,6 +232,10 @@ def _forbidden(body: Obj, message: str, *, verb: str, resource: str, what: str) 
             f"{what}: PodDisruptionBudget {details.get('name', '?')} refuses for now: {message}",
             budget=str(details.get("name") or ""),
         )
+    if body and not _AUTHORIZER_DENIAL.search(message):
+        # Not the authorizer's wording: an admission policy or webhook refused this
+        # object (controller-runtime's admission.Denied() answers 403 by default).
+        return AdmissionDenied(f"{what}: refused by admission: {message}", 403, "Forbidden")
     return KubeForbidden(
         f"{what}: RBAC denied '{verb}' on '{resource}': {message}. Grant it to the group "
         f"eks-node-drainer (kubectl apply -f k8s-rbac/).",

@@ -31,16 +31,33 @@ def find_node_object(
     """The node as the lookup read it (its record included), or None."""
     if private_dns_name:
         node = kube.get_node(private_dns_name)
-        if node is not None:
+        if node is not None and _same_machine(node, provider_id_suffix):
             return node
     if hostnames:
         selector = f"{HOSTNAME_LABEL} in ({','.join(hostnames)})"
         for node in kube.list_nodes(label_selector=selector):
-            log.info("found node %s by its hostname label", node["metadata"]["name"])
-            return node
+            if _same_machine(node, provider_id_suffix):
+                log.info("found node %s by its hostname label", node["metadata"]["name"])
+                return node
     if provider_id_suffix:
         for node in kube.list_nodes():
             if str((node.get("spec") or {}).get("providerID", "")).endswith(provider_id_suffix):
                 log.info("found node %s by its providerID", node["metadata"]["name"])
                 return node
     return None
+
+
+def _same_machine(node: dict[str, Any], provider_id_suffix: str) -> bool:
+    """A node found by name is the instance's unless its providerID names another
+    instance: a private DNS name is reused, and a new instance that registers under
+    it is another machine, never drained for this one."""
+    provider_id = str((node.get("spec") or {}).get("providerID") or "")
+    if not provider_id or not provider_id_suffix or provider_id.endswith(provider_id_suffix):
+        return True
+    log.warning(
+        "node %s belongs to another instance (providerID %s, not ...%s); not this instance's",
+        node["metadata"]["name"],
+        provider_id,
+        provider_id_suffix,
+    )
+    return False

@@ -42,6 +42,10 @@ class DrainOptions:
     """The fallback timer after a refusal while the budget watch is healthy (it wakes
     the pod anyway when the budget allows): a budget that never allows costs one
     request per pod every 15-30 s."""
+    denied_retry: Backoff = field(default_factory=lambda: Backoff(first=1.0, cap=30.0))
+    """Pacing of a pod whose eviction an admission policy or webhook refused: the
+    policy may let it go later (a maintenance window, a label someone sets), and a
+    policy that never does costs one request per pod every 15-30 s."""
     several_budgets_retry: float = 8.0
     """How often a pod under more than one budget is tried again (someone may fix them)."""
     watch_timeout_seconds: int = 240

@@ -46,6 +46,30 @@ def is_daemonset_pod(pod: Pod) -> bool:
     return ref is not None and ref.get("kind") == "DaemonSet"
 
 
+UNSCHEDULABLE_TAINT = {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}
+"""The taint the node lifecycle controller puts on a cordoned node; the scheduler
+goes by it, so a pod that tolerates it may be placed on the node being drained."""
+
+
+def tolerates(pod: Pod, taint: dict[str, str]) -> bool:
+    """Whether one of the pod's tolerations matches `taint` (v1.Toleration.ToleratesTaint)."""
+    for toleration in (pod.get("spec") or {}).get("tolerations") or []:
+        effect = toleration.get("effect") or ""
+        if effect and effect != taint.get("effect"):
+            continue
+        key = toleration.get("key") or ""
+        if toleration.get("operator") == "Exists":
+            if not key or key == taint.get("key"):
+                return True
+        elif key == taint.get("key") and (toleration.get("value") or "") == taint.get("value", ""):
+            return True
+    return False
+
+
+def tolerates_cordon(pod: Pod) -> bool:
+    return tolerates(pod, UNSCHEDULABLE_TAINT)
+
+
 def is_finished(pod: Pod) -> bool:
     return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
 

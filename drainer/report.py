@@ -37,6 +37,9 @@ class Kind(StrEnum):
     """A pod the filters leave on the node; `reason` says which filter."""
     APPEARED = "pod_appeared"
     """A pod that landed on the node after the drain listed it; it is filtered like the others."""
+    TOLERATING = "pod_tolerates_cordon"
+    """A pod that landed on the node mid-drain and tolerates the cordon, with a
+    controller that would put a replacement right back: not evicted, it goes with the node."""
     EVICTING = "pod_evicting"
     """The first eviction request for a pod (DEBUG level: progress displays only)."""
     EVICTED = "pod_evicted"
@@ -45,6 +48,9 @@ class Kind(StrEnum):
     """The first refusal by a PodDisruptionBudget (`budget`); later ones only count."""
     SEVERAL_BUDGETS = "pod_under_several_budgets"
     """The eviction API refuses a pod that more than one budget selects; `budget` names them."""
+    DENIED = "pod_denied"
+    """The first refusal by an admission policy or webhook; `reason` is the server's
+    message. The pod is retried with backoff; later refusals only count."""
     WITH_NAMESPACE = "pod_goes_with_namespace"
     """403 NamespaceTerminating: not evicted; the namespace controller deletes it."""
     GONE = "pod_gone"
@@ -117,12 +123,17 @@ class DrainReport:
     blocked_by: dict[str, list[str]] = field(default_factory=dict)  # budget -> pods it held back
     # pod -> the budgets that select it: the eviction API refuses such a pod
     multiple_budgets: dict[str, list[str]] = field(default_factory=dict)
+    # pod -> the message of the admission policy or webhook that refused its eviction
+    denied: dict[str, str] = field(default_factory=dict)
     # pods not evicted because their namespace is being deleted: they go with it
     going_with_namespace: list[str] = field(default_factory=list)
     remaining: list[str] = field(default_factory=list)  # pods still on the node at the end
     left: dict[str, str] = field(default_factory=dict)  # pod still on the node -> why
     stuck: list[str] = field(default_factory=list)  # terminating past the threshold
     appeared: list[str] = field(default_factory=list)  # pods that landed mid-drain
+    # pods that landed mid-drain, tolerate the cordon and have a controller: evicting
+    # them would only bring a replacement back to the node, so they stay and go with it
+    tolerating: list[str] = field(default_factory=list)
     recordons: int = 0  # times someone uncordoned the node and the drain cordoned it again
     critical_early: bool = False  # the critical tier started on the reserve, not after the rest
     forced: int = 0
@@ -147,10 +158,12 @@ class DrainReport:
             "pdb_refusals": self.refusals,
             "budgets_holding": self.budgets_holding(),
             "going_with_namespace": len(self.going_with_namespace),
+            "admission_denied": dict(sorted(self.denied.items())),
             "multiple_budgets": {
                 pod: ", ".join(names) for pod, names in sorted(self.multiple_budgets.items())
             },
             "appeared": len(self.appeared),
+            "tolerating_cordon": sorted(self.tolerating),
             "recordoned": self.recordons,
             "errors": list(self.errors),
             "stopped_by": self.stopped_by,
@@ -184,11 +197,13 @@ _MESSAGES = {
     Kind.RECORDONED: "node {node} {reason}",
     Kind.SKIPPED: "skipping {pod}: {reason}",
     Kind.APPEARED: "pod {pod} appeared on the node mid-drain",
+    Kind.TOLERATING: "not evicting {pod}: {reason}",
     Kind.EVICTING: "evicting {pod}",
     Kind.EVICTED: "evicted {pod}",
     Kind.REFUSED: "eviction of {pod} refused by PodDisruptionBudget {budget}; "
     "retrying when it allows",
     Kind.SEVERAL_BUDGETS: "{reason}",
+    Kind.DENIED: "eviction of {pod} refused by admission: {reason}; retrying with backoff",
     Kind.WITH_NAMESPACE: "not evicting {pod}: {reason}",
     Kind.GONE: "{pod} is gone",
     Kind.STUCK: "{pod} is stuck: {reason}; no longer waiting for it",

@@ -315,6 +315,15 @@ class NodeTracker(_Follower):
         """The node exists and is schedulable again (hold `cond`)."""
         return self.node is not None and not (self.node.get("spec") or {}).get("unschedulable")
 
+    def replaced(self, uid: str) -> str:
+        """The UID of a node of this name that is not the one whose UID is `uid`
+        (deleted, and another machine registered under the name); "" while the
+        node is ours or gone (hold `cond`)."""
+        if self.node is None or not uid:
+            return ""
+        current = str((self.node.get("metadata") or {}).get("uid") or "")
+        return current if current and current != uid else ""
+
 
 class AttachmentTracker(_Follower):
     """The VolumeAttachments of the cluster, to see a node's volumes detach."""

@@ -381,9 +381,14 @@ class Handler(BaseHTTPRequestHandler):
                         int(fault.retry_after) if fault.retry_after >= 1 else 1
                     )
                     details["retryAfterSeconds"] = int(max(1, fault.retry_after))
+                default = f"injected fault: HTTP {fault.status}"
+                if fault.status == 403:
+                    # A 403 fault is the authorizer's refusal, worded as the real
+                    # one is (an admission refusal is another fault: give a message).
+                    default = f'injected fault: User "{user}" cannot {method.lower()} path "{path}"'
                 raise ApiError(
                     fault.status,
-                    fault.message or f"injected fault: HTTP {fault.status}",
+                    fault.message or default,
                     reason=fault.reason or None,
                     details=details or None,
                     headers=headers,

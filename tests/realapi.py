@@ -107,6 +107,34 @@ def rbac_403(pod: str, namespace: str, user: str = "eks-node-drainer") -> RealAn
     )
 
 
+def policy_denied(
+    pod: str, policy: str, binding: str, message: str, *, code: int = 403
+) -> RealAnswer:
+    """A ValidatingAdmissionPolicy refusing an eviction (its validation's `reason`
+    Forbidden: 403; the default, Invalid: 422): the policy plugin's StatusError on
+    the pod, the message naming the policy and its binding."""
+    reason = "Forbidden" if code == 403 else "Invalid"
+    text = (
+        f"pods \"{pod}\" is forbidden: ValidatingAdmissionPolicy '{policy}' with binding "
+        f"'{binding}' denied request: {message}"
+    )
+    return RealAnswer(
+        code,
+        status_body(text, code, reason, {"name": pod, "kind": "pods"}),
+    )
+
+
+def webhook_denied_403(webhook: str, message: str) -> RealAnswer:
+    """A validating webhook answering allowed=false with code 403, as
+    controller-runtime's admission.Denied() does (Gatekeeper, Kyverno)."""
+    return RealAnswer(
+        403,
+        status_body(
+            f'admission webhook "{webhook}" denied the request: {message}', 403, "Forbidden"
+        ),
+    )
+
+
 def budget_refuses_403(budget: str, reason: str) -> RealAnswer:
     """checkAndDecrement's other refusals: errors.NewForbidden on the budget itself
     (a negative disruptionsAllowed; too many evictions not yet confirmed)."""

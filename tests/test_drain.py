@@ -16,13 +16,16 @@ from typing import Any
 
 import pytest
 from realapi import (
+    EVICTED_201,
     TWO_BUDGETS_201,
     ApiFront,
     RealAnswer,
     budget_lags_429,
     front_kube,
     namespace_terminating_403,
+    policy_denied,
     rbac_403,
+    webhook_denied_403,
     throttled_429,
 )
 
@@ -156,6 +159,70 @@ def test_other_403_on_eviction__rbac_denial_stops_the_drain_naming_the_permissio
     assert len(front.requests("POST", eviction_path("shop", "web-0"))) == 1, "not retried"
 
 
+ADMISSION_DENIALS = [
+    pytest.param(
+        policy_denied("web-0", "pinned", "pinned-binding", "web-0 is pinned"), id="policy-403"
+    ),
+    pytest.param(
+        policy_denied("web-0", "pinned", "pinned-binding", "web-0 is pinned", code=422),
+        id="policy-422",
+    ),
+    pytest.param(webhook_denied_403("pinned.example.com", "web-0 is pinned"), id="webhook-403"),
+]
+
+
+@pytest.mark.parametrize("answer", ADMISSION_DENIALS)
+def test_admission_denial__refuses_that_pod_only_the_others_drain(
+    sim: KubeSim, front: ApiFront, clock: FakeTime, answer: RealAnswer
+) -> None:
+    place(
+        sim,
+        k.pod("web-0", namespace="shop", node_name=NODE),
+        *(k.pod(f"api-{i}", node_name=NODE) for i in range(4)),
+    )
+    front.script("POST", eviction_path("shop", "web-0"), answer, count=None)
+
+    _, report = drain(front, clock, 60)
+
+    assert report.outcome == Outcome.TIMED_OUT, "held to the deadline, not aborted"
+    assert report.stopped_by == ""
+    assert report.evicted == 4, "the other pods drained"
+    assert report.remaining == ["shop/web-0"]
+    assert "web-0 is pinned" in report.left["shop/web-0"]
+    assert "web-0 is pinned" in report.denied["shop/web-0"]
+    assert report.summary()["remaining"] == 1
+    tries = len(front.requests("POST", eviction_path("shop", "web-0")))
+    assert 3 <= tries <= 15, f"retried with backoff, not hammered: {tries} tries in 60 s"
+
+
+def test_admission_denial__lifted_later__the_pod_goes(
+    sim: KubeSim, front: ApiFront, clock: FakeTime
+) -> None:
+    place(sim, k.pod("web-0", namespace="shop", node_name=NODE), k.pod("api-0", node_name=NODE))
+    denied = policy_denied("web-0", "pinned", "pinned-binding", "not yet")
+    front.script("POST", eviction_path("shop", "web-0"), denied, count=3)
+
+    _, report = drain(front, clock, 300)
+
+    assert report.outcome == Outcome.DRAINED
+    assert report.evicted == 2
+    assert gone(sim, "shop", "web-0")
+
+
+def test_admission_denial__force_policy_deletes_it_at_the_deadline(
+    sim: KubeSim, front: ApiFront, clock: FakeTime
+) -> None:
+    place(sim, k.pod("web-0", namespace="shop", node_name=NODE))
+    denied = webhook_denied_403("pinned.example.com", "pinned")
+    front.script("POST", eviction_path("shop", "web-0"), denied, count=None)
+
+    _, report = drain(front, clock, 30, force_on_timeout=True, force_grace_period_seconds=1)
+
+    assert report.outcome == Outcome.TIMED_OUT
+    assert report.forced == 1
+    assert gone(sim, "shop", "web-0")
+
+
 # -- two budgets: 201 with a Failure Status (v1.33) or a plain 500 (kubesim, older) ---
 
 
@@ -281,3 +348,110 @@ def test_retry_after_beyond_the_deadline__no_retry_before_it__drain_times_out(
     assert len(front.requests("POST", eviction_path("shop", "web-0"))) == 1
     assert clock() - started == pytest.approx(5.0)
     assert "shop/web" in report.timeout_message()
+
+
+# -- pods that tolerate the cordon: each evicted once, replacements not chased -----
+
+
+def tolerating(name: str, replicas: int) -> dict[str, Any]:
+    """A Deployment whose pods tolerate every taint, the cordon's included (agents,
+    log shippers and monitoring charts often do)."""
+    deployment = k.workload("Deployment", name, replicas=replicas)
+    deployment["spec"]["template"]["spec"]["tolerations"] = [{"operator": "Exists"}]
+    return deployment
+
+
+def test_pods_tolerating_the_cordon__evicted_once__replacements_reported_not_chased(
+    sim: KubeSim, front: ApiFront, clock: FakeTime
+) -> None:
+    # The only node that fits them: every replacement is scheduled back onto it.
+    k.request(sim, "DELETE", "/api/v1/nodes/n2")
+    place(sim, tolerating("agent", 2), k.pod("api-0", node_name=NODE))
+    originals = {p["metadata"]["name"] for p in sim.list("Pod") if p["spec"]["nodeName"] == NODE}
+    assert len(originals) == 3
+
+    _, report = drain(front, clock, 120)
+
+    evictions = front.requests("POST", "/eviction$")
+    assert {r.path.split("/")[-2] for r in evictions} == originals, "each original once"
+    assert len(evictions) == 3, "no pod evicted twice, no replacement evicted"
+    assert report.outcome == Outcome.DRAINED
+    assert report.evicted == 3
+    back = {
+        f"default/{p['metadata']['name']}" for p in sim.list("Pod") if p["spec"]["nodeName"] == NODE
+    }
+    assert back and set(report.tolerating) == back, "the replacements on the node, named"
+    assert report.summary()["tolerating_cordon"] == sorted(back)
+
+
+def test_pod_tolerating_only_other_taints__its_replacement_stays_away(
+    sim: KubeSim, front: ApiFront, clock: FakeTime
+) -> None:
+    deployment = k.workload("Deployment", "web", replicas=1)
+    deployment["spec"]["template"]["spec"]["tolerations"] = [
+        {"key": "dedicated", "operator": "Exists", "effect": "NoSchedule"}
+    ]
+    place(sim, deployment)
+
+    _, report = drain(front, clock, 120)
+
+    assert report.outcome == Outcome.DRAINED
+    assert report.tolerating == []
+    k.eventually(lambda: [p for p in sim.list("Pod") if p["spec"].get("nodeName") == "n2"])
+
+
+# -- a node replaced by another of the same name: another machine, left alone -------
+
+
+def replace_node(sim: KubeSim, *pods_on_new: dict[str, Any]) -> None:
+    """Delete the node and register a new one of the same name (a reused private DNS
+    name): a new UID and providerID, and pods of its own."""
+    k.request(sim, "DELETE", f"/api/v1/nodes/{NODE}")
+    new = k.node(NODE)
+    new["spec"]["providerID"] = "aws:///us-east-1a/i-0fffffffffffffff0"
+    sim.apply([new, *pods_on_new])
+
+
+def test_node_replaced_mid_drain__new_node_never_cordoned_drained_or_recorded(
+    sim: KubeSim, front: ApiFront, clock: FakeTime
+) -> None:
+    place(sim, k.pod("web-0", node_name=NODE), k.pod("web-1", node_name=NODE))
+    old_uid = sim.get("Node", NODE)["metadata"]["uid"]
+    # web-0's eviction is accepted but the pod lingers; meanwhile the machine goes
+    # and another registers under the name, with a pod the scheduler put there.
+    front.script(
+        "POST",
+        eviction_path("default", "web-0"),
+        EVICTED_201,
+        then=lambda: replace_node(sim, k.pod("newcomer", node_name=NODE)),
+    )
+
+    engine, report = drain(front, clock, 120)
+
+    node = sim.get("Node", NODE)
+    assert node["metadata"]["uid"] != old_uid
+    assert report.outcome == Outcome.NODE_GONE
+    assert "replaced" in report.stopped_by and node["metadata"]["uid"] in report.stopped_by
+    assert not node["spec"].get("unschedulable"), "the new node was cordoned"
+    assert "eks-node-drainer/progress" not in (node["metadata"].get("annotations") or {})
+    newcomer = [p for p in sim.list("Pod") if p["metadata"]["name"] == "newcomer"]
+    assert newcomer and not newcomer[0]["metadata"].get("deletionTimestamp")
+    assert not front.requests("POST", eviction_path("default", "newcomer"))
+
+
+def test_node_replaced_before_the_cordon__the_drain_touches_nothing(
+    sim: KubeSim, front: ApiFront, clock: FakeTime
+) -> None:
+    old_uid = sim.get("Node", NODE)["metadata"]["uid"]
+    replace_node(sim, k.pod("newcomer", node_name=NODE))
+    kube = front_kube(front, sleep=clock.sleep)
+    try:
+        engine = Drain(kube, NODE, DrainOptions(), clock=clock, sleep=clock.sleep, node_uid=old_uid)
+        report = engine.run(clock() + 60)
+    finally:
+        kube.close()
+
+    assert report.outcome == Outcome.NODE_GONE
+    assert "replaced" in report.stopped_by
+    assert not sim.get("Node", NODE)["spec"].get("unschedulable")
+    assert not front.requests("POST", "/eviction$")

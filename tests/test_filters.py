@@ -41,8 +41,31 @@ DAEMONS = FilterOptions(evict_daemonset=True)
     ("case", "the_pod", "options", "action", "warning"),
     [
         ("replicated pod", pod(), DEFAULT, Action.EVICT, ""),
-        ("finished pod", pod(phase="Succeeded"), DEFAULT, Action.SKIP, ""),
-        ("failed pod", pod(phase="Failed", owner=None), DEFAULT, Action.SKIP, ""),
+        # kubectl drain removes finished pods, warning neither for data nor controller.
+        ("finished pod", pod(phase="Succeeded"), DEFAULT, Action.EVICT, ""),
+        ("failed bare pod", pod(phase="Failed", owner=None), DEFAULT, Action.EVICT, ""),
+        ("failed bare pod, strict", pod(phase="Failed", owner=None), STRICT, Action.EVICT, ""),
+        (
+            "finished emptyDir pod, strict",
+            pod(phase="Succeeded", emptydir=True),
+            STRICT,
+            Action.EVICT,
+            "",
+        ),
+        (
+            "finished DaemonSet pod",
+            pod(phase="Succeeded", owner="DaemonSet"),
+            DEFAULT,
+            Action.SKIP,
+            "",
+        ),
+        (
+            "finished mirror pod",
+            pod(phase="Failed", owner=None, mirror=True),
+            DEFAULT,
+            Action.SKIP,
+            "",
+        ),
         ("mirror pod", pod(owner=None, mirror=True), DEFAULT, Action.SKIP, ""),
         ("terminating pod", pod(terminating=True), DEFAULT, Action.WAIT, ""),
         ("daemonset pod", pod(owner="DaemonSet"), DEFAULT, Action.SKIP, ""),

@@ -23,7 +23,9 @@ from realapi import (
     front_kube,
     go_json,
     namespace_terminating_403,
+    policy_denied,
     rbac_403,
+    webhook_denied_403,
     status_body,
     throttled_429,
 )
@@ -58,7 +60,24 @@ PDB_CAUSE = [
         (409, status(409, "Precondition failed", "Conflict"), {}, errors.KubeConflict),
         (410, status(410, "too old resource version", "Expired"), {}, errors.KubeGone),
         (401, status(401, "Unauthorized", "Unauthorized"), {}, errors.KubeUnauthorized),
-        (403, status(403, "forbidden", "Forbidden"), {}, errors.KubeForbidden),
+        (
+            403,
+            status(
+                403,
+                'nodes "n" is forbidden: User "u" cannot patch resource "nodes" in API group ""'
+                " at the cluster scope",
+                "Forbidden",
+            ),
+            {},
+            errors.KubeForbidden,
+        ),
+        (
+            403,
+            status(403, 'pods "x" is forbidden: not during business hours', "Forbidden"),
+            {},
+            errors.AdmissionDenied,
+        ),
+        (403, b"", {}, errors.KubeForbidden),
         (
             429,
             status(429, "Cannot evict pod", "TooManyRequests", PDB_CAUSE),
@@ -120,7 +139,16 @@ def test_translate__throttling_keeps_retry_after() -> None:
 
 def test_translate__forbidden_names_verb_resource_and_fix() -> None:
     error = translate(
-        403, status(403, "no"), {}, verb="patch", resource="nodes", what="patch node n"
+        403,
+        status(
+            403,
+            'nodes "n" is forbidden: User "eks-node-drainer" cannot patch resource "nodes" '
+            'in API group "" at the cluster scope',
+        ),
+        {},
+        verb="patch",
+        resource="nodes",
+        what="patch node n",
     )
 
     assert isinstance(error, errors.KubeForbidden)
@@ -189,6 +217,24 @@ def _translate(answer: RealAnswer) -> errors.KubeError:
             throttled_429(3), errors.KubeTooManyRequests, {"retry_after": 3.0}, id="429-apf"
         ),
         pytest.param(TWO_BUDGETS_500, errors.MultipleBudgets, {}, id="500-two-budgets"),
+        pytest.param(
+            policy_denied("web-0", "no-evict", "no-evict-b", "web is pinned"),
+            errors.AdmissionDenied,
+            {"status": 403},
+            id="403-admission-policy",
+        ),
+        pytest.param(
+            policy_denied("web-0", "no-evict", "no-evict-b", "web is pinned", code=422),
+            errors.AdmissionDenied,
+            {"status": 422},
+            id="422-admission-policy",
+        ),
+        pytest.param(
+            webhook_denied_403("validation.gatekeeper.sh", "pinned"),
+            errors.AdmissionDenied,
+            {"status": 403},
+            id="403-webhook",
+        ),
     ],
 )
 def test_real_error_answers__translated_by_status_reason_and_causes(
