@@ -63,6 +63,11 @@ class KubeUnauthorized(FatalKubeError):
     """401: the bearer token was refused."""
 
 
+class CredentialsUnavailable(FatalKubeError):
+    """No credentials to send: the kubeconfig user's exec credential plugin failed or
+    printed no token. No request can be authenticated until that is fixed."""
+
+
 class KubeForbidden(FatalKubeError):
     """403: RBAC denied the call; the message names the verb and resource to grant."""
 

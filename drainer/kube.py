@@ -23,8 +23,10 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
 import random
 import re
+import shlex
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -33,9 +35,11 @@ from typing import Any, Protocol
 
 import urllib3
 
+from drainer.auth import ExecToken
 from drainer.backoff import Backoff
 from drainer.errors import (
     AdmissionDenied,
+    CredentialsUnavailable,
     EvictionBlocked,
     KubeConflict,
     KubeError,
@@ -95,9 +99,12 @@ def _client() -> Any:
 
 
 class TokenProvider(Protocol):
+    """A bearer token, cached by its provider (drainer.auth: EKS tokens, exec plugins)."""
+
     def token(self) -> str: ...
 
-    def invalidate(self) -> None: ...
+    def invalidate(self) -> None:
+        """The API server refused the token (401): the next `token()` is a fresh one."""
 
 
 CALL_BACKOFF = Backoff(first=0.4, cap=5.0)
@@ -379,6 +386,71 @@ def _shutdown(raw: Any) -> None:
         raw.close()
 
 
+def _exec_token(loader: Any, user: str, clock: Callable[[], float]) -> ExecToken | None:
+    """An ExecToken for the kubeconfig user's exec credential plugin, when the user
+    authenticates with one and it gives a token. The plugin is then taken out of the
+    loader's hands (it would run it again, with its own refresh hook). A plugin that
+    gives a client certificate stays the loader's, as before (run again by it)."""
+    from kubernetes.config.config_exception import ConfigException
+    from kubernetes.config.exec_provider import ExecProvider
+
+    entry = loader._user  # the context's user, as the loader resolved it
+    if not entry or "exec" not in entry:
+        return None
+    if "auth-provider" in entry or "token" in entry or "tokenFile" in entry:
+        return None  # the loader prefers these to the plugin, as kubectl does
+    cluster = loader._cluster
+    # Run where kubectl runs it: a relative command is the kubeconfig's neighbour.
+    cwd = os.path.dirname(os.path.abspath(cluster.path)) if cluster.path else None
+    plugin = ExecProvider(entry["exec"], cwd, cluster)  # type: ignore[no-untyped-call]
+    command = shlex.join(plugin.args)
+    hint = entry["exec"].safe_get("installHint")
+
+    def run() -> Any:
+        try:
+            return plugin.run()  # type: ignore[no-untyped-call]
+        except (ConfigException, OSError) as e:
+            raise CredentialsUnavailable(
+                f"the exec credential plugin `{command}` of kubeconfig user '{user}' "
+                f"failed: {e}" + (f"\n{hint}" if hint and isinstance(e, OSError) else "")
+            ) from e
+
+    status = run()
+    if "token" not in status and "clientCertificateData" in status:
+        return None
+    token = ExecToken(run, command=command, clock=clock, status=status)
+    del entry.value["exec"]
+    return token
+
+
+_AWS_PLUGINS = {"aws", "aws-iam-authenticator"}
+
+
+def _refused_in_kubeconfig(user: str, token: TokenProvider | None) -> str:
+    """What a 401 means for a kubeconfig's user, and what to check."""
+    if not isinstance(token, ExecToken):
+        return (
+            f"the API server refused the credentials of kubeconfig user '{user}' (401 "
+            "Unauthorized): a token or client certificate this cluster does not accept "
+            "(expired, revoked, or another cluster's). Get current ones; `kubectl auth "
+            "whoami` shows who the kubeconfig signs in as."
+        )
+    program = os.path.basename(shlex.split(token.command)[0]) if token.command else ""
+    aws = (
+        " (`aws eks get-token` signs in as the AWS profile or role it runs with, "
+        "`aws sts get-caller-identity` shows which; that IAM principal needs an EKS access "
+        "entry or aws-auth mapping for this cluster)"
+        if program in _AWS_PLUGINS
+        else ""
+    )
+    return (
+        f"the API server refused the token of kubeconfig user '{user}' (401 Unauthorized), "
+        f"and a fresh one from running its exec credential plugin again too. Run the "
+        f"plugin yourself (`{token.command}`), see who it signs in as, and check that "
+        f"this identity may use the cluster{aws}."
+    )
+
+
 def _on_node(node: str, label_selector: str) -> dict[str, str]:
     query = {"fieldSelector": f"spec.nodeName={node}"}
     if label_selector:
@@ -398,12 +470,16 @@ class Kube:
         retry: RetryPolicy | None = None,
         sleep: Callable[[float], None] = time.sleep,
         rng: random.Random | None = None,
+        refused: str = "",
     ) -> None:
+        """`token`: sent with every request (each request sends its own, never through
+        the shared configuration), renewed once after a 401. Without it, the
+        configuration's own credentials (a kubeconfig's static token or client
+        certificate). `refused`: what a 401 means here and what to check, when it is not
+        the Lambda's IAM role that translate() names (a kubeconfig's user)."""
         client = _client()
         self._token = token
-        if token is not None:
-            configuration.api_key = {"BearerToken": "Bearer pending"}
-            configuration.refresh_api_key_hook = self._refresh
+        self._refused = refused
         # Retries are ours: urllib3 must not re-send a request behind our back.
         configuration.retries = urllib3.Retry(
             total=0, connect=0, read=0, redirect=0, status=0, other=0
@@ -451,21 +527,33 @@ class Kube:
         *,
         request_timeout: float = 10.0,
         pool_size: int = 32,
+        clock: Callable[[], float] = time.time,
     ) -> Kube:
-        """A client from a kubeconfig (static tokens, client certificates, exec plugins)."""
+        """A client from a kubeconfig (static tokens, client certificates, exec plugins).
+
+        A user whose exec plugin gives tokens (what `aws eks update-kubeconfig` writes)
+        gets an ExecToken: the plugin runs again after a 401 and near the token's stated
+        expiry (`clock` tells the time). The official loader's own hook never re-runs it
+        on a 401, and re-runs it on every request within 5 minutes of the expiry."""
         client = _client()
         with _IMPORT_LOCK:
-            from kubernetes import config as kube_config
+            from kubernetes.config import kube_config
+            from kubernetes.config.config_exception import ConfigException
 
         configuration = client.Configuration()
         try:
-            kube_config.load_kube_config(  # type: ignore[no-untyped-call]
-                config_file=path,
-                context=context,
-                client_configuration=configuration,
-                persist_config=False,
+            merged = kube_config.KubeConfigMerger(  # type: ignore[no-untyped-call]
+                path or os.environ.get("KUBECONFIG") or "~/.kube/config"
             )
-        except (kube_config.ConfigException, OSError) as e:
+            if merged.config is None:
+                raise ConfigException("no configuration found")
+            loader = kube_config.KubeConfigLoader(  # type: ignore[no-untyped-call]
+                config_dict=merged.config, active_context=context, config_base_path=None
+            )
+            user = str(loader.current_context["context"].get("user") or "")
+            token = _exec_token(loader, user, clock)
+            loader.load_and_set(configuration)  # type: ignore[no-untyped-call]
+        except (ConfigException, OSError) as e:
             raise KubeError(
                 f"cannot load kubeconfig {path or '(default)'} "
                 f"context {context or '(current)'}: {e}"
@@ -476,11 +564,12 @@ class Kube:
                 "the drainer always verifies the API server"
             )
         configuration.connection_pool_maxsize = pool_size
-        return cls(configuration, None, request_timeout=request_timeout)
-
-    def _refresh(self, configuration: Any) -> None:
-        assert self._token is not None
-        configuration.api_key["BearerToken"] = "Bearer " + self._token.token()
+        return cls(
+            configuration,
+            token,
+            request_timeout=request_timeout,
+            refused=_refused_in_kubeconfig(user, token),
+        )
 
     def close(self) -> None:
         self.streams.close_all()
@@ -508,6 +597,7 @@ class Kube:
         unauthorized = 0
         attempt = 0
         while True:
+            bearer = self._token.token() if self._token is not None else None
             try:
                 return self._once(
                     method,
@@ -520,14 +610,22 @@ class Kube:
                     what=what,
                     timeout=timeout,
                     stream=stream,
+                    bearer=bearer,
                 )
-            except KubeUnauthorized:
-                # A token can age out between minting and use: one fresh token, one retry.
+            except KubeUnauthorized as e:
+                # A token can be refused before its time (aged out between minting and
+                # use, its signing credentials rotated): one fresh token, one retry, as
+                # kubectl's client does.
                 unauthorized += 1
                 if self._token is None or unauthorized > 1:
+                    if self._refused:
+                        raise KubeUnauthorized(f"{what}: {self._refused}", 401, e.reason) from e
                     raise
-                log.info("token refused; minting a new one and retrying %s", what)
-                self._token.invalidate()
+                log.info("token refused; getting a new one and retrying %s", what)
+                # Concurrent calls refused the same token renew it once: a call whose
+                # token was replaced meanwhile retries with the replacement.
+                if self._token.token() == bearer:
+                    self._token.invalidate()
             except TlsVerificationError:
                 raise
             except (KubeTooManyRequests, KubeServerError, KubeForbidden) as e:
@@ -581,6 +679,7 @@ class Kube:
         what: str,
         timeout: float | tuple[float, float] | None,
         stream: bool,
+        bearer: str | None,
     ) -> Any:
         api_exception = _client().exceptions.ApiException
         headers = {"Accept": "application/json", "Content-Type": content_type}
@@ -594,6 +693,15 @@ class Kube:
                 header_params=headers,
                 body=body,
                 auth_settings=["BearerToken"],
+                # This request's own token; None: the configuration's (a kubeconfig's).
+                _request_auth=None
+                if bearer is None
+                else {
+                    "in": "header",
+                    "type": "api_key",
+                    "key": "authorization",
+                    "value": f"Bearer {bearer}",
+                },
             )
             response = self.api_client.call_api(
                 *serialized,

@@ -7,17 +7,23 @@ import hashlib
 import hmac
 import logging
 import threading
+from datetime import UTC, datetime
 from urllib.parse import parse_qsl, quote, urlsplit
 
 import boto3
 import pytest
 
-from drainer.auth import TOKEN_PREFIX, TokenSource, sts_endpoint
+from drainer.auth import TOKEN_PREFIX, ExecToken, TokenSource, sts_endpoint
+from drainer.errors import CredentialsUnavailable
+from drainer.kube import Kube
+from kubesim import EksIdentity, KubeSim
+from kubesim.faults import Fault
 
 ACCESS_KEY = "AKIDEXAMPLE"
 SECRET_KEY = "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY"
 SESSION_TOKEN = "FQoGZXIvYXdzEXAMPLESESSIONTOKEN//////////wEaDEXAMPLE="
 EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
+ADMIN = ("system:masters", "system:authenticated")
 
 
 def _session(region: str = "eu-west-1", session_token: str | None = None) -> boto3.Session:
@@ -246,3 +252,146 @@ def test_token__never_appears_in_logs_even_at_debug(
     for secret in (token, second, token.removeprefix(TOKEN_PREFIX)[:40], url, signature):
         assert secret not in caplog.text
     assert token not in repr(source)
+
+
+def test_eks_token_refused__one_new_token_and_the_call_succeeds(fake_aws_env: None) -> None:
+    # The Lambda's path: kubesim checks the token as the EKS authenticator does.
+    identity = EksIdentity(ACCESS_KEY, SECRET_KEY, "arn:aws:iam::1:role/drainer", "drainer", ADMIN)
+    with KubeSim(cluster_name="prod", eks_identities=[identity]) as sim:
+        sim.apply({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"}})
+        source = TokenSource(_session(), "prod", "eu-west-1")
+        kube = Kube.for_cluster(sim.url, sim.ca_pem, source)
+        sim.faults.add(Fault(kind="status", status=401, path="/api/v1/nodes/n1", count=1))
+
+        node = kube.get_node("n1")
+
+        assert node is not None
+        assert source.mints == 2
+        assert [r.status for r in sim.requests()] == [401, 200]
+
+
+# -- exec credential plugins (kubeconfig users) ---------------------------------
+
+
+def _stamp(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class FakePlugin:
+    """An exec plugin's answers: token-1, token-2, ..., each `lifetime` seconds long."""
+
+    def __init__(self, clock: FakeClock, lifetime: float | None) -> None:
+        self.clock = clock
+        self.lifetime = lifetime
+        self.runs = 0
+
+    def __call__(self) -> dict[str, str]:
+        self.runs += 1
+        status = {"token": f"token-{self.runs}"}
+        if self.lifetime is not None:
+            status["expirationTimestamp"] = _stamp(self.clock.now + self.lifetime)
+        return status
+
+
+@pytest.mark.parametrize(
+    ("lifetime", "elapsed", "run_again"),
+    [
+        (840, 829.9, False),  # `aws eks get-token`: 14 minutes, used until 10 s before
+        (840, 830, True),
+        (30, 26.9, False),  # a short one: until a tenth of its lifetime before
+        (30, 27, True),
+        (None, 10**7, False),  # no stated expiry: until the API server refuses it
+    ],
+)
+def test_exec_token__cached_until_shortly_before_its_stated_expiry(
+    lifetime: float | None, elapsed: float, run_again: bool
+) -> None:
+    clock = FakeClock()
+    plugin = FakePlugin(clock, lifetime)
+    source = ExecToken(plugin, command="plugin", clock=clock)
+    assert source.token() == "token-1"
+
+    clock.now += elapsed
+
+    assert source.token() == ("token-2" if run_again else "token-1")
+    assert plugin.runs == source.runs == (2 if run_again else 1)
+
+
+def test_exec_token__invalidate__plugin_runs_again_long_before_the_expiry() -> None:
+    clock = FakeClock()
+    plugin = FakePlugin(clock, lifetime=840)
+    source = ExecToken(plugin, command="plugin", clock=clock)
+    source.token()
+
+    source.invalidate()
+
+    assert source.token() == "token-2"
+    assert source.token() == "token-2"
+    assert plugin.runs == 2
+
+
+def test_exec_token__a_status_handed_in__no_run_until_it_is_old() -> None:
+    clock = FakeClock()
+    plugin = FakePlugin(clock, lifetime=60)
+    source = ExecToken(plugin, command="plugin", clock=clock, status=plugin())
+
+    assert source.token() == "token-1"
+    assert source.runs == 0
+    clock.now += 60
+    assert source.token() == "token-2"
+
+
+@pytest.mark.parametrize(
+    "status",
+    [{}, {"token": ""}, {"clientCertificateData": "pem", "clientKeyData": "pem"}],
+    ids=["nothing", "empty-token", "certificate"],
+)
+def test_exec_token__plugin_prints_no_token__clear_error(status: dict[str, str]) -> None:
+    source = ExecToken(lambda: status, command="my-plugin --flag")
+
+    with pytest.raises(CredentialsUnavailable, match="`my-plugin --flag` printed no token"):
+        source.token()
+
+
+def test_exec_token__unreadable_expiry__kept_until_refused(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    clock = FakeClock()
+    source = ExecToken(
+        lambda: {"token": "t", "expirationTimestamp": "tomorrow"}, command="p", clock=clock
+    )
+    source.token()
+    clock.now += 10**6
+
+    source.token()
+
+    assert source.runs == 1
+    assert "not RFC 3339" in caplog.text
+
+
+def test_exec_token__concurrent_callers__share_one_run() -> None:
+    clock = FakeClock()
+    plugin = FakePlugin(clock, lifetime=840)
+    source = ExecToken(plugin, command="plugin", clock=clock)
+    tokens: list[str] = []
+    start = threading.Barrier(8)
+
+    def take() -> None:
+        start.wait()
+        tokens.append(source.token())
+
+    threads = [threading.Thread(target=take) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(5)
+
+    assert tokens == ["token-1"] * 8
+    assert plugin.runs == 1
+
+
+def test_exec_token__never_in_its_repr() -> None:
+    source = ExecToken(lambda: {"token": "s3cret"}, command="plugin")
+    source.token()
+
+    assert "s3cret" not in repr(source)

@@ -25,8 +25,8 @@ from realapi import (
     namespace_terminating_403,
     policy_denied,
     rbac_403,
-    webhook_denied_403,
     throttled_429,
+    webhook_denied_403,
 )
 
 from drainer.drain import Drain, DrainReport, Outcome
@@ -426,7 +426,7 @@ def test_node_replaced_mid_drain__new_node_never_cordoned_drained_or_recorded(
         then=lambda: replace_node(sim, k.pod("newcomer", node_name=NODE)),
     )
 
-    engine, report = drain(front, clock, 120)
+    _, report = drain(front, clock, 120)
 
     node = sim.get("Node", NODE)
     assert node["metadata"]["uid"] != old_uid

@@ -7,7 +7,10 @@ front of kubesim, live in tests/realapi.py."""
 from __future__ import annotations
 
 import json
+import sys
+import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,14 +28,15 @@ from realapi import (
     namespace_terminating_403,
     policy_denied,
     rbac_403,
-    webhook_denied_403,
     status_body,
     throttled_429,
+    webhook_denied_403,
 )
 
 from drainer import errors
 from drainer.kube import Kube, RetryPolicy, failure_in_success, translate
 from kubesim import KubeSim
+from kubesim.auth import User
 from kubesim.testing import eventually
 
 
@@ -540,3 +544,227 @@ def test_streams_close_all__a_watch_that_ended_on_its_own__no_error(released: bo
     streams.close_all()  # must not raise
 
     assert not streams.add(urllib3.response.HTTPResponse(body=io.BytesIO(b"")))
+
+
+# -- kubeconfig users: an exec credential plugin, a static token ----------------
+
+PLUGIN = """\
+import datetime, json, pathlib, sys
+
+here = pathlib.Path(sys.argv[1])
+state = json.loads((here / "state.json").read_text())
+with (here / "runs").open("a") as runs:
+    runs.write("x")
+run = len((here / "runs").read_text())
+if state["fail"]:
+    sys.exit(state["fail"])
+status = {"token": state["tokens"][min(run, len(state["tokens"])) - 1]}
+if state["lifetime"] is not None:
+    now = float((here / "now").read_text())
+    expiry = datetime.datetime.fromtimestamp(now + state["lifetime"], datetime.timezone.utc)
+    status["expirationTimestamp"] = expiry.strftime("%Y-%m-%dT%H:%M:%SZ")
+print(json.dumps({
+    "apiVersion": "client.authentication.k8s.io/v1beta1",
+    "kind": "ExecCredential",
+    "status": status,
+}))
+"""
+EXEC_USER = "exec-user"
+ADMIN_GROUPS = ("system:masters", "system:authenticated")
+
+
+class ExecPlugin:
+    """An exec credential plugin in a directory of its own, as `aws eks
+    update-kubeconfig` configures one: each run prints the next of `tokens` (the last
+    again once they run out), with an expiry `lifetime` seconds after the time in its
+    `now` file (this object is the clock the client is given), and counts itself."""
+
+    def __init__(
+        self,
+        directory: Path,
+        tokens: list[str],
+        *,
+        lifetime: float | None = None,
+        fail: int = 0,
+    ) -> None:
+        self.directory = directory
+        self.script = directory / "plugin.py"
+        self.script.write_text(PLUGIN)
+        state = {"tokens": tokens, "lifetime": lifetime, "fail": fail}
+        (directory / "state.json").write_text(json.dumps(state))
+        self.now = float(int(time.time()))
+        (directory / "now").write_text(str(self.now))
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+        (self.directory / "now").write_text(str(self.now))
+
+    @property
+    def runs(self) -> int:
+        runs = self.directory / "runs"
+        return len(runs.read_text()) if runs.exists() else 0
+
+    def kubeconfig(self, sim: KubeSim) -> Path:
+        return _kubeconfig(
+            self.directory,
+            sim,
+            {
+                "exec": {
+                    "apiVersion": "client.authentication.k8s.io/v1beta1",
+                    "command": sys.executable,
+                    "args": [str(self.script), str(self.directory)],
+                    "interactiveMode": "Never",
+                }
+            },
+        )
+
+
+def _kubeconfig(directory: Path, sim: KubeSim, user: dict[str, Any]) -> Path:
+    path = directory / "kubeconfig"
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [
+            {
+                "name": "sim",
+                "cluster": {"server": sim.url, "certificate-authority-data": sim.ca_data},
+            }
+        ],
+        "users": [{"name": EXEC_USER, "user": user}],
+        "contexts": [{"name": "sim", "context": {"cluster": "sim", "user": EXEC_USER}}],
+        "current-context": "sim",
+    }
+    path.write_text(json.dumps(config))
+    return path
+
+
+def _admit(sim: KubeSim, *tokens: str) -> None:
+    """Tokens the API server accepts, as an administrator's."""
+    for token in tokens:
+        sim.authenticator.tokens[token] = User(
+            EXEC_USER, ("system:masters", "system:authenticated")
+        )
+
+
+def test_exec_token_refused_before_its_stated_expiry__plugin_runs_again_once_and_the_call_succeeds(
+    sim: KubeSim, tmp_path: Path
+) -> None:
+    plugin = ExecPlugin(tmp_path, ["exec-1", "exec-2"], lifetime=600)
+    _admit(sim, "exec-1", "exec-2")
+    kube = Kube.from_kubeconfig(str(plugin.kubeconfig(sim)))
+    assert kube.get_node("n1") is not None
+
+    del sim.authenticator.tokens["exec-1"]  # refused 10 minutes before its stated expiry
+    node = kube.get_node("n1")
+
+    assert node is not None
+    assert plugin.runs == 2
+    assert [r.status for r in sim.requests()] == [200, 401, 200]
+
+
+def test_exec_token_with_a_short_stated_expiry__one_plugin_run_for_many_requests(
+    sim: KubeSim, tmp_path: Path
+) -> None:
+    # A minute: the official client's hook, which refreshes 5 minutes early, ran the
+    # plugin again before every request (19 runs for these 18).
+    plugin = ExecPlugin(tmp_path, ["exec-1"], lifetime=60)
+    _admit(sim, "exec-1")
+    kube = Kube.from_kubeconfig(str(plugin.kubeconfig(sim)))
+
+    for _ in range(18):
+        kube.get_node("n1")
+
+    assert plugin.runs == 1
+
+
+def test_exec_token_with_a_short_stated_expiry__plugin_runs_once_per_lifetime(
+    sim: KubeSim, tmp_path: Path
+) -> None:
+    plugin = ExecPlugin(tmp_path, ["exec-1"], lifetime=60)
+    _admit(sim, "exec-1")
+    kube = Kube.from_kubeconfig(str(plugin.kubeconfig(sim)), clock=plugin)
+
+    for _ in range(18):  # 3 minutes: 3 lifetimes
+        kube.get_node("n1")
+        plugin.advance(10)
+
+    # At 0 s, then at 60 and 120 s: each token used until 6 s (a tenth of its minute)
+    # before its expiry at the latest.
+    assert plugin.runs == 3
+    assert {r.status for r in sim.requests()} == {200}
+
+
+def test_exec_token_refused_twice__clear_error_naming_the_plugin_and_what_to_check(
+    sim: KubeSim, tmp_path: Path
+) -> None:
+    plugin = ExecPlugin(tmp_path, ["unknown-1", "unknown-2"], lifetime=600)
+    kube = Kube.from_kubeconfig(str(plugin.kubeconfig(sim)))
+
+    with pytest.raises(errors.KubeUnauthorized) as raised:
+        kube.get_node("n1")
+
+    message = str(raised.value)
+    assert plugin.runs == 2
+    assert [r.status for r in sim.requests()] == [401, 401]
+    assert message.startswith("get node n1: ")
+    assert "exec credential plugin again" in message
+    assert f"kubeconfig user '{EXEC_USER}'" in message
+    assert str(plugin.script) in message
+    assert "IAM" not in message  # not the Lambda's role: the plugin's identity is to check
+
+
+def test_exec_plugin_that_fails__clear_error_before_any_request(
+    sim: KubeSim, tmp_path: Path
+) -> None:
+    plugin = ExecPlugin(tmp_path, ["exec-1"], fail=3)
+
+    with pytest.raises(errors.CredentialsUnavailable, match="process returned 3") as raised:
+        Kube.from_kubeconfig(str(plugin.kubeconfig(sim)))
+
+    assert str(plugin.script) in str(raised.value)
+    assert sim.requests() == []
+
+
+def test_exec_plugin_that_gives_a_client_certificate__left_to_the_kubeconfig_loader(
+    sim: KubeSim, tmp_path: Path
+) -> None:
+    script = tmp_path / "cert-plugin.py"
+    credential = {
+        "apiVersion": "client.authentication.k8s.io/v1beta1",
+        "kind": "ExecCredential",
+        "status": {
+            "clientCertificateData": sim.tls.cert_pem.decode(),
+            "clientKeyData": sim.tls.key_pem.decode(),
+        },
+    }
+    script.write_text(f"import json\nprint(json.dumps({credential!r}))\n")
+    exec_user = {
+        "exec": {
+            "apiVersion": "client.authentication.k8s.io/v1beta1",
+            "command": sys.executable,
+            "args": [str(script)],
+        }
+    }
+
+    kube = Kube.from_kubeconfig(str(_kubeconfig(tmp_path, sim, exec_user)))
+
+    assert Path(kube.configuration.cert_file).read_bytes() == sim.tls.cert_pem
+    assert Path(kube.configuration.key_file).read_bytes() == sim.tls.key_pem
+
+
+def test_kubeconfig_static_token__works_and_a_refused_one_names_the_kubeconfig_user(
+    sim: KubeSim, tmp_path: Path
+) -> None:
+    good = Kube.from_kubeconfig(str(_kubeconfig(tmp_path, sim, {"token": sim.admin_token})))
+    assert good.get_node("n1") is not None
+    bad = Kube.from_kubeconfig(str(_kubeconfig(tmp_path, sim, {"token": "revoked"})))
+
+    with pytest.raises(errors.KubeUnauthorized) as raised:
+        bad.get_node("n1")
+
+    assert [r.status for r in sim.requests()] == [200, 401]  # nothing to renew it with
+    assert f"kubeconfig user '{EXEC_USER}'" in str(raised.value)
+    assert "IAM" not in str(raised.value)
