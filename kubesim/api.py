@@ -597,6 +597,17 @@ class Api:
             raise errors.invalid(resource.kind, name, causes, resource.group)
 
     def _validate_update(self, resource: Resource, old: Obj, new: Obj) -> None:
+        uid = new["metadata"].get("uid")
+        if uid and uid != old["metadata"].get("uid"):
+            # ValidateObjectMetaUpdate: a patch naming another UID is refused, so a
+            # client that puts the UID it knows in its patch never writes to a new
+            # object that took the name.
+            raise errors.invalid(
+                resource.kind,
+                new["metadata"]["name"],
+                [("metadata.uid", f'Invalid value: "{uid}": field is immutable')],
+                resource.group,
+            )
         if resource is PODS:
             old_node = old["spec"].get("nodeName")
             if old_node and new["spec"].get("nodeName") != old_node:

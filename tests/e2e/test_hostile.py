@@ -22,7 +22,7 @@ import pytest
 
 from testbed import World
 from testbed import workloads as w
-from testbed.cluster import ApiClient, Cluster
+from testbed.cluster import ApiClient, ApiError, Cluster
 from testbed.world import place_on, pods_on, wait_until
 
 from .conftest import BudgetWatcher, Invoke, LogCapture, PodEvent
@@ -400,3 +400,213 @@ def test_global_timeout_before_drain_timeout__deadline_from_the_hook__continue_i
     assert "global" in source.lower() and str(GLOBAL_TIMEOUT) in source, source
     left_by_budget(summary, drainer_logs, {api}, "default/api")
     assert budgets.violations() == {}
+
+
+# -- 6. an admission policy refuses one pod's eviction -------------------------------------
+
+POLICY = "pinned-pods"
+POLICY_MESSAGE = "this pod is pinned by the operators"
+
+
+def deny_evictions(world: World, pods: set[str]) -> Callable[[], None]:
+    """An admission policy that refuses the evictions of `pods` (namespace/name) with
+    reason Forbidden (403), as Gatekeeper or Kyverno would: a ValidatingAdmissionPolicy
+    and its binding on the real control plane; on kubesim, which has no CEL, the
+    answer the real policy gives, injected per pod. Returns the clean-up."""
+    names = sorted(p.split("/")[1] for p in pods)
+    if world.cluster.backend == "kubesim":
+        from kubesim.faults import Fault
+
+        sim = world.cluster.kubesim
+        for name in names:
+            sim.faults.add(
+                Fault(
+                    kind="status",
+                    method="POST",
+                    path=f"/pods/{name}/eviction$",
+                    status=403,
+                    reason="Forbidden",
+                    message=f'pods "{name}" is forbidden: ValidatingAdmissionPolicy '
+                    f"'{POLICY}' with binding '{POLICY}' denied request: {POLICY_MESSAGE}",
+                )
+            )
+        return sim.faults.clear
+    client = world.cluster.client
+    group = "/apis/admissionregistration.k8s.io/v1"
+    listed = ", ".join(f"'{n}'" for n in names)
+    client.call(
+        "POST",
+        f"{group}/validatingadmissionpolicies",
+        body={
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingAdmissionPolicy",
+            "metadata": {"name": POLICY},
+            "spec": {
+                "failurePolicy": "Fail",
+                "matchConstraints": {
+                    "resourceRules": [
+                        {
+                            "apiGroups": [""],
+                            "apiVersions": ["v1"],
+                            "operations": ["CREATE"],
+                            "resources": ["pods/eviction"],
+                        }
+                    ]
+                },
+                "validations": [
+                    {
+                        "expression": f"!(object.metadata.name in [{listed}])",
+                        "message": POLICY_MESSAGE,
+                        "reason": "Forbidden",
+                    }
+                ],
+            },
+        },
+    )
+    client.call(
+        "POST",
+        f"{group}/validatingadmissionpolicybindings",
+        body={
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingAdmissionPolicyBinding",
+            "metadata": {"name": POLICY},
+            "spec": {"policyName": POLICY, "validationActions": ["Deny"]},
+        },
+    )
+    namespace, name = sorted(pods)[0].split("/")
+
+    def refused() -> bool:  # the policy is in force once a dry-run eviction meets it
+        try:
+            client.call(
+                "POST",
+                f"/api/v1/namespaces/{namespace}/pods/{name}/eviction",
+                query={"dryRun": "All"},
+                body={
+                    "apiVersion": "policy/v1",
+                    "kind": "Eviction",
+                    "metadata": {"name": name, "namespace": namespace},
+                },
+            )
+        except ApiError as e:
+            return e.status == 403
+        return False
+
+    wait_until(refused, timeout=20)
+
+    def clean_up() -> None:
+        for kind in ("validatingadmissionpolicybindings", "validatingadmissionpolicies"):
+            client.call("DELETE", f"{group}/{kind}/{POLICY}")
+
+    return clean_up
+
+
+def test_admission_policy_refuses_one_pod__others_drain__it_is_named__not_an_rbac_abort(
+    world: World, invoke: Invoke, budgets: BudgetWatcher, drainer_logs: LogCapture
+) -> None:
+    instance = world.instance_ids[0]
+    node = world.nodes[instance]
+    place_on(world, node, [w.deployment("api", 4), w.deployment("db", 1)])
+    pinned, others = pods_of(world, node, "db"), pods_of(world, node, "api")
+    budgets.start()
+    lift = deny_evictions(world, pinned)
+    try:
+        event = nearly_timed_out(world.terminate(instance), 8.0, DRAIN_TIMEOUT)
+        summary = invoke(event, DRAIN_TIMEOUT_SECONDS=DRAIN_TIMEOUT)
+    finally:
+        lift()
+
+    print("end line:", {k: summary.get(k) for k in ("result", "evicted", "remaining", "left")})
+    evicted = {full_name(e.new) for e in budgets.pod_events() if e.evicted and on_node(e, node)}
+    assert others <= evicted, f"never evicted: {sorted(others - evicted)}"
+    assert not evicted & pinned, "the pinned pod was evicted"
+    assert summary["result"] == "timed_out", summary
+    assert summary["stopped_by"] == "", "an admission refusal is not the drain's failure"
+    assert summary["evicted"] == len(others)
+    assert summary["remaining"] == 1
+    assert set(summary["left"]) == pinned
+    assert POLICY_MESSAGE in str(summary["left"]) and POLICY in str(summary["left"])
+    [denied] = drainer_logs.events("pod_denied")
+    assert denied["pod"] in pinned and POLICY_MESSAGE in str(denied["reason"])
+    assert one_completion(world, instance)["LifecycleActionResult"] == "CONTINUE"
+
+
+# -- 7. pods that tolerate the cordon come back: each evicted once, then left -------------
+
+
+def test_pods_tolerating_the_cordon__each_evicted_once__replacements_named__drained(
+    world: World, invoke: Invoke, budgets: BudgetWatcher, drainer_logs: LogCapture
+) -> None:
+    """An agent that tolerates every taint and fits only this node (its pool's
+    label): every replacement the controller makes is scheduled back onto the
+    cordoned node. kubectl drain evicts each pod once and reports drained; chasing
+    the replacements was an eviction storm that left the agent without a Ready
+    replica most of the time."""
+    instance = world.instance_ids[0]
+    node = world.nodes[instance]
+    world.cluster.patch("Node", node, {"metadata": {"labels": {"pool": "agents"}}})
+    agent = w.deployment("agent", 2, shutdown=2.0 * world.cluster.speed)
+    template = agent["spec"]["template"]["spec"]
+    template["tolerations"] = [{"operator": "Exists"}]
+    template["nodeSelector"] = {"pool": "agents"}
+    place_on(world, node, [agent, w.deployment("api", 2)])
+    originals = pods_of(world, node, "agent") | pods_of(world, node, "api")
+    budgets.start()
+
+    summary = invoke(world.terminate(instance), DRAIN_TIMEOUT_SECONDS=DRAIN_TIMEOUT)
+
+    evictions = [full_name(e.new) for e in budgets.pod_events() if e.evicted]
+    print("end line:", {k: summary.get(k) for k in ("result", "evicted", "tolerating_cordon")})
+    assert sorted(evictions) == sorted(originals), "each original once, no replacement"
+    assert summary["result"] == "drained", summary
+    assert summary["evicted"] == len(originals)
+    back = pods_of(world, node, "agent")
+    assert back, "the agent's replacements came back to the node"
+    assert set(summary["tolerating_cordon"]) == back
+    named = {line["pod"] for line in drainer_logs.events("pod_tolerates_cordon")}
+    assert named == back
+    assert one_completion(world, instance)["LifecycleActionResult"] == "CONTINUE"
+
+
+# -- 8. the node replaced by another of the same name --------------------------------------
+
+
+def test_node_replaced_mid_drain__new_node_left_alone__drain_ends_saying_so(
+    world: World, invoke: Invoke, budgets: BudgetWatcher, drainer_logs: LogCapture
+) -> None:
+    """The instance goes and another registers under its (reused) private DNS name:
+    a new Node object, another UID and providerID. It is another machine."""
+    instance = world.instance_ids[0]
+    node = world.nodes[instance]
+    zone = world.cluster.get("Node", node)["metadata"]["labels"]["topology.kubernetes.io/zone"]
+    place_on(world, node, [w.deployment("slow", 1, shutdown=5.0 * world.cluster.speed, grace=120)])
+    old_uid = world.cluster.get("Node", node)["metadata"]["uid"]
+
+    def replace_the_node() -> None:
+        wait_until(
+            lambda: any(
+                p["metadata"].get("deletionTimestamp") for p in pods_on(world.cluster, node)
+            ),
+            timeout=20,
+        )
+        world.cluster.delete("Node", node)
+        world.cluster.apply(
+            [
+                w.node(node, "i-0fffffffffffffff0", zone),
+                w.bare_pod("newcomer", node=node),
+            ]
+        )
+
+    join = in_background(replace_the_node)
+    summary = invoke(world.terminate(instance), DRAIN_TIMEOUT_SECONDS=DRAIN_TIMEOUT)
+    join()
+
+    print("end line:", {k: summary.get(k) for k in ("result", "stopped_by", "message")})
+    new = world.cluster.get("Node", node)
+    assert new["metadata"]["uid"] != old_uid
+    assert not new["spec"].get("unschedulable"), "the new node was cordoned"
+    assert "eks-node-drainer/progress" not in (new["metadata"].get("annotations") or {})
+    newcomer = world.cluster.find("Pod", "newcomer", "default")
+    assert newcomer is not None and not newcomer["metadata"].get("deletionTimestamp")
+    assert "replaced" in str(summary.get("stopped_by")) + str(summary.get("message")), summary
+    assert summary["result"] != "drained", summary
+    assert one_completion(world, instance)["LifecycleActionResult"] == "CONTINUE"
