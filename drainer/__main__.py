@@ -43,7 +43,7 @@ from drainer.kube import Kube
 from drainer.nodes import find_node
 from drainer.options import DrainOptions
 from drainer.report import DrainReport, Outcome
-from drainer.settings import Settings
+from drainer.settings import VARIABLES, Settings
 
 if TYPE_CHECKING:
     from drainer import aws
@@ -81,6 +81,17 @@ def _selector(text: str) -> str:
     return text.strip()
 
 
+def _bounds(field: str) -> tuple[int, int]:
+    """The range of the Lambda setting a flag stands for: one source of bounds."""
+    variable = next(v for v in VARIABLES if v.field == field)
+    assert variable.minimum is not None and variable.maximum is not None
+    return int(variable.minimum), int(variable.maximum)
+
+
+MAX_TIMEOUT = _bounds("drain_timeout_seconds")[1]
+"""48 hours: the longest a lifecycle hook holds an instance, and DRAIN_TIMEOUT_SECONDS's bound."""
+
+
 def positive_seconds(text: str) -> float:
     try:
         value = float(text)
@@ -88,17 +99,27 @@ def positive_seconds(text: str) -> float:
         value = math.nan
     if not math.isfinite(value) or value <= 0:
         raise argparse.ArgumentTypeError(f"{text!r} is not a positive, finite number of seconds")
+    if value > MAX_TIMEOUT:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is more than {MAX_TIMEOUT} seconds (48 hours, the longest a "
+            "lifecycle hook holds an instance)"
+        )
     return value
 
 
-def _at_least(minimum: int) -> Callable[[str], int]:
+def _integer(field: str) -> Callable[[str], int]:
+    """An integer within the bounds of the Lambda setting `field`."""
+    minimum, maximum = _bounds(field)
+
     def parse(text: str) -> int:
         try:
             value = int(text)
         except ValueError:
             value = minimum - 1
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"{text!r} is not an integer >= {minimum}")
+        if not minimum <= value <= maximum:
+            raise argparse.ArgumentTypeError(
+                f"{text!r} is not an integer from {minimum} to {maximum}"
+            )
         return value
 
     return parse
@@ -152,34 +173,39 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _pacing_flags(drain: argparse.ArgumentParser) -> None:
-    """How long, how fast, how gently: the Lambda's settings, as flags."""
+    """How long, how fast, how gently: the Lambda's settings, as flags, within their bounds."""
     drain.add_argument(
         "--timeout",
         type=positive_seconds,
         default=float(DEFAULTS.drain_timeout_seconds),
-        help=f"give up after this many seconds (default {DEFAULTS.drain_timeout_seconds})",
+        help=f"give up after this many seconds, at most {MAX_TIMEOUT} "
+        f"(default {DEFAULTS.drain_timeout_seconds})",
     )
     drain.add_argument(
         "--dry-run", action="store_true", help="show what would be evicted; change nothing"
     )
+    low, high = _bounds("eviction_concurrency")
     drain.add_argument(
         "--concurrency",
-        type=_at_least(1),
+        type=_integer("eviction_concurrency"),
         default=DEFAULTS.eviction_concurrency,
-        help=f"evictions in flight at once (default {DEFAULTS.eviction_concurrency})",
+        help=f"evictions in flight at once, {low} to {high} "
+        f"(default {DEFAULTS.eviction_concurrency})",
     )
+    high = _bounds("grace_period_seconds")[1]
     drain.add_argument(
         "--grace-period",
-        type=_at_least(-1),
+        type=_integer("grace_period_seconds"),
         default=DEFAULTS.grace_period_seconds,
-        help="seconds each pod gets to stop (default: the pod's own)",
+        help=f"seconds each pod gets to stop, 0 to {high} (default -1: the pod's own)",
     )
+    high = _bounds("stuck_pod_seconds")[1]
     drain.add_argument(
         "--stuck-pod-seconds",
-        type=_at_least(0),
+        type=_integer("stuck_pod_seconds"),
         default=DEFAULTS.stuck_pod_seconds,
-        help="stop waiting for pods stuck terminating this long past their grace period "
-        f"(default {DEFAULTS.stuck_pod_seconds})",
+        help="stop waiting for pods stuck terminating this long past their grace period, "
+        f"0 to {high} seconds (default {DEFAULTS.stuck_pod_seconds})",
     )
 
 

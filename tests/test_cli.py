@@ -250,7 +250,43 @@ def test_missing_node__exit_1_node_not_found__nothing_touched(
         pytest.param(["--node", NODE, "--timeout", "nan"], "positive, finite", id="nan"),
         pytest.param(["--node", NODE, "--timeout", "inf"], "positive, finite", id="inf"),
         pytest.param(["--node", NODE, "--timeout", "-5"], "positive, finite", id="negative"),
-        pytest.param(["--node", NODE, "--concurrency", "0"], "integer >= 1", id="concurrency"),
+        pytest.param(
+            ["--node", NODE, "--concurrency", "0"],
+            "argument --concurrency: '0' is not an integer from 1 to 256",
+            id="concurrency",
+        ),
+        # Every number has an upper bound too, the Lambda setting's, checked before any
+        # request (a timeout of 1e12 cordoned, then crashed on a year past 9999).
+        pytest.param(
+            ["--node", NODE, "--timeout", "1e12"],
+            "argument --timeout: '1e12' is more than 172800 seconds (48 hours",
+            id="timeout-1e12",
+        ),
+        pytest.param(
+            ["--node", NODE, "--timeout", "172800.5"],
+            "argument --timeout: '172800.5' is more than 172800 seconds",
+            id="timeout-past-48h",
+        ),
+        pytest.param(
+            ["--node", NODE, "--concurrency", str(10**30)],
+            f"argument --concurrency: '{10**30}' is not an integer from 1 to 256",
+            id="concurrency-huge",
+        ),
+        pytest.param(
+            ["--node", NODE, "--grace-period", "86401"],
+            "argument --grace-period: '86401' is not an integer from -1 to 86400",
+            id="grace-period-huge",
+        ),
+        pytest.param(
+            ["--node", NODE, "--grace-period", "-2"],
+            "argument --grace-period: '-2' is not an integer from -1 to 86400",
+            id="grace-period-negative",
+        ),
+        pytest.param(
+            ["--node", NODE, "--stuck-pod-seconds", "86401"],
+            "argument --stuck-pod-seconds: '86401' is not an integer from 0 to 86400",
+            id="stuck-huge",
+        ),
         pytest.param(["--instance-id", "i-xyz"], "not an EC2 instance id", id="instance-id"),
         pytest.param(["--node", NODE, "--pod-selector", " "], "not a label selector", id="sel"),
     ],
@@ -268,6 +304,19 @@ def test_bad_arguments__usage_error_exit_2__before_any_request(
     assert "usage:" in error
     assert complaint in error
     assert len(sim.requests()) == before, "no request was sent"
+
+
+def test_numbers_at_their_bounds__accepted() -> None:
+    args = _args(
+        "--timeout", "172800", "--concurrency", "256", "--grace-period", "86400",
+        "--stuck-pod-seconds", "86400",
+    )  # fmt: skip
+
+    assert (args.timeout, args.concurrency, args.grace_period, args.stuck_pod_seconds) == (
+        172800.0, 256, 86400, 86400,
+    )  # fmt: skip
+    low = _args("--timeout", "0.5", "--concurrency", "1", "--grace-period", "-1")
+    assert (low.timeout, low.concurrency, low.grace_period) == (0.5, 1, -1)
 
 
 def test_instance_id_without_a_region__clear_error_exit_2(
