@@ -4,14 +4,18 @@ while pods wait, and a summary in words.
 It reads the same events as the Lambda's log contract (drainer/report.py), so the
 terminal and CloudWatch tell the same story. On a terminal the status line is one
 live line, rewritten in place; piped, it is a plain line every few seconds.
+
+Writing never raises: a terminal that hung up or a pipe whose reader left must not
+turn the end of a drain (its verdict, the undo command) into a traceback.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable, Mapping
-from typing import TextIO
+from typing import Protocol, TextIO
 
 from drainer.report import DrainEvent, DrainReport, Kind, Outcome
 
@@ -35,6 +39,61 @@ _LABELS = {
     Kind.WOULD_EVICT: "would evict",
     Kind.STOPPED: "stopped",
 }
+
+
+class Stream(Protocol):
+    def write(self, text: str, /) -> int: ...
+    def flush(self) -> None: ...
+
+
+class SafeStream:
+    """A text stream whose writes never raise. When `stream` fails (EIO from a terminal
+    that hung up, EPIPE from a pipe whose reader left, a closed file), it is given up
+    for good: what follows, and the text that failed, goes to `fallback` (stdout's is
+    stderr), or nowhere. Its descriptor is pointed at /dev/null, so that the
+    interpreter's own last flush of what is still buffered does not fail too (Python
+    would print 'Exception ignored' and exit 120 instead of the drain's status)."""
+
+    def __init__(self, stream: TextIO, fallback: SafeStream | None = None) -> None:
+        self.stream = stream
+        self.fallback = fallback
+        self.lost = False
+
+    def write(self, text: str, /) -> int:
+        if not self.lost:
+            try:
+                self.stream.write(text)
+                self.stream.flush()  # a failure is seen now, with the text that failed
+                return len(text)
+            except (OSError, ValueError):  # ValueError: written after close()
+                self._give_up()
+        if self.fallback is not None:
+            return self.fallback.write(text)
+        return len(text)
+
+    def flush(self) -> None:
+        if not self.lost:
+            try:
+                self.stream.flush()
+            except (OSError, ValueError):
+                self._give_up()
+
+    def isatty(self) -> bool:
+        try:
+            return not self.lost and self.stream.isatty()
+        except (OSError, ValueError):
+            return False
+
+    def _give_up(self) -> None:
+        self.lost = True
+        try:
+            null = os.open(os.devnull, os.O_WRONLY)
+            try:
+                os.dup2(null, self.stream.fileno())
+            finally:
+                os.close(null)
+        except (OSError, ValueError):  # no descriptor (a StringIO), or already closed
+            pass
 
 
 def _reason(event: DrainEvent) -> str:
@@ -70,7 +129,7 @@ class Progress:
     stream is a terminal that also shows a status line, which a line first erases."""
 
     def __init__(
-        self, stream: TextIO, node: str, verbose: bool = False, *, live: bool = False
+        self, stream: Stream, node: str, verbose: bool = False, *, live: bool = False
     ) -> None:
         self.stream = stream
         self.node = node

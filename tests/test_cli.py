@@ -5,15 +5,23 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import io
+import json
+import os
+import select
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from drainer.__main__ import DEFAULTS, main, settings_from
+from drainer.cordon import PROGRESS_ANNOTATION
 from drainer.display import Progress
+from drainer.kube import Kube
 from drainer.report import DrainEvent, Kind
 from drainer.settings import Settings
 from kubesim import KubeSim
@@ -443,3 +451,125 @@ def test_real_process__each_event_once__no_log_line_repeats_it(sim: KubeSim) -> 
     assert both.count("no controller will recreate this pod: default/lonely") == 1, both
     assert both.count("evicted  default/lonely") == 1
     assert "drainer.drain" not in run.stderr
+
+
+# -- the end of a drain: signals, a closed stdout, the last line ------------------------
+
+
+def _guarded(sim: KubeSim) -> None:
+    """A pod on NODE that a budget never lets go: the drain waits until stopped."""
+    sim.apply(
+        [
+            w.bare_pod("guarded", node=NODE, labels={"app": "guarded"}),
+            w.budget("guard", {"app": "guarded"}, max_unavailable=0),
+        ]
+    )
+    wait_until(
+        lambda: pods_on(Cluster.of_kubesim(sim), NODE)[0]["status"].get("phase") == "Running"
+    )
+
+
+def _record(sim: KubeSim) -> dict[str, Any]:
+    annotations = sim.get("Node", NODE)["metadata"].get("annotations") or {}
+    return dict(json.loads(annotations[PROGRESS_ANNOTATION]))
+
+
+def _drain_process(sim: KubeSim) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "drainer", "drain", "--node", NODE, "--force",
+         "--kubeconfig", str(sim.kubeconfig), "--context", "drainer"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+
+
+def _read_until(process: subprocess.Popen[bytes], text: str, timeout: float = 60) -> bytes:
+    """stdout up to `text` (and what came with it)."""
+    assert process.stdout is not None
+    seen = b""
+    deadline = time.monotonic() + timeout
+    while text.encode() not in seen:
+        ready, _, _ = select.select([process.stdout], [], [], max(0.0, deadline - time.monotonic()))
+        chunk = os.read(process.stdout.fileno(), 65536) if ready else b""
+        if not chunk:
+            process.kill()
+            raise AssertionError(f"{text!r} not printed:\n{seen.decode()}")
+        seen += chunk
+    return seen
+
+
+@pytest.mark.parametrize(
+    ("signum", "name", "status"),
+    [
+        pytest.param(signal.SIGINT, "Ctrl-C", 130, id="SIGINT"),
+        pytest.param(signal.SIGTERM, "SIGTERM", 143, id="SIGTERM"),
+        pytest.param(signal.SIGHUP, "SIGHUP", 129, id="SIGHUP"),
+    ],
+)
+def test_signal_during_budget_wait__node_state_and_undo_said__record_interrupted__128_plus_signal(
+    sim: KubeSim, signum: int, name: str, status: int
+) -> None:
+    """As Ctrl-C, so a CI job's timeout (SIGTERM) and a closed terminal (SIGHUP): they
+    used to kill the drain without a word, leaving a `draining` record."""
+    _guarded(sim)
+    process = _drain_process(sim)
+    seen = _read_until(process, "refused  default/guarded")
+
+    process.send_signal(signum)
+    rest, errors = process.communicate(timeout=30)
+
+    output = (seen + rest).decode()
+    assert process.returncode == status, output + errors.decode()
+    assert f"interrupted by {name}: no new evictions" in errors.decode()
+    assert "Traceback" not in errors.decode()
+    lines = output.splitlines()
+    assert lines[-2].startswith(f"interrupted by {name}: node {NODE} is cordoned"), output
+    assert "1 pods left: default/guarded" in lines[-2]
+    assert lines[-1].startswith(f"to undo: python -m drainer release --node {NODE}"), output
+    assert _record(sim)["phase"] == "interrupted"
+    assert sim.get("Node", NODE)["spec"]["unschedulable"] is True
+
+
+def test_sighup_with_stdout_gone__verdict_and_undo_on_stderr__exit_129(sim: KubeSim) -> None:
+    """A closed terminal: stdout's reader is gone (EPIPE, as a hung-up tty's EIO). The
+    node's state and the undo command go to stderr; no traceback, and not Python's
+    exit status 120 for a stdout it could not flush."""
+    _guarded(sim)
+    process = _drain_process(sim)
+    _read_until(process, "refused  default/guarded")
+    assert process.stdout is not None
+    process.stdout.close()
+
+    process.send_signal(signal.SIGHUP)
+    _, errors = process.communicate(timeout=30)
+
+    text = errors.decode()
+    assert process.returncode == 129, text
+    assert "Traceback" not in text and "Exception ignored" not in text, text
+    assert f"interrupted by SIGHUP: node {NODE} is cordoned" in text
+    assert text.splitlines()[-1].startswith(f"to undo: python -m drainer release --node {NODE}")
+    assert _record(sim)["phase"] == "interrupted"
+
+
+def test_sigterm_before_the_drain__nothing_changed__exit_143(
+    sim: KubeSim, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def unhandled(signum: int, frame: object) -> None:  # today's default would kill pytest
+        raise AssertionError("SIGTERM reached the default handler")
+
+    def get_node_then_sigterm(self: Kube, name: str) -> dict[str, Any] | None:
+        os.kill(os.getpid(), signal.SIGTERM)
+        return real_get_node(self, name)
+
+    real_get_node = Kube.get_node
+    monkeypatch.setattr(Kube, "get_node", get_node_then_sigterm)
+    previous = signal.signal(signal.SIGTERM, unhandled)
+    try:
+        code, output = _run(sim, "--node", NODE, "--force")
+        restored = signal.getsignal(signal.SIGTERM) is unhandled
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+    assert code == 143, output
+    assert "interrupted before anything changed" in capsys.readouterr().err
+    assert restored, "the CLI puts back the SIGTERM handler it found"
+    assert not sim.get("Node", NODE)["spec"].get("unschedulable")
