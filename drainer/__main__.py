@@ -296,12 +296,13 @@ def _node_for_instance(kube: Kube, instance: str) -> str | None:
 def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None) -> int:
     err = SafeStream(sys.stderr)
     terminal = _Terminal(out=SafeStream(stdout or sys.stdout, fallback=err), err=err)
+    terminal.log.quiet = False
     args = _parser().parse_args(argv)
     verbose = getattr(args, "verbose", False)
     # A handler of our own, filtered: basicConfig installs it only in a process whose
     # logging nobody set up yet (a test's handlers, shared across tests, stay as they are).
     handler = logging.StreamHandler(err)
-    handler.addFilter(_NoEventLines())
+    handler.addFilter(terminal.log)
     logging.basicConfig(
         level=logging.DEBUG if verbose else logging.WARNING,
         format="%(levelname)s %(name)s: %(message)s",
@@ -387,8 +388,9 @@ def _command(kube: Kube, args: argparse.Namespace, settings: Settings, terminal:
                         time.time() + args.timeout,
                         deadline_source=f"--timeout ({args.timeout:g} s)",
                     )
-            finally:
+            finally:  # before the verdict: nothing about the drain is printed after it
                 interruptible.over = True
+                terminal.drain_over(progress)
         except KubeError as e:  # the API failed beyond retries after the drain began
             print(f"error: {e}", file=err)
             if drain.report.cordoned:
@@ -412,13 +414,38 @@ def _release(kube: Kube, node: dict[str, object], dry_run: bool, out: SafeStream
     return 0
 
 
+class _TerminalLog(logging.Filter):
+    """The log lines a person at a terminal sees. Not the drain's event lines and its
+    warnings: they are the Lambda's, and the progress lines and the closing warnings
+    already say them. Nothing once the verdict is given (`quiet`): an eviction still
+    in flight when the drain ended is not heard of after it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.quiet = False
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (self.quiet or hasattr(record, "event") or hasattr(record, "in_report"))
+
+
+_TERMINAL_LOG = _TerminalLog()
+"""One, as the logging it filters is the process's: the handler basicConfig installs
+with it stays for later main() calls in the same process, each of which unmutes it."""
+
+
 @dataclasses.dataclass(frozen=True)
 class _Terminal:
-    """Where the CLI writes: `out` (stdout; stderr once stdout is gone) and `err`
-    (stderr; nowhere once it is gone)."""
+    """Where the CLI writes: `out` (stdout; stderr once stdout is gone), `err`
+    (stderr; nowhere once it is gone) and the log lines."""
 
     out: SafeStream
     err: SafeStream
+    log: _TerminalLog = _TERMINAL_LOG
+
+    def drain_over(self, progress: Progress) -> None:
+        """Before the verdict: nothing more about the drain is printed after it."""
+        progress.close()
+        self.log.quiet = True
 
 
 _SIGNAL_NAMES: dict[int, str] = {
@@ -550,14 +577,6 @@ def _conclude(
     print(f"node {node} NOT drained: {report.timeout_message()}; {summary}", file=out)
     print(f"the node stays cordoned; to undo: {undo}", file=out)
     return 1
-
-
-class _NoEventLines(logging.Filter):
-    """The drain's event log lines and its warnings are the Lambda's; at a terminal
-    the progress lines and the closing warnings already say them."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not (hasattr(record, "event") or hasattr(record, "in_report"))
 
 
 if __name__ == "__main__":

@@ -126,7 +126,9 @@ _DETAILS: dict[Kind, Callable[[DrainEvent], str]] = {
 class Progress:
     """Human-readable progress lines on a terminal (or any stream): one per event, a
     budget's refusal once per pod, eviction attempts only when verbose. `live`: the
-    stream is a terminal that also shows a status line, which a line first erases."""
+    stream is a terminal that also shows a status line, which a line first erases.
+    After close(), nothing: the verdict is the last line about a drain, even when an
+    eviction that was in flight when the drain ended is answered later."""
 
     def __init__(
         self, stream: Stream, node: str, verbose: bool = False, *, live: bool = False
@@ -139,6 +141,7 @@ class Progress:
         self.lock = threading.Lock()  # the event lines and the status line share the stream
         self._refused: set[str] = set()
         self._status = False  # a live status line is on screen
+        self._closed = False
 
     def __call__(self, event: DrainEvent) -> None:
         if event.kind == Kind.EVICTING and not self.verbose:
@@ -156,6 +159,8 @@ class Progress:
         """A line that stays: erases the status line first on a terminal."""
         elapsed = time.monotonic() - self.started
         with self.lock:
+            if self._closed:
+                return
             erase = "\r\x1b[K" if self._status else ""
             self._status = False
             self.stream.write(f"{erase}[{elapsed:6.1f}s] {text}\n")
@@ -168,6 +173,8 @@ class Progress:
             return
         elapsed = time.monotonic() - self.started
         with self.lock:
+            if self._closed:
+                return
             self.stream.write(f"\r\x1b[K[{elapsed:6.1f}s] {text[:150]}")
             self.stream.flush()
             self._status = True
@@ -178,6 +185,12 @@ class Progress:
                 self.stream.write("\r\x1b[K")
                 self.stream.flush()
                 self._status = False
+
+    def close(self) -> None:
+        """The drain is over: erase the status line; print nothing more."""
+        self.end_status()
+        with self.lock:
+            self._closed = True
 
 
 def waiting_line(left: Mapping[str, str], shown: int = 3) -> str:

@@ -6,11 +6,13 @@ import argparse
 import dataclasses
 import io
 import json
+import logging
 import os
 import select
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -573,3 +575,67 @@ def test_sigterm_before_the_drain__nothing_changed__exit_143(
     assert "interrupted before anything changed" in capsys.readouterr().err
     assert restored, "the CLI puts back the SIGTERM handler it found"
     assert not sim.get("Node", NODE)["spec"].get("unschedulable")
+
+
+class _Verdict(io.StringIO):
+    """stdout that says when the undo line, the verdict's last, is written."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.given = threading.Event()
+
+    def write(self, text: str, /) -> int:
+        written = super().write(text)
+        if "to undo: " in self.getvalue():
+            self.given.set()
+        return written
+
+
+def test_eviction_answered_after_the_drain_ended__nothing_printed_after_the_verdict(
+    sim: KubeSim, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The drain ends (Ctrl-C) while an eviction is in flight; its answer comes after
+    the verdict, and used to be printed after it ('evicted  default/slow')."""
+    sim.apply(w.bare_pod("slow", node=NODE))
+    wait_until(
+        lambda: pods_on(Cluster.of_kubesim(sim), NODE)[0]["status"].get("phase") == "Running"
+    )
+    out = _Verdict()
+    real_evict = Kube.evict
+
+    def evict_answered_late(self: Kube, pod: dict[str, Any], **kwargs: Any) -> None:
+        os.kill(os.getpid(), signal.SIGINT)  # the CLI's handler: the drain ends meanwhile
+        out.given.wait(timeout=5)  # an engine that waits for this answer prints no verdict yet
+        real_evict(self, pod, **kwargs)
+
+    monkeypatch.setattr(Kube, "evict", evict_answered_late)
+    code = main(
+        ["drain", "--kubeconfig", str(sim.kubeconfig), "--context", "drainer",
+         "--node", NODE, "--force"],
+        stdout=out,
+    )  # fmt: skip
+    for thread in threading.enumerate():  # the eviction's answer, and what it prints
+        if thread.name.startswith("evict"):
+            thread.join(timeout=10)
+
+    lines = out.getvalue().splitlines()
+    assert code == 130, lines
+    assert lines[-1].startswith("to undo: "), lines
+    assert lines[-2].startswith(f"interrupted by Ctrl-C: node {NODE} is cordoned"), lines
+
+
+def test_log_lines__after_the_verdict__dropped_as_the_progress_lines_are() -> None:
+    """An eviction answered late logs too ('evicting ... failed; retrying'): the
+    terminal's log handler is quiet once the drain is over, as the display is."""
+    from drainer.__main__ import _Terminal, _TerminalLog
+    from drainer.display import SafeStream
+
+    stream = io.StringIO()
+    terminal = _Terminal(out=SafeStream(stream), err=SafeStream(stream), log=_TerminalLog())
+    late = logging.makeLogRecord({"name": "drainer.drain", "msg": "evicting shop/web failed"})
+    event = logging.makeLogRecord({"name": "drainer.drain", "msg": "evicted", "event": "evicted"})
+    assert terminal.log.filter(late) and not terminal.log.filter(event)
+
+    terminal.drain_over(Progress(stream, NODE))
+
+    assert not terminal.log.filter(late)

@@ -78,6 +78,21 @@ def test_human_summary__counts_in_words__budgets_named() -> None:
     assert human_summary(report) == ("4 evicted, 1 skipped, 3 budget refusals (shop/web) in 12.3 s")
 
 
+def test_progress_closed__late_events_and_status__print_nothing_after_it() -> None:
+    stream = io.StringIO()
+    progress = Progress(stream, "n1", live=True)
+    progress.status("waiting for 1 pod: shop/web-1 (evicted, still terminating)")
+
+    progress.close()
+    progress(DrainEvent(Kind.EVICTED, pod="shop/web-1"))  # an answer that came late
+    progress.status("waiting for 1 pod: shop/web-1 (evicted, still terminating)")
+    progress.line("late")
+
+    text = stream.getvalue()
+    assert text.endswith("waiting for 1 pod: shop/web-1 (evicted, still terminating)\r\x1b[K")
+    assert "evicted  shop/web-1" not in text and "late" not in text
+
+
 class _HungUp(io.StringIO):
     """A terminal that hung up: every write fails with EIO."""
 
