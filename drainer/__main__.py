@@ -10,17 +10,21 @@ RBAC before deploying (`--context` of a user in the eks-node-drainer group,
     python -m drainer release --node NAME [--dry-run]   (undo: uncordon, and remove
                             what the drainer added to the node, nothing else)
 
-Ctrl-C stops new evictions at once and says what state the node is in and how to
-undo it; a second Ctrl-C quits at once.
+Ctrl-C, SIGTERM (a CI job's timeout, `kill`) and SIGHUP (the terminal closed) stop
+new evictions at once, record on the node that the drain was interrupted, and say
+what state the node is in and how to undo it (on stderr when stdout is gone); a
+second one quits at once.
 
 Exit status: 0 drained or released (or dry run done), 1 not drained (no such node
 or instance, timeout, pods left), 2 usage or configuration error (checked before
-any request), 3 API error (RBAC, TLS, unreachable), 130 interrupted by Ctrl-C.
+any request), 3 API error (RBAC, TLS, unreachable), 128 + the signal's number when
+interrupted: 130 Ctrl-C (SIGINT), 143 SIGTERM, 129 SIGHUP.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import logging
@@ -36,14 +40,14 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, TextIO
 
 from drainer import cordon, filters
-from drainer.display import Progress, StatusTicker, human_summary
+from drainer.display import Progress, SafeStream, StatusTicker, human_summary
 from drainer.drain import Drain
 from drainer.errors import DrainerError, InstanceNotFound, KubeError
 from drainer.kube import Kube
 from drainer.nodes import find_node
 from drainer.options import DrainOptions
 from drainer.report import DrainReport, Outcome
-from drainer.settings import Settings
+from drainer.settings import VARIABLES, Settings
 
 if TYPE_CHECKING:
     from drainer import aws
@@ -81,6 +85,17 @@ def _selector(text: str) -> str:
     return text.strip()
 
 
+def _bounds(field: str) -> tuple[int, int]:
+    """The range of the Lambda setting a flag stands for: one source of bounds."""
+    variable = next(v for v in VARIABLES if v.field == field)
+    assert variable.minimum is not None and variable.maximum is not None
+    return int(variable.minimum), int(variable.maximum)
+
+
+MAX_TIMEOUT = _bounds("drain_timeout_seconds")[1]
+"""48 hours: the longest a lifecycle hook holds an instance, and DRAIN_TIMEOUT_SECONDS's bound."""
+
+
 def positive_seconds(text: str) -> float:
     try:
         value = float(text)
@@ -88,17 +103,27 @@ def positive_seconds(text: str) -> float:
         value = math.nan
     if not math.isfinite(value) or value <= 0:
         raise argparse.ArgumentTypeError(f"{text!r} is not a positive, finite number of seconds")
+    if value > MAX_TIMEOUT:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is more than {MAX_TIMEOUT} seconds (48 hours, the longest a "
+            "lifecycle hook holds an instance)"
+        )
     return value
 
 
-def _at_least(minimum: int) -> Callable[[str], int]:
+def _integer(field: str) -> Callable[[str], int]:
+    """An integer within the bounds of the Lambda setting `field`."""
+    minimum, maximum = _bounds(field)
+
     def parse(text: str) -> int:
         try:
             value = int(text)
         except ValueError:
             value = minimum - 1
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"{text!r} is not an integer >= {minimum}")
+        if not minimum <= value <= maximum:
+            raise argparse.ArgumentTypeError(
+                f"{text!r} is not an integer from {minimum} to {maximum}"
+            )
         return value
 
     return parse
@@ -152,34 +177,39 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _pacing_flags(drain: argparse.ArgumentParser) -> None:
-    """How long, how fast, how gently: the Lambda's settings, as flags."""
+    """How long, how fast, how gently: the Lambda's settings, as flags, within their bounds."""
     drain.add_argument(
         "--timeout",
         type=positive_seconds,
         default=float(DEFAULTS.drain_timeout_seconds),
-        help=f"give up after this many seconds (default {DEFAULTS.drain_timeout_seconds})",
+        help=f"give up after this many seconds, at most {MAX_TIMEOUT} "
+        f"(default {DEFAULTS.drain_timeout_seconds})",
     )
     drain.add_argument(
         "--dry-run", action="store_true", help="show what would be evicted; change nothing"
     )
+    low, high = _bounds("eviction_concurrency")
     drain.add_argument(
         "--concurrency",
-        type=_at_least(1),
+        type=_integer("eviction_concurrency"),
         default=DEFAULTS.eviction_concurrency,
-        help=f"evictions in flight at once (default {DEFAULTS.eviction_concurrency})",
+        help=f"evictions in flight at once, {low} to {high} "
+        f"(default {DEFAULTS.eviction_concurrency})",
     )
+    high = _bounds("grace_period_seconds")[1]
     drain.add_argument(
         "--grace-period",
-        type=_at_least(-1),
+        type=_integer("grace_period_seconds"),
         default=DEFAULTS.grace_period_seconds,
-        help="seconds each pod gets to stop (default: the pod's own)",
+        help=f"seconds each pod gets to stop, 0 to {high} (default -1: the pod's own)",
     )
+    high = _bounds("stuck_pod_seconds")[1]
     drain.add_argument(
         "--stuck-pod-seconds",
-        type=_at_least(0),
+        type=_integer("stuck_pod_seconds"),
         default=DEFAULTS.stuck_pod_seconds,
-        help="stop waiting for pods stuck terminating this long past their grace period "
-        f"(default {DEFAULTS.stuck_pod_seconds})",
+        help="stop waiting for pods stuck terminating this long past their grace period, "
+        f"0 to {high} seconds (default {DEFAULTS.stuck_pod_seconds})",
     )
 
 
@@ -264,24 +294,37 @@ def _node_for_instance(kube: Kube, instance: str) -> str | None:
 
 
 def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None) -> int:
-    out = stdout or sys.stdout
+    err = SafeStream(sys.stderr)
+    terminal = _Terminal(out=SafeStream(stdout or sys.stdout, fallback=err), err=err)
+    terminal.log.quiet = False
     args = _parser().parse_args(argv)
     verbose = getattr(args, "verbose", False)
     # A handler of our own, filtered: basicConfig installs it only in a process whose
     # logging nobody set up yet (a test's handlers, shared across tests, stay as they are).
-    stderr = logging.StreamHandler(sys.stderr)
-    stderr.addFilter(_NoEventLines())
+    handler = logging.StreamHandler(err)
+    handler.addFilter(terminal.log)
     logging.basicConfig(
         level=logging.DEBUG if verbose else logging.WARNING,
         format="%(levelname)s %(name)s: %(message)s",
-        handlers=[stderr],
+        handlers=[handler],
     )
+    try:
+        with _signals_interrupt():
+            return _connect(args, terminal)
+    except KeyboardInterrupt as e:  # before the drain began (its own signals are handled)
+        print("\ninterrupted before anything changed", file=err)
+        return 128 + (e.signum if isinstance(e, Signalled) else signal.SIGINT)
+
+
+def _connect(args: argparse.Namespace, terminal: _Terminal) -> int:
+    """The client, the command, and the exit status of what went wrong before a drain."""
+    err = terminal.err
     settings = settings_from(args) if args.command == "drain" else DEFAULTS
     if args.instance_id:
         try:
             _aws_session()
         except NoRegion as e:
-            print(f"error: {e}", file=sys.stderr)
+            print(f"error: {e}", file=err)
             return 2
     try:
         kube = Kube.from_kubeconfig(
@@ -291,34 +334,32 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None) -> int
             pool_size=settings.eviction_concurrency + 4,
         )
     except DrainerError as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {e}", file=err)
         return 2
     try:
-        return _command(kube, args, settings, out)
+        return _command(kube, args, settings, terminal)
     except KubeError as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {e}", file=err)
         return 3
     except InstanceNotFound as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {e}", file=err)
         return 1
     except DrainerError as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {e}", file=err)
         return 2
-    except KeyboardInterrupt:  # before the drain began (its own Ctrl-C is handled)
-        print("\ninterrupted before anything changed", file=sys.stderr)
-        return 130
     finally:
         kube.close()
 
 
-def _command(kube: Kube, args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
+def _command(kube: Kube, args: argparse.Namespace, settings: Settings, terminal: _Terminal) -> int:
+    out, err = terminal.out, terminal.err
     node = args.node or _node_for_instance(kube, args.instance_id)
     if node is None:
-        print(f"error: no Kubernetes node for instance {args.instance_id}", file=sys.stderr)
+        print(f"error: no Kubernetes node for instance {args.instance_id}", file=err)
         return 1
     found = kube.get_node(node)
     if found is None:  # kubectl's answer; nothing is touched
-        print(f"error: node {node} not found", file=sys.stderr)
+        print(f"error: node {node} not found", file=err)
         return 1
     if args.command == "release":
         return _release(kube, found, args.dry_run, out)
@@ -326,11 +367,11 @@ def _command(kube: Kube, args: argparse.Namespace, settings: Settings, out: Text
     refused = filters.refusals(pod_list, overrides_from(args))
     if refused:  # kubectl's answer, before anything changes (kubectl cordons first)
         for message, names in refused.items():
-            print(f"error: {message}: {', '.join(names)}", file=sys.stderr)
+            print(f"error: {message}: {', '.join(names)}", file=err)
         print(f"node {node} not drained; nothing changed", file=out)
         return 1
     # With -o json, stdout carries the JSON alone; the progress goes to stderr.
-    display = sys.stderr if args.output == "json" else out
+    display = err if args.output == "json" else out
     print(f"draining node {node}{' (dry run)' if args.dry_run else ''}", file=display, flush=True)
     options = dataclasses.replace(
         DrainOptions.from_settings(settings), pod_selector=args.pod_selector or ""
@@ -339,23 +380,29 @@ def _command(kube: Kube, args: argparse.Namespace, settings: Settings, out: Text
     progress = Progress(display, node, args.verbose, live=live)
     drain = Drain(kube, node, options, on_event=progress)
     undo = _undo_command(args, node)
-    try:
-        with _interruptible(drain), StatusTicker(progress, drain.waiting, 1.0 if live else 5.0):
-            report = drain.run(
-                time.time() + args.timeout, deadline_source=f"--timeout ({args.timeout:g} s)"
-            )
-    except KubeError as e:  # the API failed beyond retries after the drain began
-        print(f"error: {e}", file=sys.stderr)
-        if drain.report.cordoned:
-            print(f"node {node} NOT drained; it stays cordoned; to undo: {undo}", file=display)
-        return 3
-    code = _conclude(report, node, display, undo)
-    if args.output == "json":
-        print(json.dumps({**report.summary(), "exit_code": code}, indent=2), file=out)
-    return code
+    with _Interruptible(drain) as interruptible:
+        try:
+            try:
+                with StatusTicker(progress, drain.waiting, 1.0 if live else 5.0):
+                    report = drain.run(
+                        time.time() + args.timeout,
+                        deadline_source=f"--timeout ({args.timeout:g} s)",
+                    )
+            finally:  # before the verdict: nothing about the drain is printed after it
+                interruptible.over = True
+                terminal.drain_over(progress)
+        except KubeError as e:  # the API failed beyond retries after the drain began
+            print(f"error: {e}", file=err)
+            if drain.report.cordoned:
+                print(f"node {node} NOT drained; it stays cordoned; to undo: {undo}", file=display)
+            return 3
+        code = _conclude(report, node, display, err, undo, interrupted=interruptible.exit_code)
+        if args.output == "json":
+            print(json.dumps({**report.summary(), "exit_code": code}, indent=2), file=out)
+        return code
 
 
-def _release(kube: Kube, node: dict[str, object], dry_run: bool, out: TextIO) -> int:
+def _release(kube: Kube, node: dict[str, object], dry_run: bool, out: SafeStream) -> int:
     result = cordon.release(kube, node, dry_run=dry_run)
     if result.warning:
         print(f"warning: {result.warning}", file=out)
@@ -367,33 +414,124 @@ def _release(kube: Kube, node: dict[str, object], dry_run: bool, out: TextIO) ->
     return 0
 
 
-class _interruptible:
-    """While a drain runs, the first Ctrl-C interrupts it (new evictions stop, run()
-    returns with what is left) and a second one quits at once."""
+class _TerminalLog(logging.Filter):
+    """The log lines a person at a terminal sees. Not the drain's event lines and its
+    warnings: they are the Lambda's, and the progress lines and the closing warnings
+    already say them. Nothing once the verdict is given (`quiet`): an eviction still
+    in flight when the drain ended is not heard of after it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.quiet = False
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (self.quiet or hasattr(record, "event") or hasattr(record, "in_report"))
+
+
+_TERMINAL_LOG = _TerminalLog()
+"""One, as the logging it filters is the process's: the handler basicConfig installs
+with it stays for later main() calls in the same process, each of which unmutes it."""
+
+
+@dataclasses.dataclass(frozen=True)
+class _Terminal:
+    """Where the CLI writes: `out` (stdout; stderr once stdout is gone), `err`
+    (stderr; nowhere once it is gone) and the log lines."""
+
+    out: SafeStream
+    err: SafeStream
+    log: _TerminalLog = _TERMINAL_LOG
+
+    def drain_over(self, progress: Progress) -> None:
+        """Before the verdict: nothing more about the drain is printed after it."""
+        progress.close()
+        self.log.quiet = True
+
+
+_SIGNAL_NAMES: dict[int, str] = {
+    signal.SIGINT: "Ctrl-C",
+    signal.SIGTERM: "SIGTERM",
+    signal.SIGHUP: "SIGHUP",
+}
+"""The signals that stop a drain: a person's Ctrl-C, a CI job's timeout or `kill`, a
+closed terminal. The exit status is 128 + the signal's number, as a shell reports it."""
+
+
+class Signalled(KeyboardInterrupt):
+    """SIGTERM or SIGHUP outside a drain: handled as Python handles Ctrl-C there."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+class _signals_interrupt:
+    """SIGTERM and SIGHUP raise Signalled, as SIGINT raises KeyboardInterrupt (only
+    the main thread can set a handler: elsewhere, as they were)."""
+
+    def __init__(self) -> None:
+        self.previous: dict[int, object] = {}
+
+    @staticmethod
+    def _raise(signum: int, frame: object) -> None:
+        raise Signalled(signum)
+
+    def __enter__(self) -> None:
+        if threading.current_thread() is threading.main_thread():
+            for signum in (signal.SIGTERM, signal.SIGHUP):
+                self.previous[signum] = signal.signal(signum, self._raise)
+
+    def __exit__(self, *exc: object) -> None:
+        for signum, previous in self.previous.items():
+            signal.signal(signum, previous)  # type: ignore[arg-type]
+
+
+def _say(text: str) -> None:
+    """To stderr from a signal handler: unbuffered, and silent when stderr is gone."""
+    with contextlib.suppress(OSError):
+        os.write(2, text.encode())
+
+
+class _Interruptible:
+    """While a drain runs, the first Ctrl-C, SIGTERM or SIGHUP interrupts it (new
+    evictions stop, run() returns with what is left, the node's record says
+    interrupted) and a second one quits at once. Once the drain is `over`, a first
+    one lets the verdict be printed."""
 
     def __init__(self, drain: Drain) -> None:
         self.drain = drain
-        self.hit = False
-        self.previous: object = None
+        self.signum = 0  # the first signal's number
+        self.over = False
+        self.previous: dict[int, object] = {}
         self.installed = threading.current_thread() is threading.main_thread()
 
-    def _on_sigint(self, signum: int, frame: object) -> None:
+    @property
+    def exit_code(self) -> int:
+        """An interrupted drain's exit status: 128 + the signal's number."""
+        return 128 + (self.signum or signal.SIGINT)
+
+    def _on_signal(self, signum: int, frame: object) -> None:
         # No lock, no print: a signal handler may run inside a print of the main
         # thread, or while it holds a lock another thread waits for.
-        if self.hit:
-            os.write(2, b"\ninterrupted again: quitting at once\n")
-            os._exit(130)
-        self.hit = True
-        os.write(2, b"\ninterrupted: no new evictions (Ctrl-C again to quit at once)\n")
-        self.drain.interrupt("interrupted by Ctrl-C")
+        name = _SIGNAL_NAMES.get(signum, f"signal {signum}")
+        if self.signum:
+            _say(f"\n{name} again: quitting at once\n")
+            os._exit(128 + signum)
+        self.signum = signum
+        if self.over:
+            return
+        _say(f"\ninterrupted by {name}: no new evictions ({name} again to quit at once)\n")
+        self.drain.interrupt(f"interrupted by {name}")
 
-    def __enter__(self) -> None:
+    def __enter__(self) -> _Interruptible:
         if self.installed:
-            self.previous = signal.signal(signal.SIGINT, self._on_sigint)
+            for signum in _SIGNAL_NAMES:
+                self.previous[signum] = signal.signal(signum, self._on_signal)
+        return self
 
     def __exit__(self, *exc: object) -> None:
-        if self.installed:
-            signal.signal(signal.SIGINT, self.previous)  # type: ignore[arg-type]
+        for signum, previous in self.previous.items():
+            signal.signal(signum, previous)  # type: ignore[arg-type]
 
 
 def _undo_command(args: argparse.Namespace, node: str) -> str:
@@ -404,11 +542,14 @@ def _undo_command(args: argparse.Namespace, node: str) -> str:
     return shlex.join(words)
 
 
-def _conclude(report: DrainReport, node: str, out: TextIO, undo: str) -> int:
-    """The closing lines, in words, and the exit status of a drain that ran."""
+def _conclude(
+    report: DrainReport, node: str, out: SafeStream, err: SafeStream, undo: str, *, interrupted: int
+) -> int:
+    """The closing lines, in words, and the exit status of a drain that ran
+    (`interrupted`: the status of an interrupted one)."""
     summary = human_summary(report)
     if report.outcome == Outcome.FAILED:
-        print(f"error: {report.stopped_by}", file=sys.stderr)
+        print(f"error: {report.stopped_by}", file=err)
         print(f"node {node} NOT drained: stopped by an API error; {summary}", file=out)
         if report.cordoned:
             print(f"the node stays cordoned; to undo: {undo}", file=out)
@@ -416,12 +557,12 @@ def _conclude(report: DrainReport, node: str, out: TextIO, undo: str) -> int:
     if report.outcome == Outcome.INTERRUPTED:
         left = "; ".join(f"{pod} ({why})" for pod, why in sorted(report.left.items()))
         print(
-            f"interrupted: node {node} is cordoned and excluded from load balancers; "
+            f"{report.stopped_by}: node {node} is cordoned and excluded from load balancers; "
             f"{len(report.left)} pods left{': ' + left if left else ''}",
             file=out,
         )
         print(f"to undo: {undo}", file=out, flush=True)
-        return 130
+        return interrupted
     for message, names in report.warnings.items():
         print(f"warning: {message}: {', '.join(names)}", file=out)
     if report.outcome == Outcome.DRY_RUN:
@@ -436,14 +577,6 @@ def _conclude(report: DrainReport, node: str, out: TextIO, undo: str) -> int:
     print(f"node {node} NOT drained: {report.timeout_message()}; {summary}", file=out)
     print(f"the node stays cordoned; to undo: {undo}", file=out)
     return 1
-
-
-class _NoEventLines(logging.Filter):
-    """The drain's event log lines and its warnings are the Lambda's; at a terminal
-    the progress lines and the closing warnings already say them."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not (hasattr(record, "event") or hasattr(record, "in_report"))
 
 
 if __name__ == "__main__":

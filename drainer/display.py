@@ -4,14 +4,18 @@ while pods wait, and a summary in words.
 It reads the same events as the Lambda's log contract (drainer/report.py), so the
 terminal and CloudWatch tell the same story. On a terminal the status line is one
 live line, rewritten in place; piped, it is a plain line every few seconds.
+
+Writing never raises: a terminal that hung up or a pipe whose reader left must not
+turn the end of a drain (its verdict, the undo command) into a traceback.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable, Mapping
-from typing import TextIO
+from typing import Protocol, TextIO
 
 from drainer.report import DrainEvent, DrainReport, Kind, Outcome
 
@@ -35,6 +39,61 @@ _LABELS = {
     Kind.WOULD_EVICT: "would evict",
     Kind.STOPPED: "stopped",
 }
+
+
+class Stream(Protocol):
+    def write(self, text: str, /) -> int: ...
+    def flush(self) -> None: ...
+
+
+class SafeStream:
+    """A text stream whose writes never raise. When `stream` fails (EIO from a terminal
+    that hung up, EPIPE from a pipe whose reader left, a closed file), it is given up
+    for good: what follows, and the text that failed, goes to `fallback` (stdout's is
+    stderr), or nowhere. Its descriptor is pointed at /dev/null, so that the
+    interpreter's own last flush of what is still buffered does not fail too (Python
+    would print 'Exception ignored' and exit 120 instead of the drain's status)."""
+
+    def __init__(self, stream: TextIO, fallback: SafeStream | None = None) -> None:
+        self.stream = stream
+        self.fallback = fallback
+        self.lost = False
+
+    def write(self, text: str, /) -> int:
+        if not self.lost:
+            try:
+                self.stream.write(text)
+                self.stream.flush()  # a failure is seen now, with the text that failed
+                return len(text)
+            except (OSError, ValueError):  # ValueError: written after close()
+                self._give_up()
+        if self.fallback is not None:
+            return self.fallback.write(text)
+        return len(text)
+
+    def flush(self) -> None:
+        if not self.lost:
+            try:
+                self.stream.flush()
+            except (OSError, ValueError):
+                self._give_up()
+
+    def isatty(self) -> bool:
+        try:
+            return not self.lost and self.stream.isatty()
+        except (OSError, ValueError):
+            return False
+
+    def _give_up(self) -> None:
+        self.lost = True
+        try:
+            null = os.open(os.devnull, os.O_WRONLY)
+            try:
+                os.dup2(null, self.stream.fileno())
+            finally:
+                os.close(null)
+        except (OSError, ValueError):  # no descriptor (a StringIO), or already closed
+            pass
 
 
 def _reason(event: DrainEvent) -> str:
@@ -67,10 +126,12 @@ _DETAILS: dict[Kind, Callable[[DrainEvent], str]] = {
 class Progress:
     """Human-readable progress lines on a terminal (or any stream): one per event, a
     budget's refusal once per pod, eviction attempts only when verbose. `live`: the
-    stream is a terminal that also shows a status line, which a line first erases."""
+    stream is a terminal that also shows a status line, which a line first erases.
+    After close(), nothing: the verdict is the last line about a drain, even when an
+    eviction that was in flight when the drain ended is answered later."""
 
     def __init__(
-        self, stream: TextIO, node: str, verbose: bool = False, *, live: bool = False
+        self, stream: Stream, node: str, verbose: bool = False, *, live: bool = False
     ) -> None:
         self.stream = stream
         self.node = node
@@ -80,6 +141,7 @@ class Progress:
         self.lock = threading.Lock()  # the event lines and the status line share the stream
         self._refused: set[str] = set()
         self._status = False  # a live status line is on screen
+        self._closed = False
 
     def __call__(self, event: DrainEvent) -> None:
         if event.kind == Kind.EVICTING and not self.verbose:
@@ -97,6 +159,8 @@ class Progress:
         """A line that stays: erases the status line first on a terminal."""
         elapsed = time.monotonic() - self.started
         with self.lock:
+            if self._closed:
+                return
             erase = "\r\x1b[K" if self._status else ""
             self._status = False
             self.stream.write(f"{erase}[{elapsed:6.1f}s] {text}\n")
@@ -109,6 +173,8 @@ class Progress:
             return
         elapsed = time.monotonic() - self.started
         with self.lock:
+            if self._closed:
+                return
             self.stream.write(f"\r\x1b[K[{elapsed:6.1f}s] {text[:150]}")
             self.stream.flush()
             self._status = True
@@ -119,6 +185,12 @@ class Progress:
                 self.stream.write("\r\x1b[K")
                 self.stream.flush()
                 self._status = False
+
+    def close(self) -> None:
+        """The drain is over: erase the status line; print nothing more."""
+        self.end_status()
+        with self.lock:
+            self._closed = True
 
 
 def waiting_line(left: Mapping[str, str], shown: int = 3) -> str:

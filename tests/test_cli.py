@@ -5,15 +5,25 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import io
+import json
+import logging
+import os
+import select
+import signal
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from drainer.__main__ import DEFAULTS, main, settings_from
+from drainer.cordon import PROGRESS_ANNOTATION
 from drainer.display import Progress
+from drainer.kube import Kube
 from drainer.report import DrainEvent, Kind
 from drainer.settings import Settings
 from kubesim import KubeSim
@@ -250,7 +260,43 @@ def test_missing_node__exit_1_node_not_found__nothing_touched(
         pytest.param(["--node", NODE, "--timeout", "nan"], "positive, finite", id="nan"),
         pytest.param(["--node", NODE, "--timeout", "inf"], "positive, finite", id="inf"),
         pytest.param(["--node", NODE, "--timeout", "-5"], "positive, finite", id="negative"),
-        pytest.param(["--node", NODE, "--concurrency", "0"], "integer >= 1", id="concurrency"),
+        pytest.param(
+            ["--node", NODE, "--concurrency", "0"],
+            "argument --concurrency: '0' is not an integer from 1 to 256",
+            id="concurrency",
+        ),
+        # Every number has an upper bound too, the Lambda setting's, checked before any
+        # request (a timeout of 1e12 cordoned, then crashed on a year past 9999).
+        pytest.param(
+            ["--node", NODE, "--timeout", "1e12"],
+            "argument --timeout: '1e12' is more than 172800 seconds (48 hours",
+            id="timeout-1e12",
+        ),
+        pytest.param(
+            ["--node", NODE, "--timeout", "172800.5"],
+            "argument --timeout: '172800.5' is more than 172800 seconds",
+            id="timeout-past-48h",
+        ),
+        pytest.param(
+            ["--node", NODE, "--concurrency", str(10**30)],
+            f"argument --concurrency: '{10**30}' is not an integer from 1 to 256",
+            id="concurrency-huge",
+        ),
+        pytest.param(
+            ["--node", NODE, "--grace-period", "86401"],
+            "argument --grace-period: '86401' is not an integer from -1 to 86400",
+            id="grace-period-huge",
+        ),
+        pytest.param(
+            ["--node", NODE, "--grace-period", "-2"],
+            "argument --grace-period: '-2' is not an integer from -1 to 86400",
+            id="grace-period-negative",
+        ),
+        pytest.param(
+            ["--node", NODE, "--stuck-pod-seconds", "86401"],
+            "argument --stuck-pod-seconds: '86401' is not an integer from 0 to 86400",
+            id="stuck-huge",
+        ),
         pytest.param(["--instance-id", "i-xyz"], "not an EC2 instance id", id="instance-id"),
         pytest.param(["--node", NODE, "--pod-selector", " "], "not a label selector", id="sel"),
     ],
@@ -268,6 +314,19 @@ def test_bad_arguments__usage_error_exit_2__before_any_request(
     assert "usage:" in error
     assert complaint in error
     assert len(sim.requests()) == before, "no request was sent"
+
+
+def test_numbers_at_their_bounds__accepted() -> None:
+    args = _args(
+        "--timeout", "172800", "--concurrency", "256", "--grace-period", "86400",
+        "--stuck-pod-seconds", "86400",
+    )  # fmt: skip
+
+    assert (args.timeout, args.concurrency, args.grace_period, args.stuck_pod_seconds) == (
+        172800.0, 256, 86400, 86400,
+    )  # fmt: skip
+    low = _args("--timeout", "0.5", "--concurrency", "1", "--grace-period", "-1")
+    assert (low.timeout, low.concurrency, low.grace_period) == (0.5, 1, -1)
 
 
 def test_instance_id_without_a_region__clear_error_exit_2(
@@ -394,3 +453,189 @@ def test_real_process__each_event_once__no_log_line_repeats_it(sim: KubeSim) -> 
     assert both.count("no controller will recreate this pod: default/lonely") == 1, both
     assert both.count("evicted  default/lonely") == 1
     assert "drainer.drain" not in run.stderr
+
+
+# -- the end of a drain: signals, a closed stdout, the last line ------------------------
+
+
+def _guarded(sim: KubeSim) -> None:
+    """A pod on NODE that a budget never lets go: the drain waits until stopped."""
+    sim.apply(
+        [
+            w.bare_pod("guarded", node=NODE, labels={"app": "guarded"}),
+            w.budget("guard", {"app": "guarded"}, max_unavailable=0),
+        ]
+    )
+    wait_until(
+        lambda: pods_on(Cluster.of_kubesim(sim), NODE)[0]["status"].get("phase") == "Running"
+    )
+
+
+def _record(sim: KubeSim) -> dict[str, Any]:
+    annotations = sim.get("Node", NODE)["metadata"].get("annotations") or {}
+    return dict(json.loads(annotations[PROGRESS_ANNOTATION]))
+
+
+def _drain_process(sim: KubeSim) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "drainer", "drain", "--node", NODE, "--force",
+         "--kubeconfig", str(sim.kubeconfig), "--context", "drainer"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+
+
+def _read_until(process: subprocess.Popen[bytes], text: str, timeout: float = 60) -> bytes:
+    """stdout up to `text` (and what came with it)."""
+    assert process.stdout is not None
+    seen = b""
+    deadline = time.monotonic() + timeout
+    while text.encode() not in seen:
+        ready, _, _ = select.select([process.stdout], [], [], max(0.0, deadline - time.monotonic()))
+        chunk = os.read(process.stdout.fileno(), 65536) if ready else b""
+        if not chunk:
+            process.kill()
+            raise AssertionError(f"{text!r} not printed:\n{seen.decode()}")
+        seen += chunk
+    return seen
+
+
+@pytest.mark.parametrize(
+    ("signum", "name", "status"),
+    [
+        pytest.param(signal.SIGINT, "Ctrl-C", 130, id="SIGINT"),
+        pytest.param(signal.SIGTERM, "SIGTERM", 143, id="SIGTERM"),
+        pytest.param(signal.SIGHUP, "SIGHUP", 129, id="SIGHUP"),
+    ],
+)
+def test_signal_during_budget_wait__node_state_and_undo_said__record_interrupted__128_plus_signal(
+    sim: KubeSim, signum: int, name: str, status: int
+) -> None:
+    """As Ctrl-C, so a CI job's timeout (SIGTERM) and a closed terminal (SIGHUP): they
+    used to kill the drain without a word, leaving a `draining` record."""
+    _guarded(sim)
+    process = _drain_process(sim)
+    seen = _read_until(process, "refused  default/guarded")
+
+    process.send_signal(signum)
+    rest, errors = process.communicate(timeout=30)
+
+    output = (seen + rest).decode()
+    assert process.returncode == status, output + errors.decode()
+    assert f"interrupted by {name}: no new evictions" in errors.decode()
+    assert "Traceback" not in errors.decode()
+    lines = output.splitlines()
+    assert lines[-2].startswith(f"interrupted by {name}: node {NODE} is cordoned"), output
+    assert "1 pods left: default/guarded" in lines[-2]
+    assert lines[-1].startswith(f"to undo: python -m drainer release --node {NODE}"), output
+    assert _record(sim)["phase"] == "interrupted"
+    assert sim.get("Node", NODE)["spec"]["unschedulable"] is True
+
+
+def test_sighup_with_stdout_gone__verdict_and_undo_on_stderr__exit_129(sim: KubeSim) -> None:
+    """A closed terminal: stdout's reader is gone (EPIPE, as a hung-up tty's EIO). The
+    node's state and the undo command go to stderr; no traceback, and not Python's
+    exit status 120 for a stdout it could not flush."""
+    _guarded(sim)
+    process = _drain_process(sim)
+    _read_until(process, "refused  default/guarded")
+    assert process.stdout is not None
+    process.stdout.close()
+
+    process.send_signal(signal.SIGHUP)
+    _, errors = process.communicate(timeout=30)
+
+    text = errors.decode()
+    assert process.returncode == 129, text
+    assert "Traceback" not in text and "Exception ignored" not in text, text
+    assert f"interrupted by SIGHUP: node {NODE} is cordoned" in text
+    assert text.splitlines()[-1].startswith(f"to undo: python -m drainer release --node {NODE}")
+    assert _record(sim)["phase"] == "interrupted"
+
+
+def test_sigterm_before_the_drain__nothing_changed__exit_143(
+    sim: KubeSim, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def unhandled(signum: int, frame: object) -> None:  # today's default would kill pytest
+        raise AssertionError("SIGTERM reached the default handler")
+
+    def get_node_then_sigterm(self: Kube, name: str) -> dict[str, Any] | None:
+        os.kill(os.getpid(), signal.SIGTERM)
+        return real_get_node(self, name)
+
+    real_get_node = Kube.get_node
+    monkeypatch.setattr(Kube, "get_node", get_node_then_sigterm)
+    previous = signal.signal(signal.SIGTERM, unhandled)
+    try:
+        code, output = _run(sim, "--node", NODE, "--force")
+        restored = signal.getsignal(signal.SIGTERM) is unhandled
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+    assert code == 143, output
+    assert "interrupted before anything changed" in capsys.readouterr().err
+    assert restored, "the CLI puts back the SIGTERM handler it found"
+    assert not sim.get("Node", NODE)["spec"].get("unschedulable")
+
+
+class _Verdict(io.StringIO):
+    """stdout that says when the undo line, the verdict's last, is written."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.given = threading.Event()
+
+    def write(self, text: str, /) -> int:
+        written = super().write(text)
+        if "to undo: " in self.getvalue():
+            self.given.set()
+        return written
+
+
+def test_eviction_answered_after_the_drain_ended__nothing_printed_after_the_verdict(
+    sim: KubeSim, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The drain ends (Ctrl-C) while an eviction is in flight; its answer comes after
+    the verdict, and used to be printed after it ('evicted  default/slow')."""
+    sim.apply(w.bare_pod("slow", node=NODE))
+    wait_until(
+        lambda: pods_on(Cluster.of_kubesim(sim), NODE)[0]["status"].get("phase") == "Running"
+    )
+    out = _Verdict()
+    real_evict = Kube.evict
+
+    def evict_answered_late(self: Kube, pod: dict[str, Any], **kwargs: Any) -> None:
+        os.kill(os.getpid(), signal.SIGINT)  # the CLI's handler: the drain ends meanwhile
+        out.given.wait(timeout=5)  # an engine that waits for this answer prints no verdict yet
+        real_evict(self, pod, **kwargs)
+
+    monkeypatch.setattr(Kube, "evict", evict_answered_late)
+    code = main(
+        ["drain", "--kubeconfig", str(sim.kubeconfig), "--context", "drainer",
+         "--node", NODE, "--force"],
+        stdout=out,
+    )  # fmt: skip
+    for thread in threading.enumerate():  # the eviction's answer, and what it prints
+        if thread.name.startswith("evict"):
+            thread.join(timeout=10)
+
+    lines = out.getvalue().splitlines()
+    assert code == 130, lines
+    assert lines[-1].startswith("to undo: "), lines
+    assert lines[-2].startswith(f"interrupted by Ctrl-C: node {NODE} is cordoned"), lines
+
+
+def test_log_lines__after_the_verdict__dropped_as_the_progress_lines_are() -> None:
+    """An eviction answered late logs too ('evicting ... failed; retrying'): the
+    terminal's log handler is quiet once the drain is over, as the display is."""
+    from drainer.__main__ import _Terminal, _TerminalLog
+    from drainer.display import SafeStream
+
+    stream = io.StringIO()
+    terminal = _Terminal(out=SafeStream(stream), err=SafeStream(stream), log=_TerminalLog())
+    late = logging.makeLogRecord({"name": "drainer.drain", "msg": "evicting shop/web failed"})
+    event = logging.makeLogRecord({"name": "drainer.drain", "msg": "evicted", "event": "evicted"})
+    assert terminal.log.filter(late) and not terminal.log.filter(event)
+
+    terminal.drain_over(Progress(stream, NODE))
+
+    assert not terminal.log.filter(late)

@@ -3,10 +3,12 @@ terminal, plain when piped) and the summary in words."""
 
 from __future__ import annotations
 
+import errno
 import io
+import os
 import threading
 
-from drainer.display import Progress, StatusTicker, human_summary, waiting_line
+from drainer.display import Progress, SafeStream, StatusTicker, human_summary, waiting_line
 from drainer.report import DrainEvent, DrainReport, Kind, Outcome
 
 
@@ -74,3 +76,63 @@ def test_human_summary__counts_in_words__budgets_named() -> None:
         seconds=12.34,
     )
     assert human_summary(report) == ("4 evicted, 1 skipped, 3 budget refusals (shop/web) in 12.3 s")
+
+
+def test_progress_closed__late_events_and_status__print_nothing_after_it() -> None:
+    stream = io.StringIO()
+    progress = Progress(stream, "n1", live=True)
+    progress.status("waiting for 1 pod: shop/web-1 (evicted, still terminating)")
+
+    progress.close()
+    progress(DrainEvent(Kind.EVICTED, pod="shop/web-1"))  # an answer that came late
+    progress.status("waiting for 1 pod: shop/web-1 (evicted, still terminating)")
+    progress.line("late")
+
+    text = stream.getvalue()
+    assert text.endswith("waiting for 1 pod: shop/web-1 (evicted, still terminating)\r\x1b[K")
+    assert "evicted  shop/web-1" not in text and "late" not in text
+
+
+class _HungUp(io.StringIO):
+    """A terminal that hung up: every write fails with EIO."""
+
+    def write(self, text: str, /) -> int:
+        raise OSError(errno.EIO, "Input/output error")
+
+
+def test_safe_stream__terminal_hung_up__what_follows_goes_to_the_fallback() -> None:
+    fallback = io.StringIO()
+    stream = SafeStream(_HungUp(), fallback=SafeStream(fallback))
+
+    print("interrupted by SIGHUP: node n1 is cordoned", file=stream)
+    print("to undo: python -m drainer release --node n1", file=stream, flush=True)
+
+    assert stream.lost
+    assert not stream.isatty()
+    assert fallback.getvalue() == (
+        "interrupted by SIGHUP: node n1 is cordoned\nto undo: python -m drainer release --node n1\n"
+    )
+
+
+def test_safe_stream__no_fallback__writes_vanish_without_raising() -> None:
+    stream = SafeStream(_HungUp())
+
+    assert stream.write("to undo: ...\n") == len("to undo: ...\n")
+    stream.flush()
+    assert stream.lost
+
+
+def test_safe_stream__pipe_reader_gone__descriptor_to_dev_null__last_flush_succeeds() -> None:
+    """What stays in the dead stream's buffer is flushed at the interpreter's exit:
+    to /dev/null, instead of an 'Exception ignored' and exit status 120."""
+    read, write = os.pipe()
+    os.close(read)
+    raw = os.fdopen(write, "w")  # block-buffered, as a piped stdout is
+    stream = SafeStream(raw)
+
+    stream.write("node n1 NOT drained\n")  # EPIPE: Python ignores SIGPIPE
+
+    assert stream.lost
+    raw.write("what the interpreter still holds\n")
+    raw.flush()  # would raise BrokenPipeError without the redirection
+    raw.close()

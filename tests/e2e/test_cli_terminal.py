@@ -1,6 +1,7 @@
 """`python -m drainer` as a person runs it, on both backends: a real process in a
-real terminal (a pty), Ctrl-C in the middle of a drain that a budget holds up, and
-the undo command it prints, which leaves the node as it was before the drain."""
+real terminal (a pty), Ctrl-C (or SIGTERM, SIGHUP, the terminal closing) in the
+middle of a drain that a budget holds up, and the undo command it prints, which
+leaves the node as it was before the drain."""
 
 from __future__ import annotations
 
@@ -12,12 +13,13 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from drainer.cordon import EXCLUDE_LB_LABEL, PROGRESS_ANNOTATION
+from drainer.cordon import EXCLUDE_LB_LABEL, PROGRESS_ANNOTATION, progress_of
 from testbed import World
 from testbed.world import node_tainted, rbac_manifests, wait_until
 
@@ -28,12 +30,15 @@ ROOT = Path(__file__).resolve().parents[2]
 
 class Terminal:
     """A command in a pseudo-terminal of its own, as in a person's shell: Ctrl-C typed
-    on it reaches the command as the terminal's SIGINT."""
+    on it reaches the command as the terminal's SIGINT; closing it, as SIGHUP.
+    `stderr`: a descriptor for the command's stderr instead of the terminal."""
 
-    def __init__(self, argv: list[str], env: dict[str, str]) -> None:
+    def __init__(self, argv: list[str], env: dict[str, str], stderr: int | None = None) -> None:
         pid, fd = pty.fork()
         if pid == 0:  # the child: straight to exec
             os.chdir(ROOT)
+            if stderr is not None:
+                os.dup2(stderr, 2)
             os.execve(argv[0], argv, env)
         self.pid, self.fd = pid, fd
         self.output = b""
@@ -65,10 +70,16 @@ class Terminal:
     def type(self, keys: bytes) -> None:
         os.write(self.fd, keys)
 
+    def hang_up(self) -> None:
+        """Close the terminal, as a person closing its window: the command gets SIGHUP."""
+        os.close(self.fd)
+        self.fd = -1
+
     def wait(self, timeout: float) -> int:
         deadline = time.monotonic() + timeout
-        while self._read(deadline - time.monotonic()) and time.monotonic() < deadline:
-            pass
+        while self.fd >= 0 and self._read(deadline - time.monotonic()):
+            if time.monotonic() >= deadline:
+                break
         while time.monotonic() < deadline:
             pid, status = os.waitpid(self.pid, os.WNOHANG)
             if pid:
@@ -81,7 +92,8 @@ class Terminal:
         if self.status is None:
             os.kill(self.pid, signal.SIGKILL)
             os.waitpid(self.pid, 0)
-        os.close(self.fd)
+        if self.fd >= 0:
+            os.close(self.fd)
 
 
 def _env(tmp_path: Path) -> dict[str, str]:
@@ -119,8 +131,29 @@ def _state(world: World, node: str) -> dict[str, Any]:
     }
 
 
-def test_ctrl_c_during_budget_wait__exit_130_within_2s__undo_restores_node(
-    world: World, tmp_path: Path
+def _phase(world: World, node: str) -> object:
+    """The phase the node's progress record says the drain ended in."""
+    return (progress_of(world.cluster.get("Node", node)) or {}).get("phase")
+
+
+def _ctrl_c(terminal: Terminal) -> None:
+    terminal.type(b"\x03")
+
+
+def _kill(signum: int) -> Callable[[Terminal], None]:
+    return lambda terminal: os.kill(terminal.pid, signum)
+
+
+@pytest.mark.parametrize(
+    ("stop", "name", "status"),
+    [
+        pytest.param(_ctrl_c, "Ctrl-C", 130, id="ctrl-c"),
+        pytest.param(_kill(signal.SIGTERM), "SIGTERM", 143, id="SIGTERM"),  # a CI job's timeout
+        pytest.param(_kill(signal.SIGHUP), "SIGHUP", 129, id="SIGHUP"),
+    ],
+)
+def test_stopped_during_budget_wait__128_plus_signal_within_2s__undo_restores_node(
+    world: World, tmp_path: Path, stop: Callable[[Terminal], None], name: str, status: int
 ) -> None:
     node = world.nodes[world.instance_ids[0]]
     place_guarded(world, 1)
@@ -133,7 +166,7 @@ def test_ctrl_c_during_budget_wait__exit_130_within_2s__undo_restores_node(
         terminal.expect("waiting for 1 pod: default/guarded-", timeout=10)
 
         typed = time.monotonic()
-        terminal.type(b"\x03")
+        stop(terminal)
         terminal.expect("to undo: ", timeout=10)
         told = time.monotonic() - typed
         code = terminal.wait(timeout=10)
@@ -141,12 +174,14 @@ def test_ctrl_c_during_budget_wait__exit_130_within_2s__undo_restores_node(
         terminal.close()
 
     output = terminal.text
-    assert code == 130, output
-    assert told < 2.0, f"Ctrl-C took {told:.2f} s to say the node's state:\n{output}"
+    assert code == status, output
+    assert told < 2.0, f"{name} took {told:.2f} s to say the node's state:\n{output}"
     assert "Traceback" not in output
-    assert f"node {node} is cordoned" in output
+    assert f"interrupted by {name}: node {node} is cordoned" in output
     assert "1 pods left: default/guarded-" in output
+    assert output.rstrip("\n").splitlines()[-1].startswith("to undo: "), "the last line"
     assert _state(world, node)["unschedulable"] is True
+    assert _phase(world, node) == "interrupted"
     undo = next(line for line in output.splitlines() if line.startswith("to undo: "))
     words = shlex.split(undo.removeprefix("to undo: "))
     assert words[:6] == ["python", "-m", "drainer", "release", "--node", node]
@@ -164,6 +199,32 @@ def test_ctrl_c_during_budget_wait__exit_130_within_2s__undo_restores_node(
     assert again.returncode == 0, again.stderr
     assert "nothing to undo" in again.stdout
     assert _state(world, node) == before
+
+
+def test_terminal_closed_during_budget_wait__sighup__state_and_undo_on_stderr__exit_129(
+    world: World, tmp_path: Path
+) -> None:
+    """The terminal goes (its window closed, an ssh connection lost): stdout is gone,
+    stderr was sent to a file; what the node is left in, and its undo, are there."""
+    node = world.nodes[world.instance_ids[0]]
+    place_guarded(world, 1)
+    errors = tmp_path / "stderr"
+    with errors.open("wb") as file:
+        argv = _cli(world, "drain", "--node", node, "--ignore-daemonsets")
+        terminal = Terminal(argv, _env(tmp_path), stderr=file.fileno())
+    try:
+        terminal.expect("by PodDisruptionBudget default/guard", timeout=60)
+        terminal.hang_up()
+        code = terminal.wait(timeout=10)
+    finally:
+        terminal.close()
+
+    text = errors.read_text()
+    assert code == 129, text
+    assert "Traceback" not in text and "Exception ignored" not in text, text
+    assert f"interrupted by SIGHUP: node {node} is cordoned" in text
+    assert text.splitlines()[-1].startswith("to undo: python -m drainer release --node "), text
+    assert _phase(world, node) == "interrupted"
 
 
 def test_release__operator_label_and_cordon_before_drain__kept(
