@@ -168,6 +168,8 @@ def _set(section: str, key: str, value: Any) -> Callable[[dict[str, Any]], None]
         (_without("detail", "instance-id"), "field 'detail.instance-id' is missing"),
         (_set("detail", "instance-id", 42), "field 'detail.instance-id' is a int, not a string"),
         (_set("detail", "instance-id", " "), "field 'detail.instance-id' is empty"),
+        (_set("detail", "instance-id", "i-0a1b2c3d\x00"), "not an EC2 instance id"),
+        (_set("detail", "instance-id", "arn:aws:ec2:x"), "not an EC2 instance id"),
         (_set("", "time", "yyyy-mm-ddThh:mm:ssZ"), "field 'time' is not an RFC 3339 time"),
         (_without("", "time"), "field 'time' is missing"),
         (_without("", "region"), "field 'region' is missing"),
@@ -179,6 +181,8 @@ def _set(section: str, key: str, value: Any) -> Callable[[dict[str, Any]], None]
         "no-instance-id",
         "instance-id-not-a-string",
         "instance-id-blank",
+        "instance-id-nul-byte",
+        "instance-id-not-an-id",
         "time-unparsable",
         "no-time",
         "no-region",
@@ -199,6 +203,7 @@ def test_parse_event__malformed_spot_event__skip_naming_the_field(
     parsed = parse_event(raw)
 
     assert isinstance(parsed, Skip)
+    assert parsed.malformed
     assert reason in parsed.reason
 
 
@@ -211,7 +216,7 @@ def test_parse_event__malformed_interruption__skip_names_the_event_kind(
     parsed = parse_event(raw)
 
     assert parsed == Skip(
-        "malformed spot-interruption event: field 'detail.instance-id' is missing"
+        "malformed spot-interruption event: field 'detail.instance-id' is missing", malformed=True
     )
 
 
