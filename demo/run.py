@@ -20,6 +20,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from types import FrameType
 from typing import Any, TextIO
@@ -522,15 +523,17 @@ class Demo:
             function = self.state.function
             assert function is not None
             ahead = MIN_DRAIN_TIMEOUT - self.options.stubborn_timeout()
-            marker = {"started_at": time.time() - ahead, "handovers": 0, "heartbeats": 0}
+            # The timeout counts from the event's time; a hand-over's claim of an
+            # earlier start would not move it (the drain holds it against the node).
+            began = datetime.fromtimestamp(time.time() - ahead, UTC)
+            marker = {"time": began.isoformat(timespec="milliseconds"), "ahead": ahead}
             self.state.drain_marker = marker
-            self._event = {**event, "drainer": marker}
+            self._event = {**event, "time": marker["time"]}
             self.view.line(
                 "demo",
                 f"--stubborn-pdb: DRAIN_TIMEOUT_SECONDS={MIN_DRAIN_TIMEOUT} (its minimum); to "
-                f"time out in {self.options.stubborn_timeout():.0f} s, the event carries "
-                f'"drainer": {{"started_at": now - {ahead:.0f}}}, the hand-over marker saying '
-                f"the drain began {ahead:.0f} s ago",
+                f"time out in {self.options.stubborn_timeout():.0f} s, the event's time is "
+                f"set {ahead:.0f} s back, as if the instance began to wait then",
                 "warn",
             )
         self._thread(self._poll_aws, "awssim")

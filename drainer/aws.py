@@ -9,6 +9,13 @@ original botocore error stays attached as `__cause__`.
 Clients are passed in, never created at import time; `make_clients` builds them
 with bounded timeouts and botocore's standard retry mode, so a throttled call is
 retried by botocore before it ever reaches this module.
+
+It is also the one place that decides whether an error is worth another try: a
+throttled, failing or unreachable service is (`is_transient`: the handler raises
+and Lambda retries the event); an answer that the same call gets again, an unknown
+group or hook, a malformed id, a denied permission, is not (`is_permanent`, raised
+as PermanentAwsError: the drain fails with the message, and the event is not
+retried).
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ from typing import Any, Protocol, TypeAlias
 
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
+from botocore.parsers import ResponseParserError
 
 from drainer.backoff import Backoff
 from drainer.errors import (
@@ -32,8 +40,9 @@ from drainer.errors import (
     DrainerError,
     InstanceNotFound,
     LifecycleActionGone,
+    PermanentAwsError,
 )
-from drainer.events import LifecycleEvent
+from drainer.events import LIFECYCLE_ACTION_MAX_SECONDS, LifecycleEvent
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +58,7 @@ CLUSTER_NAME_TAG = "eks:cluster-name"
 CLUSTER_TAG_PREFIX = "kubernetes.io/cluster/"
 ASG_NAME_TAG = "aws:autoscaling:groupName"
 LIFECYCLE_RESULTS = ("CONTINUE", "ABANDON")
-MAX_GLOBAL_TIMEOUT = 172800
+MAX_GLOBAL_TIMEOUT = LIFECYCLE_ACTION_MAX_SECONDS
 """48 hours: the longest a lifecycle action may last, heartbeats or not."""
 # EKS cluster names (CreateCluster's documented pattern).
 _CLUSTER_NAME = re.compile(r"[0-9A-Za-z][A-Za-z0-9_-]{0,99}")
@@ -74,8 +83,17 @@ _TRANSIENT_CODES = frozenset(
         "ServerException",
         "ServiceException",
         "EC2ThrottledException",
+        "ResourceContention",
     }
 )
+# Answers of 4xx that another try may not meet: credentials that expired (the
+# runtime refreshes them) or a request signed with a clock that drifted.
+_RETRY_MAY_FIX = frozenset(
+    {"ExpiredToken", "ExpiredTokenException", "RequestExpired", "IDPCommunicationError"}
+)
+AWS_FAILURES = (ClientError, BotoCoreError, ResponseParserError)
+"""What a botocore call raises when AWS failed or refused: an answer with an error
+code, no answer (connection, timeout), or an answer botocore could not read."""
 
 
 class ClientFactory(Protocol):
@@ -215,27 +233,51 @@ def is_transient(error: BaseException) -> bool:
     cause = error.__cause__ if isinstance(error, DrainerError) else error
     if cause is None:
         return False
-    if isinstance(cause, BotoCoreError):
+    if isinstance(cause, BotoCoreError | ResponseParserError):
         return True
     if isinstance(cause, ClientError):
-        status = cause.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
-        return error_code(cause) in _TRANSIENT_CODES or int(status or 0) >= 500
+        return error_code(cause) in _TRANSIENT_CODES or _status(cause) >= 500
     return False
 
 
-def _aws_error(error: ClientError | BotoCoreError, action: str, what: str) -> AwsError:
-    """An AwsError for a failed `action` (an IAM action name) that says what to do."""
+def is_permanent(error: BaseException) -> bool:
+    """True when the same call cannot succeed by being made again: an AWS answer
+    below 500 that is neither throttling nor expired credentials (ValidationError for
+    an unknown group or hook, InvalidInstanceID.Malformed, AccessDenied, ...), or a
+    PermanentAwsError raised here without one (a hook the group does not have).
+
+    Looks through `__cause__`, as `is_transient` does. An error that is neither
+    (a bug, no cause at all) is not permanent: it is raised, as before.
+    """
+    if isinstance(error, PermanentAwsError):
+        return True
+    cause = error.__cause__ if isinstance(error, DrainerError) else error
+    if not isinstance(cause, ClientError) or is_transient(cause):
+        return False
+    return error_code(cause) not in _RETRY_MAY_FIX and _status(cause) < 500
+
+
+def _status(error: ClientError) -> int:
+    return int(error.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
+
+
+def _aws_error(error: Exception, action: str, what: str) -> AwsError:
+    """An AwsError for a failed `action` (an IAM action name) that says what to do; a
+    PermanentAwsError when `is_permanent` says retrying cannot help. `error` is one
+    of AWS_FAILURES."""
+    kind = PermanentAwsError if is_permanent(error) else AwsError
     code = error_code(error)
     if code in _ACCESS_DENIED:
-        return AwsError(
-            f"{what}: access denied ({code}); grant {action} to the function's IAM role"
-        )
+        return kind(f"{what}: access denied ({code}); grant {action} to the function's IAM role")
     if isinstance(error, BotoCoreError):
-        return AwsError(
+        return kind(
             f"{what}: {type(error).__name__}: {error} (after botocore's retries; "
             "check the network path to the AWS endpoint)"
         )
-    return AwsError(f"{what}: {code}: {_error_message(error)}")
+    if isinstance(error, ResponseParserError):
+        first_line = str(error).splitlines()[0] if str(error) else ""
+        return kind(f"{what}: AWS's answer could not be read: {first_line}")
+    return kind(f"{what}: {code}: {_error_message(error)}")
 
 
 aws_error = _aws_error
@@ -284,13 +326,13 @@ def describe_instance(ec2: Client, instance_id: str) -> NodeIdentity:
     try:
         response = ec2.describe_instances(InstanceIds=[instance_id])
     except ClientError as e:
-        if error_code(e).startswith("InvalidInstanceID"):
+        if error_code(e) == "InvalidInstanceID.NotFound":
             raise InstanceNotFound(
                 f"EC2 does not know instance {instance_id} in {ec2.meta.region_name} "
                 "(already gone, or the function runs in another account or region)"
             ) from e
         raise _aws_error(e, "ec2:DescribeInstances", what) from e
-    except BotoCoreError as e:
+    except AWS_FAILURES as e:
         raise _aws_error(e, "ec2:DescribeInstances", what) from e
     instances = [i for r in response.get("Reservations", []) for i in r.get("Instances", [])]
     if not instances:
@@ -345,7 +387,7 @@ def describe_hook(autoscaling: Client, asg_name: str, hook_name: str) -> dict[st
         response = autoscaling.describe_lifecycle_hooks(
             AutoScalingGroupName=asg_name, LifecycleHookNames=[hook_name]
         )
-    except (ClientError, BotoCoreError) as e:
+    except AWS_FAILURES as e:
         raise _aws_error(e, "autoscaling:DescribeLifecycleHooks", what) from e
     for hook in response.get("LifecycleHooks", []):
         if hook.get("LifecycleHookName") == hook_name:
@@ -357,7 +399,7 @@ def lifecycle_hook(autoscaling: Client, asg_name: str, hook_name: str) -> HookIn
     """Describe one lifecycle hook of an Auto Scaling group."""
     hook = describe_hook(autoscaling, asg_name, hook_name)
     if hook is None:
-        raise AwsError(
+        raise PermanentAwsError(
             f"DescribeLifecycleHooks {asg_name}/{hook_name}: Auto Scaling group {asg_name!r} "
             f"has no lifecycle hook {hook_name!r} (deleted while the instance waited?)"
         )
@@ -376,7 +418,7 @@ def asg_tags(autoscaling: Client, asg_name: str) -> dict[str, str]:
     """The Auto Scaling group's tags; empty when the group does not exist (any more)."""
     try:
         response = autoscaling.describe_auto_scaling_groups(AutoScalingGroupNames=[asg_name])
-    except (ClientError, BotoCoreError) as e:
+    except AWS_FAILURES as e:
         raise _aws_error(
             e, "autoscaling:DescribeAutoScalingGroups", f"DescribeAutoScalingGroups {asg_name}"
         ) from e
@@ -468,7 +510,7 @@ def record_heartbeat(autoscaling: Client, event: LifecycleEvent) -> None:
                 f"longer active: {_error_message(e)}"
             ) from e
         raise _aws_error(e, "autoscaling:RecordLifecycleActionHeartbeat", what) from e
-    except BotoCoreError as e:
+    except AWS_FAILURES as e:
         raise _aws_error(e, "autoscaling:RecordLifecycleActionHeartbeat", what) from e
 
 
@@ -496,7 +538,7 @@ def complete_lifecycle_action(autoscaling: Client, event: LifecycleEvent, result
             )
             return False
         raise _aws_error(e, "autoscaling:CompleteLifecycleAction", what) from e
-    except BotoCoreError as e:
+    except AWS_FAILURES as e:
         raise _aws_error(e, "autoscaling:CompleteLifecycleAction", what) from e
     return True
 
@@ -528,7 +570,7 @@ def describe_cluster(eks: Client, name: str) -> ClusterInfo:
                 f"NotificationMetadata, the ASG's {CLUSTER_NAME_TAG} tag or CLUSTER_NAME"
             ) from e
         raise _aws_error(e, "eks:DescribeCluster", f"DescribeCluster {name} in {region}") from e
-    except BotoCoreError as e:
+    except AWS_FAILURES as e:
         raise _aws_error(e, "eks:DescribeCluster", f"DescribeCluster {name} in {region}") from e
     return ClusterInfo(
         name=str(cluster.get("name", name)),
@@ -551,7 +593,7 @@ def invoke_self_async(lambda_client: Client, function_arn: str, payload: Mapping
             InvocationType="Event",
             Payload=json.dumps(payload).encode(),
         )
-    except (ClientError, BotoCoreError) as e:
+    except AWS_FAILURES as e:
         raise _aws_error(e, "lambda:InvokeFunction", what) from e
     status = int(response.get("StatusCode", 0))
     if status != 202:

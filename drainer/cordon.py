@@ -63,8 +63,10 @@ def cordon_patch(
 ) -> tuple[Obj, frozenset[str]]:
     """The merge patch that cordons `node` for a drain, and what it changes that was
     not there before (added to what an earlier drain of the node recorded). A drain
-    begun by EC2's spot events records its `trigger` and deadline (`until`), so that
-    another event for the same instance recognises it (`live_drain`)."""
+    begun by an event (the terminate hook's, EC2's spot events) records its `trigger`
+    and deadline (`until`), so that another event for the same instance recognises
+    it (`live_drain`) and a hand-over is checked against it
+    (workflow.checked_deadline)."""
     added = set(added_by_drainer(node))
     if not (node.get("spec") or {}).get("unschedulable"):
         added.add(ADDED_CORDON)

@@ -24,6 +24,13 @@ class AwsError(DrainerError):
     """An AWS call failed in a way retries did not fix."""
 
 
+class PermanentAwsError(AwsError):
+    """An AWS call refused in a way the same call meets again: an unknown group or
+    hook, a malformed id, a denied permission. Retrying the event cannot help, so the
+    handler ends the drain as failed, naming the cause, instead of raising for Lambda
+    to retry. drainer/aws.py alone decides which errors are permanent."""
+
+
 class InstanceNotFound(DrainerError):
     """EC2 does not know the instance (already gone, or the wrong account/region)."""
 

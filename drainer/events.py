@@ -9,15 +9,26 @@ terminate lifecycle action (a TEST_NOTIFICATION, a launch hook, a stray event, a
 malformed one) becomes a `Skip` with a reason the handler logs. A crash here would
 only make EventBridge redeliver the same bad event.
 
+Every value that reaches an AWS call or a deadline is checked here, once: an
+instance id has EC2's shape, a group, hook or token name holds no control
+character, and every number lies in a window a real event can have. Whatever fails
+is a malformed event (`Skip.malformed`): an error in the log, never a crash, never
+retried.
+
 A drain can outlast one Lambda invocation. The handler then re-invokes the function
 with the original event plus a top-level "drainer" key (`with_handover`), which
-`parse_event` reads back into `LifecycleEvent.handover`.
+`parse_event` reads back into `LifecycleEvent.handover`. Anyone allowed to invoke
+the function can write that key, so it is only a claim: its numbers are bounded
+here, and the drain's deadline never comes from it (workflow.checked_deadline holds
+it against the node's own record).
 """
 
 from __future__ import annotations
 
 import copy
 import math
+import re
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -36,6 +47,20 @@ TERMINATING = "autoscaling:EC2_INSTANCE_TERMINATING"
 LAUNCHING = "autoscaling:EC2_INSTANCE_LAUNCHING"
 TEST_NOTIFICATION = "autoscaling:TEST_NOTIFICATION"
 HANDOVER_KEY = "drainer"
+LIFECYCLE_ACTION_MAX_SECONDS = 172800
+"""48 hours: the longest a lifecycle action may last, heartbeats or not (the hook's
+GlobalTimeout is at most this)."""
+CLOCK_SKEW_SECONDS = 300.0
+"""How far two clocks (EventBridge's event time, the invocation that wrote a
+hand-over, this one) may disagree before a time is taken as wrong: the 5 minutes AWS
+itself tolerates in a signed request."""
+MAX_COUNT = 1_000_000
+"""The bound on a hand-over's counters: far above what 48 hours allow (a hand-over
+every few seconds, a heartbeat every 15 s at the most)."""
+INSTANCE_ID = re.compile(r"i-(?:[0-9a-f]{8}|[0-9a-f]{17})")
+"""An EC2 instance id: i- and 8 (older instances) or 17 hex digits."""
+AWS_NAME_MAX = 255
+"""The longest Auto Scaling group, lifecycle hook or action token name AWS accepts."""
 
 
 @dataclass(frozen=True)
@@ -107,6 +132,9 @@ class Skip:
     """An event the drainer does not act on, and why (for the log)."""
 
     reason: str
+    malformed: bool = False
+    """The event claims to be one the drainer acts on but a field is missing, of the
+    wrong type or out of bounds: logged as an error, never retried."""
 
 
 TERMINATE_HOOK_TRIGGER = "terminate-hook"
@@ -217,10 +245,11 @@ class _Malformed(Exception):
 
 
 def parse_event(
-    event: object,
+    event: object, *, now: float | None = None
 ) -> LifecycleEvent | SpotEvent | SelfCheckEvent | HookSyncEvent | Skip:
     """Turn an invocation event into a LifecycleEvent (or a spot event, a self-check
-    or a hook sync), or a Skip saying why not."""
+    or a hook sync), or a Skip saying why not. `now` (epoch seconds, the clock's
+    when None) bounds a hand-over's times."""
     if not isinstance(event, dict):
         return Skip(f"event is a {type(event).__name__}, not a JSON object")
     if "self_check" in event:
@@ -255,23 +284,26 @@ def parse_event(
     if transition != TERMINATING:
         return Skip(f"detail.LifecycleTransition is {transition!r}, not {TERMINATING!r}")
     try:
+        event_time = _required(event, "time")
         return LifecycleEvent(
-            instance_id=_required(detail, "EC2InstanceId", "detail."),
-            asg_name=_required(detail, "AutoScalingGroupName", "detail."),
-            hook_name=_required(detail, "LifecycleHookName", "detail."),
-            action_token=_required(detail, "LifecycleActionToken", "detail."),
+            instance_id=_instance_id(detail, "EC2InstanceId"),
+            asg_name=_aws_name(detail, "AutoScalingGroupName"),
+            hook_name=_aws_name(detail, "LifecycleHookName"),
+            action_token=_aws_name(detail, "LifecycleActionToken"),
             transition=transition,
             notification_metadata=_optional(detail, "NotificationMetadata", "detail."),
             event_id=_required(event, "id"),
-            event_time=_required(event, "time"),
+            event_time=event_time,
             region=_required(event, "region"),
             account=_required(event, "account"),
-            handover=_handover(event.get(HANDOVER_KEY)),
+            handover=_handover(
+                event.get(HANDOVER_KEY), _epoch(event_time), time.time() if now is None else now
+            ),
             origin=_optional(detail, "Origin", "detail."),
             destination=_optional(detail, "Destination", "detail."),
         )
     except _Malformed as malformed:
-        return Skip(f"malformed lifecycle event: {malformed}")
+        return Skip(f"malformed lifecycle event: {malformed}", malformed=True)
 
 
 _SPOT_KINDS = {
@@ -283,11 +315,11 @@ _SPOT_KINDS = {
 def _spot_event(event: dict[str, Any], kind: SpotKind) -> SpotEvent | Skip:
     detail = event.get("detail")
     if not isinstance(detail, dict):
-        return Skip("field 'detail' is missing or not an object")
+        return Skip("field 'detail' is missing or not an object", malformed=True)
     try:
         parsed = SpotEvent(
             kind=kind,
-            instance_id=_required(detail, "instance-id", "detail."),
+            instance_id=_instance_id(detail, "instance-id"),
             event_id=_required(event, "id"),
             event_time=_required(event, "time"),
             region=_required(event, "region"),
@@ -295,9 +327,9 @@ def _spot_event(event: dict[str, Any], kind: SpotKind) -> SpotEvent | Skip:
             instance_action=_optional(detail, "instance-action", "detail."),
         )
     except _Malformed as malformed:
-        return Skip(f"malformed {kind} event: {malformed}")
+        return Skip(f"malformed {kind} event: {malformed}", malformed=True)
     if parsed.issued_at is None:
-        return Skip(f"malformed {kind} event: field 'time' is not an RFC 3339 time")
+        return Skip(f"malformed {kind} event: field 'time' is not an RFC 3339 time", malformed=True)
     return parsed
 
 
@@ -328,24 +360,98 @@ def _optional(source: Mapping[str, Any], key: str, prefix: str = "") -> str:
     return value
 
 
-def _handover(raw: object) -> Handover | None:
+def _instance_id(detail: Mapping[str, Any], key: str) -> str:
+    """An EC2 instance id, checked before any AWS call sees it (a NUL byte in one once
+    crashed botocore's parser of EC2's answer)."""
+    value = _required(detail, key, "detail.")
+    if not INSTANCE_ID.fullmatch(value):
+        raise _Malformed(
+            f"field 'detail.{key}' is {_shown(value)}, not an EC2 instance id "
+            "(i- followed by 8 or 17 hex digits)"
+        )
+    return value
+
+
+def _aws_name(detail: Mapping[str, Any], key: str) -> str:
+    """A name the drainer passes to Auto Scaling as it is: at most AWS_NAME_MAX
+    characters, none of them a control character (AWS's own pattern for them)."""
+    value = _required(detail, key, "detail.")
+    if len(value) > AWS_NAME_MAX or any(_not_xml(c) for c in value):
+        raise _Malformed(
+            f"field 'detail.{key}' is {_shown(value)}: control characters or more than "
+            f"{AWS_NAME_MAX} characters, which AWS does not accept"
+        )
+    return value
+
+
+def _not_xml(c: str) -> bool:
+    """A character outside AWS's pattern for these names (XML's): a C0 control but tab
+    and line ends, a lone surrogate (it would not even encode), U+FFFE or U+FFFF."""
+    return (c < " " and c not in "\t\n\r") or "\ud800" <= c <= "\udfff" or c in "\ufffe\uffff"
+
+
+def _shown(value: str) -> str:
+    """A field's value for a log line: escaped and cut short."""
+    return repr(value[:40] + ("..." if len(value) > 40 else ""))
+
+
+def _handover(raw: object, event_time: float | None, now: float) -> Handover | None:
+    """The hand-over claim, its numbers bounded: a start no earlier than the event
+    (less the clock skew), not in the future, not older than a lifecycle action can
+    live; counters that fit in 48 hours."""
     if raw is None:
         return None
     where = f"field '{HANDOVER_KEY}'"
     if not isinstance(raw, dict):
         raise _Malformed(f"{where} is a {type(raw).__name__}, not an object")
-    started_at = raw.get("started_at")
-    if (
-        isinstance(started_at, bool)
-        or not isinstance(started_at, int | float)
-        or not math.isfinite(started_at)
-        or started_at <= 0
-    ):
-        raise _Malformed(f"{where}.started_at must be positive epoch seconds, got {started_at!r}")
+    started_at = _seconds(raw.get("started_at"))
+    if started_at is None:
+        raise _Malformed(
+            f"{where}.started_at must be positive epoch seconds, got {_number(raw, 'started_at')}"
+        )
+    earliest = now - LIFECYCLE_ACTION_MAX_SECONDS - CLOCK_SKEW_SECONDS
+    if event_time is not None:
+        earliest = max(earliest, event_time - CLOCK_SKEW_SECONDS)
+    if not earliest <= started_at <= now + CLOCK_SKEW_SECONDS:
+        raise _Malformed(
+            f"{where}.started_at {started_at:.0f} is {_window(started_at, event_time, now)}: "
+            "not the start of this lifecycle action's drain"
+        )
     counts = []
     for key in ("handovers", "heartbeats"):
         value = raw.get(key)
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise _Malformed(f"{where}.{key} must be a non-negative integer, got {value!r}")
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_COUNT:
+            raise _Malformed(
+                f"{where}.{key} must be an integer from 0 to {MAX_COUNT}, got {_number(raw, key)}"
+            )
         counts.append(value)
-    return Handover(started_at=float(started_at), handovers=counts[0], heartbeats=counts[1])
+    return Handover(started_at=started_at, handovers=counts[0], heartbeats=counts[1])
+
+
+def _seconds(value: object) -> float | None:
+    """Positive, finite epoch seconds as a float; None for anything else (a huge int
+    does not fit a float: OverflowError, caught here)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    try:
+        seconds = float(value)
+    except OverflowError:
+        return None
+    return seconds if math.isfinite(seconds) and seconds > 0 else None
+
+
+def _number(raw: Mapping[str, Any], key: str) -> str:
+    """A claimed number for the log line, never thousands of digits long."""
+    value = raw.get(key)
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > 10**15:
+        return f"an integer of {len(str(abs(value)))} digits"
+    return _shown(value) if isinstance(value, str) else repr(value)[:40]
+
+
+def _window(started_at: float, event_time: float | None, now: float) -> str:
+    """Which bound a hand-over's start broke, in words."""
+    if started_at > now + CLOCK_SKEW_SECONDS:
+        return f"{started_at - now:.0f} s in the future"
+    if event_time is not None and started_at < event_time - CLOCK_SKEW_SECONDS:
+        return f"{event_time - started_at:.0f} s before the event's own time"
+    return f"{now - started_at:.0f} s ago, longer than a lifecycle action lives"

@@ -113,10 +113,9 @@ def lambda_handler(event: Any, context: Any) -> dict[str, Any]:
         log.error("invalid settings, nothing done: %s", e)
         raise
     logs.reset()
-    parsed = parse_event(event)
+    parsed = parse_event(event, now=time.time())
     if isinstance(parsed, Skip):
-        log.info("event skipped: %s", parsed.reason)
-        return {"result": "skipped", "reason": parsed.reason}
+        return _skipped(parsed)
     if isinstance(parsed, SelfCheckEvent):
         clients, kube_factory = _aws(settings, os.environ.get("AWS_REGION", ""))
         return self_check(parsed, settings, clients, kube_factory)
@@ -147,6 +146,24 @@ def lambda_handler(event: Any, context: Any) -> dict[str, Any]:
         kube_factory=kube_factory,
         invocation=invocation,
     )
+
+
+def _skipped(skip: Skip) -> dict[str, Any]:
+    """An event not acted on. A malformed one is an error in the log, but returned,
+    not raised: Lambda would only run the same bad event again."""
+    if skip.malformed:
+        log.error("malformed event, nothing done (not retried): %s", skip.reason)
+        return {"result": "skipped", "reason": skip.reason, "malformed": True}
+    log.info("event skipped: %s", skip.reason)
+    return {"result": "skipped", "reason": skip.reason}
+
+
+def _permanent(error: AwsError) -> Run:
+    """A drain that an AWS error no retry can fix stopped (aws.is_permanent): a failed
+    run naming it, which the handler ends like any other (its error line, end line,
+    metrics), instead of raising for Lambda to run the same event into the same
+    error."""
+    return Run(Result.FAILED, f"{error} (permanent: the event is not retried)")
 
 
 def self_check(
@@ -200,18 +217,18 @@ def handle(
     try:
         run = drain_instance(event, settings, clients, kube_factory, invocation, on_start=on_start)
     except AwsError as e:
-        # AWS failed beyond botocore's retries: raise so Lambda retries the event
-        # (the drain is safe to repeat); the hook's heartbeat timeout is the backstop.
-        log.error("AWS call failed; the invocation will be retried: %s", e)
-        raise
+        if not aws.is_permanent(e):
+            # AWS failed beyond botocore's retries: raise so Lambda retries the event
+            # (the drain is safe to repeat); the hook's heartbeat timeout is the backstop.
+            log.error("AWS call failed; the invocation will be retried: %s", e)
+            raise
+        run = _permanent(e)
     if run.result == Result.HANDED_OVER:
         run = _hand_over(run, raw_event, clients, invocation)
     result = lifecycle_result(run.result, settings)
     completed = None
     if result is not None and not run.action_gone:
-        completed = aws.complete_lifecycle_action(clients.autoscaling, event, result)
-        if not completed:
-            log.info("the lifecycle action was already completed or timed out; nothing to do")
+        completed = _complete(clients, event, result)
     elif result is not None:
         completed = False
     _log_outcome(run, result, completed)
@@ -222,6 +239,21 @@ def handle(
         summary["heartbeats_total"] = event.handover.heartbeats + run.heartbeats
         summary["drain_seconds_total"] = round(time.time() - event.handover.started_at, 3)
     return _finish(run, summary, event, settings, clients)
+
+
+def _complete(clients: aws.AwsClients, event: LifecycleEvent, result: str) -> bool:
+    """Complete the lifecycle action; False when it is gone or AWS refuses for good
+    (logged), raised for Lambda to retry when AWS fails for now."""
+    try:
+        completed = aws.complete_lifecycle_action(clients.autoscaling, event, result)
+    except AwsError as e:
+        if not aws.is_permanent(e):
+            raise
+        log.error("could not complete the lifecycle action with %s: %s", result, e)
+        return False
+    if not completed:
+        log.info("the lifecycle action was already completed or timed out; nothing to do")
+    return completed
 
 
 def handle_spot(
@@ -235,13 +267,25 @@ def handle_spot(
     """A spot interruption warning or rebalance recommendation (drainer/spot.py): no
     lifecycle action to complete; EC2 decides the instance's end."""
     started = time.monotonic()
-    found = spot.target(event, settings, clients)
+    try:
+        found = spot.target(event, settings, clients)
+    except AwsError as e:
+        if not aws.is_permanent(e):
+            raise
+        # Not even known to be one of ours: no drain, so no end line or notice.
+        message = _permanent(e).message
+        log.error("spot event not acted on: %s", message)
+        return {"result": str(Result.FAILED), "message": message}
     if isinstance(found, Skip):
-        log.info("event skipped: %s", found.reason)
-        return {"result": "skipped", "reason": found.reason}
+        return _skipped(found)
     if settings.notify_on_start:
         _notify(settings, clients, notices.spot_start_notice(found, found.cluster))
-    run = spot.drain(found, settings, clients, kube_factory, invocation)
+    try:
+        run = spot.drain(found, settings, clients, kube_factory, invocation)
+    except AwsError as e:
+        if not aws.is_permanent(e):
+            raise
+        run = replace(_permanent(e), cluster=found.cluster)
     _log_outcome(run, None, None)
     summary = _summary(run, None, None, time.monotonic() - started, trigger=str(event.kind))
     return _finish(run, summary, found, settings, clients)

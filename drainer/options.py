@@ -50,9 +50,11 @@ class DrainOptions:
     """How often a pod under more than one budget is tried again (someone may fix them)."""
     watch_timeout_seconds: int = 240
     trigger: str = ""
-    """What began the drain when it is not a scale-in ("spot-interruption", ...): the
-    node's record names it, with the deadline, so a later event for the same
-    instance waits for this drain instead of starting another."""
+    """What began the drain, for the Lambda's drains ("terminate-hook",
+    "spot-interruption", ...; "" from a terminal): the node's record names it, with
+    the deadline, so a later event for the same instance waits for a spot event's
+    drain instead of starting another, and a hand-over of the terminate hook's drain
+    is checked against it."""
     fit_grace_to_deadline: bool = False
     """Cut each eviction's grace period to the time left before the deadline (a spot
     instance is reclaimed then, whatever its pods asked for)."""

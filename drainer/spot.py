@@ -29,7 +29,13 @@ from dataclasses import dataclass, replace
 from drainer import aws, logs
 from drainer.cordon import cordon_patch, live_drain
 from drainer.errors import ClusterNotFound, InstanceNotFound, KubeError
-from drainer.events import SPOT_NOTICE_SECONDS, Skip, SpotEvent, SpotKind
+from drainer.events import (
+    SPOT_NOTICE_SECONDS,
+    TERMINATE_HOOK_TRIGGER,
+    Skip,
+    SpotEvent,
+    SpotKind,
+)
 from drainer.nodes import find_node_object
 from drainer.options import DrainOptions
 from drainer.report import DrainEvent
@@ -199,7 +205,9 @@ def _cordon(tools: Tools, found: SpotTarget, cluster: aws.ClusterInfo) -> Run:
             return Run(Result.NO_NODE, f"no Kubernetes node for instance {identity.instance_id}")
         node = str(current["metadata"]["name"])
         logs.bind(node_name=node)
-        if live_drain(current, tools.clock(), SPOT_TRIGGERS) is not None:
+        # Any drain under way, the terminate hook's too: its record stays as it is.
+        draining = SPOT_TRIGGERS | {TERMINATE_HOOK_TRIGGER}
+        if live_drain(current, tools.clock(), draining) is not None:
             return Run(Result.CORDONED, f"node {node} is being drained already", node=node)
         trigger = str(found.event.kind)
         patch, _ = cordon_patch(current, tools.clock(), trigger=trigger, phase="cordoned")

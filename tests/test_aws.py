@@ -20,6 +20,7 @@ from botocore.exceptions import (
     EndpointConnectionError,
     ReadTimeoutError,
 )
+from botocore.parsers import ResponseParserError
 from botocore.stub import Stubber
 
 from awssim import AwsSim
@@ -30,6 +31,7 @@ from drainer.errors import (
     ClusterNotFound,
     InstanceNotFound,
     LifecycleActionGone,
+    PermanentAwsError,
 )
 from drainer.events import LifecycleEvent, parse_event
 
@@ -131,6 +133,26 @@ def test_describe_instance__empty_reservations__raises_instance_not_found(
             aws.describe_instance(ec2, "i-0abc")
 
 
+def test_describe_instance__malformed_id__permanent_not_instance_not_found(
+    fake_aws_env: None,
+) -> None:
+    ec2 = boto3.client("ec2", region_name=REGION)
+    with Stubber(ec2) as stub:
+        stub.add_client_error("describe_instances", "InvalidInstanceID.Malformed")
+        with pytest.raises(PermanentAwsError, match=r"InvalidInstanceID\.Malformed"):
+            aws.describe_instance(ec2, "i-0abc")
+
+
+def test_describe_instance__unreadable_answer__aws_error_not_a_parser_crash(world: World) -> None:
+    # moto echoes the id in its XML error: a NUL byte makes botocore's parser fail
+    # (parse_event refuses such an id first; this is the boundary's own guard).
+    with pytest.raises(AwsError, match="AWS's answer could not be read") as caught:
+        aws.describe_instance(world.client("ec2"), "i-0a1b2c3d\x00")
+
+    assert isinstance(caught.value.__cause__, ResponseParserError)
+    assert not aws.is_permanent(caught.value)
+
+
 def test_describe_instance__access_denied__says_which_permission(fake_aws_env: None) -> None:
     ec2 = boto3.client("ec2", region_name=REGION)
     with Stubber(ec2) as stub:
@@ -176,8 +198,8 @@ def test_lifecycle_hook__existing_hook__gives_timeouts_and_metadata(world: World
     assert hook.heartbeat_interval == 300
 
 
-def test_lifecycle_hook__unknown_hook__raises_aws_error_naming_it(world: World) -> None:
-    with pytest.raises(AwsError, match="has no lifecycle hook 'other'"):
+def test_lifecycle_hook__unknown_hook__raises_permanent_error_naming_it(world: World) -> None:
+    with pytest.raises(PermanentAwsError, match="has no lifecycle hook 'other'"):
         aws.lifecycle_hook(world.clients.autoscaling, "eks-workers", "other")
 
 
@@ -436,6 +458,62 @@ def test_is_transient__classifies_throttling_5xx_and_connection_errors(
     error: BaseException, transient: bool
 ) -> None:
     assert aws.is_transient(error) is transient
+
+
+@pytest.mark.parametrize(
+    ("error", "permanent"),
+    [
+        # What the same call meets again: the event is not retried.
+        (_client_error("ValidationError"), True),  # an unknown group or hook
+        (_client_error("InvalidInstanceID.Malformed"), True),
+        (_client_error("AccessDenied", status=403), True),
+        (_client_error("UnauthorizedOperation", status=403), True),
+        (_client_error("ResourceNotFoundException", status=404), True),
+        (PermanentAwsError("Auto Scaling group 'g' has no lifecycle hook 'h'"), True),
+        # What another try may not meet: Lambda retries the event.
+        (_client_error("Throttling"), False),
+        (_client_error("ServiceUnavailable", status=503), False),
+        (_client_error("SomethingNew", status=502), False),
+        (_client_error("ExpiredToken"), False),
+        (_client_error("RequestExpired"), False),
+        (EndpointConnectionError(endpoint_url="https://autoscaling.example"), False),
+        (ResponseParserError("Unable to parse response"), False),
+        # Not AWS's answer at all: raised, as before.
+        (RuntimeError("bug"), False),
+        (AwsError("no cause"), False),
+    ],
+)
+def test_is_permanent__refusals_that_a_retry_meets_again(
+    error: BaseException, permanent: bool
+) -> None:
+    assert aws.is_permanent(error) is permanent
+    try:
+        raise AwsError("wrapped") from error
+    except AwsError as wrapped:
+        assert aws.is_permanent(wrapped) is (permanent and not isinstance(error, AwsError))
+
+
+@pytest.mark.parametrize(
+    ("code", "kind"),
+    [("AccessDenied", PermanentAwsError), ("ValidationError", PermanentAwsError)],
+)
+def test_aws_error__permanent_code__raised_as_permanent_aws_error(
+    world: World, code: str, kind: type[AwsError]
+) -> None:
+    world.sim.fail_action("autoscaling", "DescribeLifecycleHooks", code)
+
+    with pytest.raises(kind, match=code):
+        aws.lifecycle_hook(world.client("autoscaling"), "eks-workers", "drain")
+
+
+def test_aws_error__transient_code__plain_aws_error(world: World) -> None:
+    world.sim.fail_action("autoscaling", "DescribeLifecycleHooks", "InternalFailure")
+
+    with pytest.raises(AwsError, match="InternalFailure") as caught:
+        aws.lifecycle_hook(world.client("autoscaling"), "eks-workers", "drain")
+
+    assert not isinstance(caught.value, PermanentAwsError)
+    assert aws.is_transient(caught.value)
 
 
 def test_is_transient__drainer_error__looks_at_its_cause() -> None:

@@ -142,7 +142,7 @@ def test_stubborn_pdb_force_with_handovers__times_out_then_deletes_the_held_pod(
     assert len(summary["invocations"]) >= 2, "a 64 s Lambda hands the drain over"
     assert summary["invocations"][-1]["handover"] >= 1
     assert summary["drainer_result"] == "timed_out"
-    assert summary["drain_marker"]["handovers"] == 0
+    assert summary["drain_marker"]["ahead"] > 0  # the event's time set back
     assert summary["lifecycle"]["result"] == "CONTINUE"
     forced = summary["pods"]["forced"]
     assert [p for p in forced if p.startswith("shop/billing-")], forced

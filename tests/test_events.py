@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from drainer.events import (
+    MAX_COUNT,
     Handover,
     HookSyncEvent,
     LifecycleEvent,
@@ -19,6 +20,11 @@ from drainer.events import (
 )
 
 LoadEvent = Callable[[str], dict[str, Any]]
+EVENT_AT = datetime(2026, 11, 22, 2, 15, 30, tzinfo=UTC).timestamp()
+"""The time of tests/events/terminate*.json."""
+NOW = EVENT_AT + 25 * 3600
+"""The clock these tests parse at: the fixture's hand-over (begun 24 h after its
+event) is one hour old."""
 
 
 def test_parse_event__terminate_fixture__gives_lifecycle_event(load_event: LoadEvent) -> None:
@@ -54,7 +60,7 @@ def test_parse_event__no_metadata_origin_or_destination__are_empty(
 
 
 def test_parse_event__handover_key__gives_handover(load_event: LoadEvent) -> None:
-    parsed = parse_event(load_event("terminate-handover"))
+    parsed = parse_event(load_event("terminate-handover"), now=NOW)
 
     assert isinstance(parsed, LifecycleEvent)
     assert parsed.handover == Handover(started_at=1795400130.25, handovers=2, heartbeats=57)
@@ -174,33 +180,138 @@ def _mutated(event: dict[str, Any], path: str, value: object) -> dict[str, Any]:
         ("drainer", {"started_at": True, "handovers": 0, "heartbeats": 0}, "started_at"),
         ("drainer", {"started_at": -5, "handovers": 0, "heartbeats": 0}, "started_at"),
         ("drainer", {"started_at": float("nan"), "handovers": 0, "heartbeats": 0}, "started_at"),
-        ("drainer", {"started_at": 1.5, "heartbeats": 0}, "handovers must be a non-negative"),
-        ("drainer", {"started_at": 1.5, "handovers": -1, "heartbeats": 0}, "handovers"),
-        ("drainer", {"started_at": 1.5, "handovers": 1.0, "heartbeats": 0}, "handovers"),
-        ("drainer", {"started_at": 1.5, "handovers": 1, "heartbeats": False}, "heartbeats"),
-        ("drainer", {"started_at": 1.5, "handovers": 1}, "heartbeats must be a non-negative"),
+        ("drainer", {"started_at": NOW, "heartbeats": 0}, "handovers must be an integer"),
+        ("drainer", {"started_at": NOW, "handovers": -1, "heartbeats": 0}, "handovers"),
+        ("drainer", {"started_at": NOW, "handovers": 1.0, "heartbeats": 0}, "handovers"),
+        ("drainer", {"started_at": NOW, "handovers": 1, "heartbeats": False}, "heartbeats"),
+        ("drainer", {"started_at": NOW, "handovers": 1}, "heartbeats must be an integer"),
     ],
 )
 def test_parse_event__wrong_or_missing_field__is_skipped_naming_it(
     load_event: LoadEvent, path: str, value: object, reason: str
 ) -> None:
-    parsed = parse_event(_mutated(load_event("terminate"), path, value))
+    parsed = parse_event(_mutated(load_event("terminate"), path, value), now=NOW)
 
     assert isinstance(parsed, Skip)
     assert reason in parsed.reason
+
+
+def _handover(started_at: object, handovers: object = 1, heartbeats: object = 3) -> object:
+    return {"started_at": started_at, "handovers": handovers, "heartbeats": heartbeats}
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "reason"),
+    [
+        # A number too large for a float: OverflowError, uncaught, before.
+        ("drainer", _handover(10**400), "started_at must be positive epoch seconds, got an"),
+        ("drainer", _handover(float("inf")), "started_at must be positive epoch seconds"),
+        # A start before the lifecycle event itself: a forged "started_at: 1".
+        ("drainer", _handover(1), "before the event's own time"),
+        ("drainer", _handover(EVENT_AT - 301), "301 s before the event's own time"),
+        ("drainer", _handover(NOW + 301), "301 s in the future"),
+        ("drainer", _handover(NOW, handovers=10**400), "handovers must be an integer from 0"),
+        ("drainer", _handover(NOW, heartbeats=MAX_COUNT + 1), "heartbeats must be an integer"),
+        ("detail.EC2InstanceId", "i-0a1b2c3d\x00", "not an EC2 instance id"),
+        ("detail.EC2InstanceId", "i-xyz", "'i-xyz', not an EC2 instance id"),
+        ("detail.EC2InstanceId", "i-0a1b2c3d4e5f6071", "not an EC2 instance id"),  # 16 digits
+        ("detail.EC2InstanceId", "i-0A1B2C3D", "not an EC2 instance id"),
+        ("detail.EC2InstanceId", " i-0a1b2c3d", "not an EC2 instance id"),
+        ("detail.AutoScalingGroupName", "eks\x00workers", "which AWS does not accept"),
+        ("detail.AutoScalingGroupName", "g" * 256, "more than 255 characters"),
+        ("detail.LifecycleHookName", "drain\x01", "'detail.LifecycleHookName' is 'drain\\x01'"),
+        ("detail.LifecycleActionToken", "\ud800", "'detail.LifecycleActionToken' is"),
+    ],
+    ids=[
+        "started-at-huge-int",
+        "started-at-infinite",
+        "started-at-1",
+        "started-at-before-the-event",
+        "started-at-in-the-future",
+        "handovers-huge",
+        "heartbeats-past-the-bound",
+        "instance-id-nul-byte",
+        "instance-id-not-hex",
+        "instance-id-16-digits",
+        "instance-id-upper-case",
+        "instance-id-blank-before",
+        "group-nul-byte",
+        "group-too-long",
+        "hook-control-character",
+        "token-lone-surrogate",
+    ],
+)
+def test_parse_event__value_out_of_bounds__malformed_naming_it(
+    load_event: LoadEvent, path: str, value: object, reason: str
+) -> None:
+    parsed = parse_event(_mutated(load_event("terminate"), path, value), now=NOW)
+
+    assert isinstance(parsed, Skip)
+    assert parsed.malformed
+    assert reason in parsed.reason
+    assert len(parsed.reason) < 300, "a claimed number is never printed in full"
+
+
+def test_parse_event__hand_over_older_than_a_lifecycle_action_lives__malformed(
+    load_event: LoadEvent,
+) -> None:
+    event = _mutated(load_event("terminate"), "drainer", _handover(EVENT_AT + 10))
+
+    parsed = parse_event(event, now=EVENT_AT + 10 + 48 * 3600 + 301)
+
+    assert isinstance(parsed, Skip) and parsed.malformed
+    assert "longer than a lifecycle action lives" in parsed.reason
+
+
+@pytest.mark.parametrize(
+    ("started_at", "now"),
+    [
+        (EVENT_AT - 300, EVENT_AT),  # the writer's clock 5 minutes behind the event's
+        (EVENT_AT + 300, EVENT_AT),  # or ahead of this invocation's
+        (EVENT_AT + 47 * 3600, EVENT_AT + 48 * 3600),
+    ],
+)
+def test_parse_event__hand_over_within_the_window__accepted(
+    load_event: LoadEvent, started_at: float, now: float
+) -> None:
+    event = _mutated(load_event("terminate"), "drainer", _handover(started_at))
+
+    parsed = parse_event(event, now=now)
+
+    assert isinstance(parsed, LifecycleEvent)
+    assert parsed.handover == Handover(started_at, 1, 3)
+
+
+def test_parse_event__unreadable_event_time__hand_over_bounded_by_now_alone(
+    load_event: LoadEvent,
+) -> None:
+    event = _mutated(load_event("terminate"), "time", "yesterday")
+    event["drainer"] = _handover(NOW - 3600)
+
+    parsed = parse_event(event, now=NOW)
+
+    assert isinstance(parsed, LifecycleEvent)
+    assert parsed.handover == Handover(NOW - 3600, 1, 3)
+
+
+def test_parse_event__eight_digit_instance_id__accepted(load_event: LoadEvent) -> None:
+    parsed = parse_event(_mutated(load_event("terminate"), "detail.EC2InstanceId", "i-12c6146b"))
+
+    assert isinstance(parsed, LifecycleEvent)
+    assert parsed.instance_id == "i-12c6146b"
 
 
 def test_parse_event__integer_started_at__is_accepted_as_float(load_event: LoadEvent) -> None:
     event = _mutated(
         load_event("terminate"),
         "drainer",
-        {"started_at": 1700000000, "handovers": 0, "heartbeats": 0},
+        {"started_at": int(NOW), "handovers": 0, "heartbeats": 0},
     )
 
-    parsed = parse_event(event)
+    parsed = parse_event(event, now=NOW)
 
     assert isinstance(parsed, LifecycleEvent)
-    assert parsed.handover == Handover(1700000000.0, 0, 0)
+    assert parsed.handover == Handover(float(int(NOW)), 0, 0)
     assert isinstance(parsed.handover.started_at, float)
 
 
@@ -227,10 +338,10 @@ def test_with_handover__adds_drainer_key_and_leaves_original_alone(
 
 
 def test_with_handover__round_trips_through_json_and_parse(load_event: LoadEvent) -> None:
-    handover = Handover(started_at=1700000000.5, handovers=3, heartbeats=99)
+    handover = Handover(started_at=NOW - 0.5, handovers=3, heartbeats=99)
 
     payload = json.loads(json.dumps(with_handover(load_event("terminate"), handover)))
-    parsed = parse_event(payload)
+    parsed = parse_event(payload, now=NOW)
 
     assert isinstance(parsed, LifecycleEvent)
     assert parsed.handover == handover
@@ -239,7 +350,7 @@ def test_with_handover__round_trips_through_json_and_parse(load_event: LoadEvent
 def test_with_handover__replaces_an_earlier_handover(load_event: LoadEvent) -> None:
     payload = with_handover(load_event("terminate-handover"), Handover(1795400130.25, 3, 60))
 
-    parsed = parse_event(payload)
+    parsed = parse_event(payload, now=NOW)
 
     assert isinstance(parsed, LifecycleEvent)
     assert parsed.handover == Handover(1795400130.25, 3, 60)

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
-from drainer import handler
-from drainer.errors import SettingsError
+from awssim import AwsSim
+from awssim.world import NodeGroup, create_node_group
+from drainer import aws, handler
+from drainer.errors import AwsError, SettingsError
+from drainer.events import LifecycleEvent, parse_event
 from drainer.report import DrainReport, Outcome
 from drainer.settings import Settings, TimeoutPolicy
 from drainer.workflow import Result, Run
@@ -184,3 +188,197 @@ def test_end_line__no_drain_ran__counts_still_there(handler_lines: _Lines) -> No
     assert fields["result"] == "no_node"
     assert (fields["evicted"], fields["pdb_refusals"], fields["remaining"]) == (0, 0, 0)
     assert (fields["budgets_holding"], fields["left"]) == ([], {})
+
+
+# --- events the handler must end, never raise: malformed, or refused by AWS for good ----
+
+
+def _with(event: dict[str, Any], path: str, value: object) -> dict[str, Any]:
+    """`event` with the dotted `path` set to `value`."""
+    *parents, last = path.split(".")
+    target = event
+    for parent in parents:
+        target = target[parent]
+    target[last] = value
+    return event
+
+
+def _handover(started_at: object) -> dict[str, object]:
+    return {"started_at": started_at, "handovers": 1, "heartbeats": 4}
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "reason"),
+    [
+        # OverflowError, uncaught, before: Lambda retried the same event.
+        ("drainer", _handover(10**400), "started_at must be positive epoch seconds"),
+        # A forged hand-over: with TIMEOUT_POLICY=force its deadline was long past,
+        # and budget-held pods were force-deleted at once.
+        ("drainer", _handover(1), "before the event's own time"),
+        ("drainer", _handover(float(2**62)), "in the future"),
+        # A botocore parser error, uncaught, before.
+        ("detail.EC2InstanceId", "i-0a1b2c3d\x00", "not an EC2 instance id"),
+        ("detail.AutoScalingGroupName", "eks-workers-a\x00", "which AWS does not accept"),
+    ],
+    ids=["started-at-huge", "started-at-1", "started-at-future", "instance-nul", "group-nul"],
+)
+def test_malformed_lifecycle_event__an_error_in_the_log__returned_not_raised_no_aws_call(
+    load_event: Callable[[str], dict[str, Any]],
+    clean_handler: Callable[..., dict[str, Any]],
+    handler_lines: _Lines,
+    path: str,
+    value: object,
+    reason: str,
+) -> None:
+    event = _with(load_event("terminate"), "time", _now_rfc3339())
+    event = _with(event, path, value)
+
+    # No AWS credentials or endpoint exist here: any AWS call would fail the test.
+    result = clean_handler(event, TIMEOUT_POLICY="force", DRAIN_TIMEOUT_SECONDS="60")
+
+    assert (result["result"], result["malformed"]) == ("skipped", True)
+    assert reason in result["reason"]
+    errors = [r for r in handler_lines.records if r.levelno == logging.ERROR]
+    assert [r.getMessage() for r in errors] == [
+        f"malformed event, nothing done (not retried): {result['reason']}"
+    ]
+
+
+def _now_rfc3339() -> str:
+    from datetime import UTC, datetime
+
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+@dataclass
+class _Aws:
+    clients: aws.AwsClients
+    sim: AwsSim
+    group: NodeGroup
+    event: dict[str, Any]
+
+
+@pytest.fixture
+def moto_group(moto_aws: None) -> _Aws:
+    """A group with a terminate hook (moto + awssim), one instance in Terminating:Wait."""
+    import boto3
+
+    clients = aws.make_clients(boto3.Session(region_name="us-east-1"))
+    group = create_node_group(
+        clients.ec2,
+        clients.autoscaling,
+        asg_name="eks-workers",
+        size=2,
+        hook_name="drain",
+        heartbeat_timeout=600,
+        notification_metadata='{"cluster_name": "prod"}',
+    )
+    sim = AwsSim(region="us-east-1")
+    token = sim.begin_termination(group.asg_name, group.instance_ids[0], group.hook_name)
+    return _Aws(clients, sim, group, sim.event_for(token))
+
+
+def _no_kube(*args: object) -> Any:
+    raise AssertionError("no drain may start: AWS refused before the cluster was known")
+
+
+def _handle(found: _Aws, event: dict[str, Any]) -> dict[str, Any]:
+    parsed = parse_event(event)
+    assert isinstance(parsed, LifecycleEvent), parsed
+    return handler.handle(
+        parsed,
+        raw_event=event,
+        settings=Settings(),
+        clients=found.clients,
+        kube_factory=_no_kube,
+        invocation=None,
+    )
+
+
+@pytest.mark.parametrize(
+    ("fault", "message"),
+    [
+        # The group has no such hook (deleted, or a hand-made event): moto answers an
+        # empty list.
+        (None, "Auto Scaling group 'eks-workers' has no lifecycle hook 'other'"),
+        # AWS answers an unknown group or hook with a ValidationError.
+        (("autoscaling", "DescribeLifecycleHooks", "ValidationError"), "ValidationError"),
+        (
+            ("autoscaling", "DescribeLifecycleHooks", "AccessDenied"),
+            "grant autoscaling:DescribeLifecycleHooks",
+        ),
+        (("ec2", "DescribeInstances", "AccessDenied"), "grant ec2:DescribeInstances"),
+    ],
+    ids=["unknown-hook", "validation-error", "access-denied-autoscaling", "access-denied-ec2"],
+)
+def test_permanent_aws_error__drain_failed_naming_it__returned_not_raised(
+    moto_group: _Aws, handler_lines: _Lines, fault: tuple[str, str, str] | None, message: str
+) -> None:
+    event = moto_group.event
+    if fault is None:
+        event["detail"]["LifecycleHookName"] = "other"
+    else:
+        moto_group.sim.fail_action(*fault)
+
+    summary = _handle(moto_group, event)
+
+    assert summary["result"] == "failed"
+    assert message in summary["message"]
+    assert "permanent: the event is not retried" in summary["message"]
+    errors = [r.getMessage() for r in handler_lines.records if r.levelno == logging.ERROR]
+    assert len(errors) == 1 and errors[0].startswith("drain failed: "), errors
+    assert message in errors[0]
+
+
+def test_permanent_aws_error__the_outcome_table_still_applies(moto_group: _Aws) -> None:
+    moto_group.sim.fail_action("ec2", "DescribeInstances", "AccessDenied")
+
+    summary = _handle(moto_group, moto_group.event)
+
+    # FAILED -> FAILURE_RESULT (ABANDON by default), as for any failed drain.
+    assert (summary["lifecycle_result"], summary["completed"]) == ("ABANDON", True)
+    [call] = moto_group.sim.calls("complete")
+    assert call["LifecycleActionResult"] == "ABANDON"
+
+
+def test_transient_aws_error__raised_for_lambda_to_retry(moto_group: _Aws) -> None:
+    moto_group.sim.fail_action("autoscaling", "DescribeLifecycleHooks", "InternalFailure")
+    moto_group.clients.autoscaling = boto3_client_without_retries("autoscaling")
+
+    with pytest.raises(AwsError, match="InternalFailure") as raised:
+        _handle(moto_group, moto_group.event)
+
+    assert not aws.is_permanent(raised.value)
+
+
+def boto3_client_without_retries(service: str) -> Any:
+    import boto3
+    from botocore.config import Config
+
+    config = Config(retries={"mode": "standard", "total_max_attempts": 1})
+    return boto3.Session(region_name="us-east-1").client(service, config=config)
+
+
+def test_spot_event__permanent_aws_error__failed_naming_it__returned_not_raised(
+    moto_group: _Aws,
+) -> None:
+    from awssim import spot as spot_events
+    from drainer.events import SpotEvent
+
+    raw = spot_events.interruption_warning(
+        "123456789012", "us-east-1", moto_group.group.instance_ids[1]
+    )
+    event = parse_event(raw)
+    assert isinstance(event, SpotEvent)
+    moto_group.sim.fail_action("ec2", "DescribeInstances", "AccessDenied")
+
+    result = handler.handle_spot(
+        event,
+        settings=Settings(),
+        clients=moto_group.clients,
+        kube_factory=_no_kube,
+        invocation=None,
+    )
+
+    assert result["result"] == "failed"
+    assert "grant ec2:DescribeInstances" in result["message"]

@@ -29,7 +29,14 @@ from awssim.world import AMI_ID, create_node_group
 from drainer import aws, notices, spot
 from drainer.cordon import PROGRESS_ANNOTATION, LiveDrain, cordon_patch, live_drain, progress_value
 from drainer.drain import Drain
-from drainer.events import SPOT_NOTICE_SECONDS, Skip, SpotEvent, SpotKind, parse_event
+from drainer.events import (
+    SPOT_NOTICE_SECONDS,
+    TERMINATE_HOOK_TRIGGER,
+    Skip,
+    SpotEvent,
+    SpotKind,
+    parse_event,
+)
 from drainer.kube import Kube
 from drainer.options import DrainOptions
 from drainer.settings import Settings
@@ -168,6 +175,8 @@ def _set(section: str, key: str, value: Any) -> Callable[[dict[str, Any]], None]
         (_without("detail", "instance-id"), "field 'detail.instance-id' is missing"),
         (_set("detail", "instance-id", 42), "field 'detail.instance-id' is a int, not a string"),
         (_set("detail", "instance-id", " "), "field 'detail.instance-id' is empty"),
+        (_set("detail", "instance-id", "i-0a1b2c3d\x00"), "not an EC2 instance id"),
+        (_set("detail", "instance-id", "arn:aws:ec2:x"), "not an EC2 instance id"),
         (_set("", "time", "yyyy-mm-ddThh:mm:ssZ"), "field 'time' is not an RFC 3339 time"),
         (_without("", "time"), "field 'time' is missing"),
         (_without("", "region"), "field 'region' is missing"),
@@ -179,6 +188,8 @@ def _set(section: str, key: str, value: Any) -> Callable[[dict[str, Any]], None]
         "no-instance-id",
         "instance-id-not-a-string",
         "instance-id-blank",
+        "instance-id-nul-byte",
+        "instance-id-not-an-id",
         "time-unparsable",
         "no-time",
         "no-region",
@@ -199,6 +210,7 @@ def test_parse_event__malformed_spot_event__skip_naming_the_field(
     parsed = parse_event(raw)
 
     assert isinstance(parsed, Skip)
+    assert parsed.malformed
     assert reason in parsed.reason
 
 
@@ -211,7 +223,7 @@ def test_parse_event__malformed_interruption__skip_names_the_event_kind(
     parsed = parse_event(raw)
 
     assert parsed == Skip(
-        "malformed spot-interruption event: field 'detail.instance-id' is missing"
+        "malformed spot-interruption event: field 'detail.instance-id' is missing", malformed=True
     )
 
 
@@ -964,3 +976,40 @@ def test_end_notice__spot_instance_in_no_group__text_says_so(load_event: LoadEve
     _, text, _ = notices.end_notice(found, SPOT_SUMMARY)
 
     assert text.splitlines()[0].startswith(f"Instance {INSTANCE} of no group, node ")
+
+
+def test_rebalance_cordon__terminate_hook_drain_under_way__record_left_as_it_is(
+    sim: KubeSim, load_event: LoadEvent
+) -> None:
+    # The hook's drain records its trigger and deadline: a hand-over of it is checked
+    # against them (workflow.checked_deadline), so a rebalance cordon must not
+    # overwrite them.
+    now = time.time()
+    patch, _ = cordon_patch(
+        sim.get("Node", NODE), now, trigger=TERMINATE_HOOK_TRIGGER, until=now + 600
+    )
+    kube = _kube(sim)
+    try:
+        kube.patch_node(NODE, patch)
+    finally:
+        kube.close()
+    before = sim.get("Node", NODE)["metadata"]["annotations"][PROGRESS_ANNOTATION]
+    event = _spot_event(load_event("rebalance"))
+    identity = aws.NodeIdentity(event.instance_id, NODE, "us-east-1a")
+    found = spot.SpotTarget(event, identity, CLUSTER, "eks-spot-workers")
+    tools = Tools(
+        Settings(rebalance_action="cordon"),
+        None,  # type: ignore[arg-type]  # no AWS call on this path
+        lambda cluster, name, settings: _kube(sim),
+        time.time,
+        time.sleep,
+        random.Random(1),
+        None,
+    )
+    cluster = aws.ClusterInfo(CLUSTER, sim.url, "", "ACTIVE", "")
+
+    run = spot._cordon(tools, found, cluster)
+
+    assert run.result == Result.CORDONED
+    assert "being drained already" in run.message
+    assert sim.get("Node", NODE)["metadata"]["annotations"][PROGRESS_ANNOTATION] == before

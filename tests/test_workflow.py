@@ -22,7 +22,14 @@ from realapi import StaticToken
 from awssim import AwsSim
 from awssim.world import NodeGroup, create_node_group
 from drainer import aws, workflow
-from drainer.events import Handover, LifecycleEvent, parse_event, with_handover
+from drainer.cordon import PROGRESS_ANNOTATION, progress_value
+from drainer.events import (
+    TERMINATE_HOOK_TRIGGER,
+    Handover,
+    LifecycleEvent,
+    parse_event,
+    with_handover,
+)
 from drainer.kube import Kube, RetryPolicy
 from drainer.report import DrainReport, Outcome
 from drainer.settings import Settings, TimeoutPolicy
@@ -250,18 +257,157 @@ def test_drain__hook_limit_shorter_than_drain_timeout__deadline_shortened_and_na
     )
 
 
-def test_drain__hand_over__keeps_the_original_start(scene_for: Callable[..., Scene]) -> None:
+# --- a hand-over's claim, held against the node's record ---------------------------------
+
+
+E = WAITED_AT_EPOCH
+FRESH = Deadline(E + 3600, "DRAIN_TIMEOUT_SECONDS (3600 s)")
+"""What a drain beginning now has: DRAIN_TIMEOUT_SECONDS from the event's own time."""
+RECORDED = "the deadline this drain recorded on node n1"
+
+
+def _recorded(annotation: str | None) -> dict[str, Any]:
+    node: dict[str, Any] = {"metadata": {"name": "n1"}}
+    if annotation is not None:
+        node["metadata"]["annotations"] = {PROGRESS_ANNOTATION: annotation}
+    return node
+
+
+def _record(
+    *,
+    until: float,
+    since: float = E + 5,
+    trigger: str = TERMINATE_HOOK_TRIGGER,
+    phase: str = "draining",
+) -> str:
+    return progress_value(phase, frozenset({"cordon"}), trigger=trigger, since=since, until=until)
+
+
+@pytest.mark.parametrize(
+    ("claimed_at", "annotation", "expected"),
+    [
+        # No record (the node never saw this drain): the event's own time decides.
+        (E + 3600, None, FRESH),
+        (E + 3350, None, FRESH),  # a claim of an earlier start is not taken
+        # The record bears the claim out (it keeps whole seconds): the claim holds.
+        (E + 3350.5, _record(until=E + 3350), Deadline(E + 3350.5, "claimed")),
+        # The record disagrees with the claim, either way: the record holds.
+        (E + 3600, _record(until=E + 3400), Deadline(E + 3400, RECORDED)),
+        (E + 3000, _record(until=E + 3400), Deadline(E + 3400, RECORDED)),
+        # Records that are not this drain's, or not a deadline: the event's time decides.
+        (E + 3000, _record(until=E + 3400, trigger="spot-interruption"), FRESH),
+        (E + 3000, _record(until=E + 3400, phase="timed_out"), FRESH),
+        (E + 3000, _record(until=E + 3400, since=E - 301), FRESH),  # an earlier action's
+        (E + 3000, _record(until=E + 500), FRESH),  # past: a stale record
+        (E + 3000, _record(until=E + 4000), FRESH),  # later than any this drain could have
+        (E + 3000, _record(until=10**400), FRESH),
+        (E + 3000, progress_value("draining", frozenset(), trigger=TERMINATE_HOOK_TRIGGER), FRESH),
+        (E + 3000, "not json", FRESH),
+    ],
+    ids=[
+        "no-record",
+        "no-record-earlier-claim",
+        "record-bears-out-claim",
+        "record-later-than-claim",
+        "record-earlier-than-claim",
+        "spot-drains-record",
+        "ended-drains-record",
+        "earlier-actions-record",
+        "record-past",
+        "record-past-fresh",
+        "record-huge-number",
+        "record-without-deadline",
+        "record-unreadable",
+    ],
+)
+def test_checked_deadline__claim_held_against_the_nodes_record__never_earlier_than_fresh_or_record(
+    load_event: Callable[[str], dict[str, Any]],
+    claimed_at: float,
+    annotation: str | None,
+    expected: Deadline,
+) -> None:
+    event = _event(load_event, WAITED_AT)
+    claimed = Deadline(claimed_at, "claimed")
+
+    deadline = workflow.checked_deadline(claimed, FRESH, _recorded(annotation), event, E + 600)
+
+    assert deadline == expected
+
+
+def _handed_over(scene: Scene, handover: Handover) -> LifecycleEvent:
+    event = parse_event(with_handover(scene.raw_event, handover))
+    assert isinstance(event, LifecycleEvent), event
+    return event
+
+
+def test_drain__hand_over_claiming_an_earlier_start__deadline_from_the_event(
+    scene_for: Callable[..., Scene],
+) -> None:
     scene = scene_for()
-    clock = Clock(time.time())
-    began = clock() - 900
-    raw = with_handover(scene.raw_event, Handover(started_at=began, handovers=2, heartbeats=5))
-    event = parse_event(raw)
-    assert isinstance(event, LifecycleEvent)
+    waited_at = scene.event.waiting_since
+    assert waited_at is not None
+    # Within the clock skew a hand-over may show, but before the event itself.
+    event = _handed_over(scene, Handover(started_at=waited_at - 250, handovers=2, heartbeats=5))
 
-    run = scene.drain(Settings(drain_timeout_seconds=3600), clock, event=event)
+    run = scene.drain(Settings(drain_timeout_seconds=3600), Clock(time.time()), event=event)
 
-    assert run.started_at == began
-    assert run.deadline == Deadline(began + 3600, "DRAIN_TIMEOUT_SECONDS (3600 s)")
+    assert run.result == Result.NO_NODE  # no node, so no record to bear the claim out
+    assert run.deadline == Deadline(waited_at + 3600, "DRAIN_TIMEOUT_SECONDS (3600 s)")
+
+
+def _guarded_pod(scene: Scene) -> str:
+    """A pod on the instance's node that its budget never lets go."""
+    from testbed import workloads as w
+    from testbed.cluster import Cluster
+    from testbed.world import pods_on, wait_until
+
+    node = scene.node_name
+    _node(scene.kubesim, node)
+    scene.kubesim.apply(
+        [
+            w.bare_pod("guarded", node=node, labels={"app": "guarded"}),
+            w.budget("guard", {"app": "guarded"}, max_unavailable=0),
+        ]
+    )
+    cluster = Cluster.of_kubesim(scene.kubesim)
+    wait_until(lambda: pods_on(cluster, node)[0]["status"].get("phase") == "Running")
+    return node
+
+
+def test_drain__hand_overs_under_force__forged_start_never_brings_the_force_forward(
+    scene_for: Callable[..., Scene],
+) -> None:
+    scene = scene_for()
+    node = _guarded_pod(scene)
+    waited_at = scene.event.waiting_since
+    assert waited_at is not None
+    settings = Settings(timeout_policy=TimeoutPolicy.FORCE, drain_timeout_seconds=60)
+    # Each invocation drains 2 s, then hands over.
+    short = Invocation(remaining_seconds=lambda: 4.0, function_arn="arn:aws:lambda:x")
+
+    first = scene.drain(settings, time.time, invocation=short)
+    assert first.result == Result.HANDED_OVER, first.message
+    assert first.handover is not None and first.deadline is not None
+    record = scene.kubesim.get("Node", node)["metadata"]["annotations"][PROGRESS_ANNOTATION]
+    assert f'"trigger": "{TERMINATE_HOOK_TRIGGER}"' in record
+    assert f'"until": {int(first.deadline.at)}' in record
+
+    # The hand-over the drain wrote is borne out by the record: the same deadline.
+    second = scene.drain(
+        settings, time.time, event=_handed_over(scene, first.handover), invocation=short
+    )
+    assert second.result == Result.HANDED_OVER, second.message
+    assert second.deadline == first.deadline
+
+    # A forged one claims the drain began before its event: its deadline long past,
+    # the guarded pod force-deleted at once, before.
+    forged = _handed_over(scene, Handover(started_at=waited_at - 250, handovers=3, heartbeats=0))
+    third = scene.drain(settings, time.time, event=forged, invocation=short)
+
+    assert third.result == Result.HANDED_OVER, third.message
+    assert third.deadline is not None and third.deadline.at == first.deadline.at
+    assert third.report is not None and third.report.forced == 0
+    assert scene.kubesim.get("Pod", "guarded", "default") is not None
 
 
 # --- the result of each report -----------------------------------------------------------

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import threading
 import time
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -87,14 +88,14 @@ RECORDS = "reads the API server's request records, which only kubesim keeps"
 def nearly_timed_out(
     event: dict[str, Any], seconds_left: float, timeout: int = 60
 ) -> dict[str, Any]:
-    """The event as a hand-over of a drain that began long enough ago that only
-    `seconds_left` of DRAIN_TIMEOUT_SECONDS remain (60 s is the setting's minimum)."""
+    """The event of a lifecycle action that began long enough ago that only
+    `seconds_left` of DRAIN_TIMEOUT_SECONDS remain (60 s is the setting's minimum):
+    its time set back, to the millisecond, since the timeout counts from the event's
+    time. (A hand-over claiming an earlier start does not do: the drain holds it
+    against the node's record.)"""
     event = dict(event)
-    event["drainer"] = {
-        "started_at": time.time() - (timeout - seconds_left),
-        "handovers": 0,
-        "heartbeats": 0,
-    }
+    began = time.time() - (timeout - seconds_left)
+    event["time"] = datetime.fromtimestamp(began, UTC).isoformat(timespec="milliseconds")
     return event
 
 

@@ -211,7 +211,7 @@ def test_ordinary_pod_never_allowed__critical_pod_evicted_at_the_reserve__before
     budgets.start()
     reserve = 10
     event = nearly_timed_out(world.terminate(instance), 20.0, DRAIN_TIMEOUT)
-    deadline = event["drainer"]["started_at"] + DRAIN_TIMEOUT
+    deadline = datetime.fromisoformat(event["time"]).timestamp() + DRAIN_TIMEOUT
 
     summary = invoke(event, DRAIN_TIMEOUT_SECONDS=DRAIN_TIMEOUT, CRITICAL_RESERVE_SECONDS=reserve)
 

@@ -3,7 +3,6 @@ fails with an error naming the missing permission when any one rule is removed."
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import pytest
@@ -13,6 +12,7 @@ from testbed import workloads as w
 from testbed.world import place_on, rbac_manifests
 
 from .conftest import Invoke
+from .test_faults import nearly_timed_out
 
 
 def _role_rules() -> list[dict[str, Any]]:
@@ -93,11 +93,9 @@ def test_any_rule_removed__drain_fails_naming_the_permission(
         _scenario(world, node)
 
     if env:
-        # 60 s is the shortest DRAIN_TIMEOUT_SECONDS allows: a drain that began 59 s
-        # ago (as a hand-over says) has one second left before the force policy applies.
-        event = world.terminate(instance)
-        event["drainer"] = {"started_at": time.time() - 59, "handovers": 0, "heartbeats": 0}
-        summary = invoke(event, **env)
+        # 60 s is the shortest DRAIN_TIMEOUT_SECONDS allows: a lifecycle action that
+        # began 59 s ago has one second left before the force policy applies.
+        summary = invoke(nearly_timed_out(world.terminate(instance), 1.0), **env)
     else:
         summary = invoke(world.terminate(instance))
 
