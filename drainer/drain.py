@@ -20,7 +20,7 @@ import random
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -61,6 +61,10 @@ MAX_WAIT = 0.25
 """The longest the loop waits in one go. A Python signal handler (the CLI's Ctrl-C)
 runs when the main thread's wait ends, and the kernel may hand SIGINT to any thread:
 without a short wait, Ctrl-C would be seen only at the next timer."""
+
+IN_FLIGHT_WAIT = 5.0
+"""How long a drain that ends early (a fatal error, an interruption, the hand-over
+moment) waits for the answers to eviction requests already sent."""
 
 __all__ = [
     "EXCLUDE_LB_LABEL",
@@ -348,6 +352,7 @@ class Drain:
         limit passes or the drain fails (False)."""
         workers = max(1, self.options.concurrency)
         pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="evict")
+        sent: list[Future[None]] = []
         try:
             while True:
                 step = self._step(limit)
@@ -357,10 +362,14 @@ class Drain:
                     self._recordon()
                 if step.verify and self._verify():
                     return True
-                for entry in step.send:
-                    pool.submit(self._send, entry)
+                sent = [f for f in sent if not f.done()]
+                sent.extend(pool.submit(self._send, entry) for entry in step.send)
         finally:
             pool.shutdown(wait=False, cancel_futures=True)
+            # Requests already sent get their answers (bounded) before the drain ends:
+            # an eviction accepted meanwhile counts in the report and the node's record,
+            # and no line about it comes after the verdict.
+            wait(sent, timeout=IN_FLIGHT_WAIT)
 
     def _step(self, limit: float) -> _Step:
         """One turn: take in what changed, then decide what to send, or wait."""

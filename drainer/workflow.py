@@ -643,7 +643,14 @@ def _drain_once(
         )
         if followed is not None:
             return followed
-        drain = Drain(kube, node, plan.options, clock=tools.clock, on_event=tools.on_event)
+        drain = Drain(
+            kube,
+            node,
+            plan.options,
+            clock=tools.clock,
+            on_event=tools.on_event,
+            node_uid=str(found["metadata"].get("uid") or ""),
+        )
         report = drain.run(deadline.at, stop_at, deadline_source=deadline.source)
     finally:
         kube.close()

@@ -455,3 +455,26 @@ def test_node_replaced_before_the_cordon__the_drain_touches_nothing(
     assert "replaced" in report.stopped_by
     assert not sim.get("Node", NODE)["spec"].get("unschedulable")
     assert not front.requests("POST", "/eviction$")
+
+
+# -- the end: evictions already sent are counted, in the report and on the node ------
+
+
+def test_fatal_error_while_an_eviction_is_in_flight__its_acceptance_counted_in_the_record(
+    sim: KubeSim, front: ApiFront, clock: FakeTime
+) -> None:
+    from kubesim.faults import Fault
+
+    place(sim, k.pod("slow-0", node_name=NODE), k.pod("web-0", namespace="shop", node_name=NODE))
+    # slow-0's eviction is accepted, but its answer takes a second; web-0's meets RBAC.
+    sim.faults.add(Fault(kind="latency", method="POST", path="/pods/slow-0/eviction$", latency=1.0))
+    front.script("POST", eviction_path("shop", "web-0"), rbac_403("web-0", "shop"))
+
+    _, report = drain(front, clock, 60)
+
+    assert report.outcome == Outcome.FAILED
+    assert report.evicted == 1, "the eviction accepted while the drain stopped is counted"
+    record = json.loads(
+        sim.get("Node", NODE)["metadata"]["annotations"]["eks-node-drainer/progress"]
+    )
+    assert (record["phase"], record["evicted"]) == ("failed", 1)
