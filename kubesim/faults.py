@@ -17,6 +17,7 @@ import re
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -142,6 +143,11 @@ class Faults:
     def clear(self) -> None:
         with self._lock:
             self._rules.clear()
+
+    def remove(self, which: Callable[[Fault], bool]) -> None:
+        """Drop the rules `which` selects (a fault lifted while others go on)."""
+        with self._lock:
+            self._rules = [f for f in self._rules if not which(f)]
 
     def reset(self) -> None:
         with self._lock:

@@ -26,11 +26,12 @@ import pytest
 
 from drainer import handler, logs
 from kubesim import KubeSim
+from kubesim.faults import Fault
 from kubesim.selectors import labels_match, selector_from_object
 from testbed import LambdaContext, World
 from testbed import workloads as w
 from testbed.cluster import ApiError, Cluster, Outage
-from testbed.world import is_pod_ready, place_on
+from testbed.world import is_pod_ready, place_on, wait_until
 
 SPEED = 20.0
 CLUSTER_NAME = "demo"
@@ -449,3 +450,100 @@ def place_guarded(world: World, replicas: int) -> str:
         ],
     )
     return node
+
+
+# -- an admission policy ----------------------------------------------------------
+
+POLICY = "pinned-pods"
+POLICY_MESSAGE = "this pod is pinned by the operators"
+
+
+def deny_evictions(world: World, pods: set[str], user: str = "") -> Callable[[], None]:
+    """An admission policy that refuses the evictions of `pods` (namespace/name) with
+    reason Forbidden (403), as Gatekeeper or Kyverno would: a ValidatingAdmissionPolicy
+    and its binding on the real control plane; on kubesim, which has no CEL, the
+    answer the real policy gives, injected per pod. Returns the clean-up."""
+    names = sorted(p.split("/")[1] for p in pods)
+    if world.cluster.backend == "kubesim":
+        sim = world.cluster.kubesim
+        for name in names:
+            sim.faults.add(
+                Fault(
+                    kind="status",
+                    method="POST",
+                    path=f"/pods/{name}/eviction$",
+                    status=403,
+                    reason="Forbidden",
+                    message=f'pods "{name}" is forbidden: ValidatingAdmissionPolicy '
+                    f"'{POLICY}' with binding '{POLICY}' denied request: {POLICY_MESSAGE}",
+                    user=user,
+                )
+            )
+        return lambda: sim.faults.remove(lambda f: f.message.endswith(POLICY_MESSAGE))
+    client = world.cluster.client
+    group = "/apis/admissionregistration.k8s.io/v1"
+    listed = ", ".join(f"'{n}'" for n in names)
+    client.call(
+        "POST",
+        f"{group}/validatingadmissionpolicies",
+        body={
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingAdmissionPolicy",
+            "metadata": {"name": POLICY},
+            "spec": {
+                "failurePolicy": "Fail",
+                "matchConstraints": {
+                    "resourceRules": [
+                        {
+                            "apiGroups": [""],
+                            "apiVersions": ["v1"],
+                            "operations": ["CREATE"],
+                            "resources": ["pods/eviction"],
+                        }
+                    ]
+                },
+                "validations": [
+                    {
+                        "expression": f"!(object.metadata.name in [{listed}])",
+                        "message": POLICY_MESSAGE,
+                        "reason": "Forbidden",
+                    }
+                ],
+            },
+        },
+    )
+    client.call(
+        "POST",
+        f"{group}/validatingadmissionpolicybindings",
+        body={
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingAdmissionPolicyBinding",
+            "metadata": {"name": POLICY},
+            "spec": {"policyName": POLICY, "validationActions": ["Deny"]},
+        },
+    )
+    namespace, name = sorted(pods)[0].split("/")
+
+    def refused() -> bool:  # the policy is in force once a dry-run eviction meets it
+        try:
+            client.call(
+                "POST",
+                f"/api/v1/namespaces/{namespace}/pods/{name}/eviction",
+                query={"dryRun": "All"},
+                body={
+                    "apiVersion": "policy/v1",
+                    "kind": "Eviction",
+                    "metadata": {"name": name, "namespace": namespace},
+                },
+            )
+        except ApiError as e:
+            return e.status == 403
+        return False
+
+    wait_until(refused, timeout=20)
+
+    def clean_up() -> None:
+        for kind in ("validatingadmissionpolicybindings", "validatingadmissionpolicies"):
+            client.call("DELETE", f"{group}/{kind}/{POLICY}")
+
+    return clean_up

@@ -9,8 +9,9 @@ backend (`make chaos SEEDS=N`); `make test` runs the first few (SEEDS_IN_MAKE_TE
 The workload, drawn per seed: 1 to 3 deployments under budgets of every kind (none,
 maxUnavailable 1 or 2, minAvailable n-1, 50%), with start-up and shutdown times; by
 chance a StatefulSet quorum under its budget, a critical DNS pod, a DaemonSet, a
-namespace of its own (which may be deleted mid-drain) and a pod whose finalizer
-nobody removes.
+namespace of its own (which may be deleted mid-drain), a pod whose finalizer
+nobody removes, and an agent that tolerates every taint (its replacements land
+back on the cordoned node).
 
 Faults, each drawn or not per seed:
 - API (kubesim's fault rules, kubesim/faults.py): 5xx bursts and 429 with
@@ -22,7 +23,9 @@ Faults, each drawn or not per seed:
   mid-drain;
 - workload, at a random moment of the drain: the node uncordoned by someone else, a
   pod created on the node, a pod deleted from it, replicas scaled, a budget edited,
-  the namespace deleted.
+  the namespace deleted;
+- admission: a policy refusing one pod's eviction (a ValidatingAdmissionPolicy on
+  the real backend, its answer injected on kubesim), lifted after a while or never.
 
 Invariants:
 - no budget taken below its minimum by an eviction (BudgetWatcher's own history;
@@ -31,7 +34,10 @@ Invariants:
 - a node reported drained has no pod left that the filters would evict;
 - the drain over by its deadline plus a margin;
 - no traceback in the drainer's log; the node's record names how it ended, and the
-  node is left cordoned unless someone uncordoned it after the end.
+  node is left cordoned unless someone uncordoned it after the end;
+- a pod an admission policy refuses is never evicted (and named as left, with the
+  policy's message, when the drain times out); a pod that tolerates the cordon is
+  evicted at most once per pod that was on the node, its replacements left.
 """
 
 from __future__ import annotations
@@ -57,7 +63,7 @@ from testbed import workloads as w
 from testbed.cluster import ApiError, Outage
 from testbed.world import place_on, pods_on
 
-from .conftest import BudgetWatcher, Invoke, LogCapture, backends
+from .conftest import POLICY_MESSAGE, BudgetWatcher, Invoke, LogCapture, backends, deny_evictions
 
 DRAINER = "eks-node-drainer"
 DEADLINE = 60  # DRAIN_TIMEOUT_SECONDS' minimum
@@ -131,6 +137,48 @@ def _workload(rng: random.Random) -> list[dict[str, Any]]:
         objects.append(w.deployment("cart", 2, namespace=TEAM, shutdown=0.5))
         objects.append(w.budget("cart", {"app": "cart"}, namespace=TEAM, max_unavailable=1))
     return objects
+
+
+TOLERANT = "tolerant"
+
+
+def _tolerant_agent(rng: random.Random) -> list[dict[str, Any]]:
+    """Maybe an agent whose pods tolerate every taint, the cordon's too (drawn from
+    its own generator, so the older draws of every seed stay as they were)."""
+    if rng.random() >= 0.3:
+        return []
+    agent = w.deployment(TOLERANT, rng.randint(1, 2), shutdown=0.5)
+    agent["spec"]["template"]["spec"]["tolerations"] = [{"operator": "Exists"}]
+    # Pinned to the node's pool: every replacement is scheduled back onto it.
+    agent["spec"]["template"]["spec"]["nodeSelector"] = {"pool": TOLERANT}
+    return [agent]
+
+
+def _denial(rng: random.Random, pods: list[dict[str, Any]]) -> tuple[str, float | None] | None:
+    """Maybe (namespace/name of a pod on the node, seconds until lifted or None for
+    never) for an admission policy that refuses that pod's eviction."""
+    if rng.random() >= 0.3:
+        return None
+    candidates = sorted(
+        f"{p['metadata']['namespace']}/{p['metadata']['name']}"
+        for p in pods
+        if (p["metadata"].get("labels") or {}).get("app", "").startswith("app")
+    )
+    if not candidates:
+        return None
+    return rng.choice(candidates), rng.choice([None, 1.0, 3.0])
+
+
+def _evicted_through_the_api(budgets: BudgetWatcher, pod: str) -> bool:
+    """The independent watch saw the eviction API mark the pod (not a deletion)."""
+    return any(
+        f"{e.new['metadata']['namespace']}/{e.new['metadata']['name']}" == pod
+        and any(
+            c.get("type") == "DisruptionTarget" and c.get("reason") == "EvictionByEvictionAPI"
+            for c in (e.new.get("status") or {}).get("conditions") or []
+        )
+        for e in budgets.pod_events()
+    )
 
 
 def _api_faults(rng: random.Random) -> list[dict[str, Any]]:
@@ -282,15 +330,24 @@ def test_seeded_chaos__invariants_hold(
     budgets: BudgetWatcher,
 ) -> None:
     rng = random.Random(seed)
+    later = random.Random(f"{seed}:admission-and-tolerance")  # draws added since
     instance = world.instance_ids[0]
     node = world.nodes[instance]
     objects = _workload(rng)
     held = rng.random() < 0.3
     if held:
         objects.append(w.bare_pod(f"held-{seed}", node=node, grace=1, finalizers=[HELD]))
+    agent = _tolerant_agent(later)
+    if agent:
+        world.cluster.patch("Node", node, {"metadata": {"labels": {"pool": TOLERANT}}})
+    objects += agent
     # A loaded host and a controller-manager just restarted by the seed before: the
     # workload may take longer than place_on's usual 10 s to be Ready.
     place_on(world, node, objects, timeout=30.0)
+    on_node = pods_on(world.cluster, node)
+    tolerant = sum(1 for p in on_node if (p["metadata"].get("labels") or {}).get("app") == TOLERANT)
+    denial = _denial(later, on_node)
+    lift = deny_evictions(world, {denial[0]}, user=DRAINER) if denial else None
     budgets.start()  # from here on: every pod Ready, every budget met
     api = _api_faults(rng)
     changes = _workload_faults(rng, objects)
@@ -316,21 +373,50 @@ def test_seeded_chaos__invariants_hold(
     threads += [
         someone.later(delay, f"restart:{name}", _restart(world, name, rng)) for delay, name in plane
     ]
+    if lift is not None and denial is not None and denial[1] is not None:
+        threads.append(someone.later(denial[1], "admission:lifted", lift))
     started = time.monotonic()
-    summary = invoke(
-        world.terminate(instance),
-        DRAIN_TIMEOUT_SECONDS=DEADLINE,
-        STUCK_POD_SECONDS=1,  # the held pod: past its grace, it stops blocking
-    )
-    seconds = time.monotonic() - started
-    for thread in threads:
-        thread.join(30)
+    try:
+        summary = invoke(
+            world.terminate(instance),
+            DRAIN_TIMEOUT_SECONDS=DEADLINE,
+            STUCK_POD_SECONDS=1,  # the held pod: past its grace, it stops blocking
+        )
+        seconds = time.monotonic() - started
+        for thread in threads:
+            thread.join(30)
+    finally:
+        if lift is not None:
+            lift()
     other = [f"plane:restart/{name}" for _, name in plane] + (
         ["api:token-expiry"] if expiry else []
     )
+    if denial is not None:
+        other.append("admission:denied" if denial[1] is None else "admission:denied-then-lifted")
+    if tolerant:
+        other.append("workload:tolerates-cordon")
     checks = _check(
         world, node, seed, backend, summary, seconds, drainer_logs, budgets, someone, changes
     )
+    replay = f"replay: make chaos SEED={seed} BACKEND={backend}"
+    if denial is not None and denial[1] is None:
+        pod = denial[0]
+        assert not _evicted_through_the_api(budgets, pod), (f"{pod} was evicted", replay)
+        if summary["result"] == "timed_out" and pod in summary["left"]:
+            assert POLICY_MESSAGE in summary["left"][pod], (summary["left"], replay)
+        checks += 1
+    if tolerant:
+        evicted = {
+            f"{e.new['metadata']['namespace']}/{e.new['metadata']['name']}"
+            for e in budgets.pod_events()
+            if e.app == TOLERANT and e.evicted
+        }
+        agents = [p for p in evicted if _evicted_through_the_api(budgets, p)]
+        assert len(agents) <= tolerant + 2 * ("scale_up" in someone.done_at), (
+            f"{len(agents)} evictions of the tolerant agent for {tolerant} pods on the node",
+            replay,
+        )
+        checks += 1
     _record(seed, api, changes, summary, backend=backend, other=other, checks=checks)
 
 
@@ -380,6 +466,8 @@ def _check(
             for p in pods_on(world.cluster, node)
             if not p["metadata"].get("deletionTimestamp")
             and not _created_after(p, record["at"])
+            and f"{p['metadata']['namespace']}/{p['metadata']['name']}"
+            not in summary.get("tolerating_cordon", [])
             and not any(
                 o.get("kind") == "DaemonSet" for o in p["metadata"].get("ownerReferences") or []
             )
