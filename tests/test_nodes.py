@@ -1,0 +1,70 @@
+"""The node behind an instance (drainer/nodes.py), against kubesim: by name, by
+hostname label, by providerID; and never a node that belongs to another instance."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from realapi import StaticToken
+
+from drainer.kube import Kube
+from drainer.nodes import find_node
+from kubesim import KubeSim
+
+INSTANCE = "i-0123456789abcdef0"
+OTHER = "i-0fffffffffffffff0"
+DNS = "ip-10-0-1-23.ec2.internal"
+
+
+def node(name: str, instance: str, hostname: str = "") -> dict[str, Any]:
+    labels = {"kubernetes.io/hostname": hostname} if hostname else {}
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": labels},
+        "spec": {"providerID": f"aws:///us-east-1a/{instance}"},
+    }
+
+
+@pytest.fixture
+def sim() -> Iterator[KubeSim]:
+    with KubeSim() as running:
+        yield running
+
+
+@pytest.fixture
+def kube(sim: KubeSim) -> Iterator[Kube]:
+    client = Kube.for_cluster(sim.url, sim.ca_pem, StaticToken(sim.admin_token))
+    yield client
+    client.close()
+
+
+def lookup(kube: Kube) -> str | None:
+    return find_node(kube, DNS, (DNS, DNS.split(".")[0]), "/" + INSTANCE)
+
+
+@pytest.mark.parametrize(
+    ("case", "nodes", "found"),
+    [
+        ("by name", [node(DNS, INSTANCE)], DNS),
+        ("by hostname label", [node("worker-a", INSTANCE, hostname=DNS)], "worker-a"),
+        ("by providerID", [node("worker-b", INSTANCE)], "worker-b"),
+        ("no node", [node("worker-c", OTHER)], None),
+        # The DNS name reused by another instance: that node is another machine.
+        ("name reused by another instance", [node(DNS, OTHER)], None),
+        (
+            "name reused, the instance's node under another name",
+            [node(DNS, OTHER), node("worker-d", INSTANCE)],
+            "worker-d",
+        ),
+        ("hostname label of another instance", [node("worker-e", OTHER, hostname=DNS)], None),
+    ],
+)
+def test_find_node(
+    sim: KubeSim, kube: Kube, case: str, nodes: list[dict[str, Any]], found: str | None
+) -> None:
+    sim.apply(nodes)
+
+    assert lookup(kube) == found, case
