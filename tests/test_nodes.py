@@ -42,7 +42,7 @@ def kube(sim: KubeSim) -> Iterator[Kube]:
 
 
 def lookup(kube: Kube) -> str | None:
-    return find_node(kube, DNS, (DNS, DNS.split(".")[0]), "/" + INSTANCE)
+    return find_node(kube, DNS, (DNS, DNS.split(".", maxsplit=1)[0]), "/" + INSTANCE)
 
 
 @pytest.mark.parametrize(
