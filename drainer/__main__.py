@@ -568,6 +568,10 @@ def _conclude(
     if report.outcome == Outcome.DRY_RUN:
         print(f"dry run: would evict {len(report.would_evict)} pods; nothing changed", file=out)
         return 0
+    if report.outcome == Outcome.NODE_GONE and report.stopped_by:
+        # Replaced mid-drain: the drain of this node did not finish.
+        print(f"node {node} NOT drained: {report.stopped_by}; {summary}", file=out)
+        return 1
     if report.outcome == Outcome.NODE_GONE:
         print(f"node {node} is gone: nothing to drain", file=out)
         return 0

@@ -85,6 +85,9 @@ class _Step:
     recordon: bool = False
     verify: bool = False
     over: bool = False
+    check_name: bool = False
+    """Pods new to the drain wait for one GET of the node (outside the lock): whose is
+    the node's name now?"""
 
 
 class Drain:
@@ -126,6 +129,9 @@ class Drain:
         self._decided: set[tuple[str, str, str]] = set()  # every pod taken in, skipped ones too
         self._recordoned_at = ""  # the node version an uncordon was last undone from
         self._dirty: set[tuple[str, str]] = set()  # pods to look at again, beyond the watch's
+        # Pods new to the drain, admitted once a GET says the node's name is still ours.
+        self._unchecked: dict[tuple[str, str, str], Pod] = {}
+        self._cordoned: dict[str, Any] | None = None  # the node as the cordon left it
         self._stuck_check_at = float("inf")  # when the next terminating pod may be stuck
         self._deadline = float("inf")
         self.report = DrainReport(node)
@@ -176,7 +182,7 @@ class Drain:
             self.node_uid = uid
             until = deadline if trigger else None
             patch, self._added = cordon_patch(node, self.clock(), trigger=trigger, until=until)
-            self._patch_node(patch, dry_run=self.options.dry_run)
+            self._cordoned = self._patch_node(patch, dry_run=self.options.dry_run)
         except KubeNotFound:
             log.info("node %s is gone; nothing to drain", self.node)
             return False
@@ -203,14 +209,14 @@ class Drain:
     def _over(self) -> bool:
         return self._fatal is not None or bool(self.interrupted) or bool(self.replaced_by)
 
-    def _patch_node(self, patch: dict[str, Any], *, dry_run: bool = False) -> None:
+    def _patch_node(self, patch: dict[str, Any], *, dry_run: bool = False) -> dict[str, Any]:
         """Write to the node this drain is of, and to no other: the patch carries the
         node's UID, which the API server refuses to change (a node of the same name
         registered since answers 409 or 422, never takes the write)."""
         if self.node_uid:
             patch = {**patch, "metadata": {**patch.get("metadata", {}), "uid": self.node_uid}}
         try:
-            self.kube.patch_node(self.node, patch, dry_run=dry_run)
+            return self.kube.patch_node(self.node, patch, dry_run=dry_run)
         except KubeError as e:
             if e.status in (409, 422) and self._name_taken():
                 raise KubeNotFound(f"node {self.node} was replaced", 404) from e
@@ -278,7 +284,11 @@ class Drain:
         )
         self._pods.start(pod_list, version)
         self._node = NodeTracker(self.kube, self.node, watch_timeout=timeout, cond=self._cond)
-        self._node.start()
+        if self._cordoned:  # from the node the cordon wrote: replaced() knows it at once
+            version = str(self._cordoned.get("metadata", {}).get("resourceVersion", ""))
+            self._node.start([self._cordoned], version)
+        else:
+            self._node.start()
         self._schedule = Schedule(
             self._budgets, deadline=deadline, reserve=self.options.critical_reserve_seconds
         )
@@ -360,6 +370,8 @@ class Drain:
                     return False
                 if step.recordon:
                     self._recordon()
+                if step.check_name:
+                    self._admit_unchecked()
                 if step.verify and self._verify():
                     return True
                 sent = [f for f in sent if not f.done()]
@@ -383,6 +395,8 @@ class Drain:
                 recordon = self._absorb(now)
                 if self._over():
                     return _Step(over=True)
+                if self._unchecked:
+                    return _Step(check_name=True, recordon=recordon)
                 if schedule.settled():
                     return _Step(verify=True, recordon=recordon)
                 if now >= limit:
@@ -451,12 +465,29 @@ class Drain:
         return self._node.uncordoned() and version != self._recordoned_at
 
     def _take_in(self, listed: list[Pod], now: float) -> None:
-        """Admit the pods of `listed` the drain has not seen yet (hold the lock)."""
-        new = [p for p in listed if (*pods.key(p), pods.uid(p)) not in self._decided]
-        if new and self._name_taken():
-            # A pod bound after the drain began may be the new node's: the node watch
-            # can lag the pod watch, so one GET says whose name it is now.
+        """Note the pods of `listed` the drain has not seen yet, to admit (hold the lock)."""
+        if self.replaced_by:
             return
+        for pod in listed:
+            key = (*pods.key(pod), pods.uid(pod))
+            if key not in self._decided:
+                # A pod bound after the drain began may be a new node's of the same
+                # name (the node watch can lag the pod watch): it waits for one GET
+                # of the node, made outside the lock (_admit_unchecked).
+                self._unchecked[key] = pod
+
+    def _admit_unchecked(self) -> None:
+        """Admit the pods new to the drain once the node's name is still its own."""
+        if self._name_taken():
+            return  # replaced: the loop ends the drain at its next turn
+        with self._cond:
+            new = [p for k, p in self._unchecked.items() if k not in self._decided]
+            self._unchecked.clear()
+            self._admit_new(new, self.clock())
+            self._dirty.update(pods.key(p) for p in new)  # gone meanwhile? look again
+
+    def _admit_new(self, new: list[Pod], now: float) -> None:
+        """Take pods the drain has not seen yet into it (hold the lock)."""
         decisions = [filters.decide(p, self.options.filters) for p in new]
         for decision in decisions:
             self._admit(decision, now, appeared=True)
@@ -511,7 +542,7 @@ class Drain:
                     self._listed_gone.add(key)  # the list is newer than the watch
                     self._dirty.add(pods.key(entry.pod))
             self._take_in(pod_list, now)
-            return self._schedule.settled()
+            return not self._unchecked and self._schedule.settled()
 
     def _recordon(self) -> None:
         """Someone uncordoned the node mid-drain: cordon it again, and say who did it."""
@@ -582,6 +613,7 @@ class Drain:
             if entry.state is State.IN_FLIGHT:
                 self._schedule.accepted(entry, self.clock())
                 self.report.evicted += 1
+                self.report.denied.pop(entry.name, None)  # the policy let it go after all
                 self._emit(Kind.EVICTED, pod=entry.name, refusals=entry.refusals, tier=_tier(entry))
             self._cond.notify_all()
 

@@ -69,7 +69,10 @@ _MAX_BODY_IN_MESSAGE = 300
 # The authorization filter's refusal, whatever the authorizer (RBAC, Node, Webhook):
 # responsewriters.forbiddenMessage, 'User "<name>" cannot <verb> resource "<r>" ...'
 # (or 'path "<p>"' for a non-resource URL). Anything else in a 403 is admission's.
-_AUTHORIZER_DENIAL = re.compile(r'User "[^"]*" cannot \S+ (?:resource|path) "')
+# The user name is Go-quoted (%q): a quote inside it is escaped.
+_AUTHORIZER_DENIAL = re.compile(r'(?:^|: )User "(?:[^"\\]|\\.)*" cannot \S+ (?:resource|path) "')
+# Reads never pass through admission: a 403 on one is never admission's.
+_READS = frozenset({"get", "list", "watch"})
 # How admission names itself when it refuses: a ValidatingAdmissionPolicy
 # ("ValidatingAdmissionPolicy 'p' with binding 'b' denied request: ...") or a webhook
 # ('admission webhook "w" denied the request: ...').
@@ -192,6 +195,10 @@ def translate_status(
     """The same, from a Status object already parsed (a watch's ERROR event)."""
     message = str(body.get("message") or fallback)
     reason = str(body.get("reason") or "")
+    if _ADMISSION_DENIAL.search(message):
+        # A webhook chooses its own code (403 by default in controller-runtime, but
+        # 404 or 409 too); whatever the code, admission refused this one object.
+        return AdmissionDenied(f"{what}: refused by admission: {message}", status, reason)
     if status == 404:
         return KubeNotFound(f"{what}: not found ({message})", 404, reason)
     if status == 409:
@@ -209,8 +216,6 @@ def translate_status(
         return _forbidden(body, message, verb=verb, resource=resource, what=what)
     if status == 429:
         return _too_many_requests(body, message, headers, what=what)
-    if status in (400, 422) and _ADMISSION_DENIAL.search(message):
-        return AdmissionDenied(f"{what}: refused by admission: {message}", status, reason)
     if status == 500 and "more than one PodDisruptionBudget" in message:
         return MultipleBudgets(f"{what}: {message}", 500, reason)
     if status >= 500:
@@ -239,13 +244,23 @@ def _forbidden(body: Obj, message: str, *, verb: str, resource: str, what: str) 
             f"{what}: PodDisruptionBudget {details.get('name', '?')} refuses for now: {message}",
             budget=str(details.get("name") or ""),
         )
-    if body and not _AUTHORIZER_DENIAL.search(message):
-        # Not the authorizer's wording: an admission policy or webhook refused this
-        # object (controller-runtime's admission.Denied() answers 403 by default).
+    if _AUTHORIZER_DENIAL.search(message):
+        return KubeForbidden(
+            f"{what}: RBAC denied '{verb}' on '{resource}': {message}. Grant it to the group "
+            f"eks-node-drainer (kubectl apply -f k8s-rbac/).",
+            verb=verb,
+            resource=resource,
+        )
+    if body.get("kind") == "Status" and verb not in _READS:
+        # The API server's own Status, not in the authorizer's words: an admission
+        # plugin refused this object (apierrors.NewForbidden, '<kind> "<name>" is
+        # forbidden: <why>'), as a policy engine's webhook or a built-in plugin does.
         return AdmissionDenied(f"{what}: refused by admission: {message}", 403, "Forbidden")
     return KubeForbidden(
-        f"{what}: RBAC denied '{verb}' on '{resource}': {message}. Grant it to the group "
-        f"eks-node-drainer (kubectl apply -f k8s-rbac/).",
+        f"{what}: 403 Forbidden, in neither the authorizer's nor admission's words "
+        f"({message or 'no reason given'}): is a proxy or firewall in front of the API "
+        f"server refusing '{verb}' on '{resource}'? If not, check the group eks-node-drainer "
+        "has k8s-rbac/'s permissions.",
         verb=verb,
         resource=resource,
     )
@@ -409,7 +424,9 @@ def _exec_token(loader: Any, user: str, clock: Callable[[], float]) -> ExecToken
     def run() -> Any:
         try:
             return plugin.run()  # type: ignore[no-untyped-call]
-        except (ConfigException, OSError) as e:
+        except (ConfigException, OSError, TypeError, ValueError, AttributeError, KeyError) as e:
+            # The client's ExecProvider raises TypeError and the like on output that
+            # is JSON but not an ExecCredential object (`null`, a number).
             raise CredentialsUnavailable(
                 f"the exec credential plugin `{command}` of kubeconfig user '{user}' "
                 f"failed: {e}" + (f"\n{hint}" if hint and isinstance(e, OSError) else "")

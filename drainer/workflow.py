@@ -287,7 +287,7 @@ _RESULTS = {
 def result_for(report: DrainReport, deadline: Deadline, settings: Settings) -> tuple[Result, str]:
     """The workflow's result for the engine's report, and the message that explains it."""
     result = _RESULTS[report.outcome]
-    if report.outcome in (Outcome.FAILED, Outcome.INTERRUPTED):
+    if report.outcome in (Outcome.FAILED, Outcome.INTERRUPTED, Outcome.NODE_GONE):
         return result, report.stopped_by or "; ".join(report.errors)
     if report.outcome == Outcome.TIMED_OUT:
         forced = f"; force-deleted {report.forced} pods" if report.forced else ""

@@ -118,6 +118,69 @@ def test_translate(
     assert "evict pod ns/x" in str(error)
 
 
+@pytest.mark.parametrize(
+    ("code", "body", "verb", "expected"),
+    [
+        pytest.param(
+            409,
+            status(409, 'admission webhook "w" denied the request: busy', "Conflict"),
+            "create",
+            errors.AdmissionDenied,
+            id="webhook-409-not-gone",
+        ),
+        pytest.param(
+            404,
+            status(404, 'admission webhook "w" denied the request: no', "NotFound"),
+            "create",
+            errors.AdmissionDenied,
+            id="webhook-404-not-gone",
+        ),
+        pytest.param(
+            403,
+            status(
+                403,
+                'admission webhook "guard" denied the request: User "u" cannot delete '
+                'resource "pods"',
+                "Forbidden",
+            ),
+            "create",
+            errors.AdmissionDenied,
+            id="webhook-quoting-the-authorizer",
+        ),
+        pytest.param(
+            403,
+            status(
+                403,
+                'pods "x" is forbidden: User "a\\"b" cannot create resource "pods/eviction" '
+                'in API group "" in the namespace "n"',
+                "Forbidden",
+            ),
+            "create",
+            errors.KubeForbidden,
+            id="rbac-quoted-user-name",
+        ),
+        pytest.param(
+            403, b'{"message": "Forbidden"}', "create", errors.KubeForbidden, id="proxy-json"
+        ),
+        pytest.param(
+            403,
+            status(403, "pods is forbidden: something else", "Forbidden"),
+            "list",
+            errors.KubeForbidden,
+            id="a-read-never-admission",
+        ),
+    ],
+)
+def test_translate__admission_told_from_rbac_and_proxies(
+    code: int, body: bytes, verb: str, expected: type[errors.KubeError]
+) -> None:
+    error = translate(code, body, {}, verb=verb, resource="pods/eviction", what="evict pod n/x")
+
+    assert type(error) is expected
+    if expected is errors.KubeForbidden and b"User" not in body:
+        assert "RBAC denied" not in str(error) and "proxy" in str(error)
+
+
 def test_translate__pdb_refusal_names_the_budget() -> None:
     error = translate(
         429,

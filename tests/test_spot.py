@@ -775,8 +775,10 @@ def test_follow_drain__limit_before_the_followed_drains_end__handed_over_or_time
 
 @pytest.fixture
 def sim() -> Iterator[KubeSim]:
+    node = k.node(NODE)
+    node["spec"]["providerID"] = f"aws:///us-east-1a/{INSTANCE}"  # the events' instance
     with KubeSim() as running:
-        running.apply([k.node(NODE), k.node("n2")])
+        running.apply([node, k.node("n2")])
         yield running
 
 
