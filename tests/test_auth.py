@@ -7,6 +7,7 @@ import hashlib
 import hmac
 import logging
 import threading
+from collections.abc import Callable
 from datetime import UTC, datetime
 from urllib.parse import parse_qsl, quote, urlsplit
 
@@ -213,20 +214,27 @@ def test_token_source__refresh_outside_eks_lifetime__is_refused(
         TokenSource(_session(), "prod", "eu-west-1", refresh_after_seconds=refresh)
 
 
-def test_token__concurrent_callers__share_one_mint(fake_aws_env: None) -> None:
-    source = TokenSource(_session(), "prod", "eu-west-1", clock=FakeClock())
+def eight_at_once(token: Callable[[], str]) -> list[str]:
+    """The tokens eight threads get when they ask at the same moment."""
     tokens: list[str] = []
     start = threading.Barrier(8)
 
     def take() -> None:
         start.wait()
-        tokens.append(source.token())
+        tokens.append(token())
 
     threads = [threading.Thread(target=take) for _ in range(8)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join(5)
+    return tokens
+
+
+def test_token__concurrent_callers__share_one_mint(fake_aws_env: None) -> None:
+    source = TokenSource(_session(), "prod", "eu-west-1", clock=FakeClock())
+
+    tokens = eight_at_once(source.token)
 
     assert len(tokens) == 8
     assert len(set(tokens)) == 1
@@ -373,18 +381,8 @@ def test_exec_token__concurrent_callers__share_one_run() -> None:
     clock = FakeClock()
     plugin = FakePlugin(clock, lifetime=840)
     source = ExecToken(plugin, command="plugin", clock=clock)
-    tokens: list[str] = []
-    start = threading.Barrier(8)
 
-    def take() -> None:
-        start.wait()
-        tokens.append(source.token())
-
-    threads = [threading.Thread(target=take) for _ in range(8)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(5)
+    tokens = eight_at_once(source.token)
 
     assert tokens == ["token-1"] * 8
     assert plugin.runs == 1
