@@ -34,6 +34,31 @@ def rbac_manifests() -> list[dict[str, Any]]:
     return documents
 
 
+# (verb, resource, subresource) of the drainer's first calls: the node, its pods' evictions.
+_FIRST_CALLS = (("get", "nodes", ""), ("patch", "nodes", ""), ("create", "pods", "eviction"))
+
+
+def _allowed(cluster: Cluster, verb: str, resource: str, subresource: str) -> bool:
+    """Whether the drainer's group may do it now, as the authorizer answers (a
+    SelfSubjectAccessReview as the harness's static drainer identity)."""
+    from testbed.cluster import ApiClient
+
+    client = ApiClient(cluster.url, cluster.ca_pem, cluster.drainer_token)
+    attributes = {"verb": verb, "resource": resource, "namespace": "default"}
+    if subresource:
+        attributes["subresource"] = subresource
+    review = client.call(
+        "POST",
+        "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+        body={
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": "SelfSubjectAccessReview",
+            "spec": {"resourceAttributes": attributes},
+        },
+    )
+    return bool(review["status"].get("allowed"))
+
+
 class World:
     def __init__(
         self,
@@ -89,6 +114,15 @@ class World:
             )
         )
         cluster.apply(list(rbac) if rbac is not None else rbac_manifests())
+        if rbac is None and cluster.drainer_token:
+            # The API server's authorizer learns new RBAC objects from its informers,
+            # a moment after they are written: the first drain of a test (its node
+            # lookup's GET) must not meet the lag as a 403.
+            eventually(
+                lambda: all(_allowed(cluster, *rule) for rule in _FIRST_CALLS),
+                timeout=10.0,
+                what="k8s-rbac/ in force for the drainer's group",
+            )
         self.nodes: dict[str, str] = {}
         for instance_id in self.group.instance_ids:
             self.add_node(instance_id, node_capacity, node_names)
