@@ -37,14 +37,14 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from drainer import cordon, filters
 from drainer.display import Progress, SafeStream, StatusTicker, human_summary
 from drainer.drain import Drain
 from drainer.errors import DrainerError, InstanceNotFound, KubeError
 from drainer.kube import Kube
-from drainer.nodes import find_node
+from drainer.nodes import find_node_object
 from drainer.options import DrainOptions
 from drainer.report import DrainReport, Outcome
 from drainer.settings import VARIABLES, Settings
@@ -283,12 +283,13 @@ def _aws_session() -> aws.Session:
     return session
 
 
-def _node_for_instance(kube: Kube, instance: str) -> str | None:
+def _node_for_instance(kube: Kube, instance: str) -> dict[str, Any] | None:
+    """The instance's node as the lookup read it; None when there is none."""
     from drainer import aws
 
     session = _aws_session()
     identity = aws.describe_instance(aws.make_clients(session).ec2, instance)
-    return find_node(
+    return find_node_object(
         kube, identity.private_dns_name, identity.hostname_candidates, identity.provider_id_suffix
     )
 
@@ -353,14 +354,17 @@ def _connect(args: argparse.Namespace, terminal: _Terminal) -> int:
 
 def _command(kube: Kube, args: argparse.Namespace, settings: Settings, terminal: _Terminal) -> int:
     out, err = terminal.out, terminal.err
-    node = args.node or _node_for_instance(kube, args.instance_id)
-    if node is None:
-        print(f"error: no Kubernetes node for instance {args.instance_id}", file=err)
-        return 1
-    found = kube.get_node(node)
-    if found is None:  # kubectl's answer; nothing is touched
-        print(f"error: node {node} not found", file=err)
-        return 1
+    if args.instance_id:
+        found = _node_for_instance(kube, args.instance_id)
+        if found is None:
+            print(f"error: no Kubernetes node for instance {args.instance_id}", file=err)
+            return 1
+    else:
+        found = kube.get_node(args.node)
+        if found is None:  # kubectl's answer; nothing is touched
+            print(f"error: node {args.node} not found", file=err)
+            return 1
+    node = str(found["metadata"]["name"])
     if args.command == "release":
         return _release(kube, found, args.dry_run, out)
     pod_list, _ = kube.list_pods_on_node(node, args.pod_selector or "")
@@ -378,7 +382,9 @@ def _command(kube: Kube, args: argparse.Namespace, settings: Settings, terminal:
     )
     live = display.isatty()
     progress = Progress(display, node, args.verbose, live=live)
-    drain = Drain(kube, node, options, on_event=progress)
+    # The drain is of the node object read here: one of the same name later is not it.
+    uid = str(found["metadata"].get("uid") or "")
+    drain = Drain(kube, node, options, on_event=progress, node_uid=uid)
     undo = _undo_command(args, node)
     with _Interruptible(drain) as interruptible:
         try:

@@ -65,8 +65,7 @@ def cordon_patch(
     not there before (added to what an earlier drain of the node recorded). A drain
     begun by an event (the terminate hook's, EC2's spot events) records its `trigger`
     and deadline (`until`), so that another event for the same instance recognises
-    it (`live_drain`) and a hand-over is checked against it
-    (workflow.checked_deadline)."""
+    it (`live_drain`)."""
     added = set(added_by_drainer(node))
     if not (node.get("spec") or {}).get("unschedulable"):
         added.add(ADDED_CORDON)

@@ -459,12 +459,12 @@ class Drain:
                     self._follow(entry, now)  # in flight: its answer tells first
             pod = self._pods.get(key)
             if pod is not None:
-                self._take_in([pod], now)
+                self._take_in([pod])
         node = self._node.node or {}
         version = str(node.get("metadata", {}).get("resourceVersion", ""))
         return self._node.uncordoned() and version != self._recordoned_at
 
-    def _take_in(self, listed: list[Pod], now: float) -> None:
+    def _take_in(self, listed: list[Pod]) -> None:
         """Note the pods of `listed` the drain has not seen yet, to admit (hold the lock)."""
         if self.replaced_by:
             return
@@ -481,17 +481,13 @@ class Drain:
         if self._name_taken():
             return  # replaced: the loop ends the drain at its next turn
         with self._cond:
-            new = [p for k, p in self._unchecked.items() if k not in self._decided]
+            decisions = [filters.decide(p, self.options.filters) for p in self._unchecked.values()]
             self._unchecked.clear()
-            self._admit_new(new, self.clock())
-            self._dirty.update(pods.key(p) for p in new)  # gone meanwhile? look again
-
-    def _admit_new(self, new: list[Pod], now: float) -> None:
-        """Take pods the drain has not seen yet into it (hold the lock)."""
-        decisions = [filters.decide(p, self.options.filters) for p in new]
-        for decision in decisions:
-            self._admit(decision, now, appeared=True)
-        self._warn(decisions)
+            now = self.clock()
+            for decision in decisions:
+                self._admit(decision, now, appeared=True)
+                self._dirty.add(pods.key(decision.pod))  # gone meanwhile? look again
+            self._warn(decisions)
 
     def _follow(self, entry: Entry, now: float) -> None:
         assert self._pods is not None and self._schedule is not None
@@ -532,7 +528,6 @@ class Drain:
     def _verify(self) -> bool:
         """Every pod is gone or stuck: a fresh list must agree before "drained"."""
         pod_list, _ = self.kube.list_pods_on_node(self.node, self.options.pod_selector)
-        now = self.clock()
         with self._cond:
             assert self._schedule is not None and self._pods is not None
             listed = {(*pods.key(p), pods.uid(p)) for p in pod_list}
@@ -541,7 +536,7 @@ class Drain:
                 if key not in listed:
                     self._listed_gone.add(key)  # the list is newer than the watch
                     self._dirty.add(pods.key(entry.pod))
-            self._take_in(pod_list, now)
+            self._take_in(pod_list)
             return not self._unchecked and self._schedule.settled()
 
     def _recordon(self) -> None:
@@ -704,7 +699,7 @@ class Drain:
         """An admission policy or webhook refused this pod's eviction: a refusal of
         the pod, not of the drain. Retry it with backoff (the policy may change its
         mind: a time window, a label someone adds); the others go on meanwhile."""
-        message = str(error).partition("refused by admission: ")[2] or str(error)
+        message = error.refusal
         delay = self.options.denied_retry.delay(entry.attempts - 1, self._rng)
         with self._cond:
             assert self._schedule is not None

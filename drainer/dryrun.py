@@ -74,9 +74,8 @@ def _try(
         emit(Kind.WITH_NAMESPACE, pod=name, reason="its namespace is being deleted")
         return
     except AdmissionDenied as e:
-        message = str(e).partition("refused by admission: ")[2] or str(e)
-        report.denied[name] = message
-        emit(Kind.DENIED, pod=name, reason=message)
+        report.denied[name] = e.refusal
+        emit(Kind.DENIED, pod=name, reason=e.refusal)
         return
     except (KubeNotFound, KubeConflict):
         return

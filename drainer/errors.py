@@ -91,7 +91,12 @@ class AdmissionDenied(KubeError):
 
     Not an RBAC denial (so not fatal): the policy judges each object, and refusing
     one pod's eviction says nothing about the next. The drain retries the pod with
-    backoff and names the policy's message if it is still refused at the end."""
+    backoff and names the policy's message (`refusal`) if it is still refused at the
+    end."""
+
+    def __init__(self, what: str, refusal: str, status: int, reason: str = "") -> None:
+        super().__init__(f"{what}: refused by admission: {refusal}", status, reason)
+        self.refusal = refusal
 
 
 class NamespaceTerminating(KubeError):

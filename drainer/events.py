@@ -19,8 +19,8 @@ A drain can outlast one Lambda invocation. The handler then re-invokes the funct
 with the original event plus a top-level "drainer" key (`with_handover`), which
 `parse_event` reads back into `LifecycleEvent.handover`. Anyone allowed to invoke
 the function can write that key, so it is only a claim: its numbers are bounded
-here, and the drain's deadline never comes from it (workflow.checked_deadline holds
-it against the node's own record).
+here, and the drain's deadline never comes from it (workflow.effective_deadline
+counts from the event's own time).
 """
 
 from __future__ import annotations

@@ -198,7 +198,7 @@ def translate_status(
     if _ADMISSION_DENIAL.search(message):
         # A webhook chooses its own code (403 by default in controller-runtime, but
         # 404 or 409 too); whatever the code, admission refused this one object.
-        return AdmissionDenied(f"{what}: refused by admission: {message}", status, reason)
+        return AdmissionDenied(what, message, status, reason)
     if status == 404:
         return KubeNotFound(f"{what}: not found ({message})", 404, reason)
     if status == 409:
@@ -255,7 +255,7 @@ def _forbidden(body: Obj, message: str, *, verb: str, resource: str, what: str) 
         # The API server's own Status, not in the authorizer's words: an admission
         # plugin refused this object (apierrors.NewForbidden, '<kind> "<name>" is
         # forbidden: <why>'), as a policy engine's webhook or a built-in plugin does.
-        return AdmissionDenied(f"{what}: refused by admission: {message}", 403, "Forbidden")
+        return AdmissionDenied(what, message, 403, "Forbidden")
     return KubeForbidden(
         f"{what}: 403 Forbidden, in neither the authorizer's nor admission's words "
         f"({message or 'no reason given'}): is a proxy or firewall in front of the API "

@@ -5,10 +5,9 @@ Which cluster (hook metadata, ASG tags, setting), which node (EC2 identity ->
 Kubernetes node), a heartbeat that keeps the lifecycle action alive while the drain
 works, the EKS client with an IAM token, and the deadlines: the drain's own (its
 timeout, which spans invocations, but never past what the lifecycle hook allows)
-and this invocation's hand-over moment. A hand-over's claim of when the drain began
-is held against the record the drain wrote on its node before it counts
-(`checked_deadline`): a forged or corrupted hand-over never brings the deadline, and
-with it the timeout policy, forward.
+and this invocation's hand-over moment. The deadline counts from the lifecycle
+event's own time, never from a hand-over's claim of when the drain began: a forged
+or corrupted hand-over never brings it, and with it the timeout policy, forward.
 
 Each step returns its result; `drain_instance` puts them together in one `Run`.
 
@@ -22,7 +21,6 @@ import base64
 import binascii
 import functools
 import logging
-import math
 import random
 import threading
 import time
@@ -46,7 +44,6 @@ from drainer.errors import (
     TlsVerificationError,
 )
 from drainer.events import (
-    CLOCK_SKEW_SECONDS,
     TERMINATE_HOOK_TRIGGER,
     Handover,
     LifecycleEvent,
@@ -169,9 +166,13 @@ def effective_deadline(
     less GLOBAL_TIMEOUT_MARGIN_SECONDS, so the timeout policy always runs before
     Auto Scaling applies the hook's DefaultResult on its own. Both count from the
     event's time, so every delivery of one lifecycle action (a hand-over, Lambda's
-    retry after a crash, a duplicate) works to the same deadline."""
+    retry after a crash, a duplicate) works to the same deadline.
+
+    `started_at` is this invocation's own start, never a hand-over's claim: whoever
+    may invoke the function can write that claim, and an earlier one would bring the
+    deadline (and TIMEOUT_POLICY=force) forward."""
     # A later or unreadable event time (clock skew, a hand-made event) counts from
-    # the drain's start instead.
+    # this invocation's start instead: later than the truth, never earlier.
     waiting_since = event.waiting_since
     if waiting_since is None or waiting_since > started_at:
         waiting_since = started_at
@@ -185,92 +186,6 @@ def effective_deadline(
         f"lifecycle hook GlobalTimeout ({limit} s{rule}) minus {margin} s margin",
     )
     return hooks if hooks.at < own.at else own
-
-
-@dataclass
-class HandoverCheck:
-    """A hand-over's deadline, settled once, when its node's record is first read
-    (`checked_deadline`); until then the drain works to `fresh`, never earlier than
-    the settled one."""
-
-    claimed: Deadline
-    """The deadline the hand-over's started_at gives: a claim."""
-    fresh: Deadline
-    """The deadline a drain that begins now would have: from the event's own time."""
-    event: LifecycleEvent
-    settled: Deadline | None = None
-
-    def settle(self, node: Mapping[str, Any], now: float) -> Deadline:
-        if self.settled is None:
-            self.settled = checked_deadline(self.claimed, self.fresh, node, self.event, now)
-            if self.settled != self.fresh:
-                log_deadline(self.settled, now)
-        return self.settled
-
-    def current(self) -> Deadline:
-        return self.settled or self.fresh
-
-
-def checked_deadline(
-    claimed: Deadline,
-    fresh: Deadline,
-    node: Mapping[str, Any],
-    event: LifecycleEvent,
-    now: float,
-) -> Deadline:
-    """A hand-over's deadline, read against its node's record before anything else
-    writes to it.
-
-    Anyone allowed to invoke the function can write a hand-over; the record on the
-    node (drainer/cordon.py) only the drain's own invocations write, each with the
-    deadline it works to. `fresh` counts from the lifecycle event's own time, so it
-    is never earlier than the deadline the drain began with. A claim that the record
-    bears out is taken; a record of this drain (its trigger, not past, written after
-    the event and no later than `fresh`) that disagrees with the claim is taken over
-    it; with no such record, `fresh`. So whatever a hand-over says, the deadline is
-    never earlier than the real one, and the timeout policy (force) never applies
-    early."""
-    record = progress_of(dict(node)) or {}
-    until, since = _epoch_seconds(record.get("until")), _epoch_seconds(record.get("since"))
-    name = str((node.get("metadata") or {}).get("name", ""))
-    waiting_since = event.waiting_since
-    if (
-        record.get("phase") != "draining"
-        or record.get("trigger") != TERMINATE_HOOK_TRIGGER
-        or until is None
-        or since is None
-        or (waiting_since is not None and since < waiting_since - CLOCK_SKEW_SECONDS)
-        or not now < until <= fresh.at
-    ):
-        if claimed.at < fresh.at:
-            log.warning(
-                "the hand-over says the drain began earlier than its lifecycle event "
-                "shows, and node %s holds no record of this drain: its deadline counts "
-                "from the event's own time, not from the hand-over",
-                name,
-                extra={"claimed_deadline": claimed.at},
-            )
-        return fresh
-    if claimed.at - 1 < until <= claimed.at:  # the record keeps whole seconds
-        return claimed
-    log.warning(
-        "the hand-over's deadline disagrees with the one node %s records for this "
-        "drain; the record's holds",
-        name,
-        extra={"claimed_deadline": claimed.at, "recorded_deadline": until},
-    )
-    return Deadline(until, f"the deadline this drain recorded on node {name}")
-
-
-def _epoch_seconds(value: object) -> float | None:
-    """A record's time as a finite float; None when it is not one."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    try:
-        seconds = float(value)
-    except OverflowError:  # an integer too large for a float
-        return None
-    return seconds if math.isfinite(seconds) else None
 
 
 _RESULTS = {
@@ -327,32 +242,21 @@ def drain_instance(
     if on_start is not None:
         on_start()
     hook = aws.lifecycle_hook(clients.autoscaling, event.asg_name, event.hook_name)
-    # A hand-over's start is a claim: until the node's record is read, the drain works
-    # to the deadline it would have if it began now.
     deadline = effective_deadline(now, event, hook, settings)
-    check = None
-    if event.handover is not None:
-        claimed = effective_deadline(event.handover.started_at, event, hook, settings)
-        check = HandoverCheck(claimed, deadline, event)
     log_deadline(deadline, clock())
     tools = Tools(settings, clients, kube_factory, clock, sleep, rng or jitter(), on_event)
     heartbeat = aws.Heartbeat(clients.autoscaling, event, max(1.0, hook.heartbeat_interval))
     heartbeat.start()
     try:
         stop = hand_over_at(invocation, settings, clock)
-        run = _drain(tools, event, hook, deadline, stop, tags=tags, check=check)
+        run = _drain(tools, event, hook, deadline, stop, tags=tags)
     finally:
         heartbeat.stop()
     if heartbeat.gone:
         log.info("the lifecycle action is gone (completed elsewhere or timed out)")
-    if check is not None:
-        deadline = check.current()
-        if deadline != check.claimed:  # hand on the start the deadline counts from
-            started_at = now
     handover = None
     if run.result == Result.HANDED_OVER:
-        previous = replace(event.handover or Handover(started_at, 0, 0), started_at=started_at)
-        handover = previous.handed_on(heartbeat.beats)
+        handover = (event.handover or Handover(started_at, 0, 0)).handed_on(heartbeat.beats)
     return replace(
         run,
         started_at=started_at,
@@ -450,7 +354,6 @@ def _drain(
     stop_at: float | None,
     *,
     tags: Tags,
-    check: HandoverCheck | None = None,
 ) -> Run:
     """From the hook to a drain result: the cluster, the instance, then the node."""
     cluster_name = resolve_cluster(event, hook, tools.settings, tags)
@@ -470,7 +373,7 @@ def _drain(
         cluster = aws.describe_cluster(tools.clients.eks, cluster_name)
     except ClusterNotFound as e:
         return Run(Result.FAILED, str(e), cluster=cluster_name)
-    plan = Plan.scale_in(tools, check)
+    plan = Plan.scale_in(tools)
     return drain_and_leave(tools, identity, cluster, deadline, stop_at, plan=plan)
 
 
@@ -486,7 +389,6 @@ def drain_and_leave(
     """Drain the node (or wait for the drain under way), then take the instance out
     of its target groups: every drain's path once the cluster is known."""
     run = drain_with_retries(tools, identity, cluster, deadline, stop_at, plan=plan)
-    deadline = plan.deadline(deadline)
     run = _leave_target_groups(
         tools,
         run,
@@ -544,23 +446,16 @@ class Plan:
 
     options: DrainOptions
     follows: frozenset[str]
-    check: HandoverCheck | None = None
-    """A hand-over's: its deadline is settled against the node's record when the
-    node is found, before the drain writes its own."""
 
     @classmethod
-    def scale_in(cls, tools: Tools, check: HandoverCheck | None = None) -> Plan:
+    def scale_in(cls, tools: Tools) -> Plan:
         """The terminate hook's drain: it waits for a drain a spot event began, and
-        records its trigger and deadline on the node (what a hand-over is checked
-        against)."""
+        records its trigger and deadline on the node (so a rebalance recommendation
+        that comes meanwhile leaves its record alone)."""
         options = replace(
             DrainOptions.from_settings(tools.settings), trigger=TERMINATE_HOOK_TRIGGER
         )
-        return cls(options, SPOT_TRIGGERS, check)
-
-    def deadline(self, deadline: Deadline) -> Deadline:
-        """The drain's deadline: a hand-over's as settled (or not yet), else `deadline`."""
-        return self.check.current() if self.check is not None else deadline
+        return cls(options, SPOT_TRIGGERS)
 
 
 SPOT_TRIGGERS = frozenset(str(kind) for kind in SpotKind)
@@ -580,13 +475,12 @@ def drain_with_retries(
 ) -> Run:
     """Drain, starting again while the API server fails beyond the client's own
     retries (the whole drain is safe to repeat), until time runs out."""
+    limit = deadline.at if stop_at is None else min(deadline.at, stop_at)
     failures = 0
     while True:
         try:
             return _drain_once(tools, identity, cluster, deadline, stop_at, plan=plan)
         except (KubeServerError, KubeTooManyRequests) as e:
-            deadline = plan.deadline(deadline)
-            limit = deadline.at if stop_at is None else min(deadline.at, stop_at)
             retry_after = e.retry_after if isinstance(e, KubeTooManyRequests) else None
             delay = API_RETRY.delay(failures, tools.rng, retry_after)
             failures += 1
@@ -635,8 +529,6 @@ def _drain_once(
             )
         node = str(found["metadata"]["name"])
         logs.bind(node_name=node)
-        if plan.check is not None:
-            deadline = plan.check.settle(found, tools.clock())
         limit = deadline.at if stop_at is None else min(deadline.at, stop_at)
         followed = follow_drain(
             tools, kube, node, plan.follows, limit=limit, deadline=deadline.at, known=found

@@ -38,9 +38,11 @@ def rbac_manifests() -> list[dict[str, Any]]:
 _FIRST_CALLS = (("get", "nodes", ""), ("patch", "nodes", ""), ("create", "pods", "eviction"))
 
 
-def _allowed(cluster: Cluster, verb: str, resource: str, subresource: str) -> bool:
-    """Whether the drainer's group may do it now, as the authorizer answers (a
-    SelfSubjectAccessReview as the harness's static drainer identity)."""
+def drainer_may(cluster: Cluster, verb: str, resource: str, subresource: str = "") -> bool:
+    """Whether the drainer's Kubernetes group may do it now, as the API server's
+    authorizer answers (a SelfSubjectAccessReview as the harness's static drainer
+    identity, a member of the same group: not the EKS identity whose requests the
+    scenarios count)."""
     from testbed.cluster import ApiClient
 
     client = ApiClient(cluster.url, cluster.ca_pem, cluster.drainer_token)
@@ -119,7 +121,7 @@ class World:
             # a moment after they are written: the first drain of a test (its node
             # lookup's GET) must not meet the lag as a 403.
             eventually(
-                lambda: all(_allowed(cluster, *rule) for rule in _FIRST_CALLS),
+                lambda: all(drainer_may(cluster, *rule) for rule in _FIRST_CALLS),
                 timeout=10.0,
                 what="k8s-rbac/ in force for the drainer's group",
             )

@@ -983,9 +983,8 @@ def test_end_notice__spot_instance_in_no_group__text_says_so(load_event: LoadEve
 def test_rebalance_cordon__terminate_hook_drain_under_way__record_left_as_it_is(
     sim: KubeSim, load_event: LoadEvent
 ) -> None:
-    # The hook's drain records its trigger and deadline: a hand-over of it is checked
-    # against them (workflow.checked_deadline), so a rebalance cordon must not
-    # overwrite them.
+    # The hook's drain records its trigger and deadline: a rebalance cordon must not
+    # overwrite them with its own.
     now = time.time()
     patch, _ = cordon_patch(
         sim.get("Node", NODE), now, trigger=TERMINATE_HOOK_TRIGGER, until=now + 600

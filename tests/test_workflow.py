@@ -22,7 +22,7 @@ from realapi import StaticToken
 from awssim import AwsSim
 from awssim.world import NodeGroup, create_node_group
 from drainer import aws, workflow
-from drainer.cordon import PROGRESS_ANNOTATION, progress_value
+from drainer.cordon import PROGRESS_ANNOTATION
 from drainer.events import (
     TERMINATE_HOOK_TRIGGER,
     Handover,
@@ -257,81 +257,7 @@ def test_drain__hook_limit_shorter_than_drain_timeout__deadline_shortened_and_na
     )
 
 
-# --- a hand-over's claim, held against the node's record ---------------------------------
-
-
-E = WAITED_AT_EPOCH
-FRESH = Deadline(E + 3600, "DRAIN_TIMEOUT_SECONDS (3600 s)")
-"""What a drain beginning now has: DRAIN_TIMEOUT_SECONDS from the event's own time."""
-RECORDED = "the deadline this drain recorded on node n1"
-
-
-def _recorded(annotation: str | None) -> dict[str, Any]:
-    node: dict[str, Any] = {"metadata": {"name": "n1"}}
-    if annotation is not None:
-        node["metadata"]["annotations"] = {PROGRESS_ANNOTATION: annotation}
-    return node
-
-
-def _record(
-    *,
-    until: float,
-    since: float = E + 5,
-    trigger: str = TERMINATE_HOOK_TRIGGER,
-    phase: str = "draining",
-) -> str:
-    return progress_value(phase, frozenset({"cordon"}), trigger=trigger, since=since, until=until)
-
-
-@pytest.mark.parametrize(
-    ("claimed_at", "annotation", "expected"),
-    [
-        # No record (the node never saw this drain): the event's own time decides.
-        (E + 3600, None, FRESH),
-        (E + 3350, None, FRESH),  # a claim of an earlier start is not taken
-        # The record bears the claim out (it keeps whole seconds): the claim holds.
-        (E + 3350.5, _record(until=E + 3350), Deadline(E + 3350.5, "claimed")),
-        # The record disagrees with the claim, either way: the record holds.
-        (E + 3600, _record(until=E + 3400), Deadline(E + 3400, RECORDED)),
-        (E + 3000, _record(until=E + 3400), Deadline(E + 3400, RECORDED)),
-        # Records that are not this drain's, or not a deadline: the event's time decides.
-        (E + 3000, _record(until=E + 3400, trigger="spot-interruption"), FRESH),
-        (E + 3000, _record(until=E + 3400, phase="timed_out"), FRESH),
-        (E + 3000, _record(until=E + 3400, since=E - 301), FRESH),  # an earlier action's
-        (E + 3000, _record(until=E + 500), FRESH),  # past: a stale record
-        (E + 3000, _record(until=E + 4000), FRESH),  # later than any this drain could have
-        (E + 3000, _record(until=10**400), FRESH),
-        (E + 3000, progress_value("draining", frozenset(), trigger=TERMINATE_HOOK_TRIGGER), FRESH),
-        (E + 3000, "not json", FRESH),
-    ],
-    ids=[
-        "no-record",
-        "no-record-earlier-claim",
-        "record-bears-out-claim",
-        "record-later-than-claim",
-        "record-earlier-than-claim",
-        "spot-drains-record",
-        "ended-drains-record",
-        "earlier-actions-record",
-        "record-past",
-        "record-past-fresh",
-        "record-huge-number",
-        "record-without-deadline",
-        "record-unreadable",
-    ],
-)
-def test_checked_deadline__claim_held_against_the_nodes_record__never_earlier_than_fresh_or_record(
-    load_event: Callable[[str], dict[str, Any]],
-    claimed_at: float,
-    annotation: str | None,
-    expected: Deadline,
-) -> None:
-    event = _event(load_event, WAITED_AT)
-    claimed = Deadline(claimed_at, "claimed")
-
-    deadline = workflow.checked_deadline(claimed, FRESH, _recorded(annotation), event, E + 600)
-
-    assert deadline == expected
+# --- a hand-over's claim never sets the deadline ----------------------------------------
 
 
 def _handed_over(scene: Scene, handover: Handover) -> LifecycleEvent:
@@ -351,7 +277,7 @@ def test_drain__hand_over_claiming_an_earlier_start__deadline_from_the_event(
 
     run = scene.drain(Settings(drain_timeout_seconds=3600), Clock(time.time()), event=event)
 
-    assert run.result == Result.NO_NODE  # no node, so no record to bear the claim out
+    assert run.result == Result.NO_NODE
     assert run.deadline == Deadline(waited_at + 3600, "DRAIN_TIMEOUT_SECONDS (3600 s)")
 
 
@@ -392,7 +318,7 @@ def test_drain__hand_overs_under_force__forged_start_never_brings_the_force_forw
     assert f'"trigger": "{TERMINATE_HOOK_TRIGGER}"' in record
     assert f'"until": {int(first.deadline.at)}' in record
 
-    # The hand-over the drain wrote is borne out by the record: the same deadline.
+    # The hand-over the drain wrote: the same deadline.
     second = scene.drain(
         settings, time.time, event=_handed_over(scene, first.handover), invocation=short
     )
@@ -655,21 +581,8 @@ def test_empty_node__drained(scene_for: Callable[..., Scene]) -> None:
 def test_hook_limit_cuts_the_drain__timed_out__message_names_the_hook_and_the_pod(
     scene_for: Callable[..., Scene],
 ) -> None:
-    from testbed import workloads as w
-    from testbed.cluster import Cluster
-    from testbed.world import pods_on, wait_until
-
     scene = scene_for(global_timeout=65)  # the deadline: 5 s after the instance began to wait
-    node = scene.node_name
-    _node(scene.kubesim, node)
-    scene.kubesim.apply(
-        [
-            w.bare_pod("guarded", node=node, labels={"app": "guarded"}),
-            w.budget("guard", {"app": "guarded"}, max_unavailable=0),
-        ]
-    )
-    cluster = Cluster.of_kubesim(scene.kubesim)
-    wait_until(lambda: pods_on(cluster, node)[0]["status"].get("phase") == "Running")
+    _guarded_pod(scene)
     settings = Settings(timeout_policy=TimeoutPolicy.CONTINUE)
 
     run = scene.drain(settings, time.time)

@@ -22,8 +22,7 @@ import pytest
 
 from testbed import World
 from testbed import workloads as w
-from testbed.cluster import ApiClient, Cluster
-from testbed.world import place_on, pods_on, wait_until
+from testbed.world import drainer_may, place_on, pods_on, wait_until
 
 from .conftest import (
     POLICY,
@@ -108,31 +107,6 @@ def left_by_budget(summary: dict[str, Any], logs: LogCapture, pods: set[str], bu
     assert {line["pod"] for line in lines} == pods
     for line in lines:
         assert line.get("budget") == budget or budget in str(line.get("reason")), line
-
-
-def can_evict(cluster: Cluster) -> bool:
-    """Whether the drainer's Kubernetes group may create evictions now, as the API
-    server's authorizer answers (a SelfSubjectAccessReview as the harness's static
-    drainer identity, a member of the same group: not the EKS identity whose requests
-    the scenarios count)."""
-    client = ApiClient(cluster.url, cluster.ca_pem, cluster.drainer_token)
-    review = client.call(
-        "POST",
-        "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
-        body={
-            "apiVersion": "authorization.k8s.io/v1",
-            "kind": "SelfSubjectAccessReview",
-            "spec": {
-                "resourceAttributes": {
-                    "namespace": "default",
-                    "verb": "create",
-                    "resource": "pods",
-                    "subresource": "eviction",
-                }
-            },
-        },
-    )
-    return bool(review["status"].get("allowed"))
 
 
 # -- 1. head-of-line ---------------------------------------------------------------------
@@ -327,7 +301,7 @@ def test_rbac_binding_deleted_while_waiting_on_budget__drain_stops_within_a_seco
     def revoke_once_refused() -> None:
         wait_until(lambda: bool(drainer_logs.events("pod_refused")), timeout=20)
         world.cluster.delete("ClusterRoleBinding", "eks-node-drainer")
-        wait_until(lambda: not can_evict(world.cluster), timeout=10)
+        wait_until(lambda: not drainer_may(world.cluster, "create", "pods", "eviction"), timeout=10)
         revoked_at.append(time.time())
         # The budget now allows one: the drain's next eviction meets the missing binding.
         world.cluster.patch("PodDisruptionBudget", "api", {"spec": {"maxUnavailable": 1}})
@@ -491,7 +465,16 @@ def test_node_replaced_mid_drain__new_node_left_alone__drain_ends_saying_so(
     instance = world.instance_ids[0]
     node = world.nodes[instance]
     zone = world.cluster.get("Node", node)["metadata"]["labels"]["topology.kubernetes.io/zone"]
-    place_on(world, node, [w.deployment("slow", 1, shutdown=5.0 * world.cluster.speed, grace=120)])
+    # A pod whose finalizer nobody removes holds the drain open (kubesim deletes the
+    # other pods with their node at once): the new node registers while it runs.
+    place_on(
+        world,
+        node,
+        [
+            w.deployment("slow", 1, shutdown=5.0 * world.cluster.speed, grace=120),
+            w.bare_pod("held", node=node, grace=1, finalizers=["example.com/held"]),
+        ],
+    )
     old_uid = world.cluster.get("Node", node)["metadata"]["uid"]
 
     def replace_the_node() -> None:
