@@ -128,9 +128,10 @@ class RetryPolicy:
     max_retry_after: float = 30.0
     """A longer Retry-After is the caller's to wait for: the error is raised at once."""
     restart_grace: float = 15.0
-    """How long after the API server was last unreachable a 403 may still be its
-    start-up, not RBAC: kube-apiserver serves before it is ready, and until its
-    authorizer has loaded the RBAC objects it refuses what they grant."""
+    """How long after the API server was last unreachable (or said it was not ready)
+    a 403 may still be its start-up, not RBAC: kube-apiserver serves before it is
+    ready, and until its authorizer has loaded the RBAC objects it refuses what they
+    grant."""
 
 
 def _status_body(data: bytes) -> Obj:
@@ -468,6 +469,11 @@ def _refused_in_kubeconfig(user: str, token: TokenProvider | None) -> str:
     )
 
 
+def _bearer_auth(bearer: str) -> dict[str, str]:
+    """One request's own bearer token, for the client's per-request auth override."""
+    return {"in": "header", "type": "api_key", "key": "authorization", "value": f"Bearer {bearer}"}
+
+
 def _on_node(node: str, label_selector: str) -> dict[str, str]:
     query = {"fieldSelector": f"spec.nodeName={node}"}
     if label_selector:
@@ -649,12 +655,19 @@ class Kube:
                 since_outage = time.monotonic() - self._unreachable_at
                 note = ""
                 if isinstance(e, KubeForbidden):
-                    # Right after an outage, a 403 may be the restarted server's start-up.
+                    # A 403 may be a starting server's (restarted, or new behind the
+                    # endpoint): it serves before its authorizer has loaded the RBAC
+                    # rules. Right after an outage it is taken for that; else the
+                    # server is asked whether it is ready yet (one GET /readyz).
                     if since_outage > self.retry.restart_grace:
-                        raise
+                        if self._ready(bearer):
+                            raise
+                        self._unreachable_at = time.monotonic()
+                        since_outage = 0.0
                     note = (
-                        f" (the API server was unreachable {since_outage:.1f} s ago and may "
-                        "still be starting, its authorizer loading the RBAC rules)"
+                        f" (the API server was unreachable {since_outage:.1f} s ago, or says "
+                        "it is not ready: it may still be starting, its authorizer loading "
+                        "the RBAC rules)"
                     )
                 elif _server_gone(e.__cause__):
                     self._unreachable_at = time.monotonic()
@@ -671,6 +684,33 @@ class Kube:
                     self.retry.attempts,
                 )
                 self._sleep(delay)
+
+    def _ready(self, bearer: str | None) -> bool:
+        """Whether the API server says it is ready (GET /readyz answers 200, as the
+        load balancer in front of EKS's API servers asks): a server that is not, or
+        does not answer, is starting."""
+        try:
+            serialized = self.api_client.param_serialize(
+                method="GET",
+                resource_path="/readyz",
+                header_params={"Accept": "text/plain"},
+                auth_settings=["BearerToken"],
+                _request_auth=None if bearer is None else _bearer_auth(bearer),
+            )
+            self.requests += 1
+            response = self.api_client.call_api(
+                *serialized, _request_timeout=(min(5.0, self.request_timeout), 5.0)
+            )
+        except (_client().exceptions.ApiException, urllib3.exceptions.HTTPError, OSError):
+            return False  # no answer: not ready
+        raw = response.response
+        try:
+            raw.read()
+        except (urllib3.exceptions.HTTPError, OSError):
+            return False
+        finally:
+            raw.release_conn()
+        return bool(response.status == 200)
 
     def _retry_delay(self, error: KubeError, attempt: int) -> float | None:
         """The pause before retrying a failed call; None when it is the caller's to
@@ -711,14 +751,7 @@ class Kube:
                 body=body,
                 auth_settings=["BearerToken"],
                 # This request's own token; None: the configuration's (a kubeconfig's).
-                _request_auth=None
-                if bearer is None
-                else {
-                    "in": "header",
-                    "type": "api_key",
-                    "key": "authorization",
-                    "value": f"Bearer {bearer}",
-                },
+                _request_auth=None if bearer is None else _bearer_auth(bearer),
             )
             response = self.api_client.call_api(
                 *serialized,

@@ -472,6 +472,26 @@ def test_403_with_no_outage_before__rbac_denial_at_once(sim: KubeSim) -> None:
     assert sleeps == []
 
 
+def test_403_from_a_server_not_ready_yet__retried_as_its_start_up(sim: KubeSim) -> None:
+    # A server restarted before this client ever reached it (the drainer's first
+    # request, seconds after a restart): no outage seen, but /readyz says it starts.
+    sim.faults.add(
+        _fault({"kind": "status", "status": 403, "count": 2, "path": "/api/v1/nodes/n1"})
+    )
+    sim.faults.add(_fault({"kind": "status", "status": 500, "count": 1, "path": "^/readyz$"}))
+    sleeps: list[float] = []
+    kube = _kube(sim, CountingToken([sim.admin_token]), sleeps)
+
+    assert kube.get_node("n1") is not None
+    statuses = [(r.path, r.status) for r in sim.requests()]
+    assert statuses == [
+        ("/api/v1/nodes/n1", 403),
+        ("/readyz", 500),
+        ("/api/v1/nodes/n1", 403),
+        ("/api/v1/nodes/n1", 200),
+    ]
+
+
 def test_403_that_lasts_past_an_outage__rbac_denial_after_the_policy(sim: KubeSim) -> None:
     sim.faults.add(_fault({"kind": "drop", "count": 1, "path": "/api/v1/nodes/n1"}))
     sim.faults.add(_fault({"kind": "status", "status": 403, "path": "/api/v1/nodes/n1"}))
