@@ -30,13 +30,13 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from drainer.kube import Kube
+    from drainer.k8s.kube import Kube
 
 
 def _kube_class(record: bool) -> type[Kube]:
     """Kube itself, or Kube that notes each request it makes (sent, answered)."""
     from drainer.errors import KubeError
-    from drainer.kube import Kube
+    from drainer.k8s.kube import Kube
 
     if not record:
         return Kube
@@ -63,9 +63,9 @@ def _kube_class(record: bool) -> type[Kube]:
 
 
 def _drain(args: argparse.Namespace) -> dict[str, object]:
-    from drainer.drain import Drain
-    from drainer.options import DrainOptions
-    from drainer.settings import Settings
+    from drainer.engine.drain import Drain
+    from drainer.engine.options import DrainOptions
+    from drainer.lifecycle.settings import Settings
 
     settings = Settings.from_env(os.environ)
     kube = _kube_class(args.records).from_kubeconfig(
@@ -91,7 +91,7 @@ def _records(kube: Kube) -> dict[str, object]:
 
 
 def _find_node(args: argparse.Namespace) -> dict[str, object]:
-    from drainer.nodes import find_node
+    from drainer.k8s.nodes import find_node
 
     kube = _kube_class(args.records).from_kubeconfig(args.kubeconfig, args.context)
     short = args.dns.split(".", 1)[0]

@@ -47,7 +47,8 @@ sys.path[:0] = [{task!r}, {sdk!r}]
 t0 = time.perf_counter()
 import drainer.handler
 t1 = time.perf_counter()
-from drainer import aws, handler, workflow
+from drainer import aws, handler
+from drainer.lifecycle import workflow
 settings = handler.load_settings(os.environ)
 t2 = time.perf_counter()
 session = aws.Session(region_name="us-east-1")  # what the handler builds
@@ -59,7 +60,7 @@ cluster = aws.ClusterInfo(
 )
 kube = workflow.eks_kube(session, "us-east-1")(cluster, "bench", settings)
 t4 = time.perf_counter()
-from drainer.auth import TokenSource
+from drainer.k8s.auth import TokenSource
 TokenSource(session, "bench", "us-east-1").token()
 t5 = time.perf_counter()
 print(json.dumps({{"import_handler": t1 - t0, "settings": t2 - t1, "boto3_clients": t3 - t2,
@@ -94,7 +95,7 @@ def _stale(zip_path: Path) -> bool:
         return True
     built = zip_path.stat().st_mtime
     inputs = [ROOT / "requirements.txt", ROOT / "template.yaml", ROOT / "tools" / "package.py"]
-    inputs += list((ROOT / "drainer").glob("*.py"))
+    inputs += list((ROOT / "drainer").rglob("*.py"))
     return any(p.is_file() and p.stat().st_mtime > built for p in inputs)
 
 

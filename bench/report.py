@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from bench.coldstart import TARGET_SECONDS, TARGET_ZIP_MB, ColdStart
 from bench.run import RunResult
 from bench.scenarios import Scenario
-from drainer.kube import PAGE_SIZE
+from drainer.k8s.kube import PAGE_SIZE
 
 VERB_ORDER = ("evict", "get", "list", "watch", "patch", "delete", "discovery", "other")
 

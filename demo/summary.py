@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from demo.view import View, shown_path
-from drainer.events import SPOT_NOTICE_SECONDS, TERMINATE_HOOK_TRIGGER, SpotKind
-from drainer.settings import Settings
+from drainer.lifecycle.events import SPOT_NOTICE_SECONDS, TERMINATE_HOOK_TRIGGER, SpotKind
+from drainer.lifecycle.settings import Settings
 
 if TYPE_CHECKING:
     from demo.observe import Observer

@@ -3,7 +3,7 @@
 The demo runs the handler with the environment CloudFormation would give it when
 every parameter keeps its default: the function's `Environment.Variables` with each
 `!Ref Parameter` resolved to that parameter's `Default`, the function's `Timeout`,
-and the terminate hook the function keeps on its groups (drainer/hooks.py: name,
+and the terminate hook the function keeps on its groups (drainer/lifecycle/hooks.py: name,
 heartbeat timeout, default result and notification metadata, from that
 environment). ClusterName, without a default, and AsgNames are the demo's
 cluster and Auto Scaling group.
@@ -125,9 +125,9 @@ def from_template(path: Path, cluster_name: str, asg_name: str) -> Function:
         name: _resolve(_choose(value, conditions, values), values)
         for name, value in variables.items()
     }
-    # The function keeps the hooks (drainer/hooks.py): the hook is the one it puts.
-    from drainer.hooks import DEFAULT_RESULT, HookSpec
-    from drainer.settings import Settings
+    # The function keeps the hooks (drainer/lifecycle/hooks.py): the hook is the one it puts.
+    from drainer.lifecycle.hooks import DEFAULT_RESULT, HookSpec
+    from drainer.lifecycle.settings import Settings
 
     spec = HookSpec.from_settings(Settings.from_env(environment))
     return Function(
@@ -145,8 +145,8 @@ def from_template(path: Path, cluster_name: str, asg_name: str) -> Function:
 
 
 def from_settings(cluster_name: str, asg_name: str, why: str) -> Function:
-    """drainer.settings' defaults, with the hook and timeout a deployment would use."""
-    from drainer.settings import VARIABLES
+    """drainer.lifecycle.settings' defaults, with the hook and timeout a deployment would use."""
+    from drainer.lifecycle.settings import VARIABLES
 
     environment = {v.name: v.default for v in VARIABLES}
     environment.update({"CLUSTER_NAME": cluster_name, "ALLOWED_ASGS": asg_name})

@@ -15,9 +15,11 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from drainer import aws, hooks, logs, notices, spot
+from drainer import aws, logs
+from drainer.engine.report import Kind
 from drainer.errors import AwsError, SettingsError
-from drainer.events import (
+from drainer.lifecycle import hooks, notices, spot
+from drainer.lifecycle.events import (
     TERMINATE_HOOK_TRIGGER,
     HookSyncEvent,
     LifecycleEvent,
@@ -27,9 +29,8 @@ from drainer.events import (
     parse_event,
     with_handover,
 )
-from drainer.report import Kind
-from drainer.settings import Settings, TimeoutPolicy
-from drainer.workflow import (
+from drainer.lifecycle.settings import Settings, TimeoutPolicy
+from drainer.lifecycle.workflow import (
     Invocation,
     KubeFactory,
     Result,
@@ -169,9 +170,9 @@ def _permanent(error: AwsError) -> Run:
 def self_check(
     event: SelfCheckEvent, settings: Settings, clients: aws.AwsClients, kube_factory: KubeFactory
 ) -> dict[str, Any]:
-    """Whether this function, as its own identity, may drain (drainer/selfcheck.py)."""
-    from drainer import selfcheck
+    """Whether this function, as its own identity, may drain (drainer/k8s/selfcheck.py)."""
     from drainer.errors import DrainerError
+    from drainer.k8s import selfcheck
 
     name = event.cluster_name or settings.cluster_name
     if not name:
@@ -264,7 +265,7 @@ def handle_spot(
     kube_factory: KubeFactory,
     invocation: Invocation | None,
 ) -> dict[str, Any]:
-    """A spot interruption warning or rebalance recommendation (drainer/spot.py): no
+    """A spot interruption warning or rebalance recommendation (drainer/lifecycle/spot.py): no
     lifecycle action to complete; EC2 decides the instance's end."""
     started = time.monotonic()
     try:
@@ -341,7 +342,7 @@ def _hand_over(
 
 def _log_end_line(summary: Mapping[str, Any]) -> None:
     """The end line of the log contract: the human "drain finished: k=v, ..." text and
-    the same keys as top-level JSON fields (drain_finished in drainer/report.py).
+    the same keys as top-level JSON fields (drain_finished in drainer/engine/report.py).
     `message` is the one key renamed (to `reason`, as in drain_stopped): the logging
     module keeps `message` for the line's own text."""
     text = "drain finished: " + ", ".join(f"{k}={v}" for k, v in summary.items())

@@ -14,7 +14,7 @@ import re
 from collections.abc import Mapping
 from typing import IO, Any
 
-from drainer.report import Kind
+from drainer.engine.report import Kind
 
 SERVICE = "eks-node-drainer"
 FIXED_KEYS = ("instance_id", "node_name", "asg_name", "lifecycle_hook_name", "cluster")
@@ -137,7 +137,7 @@ def safe_fields(fields: Mapping[str, Any]) -> dict[str, Any]:
 
 def drain_event(logger: logging.Logger, message: str, fields: Mapping[str, Any]) -> None:
     """One drain event as one log line: `message` for people, `fields` (the log
-    contract, DrainEvent.fields() in drainer/report.py) as top-level JSON keys, at
+    contract, DrainEvent.fields() in drainer/engine/report.py) as top-level JSON keys, at
     the level EVENT_LEVELS gives its kind."""
     level = EVENT_LEVELS.get(str(fields.get("event", "")), logging.INFO)
     logger.log(level, message, extra=safe_fields(fields))

@@ -34,7 +34,7 @@ class RequestLog:
     @contextmanager
     def recording(self) -> Iterator[RequestLog]:
         from drainer.errors import KubeError
-        from drainer.kube import Kube
+        from drainer.k8s.kube import Kube
 
         original = Kube._once
         log = self

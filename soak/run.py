@@ -199,7 +199,7 @@ def budgets_current(cluster: Cluster) -> bool:
 
 def _evictable(cluster: Cluster, node: str, filters: Any) -> list[dict[str, Any]]:
     """The pods on the node that the drain's filters would evict."""
-    from drainer.filters import Action, decide
+    from drainer.engine.filters import Action, decide
     from testbed.world import pods_on
 
     return [p for p in pods_on(cluster, node) if decide(p, filters).action == Action.EVICT]
@@ -265,8 +265,8 @@ def run(config: Config, *, say: Any = None) -> Outcome:
 
 def _refresh(config: Config, services: list[Service], cluster: Cluster, say: Any) -> Outcome:
     from drainer import handler, logs
-    from drainer.options import DrainOptions
-    from drainer.settings import Settings
+    from drainer.engine.options import DrainOptions
+    from drainer.lifecycle.settings import Settings
     from testbed.world import World
 
     say(f"soak: {config.backend}, {config.nodes} nodes, {config.pods} pods, speed {config.speed:g}")

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from drainer.kube import Kube, RetryPolicy
+from drainer.k8s.kube import Kube, RetryPolicy
 from kubesim import KubeSim
 
 # -- the real answers ---------------------------------------------------------

@@ -14,9 +14,9 @@ from urllib.parse import parse_qsl, quote, urlsplit
 import boto3
 import pytest
 
-from drainer.auth import TOKEN_PREFIX, ExecToken, TokenSource, sts_endpoint
 from drainer.errors import CredentialsUnavailable
-from drainer.kube import Kube
+from drainer.k8s.auth import TOKEN_PREFIX, ExecToken, TokenSource, sts_endpoint
+from drainer.k8s.kube import Kube
 from kubesim import EksIdentity, KubeSim
 from kubesim.faults import Fault
 

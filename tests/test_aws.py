@@ -33,7 +33,7 @@ from drainer.errors import (
     LifecycleActionGone,
     PermanentAwsError,
 )
-from drainer.events import LifecycleEvent, parse_event
+from drainer.lifecycle.events import LifecycleEvent, parse_event
 
 REGION = "us-east-1"
 NO_RETRIES = Config(retries={"mode": "standard", "total_max_attempts": 1})

@@ -26,7 +26,7 @@ from awssim.server import AwsSimServer
 from awssim.world import NodeGroup, create_node_group
 from drainer import aws
 from drainer.errors import AwsError
-from drainer.events import LifecycleEvent, parse_event
+from drainer.lifecycle.events import LifecycleEvent, parse_event
 
 REGION = "us-east-1"
 NO_RETRIES = Config(retries={"mode": "standard", "total_max_attempts": 1})

@@ -20,12 +20,12 @@ from typing import Any
 
 import pytest
 
-from drainer.__main__ import DEFAULTS, main, settings_from
-from drainer.cordon import PROGRESS_ANNOTATION
-from drainer.display import Progress
-from drainer.kube import Kube
-from drainer.report import DrainEvent, Kind
-from drainer.settings import Settings
+from drainer.cli.display import Progress
+from drainer.cli.main import DEFAULTS, main, settings_from
+from drainer.engine.report import DrainEvent, Kind
+from drainer.k8s.cordon import PROGRESS_ANNOTATION
+from drainer.k8s.kube import Kube
+from drainer.lifecycle.settings import Settings
 from kubesim import KubeSim
 from testbed import workloads as w
 from testbed.cluster import Cluster
@@ -147,7 +147,7 @@ def test_module_entry_point__help_runs() -> None:
 
 
 def _args(*flags: str) -> argparse.Namespace:
-    from drainer.__main__ import _parser
+    from drainer.cli.main import _parser
 
     return _parser().parse_args(["drain", "--node", NODE, *flags])
 
@@ -348,7 +348,7 @@ def test_instance_id_without_a_region__clear_error_exit_2(
 def test_instance_id_with_only_aws_region__region_taken_from_it(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    from drainer.__main__ import _aws_session
+    from drainer.cli.main import _aws_session
 
     monkeypatch.delenv("AWS_DEFAULT_REGION", raising=False)
     monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-config"))
@@ -452,7 +452,7 @@ def test_real_process__each_event_once__no_log_line_repeats_it(sim: KubeSim) -> 
     both = run.stdout + run.stderr
     assert both.count("no controller will recreate this pod: default/lonely") == 1, both
     assert both.count("evicted  default/lonely") == 1
-    assert "drainer.drain" not in run.stderr
+    assert "drainer.engine.drain" not in run.stderr
 
 
 # -- the end of a drain: signals, a closed stdout, the last line ------------------------
@@ -627,13 +627,17 @@ def test_eviction_answered_after_the_drain_ended__nothing_printed_after_the_verd
 def test_log_lines__after_the_verdict__dropped_as_the_progress_lines_are() -> None:
     """An eviction answered late logs too ('evicting ... failed; retrying'): the
     terminal's log handler is quiet once the drain is over, as the display is."""
-    from drainer.__main__ import _Terminal, _TerminalLog
-    from drainer.display import SafeStream
+    from drainer.cli.display import SafeStream
+    from drainer.cli.main import _Terminal, _TerminalLog
 
     stream = io.StringIO()
     terminal = _Terminal(out=SafeStream(stream), err=SafeStream(stream), log=_TerminalLog())
-    late = logging.makeLogRecord({"name": "drainer.drain", "msg": "evicting shop/web failed"})
-    event = logging.makeLogRecord({"name": "drainer.drain", "msg": "evicted", "event": "evicted"})
+    late = logging.makeLogRecord(
+        {"name": "drainer.engine.drain", "msg": "evicting shop/web failed"}
+    )
+    event = logging.makeLogRecord(
+        {"name": "drainer.engine.drain", "msg": "evicted", "event": "evicted"}
+    )
     assert terminal.log.filter(late) and not terminal.log.filter(event)
 
     terminal.drain_over(Progress(stream, NODE))

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from drainer.cordon import (
+from drainer.k8s.cordon import (
     ADDED_CORDON,
     ADDED_LABEL,
     EXCLUDE_LB_LABEL,

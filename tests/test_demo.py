@@ -19,7 +19,7 @@ from demo import template
 from demo.observe import Observer, budget_margins, selects
 from demo.summary import classify
 from demo.view import View
-from drainer.settings import VARIABLES
+from drainer.lifecycle.settings import VARIABLES
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -8,8 +8,8 @@ import io
 import os
 import threading
 
-from drainer.display import Progress, SafeStream, StatusTicker, human_summary, waiting_line
-from drainer.report import DrainEvent, DrainReport, Kind, Outcome
+from drainer.cli.display import Progress, SafeStream, StatusTicker, human_summary, waiting_line
+from drainer.engine.report import DrainEvent, DrainReport, Kind, Outcome
 
 
 def test_waiting_line__names_three_pods_and_why__counts_the_rest() -> None:

@@ -29,8 +29,8 @@ from realapi import (
     webhook_denied_403,
 )
 
-from drainer.drain import Drain, DrainReport, Outcome
-from drainer.options import DrainOptions
+from drainer.engine.drain import Drain, DrainReport, Outcome
+from drainer.engine.options import DrainOptions
 from kubesim import KubeSim
 from kubesim import testing as k
 
@@ -131,7 +131,7 @@ def test_namespace_terminating_403__waits_for_the_pod_not_an_rbac_error(
         namespace_terminating_403("web-0", "shop"),
         then=lambda: k.request(sim, "DELETE", "/api/v1/namespaces/shop").json(),
     )
-    caplog.set_level(logging.WARNING, logger="drainer.drain")
+    caplog.set_level(logging.WARNING, logger="drainer.engine.drain")
 
     _, report = drain(front, clock, 60)
 

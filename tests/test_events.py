@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from drainer.events import (
+from drainer.lifecycle.events import (
     MAX_COUNT,
     Handover,
     HookSyncEvent,

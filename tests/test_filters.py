@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from drainer.filters import Action, FilterOptions, decide, warnings_by_message
+from drainer.engine.filters import Action, FilterOptions, decide, warnings_by_message
 
 
 def pod(

@@ -12,11 +12,11 @@ import pytest
 from awssim import AwsSim
 from awssim.world import NodeGroup, create_node_group
 from drainer import aws, handler
+from drainer.engine.report import DrainReport, Outcome
 from drainer.errors import AwsError, SettingsError
-from drainer.events import LifecycleEvent, parse_event
-from drainer.report import DrainReport, Outcome
-from drainer.settings import Settings, TimeoutPolicy
-from drainer.workflow import Result, Run
+from drainer.lifecycle.events import LifecycleEvent, parse_event
+from drainer.lifecycle.settings import Settings, TimeoutPolicy
+from drainer.lifecycle.workflow import Result, Run
 
 
 @pytest.mark.parametrize(
@@ -100,7 +100,7 @@ def test_invalid_setting__fails_naming_the_variable(
 def test_work_time__never_hands_over_without_progress(
     remaining: float, margin: float, expected: float
 ) -> None:
-    from drainer.workflow import work_time
+    from drainer.lifecycle.workflow import work_time
 
     assert work_time(remaining, margin) == expected
 
@@ -363,7 +363,7 @@ def test_spot_event__permanent_aws_error__failed_naming_it__returned_not_raised(
     moto_group: _Aws,
 ) -> None:
     from awssim import spot as spot_events
-    from drainer.events import SpotEvent
+    from drainer.lifecycle.events import SpotEvent
 
     raw = spot_events.interruption_warning(
         "123456789012", "us-east-1", moto_group.group.instance_ids[1]

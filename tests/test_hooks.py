@@ -1,4 +1,4 @@
-"""The hook keeper (drainer/hooks.py) against moto: which groups get the terminate
+"""The hook keeper (drainer/lifecycle/hooks.py) against moto: which groups get the terminate
 hook, which are left alone, and that a sync with nothing to do writes nothing.
 
 The PutLifecycleHook calls are recorded by a botocore event handler on the real
@@ -16,8 +16,8 @@ from typing import Any
 import boto3
 import pytest
 
-from drainer import hooks
-from drainer.settings import Settings
+from drainer.lifecycle import hooks
+from drainer.lifecycle.settings import Settings
 
 REGION = "us-east-1"
 CLUSTER = "prod"
@@ -254,13 +254,13 @@ def test_one_groups_error__the_others_still_get_their_hooks(
         "before-parameter-build.autoscaling.PutLifecycleHook", refuse_nodes_a
     )
 
-    with caplog.at_level(logging.INFO, logger="drainer.hooks"):
+    with caplog.at_level(logging.INFO, logger="drainer.lifecycle.hooks"):
         sync = hooks.sync_hooks(account.autoscaling, settings(), "schedule")
 
     assert sync.created == ("nodes-b",)
     assert "grant autoscaling:PutLifecycleHook" in sync.failed["nodes-a"]
     assert account.hook("nodes-b") is not None
-    (line,) = [r for r in caplog.records if r.name == "drainer.hooks"]
+    (line,) = [r for r in caplog.records if r.name == "drainer.lifecycle.hooks"]
     assert line.levelno == logging.ERROR
     assert line.getMessage().startswith("hook sync (schedule): 2 group(s) covered, 1 hook(s)")
     assert line.__dict__["failed"] == sync.failed
@@ -273,10 +273,10 @@ def test_summary_line__one_json_line_of_what_was_done(
     account.tagged("nodes-a")
     account.tagged("staging", **{"eks:cluster-name": "staging"})
 
-    with caplog.at_level(logging.INFO, logger="drainer.hooks"):
+    with caplog.at_level(logging.INFO, logger="drainer.lifecycle.hooks"):
         hooks.sync_hooks(account.autoscaling, settings(), "api:CreateOrUpdateTags")
 
-    (line,) = [r for r in caplog.records if r.name == "drainer.hooks"]
+    (line,) = [r for r in caplog.records if r.name == "drainer.lifecycle.hooks"]
     fields = line.__dict__
     assert fields["event"] == "hooks_synced"
     assert fields["trigger"] == "api:CreateOrUpdateTags"

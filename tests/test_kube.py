@@ -34,7 +34,7 @@ from realapi import (
 )
 
 from drainer import errors
-from drainer.kube import Kube, RetryPolicy, failure_in_success, translate
+from drainer.k8s.kube import Kube, RetryPolicy, failure_in_success, translate
 from kubesim import KubeSim
 from kubesim.auth import User
 from kubesim.testing import eventually
@@ -615,7 +615,7 @@ def test_streams_close_all__a_watch_that_ended_on_its_own__no_error(released: bo
 
     import urllib3
 
-    from drainer.kube import Streams
+    from drainer.k8s.kube import Streams
 
     response = urllib3.response.HTTPResponse(body=io.BytesIO(b""), preload_content=False)
     if released:

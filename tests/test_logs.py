@@ -1,5 +1,5 @@
 """The log contract: the README's table of drain events against the kinds of
-drainer/report.py, the levels of drainer/logs.py and the keys DrainEvent.fields()
+drainer/engine/report.py, the levels of drainer/logs.py and the keys DrainEvent.fields()
 can produce; a drain event line that never breaks on a reserved key; and the lines
 a real drain writes, through the Lambda handler on kubesim and moto."""
 
@@ -19,7 +19,7 @@ import pytest
 from e2e import conftest as e2e
 
 from drainer import logs
-from drainer.report import DrainEvent, Kind
+from drainer.engine.report import DrainEvent, Kind
 from testbed import World
 from testbed import workloads as w
 from testbed.world import place_on, pods_on, wait_until

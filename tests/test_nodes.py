@@ -1,4 +1,4 @@
-"""The node behind an instance (drainer/nodes.py), against kubesim: by name, by
+"""The node behind an instance (drainer/k8s/nodes.py), against kubesim: by name, by
 hostname label, by providerID; and never a node that belongs to another instance."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from realapi import StaticToken
 
-from drainer.kube import Kube
-from drainer.nodes import find_node
+from drainer.k8s.kube import Kube
+from drainer.k8s.nodes import find_node
 from kubesim import KubeSim
 
 INSTANCE = "i-0123456789abcdef0"

@@ -9,8 +9,8 @@ from pathlib import Path
 import boto3
 from botocore.stub import Stubber
 
-from drainer import notices
-from drainer.events import LifecycleEvent, parse_event
+from drainer.lifecycle import notices
+from drainer.lifecycle.events import LifecycleEvent, parse_event
 
 EVENTS = Path(__file__).parent / "events"
 TOPIC = "arn:aws:sns:eu-west-1:123456789012:drains"

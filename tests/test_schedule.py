@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from drainer.schedule import Entry, Schedule, State
+from drainer.engine.schedule import Entry, Schedule, State
 
 DEADLINE = 1000.0
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from drainer import selfcheck
-from drainer.events import SelfCheckEvent, Skip, parse_event
+from drainer.k8s import selfcheck
+from drainer.lifecycle.events import SelfCheckEvent, Skip, parse_event
 from testbed.world import rbac_manifests
 from tools.preflight import grants
 

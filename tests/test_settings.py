@@ -8,7 +8,7 @@ import json
 import pytest
 
 from drainer.errors import SettingsError
-from drainer.settings import VARIABLES, Settings, TimeoutPolicy, Variable
+from drainer.lifecycle.settings import VARIABLES, Settings, TimeoutPolicy, Variable
 
 
 def test_from_env__empty_environment__gives_documented_defaults() -> None:
@@ -189,7 +189,7 @@ def test_describe__lists_every_field_as_json_values() -> None:
 
 
 def test_describe__secret_variable__is_hidden(monkeypatch: pytest.MonkeyPatch) -> None:
-    import drainer.settings as module
+    import drainer.lifecycle.settings as module
 
     secret = dataclasses.replace(VARIABLES[0], secret=True)
     monkeypatch.setattr(module, "VARIABLES", (secret, *VARIABLES[1:]))

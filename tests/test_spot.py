@@ -26,10 +26,19 @@ from realapi import StaticToken
 
 from awssim import spot as spot_events
 from awssim.world import AMI_ID, create_node_group
-from drainer import aws, notices, spot
-from drainer.cordon import PROGRESS_ANNOTATION, LiveDrain, cordon_patch, live_drain, progress_value
-from drainer.drain import Drain
-from drainer.events import (
+from drainer import aws
+from drainer.engine.drain import Drain
+from drainer.engine.options import DrainOptions
+from drainer.k8s.cordon import (
+    PROGRESS_ANNOTATION,
+    LiveDrain,
+    cordon_patch,
+    live_drain,
+    progress_value,
+)
+from drainer.k8s.kube import Kube
+from drainer.lifecycle import notices, spot
+from drainer.lifecycle.events import (
     SPOT_NOTICE_SECONDS,
     TERMINATE_HOOK_TRIGGER,
     Skip,
@@ -37,10 +46,8 @@ from drainer.events import (
     SpotKind,
     parse_event,
 )
-from drainer.kube import Kube
-from drainer.options import DrainOptions
-from drainer.settings import Settings
-from drainer.workflow import (
+from drainer.lifecycle.settings import Settings
+from drainer.lifecycle.workflow import (
     FOLLOW_POLL_SECONDS,
     FOLLOW_SLACK_SECONDS,
     SPOT_TRIGGERS,
@@ -700,7 +707,7 @@ def test_follow_drain__stale_record__waits_the_slack_then_none_so_the_caller_dra
 ) -> None:
     kube = ScriptedNode(_draining(until=NOW + 20))  # its invocation died: never ends
     clock = Clock(NOW + 5)
-    caplog.set_level(logging.WARNING, logger="drainer.workflow")
+    caplog.set_level(logging.WARNING, logger="drainer.lifecycle.workflow")
 
     run = _follow(kube, clock)
 

@@ -1,4 +1,4 @@
-"""drainer/targets.py against moto's ELBv2 (with awssim's deregistration delay):
+"""drainer/lifecycle/targets.py against moto's ELBv2 (with awssim's deregistration delay):
 which groups count, what is deregistered, how the wait ends."""
 
 from __future__ import annotations
@@ -10,7 +10,12 @@ import boto3
 import pytest
 
 from awssim import elbv2 as elb_sim
-from drainer.targets import CLUSTER_TAG, TargetWait, cluster_target_groups, leave_target_groups
+from drainer.lifecycle.targets import (
+    CLUSTER_TAG,
+    TargetWait,
+    cluster_target_groups,
+    leave_target_groups,
+)
 
 
 class Clock:

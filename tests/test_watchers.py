@@ -8,8 +8,8 @@ from unittest.mock import create_autospec
 
 from realapi import StaticToken
 
-from drainer.kube import Kube
-from drainer.watchers import BudgetTracker, PodTracker
+from drainer.engine.watchers import BudgetTracker, PodTracker
+from drainer.k8s.kube import Kube
 
 
 def pod(name: str, uid: str) -> dict[str, Any]:

@@ -21,19 +21,20 @@ from realapi import StaticToken
 
 from awssim import AwsSim
 from awssim.world import NodeGroup, create_node_group
-from drainer import aws, workflow
-from drainer.cordon import PROGRESS_ANNOTATION
-from drainer.events import (
+from drainer import aws
+from drainer.engine.report import DrainReport, Outcome
+from drainer.k8s.cordon import PROGRESS_ANNOTATION
+from drainer.k8s.kube import Kube, RetryPolicy
+from drainer.lifecycle import workflow
+from drainer.lifecycle.events import (
     TERMINATE_HOOK_TRIGGER,
     Handover,
     LifecycleEvent,
     parse_event,
     with_handover,
 )
-from drainer.kube import Kube, RetryPolicy
-from drainer.report import DrainReport, Outcome
-from drainer.settings import Settings, TimeoutPolicy
-from drainer.workflow import API_RETRY, Deadline, Invocation, Result, Run
+from drainer.lifecycle.settings import Settings, TimeoutPolicy
+from drainer.lifecycle.workflow import API_RETRY, Deadline, Invocation, Result, Run
 from kubesim import KubeSim
 from kubesim.faults import Fault
 

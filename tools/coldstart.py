@@ -27,7 +27,7 @@ from tools.runtime import ROOT, find_runtime_python, install_runtime_sdk, runtim
 
 # What a cold start imports before its first drain can talk to Kubernetes: the
 # handler (at init), then, inside the first invocation, the Kubernetes client and
-# powertools' logger and metrics (drainer/kube.py and logs.py import them lazily).
+# powertools' logger and metrics (drainer/k8s/kube.py and logs.py import them lazily).
 DEFAULT_MODULES = (
     "drainer.handler,kubernetes.client,kubernetes.config,"
     "aws_lambda_powertools.logging,aws_lambda_powertools.metrics"

@@ -591,7 +591,7 @@ def rbac_documents() -> list[dict[str, Any]]:
 def apply_rbac(kubeconfig: str, context: str, say: Say) -> None:
     """Create or replace k8s-rbac/'s objects with an admin's kubeconfig."""
     from drainer.errors import KubeError
-    from drainer.kube import Kube
+    from drainer.k8s.kube import Kube
 
     try:
         kube = Kube.from_kubeconfig(kubeconfig or None, context or None)
@@ -648,7 +648,7 @@ def _invoke_json(lambda_client: Client, function: str, payload: Mapping[str, Any
 
 
 def self_check(lambda_client: Client, function: str, cluster: str) -> dict[str, Any]:
-    """Invoke the function with a self-check event (drainer/selfcheck.py)."""
+    """Invoke the function with a self-check event (drainer/k8s/selfcheck.py)."""
     result = _invoke_json(lambda_client, function, {"self_check": {"cluster_name": cluster}})
     if isinstance(result, str):
         return {"passed": False, "message": result}
@@ -658,7 +658,7 @@ def self_check(lambda_client: Client, function: str, cluster: str) -> dict[str, 
 
 def sync_hooks(lambda_client: Client, function: str) -> dict[str, Any]:
     """Invoke the function once to put its groups' lifecycle hooks in place now
-    ({"sync_hooks": {}}, drainer/hooks.py); its answer, or {"result": "sync_failed"}."""
+    ({"sync_hooks": {}}, drainer/lifecycle/hooks.py); its answer, or {"result": "sync_failed"}."""
     result = _invoke_json(lambda_client, function, {"sync_hooks": {}})
     if isinstance(result, str):
         return {"result": "sync_failed", "message": result}
@@ -846,7 +846,7 @@ def deploy(
         say("turning the lifecycle hooks on")
         change(values, creating=False, purpose="-hooks-on")
     if check["passed"] and values["CreateLifecycleHooks"] == "true":
-        # The hooks in place now, not at the schedule's next run (drainer/hooks.py).
+        # The hooks in place now, not at the schedule's next run (drainer/lifecycle/hooks.py).
         say(describe_sync(sync_hooks(patient_lambda, function)))
     say(next_steps(outputs, values, aws.region, options.stack_name))
     return 0

@@ -36,7 +36,7 @@ from enum import StrEnum
 from typing import Any
 
 from drainer import aws as drainer_aws
-from drainer.selfcheck import Permission, describe
+from drainer.k8s.selfcheck import Permission, describe
 from tools.deploy import Aws, connect, normalise_names, rbac_documents, run_tool
 
 GROUP = "eks-node-drainer"
@@ -386,7 +386,7 @@ def run(aws: Aws, options: Options) -> list[Check]:
     checks += check_groups(aws.client("autoscaling"), options)
     if options.kubeconfig:
         from drainer.errors import KubeError
-        from drainer.kube import Kube
+        from drainer.k8s.kube import Kube
 
         try:
             kube = Kube.from_kubeconfig(options.kubeconfig, options.context or None)

@@ -16,7 +16,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from drainer.settings import VARIABLES, Variable
+from drainer.lifecycle.settings import VARIABLES, Variable
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"

@@ -3,7 +3,7 @@
     python -m tools.undeploy [--stack-name eks-node-drainer] [--region eu-west-1] [--yes]
 
 The function, not CloudFormation, puts the lifecycle hooks on the node groups
-(drainer/hooks.py), so deleting the stack alone leaves them, and every scale-in
+(drainer/lifecycle/hooks.py), so deleting the stack alone leaves them, and every scale-in
 then waits HeartbeatTimeout for a drain that never comes. This reads the
 function's settings (the groups by name and tag, the hook's name, the cluster),
 deletes the stack and waits until it is gone (so its schedule cannot put a hook
@@ -31,9 +31,9 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from drainer import aws as drainer_aws
-from drainer import hooks
 from drainer.errors import AwsError, SettingsError
-from drainer.settings import Settings
+from drainer.lifecycle import hooks
+from drainer.lifecycle.settings import Settings
 from tools.deploy import (
     Aws,
     DeployError,

@@ -117,7 +117,7 @@ def receiver_name(node: ast.expr) -> str:
 def drainer_functions() -> set[str]:
     """Names defined in drainer/: `aws.complete_lifecycle_action(...)` is a wrapper."""
     names = set()
-    for path in (ROOT / "drainer").glob("*.py"):
+    for path in (ROOT / "drainer").rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
                 names.add(node.name)
@@ -132,7 +132,7 @@ def aws_calls() -> Iterator[tuple[str, str, str]]:
     ops = operations()
     every_op = {method for by_service in ops.values() for method in by_service}
     wrappers = drainer_functions()
-    for path in sorted((ROOT / "drainer").glob("*.py")):
+    for path in sorted((ROOT / "drainer").rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
             if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
                 continue

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from drainer import logs as drainer_logs
-from drainer.report import DrainEvent, Kind, describe
+from drainer.engine.report import DrainEvent, Kind, describe
 from tools import logs
 from tools.deploy import DeployError
 
@@ -26,7 +26,7 @@ def _drainer_lines(instance: str, node: str) -> list[str]:
     before = handler.stream
     drainer_logs.configure("INFO", stream=stream)
     drainer_logs.bind(instance_id=instance, node_name=node, cluster="prod")
-    log = logging.getLogger("drainer.drain")
+    log = logging.getLogger("drainer.engine.drain")
     for event in (
         DrainEvent(Kind.CORDONED),
         DrainEvent(Kind.EVICTED, pod="shop/web-1"),

@@ -92,7 +92,11 @@ def test_zip_holds_drainer_and_the_pinned_wheels_only(built: Built):
         assert excluded not in tops
     assert not any(t.startswith(("boto3-", "botocore-", "s3transfer-")) for t in tops)
     shipped = {n for n in built.names if n.startswith("drainer/") and n.endswith(".py")}
-    expected = {f"drainer/{p.name}" for p in (ROOT / "drainer").glob("*.py")}
+    expected = {
+        f"drainer/{p.relative_to(ROOT / 'drainer').as_posix()}"
+        for p in (ROOT / "drainer").rglob("*.py")
+        if "__pycache__" not in p.parts
+    }
     assert shipped == expected
     assert built.manifest.distributions == package.pinned_requirements()
     assert not [n for n in built.names if n.rsplit("/", 1)[-1] in ("RECORD", "INSTALLER")]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from drainer.settings import VARIABLES
+from drainer.lifecycle.settings import VARIABLES
 from tools import settings_table
 from tools.deploy import MANAGED
 

@@ -14,7 +14,7 @@ import yaml
 from moto.events.models import EventPattern
 
 from drainer.errors import SettingsError
-from drainer.settings import VARIABLES
+from drainer.lifecycle.settings import VARIABLES
 from tools.deploy import TEMPLATE_BODY_LIMIT
 from tools.settings_table import parameter_for
 
@@ -338,7 +338,7 @@ def test_asg_names_take_plain_names(template: dict[str, Any], value: str, accept
 def test_asg_tag_is_key_equals_value__same_rule_as_the_setting(
     template: dict[str, Any], value: str, accepted: bool
 ):
-    from drainer.settings import Settings
+    from drainer.lifecycle.settings import Settings
 
     pattern = template["Parameters"]["AsgTag"]["AllowedPattern"]
     assert (re.fullmatch(pattern, value) is not None) is accepted
@@ -468,7 +468,7 @@ def test_function_architecture_logging_and_vpc_follow_the_parameters():
     }
 
 
-# --- every drainer setting is a parameter, in step with drainer/settings.py ---------------
+# --- every drainer setting is a parameter, in step with drainer/lifecycle/settings.py -------
 
 
 @pytest.mark.parametrize("variable", VARIABLES, ids=lambda v: v.name)
@@ -505,7 +505,7 @@ def test_every_setting_is_a_parameter_with_the_same_default_and_range(
 
 
 def test_the_default_environment_is_valid_settings():
-    from drainer.settings import Settings
+    from drainer.lifecycle.settings import Settings
 
     environment = stack().resource("DrainerFunction")["Environment"]["Variables"]
     settings = Settings.from_env({k: str(v) for k, v in environment.items()})

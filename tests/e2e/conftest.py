@@ -125,7 +125,7 @@ class LogCapture:
         return [str(r.get("message", "")) for r in self.records()]
 
     def events(self, kind: str) -> list[dict[str, Any]]:
-        """The drain events of one kind (the `event` key of drainer/report.py's log
+        """The drain events of one kind (the `event` key of drainer/engine/report.py's log
         contract), in the order they were written."""
         return [r for r in self.records() if r.get("event") == kind]
 

@@ -56,7 +56,7 @@ from typing import Any
 
 import pytest
 
-from drainer.cordon import PROGRESS_ANNOTATION
+from drainer.k8s.cordon import PROGRESS_ANNOTATION
 from kubesim.faults import Fault
 from testbed import World
 from testbed import workloads as w

@@ -58,7 +58,7 @@ from typing import Any
 import pytest
 
 from awssim.server import AwsSimServer
-from drainer.cordon import PROGRESS_ANNOTATION
+from drainer.k8s.cordon import PROGRESS_ANNOTATION
 from testbed import World
 from testbed import workloads as w
 from testbed.world import place_on, pods_on

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from drainer.cordon import EXCLUDE_LB_LABEL, PROGRESS_ANNOTATION, progress_of
+from drainer.k8s.cordon import EXCLUDE_LB_LABEL, PROGRESS_ANNOTATION, progress_of
 from testbed import World
 from testbed.world import node_tainted, rbac_manifests, wait_until
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from drainer.kube import Kube
+from drainer.k8s.kube import Kube
 from testbed import World
 from testbed.world import rbac_manifests
 from tools import preflight

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from drainer.errors import TlsVerificationError
-from drainer.kube import Kube
-from drainer.settings import VARIABLES, Settings
+from drainer.k8s.kube import Kube
+from drainer.lifecycle.settings import VARIABLES, Settings
 from testbed import World
 from testbed import workloads as w
 from testbed.world import place_on

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from drainer.cordon import EXCLUDE_LB_LABEL, PROGRESS_ANNOTATION
+from drainer.k8s.cordon import EXCLUDE_LB_LABEL, PROGRESS_ANNOTATION
 from testbed import World
 from testbed.world import rbac_manifests
 

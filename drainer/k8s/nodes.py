@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from drainer.kube import Kube
+from drainer.k8s.kube import Kube
 
 log = logging.getLogger(__name__)
 HOSTNAME_LABEL = "kubernetes.io/hostname"

@@ -23,11 +23,11 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from drainer import pods
 from drainer.backoff import Backoff
+from drainer.engine import pods
+from drainer.engine.pods import Pod, PodKey
 from drainer.errors import FatalKubeError, KubeError, KubeGone, KubeTooManyRequests
-from drainer.kube import Kube, Obj, Streams
-from drainer.pods import Pod, PodKey
+from drainer.k8s.kube import Kube, Obj, Streams
 
 log = logging.getLogger(__name__)
 

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from drainer.cordon import cordon_patch
 from drainer.errors import KubeError
-from drainer.kube import Kube
+from drainer.k8s.cordon import cordon_patch
+from drainer.k8s.kube import Kube
 
 Permission = tuple[str, str, str]
 """(verb, API group, resource[/subresource]), as k8s-rbac/ grants it."""

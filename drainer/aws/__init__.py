@@ -42,7 +42,7 @@ from drainer.errors import (
     LifecycleActionGone,
     PermanentAwsError,
 )
-from drainer.events import LIFECYCLE_ACTION_MAX_SECONDS, LifecycleEvent
+from drainer.lifecycle.events import LIFECYCLE_ACTION_MAX_SECONDS, LifecycleEvent
 
 log = logging.getLogger(__name__)
 
@@ -281,7 +281,7 @@ def _aws_error(error: Exception, action: str, what: str) -> AwsError:
 
 
 aws_error = _aws_error
-"""The same translation, for the modules that make their own calls (drainer/hooks.py)."""
+"""The same translation, for the modules that make their own calls (drainer/lifecycle/hooks.py)."""
 
 
 # --- EC2: instance to node identity ----------------------------------------------

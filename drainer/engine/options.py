@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from drainer.backoff import Backoff
-from drainer.filters import FilterOptions
-from drainer.settings import Settings, TimeoutPolicy
+from drainer.engine.filters import FilterOptions
+from drainer.lifecycle.settings import Settings, TimeoutPolicy
 
 _DEFAULTS = Settings()
 

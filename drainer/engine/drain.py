@@ -7,7 +7,7 @@ once and a drain may span several Lambda invocations.
 
 One loop decides, a small pool sends. The loop wakes on every change the watches
 see (pods on the node, the node itself, budgets) and on every eviction answer, asks
-the schedule (drainer/schedule.py) which pods to send now, and hands them to the
+the schedule (drainer/engine/schedule.py) which pods to send now, and hands them to the
 pool; a pod waiting for its budget holds no thread. The drain owns the node until
 the end: an uncordon is undone, pods that land on it are evicted like the others,
 and "drained" means a fresh list shows nothing left to evict.
@@ -25,9 +25,23 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from drainer import filters, logs, pods
-from drainer.cordon import EXCLUDE_LB_LABEL, PROGRESS_ANNOTATION, cordon_patch, progress_value
-from drainer.dryrun import dry_run
+from drainer import logs
+from drainer.engine import filters, pods
+from drainer.engine.dryrun import dry_run
+from drainer.engine.filters import Action, Decision
+from drainer.engine.options import DrainOptions
+from drainer.engine.pods import Pod
+from drainer.engine.report import (
+    DrainEvent,
+    DrainReport,
+    Kind,
+    Outcome,
+    describe,
+    several_budgets_message,
+)
+from drainer.engine.schedule import OPEN, Entry, Schedule, State
+from drainer.engine.volumes import volumes_of, wait_for_detach
+from drainer.engine.watchers import BudgetTracker, NodeTracker, PodTracker
 from drainer.errors import (
     AdmissionDenied,
     EvictionBlocked,
@@ -39,21 +53,8 @@ from drainer.errors import (
     MultipleBudgets,
     NamespaceTerminating,
 )
-from drainer.filters import Action, Decision
-from drainer.kube import Kube
-from drainer.options import DrainOptions
-from drainer.pods import Pod
-from drainer.report import (
-    DrainEvent,
-    DrainReport,
-    Kind,
-    Outcome,
-    describe,
-    several_budgets_message,
-)
-from drainer.schedule import OPEN, Entry, Schedule, State
-from drainer.volumes import volumes_of, wait_for_detach
-from drainer.watchers import BudgetTracker, NodeTracker, PodTracker
+from drainer.k8s.cordon import EXCLUDE_LB_LABEL, PROGRESS_ANNOTATION, cordon_patch, progress_value
+from drainer.k8s.kube import Kube
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """What a person at a terminal sees of a drain: a line per event, a status line
 while pods wait, and a summary in words.
 
-It reads the same events as the Lambda's log contract (drainer/report.py), so the
+It reads the same events as the Lambda's log contract (drainer/engine/report.py), so the
 terminal and CloudWatch tell the same story. On a terminal the status line is one
 live line, rewritten in place; piped, it is a plain line every few seconds.
 
@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Protocol, TextIO
 
-from drainer.report import DrainEvent, DrainReport, Kind, Outcome
+from drainer.engine.report import DrainEvent, DrainReport, Kind, Outcome
 
 _LABELS = {
     Kind.STARTED: "started",

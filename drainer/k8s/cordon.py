@@ -15,7 +15,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from drainer.kube import Kube
+from drainer.k8s.kube import Kube
 
 log = logging.getLogger(__name__)
 

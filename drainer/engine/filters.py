@@ -12,8 +12,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 
-from drainer import pods
-from drainer.pods import Pod
+from drainer.engine import pods
+from drainer.engine.pods import Pod
 
 
 class Action(StrEnum):

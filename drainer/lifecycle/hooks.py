@@ -31,8 +31,8 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from drainer import aws, logs
 from drainer.errors import AwsError
-from drainer.events import TERMINATING
-from drainer.settings import Settings
+from drainer.lifecycle.events import TERMINATING
+from drainer.lifecycle.settings import Settings
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """EventBridge events, parsed once at the edge into typed, frozen objects: Auto
 Scaling's terminate lifecycle actions, EC2's spot interruption warnings and
-rebalance recommendations (drainer/spot.py), the hook-sync triggers
-(drainer/hooks.py) and make deploy's self-check.
+rebalance recommendations (drainer/lifecycle/spot.py), the hook-sync triggers
+(drainer/lifecycle/hooks.py) and make deploy's self-check.
 
 EventBridge delivers every event matched by the rule, at least once, and retries a
 function that raises. So `parse_event` never raises: anything that is not a
@@ -177,7 +177,7 @@ class SpotEvent:
 
 @dataclass(frozen=True)
 class SelfCheckEvent:
-    """`make deploy` asks the function whether it can drain (drainer/selfcheck.py):
+    """`make deploy` asks the function whether it can drain (drainer/k8s/selfcheck.py):
     {"self_check": {"cluster_name": "prod"}}, the cluster optional (CLUSTER_NAME)."""
 
     cluster_name: str = ""
@@ -196,7 +196,7 @@ def _epoch(text: str) -> float | None:
 
 @dataclass(frozen=True)
 class HookSyncEvent:
-    """Time to check the node groups' lifecycle hooks (drainer/hooks.py): the
+    """Time to check the node groups' lifecycle hooks (drainer/lifecycle/hooks.py): the
     schedule's event, an Auto Scaling API call seen by CloudTrail, or make deploy's
     {"sync_hooks": {}}."""
 

@@ -13,7 +13,7 @@ REBALANCE_ACTION cordons the node (no new pods) or drains it within this invocat
 EC2 sends both for every spot instance of the account and region, so `target`
 first decides whether the instance is one of ours: in an Auto Scaling group the
 function covers, and of its cluster. The drain records what began it and its
-deadline on the node (drainer/cordon.py); the terminate hook's event that follows
+deadline on the node (drainer/k8s/cordon.py); the terminate hook's event that follows
 for the same instance waits for that drain instead of starting another
 (workflow.follow_drain).
 """
@@ -27,20 +27,20 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from drainer import aws, logs
-from drainer.cordon import cordon_patch, live_drain
+from drainer.engine.options import DrainOptions
+from drainer.engine.report import DrainEvent
 from drainer.errors import ClusterNotFound, InstanceNotFound, KubeError
-from drainer.events import (
+from drainer.k8s.cordon import cordon_patch, live_drain
+from drainer.k8s.nodes import find_node_object
+from drainer.lifecycle.events import (
     SPOT_NOTICE_SECONDS,
     TERMINATE_HOOK_TRIGGER,
     Skip,
     SpotEvent,
     SpotKind,
 )
-from drainer.nodes import find_node_object
-from drainer.options import DrainOptions
-from drainer.report import DrainEvent
-from drainer.settings import Settings
-from drainer.workflow import (
+from drainer.lifecycle.settings import Settings
+from drainer.lifecycle.workflow import (
     SPOT_TRIGGERS,
     Deadline,
     Invocation,

@@ -33,8 +33,9 @@ from typing import Any
 
 from drainer import aws, logs
 from drainer.backoff import Backoff
-from drainer.cordon import live_drain, progress_of
-from drainer.drain import Drain
+from drainer.engine.drain import Drain
+from drainer.engine.options import DrainOptions
+from drainer.engine.report import DrainEvent, DrainReport, Outcome
 from drainer.errors import (
     ClusterNotFound,
     InstanceNotFound,
@@ -43,19 +44,18 @@ from drainer.errors import (
     KubeTooManyRequests,
     TlsVerificationError,
 )
-from drainer.events import (
+from drainer.k8s.cordon import live_drain, progress_of
+from drainer.k8s.kube import Kube
+from drainer.k8s.nodes import find_node_object
+from drainer.lifecycle.events import (
     TERMINATE_HOOK_TRIGGER,
     Handover,
     LifecycleEvent,
     SpotKind,
 )
-from drainer.hooks import tag_admits
-from drainer.kube import Kube
-from drainer.nodes import find_node_object
-from drainer.options import DrainOptions
-from drainer.report import DrainEvent, DrainReport, Outcome
-from drainer.settings import Settings
-from drainer.targets import TargetWait, leave_target_groups
+from drainer.lifecycle.hooks import tag_admits
+from drainer.lifecycle.settings import Settings
+from drainer.lifecycle.targets import TargetWait, leave_target_groups
 
 log = logging.getLogger(__name__)
 
@@ -115,7 +115,7 @@ client's own retries: 2-4 s, doubling to 30 s, never before a Retry-After."""
 
 def eks_kube(session: Any, region: str) -> KubeFactory:
     """Build Kube clients for EKS clusters with IAM tokens from this session."""
-    from drainer.auth import TokenSource
+    from drainer.k8s.auth import TokenSource
 
     # One token source per cluster for the container's life: its STS client is built
     # once and a token stays in use until it needs refreshing, across invocations.
@@ -410,7 +410,7 @@ def _leave_target_groups(
     stop_at: float | None,
 ) -> Run:
     """Once the pods are gone, the instance leaves the load balancers' target groups
-    before CONTINUE (drainer/targets.py), within TARGET_GROUP_WAIT_SECONDS, the
+    before CONTINUE (drainer/lifecycle/targets.py), within TARGET_GROUP_WAIT_SECONDS, the
     deadline and this invocation's time (past which the next one waits on)."""
     wait = tools.settings.target_group_wait_seconds
     if run.result not in (Result.DRAINED, Result.NO_NODE) or wait <= 0:

@@ -31,8 +31,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Protocol
 
-from drainer import pods
-from drainer.pods import Pod
+from drainer.engine import pods
+from drainer.engine.pods import Pod
 
 
 class State(StrEnum):

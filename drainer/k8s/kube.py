@@ -35,7 +35,6 @@ from typing import Any, Protocol
 
 import urllib3
 
-from drainer.auth import ExecToken
 from drainer.backoff import Backoff
 from drainer.errors import (
     AdmissionDenied,
@@ -53,6 +52,7 @@ from drainer.errors import (
     NamespaceTerminating,
     TlsVerificationError,
 )
+from drainer.k8s.auth import ExecToken
 
 log = logging.getLogger(__name__)
 

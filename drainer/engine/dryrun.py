@@ -7,7 +7,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from drainer import filters
+from drainer.engine import filters
+from drainer.engine.filters import Action, Decision
+from drainer.engine.options import DrainOptions
+from drainer.engine.pods import Pod
+from drainer.engine.report import DrainReport, Kind, Outcome, several_budgets_message
+from drainer.engine.watchers import BudgetTracker
 from drainer.errors import (
     AdmissionDenied,
     EvictionBlocked,
@@ -16,12 +21,7 @@ from drainer.errors import (
     MultipleBudgets,
     NamespaceTerminating,
 )
-from drainer.filters import Action, Decision
-from drainer.kube import Kube
-from drainer.options import DrainOptions
-from drainer.pods import Pod
-from drainer.report import DrainReport, Kind, Outcome, several_budgets_message
-from drainer.watchers import BudgetTracker
+from drainer.k8s.kube import Kube
 
 log = logging.getLogger(__name__)
 

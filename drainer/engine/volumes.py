@@ -12,11 +12,11 @@ import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from drainer import pods
+from drainer.engine import pods
+from drainer.engine.pods import Pod
+from drainer.engine.watchers import AttachmentTracker
 from drainer.errors import FatalKubeError
-from drainer.kube import Kube
-from drainer.pods import Pod
-from drainer.watchers import AttachmentTracker
+from drainer.k8s.kube import Kube
 
 
 @dataclass

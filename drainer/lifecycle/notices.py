@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 from drainer.aws import Client
-from drainer.events import TERMINATE_HOOK_TRIGGER, LifecycleEvent
+from drainer.lifecycle.events import TERMINATE_HOOK_TRIGGER, LifecycleEvent
 
 log = logging.getLogger(__name__)
 

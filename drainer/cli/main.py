@@ -1,0 +1,590 @@
+"""`python -m drainer drain`: the same engine from a terminal.
+
+For operators (drain a node by hand, the way the Lambda would) and for testing
+RBAC before deploying (`--context` of a user in the eks-node-drainer group,
+`--dry-run` to check permissions without touching anything).
+
+    python -m drainer drain --node NAME [--kubeconfig PATH] [--context NAME]
+                            [--timeout SECONDS] [--dry-run]
+    python -m drainer drain --instance-id ID ...   (looks the node up through EC2)
+    python -m drainer release --node NAME [--dry-run]   (undo: uncordon, and remove
+                            what the drainer added to the node, nothing else)
+
+Ctrl-C, SIGTERM (a CI job's timeout, `kill`) and SIGHUP (the terminal closed) stop
+new evictions at once, record on the node that the drain was interrupted, and say
+what state the node is in and how to undo it (on stderr when stdout is gone); a
+second one quits at once.
+
+Exit status: 0 drained or released (or dry run done), 1 not drained (no such node
+or instance, timeout, pods left), 2 usage or configuration error (checked before
+any request), 3 API error (RBAC, TLS, unreachable), 128 + the signal's number when
+interrupted: 130 Ctrl-C (SIGINT), 143 SIGTERM, 129 SIGHUP.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import json
+import logging
+import math
+import os
+import re
+import shlex
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, TextIO
+
+from drainer.cli.display import Progress, SafeStream, StatusTicker, human_summary
+from drainer.engine import filters
+from drainer.engine.drain import Drain
+from drainer.engine.options import DrainOptions
+from drainer.engine.report import DrainReport, Outcome
+from drainer.errors import DrainerError, InstanceNotFound, KubeError
+from drainer.k8s import cordon
+from drainer.k8s.kube import Kube
+from drainer.k8s.nodes import find_node_object
+from drainer.lifecycle.settings import VARIABLES, Settings
+
+if TYPE_CHECKING:
+    from drainer import aws
+
+DEFAULTS = Settings()
+"""The CLI's defaults are the Lambda's: one source."""
+
+# A node's name is a DNS-1123 subdomain (what the API server accepts for a Node).
+_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+_INSTANCE_ID = re.compile(r"i-([0-9a-f]{8}|[0-9a-f]{17})")
+
+
+def node_name(text: str) -> str:
+    if len(text) > 253 or not _DNS_SUBDOMAIN.fullmatch(text):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a node name (lowercase letters, digits, '-' and '.', "
+            "starting and ending with a letter or digit, at most 253 characters)"
+        )
+    return text
+
+
+def instance_id(text: str) -> str:
+    if not _INSTANCE_ID.fullmatch(text):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not an EC2 instance id (i- followed by 8 or 17 hex digits)"
+        )
+    return text
+
+
+def _selector(text: str) -> str:
+    if not text.strip():
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a label selector (e.g. app=web or 'tier in (web,api)')"
+        )
+    return text.strip()
+
+
+def _bounds(field: str) -> tuple[int, int]:
+    """The range of the Lambda setting a flag stands for: one source of bounds."""
+    variable = next(v for v in VARIABLES if v.field == field)
+    assert variable.minimum is not None and variable.maximum is not None
+    return int(variable.minimum), int(variable.maximum)
+
+
+MAX_TIMEOUT = _bounds("drain_timeout_seconds")[1]
+"""48 hours: the longest a lifecycle hook holds an instance, and DRAIN_TIMEOUT_SECONDS's bound."""
+
+
+def positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive, finite number of seconds")
+    if value > MAX_TIMEOUT:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is more than {MAX_TIMEOUT} seconds (48 hours, the longest a "
+            "lifecycle hook holds an instance)"
+        )
+    return value
+
+
+def _integer(field: str) -> Callable[[str], int]:
+    """An integer within the bounds of the Lambda setting `field`."""
+    minimum, maximum = _bounds(field)
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = minimum - 1
+        if not minimum <= value <= maximum:
+            raise argparse.ArgumentTypeError(
+                f"{text!r} is not an integer from {minimum} to {maximum}"
+            )
+        return value
+
+    return parse
+
+
+def _target(parser: argparse.ArgumentParser) -> None:
+    """The flags that say which node, on which cluster: the same for every command."""
+    target = parser.add_mutually_exclusive_group(required=True)
+    target.add_argument("--node", type=node_name, help="the Kubernetes node name")
+    target.add_argument(
+        "--instance-id",
+        type=instance_id,
+        help="an EC2 instance id; the node is found through EC2 (region: AWS_REGION, "
+        "AWS_DEFAULT_REGION or the profile's)",
+    )
+    parser.add_argument(
+        "--kubeconfig", help="kubeconfig file (default: $KUBECONFIG or ~/.kube/config)"
+    )
+    parser.add_argument("--context", help="kubeconfig context (default: the current one)")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m drainer", description=__doc__.split("\n\n")[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    release = commands.add_parser(
+        "release",
+        help="undo a drain: uncordon, remove the load-balancer exclusion label and the "
+        "progress annotation, where the drainer added them",
+    )
+    _target(release)
+    release.add_argument(
+        "--dry-run", action="store_true", help="say what would change; change nothing"
+    )
+    drain = commands.add_parser(
+        "drain", help="cordon and drain one node, respecting PodDisruptionBudgets"
+    )
+    _target(drain)
+    _pacing_flags(drain)
+    _kubectl_flags(drain)
+    drain.add_argument(
+        "--output",
+        "-o",
+        choices=("text", "json"),
+        default="text",
+        help="json: the summary as JSON on stdout, for scripts (progress on stderr)",
+    )
+    drain.add_argument(
+        "--verbose", "-v", action="store_true", help="print every eviction attempt and debug logs"
+    )
+    return parser
+
+
+def _pacing_flags(drain: argparse.ArgumentParser) -> None:
+    """How long, how fast, how gently: the Lambda's settings, as flags, within their bounds."""
+    drain.add_argument(
+        "--timeout",
+        type=positive_seconds,
+        default=float(DEFAULTS.drain_timeout_seconds),
+        help=f"give up after this many seconds, at most {MAX_TIMEOUT} "
+        f"(default {DEFAULTS.drain_timeout_seconds})",
+    )
+    drain.add_argument(
+        "--dry-run", action="store_true", help="show what would be evicted; change nothing"
+    )
+    low, high = _bounds("eviction_concurrency")
+    drain.add_argument(
+        "--concurrency",
+        type=_integer("eviction_concurrency"),
+        default=DEFAULTS.eviction_concurrency,
+        help=f"evictions in flight at once, {low} to {high} "
+        f"(default {DEFAULTS.eviction_concurrency})",
+    )
+    high = _bounds("grace_period_seconds")[1]
+    drain.add_argument(
+        "--grace-period",
+        type=_integer("grace_period_seconds"),
+        default=DEFAULTS.grace_period_seconds,
+        help=f"seconds each pod gets to stop, 0 to {high} (default -1: the pod's own)",
+    )
+    high = _bounds("stuck_pod_seconds")[1]
+    drain.add_argument(
+        "--stuck-pod-seconds",
+        type=_integer("stuck_pod_seconds"),
+        default=DEFAULTS.stuck_pod_seconds,
+        help="stop waiting for pods stuck terminating this long past their grace period, "
+        f"0 to {high} seconds (default {DEFAULTS.stuck_pod_seconds})",
+    )
+
+
+def _kubectl_flags(drain: argparse.ArgumentParser) -> None:
+    """Which pods go, with kubectl drain's flags and defaults."""
+    drain.add_argument(
+        "--ignore-daemonsets",
+        action="store_true",
+        help="leave DaemonSet pods on the node (without it, as kubectl, refuse to drain one)",
+    )
+    drain.add_argument(
+        "--delete-emptydir-data",
+        action="store_true",
+        help="evict pods with emptyDir volumes, whose data is lost (without it: refuse)",
+    )
+    drain.add_argument(
+        "--force",
+        action="store_true",
+        help="evict pods no controller will recreate (without it: refuse)",
+    )
+    drain.add_argument(
+        "--pod-selector",
+        type=_selector,
+        help="drain only the pods this label selector selects (e.g. app=web,tier!=db)",
+    )
+    drain.add_argument(
+        "--evict-daemonset-pods",
+        action="store_true",
+        help="evict DaemonSet pods too (their controller may recreate them on the node)",
+    )
+
+
+def settings_from(args: argparse.Namespace) -> Settings:
+    """The Settings the flags describe: the Lambda's defaults, changed by each flag;
+    what is evicted follows kubectl drain's flags, not the Lambda's defaults."""
+    return dataclasses.replace(
+        DEFAULTS,
+        eviction_concurrency=args.concurrency,
+        grace_period_seconds=args.grace_period,
+        stuck_pod_seconds=args.stuck_pod_seconds,
+        evict_unreplicated_pods=args.force,
+        evict_emptydir_pods=args.delete_emptydir_data,
+        evict_daemonset_pods=args.evict_daemonset_pods,
+        dry_run=args.dry_run,
+    )
+
+
+def overrides_from(args: argparse.Namespace) -> filters.Overrides:
+    return filters.Overrides(
+        ignore_daemonsets=args.ignore_daemonsets or args.evict_daemonset_pods,
+        delete_emptydir_data=args.delete_emptydir_data,
+        force=args.force,
+    )
+
+
+class NoRegion(DrainerError):
+    """No AWS region configured for an --instance-id lookup."""
+
+
+def _aws_session() -> aws.Session:
+    """A session in the region botocore's chain finds, AWS_REGION first (the
+    variable the Lambda runtime sets, which botocore alone does not read)."""
+    from drainer import aws
+
+    session = aws.Session(region_name=os.environ.get("AWS_REGION") or None)
+    if not session.region_name:
+        raise NoRegion(
+            "no AWS region to look the instance up in: set AWS_REGION or "
+            "AWS_DEFAULT_REGION, or a region in your AWS profile"
+        )
+    return session
+
+
+def _node_for_instance(kube: Kube, instance: str) -> dict[str, Any] | None:
+    """The instance's node as the lookup read it; None when there is none."""
+    from drainer import aws
+
+    session = _aws_session()
+    identity = aws.describe_instance(aws.make_clients(session).ec2, instance)
+    return find_node_object(
+        kube, identity.private_dns_name, identity.hostname_candidates, identity.provider_id_suffix
+    )
+
+
+def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None) -> int:
+    err = SafeStream(sys.stderr)
+    terminal = _Terminal(out=SafeStream(stdout or sys.stdout, fallback=err), err=err)
+    terminal.log.quiet = False
+    args = _parser().parse_args(argv)
+    verbose = getattr(args, "verbose", False)
+    # A handler of our own, filtered: basicConfig installs it only in a process whose
+    # logging nobody set up yet (a test's handlers, shared across tests, stay as they are).
+    handler = logging.StreamHandler(err)
+    handler.addFilter(terminal.log)
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.WARNING,
+        format="%(levelname)s %(name)s: %(message)s",
+        handlers=[handler],
+    )
+    try:
+        with _signals_interrupt():
+            return _connect(args, terminal)
+    except KeyboardInterrupt as e:  # before the drain began (its own signals are handled)
+        print("\ninterrupted before anything changed", file=err)
+        return 128 + (e.signum if isinstance(e, Signalled) else signal.SIGINT)
+
+
+def _connect(args: argparse.Namespace, terminal: _Terminal) -> int:
+    """The client, the command, and the exit status of what went wrong before a drain."""
+    err = terminal.err
+    settings = settings_from(args) if args.command == "drain" else DEFAULTS
+    if args.instance_id:
+        try:
+            _aws_session()
+        except NoRegion as e:
+            print(f"error: {e}", file=err)
+            return 2
+    try:
+        kube = Kube.from_kubeconfig(
+            args.kubeconfig,
+            args.context,
+            request_timeout=settings.kube_request_timeout_seconds,
+            pool_size=settings.eviction_concurrency + 4,
+        )
+    except DrainerError as e:
+        print(f"error: {e}", file=err)
+        return 2
+    try:
+        return _command(kube, args, settings, terminal)
+    except KubeError as e:
+        print(f"error: {e}", file=err)
+        return 3
+    except InstanceNotFound as e:
+        print(f"error: {e}", file=err)
+        return 1
+    except DrainerError as e:
+        print(f"error: {e}", file=err)
+        return 2
+    finally:
+        kube.close()
+
+
+def _command(kube: Kube, args: argparse.Namespace, settings: Settings, terminal: _Terminal) -> int:
+    out, err = terminal.out, terminal.err
+    if args.instance_id:
+        found = _node_for_instance(kube, args.instance_id)
+        if found is None:
+            print(f"error: no Kubernetes node for instance {args.instance_id}", file=err)
+            return 1
+    else:
+        found = kube.get_node(args.node)
+        if found is None:  # kubectl's answer; nothing is touched
+            print(f"error: node {args.node} not found", file=err)
+            return 1
+    node = str(found["metadata"]["name"])
+    if args.command == "release":
+        return _release(kube, found, args.dry_run, out)
+    pod_list, _ = kube.list_pods_on_node(node, args.pod_selector or "")
+    refused = filters.refusals(pod_list, overrides_from(args))
+    if refused:  # kubectl's answer, before anything changes (kubectl cordons first)
+        for message, names in refused.items():
+            print(f"error: {message}: {', '.join(names)}", file=err)
+        print(f"node {node} not drained; nothing changed", file=out)
+        return 1
+    # With -o json, stdout carries the JSON alone; the progress goes to stderr.
+    display = err if args.output == "json" else out
+    print(f"draining node {node}{' (dry run)' if args.dry_run else ''}", file=display, flush=True)
+    options = dataclasses.replace(
+        DrainOptions.from_settings(settings), pod_selector=args.pod_selector or ""
+    )
+    live = display.isatty()
+    progress = Progress(display, node, args.verbose, live=live)
+    # The drain is of the node object read here: one of the same name later is not it.
+    uid = str(found["metadata"].get("uid") or "")
+    drain = Drain(kube, node, options, on_event=progress, node_uid=uid)
+    undo = _undo_command(args, node)
+    with _Interruptible(drain) as interruptible:
+        try:
+            try:
+                with StatusTicker(progress, drain.waiting, 1.0 if live else 5.0):
+                    report = drain.run(
+                        time.time() + args.timeout,
+                        deadline_source=f"--timeout ({args.timeout:g} s)",
+                    )
+            finally:  # before the verdict: nothing about the drain is printed after it
+                interruptible.over = True
+                terminal.drain_over(progress)
+        except KubeError as e:  # the API failed beyond retries after the drain began
+            print(f"error: {e}", file=err)
+            if drain.report.cordoned:
+                print(f"node {node} NOT drained; it stays cordoned; to undo: {undo}", file=display)
+            return 3
+        code = _conclude(report, node, display, err, undo, interrupted=interruptible.exit_code)
+        if args.output == "json":
+            print(json.dumps({**report.summary(), "exit_code": code}, indent=2), file=out)
+        return code
+
+
+def _release(kube: Kube, node: dict[str, object], dry_run: bool, out: SafeStream) -> int:
+    result = cordon.release(kube, node, dry_run=dry_run)
+    if result.warning:
+        print(f"warning: {result.warning}", file=out)
+    for kept in result.kept:
+        print(f"node {result.node}: {kept}", file=out)
+    if result.changed:
+        verb = "would be released" if dry_run else "released"
+        print(f"node {result.node} {verb}: {', '.join(result.changed)}", file=out)
+    return 0
+
+
+class _TerminalLog(logging.Filter):
+    """The log lines a person at a terminal sees. Not the drain's event lines and its
+    warnings: they are the Lambda's, and the progress lines and the closing warnings
+    already say them. Nothing once the verdict is given (`quiet`): an eviction still
+    in flight when the drain ended is not heard of after it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.quiet = False
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (self.quiet or hasattr(record, "event") or hasattr(record, "in_report"))
+
+
+_TERMINAL_LOG = _TerminalLog()
+"""One, as the logging it filters is the process's: the handler basicConfig installs
+with it stays for later main() calls in the same process, each of which unmutes it."""
+
+
+@dataclasses.dataclass(frozen=True)
+class _Terminal:
+    """Where the CLI writes: `out` (stdout; stderr once stdout is gone), `err`
+    (stderr; nowhere once it is gone) and the log lines."""
+
+    out: SafeStream
+    err: SafeStream
+    log: _TerminalLog = _TERMINAL_LOG
+
+    def drain_over(self, progress: Progress) -> None:
+        """Before the verdict: nothing more about the drain is printed after it."""
+        progress.close()
+        self.log.quiet = True
+
+
+_SIGNAL_NAMES: dict[int, str] = {
+    signal.SIGINT: "Ctrl-C",
+    signal.SIGTERM: "SIGTERM",
+    signal.SIGHUP: "SIGHUP",
+}
+"""The signals that stop a drain: a person's Ctrl-C, a CI job's timeout or `kill`, a
+closed terminal. The exit status is 128 + the signal's number, as a shell reports it."""
+
+
+class Signalled(KeyboardInterrupt):
+    """SIGTERM or SIGHUP outside a drain: handled as Python handles Ctrl-C there."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+class _signals_interrupt:
+    """SIGTERM and SIGHUP raise Signalled, as SIGINT raises KeyboardInterrupt (only
+    the main thread can set a handler: elsewhere, as they were)."""
+
+    def __init__(self) -> None:
+        self.previous: dict[int, object] = {}
+
+    @staticmethod
+    def _raise(signum: int, frame: object) -> None:
+        raise Signalled(signum)
+
+    def __enter__(self) -> None:
+        if threading.current_thread() is threading.main_thread():
+            for signum in (signal.SIGTERM, signal.SIGHUP):
+                self.previous[signum] = signal.signal(signum, self._raise)
+
+    def __exit__(self, *exc: object) -> None:
+        for signum, previous in self.previous.items():
+            signal.signal(signum, previous)  # type: ignore[arg-type]
+
+
+def _say(text: str) -> None:
+    """To stderr from a signal handler: unbuffered, and silent when stderr is gone."""
+    with contextlib.suppress(OSError):
+        os.write(2, text.encode())
+
+
+class _Interruptible:
+    """While a drain runs, the first Ctrl-C, SIGTERM or SIGHUP interrupts it (new
+    evictions stop, run() returns with what is left, the node's record says
+    interrupted) and a second one quits at once. Once the drain is `over`, a first
+    one lets the verdict be printed."""
+
+    def __init__(self, drain: Drain) -> None:
+        self.drain = drain
+        self.signum = 0  # the first signal's number
+        self.over = False
+        self.previous: dict[int, object] = {}
+        self.installed = threading.current_thread() is threading.main_thread()
+
+    @property
+    def exit_code(self) -> int:
+        """An interrupted drain's exit status: 128 + the signal's number."""
+        return 128 + (self.signum or signal.SIGINT)
+
+    def _on_signal(self, signum: int, frame: object) -> None:
+        # No lock, no print: a signal handler may run inside a print of the main
+        # thread, or while it holds a lock another thread waits for.
+        name = _SIGNAL_NAMES.get(signum, f"signal {signum}")
+        if self.signum:
+            _say(f"\n{name} again: quitting at once\n")
+            os._exit(128 + signum)
+        self.signum = signum
+        if self.over:
+            return
+        _say(f"\ninterrupted by {name}: no new evictions ({name} again to quit at once)\n")
+        self.drain.interrupt(f"interrupted by {name}")
+
+    def __enter__(self) -> _Interruptible:
+        if self.installed:
+            for signum in _SIGNAL_NAMES:
+                self.previous[signum] = signal.signal(signum, self._on_signal)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for signum, previous in self.previous.items():
+            signal.signal(signum, previous)  # type: ignore[arg-type]
+
+
+def _undo_command(args: argparse.Namespace, node: str) -> str:
+    words = ["python", "-m", "drainer", "release", "--node", node]
+    for flag in ("kubeconfig", "context"):
+        if getattr(args, flag):
+            words += [f"--{flag}", getattr(args, flag)]
+    return shlex.join(words)
+
+
+def _conclude(
+    report: DrainReport, node: str, out: SafeStream, err: SafeStream, undo: str, *, interrupted: int
+) -> int:
+    """The closing lines, in words, and the exit status of a drain that ran
+    (`interrupted`: the status of an interrupted one)."""
+    summary = human_summary(report)
+    if report.outcome == Outcome.FAILED:
+        print(f"error: {report.stopped_by}", file=err)
+        print(f"node {node} NOT drained: stopped by an API error; {summary}", file=out)
+        if report.cordoned:
+            print(f"the node stays cordoned; to undo: {undo}", file=out)
+        return 3
+    if report.outcome == Outcome.INTERRUPTED:
+        left = "; ".join(f"{pod} ({why})" for pod, why in sorted(report.left.items()))
+        print(
+            f"{report.stopped_by}: node {node} is cordoned and excluded from load balancers; "
+            f"{len(report.left)} pods left{': ' + left if left else ''}",
+            file=out,
+        )
+        print(f"to undo: {undo}", file=out, flush=True)
+        return interrupted
+    for message, names in report.warnings.items():
+        print(f"warning: {message}: {', '.join(names)}", file=out)
+    if report.outcome == Outcome.DRY_RUN:
+        print(f"dry run: would evict {len(report.would_evict)} pods; nothing changed", file=out)
+        return 0
+    if report.outcome == Outcome.NODE_GONE and report.stopped_by:
+        # Replaced mid-drain: the drain of this node did not finish.
+        print(f"node {node} NOT drained: {report.stopped_by}; {summary}", file=out)
+        return 1
+    if report.outcome == Outcome.NODE_GONE:
+        print(f"node {node} is gone: nothing to drain", file=out)
+        return 0
+    if report.outcome == Outcome.DRAINED:
+        print(f"node {node} drained: {summary}", file=out)
+        return 0
+    print(f"node {node} NOT drained: {report.timeout_message()}; {summary}", file=out)
+    print(f"the node stays cordoned; to undo: {undo}", file=out)
+    return 1
