@@ -6,7 +6,7 @@ memory are its own (as kubectl's are):
                           --dns NAME --instance-id ID
 
 `drain` runs the product's engine with the Lambda's options (the same
-`DrainOptions.from_settings` the workflow uses, and its connection pool size), from
+`Settings.drain_options` the workflow uses, and its connection pool size), from
 the Lambda's environment variables (unset: the defaults), so
 `EVICTION_CONCURRENCY=64 make bench` tries another setting;
 `find-node` runs the product's node lookup. Each prints one JSON line: the drain
@@ -64,7 +64,6 @@ def _kube_class(record: bool) -> type[Kube]:
 
 def _drain(args: argparse.Namespace) -> dict[str, object]:
     from drainer.engine.drain import Drain
-    from drainer.engine.options import DrainOptions
     from drainer.lifecycle.settings import Settings
 
     settings = Settings.from_env(os.environ)
@@ -73,9 +72,7 @@ def _drain(args: argparse.Namespace) -> dict[str, object]:
     )
     started = time.perf_counter()
     try:
-        report = Drain(kube, args.node, DrainOptions.from_settings(settings)).run(
-            time.time() + args.timeout
-        )
+        report = Drain(kube, args.node, settings.drain_options()).run(time.time() + args.timeout)
     finally:
         kube.close()
     return {

@@ -16,7 +16,7 @@ from dataclasses import replace
 from typing import Any
 
 from drainer import aws, logs
-from drainer.engine.report import Kind
+from drainer.engine.report import EVENT_LEVELS, Kind
 from drainer.errors import AwsError, SettingsError
 from drainer.lifecycle import hooks, notices, spot
 from drainer.lifecycle.events import (
@@ -347,7 +347,9 @@ def _log_end_line(summary: Mapping[str, Any]) -> None:
     module keeps `message` for the line's own text."""
     text = "drain finished: " + ", ".join(f"{k}={v}" for k, v in summary.items())
     fields = {"reason" if k == "message" else k: v for k, v in summary.items()}
-    logs.drain_event(log, text, {"event": str(Kind.FINISHED), **fields})
+    logs.drain_event(
+        log, text, {"event": str(Kind.FINISHED), **fields}, EVENT_LEVELS[Kind.FINISHED]
+    )
 
 
 def _log_outcome(run: Run, result: str | None, completed: bool | None) -> None:

@@ -14,8 +14,6 @@ import re
 from collections.abc import Mapping
 from typing import IO, Any
 
-from drainer.engine.report import Kind
-
 SERVICE = "eks-node-drainer"
 FIXED_KEYS = ("instance_id", "node_name", "asg_name", "lifecycle_hook_name", "cluster")
 _TOKEN = re.compile(r"k8s-aws-v1\.[A-Za-z0-9_\-]+")
@@ -73,33 +71,6 @@ def reset() -> None:
         _STATE.logger.remove_keys([*FIXED_KEYS, "event_id"])
 
 
-# The level of each drain event: the README's log contract shows the same table
-# (tests/test_logs.py holds them equal). INFO is what an operator follows; WARNING
-# and ERROR are what needs a look; DEBUG is for progress displays only.
-EVENT_LEVELS: dict[str, int] = {
-    Kind.STARTED: logging.INFO,
-    Kind.CORDONED: logging.INFO,
-    Kind.RECORDONED: logging.WARNING,
-    Kind.SKIPPED: logging.INFO,
-    Kind.APPEARED: logging.INFO,
-    Kind.TOLERATING: logging.WARNING,
-    Kind.EVICTING: logging.DEBUG,
-    Kind.EVICTED: logging.INFO,
-    Kind.REFUSED: logging.INFO,
-    Kind.SEVERAL_BUDGETS: logging.ERROR,
-    Kind.DENIED: logging.WARNING,
-    Kind.WITH_NAMESPACE: logging.WARNING,
-    Kind.GONE: logging.INFO,
-    Kind.STUCK: logging.WARNING,
-    Kind.CRITICAL_TIER: logging.INFO,
-    Kind.FORCED: logging.WARNING,
-    Kind.LEFT: logging.WARNING,
-    Kind.VOLUME_DETACHED: logging.INFO,
-    Kind.WOULD_EVICT: logging.INFO,
-    Kind.STOPPED: logging.ERROR,
-    Kind.FINISHED: logging.INFO,
-}
-
 # Keys a drain event must not take, or its line breaks: `logging` refuses an extra
 # that names a LogRecord attribute (KeyError: "Attempt to overwrite 'name' in
 # LogRecord"), and powertools overwrites or drops its own keys (message, level,
@@ -135,9 +106,10 @@ def safe_fields(fields: Mapping[str, Any]) -> dict[str, Any]:
     return {(f"{k}_" if k in RESERVED_KEYS else k): v for k, v in fields.items()}
 
 
-def drain_event(logger: logging.Logger, message: str, fields: Mapping[str, Any]) -> None:
+def drain_event(
+    logger: logging.Logger, message: str, fields: Mapping[str, Any], level: int = logging.INFO
+) -> None:
     """One drain event as one log line: `message` for people, `fields` (the log
     contract, DrainEvent.fields() in drainer/engine/report.py) as top-level JSON keys, at
-    the level EVENT_LEVELS gives its kind."""
-    level = EVENT_LEVELS.get(str(fields.get("event", "")), logging.INFO)
+    `level` (the one EVENT_LEVELS gives its kind)."""
     logger.log(level, message, extra=safe_fields(fields))

@@ -265,7 +265,6 @@ def run(config: Config, *, say: Any = None) -> Outcome:
 
 def _refresh(config: Config, services: list[Service], cluster: Cluster, say: Any) -> Outcome:
     from drainer import handler, logs
-    from drainer.engine.options import DrainOptions
     from drainer.lifecycle.settings import Settings
     from testbed.world import World
 
@@ -279,7 +278,7 @@ def _refresh(config: Config, services: list[Service], cluster: Cluster, say: Any
 
     environment = world.env(LOG_LEVEL="INFO", DRAIN_TIMEOUT_SECONDS=config.drain_timeout)
     os.environ.update(environment)
-    filters = DrainOptions.from_settings(Settings.from_env(environment)).filters
+    filters = Settings.from_env(environment).drain_options().filters
     drainer_log = (config.out / "drainer.log").open("w")
     logs.configure("INFO", stream=drainer_log)
     handler.reset()

@@ -21,7 +21,8 @@ from typing import Any
 import pytest
 
 from drainer.cli.display import Progress
-from drainer.cli.main import DEFAULTS, main, settings_from
+from drainer.cli.main import DEFAULTS, main, options_from
+from drainer.engine.filters import FilterOptions
 from drainer.engine.report import DrainEvent, Kind
 from drainer.k8s.cordon import PROGRESS_ANNOTATION
 from drainer.k8s.kube import Kube
@@ -153,14 +154,15 @@ def _args(*flags: str) -> argparse.Namespace:
 
 
 def test_no_flags__the_lambdas_settings__but_kubectls_evictions() -> None:
-    assert Settings() == DEFAULTS
-    assert settings_from(_args()) == dataclasses.replace(
-        Settings(), evict_unreplicated_pods=False, evict_emptydir_pods=False
+    assert Settings().drain_options() == DEFAULTS
+    assert options_from(_args()) == dataclasses.replace(
+        Settings().drain_options(),
+        filters=FilterOptions(evict_unreplicated=False, evict_emptydir=False),
     )
 
 
 def test_flags__change_their_settings_only() -> None:
-    settings = settings_from(
+    options = options_from(
         _args(
             "--concurrency",
             "4",
@@ -175,14 +177,12 @@ def test_flags__change_their_settings_only() -> None:
         )
     )
 
-    assert settings == dataclasses.replace(
-        Settings(),
-        eviction_concurrency=4,
+    assert options == dataclasses.replace(
+        Settings().drain_options(),
+        concurrency=4,
         grace_period_seconds=10,
         stuck_pod_seconds=5,
-        evict_daemonset_pods=True,
-        evict_unreplicated_pods=True,
-        evict_emptydir_pods=True,
+        filters=FilterOptions(evict_unreplicated=True, evict_emptydir=True, evict_daemonset=True),
         dry_run=True,
     )
 

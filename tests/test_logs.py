@@ -19,7 +19,7 @@ import pytest
 from e2e import conftest as e2e
 
 from drainer import logs
-from drainer.engine.report import DrainEvent, Kind
+from drainer.engine.report import EVENT_LEVELS, DrainEvent, Kind
 from testbed import World
 from testbed import workloads as w
 from testbed.world import place_on, pods_on, wait_until
@@ -80,9 +80,9 @@ def test_readme_table__one_row_per_kind() -> None:
 
 
 def test_readme_levels__the_levels_logs_gives_each_kind() -> None:
-    assert set(logs.EVENT_LEVELS) == {str(kind) for kind in Kind}
+    assert set(EVENT_LEVELS) == {str(kind) for kind in Kind}
     for row in _rows():
-        assert row.level == logging.getLevelName(logs.EVENT_LEVELS[row.event]), row.event
+        assert row.level == logging.getLevelName(EVENT_LEVELS[row.event]), row.event
 
 
 def test_readme_keys__the_keys_drain_event_fields_can_produce() -> None:
@@ -158,7 +158,8 @@ def test_drain_event__reserved_keys_renamed__the_line_still_written() -> None:
 def test_drain_event__written_at_its_kinds_level(kind: Kind, level: str) -> None:
     stream = _capture()
 
-    logs.drain_event(logging.getLogger("drainer.test"), "x", DrainEvent(kind, pod="a/b").fields())
+    event = DrainEvent(kind, pod="a/b")
+    logs.drain_event(logging.getLogger("drainer.test"), "x", event.fields(), event.level)
 
     assert _lines(stream)[0]["level"] == level
 
@@ -166,7 +167,8 @@ def test_drain_event__written_at_its_kinds_level(kind: Kind, level: str) -> None
 def test_drain_event__debug_kind_not_written_at_info() -> None:
     stream = _capture("INFO")
 
-    logs.drain_event(logging.getLogger("drainer.test"), "x", DrainEvent(Kind.EVICTING).fields())
+    event = DrainEvent(Kind.EVICTING)
+    logs.drain_event(logging.getLogger("drainer.test"), "x", event.fields(), event.level)
 
     assert _lines(stream) == []
 

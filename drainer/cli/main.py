@@ -42,19 +42,28 @@ from typing import TYPE_CHECKING, Any, TextIO
 from drainer.cli.display import Progress, SafeStream, StatusTicker, human_summary
 from drainer.engine import filters
 from drainer.engine.drain import Drain
-from drainer.engine.options import DrainOptions
+from drainer.engine.options import (
+    CONCURRENCY_RANGE,
+    GRACE_PERIOD_RANGE,
+    STUCK_POD_RANGE,
+    DrainOptions,
+)
 from drainer.engine.report import DrainReport, Outcome
 from drainer.errors import DrainerError, InstanceNotFound, KubeError
 from drainer.k8s import cordon
 from drainer.k8s.kube import Kube
 from drainer.k8s.nodes import find_node_object
-from drainer.lifecycle.settings import VARIABLES, Settings
 
 if TYPE_CHECKING:
     from drainer import aws
 
-DEFAULTS = Settings()
-"""The CLI's defaults are the Lambda's: one source."""
+DEFAULTS = DrainOptions()
+"""The CLI's defaults are the engine's (which are the Lambda's), but for which pods
+go: those follow kubectl drain's flags."""
+DEFAULT_TIMEOUT = 3600
+"""As the Lambda's DRAIN_TIMEOUT_SECONDS."""
+MAX_TIMEOUT = 172_800
+"""48 hours: the longest a lifecycle hook holds an instance, and DRAIN_TIMEOUT_SECONDS's bound."""
 
 # A node's name is a DNS-1123 subdomain (what the API server accepts for a Node).
 _DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
@@ -86,17 +95,6 @@ def _selector(text: str) -> str:
     return text.strip()
 
 
-def _bounds(field: str) -> tuple[int, int]:
-    """The range of the Lambda setting a flag stands for: one source of bounds."""
-    variable = next(v for v in VARIABLES if v.field == field)
-    assert variable.minimum is not None and variable.maximum is not None
-    return int(variable.minimum), int(variable.maximum)
-
-
-MAX_TIMEOUT = _bounds("drain_timeout_seconds")[1]
-"""48 hours: the longest a lifecycle hook holds an instance, and DRAIN_TIMEOUT_SECONDS's bound."""
-
-
 def positive_seconds(text: str) -> float:
     try:
         value = float(text)
@@ -112,9 +110,8 @@ def positive_seconds(text: str) -> float:
     return value
 
 
-def _integer(field: str) -> Callable[[str], int]:
-    """An integer within the bounds of the Lambda setting `field`."""
-    minimum, maximum = _bounds(field)
+def _integer(minimum: int, maximum: int) -> Callable[[str], int]:
+    """An integer from `minimum` to `maximum`: the engine's range for the option."""
 
     def parse(text: str) -> int:
         try:
@@ -182,35 +179,34 @@ def _pacing_flags(drain: argparse.ArgumentParser) -> None:
     drain.add_argument(
         "--timeout",
         type=positive_seconds,
-        default=float(DEFAULTS.drain_timeout_seconds),
-        help=f"give up after this many seconds, at most {MAX_TIMEOUT} "
-        f"(default {DEFAULTS.drain_timeout_seconds})",
+        default=float(DEFAULT_TIMEOUT),
+        help=f"give up after this many seconds, at most {MAX_TIMEOUT} (default {DEFAULT_TIMEOUT})",
     )
     drain.add_argument(
         "--dry-run", action="store_true", help="show what would be evicted; change nothing"
     )
-    low, high = _bounds("eviction_concurrency")
+    low, high = CONCURRENCY_RANGE
     drain.add_argument(
         "--concurrency",
-        type=_integer("eviction_concurrency"),
-        default=DEFAULTS.eviction_concurrency,
-        help=f"evictions in flight at once, {low} to {high} "
-        f"(default {DEFAULTS.eviction_concurrency})",
+        type=_integer(low, high),
+        default=DEFAULTS.concurrency,
+        help=f"evictions in flight at once, {low} to {high} (default {DEFAULTS.concurrency})",
     )
-    high = _bounds("grace_period_seconds")[1]
+    high = GRACE_PERIOD_RANGE[1]
     drain.add_argument(
         "--grace-period",
-        type=_integer("grace_period_seconds"),
-        default=DEFAULTS.grace_period_seconds,
+        type=_integer(-1, high),
+        default=-1,
         help=f"seconds each pod gets to stop, 0 to {high} (default -1: the pod's own)",
     )
-    high = _bounds("stuck_pod_seconds")[1]
+    low, high = STUCK_POD_RANGE
+    stuck = int(DEFAULTS.stuck_pod_seconds)
     drain.add_argument(
         "--stuck-pod-seconds",
-        type=_integer("stuck_pod_seconds"),
-        default=DEFAULTS.stuck_pod_seconds,
+        type=_integer(low, high),
+        default=stuck,
         help="stop waiting for pods stuck terminating this long past their grace period, "
-        f"0 to {high} seconds (default {DEFAULTS.stuck_pod_seconds})",
+        f"{low} to {high} seconds (default {stuck})",
     )
 
 
@@ -243,18 +239,21 @@ def _kubectl_flags(drain: argparse.ArgumentParser) -> None:
     )
 
 
-def settings_from(args: argparse.Namespace) -> Settings:
-    """The Settings the flags describe: the Lambda's defaults, changed by each flag;
-    what is evicted follows kubectl drain's flags, not the Lambda's defaults."""
+def options_from(args: argparse.Namespace) -> DrainOptions:
+    """The drain options the flags describe: the engine's defaults, changed by each
+    flag; what is evicted follows kubectl drain's flags, not the Lambda's defaults."""
     return dataclasses.replace(
         DEFAULTS,
-        eviction_concurrency=args.concurrency,
-        grace_period_seconds=args.grace_period,
+        filters=filters.FilterOptions(
+            evict_unreplicated=args.force,
+            evict_emptydir=args.delete_emptydir_data,
+            evict_daemonset=args.evict_daemonset_pods,
+        ),
+        concurrency=args.concurrency,
+        grace_period_seconds=args.grace_period if args.grace_period >= 0 else None,
         stuck_pod_seconds=args.stuck_pod_seconds,
-        evict_unreplicated_pods=args.force,
-        evict_emptydir_pods=args.delete_emptydir_data,
-        evict_daemonset_pods=args.evict_daemonset_pods,
         dry_run=args.dry_run,
+        pod_selector=args.pod_selector or "",
     )
 
 
@@ -321,7 +320,7 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None) -> int
 def _connect(args: argparse.Namespace, terminal: _Terminal) -> int:
     """The client, the command, and the exit status of what went wrong before a drain."""
     err = terminal.err
-    settings = settings_from(args) if args.command == "drain" else DEFAULTS
+    options = options_from(args) if args.command == "drain" else DEFAULTS
     if args.instance_id:
         try:
             _aws_session()
@@ -332,14 +331,13 @@ def _connect(args: argparse.Namespace, terminal: _Terminal) -> int:
         kube = Kube.from_kubeconfig(
             args.kubeconfig,
             args.context,
-            request_timeout=settings.kube_request_timeout_seconds,
-            pool_size=settings.eviction_concurrency + 4,
+            pool_size=options.concurrency + 4,
         )
     except DrainerError as e:
         print(f"error: {e}", file=err)
         return 2
     try:
-        return _command(kube, args, settings, terminal)
+        return _command(kube, args, options, terminal)
     except KubeError as e:
         print(f"error: {e}", file=err)
         return 3
@@ -353,7 +351,9 @@ def _connect(args: argparse.Namespace, terminal: _Terminal) -> int:
         kube.close()
 
 
-def _command(kube: Kube, args: argparse.Namespace, settings: Settings, terminal: _Terminal) -> int:
+def _command(
+    kube: Kube, args: argparse.Namespace, options: DrainOptions, terminal: _Terminal
+) -> int:
     out, err = terminal.out, terminal.err
     if args.instance_id:
         found = _node_for_instance(kube, args.instance_id)
@@ -378,9 +378,6 @@ def _command(kube: Kube, args: argparse.Namespace, settings: Settings, terminal:
     # With -o json, stdout carries the JSON alone; the progress goes to stderr.
     display = err if args.output == "json" else out
     print(f"draining node {node}{' (dry run)' if args.dry_run else ''}", file=display, flush=True)
-    options = dataclasses.replace(
-        DrainOptions.from_settings(settings), pod_selector=args.pod_selector or ""
-    )
     live = display.isatty()
     progress = Progress(display, node, args.verbose, live=live)
     # The drain is of the node object read here: one of the same name later is not it.

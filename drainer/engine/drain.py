@@ -874,7 +874,7 @@ class Drain:
 
     def _emit(self, kind: Kind, **values: Any) -> None:
         event = DrainEvent(kind, **values)
-        logs.drain_event(log, describe(event, self.node), event.fields())
+        logs.drain_event(log, describe(event, self.node), event.fields(), event.level)
         if self._on_event is not None:
             try:
                 self._on_event(event)

@@ -1,5 +1,7 @@
-"""What the drain engine needs of the settings, with every default taken from
-Settings (the one source of defaults), and the one conversion from Settings."""
+"""How one drain behaves: the engine's options, with their own defaults and the
+ranges of the numbers a caller may give. The engine knows no Lambda settings and no
+command line; the Lambda's settings map onto these options in one place
+(Settings.drain_options) and the CLI builds them from its flags."""
 
 from __future__ import annotations
 
@@ -7,35 +9,36 @@ from dataclasses import dataclass, field
 
 from drainer.backoff import Backoff
 from drainer.engine.filters import FilterOptions
-from drainer.lifecycle.settings import Settings, TimeoutPolicy
 
-_DEFAULTS = Settings()
+CONCURRENCY_RANGE = (1, 256)
+"""Evictions in flight at once: bounded so that a large node does not flood the API server."""
+GRACE_PERIOD_RANGE = (0, 86_400)
+"""A grace period of its own for every evicted pod, in seconds (a day at most)."""
+STUCK_POD_RANGE = (0, 86_400)
+"""How long past its deletion deadline a terminating pod may block the drain, in seconds."""
 
 
 @dataclass(frozen=True)
 class DrainOptions:
-    """What the engine needs of the settings; every default is Settings' own."""
+    """How one drain behaves. The Lambda's settings (lifecycle/settings.py) and the
+    CLI's flags (cli/main.py) map onto it; the defaults are the Lambda's."""
 
-    filters: FilterOptions = field(
-        default_factory=lambda: FilterOptions(
-            evict_unreplicated=_DEFAULTS.evict_unreplicated_pods,
-            evict_emptydir=_DEFAULTS.evict_emptydir_pods,
-            evict_daemonset=_DEFAULTS.evict_daemonset_pods,
-        )
-    )
-    concurrency: int = _DEFAULTS.eviction_concurrency
+    filters: FilterOptions = field(default_factory=FilterOptions)
+    """Which pods go: the node is going away, so by default everything but DaemonSet pods."""
+    concurrency: int = 32
     """Eviction requests in flight at once; pods waiting for a budget do not count."""
     grace_period_seconds: int | None = None
     """None: each pod's own terminationGracePeriodSeconds."""
-    stuck_pod_seconds: float = _DEFAULTS.stuck_pod_seconds
+    stuck_pod_seconds: float = 60
     """A pod still terminating this long after its deletion deadline stops blocking."""
-    critical_reserve_seconds: float = _DEFAULTS.critical_reserve_seconds
+    critical_reserve_seconds: float = 120
     """The critical tier starts this long before the deadline if the ordinary pods
     left are all held by budgets or terminating namespaces."""
-    volume_detach_timeout: float = _DEFAULTS.volume_detach_timeout_seconds
-    dry_run: bool = _DEFAULTS.dry_run
-    force_on_timeout: bool = _DEFAULTS.timeout_policy == TimeoutPolicy.FORCE
-    force_grace_period_seconds: int = _DEFAULTS.force_grace_period_seconds
+    volume_detach_timeout: float = 120
+    dry_run: bool = False
+    force_on_timeout: bool = False
+    """At the deadline, delete the pods left bypassing their budgets (TIMEOUT_POLICY=force)."""
+    force_grace_period_seconds: int = 30
     retry: Backoff = field(default_factory=lambda: Backoff(first=0.25, cap=4.0))
     """Pacing after a failed request, or after a refusal while the budget watch is down."""
     retry_watched: float = 30.0
@@ -61,24 +64,3 @@ class DrainOptions:
     pod_selector: str = ""
     """kubectl drain's --pod-selector: only the pods this label selector selects are
     drained (the CLI's; the Lambda drains every pod, since the node goes away)."""
-
-    @classmethod
-    def from_settings(cls, settings: Settings) -> DrainOptions:
-        """The one conversion from settings to drain options."""
-        return cls(
-            filters=FilterOptions(
-                evict_unreplicated=settings.evict_unreplicated_pods,
-                evict_emptydir=settings.evict_emptydir_pods,
-                evict_daemonset=settings.evict_daemonset_pods,
-            ),
-            concurrency=settings.eviction_concurrency,
-            grace_period_seconds=settings.grace_period_seconds
-            if settings.grace_period_seconds >= 0
-            else None,
-            stuck_pod_seconds=settings.stuck_pod_seconds,
-            critical_reserve_seconds=settings.critical_reserve_seconds,
-            volume_detach_timeout=settings.volume_detach_timeout_seconds,
-            dry_run=settings.dry_run,
-            force_on_timeout=settings.timeout_policy == TimeoutPolicy.FORCE,
-            force_grace_period_seconds=settings.force_grace_period_seconds,
-        )

@@ -9,6 +9,7 @@ table and tests/test_logs.py hold it fixed.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from enum import StrEnum
@@ -73,6 +74,34 @@ class Kind(StrEnum):
     result, lifecycle_result, counts, seconds, budgets_holding."""
 
 
+# The level of each drain event: the README's log contract shows the same table
+# (tests/test_logs.py holds them equal). INFO is what an operator follows; WARNING
+# and ERROR are what needs a look; DEBUG is for progress displays only.
+EVENT_LEVELS: dict[Kind, int] = {
+    Kind.STARTED: logging.INFO,
+    Kind.CORDONED: logging.INFO,
+    Kind.RECORDONED: logging.WARNING,
+    Kind.SKIPPED: logging.INFO,
+    Kind.APPEARED: logging.INFO,
+    Kind.TOLERATING: logging.WARNING,
+    Kind.EVICTING: logging.DEBUG,
+    Kind.EVICTED: logging.INFO,
+    Kind.REFUSED: logging.INFO,
+    Kind.SEVERAL_BUDGETS: logging.ERROR,
+    Kind.DENIED: logging.WARNING,
+    Kind.WITH_NAMESPACE: logging.WARNING,
+    Kind.GONE: logging.INFO,
+    Kind.STUCK: logging.WARNING,
+    Kind.CRITICAL_TIER: logging.INFO,
+    Kind.FORCED: logging.WARNING,
+    Kind.LEFT: logging.WARNING,
+    Kind.VOLUME_DETACHED: logging.INFO,
+    Kind.WOULD_EVICT: logging.INFO,
+    Kind.STOPPED: logging.ERROR,
+    Kind.FINISHED: logging.INFO,
+}
+
+
 @dataclass(frozen=True)
 class DrainEvent:
     """One thing that happened in a drain. Only the fields that apply are set."""
@@ -92,6 +121,11 @@ class DrainEvent:
     """ordinary or critical."""
     details: Mapping[str, Any] = field(default_factory=dict)
     """drain_started and drain_finished only: their counts, deadline and so on."""
+
+    @property
+    def level(self) -> int:
+        """The log level of its line."""
+        return EVENT_LEVELS[self.kind]
 
     def fields(self) -> dict[str, Any]:
         """The log contract: `event` plus every set field, keys fixed."""

@@ -4,7 +4,7 @@
 Every field carries its environment variable, default, range and reason in its
 `metadata`; `VARIABLES` is derived from those fields, so the README table and the
 CloudFormation parameter defaults can be generated from the same source
-(`python -m drainer.settings` prints it as JSON).
+(`python -m drainer.lifecycle.settings` prints it as JSON).
 
 A value that cannot be used stops the cold start with a `SettingsError` naming the
 variable, the value and what is allowed: a drain run with a misread timeout is worse
@@ -22,6 +22,13 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Literal, cast
 
+from drainer.engine.filters import FilterOptions
+from drainer.engine.options import (
+    CONCURRENCY_RANGE,
+    GRACE_PERIOD_RANGE,
+    STUCK_POD_RANGE,
+    DrainOptions,
+)
 from drainer.errors import SettingsError
 
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR"]
@@ -258,8 +265,8 @@ class Settings:
             "32",
             "Evictions in flight at once within a priority tier; bounded so a large "
             "node does not flood the API server.",
-            minimum=1,
-            maximum=256,
+            minimum=CONCURRENCY_RANGE[0],
+            maximum=CONCURRENCY_RANGE[1],
         ),
     )
     evict_unreplicated_pods: bool = field(
@@ -302,7 +309,7 @@ class Settings:
             "Grace period given to evicted pods. -1 uses each pod's own "
             "terminationGracePeriodSeconds; 0 deletes immediately.",
             minimum=-1,
-            maximum=86400,
+            maximum=GRACE_PERIOD_RANGE[1],
         ),
     )
     force_grace_period_seconds: int = field(
@@ -325,8 +332,8 @@ class Settings:
             "60",
             "How long past its deletion deadline a terminating pod may stay before it "
             "stops blocking the drain (a kubelet that never reports back).",
-            minimum=0,
-            maximum=86400,
+            minimum=STUCK_POD_RANGE[0],
+            maximum=STUCK_POD_RANGE[1],
         ),
     )
     volume_detach_timeout_seconds: int = field(
@@ -524,6 +531,26 @@ class Settings:
             return None
         key, _, value = self.asg_tag.partition("=")
         return key, value
+
+    def drain_options(self) -> DrainOptions:
+        """The engine's options these settings give: the one mapping between them."""
+        return DrainOptions(
+            filters=FilterOptions(
+                evict_unreplicated=self.evict_unreplicated_pods,
+                evict_emptydir=self.evict_emptydir_pods,
+                evict_daemonset=self.evict_daemonset_pods,
+            ),
+            concurrency=self.eviction_concurrency,
+            grace_period_seconds=self.grace_period_seconds
+            if self.grace_period_seconds >= 0
+            else None,
+            stuck_pod_seconds=self.stuck_pod_seconds,
+            critical_reserve_seconds=self.critical_reserve_seconds,
+            volume_detach_timeout=self.volume_detach_timeout_seconds,
+            dry_run=self.dry_run,
+            force_on_timeout=self.timeout_policy == TimeoutPolicy.FORCE,
+            force_grace_period_seconds=self.force_grace_period_seconds,
+        )
 
     def describe(self) -> dict[str, object]:
         """The resolved settings, JSON-ready, for the one log line at cold start.

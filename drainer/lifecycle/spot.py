@@ -27,7 +27,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from drainer import aws, logs
-from drainer.engine.options import DrainOptions
 from drainer.engine.report import DrainEvent
 from drainer.errors import ClusterNotFound, InstanceNotFound, KubeError
 from drainer.k8s.cordon import cordon_patch, live_drain
@@ -140,7 +139,7 @@ def plan_for(found: SpotTarget, settings: Settings, deadline: Deadline, now: flo
     grace periods to the deadline and keeps the critical tier for the last third of
     the window at most; both record their trigger so that a later event waits for
     them, and wait for a drain under way themselves."""
-    base = DrainOptions.from_settings(settings)
+    base = settings.drain_options()
     kind = found.event.kind
     if kind is SpotKind.REBALANCE:
         return Plan(replace(base, trigger=str(kind)), SPOT_TRIGGERS)

@@ -452,9 +452,7 @@ class Plan:
         """The terminate hook's drain: it waits for a drain a spot event began, and
         records its trigger and deadline on the node (so a rebalance recommendation
         that comes meanwhile leaves its record alone)."""
-        options = replace(
-            DrainOptions.from_settings(tools.settings), trigger=TERMINATE_HOOK_TRIGGER
-        )
+        options = replace(tools.settings.drain_options(), trigger=TERMINATE_HOOK_TRIGGER)
         return cls(options, SPOT_TRIGGERS)
 
 

@@ -32,7 +32,7 @@ def _drainer_lines(instance: str, node: str) -> list[str]:
         DrainEvent(Kind.EVICTED, pod="shop/web-1"),
         DrainEvent(Kind.GONE, pod="shop/web-1", seconds=2.5),
     ):
-        drainer_logs.drain_event(log, describe(event, node), event.fields())
+        drainer_logs.drain_event(log, describe(event, node), event.fields(), event.level)
     drainer_logs.reset()
     handler.setStream(before)  # the next test's logs go where they went
     return stream.getvalue().splitlines()
