@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 def _kube_class(record: bool) -> type[Kube]:
     """Kube itself, or Kube that notes each request it makes (sent, answered)."""
     from drainer.errors import KubeError
-    from drainer.k8s.kube import Kube
+    from drainer.k8s.kube import Call, Kube
 
     if not record:
         return Kube
@@ -44,19 +44,19 @@ def _kube_class(record: bool) -> type[Kube]:
     class RecordingKube(Kube):
         records: list[list[object]]
 
-        def _once(self, method: str, path: str, **kwargs: Any) -> Any:
+        def _once(self, call: Call, bearer: str | None) -> Any:
             if not hasattr(self, "records"):
                 self.records = []
             sent = time.time()
             status = 200
             try:
-                return super()._once(method, path, **kwargs)
+                return super()._once(call, bearer)
             except KubeError as e:
                 status = e.status
                 raise
             finally:
                 self.records.append(
-                    [sent, time.time(), method, kwargs["verb"], kwargs["resource"], status]
+                    [sent, time.time(), call.method, call.verb, call.resource, status]
                 )
 
     return RecordingKube

@@ -34,22 +34,22 @@ class RequestLog:
     @contextmanager
     def recording(self) -> Iterator[RequestLog]:
         from drainer.errors import KubeError
-        from drainer.k8s.kube import Kube
+        from drainer.k8s.kube import Call, Kube
 
         original = Kube._once
         log = self
 
         @functools.wraps(original)
-        def once(kube: Kube, method: str, path: str, **kwargs: Any) -> Any:
+        def once(kube: Kube, call: Call, bearer: str | None) -> Any:
             status = 200
             try:
-                return original(kube, method, path, **kwargs)
+                return original(kube, call, bearer)
             except KubeError as e:
                 status = e.status
                 raise
             finally:
                 with log._lock:
-                    log.sent.append(Sent(kwargs["verb"], kwargs["resource"], status))
+                    log.sent.append(Sent(call.verb, call.resource, status))
 
         Kube._once = once  # type: ignore[method-assign,assignment]
         try:

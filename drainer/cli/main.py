@@ -355,16 +355,9 @@ def _command(
     kube: Kube, args: argparse.Namespace, options: DrainOptions, terminal: _Terminal
 ) -> int:
     out, err = terminal.out, terminal.err
-    if args.instance_id:
-        found = _node_for_instance(kube, args.instance_id)
-        if found is None:
-            print(f"error: no Kubernetes node for instance {args.instance_id}", file=err)
-            return 1
-    else:
-        found = kube.get_node(args.node)
-        if found is None:  # kubectl's answer; nothing is touched
-            print(f"error: node {args.node} not found", file=err)
-            return 1
+    found = _the_node(kube, args, err)
+    if found is None:
+        return 1
     node = str(found["metadata"]["name"])
     if args.command == "release":
         return _release(kube, found, args.dry_run, out)
@@ -375,6 +368,32 @@ def _command(
             print(f"error: {message}: {', '.join(names)}", file=err)
         print(f"node {node} not drained; nothing changed", file=out)
         return 1
+    return _drain(kube, found, args, options, terminal)
+
+
+def _the_node(kube: Kube, args: argparse.Namespace, err: SafeStream) -> dict[str, Any] | None:
+    """The node the flags name, as read now; None, said on stderr, when there is none."""
+    if args.instance_id:
+        found = _node_for_instance(kube, args.instance_id)
+        if found is None:
+            print(f"error: no Kubernetes node for instance {args.instance_id}", file=err)
+    else:
+        found = kube.get_node(args.node)
+        if found is None:  # kubectl's answer; nothing is touched
+            print(f"error: node {args.node} not found", file=err)
+    return found
+
+
+def _drain(
+    kube: Kube,
+    found: dict[str, Any],
+    args: argparse.Namespace,
+    options: DrainOptions,
+    terminal: _Terminal,
+) -> int:
+    """Drain the node read, showing its progress; the exit status."""
+    out, err = terminal.out, terminal.err
+    node = str(found["metadata"]["name"])
     # With -o json, stdout carries the JSON alone; the progress goes to stderr.
     display = err if args.output == "json" else out
     print(f"draining node {node}{' (dry run)' if args.dry_run else ''}", file=display, flush=True)

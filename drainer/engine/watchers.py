@@ -114,29 +114,35 @@ class _Follower:
     def _changed(self) -> None:
         self.cond.notify_all()
 
+    def _follow(self, resource_version: str) -> str:
+        """List when there is no version to watch from, then apply the watch's events
+        until the server ends it or the follower stops; the last version seen."""
+        if not resource_version:
+            items, resource_version = self._list()
+            with self.cond:
+                self._replace(items)
+                self.listed = True
+                self._changed()
+        self._watching = True
+        for event in self._watch(resource_version):
+            if self._stop.is_set():
+                break
+            obj = event.get("object") or {}
+            version = (obj.get("metadata") or {}).get("resourceVersion")
+            if version:
+                resource_version = str(version)
+            if event.get("type") == "BOOKMARK":
+                continue
+            with self.cond:
+                self._apply(str(event.get("type")), obj)
+                self._changed()
+        return resource_version
+
     def _run(self, resource_version: str) -> None:
         failures = 0
         while not self._stop.is_set():
             try:
-                if not resource_version:
-                    items, resource_version = self._list()
-                    with self.cond:
-                        self._replace(items)
-                        self.listed = True
-                        self._changed()
-                self._watching = True
-                for event in self._watch(resource_version):
-                    if self._stop.is_set():
-                        return
-                    obj = event.get("object") or {}
-                    version = (obj.get("metadata") or {}).get("resourceVersion")
-                    if version:
-                        resource_version = str(version)
-                    if event.get("type") == "BOOKMARK":
-                        continue
-                    with self.cond:
-                        self._apply(str(event.get("type")), obj)
-                        self._changed()
+                resource_version = self._follow(resource_version)
                 failures = 0  # the server ended the watch normally: resume from where it was
             except KubeGone:
                 log.info("%s: watch history expired; re-listing", self.name)

@@ -481,6 +481,46 @@ def _on_node(node: str, label_selector: str) -> dict[str, str]:
     return query
 
 
+@dataclass(frozen=True)
+class Call:
+    """One API call, as each of its attempts sends it."""
+
+    method: str
+    path: str
+    query: Mapping[str, Any] | None
+    body: Any
+    content_type: str
+    verb: str
+    resource: str
+    what: str
+    timeout: float | tuple[float, float] | None
+    stream: bool
+
+
+def _watch_events(raw: Any, resource: str) -> Iterator[Obj]:
+    """The events of a watch stream, one JSON object per line; an ERROR event (a
+    version too old, a server error) raised as the error it reports."""
+    buffer = b""
+    for chunk in raw.stream(16384, decode_content=True):
+        buffer += chunk
+        while b"\n" in buffer:
+            line, buffer = buffer.split(b"\n", 1)
+            if not line.strip():
+                continue
+            event: Obj = json.loads(line)
+            if event.get("type") == "ERROR":
+                status = event.get("object") or {}
+                raise translate_status(
+                    int(status.get("code") or 500),
+                    status,
+                    {},
+                    verb="watch",
+                    resource=resource,
+                    what=f"watch {resource}",
+                )
+            yield event
+
+
 class Kube:
     """A small, typed-by-convention client for the calls the drainer makes."""
 
@@ -616,74 +656,79 @@ class Kube:
     ) -> Any:
         """Send one API call with retries; the parsed JSON answer, or the raw
         urllib3 response when `stream` (the caller must close it)."""
-        what = what or f"{verb} {resource}"
+        call = Call(
+            method, path, query, body, content_type, verb, resource,
+            what or f"{verb} {resource}", timeout, stream,
+        )  # fmt: skip
         unauthorized = 0
         attempt = 0
         while True:
             bearer = self._token.token() if self._token is not None else None
             try:
-                return self._once(
-                    method,
-                    path,
-                    query=query,
-                    body=body,
-                    content_type=content_type,
-                    verb=verb,
-                    resource=resource,
-                    what=what,
-                    timeout=timeout,
-                    stream=stream,
-                    bearer=bearer,
-                )
+                return self._once(call, bearer)
             except KubeUnauthorized as e:
-                # A token can be refused before its time (aged out between minting and
-                # use, its signing credentials rotated): one fresh token, one retry, as
-                # kubectl's client does.
                 unauthorized += 1
-                if self._token is None or unauthorized > 1:
-                    if self._refused:
-                        raise KubeUnauthorized(f"{what}: {self._refused}", 401, e.reason) from e
-                    raise
-                log.info("token refused; getting a new one and retrying %s", what)
-                # Concurrent calls refused the same token renew it once: a call whose
-                # token was replaced meanwhile retries with the replacement.
-                if self._token.token() == bearer:
-                    self._token.invalidate()
+                self._renew_token(e, bearer, unauthorized, call.what)
             except TlsVerificationError:
                 raise
             except (KubeTooManyRequests, KubeServerError, KubeForbidden) as e:
-                since_outage = time.monotonic() - self._unreachable_at
-                note = ""
-                if isinstance(e, KubeForbidden):
-                    # A 403 may be a starting server's (restarted, or new behind the
-                    # endpoint): it serves before its authorizer has loaded the RBAC
-                    # rules. Right after an outage it is taken for that; else the
-                    # server is asked whether it is ready yet (one GET /readyz).
-                    if since_outage > self.retry.restart_grace:
-                        if self._ready(bearer):
-                            raise
-                        self._unreachable_at = time.monotonic()
-                        since_outage = 0.0
-                    note = (
-                        f" (the API server was unreachable {since_outage:.1f} s ago, or says "
-                        "it is not ready: it may still be starting, its authorizer loading "
-                        "the RBAC rules)"
-                    )
-                elif _server_gone(e.__cause__):
-                    self._unreachable_at = time.monotonic()
                 attempt += 1
-                delay = self._retry_delay(e, attempt)
-                if delay is None:
-                    raise
-                log.warning(
-                    "%s%s; retrying in %.1f s (attempt %d of %d)",
-                    e,
-                    note,
-                    delay,
-                    attempt + 1,
-                    self.retry.attempts,
-                )
-                self._sleep(delay)
+                self._pause_before_retry(e, attempt, bearer)
+
+    def _renew_token(
+        self, error: KubeUnauthorized, bearer: str | None, refusals: int, what: str
+    ) -> None:
+        """A token can be refused before its time (aged out between minting and use,
+        its signing credentials rotated): one fresh token, one retry, as kubectl's
+        client does. Raises when a retry cannot help."""
+        if self._token is None or refusals > 1:
+            if self._refused:
+                raise KubeUnauthorized(f"{what}: {self._refused}", 401, error.reason) from error
+            raise error
+        log.info("token refused; getting a new one and retrying %s", what)
+        # Concurrent calls refused the same token renew it once: a call whose
+        # token was replaced meanwhile retries with the replacement.
+        if self._token.token() == bearer:
+            self._token.invalidate()
+
+    def _pause_before_retry(self, error: KubeError, attempt: int, bearer: str | None) -> None:
+        """Sleep before the next attempt of a call that met a 429, a 5xx or a 403 that
+        may be a starting server's; raises `error` when it is not to be retried."""
+        note = ""
+        if isinstance(error, KubeForbidden):
+            note = self._starting(error, bearer)
+        elif _server_gone(error.__cause__):
+            self._unreachable_at = time.monotonic()
+        delay = self._retry_delay(error, attempt)
+        if delay is None:
+            raise error
+        log.warning(
+            "%s%s; retrying in %.1f s (attempt %d of %d)",
+            error,
+            note,
+            delay,
+            attempt + 1,
+            self.retry.attempts,
+        )
+        self._sleep(delay)
+
+    def _starting(self, error: KubeForbidden, bearer: str | None) -> str:
+        """A 403 may be a starting server's (restarted, or new behind the endpoint): it
+        serves before its authorizer has loaded the RBAC rules. Right after an outage
+        it is taken for that; else the server is asked whether it is ready yet (one
+        GET /readyz). Raises `error`, a denial, when the server is ready; else the
+        note for the retry's log line."""
+        since_outage = time.monotonic() - self._unreachable_at
+        if since_outage > self.retry.restart_grace:
+            if self._ready(bearer):
+                raise error
+            self._unreachable_at = time.monotonic()
+            since_outage = 0.0
+        return (
+            f" (the API server was unreachable {since_outage:.1f} s ago, or says "
+            "it is not ready: it may still be starting, its authorizer loading "
+            "the RBAC rules)"
+        )
 
     def _ready(self, bearer: str | None) -> bool:
         """Whether the API server says it is ready (GET /readyz answers 200, as the
@@ -723,44 +768,31 @@ class Kube:
             return None
         return self.retry.backoff.delay(attempt - 1, self._rng, retry_after)
 
-    def _once(
-        self,
-        method: str,
-        path: str,
-        *,
-        query: Mapping[str, Any] | None,
-        body: Any,
-        content_type: str,
-        verb: str,
-        resource: str,
-        what: str,
-        timeout: float | tuple[float, float] | None,
-        stream: bool,
-        bearer: str | None,
-    ) -> Any:
+    def _once(self, call: Call, bearer: str | None) -> Any:
         api_exception = _client().exceptions.ApiException
-        headers = {"Accept": "application/json", "Content-Type": content_type}
-        query_params = [(k, v) for k, v in (query or {}).items() if v is not None]
+        headers = {"Accept": "application/json", "Content-Type": call.content_type}
+        query_params = [(k, v) for k, v in (call.query or {}).items() if v is not None]
         self.requests += 1
         try:
             serialized = self.api_client.param_serialize(
-                method=method,
-                resource_path=path,
+                method=call.method,
+                resource_path=call.path,
                 query_params=query_params,
                 header_params=headers,
-                body=body,
+                body=call.body,
                 auth_settings=["BearerToken"],
                 # This request's own token; None: the configuration's (a kubeconfig's).
                 _request_auth=None if bearer is None else _bearer_auth(bearer),
             )
             response = self.api_client.call_api(
                 *serialized,
-                _request_timeout=timeout or (min(5.0, self.request_timeout), self.request_timeout),
+                _request_timeout=call.timeout
+                or (min(5.0, self.request_timeout), self.request_timeout),
             )
         except api_exception as e:  # the client reports TLS failures this way (status 0)
-            raise _transport_error(e, what) from e
+            raise _transport_error(e, call.what) from e
         except (urllib3.exceptions.HTTPError, OSError) as e:
-            raise _transport_error(e, what) from e
+            raise _transport_error(e, call.what) from e
         raw = response.response
         if response.status >= 400:
             try:
@@ -770,11 +802,16 @@ class Kube:
             finally:
                 raw.release_conn()
             raise translate(
-                response.status, data, raw.headers, verb=verb, resource=resource, what=what
+                response.status,
+                data,
+                raw.headers,
+                verb=call.verb,
+                resource=call.resource,
+                what=call.what,
             )
-        if stream:
+        if call.stream:
             return raw
-        return _answer(raw, verb=verb, resource=resource, what=what)
+        return _answer(raw, verb=call.verb, resource=call.resource, what=call.what)
 
     # -- watch streams --------------------------------------------------------
 
@@ -810,26 +847,8 @@ class Kube:
         )
         if not streams.add(raw):
             return
-        buffer = b""
         try:
-            for chunk in raw.stream(16384, decode_content=True):
-                buffer += chunk
-                while b"\n" in buffer:
-                    line, buffer = buffer.split(b"\n", 1)
-                    if not line.strip():
-                        continue
-                    event = json.loads(line)
-                    if event.get("type") == "ERROR":
-                        status = event.get("object") or {}
-                        raise translate_status(
-                            int(status.get("code") or 500),
-                            status,
-                            {},
-                            verb="watch",
-                            resource=resource,
-                            what=f"watch {resource}",
-                        )
-                    yield event
+            yield from _watch_events(raw, resource)
         except (urllib3.exceptions.HTTPError, OSError, ValueError) as e:
             if _server_gone(e) and not streams.closed:  # cut by the server, not by us
                 self._unreachable_at = time.monotonic()
