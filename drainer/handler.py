@@ -29,15 +29,16 @@ from drainer.lifecycle.events import (
     parse_event,
     with_handover,
 )
+from drainer.lifecycle.outcomes import lifecycle_result
 from drainer.lifecycle.settings import Settings, TimeoutPolicy
 from drainer.lifecycle.workflow import (
     Invocation,
     KubeFactory,
-    Result,
     Run,
     drain_instance,
     eks_kube,
 )
+from drainer.outcome import Outcome
 
 log = logging.getLogger(__name__)
 
@@ -57,27 +58,6 @@ class _Container:
 
 
 _CONTAINER = _Container()
-
-
-def lifecycle_result(result: Result, settings: Settings) -> str | None:
-    """The outcome table: which lifecycle result each drain result sends to the ASG.
-    None means the action is not completed by this invocation."""
-    timeout = {
-        TimeoutPolicy.CONTINUE: "CONTINUE",
-        TimeoutPolicy.FORCE: "CONTINUE",  # after the remaining pods were force-deleted
-        TimeoutPolicy.ABANDON: None,  # left to the hook's HeartbeatTimeout and DefaultResult
-    }[settings.timeout_policy]
-    table: dict[Result, str | None] = {
-        Result.DRAINED: "CONTINUE",
-        Result.NO_NODE: "CONTINUE",  # never joined or already gone: nothing to wait for
-        Result.DRY_RUN: "CONTINUE",  # dry run touches Kubernetes only; the ASG goes on
-        Result.TIMED_OUT: timeout,
-        Result.FAILED: settings.failure_result,
-        Result.HANDED_OVER: None,  # the next invocation completes it
-        Result.NOT_ALLOWED: None,  # not our Auto Scaling group
-        Result.CORDONED: None,  # a spot event's: there is no lifecycle action
-    }
-    return table[result]
 
 
 def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
@@ -164,7 +144,7 @@ def _permanent(error: AwsError) -> Run:
     run naming it, which the handler ends like any other (its error line, end line,
     metrics), instead of raising for Lambda to run the same event into the same
     error."""
-    return Run(Result.FAILED, f"{error} (permanent: the event is not retried)")
+    return Run(Outcome.FAILED, f"{error} (permanent: the event is not retried)")
 
 
 def self_check(
@@ -224,7 +204,7 @@ def handle(
             log.error("AWS call failed; the invocation will be retried: %s", e)
             raise
         run = _permanent(e)
-    if run.result == Result.HANDED_OVER:
+    if run.result == Outcome.HANDED_OVER:
         run = _hand_over(run, raw_event, clients, invocation)
     result = lifecycle_result(run.result, settings)
     completed = None
@@ -276,7 +256,7 @@ def handle_spot(
         # Not even known to be one of ours: no drain, so no end line or notice.
         message = _permanent(e).message
         log.error("spot event not acted on: %s", message)
-        return {"result": str(Result.FAILED), "message": message}
+        return {"result": str(Outcome.FAILED), "message": message}
     if isinstance(found, Skip):
         return _skipped(found)
     if settings.notify_on_start:
@@ -317,7 +297,7 @@ def _notify(settings: Settings, clients: aws.AwsClients, notice: notices.Notice)
 # The ends of a drain worth a notice (a hand-over is not an end; another group's
 # event is none of ours).
 _NOTIFIED = frozenset(
-    {Result.DRAINED, Result.NO_NODE, Result.DRY_RUN, Result.TIMED_OUT, Result.FAILED}
+    {Outcome.DRAINED, Outcome.NO_NODE, Outcome.DRY_RUN, Outcome.TIMED_OUT, Outcome.FAILED}
 )
 
 
@@ -334,7 +314,7 @@ def _hand_over(
         )
     except AwsError as e:
         return replace(
-            run, result=Result.FAILED, message=f"could not hand over to a new invocation: {e}"
+            run, result=Outcome.FAILED, message=f"could not hand over to a new invocation: {e}"
         )
     log.info("handed over to a new invocation (hand-over %d)", run.handover.handovers)
     return run
@@ -353,9 +333,9 @@ def _log_end_line(summary: Mapping[str, Any]) -> None:
 
 
 def _log_outcome(run: Run, result: str | None, completed: bool | None) -> None:
-    if run.result == Result.FAILED:
+    if run.result == Outcome.FAILED:
         log.error("drain failed: %s (lifecycle result %s)", run.message, result)
-    elif run.result == Result.TIMED_OUT:
+    elif run.result == Outcome.TIMED_OUT:
         log.warning("%s", run.message)
     elif run.message:
         log.info("%s", run.message)
@@ -416,18 +396,20 @@ def _write_metrics(run: Run, summary: Mapping[str, Any], settings: Settings) -> 
     # A drain that failed before its cluster was known still counts against the
     # configured one, which the stack's alarm watches.
     metrics.add_dimension(name="Cluster", value=run.cluster or settings.cluster_name or "unknown")
-    failed = run.result in (Result.FAILED, Result.TIMED_OUT)
+    failed = run.result in (Outcome.FAILED, Outcome.TIMED_OUT)
     metrics.add_metric(name="DrainFailed", unit=MetricUnit.Count, value=1 if failed else 0)
     metrics.add_metric(
-        name="DrainSucceeded", unit=MetricUnit.Count, value=1 if run.result == Result.DRAINED else 0
+        name="DrainSucceeded",
+        unit=MetricUnit.Count,
+        value=1 if run.result == Outcome.DRAINED else 0,
     )
     metrics.add_metric(
         name="DrainTimedOut",
         unit=MetricUnit.Count,
-        value=1 if run.result == Result.TIMED_OUT else 0,
+        value=1 if run.result == Outcome.TIMED_OUT else 0,
     )
     metrics.add_metric(
-        name="Handovers", unit=MetricUnit.Count, value=1 if run.result == Result.HANDED_OVER else 0
+        name="Handovers", unit=MetricUnit.Count, value=1 if run.result == Outcome.HANDED_OVER else 0
     )
     metrics.add_metric(
         name="PodsEvicted", unit=MetricUnit.Count, value=int(summary.get("evicted", 0))

@@ -9,7 +9,8 @@ import os
 import threading
 
 from drainer.cli.display import Progress, SafeStream, StatusTicker, human_summary, waiting_line
-from drainer.engine.report import DrainEvent, DrainReport, Kind, Outcome
+from drainer.engine.report import DrainEvent, DrainReport, Kind
+from drainer.outcome import Outcome
 
 
 def test_waiting_line__names_three_pods_and_why__counts_the_rest() -> None:

@@ -430,7 +430,7 @@ def test_node_replaced_mid_drain__new_node_never_cordoned_drained_or_recorded(
 
     node = sim.get("Node", NODE)
     assert node["metadata"]["uid"] != old_uid
-    assert report.outcome == Outcome.NODE_GONE
+    assert report.outcome == Outcome.NO_NODE
     assert "replaced" in report.stopped_by and node["metadata"]["uid"] in report.stopped_by
     assert not node["spec"].get("unschedulable"), "the new node was cordoned"
     assert "eks-node-drainer/progress" not in (node["metadata"].get("annotations") or {})
@@ -451,7 +451,7 @@ def test_node_replaced_before_the_cordon__the_drain_touches_nothing(
     finally:
         kube.close()
 
-    assert report.outcome == Outcome.NODE_GONE
+    assert report.outcome == Outcome.NO_NODE
     assert "replaced" in report.stopped_by
     assert not sim.get("Node", NODE)["spec"].get("unschedulable")
     assert not front.requests("POST", "/eviction$")

@@ -12,39 +12,12 @@ import pytest
 from awssim import AwsSim
 from awssim.world import NodeGroup, create_node_group
 from drainer import aws, handler
-from drainer.engine.report import DrainReport, Outcome
+from drainer.engine.report import DrainReport
 from drainer.errors import AwsError, SettingsError
 from drainer.lifecycle.events import LifecycleEvent, parse_event
-from drainer.lifecycle.settings import Settings, TimeoutPolicy
-from drainer.lifecycle.workflow import Result, Run
-
-
-@pytest.mark.parametrize(
-    ("result", "policy", "failure", "expected"),
-    [
-        (Result.DRAINED, TimeoutPolicy.CONTINUE, "ABANDON", "CONTINUE"),
-        (Result.NO_NODE, TimeoutPolicy.CONTINUE, "ABANDON", "CONTINUE"),
-        (Result.DRY_RUN, TimeoutPolicy.CONTINUE, "ABANDON", "CONTINUE"),
-        (Result.TIMED_OUT, TimeoutPolicy.CONTINUE, "ABANDON", "CONTINUE"),
-        (Result.TIMED_OUT, TimeoutPolicy.FORCE, "ABANDON", "CONTINUE"),
-        (Result.TIMED_OUT, TimeoutPolicy.ABANDON, "ABANDON", None),
-        (Result.FAILED, TimeoutPolicy.CONTINUE, "ABANDON", "ABANDON"),
-        (Result.FAILED, TimeoutPolicy.CONTINUE, "CONTINUE", "CONTINUE"),
-        (Result.HANDED_OVER, TimeoutPolicy.CONTINUE, "ABANDON", None),
-        (Result.NOT_ALLOWED, TimeoutPolicy.CONTINUE, "ABANDON", None),
-    ],
-)
-def test_outcome_table(
-    result: Result, policy: TimeoutPolicy, failure: str, expected: str | None
-) -> None:
-    settings = Settings(timeout_policy=policy, failure_result=failure)  # type: ignore[arg-type]
-
-    assert handler.lifecycle_result(result, settings) == expected
-
-
-def test_outcome_table__covers_every_result() -> None:
-    for result in Result:
-        handler.lifecycle_result(result, Settings())
+from drainer.lifecycle.settings import Settings
+from drainer.lifecycle.workflow import Run
+from drainer.outcome import Outcome
 
 
 @pytest.fixture
@@ -142,7 +115,7 @@ def test_end_line__drain_finished_event__summary_keys_and_human_text(
         left={"shop/web-1": "PodDisruptionBudget shop/web allows no disruption"},
     )
     run = Run(
-        Result.TIMED_OUT,
+        Outcome.TIMED_OUT,
         "drain timed out at its deadline, DRAIN_TIMEOUT_SECONDS (3600 s) "
         "(TIMEOUT_POLICY=continue): " + report.timeout_message(),
         cluster="prod",
@@ -178,7 +151,7 @@ def test_end_line__drain_finished_event__summary_keys_and_human_text(
 
 
 def test_end_line__no_drain_ran__counts_still_there(handler_lines: _Lines) -> None:
-    run = Run(Result.NO_NODE, "no Kubernetes node for instance i-0abc", cluster="prod")
+    run = Run(Outcome.NO_NODE, "no Kubernetes node for instance i-0abc", cluster="prod")
 
     handler._log_end_line(handler._summary(run, "CONTINUE", True, 0.5))
 

@@ -52,11 +52,11 @@ from drainer.lifecycle.workflow import (
     FOLLOW_SLACK_SECONDS,
     SPOT_TRIGGERS,
     Deadline,
-    Result,
     Run,
     Tools,
     follow_drain,
 )
+from drainer.outcome import Outcome
 from kubesim import KubeSim
 from kubesim import testing as k
 from kubesim.controllers import SHUTDOWN
@@ -674,10 +674,10 @@ def _follow(
 
 @pytest.mark.parametrize(
     ("phase", "result"),
-    [("drained", Result.DRAINED), ("timed_out", Result.TIMED_OUT), ("failed", Result.FAILED)],
+    [("drained", Outcome.DRAINED), ("timed_out", Outcome.TIMED_OUT), ("failed", Outcome.FAILED)],
 )
 def test_follow_drain__followed_drain_ends__its_result_without_an_eviction(
-    phase: str, result: Result
+    phase: str, result: Outcome
 ) -> None:
     kube = ScriptedNode(_draining(), _draining(), _draining(), _ended(phase))
     clock = Clock(NOW + 5)
@@ -698,7 +698,7 @@ def test_follow_drain__node_disappears__no_node() -> None:
     run = _follow(kube, clock)
 
     assert run is not None
-    assert run.result == Result.NO_NODE
+    assert run.result == Outcome.NO_NODE
     assert f"node {NODE} went away during the spot-interruption drain" in run.message
 
 
@@ -758,13 +758,13 @@ def test_follow_drain__interruption_plan__does_not_wait_for_a_rebalance_drain(
 @pytest.mark.parametrize(
     ("deadline", "result"),
     [
-        (NOW + 90, Result.HANDED_OVER),  # the limit is this invocation's stop
-        (NOW + 30, Result.TIMED_OUT),  # the limit is the drain's own deadline
+        (NOW + 90, Outcome.HANDED_OVER),  # the limit is this invocation's stop
+        (NOW + 30, Outcome.TIMED_OUT),  # the limit is the drain's own deadline
     ],
     ids=["stop-before-deadline", "deadline"],
 )
 def test_follow_drain__limit_before_the_followed_drains_end__handed_over_or_timed_out(
-    deadline: float, result: Result
+    deadline: float, result: Outcome
 ) -> None:
     kube = ScriptedNode(_draining(until=NOW + 100))
     clock = Clock(NOW + 5)
@@ -1018,6 +1018,6 @@ def test_rebalance_cordon__terminate_hook_drain_under_way__record_left_as_it_is(
 
     run = spot._cordon(tools, found, cluster)
 
-    assert run.result == Result.CORDONED
+    assert run.result == Outcome.CORDONED
     assert "being drained already" in run.message
     assert sim.get("Node", NODE)["metadata"]["annotations"][PROGRESS_ANNOTATION] == before

@@ -22,7 +22,7 @@ from realapi import StaticToken
 from awssim import AwsSim
 from awssim.world import NodeGroup, create_node_group
 from drainer import aws
-from drainer.engine.report import DrainReport, Outcome
+from drainer.engine.report import DrainReport
 from drainer.k8s.cordon import PROGRESS_ANNOTATION
 from drainer.k8s.kube import Kube, RetryPolicy
 from drainer.lifecycle import workflow
@@ -34,7 +34,8 @@ from drainer.lifecycle.events import (
     with_handover,
 )
 from drainer.lifecycle.settings import Settings, TimeoutPolicy
-from drainer.lifecycle.workflow import API_RETRY, Deadline, Invocation, Result, Run
+from drainer.lifecycle.workflow import API_RETRY, Deadline, Invocation, Run
+from drainer.outcome import Outcome
 from kubesim import KubeSim
 from kubesim.faults import Fault
 
@@ -252,7 +253,7 @@ def test_drain__hook_limit_shorter_than_drain_timeout__deadline_shortened_and_na
     # No node in the cluster: the drain ends at once, its deadline decided.
     run = scene.drain(Settings(), Clock(time.time()))
 
-    assert run.result == Result.NO_NODE
+    assert run.result == Outcome.NO_NODE
     assert run.deadline == Deadline(
         waited_at + 1740, "lifecycle hook GlobalTimeout (1800 s) minus 60 s margin"
     )
@@ -278,7 +279,7 @@ def test_drain__hand_over_claiming_an_earlier_start__deadline_from_the_event(
 
     run = scene.drain(Settings(drain_timeout_seconds=3600), Clock(time.time()), event=event)
 
-    assert run.result == Result.NO_NODE
+    assert run.result == Outcome.NO_NODE
     assert run.deadline == Deadline(waited_at + 3600, "DRAIN_TIMEOUT_SECONDS (3600 s)")
 
 
@@ -313,7 +314,7 @@ def test_drain__hand_overs_under_force__forged_start_never_brings_the_force_forw
     short = Invocation(remaining_seconds=lambda: 4.0, function_arn="arn:aws:lambda:x")
 
     first = scene.drain(settings, time.time, invocation=short)
-    assert first.result == Result.HANDED_OVER, first.message
+    assert first.result == Outcome.HANDED_OVER, first.message
     assert first.handover is not None and first.deadline is not None
     record = scene.kubesim.get("Node", node)["metadata"]["annotations"][PROGRESS_ANNOTATION]
     assert f'"trigger": "{TERMINATE_HOOK_TRIGGER}"' in record
@@ -323,7 +324,7 @@ def test_drain__hand_overs_under_force__forged_start_never_brings_the_force_forw
     second = scene.drain(
         settings, time.time, event=_handed_over(scene, first.handover), invocation=short
     )
-    assert second.result == Result.HANDED_OVER, second.message
+    assert second.result == Outcome.HANDED_OVER, second.message
     assert second.deadline == first.deadline
 
     # A forged one claims the drain began before its event: its deadline long past,
@@ -331,7 +332,7 @@ def test_drain__hand_overs_under_force__forged_start_never_brings_the_force_forw
     forged = _handed_over(scene, Handover(started_at=waited_at - 250, handovers=3, heartbeats=0))
     third = scene.drain(settings, time.time, event=forged, invocation=short)
 
-    assert third.result == Result.HANDED_OVER, third.message
+    assert third.result == Outcome.HANDED_OVER, third.message
     assert third.deadline is not None and third.deadline.at == first.deadline.at
     assert third.report is not None and third.report.forced == 0
     assert scene.kubesim.get("Pod", "guarded", "default") is not None
@@ -346,31 +347,31 @@ DEADLINE = Deadline(0.0, "lifecycle hook GlobalTimeout (1800 s) minus 60 s margi
 @pytest.mark.parametrize(
     ("report", "result", "message"),
     [
-        (DrainReport("n", Outcome.DRAINED), Result.DRAINED, ""),
-        (DrainReport("n", Outcome.NODE_GONE), Result.NO_NODE, ""),
-        (DrainReport("n", Outcome.OUT_OF_TIME), Result.HANDED_OVER, ""),
-        (DrainReport("n", Outcome.DRY_RUN), Result.DRY_RUN, ""),
+        (DrainReport("n", Outcome.DRAINED), Outcome.DRAINED, ""),
+        (DrainReport("n", Outcome.NO_NODE), Outcome.NO_NODE, ""),
+        (DrainReport("n", Outcome.HANDED_OVER), Outcome.HANDED_OVER, ""),
+        (DrainReport("n", Outcome.DRY_RUN), Outcome.DRY_RUN, ""),
         (
             DrainReport("n", Outcome.FAILED, stopped_by="RBAC denied 'create' on 'pods/eviction'"),
-            Result.FAILED,
+            Outcome.FAILED,
             "RBAC denied 'create' on 'pods/eviction'",
         ),
         (
             DrainReport("n", Outcome.DRAINED, errors=["shop/db: more than one budget"]),
-            Result.DRAINED,
+            Outcome.DRAINED,
             "shop/db: more than one budget",
         ),
         (
             DrainReport(
                 "n", Outcome.TIMED_OUT, left={"shop/web-1": "PodDisruptionBudget shop/web"}
             ),
-            Result.TIMED_OUT,
+            Outcome.TIMED_OUT,
             "drain timed out at its deadline, lifecycle hook GlobalTimeout (1800 s) minus "
             "60 s margin (TIMEOUT_POLICY=continue): PodDisruptionBudget shop/web: shop/web-1",
         ),
         (
             DrainReport("n", Outcome.TIMED_OUT, left={}, forced=2),
-            Result.TIMED_OUT,
+            Outcome.TIMED_OUT,
             "drain timed out at its deadline, lifecycle hook GlobalTimeout (1800 s) minus "
             "60 s margin (TIMEOUT_POLICY=continue): nothing left on the node; "
             "force-deleted 2 pods",
@@ -378,7 +379,7 @@ DEADLINE = Deadline(0.0, "lifecycle hook GlobalTimeout (1800 s) minus 60 s margi
     ],
 )
 def test_result_for__each_outcome__its_result_and_message(
-    report: DrainReport, result: Result, message: str
+    report: DrainReport, result: Outcome, message: str
 ) -> None:
     assert workflow.result_for(report, DEADLINE, Settings()) == (result, message)
 
@@ -396,7 +397,7 @@ def test_asg_not_allowed__not_allowed__no_heartbeat(scene_for: Callable[..., Sce
 
     run = scene.drain(Settings(allowed_asgs=frozenset({"other-workers"})), Clock(time.time()))
 
-    assert run.result == Result.NOT_ALLOWED
+    assert run.result == Outcome.NOT_ALLOWED
     assert "eks-workers is not in ALLOWED_ASGS (other-workers)" in run.message
     assert scene.sim.calls("heartbeat") == []
 
@@ -428,7 +429,7 @@ def test_asg_tagged_but_not_named__drained(scene_for: Callable[..., Scene]) -> N
 
     run = scene.drain(settings, time.time)
 
-    assert run.result == Result.DRAINED, run.message
+    assert run.result == Outcome.DRAINED, run.message
     assert not workflow.group_refused(settings, scene.clients.autoscaling, scene.group.asg_name)
 
 
@@ -454,7 +455,7 @@ def test_asg_neither_named_nor_tagged__not_allowed__message_names_both(
 
     run = scene.drain(settings, Clock(time.time()))
 
-    assert run.result == Result.NOT_ALLOWED
+    assert run.result == Outcome.NOT_ALLOWED
     assert run.message == (
         "Auto Scaling group eks-workers is not in ALLOWED_ASGS (none) and ASG_TAG "
         f"eks-node-drainer/enabled=true does not admit it ({why}); leaving its "
@@ -470,7 +471,7 @@ def test_no_cluster_anywhere__failed__says_where_to_name_it(
 
     run = scene.drain(Settings(), Clock(time.time()))
 
-    assert run.result == Result.FAILED
+    assert run.result == Outcome.FAILED
     assert "no cluster for Auto Scaling group eks-workers" in run.message
     assert "CLUSTER_NAME" in run.message
 
@@ -482,7 +483,7 @@ def test_cluster_from_setting__when_hook_and_tags_say_nothing(
 
     run = scene.drain(Settings(cluster_name=CLUSTER), Clock(time.time()))
 
-    assert (run.result, run.cluster) == (Result.NO_NODE, CLUSTER)
+    assert (run.result, run.cluster) == (Outcome.NO_NODE, CLUSTER)
 
 
 def test_no_node_for_the_instance__no_node(scene_for: Callable[..., Scene]) -> None:
@@ -490,7 +491,7 @@ def test_no_node_for_the_instance__no_node(scene_for: Callable[..., Scene]) -> N
 
     run = scene.drain(Settings(), Clock(time.time()))
 
-    assert run.result == Result.NO_NODE
+    assert run.result == Outcome.NO_NODE
     assert f"no Kubernetes node for instance {scene.event.instance_id}" in run.message
     assert run.cluster == CLUSTER
 
@@ -515,7 +516,7 @@ def test_api_server_failing__retried_with_backoff__then_timed_out_naming_the_dea
 
     run = scene.drain(Settings(drain_timeout_seconds=300), clock)
 
-    assert run.result == Result.TIMED_OUT
+    assert run.result == Outcome.TIMED_OUT
     assert "the API server kept failing" in run.message
     assert "DRAIN_TIMEOUT_SECONDS (300 s)" in run.message
     assert clock.sleeps, "retried before giving up"
@@ -534,7 +535,7 @@ def test_api_server_throttling__never_retried_before_retry_after(
 
     run = scene.drain(Settings(drain_timeout_seconds=300), clock)
 
-    assert run.result == Result.TIMED_OUT
+    assert run.result == Outcome.TIMED_OUT
     assert clock.sleeps and all(pause >= 50 for pause in clock.sleeps)
 
 
@@ -549,7 +550,7 @@ def test_api_server_failing_past_the_hand_over__handed_over_from_the_same_start(
 
     run = scene.drain(Settings(handover_margin_seconds=60), clock, invocation=invocation)
 
-    assert run.result == Result.HANDED_OVER
+    assert run.result == Outcome.HANDED_OVER
     assert run.handover is not None
     assert (run.handover.started_at, run.handover.handovers) == (began, 1)
     assert clock() <= began + 120, "handed over before the invocation's own deadline"
@@ -561,7 +562,7 @@ def test_fatal_error_before_the_drain__failed_at_once(scene_for: Callable[..., S
 
     run = scene.drain(Settings(), Clock(time.time()))
 
-    assert run.result == Result.FAILED
+    assert run.result == Outcome.FAILED
     assert run.message
 
 
@@ -574,7 +575,7 @@ def test_empty_node__drained(scene_for: Callable[..., Scene]) -> None:
 
     run = scene.drain(Settings(), time.time)
 
-    assert run.result == Result.DRAINED, run.message
+    assert run.result == Outcome.DRAINED, run.message
     assert run.node == scene.node_name
     assert run.report is not None and run.report.outcome == Outcome.DRAINED
 
@@ -588,7 +589,7 @@ def test_hook_limit_cuts_the_drain__timed_out__message_names_the_hook_and_the_po
 
     run = scene.drain(settings, time.time)
 
-    assert run.result == Result.TIMED_OUT, run.message
+    assert run.result == Outcome.TIMED_OUT, run.message
     assert "lifecycle hook GlobalTimeout (65 s) minus 60 s margin" in run.message
     assert "default/guarded" in run.message
     assert run.report is not None and set(run.report.left) == {"default/guarded"}

@@ -17,7 +17,8 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Protocol, TextIO
 
-from drainer.engine.report import DrainEvent, DrainReport, Kind, Outcome
+from drainer.engine.report import DrainEvent, DrainReport, Kind
+from drainer.outcome import Outcome
 
 _LABELS = {
     Kind.STARTED: "started",

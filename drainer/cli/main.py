@@ -48,11 +48,12 @@ from drainer.engine.options import (
     STUCK_POD_RANGE,
     DrainOptions,
 )
-from drainer.engine.report import DrainReport, Outcome
+from drainer.engine.report import DrainReport
 from drainer.errors import DrainerError, InstanceNotFound, KubeError
 from drainer.k8s import cordon
 from drainer.k8s.kube import Kube
 from drainer.k8s.nodes import find_node_object
+from drainer.outcome import Outcome
 
 if TYPE_CHECKING:
     from drainer import aws
@@ -591,11 +592,11 @@ def _conclude(
     if report.outcome == Outcome.DRY_RUN:
         print(f"dry run: would evict {len(report.would_evict)} pods; nothing changed", file=out)
         return 0
-    if report.outcome == Outcome.NODE_GONE and report.stopped_by:
+    if report.outcome == Outcome.NO_NODE and report.stopped_by:
         # Replaced mid-drain: the drain of this node did not finish.
         print(f"node {node} NOT drained: {report.stopped_by}; {summary}", file=out)
         return 1
-    if report.outcome == Outcome.NODE_GONE:
+    if report.outcome == Outcome.NO_NODE:
         print(f"node {node} is gone: nothing to drain", file=out)
         return 0
     if report.outcome == Outcome.DRAINED:

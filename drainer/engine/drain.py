@@ -35,7 +35,6 @@ from drainer.engine.report import (
     DrainEvent,
     DrainReport,
     Kind,
-    Outcome,
     describe,
     several_budgets_message,
 )
@@ -55,6 +54,7 @@ from drainer.errors import (
 )
 from drainer.k8s.cordon import EXCLUDE_LB_LABEL, PROGRESS_ANNOTATION, cordon_patch, progress_value
 from drainer.k8s.kube import Kube
+from drainer.outcome import Outcome
 
 log = logging.getLogger(__name__)
 
@@ -164,7 +164,7 @@ class Drain:
             self.report.stopped_by = str(self._fatal)
             self._emit(Kind.STOPPED, reason=str(self._fatal))
             if self.report.cordoned:
-                self._record("failed")  # may be refused too: then a log line says so
+                self._record(Outcome.FAILED)  # may be refused too: then a log line says so
         return self.report
 
     def cordon(self, deadline: float | None = None) -> bool:
@@ -240,7 +240,7 @@ class Drain:
         if self.replaced_by:
             return
         self.replaced_by = uid
-        self.report.outcome = Outcome.NODE_GONE
+        self.report.outcome = Outcome.NO_NODE
         self.report.stopped_by = (
             f"node {self.node} was replaced: a new node object of the same name "
             f"(uid {uid}) registered in place of the one being drained "
@@ -253,7 +253,7 @@ class Drain:
     def _run(self, deadline: float, limit: float, deadline_source: str) -> None:
         self._deadline = deadline
         if not self.cordon(deadline):
-            self.report.outcome = Outcome.NODE_GONE
+            self.report.outcome = Outcome.NO_NODE
             return
         pod_list, version = self.kube.list_pods_on_node(self.node, self.options.pod_selector)
         if self.options.dry_run:
@@ -270,7 +270,7 @@ class Drain:
         if self.interrupted:
             self._not_drained(deadline)
             return
-        self._record("drained")
+        self._record(Outcome.DRAINED)
 
     def _start(self, pod_list: list[Pod], version: str, deadline: float, source: str) -> None:
         timeout = self.options.watch_timeout_seconds
@@ -743,10 +743,10 @@ class Drain:
         if self.interrupted:
             self.report.outcome = Outcome.INTERRUPTED
             self.report.stopped_by = self.interrupted
-            self._record("interrupted")
+            self._record(Outcome.INTERRUPTED)
             return
         if self.clock() < deadline:
-            self.report.outcome = Outcome.OUT_OF_TIME
+            self.report.outcome = Outcome.HANDED_OVER
             return
         self.report.outcome = Outcome.TIMED_OUT
         for entry in still:
@@ -761,7 +761,7 @@ class Drain:
         log.warning("drain of %s timed out: %s", self.node, self.report.timeout_message())
         if self.options.force_on_timeout:
             self._force(still)
-        self._record("timed_out")
+        self._record(Outcome.TIMED_OUT)
 
     def _left_behind(self) -> None:
         """The node was replaced mid-drain: what this drain had not seen go, it
@@ -817,7 +817,7 @@ class Drain:
         own = grace if grace is not None else pods.grace_period(pod)
         return max(1, min(own, int(self._deadline - self.clock())))
 
-    def _record(self, phase: str) -> None:
+    def _record(self, phase: Outcome) -> None:
         """The drain's end in the node's progress annotation ("drained", "interrupted",
         "timed_out"), with what it added: `release` reads both."""
         progress = progress_value(phase, self._added, at=self.clock(), evicted=self.report.evicted)

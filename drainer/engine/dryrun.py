@@ -11,7 +11,7 @@ from drainer.engine import filters
 from drainer.engine.filters import Action, Decision
 from drainer.engine.options import DrainOptions
 from drainer.engine.pods import Pod
-from drainer.engine.report import DrainReport, Kind, Outcome, several_budgets_message
+from drainer.engine.report import DrainReport, Kind, several_budgets_message
 from drainer.engine.watchers import BudgetTracker
 from drainer.errors import (
     AdmissionDenied,
@@ -22,6 +22,7 @@ from drainer.errors import (
     NamespaceTerminating,
 )
 from drainer.k8s.kube import Kube
+from drainer.outcome import Outcome
 
 log = logging.getLogger(__name__)
 

@@ -15,15 +15,7 @@ from dataclasses import dataclass, field, fields
 from enum import StrEnum
 from typing import Any
 
-
-class Outcome(StrEnum):
-    DRAINED = "drained"
-    NODE_GONE = "node_gone"
-    TIMED_OUT = "timed_out"  # the drain's own deadline passed with pods still there
-    OUT_OF_TIME = "out_of_time"  # this invocation must hand over; the drain goes on
-    DRY_RUN = "dry_run"
-    FAILED = "failed"  # a fatal error stopped the drain (report.errors names it)
-    INTERRUPTED = "interrupted"  # Drain.interrupt() (a person's Ctrl-C); stopped_by says why
+from drainer.outcome import Outcome
 
 
 class Kind(StrEnum):

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from drainer.k8s.kube import Kube
+from drainer.outcome import DRAINING
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +60,7 @@ def added_by_drainer(node: Obj) -> frozenset[str]:
 
 
 def cordon_patch(
-    node: Obj, now: float, *, trigger: str = "", until: float | None = None, phase: str = "draining"
+    node: Obj, now: float, *, trigger: str = "", until: float | None = None, phase: str = DRAINING
 ) -> tuple[Obj, frozenset[str]]:
     """The merge patch that cordons `node` for a drain, and what it changes that was
     not there before (added to what an earlier drain of the node recorded). A drain
@@ -110,7 +111,7 @@ def live_drain(node: Obj, now: float, triggers: frozenset[str]) -> LiveDrain | N
     """The drain the node's record says is under way, begun by one of `triggers` and
     not past its deadline; None when there is none (or it ended, or went stale)."""
     progress = progress_of(node)
-    if not progress or progress.get("phase") != "draining":
+    if not progress or progress.get("phase") != DRAINING:
         return None
     trigger, since, until = progress.get("trigger"), progress.get("since"), progress.get("until")
     if trigger not in triggers or not isinstance(until, int | float) or until <= now:
@@ -153,7 +154,7 @@ def release_patch(node: Obj) -> tuple[Obj, Release]:
         kept.append(f"label {EXCLUDE_LB_LABEL} set before the drain: kept")
     changed.append(f"removed annotation {PROGRESS_ANNOTATION}")
     warning = ""
-    if progress.get("phase") == "draining":  # not drained, interrupted or timed out
+    if progress.get("phase") == DRAINING:  # not drained, interrupted or timed out
         warning = (
             "the node's record says a drain was still under way; if it is still running "
             "(the Lambda, or another terminal) it cordons the node again"

@@ -45,7 +45,6 @@ from drainer.lifecycle.workflow import (
     Invocation,
     KubeFactory,
     Plan,
-    Result,
     Run,
     Tools,
     drain_and_leave,
@@ -55,6 +54,7 @@ from drainer.lifecycle.workflow import (
     jitter,
     log_deadline,
 )
+from drainer.outcome import Outcome
 
 log = logging.getLogger(__name__)
 
@@ -179,7 +179,7 @@ def drain(
     try:
         cluster = aws.describe_cluster(clients.eks, found.cluster)
     except ClusterNotFound as e:
-        return Run(Result.FAILED, str(e), cluster=found.cluster, deadline=deadline)
+        return Run(Outcome.FAILED, str(e), cluster=found.cluster, deadline=deadline)
     if found.event.kind is SpotKind.REBALANCE and settings.rebalance_action == "cordon":
         run = _cordon(tools, found, cluster)
     else:
@@ -201,22 +201,22 @@ def _cordon(tools: Tools, found: SpotTarget, cluster: aws.ClusterInfo) -> Run:
             identity.provider_id_suffix,
         )
         if current is None:
-            return Run(Result.NO_NODE, f"no Kubernetes node for instance {identity.instance_id}")
+            return Run(Outcome.NO_NODE, f"no Kubernetes node for instance {identity.instance_id}")
         node = str(current["metadata"]["name"])
         logs.bind(node_name=node)
         # Any drain under way, the terminate hook's too: its record stays as it is.
         draining = SPOT_TRIGGERS | {TERMINATE_HOOK_TRIGGER}
         if live_drain(current, tools.clock(), draining) is not None:
-            return Run(Result.CORDONED, f"node {node} is being drained already", node=node)
+            return Run(Outcome.CORDONED, f"node {node} is being drained already", node=node)
         trigger = str(found.event.kind)
-        patch, _ = cordon_patch(current, tools.clock(), trigger=trigger, phase="cordoned")
+        patch, _ = cordon_patch(current, tools.clock(), trigger=trigger, phase=Outcome.CORDONED)
         kube.patch_node(node, patch, dry_run=tools.settings.dry_run)
     except KubeError as e:
-        return Run(Result.FAILED, f"could not cordon the node: {e}")
+        return Run(Outcome.FAILED, f"could not cordon the node: {e}")
     finally:
         kube.close()
     return Run(
-        Result.CORDONED,
+        Outcome.CORDONED,
         f"cordoned node {node} on the rebalance recommendation; its pods stay until the "
         "interruption warning or the terminate hook drains it",
         node=node,

@@ -11,7 +11,7 @@ or corrupted hand-over never brings it, and with it the timeout policy, forward.
 
 Each step returns its result; `drain_instance` puts them together in one `Run`.
 
-It decides nothing about the lifecycle result: the handler maps the Result to one
+It decides nothing about the lifecycle result: the handler maps the Outcome to one
 in a single table.
 """
 
@@ -27,7 +27,6 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from enum import StrEnum
 from math import inf
 from typing import Any
 
@@ -35,7 +34,7 @@ from drainer import aws, logs
 from drainer.backoff import Backoff
 from drainer.engine.drain import Drain
 from drainer.engine.options import DrainOptions
-from drainer.engine.report import DrainEvent, DrainReport, Outcome
+from drainer.engine.report import DrainEvent, DrainReport
 from drainer.errors import (
     ClusterNotFound,
     InstanceNotFound,
@@ -54,21 +53,12 @@ from drainer.lifecycle.events import (
     SpotKind,
 )
 from drainer.lifecycle.hooks import tag_admits
+from drainer.lifecycle.outcomes import lambda_outcome
 from drainer.lifecycle.settings import Settings
 from drainer.lifecycle.targets import TargetWait, leave_target_groups
+from drainer.outcome import DRAINING, Outcome
 
 log = logging.getLogger(__name__)
-
-
-class Result(StrEnum):
-    DRAINED = "drained"
-    NO_NODE = "no_node"  # the instance or its node does not exist: nothing to drain
-    TIMED_OUT = "timed_out"  # the drain's deadline passed; TIMEOUT_POLICY applies
-    HANDED_OVER = "handed_over"  # a new invocation carries on
-    DRY_RUN = "dry_run"
-    FAILED = "failed"  # unrecoverable: RBAC, no cluster, TLS, ...
-    NOT_ALLOWED = "not_allowed"  # the ASG is not in ALLOWED_ASGS: not ours to touch
-    CORDONED = "cordoned"  # a rebalance recommendation: cordoned, not drained
 
 
 @dataclass(frozen=True)
@@ -93,7 +83,7 @@ class Deadline:
 class Run:
     """What became of one lifecycle event in this invocation."""
 
-    result: Result
+    result: Outcome
     message: str = ""
     cluster: str = ""
     node: str = ""
@@ -188,21 +178,10 @@ def effective_deadline(
     return hooks if hooks.at < own.at else own
 
 
-_RESULTS = {
-    Outcome.DRAINED: Result.DRAINED,
-    Outcome.NODE_GONE: Result.NO_NODE,
-    Outcome.TIMED_OUT: Result.TIMED_OUT,
-    Outcome.OUT_OF_TIME: Result.HANDED_OVER,
-    Outcome.DRY_RUN: Result.DRY_RUN,
-    Outcome.FAILED: Result.FAILED,
-    Outcome.INTERRUPTED: Result.FAILED,  # the Lambda never interrupts its own drain
-}
-
-
-def result_for(report: DrainReport, deadline: Deadline, settings: Settings) -> tuple[Result, str]:
-    """The workflow's result for the engine's report, and the message that explains it."""
-    result = _RESULTS[report.outcome]
-    if report.outcome in (Outcome.FAILED, Outcome.INTERRUPTED, Outcome.NODE_GONE):
+def result_for(report: DrainReport, deadline: Deadline, settings: Settings) -> tuple[Outcome, str]:
+    """The outcome of the engine's report here, and the message that explains it."""
+    result = lambda_outcome(report.outcome)
+    if report.outcome in (Outcome.FAILED, Outcome.INTERRUPTED, Outcome.NO_NODE):
         return result, report.stopped_by or "; ".join(report.errors)
     if report.outcome == Outcome.TIMED_OUT:
         forced = f"; force-deleted {report.forced} pods" if report.forced else ""
@@ -235,7 +214,7 @@ def drain_instance(
     refused = group_refused(settings, clients.autoscaling, event.asg_name, tags=tags)
     if refused:
         return Run(
-            Result.NOT_ALLOWED,
+            Outcome.NOT_ALLOWED,
             f"{refused}; leaving its lifecycle action alone",
             started_at=started_at,
         )
@@ -255,7 +234,7 @@ def drain_instance(
     if heartbeat.gone:
         log.info("the lifecycle action is gone (completed elsewhere or timed out)")
     handover = None
-    if run.result == Result.HANDED_OVER:
+    if run.result == Outcome.HANDED_OVER:
         handover = (event.handover or Handover(started_at, 0, 0)).handed_on(heartbeat.beats)
     return replace(
         run,
@@ -359,7 +338,7 @@ def _drain(
     cluster_name = resolve_cluster(event, hook, tools.settings, tags)
     if not cluster_name:
         return Run(
-            Result.FAILED,
+            Outcome.FAILED,
             f"no cluster for Auto Scaling group {event.asg_name}: set the hook's "
             'NotificationMetadata ({"cluster_name": ...}), tag the group '
             "eks:cluster-name, or set CLUSTER_NAME",
@@ -368,11 +347,11 @@ def _drain(
     try:
         identity = aws.describe_instance(tools.clients.ec2, event.instance_id)
     except InstanceNotFound as e:
-        return Run(Result.NO_NODE, str(e), cluster=cluster_name)
+        return Run(Outcome.NO_NODE, str(e), cluster=cluster_name)
     try:
         cluster = aws.describe_cluster(tools.clients.eks, cluster_name)
     except ClusterNotFound as e:
-        return Run(Result.FAILED, str(e), cluster=cluster_name)
+        return Run(Outcome.FAILED, str(e), cluster=cluster_name)
     plan = Plan.scale_in(tools)
     return drain_and_leave(tools, identity, cluster, deadline, stop_at, plan=plan)
 
@@ -413,7 +392,7 @@ def _leave_target_groups(
     before CONTINUE (drainer/lifecycle/targets.py), within TARGET_GROUP_WAIT_SECONDS, the
     deadline and this invocation's time (past which the next one waits on)."""
     wait = tools.settings.target_group_wait_seconds
-    if run.result not in (Result.DRAINED, Result.NO_NODE) or wait <= 0:
+    if run.result not in (Outcome.DRAINED, Outcome.NO_NODE) or wait <= 0:
         return run
     until = min(tools.clock() + wait, deadline.at, stop_at if stop_at is not None else inf)
     found = leave_target_groups(
@@ -435,7 +414,7 @@ def _leave_target_groups(
         },
     )
     if found.pending and stop_at is not None and tools.clock() >= stop_at < deadline.at:
-        return replace(run, result=Result.HANDED_OVER, message=found.describe(), targets=found)
+        return replace(run, result=Outcome.HANDED_OVER, message=found.describe(), targets=found)
     return replace(run, targets=found)
 
 
@@ -491,13 +470,13 @@ def drain_with_retries(
                 tools.sleep(delay)
                 continue
             if stop_at is not None and stop_at < deadline.at:
-                return Run(Result.HANDED_OVER, f"the API server kept failing: {e}")
+                return Run(Outcome.HANDED_OVER, f"the API server kept failing: {e}")
             return Run(
-                Result.TIMED_OUT,
+                Outcome.TIMED_OUT,
                 f"the API server kept failing until the drain's deadline, {deadline.source}: {e}",
             )
         except KubeError as e:  # RBAC, TLS, a refused token, ...: retrying will not help
-            return Run(Result.FAILED, str(e))
+            return Run(Outcome.FAILED, str(e))
 
 
 def _drain_once(
@@ -521,7 +500,7 @@ def _drain_once(
         )
         if found is None:
             return Run(
-                Result.NO_NODE,
+                Outcome.NO_NODE,
                 f"no Kubernetes node for instance {identity.instance_id} (PrivateDnsName "
                 f"{identity.private_dns_name or 'none'}): never joined or already gone",
             )
@@ -550,12 +529,11 @@ def _drain_once(
 
 # What a drain that another invocation ran means for this one, by the phase it
 # recorded on the node at its end.
-_FOLLOWED = {
-    "drained": Result.DRAINED,
-    "timed_out": Result.TIMED_OUT,
-    "failed": Result.FAILED,
-    "interrupted": Result.FAILED,
-}
+_DRAIN_ENDINGS = frozenset(
+    {Outcome.DRAINED, Outcome.TIMED_OUT, Outcome.FAILED, Outcome.INTERRUPTED}
+)
+"""The phases a drain's record ends in; any other (the record removed, a rebalance's
+cordon) is taken for drained."""
 FOLLOW_SLACK_SECONDS = 10.0
 """How long past its deadline a followed drain may take to record its end."""
 
@@ -589,11 +567,12 @@ def follow_drain(
     until = min(live.until + FOLLOW_SLACK_SECONDS, limit)
     while True:
         if current is None:
-            return Run(Result.NO_NODE, f"node {node} went away during the {live.trigger} drain")
+            return Run(Outcome.NO_NODE, f"node {node} went away during the {live.trigger} drain")
         progress = progress_of(current) or {}
         phase = str(progress.get("phase", ""))
-        if phase != "draining":
-            result = _FOLLOWED.get(phase, Result.DRAINED)
+        if phase != DRAINING:
+            ended = Outcome(phase) if phase in _DRAIN_ENDINGS else Outcome.DRAINED
+            result = lambda_outcome(ended)
             return Run(
                 result,
                 f"the drain begun by the {live.trigger} event ended: {phase or 'record removed'}",
@@ -604,7 +583,7 @@ def follow_drain(
         tools.sleep(min(FOLLOW_POLL_SECONDS, max(0.0, until - tools.clock())))
         current = kube.get_node(node)
     if until < live.until + FOLLOW_SLACK_SECONDS:  # this drain's own time ran out first
-        result = Result.HANDED_OVER if limit < deadline else Result.TIMED_OUT
+        result = Outcome.HANDED_OVER if limit < deadline else Outcome.TIMED_OUT
         return Run(
             result,
             f"still waiting for the drain begun by the {live.trigger} event on node {node}",

@@ -1,0 +1,34 @@
+"""How a drain ended: one name for each fact, from the engine's report to the node's
+progress record (its phase), the lifecycle action, the notice and the end log line
+(its `result`). What each one tells the Auto Scaling group is one table,
+drainer/lifecycle/outcomes.py.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class Outcome(StrEnum):
+    DRAINED = "drained"
+    """No pod left to evict (a fresh list agrees)."""
+    NO_NODE = "no_node"
+    """Nothing to drain: the instance has no node, or its node went away (or was
+    replaced by another of the same name) during the drain."""
+    TIMED_OUT = "timed_out"
+    """The drain's own deadline passed with pods still there; TIMEOUT_POLICY applies."""
+    HANDED_OVER = "handed_over"
+    """This invocation's time ran out first: the drain goes on in the next one."""
+    DRY_RUN = "dry_run"
+    FAILED = "failed"
+    """A fatal error stopped the drain (RBAC, no cluster, TLS...); the report names it."""
+    INTERRUPTED = "interrupted"
+    """A person stopped it (the CLI's Ctrl-C); the Lambda never interrupts its own drain."""
+    NOT_ALLOWED = "not_allowed"
+    """The instance's Auto Scaling group is not one this function may act on."""
+    CORDONED = "cordoned"
+    """A spot rebalance recommendation: the node cordoned, not drained."""
+
+
+DRAINING = "draining"
+"""The node's progress record while a drain is under way: not an ending."""
