@@ -18,6 +18,7 @@ from typing import Any
 import boto3
 import pytest
 from realapi import StaticToken
+from support.clock import FakeClock
 
 from awssim import AwsSim
 from awssim.world import NodeGroup, create_node_group
@@ -42,21 +43,6 @@ REGION = "us-east-1"
 CLUSTER = "prod"
 WAITED_AT = "2026-11-22T02:15:30Z"  # the time of tests/events/terminate.json
 WAITED_AT_EPOCH = datetime(2026, 11, 22, 2, 15, 30, tzinfo=UTC).timestamp()
-
-
-class Clock:
-    """The test's time: `sleep` moves it on at once and remembers the pause."""
-
-    def __init__(self, now: float) -> None:
-        self.now = now
-        self.sleeps: list[float] = []
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.sleeps.append(seconds)
-        self.now += seconds
 
 
 @dataclass
@@ -107,7 +93,7 @@ class Scene:
             self.kube,
             invocation,
             clock=clock,
-            sleep=clock.sleep if isinstance(clock, Clock) else _no_sleep,
+            sleep=clock.sleep if isinstance(clock, FakeClock) else _no_sleep,
             rng=random.Random(7),
         )
 
@@ -250,7 +236,7 @@ def test_drain__hook_limit_shorter_than_drain_timeout__deadline_shortened_and_na
     assert waited_at is not None
 
     # No node in the cluster: the drain ends at once, its deadline decided.
-    run = scene.drain(Settings(), Clock(time.time()))
+    run = scene.drain(Settings(), FakeClock(time.time()))
 
     assert run.result == Result.NO_NODE
     assert run.deadline == Deadline(
@@ -276,7 +262,7 @@ def test_drain__hand_over_claiming_an_earlier_start__deadline_from_the_event(
     # Within the clock skew a hand-over may show, but before the event itself.
     event = _handed_over(scene, Handover(started_at=waited_at - 250, handovers=2, heartbeats=5))
 
-    run = scene.drain(Settings(drain_timeout_seconds=3600), Clock(time.time()), event=event)
+    run = scene.drain(Settings(drain_timeout_seconds=3600), FakeClock(time.time()), event=event)
 
     assert run.result == Result.NO_NODE
     assert run.deadline == Deadline(waited_at + 3600, "DRAIN_TIMEOUT_SECONDS (3600 s)")
@@ -394,7 +380,7 @@ def test_result_for__covers_every_outcome() -> None:
 def test_asg_not_allowed__not_allowed__no_heartbeat(scene_for: Callable[..., Scene]) -> None:
     scene = scene_for()
 
-    run = scene.drain(Settings(allowed_asgs=frozenset({"other-workers"})), Clock(time.time()))
+    run = scene.drain(Settings(allowed_asgs=frozenset({"other-workers"})), FakeClock(time.time()))
 
     assert run.result == Result.NOT_ALLOWED
     assert "eks-workers is not in ALLOWED_ASGS (other-workers)" in run.message
@@ -452,7 +438,7 @@ def test_asg_neither_named_nor_tagged__not_allowed__message_names_both(
         _tag(scene, **tags)
     settings = Settings(cluster_name=CLUSTER, asg_tag="eks-node-drainer/enabled=true")
 
-    run = scene.drain(settings, Clock(time.time()))
+    run = scene.drain(settings, FakeClock(time.time()))
 
     assert run.result == Result.NOT_ALLOWED
     assert run.message == (
@@ -468,7 +454,7 @@ def test_no_cluster_anywhere__failed__says_where_to_name_it(
 ) -> None:
     scene = scene_for(metadata=None)  # no metadata, no tag, no CLUSTER_NAME
 
-    run = scene.drain(Settings(), Clock(time.time()))
+    run = scene.drain(Settings(), FakeClock(time.time()))
 
     assert run.result == Result.FAILED
     assert "no cluster for Auto Scaling group eks-workers" in run.message
@@ -480,7 +466,7 @@ def test_cluster_from_setting__when_hook_and_tags_say_nothing(
 ) -> None:
     scene = scene_for(metadata=None)
 
-    run = scene.drain(Settings(cluster_name=CLUSTER), Clock(time.time()))
+    run = scene.drain(Settings(cluster_name=CLUSTER), FakeClock(time.time()))
 
     assert (run.result, run.cluster) == (Result.NO_NODE, CLUSTER)
 
@@ -488,7 +474,7 @@ def test_cluster_from_setting__when_hook_and_tags_say_nothing(
 def test_no_node_for_the_instance__no_node(scene_for: Callable[..., Scene]) -> None:
     scene = scene_for()
 
-    run = scene.drain(Settings(), Clock(time.time()))
+    run = scene.drain(Settings(), FakeClock(time.time()))
 
     assert run.result == Result.NO_NODE
     assert f"no Kubernetes node for instance {scene.event.instance_id}" in run.message
@@ -510,7 +496,7 @@ def test_api_server_failing__retried_with_backoff__then_timed_out_naming_the_dea
 ) -> None:
     scene = scene_for()
     _failing(scene.kubesim)
-    clock = Clock(time.time())
+    clock = FakeClock(time.time())
     began = clock()
 
     run = scene.drain(Settings(drain_timeout_seconds=300), clock)
@@ -530,7 +516,7 @@ def test_api_server_throttling__never_retried_before_retry_after(
 ) -> None:
     scene = scene_for()
     _failing(scene.kubesim, status=429, retry_after=50)
-    clock = Clock(time.time())
+    clock = FakeClock(time.time())
 
     run = scene.drain(Settings(drain_timeout_seconds=300), clock)
 
@@ -543,7 +529,7 @@ def test_api_server_failing_past_the_hand_over__handed_over_from_the_same_start(
 ) -> None:
     scene = scene_for()
     _failing(scene.kubesim)
-    clock = Clock(time.time())
+    clock = FakeClock(time.time())
     began = clock()
     invocation = Invocation(remaining_seconds=lambda: 180.0, function_arn="arn:aws:lambda:x")
 
@@ -559,7 +545,7 @@ def test_fatal_error_before_the_drain__failed_at_once(scene_for: Callable[..., S
     scene = scene_for()
     _failing(scene.kubesim, status=403)
 
-    run = scene.drain(Settings(), Clock(time.time()))
+    run = scene.drain(Settings(), FakeClock(time.time()))
 
     assert run.result == Result.FAILED
     assert run.message
