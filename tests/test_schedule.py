@@ -7,6 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from support import objects
+from support.objects import Obj
 
 from drainer.engine.schedule import Entry, Schedule, State
 
@@ -31,14 +33,11 @@ class Budgets:
         self._versions[budget] = self._versions.get(budget, 0) + 1
 
 
-def pod(name: str, *, critical: bool = False, ready: bool = True) -> dict[str, Any]:
-    spec: dict[str, Any] = {"priorityClassName": "system-cluster-critical"} if critical else {}
-    status = "True" if ready else "False"
-    return {
-        "metadata": {"name": name, "namespace": "shop", "uid": f"uid-{name}"},
-        "spec": spec,
-        "status": {"conditions": [{"type": "Ready", "status": status}]},
-    }
+def pod(name: str, *, critical: bool = False, ready: bool = True) -> Obj:
+    priority_class = objects.CRITICAL if critical else ""
+    return objects.pod(
+        name, namespace="shop", uid=f"uid-{name}", priority_class=priority_class, ready=ready
+    )
 
 
 def schedule_of(budgets: Budgets, reserve: float = 120.0) -> Schedule:
