@@ -16,7 +16,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 import boto3
+import hypothesis
 import pytest
+from hypothesis import HealthCheck, given
+from hypothesis import strategies as st
 from realapi import StaticToken
 from support.clock import FakeClock
 
@@ -226,6 +229,72 @@ def test_effective_deadline__margin_is_the_setting(
     assert deadline == Deadline(
         WAITED_AT_EPOCH + 1500, "lifecycle hook GlobalTimeout (1800 s) minus 300 s margin"
     )
+
+
+# --- the deadline window's arithmetic, over every timing ---------------------------------
+
+PROPERTIES = hypothesis.settings(
+    max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+timeouts = st.integers(min_value=1, max_value=172800)
+margins = st.integers(min_value=0, max_value=3600)
+
+
+@PROPERTIES
+@given(
+    remaining=st.floats(min_value=0.0, max_value=900.0, allow_nan=False),
+    margin=st.floats(min_value=0.0, max_value=900.0, allow_nan=False),
+)
+def test_work_time__within_the_invocation_and_never_without_progress(
+    remaining: float, margin: float
+) -> None:
+    work = workflow.work_time(remaining, margin)
+
+    assert work <= remaining, "never past the invocation's own time"
+    assert work >= min(remaining / 2, workflow.MIN_WORK_SECONDS), "a few seconds of progress"
+    if remaining - margin >= workflow.MIN_WORK_SECONDS:
+        assert work == remaining - margin, "the margin kept for the hand-over"
+
+
+@PROPERTIES
+@given(
+    waited=st.integers(min_value=0, max_value=2 * 86400),
+    later=st.integers(min_value=0, max_value=86400),
+    timeout=timeouts,
+    global_timeout=st.integers(min_value=30, max_value=172800),
+    margin=margins,
+)
+def test_effective_deadline__every_delivery_of_one_action__the_same_earlier_of_the_two_limits(
+    load_event: Callable[[str], dict[str, Any]],
+    waited: int,
+    later: int,
+    timeout: int,
+    global_timeout: int,
+    margin: int,
+) -> None:
+    event = _event(load_event, WAITED_AT)
+    settings = Settings(drain_timeout_seconds=timeout, global_timeout_margin_seconds=margin)
+    hook = _hook(global_timeout)
+
+    first = workflow.effective_deadline(WAITED_AT_EPOCH + waited, event, hook, settings)
+    again = workflow.effective_deadline(WAITED_AT_EPOCH + waited + later, event, hook, settings)
+
+    assert first == again, "a hand-over or a retry keeps the first delivery's deadline"
+    assert first.at == WAITED_AT_EPOCH + min(timeout, global_timeout - margin)
+
+
+@PROPERTIES
+@given(skew=st.integers(min_value=1, max_value=86400), timeout=timeouts, margin=margins)
+def test_effective_deadline__event_time_after_the_start__counts_from_the_start(
+    load_event: Callable[[str], dict[str, Any]], skew: int, timeout: int, margin: int
+) -> None:
+    event = _event(load_event, WAITED_AT)
+    started_at = WAITED_AT_EPOCH - skew  # the writer's clock ahead of this invocation's
+    settings = Settings(drain_timeout_seconds=timeout, global_timeout_margin_seconds=margin)
+
+    deadline = workflow.effective_deadline(started_at, event, _hook(172800), settings)
+
+    assert deadline.at == started_at + min(timeout, 172800 - margin), "later, never earlier"
 
 
 def test_drain__hook_limit_shorter_than_drain_timeout__deadline_shortened_and_named(
