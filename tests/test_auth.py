@@ -13,6 +13,7 @@ from urllib.parse import parse_qsl, quote, urlsplit
 
 import boto3
 import pytest
+from support.clock import FakeClock
 
 from drainer.errors import CredentialsUnavailable
 from drainer.k8s.auth import TOKEN_PREFIX, ExecToken, TokenSource, sts_endpoint
@@ -155,14 +156,6 @@ def test_token__custom_endpoint_url_in_environment__is_ignored(
     assert urlsplit(url).netloc == "sts.eu-west-1.amazonaws.com"
 
 
-class FakeClock:
-    def __init__(self, now: float = 1_000_000.0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-
 @pytest.mark.parametrize(
     ("elapsed", "minted_again"),
     [(0, False), (599.9, False), (600, True), (3600, True)],
@@ -174,7 +167,7 @@ def test_token__cached_until_refresh_after_seconds(
     source = TokenSource(_session(), "prod", "eu-west-1", clock=clock, refresh_after_seconds=600)
     first = source.token()
 
-    clock.now += elapsed
+    clock.advance(elapsed)
     second = source.token()
 
     assert source.mints == (2 if minted_again else 1)
@@ -186,10 +179,10 @@ def test_token__refreshed__is_reused_from_the_new_mint(fake_aws_env: None) -> No
     clock = FakeClock()
     source = TokenSource(_session(), "prod", "eu-west-1", clock=clock, refresh_after_seconds=300)
     source.token()
-    clock.now += 300
+    clock.advance(300)
     refreshed = source.token()
 
-    clock.now += 299
+    clock.advance(299)
 
     assert source.token() == refreshed
     assert source.mints == 2
@@ -319,7 +312,7 @@ def test_exec_token__cached_until_shortly_before_its_stated_expiry(
     source = ExecToken(plugin, command="plugin", clock=clock)
     assert source.token() == "token-1"
 
-    clock.now += elapsed
+    clock.advance(elapsed)
 
     assert source.token() == ("token-2" if run_again else "token-1")
     assert plugin.runs == source.runs == (2 if run_again else 1)
@@ -345,7 +338,7 @@ def test_exec_token__a_status_handed_in__no_run_until_it_is_old() -> None:
 
     assert source.token() == "token-1"
     assert source.runs == 0
-    clock.now += 60
+    clock.advance(60)
     assert source.token() == "token-2"
 
 
@@ -369,7 +362,7 @@ def test_exec_token__unreadable_expiry__kept_until_refused(
         lambda: {"token": "t", "expirationTimestamp": "tomorrow"}, command="p", clock=clock
     )
     source.token()
-    clock.now += 10**6
+    clock.advance(10**6)
 
     source.token()
 

@@ -18,6 +18,7 @@ import pytest
 from botocore.config import Config
 from botocore.exceptions import ClientError
 from moto import mock_aws
+from support.clock import FakeClock
 
 from awssim import AwsSim
 from awssim.__main__ import main as awssim_main
@@ -42,14 +43,6 @@ class Scene:
     clock: FakeClock
 
 
-class FakeClock:
-    def __init__(self, now: float = 1_790_000_000.0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-
 @pytest.fixture
 def scene(moto_aws: None) -> Scene:
     ec2 = boto3.client("ec2", region_name=REGION)
@@ -65,7 +58,7 @@ def scene(moto_aws: None) -> Scene:
         notification_metadata="prod",
     )
     sim = AwsSim(region=REGION)
-    clock = FakeClock()
+    clock = FakeClock(1_790_000_000.0)
     sim.set_clock(clock)
     return Scene(ec2, autoscaling, sim, group, clock)
 
@@ -265,7 +258,7 @@ def test_complete__continue__records_call_and_terminates_instance(scene: Scene) 
     [event] = scene.sim.scale_in("workers")
     token = event["detail"]["LifecycleActionToken"]
     instance_id = event["detail"]["EC2InstanceId"]
-    scene.clock.now += 42
+    scene.clock.advance(42)
 
     _complete(scene, LifecycleActionToken=token, InstanceId=instance_id)
 
@@ -378,9 +371,9 @@ def test_heartbeat__extends_the_deadline_by_the_heartbeat_timeout(scene: Scene) 
     [event] = scene.sim.scale_in("workers")
     token = event["detail"]["LifecycleActionToken"]
 
-    scene.clock.now += 200
+    scene.clock.advance(200)
     _heartbeat(scene, LifecycleActionToken=token)
-    scene.clock.now += 200
+    scene.clock.advance(200)
 
     [action] = scene.sim.actions()
     assert action["closed_at"] is None
@@ -407,7 +400,7 @@ def test_no_heartbeat__past_timeout__default_result_applies(scene: Scene) -> Non
     token = event["detail"]["LifecycleActionToken"]
     instance_id = event["detail"]["EC2InstanceId"]
 
-    scene.clock.now += 300
+    scene.clock.advance(300)
 
     [timeout] = scene.sim.calls("timeout")
     assert (timeout["LifecycleActionToken"], timeout["LifecycleActionResult"]) == (token, "ABANDON")
@@ -421,9 +414,9 @@ def test_heartbeats__cannot_outlast_the_global_timeout(scene: Scene) -> None:
     token = event["detail"]["LifecycleActionToken"]
 
     for _ in range(100):
-        scene.clock.now += 299
+        scene.clock.advance(299)
         _heartbeat(scene, LifecycleActionToken=token)
-    scene.clock.now += 299
+    scene.clock.advance(299)
 
     with pytest.raises(ClientError, match="No active Lifecycle Action"):
         _heartbeat(scene, LifecycleActionToken=token)

@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support import objects
+from support.objects import Obj
 
 from demo import template
 from demo.observe import Observer, budget_margins, selects
@@ -269,26 +271,32 @@ def test_selects(selector: Any, labels: dict[str, str], expected: bool) -> None:
     assert selects(selector, labels) is expected
 
 
-def _pod(name: str, *, uid: str, node: str = "n1", ready: bool = True, **extra: Any) -> Any:
-    metadata: dict[str, Any] = {"name": name, "namespace": "shop", "uid": uid}
-    metadata.update(extra)
-    metadata.setdefault("labels", {"app": "web"})
-    return {
-        "metadata": metadata,
-        "spec": {"nodeName": node},
-        "status": {"conditions": [{"type": "Ready", "status": "True" if ready else "False"}]},
-    }
+def _pod(
+    name: str,
+    *,
+    uid: str,
+    node: str = "n1",
+    ready: bool = True,
+    owner: Obj | None = None,
+    terminating: bool = False,
+) -> Obj:
+    return objects.pod(
+        name,
+        namespace="shop",
+        uid=uid,
+        node_name=node,
+        labels={"app": "web"},
+        ready=ready,
+        owner=owner,
+        terminating=terminating,
+    )
 
 
 def test_budget_margins__count_ready_pods_not_terminating() -> None:
-    budget = {
-        "metadata": {"name": "web", "namespace": "shop"},
-        "spec": {"selector": {"matchLabels": {"app": "web"}}},
-        "status": {"desiredHealthy": 2},
-    }
+    budget = objects.budget("web", {"app": "web"}, namespace="shop", status={"desiredHealthy": 2})
     pods = [
         _pod("a", uid="1"),
-        _pod("b", uid="2", deletionTimestamp="2026-01-01T00:00:00Z"),
+        _pod("b", uid="2", terminating=True),
         _pod("c", uid="3", ready=False),
         _pod("d", uid="4"),
     ]
@@ -300,29 +308,21 @@ def test_observer__eviction_then_replacement__matched_and_budget_worst_kept() ->
     view = View(open(os.devnull, "w"))  # noqa: SIM115 - closed with the view's stream
     observer = Observer(view)
     owner = {"kind": "ReplicaSet", "uid": "rs1", "controller": True, "name": "web-1"}
-    budget = {
-        "metadata": {"name": "web", "namespace": "shop"},
-        "spec": {"selector": {"matchLabels": {"app": "web"}}},
-        "status": {"desiredHealthy": 1},
-    }
+    budget = objects.budget("web", {"app": "web"}, namespace="shop", status={"desiredHealthy": 1})
     observer.sync_budgets([budget])
     observer.sync_pods(
         [
-            _pod("web-a", uid="a", ownerReferences=[owner]),
-            _pod("web-b", uid="b", node="n2", ownerReferences=[owner]),
+            _pod("web-a", uid="a", owner=owner),
+            _pod("web-b", uid="b", node="n2", owner=owner),
         ]
     )
     observer.begin("n1")
 
-    terminating = _pod(
-        "web-a", uid="a", ownerReferences=[owner], deletionTimestamp="2026-01-01T00:00:00Z"
-    )
+    terminating = _pod("web-a", uid="a", owner=owner, terminating=True)
     observer.on_pod("MODIFIED", terminating)
-    observer.on_pod(
-        "ADDED", _pod("web-c", uid="c", node="n2", ready=False, ownerReferences=[owner])
-    )
+    observer.on_pod("ADDED", _pod("web-c", uid="c", node="n2", ready=False, owner=owner))
     observer.on_pod("DELETED", terminating)
-    observer.on_pod("MODIFIED", _pod("web-c", uid="c", node="n2", ownerReferences=[owner]))
+    observer.on_pod("MODIFIED", _pod("web-c", uid="c", node="n2", owner=owner))
 
     fate = observer.fates["a"]
     assert fate.evicted_at is not None and fate.gone_at is not None

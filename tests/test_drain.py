@@ -9,7 +9,6 @@ from __future__ import annotations
 import itertools
 import json
 import logging
-import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -28,6 +27,8 @@ from realapi import (
     throttled_429,
     webhook_denied_403,
 )
+from support import objects
+from support.clock import FakeClock
 
 from drainer.engine.drain import Drain, DrainReport, Outcome
 from drainer.engine.options import DrainOptions
@@ -37,31 +38,13 @@ from kubesim import testing as k
 NODE = "n1"
 
 
-class FakeTime:
-    """A clock that only the drain's (and the client's) sleeps move."""
-
-    def __init__(self) -> None:
-        self.now = time.time()
-        self.sleeps: list[float] = []
-        self._lock = threading.Lock()
-
-    def __call__(self) -> float:
-        with self._lock:
-            return self.now
-
-    def sleep(self, seconds: float) -> None:
-        with self._lock:
-            self.sleeps.append(seconds)
-            self.now += seconds
-
-
 @pytest.fixture
 def sim() -> Iterator[KubeSim]:
     with KubeSim() as running:
         running.apply(
             [
-                k.node(NODE),
-                k.node("n2"),
+                objects.node(NODE),
+                objects.node("n2"),
                 {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "shop"}},
             ]
         )
@@ -69,12 +52,12 @@ def sim() -> Iterator[KubeSim]:
 
 
 @pytest.fixture
-def clock() -> FakeTime:
-    return FakeTime()
+def clock() -> FakeClock:
+    return FakeClock(time.time())  # only the drain's (and the client's) sleeps move it
 
 
 @pytest.fixture
-def front(sim: KubeSim, clock: FakeTime) -> Iterator[ApiFront]:
+def front(sim: KubeSim, clock: FakeClock) -> Iterator[ApiFront]:
     running = ApiFront(sim, clock)
     yield running
     running.close()
@@ -94,7 +77,7 @@ def place(sim: KubeSim, *objects: dict[str, Any]) -> None:
 
 
 def drain(
-    front: ApiFront, clock: FakeTime, seconds: float, **options: Any
+    front: ApiFront, clock: FakeClock, seconds: float, **options: Any
 ) -> tuple[Drain, DrainReport]:
     kube = front_kube(front, sleep=clock.sleep)
     engine = Drain(kube, NODE, DrainOptions(**options), clock=clock, sleep=clock.sleep)
@@ -116,12 +99,12 @@ def gone(sim: KubeSim, namespace: str, name: str) -> bool:
 
 
 def test_namespace_terminating_403__waits_for_the_pod_not_an_rbac_error(
-    sim: KubeSim, front: ApiFront, clock: FakeTime, caplog: pytest.LogCaptureFixture
+    sim: KubeSim, front: ApiFront, clock: FakeClock, caplog: pytest.LogCaptureFixture
 ) -> None:
     place(
         sim,
-        k.pod("web-0", namespace="shop", node_name=NODE),
-        k.pod("api-0", node_name=NODE),
+        objects.pod("web-0", namespace="shop", node_name=NODE),
+        objects.pod("api-0", node_name=NODE),
     )
     # The real server refuses the eviction while the namespace controller deletes
     # the namespace's pods: here kubesim deletes the namespace as the 403 is sent.
@@ -146,9 +129,9 @@ def test_namespace_terminating_403__waits_for_the_pod_not_an_rbac_error(
 
 
 def test_other_403_on_eviction__rbac_denial_stops_the_drain_naming_the_permission(
-    sim: KubeSim, front: ApiFront, clock: FakeTime
+    sim: KubeSim, front: ApiFront, clock: FakeClock
 ) -> None:
-    place(sim, k.pod("web-0", namespace="shop", node_name=NODE))
+    place(sim, objects.pod("web-0", namespace="shop", node_name=NODE))
     front.script("POST", eviction_path("shop", "web-0"), rbac_403("web-0", "shop"))
 
     _, report = drain(front, clock, 60)
@@ -173,12 +156,12 @@ ADMISSION_DENIALS = [
 
 @pytest.mark.parametrize("answer", ADMISSION_DENIALS)
 def test_admission_denial__refuses_that_pod_only_the_others_drain(
-    sim: KubeSim, front: ApiFront, clock: FakeTime, answer: RealAnswer
+    sim: KubeSim, front: ApiFront, clock: FakeClock, answer: RealAnswer
 ) -> None:
     place(
         sim,
-        k.pod("web-0", namespace="shop", node_name=NODE),
-        *(k.pod(f"api-{i}", node_name=NODE) for i in range(4)),
+        objects.pod("web-0", namespace="shop", node_name=NODE),
+        *(objects.pod(f"api-{i}", node_name=NODE) for i in range(4)),
     )
     front.script("POST", eviction_path("shop", "web-0"), answer, count=None)
 
@@ -196,9 +179,13 @@ def test_admission_denial__refuses_that_pod_only_the_others_drain(
 
 
 def test_admission_denial__lifted_later__the_pod_goes(
-    sim: KubeSim, front: ApiFront, clock: FakeTime
+    sim: KubeSim, front: ApiFront, clock: FakeClock
 ) -> None:
-    place(sim, k.pod("web-0", namespace="shop", node_name=NODE), k.pod("api-0", node_name=NODE))
+    place(
+        sim,
+        objects.pod("web-0", namespace="shop", node_name=NODE),
+        objects.pod("api-0", node_name=NODE),
+    )
     denied = policy_denied("web-0", "pinned", "pinned-binding", "not yet")
     front.script("POST", eviction_path("shop", "web-0"), denied, count=3)
 
@@ -210,9 +197,9 @@ def test_admission_denial__lifted_later__the_pod_goes(
 
 
 def test_admission_denial__force_policy_deletes_it_at_the_deadline(
-    sim: KubeSim, front: ApiFront, clock: FakeTime
+    sim: KubeSim, front: ApiFront, clock: FakeClock
 ) -> None:
-    place(sim, k.pod("web-0", namespace="shop", node_name=NODE))
+    place(sim, objects.pod("web-0", namespace="shop", node_name=NODE))
     denied = webhook_denied_403("pinned.example.com", "pinned")
     front.script("POST", eviction_path("shop", "web-0"), denied, count=None)
 
@@ -229,12 +216,14 @@ def test_admission_denial__force_policy_deletes_it_at_the_deadline(
 def two_budgets(sim: KubeSim) -> None:
     place(
         sim,
-        k.pod("web-0", namespace="shop", node_name=NODE, labels={"app": "web", "tier": "front"}),
-        k.pod("api-0", node_name=NODE, labels={"app": "api"}),
-        k.pdb("web-a", {"app": "web"}, namespace="shop", max_unavailable=1),
-        k.pdb("web-b", {"tier": "front"}, namespace="shop", max_unavailable=1),
+        objects.pod(
+            "web-0", namespace="shop", node_name=NODE, labels={"app": "web", "tier": "front"}
+        ),
+        objects.pod("api-0", node_name=NODE, labels={"app": "api"}),
+        objects.budget("web-a", {"app": "web"}, namespace="shop", max_unavailable=1),
+        objects.budget("web-b", {"tier": "front"}, namespace="shop", max_unavailable=1),
         # Same selector, another namespace: not one of the pod's budgets.
-        k.pdb("web-c", {"app": "web"}, namespace="default", max_unavailable=1),
+        objects.budget("web-c", {"app": "web"}, namespace="default", max_unavailable=1),
     )
 
 
@@ -251,7 +240,7 @@ def script_two_budgets(front: ApiFront, answer: RealAnswer | None) -> None:
 
 @pytest.mark.parametrize("answer", TWO_BUDGET_ANSWERS)
 def test_pod_under_two_budgets__refused_naming_both_budgets__retried_until_timeout(
-    sim: KubeSim, front: ApiFront, clock: FakeTime, answer: RealAnswer | None
+    sim: KubeSim, front: ApiFront, clock: FakeClock, answer: RealAnswer | None
 ) -> None:
     two_budgets(sim)
     script_two_budgets(front, answer)
@@ -274,7 +263,7 @@ def test_pod_under_two_budgets__refused_naming_both_budgets__retried_until_timeo
 
 @pytest.mark.parametrize("answer", TWO_BUDGET_ANSWERS)
 def test_dry_run_pod_under_two_budgets__changes_nothing__names_both_budgets(
-    sim: KubeSim, front: ApiFront, clock: FakeTime, answer: RealAnswer | None
+    sim: KubeSim, front: ApiFront, clock: FakeClock, answer: RealAnswer | None
 ) -> None:
     two_budgets(sim)
     script_two_budgets(front, answer)
@@ -311,12 +300,12 @@ def test_dry_run_pod_under_two_budgets__changes_nothing__names_both_budgets(
     ],
 )
 def test_429_with_retry_after__next_eviction_not_before_it(
-    sim: KubeSim, front: ApiFront, clock: FakeTime, answer: RealAnswer, refusals: int
+    sim: KubeSim, front: ApiFront, clock: FakeClock, answer: RealAnswer, refusals: int
 ) -> None:
     place(
         sim,
-        k.pod("web-0", namespace="shop", node_name=NODE, labels={"app": "web"}),
-        k.pdb("web", {"app": "web"}, namespace="shop", min_available=0),
+        objects.pod("web-0", namespace="shop", node_name=NODE, labels={"app": "web"}),
+        objects.budget("web", {"app": "web"}, namespace="shop", min_available=0),
     )
     front.script("POST", eviction_path("shop", "web-0"), answer)
     retry_after = float(answer.headers["Retry-After"])
@@ -332,12 +321,12 @@ def test_429_with_retry_after__next_eviction_not_before_it(
 
 
 def test_retry_after_beyond_the_deadline__no_retry_before_it__drain_times_out(
-    sim: KubeSim, front: ApiFront, clock: FakeTime
+    sim: KubeSim, front: ApiFront, clock: FakeClock
 ) -> None:
     place(
         sim,
-        k.pod("web-0", namespace="shop", node_name=NODE, labels={"app": "web"}),
-        k.pdb("web", {"app": "web"}, namespace="shop", min_available=0),
+        objects.pod("web-0", namespace="shop", node_name=NODE, labels={"app": "web"}),
+        objects.budget("web", {"app": "web"}, namespace="shop", min_available=0),
     )
     front.script("POST", eviction_path("shop", "web-0"), budget_lags_429("web"), count=None)
     started = clock()
@@ -362,11 +351,11 @@ def tolerating(name: str, replicas: int) -> dict[str, Any]:
 
 
 def test_pods_tolerating_the_cordon__evicted_once__replacements_reported_not_chased(
-    sim: KubeSim, front: ApiFront, clock: FakeTime
+    sim: KubeSim, front: ApiFront, clock: FakeClock
 ) -> None:
     # The only node that fits them: every replacement is scheduled back onto it.
     k.request(sim, "DELETE", "/api/v1/nodes/n2")
-    place(sim, tolerating("agent", 2), k.pod("api-0", node_name=NODE))
+    place(sim, tolerating("agent", 2), objects.pod("api-0", node_name=NODE))
     originals = {p["metadata"]["name"] for p in sim.list("Pod") if p["spec"]["nodeName"] == NODE}
     assert len(originals) == 3
 
@@ -385,7 +374,7 @@ def test_pods_tolerating_the_cordon__evicted_once__replacements_reported_not_cha
 
 
 def test_pod_tolerating_only_other_taints__its_replacement_stays_away(
-    sim: KubeSim, front: ApiFront, clock: FakeTime
+    sim: KubeSim, front: ApiFront, clock: FakeClock
 ) -> None:
     deployment = k.workload("Deployment", "web", replicas=1)
     deployment["spec"]["template"]["spec"]["tolerations"] = [
@@ -407,15 +396,15 @@ def replace_node(sim: KubeSim, *pods_on_new: dict[str, Any]) -> None:
     """Delete the node and register a new one of the same name (a reused private DNS
     name): a new UID and providerID, and pods of its own."""
     k.request(sim, "DELETE", f"/api/v1/nodes/{NODE}")
-    new = k.node(NODE)
+    new = objects.node(NODE)
     new["spec"]["providerID"] = "aws:///us-east-1a/i-0fffffffffffffff0"
     sim.apply([new, *pods_on_new])
 
 
 def test_node_replaced_mid_drain__new_node_never_cordoned_drained_or_recorded(
-    sim: KubeSim, front: ApiFront, clock: FakeTime
+    sim: KubeSim, front: ApiFront, clock: FakeClock
 ) -> None:
-    place(sim, k.pod("web-0", node_name=NODE), k.pod("web-1", node_name=NODE))
+    place(sim, objects.pod("web-0", node_name=NODE), objects.pod("web-1", node_name=NODE))
     old_uid = sim.get("Node", NODE)["metadata"]["uid"]
     # web-0's eviction is accepted but the pod lingers; meanwhile the machine goes
     # and another registers under the name, with a pod the scheduler put there.
@@ -423,7 +412,7 @@ def test_node_replaced_mid_drain__new_node_never_cordoned_drained_or_recorded(
         "POST",
         eviction_path("default", "web-0"),
         EVICTED_201,
-        then=lambda: replace_node(sim, k.pod("newcomer", node_name=NODE)),
+        then=lambda: replace_node(sim, objects.pod("newcomer", node_name=NODE)),
     )
 
     _, report = drain(front, clock, 120)
@@ -440,10 +429,10 @@ def test_node_replaced_mid_drain__new_node_never_cordoned_drained_or_recorded(
 
 
 def test_node_replaced_before_the_cordon__the_drain_touches_nothing(
-    sim: KubeSim, front: ApiFront, clock: FakeTime
+    sim: KubeSim, front: ApiFront, clock: FakeClock
 ) -> None:
     old_uid = sim.get("Node", NODE)["metadata"]["uid"]
-    replace_node(sim, k.pod("newcomer", node_name=NODE))
+    replace_node(sim, objects.pod("newcomer", node_name=NODE))
     kube = front_kube(front, sleep=clock.sleep)
     try:
         engine = Drain(kube, NODE, DrainOptions(), clock=clock, sleep=clock.sleep, node_uid=old_uid)
@@ -461,11 +450,15 @@ def test_node_replaced_before_the_cordon__the_drain_touches_nothing(
 
 
 def test_fatal_error_while_an_eviction_is_in_flight__its_acceptance_counted_in_the_record(
-    sim: KubeSim, front: ApiFront, clock: FakeTime
+    sim: KubeSim, front: ApiFront, clock: FakeClock
 ) -> None:
     from kubesim.faults import Fault
 
-    place(sim, k.pod("slow-0", node_name=NODE), k.pod("web-0", namespace="shop", node_name=NODE))
+    place(
+        sim,
+        objects.pod("slow-0", node_name=NODE),
+        objects.pod("web-0", namespace="shop", node_name=NODE),
+    )
     # slow-0's eviction is accepted, but its answer takes a second; web-0's meets RBAC.
     sim.faults.add(Fault(kind="latency", method="POST", path="/pods/slow-0/eviction$", latency=1.0))
     front.script("POST", eviction_path("shop", "web-0"), rbac_403("web-0", "shop"))

@@ -5,31 +5,15 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from support import objects
+from support.objects import Obj
 
 from drainer.engine.filters import Action, FilterOptions, decide, warnings_by_message
 
 
-def pod(
-    *,
-    owner: str | None = "ReplicaSet",
-    phase: str = "Running",
-    mirror: bool = False,
-    emptydir: bool = False,
-    terminating: bool = False,
-) -> dict[str, Any]:
-    metadata: dict[str, Any] = {"name": "p", "namespace": "ns", "uid": "u1", "annotations": {}}
-    if owner:
-        metadata["ownerReferences"] = [
-            {"kind": owner, "name": "o", "uid": "o1", "controller": True}
-        ]
-    if mirror:
-        metadata["annotations"]["kubernetes.io/config.mirror"] = "x"
-    if terminating:
-        metadata["deletionTimestamp"] = "2026-11-22T00:00:00Z"
-    spec: dict[str, Any] = {"containers": [{"name": "c", "image": "i"}]}
-    if emptydir:
-        spec["volumes"] = [{"name": "v", "emptyDir": {}}]
-    return {"metadata": metadata, "spec": spec, "status": {"phase": phase}}
+def pod(*, owner: str | None = "ReplicaSet", phase: str = "Running", **kw: Any) -> Obj:
+    """ns/p, running under a ReplicaSet unless the case says otherwise."""
+    return objects.pod("p", namespace="ns", uid="u1", owner=owner, phase=phase, **kw)
 
 
 DEFAULT = FilterOptions()

@@ -32,6 +32,7 @@ from realapi import (
     throttled_429,
     webhook_denied_403,
 )
+from support.clock import FakeClock
 
 from drainer import errors
 from drainer.k8s.kube import Kube, RetryPolicy, failure_in_success, translate
@@ -656,7 +657,7 @@ EXEC_USER = "exec-user"
 ADMIN_GROUPS = ("system:masters", "system:authenticated")
 
 
-class ExecPlugin:
+class ExecPlugin(FakeClock):
     """An exec credential plugin in a directory of its own, as `aws eks
     update-kubeconfig` configures one: each run prints the next of `tokens` (the last
     again once they run out), with an expiry `lifetime` seconds after the time in its
@@ -675,14 +676,11 @@ class ExecPlugin:
         self.script.write_text(PLUGIN)
         state = {"tokens": tokens, "lifetime": lifetime, "fail": fail}
         (directory / "state.json").write_text(json.dumps(state))
-        self.now = float(int(time.time()))
+        super().__init__(float(int(time.time())))
         (directory / "now").write_text(str(self.now))
 
-    def __call__(self) -> float:
-        return self.now
-
     def advance(self, seconds: float) -> None:
-        self.now += seconds
+        super().advance(seconds)
         (self.directory / "now").write_text(str(self.now))
 
     @property

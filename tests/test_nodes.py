@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from realapi import StaticToken
+from support.objects import node
 
 from drainer.k8s.kube import Kube
 from drainer.k8s.nodes import find_node
@@ -16,16 +17,6 @@ from kubesim import KubeSim
 INSTANCE = "i-0123456789abcdef0"
 OTHER = "i-0fffffffffffffff0"
 DNS = "ip-10-0-1-23.ec2.internal"
-
-
-def node(name: str, instance: str, hostname: str = "") -> dict[str, Any]:
-    labels = {"kubernetes.io/hostname": hostname} if hostname else {}
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {"name": name, "labels": labels},
-        "spec": {"providerID": f"aws:///us-east-1a/{instance}"},
-    }
 
 
 @pytest.fixture
@@ -48,18 +39,22 @@ def lookup(kube: Kube) -> str | None:
 @pytest.mark.parametrize(
     ("case", "nodes", "found"),
     [
-        ("by name", [node(DNS, INSTANCE)], DNS),
-        ("by hostname label", [node("worker-a", INSTANCE, hostname=DNS)], "worker-a"),
-        ("by providerID", [node("worker-b", INSTANCE)], "worker-b"),
-        ("no node", [node("worker-c", OTHER)], None),
+        ("by name", [node(DNS, instance=INSTANCE)], DNS),
+        ("by hostname label", [node("worker-a", instance=INSTANCE, hostname=DNS)], "worker-a"),
+        ("by providerID", [node("worker-b", instance=INSTANCE)], "worker-b"),
+        ("no node", [node("worker-c", instance=OTHER)], None),
         # The DNS name reused by another instance: that node is another machine.
-        ("name reused by another instance", [node(DNS, OTHER)], None),
+        ("name reused by another instance", [node(DNS, instance=OTHER)], None),
         (
             "name reused, the instance's node under another name",
-            [node(DNS, OTHER), node("worker-d", INSTANCE)],
+            [node(DNS, instance=OTHER), node("worker-d", instance=INSTANCE)],
             "worker-d",
         ),
-        ("hostname label of another instance", [node("worker-e", OTHER, hostname=DNS)], None),
+        (
+            "hostname label of another instance",
+            [node("worker-e", instance=OTHER, hostname=DNS)],
+            None,
+        ),
     ],
 )
 def test_find_node(

@@ -6,11 +6,17 @@ from __future__ import annotations
 
 from typing import Any
 
+import hypothesis
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from support import objects
+from support.objects import Obj
 
 from drainer.engine.schedule import Entry, Schedule, State
 
 DEADLINE = 1000.0
+PROPERTIES = hypothesis.settings(max_examples=100, deadline=None)
 
 
 class Budgets:
@@ -31,14 +37,11 @@ class Budgets:
         self._versions[budget] = self._versions.get(budget, 0) + 1
 
 
-def pod(name: str, *, critical: bool = False, ready: bool = True) -> dict[str, Any]:
-    spec: dict[str, Any] = {"priorityClassName": "system-cluster-critical"} if critical else {}
-    status = "True" if ready else "False"
-    return {
-        "metadata": {"name": name, "namespace": "shop", "uid": f"uid-{name}"},
-        "spec": spec,
-        "status": {"conditions": [{"type": "Ready", "status": status}]},
-    }
+def pod(name: str, *, critical: bool = False, ready: bool = True) -> Obj:
+    priority_class = objects.CRITICAL if critical else ""
+    return objects.pod(
+        name, namespace="shop", uid=f"uid-{name}", priority_class=priority_class, ready=ready
+    )
 
 
 def schedule_of(budgets: Budgets, reserve: float = 120.0) -> Schedule:
@@ -267,3 +270,64 @@ def test_acceptance_before_the_budget_changes__room_spent_until_it_does() -> Non
     assert schedule.pick(now=2.0, slots=8) == [], "the budget's one disruption is spent"
     budgets.change("shop/web", 1)
     assert names(schedule.pick(now=3.0, slots=8)) == ["web-1"]
+
+
+# -- the budget's accounting, over any order of picks and answers -----------------
+
+
+@st.composite
+def rounds(draw: st.DrawFn) -> list[tuple[str, int]]:
+    """Steps of a drain against one budget that does not change: pick with some free
+    slots, or the answer to the oldest request in flight (accepted or refused)."""
+    step = st.one_of(
+        st.tuples(st.just("pick"), st.integers(min_value=0, max_value=6)),
+        st.tuples(st.sampled_from(["accept", "refuse"]), st.just(0)),
+    )
+    return draw(st.lists(step, max_size=20))
+
+
+@hypothesis.settings(max_examples=50, deadline=None)
+@given(
+    allowed=st.integers(min_value=0, max_value=4),
+    pod_count=st.integers(min_value=1, max_value=12),
+    steps=rounds(),
+)
+def test_budget_unchanged__never_more_sent_through_it_than_it_allows_or_one_probe(
+    allowed: int, pod_count: int, steps: list[tuple[str, int]]
+) -> None:
+    budgets = Budgets(shop__api=allowed)
+    schedule = schedule_of(budgets)
+    for i in range(pod_count):
+        add(schedule, f"api-{i}", "shop/api")
+    flying: list[Entry] = []
+    accepted = 0
+    for now, (step, slots) in enumerate(steps, start=1):
+        if step == "pick":
+            picked = schedule.pick(now=float(now), slots=slots)
+            assert len(picked) <= slots
+            flying += picked
+        elif flying:
+            entry = flying.pop(0)
+            if step == "accept":
+                schedule.accepted(entry, float(now))
+                accepted += 1
+            else:
+                refuse(schedule, entry, float(now), fallback=1e6)  # no timer within the test
+        assert schedule.in_flight() == len(flying)
+        assert accepted + len(flying) <= max(allowed, 1), "past the budget (or its one probe)"
+
+
+@PROPERTIES
+@given(
+    free=st.integers(min_value=0, max_value=20),
+    slots=st.integers(min_value=-2, max_value=25),
+)
+def test_pods_without_a_budget__as_many_go_as_there_are_slots(free: int, slots: int) -> None:
+    schedule = schedule_of(Budgets())
+    for i in range(free):
+        add(schedule, f"web-{i}")
+
+    picked = schedule.pick(now=1.0, slots=slots)
+
+    assert names(picked) == [f"web-{i}" for i in range(min(free, max(slots, 0)))]
+    assert schedule.in_flight() == len(picked)

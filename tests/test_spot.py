@@ -14,7 +14,6 @@ import dataclasses
 import json
 import logging
 import random
-import threading
 import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
@@ -23,6 +22,8 @@ from typing import Any
 import boto3
 import pytest
 from realapi import StaticToken
+from support import objects
+from support.clock import FakeClock
 
 from awssim import spot as spot_events
 from awssim.world import AMI_ID, create_node_group
@@ -71,25 +72,6 @@ CLUSTER = "prod"
 NODE = "n1"
 INTERRUPTION = str(SpotKind.INTERRUPTION)
 REBALANCE = str(SpotKind.REBALANCE)
-
-
-class Clock:
-    """The test's time: `sleep` moves it on at once and remembers the pause. The
-    drain engine reads it from several threads."""
-
-    def __init__(self, now: float) -> None:
-        self.now = now
-        self.sleeps: list[float] = []
-        self._lock = threading.Lock()
-
-    def __call__(self) -> float:
-        with self._lock:
-            return self.now
-
-    def sleep(self, seconds: float) -> None:
-        with self._lock:
-            self.sleeps.append(seconds)
-            self.now += seconds
 
 
 def _spot_event(raw: dict[str, Any]) -> SpotEvent:
@@ -556,7 +538,7 @@ def _record(**fields: Any) -> dict[str, Any]:
 
 
 def test_live_drain__spot_record__live_before_until_not_after() -> None:
-    patch, _ = cordon_patch(k.node(NODE), NOW, trigger=INTERRUPTION, until=NOW + 100)
+    patch, _ = cordon_patch(objects.node(NODE), NOW, trigger=INTERRUPTION, until=NOW + 100)
     node = _recorded(patch)
 
     assert live_drain(node, NOW + 50, SPOT_TRIGGERS) == LiveDrain(INTERRUPTION, NOW, NOW + 100)
@@ -574,13 +556,13 @@ def test_live_drain__record_of_an_ended_drain_or_a_cordon__not_live(phase: str) 
 
 
 def test_live_drain__rebalance_cordon__does_not_hold_back_the_interruption_drain() -> None:
-    patch, _ = cordon_patch(k.node(NODE), NOW, trigger=REBALANCE, phase="cordoned")
+    patch, _ = cordon_patch(objects.node(NODE), NOW, trigger=REBALANCE, phase="cordoned")
 
     assert live_drain(_recorded(patch), NOW + 1, SPOT_TRIGGERS) is None
 
 
 def test_live_drain__trigger_not_followed__not_live() -> None:
-    patch, _ = cordon_patch(k.node(NODE), NOW, trigger=REBALANCE, until=NOW + 600)
+    patch, _ = cordon_patch(objects.node(NODE), NOW, trigger=REBALANCE, until=NOW + 600)
     node = _recorded(patch)
 
     assert live_drain(node, NOW + 1, frozenset({INTERRUPTION})) is None
@@ -592,7 +574,7 @@ def test_live_drain__trigger_not_followed__not_live() -> None:
 def test_live_drain__scale_in_record_without_trigger__never_live(until: float | None) -> None:
     # What the terminate hook's own drain writes: the hand-over of that drain to the
     # next invocation must never wait for itself.
-    patch, _ = cordon_patch(k.node(NODE), NOW, until=until)
+    patch, _ = cordon_patch(objects.node(NODE), NOW, until=until)
     node = _recorded(patch)
 
     assert "trigger" not in json.loads(patch["metadata"]["annotations"][PROGRESS_ANNOTATION])
@@ -603,7 +585,7 @@ def test_live_drain__scale_in_record_without_trigger__never_live(until: float | 
 @pytest.mark.parametrize(
     "node",
     [
-        k.node(NODE),
+        objects.node(NODE),
         {"metadata": {"annotations": {PROGRESS_ANNOTATION: "not json"}}},
         _record(phase="draining", trigger=INTERRUPTION),  # no until
         _record(phase="draining", trigger=INTERRUPTION, until="soon"),
@@ -646,14 +628,14 @@ class ScriptedNode(Kube):
 
 
 def _draining(trigger: str = INTERRUPTION, until: float = NOW + 100) -> dict[str, Any]:
-    return _recorded(cordon_patch(k.node(NODE), NOW, trigger=trigger, until=until)[0])
+    return _recorded(cordon_patch(objects.node(NODE), NOW, trigger=trigger, until=until)[0])
 
 
 def _ended(phase: str) -> dict[str, Any]:
     return {"metadata": {"annotations": {PROGRESS_ANNOTATION: progress_value(phase, frozenset())}}}
 
 
-def _tools(clock: Clock) -> Tools:
+def _tools(clock: FakeClock) -> Tools:
     def no_kube(*_: Any) -> Kube:
         raise AssertionError("follow_drain is handed its client")
 
@@ -663,7 +645,7 @@ def _tools(clock: Clock) -> Tools:
 
 def _follow(
     kube: ScriptedNode,
-    clock: Clock,
+    clock: FakeClock,
     *,
     triggers: frozenset[str] = SPOT_TRIGGERS,
     limit: float = NOW + 3600,
@@ -680,7 +662,7 @@ def test_follow_drain__followed_drain_ends__its_result_without_an_eviction(
     phase: str, result: Outcome
 ) -> None:
     kube = ScriptedNode(_draining(), _draining(), _draining(), _ended(phase))
-    clock = Clock(NOW + 5)
+    clock = FakeClock(NOW + 5)
 
     run = _follow(kube, clock)
 
@@ -693,7 +675,7 @@ def test_follow_drain__followed_drain_ends__its_result_without_an_eviction(
 
 def test_follow_drain__node_disappears__no_node() -> None:
     kube = ScriptedNode(_draining(), _draining(), None)
-    clock = Clock(NOW + 5)
+    clock = FakeClock(NOW + 5)
 
     run = _follow(kube, clock)
 
@@ -706,7 +688,7 @@ def test_follow_drain__stale_record__waits_the_slack_then_none_so_the_caller_dra
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     kube = ScriptedNode(_draining(until=NOW + 20))  # its invocation died: never ends
-    clock = Clock(NOW + 5)
+    clock = FakeClock(NOW + 5)
     caplog.set_level(logging.WARNING, logger="drainer.lifecycle.workflow")
 
     run = _follow(kube, clock)
@@ -719,7 +701,7 @@ def test_follow_drain__stale_record__waits_the_slack_then_none_so_the_caller_dra
 
 def test_follow_drain__record_already_past_its_until__none_at_once() -> None:
     kube = ScriptedNode(_draining(until=NOW + 20))
-    clock = Clock(NOW + 21)
+    clock = FakeClock(NOW + 21)
 
     assert _follow(kube, clock) is None
     assert (kube.reads, clock.sleeps) == (1, [])
@@ -728,8 +710,8 @@ def test_follow_drain__record_already_past_its_until__none_at_once() -> None:
 @pytest.mark.parametrize(
     "node",
     [
-        _recorded(cordon_patch(k.node(NODE), NOW)[0]),  # a scale-in drain's record
-        k.node(NODE),
+        _recorded(cordon_patch(objects.node(NODE), NOW)[0]),  # a scale-in drain's record
+        objects.node(NODE),
         _ended("drained"),
         None,
     ],
@@ -737,7 +719,7 @@ def test_follow_drain__record_already_past_its_until__none_at_once() -> None:
 )
 def test_follow_drain__no_live_spot_drain__none_at_once(node: dict[str, Any] | None) -> None:
     kube = ScriptedNode(node)
-    clock = Clock(NOW + 5)
+    clock = FakeClock(NOW + 5)
 
     assert _follow(kube, clock) is None
     assert (kube.reads, clock.sleeps) == (1, [])
@@ -749,7 +731,7 @@ def test_follow_drain__interruption_plan__does_not_wait_for_a_rebalance_drain(
     found = _found(_spot_event(load_event("spot-interruption")))
     plan = spot.plan_for(found, Settings(), Deadline(WARNED_AT + 105, "x"), WARNED_AT)
     kube = ScriptedNode(_draining(trigger=REBALANCE, until=NOW + 3600))
-    clock = Clock(NOW + 5)
+    clock = FakeClock(NOW + 5)
 
     assert _follow(kube, clock, triggers=plan.follows) is None
     assert clock.sleeps == []
@@ -767,7 +749,7 @@ def test_follow_drain__limit_before_the_followed_drains_end__handed_over_or_time
     deadline: float, result: Outcome
 ) -> None:
     kube = ScriptedNode(_draining(until=NOW + 100))
-    clock = Clock(NOW + 5)
+    clock = FakeClock(NOW + 5)
 
     run = _follow(kube, clock, limit=NOW + 30, deadline=deadline)
 
@@ -782,10 +764,9 @@ def test_follow_drain__limit_before_the_followed_drains_end__handed_over_or_time
 
 @pytest.fixture
 def sim() -> Iterator[KubeSim]:
-    node = k.node(NODE)
-    node["spec"]["providerID"] = f"aws:///us-east-1a/{INSTANCE}"  # the events' instance
+    node = objects.node(NODE, instance=INSTANCE)  # the events' instance
     with KubeSim() as running:
-        running.apply([node, k.node("n2")])
+        running.apply([node, objects.node("n2")])
         yield running
 
 
@@ -817,7 +798,7 @@ class RecordingKube(Kube):
 
 def test_spot_drain_cordon__record_read_back_live_until_the_deadline(sim: KubeSim) -> None:
     kube = _kube(sim)
-    clock = Clock(time.time())
+    clock = FakeClock(time.time())
     deadline = clock() + 105
     try:
         engine = Drain(kube, NODE, DrainOptions(trigger=INTERRUPTION), clock=clock)
@@ -862,9 +843,9 @@ def test_eviction_grace__fit_to_a_deadline_40s_away__pod_asking_600s_gets_at_mos
     on_the_pod: Callable[[int], bool],
 ) -> None:
     # A pod that takes all its grace period to stop: still terminating afterwards.
-    _place(sim, k.pod("batch-0", node_name=NODE, grace=600, annotations={SHUTDOWN: "3600"}))
+    _place(sim, objects.pod("batch-0", node_name=NODE, grace=600, annotations={SHUTDOWN: "3600"}))
     kube = RecordingKube(sim)
-    clock = Clock(time.time())
+    clock = FakeClock(time.time())
     options = DrainOptions(
         trigger=INTERRUPTION, fit_grace_to_deadline=fit, grace_period_seconds=grace_setting
     )

@@ -8,6 +8,7 @@ from typing import Any
 
 import boto3
 import pytest
+from support.clock import FakeClock
 
 from awssim import elbv2 as elb_sim
 from drainer.lifecycle.targets import (
@@ -16,17 +17,6 @@ from drainer.lifecycle.targets import (
     cluster_target_groups,
     leave_target_groups,
 )
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.now += seconds
 
 
 @pytest.fixture
@@ -59,7 +49,7 @@ def test_cluster_target_groups__by_the_controllers_tag_only(elbv2: Any) -> None:
 
 def test_no_group_holds_the_instance__nothing_deregistered__no_wait(elbv2: Any) -> None:
     _group(elbv2, "k8s-web", "prod", targets=("10.0.0.9",))
-    clock = Clock()
+    clock = FakeClock(1000.0)
 
     found = leave_target_groups(
         elbv2, "10.0.0.5", "prod", [], until=clock() + 60, clock=clock, sleep=clock.sleep
@@ -73,7 +63,7 @@ def test_already_draining__not_deregistered_again__waited_for(elbv2: Any) -> Non
     arn = _group(elbv2, "k8s-web", "prod", targets=("10.0.0.5",))
     elb_sim.set_speed(10.0)  # 300 s -> 30 s
     elbv2.deregister_targets(TargetGroupArn=arn, Targets=[{"Id": "10.0.0.5"}])
-    clock = Clock()
+    clock = FakeClock(1000.0)
 
     found = leave_target_groups(
         elbv2, "10.0.0.5", "prod", [], until=clock() + 1, clock=clock, sleep=clock.sleep
@@ -84,7 +74,7 @@ def test_already_draining__not_deregistered_again__waited_for(elbv2: Any) -> Non
 
 
 def test_listed_group_deleted__nothing_to_wait_for(elbv2: Any) -> None:
-    clock = Clock()
+    clock = FakeClock(1000.0)
 
     found = leave_target_groups(
         elbv2,
@@ -103,7 +93,7 @@ def test_listed_group_deleted__nothing_to_wait_for(elbv2: Any) -> None:
 def test_access_denied__wait_ends_at_once__said_in_words(elbv2: Any) -> None:
     from botocore.stub import Stubber
 
-    clock = Clock()
+    clock = FakeClock(1000.0)
     with Stubber(elbv2) as stub:
         stub.add_client_error("describe_target_groups", "AccessDenied", "not allowed")
         found = leave_target_groups(

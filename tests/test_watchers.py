@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 import time
-from typing import Any
 from unittest.mock import create_autospec
 
 from realapi import StaticToken
+from support import objects
+from support.objects import Obj
 
 from drainer.engine.watchers import BudgetTracker, PodTracker
 from drainer.k8s.kube import Kube
 
 
-def pod(name: str, uid: str) -> dict[str, Any]:
-    return {"metadata": {"name": name, "namespace": "shop", "uid": uid}}
+def pod(name: str, uid: str) -> Obj:
+    return objects.pod(name, namespace="shop", uid=uid)
 
 
 def test_pod_tracker__gone_when_deleted_or_replaced_under_the_same_name() -> None:
@@ -35,16 +36,15 @@ def test_pod_tracker__gone_when_deleted_or_replaced_under_the_same_name() -> Non
 
 def test_budget_tracker__names_every_budget_that_selects_a_pod_once_listed() -> None:
     from kubesim import KubeSim
-    from kubesim import testing as k
 
     with KubeSim() as sim:
         sim.apply(
             [
                 {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "shop"}},
-                k.pdb("web-a", {"app": "web"}, namespace="shop", max_unavailable=1),
-                k.pdb("web-b", {"tier": "front"}, namespace="shop", max_unavailable=1),
-                k.pdb("db", {"app": "db"}, namespace="shop", max_unavailable=1),
-                k.pdb("web-c", {"app": "web"}, namespace="default", max_unavailable=1),
+                objects.budget("web-a", {"app": "web"}, namespace="shop", max_unavailable=1),
+                objects.budget("web-b", {"tier": "front"}, namespace="shop", max_unavailable=1),
+                objects.budget("db", {"app": "db"}, namespace="shop", max_unavailable=1),
+                objects.budget("web-c", {"app": "web"}, namespace="default", max_unavailable=1),
             ]
         )
         kube = Kube.for_cluster(sim.url, sim.ca_pem, StaticToken(sim.admin_token))
@@ -53,13 +53,7 @@ def test_budget_tracker__names_every_budget_that_selects_a_pod_once_listed() -> 
         tracker.start()
         try:
             assert tracker.wait_listed(5.0)
-            web = {
-                "metadata": {
-                    "name": "web-0",
-                    "namespace": "shop",
-                    "labels": {"app": "web", "tier": "front"},
-                }
-            }
+            web = objects.pod("web-0", namespace="shop", labels={"app": "web", "tier": "front"})
 
             assert tracker.matching(web) == ["shop/web-a", "shop/web-b"]
         finally:

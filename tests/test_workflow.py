@@ -16,8 +16,12 @@ from datetime import UTC, datetime
 from typing import Any
 
 import boto3
+import hypothesis
 import pytest
+from hypothesis import HealthCheck, given
+from hypothesis import strategies as st
 from realapi import StaticToken
+from support.clock import FakeClock
 
 from awssim import AwsSim
 from awssim.world import NodeGroup, create_node_group
@@ -43,21 +47,6 @@ REGION = "us-east-1"
 CLUSTER = "prod"
 WAITED_AT = "2026-11-22T02:15:30Z"  # the time of tests/events/terminate.json
 WAITED_AT_EPOCH = datetime(2026, 11, 22, 2, 15, 30, tzinfo=UTC).timestamp()
-
-
-class Clock:
-    """The test's time: `sleep` moves it on at once and remembers the pause."""
-
-    def __init__(self, now: float) -> None:
-        self.now = now
-        self.sleeps: list[float] = []
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.sleeps.append(seconds)
-        self.now += seconds
 
 
 @dataclass
@@ -108,7 +97,7 @@ class Scene:
             self.kube,
             invocation,
             clock=clock,
-            sleep=clock.sleep if isinstance(clock, Clock) else _no_sleep,
+            sleep=clock.sleep if isinstance(clock, FakeClock) else _no_sleep,
             rng=random.Random(7),
         )
 
@@ -243,6 +232,72 @@ def test_effective_deadline__margin_is_the_setting(
     )
 
 
+# --- the deadline window's arithmetic, over every timing ---------------------------------
+
+PROPERTIES = hypothesis.settings(
+    max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+timeouts = st.integers(min_value=1, max_value=172800)
+margins = st.integers(min_value=0, max_value=3600)
+
+
+@PROPERTIES
+@given(
+    remaining=st.floats(min_value=0.0, max_value=900.0, allow_nan=False),
+    margin=st.floats(min_value=0.0, max_value=900.0, allow_nan=False),
+)
+def test_work_time__within_the_invocation_and_never_without_progress(
+    remaining: float, margin: float
+) -> None:
+    work = workflow.work_time(remaining, margin)
+
+    assert work <= remaining, "never past the invocation's own time"
+    assert work >= min(remaining / 2, workflow.MIN_WORK_SECONDS), "a few seconds of progress"
+    if remaining - margin >= workflow.MIN_WORK_SECONDS:
+        assert work == remaining - margin, "the margin kept for the hand-over"
+
+
+@PROPERTIES
+@given(
+    waited=st.integers(min_value=0, max_value=2 * 86400),
+    later=st.integers(min_value=0, max_value=86400),
+    timeout=timeouts,
+    global_timeout=st.integers(min_value=30, max_value=172800),
+    margin=margins,
+)
+def test_effective_deadline__every_delivery_of_one_action__the_same_earlier_of_the_two_limits(
+    load_event: Callable[[str], dict[str, Any]],
+    waited: int,
+    later: int,
+    timeout: int,
+    global_timeout: int,
+    margin: int,
+) -> None:
+    event = _event(load_event, WAITED_AT)
+    settings = Settings(drain_timeout_seconds=timeout, global_timeout_margin_seconds=margin)
+    hook = _hook(global_timeout)
+
+    first = workflow.effective_deadline(WAITED_AT_EPOCH + waited, event, hook, settings)
+    again = workflow.effective_deadline(WAITED_AT_EPOCH + waited + later, event, hook, settings)
+
+    assert first == again, "a hand-over or a retry keeps the first delivery's deadline"
+    assert first.at == WAITED_AT_EPOCH + min(timeout, global_timeout - margin)
+
+
+@PROPERTIES
+@given(skew=st.integers(min_value=1, max_value=86400), timeout=timeouts, margin=margins)
+def test_effective_deadline__event_time_after_the_start__counts_from_the_start(
+    load_event: Callable[[str], dict[str, Any]], skew: int, timeout: int, margin: int
+) -> None:
+    event = _event(load_event, WAITED_AT)
+    started_at = WAITED_AT_EPOCH - skew  # the writer's clock ahead of this invocation's
+    settings = Settings(drain_timeout_seconds=timeout, global_timeout_margin_seconds=margin)
+
+    deadline = workflow.effective_deadline(started_at, event, _hook(172800), settings)
+
+    assert deadline.at == started_at + min(timeout, 172800 - margin), "later, never earlier"
+
+
 def test_drain__hook_limit_shorter_than_drain_timeout__deadline_shortened_and_named(
     scene_for: Callable[..., Scene],
 ) -> None:
@@ -251,7 +306,7 @@ def test_drain__hook_limit_shorter_than_drain_timeout__deadline_shortened_and_na
     assert waited_at is not None
 
     # No node in the cluster: the drain ends at once, its deadline decided.
-    run = scene.drain(Settings(), Clock(time.time()))
+    run = scene.drain(Settings(), FakeClock(time.time()))
 
     assert run.result == Outcome.NO_NODE
     assert run.deadline == Deadline(
@@ -277,7 +332,7 @@ def test_drain__hand_over_claiming_an_earlier_start__deadline_from_the_event(
     # Within the clock skew a hand-over may show, but before the event itself.
     event = _handed_over(scene, Handover(started_at=waited_at - 250, handovers=2, heartbeats=5))
 
-    run = scene.drain(Settings(drain_timeout_seconds=3600), Clock(time.time()), event=event)
+    run = scene.drain(Settings(drain_timeout_seconds=3600), FakeClock(time.time()), event=event)
 
     assert run.result == Outcome.NO_NODE
     assert run.deadline == Deadline(waited_at + 3600, "DRAIN_TIMEOUT_SECONDS (3600 s)")
@@ -395,7 +450,7 @@ def test_result_for__covers_every_outcome() -> None:
 def test_asg_not_allowed__not_allowed__no_heartbeat(scene_for: Callable[..., Scene]) -> None:
     scene = scene_for()
 
-    run = scene.drain(Settings(allowed_asgs=frozenset({"other-workers"})), Clock(time.time()))
+    run = scene.drain(Settings(allowed_asgs=frozenset({"other-workers"})), FakeClock(time.time()))
 
     assert run.result == Outcome.NOT_ALLOWED
     assert "eks-workers is not in ALLOWED_ASGS (other-workers)" in run.message
@@ -453,7 +508,7 @@ def test_asg_neither_named_nor_tagged__not_allowed__message_names_both(
         _tag(scene, **tags)
     settings = Settings(cluster_name=CLUSTER, asg_tag="eks-node-drainer/enabled=true")
 
-    run = scene.drain(settings, Clock(time.time()))
+    run = scene.drain(settings, FakeClock(time.time()))
 
     assert run.result == Outcome.NOT_ALLOWED
     assert run.message == (
@@ -469,7 +524,7 @@ def test_no_cluster_anywhere__failed__says_where_to_name_it(
 ) -> None:
     scene = scene_for(metadata=None)  # no metadata, no tag, no CLUSTER_NAME
 
-    run = scene.drain(Settings(), Clock(time.time()))
+    run = scene.drain(Settings(), FakeClock(time.time()))
 
     assert run.result == Outcome.FAILED
     assert "no cluster for Auto Scaling group eks-workers" in run.message
@@ -481,7 +536,7 @@ def test_cluster_from_setting__when_hook_and_tags_say_nothing(
 ) -> None:
     scene = scene_for(metadata=None)
 
-    run = scene.drain(Settings(cluster_name=CLUSTER), Clock(time.time()))
+    run = scene.drain(Settings(cluster_name=CLUSTER), FakeClock(time.time()))
 
     assert (run.result, run.cluster) == (Outcome.NO_NODE, CLUSTER)
 
@@ -489,7 +544,7 @@ def test_cluster_from_setting__when_hook_and_tags_say_nothing(
 def test_no_node_for_the_instance__no_node(scene_for: Callable[..., Scene]) -> None:
     scene = scene_for()
 
-    run = scene.drain(Settings(), Clock(time.time()))
+    run = scene.drain(Settings(), FakeClock(time.time()))
 
     assert run.result == Outcome.NO_NODE
     assert f"no Kubernetes node for instance {scene.event.instance_id}" in run.message
@@ -511,7 +566,7 @@ def test_api_server_failing__retried_with_backoff__then_timed_out_naming_the_dea
 ) -> None:
     scene = scene_for()
     _failing(scene.kubesim)
-    clock = Clock(time.time())
+    clock = FakeClock(time.time())
     began = clock()
 
     run = scene.drain(Settings(drain_timeout_seconds=300), clock)
@@ -531,7 +586,7 @@ def test_api_server_throttling__never_retried_before_retry_after(
 ) -> None:
     scene = scene_for()
     _failing(scene.kubesim, status=429, retry_after=50)
-    clock = Clock(time.time())
+    clock = FakeClock(time.time())
 
     run = scene.drain(Settings(drain_timeout_seconds=300), clock)
 
@@ -544,7 +599,7 @@ def test_api_server_failing_past_the_hand_over__handed_over_from_the_same_start(
 ) -> None:
     scene = scene_for()
     _failing(scene.kubesim)
-    clock = Clock(time.time())
+    clock = FakeClock(time.time())
     began = clock()
     invocation = Invocation(remaining_seconds=lambda: 180.0, function_arn="arn:aws:lambda:x")
 
@@ -560,7 +615,7 @@ def test_fatal_error_before_the_drain__failed_at_once(scene_for: Callable[..., S
     scene = scene_for()
     _failing(scene.kubesim, status=403)
 
-    run = scene.drain(Settings(), Clock(time.time()))
+    run = scene.drain(Settings(), FakeClock(time.time()))
 
     assert run.result == Outcome.FAILED
     assert run.message

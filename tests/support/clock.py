@@ -1,0 +1,46 @@
+"""The one fake clock of the tests: no test sleeps for real seconds.
+
+The code under test takes a clock (a callable returning seconds) and a sleep; a
+test hands it a `FakeClock` as the one and its `sleep` as the other, so every pause
+moves the time on at once and is remembered for the test to check.
+"""
+
+from __future__ import annotations
+
+import threading
+
+
+class FakeClock:
+    """Time that moves only when the test moves it (`advance`, or assigning `now`)
+    or the code under test sleeps (`sleep`). The drain engine reads and sleeps on it
+    from several threads, so every read and move holds a lock."""
+
+    def __init__(self, now: float = 1_000_000.0) -> None:
+        self._now = now
+        self.sleeps: list[float] = []
+        """Every pause asked of `sleep`, in order."""
+        self._lock = threading.Lock()
+
+    def __call__(self) -> float:
+        with self._lock:
+            return self._now
+
+    @property
+    def now(self) -> float:
+        return self()
+
+    @now.setter
+    def now(self, value: float) -> None:
+        with self._lock:
+            self._now = value
+
+    def advance(self, seconds: float) -> None:
+        """Move the time on, as if `seconds` passed while the test looked away."""
+        with self._lock:
+            self._now += seconds
+
+    def sleep(self, seconds: float) -> None:
+        """The code under test's pause: remembered, and the time moved on at once."""
+        with self._lock:
+            self.sleeps.append(seconds)
+            self._now += seconds

@@ -1,0 +1,164 @@
+"""The last step of a drain (drainer/engine/volumes.py), against kubesim: which
+volumes the evicted pods used, and the bounded wait until they are detached from
+the node. Time is a FakeClock; a pause moves it on, or waits for the watch."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from realapi import StaticToken
+from support.clock import FakeClock
+from support.objects import node, pod
+
+from drainer.engine.volumes import Detach, volumes_of, wait_for_detach
+from drainer.k8s.kube import Kube
+from kubesim import KubeSim
+from kubesim import testing as k
+
+NODE = "n1"
+
+
+@pytest.fixture
+def sim() -> Iterator[KubeSim]:
+    with KubeSim() as running:
+        running.apply([node(NODE), node("n2")])
+        yield running
+
+
+@pytest.fixture
+def kube(sim: KubeSim) -> Iterator[Kube]:
+    client = Kube.for_cluster(sim.url, sim.ca_pem, StaticToken(sim.admin_token))
+    yield client
+    client.close()
+
+
+def claim(name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}},
+    }
+
+
+def attachment(
+    name: str, volume: str, node_name: str = NODE, *, detach: float = 3600.0
+) -> dict[str, Any]:
+    """A VolumeAttachment no pod wants: kubesim's attach-detach controller removes it
+    `detach` seconds on (the CSI driver's detach time)."""
+    return {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "VolumeAttachment",
+        "metadata": {"name": name, "annotations": {"kubesim.io/detach-seconds": str(detach)}},
+        "spec": {
+            "attacher": "ebs.csi.aws.com",
+            "nodeName": node_name,
+            "source": {"persistentVolumeName": volume},
+        },
+    }
+
+
+def bound_volume(sim: KubeSim, name: str) -> str:
+    """The volume kubesim's provisioner bound the claim to."""
+    return str(
+        k.eventually(
+            lambda: sim.get("PersistentVolumeClaim", name, "default")["spec"].get("volumeName")
+        )
+    )
+
+
+@pytest.mark.parametrize(
+    ("case", "mounts", "volumes"),
+    [
+        ("no claims", [()], set()),
+        ("one bound claim", [("data",)], {"data"}),
+        ("the same claim twice, one volume", [("data",), ("data",)], {"data"}),
+        ("two claims", [("data", "logs")], {"data", "logs"}),
+        ("a claim that does not exist", [("gone",)], set()),
+    ],
+)
+def test_volumes_of__the_bound_volumes_behind_the_pods_claims(
+    sim: KubeSim, kube: Kube, case: str, mounts: list[tuple[str, ...]], volumes: set[str]
+) -> None:
+    sim.apply([claim("data"), claim("logs")])
+    bound = {name: bound_volume(sim, name) for name in ("data", "logs")}
+    drained = [pod(f"p{i}", node_name=NODE, claims=c) for i, c in enumerate(mounts)]
+
+    assert volumes_of(kube, drained) == {bound[v] for v in volumes}, case
+
+
+COND = threading.Condition()
+"""The drain's lock and condition, which the wait shares."""
+
+
+def _wait(
+    kube: Kube, volumes: set[str], clock: FakeClock, pause: Callable[[float], None]
+) -> tuple[Detach, list[str]]:
+    told: list[str] = []
+    result = wait_for_detach(
+        kube,
+        NODE,
+        volumes,
+        clock() + 30,
+        cond=COND,
+        clock=clock,
+        pause=pause,
+        stopped=lambda: False,
+        on_detached=told.append,
+    )
+    return result, told
+
+
+@pytest.mark.parametrize(
+    ("case", "attachments", "volumes"),
+    [
+        ("nothing attached", [], {"pv-a"}),
+        ("no volumes to wait for", [attachment("va-1", "pv-a")], set()),
+        ("attached to another node", [attachment("va-1", "pv-a", node_name="n2")], {"pv-a"}),
+        ("another volume attached here", [attachment("va-1", "pv-other")], {"pv-a"}),
+    ],
+)
+def test_wait_for_detach__nothing_of_ours_attached__returns_without_a_pause(
+    sim: KubeSim, kube: Kube, case: str, attachments: list[dict[str, Any]], volumes: set[str]
+) -> None:
+    sim.apply(attachments)
+    clock = FakeClock()
+
+    result, told = _wait(kube, volumes, clock, clock.sleep)
+
+    assert result == Detach(), case
+    assert (told, clock.sleeps) == ([], []), case
+
+
+def test_wait_for_detach__volume_never_detaches__named_pending_at_the_deadline(
+    sim: KubeSim, kube: Kube
+) -> None:
+    sim.apply([attachment("va-1", "pv-a"), attachment("va-2", "pv-b")])
+    clock = FakeClock()
+    start = clock()
+
+    result, told = _wait(
+        kube, {"pv-a", "pv-b"}, clock, lambda until: clock.advance(until - clock())
+    )
+
+    assert result.pending == ["pv-a", "pv-b"]
+    assert (result.detached, told) == ([], [])
+    assert clock() == start + 30, "waited until the bound, not past it"
+
+
+def test_wait_for_detach__volume_detached__reported_once_and_the_wait_ends(
+    sim: KubeSim, kube: Kube
+) -> None:
+    sim.apply([attachment("va-1", "pv-a", detach=0.5)])
+    clock = FakeClock()
+
+    def wait_for_the_watch(until: float) -> None:
+        COND.wait(timeout=5.0)  # held; the watch's DELETED wakes it
+
+    result, told = _wait(kube, {"pv-a"}, clock, wait_for_the_watch)
+
+    assert result == Detach(detached=["va-1 (pv-a)"], pending=[])
+    assert told == ["va-1 (pv-a)"]
