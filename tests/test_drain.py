@@ -28,10 +28,12 @@ from realapi import (
     webhook_denied_403,
 )
 from support import objects
-from support.clock import FakeClock
+from support.clock import FakeClock, SteppedWaits
 
-from drainer.engine.drain import Drain, DrainReport, Outcome
+from drainer.engine.drain import Drain
 from drainer.engine.options import DrainOptions
+from drainer.engine.report import DrainReport
+from drainer.outcome import Outcome
 from kubesim import KubeSim
 from kubesim import testing as k
 
@@ -80,7 +82,7 @@ def drain(
     front: ApiFront, clock: FakeClock, seconds: float, **options: Any
 ) -> tuple[Drain, DrainReport]:
     kube = front_kube(front, sleep=clock.sleep)
-    engine = Drain(kube, NODE, DrainOptions(**options), clock=clock, sleep=clock.sleep)
+    engine = Drain(kube, NODE, DrainOptions(**options), waits=SteppedWaits(clock))
     try:
         return engine, engine.run(clock() + seconds)
     finally:
@@ -435,7 +437,7 @@ def test_node_replaced_before_the_cordon__the_drain_touches_nothing(
     replace_node(sim, objects.pod("newcomer", node_name=NODE))
     kube = front_kube(front, sleep=clock.sleep)
     try:
-        engine = Drain(kube, NODE, DrainOptions(), clock=clock, sleep=clock.sleep, node_uid=old_uid)
+        engine = Drain(kube, NODE, DrainOptions(), waits=SteppedWaits(clock), node_uid=old_uid)
         report = engine.run(clock() + 60)
     finally:
         kube.close()

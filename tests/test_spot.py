@@ -23,12 +23,12 @@ import boto3
 import pytest
 from realapi import StaticToken
 from support import objects
-from support.clock import FakeClock
+from support.clock import FakeClock, SteppedWaits
 
 from awssim import spot as spot_events
 from awssim.world import AMI_ID, create_node_group
 from drainer import aws
-from drainer.engine.drain import Drain
+from drainer.engine.drain import Drain, RealWaits
 from drainer.engine.options import DrainOptions
 from drainer.k8s.cordon import (
     PROGRESS_ANNOTATION,
@@ -801,7 +801,7 @@ def test_spot_drain_cordon__record_read_back_live_until_the_deadline(sim: KubeSi
     clock = FakeClock(time.time())
     deadline = clock() + 105
     try:
-        engine = Drain(kube, NODE, DrainOptions(trigger=INTERRUPTION), clock=clock)
+        engine = Drain(kube, NODE, DrainOptions(trigger=INTERRUPTION), waits=RealWaits(clock))
         assert engine.cordon(deadline)
     finally:
         kube.close()
@@ -850,7 +850,7 @@ def test_eviction_grace__fit_to_a_deadline_40s_away__pod_asking_600s_gets_at_mos
         trigger=INTERRUPTION, fit_grace_to_deadline=fit, grace_period_seconds=grace_setting
     )
     try:
-        Drain(kube, NODE, options, clock=clock, sleep=clock.sleep).run(clock() + 40)
+        Drain(kube, NODE, options, waits=SteppedWaits(clock)).run(clock() + 40)
     finally:
         kube.close()
 

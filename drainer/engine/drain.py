@@ -23,7 +23,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 from drainer import logs
 from drainer.engine import filters, pods
@@ -52,7 +52,7 @@ from drainer.errors import (
     MultipleBudgets,
     NamespaceTerminating,
 )
-from drainer.k8s.cordon import EXCLUDE_LB_LABEL, PROGRESS_ANNOTATION, cordon_patch, progress_value
+from drainer.k8s.cordon import PROGRESS_ANNOTATION, cordon_patch, progress_value
 from drainer.k8s.kube import Kube
 from drainer.outcome import Outcome
 
@@ -67,15 +67,35 @@ IN_FLIGHT_WAIT = 5.0
 """How long a drain that ends early (a fatal error, an interruption, the hand-over
 moment) waits for the answers to eviction requests already sent."""
 
-__all__ = [
-    "EXCLUDE_LB_LABEL",
-    "PROGRESS_ANNOTATION",
-    "Drain",
-    "DrainEvent",
-    "DrainReport",
-    "Kind",
-    "Outcome",
-]
+
+class Waits(Protocol):
+    """How the drain waits, injected: for real (RealWaits), or on a test's clock."""
+
+    def now(self) -> float:
+        """Epoch seconds."""
+        ...
+
+    def wait(
+        self, cond: threading.Condition, until: Callable[[], float], busy: bool = False
+    ) -> None:
+        """Wait on `cond` (held) for a change, or until the time `until()` gives;
+        `busy`: requests are in flight, whose answers will come."""
+        ...
+
+
+@dataclass(frozen=True)
+class RealWaits:
+    """Waits in real time on `clock`, never longer than MAX_WAIT in one go."""
+
+    clock: Callable[[], float] = time.time
+
+    def now(self) -> float:
+        return self.clock()
+
+    def wait(
+        self, cond: threading.Condition, until: Callable[[], float], busy: bool = False
+    ) -> None:
+        cond.wait(max(0.01, min(until() - self.clock(), MAX_WAIT)))
 
 
 @dataclass
@@ -98,14 +118,12 @@ class Drain:
         node: str,
         options: DrainOptions | None = None,
         *,
-        clock: Callable[[], float] = time.time,
+        waits: Waits | None = None,
         on_event: Callable[[DrainEvent], None] | None = None,
         rng: random.Random | None = None,
-        sleep: Callable[[float], object] | None = None,
         node_uid: str = "",
     ) -> None:
-        """`clock` and `sleep` go together: tests hand in a clock that `sleep`
-        advances, and the drain's waits then move that clock instead of waiting.
+        """`waits`: the clock the drain reads and waits on (real time by default).
         `node_uid`: the node object the caller found (empty: the one cordon() reads).
         The drain is of that object: a node registered later under the same name is
         another machine, never cordoned, drained or recorded on by this drain."""
@@ -114,10 +132,10 @@ class Drain:
         self.node_uid = node_uid
         self.replaced_by = ""  # the UID of the node that took this one's name mid-drain
         self.options = options or DrainOptions()
-        self.clock = clock
+        self._waits = waits or RealWaits()
+        self.clock = self._waits.now
         self._on_event = on_event
         self._rng = rng or random.Random()  # noqa: S311 - jitter
-        self._fake_sleep = sleep
         self._cond = threading.Condition()
         self._fatal: FatalKubeError | None = None
         self.interrupted = ""  # why interrupt() stopped the drain
@@ -415,18 +433,9 @@ class Drain:
                 self._idle(now, limit)
 
     def _idle(self, now: float, limit: float) -> None:
-        """Wait for a change, or the next timer (hold the lock). With a test's clock,
-        a short real wait lets answers and watch events in, then the clock jumps to
-        the next timer, never past a request in flight."""
-        if self._fake_sleep is not None:
-            if self._cond.wait(0.02) or self._schedule_in_flight():
-                return
-            now = self.clock()  # the state may have moved while the wait ended
-        wake = self._wake_time(now, limit)
-        if self._fake_sleep is not None:
-            self._fake_sleep(max(0.0, wake - now))
-        else:
-            self._cond.wait(max(0.01, min(wake - now, MAX_WAIT)))
+        """Wait for a change, or the next timer (hold the lock)."""
+        busy = bool(self._schedule_in_flight())
+        self._waits.wait(self._cond, lambda: self._wake_time(self.clock(), limit), busy)
 
     def _schedule_in_flight(self) -> int:
         return self._schedule.in_flight() if self._schedule is not None else 0
@@ -864,11 +873,8 @@ class Drain:
             )
 
     def _pause(self, until: float) -> None:
-        """Wait for a change or until `until` (hold the lock); a test's clock jumps."""
-        if self._fake_sleep is None:
-            self._cond.wait(max(0.01, min(until - self.clock(), MAX_WAIT)))
-        elif not self._cond.wait(0.02):
-            self._fake_sleep(max(0.0, until - self.clock()))
+        """Wait for a change or until `until` (hold the lock)."""
+        self._waits.wait(self._cond, lambda: until)
 
     # -- events ---------------------------------------------------------------
 

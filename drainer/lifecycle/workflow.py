@@ -32,7 +32,7 @@ from typing import Any
 
 from drainer import aws, logs
 from drainer.backoff import Backoff
-from drainer.engine.drain import Drain
+from drainer.engine.drain import Drain, RealWaits
 from drainer.engine.options import DrainOptions
 from drainer.engine.report import DrainEvent, DrainReport
 from drainer.errors import (
@@ -516,7 +516,7 @@ def _drain_once(
             kube,
             node,
             plan.options,
-            clock=tools.clock,
+            waits=RealWaits(tools.clock),
             on_event=tools.on_event,
             node_uid=str(found["metadata"].get("uid") or ""),
         )

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from drainer.engine.drain import EXCLUDE_LB_LABEL, PROGRESS_ANNOTATION
+from drainer.k8s.cordon import EXCLUDE_LB_LABEL, PROGRESS_ANNOTATION
 from testbed import World
 from testbed import workloads as w
 from testbed.world import place_on, pods_on, wait_until

@@ -8,6 +8,7 @@ moves the time on at once and is remembered for the test to check.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 
 
 class FakeClock:
@@ -44,3 +45,22 @@ class FakeClock:
         with self._lock:
             self.sleeps.append(seconds)
             self._now += seconds
+
+
+class SteppedWaits:
+    """The drain engine's waits (drainer.engine.drain.Waits) on a FakeClock: a short
+    real wait lets answers and watch events in, then the clock jumps to the next
+    timer, never past a request in flight."""
+
+    def __init__(self, clock: FakeClock) -> None:
+        self.clock = clock
+
+    def now(self) -> float:
+        return self.clock()
+
+    def wait(
+        self, cond: threading.Condition, until: Callable[[], float], busy: bool = False
+    ) -> None:
+        if cond.wait(0.02) or busy:
+            return
+        self.clock.sleep(max(0.0, until() - self.clock()))
