@@ -7,10 +7,11 @@ imports botocore or catches its exceptions: each call here raises a
 alone decides which failures are worth another try.
 
 One module per service, named after it: session.py (the session and the clients),
-errors.py (what a failure means), ec2.py, autoscaling.py (hooks, tags, the lifecycle
-action), heartbeat.py (the ticker that keeps the action alive), eks.py (the cluster
-and its bearer token), lambda_.py (the hand-over). This package re-exports their
-public names, so that a caller reads `aws.describe_instance(...)`.
+errors.py (what a failure means), tags.py, ec2.py, autoscaling.py (hooks, tags, the
+lifecycle action), heartbeat.py (the ticker that keeps the action alive), eks.py
+(the cluster and its bearer token), elbv2.py (target groups), sns.py (notices),
+lambda_.py (the hand-over). This package re-exports their public names, so that a
+caller reads `aws.describe_instance(...)`.
 
 drainer/aws knows nothing of the rest of the drainer: it imports only
 drainer.errors, drainer.backoff and drainer.logs.
@@ -31,6 +32,12 @@ from drainer.aws.autoscaling import (
 )
 from drainer.aws.ec2 import NodeIdentity, describe_instance
 from drainer.aws.eks import ClusterInfo, cluster_name_for, describe_cluster
+from drainer.aws.elbv2 import (
+    deregister_targets,
+    target_group_arns,
+    target_group_tags,
+    target_health,
+)
 from drainer.aws.errors import AWS_FAILURES, error_code, is_permanent, is_transient
 from drainer.aws.heartbeat import Heartbeat
 from drainer.aws.lambda_ import invoke_self_async
@@ -42,6 +49,7 @@ from drainer.aws.session import (
     Session,
     make_clients,
 )
+from drainer.aws.sns import publish_to_topic
 from drainer.aws.tags import ASG_NAME_TAG, CLUSTER_NAME_TAG, CLUSTER_TAG_PREFIX, tag_map
 
 __all__ = [
@@ -64,6 +72,7 @@ __all__ = [
     "asg_tags",
     "cluster_name_for",
     "complete_lifecycle_action",
+    "deregister_targets",
     "describe_cluster",
     "describe_hook",
     "describe_instance",
@@ -74,7 +83,11 @@ __all__ = [
     "is_transient",
     "lifecycle_hook",
     "make_clients",
+    "publish_to_topic",
     "put_lifecycle_hook",
     "record_heartbeat",
     "tag_map",
+    "target_group_arns",
+    "target_group_tags",
+    "target_health",
 ]
