@@ -14,8 +14,9 @@ from urllib.parse import parse_qsl, quote, urlsplit
 import boto3
 import pytest
 
+from drainer.aws.eks import TOKEN_PREFIX, TokenSource, sts_endpoint
 from drainer.errors import CredentialsUnavailable
-from drainer.k8s.auth import TOKEN_PREFIX, ExecToken, TokenSource, sts_endpoint
+from drainer.k8s.auth import ExecToken
 from drainer.k8s.kube import Kube
 from kubesim import EksIdentity, KubeSim
 from kubesim.faults import Fault

@@ -31,7 +31,7 @@ from drainer.aws.autoscaling import (
     record_heartbeat,
 )
 from drainer.aws.ec2 import NodeIdentity, describe_instance
-from drainer.aws.eks import ClusterInfo, cluster_name_for, describe_cluster
+from drainer.aws.eks import ClusterInfo, TokenSource, cluster_name_for, describe_cluster
 from drainer.aws.elbv2 import (
     deregister_targets,
     target_group_arns,
@@ -69,6 +69,7 @@ __all__ = [
     "LifecycleAction",
     "NodeIdentity",
     "Session",
+    "TokenSource",
     "asg_tags",
     "cluster_name_for",
     "complete_lifecycle_action",
