@@ -19,7 +19,6 @@ drainer.errors, drainer.backoff and drainer.logs.
 
 from drainer.aws.autoscaling import (
     LIFECYCLE_ACTION_MAX_SECONDS,
-    LIFECYCLE_RESULTS,
     HookInfo,
     LifecycleAction,
     asg_tags,
@@ -38,11 +37,10 @@ from drainer.aws.elbv2 import (
     target_group_tags,
     target_health,
 )
-from drainer.aws.errors import AWS_FAILURES, error_code, is_permanent, is_transient
+from drainer.aws.errors import is_permanent, is_transient
 from drainer.aws.heartbeat import Heartbeat
 from drainer.aws.lambda_ import invoke_self_async
 from drainer.aws.session import (
-    CLIENT_CONFIG,
     AwsClients,
     Client,
     ClientFactory,
@@ -54,12 +52,9 @@ from drainer.aws.tags import ASG_NAME_TAG, CLUSTER_NAME_TAG, CLUSTER_TAG_PREFIX,
 
 __all__ = [
     "ASG_NAME_TAG",
-    "AWS_FAILURES",
-    "CLIENT_CONFIG",
     "CLUSTER_NAME_TAG",
     "CLUSTER_TAG_PREFIX",
     "LIFECYCLE_ACTION_MAX_SECONDS",
-    "LIFECYCLE_RESULTS",
     "AwsClients",
     "Client",
     "ClientFactory",
@@ -77,7 +72,6 @@ __all__ = [
     "describe_cluster",
     "describe_hook",
     "describe_instance",
-    "error_code",
     "groups_with_tag",
     "invoke_self_async",
     "is_permanent",

@@ -35,7 +35,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
-from drainer.aws.autoscaling import LIFECYCLE_ACTION_MAX_SECONDS
+from drainer.aws import LIFECYCLE_ACTION_MAX_SECONDS
 
 SOURCE = "aws.autoscaling"
 EC2_SOURCE = "aws.ec2"
