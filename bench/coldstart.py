@@ -60,7 +60,7 @@ cluster = aws.ClusterInfo(
 )
 kube = workflow.eks_kube(session, "us-east-1")(cluster, "bench", settings)
 t4 = time.perf_counter()
-from drainer.k8s.auth import TokenSource
+from drainer.aws.eks import TokenSource
 TokenSource(session, "bench", "us-east-1").token()
 t5 = time.perf_counter()
 print(json.dumps({{"import_handler": t1 - t0, "settings": t2 - t1, "boto3_clients": t3 - t2,

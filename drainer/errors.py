@@ -28,7 +28,7 @@ class PermanentAwsError(AwsError):
     """An AWS call refused in a way the same call meets again: an unknown group or
     hook, a malformed id, a denied permission. Retrying the event cannot help, so the
     handler ends the drain as failed, naming the cause, instead of raising for Lambda
-    to retry. drainer/aws.py alone decides which errors are permanent."""
+    to retry. drainer/aws/errors.py alone decides which errors are permanent."""
 
 
 class InstanceNotFound(DrainerError):

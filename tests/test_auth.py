@@ -15,8 +15,9 @@ import boto3
 import pytest
 from support.clock import FakeClock
 
+from drainer.aws.eks import TOKEN_PREFIX, TokenSource, sts_endpoint
 from drainer.errors import CredentialsUnavailable
-from drainer.k8s.auth import TOKEN_PREFIX, ExecToken, TokenSource, sts_endpoint
+from drainer.k8s.auth import ExecToken
 from drainer.k8s.kube import Kube
 from kubesim import EksIdentity, KubeSim
 from kubesim.faults import Fault

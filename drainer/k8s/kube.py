@@ -102,7 +102,8 @@ def _client() -> Any:
 
 
 class TokenProvider(Protocol):
-    """A bearer token, cached by its provider (drainer.auth: EKS tokens, exec plugins)."""
+    """A bearer token, cached by its provider (EKS tokens: drainer.aws.eks.TokenSource;
+    exec plugins: drainer.k8s.auth.ExecToken)."""
 
     def token(self) -> str: ...
 

@@ -35,6 +35,8 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
+from drainer.aws import LIFECYCLE_ACTION_MAX_SECONDS
+
 SOURCE = "aws.autoscaling"
 EC2_SOURCE = "aws.ec2"
 SPOT_INTERRUPTION_DETAIL_TYPE = "EC2 Spot Instance Interruption Warning"
@@ -47,9 +49,6 @@ TERMINATING = "autoscaling:EC2_INSTANCE_TERMINATING"
 LAUNCHING = "autoscaling:EC2_INSTANCE_LAUNCHING"
 TEST_NOTIFICATION = "autoscaling:TEST_NOTIFICATION"
 HANDOVER_KEY = "drainer"
-LIFECYCLE_ACTION_MAX_SECONDS = 172800
-"""48 hours: the longest a lifecycle action may last, heartbeats or not (the hook's
-GlobalTimeout is at most this)."""
 CLOCK_SKEW_SECONDS = 300.0
 """How far two clocks (EventBridge's event time, the invocation that wrote a
 hand-over, this one) may disagree before a time is taken as wrong: the 5 minutes AWS

@@ -27,8 +27,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from botocore.exceptions import BotoCoreError, ClientError
-
 from drainer import aws, logs
 from drainer.errors import AwsError
 from drainer.lifecycle.events import TERMINATING
@@ -121,27 +119,14 @@ def tagged_groups(autoscaling: aws.Client, settings: Settings) -> tuple[list[str
     pair = settings.asg_tag_pair
     if pair is None:
         return [], {}
-    key, value = pair
     admitted: list[str] = []
     skipped: dict[str, str] = {}
-    try:
-        pages = autoscaling.get_paginator("describe_auto_scaling_groups").paginate(
-            Filters=[{"Name": f"tag:{key}", "Values": [value]}]
-        )
-        for page in pages:
-            for group in page.get("AutoScalingGroups", []):
-                name = str(group["AutoScalingGroupName"])
-                ok, why = tag_admits(aws.tag_map(group.get("Tags", [])), settings)
-                if ok:
-                    admitted.append(name)
-                else:
-                    skipped[name] = why
-    except (ClientError, BotoCoreError) as e:
-        raise aws.aws_error(
-            e,
-            "autoscaling:DescribeAutoScalingGroups",
-            f"DescribeAutoScalingGroups tagged {key}={value}",
-        ) from e
+    for name, tags in aws.groups_with_tag(autoscaling, *pair).items():
+        ok, why = tag_admits(tags, settings)
+        if ok:
+            admitted.append(name)
+        else:
+            skipped[name] = why
     return admitted, skipped
 
 
@@ -153,21 +138,15 @@ def covered_groups(autoscaling: aws.Client, settings: Settings) -> tuple[list[st
 
 
 def _put_hook(autoscaling: aws.Client, asg_name: str, spec: HookSpec) -> None:
-    params: dict[str, Any] = {
-        "AutoScalingGroupName": asg_name,
-        "LifecycleHookName": spec.name,
-        "LifecycleTransition": TERMINATING,
-        "HeartbeatTimeout": spec.heartbeat_timeout,
-        "DefaultResult": DEFAULT_RESULT,
-    }
-    if spec.notification_metadata:
-        params["NotificationMetadata"] = spec.notification_metadata
-    try:
-        autoscaling.put_lifecycle_hook(**params)
-    except (ClientError, BotoCoreError) as e:
-        raise aws.aws_error(
-            e, "autoscaling:PutLifecycleHook", f"PutLifecycleHook {asg_name}/{spec.name}"
-        ) from e
+    aws.put_lifecycle_hook(
+        autoscaling,
+        asg_name,
+        spec.name,
+        transition=TERMINATING,
+        heartbeat_timeout=spec.heartbeat_timeout,
+        default_result=DEFAULT_RESULT,
+        notification_metadata=spec.notification_metadata,
+    )
 
 
 def sync_hooks(autoscaling: aws.Client, settings: Settings, trigger: str = "") -> HookSync:

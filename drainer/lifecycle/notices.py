@@ -16,12 +16,12 @@ import logging
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from drainer.aws import Client
+from drainer import aws
+from drainer.errors import AwsError
 from drainer.lifecycle.events import TERMINATE_HOOK_TRIGGER, LifecycleEvent
 
 log = logging.getLogger(__name__)
 
-_SUBJECT_LIMIT = 99  # SNS subjects: under 100 printable ASCII characters, one line
 _TITLES = {
     "drained": "drained",
     "no_node": "had no node to drain",
@@ -122,22 +122,12 @@ def _attributes(event: Subject, result: str, cluster: str) -> dict[str, str]:
     return {k: v for k, v in values.items() if v}
 
 
-def publish(sns: Client, topic: str, notice: Notice) -> bool:
+def publish(sns: aws.Client, topic: str, notice: Notice) -> bool:
     """Send the notice; False (and a log line) when it could not be sent."""
-    from botocore.exceptions import BotoCoreError, ClientError
-
     subject, text, attributes = notice
-    printable = "".join(c if " " <= c <= "~" else "?" for c in subject)[:_SUBJECT_LIMIT]
     try:
-        sns.publish(
-            TopicArn=topic,
-            Subject=printable,
-            Message=text,
-            MessageAttributes={
-                k: {"DataType": "String", "StringValue": v} for k, v in attributes.items()
-            },
-        )
-    except (BotoCoreError, ClientError) as e:
+        aws.publish_to_topic(sns, topic, subject, text, attributes)
+    except AwsError as e:
         log.warning("could not send the drain notice to %s: %s", topic, e)
         return False
     return True

@@ -18,16 +18,15 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from botocore.exceptions import BotoCoreError, ClientError
+from drainer import aws
+from drainer.errors import AwsError
 
 log = logging.getLogger(__name__)
 
-Client = Any
 CLUSTER_TAG = "elbv2.k8s.aws/cluster"
 """The tag the AWS Load Balancer Controller puts on the target groups it makes."""
 GONE = ("unused",)
 """A target in this state is no target at all (deregistered, or never registered)."""
-_TAGS_PER_CALL = 20  # DescribeTags takes at most 20 ARNs
 
 
 @dataclass(frozen=True)
@@ -56,43 +55,27 @@ class TargetWait:
         )
 
 
-def cluster_target_groups(elbv2: Client, cluster: str) -> list[str]:
+def cluster_target_groups(elbv2: aws.Client, cluster: str) -> list[str]:
     """The ARNs of the target groups tagged for `cluster` by the controller."""
-    arns = [
-        group["TargetGroupArn"]
-        for page in elbv2.get_paginator("describe_target_groups").paginate()
-        for group in page["TargetGroups"]
-    ]
-    tagged = []
-    for start in range(0, len(arns), _TAGS_PER_CALL):
-        answer = elbv2.describe_tags(ResourceArns=arns[start : start + _TAGS_PER_CALL])
-        for described in answer["TagDescriptions"]:
-            tags = {t["Key"]: t.get("Value", "") for t in described.get("Tags", [])}
-            if tags.get(CLUSTER_TAG) == cluster:
-                tagged.append(described["ResourceArn"])
-    return tagged
+    tags = aws.target_group_tags(elbv2, aws.target_group_arns(elbv2))
+    return [arn for arn, tagged in tags.items() if tagged.get(CLUSTER_TAG) == cluster]
 
 
-def _targets(elbv2: Client, group: str, instance: str) -> list[dict[str, Any]]:
+def _targets(elbv2: aws.Client, group: str, instance: str) -> list[dict[str, Any]]:
     """The instance's targets in the group (one per port), with their state."""
-    from drainer.aws import error_code
-
-    try:
-        answer = elbv2.describe_target_health(TargetGroupArn=group)
-    except ClientError as e:
-        if error_code(e) == "TargetGroupNotFound":
-            log.warning("target group %s not found (deleted, or a mistyped ARN)", group)
-            return []  # nothing to wait for
-        raise
+    described = aws.target_health(elbv2, group)
+    if described is None:
+        log.warning("target group %s not found (deleted, or a mistyped ARN)", group)
+        return []  # nothing to wait for
     return [
         d
-        for d in answer["TargetHealthDescriptions"]
+        for d in described
         if d["Target"]["Id"] == instance and d["TargetHealth"]["State"] not in GONE
     ]
 
 
 def leave_target_groups(
-    elbv2: Client,
+    elbv2: aws.Client,
     instance: str,
     cluster: str,
     extra: Iterable[str],
@@ -117,19 +100,15 @@ def leave_target_groups(
             sleep(min(poll, 2.0**looks, max(0.0, until - clock())))
             looks += 1
             pending = [g for g in pending if _targets(elbv2, g, instance)]
-    except (BotoCoreError, ClientError) as e:
+    except AwsError as e:
         log.warning("could not take %s out of its target groups: %s", instance, e)
         return TargetWait(seconds=clock() - started, error=str(e)[:300])
     return TargetWait(list(holding), deregistered, pending, clock() - started)
 
 
-def _deregister(elbv2: Client, group: str, targets: list[dict[str, Any]]) -> bool:
+def _deregister(elbv2: aws.Client, group: str, targets: list[dict[str, Any]]) -> bool:
     """Deregister the targets still registered (not already draining); True if any."""
-    registered = [
-        {k: v for k, v in t["Target"].items() if k in ("Id", "Port", "AvailabilityZone")}
-        for t in targets
-        if t["TargetHealth"]["State"] != "draining"
-    ]
+    registered = [t["Target"] for t in targets if t["TargetHealth"]["State"] != "draining"]
     if registered:
-        elbv2.deregister_targets(TargetGroupArn=group, Targets=registered)
+        aws.deregister_targets(elbv2, group, registered)
     return bool(registered)

@@ -105,17 +105,15 @@ client's own retries: 2-4 s, doubling to 30 s, never before a Retry-After."""
 
 def eks_kube(session: Any, region: str) -> KubeFactory:
     """Build Kube clients for EKS clusters with IAM tokens from this session."""
-    from drainer.k8s.auth import TokenSource
-
     # One token source per cluster for the container's life: its STS client is built
     # once and a token stays in use until it needs refreshing, across invocations.
-    sources: dict[str, TokenSource] = {}
+    sources: dict[str, aws.TokenSource] = {}
     lock = threading.Lock()
 
-    def token_source(cluster_name: str) -> TokenSource:
+    def token_source(cluster_name: str) -> aws.TokenSource:
         with lock:
             if cluster_name not in sources:
-                sources[cluster_name] = TokenSource(session, cluster_name, region)
+                sources[cluster_name] = aws.TokenSource(session, cluster_name, region)
             return sources[cluster_name]
 
     def factory(cluster: aws.ClusterInfo, cluster_name: str, settings: Settings) -> Kube:

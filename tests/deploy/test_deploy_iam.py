@@ -187,7 +187,7 @@ def drainer_actions(statements: dict[str, dict[str, Any]]) -> set[str]:
 
 
 def test_the_code_calls_what_the_design_says():
-    """A guard on the scanner itself: it must find the calls drainer/aws.py makes."""
+    """A guard on the scanner itself: it must find the calls drainer/aws/ makes."""
     found = {(service, op) for _, service, op in aws_calls()}
     assert ("lambda", "Invoke") in found
     assert ("autoscaling", "CompleteLifecycleAction") in found

@@ -16,7 +16,7 @@ import pytest
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
-from drainer.k8s.auth import TokenSource
+from drainer.aws.eks import TokenSource
 from kubesim import DRAINER_GROUP, KubeSim
 from kubesim.testing import Admin, request
 

@@ -1,0 +1,226 @@
+"""Auto Scaling: lifecycle hooks, a group's tags, and the lifecycle action itself
+(its heartbeat and its completion)."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from botocore.exceptions import ClientError
+
+from drainer.aws.errors import (
+    ANSWERED_OR_UNREACHED,
+    AWS_FAILURES,
+    error_code,
+    error_message,
+    translate,
+)
+from drainer.aws.session import Client
+from drainer.aws.tags import tag_map
+from drainer.errors import LifecycleActionGone, PermanentAwsError
+
+log = logging.getLogger(__name__)
+
+LIFECYCLE_ACTION_MAX_SECONDS = 172800
+"""48 hours: the longest a lifecycle action may last, heartbeats or not (the hook's
+GlobalTimeout is at most this)."""
+LIFECYCLE_RESULTS = ("CONTINUE", "ABANDON")
+_ACTION_GONE = "No active Lifecycle Action"
+
+
+class LifecycleAction(Protocol):
+    """The lifecycle action a heartbeat or a completion is for (a LifecycleEvent is one)."""
+
+    @property
+    def asg_name(self) -> str: ...
+
+    @property
+    def hook_name(self) -> str: ...
+
+    @property
+    def action_token(self) -> str: ...
+
+    @property
+    def instance_id(self) -> str: ...
+
+
+@dataclass(frozen=True)
+class HookInfo:
+    """A lifecycle hook's timing and defaults, from DescribeLifecycleHooks."""
+
+    name: str
+    asg_name: str
+    heartbeat_timeout: int
+    """Seconds the instance waits without a heartbeat before DefaultResult applies."""
+    default_result: str
+    notification_metadata: str
+    global_timeout: int | None
+    """Seconds the action may last in all, heartbeats or not (min(100 x heartbeat, 48 h));
+    None when DescribeLifecycleHooks does not say."""
+
+    @property
+    def global_timeout_seconds(self) -> int:
+        """The GlobalTimeout, or AWS's rule for it when the answer has none."""
+        if self.global_timeout is not None:
+            return self.global_timeout
+        return min(100 * self.heartbeat_timeout, LIFECYCLE_ACTION_MAX_SECONDS)
+
+    @property
+    def heartbeat_interval(self) -> float:
+        """How often to heartbeat: half the timeout, so one lost beat is survivable."""
+        return self.heartbeat_timeout / 2
+
+
+def describe_hook(autoscaling: Client, asg_name: str, hook_name: str) -> dict[str, Any] | None:
+    """One lifecycle hook of an Auto Scaling group as Auto Scaling describes it;
+    None when the group has no hook of that name."""
+    what = f"DescribeLifecycleHooks {asg_name}/{hook_name}"
+    try:
+        response = autoscaling.describe_lifecycle_hooks(
+            AutoScalingGroupName=asg_name, LifecycleHookNames=[hook_name]
+        )
+    except AWS_FAILURES as e:
+        raise translate(e, "autoscaling:DescribeLifecycleHooks", what) from e
+    for hook in response.get("LifecycleHooks", []):
+        if hook.get("LifecycleHookName") == hook_name:
+            return dict(hook)
+    return None
+
+
+def lifecycle_hook(autoscaling: Client, asg_name: str, hook_name: str) -> HookInfo:
+    """Describe one lifecycle hook of an Auto Scaling group."""
+    hook = describe_hook(autoscaling, asg_name, hook_name)
+    if hook is None:
+        raise PermanentAwsError(
+            f"DescribeLifecycleHooks {asg_name}/{hook_name}: Auto Scaling group {asg_name!r} "
+            f"has no lifecycle hook {hook_name!r} (deleted while the instance waited?)"
+        )
+    global_timeout = hook.get("GlobalTimeout")
+    return HookInfo(
+        name=hook_name,
+        asg_name=asg_name,
+        heartbeat_timeout=int(hook.get("HeartbeatTimeout", 3600)),
+        default_result=str(hook.get("DefaultResult", "ABANDON")),
+        notification_metadata=str(hook.get("NotificationMetadata", "") or ""),
+        global_timeout=int(global_timeout) if global_timeout is not None else None,
+    )
+
+
+def asg_tags(autoscaling: Client, asg_name: str) -> dict[str, str]:
+    """The Auto Scaling group's tags; empty when the group does not exist (any more)."""
+    try:
+        response = autoscaling.describe_auto_scaling_groups(AutoScalingGroupNames=[asg_name])
+    except AWS_FAILURES as e:
+        raise translate(
+            e, "autoscaling:DescribeAutoScalingGroups", f"DescribeAutoScalingGroups {asg_name}"
+        ) from e
+    for group in response.get("AutoScalingGroups", []):
+        if group.get("AutoScalingGroupName") == asg_name:
+            return tag_map(group.get("Tags", []))
+    return {}
+
+
+def groups_with_tag(autoscaling: Client, key: str, value: str) -> dict[str, dict[str, str]]:
+    """Every Auto Scaling group tagged `key`=`value`, all pages: name -> its tags."""
+    groups: dict[str, dict[str, str]] = {}
+    try:
+        pages = autoscaling.get_paginator("describe_auto_scaling_groups").paginate(
+            Filters=[{"Name": f"tag:{key}", "Values": [value]}]
+        )
+        for page in pages:
+            for group in page.get("AutoScalingGroups", []):
+                groups[str(group["AutoScalingGroupName"])] = tag_map(group.get("Tags", []))
+    except ANSWERED_OR_UNREACHED as e:
+        raise translate(
+            e,
+            "autoscaling:DescribeAutoScalingGroups",
+            f"DescribeAutoScalingGroups tagged {key}={value}",
+        ) from e
+    return groups
+
+
+def put_lifecycle_hook(
+    autoscaling: Client,
+    asg_name: str,
+    hook_name: str,
+    *,
+    transition: str,
+    heartbeat_timeout: int,
+    default_result: str,
+    notification_metadata: str,
+) -> None:
+    """Create the group's lifecycle hook, or replace the one of that name."""
+    params: dict[str, Any] = {
+        "AutoScalingGroupName": asg_name,
+        "LifecycleHookName": hook_name,
+        "LifecycleTransition": transition,
+        "HeartbeatTimeout": heartbeat_timeout,
+        "DefaultResult": default_result,
+    }
+    if notification_metadata:
+        params["NotificationMetadata"] = notification_metadata
+    try:
+        autoscaling.put_lifecycle_hook(**params)
+    except ANSWERED_OR_UNREACHED as e:
+        raise translate(
+            e, "autoscaling:PutLifecycleHook", f"PutLifecycleHook {asg_name}/{hook_name}"
+        ) from e
+
+
+def _lifecycle_params(action: LifecycleAction) -> dict[str, str]:
+    return {
+        "AutoScalingGroupName": action.asg_name,
+        "LifecycleHookName": action.hook_name,
+        "LifecycleActionToken": action.action_token,
+        "InstanceId": action.instance_id,
+    }
+
+
+def record_heartbeat(autoscaling: Client, action: LifecycleAction) -> None:
+    """Extend the lifecycle action by the hook's HeartbeatTimeout.
+
+    LifecycleActionGone when Auto Scaling no longer has the action (completed by
+    someone else, or timed out): there is nothing left to keep alive.
+    """
+    what = f"RecordLifecycleActionHeartbeat {action.asg_name}/{action.instance_id}"
+    try:
+        autoscaling.record_lifecycle_action_heartbeat(**_lifecycle_params(action))
+    except ClientError as e:
+        if error_code(e) == "ValidationError" and _ACTION_GONE in error_message(e):
+            raise LifecycleActionGone(
+                f"lifecycle action {action.action_token} of {action.instance_id} is no "
+                f"longer active: {error_message(e)}"
+            ) from e
+        raise translate(e, "autoscaling:RecordLifecycleActionHeartbeat", what) from e
+    except AWS_FAILURES as e:
+        raise translate(e, "autoscaling:RecordLifecycleActionHeartbeat", what) from e
+
+
+def complete_lifecycle_action(autoscaling: Client, action: LifecycleAction, result: str) -> bool:
+    """Tell Auto Scaling to go on with CONTINUE or ABANDON.
+
+    True when completed now; False when the action was already gone (a
+    ValidationError: someone completed it, or it timed out), which is worth a log
+    line but is not an error: the instance is going either way.
+    """
+    if result not in LIFECYCLE_RESULTS:
+        raise ValueError(f"lifecycle action result must be CONTINUE or ABANDON, not {result!r}")
+    what = f"CompleteLifecycleAction {action.asg_name}/{action.instance_id}"
+    try:
+        autoscaling.complete_lifecycle_action(
+            **_lifecycle_params(action), LifecycleActionResult=result
+        )
+    except ClientError as e:
+        if error_code(e) == "ValidationError":
+            log.warning(
+                "lifecycle action of %s was already gone when completing with %s: %s",
+                action.instance_id,
+                result,
+                error_message(e),
+            )
+            return False
+        raise translate(e, "autoscaling:CompleteLifecycleAction", what) from e
+    except AWS_FAILURES as e:
+        raise translate(e, "autoscaling:CompleteLifecycleAction", what) from e
+    return True

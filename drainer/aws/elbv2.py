@@ -1,0 +1,73 @@
+"""Elastic Load Balancing v2: the target groups, their tags and targets, and taking
+an instance out of one."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from drainer.aws.errors import ANSWERED_OR_UNREACHED, error_code, translate
+from drainer.aws.session import Client
+from drainer.aws.tags import tag_map
+
+_TAGS_PER_CALL = 20  # DescribeTags takes at most 20 ARNs
+_TARGET_KEYS = ("Id", "Port", "AvailabilityZone")
+"""What DeregisterTargets takes of a target that DescribeTargetHealth described."""
+
+
+def target_group_arns(elbv2: Client) -> list[str]:
+    """The ARNs of every target group in the region, all pages."""
+    try:
+        return [
+            group["TargetGroupArn"]
+            for page in elbv2.get_paginator("describe_target_groups").paginate()
+            for group in page["TargetGroups"]
+        ]
+    except ANSWERED_OR_UNREACHED as e:
+        raise translate(
+            e, "elasticloadbalancing:DescribeTargetGroups", "DescribeTargetGroups"
+        ) from e
+
+
+def target_group_tags(elbv2: Client, arns: list[str]) -> dict[str, dict[str, str]]:
+    """The tags of each target group in `arns`: ARN -> its tags."""
+    tags: dict[str, dict[str, str]] = {}
+    for start in range(0, len(arns), _TAGS_PER_CALL):
+        try:
+            answer = elbv2.describe_tags(ResourceArns=arns[start : start + _TAGS_PER_CALL])
+        except ANSWERED_OR_UNREACHED as e:
+            raise translate(e, "elasticloadbalancing:DescribeTags", "DescribeTags") from e
+        for described in answer["TagDescriptions"]:
+            tags[described["ResourceArn"]] = tag_map(described.get("Tags", []))
+    return tags
+
+
+def target_health(elbv2: Client, group: str) -> list[dict[str, Any]] | None:
+    """The group's TargetHealthDescriptions (each target, with its state); None when
+    ELB does not know the group (deleted, or a mistyped ARN)."""
+    what = f"DescribeTargetHealth {group}"
+    try:
+        answer = elbv2.describe_target_health(TargetGroupArn=group)
+    except ClientError as e:
+        if error_code(e) == "TargetGroupNotFound":
+            return None
+        raise translate(e, "elasticloadbalancing:DescribeTargetHealth", what) from e
+    except ANSWERED_OR_UNREACHED as e:
+        raise translate(e, "elasticloadbalancing:DescribeTargetHealth", what) from e
+    return list(answer["TargetHealthDescriptions"])
+
+
+def deregister_targets(elbv2: Client, group: str, targets: Iterable[Mapping[str, Any]]) -> None:
+    """Take `targets` (the "Target" of a TargetHealthDescription) out of the group;
+    ELB then drains them for the group's deregistration delay."""
+    try:
+        elbv2.deregister_targets(
+            TargetGroupArn=group,
+            Targets=[{k: v for k, v in t.items() if k in _TARGET_KEYS} for t in targets],
+        )
+    except ANSWERED_OR_UNREACHED as e:
+        raise translate(
+            e, "elasticloadbalancing:DeregisterTargets", f"DeregisterTargets {group}"
+        ) from e
