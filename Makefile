@@ -13,9 +13,11 @@ $(STAMP): requirements.txt requirements-dev.txt
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
 	touch $(STAMP)
 
+# lint-imports: the layers of drainer/ (pyproject.toml [tool.importlinter], docs/ARCHITECTURE.md).
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/lint-imports --no-cache
 
 types: $(STAMP)
 	$(VENV)/bin/mypy
