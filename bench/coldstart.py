@@ -48,7 +48,7 @@ t0 = time.perf_counter()
 import drainer.handler
 t1 = time.perf_counter()
 from drainer import aws, handler
-from drainer.lifecycle import workflow
+from drainer.lifecycle.clients import eks_kube
 settings = handler.load_settings(os.environ)
 t2 = time.perf_counter()
 session = aws.Session(region_name="us-east-1")  # what the handler builds
@@ -58,7 +58,7 @@ cluster = aws.ClusterInfo(
     name="bench", endpoint="https://127.0.0.1:1", certificate_authority_data={ca!r},
     status="ACTIVE", arn="arn:aws:eks:us-east-1:123456789012:cluster/bench",
 )
-kube = workflow.eks_kube(session, "us-east-1")(cluster, "bench", settings)
+kube = eks_kube(session, "us-east-1")(cluster, "bench", settings)
 t4 = time.perf_counter()
 from drainer.aws.eks import TokenSource
 TokenSource(session, "bench", "us-east-1").token()

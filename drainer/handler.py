@@ -19,6 +19,7 @@ from drainer import aws, logs
 from drainer.engine.report import EVENT_LEVELS, Kind
 from drainer.errors import AwsError, SettingsError
 from drainer.lifecycle import hooks, notices, spot
+from drainer.lifecycle.clients import KubeFactory, eks_kube
 from drainer.lifecycle.events import (
     TERMINATE_HOOK_TRIGGER,
     HookSyncEvent,
@@ -29,15 +30,11 @@ from drainer.lifecycle.events import (
     parse_event,
     with_handover,
 )
+from drainer.lifecycle.job import Run
 from drainer.lifecycle.outcomes import lifecycle_result
+from drainer.lifecycle.scale_in import drain_instance
 from drainer.lifecycle.settings import Settings, TimeoutPolicy
-from drainer.lifecycle.workflow import (
-    Invocation,
-    KubeFactory,
-    Run,
-    drain_instance,
-    eks_kube,
-)
+from drainer.lifecycle.window import Invocation
 from drainer.outcome import Outcome
 
 log = logging.getLogger(__name__)

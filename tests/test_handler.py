@@ -15,8 +15,8 @@ from drainer import aws, handler
 from drainer.engine.report import DrainReport
 from drainer.errors import AwsError, SettingsError
 from drainer.lifecycle.events import LifecycleEvent, parse_event
+from drainer.lifecycle.job import Run
 from drainer.lifecycle.settings import Settings
-from drainer.lifecycle.workflow import Run
 from drainer.outcome import Outcome
 
 
@@ -73,7 +73,7 @@ def test_invalid_setting__fails_naming_the_variable(
 def test_work_time__never_hands_over_without_progress(
     remaining: float, margin: float, expected: float
 ) -> None:
-    from drainer.lifecycle.workflow import work_time
+    from drainer.lifecycle.window import work_time
 
     assert work_time(remaining, margin) == expected
 

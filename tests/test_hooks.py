@@ -16,7 +16,7 @@ from typing import Any
 import boto3
 import pytest
 
-from drainer.lifecycle import hooks
+from drainer.lifecycle import admission, hooks
 from drainer.lifecycle.settings import Settings
 
 REGION = "us-east-1"
@@ -310,7 +310,7 @@ def test_summary_line__one_json_line_of_what_was_done(
     ],
 )
 def test_tag_admits(tags: dict[str, str], admitted: bool, why: str) -> None:
-    assert hooks.tag_admits(tags, settings()) == (admitted, why)
+    assert admission.tag_admits(tags, settings()) == (admitted, why)
 
 
 # --- through the Lambda handler -----------------------------------------------------------

@@ -41,22 +41,17 @@ from drainer.k8s.kube import Kube
 from drainer.lifecycle import notices, spot
 from drainer.lifecycle.events import (
     SPOT_NOTICE_SECONDS,
+    SPOT_TRIGGERS,
     TERMINATE_HOOK_TRIGGER,
     Skip,
     SpotEvent,
     SpotKind,
     parse_event,
 )
+from drainer.lifecycle.follow import FOLLOW_POLL_SECONDS, FOLLOW_SLACK_SECONDS, follow_drain
+from drainer.lifecycle.job import Run, Tools
 from drainer.lifecycle.settings import Settings
-from drainer.lifecycle.workflow import (
-    FOLLOW_POLL_SECONDS,
-    FOLLOW_SLACK_SECONDS,
-    SPOT_TRIGGERS,
-    Deadline,
-    Run,
-    Tools,
-    follow_drain,
-)
+from drainer.lifecycle.window import Deadline
 from drainer.outcome import Outcome
 from kubesim import KubeSim
 from kubesim import testing as k
@@ -689,7 +684,7 @@ def test_follow_drain__stale_record__waits_the_slack_then_none_so_the_caller_dra
 ) -> None:
     kube = ScriptedNode(_draining(until=NOW + 20))  # its invocation died: never ends
     clock = FakeClock(NOW + 5)
-    caplog.set_level(logging.WARNING, logger="drainer.lifecycle.workflow")
+    caplog.set_level(logging.WARNING, logger="drainer.lifecycle.follow")
 
     run = _follow(kube, clock)
 

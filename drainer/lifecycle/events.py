@@ -19,7 +19,7 @@ A drain can outlast one Lambda invocation. The handler then re-invokes the funct
 with the original event plus a top-level "drainer" key (`with_handover`), which
 `parse_event` reads back into `LifecycleEvent.handover`. Anyone allowed to invoke
 the function can write that key, so it is only a claim: its numbers are bounded
-here, and the drain's deadline never comes from it (workflow.effective_deadline
+here, and the drain's deadline never comes from it (window.effective_deadline
 counts from the event's own time).
 """
 
@@ -144,6 +144,10 @@ event's is its SpotKind)."""
 class SpotKind(StrEnum):
     INTERRUPTION = "spot-interruption"
     REBALANCE = "rebalance-recommendation"
+
+
+SPOT_TRIGGERS = frozenset(str(kind) for kind in SpotKind)
+"""What the node's record says began a spot event's drain."""
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,7 @@ from typing import Any
 
 from drainer import aws, logs
 from drainer.errors import AwsError
+from drainer.lifecycle.admission import tag_admits
 from drainer.lifecycle.events import TERMINATING
 from drainer.lifecycle.settings import Settings
 
@@ -96,22 +97,6 @@ class HookSync:
             "skipped": dict(self.skipped),
             "failed": dict(self.failed),
         }
-
-
-def tag_admits(tags: Mapping[str, str], settings: Settings) -> tuple[bool, str]:
-    """Does ASG_TAG admit a group with these tags? (admitted, why not). A group
-    tagged for another cluster than CLUSTER_NAME is not admitted."""
-    pair = settings.asg_tag_pair
-    if pair is None:
-        return False, "ASG_TAG is not set"
-    key, value = pair
-    if tags.get(key) != value:
-        return False, f"not tagged {key}={value}"
-    if settings.cluster_name:
-        owner = aws.cluster_name_for("", tags, settings.cluster_name)
-        if owner and owner != settings.cluster_name:
-            return False, f"tagged for cluster {owner}, not {settings.cluster_name}"
-    return True, ""
 
 
 def tagged_groups(autoscaling: aws.Client, settings: Settings) -> tuple[list[str], dict[str, str]]:

@@ -519,7 +519,7 @@ class Settings:
         """ALLOWED_ASGS: may the function act on this Auto Scaling group's instances,
         by its name alone? True for any group when neither ALLOWED_ASGS nor ASG_TAG is
         set; a group admitted by ASG_TAG only needs its tags read
-        (drainer.workflow.group_refused)."""
+        (drainer/lifecycle/admission.py: group_refused)."""
         if not self.allowed_asgs and not self.asg_tag:
             return True
         return asg_name in self.allowed_asgs

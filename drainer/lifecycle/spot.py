@@ -15,7 +15,7 @@ first decides whether the instance is one of ours: in an Auto Scaling group the
 function covers, and of its cluster. The drain records what began it and its
 deadline on the node (drainer/k8s/cordon.py); the terminate hook's event that follows
 for the same instance waits for that drain instead of starting another
-(workflow.follow_drain).
+(drainer/lifecycle/follow.py).
 """
 
 from __future__ import annotations
@@ -31,29 +31,20 @@ from drainer.engine.report import DrainEvent
 from drainer.errors import ClusterNotFound, InstanceNotFound, KubeError
 from drainer.k8s.cordon import cordon_patch, live_drain
 from drainer.k8s.nodes import find_node_object
+from drainer.lifecycle.admission import group_refused, group_tags
+from drainer.lifecycle.clients import KubeFactory
 from drainer.lifecycle.events import (
     SPOT_NOTICE_SECONDS,
+    SPOT_TRIGGERS,
     TERMINATE_HOOK_TRIGGER,
     Skip,
     SpotEvent,
     SpotKind,
 )
+from drainer.lifecycle.job import DrainJob, Plan, Run, Tools, jitter
+from drainer.lifecycle.runner import run_job
 from drainer.lifecycle.settings import Settings
-from drainer.lifecycle.workflow import (
-    SPOT_TRIGGERS,
-    Deadline,
-    Invocation,
-    KubeFactory,
-    Plan,
-    Run,
-    Tools,
-    drain_and_leave,
-    group_refused,
-    group_tags,
-    hand_over_at,
-    jitter,
-    log_deadline,
-)
+from drainer.lifecycle.window import Deadline, Invocation, Window, hand_over_at, log_deadline
 from drainer.outcome import Outcome
 
 log = logging.getLogger(__name__)
@@ -184,7 +175,7 @@ def drain(
         run = _cordon(tools, found, cluster)
     else:
         plan = plan_for(found, settings, deadline, started)
-        run = drain_and_leave(tools, found.identity, cluster, deadline, None, plan=plan)
+        run = run_job(tools, DrainJob(found.identity, cluster, Window(deadline), plan))
     return replace(run, cluster=found.cluster, started_at=started, deadline=deadline)
 
 

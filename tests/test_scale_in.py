@@ -29,7 +29,7 @@ from drainer import aws
 from drainer.engine.report import DrainReport
 from drainer.k8s.cordon import PROGRESS_ANNOTATION
 from drainer.k8s.kube import Kube, RetryPolicy
-from drainer.lifecycle import workflow
+from drainer.lifecycle import admission, runner, scale_in, window
 from drainer.lifecycle.events import (
     TERMINATE_HOOK_TRIGGER,
     Handover,
@@ -37,8 +37,10 @@ from drainer.lifecycle.events import (
     parse_event,
     with_handover,
 )
+from drainer.lifecycle.job import Run
+from drainer.lifecycle.runner import API_RETRY
 from drainer.lifecycle.settings import Settings, TimeoutPolicy
-from drainer.lifecycle.workflow import API_RETRY, Deadline, Invocation, Run
+from drainer.lifecycle.window import Deadline, Invocation
 from drainer.outcome import Outcome
 from kubesim import KubeSim
 from kubesim.faults import Fault
@@ -90,7 +92,7 @@ class Scene:
         event: LifecycleEvent | None = None,
         invocation: Invocation | None = None,
     ) -> Run:
-        return workflow.drain_instance(
+        return scale_in.drain_instance(
             event or self.event,
             settings,
             self.clients,
@@ -197,7 +199,7 @@ def test_effective_deadline__the_earlier_of_the_drain_timeout_and_the_hooks_limi
     event = _event(load_event, WAITED_AT)
     started_at = WAITED_AT_EPOCH + waited
 
-    deadline = workflow.effective_deadline(started_at, event, hook, Settings())
+    deadline = window.effective_deadline(started_at, event, hook, Settings())
 
     assert deadline == Deadline(started_at + expected_in, source)
 
@@ -214,7 +216,7 @@ def test_effective_deadline__unusable_event_time__counts_from_the_drain_start(
 ) -> None:
     event = _event(load_event, time_text)
 
-    deadline = workflow.effective_deadline(WAITED_AT_EPOCH, event, _hook(1800), Settings())
+    deadline = window.effective_deadline(WAITED_AT_EPOCH, event, _hook(1800), Settings())
 
     assert deadline.at == WAITED_AT_EPOCH + 1740
 
@@ -225,7 +227,7 @@ def test_effective_deadline__margin_is_the_setting(
     event = _event(load_event, WAITED_AT)
     settings = Settings(global_timeout_margin_seconds=300)
 
-    deadline = workflow.effective_deadline(WAITED_AT_EPOCH, event, _hook(1800), settings)
+    deadline = window.effective_deadline(WAITED_AT_EPOCH, event, _hook(1800), settings)
 
     assert deadline == Deadline(
         WAITED_AT_EPOCH + 1500, "lifecycle hook GlobalTimeout (1800 s) minus 300 s margin"
@@ -249,11 +251,11 @@ margins = st.integers(min_value=0, max_value=3600)
 def test_work_time__within_the_invocation_and_never_without_progress(
     remaining: float, margin: float
 ) -> None:
-    work = workflow.work_time(remaining, margin)
+    work = window.work_time(remaining, margin)
 
     assert work <= remaining, "never past the invocation's own time"
-    assert work >= min(remaining / 2, workflow.MIN_WORK_SECONDS), "a few seconds of progress"
-    if remaining - margin >= workflow.MIN_WORK_SECONDS:
+    assert work >= min(remaining / 2, window.MIN_WORK_SECONDS), "a few seconds of progress"
+    if remaining - margin >= window.MIN_WORK_SECONDS:
         assert work == remaining - margin, "the margin kept for the hand-over"
 
 
@@ -277,8 +279,8 @@ def test_effective_deadline__every_delivery_of_one_action__the_same_earlier_of_t
     settings = Settings(drain_timeout_seconds=timeout, global_timeout_margin_seconds=margin)
     hook = _hook(global_timeout)
 
-    first = workflow.effective_deadline(WAITED_AT_EPOCH + waited, event, hook, settings)
-    again = workflow.effective_deadline(WAITED_AT_EPOCH + waited + later, event, hook, settings)
+    first = window.effective_deadline(WAITED_AT_EPOCH + waited, event, hook, settings)
+    again = window.effective_deadline(WAITED_AT_EPOCH + waited + later, event, hook, settings)
 
     assert first == again, "a hand-over or a retry keeps the first delivery's deadline"
     assert first.at == WAITED_AT_EPOCH + min(timeout, global_timeout - margin)
@@ -293,7 +295,7 @@ def test_effective_deadline__event_time_after_the_start__counts_from_the_start(
     started_at = WAITED_AT_EPOCH - skew  # the writer's clock ahead of this invocation's
     settings = Settings(drain_timeout_seconds=timeout, global_timeout_margin_seconds=margin)
 
-    deadline = workflow.effective_deadline(started_at, event, _hook(172800), settings)
+    deadline = window.effective_deadline(started_at, event, _hook(172800), settings)
 
     assert deadline.at == started_at + min(timeout, 172800 - margin), "later, never earlier"
 
@@ -436,12 +438,12 @@ DEADLINE = Deadline(0.0, "lifecycle hook GlobalTimeout (1800 s) minus 60 s margi
 def test_result_for__each_outcome__its_result_and_message(
     report: DrainReport, result: Outcome, message: str
 ) -> None:
-    assert workflow.result_for(report, DEADLINE, Settings()) == (result, message)
+    assert runner.result_for(report, DEADLINE, Settings()) == (result, message)
 
 
 def test_result_for__covers_every_outcome() -> None:
     for outcome in Outcome:
-        workflow.result_for(DrainReport("n", outcome), DEADLINE, Settings())
+        runner.result_for(DrainReport("n", outcome), DEADLINE, Settings())
 
 
 # --- before a drain can start --------------------------------------------------------------
@@ -485,7 +487,7 @@ def test_asg_tagged_but_not_named__drained(scene_for: Callable[..., Scene]) -> N
     run = scene.drain(settings, time.time)
 
     assert run.result == Outcome.DRAINED, run.message
-    assert not workflow.group_refused(settings, scene.clients.autoscaling, scene.group.asg_name)
+    assert not admission.group_refused(settings, scene.clients.autoscaling, scene.group.asg_name)
 
 
 @pytest.mark.parametrize(

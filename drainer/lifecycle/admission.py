@@ -1,0 +1,66 @@
+"""Whether an instance is the function's to drain, and of which cluster: the rules
+every trigger applies before it acts (ALLOWED_ASGS, ASG_TAG, the cluster's name)."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Mapping
+
+from drainer import aws
+from drainer.lifecycle.events import LifecycleEvent
+from drainer.lifecycle.settings import Settings
+
+Tags = Callable[[], Mapping[str, str]]
+
+
+def group_tags(autoscaling: aws.Client, asg_name: str) -> Tags:
+    """The group's tags, read on first use and at most once (one invocation's view:
+    the group check, the cluster and the spot path share the one call)."""
+    return functools.cache(lambda: aws.asg_tags(autoscaling, asg_name))
+
+
+def group_refused(
+    settings: Settings, autoscaling: aws.Client, asg_name: str, *, tags: Tags | None = None
+) -> str:
+    """Why the function may not act on this Auto Scaling group's instances; "" when
+    it may: named in ALLOWED_ASGS, or carrying ASG_TAG and not tagged for another
+    cluster, or neither setting set (any group)."""
+    if settings.allows_group(asg_name):
+        return ""
+    named = ", ".join(sorted(settings.allowed_asgs)) or "none"
+    why = f"Auto Scaling group {asg_name} is not in ALLOWED_ASGS ({named})"
+    if settings.asg_tag:
+        read = tags or group_tags(autoscaling, asg_name)
+        admitted, reason = tag_admits(read(), settings)
+        if admitted:
+            return ""
+        why += f" and ASG_TAG {settings.asg_tag} does not admit it ({reason})"
+    return why
+
+
+def tag_admits(tags: Mapping[str, str], settings: Settings) -> tuple[bool, str]:
+    """Does ASG_TAG admit a group with these tags? (admitted, why not). A group
+    tagged for another cluster than CLUSTER_NAME is not admitted."""
+    pair = settings.asg_tag_pair
+    if pair is None:
+        return False, "ASG_TAG is not set"
+    key, value = pair
+    if tags.get(key) != value:
+        return False, f"not tagged {key}={value}"
+    if settings.cluster_name:
+        owner = aws.cluster_name_for("", tags, settings.cluster_name)
+        if owner and owner != settings.cluster_name:
+            return False, f"tagged for cluster {owner}, not {settings.cluster_name}"
+    return True, ""
+
+
+def resolve_cluster(
+    event: LifecycleEvent, hook: aws.HookInfo, settings: Settings, tags: Tags
+) -> str | None:
+    """The instance's EKS cluster: the hook's metadata first, then the group's tags
+    (read only when the metadata names none), then CLUSTER_NAME."""
+    metadata = hook.notification_metadata or event.notification_metadata
+    from_metadata = aws.cluster_name_for(metadata, {}, "")
+    if from_metadata:
+        return from_metadata
+    return aws.cluster_name_for(metadata, tags(), settings.cluster_name)

@@ -1,0 +1,89 @@
+"""Waiting for a drain another invocation began on the same node (a spot event's,
+which the terminate hook's event that follows it must not start again), reading the
+node's record until it ends."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from drainer.k8s.cordon import live_drain, progress_of
+from drainer.k8s.kube import Kube
+from drainer.lifecycle.job import Run, Tools
+from drainer.lifecycle.outcomes import lambda_outcome
+from drainer.outcome import DRAINING, Outcome
+
+log = logging.getLogger(__name__)
+
+FOLLOW_POLL_SECONDS = 2.0
+"""How often an invocation waiting for another's drain reads the node's record."""
+
+# What a drain that another invocation ran means for this one, by the phase it
+# recorded on the node at its end.
+_DRAIN_ENDINGS = frozenset(
+    {Outcome.DRAINED, Outcome.TIMED_OUT, Outcome.FAILED, Outcome.INTERRUPTED}
+)
+"""The phases a drain's record ends in; any other (the record removed, a rebalance's
+cordon) is taken for drained."""
+FOLLOW_SLACK_SECONDS = 10.0
+"""How long past its deadline a followed drain may take to record its end."""
+
+
+def follow_drain(
+    tools: Tools,
+    kube: Kube,
+    node: str,
+    triggers: frozenset[str],
+    *,
+    limit: float,
+    deadline: float,
+    known: dict[str, Any] | None = None,
+) -> Run | None:
+    """When the node's record shows a live drain begun by one of `triggers` (another
+    invocation, for a spot event of the same instance), wait for it to end, reading
+    the record, and take its result: the same drain is not started twice. None when
+    there is no such drain, or it went stale (its invocation died): drain then.
+    `known`: the node as the caller just read it (saves a GET)."""
+    current = known if known is not None else kube.get_node(node)
+    live = live_drain(current or {}, tools.clock(), triggers)
+    if live is None:
+        return None
+    log.info(
+        "a drain begun by the %s event is under way on node %s; waiting for it instead "
+        "of starting another",
+        live.trigger,
+        node,
+        extra={"followed_trigger": live.trigger},
+    )
+    until = min(live.until + FOLLOW_SLACK_SECONDS, limit)
+    while True:
+        if current is None:
+            return Run(Outcome.NO_NODE, f"node {node} went away during the {live.trigger} drain")
+        progress = progress_of(current) or {}
+        phase = str(progress.get("phase", ""))
+        if phase != DRAINING:
+            ended = Outcome(phase) if phase in _DRAIN_ENDINGS else Outcome.DRAINED
+            result = lambda_outcome(ended)
+            return Run(
+                result,
+                f"the drain begun by the {live.trigger} event ended: {phase or 'record removed'}",
+                node=node,
+            )
+        if tools.clock() >= until:
+            break
+        tools.sleep(min(FOLLOW_POLL_SECONDS, max(0.0, until - tools.clock())))
+        current = kube.get_node(node)
+    if until < live.until + FOLLOW_SLACK_SECONDS:  # this drain's own time ran out first
+        result = Outcome.HANDED_OVER if limit < deadline else Outcome.TIMED_OUT
+        return Run(
+            result,
+            f"still waiting for the drain begun by the {live.trigger} event on node {node}",
+            node=node,
+        )
+    log.warning(
+        "the drain begun by the %s event on node %s is past its deadline without an end "
+        "(its invocation stopped); draining it here",
+        live.trigger,
+        node,
+    )
+    return None

@@ -1,0 +1,76 @@
+"""A drain job: what each trigger builds and drainer/lifecycle/runner.py runs.
+
+A trigger (the terminate hook, a spot event) parses its event, decides whether the
+instance is the function's (drainer/lifecycle/admission.py), and builds one
+`DrainJob`: the instance, its cluster, the window of time it has and the plan of
+how it drains. What became of it is a `Run`.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from drainer import aws
+from drainer.engine.options import DrainOptions
+from drainer.engine.report import DrainEvent, DrainReport
+from drainer.lifecycle.clients import KubeFactory
+from drainer.lifecycle.events import Handover
+from drainer.lifecycle.settings import Settings
+from drainer.lifecycle.targets import TargetWait
+from drainer.lifecycle.window import Deadline, Window
+from drainer.outcome import Outcome
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How one drain goes: its engine options, and which drains begun by other
+    invocations for the same instance it waits for rather than start its own."""
+
+    options: DrainOptions
+    follows: frozenset[str]
+
+
+@dataclass(frozen=True)
+class DrainJob:
+    """One drain to run: the instance, its cluster, its window of time and its plan."""
+
+    identity: aws.NodeIdentity
+    cluster: aws.ClusterInfo
+    window: Window
+    plan: Plan
+
+
+@dataclass(frozen=True)
+class Tools:
+    """What the steps of one drain share: settings, clients, and the clock they wait on."""
+
+    settings: Settings
+    clients: aws.AwsClients
+    kube_factory: KubeFactory
+    clock: Callable[[], float]
+    sleep: Callable[[float], None]
+    rng: random.Random
+    on_event: Callable[[DrainEvent], None] | None
+
+
+def jitter() -> random.Random:
+    return random.Random()  # noqa: S311 - jitter, not cryptography
+
+
+@dataclass(frozen=True)
+class Run:
+    """What became of one lifecycle event in this invocation."""
+
+    result: Outcome
+    message: str = ""
+    cluster: str = ""
+    node: str = ""
+    report: DrainReport | None = None
+    heartbeats: int = 0
+    started_at: float = 0.0
+    deadline: Deadline | None = None
+    handover: Handover | None = None  # the next invocation's, when HANDED_OVER
+    action_gone: bool = False  # the heartbeat found the lifecycle action completed or expired
+    targets: TargetWait | None = None  # how the instance left its target groups

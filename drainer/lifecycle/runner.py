@@ -1,0 +1,161 @@
+"""Running a drain job, whatever its trigger: find the node, wait for a drain under
+way or drain it with the engine, start again while the API server fails, then take
+the instance out of its target groups."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+
+from drainer import logs
+from drainer.backoff import Backoff
+from drainer.engine.drain import Drain, RealWaits
+from drainer.engine.report import DrainReport
+from drainer.errors import KubeError, KubeServerError, KubeTooManyRequests
+from drainer.k8s.nodes import find_node_object
+from drainer.lifecycle.follow import follow_drain
+from drainer.lifecycle.job import DrainJob, Run, Tools
+from drainer.lifecycle.outcomes import lambda_outcome
+from drainer.lifecycle.settings import Settings
+from drainer.lifecycle.targets import leave_target_groups
+from drainer.lifecycle.window import Deadline
+from drainer.outcome import Outcome
+
+log = logging.getLogger(__name__)
+
+API_RETRY = Backoff(first=4.0, cap=30.0)
+"""Pauses before the whole drain starts again while the API server fails beyond the
+client's own retries: 2-4 s, doubling to 30 s, never before a Retry-After."""
+
+
+def run_job(tools: Tools, job: DrainJob) -> Run:
+    """Drain the job's node (or wait for the drain under way), then take the instance
+    out of its target groups: every trigger's path once the cluster is known."""
+    run = _with_retries(tools, job)
+    run = _leave_target_groups(tools, run, job)
+    return replace(run, cluster=job.cluster.name)
+
+
+def result_for(report: DrainReport, deadline: Deadline, settings: Settings) -> tuple[Outcome, str]:
+    """The outcome of the engine's report here, and the message that explains it."""
+    result = lambda_outcome(report.outcome)
+    if report.outcome in (Outcome.FAILED, Outcome.INTERRUPTED, Outcome.NO_NODE):
+        return result, report.stopped_by or "; ".join(report.errors)
+    if report.outcome == Outcome.TIMED_OUT:
+        forced = f"; force-deleted {report.forced} pods" if report.forced else ""
+        return result, (
+            f"drain timed out at its deadline, {deadline.source} "
+            f"(TIMEOUT_POLICY={settings.timeout_policy}): {report.timeout_message()}{forced}"
+        )
+    # Pods the API refuses to evict whatever the wait (more than one budget).
+    return result, "; ".join(report.errors)
+
+
+def _with_retries(tools: Tools, job: DrainJob) -> Run:
+    """Drain, starting again while the API server fails beyond the client's own
+    retries (the whole drain is safe to repeat), until time runs out."""
+    window = job.window
+    failures = 0
+    while True:
+        try:
+            return _drain_once(tools, job)
+        except (KubeServerError, KubeTooManyRequests) as e:
+            retry_after = e.retry_after if isinstance(e, KubeTooManyRequests) else None
+            delay = API_RETRY.delay(failures, tools.rng, retry_after)
+            failures += 1
+            if tools.clock() + delay < window.limit:
+                log.warning(
+                    "the API server is failing (%s); starting the drain again in %.0f s",
+                    e,
+                    delay,
+                )
+                tools.sleep(delay)
+                continue
+            if window.hands_over:
+                return Run(Outcome.HANDED_OVER, f"the API server kept failing: {e}")
+            return Run(
+                Outcome.TIMED_OUT,
+                "the API server kept failing until the drain's deadline, "
+                f"{window.deadline.source}: {e}",
+            )
+        except KubeError as e:  # RBAC, TLS, a refused token, ...: retrying will not help
+            return Run(Outcome.FAILED, str(e))
+
+
+def _drain_once(tools: Tools, job: DrainJob) -> Run:
+    """Find the instance's node and drain it, with a fresh client; or wait for the
+    drain another invocation began on it for a spot event."""
+    identity, window = job.identity, job.window
+    kube = tools.kube_factory(job.cluster, job.cluster.name, tools.settings)
+    try:
+        found = find_node_object(
+            kube,
+            identity.private_dns_name,
+            identity.hostname_candidates,
+            identity.provider_id_suffix,
+        )
+        if found is None:
+            return Run(
+                Outcome.NO_NODE,
+                f"no Kubernetes node for instance {identity.instance_id} (PrivateDnsName "
+                f"{identity.private_dns_name or 'none'}): never joined or already gone",
+            )
+        node = str(found["metadata"]["name"])
+        logs.bind(node_name=node)
+        followed = follow_drain(
+            tools,
+            kube,
+            node,
+            job.plan.follows,
+            limit=window.limit,
+            deadline=window.deadline.at,
+            known=found,
+        )
+        if followed is not None:
+            return followed
+        drain = Drain(
+            kube,
+            node,
+            job.plan.options,
+            waits=RealWaits(tools.clock),
+            on_event=tools.on_event,
+            node_uid=str(found["metadata"].get("uid") or ""),
+        )
+        report = drain.run(
+            window.deadline.at, window.stop_at, deadline_source=window.deadline.source
+        )
+    finally:
+        kube.close()
+    result, message = result_for(report, window.deadline, tools.settings)
+    return Run(result, message, node=node, report=report)
+
+
+def _leave_target_groups(tools: Tools, run: Run, job: DrainJob) -> Run:
+    """Once the pods are gone, the instance leaves the load balancers' target groups
+    before CONTINUE (drainer/lifecycle/targets.py), within TARGET_GROUP_WAIT_SECONDS, the
+    deadline and this invocation's time (past which the next one waits on)."""
+    wait = tools.settings.target_group_wait_seconds
+    if run.result not in (Outcome.DRAINED, Outcome.NO_NODE) or wait <= 0:
+        return run
+    window = job.window
+    found = leave_target_groups(
+        tools.clients.elbv2,
+        job.identity.instance_id,
+        job.cluster.name,
+        sorted(tools.settings.target_group_arns),
+        until=min(tools.clock() + wait, window.limit),
+        clock=tools.clock,
+        sleep=tools.sleep,
+    )
+    log.info(
+        "%s",
+        found.describe(),
+        extra={
+            "target_groups": found.groups,
+            "target_wait_seconds": round(found.seconds, 1),
+            "targets_pending": found.pending,
+        },
+    )
+    if found.pending and window.hands_over and tools.clock() >= (window.stop_at or 0.0):
+        return replace(run, result=Outcome.HANDED_OVER, message=found.describe(), targets=found)
+    return replace(run, targets=found)

@@ -1,0 +1,135 @@
+"""The terminate lifecycle hook's trigger: a scale-in (or an instance refresh, a
+health replacement) drains the instance's node while the hook holds it.
+
+Admission (is the group the function's?), the deadline (DRAIN_TIMEOUT_SECONDS from
+the event's time, never past the hook's GlobalTimeout), the cluster (the hook's
+metadata, the group's tags, CLUSTER_NAME) and the plan make one drain job, run with
+a heartbeat that keeps the lifecycle action alive. The deadline counts from the
+lifecycle event's own time, never from a hand-over's claim of when the drain began:
+a forged or corrupted hand-over never brings it, and with it the timeout policy,
+forward. What the Auto Scaling group is then told is the outcome table's
+(drainer/lifecycle/outcomes.py).
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+from drainer import aws, logs
+from drainer.engine.report import DrainEvent
+from drainer.errors import ClusterNotFound, InstanceNotFound
+from drainer.lifecycle.admission import Tags, group_refused, group_tags, resolve_cluster
+from drainer.lifecycle.clients import KubeFactory
+from drainer.lifecycle.events import SPOT_TRIGGERS, TERMINATE_HOOK_TRIGGER, Handover, LifecycleEvent
+from drainer.lifecycle.job import DrainJob, Plan, Run, Tools, jitter
+from drainer.lifecycle.runner import run_job
+from drainer.lifecycle.settings import Settings
+from drainer.lifecycle.window import (
+    Invocation,
+    Window,
+    effective_deadline,
+    hand_over_at,
+    log_deadline,
+)
+from drainer.outcome import Outcome
+
+log = logging.getLogger(__name__)
+
+
+def plan(settings: Settings) -> Plan:
+    """The terminate hook's drain: it waits for a drain a spot event began, and
+    records its trigger and deadline on the node (so a rebalance recommendation
+    that comes meanwhile leaves its record alone)."""
+    options = replace(settings.drain_options(), trigger=TERMINATE_HOOK_TRIGGER)
+    return Plan(options, SPOT_TRIGGERS)
+
+
+@dataclass(frozen=True)
+class _Admitted:
+    """A lifecycle event whose group is the function's, with its hook and window."""
+
+    event: LifecycleEvent
+    hook: aws.HookInfo
+    window: Window
+    tags: Tags
+
+
+def drain_instance(
+    event: LifecycleEvent,
+    settings: Settings,
+    clients: aws.AwsClients,
+    kube_factory: KubeFactory,
+    invocation: Invocation | None,
+    *,
+    clock: Callable[[], float] = time.time,
+    sleep: Callable[[float], None] = time.sleep,
+    rng: random.Random | None = None,
+    on_event: Callable[[DrainEvent], None] | None = None,
+    on_start: Callable[[], None] | None = None,
+) -> Run:
+    """Drain the event's instance, heartbeating its lifecycle action meanwhile.
+    `on_start` is called once the group is known to be ours (the start notice)."""
+    now = clock()
+    started_at = event.handover.started_at if event.handover else now
+    tags = group_tags(clients.autoscaling, event.asg_name)
+    refused = group_refused(settings, clients.autoscaling, event.asg_name, tags=tags)
+    if refused:
+        return Run(
+            Outcome.NOT_ALLOWED,
+            f"{refused}; leaving its lifecycle action alone",
+            started_at=started_at,
+        )
+    if on_start is not None:
+        on_start()
+    hook = aws.lifecycle_hook(clients.autoscaling, event.asg_name, event.hook_name)
+    deadline = effective_deadline(now, event, hook, settings)
+    log_deadline(deadline, clock())
+    tools = Tools(settings, clients, kube_factory, clock, sleep, rng or jitter(), on_event)
+    heartbeat = aws.Heartbeat(clients.autoscaling, event, max(1.0, hook.heartbeat_interval))
+    heartbeat.start()
+    try:
+        window = Window(deadline, hand_over_at(invocation, settings, clock))
+        run = _drain(tools, _Admitted(event, hook, window, tags))
+    finally:
+        heartbeat.stop()
+    if heartbeat.gone:
+        log.info("the lifecycle action is gone (completed elsewhere or timed out)")
+    handover = None
+    if run.result == Outcome.HANDED_OVER:
+        handover = (event.handover or Handover(started_at, 0, 0)).handed_on(heartbeat.beats)
+    return replace(
+        run,
+        started_at=started_at,
+        deadline=deadline,
+        heartbeats=heartbeat.beats,
+        action_gone=heartbeat.gone,
+        handover=handover,
+    )
+
+
+def _drain(tools: Tools, admitted: _Admitted) -> Run:
+    """From the hook to a drain job: the cluster, the instance, then the job's run."""
+    event = admitted.event
+    cluster_name = resolve_cluster(event, admitted.hook, tools.settings, admitted.tags)
+    if not cluster_name:
+        return Run(
+            Outcome.FAILED,
+            f"no cluster for Auto Scaling group {event.asg_name}: set the hook's "
+            'NotificationMetadata ({"cluster_name": ...}), tag the group '
+            "eks:cluster-name, or set CLUSTER_NAME",
+        )
+    logs.bind(cluster=cluster_name)
+    try:
+        identity = aws.describe_instance(tools.clients.ec2, event.instance_id)
+    except InstanceNotFound as e:
+        return Run(Outcome.NO_NODE, str(e), cluster=cluster_name)
+    try:
+        cluster = aws.describe_cluster(tools.clients.eks, cluster_name)
+    except ClusterNotFound as e:
+        return Run(Outcome.FAILED, str(e), cluster=cluster_name)
+    job = DrainJob(identity, cluster, admitted.window, plan(tools.settings))
+    return run_job(tools, job)
