@@ -14,6 +14,7 @@ from awssim.world import NodeGroup, create_node_group
 from drainer import aws, handler
 from drainer.engine.report import DrainReport
 from drainer.errors import AwsError, SettingsError
+from drainer.lifecycle import ending, scale_in, spot
 from drainer.lifecycle.events import LifecycleEvent, parse_event
 from drainer.lifecycle.job import Run
 from drainer.lifecycle.settings import Settings
@@ -93,7 +94,7 @@ class _Lines(logging.Handler):
 @pytest.fixture
 def handler_lines() -> Iterator[_Lines]:
     lines = _Lines()
-    logger = logging.getLogger("drainer.handler")
+    logger = logging.getLogger("drainer.lifecycle.ending")
     logger.addHandler(lines)
     level = logger.level
     logger.setLevel(logging.DEBUG)
@@ -122,9 +123,9 @@ def test_end_line__drain_finished_event__summary_keys_and_human_text(
         node="ip-10-0-0-1.ec2.internal",
         report=report,
     )
-    summary = handler._summary(run, "CONTINUE", True, 12.5)
+    summary = ending.summary_of(run, "CONTINUE", True, 12.5)
 
-    handler._log_end_line(summary)
+    ending.log_end_line(summary)
 
     (line,) = handler_lines.records
     fields = line.__dict__
@@ -153,7 +154,7 @@ def test_end_line__drain_finished_event__summary_keys_and_human_text(
 def test_end_line__no_drain_ran__counts_still_there(handler_lines: _Lines) -> None:
     run = Run(Outcome.NO_NODE, "no Kubernetes node for instance i-0abc", cluster="prod")
 
-    handler._log_end_line(handler._summary(run, "CONTINUE", True, 0.5))
+    ending.log_end_line(ending.summary_of(run, "CONTINUE", True, 0.5))
 
     (line,) = handler_lines.records
     fields = line.__dict__
@@ -258,7 +259,7 @@ def _no_kube(*args: object) -> Any:
 def _handle(found: _Aws, event: dict[str, Any]) -> dict[str, Any]:
     parsed = parse_event(event)
     assert isinstance(parsed, LifecycleEvent), parsed
-    return handler.handle(
+    return scale_in.handle(
         parsed,
         raw_event=event,
         settings=Settings(),
@@ -345,7 +346,7 @@ def test_spot_event__permanent_aws_error__failed_naming_it__returned_not_raised(
     assert isinstance(event, SpotEvent)
     moto_group.sim.fail_action("ec2", "DescribeInstances", "AccessDenied")
 
-    result = handler.handle_spot(
+    result = spot.handle(
         event,
         settings=Settings(),
         clients=moto_group.clients,

@@ -16,16 +16,19 @@ from __future__ import annotations
 import logging
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
+from typing import Any
 
 from drainer import aws, logs
 from drainer.engine.report import DrainEvent
-from drainer.errors import ClusterNotFound, InstanceNotFound
+from drainer.errors import AwsError, ClusterNotFound, InstanceNotFound
+from drainer.lifecycle import ending, notices
 from drainer.lifecycle.admission import Tags, group_refused, group_tags, resolve_cluster
 from drainer.lifecycle.clients import KubeFactory
 from drainer.lifecycle.events import SPOT_TRIGGERS, TERMINATE_HOOK_TRIGGER, Handover, LifecycleEvent
 from drainer.lifecycle.job import DrainJob, Plan, Run, Tools, jitter
+from drainer.lifecycle.outcomes import lifecycle_result
 from drainer.lifecycle.runner import run_job
 from drainer.lifecycle.settings import Settings
 from drainer.lifecycle.window import (
@@ -133,3 +136,54 @@ def _drain(tools: Tools, admitted: _Admitted) -> Run:
         return Run(Outcome.FAILED, str(e), cluster=cluster_name)
     job = DrainJob(identity, cluster, admitted.window, plan(tools.settings))
     return run_job(tools, job)
+
+
+def handle(
+    event: LifecycleEvent,
+    *,
+    raw_event: Mapping[str, Any],
+    settings: Settings,
+    clients: aws.AwsClients,
+    kube_factory: KubeFactory,
+    invocation: Invocation | None,
+) -> dict[str, Any]:
+    """A terminate lifecycle action, from the event to what the Auto Scaling group is
+    told: the summary that is the end line."""
+    started = time.monotonic()
+    if event.handover:
+        log.info(
+            "continuing a drain handed over %d time(s), begun %.0f s ago",
+            event.handover.handovers,
+            time.time() - event.handover.started_at,
+        )
+    on_start = None
+    if settings.notify_on_start and event.handover is None:
+
+        def on_start() -> None:
+            ending.notify(settings, clients, notices.start_notice(event, settings.cluster_name))
+
+    try:
+        run = drain_instance(event, settings, clients, kube_factory, invocation, on_start=on_start)
+    except AwsError as e:
+        if not aws.is_permanent(e):
+            # AWS failed beyond botocore's retries: raise so Lambda retries the event
+            # (the drain is safe to repeat); the hook's heartbeat timeout is the backstop.
+            log.error("AWS call failed; the invocation will be retried: %s", e)
+            raise
+        run = ending.permanent(e)
+    if run.result == Outcome.HANDED_OVER:
+        run = ending.hand_over(run, raw_event, clients, invocation)
+    result = lifecycle_result(run.result, settings)
+    completed = None
+    if result is not None and not run.action_gone:
+        completed = ending.complete(clients, event, result)
+    elif result is not None:
+        completed = False
+    ending.log_outcome(run, result, completed)
+    summary = ending.summary_of(run, result, completed, time.monotonic() - started)
+    if event.handover is not None:
+        # The drain as a whole, across invocations: state carried by the hand-over.
+        summary["handovers_so_far"] = event.handover.handovers
+        summary["heartbeats_total"] = event.handover.heartbeats + run.heartbeats
+        summary["drain_seconds_total"] = round(time.time() - event.handover.started_at, 3)
+    return ending.finish(run, summary, event, settings, clients)

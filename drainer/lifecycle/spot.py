@@ -25,12 +25,14 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import Any
 
 from drainer import aws, logs
 from drainer.engine.report import DrainEvent
-from drainer.errors import ClusterNotFound, InstanceNotFound, KubeError
+from drainer.errors import AwsError, ClusterNotFound, InstanceNotFound, KubeError
 from drainer.k8s.cordon import cordon_patch, live_drain
 from drainer.k8s.nodes import find_node_object
+from drainer.lifecycle import ending, notices
 from drainer.lifecycle.admission import group_refused, group_tags
 from drainer.lifecycle.clients import KubeFactory
 from drainer.lifecycle.events import (
@@ -212,3 +214,40 @@ def _cordon(tools: Tools, found: SpotTarget, cluster: aws.ClusterInfo) -> Run:
         "interruption warning or the terminate hook drains it",
         node=node,
     )
+
+
+def handle(
+    event: SpotEvent,
+    *,
+    settings: Settings,
+    clients: aws.AwsClients,
+    kube_factory: KubeFactory,
+    invocation: Invocation | None,
+) -> dict[str, Any]:
+    """A spot interruption warning or rebalance recommendation (drainer/lifecycle/spot.py): no
+    lifecycle action to complete; EC2 decides the instance's end."""
+    started = time.monotonic()
+    try:
+        found = target(event, settings, clients)
+    except AwsError as e:
+        if not aws.is_permanent(e):
+            raise
+        # Not even known to be one of ours: no drain, so no end line or notice.
+        message = ending.permanent(e).message
+        log.error("spot event not acted on: %s", message)
+        return {"result": str(Outcome.FAILED), "message": message}
+    if isinstance(found, Skip):
+        return ending.skipped(found)
+    if settings.notify_on_start:
+        ending.notify(settings, clients, notices.spot_start_notice(found, found.cluster))
+    try:
+        run = drain(found, settings, clients, kube_factory, invocation)
+    except AwsError as e:
+        if not aws.is_permanent(e):
+            raise
+        run = replace(ending.permanent(e), cluster=found.cluster)
+    ending.log_outcome(run, None, None)
+    summary = ending.summary_of(
+        run, None, None, time.monotonic() - started, trigger=str(event.kind)
+    )
+    return ending.finish(run, summary, found, settings, clients)

@@ -45,7 +45,7 @@ def test_the_make_variables_the_readme_names_are_the_makefiles():
 
 
 def test_the_metrics_table_is_what_the_handler_emits():
-    source = (ROOT / "drainer" / "handler.py").read_text()
+    source = (ROOT / "drainer" / "lifecycle" / "ending.py").read_text()
     emitted = re.findall(r'add_metric\(\s*name="(\w+)"', source)
     section = README[README.index("### Metrics") : README.index("### Troubleshooting")]
     documented = re.findall(r"^\| `(\w+)` \|", section, re.MULTILINE)

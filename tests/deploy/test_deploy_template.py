@@ -432,12 +432,13 @@ def test_drain_failed_alarm_watches_the_metric_the_handler_emits():
     """The metric contract: EMF namespace EksNodeDrainer, metric DrainFailed (1 per
     failed or timed-out drain, 0 otherwise), dimensions exactly Cluster and service
     (powertools Metrics adds service=drainer.logs.SERVICE)."""
-    from drainer import handler, logs
+    from drainer import logs
+    from drainer.lifecycle import ending
 
     alarm = stack().resource("DrainFailedAlarm")
     by_id = {m["Id"]: m for m in alarm["Metrics"]}
     drains = by_id["drains"]["MetricStat"]["Metric"]
-    assert drains["Namespace"] == handler.METRICS_NAMESPACE
+    assert drains["Namespace"] == ending.METRICS_NAMESPACE
     assert drains["MetricName"] == "DrainFailed"
     assert {d["Name"]: d["Value"] for d in drains["Dimensions"]} == {
         "Cluster": CLUSTER,
@@ -449,7 +450,7 @@ def test_drain_failed_alarm_watches_the_metric_the_handler_emits():
     assert by_id["failures"]["ReturnData"] is True
     assert alarm["Threshold"] == 1
     assert alarm["TreatMissingData"] == "notBreaching"
-    source = Path(handler.__file__).read_text()
+    source = Path(ending.__file__).read_text()
     assert '"DrainFailed"' in source and 'name="Cluster"' in source
 
 

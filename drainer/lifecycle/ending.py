@@ -1,0 +1,213 @@
+"""How every trigger's run ends: a hand-over to the next invocation, the lifecycle
+action completed with the outcome table's result, the end line of the log
+contract, the CloudWatch metrics and, for an end worth one, the notice."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
+from drainer import aws, logs
+from drainer.engine.report import EVENT_LEVELS, Kind
+from drainer.errors import AwsError
+from drainer.lifecycle import notices
+from drainer.lifecycle.events import TERMINATE_HOOK_TRIGGER, LifecycleEvent, Skip, with_handover
+from drainer.lifecycle.job import Run
+from drainer.lifecycle.settings import Settings
+from drainer.lifecycle.window import Invocation
+from drainer.outcome import Outcome
+
+log = logging.getLogger(__name__)
+
+METRICS_NAMESPACE = "EksNodeDrainer"
+
+# Powertools keeps one metric set per process: two invocations in one process (tests
+# run handlers in threads) take turns to fill and flush it.
+_METRICS_LOCK = threading.Lock()
+
+
+def skipped(skip: Skip) -> dict[str, Any]:
+    """An event not acted on. A malformed one is an error in the log, but returned,
+    not raised: Lambda would only run the same bad event again."""
+    if skip.malformed:
+        log.error("malformed event, nothing done (not retried): %s", skip.reason)
+        return {"result": "skipped", "reason": skip.reason, "malformed": True}
+    log.info("event skipped: %s", skip.reason)
+    return {"result": "skipped", "reason": skip.reason}
+
+
+def permanent(error: AwsError) -> Run:
+    """A drain that an AWS error no retry can fix stopped (aws.is_permanent): a failed
+    run naming it, which the handler ends like any other (its error line, end line,
+    metrics), instead of raising for Lambda to run the same event into the same
+    error."""
+    return Run(Outcome.FAILED, f"{error} (permanent: the event is not retried)")
+
+
+def complete(clients: aws.AwsClients, event: LifecycleEvent, result: str) -> bool:
+    """Complete the lifecycle action; False when it is gone or AWS refuses for good
+    (logged), raised for Lambda to retry when AWS fails for now."""
+    try:
+        completed = aws.complete_lifecycle_action(clients.autoscaling, event, result)
+    except AwsError as e:
+        if not aws.is_permanent(e):
+            raise
+        log.error("could not complete the lifecycle action with %s: %s", result, e)
+        return False
+    if not completed:
+        log.info("the lifecycle action was already completed or timed out; nothing to do")
+    return completed
+
+
+def finish(
+    run: Run,
+    summary: dict[str, Any],
+    subject: notices.Subject,
+    settings: Settings,
+    clients: aws.AwsClients,
+) -> dict[str, Any]:
+    """Every drain's end: the end line, the metrics and, for an end worth one, the
+    notice."""
+    log_end_line(summary)
+    _metrics(run, summary, settings)
+    if run.result in _NOTIFIED:
+        notify(settings, clients, notices.end_notice(subject, summary))
+    return summary
+
+
+def notify(settings: Settings, clients: aws.AwsClients, notice: notices.Notice) -> None:
+    """Publish a notice to NOTIFICATION_TOPIC_ARN; nothing when there is none."""
+    if settings.notification_topic_arn:
+        notices.publish(clients.sns, settings.notification_topic_arn, notice)
+
+
+# The ends of a drain worth a notice (a hand-over is not an end; another group's
+# event is none of ours).
+_NOTIFIED = frozenset(
+    {Outcome.DRAINED, Outcome.NO_NODE, Outcome.DRY_RUN, Outcome.TIMED_OUT, Outcome.FAILED}
+)
+
+
+def hand_over(
+    run: Run, raw_event: Mapping[str, Any], clients: aws.AwsClients, invocation: Invocation | None
+) -> Run:
+    """Re-invoke the function with the event and the drain's state; a hand-over that
+    cannot happen is a failure, like any other that stops the drain."""
+    try:
+        if invocation is None or not invocation.function_arn or run.handover is None:
+            raise AwsError("no function to hand over to")
+        aws.invoke_self_async(
+            clients.lambda_, invocation.function_arn, with_handover(raw_event, run.handover)
+        )
+    except AwsError as e:
+        return replace(
+            run, result=Outcome.FAILED, message=f"could not hand over to a new invocation: {e}"
+        )
+    log.info("handed over to a new invocation (hand-over %d)", run.handover.handovers)
+    return run
+
+
+def log_end_line(summary: Mapping[str, Any]) -> None:
+    """The end line of the log contract: the human "drain finished: k=v, ..." text and
+    the same keys as top-level JSON fields (drain_finished in drainer/engine/report.py).
+    `message` is the one key renamed (to `reason`, as in drain_stopped): the logging
+    module keeps `message` for the line's own text."""
+    text = "drain finished: " + ", ".join(f"{k}={v}" for k, v in summary.items())
+    fields = {"reason" if k == "message" else k: v for k, v in summary.items()}
+    logs.drain_event(
+        log, text, {"event": str(Kind.FINISHED), **fields}, EVENT_LEVELS[Kind.FINISHED]
+    )
+
+
+def log_outcome(run: Run, result: str | None, completed: bool | None) -> None:
+    if run.result == Outcome.FAILED:
+        log.error("drain failed: %s (lifecycle result %s)", run.message, result)
+    elif run.result == Outcome.TIMED_OUT:
+        log.warning("%s", run.message)
+    elif run.message:
+        log.info("%s", run.message)
+
+
+def summary_of(
+    run: Run,
+    result: str | None,
+    completed: bool | None,
+    seconds: float,
+    *,
+    trigger: str = TERMINATE_HOOK_TRIGGER,
+) -> dict[str, Any]:
+    summary: dict[str, Any] = {
+        "result": str(run.result),
+        "lifecycle_result": result or "none",
+        "completed": completed,
+        "trigger": trigger,
+        "cluster": run.cluster,
+        "node": run.node,
+        "heartbeats": run.heartbeats,
+        "seconds": round(seconds, 3),
+        # The end line's counts are there even when no drain ran (no node, no cluster).
+        "evicted": 0,
+        "pdb_refusals": 0,
+        "budgets_holding": [],
+        "remaining": 0,
+        "left": {},
+    }
+    if run.deadline is not None:
+        summary["deadline_source"] = run.deadline.source
+    if run.handover is not None:
+        summary["handovers"] = run.handover.handovers
+    if run.report is not None:
+        summary.update(
+            {k: v for k, v in run.report.summary().items() if k not in ("node", "seconds")}
+        )
+    if run.targets is not None:
+        summary["target_groups"] = len(run.targets.groups)
+        summary["target_wait_seconds"] = round(run.targets.seconds, 1)
+        summary["targets_pending"] = run.targets.pending
+    if run.message:
+        summary["message"] = run.message
+    return summary
+
+
+def _metrics(run: Run, summary: Mapping[str, Any], settings: Settings) -> None:
+    """CloudWatch metrics in embedded metric format: one JSON line, no API call."""
+    with _METRICS_LOCK:
+        _write_metrics(run, summary, settings)
+
+
+def _write_metrics(run: Run, summary: Mapping[str, Any], settings: Settings) -> None:
+    from aws_lambda_powertools import Metrics
+    from aws_lambda_powertools.metrics import MetricUnit
+
+    metrics = Metrics(namespace=METRICS_NAMESPACE, service=logs.SERVICE)
+    # A drain that failed before its cluster was known still counts against the
+    # configured one, which the stack's alarm watches.
+    metrics.add_dimension(name="Cluster", value=run.cluster or settings.cluster_name or "unknown")
+    failed = run.result in (Outcome.FAILED, Outcome.TIMED_OUT)
+    metrics.add_metric(name="DrainFailed", unit=MetricUnit.Count, value=1 if failed else 0)
+    metrics.add_metric(
+        name="DrainSucceeded",
+        unit=MetricUnit.Count,
+        value=1 if run.result == Outcome.DRAINED else 0,
+    )
+    metrics.add_metric(
+        name="DrainTimedOut",
+        unit=MetricUnit.Count,
+        value=1 if run.result == Outcome.TIMED_OUT else 0,
+    )
+    metrics.add_metric(
+        name="Handovers", unit=MetricUnit.Count, value=1 if run.result == Outcome.HANDED_OVER else 0
+    )
+    metrics.add_metric(
+        name="PodsEvicted", unit=MetricUnit.Count, value=int(summary.get("evicted", 0))
+    )
+    metrics.add_metric(
+        name="PdbRefusals", unit=MetricUnit.Count, value=int(summary.get("pdb_refusals", 0))
+    )
+    metrics.add_metric(
+        name="InvocationSeconds", unit=MetricUnit.Seconds, value=float(summary["seconds"])
+    )
+    metrics.flush_metrics()
