@@ -256,10 +256,7 @@ def parse_event(
     if not isinstance(event, dict):
         return Skip(f"event is a {type(event).__name__}, not a JSON object")
     if "self_check" in event:
-        check = event["self_check"]
-        if not isinstance(check, dict) or not isinstance(check.get("cluster_name", ""), str):
-            return Skip('malformed self-check: expected {"self_check": {"cluster_name": ...}}')
-        return SelfCheckEvent(check.get("cluster_name", ""))
+        return _self_check(event["self_check"])
     sync = _hook_sync(event)
     if sync is not None:
         return sync
@@ -286,6 +283,20 @@ def parse_event(
         return Skip("launch lifecycle transition: nothing to drain on a new instance")
     if transition != TERMINATING:
         return Skip(f"detail.LifecycleTransition is {transition!r}, not {TERMINATING!r}")
+    return _terminate_event(event, detail, transition, now)
+
+
+def _self_check(check: object) -> SelfCheckEvent | Skip:
+    if not isinstance(check, dict) or not isinstance(check.get("cluster_name", ""), str):
+        return Skip('malformed self-check: expected {"self_check": {"cluster_name": ...}}')
+    return SelfCheckEvent(check.get("cluster_name", ""))
+
+
+def _terminate_event(
+    event: dict[str, Any], detail: dict[str, Any], transition: str, now: float | None
+) -> LifecycleEvent | Skip:
+    """The terminate lifecycle action's fields, each checked; a Skip naming the first
+    that cannot be used."""
     try:
         event_time = _required(event, "time")
         return LifecycleEvent(

@@ -56,23 +56,9 @@ def follow_drain(
         extra={"followed_trigger": live.trigger},
     )
     until = min(live.until + FOLLOW_SLACK_SECONDS, limit)
-    while True:
-        if current is None:
-            return Run(Outcome.NO_NODE, f"node {node} went away during the {live.trigger} drain")
-        progress = progress_of(current) or {}
-        phase = str(progress.get("phase", ""))
-        if phase != DRAINING:
-            ended = Outcome(phase) if phase in _DRAIN_ENDINGS else Outcome.DRAINED
-            result = lambda_outcome(ended)
-            return Run(
-                result,
-                f"the drain begun by the {live.trigger} event ended: {phase or 'record removed'}",
-                node=node,
-            )
-        if tools.clock() >= until:
-            break
-        tools.sleep(min(FOLLOW_POLL_SECONDS, max(0.0, until - tools.clock())))
-        current = kube.get_node(node)
+    ended = _wait_for_end(tools, kube, node, current, trigger=live.trigger, until=until)
+    if ended is not None:
+        return ended
     if until < live.until + FOLLOW_SLACK_SECONDS:  # this drain's own time ran out first
         result = Outcome.HANDED_OVER if limit < deadline else Outcome.TIMED_OUT
         return Run(
@@ -87,3 +73,32 @@ def follow_drain(
         node,
     )
     return None
+
+
+def _wait_for_end(
+    tools: Tools,
+    kube: Kube,
+    node: str,
+    current: dict[str, Any] | None,
+    *,
+    trigger: str,
+    until: float,
+) -> Run | None:
+    """Read the node's record until the followed drain ends (its result) or `until`
+    passes (None)."""
+    while True:
+        if current is None:
+            return Run(Outcome.NO_NODE, f"node {node} went away during the {trigger} drain")
+        progress = progress_of(current) or {}
+        phase = str(progress.get("phase", ""))
+        if phase != DRAINING:
+            ended = Outcome(phase) if phase in _DRAIN_ENDINGS else Outcome.DRAINED
+            return Run(
+                lambda_outcome(ended),
+                f"the drain begun by the {trigger} event ended: {phase or 'record removed'}",
+                node=node,
+            )
+        if tools.clock() >= until:
+            return None
+        tools.sleep(min(FOLLOW_POLL_SECONDS, max(0.0, until - tools.clock())))
+        current = kube.get_node(node)

@@ -96,18 +96,25 @@ def drain_instance(
     heartbeat.start()
     try:
         window = Window(deadline, hand_over_at(invocation, settings, clock))
-        run = _drain(tools, _Admitted(event, hook, window, tags))
+        run = replace(_drain(tools, _Admitted(event, hook, window, tags)), deadline=deadline)
     finally:
         heartbeat.stop()
     if heartbeat.gone:
         log.info("the lifecycle action is gone (completed elsewhere or timed out)")
+    return _with_heartbeat(run, heartbeat, event, started_at)
+
+
+def _with_heartbeat(
+    run: Run, heartbeat: aws.Heartbeat, event: LifecycleEvent, started_at: float
+) -> Run:
+    """The run with what its heartbeat saw, and the next hand-over's state when it
+    hands over (the drain's start and its counts carried across invocations)."""
     handover = None
     if run.result == Outcome.HANDED_OVER:
         handover = (event.handover or Handover(started_at, 0, 0)).handed_on(heartbeat.beats)
     return replace(
         run,
         started_at=started_at,
-        deadline=deadline,
         heartbeats=heartbeat.beats,
         action_gone=heartbeat.gone,
         handover=handover,
