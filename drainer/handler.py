@@ -28,6 +28,7 @@ from drainer.lifecycle.events import (
     SpotEvent,
     parse_event,
 )
+from drainer.lifecycle.job import Tools
 from drainer.lifecycle.settings import Settings, TimeoutPolicy
 from drainer.lifecycle.window import Invocation
 
@@ -97,22 +98,10 @@ def lambda_handler(event: Any, context: Any) -> dict[str, Any]:
             remaining_seconds=lambda: context.get_remaining_time_in_millis() / 1000.0,
             function_arn=str(getattr(context, "invoked_function_arn", "")),
         )
+    tools = Tools(settings, clients, kube_factory)
     if isinstance(parsed, SpotEvent):
-        return spot.handle(
-            parsed,
-            settings=settings,
-            clients=clients,
-            kube_factory=kube_factory,
-            invocation=invocation,
-        )
-    return scale_in.handle(
-        parsed,
-        raw_event=event,
-        settings=settings,
-        clients=clients,
-        kube_factory=kube_factory,
-        invocation=invocation,
-    )
+        return spot.handle(parsed, tools, invocation)
+    return scale_in.handle(parsed, tools, invocation, raw_event=event)
 
 
 def self_check(

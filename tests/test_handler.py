@@ -16,7 +16,7 @@ from drainer.engine.report import DrainReport
 from drainer.errors import AwsError, SettingsError
 from drainer.lifecycle import ending, scale_in, spot
 from drainer.lifecycle.events import LifecycleEvent, parse_event
-from drainer.lifecycle.job import Run
+from drainer.lifecycle.job import Run, Tools
 from drainer.lifecycle.settings import Settings
 from drainer.outcome import Outcome
 
@@ -259,14 +259,8 @@ def _no_kube(*args: object) -> Any:
 def _handle(found: _Aws, event: dict[str, Any]) -> dict[str, Any]:
     parsed = parse_event(event)
     assert isinstance(parsed, LifecycleEvent), parsed
-    return scale_in.handle(
-        parsed,
-        raw_event=event,
-        settings=Settings(),
-        clients=found.clients,
-        kube_factory=_no_kube,
-        invocation=None,
-    )
+    tools = Tools(Settings(), found.clients, _no_kube)
+    return scale_in.handle(parsed, tools, None, raw_event=event)
 
 
 @pytest.mark.parametrize(
@@ -346,13 +340,7 @@ def test_spot_event__permanent_aws_error__failed_naming_it__returned_not_raised(
     assert isinstance(event, SpotEvent)
     moto_group.sim.fail_action("ec2", "DescribeInstances", "AccessDenied")
 
-    result = spot.handle(
-        event,
-        settings=Settings(),
-        clients=moto_group.clients,
-        kube_factory=_no_kube,
-        invocation=None,
-    )
+    result = spot.handle(event, Tools(Settings(), moto_group.clients, _no_kube), None)
 
     assert result["result"] == "failed"
     assert "grant ec2:DescribeInstances" in result["message"]

@@ -37,7 +37,7 @@ from drainer.lifecycle.events import (
     parse_event,
     with_handover,
 )
-from drainer.lifecycle.job import Run
+from drainer.lifecycle.job import Run, Tools
 from drainer.lifecycle.runner import API_RETRY
 from drainer.lifecycle.settings import Settings, TimeoutPolicy
 from drainer.lifecycle.window import Deadline, Invocation
@@ -92,16 +92,15 @@ class Scene:
         event: LifecycleEvent | None = None,
         invocation: Invocation | None = None,
     ) -> Run:
-        return scale_in.drain_instance(
-            event or self.event,
+        tools = Tools(
             settings,
             self.clients,
             self.kube,
-            invocation,
             clock=clock,
             sleep=clock.sleep if isinstance(clock, FakeClock) else _no_sleep,
             rng=random.Random(7),
         )
+        return scale_in.drain_instance(event or self.event, tools, invocation)
 
 
 def _no_sleep(seconds: float) -> None:

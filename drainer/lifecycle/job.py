@@ -9,8 +9,9 @@ how it drains. What became of it is a `Run`.
 from __future__ import annotations
 
 import random
+import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from drainer import aws
 from drainer.engine.options import DrainOptions
@@ -42,21 +43,22 @@ class DrainJob:
     plan: Plan
 
 
+def jitter() -> random.Random:
+    return random.Random()  # noqa: S311 - jitter, not cryptography
+
+
 @dataclass(frozen=True)
 class Tools:
-    """What the steps of one drain share: settings, clients, and the clock they wait on."""
+    """What every step of a trigger's drain shares: settings, clients, and the clock
+    it waits on (real time unless a test hands in its own)."""
 
     settings: Settings
     clients: aws.AwsClients
     kube_factory: KubeFactory
-    clock: Callable[[], float]
-    sleep: Callable[[float], None]
-    rng: random.Random
-    on_event: Callable[[DrainEvent], None] | None
-
-
-def jitter() -> random.Random:
-    return random.Random()  # noqa: S311 - jitter, not cryptography
+    clock: Callable[[], float] = time.time
+    sleep: Callable[[float], None] = time.sleep
+    rng: random.Random = field(default_factory=jitter)
+    on_event: Callable[[DrainEvent], None] | None = None
 
 
 @dataclass(frozen=True)

@@ -14,20 +14,17 @@ forward. What the Auto Scaling group is then told is the outcome table's
 from __future__ import annotations
 
 import logging
-import random
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
 from drainer import aws, logs
-from drainer.engine.report import DrainEvent
 from drainer.errors import AwsError, ClusterNotFound, InstanceNotFound
 from drainer.lifecycle import ending, notices
 from drainer.lifecycle.admission import Tags, group_refused, group_tags, resolve_cluster
-from drainer.lifecycle.clients import KubeFactory
 from drainer.lifecycle.events import SPOT_TRIGGERS, TERMINATE_HOOK_TRIGGER, Handover, LifecycleEvent
-from drainer.lifecycle.job import DrainJob, Plan, Run, Tools, jitter
+from drainer.lifecycle.job import DrainJob, Plan, Run, Tools
 from drainer.lifecycle.outcomes import lifecycle_result
 from drainer.lifecycle.runner import run_job
 from drainer.lifecycle.settings import Settings
@@ -63,19 +60,14 @@ class _Admitted:
 
 def drain_instance(
     event: LifecycleEvent,
-    settings: Settings,
-    clients: aws.AwsClients,
-    kube_factory: KubeFactory,
+    tools: Tools,
     invocation: Invocation | None,
     *,
-    clock: Callable[[], float] = time.time,
-    sleep: Callable[[float], None] = time.sleep,
-    rng: random.Random | None = None,
-    on_event: Callable[[DrainEvent], None] | None = None,
     on_start: Callable[[], None] | None = None,
 ) -> Run:
     """Drain the event's instance, heartbeating its lifecycle action meanwhile.
     `on_start` is called once the group is known to be ours (the start notice)."""
+    settings, clients, clock = tools.settings, tools.clients, tools.clock
     now = clock()
     started_at = event.handover.started_at if event.handover else now
     tags = group_tags(clients.autoscaling, event.asg_name)
@@ -91,7 +83,6 @@ def drain_instance(
     hook = aws.lifecycle_hook(clients.autoscaling, event.asg_name, event.hook_name)
     deadline = effective_deadline(now, event, hook, settings)
     log_deadline(deadline, clock())
-    tools = Tools(settings, clients, kube_factory, clock, sleep, rng or jitter(), on_event)
     heartbeat = aws.Heartbeat(clients.autoscaling, event, max(1.0, hook.heartbeat_interval))
     heartbeat.start()
     try:
@@ -147,15 +138,14 @@ def _drain(tools: Tools, admitted: _Admitted) -> Run:
 
 def handle(
     event: LifecycleEvent,
+    tools: Tools,
+    invocation: Invocation | None,
     *,
     raw_event: Mapping[str, Any],
-    settings: Settings,
-    clients: aws.AwsClients,
-    kube_factory: KubeFactory,
-    invocation: Invocation | None,
 ) -> dict[str, Any]:
     """A terminate lifecycle action, from the event to what the Auto Scaling group is
     told: the summary that is the end line."""
+    settings, clients = tools.settings, tools.clients
     started = time.monotonic()
     if event.handover:
         log.info(
@@ -170,7 +160,7 @@ def handle(
             ending.notify(settings, clients, notices.start_notice(event, settings.cluster_name))
 
     try:
-        run = drain_instance(event, settings, clients, kube_factory, invocation, on_start=on_start)
+        run = drain_instance(event, tools, invocation, on_start=on_start)
     except AwsError as e:
         if not aws.is_permanent(e):
             # AWS failed beyond botocore's retries: raise so Lambda retries the event

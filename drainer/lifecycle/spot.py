@@ -21,20 +21,16 @@ for the same instance waits for that drain instead of starting another
 from __future__ import annotations
 
 import logging
-import random
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
 from drainer import aws, logs
-from drainer.engine.report import DrainEvent
 from drainer.errors import AwsError, ClusterNotFound, InstanceNotFound, KubeError
 from drainer.k8s.cordon import cordon_patch, live_drain
 from drainer.k8s.nodes import find_node_object
 from drainer.lifecycle import ending, notices
 from drainer.lifecycle.admission import group_refused, group_tags
-from drainer.lifecycle.clients import KubeFactory
 from drainer.lifecycle.events import (
     SPOT_NOTICE_SECONDS,
     SPOT_TRIGGERS,
@@ -43,7 +39,7 @@ from drainer.lifecycle.events import (
     SpotEvent,
     SpotKind,
 )
-from drainer.lifecycle.job import DrainJob, Plan, Run, Tools, jitter
+from drainer.lifecycle.job import DrainJob, Plan, Run, Tools
 from drainer.lifecycle.runner import run_job
 from drainer.lifecycle.settings import Settings
 from drainer.lifecycle.window import Deadline, Invocation, Window, hand_over_at, log_deadline
@@ -148,19 +144,9 @@ def plan_for(found: SpotTarget, settings: Settings, deadline: Deadline, now: flo
     return Plan(options, frozenset({str(kind)}))
 
 
-def drain(
-    found: SpotTarget,
-    settings: Settings,
-    clients: aws.AwsClients,
-    kube_factory: KubeFactory,
-    invocation: Invocation | None,
-    *,
-    clock: Callable[[], float] = time.time,
-    sleep: Callable[[float], None] = time.sleep,
-    rng: random.Random | None = None,
-    on_event: Callable[[DrainEvent], None] | None = None,
-) -> Run:
+def drain(found: SpotTarget, tools: Tools, invocation: Invocation | None) -> Run:
     """Drain (or, for a rebalance with REBALANCE_ACTION=cordon, cordon) the node."""
+    settings, clients, clock = tools.settings, tools.clients, tools.clock
     logs.bind(cluster=found.cluster, asg_name=found.asg_name)
     started = clock()
     deadline = deadline_of(found, settings, started)
@@ -168,7 +154,6 @@ def drain(
     if stop is not None and stop < deadline.at:  # no hand-over: it ends in this invocation
         deadline = Deadline(stop, f"{deadline.source}, cut to this invocation's time")
     log_deadline(deadline, started)
-    tools = Tools(settings, clients, kube_factory, clock, sleep, rng or jitter(), on_event)
     try:
         cluster = aws.describe_cluster(clients.eks, found.cluster)
     except ClusterNotFound as e:
@@ -216,16 +201,10 @@ def _cordon(tools: Tools, found: SpotTarget, cluster: aws.ClusterInfo) -> Run:
     )
 
 
-def handle(
-    event: SpotEvent,
-    *,
-    settings: Settings,
-    clients: aws.AwsClients,
-    kube_factory: KubeFactory,
-    invocation: Invocation | None,
-) -> dict[str, Any]:
+def handle(event: SpotEvent, tools: Tools, invocation: Invocation | None) -> dict[str, Any]:
     """A spot interruption warning or rebalance recommendation (drainer/lifecycle/spot.py): no
     lifecycle action to complete; EC2 decides the instance's end."""
+    settings, clients = tools.settings, tools.clients
     started = time.monotonic()
     try:
         found = target(event, settings, clients)
@@ -241,7 +220,7 @@ def handle(
     if settings.notify_on_start:
         ending.notify(settings, clients, notices.spot_start_notice(found, found.cluster))
     try:
-        run = drain(found, settings, clients, kube_factory, invocation)
+        run = drain(found, tools, invocation)
     except AwsError as e:
         if not aws.is_permanent(e):
             raise
