@@ -13,7 +13,7 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from enum import StrEnum
-from typing import Any
+from typing import Any, Protocol
 
 from drainer.outcome import Outcome
 
@@ -136,6 +136,13 @@ class DrainEvent:
             out["tier"] = self.tier
         out.update(self.details)
         return out
+
+
+class Emit(Protocol):
+    """How a part of the drain tells of what happened: one event (the drain logs it
+    and hands it to its caller's on_event)."""
+
+    def __call__(self, kind: Kind, **values: Any) -> None: ...
 
 
 @dataclass

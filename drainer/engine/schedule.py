@@ -94,6 +94,11 @@ class Entry:
     def name(self) -> str:
         return pods.name(self.pod)
 
+    @property
+    def tier(self) -> str:
+        """Its tier, in the words of the drain's events."""
+        return "critical" if self.critical else "ordinary"
+
 
 def _split(budget: str) -> tuple[str, str]:
     namespace, _, name = budget.partition("/")
