@@ -28,30 +28,16 @@ from typing import Any, Protocol
 from drainer import logs
 from drainer.engine import filters, pods
 from drainer.engine.dryrun import dry_run
+from drainer.engine.evictions import Evictions
 from drainer.engine.filters import Action, Decision
+from drainer.engine.force import delete_left
 from drainer.engine.options import DrainOptions
 from drainer.engine.pods import Pod
-from drainer.engine.report import (
-    DrainEvent,
-    DrainReport,
-    Kind,
-    describe,
-    several_budgets_message,
-)
+from drainer.engine.report import DrainEvent, DrainReport, Kind, describe
 from drainer.engine.schedule import OPEN, Entry, Schedule, State
-from drainer.engine.volumes import volumes_of, wait_for_detach
+from drainer.engine.volumes import wait_for_volume_detach
 from drainer.engine.watchers import BudgetTracker, NodeTracker, PodTracker
-from drainer.errors import (
-    AdmissionDenied,
-    EvictionBlocked,
-    FatalKubeError,
-    KubeConflict,
-    KubeError,
-    KubeNotFound,
-    KubeTooManyRequests,
-    MultipleBudgets,
-    NamespaceTerminating,
-)
+from drainer.errors import FatalKubeError, KubeError, KubeNotFound
 from drainer.k8s.cordon import PROGRESS_ANNOTATION, cordon_patch, progress_value
 from drainer.k8s.kube import Kube
 from drainer.outcome import Outcome
@@ -144,6 +130,7 @@ class Drain:
         self._budgets: BudgetTracker | None = None
         self._node: NodeTracker | None = None
         self._schedule: Schedule | None = None
+        self._evictions: Evictions | None = None  # sends the evictions, takes their answers
         self._listed_gone: set[tuple[str, str, str]] = set()
         self._decided: set[tuple[str, str, str]] = set()  # every pod taken in, skipped ones too
         self._recordoned_at = ""  # the node version an uncordon was last undone from
@@ -152,7 +139,6 @@ class Drain:
         self._unchecked: dict[tuple[str, str, str], Pod] = {}
         self._cordoned: dict[str, Any] | None = None  # the node as the cordon left it
         self._stuck_check_at = float("inf")  # when the next terminating pod may be stuck
-        self._deadline = float("inf")
         self.report = DrainReport(node)
 
     # -- public ---------------------------------------------------------------
@@ -269,7 +255,6 @@ class Drain:
     # -- the drain ------------------------------------------------------------
 
     def _run(self, deadline: float, limit: float, deadline_source: str) -> None:
-        self._deadline = deadline
         if not self.cordon(deadline):
             self.report.outcome = Outcome.NO_NODE
             return
@@ -291,25 +276,24 @@ class Drain:
         self._record(Outcome.DRAINED)
 
     def _start(self, pod_list: list[Pod], version: str, deadline: float, source: str) -> None:
-        timeout = self.options.watch_timeout_seconds
-        self._budgets = BudgetTracker(self.kube, watch_timeout=timeout, cond=self._cond)
-        self._budgets.start(*self.kube.list_budgets())
-        self._pods = PodTracker(
-            self.kube,
-            self.node,
-            self.options.pod_selector,
-            watch_timeout=timeout,
-            cond=self._cond,
-        )
-        self._pods.start(pod_list, version)
-        self._node = NodeTracker(self.kube, self.node, watch_timeout=timeout, cond=self._cond)
-        if self._cordoned:  # from the node the cordon wrote: replaced() knows it at once
-            version = str(self._cordoned.get("metadata", {}).get("resourceVersion", ""))
-            self._node.start([self._cordoned], version)
-        else:
-            self._node.start()
+        self._watch(pod_list, version)
+        assert self._budgets is not None
         self._schedule = Schedule(
             self._budgets, deadline=deadline, reserve=self.options.critical_reserve_seconds
+        )
+        self._evictions = Evictions(
+            kube=self.kube,
+            schedule=self._schedule,
+            budgets=self._budgets,
+            report=self.report,
+            cond=self._cond,
+            emit=self._emit,
+            options=self.options,
+            clock=self.clock,
+            rng=self._rng,
+            deadline=deadline,
+            stopped=self._over,
+            fail=self._fail,
         )
         decisions = [filters.decide(p, self.options.filters) for p in pod_list]
         acting = [d.pod for d in decisions if d.action != Action.SKIP]
@@ -330,6 +314,26 @@ class Drain:
             for decision in decisions:
                 self._admit(decision, now, appeared=False)
         self._warn(decisions)
+
+    def _watch(self, pod_list: list[Pod], version: str) -> None:
+        """Start the watches: budgets, the pods on the node (from the first list), the node."""
+        timeout = self.options.watch_timeout_seconds
+        self._budgets = BudgetTracker(self.kube, watch_timeout=timeout, cond=self._cond)
+        self._budgets.start(*self.kube.list_budgets())
+        self._pods = PodTracker(
+            self.kube,
+            self.node,
+            self.options.pod_selector,
+            watch_timeout=timeout,
+            cond=self._cond,
+        )
+        self._pods.start(pod_list, version)
+        self._node = NodeTracker(self.kube, self.node, watch_timeout=timeout, cond=self._cond)
+        if self._cordoned:  # from the node the cordon wrote: replaced() knows it at once
+            version = str(self._cordoned.get("metadata", {}).get("resourceVersion", ""))
+            self._node.start([self._cordoned], version)
+        else:
+            self._node.start()
 
     def _admit(self, decision: Decision, now: float, *, appeared: bool) -> None:
         """Take a listed pod into the drain: skip it, wait for it, or evict it (hold the lock)."""
@@ -363,7 +367,7 @@ class Drain:
         self.report.already_terminating += terminating
         if appeared:
             self.report.appeared.append(name)
-            self._emit(Kind.APPEARED, pod=name, tier=_tier(entry), reason=decision.reason)
+            self._emit(Kind.APPEARED, pod=name, tier=entry.tier, reason=decision.reason)
 
     def _warn(self, decisions: list[Decision]) -> None:
         for message, names in filters.warnings_by_message(decisions).items():
@@ -427,7 +431,7 @@ class Drain:
                 send = schedule.pick(now, self.options.concurrency - schedule.in_flight())
                 for entry in send:
                     if entry.attempts == 1:
-                        self._emit(Kind.EVICTING, pod=entry.name, tier=_tier(entry))
+                        self._emit(Kind.EVICTING, pod=entry.name, tier=entry.tier)
                 if send or recordon:
                     return _Step(send=send, recordon=recordon)
                 self._idle(now, limit)
@@ -505,7 +509,7 @@ class Drain:
         if self._pods.gone(entry.pod) or pod_key in self._listed_gone:
             self._schedule.gone(entry)
             seconds = now - entry.since if entry.since is not None else None
-            self._emit(Kind.GONE, pod=entry.name, seconds=seconds, tier=_tier(entry))
+            self._emit(Kind.GONE, pod=entry.name, seconds=seconds, tier=entry.tier)
             return
         current = self._pods.current(entry.pod)
         if current is not None and current is not entry.pod:
@@ -528,7 +532,7 @@ class Drain:
                 seconds=now - due,
                 reason=f"still terminating {now - due:.0f} s past its grace period"
                 + (f" (finalizers {', '.join(finalizers)})" if finalizers else ""),
-                tier=_tier(entry),
+                tier=entry.tier,
             )
 
     def _next_stuck(self) -> float | None:
@@ -576,162 +580,16 @@ class Drain:
     # -- one eviction ---------------------------------------------------------
 
     def _send(self, entry: Entry) -> None:
-        """One eviction request, and what its answer means for the pod; then the loop
-        looks at the pod again (the watch may have seen it change meanwhile)."""
+        """One eviction request, and what its answer means for the pod (evictions.py);
+        then the loop looks at the pod again (the watch may have seen it change
+        meanwhile)."""
+        assert self._evictions is not None
         try:
-            self._evict(entry)
+            self._evictions.evict(entry)
         finally:
             with self._cond:
                 self._dirty.add(pods.key(entry.pod))
                 self._cond.notify_all()
-
-    def _evict(self, entry: Entry) -> None:
-        if self._over():
-            return
-        try:
-            self.kube.evict(entry.pod, grace_period_seconds=self._grace_period(entry.pod))
-        except (KubeNotFound, KubeConflict):
-            # 404: already gone; 409: the name now belongs to a new pod, so ours is gone.
-            with self._cond:
-                self._gone_now(entry)
-            return
-        except EvictionBlocked as e:
-            self._refused(entry, e)
-            return
-        except MultipleBudgets:
-            self._several_budgets(entry)
-            return
-        except NamespaceTerminating as e:
-            self._going_with_namespace(entry, e)
-            return
-        except AdmissionDenied as e:
-            self._denied(entry, e)
-            return
-        except FatalKubeError as e:
-            self._fail(e)
-            return
-        except Exception as e:  # never drop a pod and then wait for it
-            self._failed(entry, e)
-            return
-        with self._cond:
-            assert self._schedule is not None
-            if entry.state is State.IN_FLIGHT:
-                self._schedule.accepted(entry, self.clock())
-                self.report.evicted += 1
-                self.report.denied.pop(entry.name, None)  # the policy let it go after all
-                self._emit(Kind.EVICTED, pod=entry.name, refusals=entry.refusals, tier=_tier(entry))
-            self._cond.notify_all()
-
-    def _gone_now(self, entry: Entry) -> None:
-        assert self._schedule is not None
-        if entry.state is State.IN_FLIGHT:
-            self._schedule.gone(entry)
-            self._emit(Kind.GONE, pod=entry.name, tier=_tier(entry))
-        self._cond.notify_all()
-
-    def _refused(self, entry: Entry, error: EvictionBlocked) -> None:
-        namespace = entry.pod["metadata"].get("namespace", "")
-        budget = f"{namespace}/{error.budget}" if error.budget else entry.budget
-        with self._cond:
-            assert self._schedule is not None and self._budgets is not None
-            first = entry.refusals == 0
-            synced = self._budgets.synced
-            self._schedule.refused(
-                entry,
-                budget,
-                self.clock(),
-                retry_after=error.retry_after,
-                fallback=lambda: self._fallback(synced, entry.refusals),
-            )
-            self.report.refusals += 1
-            held = self.report.blocked_by.setdefault(budget or f"{namespace}/?", [])
-            if entry.name not in held:
-                held.append(entry.name)
-            if first:
-                self._emit(
-                    Kind.REFUSED,
-                    pod=entry.name,
-                    budget=budget,
-                    reason=str(error),
-                    tier=_tier(entry),
-                )
-            self._cond.notify_all()
-
-    def _fallback(self, synced: bool, attempt: int) -> float:
-        if synced:  # the watch wakes the pod; the timer only covers a missed event
-            return self.options.retry_watched * self._rng.uniform(0.5, 1.0)
-        return self.options.retry.delay(attempt, self._rng)
-
-    def _several_budgets(self, entry: Entry) -> None:
-        """The eviction API refuses a pod that more than one budget selects; the
-        server does not name them, the budget watch does."""
-        assert self._budgets is not None and self._schedule is not None
-        names = self._budgets.matching(entry.pod)
-        message = several_budgets_message(entry.name, names)
-        with self._cond:
-            until = self.clock() + self.options.several_budgets_retry
-            self._schedule.wait(
-                entry, until, f"more than one PodDisruptionBudget selects it ({', '.join(names)})"
-            )
-            if self.report.multiple_budgets.get(entry.name) != names:
-                prefix = f"cannot evict {entry.name}: more than one"
-                self.report.errors = [e for e in self.report.errors if not e.startswith(prefix)]
-                self.report.errors.append(message)
-                self.report.multiple_budgets[entry.name] = names
-                self._emit(
-                    Kind.SEVERAL_BUDGETS,
-                    pod=entry.name,
-                    budget=", ".join(names),
-                    reason=message,
-                    tier=_tier(entry),
-                )
-            self._cond.notify_all()
-
-    def _going_with_namespace(self, entry: Entry, error: NamespaceTerminating) -> None:
-        namespace = error.namespace or entry.pod["metadata"].get("namespace", "")
-        with self._cond:
-            assert self._schedule is not None
-            self._schedule.going(
-                entry, self.clock(), f"going with its terminating namespace {namespace}"
-            )
-            if entry.name not in self.report.going_with_namespace:
-                self.report.going_with_namespace.append(entry.name)
-                self._emit(
-                    Kind.WITH_NAMESPACE,
-                    pod=entry.name,
-                    reason=f"its namespace {namespace} is being deleted and the pod goes with it "
-                    "(403 NamespaceTerminating, not an RBAC denial); waiting for it to be gone",
-                    tier=_tier(entry),
-                )
-            self._cond.notify_all()
-
-    def _denied(self, entry: Entry, error: AdmissionDenied) -> None:
-        """An admission policy or webhook refused this pod's eviction: a refusal of
-        the pod, not of the drain. Retry it with backoff (the policy may change its
-        mind: a time window, a label someone adds); the others go on meanwhile."""
-        message = error.refusal
-        delay = self.options.denied_retry.delay(entry.attempts - 1, self._rng)
-        with self._cond:
-            assert self._schedule is not None
-            self._schedule.wait(entry, self.clock() + delay, f"refused by admission: {message}")
-            first = entry.name not in self.report.denied
-            self.report.denied[entry.name] = message
-            if first:
-                self._emit(Kind.DENIED, pod=entry.name, reason=message, tier=_tier(entry))
-            self._cond.notify_all()
-
-    def _failed(self, entry: Entry, error: Exception) -> None:
-        """Keep the pod and try again later, never before a throttling answer's Retry-After."""
-        retry_after = error.retry_after if isinstance(error, KubeTooManyRequests) else None
-        delay = self.options.retry.delay(entry.attempts - 1, self._rng, retry_after)
-        if isinstance(error, KubeError):
-            log.warning("evicting %s failed (%s); retrying in %.1f s", entry.name, error, delay)
-        else:
-            log.exception("evicting %s failed unexpectedly; retrying in %.1f s", entry.name, delay)
-        with self._cond:
-            assert self._schedule is not None
-            self._schedule.wait(entry, self.clock() + delay, f"eviction failing: {error}")
-            self._cond.notify_all()
 
     def _fail(self, error: FatalKubeError) -> None:
         with self._cond:
@@ -765,7 +623,7 @@ class Drain:
                 budget=entry.budget,
                 reason=left[entry.name],
                 refusals=entry.refusals,
-                tier=_tier(entry),
+                tier=entry.tier,
             )
         log.warning("drain of %s timed out: %s", self.node, self.report.timeout_message())
         if self.options.force_on_timeout:
@@ -782,29 +640,14 @@ class Drain:
         self.report.left = left
 
     def _force(self, remaining: list[Entry]) -> None:
-        """The `force` timeout policy: delete what is left, bypassing budgets."""
+        """The `force` timeout policy (force.py): delete what is left, bypassing
+        budgets; then wait, briefly, for the deleted pods to go."""
         grace = self.options.force_grace_period_seconds
-        deleted = []
-        for entry in remaining:
-            try:
-                self.kube.delete_pod(entry.pod, grace_period_seconds=grace)
-            except (KubeNotFound, KubeConflict):
-                continue
-            except FatalKubeError as e:
-                self._fail(e)
-                return
-            except KubeError as e:
-                log.error("force-deleting %s failed: %s", entry.name, e)
-                continue
-            deleted.append(entry)
-            self.report.forced += 1
-            self._emit(
-                Kind.FORCED,
-                pod=entry.name,
-                reason=self.report.left.get(entry.name, ""),
-                refusals=entry.refusals,
-                tier=_tier(entry),
-            )
+        try:
+            deleted = delete_left(self.kube, remaining, grace, report=self.report, emit=self._emit)
+        except FatalKubeError as e:
+            self._fail(e)
+            return
         until = self.clock() + grace + 5
         with self._cond:
             assert self._schedule is not None
@@ -816,15 +659,6 @@ class Drain:
                 self._idle(self.clock(), until)
             left = self._schedule.left()
         self.report.remaining = sorted(left)  # `left` keeps what the deadline found
-
-    def _grace_period(self, pod: Pod) -> int | None:
-        """The eviction's grace period: the setting's (None: the pod's own), cut to
-        the time left before the deadline when the node goes then whatever happens."""
-        grace = self.options.grace_period_seconds
-        if not self.options.fit_grace_to_deadline:
-            return grace
-        own = grace if grace is not None else pods.grace_period(pod)
-        return max(1, min(own, int(self._deadline - self.clock())))
 
     def _record(self, phase: Outcome) -> None:
         """The drain's end in the node's progress annotation ("drained", "interrupted",
@@ -841,18 +675,15 @@ class Drain:
     # -- volumes --------------------------------------------------------------
 
     def _wait_for_volume_detach(self, limit: float) -> None:
-        """Wait, bounded, until the evicted pods' volumes are detached from the node."""
+        """Wait, bounded, until the evicted pods' volumes are detached from the node
+        (volumes.py), and say what is still attached."""
         assert self._schedule is not None
-        if self.options.volume_detach_timeout <= 0:
-            return
-        volumes = volumes_of(self.kube, (e.pod for e in self._schedule))
-        if not volumes:
-            return
-        result = wait_for_detach(
+        result = wait_for_volume_detach(
             self.kube,
             self.node,
-            volumes,
-            min(limit, self.clock() + self.options.volume_detach_timeout),
+            (e.pod for e in self._schedule),
+            limit,
+            self.options.volume_detach_timeout,
             cond=self._cond,
             clock=self.clock,
             pause=self._pause,
@@ -860,6 +691,8 @@ class Drain:
             on_detached=lambda what: self._emit(Kind.VOLUME_DETACHED, reason=what),
             watch_timeout=self.options.watch_timeout_seconds,
         )
+        if result is None:
+            return
         if result.error is not None:
             self._fail(result.error)
         self.report.volumes_detached = len(result.detached)
@@ -893,10 +726,6 @@ def _comes_back(pod: Pod) -> bool:
     cordon's taint and a controller recreates it (the first time the drain saw the
     node, such a pod is evicted once, as kubectl drain does)."""
     return pods.tolerates_cordon(pod) and pods.controller(pod) is not None
-
-
-def _tier(entry: Entry) -> str:
-    return "critical" if entry.critical else "ordinary"
 
 
 def _last_writer(node: dict[str, Any]) -> str:

@@ -1,0 +1,217 @@
+"""One eviction: the request, and what its answer means for the pod.
+
+The drain's loop (drainer/engine/drain.py) decides which pods to send; each is sent
+from a worker thread of its pool, here. An answer changes the pod's entry in the
+schedule, the report and the events, under the drain's lock, and wakes the loop:
+accepted, already gone, refused by a budget (retry when the budget has room),
+refused because several budgets select it, going with its terminating namespace,
+denied by an admission policy, or failing (retry with backoff). A fatal answer (RBAC,
+TLS, a refused token) ends the drain.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from drainer.engine import pods
+from drainer.engine.options import DrainOptions
+from drainer.engine.pods import Pod
+from drainer.engine.report import DrainReport, Emit, Kind, several_budgets_message
+from drainer.engine.schedule import Entry, Schedule, State
+from drainer.engine.watchers import BudgetTracker
+from drainer.errors import (
+    AdmissionDenied,
+    EvictionBlocked,
+    FatalKubeError,
+    KubeConflict,
+    KubeError,
+    KubeNotFound,
+    KubeTooManyRequests,
+    MultipleBudgets,
+    NamespaceTerminating,
+)
+from drainer.k8s.kube import Kube
+
+# The drain's logger: its name is part of every line (the CLI prints it).
+log = logging.getLogger("drainer.engine.drain")
+
+
+@dataclass(frozen=True)
+class Evictions:
+    """Sends a drain's evictions and takes their answers, on its pool's threads.
+
+    It shares the drain's lock (`cond`), schedule, budgets and report: every answer
+    is written under the lock and wakes the loop. `stopped()` says the drain is over
+    (nothing more is sent); `fail(error)` ends it."""
+
+    kube: Kube
+    schedule: Schedule
+    budgets: BudgetTracker
+    report: DrainReport
+    cond: threading.Condition
+    emit: Emit
+    options: DrainOptions
+    clock: Callable[[], float]
+    rng: random.Random
+    deadline: float
+    """The drain's own deadline (epoch seconds), for the grace period."""
+    stopped: Callable[[], bool]
+    fail: Callable[[FatalKubeError], None]
+
+    def evict(self, entry: Entry) -> None:
+        """Send `entry`'s eviction and act on the answer."""
+        if self.stopped():
+            return
+        try:
+            self.kube.evict(entry.pod, grace_period_seconds=self._grace_period(entry.pod))
+        except (KubeNotFound, KubeConflict):
+            # 404: already gone; 409: the name now belongs to a new pod, so ours is gone.
+            with self.cond:
+                self._gone_now(entry)
+            return
+        except EvictionBlocked as e:
+            self._refused(entry, e)
+            return
+        except MultipleBudgets:
+            self._several_budgets(entry)
+            return
+        except NamespaceTerminating as e:
+            self._going_with_namespace(entry, e)
+            return
+        except AdmissionDenied as e:
+            self._denied(entry, e)
+            return
+        except FatalKubeError as e:
+            self.fail(e)
+            return
+        except Exception as e:  # never drop a pod and then wait for it
+            self._failed(entry, e)
+            return
+        self._accepted(entry)
+
+    def _grace_period(self, pod: Pod) -> int | None:
+        """The eviction's grace period: the setting's (None: the pod's own), cut to
+        the time left before the deadline when the node goes then whatever happens."""
+        grace = self.options.grace_period_seconds
+        if not self.options.fit_grace_to_deadline:
+            return grace
+        own = grace if grace is not None else pods.grace_period(pod)
+        return max(1, min(own, int(self.deadline - self.clock())))
+
+    def _accepted(self, entry: Entry) -> None:
+        with self.cond:
+            if entry.state is State.IN_FLIGHT:
+                self.schedule.accepted(entry, self.clock())
+                self.report.evicted += 1
+                self.report.denied.pop(entry.name, None)  # the policy let it go after all
+                self.emit(Kind.EVICTED, pod=entry.name, refusals=entry.refusals, tier=entry.tier)
+            self.cond.notify_all()
+
+    def _gone_now(self, entry: Entry) -> None:
+        if entry.state is State.IN_FLIGHT:
+            self.schedule.gone(entry)
+            self.emit(Kind.GONE, pod=entry.name, tier=entry.tier)
+        self.cond.notify_all()
+
+    def _refused(self, entry: Entry, error: EvictionBlocked) -> None:
+        namespace = entry.pod["metadata"].get("namespace", "")
+        budget = f"{namespace}/{error.budget}" if error.budget else entry.budget
+        with self.cond:
+            first = entry.refusals == 0
+            synced = self.budgets.synced
+            self.schedule.refused(
+                entry,
+                budget,
+                self.clock(),
+                retry_after=error.retry_after,
+                fallback=lambda: self._fallback(synced, entry.refusals),
+            )
+            self.report.refusals += 1
+            held = self.report.blocked_by.setdefault(budget or f"{namespace}/?", [])
+            if entry.name not in held:
+                held.append(entry.name)
+            if first:
+                self.emit(
+                    Kind.REFUSED,
+                    pod=entry.name,
+                    budget=budget,
+                    reason=str(error),
+                    tier=entry.tier,
+                )
+            self.cond.notify_all()
+
+    def _fallback(self, synced: bool, attempt: int) -> float:
+        if synced:  # the watch wakes the pod; the timer only covers a missed event
+            return self.options.retry_watched * self.rng.uniform(0.5, 1.0)
+        return self.options.retry.delay(attempt, self.rng)
+
+    def _several_budgets(self, entry: Entry) -> None:
+        """The eviction API refuses a pod that more than one budget selects; the
+        server does not name them, the budget watch does."""
+        names = self.budgets.matching(entry.pod)
+        message = several_budgets_message(entry.name, names)
+        with self.cond:
+            until = self.clock() + self.options.several_budgets_retry
+            self.schedule.wait(
+                entry, until, f"more than one PodDisruptionBudget selects it ({', '.join(names)})"
+            )
+            if self.report.multiple_budgets.get(entry.name) != names:
+                prefix = f"cannot evict {entry.name}: more than one"
+                self.report.errors = [e for e in self.report.errors if not e.startswith(prefix)]
+                self.report.errors.append(message)
+                self.report.multiple_budgets[entry.name] = names
+                self.emit(
+                    Kind.SEVERAL_BUDGETS,
+                    pod=entry.name,
+                    budget=", ".join(names),
+                    reason=message,
+                    tier=entry.tier,
+                )
+            self.cond.notify_all()
+
+    def _going_with_namespace(self, entry: Entry, error: NamespaceTerminating) -> None:
+        namespace = error.namespace or entry.pod["metadata"].get("namespace", "")
+        with self.cond:
+            self.schedule.going(
+                entry, self.clock(), f"going with its terminating namespace {namespace}"
+            )
+            if entry.name not in self.report.going_with_namespace:
+                self.report.going_with_namespace.append(entry.name)
+                self.emit(
+                    Kind.WITH_NAMESPACE,
+                    pod=entry.name,
+                    reason=f"its namespace {namespace} is being deleted and the pod goes with it "
+                    "(403 NamespaceTerminating, not an RBAC denial); waiting for it to be gone",
+                    tier=entry.tier,
+                )
+            self.cond.notify_all()
+
+    def _denied(self, entry: Entry, error: AdmissionDenied) -> None:
+        """An admission policy or webhook refused this pod's eviction: a refusal of
+        the pod, not of the drain. Retry it with backoff (the policy may change its
+        mind: a time window, a label someone adds); the others go on meanwhile."""
+        message = error.refusal
+        delay = self.options.denied_retry.delay(entry.attempts - 1, self.rng)
+        with self.cond:
+            self.schedule.wait(entry, self.clock() + delay, f"refused by admission: {message}")
+            first = entry.name not in self.report.denied
+            self.report.denied[entry.name] = message
+            if first:
+                self.emit(Kind.DENIED, pod=entry.name, reason=message, tier=entry.tier)
+            self.cond.notify_all()
+
+    def _failed(self, entry: Entry, error: Exception) -> None:
+        """Keep the pod and try again later, never before a throttling answer's Retry-After."""
+        retry_after = error.retry_after if isinstance(error, KubeTooManyRequests) else None
+        delay = self.options.retry.delay(entry.attempts - 1, self.rng, retry_after)
+        if isinstance(error, KubeError):
+            log.warning("evicting %s failed (%s); retrying in %.1f s", entry.name, error, delay)
+        else:
+            log.exception("evicting %s failed unexpectedly; retrying in %.1f s", entry.name, delay)
+        with self.cond:
+            self.schedule.wait(entry, self.clock() + delay, f"eviction failing: {error}")
+            self.cond.notify_all()
