@@ -11,6 +11,10 @@ the schedule (drainer/engine/schedule.py) which pods to send now, and hands them
 pool; a pod waiting for its budget holds no thread. The drain owns the node until
 the end: an uncordon is undone, pods that land on it are evicted like the others,
 and "drained" means a fresh list shows nothing left to evict.
+
+Beside it: one eviction and what its answer means (drainer/engine/evictions.py),
+TIMEOUT_POLICY=force's deletion of the pods left (force.py), and the wait for the
+volumes to detach (volumes.py).
 """
 
 from __future__ import annotations
