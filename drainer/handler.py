@@ -19,7 +19,7 @@ from typing import Any
 
 from drainer import aws, logs
 from drainer.errors import SettingsError
-from drainer.lifecycle import ending, hooks, scale_in, spot
+from drainer.lifecycle import checks, ending, hooks, scale_in, spot
 from drainer.lifecycle.clients import KubeFactory, eks_kube
 from drainer.lifecycle.events import (
     HookSyncEvent,
@@ -29,7 +29,7 @@ from drainer.lifecycle.events import (
     parse_event,
 )
 from drainer.lifecycle.job import Tools
-from drainer.lifecycle.settings import Settings, TimeoutPolicy
+from drainer.lifecycle.settings import Settings
 from drainer.lifecycle.window import Invocation
 
 log = logging.getLogger(__name__)
@@ -86,7 +86,7 @@ def lambda_handler(event: Any, context: Any) -> dict[str, Any]:
         return ending.skipped(parsed)
     if isinstance(parsed, SelfCheckEvent):
         clients, kube_factory = _aws(settings, os.environ.get("AWS_REGION", ""))
-        return self_check(parsed, settings, clients, kube_factory)
+        return checks.handle(parsed, Tools(settings, clients, kube_factory))
     if isinstance(parsed, HookSyncEvent):
         clients, _ = _aws(settings, os.environ.get("AWS_REGION", ""))
         return hooks.sync_hooks(clients.autoscaling, settings, parsed.trigger).result()
@@ -102,29 +102,3 @@ def lambda_handler(event: Any, context: Any) -> dict[str, Any]:
     if isinstance(parsed, SpotEvent):
         return spot.handle(parsed, tools, invocation)
     return scale_in.handle(parsed, tools, invocation, raw_event=event)
-
-
-def self_check(
-    event: SelfCheckEvent, settings: Settings, clients: aws.AwsClients, kube_factory: KubeFactory
-) -> dict[str, Any]:
-    """Whether this function, as its own identity, may drain (drainer/k8s/selfcheck.py)."""
-    from drainer.errors import DrainerError
-    from drainer.k8s import selfcheck
-
-    name = event.cluster_name or settings.cluster_name
-    if not name:
-        return {"result": "check_failed", "message": "no cluster: set CLUSTER_NAME"}
-    logs.bind(cluster=name)
-    try:
-        cluster = aws.describe_cluster(clients.eks, name)
-        kube = kube_factory(cluster, name, settings)
-    except DrainerError as e:
-        result = selfcheck.SelfCheck(name, error=str(e))
-    else:
-        try:
-            force = settings.timeout_policy == TimeoutPolicy.FORCE
-            result = selfcheck.check(kube, name, force=force)
-        finally:
-            kube.close()
-    (log.info if result.passed else log.error)("self-check: %s", result.message())
-    return result.result()
