@@ -9,7 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from realapi import StaticToken
 
+from drainer.k8s.kube import Kube
+from kubesim import KubeSim
 from kubesim.testing import fetch_kubectl, find_kubectl
 
 EVENTS_DIR = Path(__file__).parent / "events"
@@ -71,3 +74,11 @@ def kubectl_binary() -> Path:
         return fetch_kubectl(KUBECTL_CACHE)
     except (OSError, subprocess.SubprocessError, StopIteration, KeyError) as e:
         pytest.fail(f"no kubectl on PATH and fetching one failed: {e!r}")
+
+
+@pytest.fixture
+def kube(sim: KubeSim) -> Iterator[Kube]:
+    """The drainer's client, as the cluster's admin, on the test module's `sim`."""
+    client = Kube.for_cluster(sim.url, sim.ca_pem, StaticToken(sim.admin_token))
+    yield client
+    client.close()

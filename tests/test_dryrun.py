@@ -8,7 +8,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from realapi import StaticToken
 from support.objects import budget, node, pod
 
 from drainer.engine.dryrun import dry_run
@@ -27,13 +26,6 @@ def sim() -> Iterator[KubeSim]:
     with KubeSim() as running:
         running.apply([node(NODE), SHOP])
         yield running
-
-
-@pytest.fixture
-def kube(sim: KubeSim) -> Iterator[Kube]:
-    client = Kube.for_cluster(sim.url, sim.ca_pem, StaticToken(sim.admin_token))
-    yield client
-    client.close()
 
 
 def _on_node(sim: KubeSim) -> list[dict[str, Any]]:

@@ -7,7 +7,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from realapi import StaticToken
 from support.objects import node
 
 from drainer.k8s.kube import Kube
@@ -23,13 +22,6 @@ DNS = "ip-10-0-1-23.ec2.internal"
 def sim() -> Iterator[KubeSim]:
     with KubeSim() as running:
         yield running
-
-
-@pytest.fixture
-def kube(sim: KubeSim) -> Iterator[Kube]:
-    client = Kube.for_cluster(sim.url, sim.ca_pem, StaticToken(sim.admin_token))
-    yield client
-    client.close()
 
 
 def lookup(kube: Kube) -> str | None:

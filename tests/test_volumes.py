@@ -9,7 +9,6 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from realapi import StaticToken
 from support.clock import FakeClock
 from support.objects import node, pod
 
@@ -26,13 +25,6 @@ def sim() -> Iterator[KubeSim]:
     with KubeSim() as running:
         running.apply([node(NODE), node("n2")])
         yield running
-
-
-@pytest.fixture
-def kube(sim: KubeSim) -> Iterator[Kube]:
-    client = Kube.for_cluster(sim.url, sim.ca_pem, StaticToken(sim.admin_token))
-    yield client
-    client.close()
 
 
 def claim(name: str) -> dict[str, Any]:
