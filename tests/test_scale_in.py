@@ -1,4 +1,4 @@
-"""The workflow's decisions: the drain's deadline, the result of each report, and what
+"""The terminate hook's trigger: the drain's deadline, the result of each report, and what
 happens before a drain can start (the allow-list, the cluster, a failing API server).
 
 AWS is moto with awssim; Kubernetes is kubesim. Time is a clock the test holds: the

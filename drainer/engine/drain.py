@@ -39,7 +39,7 @@ from drainer.engine.options import DrainOptions
 from drainer.engine.pods import Pod
 from drainer.engine.report import DrainEvent, DrainReport, Kind, describe
 from drainer.engine.schedule import OPEN, Entry, Schedule, State
-from drainer.engine.volumes import wait_for_volume_detach
+from drainer.engine.volumes import volumes_of, wait_for_detach
 from drainer.engine.watchers import BudgetTracker, NodeTracker, PodTracker
 from drainer.errors import FatalKubeError, KubeError, KubeNotFound
 from drainer.k8s.cordon import PROGRESS_ANNOTATION, cordon_patch, progress_value
@@ -682,12 +682,17 @@ class Drain:
         """Wait, bounded, until the evicted pods' volumes are detached from the node
         (volumes.py), and say what is still attached."""
         assert self._schedule is not None
-        result = wait_for_volume_detach(
+        timeout = self.options.volume_detach_timeout
+        if timeout <= 0:
+            return
+        volumes = volumes_of(self.kube, (e.pod for e in self._schedule))
+        if not volumes:
+            return
+        result = wait_for_detach(
             self.kube,
             self.node,
-            (e.pod for e in self._schedule),
-            limit,
-            self.options.volume_detach_timeout,
+            volumes,
+            min(limit, self.clock() + timeout),
             cond=self._cond,
             clock=self.clock,
             pause=self._pause,
@@ -695,8 +700,6 @@ class Drain:
             on_detached=lambda what: self._emit(Kind.VOLUME_DETACHED, reason=what),
             watch_timeout=self.options.watch_timeout_seconds,
         )
-        if result is None:
-            return
         if result.error is not None:
             self._fail(result.error)
         self.report.volumes_detached = len(result.detached)
@@ -705,7 +708,7 @@ class Drain:
             log.warning(
                 "volumes still attached to %s after %.0f s: %s",
                 self.node,
-                self.options.volume_detach_timeout,
+                timeout,
                 ", ".join(result.pending),
             )
 

@@ -74,39 +74,3 @@ def wait_for_detach(
         attachments.stop()
     result.pending = sorted(pending.values())
     return result
-
-
-def wait_for_volume_detach(
-    kube: Kube,
-    node: str,
-    drained: Iterable[Pod],
-    limit: float,
-    timeout: float,
-    *,
-    cond: threading.Condition,
-    clock: Callable[[], float],
-    pause: Callable[[float], None],
-    stopped: Callable[[], bool],
-    on_detached: Callable[[str], None],
-    watch_timeout: int = 240,
-) -> Detach | None:
-    """A drain's last step: wait, at most `timeout` seconds and not past `limit`, until
-    the volumes of the `drained` pods are detached from `node`. None: no wait (a
-    `timeout` of 0, or no volume behind the pods' claims)."""
-    if timeout <= 0:
-        return None
-    volumes = volumes_of(kube, drained)
-    if not volumes:
-        return None
-    return wait_for_detach(
-        kube,
-        node,
-        volumes,
-        min(limit, clock() + timeout),
-        cond=cond,
-        clock=clock,
-        pause=pause,
-        stopped=stopped,
-        on_detached=on_detached,
-        watch_timeout=watch_timeout,
-    )

@@ -156,6 +156,6 @@ def _leave_target_groups(tools: Tools, run: Run, job: DrainJob) -> Run:
             "targets_pending": found.pending,
         },
     )
-    if found.pending and window.hands_over and tools.clock() >= (window.stop_at or 0.0):
+    if found.pending and window.hands_over and tools.clock() >= window.limit:
         return replace(run, result=Outcome.HANDED_OVER, message=found.describe(), targets=found)
     return replace(run, targets=found)
