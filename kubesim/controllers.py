@@ -317,8 +317,10 @@ class Simulator:
             node = pod["spec"].get("nodeName")
             uid = metadata["uid"]
             if node and node not in nodes:
-                # Pod garbage collection: pods bound to a node that is gone are removed.
-                self.api.remove_now(PODS, metadata["namespace"], metadata["name"])
+                # Pod garbage collection: pods bound to a node that is gone are deleted
+                # at once; as in Kubernetes, a finalizer keeps one (terminating) until
+                # its owner removes it.
+                self._collect_orphan(pod)
                 continue
             if is_terminating(pod):
                 if (metadata.get("annotations") or {}).get(STOPPED) == "true":
@@ -343,6 +345,23 @@ class Simulator:
                     self._schedule(key, now + self.delay(_seconds(pod, STARTUP)))
                 if self._due[key] <= now:
                     self._start_pod(pod)
+
+    def _collect_orphan(self, pod: Obj) -> None:
+        metadata = pod["metadata"]
+        if not metadata.get("finalizers"):
+            self.api.remove_now(PODS, metadata["namespace"], metadata["name"])
+            return
+        if (metadata.get("annotations") or {}).get(STOPPED) == "true":
+            return
+
+        def stopped(obj: Obj) -> None:
+            obj["metadata"].setdefault("annotations", {})[STOPPED] = "true"
+            obj.setdefault("status", {})["phase"] = "Failed"
+
+        stamp = metadata.get("deletionTimestamp") or now_iso(self.api.clock())
+        self.store.set_deletion(
+            PODS, metadata["namespace"], metadata["name"], timestamp=stamp, grace=0, mutate=stopped
+        )
 
     def _start_pod(self, pod: Obj) -> None:
         updated = copy.deepcopy(pod)

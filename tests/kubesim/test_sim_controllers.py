@@ -322,6 +322,23 @@ def test_node_deleted__its_pods_garbage_collected(sim: KubeSim, core: Any) -> No
     eventually(lambda: not sim.list("Pod"))
 
 
+def test_node_deleted__pod_with_finalizer_stays_terminating_until_it_is_removed(
+    sim: KubeSim, core: Any
+) -> None:
+    """As Kubernetes' PodGC: the orphan is deleted, and its finalizer holds it."""
+    sim.apply([node("n1"), pod("a", node_name="n1", finalizers=["example.com/held"])])
+
+    core.delete_node("n1")
+
+    held = eventually(
+        lambda: [p for p in sim.list("Pod") if p["metadata"].get("deletionTimestamp")],
+        what="the orphan marked for deletion",
+    )
+    assert held[0]["metadata"]["finalizers"] == ["example.com/held"]
+    core.patch_namespaced_pod("a", "default", {"metadata": {"finalizers": None}})
+    eventually(lambda: not sim.list("Pod"), what="the pod gone with its finalizer")
+
+
 # -- the node lifecycle controller -------------------------------------------
 
 
