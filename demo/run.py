@@ -29,10 +29,11 @@ from awssim import spot
 from awssim.world import create_target_group
 from demo import summary as summaries
 from demo import template
-from demo.kube import Follower, Kube
+from demo.kube import Follower, admin, apply, merge_patch
 from demo.observe import Observer
 from demo.procs import Child, ChildError, Children
 from demo.view import View, make_view, shown_path
+from testbed.cluster import ApiClient, admin_client
 
 ROOT = Path(__file__).resolve().parent.parent
 RBAC_DIR = ROOT / "k8s-rbac"
@@ -141,7 +142,7 @@ class Demo:
         # Credentials that exist only here: the local emulators accept them, AWS never sees them.
         self.access_key = "AKIA" + _random(string.ascii_uppercase + string.digits, 16)
         self.secret_key = _random(string.ascii_letters + string.digits, 40)
-        self.kube: Kube | None = None
+        self.kube: ApiClient | None = None
         self.aws: Any = None
         self.aws_url = ""
         self.session: Any = None
@@ -257,7 +258,7 @@ class Demo:
 
         kube_url = kubesim.first_line(60)
         aws_url = awssim.first_line(60)
-        self.kube = Kube(kubeconfig)
+        self.kube = admin_client(kubeconfig)
         self.aws = AwsSimClient(aws_url, account_id=ACCOUNT, region=REGION)
         self.aws_url = aws_url
         self.session = boto3.Session(
@@ -339,10 +340,9 @@ class Demo:
             notification_metadata=hook.notification_metadata,
             instance_type=INSTANCE_TYPE,
         )
-        self.aws.point_cluster_at(
-            CLUSTER, kube.server, base64.b64encode(kube.ca_pem.encode()).decode()
-        )
-        kube.admin(
+        self.aws.point_cluster_at(CLUSTER, kube.url, base64.b64encode(kube.ca_pem).decode())
+        admin(
+            kube,
             "POST",
             "identities",
             {
@@ -373,7 +373,7 @@ class Demo:
             zone = instance["Placement"]["AvailabilityZone"]
             self.state.nodes[instance["InstanceId"]] = name
             nodes.append(sc.node_object(name, instance["InstanceId"], zone, INSTANCE_TYPE))
-        kube.apply(nodes)
+        apply(kube, nodes)
         groups = autoscaling.describe_auto_scaling_groups(AutoScalingGroupNames=[ASG])
         in_service = [
             i["InstanceId"]
@@ -421,26 +421,28 @@ class Demo:
         others = [n for n in self.state.nodes.values() if n != victim]
         timeout = 30.0
         # Setting the scene is not the demo: pods start 20 times faster until it is set.
-        kube.admin("POST", "speed", {"speed": o.speed * 20})
-        kube.apply(sc.spread(scenario))
+        admin(kube, "POST", "speed", {"speed": o.speed * 20})
+        apply(kube, sc.spread(scenario))
         expected = o.nodes + scenario.web_replicas
         self._settle(expected, timeout)
         for node in others:
-            kube.patch(f"/api/v1/nodes/{node}", {"spec": {"unschedulable": True}})
+            merge_patch(kube, f"/api/v1/nodes/{node}", {"spec": {"unschedulable": True}})
         try:
             placed = sc.on_the_node(scenario)
-            kube.apply(placed)
+            apply(kube, placed)
             expected += 3 + (1 if o.stubborn_pdb else 0)
             self._settle(expected, timeout)
         finally:
             for node in others:
-                kube.patch(f"/api/v1/nodes/{node}", {"spec": {"unschedulable": None}})
-        kube.patch(
-            "/apis/apps/v1/namespaces/kube-system/deployments/coredns", {"spec": {"replicas": 2}}
+                merge_patch(kube, f"/api/v1/nodes/{node}", {"spec": {"unschedulable": None}})
+        merge_patch(
+            kube,
+            "/apis/apps/v1/namespaces/kube-system/deployments/coredns",
+            {"spec": {"replicas": 2}},
         )
         expected += 1
         self._settle(expected, timeout)
-        kube.admin("POST", "speed", {"speed": o.speed})
+        admin(kube, "POST", "speed", {"speed": o.speed})
         self._show_cluster()
 
     def _settle(self, count: int, timeout: float) -> None:
@@ -487,7 +489,7 @@ class Demo:
 
     def _note_claims(self) -> None:
         assert self.kube is not None
-        for volume in self.kube.request("GET", "/api/v1/persistentvolumes")["items"]:
+        for volume in self.kube.call("GET", "/api/v1/persistentvolumes")["items"]:
             ref = (volume.get("spec") or {}).get("claimRef") or {}
             if ref:
                 self.observer.claims_of[volume["metadata"]["name"]] = (
@@ -654,7 +656,7 @@ class Demo:
         warning.start()
         deadline = time.monotonic() + 10
         while warning.is_alive() and time.monotonic() < deadline:
-            node = self.kube.request("GET", f"/api/v1/nodes/{self.state.node}")
+            node = self.kube.call("GET", f"/api/v1/nodes/{self.state.node}")
             if "spot-interruption" in json.dumps(node["metadata"].get("annotations") or {}):
                 break
             time.sleep(0.05)
@@ -769,14 +771,14 @@ class Demo:
         action = actions[-1] if actions else {}
         self.state.lifecycle = action
         assert self.kube is not None
-        on_node = self.kube.request(
+        on_node = self.kube.call(
             "GET", "/api/v1/pods", query={"fieldSelector": f"spec.nodeName={self.state.node}"}
         )
-        attachments = self.kube.request("GET", "/apis/storage.k8s.io/v1/volumeattachments")
+        attachments = self.kube.call("GET", "/apis/storage.k8s.io/v1/volumeattachments")
         self.observer.end_budget_check(on_node["items"], attachments["items"])
         # The API server's own record of what the function asked for: evictions,
         # deletions and refusals, independent of the function's logs.
-        recorded = self.kube.admin("GET", "requests", {"user": DRAINER_USER})
+        recorded = admin(self.kube, "GET", "requests", {"user": DRAINER_USER})
         self.state.requests = list(recorded.get("requests") or [])
         time.sleep(0.4)  # let the ledger poller print the last call
         if action.get("closed_at") is None:
@@ -798,7 +800,7 @@ class Demo:
         if state in ("terminated", "shutting-down") and self.kube is not None:
             # What the cloud controller does once the instance is gone.
             self.observer.deleting_node()
-            self.kube.request("DELETE", f"/api/v1/nodes/{self.state.node}")
+            self.kube.call("DELETE", f"/api/v1/nodes/{self.state.node}")
             self.observer.wait_for(lambda: self.state.node not in self.observer.nodes, 5)
         self._wait_for_replacements()
 

@@ -284,7 +284,9 @@ class Handler(BaseHTTPRequestHandler):
         self._filed = False
         self._record_fields = (started, method, path, verb, resource_name, user_name)
         try:
-            raw = self._read_body() if method in ("POST", "PUT", "PATCH", "DELETE") else b""
+            # Read whatever body came, a GET's too: left unread, it would be taken for
+            # the next request on a kept-alive connection.
+            raw = self._read_body()
             if path.startswith("/kubesim/"):
                 verb, resource_name = "admin", path
                 self._record_fields = (started, method, path, verb, resource_name, user_name)

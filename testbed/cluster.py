@@ -14,7 +14,7 @@ import builtins
 import json
 import ssl
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
@@ -101,6 +101,7 @@ class ApiClient:
 
     def __init__(self, url: str, ca_pem: bytes, token: str, *, timeout: float = 30.0) -> None:
         self.url = url.rstrip("/")
+        self.ca_pem = ca_pem
         self.token = token
         context = ssl.create_default_context(cadata=ca_pem.decode())
         self._pool = urllib3.PoolManager(
@@ -255,19 +256,27 @@ class ApiClient:
         self, kind: str, namespace: str = "", resource_version: str = "", timeout: int = 60
     ) -> Iterator[Obj]:
         """The events of one watch request, until the server ends it."""
-        resource = resource_of(kind)
+        path = self.path(resource_of(kind), namespace)
+        yield from self.watch_path(path, resource_version, timeout)
+
+    def watch_path(
+        self,
+        path: str,
+        resource_version: str = "",
+        timeout: int = 60,
+        *,
+        keep: Callable[[urllib3.BaseHTTPResponse], None] | None = None,
+    ) -> Iterator[Obj]:
+        """The events of one watch request on a collection's path, until the server
+        ends it; `keep` receives the open response, which another thread may
+        `shutdown()` to end the watch at once."""
         query = {
             "watch": "true",
             "resourceVersion": resource_version or None,
             "timeoutSeconds": str(timeout),
             "allowWatchBookmarks": "true",
         }
-        target = (
-            self.url
-            + self.path(resource, namespace)
-            + "?"
-            + urlencode({k: v for k, v in query.items() if v is not None})
-        )
+        target = self.url + path + "?" + urlencode({k: v for k, v in query.items() if v})
         answer = self._pool.request(
             "GET",
             target,
@@ -276,10 +285,12 @@ class ApiClient:
             timeout=urllib3.Timeout(connect=5, read=timeout + 10),
             retries=False,
         )
+        if keep is not None:
+            keep(answer)
         try:
             if answer.status >= 400:
                 body = json.loads(answer.read() or b"{}")
-                raise ApiError(answer.status, body, dict(answer.headers), f"watch {kind}")
+                raise ApiError(answer.status, body, dict(answer.headers), f"watch {path}")
             buffer = b""
             for chunk in answer.stream(65536, decode_content=True):
                 buffer += chunk
@@ -289,6 +300,16 @@ class ApiClient:
                         yield json.loads(line)
         finally:
             answer.release_conn()
+
+
+def admin_client(kubeconfig: Path, user: str = "admin", timeout: float = 10.0) -> ApiClient:
+    """A client as `user` of a kubeconfig with token users (kubesim's, the control
+    plane's): the first cluster's server and CA."""
+    config = yaml.safe_load(kubeconfig.read_text())
+    cluster = config["clusters"][0]["cluster"]
+    users = {u["name"]: u["user"] for u in config["users"]}
+    ca_pem = base64.b64decode(cluster["certificate-authority-data"])
+    return ApiClient(str(cluster["server"]), ca_pem, str(users[user]["token"]), timeout=timeout)
 
 
 class Cluster:

@@ -43,7 +43,12 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from tools.runtime import RuntimeUnavailable, find_runtime_python, runtime_version
+from tools.runtime import (
+    RuntimeUnavailable,
+    find_runtime_python,
+    pip_install_wheels,
+    runtime_version,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 TEMPLATE = ROOT / "template.yaml"
@@ -115,28 +120,9 @@ def install_requirements(
 ) -> None:
     """pip install the pinned wheels for the runtime into `staging` (no byte code)."""
     python_version = f"{version[0]}.{version[1]}"
-    command = [
-        sys.executable,
-        "-m",
-        "pip",
-        "install",
-        "--quiet",
-        "--disable-pip-version-check",
-        "--no-compile",
-        "--only-binary=:all:",
-        "--implementation",
-        "cp",
-        "--python-version",
-        python_version,
-        "--abi",
-        f"cp{version[0]}{version[1]}",
-        *[arg for tag in platform_tags(arch) for arg in ("--platform", tag)],
-        "--target",
-        str(staging),
-        "-r",
-        str(requirements),
-    ]
-    result = subprocess.run(command, capture_output=True, text=True, check=False)
+    result = pip_install_wheels(
+        staging, version, ["-r", str(requirements)], platforms=platform_tags(arch)
+    )
     if result.returncode != 0:
         raise PackageError(
             f"pip could not install {requirements.name} for python{python_version} "

@@ -84,6 +84,39 @@ def sdk_pins(requirements: Path = DEV_REQUIREMENTS) -> list[str]:
     return pins
 
 
+def pip_install_wheels(
+    target: Path,
+    version: tuple[int, int],
+    specs: list[str],
+    *,
+    platforms: list[str] | None = None,
+    no_deps: bool = False,
+) -> subprocess.CompletedProcess[str]:
+    """pip install binary wheels for the runtime's Python `version` into `target`,
+    without byte code (the zip and the runtime's SDK copy compile their own): the
+    one install recipe of the zip (tools/package.py) and of the runtime's SDK.
+    `platforms` restricts the wheels to those tags (cross-installing for Lambda)."""
+    command = [
+        sys.executable,
+        "-m",
+        "pip",
+        "install",
+        "--quiet",
+        "--disable-pip-version-check",
+        "--no-compile",
+        "--only-binary=:all:",
+        "--python-version",
+        f"{version[0]}.{version[1]}",
+    ]
+    if platforms:
+        command += ["--implementation", "cp", "--abi", f"cp{version[0]}{version[1]}"]
+        command += [arg for tag in platforms for arg in ("--platform", tag)]
+    if no_deps:
+        command.append("--no-deps")
+    command += ["--target", str(target), *specs]
+    return subprocess.run(command, capture_output=True, text=True, check=False)
+
+
 def install_runtime_sdk(target: Path, python: Path, version: tuple[int, int]) -> Path:
     """boto3 & co. as the runtime provides them: pinned, byte-compiled, in `target`.
 
@@ -95,27 +128,7 @@ def install_runtime_sdk(target: Path, python: Path, version: tuple[int, int]) ->
         return target
     shutil.rmtree(target, ignore_errors=True)
     target.mkdir(parents=True)
-    install = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--disable-pip-version-check",
-            "--no-compile",
-            "--no-deps",
-            "--only-binary=:all:",
-            "--python-version",
-            f"{version[0]}.{version[1]}",
-            "--target",
-            str(target),
-            *pins,
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    install = pip_install_wheels(target, version, pins, no_deps=True)
     if install.returncode != 0:
         raise RuntimeUnavailable(f"could not install {' '.join(pins)}:\n{install.stderr.strip()}")
     # The runtime's SDK is precompiled; compile this copy too, so it costs a cold

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import http.client
 import json
 import socket
 import ssl
@@ -83,6 +84,22 @@ def test_healthz__plain_ok(sim: KubeSim) -> None:
 
 
 # -- bodies and content types ------------------------------------------------------
+
+
+def test_get_with_a_body__kept_alive_connection__next_request_answered(sim: KubeSim) -> None:
+    """A body on a GET is read and ignored, not taken for the next request."""
+    context = ssl.create_default_context(cadata=sim.ca_pem.decode())
+    connection = http.client.HTTPSConnection("127.0.0.1", sim.port, context=context, timeout=5)
+    auth = {"Authorization": f"Bearer {sim.admin_token}", "Content-Type": "application/json"}
+    try:
+        connection.request("GET", "/api/v1/nodes", body=b'{"ignored": true}', headers=auth)
+        first = connection.getresponse()
+        first.read()
+        connection.request("GET", "/api/v1/namespaces", headers=auth)
+        second = connection.getresponse()
+        assert (first.status, second.status) == (200, 200), second.read()
+    finally:
+        connection.close()
 
 
 def test_post__missing_content_type__read_as_json(sim: KubeSim) -> None:
