@@ -174,6 +174,7 @@ def test_flags__change_their_settings_only() -> None:
             "--force",
             "--delete-emptydir-data",
             "--dry-run",
+            "--ignore-do-not-disrupt",
         )
     )
 
@@ -184,6 +185,7 @@ def test_flags__change_their_settings_only() -> None:
         stuck_pod_seconds=5,
         filters=FilterOptions(evict_unreplicated=True, evict_emptydir=True, evict_daemonset=True),
         dry_run=True,
+        honor_do_not_disrupt=False,
     )
 
 

@@ -473,3 +473,111 @@ def test_fatal_error_while_an_eviction_is_in_flight__its_acceptance_counted_in_t
         sim.get("Node", NODE)["metadata"]["annotations"]["eks-node-drainer/progress"]
     )
     assert (record["phase"], record["evicted"]) == ("failed", 1)
+
+
+# -- pods that opt out: karpenter.sh/do-not-disrupt ------------------------------
+
+DO_NOT_DISRUPT = {"karpenter.sh/do-not-disrupt": "true"}
+
+
+def test_do_not_disrupt__held_to_the_deadline__never_evicted__named_why(
+    sim: KubeSim, front: ApiFront, clock: FakeClock
+) -> None:
+    place(
+        sim,
+        objects.pod("batch-0", node_name=NODE, annotations=DO_NOT_DISRUPT),
+        objects.pod(
+            "ours-0", node_name=NODE, annotations={"eks-node-drainer/do-not-disrupt": "True"}
+        ),
+        *(objects.pod(f"api-{i}", node_name=NODE) for i in range(3)),
+    )
+
+    _, report = drain(front, clock, 60)
+
+    assert report.outcome == Outcome.TIMED_OUT
+    assert report.evicted == 3, "the others drained"
+    assert sorted(report.remaining) == ["default/batch-0", "default/ours-0"]
+    assert report.do_not_disrupt == {
+        "default/batch-0": "karpenter.sh/do-not-disrupt",
+        "default/ours-0": "eks-node-drainer/do-not-disrupt",
+    }
+    assert "karpenter.sh/do-not-disrupt=true" in report.left["default/batch-0"]
+    assert not front.requests("POST", eviction_path("default", "batch-0"))
+    assert not front.requests("POST", eviction_path("default", "ours-0"))
+
+
+def test_do_not_disrupt__force_policy__deleted_at_the_deadline(
+    sim: KubeSim, front: ApiFront, clock: FakeClock
+) -> None:
+    place(sim, objects.pod("batch-0", node_name=NODE, annotations=DO_NOT_DISRUPT, grace=1))
+
+    _, report = drain(front, clock, 30, force_on_timeout=True, force_grace_period_seconds=1)
+
+    assert report.outcome == Outcome.TIMED_OUT
+    assert report.forced == 1
+    assert not front.requests("POST", eviction_path("default", "batch-0")), "never evicted"
+    assert gone(sim, "default", "batch-0")
+
+
+def test_do_not_disrupt__annotation_false_or_ignored__evicted_like_any_pod(
+    sim: KubeSim, front: ApiFront, clock: FakeClock
+) -> None:
+    place(
+        sim,
+        objects.pod("batch-0", node_name=NODE, annotations=DO_NOT_DISRUPT),
+        objects.pod(
+            "batch-1", node_name=NODE, annotations={"karpenter.sh/do-not-disrupt": "false"}
+        ),
+    )
+
+    _, report = drain(front, clock, 60, honor_do_not_disrupt=False)
+
+    assert report.outcome == Outcome.DRAINED
+    assert report.evicted == 2
+    assert report.do_not_disrupt == {}
+
+
+class _LiftOnFirstIdle(SteppedWaits):
+    """The job finishes its work while the drain waits: its owner removes the
+    annotation the first time the drain has nothing else to do."""
+
+    def __init__(self, clock: FakeClock, sim: KubeSim) -> None:
+        super().__init__(clock)
+        self.sim = sim
+        self.lifted = False
+
+    def wait(self, cond: Any, until: Any, busy: bool = False) -> None:
+        if not self.lifted and not busy and cond.wait(0.05) is False:
+            self.lifted = True
+            k.request(
+                self.sim,
+                "PATCH",
+                "/api/v1/namespaces/default/pods/batch-0",
+                {"metadata": {"annotations": {"karpenter.sh/do-not-disrupt": None}}},
+                headers={"Content-Type": "application/merge-patch+json"},
+            )
+            return
+        super().wait(cond, until, busy)
+
+
+def test_do_not_disrupt__annotation_removed_mid_drain__evicted_then_drained(
+    sim: KubeSim, front: ApiFront, clock: FakeClock
+) -> None:
+    place(
+        sim,
+        objects.pod("batch-0", node_name=NODE, annotations=DO_NOT_DISRUPT),
+        objects.pod("api-0", node_name=NODE),
+    )
+    kube = front_kube(front, sleep=clock.sleep)
+    waits = _LiftOnFirstIdle(clock, sim)
+    engine = Drain(kube, NODE, DrainOptions(), waits=waits)
+    try:
+        report = engine.run(clock() + 300)
+    finally:
+        kube.close()
+
+    assert waits.lifted
+    assert report.outcome == Outcome.DRAINED
+    assert report.evicted == 2
+    assert len(front.requests("POST", eviction_path("default", "batch-0"))) == 1
+    assert report.do_not_disrupt == {"default/batch-0": "karpenter.sh/do-not-disrupt"}

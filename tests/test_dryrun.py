@@ -120,3 +120,19 @@ def test_dry_run__pod_under_two_budgets__an_error_naming_both(sim: KubeSim, kube
     assert "shop/web-a, shop/web-b" in report.errors[0]
     assert report.would_evict == []
     assert kinds == [Kind.SEVERAL_BUDGETS]
+
+
+def test_dry_run__do_not_disrupt_pod__would_be_held_not_evicted(sim: KubeSim, kube: Kube) -> None:
+    annotated = {"karpenter.sh/do-not-disrupt": "true"}
+
+    report, kinds = _run(
+        sim,
+        kube,
+        pod("batch-0", node_name=NODE, annotations=annotated),
+        pod("api-0", node_name=NODE),
+    )
+
+    assert report.would_evict == ["default/api-0"]
+    assert report.do_not_disrupt == {"default/batch-0": "karpenter.sh/do-not-disrupt"}
+    assert kinds.count(Kind.HELD) == 1
+    assert len(_on_node(sim)) == 2

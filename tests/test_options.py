@@ -31,6 +31,8 @@ def test_defaults__the_same_drain_whether_built_bare_or_from_default_settings() 
         ("critical_reserve_seconds", 15, "critical_reserve_seconds", 15),
         ("volume_detach_timeout_seconds", 5, "volume_detach_timeout", 5),
         ("dry_run", True, "dry_run", True),
+        ("honor_do_not_disrupt", False, "honor_do_not_disrupt", False),
+        ("honor_do_not_disrupt", True, "honor_do_not_disrupt", True),
     ],
 )
 def test_drain_options__each_setting_reaches_its_option(

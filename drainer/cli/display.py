@@ -30,6 +30,8 @@ _LABELS = {
     Kind.EVICTED: "evicted",
     Kind.REFUSED: "refused",
     Kind.SEVERAL_BUDGETS: "refused",
+    Kind.HELD: "held",
+    Kind.RELEASED: "released",
     Kind.WITH_NAMESPACE: "goes with ns",
     Kind.GONE: "gone",
     Kind.STUCK: "stuck",
@@ -242,6 +244,7 @@ def human_summary(report: DrainReport) -> str:
         (report.forced, "force-deleted"),
         (len(report.appeared), "appeared mid-drain"),
         (len(report.tolerating), "tolerate the cordon and stay"),
+        (len(report.do_not_disrupt), "held by do-not-disrupt"),
     )
     parts = [f"{report.evicted} evicted", *(f"{n} {what}" for n, what in counted if n)]
     if report.refusals:

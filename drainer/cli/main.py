@@ -238,6 +238,12 @@ def _kubectl_flags(drain: argparse.ArgumentParser) -> None:
         action="store_true",
         help="evict DaemonSet pods too (their controller may recreate them on the node)",
     )
+    drain.add_argument(
+        "--ignore-do-not-disrupt",
+        action="store_true",
+        help="evict pods annotated karpenter.sh/do-not-disrupt=true too (without it, they "
+        "are held until the timeout, then left)",
+    )
 
 
 def options_from(args: argparse.Namespace) -> DrainOptions:
@@ -255,6 +261,7 @@ def options_from(args: argparse.Namespace) -> DrainOptions:
         stuck_pod_seconds=args.stuck_pod_seconds,
         dry_run=args.dry_run,
         pod_selector=args.pod_selector or "",
+        honor_do_not_disrupt=not args.ignore_do_not_disrupt,
     )
 
 

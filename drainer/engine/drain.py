@@ -369,9 +369,30 @@ class Drain:
             now=now,
         )
         self.report.already_terminating += terminating
+        if not terminating:
+            self._hold_if_opted_out(entry)
         if appeared:
             self.report.appeared.append(name)
             self._emit(Kind.APPEARED, pod=name, tier=entry.tier, reason=decision.reason)
+
+    def _hold_if_opted_out(self, entry: Entry) -> None:
+        """A pod annotated not to be disrupted waits for the deadline (or for its
+        annotation to go), unless the options say to ignore the annotation."""
+        annotation = pods.opted_out(entry.pod) if self.options.honor_do_not_disrupt else ""
+        if entry.opted_out and not annotation:
+            self._schedule_of().release(entry)
+            self._emit(
+                Kind.RELEASED, pod=entry.name, reason="its do-not-disrupt annotation is gone"
+            )
+        elif annotation and not entry.opted_out and entry.state is State.TODO:
+            why = f"annotated {annotation}=true: not evicted while there is time"
+            self._schedule_of().hold(entry, why)
+            self.report.do_not_disrupt[entry.name] = annotation
+            self._emit(Kind.HELD, pod=entry.name, reason=why, tier=entry.tier)
+
+    def _schedule_of(self) -> Schedule:
+        assert self._schedule is not None
+        return self._schedule
 
     def _warn(self, decisions: list[Decision]) -> None:
         for message, names in filters.warnings_by_message(decisions).items():
@@ -518,6 +539,8 @@ class Drain:
         current = self._pods.current(entry.pod)
         if current is not None and current is not entry.pod:
             entry.pod, entry.due = current, pods.deletion_deadline(current)
+            if entry.due is None:
+                self._hold_if_opted_out(entry)
         due = entry.due
         if due is None:
             return

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from drainer.engine import filters
 from drainer.engine.filters import Action, Decision
 from drainer.engine.options import DrainOptions
-from drainer.engine.pods import Pod
+from drainer.engine.pods import Pod, opted_out
 from drainer.engine.report import DrainReport, Kind, several_budgets_message
 from drainer.engine.watchers import BudgetTracker
 from drainer.errors import (
@@ -43,8 +43,17 @@ def dry_run(
         if decision.action == Action.SKIP:
             report.skipped[decision.name] = decision.reason
             emit(Kind.SKIPPED, pod=decision.name, reason=decision.reason)
+        elif decision.action == Action.EVICT and _held(decision, options):
+            annotation = opted_out(decision.pod)
+            report.do_not_disrupt[decision.name] = annotation
+            why = f"annotated {annotation}=true: would not be evicted while there is time"
+            emit(Kind.HELD, pod=decision.name, reason=why)
         elif decision.action == Action.EVICT:
             _try(kube, decision, options=options, report=report, emit=emit, budgets=budgets)
+
+
+def _held(decision: Decision, options: DrainOptions) -> bool:
+    return options.honor_do_not_disrupt and bool(opted_out(decision.pod))
 
 
 def _try(

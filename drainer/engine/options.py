@@ -61,6 +61,9 @@ class DrainOptions:
     fit_grace_to_deadline: bool = False
     """Cut each eviction's grace period to the time left before the deadline (a spot
     instance is reclaimed then, whatever its pods asked for)."""
+    honor_do_not_disrupt: bool = True
+    """Hold the pods annotated karpenter.sh/do-not-disrupt (or
+    eks-node-drainer/do-not-disrupt) "true" until the deadline instead of evicting them."""
     pod_selector: str = ""
     """kubectl drain's --pod-selector: only the pods this label selector selects are
     drained (the CLI's; the Lambda drains every pod, since the node goes away)."""

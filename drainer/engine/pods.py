@@ -14,6 +14,9 @@ CRITICAL_PRIORITY_CLASSES = frozenset({"system-cluster-critical", "system-node-c
 # The priority of system-cluster-critical; anything at or above it is critical.
 CRITICAL_PRIORITY = 2_000_000_000
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
+DO_NOT_DISRUPT_ANNOTATIONS = ("karpenter.sh/do-not-disrupt", "eks-node-drainer/do-not-disrupt")
+"""A pod annotated with either, "true", must not be evicted while it works (a batch
+job, a long request): Karpenter's annotation, which the ecosystem uses, and ours."""
 
 
 def key(pod: Pod) -> PodKey:
@@ -35,6 +38,15 @@ def controller(pod: Pod) -> dict[str, Any] | None:
         if ref.get("controller"):
             return dict(ref)
     return None
+
+
+def opted_out(pod: Pod) -> str:
+    """The do-not-disrupt annotation set to "true" on the pod ("" when none is)."""
+    annotations = pod["metadata"].get("annotations") or {}
+    for annotation in DO_NOT_DISRUPT_ANNOTATIONS:
+        if str(annotations.get(annotation, "")).strip().lower() == "true":
+            return annotation
+    return ""
 
 
 def is_mirror(pod: Pod) -> bool:

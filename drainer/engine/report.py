@@ -48,6 +48,11 @@ class Kind(StrEnum):
     """403 NamespaceTerminating: not evicted; the namespace controller deletes it."""
     GONE = "pod_gone"
     """The pod is gone (or its name has a new UID); `seconds` since its eviction."""
+    HELD = "pod_held"
+    """A pod annotated not to be disrupted (karpenter.sh/do-not-disrupt): not evicted
+    while there is time; at the deadline the timeout policy applies to it."""
+    RELEASED = "pod_released"
+    """The do-not-disrupt annotation of a held pod was removed: it is evicted now."""
     STUCK = "pod_stuck"
     """Still terminating `stuck_pod_seconds` past its grace period; no longer waited for."""
     CRITICAL_TIER = "critical_tier_started"
@@ -79,6 +84,8 @@ EVENT_LEVELS: dict[Kind, int] = {
     Kind.EVICTING: logging.DEBUG,
     Kind.EVICTED: logging.INFO,
     Kind.REFUSED: logging.INFO,
+    Kind.HELD: logging.INFO,
+    Kind.RELEASED: logging.INFO,
     Kind.SEVERAL_BUDGETS: logging.ERROR,
     Kind.DENIED: logging.WARNING,
     Kind.WITH_NAMESPACE: logging.WARNING,
@@ -167,6 +174,8 @@ class DrainReport:
     # pods that landed mid-drain, tolerate the cordon and have a controller: evicting
     # them would only bring a replacement back to the node, so they stay and go with it
     tolerating: list[str] = field(default_factory=list)
+    # pods annotated not to be disrupted, held while there was time -> the annotation
+    do_not_disrupt: dict[str, str] = field(default_factory=dict)
     recordons: int = 0  # times someone uncordoned the node and the drain cordoned it again
     critical_early: bool = False  # the critical tier started on the reserve, not after the rest
     forced: int = 0
@@ -197,6 +206,7 @@ class DrainReport:
             },
             "appeared": len(self.appeared),
             "tolerating_cordon": sorted(self.tolerating),
+            "do_not_disrupt": dict(sorted(self.do_not_disrupt.items())),
             "recordoned": self.recordons,
             "errors": list(self.errors),
             "stopped_by": self.stopped_by,
@@ -235,6 +245,8 @@ _MESSAGES = {
     Kind.EVICTED: "evicted {pod}",
     Kind.REFUSED: "eviction of {pod} refused by PodDisruptionBudget {budget}; "
     "retrying when it allows",
+    Kind.HELD: "not evicting {pod}: {reason}",
+    Kind.RELEASED: "evicting {pod}: {reason}",
     Kind.SEVERAL_BUDGETS: "{reason}",
     Kind.DENIED: "eviction of {pod} refused by admission: {reason}; retrying with backoff",
     Kind.WITH_NAMESPACE: "not evicting {pod}: {reason}",

@@ -89,6 +89,8 @@ class Entry:
     """What holds it back now, in words (for the pod_left line)."""
     due: float | None = None
     """Its deletion deadline once it is terminating (deletionTimestamp), parsed once."""
+    opted_out: bool = False
+    """Annotated not to be disrupted: never sent while so (`held` says by what)."""
 
     @property
     def name(self) -> str:
@@ -193,6 +195,8 @@ class Schedule:
     def eligible(self, entry: Entry, now: float) -> bool:
         if entry.state is not State.TODO or (entry.critical and not self.critical_started):
             return False
+        if entry.opted_out:
+            return False
         if entry.hard or not entry.budget:
             return now >= entry.not_before
         budget = entry.budget
@@ -294,6 +298,16 @@ class Schedule:
             return
         self._move(entry, State.TODO)
         entry.hard, entry.not_before, entry.held = True, until, why
+
+    def hold(self, entry: Entry, why: str) -> None:
+        """The pod opted out of disruption: no request for it until `release`."""
+        if entry.state is State.TODO:
+            entry.opted_out, entry.held = True, why
+
+    def release(self, entry: Entry) -> None:
+        """The pod no longer opts out: it may be sent at once."""
+        if entry.opted_out:
+            entry.opted_out, entry.held, entry.not_before, entry.hard = False, "", 0.0, False
 
     def going(self, entry: Entry, now: float, why: str) -> None:
         """The pod goes without our eviction (its namespace is being deleted)."""

@@ -300,6 +300,17 @@ class Settings:
             "cordoned node, and node agents (CNI, log shippers) should run to the end.",
         ),
     )
+    honor_do_not_disrupt: bool = field(
+        default=True,
+        metadata=_env(
+            "HONOR_DO_NOT_DISRUPT",
+            "bool",
+            "true",
+            "Hold the pods annotated karpenter.sh/do-not-disrupt (or "
+            'eks-node-drainer/do-not-disrupt) "true" until the deadline instead of '
+            "evicting them; TIMEOUT_POLICY then applies to them as to budget-held pods.",
+        ),
+    )
     grace_period_seconds: int = field(
         default=-1,
         metadata=_env(
@@ -550,6 +561,7 @@ class Settings:
             dry_run=self.dry_run,
             force_on_timeout=self.timeout_policy == TimeoutPolicy.FORCE,
             force_grace_period_seconds=self.force_grace_period_seconds,
+            honor_do_not_disrupt=self.honor_do_not_disrupt,
         )
 
     def describe(self) -> dict[str, object]:

@@ -506,3 +506,60 @@ def test_node_replaced_mid_drain__new_node_left_alone__drain_ends_saying_so(
     assert "replaced" in str(summary.get("stopped_by")) + str(summary.get("message")), summary
     assert summary["result"] != "drained", summary
     assert one_completion(world, instance)["LifecycleActionResult"] == "CONTINUE"
+
+
+# -- 9. pods that opt out (karpenter.sh/do-not-disrupt): held, released, or forced ------
+
+
+def test_do_not_disrupt__held_while_others_drain__released_pod_evicted__last_forced_at_deadline(
+    world: World, invoke: Invoke, budgets: BudgetWatcher, drainer_logs: LogCapture
+) -> None:
+    """A batch job and a long request annotated not to be disrupted: neither is
+    evicted while the others drain; the request's owner lifts its annotation once
+    the work is done, and it goes at once; the job is still at work at the deadline,
+    where TIMEOUT_POLICY=force deletes it, so it gets its SIGTERM before the node goes."""
+    instance = world.instance_ids[0]
+    node = world.nodes[instance]
+    job = w.deployment("batch", 1, grace=1)
+    job["spec"]["template"]["metadata"]["annotations"]["karpenter.sh/do-not-disrupt"] = "true"
+    request = w.bare_pod("request", node=node, grace=1)
+    request["metadata"]["annotations"]["eks-node-drainer/do-not-disrupt"] = "true"
+    place_on(world, node, [w.deployment("api", 2), job, request])
+    [batch] = pods_of(world, node, "batch")
+    held = {batch, "default/request"}
+    others = pods_of(world, node, "api")
+    budgets.start()
+
+    def finish_the_request() -> None:
+        wait_until(lambda: not pods_of(world, node, "api"), timeout=20)
+        world.cluster.patch(
+            "Pod",
+            "request",
+            {"metadata": {"annotations": {"eks-node-drainer/do-not-disrupt": None}}},
+        )
+
+    join = in_background(finish_the_request)
+    event = nearly_timed_out(world.terminate(instance), 10.0, DRAIN_TIMEOUT)
+    summary = invoke(
+        event,
+        DRAIN_TIMEOUT_SECONDS=DRAIN_TIMEOUT,
+        TIMEOUT_POLICY="force",
+        FORCE_GRACE_PERIOD_SECONDS=1,
+    )
+    join()
+
+    print("end line:", {k: summary.get(k) for k in ("result", "do_not_disrupt", "left", "forced")})
+    assert {line["pod"] for line in drainer_logs.events("pod_held")} == held
+    assert [line["pod"] for line in drainer_logs.events("pod_released")] == ["default/request"]
+    evicted = [line["pod"] for line in drainer_logs.events("pod_evicted")]
+    assert sorted(evicted) == sorted([*others, "default/request"]), "the held job was evicted"
+    assert [line["pod"] for line in drainer_logs.events("pod_force_deleted")] == [batch]
+    assert summary["result"] == "timed_out", summary
+    assert summary["forced"] == 1
+    assert summary["do_not_disrupt"] == {
+        batch: "karpenter.sh/do-not-disrupt",
+        "default/request": "eks-node-drainer/do-not-disrupt",
+    }
+    assert "karpenter.sh/do-not-disrupt=true" in summary["left"][batch]
+    assert world.cluster.find("Pod", "request", "default") is None
+    assert one_completion(world, instance)["LifecycleActionResult"] == "CONTINUE"
