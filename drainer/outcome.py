@@ -26,6 +26,9 @@ class Outcome(StrEnum):
     """A person stopped it (the CLI's Ctrl-C); the Lambda never interrupts its own drain."""
     NOT_ALLOWED = "not_allowed"
     """The instance's Auto Scaling group is not one this function may act on."""
+    NOT_OURS = "not_ours"
+    """The node belongs to another node manager that drains it itself (Karpenter, EKS
+    Auto Mode): left alone."""
     CORDONED = "cordoned"
     """A spot rebalance recommendation: the node cordoned, not drained."""
 

@@ -10,7 +10,7 @@ import pytest
 from support.objects import node
 
 from drainer.k8s.kube import Kube
-from drainer.k8s.nodes import find_node
+from drainer.k8s.nodes import find_node, other_manager
 from kubesim import KubeSim
 
 INSTANCE = "i-0123456789abcdef0"
@@ -55,3 +55,21 @@ def test_find_node(
     sim.apply(nodes)
 
     assert lookup(kube) == found, case
+
+
+@pytest.mark.parametrize(
+    ("labels", "expected"),
+    [
+        ({"karpenter.sh/nodepool": "general"}, "Karpenter (karpenter.sh/nodepool=general)"),
+        ({"eks.amazonaws.com/compute-type": "auto"}, "EKS Auto Mode"),
+        ({"eks.amazonaws.com/compute-type": "ec2"}, ""),
+        ({"eks.amazonaws.com/nodegroup": "ng-1"}, ""),
+        ({}, ""),
+    ],
+)
+def test_other_manager__karpenter_and_auto_mode_nodes_are_not_ours(
+    labels: dict[str, str], expected: str
+) -> None:
+    found = other_manager({"metadata": {"name": "n", "labels": labels}})
+
+    assert found.startswith(expected) if expected else found == ""

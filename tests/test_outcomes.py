@@ -23,6 +23,7 @@ from drainer.outcome import Outcome
         (Outcome.FAILED, TimeoutPolicy.CONTINUE, "CONTINUE", "CONTINUE"),
         (Outcome.HANDED_OVER, TimeoutPolicy.CONTINUE, "ABANDON", None),
         (Outcome.NOT_ALLOWED, TimeoutPolicy.CONTINUE, "ABANDON", None),
+        (Outcome.NOT_OURS, TimeoutPolicy.ABANDON, "ABANDON", "CONTINUE"),
     ],
 )
 def test_outcome_table(

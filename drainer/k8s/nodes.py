@@ -15,6 +15,19 @@ from drainer.k8s.kube import Kube
 
 log = logging.getLogger(__name__)
 HOSTNAME_LABEL = "kubernetes.io/hostname"
+KARPENTER_LABEL = "karpenter.sh/nodepool"
+AUTO_MODE_LABEL = "eks.amazonaws.com/compute-type"
+
+
+def other_manager(node: dict[str, Any]) -> str:
+    """Who else manages this node and drains it on its own (Karpenter, EKS Auto
+    Mode), in words; "" when it is a node of ours to drain."""
+    labels = (node.get("metadata") or {}).get("labels") or {}
+    if labels.get(KARPENTER_LABEL):
+        return f"Karpenter ({KARPENTER_LABEL}={labels[KARPENTER_LABEL]})"
+    if labels.get(AUTO_MODE_LABEL) == "auto":
+        return f"EKS Auto Mode ({AUTO_MODE_LABEL}=auto)"
+    return ""
 
 
 def find_node(

@@ -30,6 +30,7 @@ def lifecycle_result(outcome: Outcome, settings: Settings) -> str | None:
         Outcome.INTERRUPTED: settings.failure_result,  # the CLI's; see lambda_outcome
         Outcome.HANDED_OVER: None,  # the next invocation completes it
         Outcome.NOT_ALLOWED: None,  # not our Auto Scaling group
+        Outcome.NOT_OURS: "CONTINUE",  # its own manager drains it: nothing to wait for
         Outcome.CORDONED: None,  # a spot event's: there is no lifecycle action
     }
     return table[outcome]

@@ -12,7 +12,7 @@ from drainer.backoff import Backoff
 from drainer.engine.drain import Drain, RealWaits
 from drainer.engine.report import DrainReport
 from drainer.errors import KubeError, KubeServerError, KubeTooManyRequests
-from drainer.k8s.nodes import find_node_object
+from drainer.k8s.nodes import find_node_object, other_manager
 from drainer.lifecycle.follow import follow_drain
 from drainer.lifecycle.job import DrainJob, Run, Tools
 from drainer.lifecycle.outcomes import lambda_outcome
@@ -49,6 +49,10 @@ def result_for(report: DrainReport, deadline: Deadline, settings: Settings) -> t
         )
     # Pods the API refuses to evict whatever the wait (more than one budget).
     return result, "; ".join(report.errors)
+
+
+def not_ours(node: str, manager: str) -> str:
+    return f"node {node} is managed by {manager}, which drains it itself: left alone"
 
 
 def _with_retries(tools: Tools, job: DrainJob) -> Run:
@@ -102,6 +106,9 @@ def _drain_once(tools: Tools, job: DrainJob) -> Run:
             )
         node = str(found["metadata"]["name"])
         logs.bind(node_name=node)
+        manager = other_manager(found)
+        if manager:
+            return Run(Outcome.NOT_OURS, not_ours(node, manager), node=node)
         followed = follow_drain(
             tools,
             kube,

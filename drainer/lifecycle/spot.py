@@ -28,7 +28,7 @@ from typing import Any
 from drainer import aws, logs
 from drainer.errors import AwsError, ClusterNotFound, InstanceNotFound, KubeError
 from drainer.k8s.cordon import cordon_patch, live_drain
-from drainer.k8s.nodes import find_node_object
+from drainer.k8s.nodes import find_node_object, other_manager
 from drainer.lifecycle import ending, notices
 from drainer.lifecycle.admission import group_refused, group_tags
 from drainer.lifecycle.events import (
@@ -40,7 +40,7 @@ from drainer.lifecycle.events import (
     SpotKind,
 )
 from drainer.lifecycle.job import DrainJob, Plan, Run, Tools
-from drainer.lifecycle.runner import run_job
+from drainer.lifecycle.runner import not_ours, run_job
 from drainer.lifecycle.settings import Settings
 from drainer.lifecycle.window import Deadline, Invocation, Window, hand_over_at, log_deadline
 from drainer.outcome import Outcome
@@ -182,6 +182,9 @@ def _cordon(tools: Tools, found: SpotTarget, cluster: aws.ClusterInfo) -> Run:
             return Run(Outcome.NO_NODE, f"no Kubernetes node for instance {identity.instance_id}")
         node = str(current["metadata"]["name"])
         logs.bind(node_name=node)
+        manager = other_manager(current)
+        if manager:
+            return Run(Outcome.NOT_OURS, not_ours(node, manager), node=node)
         # Any drain under way, the terminate hook's too: its record stays as it is.
         draining = SPOT_TRIGGERS | {TERMINATE_HOOK_TRIGGER}
         if live_drain(current, tools.clock(), draining) is not None:

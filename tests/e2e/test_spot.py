@@ -160,3 +160,32 @@ def test_interruption_drain_off__event_skipped__node_untouched(
         "reason": "spot interruption warning: SPOT_INTERRUPTION_DRAIN is off",
     }
     assert not _unschedulable(world, node)
+
+
+@pytest.mark.parametrize(
+    ("label", "value", "manager"),
+    [
+        ("karpenter.sh/nodepool", "default", "Karpenter"),
+        ("eks.amazonaws.com/compute-type", "auto", "EKS Auto Mode"),
+    ],
+)
+def test_node_of_another_manager__spot_warning__left_alone_in_one_line(
+    world: World, invoke: Invoke, drainer_logs: LogCapture, label: str, value: str, manager: str
+) -> None:
+    """Karpenter and EKS Auto Mode drain their nodes themselves on EC2's events; a
+    spot warning for one (EC2 sends them for every instance) changes nothing."""
+    instance = world.instance_ids[0]
+    node = world.nodes[instance]
+    place_on(world, node, [w.deployment("web", 2)])
+    world.cluster.patch("Node", node, {"metadata": {"labels": {label: value}}})
+
+    summary = invoke(world.spot_warning(instance))
+
+    assert summary["result"] == "not_ours", summary
+    assert manager in summary["message"] and f"{label}={value}" in summary["message"]
+    assert not _unschedulable(world, node)
+    assert PROGRESS_ANNOTATION not in (
+        world.cluster.get("Node", node)["metadata"].get("annotations") or {}
+    )
+    assert len(pods_on(world.cluster, node)) == 2, "nothing evicted"
+    assert drainer_logs.events("cordoned") == [] and drainer_logs.events("pod_evicted") == []
