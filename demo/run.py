@@ -324,6 +324,10 @@ class Demo:
             overrides["TIMEOUT_POLICY"] = self.options.timeout_policy
         if self.options.stubborn_pdb:
             overrides["DRAIN_TIMEOUT_SECONDS"] = str(MIN_DRAIN_TIMEOUT)
+            # With TIMEOUT_POLICY=force the held pod is deleted when only its grace (at
+            # most this) is left: 0, at the deadline itself, so that the short drain
+            # first shows its hand-overs.
+            overrides["FORCE_GRACE_PERIOD_SECONDS"] = "0"
         function = template.load(CLUSTER, ASG, overrides=overrides)
         self.state.function = function
         hook = function.hook

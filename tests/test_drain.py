@@ -581,3 +581,72 @@ def test_do_not_disrupt__annotation_removed_mid_drain__evicted_then_drained(
     assert report.evicted == 2
     assert len(front.requests("POST", eviction_path("default", "batch-0"))) == 1
     assert report.do_not_disrupt == {"default/batch-0": "karpenter.sh/do-not-disrupt"}
+
+
+# -- TIMEOUT_POLICY=force: every held pod deleted with its grace before the deadline ---
+
+
+def test_force__held_pods_deleted_their_grace_before_the_deadline__each_gets_that_grace(
+    sim: KubeSim, front: ApiFront, clock: FakeClock
+) -> None:
+    """A budget that never allows: each pod is deleted when only its grace period (at
+    most FORCE_GRACE_PERIOD_SECONDS) is left, so SIGTERM and its grace come before
+    the node goes; the drain ends timed out, naming what held each pod."""
+    held = {"app": "db"}
+    place(
+        sim,
+        objects.pod("db-short", node_name=NODE, labels=held, grace=10),
+        objects.pod("db-mid", node_name=NODE, labels=held, grace=20),
+        objects.pod("db-long", node_name=NODE, labels=held, grace=600),
+        objects.budget("db", held, max_unavailable=0),
+    )
+    start = clock()
+
+    _, report = drain(front, clock, 120, force_on_timeout=True, force_grace_period_seconds=30)
+
+    deletions = {
+        r.path.rsplit("/", 1)[1]: (r.at - start, json.loads(r.body)["gracePeriodSeconds"])
+        for r in front.requests("DELETE", "/pods/")
+    }
+    assert set(deletions) == {"db-short", "db-mid", "db-long"}
+    for name, grace in (("db-short", 10), ("db-mid", 20), ("db-long", 30)):
+        at, given = deletions[name]
+        assert given == grace, (name, deletions)
+        assert 120 - grace - 2 <= at <= 120 - grace + 1, (name, deletions)
+    assert report.outcome == Outcome.TIMED_OUT
+    assert report.forced == 3
+    assert set(report.forced_pods) == {"default/db-short", "default/db-mid", "default/db-long"}
+    assert all("db" in why for why in report.forced_pods.values()), report.forced_pods
+    assert not sim.list("Pod"), "gone by the deadline"
+
+
+def test_force__grace_cut_to_the_time_left__a_pod_found_late_still_gets_sigterm(
+    sim: KubeSim, front: ApiFront, clock: FakeClock
+) -> None:
+    """Less time than its grace: deleted at once, its grace cut to what is left."""
+    place(
+        sim,
+        objects.pod("db-0", node_name=NODE, labels={"app": "db"}, grace=60),
+        objects.budget("db", {"app": "db"}, max_unavailable=0),
+    )
+
+    _, report = drain(front, clock, 20, force_on_timeout=True, force_grace_period_seconds=60)
+
+    [deletion] = front.requests("DELETE", "/pods/db-0")
+    assert json.loads(deletion.body)["gracePeriodSeconds"] <= 20
+    assert report.forced == 1 and report.outcome == Outcome.TIMED_OUT
+
+
+def test_no_force_policy__held_pods_never_deleted(
+    sim: KubeSim, front: ApiFront, clock: FakeClock
+) -> None:
+    place(
+        sim,
+        objects.pod("db-0", node_name=NODE, labels={"app": "db"}, grace=10),
+        objects.budget("db", {"app": "db"}, max_unavailable=0),
+    )
+
+    _, report = drain(front, clock, 60)
+
+    assert not front.requests("DELETE", "/pods/")
+    assert report.outcome == Outcome.TIMED_OUT and report.remaining == ["default/db-0"]

@@ -495,6 +495,7 @@ def test_plan_for__interruption__cuts_grace_reserves_at_most_a_third_follows_its
 
     assert plan.options.trigger == "spot-interruption"
     assert plan.options.fit_grace_to_deadline is True
+    assert plan.options.force_on_timeout is True, "held pods get SIGTERM before EC2 acts"
     assert plan.options.critical_reserve_seconds == pytest.approx(expected_reserve)
     assert plan.options.critical_reserve_seconds <= max(window, 0) / 3
     assert plan.options.concurrency == 7, "the rest comes from the settings"

@@ -88,11 +88,18 @@ class RealWaits:
         cond.wait(max(0.01, min(until() - self.clock(), MAX_WAIT)))
 
 
+FORCE_REQUEST_SECONDS = 1.0
+"""TIMEOUT_POLICY=force deletes a held pod this long before its grace would have to
+start, so that the whole grace fits before the deadline."""
+
+
 @dataclass
 class _Step:
     """What one turn of the loop decided, to be done outside the lock."""
 
     send: list[Entry] = field(default_factory=list)
+    force: list[Entry] = field(default_factory=list)
+    """TIMEOUT_POLICY=force: pods whose time to be deleted with their grace has come."""
     recordon: bool = False
     verify: bool = False
     over: bool = False
@@ -143,6 +150,7 @@ class Drain:
         self._unchecked: dict[tuple[str, str, str], Pod] = {}
         self._cordoned: dict[str, Any] | None = None  # the node as the cordon left it
         self._stuck_check_at = float("inf")  # when the next terminating pod may be stuck
+        self._deadline = float("inf")  # the drain's deadline, once it runs
         self.report = DrainReport(node)
 
     # -- public ---------------------------------------------------------------
@@ -277,9 +285,14 @@ class Drain:
         if self.interrupted:
             self._not_drained(deadline)
             return
+        if self.report.forced:  # gone because the deadline's policy deleted them
+            self.report.outcome = Outcome.TIMED_OUT
+            self._record(Outcome.TIMED_OUT)
+            return
         self._record(Outcome.DRAINED)
 
     def _start(self, pod_list: list[Pod], version: str, deadline: float, source: str) -> None:
+        self._deadline = deadline
         self._watch(pod_list, version)
         assert self._budgets is not None
         self._schedule = Schedule(
@@ -420,6 +433,8 @@ class Drain:
                     self._recordon()
                 if step.check_name:
                     self._admit_unchecked()
+                if step.force:
+                    self._force_early(step.force)
                 if step.verify and self._verify():
                     return True
                 sent = [f for f in sent if not f.done()]
@@ -449,6 +464,9 @@ class Drain:
                     return _Step(verify=True, recordon=recordon)
                 if now >= limit:
                     return _Step(over=True)
+                forcing = self._due_for_force(now)
+                if forcing:
+                    return _Step(force=forcing, recordon=recordon)
                 why = schedule.start_critical(now)
                 if why:
                     self.report.critical_early = "deadline" in why
@@ -471,7 +489,7 @@ class Drain:
 
     def _wake_time(self, now: float, limit: float) -> float:
         assert self._schedule is not None
-        timers = [self._schedule.next_wake(now), self._next_stuck()]
+        timers = [self._schedule.next_wake(now), self._next_stuck(), self._next_force()]
         return min([limit, *(t for t in timers if t is not None)])
 
     def _absorb(self, now: float) -> bool:
@@ -657,6 +675,64 @@ class Drain:
             self._force(still)
         self._record(Outcome.TIMED_OUT)
 
+    # -- TIMEOUT_POLICY=force: every pod gets its SIGTERM and grace before the deadline --
+
+    def _force_at(self, entry: Entry) -> float:
+        """When a pod still held must be deleted so that its grace period ends by the
+        deadline: the deadline less its own grace, at most FORCE_GRACE_PERIOD_SECONDS,
+        and a second for the request (a grace of 0 is the deadline's own deletion)."""
+        grace = self._force_grace(entry)
+        return self._deadline - grace - (FORCE_REQUEST_SECONDS if grace else 0.0)
+
+    def _force_grace(self, entry: Entry) -> int:
+        own = self.options.grace_period_seconds
+        if own is None:
+            own = pods.grace_period(entry.pod)
+        return max(0, min(own, self.options.force_grace_period_seconds))
+
+    def _forceable(self) -> list[Entry]:
+        """The held pods TIMEOUT_POLICY=force may delete: those refused (or parked
+        behind a refusal of their budget, or opted out), not one never asked for (its
+        budget may allow it after all)."""
+        if not self.options.force_on_timeout or self._schedule is None:
+            return []
+        return [
+            e
+            for e in self._schedule.open()
+            if e.state is State.TODO and not e.forcing and (e.attempts or e.held)
+        ]
+
+    def _due_for_force(self, now: float) -> list[Entry]:
+        """The held pods whose deletion cannot wait any longer (hold the lock)."""
+        due = [e for e in self._forceable() if self._force_at(e) <= now]
+        for entry in due:
+            entry.forcing = True
+        return due
+
+    def _next_force(self) -> float | None:
+        return min((self._force_at(e) for e in self._forceable()), default=None)
+
+    def _force_early(self, entries: list[Entry]) -> None:
+        """Delete the pods whose budgets (or opt-out, or a policy) still hold them when
+        only their grace period is left before the deadline: each gets SIGTERM and
+        that grace, cut to the time left, before the node goes (force.py)."""
+
+        def grace(entry: Entry) -> int:
+            left = int(self._deadline - self.clock())
+            return max(1, min(self._force_grace(entry), left))
+
+        try:
+            deleted = delete_left(self.kube, entries, grace, report=self.report, emit=self._emit)
+        except FatalKubeError as e:
+            self._fail(e)
+            return
+        with self._cond:
+            assert self._schedule is not None
+            for entry in deleted:
+                why = f"deleted {self._deadline - self.clock():.0f} s before the deadline"
+                self._schedule.going(entry, self.clock(), why)
+                self._dirty.add(pods.key(entry.pod))
+
     def _left_behind(self) -> None:
         """The node was replaced mid-drain: what this drain had not seen go, it
         leaves (the old machine's pods went with its node object)."""
@@ -670,6 +746,7 @@ class Drain:
         """The `force` timeout policy (force.py): delete what is left, bypassing
         budgets; then wait, briefly, for the deleted pods to go."""
         grace = self.options.force_grace_period_seconds
+        remaining = [e for e in remaining if e.name not in self.report.forced_pods]
         try:
             deleted = delete_left(self.kube, remaining, grace, report=self.report, emit=self._emit)
         except FatalKubeError as e:

@@ -9,6 +9,7 @@ deleted pods to go.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from drainer.engine.report import DrainReport, Emit, Kind
 from drainer.engine.schedule import Entry
@@ -20,15 +21,23 @@ log = logging.getLogger("drainer.engine.drain")
 
 
 def delete_left(
-    kube: Kube, left: list[Entry], grace: int, *, report: DrainReport, emit: Emit
+    kube: Kube,
+    left: list[Entry],
+    grace: int | Callable[[Entry], int],
+    *,
+    report: DrainReport,
+    emit: Emit,
 ) -> list[Entry]:
-    """Delete each pod of `left` with `grace` seconds to go, and return those deleted.
-    A pod gone already is skipped, and one whose deletion fails is logged and left; a
-    fatal error (RBAC, TLS, a refused token) is raised and deletes no more."""
+    """Delete each pod of `left` with `grace` seconds to go (or the grace `grace`
+    gives it), and return those deleted. A pod gone already is skipped, and one whose
+    deletion fails is logged and left; a fatal error (RBAC, TLS, a refused token) is
+    raised and deletes no more."""
     deleted = []
     for entry in left:
+        seconds = grace(entry) if callable(grace) else grace
+        why = report.left.get(entry.name) or entry.held or "not gone by the deadline"
         try:
-            kube.delete_pod(entry.pod, grace_period_seconds=grace)
+            kube.delete_pod(entry.pod, grace_period_seconds=seconds)
         except (KubeNotFound, KubeConflict):
             continue
         except FatalKubeError:
@@ -38,10 +47,12 @@ def delete_left(
             continue
         deleted.append(entry)
         report.forced += 1
+        report.forced_pods[entry.name] = why
         emit(
             Kind.FORCED,
             pod=entry.name,
-            reason=report.left.get(entry.name, ""),
+            seconds=float(seconds),
+            reason=why,
             refusals=entry.refusals,
             tier=entry.tier,
         )

@@ -179,6 +179,7 @@ class DrainReport:
     recordons: int = 0  # times someone uncordoned the node and the drain cordoned it again
     critical_early: bool = False  # the critical tier started on the reserve, not after the rest
     forced: int = 0
+    forced_pods: dict[str, str] = field(default_factory=dict)  # pod -> what held it
     volumes_detached: int = 0
     volumes_pending: list[str] = field(default_factory=list)
     warnings: dict[str, list[str]] = field(default_factory=dict)
@@ -214,6 +215,7 @@ class DrainReport:
             "left": dict(sorted(self.left.items())),
             "stuck": len(self.stuck),
             "forced": self.forced,
+            "forced_pods": dict(sorted(self.forced_pods.items())),
             "volumes_detached": self.volumes_detached,
             "volumes_pending": len(self.volumes_pending),
             "api_requests": self.requests,
@@ -226,12 +228,21 @@ class DrainReport:
 
     def timeout_message(self) -> str:
         """What is still on the node and why, for the timeout log line."""
+        if not self.left and self.forced_pods:
+            return "deleted before the deadline, each with its grace period: " + _by_reason(
+                self.forced_pods
+            )
         if not self.left:
             return "nothing left on the node"
-        by_reason: dict[str, list[str]] = {}
-        for pod, why in sorted(self.left.items()):
-            by_reason.setdefault(why, []).append(pod)
-        return "; ".join(f"{why}: {', '.join(names)}" for why, names in by_reason.items())
+        return _by_reason(self.left)
+
+
+def _by_reason(pods: dict[str, str]) -> str:
+    """pod -> why, as "why: pod, pod; why: pod"."""
+    by_reason: dict[str, list[str]] = {}
+    for pod, why in sorted(pods.items()):
+        by_reason.setdefault(why, []).append(pod)
+    return "; ".join(f"{why}: {', '.join(names)}" for why, names in by_reason.items())
 
 
 _MESSAGES = {

@@ -91,6 +91,8 @@ class Entry:
     """Its deletion deadline once it is terminating (deletionTimestamp), parsed once."""
     opted_out: bool = False
     """Annotated not to be disrupted: never sent while so (`held` says by what)."""
+    forcing: bool = False
+    """TIMEOUT_POLICY=force is deleting it before the deadline: no eviction any more."""
 
     @property
     def name(self) -> str:
@@ -195,7 +197,7 @@ class Schedule:
     def eligible(self, entry: Entry, now: float) -> bool:
         if entry.state is not State.TODO or (entry.critical and not self.critical_started):
             return False
-        if entry.opted_out:
+        if entry.opted_out or entry.forcing:
             return False
         if entry.hard or not entry.budget:
             return now >= entry.not_before

@@ -46,8 +46,9 @@ class TimeoutPolicy(StrEnum):
     CONTINUE = "continue"
     """Complete the lifecycle action with CONTINUE; the remaining pods die with the node."""
     FORCE = "force"
-    """Delete the remaining pods bypassing PodDisruptionBudgets, with
-    FORCE_GRACE_PERIOD_SECONDS, then complete with CONTINUE."""
+    """Delete each pod still held (by its budget, a policy, an opt-out) when only its
+    grace period (at most FORCE_GRACE_PERIOD_SECONDS) is left before the deadline,
+    so that it ends before the deadline; then complete with CONTINUE."""
     ABANDON = "abandon"
     """Stop heartbeating and leave the action to the hook's own timeout and
     DefaultResult; the node stays cordoned so an operator can look."""
@@ -239,8 +240,10 @@ class Settings:
             "choice",
             "continue",
             "At the drain timeout: continue = complete the action with CONTINUE, "
-            "leaving the remaining pods; force = delete the remaining pods bypassing "
-            "PodDisruptionBudgets with FORCE_GRACE_PERIOD_SECONDS, then CONTINUE; "
+            "leaving the remaining pods; force = delete each pod still held, bypassing "
+            "PodDisruptionBudgets, when only its grace period (at most "
+            "FORCE_GRACE_PERIOD_SECONDS) is left before the deadline, so every pod gets "
+            "SIGTERM and its grace before the node goes, then CONTINUE; "
             "abandon = stop heartbeating and leave the action to the hook's timeout "
             "and DefaultResult (the node stays cordoned for an operator).",
             choices=("continue", "force", "abandon"),
@@ -329,8 +332,10 @@ class Settings:
             "FORCE_GRACE_PERIOD_SECONDS",
             "int",
             "30",
-            "Grace period of the pods deleted by TIMEOUT_POLICY=force; short, because "
-            "the drain is already late.",
+            "The longest grace period TIMEOUT_POLICY=force gives (and spot interruption "
+            "drains): a held pod is deleted that long before the deadline (its own "
+            "grace if shorter, the time left if less), so budgets hold until then. "
+            "0 deletes at the deadline itself.",
             minimum=0,
             maximum=3600,
         ),

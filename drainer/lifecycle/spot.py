@@ -133,11 +133,15 @@ def plan_for(found: SpotTarget, settings: Settings, deadline: Deadline, now: flo
     if kind is SpotKind.REBALANCE:
         return Plan(replace(base, trigger=str(kind)), SPOT_TRIGGERS)
     window = max(0.0, deadline.at - now)
+    # EC2 reclaims the instance at the deadline whatever its budgets say: a pod still
+    # held when only its grace period is left is deleted then, so that it gets SIGTERM
+    # and that grace instead of dying with the instance (TIMEOUT_POLICY=force's way).
     options = replace(
         base,
         trigger=str(kind),
         critical_reserve_seconds=min(base.critical_reserve_seconds, window / 3),
         fit_grace_to_deadline=True,
+        force_on_timeout=True,
     )
     # It waits only for a drain of the same warning (EventBridge delivers at least
     # once): a slower rebalance drain under way would not end in time.

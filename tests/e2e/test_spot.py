@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import threading
+from datetime import datetime
 from typing import Any
 
 import pytest
@@ -17,7 +18,7 @@ from testbed import World
 from testbed import workloads as w
 from testbed.world import place_on, pods_on, wait_until
 
-from .conftest import Invoke, LogCapture, place_guarded
+from .conftest import BudgetWatcher, Invoke, LogCapture, place_guarded
 
 
 def _record(world: World, node: str) -> dict[str, Any]:
@@ -25,6 +26,14 @@ def _record(world: World, node: str) -> dict[str, Any]:
     raw = (found["metadata"].get("annotations") or {}).get(PROGRESS_ANNOTATION, "{}")
     record: dict[str, Any] = json.loads(raw)
     return record
+
+
+def full_name(pod: dict[str, Any]) -> str:
+    return f"{pod['metadata']['namespace']}/{pod['metadata']['name']}"
+
+
+def parse_time(stamp: str) -> float:
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
 
 
 def _unschedulable(world: World, node: str) -> bool:
@@ -189,3 +198,52 @@ def test_node_of_another_manager__spot_warning__left_alone_in_one_line(
     )
     assert len(pods_on(world.cluster, node)) == 2, "nothing evicted"
     assert drainer_logs.events("cordoned") == [] and drainer_logs.events("pod_evicted") == []
+
+
+def test_interruption__budget_never_allows__each_pod_deleted_with_its_grace_before_ec2_acts(
+    world: World, invoke: Invoke, budgets: BudgetWatcher
+) -> None:
+    """EC2 reclaims the instance at the deadline whatever the budgets say: a pod still
+    held when only its grace period is left is deleted then, its grace cut to the
+    time left, so it gets SIGTERM and ends before the instance goes."""
+    instance = world.instance_ids[0]
+    node = world.nodes[instance]
+    place_on(
+        world,
+        node,
+        [
+            w.deployment("db-quick", 1, grace=10, labels={"app": "db", "stop": "quick"}),
+            w.deployment("db-slow", 1, grace=60, labels={"app": "db", "stop": "slow"}),
+            w.budget("db", {"app": "db"}, max_unavailable=0),
+        ],
+    )
+    held = {full_name(p) for p in pods_on(world.cluster, node)}
+    assert len(held) == 2
+    budgets.start()
+    warning = world.spot_warning(instance, age=90)  # 15 s to the deadline
+    deadline = parse_time(warning["time"]) + 120 - 15
+
+    summary = invoke(warning)
+
+    print("end line:", {k: summary.get(k) for k in ("result", "forced", "forced_pods")})
+    assert summary["result"] == "timed_out", summary
+    assert set(summary["forced_pods"]) == held
+    assert all("default/db" in why for why in summary["forced_pods"].values())
+    started = {
+        full_name(e.new): e.new["metadata"]
+        for e in budgets.pod_events()
+        if e.evicted and full_name(e.new) in held
+    }
+    assert set(started) == held, "each held pod got its SIGTERM"
+    for name, metadata in started.items():
+        ends = parse_time(metadata["deletionTimestamp"])
+        print(
+            f"{name}: grace {metadata['deletionGracePeriodSeconds']} s, "
+            f"ends {deadline - ends:.1f} s before the deadline"
+        )
+        grace = int(metadata["deletionGracePeriodSeconds"])
+        assert grace >= 1, (name, metadata)
+        assert ends <= deadline + 1.5, f"{name}'s grace ends {ends - deadline:.1f} s past it"
+    quick = next(m for n, m in started.items() if "db-quick" in n)
+    assert int(quick["deletionGracePeriodSeconds"]) == 10, "its whole grace: time was left"
+    assert parse_time(quick["deletionTimestamp"]) >= deadline - 2.5, "budget held until then"
