@@ -192,7 +192,7 @@ def test_quick_mode__every_scenario_drained_by_both_clients(
 @pytest.mark.kubectl
 @pytest.mark.real_backend
 @pytest.mark.timeout(420)
-def test_quick_mode_on_the_real_control_plane__both_clients_drain_every_scenario(
+def test_quick_mode_on_the_real_control_plane__both_clients_drain_and_are_tabled(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from testbed.controlplane import ControlPlaneBuildError, binaries
@@ -208,17 +208,19 @@ def test_quick_mode_on_the_real_control_plane__both_clients_drain_every_scenario
         )
     out = tmp_path / "results.json"
 
-    # Scenarios 1-5; the cold start does not depend on the backend (the test above runs it).
-    status = main(["--quick", "--backend", "real", "--only", "1,2,3,4,5", "--out", str(out)])
+    # Two scenarios, one free and one paced by a budget: every scenario's logic runs
+    # in the kubesim test above, and `make bench BACKEND=real` runs them all here; the
+    # cold start does not depend on the backend.
+    status = main(["--quick", "--backend", "real", "--only", "1,3", "--out", str(out)])
 
     printed = capsys.readouterr().out
     results = json.loads(out.read_text())
     assert status == 0, [r for r in results["runs_detail"] if not r["ok"]]
     assert results["backend"] == "real"
     assert all(r["backend"] == "real" and r["ok"] for r in results["runs_detail"])
-    drains = [s for s in results["summary"] if s["scenario"] in "1234"]
+    drains = [s for s in results["summary"] if s["scenario"] in "13"]
     assert {(s["scenario"], s["client"]) for s in drains} == {
-        (key, client) for key in "1234" for client in ("ours", "kubectl")
+        (key, client) for key in "13" for client in ("ours", "kubectl")
     }
     for summary in drains:
         assert summary["window"] is not None
@@ -238,5 +240,5 @@ def test_quick_mode_on_the_real_control_plane__both_clients_drain_every_scenario
             rows[current].add(line.split()[0])
         elif not line.strip():
             current = ""
-    assert rows == {key: {"ours", "kubectl"} for key in "1234"}
+    assert rows == {key: {"ours", "kubectl"} for key in "13"}
     assert "Figures from the real control plane" in printed

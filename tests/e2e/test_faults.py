@@ -228,7 +228,7 @@ def test_node_deleted_mid_drain__finishes_with_continue(
 ) -> None:
     instance = world.instance_ids[0]
     node = world.nodes[instance]
-    web(world, instance, replicas=3, shutdown=40.0, grace=120)
+    web(world, instance, replicas=3, shutdown=10.0, grace=120)
     budgets.start()
 
     def delete_node_once_evicting() -> None:
