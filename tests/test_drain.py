@@ -489,13 +489,16 @@ def test_do_not_disrupt__held_to_the_deadline__never_evicted__named_why(
         objects.pod(
             "ours-0", node_name=NODE, annotations={"eks-node-drainer/do-not-disrupt": "True"}
         ),
-        *(objects.pod(f"api-{i}", node_name=NODE) for i in range(3)),
+        objects.pod(
+            "batch-1", node_name=NODE, annotations={"karpenter.sh/do-not-disrupt": "false"}
+        ),
+        *(objects.pod(f"api-{i}", node_name=NODE) for i in range(2)),
     )
 
     _, report = drain(front, clock, 60)
 
     assert report.outcome == Outcome.TIMED_OUT
-    assert report.evicted == 3, "the others drained"
+    assert report.evicted == 3, "the others drained, the one annotated false too"
     assert sorted(report.remaining) == ["default/batch-0", "default/ours-0"]
     assert report.do_not_disrupt == {
         "default/batch-0": "karpenter.sh/do-not-disrupt",
@@ -519,21 +522,15 @@ def test_do_not_disrupt__force_policy__deleted_at_the_deadline(
     assert gone(sim, "default", "batch-0")
 
 
-def test_do_not_disrupt__annotation_false_or_ignored__evicted_like_any_pod(
+def test_do_not_disrupt__ignored__evicted_like_any_pod(
     sim: KubeSim, front: ApiFront, clock: FakeClock
 ) -> None:
-    place(
-        sim,
-        objects.pod("batch-0", node_name=NODE, annotations=DO_NOT_DISRUPT),
-        objects.pod(
-            "batch-1", node_name=NODE, annotations={"karpenter.sh/do-not-disrupt": "false"}
-        ),
-    )
+    place(sim, objects.pod("batch-0", node_name=NODE, annotations=DO_NOT_DISRUPT))
 
     _, report = drain(front, clock, 60, honor_do_not_disrupt=False)
 
     assert report.outcome == Outcome.DRAINED
-    assert report.evicted == 2
+    assert report.evicted == 1
     assert report.do_not_disrupt == {}
 
 
