@@ -24,6 +24,7 @@ from realapi import (
     namespace_terminating_403,
     policy_denied,
     rbac_403,
+    status_body,
     throttled_429,
     webhook_denied_403,
 )
@@ -647,3 +648,72 @@ def test_no_force_policy__held_pods_never_deleted(
 
     assert not front.requests("DELETE", "/pods/")
     assert report.outcome == Outcome.TIMED_OUT and report.remaining == ["default/db-0"]
+
+
+def test_force__early_deletion_fails_once__tried_again_before_the_deadline(
+    sim: KubeSim, front: ApiFront, clock: FakeClock
+) -> None:
+    place(
+        sim,
+        objects.pod("db-0", node_name=NODE, labels={"app": "db"}, grace=10),
+        objects.budget("db", {"app": "db"}, max_unavailable=0),
+    )
+    refused = RealAnswer(422, status_body("the store said no", 422, "Invalid"))
+    front.script("DELETE", "/pods/db-0$", refused, count=1)
+    start = clock()
+
+    _, report = drain(front, clock, 60, force_on_timeout=True, force_grace_period_seconds=30)
+
+    deletions = front.requests("DELETE", "/pods/db-0$")
+    assert len(deletions) == 2, "the failed deletion was tried again"
+    assert deletions[1].at - start < 60 - 5, "well before the deadline"
+    assert report.forced == 1 and gone(sim, "default", "db-0")
+
+
+class _LiftOnceRefused(SteppedWaits):
+    """Lift batch-0's do-not-disrupt annotation once its budget has refused api-0."""
+
+    def __init__(self, clock: FakeClock, sim: KubeSim, front: ApiFront) -> None:
+        super().__init__(clock)
+        self.sim, self.front = sim, front
+        self.lifted_at: float | None = None
+
+    def wait(self, cond: Any, until: Any, busy: bool = False) -> None:
+        refused = self.front.requests("POST", eviction_path("default", "api-0"))
+        if self.lifted_at is None and refused and not busy:
+            self.lifted_at = self.clock()
+            k.request(
+                self.sim,
+                "PATCH",
+                "/api/v1/namespaces/default/pods/batch-0",
+                {"metadata": {"annotations": {"karpenter.sh/do-not-disrupt": None}}},
+                headers={"Content-Type": "application/merge-patch+json"},
+            )
+            cond.wait(0.2)
+            return
+        super().wait(cond, until, busy)
+
+
+def test_do_not_disrupt__released_under_a_budget_that_refused__asked_at_once(
+    sim: KubeSim, front: ApiFront, clock: FakeClock
+) -> None:
+    """Its budget refused another pod while it was held: released, it is still asked
+    for at once (not only when that budget next changes)."""
+    app = {"app": "db"}
+    place(
+        sim,
+        objects.pod("api-0", node_name=NODE, labels=app),
+        objects.pod("batch-0", node_name=NODE, labels=app, annotations=DO_NOT_DISRUPT),
+        objects.budget("db", app, max_unavailable=0),
+    )
+    kube = front_kube(front, sleep=clock.sleep)
+    waits = _LiftOnceRefused(clock, sim, front)
+    try:
+        Drain(kube, NODE, DrainOptions(), waits=waits).run(clock() + 300)
+    finally:
+        kube.close()
+
+    assert waits.lifted_at is not None
+    asked = front.requests("POST", eviction_path("default", "batch-0"))
+    assert asked, "never asked for after its release"
+    assert asked[0].at - waits.lifted_at < 2, "asked for at once, not on a fallback timer"

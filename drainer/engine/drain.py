@@ -91,6 +91,8 @@ class RealWaits:
 FORCE_REQUEST_SECONDS = 1.0
 """TIMEOUT_POLICY=force deletes a held pod this long before its grace would have to
 start, so that the whole grace fits before the deadline."""
+FORCE_RETRY_SECONDS = 2.0
+"""After an early deletion failed (not fatally): the pause before it is tried again."""
 
 
 @dataclass
@@ -393,7 +395,7 @@ class Drain:
         annotation to go), unless the options say to ignore the annotation."""
         annotation = pods.opted_out(entry.pod) if self.options.honor_do_not_disrupt else ""
         if entry.opted_out and not annotation:
-            self._schedule_of().release(entry)
+            self._schedule_of().release(entry, self.clock())
             self._emit(
                 Kind.RELEASED, pod=entry.name, reason="its do-not-disrupt annotation is gone"
             )
@@ -682,7 +684,8 @@ class Drain:
         deadline: the deadline less its own grace, at most FORCE_GRACE_PERIOD_SECONDS,
         and a second for the request (a grace of 0 is the deadline's own deletion)."""
         grace = self._force_grace(entry)
-        return self._deadline - grace - (FORCE_REQUEST_SECONDS if grace else 0.0)
+        at = self._deadline - grace - (FORCE_REQUEST_SECONDS if grace else 0.0)
+        return max(at, entry.force_after)
 
     def _force_grace(self, entry: Entry) -> int:
         own = self.options.grace_period_seconds
@@ -696,6 +699,8 @@ class Drain:
         budget may allow it after all)."""
         if not self.options.force_on_timeout or self._schedule is None:
             return []
+        if self.clock() >= self._deadline:
+            return []  # the deadline's own deletion (_force) takes what is left
         return [
             e
             for e in self._schedule.open()
@@ -728,6 +733,9 @@ class Drain:
             return
         with self._cond:
             assert self._schedule is not None
+            for entry in entries:
+                if entry not in deleted:  # a failure: tried again shortly, gone or not
+                    entry.forcing, entry.force_after = False, self.clock() + FORCE_RETRY_SECONDS
             for entry in deleted:
                 why = f"deleted {self._deadline - self.clock():.0f} s before the deadline"
                 self._schedule.going(entry, self.clock(), why)
@@ -746,7 +754,7 @@ class Drain:
         """The `force` timeout policy (force.py): delete what is left, bypassing
         budgets; then wait, briefly, for the deleted pods to go."""
         grace = self.options.force_grace_period_seconds
-        remaining = [e for e in remaining if e.name not in self.report.forced_pods]
+        remaining = [e for e in remaining if not e.forcing]  # deleted early already
         try:
             deleted = delete_left(self.kube, remaining, grace, report=self.report, emit=self._emit)
         except FatalKubeError as e:

@@ -93,6 +93,8 @@ class Entry:
     """Annotated not to be disrupted: never sent while so (`held` says by what)."""
     forcing: bool = False
     """TIMEOUT_POLICY=force is deleting it before the deadline: no eviction any more."""
+    force_after: float = 0.0
+    """Its early deletion failed: not tried again before this."""
 
     @property
     def name(self) -> str:
@@ -306,10 +308,13 @@ class Schedule:
         if entry.state is State.TODO:
             entry.opted_out, entry.held = True, why
 
-    def release(self, entry: Entry) -> None:
-        """The pod no longer opts out: it may be sent at once."""
+    def release(self, entry: Entry, now: float) -> None:
+        """The pod no longer opts out: it may be sent now, even through a budget that
+        refused others (one probe, as the fallback timer would send; a Retry-After or
+        backoff it had stands)."""
         if entry.opted_out:
-            entry.opted_out, entry.held, entry.not_before, entry.hard = False, "", 0.0, False
+            entry.opted_out, entry.held = False, ""
+            entry.not_before = max(entry.not_before, now)
 
     def going(self, entry: Entry, now: float, why: str) -> None:
         """The pod goes without our eviction (its namespace is being deleted)."""
