@@ -320,13 +320,19 @@ class BudgetWatcher:
         server writes it there with the eviction), or else the newest version before
         the deletion. Healthy pods are counted from the pod history at that moment;
         the eviction of a pod that was not Ready takes nothing away.
-        `namespaces`: namespaces the scenario deleted, whose pods went with them."""
+        `namespaces`: namespaces the scenario deleted, whose pods went with them.
+        A pod whose deletion began without the eviction API's DisruptionTarget
+        condition (a ReplicaSet scaled down, a person's delete) is still judged
+        itself, but while it terminates it counts as healthy when another pod's
+        deletion is judged: a controller scaling down at the same moment as an
+        eviction the budget allowed takes that pod, not the eviction."""
         if self.error is not None:
             raise AssertionError(f"the budget watcher failed: {self.error}")
         excused, gone = set(excused), set(namespaces)
         with self._lock:
             events, versions = list(self.events), list(self.budget_versions)
         pods: dict[str, dict[str, Any]] = {}
+        others: dict[str, dict[str, Any]] = {}  # deleted by someone else, still terminating
         found: list[str] = []
         for e in events:
             meta = e.new["metadata"]
@@ -335,13 +341,24 @@ class BudgetWatcher:
                 pods.pop(key, None)
             else:
                 pods[key] = e.new
+            if e.type == "DELETED":
+                others.pop(key, None)
+            elif (
+                e.evicted
+                and not _through_eviction_api(e.new)
+                and e.old is not None
+                and is_pod_ready(e.old)
+            ):
+                others[key] = e.old  # counted as it was before it was deleted
             if not e.evicted or key in excused or meta["namespace"] in gone:
                 continue
             if e.old is None or not is_pod_ready(e.old):
                 continue  # evicting an unhealthy pod takes nothing from a budget
             at = int(meta.get("resourceVersion") or 0)
             for budget in _budgets_allowing(versions, meta, at):
-                healthy = _healthy_for(budget, pods.values())
+                # Others' deletions under way count as healthy; this pod's own does not.
+                counted = {**pods, **{k: p for k, p in others.items() if k != key}}
+                healthy = _healthy_for(budget, counted.values())
                 desired = int((budget.get("status") or {}).get("desiredHealthy", 0))
                 if healthy < desired:
                     found.append(
@@ -350,6 +367,14 @@ class BudgetWatcher:
                     )
                     _print_history(events, versions, budget)
         return found
+
+
+def _through_eviction_api(pod: dict[str, Any]) -> bool:
+    """The eviction API marks a pod before it deletes it (both backends)."""
+    return any(
+        c.get("type") == "DisruptionTarget" and c.get("reason") == "EvictionByEvictionAPI"
+        for c in (pod.get("status") or {}).get("conditions") or []
+    )
 
 
 def _healthy_for(budget: dict[str, Any], pods: Iterable[dict[str, Any]]) -> int:
