@@ -10,7 +10,7 @@ import itertools
 import json
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -80,10 +80,15 @@ def place(sim: KubeSim, *objects: dict[str, Any]) -> None:
 
 
 def drain(
-    front: ApiFront, clock: FakeClock, seconds: float, **options: Any
+    front: ApiFront,
+    clock: FakeClock,
+    seconds: float,
+    *,
+    waits: SteppedWaits | None = None,
+    **options: Any,
 ) -> tuple[Drain, DrainReport]:
     kube = front_kube(front, sleep=clock.sleep)
-    engine = Drain(kube, NODE, DrainOptions(**options), waits=SteppedWaits(clock))
+    engine = Drain(kube, NODE, DrainOptions(**options), waits=waits or SteppedWaits(clock))
     try:
         return engine, engine.run(clock() + seconds)
     finally:
@@ -535,18 +540,18 @@ def test_do_not_disrupt__ignored__evicted_like_any_pod(
     assert report.do_not_disrupt == {}
 
 
-class _LiftOnFirstIdle(SteppedWaits):
-    """The job finishes its work while the drain waits: its owner removes the
-    annotation the first time the drain has nothing else to do."""
+class _LiftAnnotation(SteppedWaits):
+    """batch-0's owner removes its do-not-disrupt annotation (its work is done) the
+    first time the drain waits with nothing in flight once `when()` holds."""
 
-    def __init__(self, clock: FakeClock, sim: KubeSim) -> None:
+    def __init__(self, clock: FakeClock, sim: KubeSim, when: Callable[[], bool]) -> None:
         super().__init__(clock)
-        self.sim = sim
-        self.lifted = False
+        self.sim, self.when = sim, when
+        self.lifted_at: float | None = None
 
     def wait(self, cond: Any, until: Any, busy: bool = False) -> None:
-        if not self.lifted and not busy and cond.wait(0.05) is False:
-            self.lifted = True
+        if self.lifted_at is None and not busy and self.when():
+            self.lifted_at = self.clock()
             k.request(
                 self.sim,
                 "PATCH",
@@ -554,6 +559,7 @@ class _LiftOnFirstIdle(SteppedWaits):
                 {"metadata": {"annotations": {"karpenter.sh/do-not-disrupt": None}}},
                 headers={"Content-Type": "application/merge-patch+json"},
             )
+            cond.wait(0.2)
             return
         super().wait(cond, until, busy)
 
@@ -566,15 +572,11 @@ def test_do_not_disrupt__annotation_removed_mid_drain__evicted_then_drained(
         objects.pod("batch-0", node_name=NODE, annotations=DO_NOT_DISRUPT),
         objects.pod("api-0", node_name=NODE),
     )
-    kube = front_kube(front, sleep=clock.sleep)
-    waits = _LiftOnFirstIdle(clock, sim)
-    engine = Drain(kube, NODE, DrainOptions(), waits=waits)
-    try:
-        report = engine.run(clock() + 300)
-    finally:
-        kube.close()
+    waits = _LiftAnnotation(clock, sim, lambda: True)
 
-    assert waits.lifted
+    _, report = drain(front, clock, 300, waits=waits)
+
+    assert waits.lifted_at is not None
     assert report.outcome == Outcome.DRAINED
     assert report.evicted == 2
     assert len(front.requests("POST", eviction_path("default", "batch-0"))) == 1
@@ -618,15 +620,20 @@ def test_force__held_pods_deleted_their_grace_before_the_deadline__each_gets_tha
     assert not sim.list("Pod"), "gone by the deadline"
 
 
+def place_held(sim: KubeSim, grace: int) -> None:
+    """db-0, with `grace` seconds of grace, under a budget that never allows."""
+    place(
+        sim,
+        objects.pod("db-0", node_name=NODE, labels={"app": "db"}, grace=grace),
+        objects.budget("db", {"app": "db"}, max_unavailable=0),
+    )
+
+
 def test_force__grace_cut_to_the_time_left__a_pod_found_late_still_gets_sigterm(
     sim: KubeSim, front: ApiFront, clock: FakeClock
 ) -> None:
     """Less time than its grace: deleted at once, its grace cut to what is left."""
-    place(
-        sim,
-        objects.pod("db-0", node_name=NODE, labels={"app": "db"}, grace=60),
-        objects.budget("db", {"app": "db"}, max_unavailable=0),
-    )
+    place_held(sim, grace=60)
 
     _, report = drain(front, clock, 20, force_on_timeout=True, force_grace_period_seconds=60)
 
@@ -638,11 +645,7 @@ def test_force__grace_cut_to_the_time_left__a_pod_found_late_still_gets_sigterm(
 def test_no_force_policy__held_pods_never_deleted(
     sim: KubeSim, front: ApiFront, clock: FakeClock
 ) -> None:
-    place(
-        sim,
-        objects.pod("db-0", node_name=NODE, labels={"app": "db"}, grace=10),
-        objects.budget("db", {"app": "db"}, max_unavailable=0),
-    )
+    place_held(sim, grace=10)
 
     _, report = drain(front, clock, 60)
 
@@ -653,11 +656,7 @@ def test_no_force_policy__held_pods_never_deleted(
 def test_force__early_deletion_fails_once__tried_again_before_the_deadline(
     sim: KubeSim, front: ApiFront, clock: FakeClock
 ) -> None:
-    place(
-        sim,
-        objects.pod("db-0", node_name=NODE, labels={"app": "db"}, grace=10),
-        objects.budget("db", {"app": "db"}, max_unavailable=0),
-    )
+    place_held(sim, grace=10)
     refused = RealAnswer(422, status_body("the store said no", 422, "Invalid"))
     front.script("DELETE", "/pods/db-0$", refused, count=1)
     start = clock()
@@ -668,30 +667,6 @@ def test_force__early_deletion_fails_once__tried_again_before_the_deadline(
     assert len(deletions) == 2, "the failed deletion was tried again"
     assert deletions[1].at - start < 60 - 5, "well before the deadline"
     assert report.forced == 1 and gone(sim, "default", "db-0")
-
-
-class _LiftOnceRefused(SteppedWaits):
-    """Lift batch-0's do-not-disrupt annotation once its budget has refused api-0."""
-
-    def __init__(self, clock: FakeClock, sim: KubeSim, front: ApiFront) -> None:
-        super().__init__(clock)
-        self.sim, self.front = sim, front
-        self.lifted_at: float | None = None
-
-    def wait(self, cond: Any, until: Any, busy: bool = False) -> None:
-        refused = self.front.requests("POST", eviction_path("default", "api-0"))
-        if self.lifted_at is None and refused and not busy:
-            self.lifted_at = self.clock()
-            k.request(
-                self.sim,
-                "PATCH",
-                "/api/v1/namespaces/default/pods/batch-0",
-                {"metadata": {"annotations": {"karpenter.sh/do-not-disrupt": None}}},
-                headers={"Content-Type": "application/merge-patch+json"},
-            )
-            cond.wait(0.2)
-            return
-        super().wait(cond, until, busy)
 
 
 def test_do_not_disrupt__released_under_a_budget_that_refused__asked_at_once(
@@ -706,12 +681,11 @@ def test_do_not_disrupt__released_under_a_budget_that_refused__asked_at_once(
         objects.pod("batch-0", node_name=NODE, labels=app, annotations=DO_NOT_DISRUPT),
         objects.budget("db", app, max_unavailable=0),
     )
-    kube = front_kube(front, sleep=clock.sleep)
-    waits = _LiftOnceRefused(clock, sim, front)
-    try:
-        Drain(kube, NODE, DrainOptions(), waits=waits).run(clock() + 300)
-    finally:
-        kube.close()
+    waits = _LiftAnnotation(
+        clock, sim, lambda: bool(front.requests("POST", eviction_path("default", "api-0")))
+    )
+
+    drain(front, clock, 300, waits=waits)
 
     assert waits.lifted_at is not None
     asked = front.requests("POST", eviction_path("default", "batch-0"))
