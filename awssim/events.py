@@ -1,6 +1,6 @@
 """The EventBridge envelope every emulated AWS event comes in, as EventBridge
 delivers it to a target: Auto Scaling's lifecycle actions (awssim/lifecycle.py)
-and EC2's spot events (awssim/spot.py)."""
+and EC2's own events about an instance (awssim/ec2_events.py)."""
 
 from __future__ import annotations
 

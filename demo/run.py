@@ -25,7 +25,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, TextIO
 
-from awssim import spot
+from awssim import ec2_events as spot
 from awssim.world import create_target_group
 from demo import summary as summaries
 from demo import template

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from demo.view import View, shown_path
-from drainer.lifecycle.events import SPOT_NOTICE_SECONDS, TERMINATE_HOOK_TRIGGER, SpotKind
+from drainer.lifecycle.events import SPOT_NOTICE_SECONDS, TERMINATE_HOOK_TRIGGER, Ec2Kind
 from drainer.lifecycle.settings import Settings
 
 if TYPE_CHECKING:
@@ -169,7 +169,7 @@ def _spot(state: State) -> dict[str, Any]:
     """The spot warning's drain (invocation 1) and the hook's invocation that waited
     for it, from their end lines."""
     by_trigger = {str((i.result or {}).get("trigger")): i.result or {} for i in state.invocations}
-    warning = by_trigger.get(str(SpotKind.INTERRUPTION), {})
+    warning = by_trigger.get(str(Ec2Kind.INTERRUPTION), {})
     hook = by_trigger.get(TERMINATE_HOOK_TRIGGER, {})
     settings = Settings.from_env(state.function.environment if state.function else {})
     return {

@@ -1,6 +1,6 @@
 """The Lambda entry point: it reads the settings, parses the event, builds the
 clients and routes the event to its trigger (drainer/lifecycle/scale_in.py,
-drainer/lifecycle/spot.py), the hook keeper or the self-check. What a trigger's run
+drainer/lifecycle/ec2_events.py), the hook keeper or the self-check. What a trigger's run
 ends in (the lifecycle action, the end line, metrics, notices) is
 drainer/lifecycle/ending.py's.
 
@@ -19,13 +19,14 @@ from typing import Any
 
 from drainer import aws, logs
 from drainer.errors import SettingsError
-from drainer.lifecycle import checks, ending, hooks, scale_in, spot
+from drainer.lifecycle import checks, ec2_events, ending, hooks, scale_in
 from drainer.lifecycle.clients import KubeFactory, eks_kube
 from drainer.lifecycle.events import (
+    Ec2Event,
     HookSyncEvent,
+    ScheduledChanges,
     SelfCheckEvent,
     Skip,
-    SpotEvent,
     parse_event,
 )
 from drainer.lifecycle.job import Tools
@@ -90,8 +91,8 @@ def lambda_handler(event: Any, context: Any) -> dict[str, Any]:
     if isinstance(parsed, HookSyncEvent):
         clients, _ = _aws(settings, os.environ.get("AWS_REGION", ""))
         return hooks.sync_hooks(clients.autoscaling, settings, parsed.trigger).result()
-    logs.bind(**parsed.log_keys())
-    clients, kube_factory = _aws(settings, os.environ.get("AWS_REGION", "") or parsed.region)
+    region = parsed.events[0].region if isinstance(parsed, ScheduledChanges) else parsed.region
+    clients, kube_factory = _aws(settings, os.environ.get("AWS_REGION", "") or region)
     invocation = None
     if context is not None and hasattr(context, "get_remaining_time_in_millis"):
         invocation = Invocation(
@@ -99,6 +100,9 @@ def lambda_handler(event: Any, context: Any) -> dict[str, Any]:
             function_arn=str(getattr(context, "invoked_function_arn", "")),
         )
     tools = Tools(settings, clients, kube_factory)
-    if isinstance(parsed, SpotEvent):
-        return spot.handle(parsed, tools, invocation)
+    if isinstance(parsed, ScheduledChanges):
+        return ec2_events.fan_out(parsed, tools, invocation)
+    logs.bind(**parsed.log_keys())
+    if isinstance(parsed, Ec2Event):
+        return ec2_events.handle(parsed, tools, invocation)
     return scale_in.handle(parsed, tools, invocation, raw_event=event)

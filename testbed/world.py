@@ -13,7 +13,8 @@ from typing import Any
 
 import boto3
 
-from awssim import AwsSim, spot
+from awssim import AwsSim
+from awssim import ec2_events as spot
 from awssim.world import NodeGroup, create_node_group
 from kubesim import DRAINER_GROUP, EksIdentity
 from kubesim.testing import eventually
@@ -161,6 +162,23 @@ class World:
     def rebalance(self, instance_id: str) -> dict[str, Any]:
         """The EC2 Instance Rebalance Recommendation for the instance."""
         return spot.rebalance_recommendation(self.aws.account_id, self.region, instance_id)
+
+    def scheduled_change(
+        self, instance_ids: list[str], starts_in: float, age: float = 0.0
+    ) -> dict[str, Any]:
+        """AWS Health's scheduled retirement of the instances, its window starting
+        `starts_in` seconds from now."""
+        return spot.scheduled_change(
+            self.aws.account_id, self.region, instance_ids, starts_in=starts_in, age=age
+        )
+
+    def state_change(self, instance_id: str, state: str) -> dict[str, Any]:
+        """EC2's state-change notification for the instance."""
+        return spot.state_change(self.aws.account_id, self.region, instance_id, state)
+
+    def capacity_interruption(self, instance_id: str, age: float = 0.0) -> dict[str, Any]:
+        """The interruptible capacity reservation's warning for the instance."""
+        return spot.capacity_interruption(self.aws.account_id, self.region, instance_id, age=age)
 
     def scale_in(self, count: int = 1) -> list[dict[str, Any]]:
         return self.aws.scale_in(self.group.asg_name, count)

@@ -105,7 +105,6 @@ def test_waiting_since__the_events_time__none_when_it_does_not_parse(
     [
         ("test-notification", "autoscaling:TEST_NOTIFICATION"),
         ("launch", "launch lifecycle action"),
-        ("ec2-state-change", "source is 'aws.ec2'"),
         ("malformed-missing-instance", "field 'detail.EC2InstanceId' is missing"),
     ],
 )

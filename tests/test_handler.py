@@ -14,7 +14,7 @@ from awssim.world import NodeGroup, create_node_group
 from drainer import aws, handler
 from drainer.engine.report import DrainReport
 from drainer.errors import AwsError, SettingsError
-from drainer.lifecycle import ending, scale_in, spot
+from drainer.lifecycle import ec2_events, ending, scale_in
 from drainer.lifecycle.events import LifecycleEvent, parse_event
 from drainer.lifecycle.job import Run, Tools
 from drainer.lifecycle.settings import Settings
@@ -330,17 +330,17 @@ def boto3_client_without_retries(service: str) -> Any:
 def test_spot_event__permanent_aws_error__failed_naming_it__returned_not_raised(
     moto_group: _Aws,
 ) -> None:
-    from awssim import spot as spot_events
-    from drainer.lifecycle.events import SpotEvent
+    from awssim import ec2_events as spot_events
+    from drainer.lifecycle.events import Ec2Event
 
     raw = spot_events.interruption_warning(
         "123456789012", "us-east-1", moto_group.group.instance_ids[1]
     )
     event = parse_event(raw)
-    assert isinstance(event, SpotEvent)
+    assert isinstance(event, Ec2Event)
     moto_group.sim.fail_action("ec2", "DescribeInstances", "AccessDenied")
 
-    result = spot.handle(event, Tools(Settings(), moto_group.clients, _no_kube), None)
+    result = ec2_events.handle(event, Tools(Settings(), moto_group.clients, _no_kube), None)
 
     assert result["result"] == "failed"
     assert "grant ec2:DescribeInstances" in result["message"]

@@ -1,6 +1,8 @@
 """EventBridge events, parsed once at the edge into typed, frozen objects: Auto
-Scaling's terminate lifecycle actions, EC2's spot interruption warnings and
-rebalance recommendations (drainer/lifecycle/spot.py), the hook-sync triggers
+Scaling's terminate lifecycle actions, EC2's own events about an instance (spot
+interruption warnings, rebalance recommendations, AWS Health scheduled changes,
+state changes to stopping or shutting-down, capacity reservation interruption
+warnings: drainer/lifecycle/ec2_events.py), the hook-sync triggers
 (drainer/lifecycle/hooks.py) and make deploy's self-check.
 
 EventBridge delivers every event matched by the rule, at least once, and retries a
@@ -30,8 +32,9 @@ import math
 import re
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
 from enum import StrEnum
 from typing import Any
 
@@ -42,7 +45,20 @@ EC2_SOURCE = "aws.ec2"
 SPOT_INTERRUPTION_DETAIL_TYPE = "EC2 Spot Instance Interruption Warning"
 REBALANCE_DETAIL_TYPE = "EC2 Instance Rebalance Recommendation"
 SPOT_NOTICE_SECONDS = 120
-"""EC2 reclaims a spot instance two minutes after its interruption warning."""
+"""EC2 reclaims a spot instance two minutes after its interruption warning (and an
+interruptible capacity reservation's instance, when its warning names no time)."""
+HEALTH_SOURCE = "aws.health"
+HEALTH_DETAIL_TYPE = "AWS Health Event"
+SCHEDULED_CHANGE_CATEGORY = "scheduledChange"
+STATE_CHANGE_DETAIL_TYPE = "EC2 Instance State-change Notification"
+DRAIN_STATES = ("stopping", "shutting-down")
+"""The instance states whose notification begins a drain: the OS is shutting down."""
+STATE_CHANGE_NOTICE_SECONDS = 60
+"""EC2 tells no time with a state change: the instance's OS is already shutting
+down. The drain takes this long from the event's time as its deadline (every pod
+evicted at once, grace periods cut to fit); what is still running then goes with
+the OS (the kubelet's graceful node shutdown, where it is configured)."""
+CAPACITY_INTERRUPTION_DETAIL_TYPE = "EC2 Capacity Reservation Instance Interruption Warning"
 TERMINATE_DETAIL_TYPE = "EC2 Instance-terminate Lifecycle Action"
 LAUNCH_DETAIL_TYPE = "EC2 Instance-launch Lifecycle Action"
 TERMINATING = "autoscaling:EC2_INSTANCE_TERMINATING"
@@ -138,25 +154,45 @@ class Skip:
 
 TERMINATE_HOOK_TRIGGER = "terminate-hook"
 """What began a drain of the terminate hook's event (the end line's `trigger`; a spot
-event's is its SpotKind)."""
+event's is its Ec2Kind)."""
 
 
-class SpotKind(StrEnum):
+class Ec2Kind(StrEnum):
+    """Which of EC2's events began a drain (the end line's `trigger`)."""
+
     INTERRUPTION = "spot-interruption"
     REBALANCE = "rebalance-recommendation"
+    SCHEDULED_CHANGE = "scheduled-change"
+    """An AWS Health scheduled change for the instance (retirement, maintenance)."""
+    STATE_CHANGE = "state-change"
+    """The instance is stopping or shutting down (stopped or terminated by a hand
+    other than Auto Scaling's hook)."""
+    CAPACITY_RESERVATION = "capacity-reservation-interruption"
+    """An interruptible capacity reservation takes its capacity back."""
 
 
-SPOT_TRIGGERS = frozenset(str(kind) for kind in SpotKind)
-"""What the node's record says began a spot event's drain."""
+EC2_EVENT_NAMES = {
+    Ec2Kind.INTERRUPTION: "spot interruption warning",
+    Ec2Kind.REBALANCE: "rebalance recommendation",
+    Ec2Kind.SCHEDULED_CHANGE: "scheduled change",
+    Ec2Kind.STATE_CHANGE: "state change",
+    Ec2Kind.CAPACITY_RESERVATION: "capacity reservation interruption warning",
+}
+"""Each of EC2's events, in words (log lines and notices)."""
+EC2_TRIGGERS = frozenset(str(kind) for kind in Ec2Kind)
+"""What the node's record says began the drain of one of EC2's events."""
 
 
 @dataclass(frozen=True)
-class SpotEvent:
-    """An EC2 spot interruption warning (the instance is reclaimed two minutes after
-    the event's time) or a rebalance recommendation (it is at higher risk of one).
-    Neither has a lifecycle action: EC2, not Auto Scaling, decides the instance's end."""
+class Ec2Event:
+    """One of EC2's events about one instance: a spot interruption warning (the
+    instance is reclaimed two minutes after the event's time), a rebalance
+    recommendation (it is at higher risk of one), a scheduled change (EC2 acts when
+    its window starts), a state change (the OS is shutting down) or a capacity
+    reservation's interruption warning. None has a lifecycle action: EC2, not Auto
+    Scaling, decides the instance's end."""
 
-    kind: SpotKind
+    kind: Ec2Kind
     instance_id: str
     event_id: str
     event_time: str
@@ -164,6 +200,12 @@ class SpotEvent:
     account: str
     instance_action: str = ""
     """The warning's "instance-action": terminate, stop or hibernate."""
+    acts_at: float | None = None
+    """When EC2 acts on the instance, where the event says (epoch seconds): a
+    scheduled change's start, a capacity reservation's instance-termination-time."""
+    detail_code: str = ""
+    """What happens in EC2's words: a scheduled change's eventTypeCode, a state
+    change's state."""
 
     @property
     def issued_at(self) -> float | None:
@@ -249,7 +291,7 @@ class _Malformed(Exception):
 
 def parse_event(
     event: object, *, now: float | None = None
-) -> LifecycleEvent | SpotEvent | SelfCheckEvent | HookSyncEvent | Skip:
+) -> LifecycleEvent | Ec2Event | ScheduledChanges | SelfCheckEvent | HookSyncEvent | Skip:
     """Turn an invocation event into a LifecycleEvent (or a spot event, a self-check
     or a hook sync), or a Skip saying why not. `now` (epoch seconds, the clock's
     when None) bounds a hand-over's times."""
@@ -267,8 +309,10 @@ def parse_event(
     ):
         return Skip(f"{TEST_NOTIFICATION}: Auto Scaling checking the target, nothing to drain")
     source = event.get("source")
-    if source == EC2_SOURCE and event.get("detail-type") in _SPOT_KINDS:
-        return _spot_event(event, _SPOT_KINDS[str(event["detail-type"])])
+    if source == EC2_SOURCE and event.get("detail-type") in _EC2_KINDS:
+        return _ec2_event(event, _EC2_KINDS[str(event["detail-type"])])
+    if source == HEALTH_SOURCE and event.get("detail-type") == HEALTH_DETAIL_TYPE:
+        return _scheduled_change(event)
     if source != SOURCE:
         return Skip(f"source is {source!r}, not {SOURCE!r}")
     detail_type = event.get("detail-type")
@@ -320,18 +364,20 @@ def _terminate_event(
         return Skip(f"malformed lifecycle event: {malformed}", malformed=True)
 
 
-_SPOT_KINDS = {
-    SPOT_INTERRUPTION_DETAIL_TYPE: SpotKind.INTERRUPTION,
-    REBALANCE_DETAIL_TYPE: SpotKind.REBALANCE,
+_EC2_KINDS = {
+    SPOT_INTERRUPTION_DETAIL_TYPE: Ec2Kind.INTERRUPTION,
+    REBALANCE_DETAIL_TYPE: Ec2Kind.REBALANCE,
+    STATE_CHANGE_DETAIL_TYPE: Ec2Kind.STATE_CHANGE,
+    CAPACITY_INTERRUPTION_DETAIL_TYPE: Ec2Kind.CAPACITY_RESERVATION,
 }
 
 
-def _spot_event(event: dict[str, Any], kind: SpotKind) -> SpotEvent | Skip:
+def _ec2_event(event: dict[str, Any], kind: Ec2Kind) -> Ec2Event | Skip:
     detail = event.get("detail")
     if not isinstance(detail, dict):
         return Skip("field 'detail' is missing or not an object", malformed=True)
     try:
-        parsed = SpotEvent(
+        parsed = Ec2Event(
             kind=kind,
             instance_id=_instance_id(detail, "instance-id"),
             event_id=_required(event, "id"),
@@ -339,12 +385,102 @@ def _spot_event(event: dict[str, Any], kind: SpotKind) -> SpotEvent | Skip:
             region=_required(event, "region"),
             account=_required(event, "account"),
             instance_action=_optional(detail, "instance-action", "detail."),
+            detail_code=_optional(detail, "state", "detail."),
         )
+        if kind is Ec2Kind.CAPACITY_RESERVATION:
+            parsed = replace(parsed, acts_at=_time_field(detail, "instance-termination-time"))
     except _Malformed as malformed:
         return Skip(f"malformed {kind} event: {malformed}", malformed=True)
     if parsed.issued_at is None:
         return Skip(f"malformed {kind} event: field 'time' is not an RFC 3339 time", malformed=True)
+    if kind is Ec2Kind.STATE_CHANGE and parsed.detail_code not in DRAIN_STATES:
+        return Skip(
+            f"instance {parsed.instance_id} is {parsed.detail_code or 'in no state'}: "
+            f"only {' and '.join(DRAIN_STATES)} begin a drain"
+        )
     return parsed
+
+
+@dataclass(frozen=True)
+class ScheduledChanges:
+    """An AWS Health scheduled change naming several instances: one Ec2Event each,
+    and the event as it came (narrowed to one instance by `for_instance`)."""
+
+    events: tuple[Ec2Event, ...]
+    raw: Mapping[str, Any]
+
+    def for_instance(self, instance_id: str) -> dict[str, Any]:
+        """The same event about `instance_id` alone, to drain it in an invocation of
+        its own."""
+        narrowed = copy.deepcopy(dict(self.raw))
+        narrowed["resources"] = [instance_id]
+        narrowed["detail"]["affectedEntities"] = [
+            entity
+            for entity in narrowed["detail"]["affectedEntities"]
+            if isinstance(entity, dict) and entity.get("entityValue") == instance_id
+        ]
+        return narrowed
+
+
+def _scheduled_change(event: dict[str, Any]) -> Ec2Event | ScheduledChanges | Skip:
+    """An AWS Health event: a scheduled change for EC2 instances (retirement,
+    maintenance) drains every instance it names; any other is skipped."""
+    detail = event.get("detail")
+    if not isinstance(detail, dict):
+        return Skip("field 'detail' is missing or not an object", malformed=True)
+    service, category = detail.get("service"), detail.get("eventTypeCategory")
+    if service != "EC2" or category != SCHEDULED_CHANGE_CATEGORY:
+        return Skip(
+            f"AWS Health event of {service!r}, category {category!r}: only EC2's "
+            f"{SCHEDULED_CHANGE_CATEGORY} begins a drain"
+        )
+    kind = Ec2Kind.SCHEDULED_CHANGE
+    try:
+        entities = detail.get("affectedEntities")
+        if not isinstance(entities, list):
+            raise _Malformed("field 'detail.affectedEntities' is missing or not a list")
+        instances = sorted(
+            {
+                str(entity["entityValue"])
+                for entity in entities
+                if isinstance(entity, dict)
+                and isinstance(entity.get("entityValue"), str)
+                and INSTANCE_ID.fullmatch(entity["entityValue"])
+            }
+        )
+        template = Ec2Event(
+            kind=kind,
+            instance_id="",
+            event_id=_required(event, "id"),
+            event_time=_required(event, "time"),
+            region=_required(event, "region"),
+            account=_required(event, "account"),
+            acts_at=_time_field(detail, "startTime"),
+            detail_code=_required(detail, "eventTypeCode", "detail."),
+        )
+    except _Malformed as malformed:
+        return Skip(f"malformed {kind} event: {malformed}", malformed=True)
+    if template.issued_at is None:
+        return Skip(f"malformed {kind} event: field 'time' is not an RFC 3339 time", malformed=True)
+    if not instances:
+        return Skip(f"{kind} {template.detail_code}: it names no EC2 instance")
+    events = tuple(replace(template, instance_id=i) for i in instances)
+    return events[0] if len(events) == 1 else ScheduledChanges(events, event)
+
+
+def _time_field(detail: Mapping[str, Any], key: str) -> float:
+    """A time in an event's detail: RFC 3339 (EC2's) or RFC 1123 (AWS Health's
+    "Sat, 05 Jun 2026 15:10:09 GMT"), in epoch seconds."""
+    text = _required(detail, key, "detail.")
+    seconds = _epoch(text)
+    if seconds is None:
+        try:
+            seconds = parsedate_to_datetime(text).timestamp()
+        except (TypeError, ValueError, IndexError):
+            seconds = None
+    if seconds is None or not math.isfinite(seconds):
+        raise _Malformed(f"field 'detail.{key}' is {_shown(text)}, not a time")
+    return seconds
 
 
 def with_handover(event: Mapping[str, Any], handover: Handover) -> dict[str, Any]:

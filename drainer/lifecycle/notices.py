@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from drainer import aws
 from drainer.errors import AwsError
-from drainer.lifecycle.events import TERMINATE_HOOK_TRIGGER, LifecycleEvent
+from drainer.lifecycle.events import TERMINATE_HOOK_TRIGGER, Ec2Event, Ec2Kind, LifecycleEvent
 
 log = logging.getLogger(__name__)
 
@@ -45,16 +46,37 @@ Notice = tuple[str, str, dict[str, str]]
 """An SNS subject, the message text and its attributes."""
 
 
-def spot_start_notice(found: Subject, cluster: str) -> Notice:
-    """The notice that a spot interruption warning (or rebalance recommendation)
-    began a drain."""
-    return _start(
-        found,
-        "spot ",
-        found.asg_name or "no group",
-        cluster,
-        "EC2 sent an interruption warning or a rebalance recommendation.",
-    )
+class Ec2Subject(Subject, Protocol):
+    """An instance that one of EC2's events is about."""
+
+    @property
+    def event(self) -> Ec2Event: ...
+
+
+def ec2_start_notice(found: Ec2Subject, cluster: str) -> Notice:
+    """The notice that one of EC2's events (a spot warning, a scheduled change, a state
+    change, a capacity reservation's warning) began a drain."""
+    event = found.event
+    when = _when(event.acts_at)
+    why = {
+        Ec2Kind.INTERRUPTION: "EC2 sent an interruption warning: it reclaims the instance "
+        "in two minutes.",
+        Ec2Kind.REBALANCE: "EC2 sent a rebalance recommendation: the instance is at higher "
+        "risk of interruption.",
+        Ec2Kind.SCHEDULED_CHANGE: f"AWS Health scheduled {event.detail_code} for the "
+        f"instance, starting {when}.",
+        Ec2Kind.STATE_CHANGE: f"EC2 says the instance is {event.detail_code}.",
+        Ec2Kind.CAPACITY_RESERVATION: "EC2 takes the instance's interruptible capacity "
+        f"reservation back, terminating it at {when}.",
+    }[event.kind]
+    spot = event.kind in (Ec2Kind.INTERRUPTION, Ec2Kind.REBALANCE)
+    return _start(found, "spot " if spot else "", found.asg_name or "no group", cluster, why)
+
+
+def _when(seconds: float | None) -> str:
+    if seconds is None:
+        return "a time it does not say"
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def start_notice(event: LifecycleEvent, cluster: str) -> Notice:

@@ -23,7 +23,7 @@ from drainer import aws, logs
 from drainer.errors import AwsError, ClusterNotFound, InstanceNotFound
 from drainer.lifecycle import ending, notices
 from drainer.lifecycle.admission import Tags, group_refused, group_tags, resolve_cluster
-from drainer.lifecycle.events import SPOT_TRIGGERS, TERMINATE_HOOK_TRIGGER, Handover, LifecycleEvent
+from drainer.lifecycle.events import EC2_TRIGGERS, TERMINATE_HOOK_TRIGGER, Handover, LifecycleEvent
 from drainer.lifecycle.job import DrainJob, Plan, Run, Tools
 from drainer.lifecycle.outcomes import lifecycle_result
 from drainer.lifecycle.runner import run_job
@@ -45,7 +45,7 @@ def plan(settings: Settings) -> Plan:
     records its trigger and deadline on the node (so a rebalance recommendation
     that comes meanwhile leaves its record alone)."""
     options = replace(settings.drain_options(), trigger=TERMINATE_HOOK_TRIGGER)
-    return Plan(options, SPOT_TRIGGERS)
+    return Plan(options, EC2_TRIGGERS)
 
 
 @dataclass(frozen=True)

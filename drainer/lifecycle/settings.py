@@ -428,10 +428,46 @@ class Settings:
             "int",
             "15",
             "How long before EC2 reclaims a spot instance (2 minutes after its "
-            "warning) its drain must be over, so evicted pods finish their shutdown "
-            "on a live node; eviction grace periods are cut to fit.",
+            "warning), or acts at a time its event names (a scheduled change's start, "
+            "a capacity reservation's termination), the drain must be over, so evicted "
+            "pods finish their shutdown on a live node; grace periods are cut to fit.",
             minimum=0,
             maximum=100,
+        ),
+    )
+    scheduled_change_drain: bool = field(
+        default=True,
+        metadata=_env(
+            "SCHEDULED_CHANGE_DRAIN",
+            "bool",
+            "true",
+            "Drain a node on an AWS Health scheduled change for its instance (retirement, "
+            "maintenance), every instance the event names, with a deadline of the "
+            "window's start less SPOT_DEADLINE_MARGIN_SECONDS (or DRAIN_TIMEOUT_SECONDS "
+            "when the window is further away).",
+        ),
+    )
+    state_change_drain: bool = field(
+        default=False,
+        metadata=_env(
+            "STATE_CHANGE_DRAIN",
+            "bool",
+            "false",
+            "Drain a node at once when its instance is stopping or shutting down (an "
+            "EC2 state-change notification): instances stopped or terminated outside "
+            "the terminate hook, with the minute the OS's shutdown leaves.",
+        ),
+    )
+    capacity_reservation_drain: bool = field(
+        default=True,
+        metadata=_env(
+            "CAPACITY_RESERVATION_DRAIN",
+            "bool",
+            "true",
+            "Drain a node at once on its EC2 Capacity Reservation Instance Interruption "
+            "Warning (an interruptible reservation taking its capacity back), with a "
+            "deadline of the warning's instance-termination-time less "
+            "SPOT_DEADLINE_MARGIN_SECONDS.",
         ),
     )
     rebalance_action: Literal["off", "cordon", "drain"] = field(

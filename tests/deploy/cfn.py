@@ -36,6 +36,15 @@ _ATTRIBUTES = {
         "arn:aws:events:{region}:{account}:rule/{stack}-SpotInterruptionRule-XYZ"
     ),
     ("RebalanceRule", "Arn"): "arn:aws:events:{region}:{account}:rule/{stack}-RebalanceRule-XYZ",
+    ("ScheduledChangeRule", "Arn"): (
+        "arn:aws:events:{region}:{account}:rule/{stack}-ScheduledChangeRule-XYZ"
+    ),
+    ("StateChangeRule", "Arn"): (
+        "arn:aws:events:{region}:{account}:rule/{stack}-StateChangeRule-XYZ"
+    ),
+    ("CapacityReservationRule", "Arn"): (
+        "arn:aws:events:{region}:{account}:rule/{stack}-CapacityReservationRule-XYZ"
+    ),
     (
         "HookSyncSchedule",
         "Arn",

@@ -105,7 +105,14 @@ def test_stack_creates_the_rule_targeting_the_function_with_a_dead_letter_queue(
     assert target["DeadLetterConfig"] == {"Arn": queue_arn}
 
 
-RULES = ("TerminateRule", "HookSyncSchedule", "HookSyncApiCalls", "SpotInterruptionRule")
+RULES = (
+    "TerminateRule",
+    "HookSyncSchedule",
+    "HookSyncApiCalls",
+    "SpotInterruptionRule",
+    "ScheduledChangeRule",
+    "CapacityReservationRule",
+)
 
 
 def test_stack_lets_only_its_rules_invoke_the_function(moto_stack: MotoStack):
@@ -184,6 +191,63 @@ def test_stack_rebalance_rule_on_and_spot_rule_off_by_parameters(moto_stack: Mot
     variables = function["Configuration"]["Environment"]["Variables"]
     assert variables["REBALANCE_ACTION"] == "cordon"
     assert variables["SPOT_INTERRUPTION_DRAIN"] == "false"
+
+
+def test_stack_sends_scheduled_changes_and_capacity_warnings__not_state_changes(
+    moto_stack: MotoStack,
+):
+    events = moto_stack.client("events")
+    health = events.describe_rule(Name=moto_stack.physical_id("ScheduledChangeRule"))
+    pattern = EventPattern.load(health["EventPattern"])
+    scheduled = json.loads((EVENTS / "health-scheduled-change.json").read_text())
+    assert pattern.matches_event(scheduled)
+    scheduled["detail"]["service"] = "RDS"
+    assert not pattern.matches_event(scheduled), "another service's change reached the function"
+    capacity = events.describe_rule(Name=moto_stack.physical_id("CapacityReservationRule"))
+    assert EventPattern.load(capacity["EventPattern"]).matches_event(
+        json.loads((EVENTS / "capacity-reservation-interruption.json").read_text())
+    )
+    for rule in (health, capacity):
+        (target,) = events.list_targets_by_rule(Rule=rule["Name"])["Targets"]
+        assert target["Arn"] == moto_stack.outputs()["FunctionArn"]
+    summaries = moto_stack.client("cloudformation").list_stack_resources(StackName=STACK)
+    logical = {r["LogicalResourceId"] for r in summaries["StackResourceSummaries"]}
+    assert "StateChangeRule" not in logical  # StateChangeDrain defaults to false
+
+
+@pytest.mark.parametrize(
+    "moto_stack",
+    [
+        {
+            "StateChangeDrain": "true",
+            "ScheduledChangeDrain": "false",
+            "CapacityReservationDrain": "false",
+        }
+    ],
+    indirect=True,
+)
+def test_stack_state_change_rule_on__the_others_off__by_parameters(moto_stack: MotoStack):
+    summaries = moto_stack.client("cloudformation").list_stack_resources(StackName=STACK)
+    logical = {r["LogicalResourceId"] for r in summaries["StackResourceSummaries"]}
+    assert not {"ScheduledChangeRule", "CapacityReservationRule"} & logical
+    events = moto_stack.client("events")
+    rule = events.describe_rule(Name=moto_stack.physical_id("StateChangeRule"))
+    pattern = EventPattern.load(rule["EventPattern"])
+    change = json.loads((EVENTS / "ec2-state-change.json").read_text())
+    assert pattern.matches_event(change)
+    change["detail"]["state"] = "running"
+    assert not pattern.matches_event(change), "a running instance's notice reached the function"
+    variables = moto_stack.client("lambda").get_function(FunctionName=STACK)["Configuration"][
+        "Environment"
+    ]["Variables"]
+    assert (
+        variables["STATE_CHANGE_DRAIN"],
+        variables["SCHEDULED_CHANGE_DRAIN"],
+        variables["CAPACITY_RESERVATION_DRAIN"],
+    ) == ("true", "false", "false")
+    policy = json.loads(moto_stack.client("lambda").get_policy(FunctionName=STACK)["Policy"])
+    sources = {s["Condition"]["ArnLike"]["AWS:SourceArn"] for s in policy["Statement"]}
+    assert rule["Arn"] in sources
 
 
 def test_stack_creates_the_log_group_with_retention(moto_stack: MotoStack):

@@ -2,7 +2,7 @@
 minutes before EC2 reclaims it; a rebalance recommendation cordons it; the
 terminate hook's event that follows for the same instance waits for the drain
 under way instead of starting another. The events are EC2's, as EventBridge
-delivers them (awssim/spot.py), run through the real handler."""
+delivers them (awssim/ec2_events.py), run through the real handler."""
 
 from __future__ import annotations
 

@@ -25,7 +25,7 @@ from realapi import StaticToken
 from support import objects
 from support.clock import FakeClock, SteppedWaits
 
-from awssim import spot as spot_events
+from awssim import ec2_events as spot_events
 from awssim.world import AMI_ID, create_node_group
 from drainer import aws
 from drainer.engine.drain import Drain, RealWaits
@@ -38,20 +38,22 @@ from drainer.k8s.cordon import (
     progress_value,
 )
 from drainer.k8s.kube import Kube
-from drainer.lifecycle import notices, spot
+from drainer.lifecycle import ec2_events, notices
 from drainer.lifecycle.events import (
+    EC2_TRIGGERS,
     SPOT_NOTICE_SECONDS,
-    SPOT_TRIGGERS,
+    STATE_CHANGE_NOTICE_SECONDS,
     TERMINATE_HOOK_TRIGGER,
+    Ec2Event,
+    Ec2Kind,
+    ScheduledChanges,
     Skip,
-    SpotEvent,
-    SpotKind,
     parse_event,
 )
 from drainer.lifecycle.follow import FOLLOW_POLL_SECONDS, FOLLOW_SLACK_SECONDS, follow_drain
 from drainer.lifecycle.job import Run, Tools
 from drainer.lifecycle.settings import Settings
-from drainer.lifecycle.window import Deadline
+from drainer.lifecycle.window import Deadline, Invocation
 from drainer.outcome import Outcome
 from kubesim import KubeSim
 from kubesim import testing as k
@@ -65,18 +67,18 @@ REGION = "us-east-1"
 ACCOUNT = "123456789012"  # moto's
 CLUSTER = "prod"
 NODE = "n1"
-INTERRUPTION = str(SpotKind.INTERRUPTION)
-REBALANCE = str(SpotKind.REBALANCE)
+INTERRUPTION = str(Ec2Kind.INTERRUPTION)
+REBALANCE = str(Ec2Kind.REBALANCE)
 
 
-def _spot_event(raw: dict[str, Any]) -> SpotEvent:
+def _spot_event(raw: dict[str, Any]) -> Ec2Event:
     parsed = parse_event(raw)
-    assert isinstance(parsed, SpotEvent), parsed
+    assert isinstance(parsed, Ec2Event), parsed
     return parsed
 
 
-def _found(event: SpotEvent, asg_name: str = "eks-spot-workers") -> spot.SpotTarget:
-    """The event's instance, as `spot.target` finds it in a group of cluster prod."""
+def _found(event: Ec2Event, asg_name: str = "eks-spot-workers") -> ec2_events.Ec2Target:
+    """The event's instance, as `ec2_events.target` finds it in a group of cluster prod."""
     tags = {aws.ASG_NAME_TAG: asg_name} if asg_name else {}
     identity = aws.NodeIdentity(
         instance_id=event.instance_id,
@@ -84,7 +86,7 @@ def _found(event: SpotEvent, asg_name: str = "eks-spot-workers") -> spot.SpotTar
         availability_zone="eu-west-1a",
         tags=tags,
     )
-    return spot.SpotTarget(event, identity, CLUSTER, asg_name)
+    return ec2_events.Ec2Target(event, identity, CLUSTER, asg_name)
 
 
 # --- parse_event: the two spot events as AWS documents them -----------------------------
@@ -95,8 +97,8 @@ def test_parse_event__interruption_warning_fixture__gives_spot_event(
 ) -> None:
     parsed = parse_event(load_event("spot-interruption"))
 
-    assert parsed == SpotEvent(
-        kind=SpotKind.INTERRUPTION,
+    assert parsed == Ec2Event(
+        kind=Ec2Kind.INTERRUPTION,
         instance_id=INSTANCE,
         event_id="7e1c9a24-5b3d-4f8e-a6c2-0d9b8e7f6a51",
         event_time="2026-11-22T02:14:10Z",
@@ -113,8 +115,8 @@ def test_parse_event__rebalance_fixture__gives_spot_event_without_action(
 ) -> None:
     parsed = parse_event(load_event("rebalance"))
 
-    assert parsed == SpotEvent(
-        kind=SpotKind.REBALANCE,
+    assert parsed == Ec2Event(
+        kind=Ec2Kind.REBALANCE,
         instance_id=INSTANCE,
         event_id="c4f2e8d1-9a7b-4c36-b5e0-3f1a2d4c6e89",
         event_time="2026-11-22T02:05:42Z",
@@ -130,7 +132,7 @@ def test_parse_event__awssim_builds_what_the_drainer_reads() -> None:
     parsed = _spot_event(raw)
 
     assert (parsed.kind, parsed.instance_id, parsed.instance_action) == (
-        SpotKind.INTERRUPTION,
+        Ec2Kind.INTERRUPTION,
         INSTANCE,
         "stop",
     )
@@ -211,11 +213,17 @@ def test_parse_event__malformed_interruption__skip_names_the_event_kind(
     )
 
 
-def test_parse_event__other_ec2_events__still_skipped(load_event: LoadEvent) -> None:
-    parsed = parse_event(load_event("ec2-state-change"))
+def test_parse_event__state_change_to_running__skipped_not_malformed(
+    load_event: LoadEvent,
+) -> None:
+    raw = load_event("ec2-state-change")
+    raw["detail"]["state"] = "running"
 
-    assert isinstance(parsed, Skip)
-    assert "'aws.ec2'" in parsed.reason
+    parsed = parse_event(raw)
+
+    assert parsed == Skip(
+        f"instance {INSTANCE} is running: only stopping and shutting-down begin a drain"
+    )
 
 
 def test_parse_event__spot_detail_type_from_another_source__skipped(
@@ -254,10 +262,26 @@ def _group(
     return group.instance_ids[0]
 
 
-def _warning(instance_id: str, kind: SpotKind = SpotKind.INTERRUPTION) -> SpotEvent:
-    if kind is SpotKind.REBALANCE:
-        return _spot_event(spot_events.rebalance_recommendation(ACCOUNT, REGION, instance_id))
-    return _spot_event(spot_events.interruption_warning(ACCOUNT, REGION, instance_id))
+def _warning(instance_id: str, kind: Ec2Kind = Ec2Kind.INTERRUPTION) -> Ec2Event:
+    """The event of `kind` about the instance, as awssim builds it."""
+    raw = {
+        Ec2Kind.INTERRUPTION: lambda: spot_events.interruption_warning(
+            ACCOUNT, REGION, instance_id
+        ),
+        Ec2Kind.REBALANCE: lambda: spot_events.rebalance_recommendation(
+            ACCOUNT, REGION, instance_id
+        ),
+        Ec2Kind.SCHEDULED_CHANGE: lambda: spot_events.scheduled_change(
+            ACCOUNT, REGION, [instance_id], starts_in=3600
+        ),
+        Ec2Kind.STATE_CHANGE: lambda: spot_events.state_change(
+            ACCOUNT, REGION, instance_id, "stopping"
+        ),
+        Ec2Kind.CAPACITY_RESERVATION: lambda: spot_events.capacity_interruption(
+            ACCOUNT, REGION, instance_id
+        ),
+    }[kind]()
+    return _spot_event(raw)
 
 
 @pytest.mark.parametrize(
@@ -274,9 +298,9 @@ def test_target__instance_of_an_allowed_group_of_our_cluster__is_a_target(
     instance = _group(clients)
     event = _warning(instance)
 
-    found = spot.target(event, settings, clients)
+    found = ec2_events.target(event, settings, clients)
 
-    assert isinstance(found, spot.SpotTarget), found
+    assert isinstance(found, ec2_events.Ec2Target), found
     assert (found.instance_id, found.asg_name, found.cluster) == (
         instance,
         "eks-spot-workers",
@@ -289,9 +313,9 @@ def test_target__instance_of_an_allowed_group_of_our_cluster__is_a_target(
 def test_target__cluster_from_the_kubernetes_io_cluster_tag(clients: aws.AwsClients) -> None:
     instance = _group(clients, tag="kubernetes.io/cluster")
 
-    found = spot.target(_warning(instance), Settings(), clients)
+    found = ec2_events.target(_warning(instance), Settings(), clients)
 
-    assert isinstance(found, spot.SpotTarget), found
+    assert isinstance(found, ec2_events.Ec2Target), found
     assert found.cluster == CLUSTER
 
 
@@ -309,9 +333,9 @@ def test_target__instance_untagged__cluster_from_its_groups_tags(clients: aws.Aw
         ]
     )
 
-    found = spot.target(_warning(instance), Settings(cluster_name=CLUSTER), clients)
+    found = ec2_events.target(_warning(instance), Settings(cluster_name=CLUSTER), clients)
 
-    assert isinstance(found, spot.SpotTarget), found
+    assert isinstance(found, ec2_events.Ec2Target), found
     assert found.cluster == CLUSTER
 
 
@@ -319,7 +343,7 @@ def test_target__spot_interruption_drain_off__skipped(clients: aws.AwsClients) -
     instance = _group(clients)
     settings = Settings.from_env({"SPOT_INTERRUPTION_DRAIN": "false"})
 
-    found = spot.target(_warning(instance), settings, clients)
+    found = ec2_events.target(_warning(instance), settings, clients)
 
     assert isinstance(found, Skip)
     assert "SPOT_INTERRUPTION_DRAIN" in found.reason
@@ -334,10 +358,10 @@ def test_target__rebalance__acted_on_unless_rebalance_action_off(
     instance = _group(clients)
     settings = Settings.from_env({"REBALANCE_ACTION": action})
 
-    found = spot.target(_warning(instance, SpotKind.REBALANCE), settings, clients)
+    found = ec2_events.target(_warning(instance, Ec2Kind.REBALANCE), settings, clients)
 
     if acted_on:
-        assert isinstance(found, spot.SpotTarget), found
+        assert isinstance(found, ec2_events.Ec2Target), found
     else:
         assert isinstance(found, Skip)
         assert "REBALANCE_ACTION" in found.reason
@@ -349,7 +373,9 @@ def test_target__rebalance_action_off__interruption_still_drained(
     instance = _group(clients)
     settings = Settings.from_env({"REBALANCE_ACTION": "off"})
 
-    assert isinstance(spot.target(_warning(instance), settings, clients), spot.SpotTarget)
+    assert isinstance(
+        ec2_events.target(_warning(instance), settings, clients), ec2_events.Ec2Target
+    )
 
 
 def test_target__group_not_in_allowed_asgs__skipped_naming_the_group(
@@ -358,7 +384,7 @@ def test_target__group_not_in_allowed_asgs__skipped_naming_the_group(
     instance = _group(clients)
     settings = dataclasses.replace(Settings(), allowed_asgs=frozenset({"eks-ondemand-workers"}))
 
-    found = spot.target(_warning(instance), settings, clients)
+    found = ec2_events.target(_warning(instance), settings, clients)
 
     assert isinstance(found, Skip)
     assert instance in found.reason
@@ -370,7 +396,7 @@ def test_target__instance_tagged_for_another_cluster__skipped_naming_it(
 ) -> None:
     instance = _group(clients, cluster="staging")
 
-    found = spot.target(_warning(instance), Settings(cluster_name=CLUSTER), clients)
+    found = ec2_events.target(_warning(instance), Settings(cluster_name=CLUSTER), clients)
 
     assert isinstance(found, Skip)
     assert f"instance {instance} belongs to cluster staging, not {CLUSTER}" in found.reason
@@ -401,7 +427,7 @@ def test_target__instance_in_no_group_when_groups_are_chosen__skipped(
     _group(clients)
     instance = _lone_instance(clients, {"eks:cluster-name": CLUSTER})
 
-    found = spot.target(_warning(instance), settings, clients)
+    found = ec2_events.target(_warning(instance), settings, clients)
 
     assert isinstance(found, Skip)
     assert f"instance {instance} is in no Auto Scaling group" in found.reason
@@ -412,7 +438,7 @@ def test_target__instance_in_no_group_without_cluster_tag__skipped(
 ) -> None:
     instance = _lone_instance(clients)
 
-    found = spot.target(_warning(instance), Settings(cluster_name=CLUSTER), clients)
+    found = ec2_events.target(_warning(instance), Settings(cluster_name=CLUSTER), clients)
 
     assert isinstance(found, Skip)
     assert "names no EKS cluster" in found.reason
@@ -423,20 +449,20 @@ def test_target__instance_in_no_group_tagged_for_our_cluster__a_target_without_g
 ) -> None:
     instance = _lone_instance(clients, {"eks:cluster-name": CLUSTER})
 
-    found = spot.target(_warning(instance), Settings(), clients)
+    found = ec2_events.target(_warning(instance), Settings(), clients)
 
-    assert isinstance(found, spot.SpotTarget), found
+    assert isinstance(found, ec2_events.Ec2Target), found
     assert (found.cluster, found.asg_name) == (CLUSTER, "")
 
 
-@pytest.mark.parametrize("kind", list(SpotKind))
+@pytest.mark.parametrize("kind", list(Ec2Kind))
 def test_target__unknown_instance__skipped_not_raised(
-    clients: aws.AwsClients, kind: SpotKind
+    clients: aws.AwsClients, kind: Ec2Kind
 ) -> None:
     _group(clients)
-    settings = Settings(rebalance_action="drain")
+    settings = Settings(rebalance_action="drain", state_change_drain=True)
 
-    found = spot.target(_warning("i-0000000000000dead", kind), settings, clients)
+    found = ec2_events.target(_warning("i-0000000000000dead", kind), settings, clients)
 
     assert isinstance(found, Skip)
     assert "i-0000000000000dead" in found.reason
@@ -455,7 +481,7 @@ def test_deadline_of__interruption__warning_time_plus_two_minutes_less_the_margi
 
     # Whenever it is asked (a late delivery, a retry), the deadline is the warning's.
     for now in (WARNED_AT + 3, WARNED_AT + 60):
-        deadline = spot.deadline_of(found, settings, now)
+        deadline = ec2_events.deadline_of(found, settings, now)
 
         assert deadline.at == WARNED_AT + 120 - margin
         assert deadline.source == (
@@ -470,7 +496,7 @@ def test_deadline_of__rebalance__now_plus_drain_timeout(load_event: LoadEvent) -
     settings = Settings.from_env({"DRAIN_TIMEOUT_SECONDS": "900"})
     now = WARNED_AT + 1000
 
-    assert spot.deadline_of(found, settings, now) == Deadline(
+    assert ec2_events.deadline_of(found, settings, now) == Deadline(
         now + 900, "DRAIN_TIMEOUT_SECONDS (900 s)"
     )
 
@@ -491,7 +517,7 @@ def test_plan_for__interruption__cuts_grace_reserves_at_most_a_third_follows_its
     now = WARNED_AT + 10
     deadline = Deadline(now + window, "the warning's")
 
-    plan = spot.plan_for(found, settings, deadline, now)
+    plan = ec2_events.plan_for(found, settings, deadline, now)
 
     assert plan.options.trigger == "spot-interruption"
     assert plan.options.fit_grace_to_deadline is True
@@ -502,17 +528,16 @@ def test_plan_for__interruption__cuts_grace_reserves_at_most_a_third_follows_its
     assert plan.follows == frozenset({"spot-interruption"})
 
 
-def test_plan_for__rebalance__follows_both_spot_triggers(load_event: LoadEvent) -> None:
+def test_plan_for__rebalance__follows_every_ec2_trigger(load_event: LoadEvent) -> None:
     found = _found(_spot_event(load_event("rebalance")))
     settings = Settings(rebalance_action="drain")
     now = WARNED_AT
-    deadline = spot.deadline_of(found, settings, now)
+    deadline = ec2_events.deadline_of(found, settings, now)
 
-    plan = spot.plan_for(found, settings, deadline, now)
+    plan = ec2_events.plan_for(found, settings, deadline, now)
 
     assert plan.options.trigger == "rebalance-recommendation"
-    assert plan.follows == frozenset({"spot-interruption", "rebalance-recommendation"})
-    assert plan.follows == SPOT_TRIGGERS
+    assert plan.follows == EC2_TRIGGERS, "it waits for any of EC2's drains under way"
     assert plan.options.fit_grace_to_deadline is False, "no reclaim deadline: the pods' own grace"
     assert plan.options.critical_reserve_seconds == settings.critical_reserve_seconds
 
@@ -537,10 +562,10 @@ def test_live_drain__spot_record__live_before_until_not_after() -> None:
     patch, _ = cordon_patch(objects.node(NODE), NOW, trigger=INTERRUPTION, until=NOW + 100)
     node = _recorded(patch)
 
-    assert live_drain(node, NOW + 50, SPOT_TRIGGERS) == LiveDrain(INTERRUPTION, NOW, NOW + 100)
+    assert live_drain(node, NOW + 50, EC2_TRIGGERS) == LiveDrain(INTERRUPTION, NOW, NOW + 100)
     assert live_drain(node, NOW + 99, frozenset({INTERRUPTION})) is not None
-    assert live_drain(node, NOW + 100, SPOT_TRIGGERS) is None
-    assert live_drain(node, NOW + 150, SPOT_TRIGGERS) is None
+    assert live_drain(node, NOW + 100, EC2_TRIGGERS) is None
+    assert live_drain(node, NOW + 150, EC2_TRIGGERS) is None
 
 
 @pytest.mark.parametrize("phase", ["drained", "timed_out", "failed", "cordoned"])
@@ -548,13 +573,13 @@ def test_live_drain__record_of_an_ended_drain_or_a_cordon__not_live(phase: str) 
     text = progress_value(phase, frozenset(), trigger=INTERRUPTION, since=NOW, until=NOW + 100)
     node = {"metadata": {"annotations": {PROGRESS_ANNOTATION: text}}}
 
-    assert live_drain(node, NOW + 1, SPOT_TRIGGERS) is None
+    assert live_drain(node, NOW + 1, EC2_TRIGGERS) is None
 
 
 def test_live_drain__rebalance_cordon__does_not_hold_back_the_interruption_drain() -> None:
     patch, _ = cordon_patch(objects.node(NODE), NOW, trigger=REBALANCE, phase="cordoned")
 
-    assert live_drain(_recorded(patch), NOW + 1, SPOT_TRIGGERS) is None
+    assert live_drain(_recorded(patch), NOW + 1, EC2_TRIGGERS) is None
 
 
 def test_live_drain__trigger_not_followed__not_live() -> None:
@@ -563,7 +588,7 @@ def test_live_drain__trigger_not_followed__not_live() -> None:
 
     assert live_drain(node, NOW + 1, frozenset({INTERRUPTION})) is None
     assert live_drain(node, NOW + 1, frozenset()) is None
-    assert live_drain(node, NOW + 1, SPOT_TRIGGERS) is not None
+    assert live_drain(node, NOW + 1, EC2_TRIGGERS) is not None
 
 
 @pytest.mark.parametrize("until", [None, NOW + 600])
@@ -574,7 +599,7 @@ def test_live_drain__scale_in_record_without_trigger__never_live(until: float | 
     node = _recorded(patch)
 
     assert "trigger" not in json.loads(patch["metadata"]["annotations"][PROGRESS_ANNOTATION])
-    for triggers in (SPOT_TRIGGERS, SPOT_TRIGGERS | {""}):
+    for triggers in (EC2_TRIGGERS, EC2_TRIGGERS | {""}):
         assert live_drain(node, NOW + 1, triggers) is None
 
 
@@ -590,7 +615,7 @@ def test_live_drain__scale_in_record_without_trigger__never_live(until: float | 
     ids=["no-record", "garbled", "no-until", "until-not-a-number", "empty-node"],
 )
 def test_live_drain__no_usable_record__not_live(node: dict[str, Any]) -> None:
-    assert live_drain(node, NOW, SPOT_TRIGGERS) is None
+    assert live_drain(node, NOW, EC2_TRIGGERS) is None
 
 
 # --- follow_drain: the terminate hook's drain waits for a spot drain under way -----------
@@ -643,7 +668,7 @@ def _follow(
     kube: ScriptedNode,
     clock: FakeClock,
     *,
-    triggers: frozenset[str] = SPOT_TRIGGERS,
+    triggers: frozenset[str] = EC2_TRIGGERS,
     limit: float = NOW + 3600,
     deadline: float = NOW + 3600,
 ) -> Run | None:
@@ -725,7 +750,7 @@ def test_follow_drain__interruption_plan__does_not_wait_for_a_rebalance_drain(
     load_event: LoadEvent,
 ) -> None:
     found = _found(_spot_event(load_event("spot-interruption")))
-    plan = spot.plan_for(found, Settings(), Deadline(WARNED_AT + 105, "x"), WARNED_AT)
+    plan = ec2_events.plan_for(found, Settings(), Deadline(WARNED_AT + 105, "x"), WARNED_AT)
     kube = ScriptedNode(_draining(trigger=REBALANCE, until=NOW + 3600))
     clock = FakeClock(NOW + 5)
 
@@ -804,10 +829,10 @@ def test_spot_drain_cordon__record_read_back_live_until_the_deadline(sim: KubeSi
 
     node = sim.get("Node", NODE)
     assert node["spec"]["unschedulable"] is True
-    live = live_drain(node, clock() + 1, SPOT_TRIGGERS)
+    live = live_drain(node, clock() + 1, EC2_TRIGGERS)
     assert live is not None
     assert (live.trigger, live.until) == (INTERRUPTION, int(deadline))
-    assert live_drain(node, deadline + 1, SPOT_TRIGGERS) is None
+    assert live_drain(node, deadline + 1, EC2_TRIGGERS) is None
 
 
 def _place(sim: KubeSim, *pods: dict[str, Any]) -> None:
@@ -885,7 +910,7 @@ MANAGED_GROUP = "eks-spot-m5-large-0ec5a9f2-1b3d-4e6f-8a9c-2d4e6f8a0b1c"
 @pytest.mark.parametrize(
     "notice",
     [
-        lambda found: notices.spot_start_notice(found, CLUSTER),
+        lambda found: notices.ec2_start_notice(found, CLUSTER),
         lambda found: notices.end_notice(found, SPOT_SUMMARY),
     ],
     ids=["start", "end"],
@@ -893,7 +918,7 @@ MANAGED_GROUP = "eks-spot-m5-large-0ec5a9f2-1b3d-4e6f-8a9c-2d4e6f8a0b1c"
 @pytest.mark.parametrize("group", ["eks-spot-workers", MANAGED_GROUP, ""])
 def test_spot_notices__subject_sent_within_sns_limits(
     load_event: LoadEvent,
-    notice: Callable[[spot.SpotTarget], tuple[str, str, dict[str, str]]],
+    notice: Callable[[ec2_events.Ec2Target], tuple[str, str, dict[str, str]]],
     group: str,
 ) -> None:
     found = _found(_spot_event(load_event("spot-interruption")), group)
@@ -909,10 +934,10 @@ def test_spot_notices__subject_sent_within_sns_limits(
     assert sent["MessageAttributes"]["instance_id"]["StringValue"] == INSTANCE
 
 
-def test_spot_start_notice__names_the_instance_and_ec2s_warning(load_event: LoadEvent) -> None:
+def test_ec2_start_notice__names_the_instance_and_ec2s_warning(load_event: LoadEvent) -> None:
     found = _found(_spot_event(load_event("spot-interruption")))
 
-    subject, text, attributes = notices.spot_start_notice(found, CLUSTER)
+    subject, text, attributes = notices.ec2_start_notice(found, CLUSTER)
 
     assert subject == f"eks-node-drainer: draining spot {INSTANCE} (eks-spot-workers)"
     assert INSTANCE in text
@@ -981,7 +1006,7 @@ def test_rebalance_cordon__terminate_hook_drain_under_way__record_left_as_it_is(
     before = sim.get("Node", NODE)["metadata"]["annotations"][PROGRESS_ANNOTATION]
     event = _spot_event(load_event("rebalance"))
     identity = aws.NodeIdentity(event.instance_id, NODE, "us-east-1a")
-    found = spot.SpotTarget(event, identity, CLUSTER, "eks-spot-workers")
+    found = ec2_events.Ec2Target(event, identity, CLUSTER, "eks-spot-workers")
     tools = Tools(
         Settings(rebalance_action="cordon"),
         None,  # type: ignore[arg-type]  # no AWS call on this path
@@ -993,8 +1018,339 @@ def test_rebalance_cordon__terminate_hook_drain_under_way__record_left_as_it_is(
     )
     cluster = aws.ClusterInfo(CLUSTER, sim.url, "", "ACTIVE", "")
 
-    run = spot._cordon(tools, found, cluster)
+    run = ec2_events._cordon(tools, found, cluster)
 
     assert run.result == Outcome.CORDONED
     assert "being drained already" in run.message
     assert sim.get("Node", NODE)["metadata"]["annotations"][PROGRESS_ANNOTATION] == before
+
+
+# --- EC2's other events: scheduled changes, state changes, capacity reservations ----------
+
+RETIRES_AT = datetime(2026, 11, 24, 9, 0, 0, tzinfo=UTC).timestamp()
+"""The window's start in tests/events/health-scheduled-change.json."""
+HEALTH_SENT_AT = datetime(2026, 11, 22, 2, 10, 0, tzinfo=UTC).timestamp()
+
+
+def test_parse_event__health_scheduled_change__one_instance__ec2_event_with_its_window(
+    load_event: LoadEvent,
+) -> None:
+    parsed = parse_event(load_event("health-scheduled-change"))
+
+    assert isinstance(parsed, Ec2Event), parsed
+    assert parsed.kind is Ec2Kind.SCHEDULED_CHANGE
+    assert parsed.instance_id == INSTANCE
+    assert parsed.acts_at == RETIRES_AT, "AWS Health's RFC 1123 startTime"
+    assert parsed.detail_code == "AWS_EC2_INSTANCE_RETIREMENT_SCHEDULED"
+    assert parsed.log_keys()["trigger"] == "scheduled-change"
+
+
+def test_parse_event__health_change_naming_several_instances__one_event_each(
+    load_event: LoadEvent,
+) -> None:
+    raw = load_event("health-scheduled-change")
+    other = "i-0fedcba9876543210"
+    raw["detail"]["affectedEntities"] = [
+        {"entityValue": INSTANCE},
+        {"entityValue": other},
+        {"entityValue": "vol-0123456789abcdef0"},  # not an instance: not ours to drain
+        {"entityValue": INSTANCE},  # named twice
+    ]
+
+    parsed = parse_event(raw)
+
+    assert isinstance(parsed, ScheduledChanges), parsed
+    assert [e.instance_id for e in parsed.events] == sorted([INSTANCE, other])
+    assert {e.acts_at for e in parsed.events} == {RETIRES_AT}
+    narrowed = parse_event(parsed.for_instance(other))
+    assert isinstance(narrowed, Ec2Event)
+    assert narrowed.instance_id == other
+    assert narrowed.event_id == parsed.events[0].event_id, "the same event, for one instance"
+
+
+@pytest.mark.parametrize(
+    ("change", "reason", "malformed"),
+    [
+        (_set("detail", "service", "RDS"), "AWS Health event of 'RDS'", False),
+        (_set("detail", "eventTypeCategory", "issue"), "category 'issue'", False),
+        (_set("detail", "affectedEntities", []), "it names no EC2 instance", False),
+        (_without("detail", "startTime"), "field 'detail.startTime' is missing", True),
+        (_set("detail", "startTime", "next Tuesday"), "'next Tuesday', not a time", True),
+        (_set("detail", "affectedEntities", "i-1"), "not a list", True),
+        (_without("detail", "eventTypeCode"), "field 'detail.eventTypeCode' is missing", True),
+    ],
+)
+def test_parse_event__health_events_we_do_not_act_on_or_malformed__skip_says_why(
+    load_event: LoadEvent,
+    change: Callable[[dict[str, Any]], None],
+    reason: str,
+    malformed: bool,
+) -> None:
+    raw = load_event("health-scheduled-change")
+    change(raw)
+
+    parsed = parse_event(raw)
+
+    assert isinstance(parsed, Skip), parsed
+    assert reason in parsed.reason
+    assert parsed.malformed is malformed
+
+
+def test_parse_event__state_change_and_capacity_warning__their_times(
+    load_event: LoadEvent,
+) -> None:
+    change = _spot_event(load_event("ec2-state-change"))
+    capacity = _spot_event(load_event("capacity-reservation-interruption"))
+
+    assert (change.kind, change.detail_code, change.acts_at) == (
+        Ec2Kind.STATE_CHANGE,
+        "shutting-down",
+        None,
+    )
+    assert capacity.kind is Ec2Kind.CAPACITY_RESERVATION
+    assert capacity.acts_at == datetime(2026, 11, 22, 2, 18, tzinfo=UTC).timestamp()
+    assert capacity.instance_action == "terminate"
+
+
+def test_parse_event__capacity_warning_with_a_bad_termination_time__malformed(
+    load_event: LoadEvent,
+) -> None:
+    raw = load_event("capacity-reservation-interruption")
+    raw["detail"]["instance-termination-time"] = 1700000000
+
+    parsed = parse_event(raw)
+
+    assert parsed == Skip(
+        "malformed capacity-reservation-interruption event: field "
+        "'detail.instance-termination-time' is a int, not a string",
+        malformed=True,
+    )
+
+
+def _shape(value: Any) -> Any:
+    """A JSON value's keys, all the way down (lists by their first item)."""
+    if isinstance(value, dict):
+        return {key: _shape(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_shape(value[0])] if value else []
+    return type(value).__name__
+
+
+@pytest.mark.parametrize(
+    ("fixture", "build"),
+    [
+        (
+            "health-scheduled-change",
+            lambda: spot_events.scheduled_change(ACCOUNT, REGION, [INSTANCE], starts_in=3600),
+        ),
+        (
+            "ec2-state-change",
+            lambda: spot_events.state_change(ACCOUNT, REGION, INSTANCE, "shutting-down"),
+        ),
+        (
+            "capacity-reservation-interruption",
+            lambda: spot_events.capacity_interruption(ACCOUNT, REGION, INSTANCE),
+        ),
+        ("spot-interruption", lambda: spot_events.interruption_warning(ACCOUNT, REGION, INSTANCE)),
+    ],
+)
+def test_awssim_builds_each_event_with_the_fields_of_aws_documented_sample(
+    load_event: LoadEvent, fixture: str, build: Callable[[], dict[str, Any]]
+) -> None:
+    """tests/events/ has each event as AWS documents it; awssim's has the same fields,
+    and the drainer reads what it built."""
+    built = build()
+
+    assert _shape(built) == _shape(load_event(fixture))
+    parsed = parse_event(built)
+    assert isinstance(parsed, Ec2Event), parsed
+    assert parsed.instance_id == INSTANCE
+
+
+def test_awssim_scheduled_change__window_start_read_back_to_the_second() -> None:
+    raw = spot_events.scheduled_change(ACCOUNT, REGION, [INSTANCE], starts_in=3600)
+
+    parsed = _spot_event(raw)
+
+    assert parsed.acts_at == pytest.approx(time.time() + 3600, abs=5)
+
+
+@pytest.mark.parametrize(
+    ("kind", "variable"),
+    [
+        (Ec2Kind.SCHEDULED_CHANGE, "SCHEDULED_CHANGE_DRAIN"),
+        (Ec2Kind.STATE_CHANGE, "STATE_CHANGE_DRAIN"),
+        (Ec2Kind.CAPACITY_RESERVATION, "CAPACITY_RESERVATION_DRAIN"),
+        (Ec2Kind.INTERRUPTION, "SPOT_INTERRUPTION_DRAIN"),
+    ],
+)
+def test_target__each_kind_turned_off__skipped_naming_its_setting_before_any_aws_call(
+    kind: Ec2Kind, variable: str
+) -> None:
+    event = Ec2Event(kind, INSTANCE, "id", "2026-11-22T02:14:10Z", REGION, ACCOUNT)
+    settings = Settings.from_env({variable: "false"})
+
+    found = ec2_events.target(event, settings, NO_AWS)
+
+    assert isinstance(found, Skip)
+    assert found.reason.endswith(f"{variable} is off")
+
+
+def test_settings__state_change_off_by_default__the_others_on() -> None:
+    settings = Settings()
+
+    assert (
+        settings.scheduled_change_drain,
+        settings.state_change_drain,
+        settings.capacity_reservation_drain,
+    ) == (True, False, True)
+
+
+def _scheduled(starts_at: float) -> ec2_events.Ec2Target:
+    event = Ec2Event(
+        Ec2Kind.SCHEDULED_CHANGE,
+        INSTANCE,
+        "id",
+        "2026-11-22T02:10:00Z",
+        REGION,
+        ACCOUNT,
+        acts_at=starts_at,
+        detail_code="AWS_EC2_INSTANCE_RETIREMENT_SCHEDULED",
+    )
+    return _found(event)
+
+
+def test_scheduled_change__window_within_the_drain_timeout__deadline_is_its_start_pods_forced() -> (
+    None
+):
+    settings = Settings.from_env(
+        {"DRAIN_TIMEOUT_SECONDS": "900", "SPOT_DEADLINE_MARGIN_SECONDS": "15"}
+    )
+    now = RETIRES_AT - 600
+    found = _scheduled(RETIRES_AT)
+
+    deadline = ec2_events.deadline_of(found, settings, now)
+    plan = ec2_events.plan_for(found, settings, deadline, now)
+
+    assert deadline.at == RETIRES_AT - 15
+    assert "AWS_EC2_INSTANCE_RETIREMENT_SCHEDULED starting 2026-11-24T09:00:00Z" in (
+        deadline.source
+    )
+    assert plan.options.force_on_timeout, "EC2 acts then: held pods get their grace first"
+    assert plan.options.fit_grace_to_deadline
+    assert plan.follows == frozenset({"scheduled-change"})
+
+
+def test_scheduled_change__window_days_away__drain_timeout_budgets_respected_nothing_forced() -> (
+    None
+):
+    settings = Settings.from_env({"DRAIN_TIMEOUT_SECONDS": "900"})
+    now = HEALTH_SENT_AT
+    found = _scheduled(RETIRES_AT)
+
+    deadline = ec2_events.deadline_of(found, settings, now)
+    plan = ec2_events.plan_for(found, settings, deadline, now)
+
+    assert deadline == Deadline(now + 900, "DRAIN_TIMEOUT_SECONDS (900 s)")
+    assert not plan.options.force_on_timeout, "the window is days away: no pod deleted for it"
+    assert not plan.options.fit_grace_to_deadline
+
+
+def test_deadline_of__state_change__a_minute_from_the_event_less_the_margin(
+    load_event: LoadEvent,
+) -> None:
+    found = _found(_spot_event(load_event("ec2-state-change")))
+    sent = datetime(2026, 11, 22, 2, 20, 30, tzinfo=UTC).timestamp()
+    settings = Settings.from_env({"SPOT_DEADLINE_MARGIN_SECONDS": "10"})
+
+    deadline = ec2_events.deadline_of(found, settings, sent + 2)
+    plan = ec2_events.plan_for(found, settings, deadline, sent + 2)
+
+    assert deadline.at == sent + STATE_CHANGE_NOTICE_SECONDS - 10
+    assert deadline.source.startswith("instance shutting-down at 2026-11-22T02:20:30Z + 60 s")
+    assert plan.options.force_on_timeout and plan.options.fit_grace_to_deadline
+
+
+def test_deadline_of__capacity_warning__its_termination_time_less_the_margin(
+    load_event: LoadEvent,
+) -> None:
+    found = _found(_spot_event(load_event("capacity-reservation-interruption")))
+    settings = Settings.from_env({"SPOT_DEADLINE_MARGIN_SECONDS": "15"})
+    terminates = datetime(2026, 11, 22, 2, 18, tzinfo=UTC).timestamp()
+
+    deadline = ec2_events.deadline_of(found, settings, terminates - 100)
+
+    assert deadline == Deadline(
+        terminates - 15,
+        "capacity reservation's termination at 2026-11-22T02:18:00Z "
+        "- SPOT_DEADLINE_MARGIN_SECONDS (15 s)",
+    )
+
+
+@pytest.mark.parametrize(
+    ("fixture", "words"),
+    [
+        ("health-scheduled-change", "AWS Health scheduled AWS_EC2_INSTANCE_RETIREMENT_SCHEDULED"),
+        ("ec2-state-change", "EC2 says the instance is shutting-down"),
+        ("capacity-reservation-interruption", "terminating it at 2026-11-22 02:18:00 UTC"),
+    ],
+)
+def test_ec2_start_notice__says_what_ec2_announced(
+    load_event: LoadEvent, fixture: str, words: str
+) -> None:
+    subject, text, _ = notices.ec2_start_notice(_found(_spot_event(load_event(fixture))), CLUSTER)
+
+    assert words in text
+    assert subject == f"eks-node-drainer: draining {INSTANCE} (eks-spot-workers)"
+
+
+class NoClient:
+    """A client the code under test must not use: any call fails the test."""
+
+    def __getattr__(self, name: str) -> Any:
+        raise AssertionError(f"unexpected AWS call: {name}")
+
+
+NO_CLIENT: Any = NoClient()
+NO_AWS = aws.AwsClients(NO_CLIENT, NO_CLIENT, NO_CLIENT, lambda: NO_CLIENT)
+
+
+def _no_kube(*args: Any) -> Kube:
+    raise AssertionError("unexpected Kubernetes client")
+
+
+class RecordingLambda:
+    """A Lambda client that queues nothing, remembering each asynchronous invocation."""
+
+    def __init__(self) -> None:
+        self.invoked: list[dict[str, Any]] = []
+
+    def invoke(self, **request: Any) -> dict[str, int]:
+        self.invoked.append(request)
+        return {"StatusCode": 202}
+
+
+def test_fan_out__each_instance_in_an_invocation_of_its_own__narrowed_to_it(
+    load_event: LoadEvent,
+) -> None:
+    raw = load_event("health-scheduled-change")
+    others = ["i-0fedcba9876543210", "i-00000000000000001"]
+    raw["detail"]["affectedEntities"] += [{"entityValue": i} for i in others]
+    changes = parse_event(raw)
+    assert isinstance(changes, ScheduledChanges)
+    recording = RecordingLambda()
+    clients = aws.AwsClients(NO_CLIENT, NO_CLIENT, NO_CLIENT, lambda: recording)
+    arn = "arn:aws:lambda:eu-west-1:123456789012:function:drainer"
+    invocation = Invocation(remaining_seconds=lambda: 900.0, function_arn=arn)
+
+    result = ec2_events.fan_out(changes, Tools(Settings(), clients, _no_kube), invocation)
+
+    assert result == {"result": "fanned_out", "instances": sorted([INSTANCE, *others])}
+    assert {r["FunctionName"] for r in recording.invoked} == {arn}
+    assert {r["InvocationType"] for r in recording.invoked} == {"Event"}
+    drained = []
+    for request in recording.invoked:
+        single = parse_event(json.loads(request["Payload"]))
+        assert isinstance(single, Ec2Event), single
+        drained.append(single.instance_id)
+    assert sorted(drained) == sorted([INSTANCE, *others])

@@ -1,0 +1,337 @@
+"""EC2's own events about an instance: drain its node before EC2 takes it away.
+
+- A spot interruption warning comes two minutes before EC2 stops or terminates the
+  instance, too late for a terminate lifecycle hook to help. The node is drained at
+  once with a deadline of the warning's time plus 2 minutes less
+  SPOT_DEADLINE_MARGIN_SECONDS: the ordinary pods evicted at the same time, grace
+  periods cut to fit, the critical tier last when the ordinary pods are gone (or
+  when little time is left), and the instance then leaves its target groups. A pod
+  still held by its budget when only its grace period is left is deleted then, so
+  that it gets SIGTERM and that grace instead of dying with the instance.
+- A capacity reservation's interruption warning is the same, with the
+  instance-termination-time the warning names.
+- An AWS Health scheduled change (instance retirement, maintenance) names a window
+  that may be days away: the drain's deadline is the window's start less the margin,
+  or DRAIN_TIMEOUT_SECONDS when that is sooner (budgets respected all along, no pod
+  deleted: the window is not here yet). An event naming several instances is
+  drained one invocation each.
+- A state change to stopping or shutting-down: the OS is going down already, so
+  every pod is evicted at once in the minute that is left.
+- A rebalance recommendation says a spot instance is at higher risk of
+  interruption: REBALANCE_ACTION cordons the node (no new pods) or drains it within
+  this invocation.
+
+EC2 sends these for every instance of the account and region, so `target` first
+decides whether the instance is one of ours: in an Auto Scaling group the function
+covers, and of its cluster. The drain records what began it and its deadline on the
+node (drainer/k8s/cordon.py); the terminate hook's event that follows for the same
+instance waits for that drain instead of starting another
+(drainer/lifecycle/follow.py).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from typing import Any
+
+from drainer import aws, logs
+from drainer.errors import AwsError, ClusterNotFound, InstanceNotFound, KubeError
+from drainer.k8s.cordon import cordon_patch, live_drain
+from drainer.k8s.nodes import find_node_object, other_manager
+from drainer.lifecycle import ending, notices
+from drainer.lifecycle.admission import group_refused, group_tags
+from drainer.lifecycle.events import (
+    EC2_EVENT_NAMES,
+    EC2_TRIGGERS,
+    SPOT_NOTICE_SECONDS,
+    STATE_CHANGE_NOTICE_SECONDS,
+    TERMINATE_HOOK_TRIGGER,
+    Ec2Event,
+    Ec2Kind,
+    ScheduledChanges,
+    Skip,
+)
+from drainer.lifecycle.job import DrainJob, Plan, Run, Tools
+from drainer.lifecycle.runner import not_ours, run_job
+from drainer.lifecycle.settings import Settings
+from drainer.lifecycle.window import Deadline, Invocation, Window, hand_over_at, log_deadline
+from drainer.outcome import Outcome
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Ec2Target:
+    """An EC2 event's instance, found to be one of the function's nodes."""
+
+    event: Ec2Event
+    identity: aws.NodeIdentity
+    cluster: str
+    asg_name: str
+
+    @property
+    def instance_id(self) -> str:
+        return self.identity.instance_id
+
+
+_SWITCHES: dict[Ec2Kind, tuple[str, Callable[[Settings], bool]]] = {
+    Ec2Kind.INTERRUPTION: ("SPOT_INTERRUPTION_DRAIN", lambda s: s.spot_interruption_drain),
+    Ec2Kind.REBALANCE: ("REBALANCE_ACTION", lambda s: s.rebalance_action != "off"),
+    Ec2Kind.SCHEDULED_CHANGE: ("SCHEDULED_CHANGE_DRAIN", lambda s: s.scheduled_change_drain),
+    Ec2Kind.STATE_CHANGE: ("STATE_CHANGE_DRAIN", lambda s: s.state_change_drain),
+    Ec2Kind.CAPACITY_RESERVATION: (
+        "CAPACITY_RESERVATION_DRAIN",
+        lambda s: s.capacity_reservation_drain,
+    ),
+}
+"""The setting that turns each event's drain on, and how to read it."""
+
+
+def target(event: Ec2Event, settings: Settings, clients: aws.AwsClients) -> Ec2Target | Skip:
+    """The event's instance if the function acts on it; else a Skip saying why."""
+    variable, turned_on = _SWITCHES[event.kind]
+    if not turned_on(settings):
+        return Skip(f"{EC2_EVENT_NAMES[event.kind]}: {variable} is off")
+    if event.kind is Ec2Kind.INTERRUPTION and event.instance_action not in ("", "terminate"):
+        log.info(
+            "the warning says EC2 will %s the instance, not terminate it; draining all the same "
+            "(its pods go when it stops)",
+            event.instance_action,
+        )
+    try:
+        identity = aws.describe_instance(clients.ec2, event.instance_id)
+    except InstanceNotFound as e:
+        return Skip(f"{event.kind}: {e}")
+    group = identity.asg_name
+    tags = group_tags(clients.autoscaling, group)
+    if group:
+        refused = group_refused(settings, clients.autoscaling, group, tags=tags)
+        if refused:
+            return Skip(f"{event.kind}: instance {event.instance_id}: {refused}")
+    elif settings.allowed_asgs or settings.asg_tag:
+        return Skip(
+            f"{event.kind}: instance {event.instance_id} is in no Auto Scaling group "
+            "(ALLOWED_ASGS and ASG_TAG choose the groups the function acts on)"
+        )
+    named = aws.cluster_name_for("", identity.tags, "")
+    if not named and group:
+        named = aws.cluster_name_for("", tags(), "")
+    if named and settings.cluster_name and named != settings.cluster_name:
+        return Skip(
+            f"{event.kind}: instance {event.instance_id} belongs to cluster {named}, "
+            f"not {settings.cluster_name}"
+        )
+    cluster = named or (settings.cluster_name if group else "")
+    if not cluster:
+        return Skip(
+            f"{event.kind}: instance {event.instance_id} names no EKS cluster in its tags "
+            "(eks:cluster-name, kubernetes.io/cluster/<name>) and is in no listed group"
+        )
+    return Ec2Target(event, identity, cluster, group)
+
+
+def fixed_by_ec2(found: Ec2Target, settings: Settings, now: float) -> bool:
+    """Whether EC2 takes the instance at a time its event fixes, whatever the pods'
+    budgets say: not a rebalance, nor a scheduled change whose window starts later
+    than DRAIN_TIMEOUT_SECONDS from now."""
+    event = found.event
+    if event.kind is Ec2Kind.REBALANCE:
+        return False
+    if event.kind is Ec2Kind.SCHEDULED_CHANGE:
+        margin, timeout = settings.spot_deadline_margin_seconds, settings.drain_timeout_seconds
+        return event.acts_at is not None and event.acts_at - margin <= now + timeout
+    return True
+
+
+def deadline_of(found: Ec2Target, settings: Settings, now: float) -> Deadline:
+    """When the drain must be over: the margin before EC2 acts, where the event fixes
+    that time; DRAIN_TIMEOUT_SECONDS from now for a rebalance, and for a scheduled
+    change whose window is further away than that."""
+    event = found.event
+    margin = settings.spot_deadline_margin_seconds
+    issued = event.issued_at if event.issued_at is not None else now
+    less = f"- SPOT_DEADLINE_MARGIN_SECONDS ({margin} s)"
+    if not fixed_by_ec2(found, settings, now):
+        timeout = settings.drain_timeout_seconds
+        return Deadline(now + timeout, f"DRAIN_TIMEOUT_SECONDS ({timeout} s)")
+    if event.kind is Ec2Kind.INTERRUPTION:
+        return Deadline(
+            issued + SPOT_NOTICE_SECONDS - margin,
+            f"spot interruption warning at {event.event_time} + {SPOT_NOTICE_SECONDS} s {less}",
+        )
+    if event.kind is Ec2Kind.STATE_CHANGE:
+        return Deadline(
+            issued + STATE_CHANGE_NOTICE_SECONDS - margin,
+            f"instance {event.detail_code} at {event.event_time} + "
+            f"{STATE_CHANGE_NOTICE_SECONDS} s {less}",
+        )
+    if event.kind is Ec2Kind.SCHEDULED_CHANGE:
+        starts = event.acts_at if event.acts_at is not None else now
+        return Deadline(
+            starts - margin, f"scheduled change {event.detail_code} starting {_iso(starts)} {less}"
+        )
+    acts = event.acts_at if event.acts_at is not None else issued + SPOT_NOTICE_SECONDS
+    return Deadline(acts - margin, f"capacity reservation's termination at {_iso(acts)} {less}")
+
+
+def _iso(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def plan_for(
+    found: Ec2Target,
+    settings: Settings,
+    deadline: Deadline,
+    now: float,
+    *,
+    fixed: bool | None = None,
+) -> Plan:
+    """The engine's options. When EC2 fixes the deadline, the ordinary pods are evicted
+    at once (as many as EVICTION_CONCURRENCY and their budgets allow), grace periods
+    are cut to the deadline, the critical tier keeps the last third of the window at
+    most, and a pod still held when only its grace is left is deleted then. Each
+    records its trigger so that a later event waits for it; a rebalance drain waits
+    for any of EC2's drains under way, the others only for one of the same event
+    (EventBridge delivers at least once: a slower drain under way would not end in
+    time). `fixed`: whether EC2 acts at the deadline (fixed_by_ec2 when None; False
+    when this invocation's end cut it short)."""
+    base = settings.drain_options()
+    kind = found.event.kind
+    if not (fixed_by_ec2(found, settings, now) if fixed is None else fixed):
+        follows = EC2_TRIGGERS if kind is Ec2Kind.REBALANCE else frozenset({str(kind)})
+        return Plan(replace(base, trigger=str(kind)), follows)
+    window = max(0.0, deadline.at - now)
+    options = replace(
+        base,
+        trigger=str(kind),
+        critical_reserve_seconds=min(base.critical_reserve_seconds, window / 3),
+        fit_grace_to_deadline=True,
+        force_on_timeout=True,
+    )
+    return Plan(options, frozenset({str(kind)}))
+
+
+def drain(found: Ec2Target, tools: Tools, invocation: Invocation | None) -> Run:
+    """Drain (or, for a rebalance with REBALANCE_ACTION=cordon, cordon) the node."""
+    settings, clients, clock = tools.settings, tools.clients, tools.clock
+    logs.bind(cluster=found.cluster, asg_name=found.asg_name)
+    started = clock()
+    deadline = deadline_of(found, settings, started)
+    fixed = fixed_by_ec2(found, settings, started)
+    stop = hand_over_at(invocation, settings, clock)
+    if stop is not None and stop < deadline.at:  # no hand-over: it ends in this invocation
+        deadline = Deadline(stop, f"{deadline.source}, cut to this invocation's time")
+        fixed = False  # EC2 does not act then: no pod is deleted for it
+    log_deadline(deadline, started)
+    try:
+        cluster = aws.describe_cluster(clients.eks, found.cluster)
+    except ClusterNotFound as e:
+        return Run(Outcome.FAILED, str(e), cluster=found.cluster, deadline=deadline)
+    if found.event.kind is Ec2Kind.REBALANCE and settings.rebalance_action == "cordon":
+        run = _cordon(tools, found, cluster)
+    else:
+        plan = plan_for(found, settings, deadline, started, fixed=fixed)
+        run = run_job(tools, DrainJob(found.identity, cluster, Window(deadline), plan))
+    return replace(run, cluster=found.cluster, started_at=started, deadline=deadline)
+
+
+def _cordon(tools: Tools, found: Ec2Target, cluster: aws.ClusterInfo) -> Run:
+    """A rebalance recommendation with REBALANCE_ACTION=cordon: no new pods on the
+    node; its pods stay until the interruption warning or the terminate hook."""
+    kube = tools.kube_factory(cluster, cluster.name, tools.settings)
+    try:
+        identity = found.identity
+        current = find_node_object(
+            kube,
+            identity.private_dns_name,
+            identity.hostname_candidates,
+            identity.provider_id_suffix,
+        )
+        if current is None:
+            return Run(Outcome.NO_NODE, f"no Kubernetes node for instance {identity.instance_id}")
+        node = str(current["metadata"]["name"])
+        logs.bind(node_name=node)
+        manager = other_manager(current)
+        if manager:
+            return Run(Outcome.NOT_OURS, not_ours(node, manager), node=node)
+        # Any drain under way, the terminate hook's too: its record stays as it is.
+        draining = EC2_TRIGGERS | {TERMINATE_HOOK_TRIGGER}
+        if live_drain(current, tools.clock(), draining) is not None:
+            return Run(Outcome.CORDONED, f"node {node} is being drained already", node=node)
+        trigger = str(found.event.kind)
+        patch, _ = cordon_patch(current, tools.clock(), trigger=trigger, phase=Outcome.CORDONED)
+        kube.patch_node(node, patch, dry_run=tools.settings.dry_run)
+    except KubeError as e:
+        return Run(Outcome.FAILED, f"could not cordon the node: {e}")
+    finally:
+        kube.close()
+    return Run(
+        Outcome.CORDONED,
+        f"cordoned node {node} on the rebalance recommendation; its pods stay until the "
+        "interruption warning or the terminate hook drains it",
+        node=node,
+    )
+
+
+def handle(event: Ec2Event, tools: Tools, invocation: Invocation | None) -> dict[str, Any]:
+    """One of EC2's events about one instance: no lifecycle action to complete; EC2
+    decides the instance's end."""
+    settings, clients = tools.settings, tools.clients
+    started = time.monotonic()
+    try:
+        found = target(event, settings, clients)
+    except AwsError as e:
+        if not aws.is_permanent(e):
+            raise
+        # Not even known to be one of ours: no drain, so no end line or notice.
+        message = ending.permanent(e).message
+        log.error("%s not acted on: %s", EC2_EVENT_NAMES[event.kind], message)
+        return {"result": str(Outcome.FAILED), "message": message}
+    if isinstance(found, Skip):
+        return ending.skipped(found)
+    if settings.notify_on_start:
+        ending.notify(settings, clients, notices.ec2_start_notice(found, found.cluster))
+    try:
+        run = drain(found, tools, invocation)
+    except AwsError as e:
+        if not aws.is_permanent(e):
+            raise
+        run = replace(ending.permanent(e), cluster=found.cluster)
+    ending.log_outcome(run, None, None)
+    summary = ending.summary_of(
+        run, None, None, time.monotonic() - started, trigger=str(event.kind)
+    )
+    return ending.finish(run, summary, found, settings, clients)
+
+
+def fan_out(
+    changes: ScheduledChanges, tools: Tools, invocation: Invocation | None
+) -> dict[str, Any]:
+    """A scheduled change naming several instances: each is drained in an invocation
+    of its own, all at once (EC2 acts on all of them in the same window), or one
+    after another here when there is no function to invoke (the CLI, a test). Every
+    step of a drain is safe to repeat, so an invocation that fails half-way is retried
+    whole."""
+    instances = [event.instance_id for event in changes.events]
+    if invocation is None or not invocation.function_arn:
+        results = {}
+        for event in changes.events:
+            logs.reset()
+            logs.bind(**event.log_keys())
+            results[event.instance_id] = handle(event, tools, None).get("result")
+        return {"result": "each_instance", "instances": results}
+    for instance_id in instances:
+        aws.invoke_self_async(
+            tools.clients.lambda_, invocation.function_arn, changes.for_instance(instance_id)
+        )
+    log.info(
+        "scheduled change %s names %d instances: each drained in an invocation of its own",
+        changes.events[0].detail_code,
+        len(instances),
+        extra={"instances": instances},
+    )
+    return {"result": "fanned_out", "instances": instances}
