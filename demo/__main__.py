@@ -78,6 +78,13 @@ def parse_args(argv: list[str] | None = None) -> Options:
         "drained within the warning's 2 minutes; the terminate hook's event that follows "
         "waits for that drain",
     )
+    parser.add_argument(
+        "--health",
+        action="store_true",
+        help="AWS Health schedules the node's instance for retirement in 10 minutes "
+        "instead of a scale-in: the node is drained before the window; the terminate "
+        "hook's event that follows waits for that drain",
+    )
     parser.add_argument("--plain", action="store_true", help="plain lines, no live status line")
     parser.add_argument("--no-color", action="store_true", help="no colours")
     parser.add_argument(
@@ -89,6 +96,8 @@ def parse_args(argv: list[str] | None = None) -> Options:
     args = parser.parse_args(argv)
     if args.spot and args.stubborn_pdb:
         parser.error("--spot and --stubborn-pdb: pick one (a spot drain has 2 minutes at most)")
+    if args.health and (args.spot or args.stubborn_pdb):
+        parser.error("--health: not with --spot or --stubborn-pdb (one scenario at a time)")
     return Options(
         nodes=args.nodes,
         pods_per_node=args.pods_per_node,
@@ -101,6 +110,7 @@ def parse_args(argv: list[str] | None = None) -> Options:
         logs=args.logs,
         lambda_timeout=args.lambda_timeout,
         spot=args.spot,
+        health=args.health,
     )
 
 

@@ -33,6 +33,7 @@ from demo.kube import Follower, admin, apply, merge_patch
 from demo.observe import Observer
 from demo.procs import Child, ChildError, Children
 from demo.view import View, make_view, shown_path
+from drainer.lifecycle.events import Ec2Kind
 from testbed.cluster import ApiClient, admin_client
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -72,6 +73,18 @@ class Options:
     spot: bool = False
     """A spot interruption warning instead of a scale-in; the terminate hook's event
     for the same instance follows while the drain runs."""
+    health: bool = False
+    """An AWS Health scheduled retirement of the instance instead of a scale-in; the
+    hook's event follows the same way."""
+    health_window_seconds: int = 600
+    """--health: the retirement's window starts this long after AWS Health's event."""
+
+    @property
+    def ec2_trigger(self) -> str:
+        """The EC2 event that begins the drain instead of a scale-in; empty for none."""
+        if self.spot:
+            return str(Ec2Kind.INTERRUPTION)
+        return str(Ec2Kind.SCHEDULED_CHANGE) if self.health else ""
 
     def stubborn_timeout(self) -> float:
         """Seconds from the event to the drain timeout with --stubborn-pdb: long
@@ -200,6 +213,8 @@ class Demo:
             extras.append("a PodDisruptionBudget that never allows an eviction")
         if o.spot:
             extras.append("a spot interruption warning instead of a scale-in")
+        if o.health:
+            extras.append("an AWS Health scheduled retirement instead of a scale-in")
         if o.speed != 1.0:
             extras.append(f"simulated pod durations divided by {o.speed:g}")
         if extras:
@@ -462,7 +477,11 @@ class Demo:
         for instance_id, node in sorted(self.state.nodes.items(), key=lambda kv: kv[1]):
             pods = self.observer.pods_on(node)
             names = ", ".join(_short(p) for p in pods)
-            what = "its spot warning comes" if self.options.spot else "be scaled in"
+            what = {
+                "": "be scaled in",
+                str(Ec2Kind.INTERRUPTION): "its spot warning comes",
+                str(Ec2Kind.SCHEDULED_CHANGE): "be retired",
+            }[self.options.ec2_trigger]
             mark = f"   <- next to {what}" if node == self.state.predicted_node else ""
             self.view.line("demo", f"  {node} ({instance_id}){mark}", "step" if mark else "info")
             self.view.line("demo", f"      {names}", "dim")
@@ -474,13 +493,24 @@ class Demo:
         node = self.state.predicted_node
         instance_id = next(i for i, n in self.state.nodes.items() if n == node)
         self._begin(instance_id, node)
-        self.view.line(
-            "aws",
-            f"EC2 sends a spot interruption warning for {instance_id} ({node}): it reclaims "
-            "the instance in 2 minutes",
-            "step",
-        )
-        self._event = spot.interruption_warning(ACCOUNT, REGION, instance_id)
+        if self.options.health:
+            self.view.line(
+                "aws",
+                f"AWS Health schedules the retirement of {instance_id} ({node}) in "
+                f"{self.options.health_window_seconds // 60} minutes",
+                "step",
+            )
+            self._event = spot.scheduled_change(
+                ACCOUNT, REGION, [instance_id], starts_in=self.options.health_window_seconds
+            )
+        else:
+            self.view.line(
+                "aws",
+                f"EC2 sends a spot interruption warning for {instance_id} ({node}): it "
+                "reclaims the instance in 2 minutes",
+                "step",
+            )
+            self._event = spot.interruption_warning(ACCOUNT, REGION, instance_id)
         self._thread(self._poll_aws, "awssim")
 
     def _begin(self, instance_id: str, node: str) -> None:
@@ -501,7 +531,7 @@ class Demo:
                 )
 
     def _scale_in(self) -> None:
-        if self.options.spot:
+        if self.options.ec2_trigger:
             self._spot_warning()
             return
         autoscaling = self._client("autoscaling")
@@ -623,7 +653,7 @@ class Demo:
             "demo",
             f"function settings: {function.source} ({settings}); Lambda timeout {timeout:g} s",
         )
-        if self.options.spot:
+        if self.options.ec2_trigger:
             self._drain_spot(timeout)
             return
         payload: dict[str, Any] | None = self._event
@@ -651,9 +681,10 @@ class Demo:
         invocation waits for the drain under way instead of starting another."""
         function = self.state.function
         assert function is not None and self.kube is not None
+        trigger = self.options.ec2_trigger
         warning = threading.Thread(
             target=self._invoke,
-            args=(self._event, 0, timeout, "EventBridge delivers the spot interruption warning"),
+            args=(self._event, 0, timeout, f"EventBridge delivers the {trigger} event"),
             name="spot-warning",
             daemon=True,
         )
@@ -661,7 +692,7 @@ class Demo:
         deadline = time.monotonic() + 10
         while warning.is_alive() and time.monotonic() < deadline:
             node = self.kube.call("GET", f"/api/v1/nodes/{self.state.node}")
-            if "spot-interruption" in json.dumps(node["metadata"].get("annotations") or {}):
+            if trigger in json.dumps(node["metadata"].get("annotations") or {}):
                 break
             time.sleep(0.05)
         token = self.aws.begin_termination(ASG, self.state.instance_id, function.hook.name)

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from demo.view import View, shown_path
-from drainer.lifecycle.events import SPOT_NOTICE_SECONDS, TERMINATE_HOOK_TRIGGER, Ec2Kind
+from drainer.lifecycle.events import SPOT_NOTICE_SECONDS, TERMINATE_HOOK_TRIGGER
 from drainer.lifecycle.settings import Settings
 
 if TYPE_CHECKING:
@@ -105,8 +105,9 @@ def build(state: State, observer: Observer) -> dict[str, Any]:
             "stubborn_pdb": options.stubborn_pdb,
             "speed": options.speed,
             "spot": options.spot,
+            "health": options.health,
         },
-        "spot": _spot(state) if options.spot else None,
+        "spot": _spot(state) if options.ec2_trigger else None,
         "settings_source": function.source if function else "",
         "settings": dict(function.environment) if function else {},
         "drain_marker": state.drain_marker,
@@ -169,13 +170,15 @@ def _spot(state: State) -> dict[str, Any]:
     """The spot warning's drain (invocation 1) and the hook's invocation that waited
     for it, from their end lines."""
     by_trigger = {str((i.result or {}).get("trigger")): i.result or {} for i in state.invocations}
-    warning = by_trigger.get(str(Ec2Kind.INTERRUPTION), {})
+    warning = by_trigger.get(state.options.ec2_trigger, {})
     hook = by_trigger.get(TERMINATE_HOOK_TRIGGER, {})
     settings = Settings.from_env(state.function.environment if state.function else {})
+    notice = state.options.health_window_seconds if state.options.health else SPOT_NOTICE_SECONDS
     return {
+        "trigger": state.options.ec2_trigger,
         "result": warning.get("result"),
         "drain_seconds": warning.get("seconds"),
-        "window_seconds": SPOT_NOTICE_SECONDS - settings.spot_deadline_margin_seconds,
+        "window_seconds": notice - settings.spot_deadline_margin_seconds,
         "evicted": warning.get("evicted"),
         "hook_result": hook.get("result"),
         "hook_evicted": hook.get("evicted"),
@@ -216,7 +219,7 @@ def _checks(summary: dict[str, Any], state: State) -> list[dict[str, Any]]:
         if spot is not None:
             checks += [
                 (
-                    "the spot warning's drain ended within its window",
+                    f"the {spot['trigger']} drain ended within its window",
                     spot["result"] == "drained"
                     and float(spot["drain_seconds"] or 1e9) < spot["window_seconds"],
                 ),
@@ -278,7 +281,7 @@ def render(view: View, summary: dict[str, Any]) -> None:
     if spot is not None and spot["drain_seconds"] is not None:
         rows.append(
             (
-                "spot drain",
+                f"{spot['trigger']} drain",
                 f"{spot['result']} in {float(spot['drain_seconds']):.1f} s of the "
                 f"{spot['window_seconds']} s window; the hook's invocation: "
                 f"{spot['hook_message'] or spot['hook_result']}",

@@ -110,7 +110,21 @@ def test_spot__drained_within_the_warning_window__hook_waits_for_that_drain(
     assert summary["lifecycle"]["closed_by"] == "complete"
     assert summary["all_non_daemonset_pods_evicted"] is True
     assert "EC2 sends a spot interruption warning for" in output
-    assert "spot drain" in output
+    assert "spot-interruption drain" in output
+
+
+def test_health__scheduled_retirement_drains_the_node_before_its_window(tmp_path: Path) -> None:
+    summary, output = _run_demo(tmp_path, "--health", "--speed", "2")
+
+    assert summary["checks_passed"] is True
+    drain = summary["spot"]
+    assert drain["trigger"] == "scheduled-change"
+    assert drain["result"] == "drained"
+    assert drain["drain_seconds"] < drain["window_seconds"] == 585
+    assert drain["hook_evicted"] == 0
+    assert summary["all_non_daemonset_pods_evicted"] is True
+    assert "AWS Health schedules the retirement of" in output
+    assert "scheduled-change drain" in output
 
 
 def test_spot_and_stubborn_pdb__refused_before_anything_starts(tmp_path: Path) -> None:
