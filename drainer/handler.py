@@ -104,5 +104,5 @@ def lambda_handler(event: Any, context: Any) -> dict[str, Any]:
         return ec2_events.fan_out(parsed, tools, invocation)
     logs.bind(**parsed.log_keys())
     if isinstance(parsed, Ec2Event):
-        return ec2_events.handle(parsed, tools, invocation)
+        return ec2_events.handle(parsed, tools, invocation, raw_event=event)
     return scale_in.handle(parsed, tools, invocation, raw_event=event)

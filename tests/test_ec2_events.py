@@ -1354,3 +1354,88 @@ def test_fan_out__each_instance_in_an_invocation_of_its_own__narrowed_to_it(
         assert isinstance(single, Ec2Event), single
         drained.append(single.instance_id)
     assert sorted(drained) == sorted([INSTANCE, *others])
+
+
+# --- a scheduled change drained a set time before its window ------------------------------
+
+ROLE = "arn:aws:iam::123456789012:role/eks-node-drainer-SchedulerRole-ABC123"
+FUNCTION_ARN = "arn:aws:lambda:us-east-1:123456789012:function:eks-node-drainer"
+
+
+def _lead_tools(clients: aws.AwsClients, now: float, lead: int, role: str = ROLE) -> Tools:
+    settings = Settings(scheduled_change_lead_seconds=lead, scheduler_role_arn=role)
+    return Tools(settings, clients, _no_kube, clock=FakeClock(now))
+
+
+def _invocation(arn: str = FUNCTION_ARN) -> Invocation:
+    return Invocation(remaining_seconds=lambda: 900.0, function_arn=arn)
+
+
+def test_later__window_days_away__one_schedule_at_its_start_less_the_lead__event_as_input(
+    clients: aws.AwsClients, load_event: LoadEvent
+) -> None:
+    raw = load_event("health-scheduled-change")
+    found = _found(_spot_event(raw))
+    tools = _lead_tools(clients, HEALTH_SENT_AT, lead=3600)
+
+    first = ec2_events.later(found, tools, _invocation(), raw)
+    again = ec2_events.later(found, tools, _invocation(), raw)  # EventBridge redelivers
+
+    assert first is not None and first == again
+    assert first["result"] == "scheduled"
+    assert first["drain_at"] == "2026-11-24T08:00:00Z", "an hour before the 09:00 window"
+    name = first["schedule"]
+    assert name.startswith(f"eks-node-drainer-{INSTANCE}-") and len(name) <= 64
+    schedule = clients.scheduler.get_schedule(Name=name)
+    assert schedule["ScheduleExpression"] == "at(2026-11-24T08:00:00)"
+    assert schedule["ScheduleExpressionTimezone"] == "UTC"
+    assert schedule["ActionAfterCompletion"] == "DELETE"
+    assert schedule["Target"]["Arn"] == FUNCTION_ARN
+    assert schedule["Target"]["RoleArn"] == ROLE
+    assert json.loads(schedule["Target"]["Input"]) == {**raw, "drainer_schedule": name}
+    listed = clients.scheduler.list_schedules()["Schedules"]
+    assert [s["Name"] for s in listed] == [name], "one schedule, however often it came"
+
+
+def test_later__the_schedules_own_invocation__drains_whenever_it_comes(
+    clients: aws.AwsClients, load_event: LoadEvent
+) -> None:
+    """A schedule may fire late, or a little early: its event drains, never schedules
+    itself again (that name exists until the invocation ends)."""
+    raw = load_event("health-scheduled-change")
+    raw["drainer_schedule"] = f"eks-node-drainer-{INSTANCE}-0123456789"
+    found = _found(_spot_event(raw))
+
+    for now in (RETIRES_AT - 3600 - 90, RETIRES_AT - 3600 + 300):
+        assert ec2_events.later(found, _lead_tools(clients, now, 3600), _invocation(), raw) is None
+    assert clients.scheduler.list_schedules()["Schedules"] == []
+
+
+@pytest.mark.parametrize(
+    ("now", "lead", "role", "arn"),
+    [
+        (RETIRES_AT - 3600 - 30, 3600, ROLE, FUNCTION_ARN),  # due within the slack: drain now
+        (HEALTH_SENT_AT, 0, ROLE, FUNCTION_ARN),  # no lead: at once
+        (HEALTH_SENT_AT, 3600, "", FUNCTION_ARN),  # no role to schedule with
+        (HEALTH_SENT_AT, 3600, ROLE, ""),  # no function to invoke (the CLI)
+    ],
+    ids=["due", "no-lead", "no-role", "no-function"],
+)
+def test_later__drains_now_when_due_or_when_it_cannot_schedule(
+    clients: aws.AwsClients,
+    load_event: LoadEvent,
+    caplog: pytest.LogCaptureFixture,
+    now: float,
+    lead: int,
+    role: str,
+    arn: str,
+) -> None:
+    raw = load_event("health-scheduled-change")
+    found = _found(_spot_event(raw))
+
+    later = ec2_events.later(found, _lead_tools(clients, now, lead, role), _invocation(arn), raw)
+
+    assert later is None
+    if not role or not arn:
+        assert "draining now" in caplog.text
+    assert clients.scheduler.list_schedules()["Schedules"] == []

@@ -10,8 +10,8 @@ One module per service, named after it: session.py (the session and the clients)
 errors.py (what a failure means), tags.py, ec2.py, autoscaling.py (hooks, tags, the
 lifecycle action), heartbeat.py (the ticker that keeps the action alive), eks.py
 (the cluster and its bearer token), elbv2.py (target groups), sns.py (notices),
-lambda_.py (the hand-over). This package re-exports their public names, so that a
-caller reads `aws.describe_instance(...)`.
+lambda_.py (the hand-over), scheduler.py (a drain asked for later). This package
+re-exports their public names, so that a caller reads `aws.describe_instance(...)`.
 
 drainer/aws knows nothing of the rest of the drainer: it imports only
 drainer.errors, drainer.backoff and drainer.logs.
@@ -40,6 +40,7 @@ from drainer.aws.elbv2 import (
 from drainer.aws.errors import is_permanent, is_transient
 from drainer.aws.heartbeat import Heartbeat
 from drainer.aws.lambda_ import invoke_self_async
+from drainer.aws.scheduler import SCHEDULE_PREFIX, schedule_invocation
 from drainer.aws.session import (
     AwsClients,
     Client,
@@ -55,6 +56,7 @@ __all__ = [
     "CLUSTER_NAME_TAG",
     "CLUSTER_TAG_PREFIX",
     "LIFECYCLE_ACTION_MAX_SECONDS",
+    "SCHEDULE_PREFIX",
     "AwsClients",
     "Client",
     "ClientFactory",
@@ -81,6 +83,7 @@ __all__ = [
     "publish_to_topic",
     "put_lifecycle_hook",
     "record_heartbeat",
+    "schedule_invocation",
     "tag_map",
     "target_group_arns",
     "target_group_tags",

@@ -90,11 +90,17 @@ class AwsClients:
         *,
         elbv2: Callable[[], Client] | None = None,
         sns: Callable[[], Client] | None = None,
+        scheduler: Callable[[], Client] | None = None,
     ) -> None:
         self.ec2 = ec2
         self.autoscaling = autoscaling
         self.eks = eks
-        self._factories = {"lambda": lambda_, "elbv2": elbv2, "sns": sns}
+        self._factories = {
+            "lambda": lambda_,
+            "elbv2": elbv2,
+            "sns": sns,
+            "scheduler": scheduler,
+        }
         self._built: dict[str, Client] = {}
         self._lock = threading.Lock()
 
@@ -121,6 +127,11 @@ class AwsClients:
         """Built the first time a drain sends a notice."""
         return self._lazy("sns")
 
+    @property
+    def scheduler(self) -> Client:
+        """Built the first time a drain is scheduled for later (a scheduled change)."""
+        return self._lazy("scheduler")
+
 
 def make_clients(session: ClientFactory, region: str | None = None) -> AwsClients:
     """Clients with bounded timeouts and standard retries, in `region` or the session's."""
@@ -135,4 +146,5 @@ def make_clients(session: ClientFactory, region: str | None = None) -> AwsClient
         lambda_=lambda: client("lambda"),
         elbv2=lambda: client("elbv2"),
         sns=lambda: client("sns"),
+        scheduler=lambda: client("scheduler"),
     )

@@ -31,9 +31,10 @@ instance waits for that drain instead of starting another
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
@@ -47,6 +48,7 @@ from drainer.lifecycle.admission import group_refused, group_tags
 from drainer.lifecycle.events import (
     EC2_EVENT_NAMES,
     EC2_TRIGGERS,
+    SCHEDULED_KEY,
     SPOT_NOTICE_SECONDS,
     STATE_CHANGE_NOTICE_SECONDS,
     TERMINATE_HOOK_TRIGGER,
@@ -277,9 +279,74 @@ def _cordon(tools: Tools, found: Ec2Target, cluster: aws.ClusterInfo) -> Run:
     )
 
 
-def handle(event: Ec2Event, tools: Tools, invocation: Invocation | None) -> dict[str, Any]:
+SCHEDULE_SLACK_SECONDS = 60.0
+"""A scheduled change's drain due within this is run now, not scheduled (a schedule
+for less than a minute ahead may fire late)."""
+
+
+def later(
+    found: Ec2Target,
+    tools: Tools,
+    invocation: Invocation | None,
+    raw_event: Mapping[str, Any] | None,
+) -> dict[str, Any] | None:
+    """A scheduled change drained SCHEDULED_CHANGE_LEAD_SECONDS before its window: while
+    that moment is still ahead, a one-time EventBridge Scheduler schedule invokes the
+    function with the same event then, marked with the schedule's name (and deletes
+    itself). None when the drain is due now: the schedule's own invocation, whenever
+    it comes, or a drain that cannot be scheduled (no role, no function to invoke;
+    it runs now then, saying why)."""
+    settings, event = tools.settings, found.event
+    lead = settings.scheduled_change_lead_seconds
+    if event.kind is not Ec2Kind.SCHEDULED_CHANGE or not lead or event.acts_at is None:
+        return None
+    if event.schedule:
+        log.info("schedule %s delivered the scheduled change: draining now", event.schedule)
+        return None
+    drain_at = event.acts_at - lead
+    if drain_at <= tools.clock() + SCHEDULE_SLACK_SECONDS:
+        return None
+    function_arn = invocation.function_arn if invocation is not None else ""
+    if not settings.scheduler_role_arn or not function_arn or raw_event is None:
+        log.warning(
+            "SCHEDULED_CHANGE_LEAD_SECONDS asks to drain at %s, but %s: draining now",
+            _iso(drain_at),
+            "SCHEDULER_ROLE_ARN is empty" if function_arn else "there is no function to invoke",
+        )
+        return None
+    digest = hashlib.sha256(f"{function_arn} {event.event_id}".encode()).hexdigest()[:10]
+    name = f"{aws.SCHEDULE_PREFIX}{event.instance_id}-{digest}"
+    created = aws.schedule_invocation(
+        tools.clients.scheduler,
+        name,
+        drain_at,
+        function_arn=function_arn,
+        role_arn=settings.scheduler_role_arn,
+        payload={**raw_event, SCHEDULED_KEY: name},
+    )
+    log.info(
+        "scheduled change %s of instance %s starts %s: its drain is scheduled for %s "
+        "(SCHEDULED_CHANGE_LEAD_SECONDS=%d)%s",
+        event.detail_code,
+        event.instance_id,
+        _iso(event.acts_at),
+        _iso(drain_at),
+        lead,
+        "" if created else "; the schedule existed already",
+        extra={"schedule": name, "drain_at": _iso(drain_at)},
+    )
+    return {"result": "scheduled", "drain_at": _iso(drain_at), "schedule": name}
+
+
+def handle(
+    event: Ec2Event,
+    tools: Tools,
+    invocation: Invocation | None,
+    raw_event: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
     """One of EC2's events about one instance: no lifecycle action to complete; EC2
-    decides the instance's end."""
+    decides the instance's end. `raw_event`: the event as it came, for a drain
+    scheduled for later."""
     settings, clients = tools.settings, tools.clients
     started = time.monotonic()
     try:
@@ -293,6 +360,9 @@ def handle(event: Ec2Event, tools: Tools, invocation: Invocation | None) -> dict
         return {"result": str(Outcome.FAILED), "message": message}
     if isinstance(found, Skip):
         return ending.skipped(found)
+    scheduled = later(found, tools, invocation, raw_event)
+    if scheduled is not None:
+        return scheduled
     if settings.notify_on_start:
         ending.notify(settings, clients, notices.ec2_start_notice(found, found.cluster))
     try:

@@ -65,6 +65,9 @@ TERMINATING = "autoscaling:EC2_INSTANCE_TERMINATING"
 LAUNCHING = "autoscaling:EC2_INSTANCE_LAUNCHING"
 TEST_NOTIFICATION = "autoscaling:TEST_NOTIFICATION"
 HANDOVER_KEY = "drainer"
+SCHEDULED_KEY = "drainer_schedule"
+"""Top-level key of a scheduled change's event as its schedule delivers it: the
+schedule's name. Such an event is drained at once, never scheduled again."""
 CLOCK_SKEW_SECONDS = 300.0
 """How far two clocks (EventBridge's event time, the invocation that wrote a
 hand-over, this one) may disagree before a time is taken as wrong: the 5 minutes AWS
@@ -206,6 +209,9 @@ class Ec2Event:
     detail_code: str = ""
     """What happens in EC2's words: a scheduled change's eventTypeCode, a state
     change's state."""
+    schedule: str = ""
+    """The EventBridge Scheduler schedule that delivered this event (a scheduled
+    change drained before its window); empty when EventBridge's rule did."""
 
     @property
     def issued_at(self) -> float | None:
@@ -413,6 +419,7 @@ class ScheduledChanges:
         """The same event about `instance_id` alone, to drain it in an invocation of
         its own."""
         narrowed = copy.deepcopy(dict(self.raw))
+        narrowed.pop(SCHEDULED_KEY, None)
         narrowed["resources"] = [instance_id]
         narrowed["detail"]["affectedEntities"] = [
             entity
@@ -457,6 +464,7 @@ def _scheduled_change(event: dict[str, Any]) -> Ec2Event | ScheduledChanges | Sk
             account=_required(event, "account"),
             acts_at=_time_field(detail, "startTime"),
             detail_code=_required(detail, "eventTypeCode", "detail."),
+            schedule=_optional(event, SCHEDULED_KEY),
         )
     except _Malformed as malformed:
         return Skip(f"malformed {kind} event: {malformed}", malformed=True)

@@ -447,6 +447,29 @@ class Settings:
             "when the window is further away).",
         ),
     )
+    scheduled_change_lead_seconds: int = field(
+        default=0,
+        metadata=_env(
+            "SCHEDULED_CHANGE_LEAD_SECONDS",
+            "int",
+            "0",
+            "When a scheduled change's node is drained: 0 = when AWS Health's event "
+            "arrives; more = that long before the window starts (an EventBridge "
+            "Scheduler schedule invokes the function then, with SCHEDULER_ROLE_ARN).",
+            minimum=0,
+            maximum=1209600,
+        ),
+    )
+    scheduler_role_arn: str = field(
+        default="",
+        metadata=_env(
+            "SCHEDULER_ROLE_ARN",
+            "str",
+            "",
+            "The role EventBridge Scheduler invokes the function with, for "
+            "SCHEDULED_CHANGE_LEAD_SECONDS (the stack sets it).",
+        ),
+    )
     state_change_drain: bool = field(
         default=False,
         metadata=_env(

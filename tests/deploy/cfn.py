@@ -27,6 +27,7 @@ NO_VALUE = object()
 # What Fn::GetAtt returns for the template's resources, as CloudFormation documents it.
 _ATTRIBUTES = {
     ("DrainerRole", "Arn"): "arn:aws:iam::{account}:role/{stack}-DrainerRole-ABC123",
+    ("SchedulerRole", "Arn"): "arn:aws:iam::{account}:role/{stack}-SchedulerRole-ABC123",
     ("DrainerFunction", "Arn"): "arn:aws:lambda:{region}:{account}:function:{stack}",
     ("DrainerLogGroup", "Arn"): "arn:aws:logs:{region}:{account}:log-group:/aws/lambda/{stack}:*",
     ("FailedEventsQueue", "Arn"): "arn:aws:sqs:{region}:{account}:{stack}-FailedEventsQueue-XYZ",

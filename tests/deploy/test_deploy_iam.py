@@ -20,7 +20,7 @@ from botocore import xform_name
 from .cfn import ACCOUNT, REGION, ROOT, Stack
 from .conftest import ASGS, CLUSTER
 
-SERVICES = ("ec2", "autoscaling", "eks", "lambda", "sts", "elbv2", "sns")
+SERVICES = ("ec2", "autoscaling", "eks", "lambda", "sts", "elbv2", "sns", "scheduler")
 # Variable or attribute names the drainer gives its boto3 clients.
 CLIENT_NAMES = {
     "ec2": "ec2",
@@ -31,9 +31,16 @@ CLIENT_NAMES = {
     "sts": "sts",
     "elbv2": "elbv2",
     "sns": "sns",
+    "scheduler": "scheduler",
 }
 # Actions the role has only when the stack configures them (a topic for notices).
-CONFIGURED = {"sns:Publish": {"NotificationTopicArn": "arn:aws:sns:eu-west-1:123456789012:drains"}}
+LEAD = {"ScheduledChangeLeadSeconds": "86400"}
+CONFIGURED = {
+    "sns:Publish": {"NotificationTopicArn": "arn:aws:sns:eu-west-1:123456789012:drains"},
+    "scheduler:CreateSchedule": LEAD,
+}
+# What a call needs beside its own action: CreateSchedule hands the schedule a role.
+PASSES_A_ROLE = {"scheduler:CreateSchedule": "iam:PassRole"}
 # botocore methods that name an operation in their first argument.
 BY_NAME = ("generate_presigned_url", "get_paginator", "get_waiter")
 # IAM actions whose name is not the API operation's.
@@ -63,12 +70,15 @@ RESOURCE_LEVEL = {
     "elasticloadbalancing:DescribeTags": False,
     "elasticloadbalancing:DescribeTargetHealth": False,
     "elasticloadbalancing:DeregisterTargets": True,
+    "scheduler:CreateSchedule": True,
+    "iam:PassRole": True,
 }
 # Statements narrowed by a condition (the only ones with one).
 CONDITIONED = {
     "LeaveTheClustersTargetGroups",
     "HoldAndReleaseInstancesOfTheListedGroups",  # the region (the ARNs cannot name it)
     "HoldAndReleaseInstancesOfTheTaggedGroups",  # the AsgTag tag
+    "LetTheScheduleInvokeIt",  # iam:PassedToService
 }
 TAG = "eks-node-drainer/enabled=true"
 LIFECYCLE_ACTIONS = {
@@ -159,7 +169,8 @@ def iam_action(service: str, operation: str) -> str:
 
 
 def code_actions() -> set[str]:
-    return {iam_action(service, op) for _, service, op in aws_calls()}
+    called = {iam_action(service, op) for _, service, op in aws_calls()}
+    return called | {PASSES_A_ROLE[a] for a in called if a in PASSES_A_ROLE}
 
 
 def policy(**parameters: str) -> dict[str, dict[str, Any]]:
@@ -195,18 +206,49 @@ def test_the_code_calls_what_the_design_says():
 
 
 def test_policy_grants_every_aws_call_the_code_makes():
-    needed = code_actions() - NEEDS_NO_PERMISSION - set(CONFIGURED)
+    configured = set(CONFIGURED) | {PASSES_A_ROLE[a] for a in CONFIGURED if a in PASSES_A_ROLE}
+    needed = code_actions() - NEEDS_NO_PERMISSION - configured
     missing = needed - drainer_actions(policy())
     assert not missing, f"drainer/ calls these but the role may not: {sorted(missing)}"
     for action, parameters in CONFIGURED.items():
         assert action in code_actions()
-        assert action not in drainer_actions(policy()), f"{action} only when configured"
-        assert action in drainer_actions(policy(**parameters))
+        for granted in {action, PASSES_A_ROLE.get(action, action)}:
+            assert granted not in drainer_actions(policy()), f"{granted} only when configured"
+            assert granted in drainer_actions(policy(**parameters))
 
 
-def test_policy_grants_nothing_the_code_does_not_call():
-    extra = drainer_actions(policy()) - code_actions()
+@pytest.mark.parametrize("parameters", [{}, LEAD], ids=["defaults", "lead"])
+def test_policy_grants_nothing_the_code_does_not_call(parameters: dict[str, str]):
+    extra = drainer_actions(policy(**parameters)) - code_actions()
     assert not extra, f"the role may do these but drainer/ never calls them: {sorted(extra)}"
+
+
+def test_scheduled_drains__create_only_our_schedules__pass_only_the_schedulers_role():
+    assert "ScheduleADrainBeforeTheWindow" not in policy(), "no lead: no scheduling"
+    statements = policy(**LEAD)
+    create = statements["ScheduleADrainBeforeTheWindow"]
+    assert (create["Action"], create["Resource"]) == (
+        "scheduler:CreateSchedule",
+        f"arn:aws:scheduler:{REGION}:{ACCOUNT}:schedule/default/eks-node-drainer-*",
+    )
+    passing = statements["LetTheScheduleInvokeIt"]
+    assert passing["Action"] == "iam:PassRole"
+    assert passing["Resource"] == f"arn:aws:iam::{ACCOUNT}:role/{STACK}-SchedulerRole-ABC123"
+    assert passing["Condition"] == {
+        "StringEquals": {"iam:PassedToService": "scheduler.amazonaws.com"}
+    }
+    # The schedule's role may only invoke this function.
+    scheduler = Stack(
+        {"ClusterName": CLUSTER, "AsgNames": ",".join(ASGS), "CodeS3Bucket": "c", "CodeS3Key": "k"}
+        | LEAD
+    ).resource("SchedulerRole")
+    (invoke,) = scheduler["Policies"][0]["PolicyDocument"]["Statement"]
+    assert (invoke["Action"], invoke["Resource"]) == (
+        "lambda:InvokeFunction",
+        f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:{STACK}",
+    )
+    (trust,) = scheduler["AssumeRolePolicyDocument"]["Statement"]
+    assert trust["Principal"] == {"Service": "scheduler.amazonaws.com"}
 
 
 def test_the_only_permissionless_call_is_the_presigned_token():
@@ -226,8 +268,19 @@ def test_the_only_permissionless_call_is_the_presigned_token():
         {"AsgTag": TAG},
         {"AsgNames": "", "AsgTag": TAG},
         {"CreateLifecycleHooks": "false", "AsgTag": TAG},
+        LEAD,
     ],
-    ids=["defaults", "topic", "vpc", "target-groups", "notices", "tag", "tag-only", "no-hooks"],
+    ids=[
+        "defaults",
+        "topic",
+        "vpc",
+        "target-groups",
+        "notices",
+        "tag",
+        "tag-only",
+        "no-hooks",
+        "lead",
+    ],
 )
 def test_every_statement_allows_named_actions_on_arns_where_aws_supports_them(
     parameters: dict[str, str],

@@ -250,6 +250,29 @@ def test_stack_state_change_rule_on__the_others_off__by_parameters(moto_stack: M
     assert rule["Arn"] in sources
 
 
+@pytest.mark.parametrize("moto_stack", [{"ScheduledChangeLeadSeconds": "86400"}], indirect=True)
+def test_stack_with_a_lead__scheduler_role_made_and_handed_to_the_function(moto_stack: MotoStack):
+    summaries = moto_stack.client("cloudformation").list_stack_resources(StackName=STACK)
+    logical = {r["LogicalResourceId"] for r in summaries["StackResourceSummaries"]}
+    assert "SchedulerRole" in logical, " ".join(sorted(logical))
+    variables = moto_stack.client("lambda").get_function(FunctionName=STACK)["Configuration"][
+        "Environment"
+    ]["Variables"]
+    assert str(variables["SCHEDULED_CHANGE_LEAD_SECONDS"]) == "86400"
+    role = moto_stack.client("iam").get_role(RoleName=moto_stack.physical_id("SchedulerRole"))
+    assert variables["SCHEDULER_ROLE_ARN"] == role["Role"]["Arn"]
+
+
+def test_stack_without_a_lead__no_scheduler_role(moto_stack: MotoStack):
+    summaries = moto_stack.client("cloudformation").list_stack_resources(StackName=STACK)
+    logical = {r["LogicalResourceId"] for r in summaries["StackResourceSummaries"]}
+    assert "SchedulerRole" not in logical
+    variables = moto_stack.client("lambda").get_function(FunctionName=STACK)["Configuration"][
+        "Environment"
+    ]["Variables"]
+    assert variables["SCHEDULER_ROLE_ARN"] == ""
+
+
 def test_stack_creates_the_log_group_with_retention(moto_stack: MotoStack):
     (group,) = moto_stack.client("logs").describe_log_groups(logGroupNamePrefix="/aws/lambda/")[
         "logGroups"
@@ -536,7 +559,22 @@ def test_function_architecture_logging_and_vpc_follow_the_parameters():
 # --- every drainer setting is a parameter, in step with drainer/lifecycle/settings.py -------
 
 
-@pytest.mark.parametrize("variable", VARIABLES, ids=lambda v: v.name)
+SET_BY_THE_STACK = {"SCHEDULER_ROLE_ARN"}
+"""Settings the stack fills in from its own resources, not from a parameter."""
+
+
+def test_scheduler_role_arn__the_stacks_own_role_when_drains_are_scheduled(
+    template: dict[str, Any],
+):
+    environment = template["Resources"]["DrainerFunction"]["Properties"]["Environment"]
+    assert environment["Variables"]["SCHEDULER_ROLE_ARN"] == {
+        "Fn::If": ["SchedulesDrains", {"Fn::GetAtt": ["SchedulerRole", "Arn"]}, ""]
+    }
+
+
+@pytest.mark.parametrize(
+    "variable", [v for v in VARIABLES if v.name not in SET_BY_THE_STACK], ids=lambda v: v.name
+)
 def test_every_setting_is_a_parameter_with_the_same_default_and_range(
     template: dict[str, Any], variable: Any
 ):

@@ -7,7 +7,12 @@ awssim/ec2_events.py as EventBridge delivers them; spot's own are in test_spot.p
 
 from __future__ import annotations
 
+import json
+import time
 from typing import Any
+
+import boto3
+import pytest
 
 from testbed import World
 from testbed import workloads as w
@@ -136,3 +141,36 @@ def test_capacity_reservation_warning__budget_never_allows__each_pod_deleted_wit
         print(f"{name}: grace cut from 30 to {grace} s, ends {deadline - ends:.1f} s early")
         assert 1 <= grace < 30, "its grace cut to the time left"
         assert ends <= deadline + 1.5
+
+
+def test_scheduled_change_with_a_lead__schedule_first__its_invocation_drains_the_node(
+    world: World, invoke: Invoke
+) -> None:
+    """SCHEDULED_CHANGE_LEAD_SECONDS: the event only schedules the drain (EventBridge
+    Scheduler, in moto); the schedule's invocation, with the event as its input,
+    drains the node."""
+    instance = world.instance_ids[0]
+    node = world.nodes[instance]
+    place_on(world, node, [w.deployment("web", 2)])
+    lead = 3600
+    env = {
+        "SCHEDULED_CHANGE_LEAD_SECONDS": lead,
+        "SCHEDULER_ROLE_ARN": "arn:aws:iam::123456789012:role/drainer-SchedulerRole-ABC123",
+    }
+    event = world.scheduled_change([instance], starts_in=lead + 600)
+
+    scheduled = invoke(event, **env)
+
+    assert scheduled["result"] == "scheduled", scheduled
+    assert not _unschedulable(world, node), "nothing is done before the schedule's time"
+    scheduler = boto3.client("scheduler", region_name=world.region)
+    schedule = scheduler.get_schedule(Name=scheduled["schedule"])
+    assert schedule["ScheduleExpression"] == f"at({scheduled['drain_at'].rstrip('Z')})"
+    assert parse_time(scheduled["drain_at"]) == pytest.approx(time.time() + 600, abs=10)
+
+    # Ten minutes later, EventBridge Scheduler invokes the function with its input.
+    summary = invoke(json.loads(schedule["Target"]["Input"]), **env)
+
+    assert summary["result"] == "drained", summary
+    assert summary["trigger"] == "scheduled-change"
+    assert pods_on(world.cluster, node) == []
