@@ -115,6 +115,16 @@ RESOURCES: tuple[Resource, ...] = (
         ),
     ),
     Resource(
+        "events.k8s.io",
+        "v1",
+        "events",
+        "Event",
+        namespaced=True,
+        singular="event",
+        short_names=("ev",),
+        verbs=("create", "get", "list", "patch"),
+    ),
+    Resource(
         "",
         "v1",
         "persistentvolumeclaims",

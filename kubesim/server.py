@@ -18,7 +18,8 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 
-from kubesim import errors, patch, protobuf, schema, tables
+from kubesim import errors, eventsv1, patch, protobuf, schema, tables
+from kubesim.api import R
 from kubesim.auth import Attributes, AuthenticationError, User, forbidden_message
 from kubesim.errors import ApiError
 from kubesim.faults import Fault, RequestRecord
@@ -485,6 +486,9 @@ class Handler(BaseHTTPRequestHandler):
                 "the server does not allow this method on the requested resource",
                 reason="MethodNotAllowed",
             )
+        if resource.group == "events.k8s.io":
+            self._new_events(route, verb, raw, query, dry_run)
+            return
         if route.subresource == "eviction":
             if method != "POST":
                 raise ApiError(
@@ -580,6 +584,57 @@ class Handler(BaseHTTPRequestHandler):
             "the server does not allow this method on the requested resource",
             reason="MethodNotAllowed",
         )
+
+    def _new_events(
+        self, route: Route, verb: str, raw: bytes, query: dict[str, str], dry_run: bool
+    ) -> None:
+        """events.k8s.io/v1, kept as the core v1 Events they are (kubesim/eventsv1.py):
+        create, get, list and patch, the verbs an event recorder uses."""
+        api = self.server.sim.api
+        core = R["events"]
+        if verb == "create":
+            body = self._json_body(raw)
+            if not isinstance(body, dict):
+                raise errors.bad_request("the object provided is unrecognized")
+            problems = eventsv1.invalid(body)
+            if problems:
+                name = str((body.get("metadata") or {}).get("name", ""))
+                raise errors.invalid("Event", name, problems, group="events.k8s.io")
+            stored = api.create(
+                core, self._decode(core, eventsv1.to_core(body), query), route.namespace,
+                dry_run=dry_run,
+            )  # fmt: skip
+            self._send_json(201, eventsv1.from_core(stored))
+        elif verb == "get":
+            self._send_json(200, eventsv1.from_core(api.get(core, route.namespace, route.name)))
+        elif verb == "list":
+            items, version = api.select(core, route.namespace, lambda _: True)
+            self._send_json(
+                200,
+                {
+                    "apiVersion": "events.k8s.io/v1",
+                    "kind": "EventList",
+                    "metadata": {"resourceVersion": str(version)},
+                    "items": [eventsv1.from_core(i) for i in items],
+                },
+            )
+        elif verb == "patch":
+            document = self._patch_document(raw)
+            with api.store.lock:
+                current = eventsv1.from_core(api.get(core, route.namespace, route.name))
+                patched = eventsv1.to_core(self._apply_patch(current, document))
+                patched["metadata"]["resourceVersion"] = ""
+                updated = api.update(
+                    core, self._decode(core, patched, query), route.namespace, route.name,
+                    dry_run=dry_run,
+                )  # fmt: skip
+            self._send_json(200, eventsv1.from_core(updated))
+        else:
+            raise ApiError(
+                405,
+                "the server does not allow this method on the requested resource",
+                reason="MethodNotAllowed",
+            )
 
     @staticmethod
     def _check_body_kind(resource: Resource, body: Any) -> None:

@@ -10,9 +10,24 @@ from testbed.world import rbac_manifests
 from tools.preflight import grants
 
 
-def test_needed_plus_force__exactly_what_k8s_rbac_grants() -> None:
+def test_needed_plus_force_plus_events__exactly_what_k8s_rbac_grants() -> None:
     (role,) = [d for d in rbac_manifests() if d["kind"] == "ClusterRole"]
-    assert {*selfcheck.NEEDED, selfcheck.FORCE} == grants(role["rules"])
+    assert {*selfcheck.NEEDED, selfcheck.FORCE, *selfcheck.EVENTS} == grants(role["rules"])
+
+
+def test_result__events_not_allowed__passes_saying_drains_record_no_events() -> None:
+    check = selfcheck.SelfCheck(
+        "prod",
+        cordon="a dry-run cordon of node n1 was accepted",
+        no_events=["create events.k8s.io/events"],
+    )
+
+    assert check.passed
+    assert check.message() == (
+        "can drain in cluster prod: may drain; a dry-run cordon of node n1 was accepted; "
+        "not allowed to create events.k8s.io/events: drains record no Kubernetes Events "
+        "(kubectl apply -f k8s-rbac/)"
+    )
 
 
 @pytest.mark.parametrize(

@@ -403,7 +403,7 @@ class Drain:
             why = f"annotated {annotation}=true: not evicted while there is time"
             self._schedule_of().hold(entry, why)
             self.report.do_not_disrupt[entry.name] = annotation
-            self._emit(Kind.HELD, pod=entry.name, reason=why, tier=entry.tier)
+            self._emit(Kind.HELD, pod=entry.name, uid=entry.uid, reason=why, tier=entry.tier)
 
     def _schedule_of(self) -> Schedule:
         assert self._schedule is not None
@@ -576,6 +576,7 @@ class Drain:
             self._emit(
                 Kind.STUCK,
                 pod=entry.name,
+                uid=entry.uid,
                 seconds=now - due,
                 reason=f"still terminating {now - due:.0f} s past its grace period"
                 + (f" (finalizers {', '.join(finalizers)})" if finalizers else ""),
@@ -667,6 +668,7 @@ class Drain:
             self._emit(
                 Kind.LEFT,
                 pod=entry.name,
+                uid=entry.uid,
                 budget=entry.budget,
                 reason=left[entry.name],
                 refusals=entry.refusals,

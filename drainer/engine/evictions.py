@@ -108,7 +108,13 @@ class Evictions:
                 self.schedule.accepted(entry, self.clock())
                 self.report.evicted += 1
                 self.report.denied.pop(entry.name, None)  # the policy let it go after all
-                self.emit(Kind.EVICTED, pod=entry.name, refusals=entry.refusals, tier=entry.tier)
+                self.emit(
+                    Kind.EVICTED,
+                    pod=entry.name,
+                    uid=entry.uid,
+                    refusals=entry.refusals,
+                    tier=entry.tier,
+                )
             self.cond.notify_all()
 
     def _gone_now(self, entry: Entry) -> None:
@@ -138,6 +144,7 @@ class Evictions:
                 self.emit(
                     Kind.REFUSED,
                     pod=entry.name,
+                    uid=entry.uid,
                     budget=budget,
                     reason=str(error),
                     tier=entry.tier,
@@ -201,7 +208,9 @@ class Evictions:
             first = entry.name not in self.report.denied
             self.report.denied[entry.name] = message
             if first:
-                self.emit(Kind.DENIED, pod=entry.name, reason=message, tier=entry.tier)
+                self.emit(
+                    Kind.DENIED, pod=entry.name, uid=entry.uid, reason=message, tier=entry.tier
+                )
             self.cond.notify_all()
 
     def _failed(self, entry: Entry, error: Exception) -> None:

@@ -51,6 +51,7 @@ def delete_left(
         emit(
             Kind.FORCED,
             pod=entry.name,
+            uid=entry.uid,
             seconds=float(seconds),
             reason=why,
             refusals=entry.refusals,

@@ -120,6 +120,8 @@ class DrainEvent:
     """ordinary or critical."""
     details: Mapping[str, Any] = field(default_factory=dict)
     """drain_started and drain_finished only: their counts, deadline and so on."""
+    uid: str = ""
+    """The pod's UID, for a Kubernetes Event about it (not a log key)."""
 
     @property
     def level(self) -> int:

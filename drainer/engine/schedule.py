@@ -97,6 +97,10 @@ class Entry:
     """Its early deletion failed: not tried again before this."""
 
     @property
+    def uid(self) -> str:
+        return str(self.pod["metadata"].get("uid") or "")
+
+    @property
     def name(self) -> str:
         return pods.name(self.pod)
 

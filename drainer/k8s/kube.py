@@ -1030,6 +1030,31 @@ class Kube:
             what=f"delete pod {metadata['namespace']}/{metadata['name']}",
         )
 
+    def create_event(self, namespace: str, event: Obj) -> Obj:
+        """Record an events.k8s.io/v1 Event (drainer/k8s/events.py)."""
+        created: Obj = self.request(
+            "POST",
+            f"/apis/events.k8s.io/v1/namespaces/{namespace}/events",
+            body=event,
+            verb="create",
+            resource="events.events.k8s.io",
+            what=f"create event {namespace}/{event['metadata']['name']}",
+        )
+        return created
+
+    def patch_event(self, namespace: str, name: str, patch: Obj) -> Obj:
+        """Update an Event's series (one more occurrence of the same event)."""
+        patched: Obj = self.request(
+            "PATCH",
+            f"/apis/events.k8s.io/v1/namespaces/{namespace}/events/{name}",
+            body=patch,
+            content_type="application/merge-patch+json",
+            verb="patch",
+            resource="events.events.k8s.io",
+            what=f"patch event {namespace}/{name}",
+        )
+        return patched
+
     def list_budgets(self) -> tuple[list[Obj], str]:
         return self._list_all("/apis/policy/v1/poddisruptionbudgets", "poddisruptionbudgets")
 

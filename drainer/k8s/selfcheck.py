@@ -37,6 +37,11 @@ NEEDED: tuple[Permission, ...] = (
 )
 FORCE: Permission = ("delete", "", "pods")
 """Only TIMEOUT_POLICY=force deletes pods."""
+EVENTS: tuple[Permission, ...] = (
+    ("create", "events.k8s.io", "events"),
+    ("patch", "events.k8s.io", "events"),
+)
+"""The drain's Kubernetes Events (drainer/k8s/events.py): a drain goes on without them."""
 
 
 def describe(permission: Permission) -> str:
@@ -51,6 +56,8 @@ class SelfCheck:
     cordon: str = ""
     """What the server-side dry run of a cordon said ("" when no node to try)."""
     error: str = ""
+    no_events: list[str] = field(default_factory=list)
+    """Event permissions missing: drains go on, without Kubernetes Events."""
 
     @property
     def passed(self) -> bool:
@@ -64,7 +71,14 @@ class SelfCheck:
                 f"cannot drain in cluster {self.cluster}: not allowed to "
                 f"{', '.join(self.missing)}. Apply the RBAC: kubectl apply -f k8s-rbac/"
             )
-        return f"can drain in cluster {self.cluster}: every permission granted; {self.cordon}"
+        events = (
+            f"; not allowed to {', '.join(self.no_events)}: drains record no Kubernetes "
+            "Events (kubectl apply -f k8s-rbac/)"
+            if self.no_events
+            else ""
+        )
+        granted = "every permission granted" if not self.no_events else "may drain"
+        return f"can drain in cluster {self.cluster}: {granted}; {self.cordon}{events}"
 
     def result(self) -> dict[str, object]:
         return {
@@ -82,7 +96,8 @@ def check(kube: Kube, cluster: str, *, force: bool) -> SelfCheck:
         missing = [describe(p) for p in needed if not kube.can_i(*p)]
         if missing:
             return SelfCheck(cluster, missing)
-        return SelfCheck(cluster, cordon=_dry_run_cordon(kube))
+        no_events = [describe(p) for p in EVENTS if not kube.can_i(*p)]
+        return SelfCheck(cluster, cordon=_dry_run_cordon(kube), no_events=no_events)
     except KubeError as e:
         return SelfCheck(cluster, error=str(e))
 

@@ -5,19 +5,23 @@ the instance out of its target groups."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import replace
 
 from drainer import logs
 from drainer.backoff import Backoff
 from drainer.engine.drain import Drain, RealWaits
-from drainer.engine.report import DrainReport
+from drainer.engine.report import DrainEvent, DrainReport
 from drainer.errors import KubeError, KubeServerError, KubeTooManyRequests
+from drainer.k8s.events import EventRecorder
 from drainer.k8s.nodes import find_node_object, other_manager
+from drainer.lifecycle.events import TERMINATE_HOOK_TRIGGER
 from drainer.lifecycle.follow import follow_drain
 from drainer.lifecycle.job import DrainJob, Run, Tools
-from drainer.lifecycle.outcomes import lambda_outcome
+from drainer.lifecycle.outcomes import lambda_outcome, lifecycle_result
 from drainer.lifecycle.settings import Settings
 from drainer.lifecycle.targets import leave_target_groups
+from drainer.lifecycle.told import DrainStory
 from drainer.lifecycle.window import Deadline
 from drainer.outcome import Outcome
 
@@ -91,6 +95,7 @@ def _drain_once(tools: Tools, job: DrainJob) -> Run:
     drain another invocation began on it for a spot event."""
     identity, window = job.identity, job.window
     kube = tools.kube_factory(job.cluster, job.cluster.name, tools.settings)
+    recorder: EventRecorder | None = None
     try:
         found = find_node_object(
             kube,
@@ -120,21 +125,52 @@ def _drain_once(tools: Tools, job: DrainJob) -> Run:
         )
         if followed is not None:
             return followed
+        node_uid = str(found["metadata"].get("uid") or "")
+        options = job.plan.options
+        if not options.dry_run:
+            recorder = EventRecorder(kube, clock=tools.clock)
+        story = None if recorder is None else DrainStory(recorder, node, node_uid, options.trigger)
         drain = Drain(
             kube,
             node,
-            job.plan.options,
+            options,
             waits=RealWaits(tools.clock),
-            on_event=tools.on_event,
-            node_uid=str(found["metadata"].get("uid") or ""),
+            on_event=_both(story, tools.on_event),
+            node_uid=node_uid,
         )
         report = drain.run(
             window.deadline.at, window.stop_at, deadline_source=window.deadline.source
         )
+        if story is not None:
+            story.ended(report, lambda outcome: _told(outcome, options.trigger, tools.settings))
     finally:
+        if recorder is not None:
+            recorder.close()
         kube.close()
     result, message = result_for(report, window.deadline, tools.settings)
     return Run(result, message, node=node, report=report)
+
+
+def _both(
+    first: Callable[[DrainEvent], None] | None, second: Callable[[DrainEvent], None] | None
+) -> Callable[[DrainEvent], None] | None:
+    """One on_event callback for two (either may be None)."""
+    if first is None or second is None:
+        return first or second
+
+    def both(event: DrainEvent) -> None:
+        first(event)
+        second(event)
+
+    return both
+
+
+def _told(outcome: Outcome, trigger: str, settings: Settings) -> str | None:
+    """What the Auto Scaling group is told of a drain that ended so, if anything (a
+    drain EC2 began has no lifecycle action)."""
+    if trigger != TERMINATE_HOOK_TRIGGER:
+        return None
+    return lifecycle_result(lambda_outcome(outcome), settings)
 
 
 def _leave_target_groups(tools: Tools, run: Run, job: DrainJob) -> Run:

@@ -1,0 +1,186 @@
+"""Kubernetes Events (events.k8s.io/v1): the drain told where `kubectl describe node`
+and `kubectl get events` show it, without AWS access.
+
+An `EventRecorder` writes from a thread of its own, so a drain never waits for an
+Event: `record` queues, the thread sends, `close` gives the queue a moment to empty
+and drops what is left. An Event that repeats (the same object, reason and note)
+is one Event whose series counts it, as client-go's recorder aggregates. A drain
+records at most EVENTS_PER_DRAIN Events. An Event the API refuses is a log line,
+never a failed drain; after a 403 the recorder stops trying (the role lacks
+`create` and `patch` on events.events.k8s.io: k8s-rbac/ grants them).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import socket
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from drainer.errors import KubeError, KubeForbidden
+from drainer.k8s.kube import Kube
+
+log = logging.getLogger(__name__)
+
+CONTROLLER = "eks-node-drainer"
+"""The Events' reportingController."""
+EVENTS_PER_DRAIN = 200
+"""The most Events one drain records (a thousand-pod node tells the rest in the log)."""
+FLUSH_SECONDS = 3.0
+"""How long `close` waits for queued Events to be sent."""
+NODE_EVENTS_NAMESPACE = "default"
+"""Where a node's Events go (a node has no namespace; the kubelet's go here too)."""
+NOTE_MAX = 1024
+
+
+@dataclass(frozen=True)
+class Regarding:
+    """The object an Event is about."""
+
+    kind: str
+    name: str
+    namespace: str = ""
+    uid: str = ""
+
+    def reference(self) -> dict[str, str]:
+        ref = {"apiVersion": "v1", "kind": self.kind, "name": self.name}
+        if self.namespace:
+            ref["namespace"] = self.namespace
+        if self.uid:
+            ref["uid"] = self.uid
+        return ref
+
+    @property
+    def event_namespace(self) -> str:
+        return self.namespace or NODE_EVENTS_NAMESPACE
+
+
+@dataclass(frozen=True)
+class _Pending:
+    regarding: Regarding
+    reason: str
+    action: str
+    note: str
+    warning: bool
+    at: float
+
+
+def reporting_instance() -> str:
+    """Who records: the Lambda function, or this host (the CLI)."""
+    name = os.environ.get("AWS_LAMBDA_FUNCTION_NAME") or socket.gethostname() or "local"
+    return f"{CONTROLLER}-{name}"[:128]
+
+
+def micro_time(seconds: float) -> str:
+    """A MicroTime as the API writes it: RFC 3339 with microseconds, UTC."""
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+class EventRecorder:
+    def __init__(
+        self,
+        kube: Kube,
+        *,
+        instance: str = "",
+        clock: Callable[[], float] = time.time,
+        limit: int = EVENTS_PER_DRAIN,
+    ) -> None:
+        self._kube = kube
+        self._instance = instance or reporting_instance()
+        self._clock = clock
+        self._limit = limit
+        self._queue: queue.Queue[_Pending | None] = queue.Queue()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self._series: dict[tuple[str, ...], tuple[str, int]] = {}
+        self._taken = 0
+        self.stopped = ""
+        """Why the recorder stopped recording (a 403), empty while it records."""
+        self.sent = 0
+        self.failed = 0
+
+    def record(
+        self, regarding: Regarding, reason: str, action: str, note: str, *, warning: bool = False
+    ) -> None:
+        """Queue one Event; never blocks, never raises."""
+        with self._lock:
+            if self.stopped or self._taken >= self._limit:
+                return
+            self._taken += 1
+            if self._taken == self._limit:
+                log.info("%d Kubernetes Events recorded for this drain: no more", self._limit)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="k8s-events", daemon=True)
+                self._thread.start()
+        pending = _Pending(regarding, reason, action, note[:NOTE_MAX], warning, self._clock())
+        self._queue.put(pending)
+
+    def close(self, timeout: float = FLUSH_SECONDS) -> None:
+        """Send what is queued, for `timeout` at most; then record no more."""
+        with self._lock:
+            thread, self._thread = self._thread, None
+            self._taken = self._limit
+        if thread is None:
+            return
+        self._queue.put(None)
+        thread.join(timeout)
+        if thread.is_alive():
+            log.info("Kubernetes Events still queued after %.0f s were dropped", timeout)
+
+    def _run(self) -> None:
+        while True:
+            pending = self._queue.get()
+            if pending is None:
+                return
+            if self.stopped:
+                continue
+            try:
+                self._send(pending)
+                self.sent += 1
+            except KubeForbidden as e:
+                self.stopped = str(e)
+                log.warning(
+                    "Kubernetes Events are not recorded: %s (k8s-rbac/ grants create and "
+                    "patch on events.events.k8s.io); the drain goes on",
+                    e,
+                )
+            except (KubeError, OSError) as e:
+                self.failed += 1
+                log.info("a Kubernetes Event was not recorded: %s", e)
+
+    def _send(self, pending: _Pending) -> None:
+        regarding = pending.regarding
+        key = (regarding.kind, regarding.namespace, regarding.name, pending.reason, pending.note)
+        namespace = regarding.event_namespace
+        known = self._series.get(key)
+        if known is not None:
+            name, count = known
+            self._kube.patch_event(
+                namespace,
+                name,
+                {"series": {"count": count + 1, "lastObservedTime": micro_time(pending.at)}},
+            )
+            self._series[key] = (name, count + 1)
+            return
+        name = f"{regarding.name}.{time.time_ns():x}"
+        event: dict[str, Any] = {
+            "apiVersion": "events.k8s.io/v1",
+            "kind": "Event",
+            "metadata": {"name": name, "namespace": namespace},
+            "eventTime": micro_time(pending.at),
+            "reportingController": CONTROLLER,
+            "reportingInstance": self._instance,
+            "action": pending.action,
+            "reason": pending.reason,
+            "regarding": regarding.reference(),
+            "note": pending.note,
+            "type": "Warning" if pending.warning else "Normal",
+        }
+        self._kube.create_event(namespace, event)
+        self._series[key] = (name, 1)

@@ -1,0 +1,110 @@
+"""The drain told in Kubernetes Events (drainer/k8s/events.py): what an operator
+sees in `kubectl describe node` and `kubectl get events` without AWS access.
+
+On the node: the drain started (and what began it), the cordon, and its end
+(drained, timed out or failed, with what the Auto Scaling group is told). On each
+pod: evicted, refused by a budget (once, not per retry), refused by an admission
+policy, held by its do-not-disrupt annotation, deleted at the deadline, stuck
+terminating, left on the node. Every other step is in the log only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from drainer.engine.report import DrainEvent, DrainReport, Kind
+from drainer.k8s.events import EventRecorder, Regarding
+from drainer.outcome import Outcome
+
+# Kind -> (reason, action, warning): the pod events.
+_POD_EVENTS: dict[Kind, tuple[str, str, bool]] = {
+    Kind.EVICTED: ("Evicted", "Evict", False),
+    Kind.REFUSED: ("EvictionRefusedByBudget", "Evict", True),
+    Kind.DENIED: ("EvictionDenied", "Evict", True),
+    Kind.HELD: ("EvictionHeld", "Evict", False),
+    Kind.FORCED: ("DeletedAtDeadline", "Delete", True),
+    Kind.STUCK: ("StuckTerminating", "Drain", True),
+    Kind.LEFT: ("LeftOnNode", "Drain", True),
+}
+
+
+class DrainStory:
+    """An on_event callback that records the drain's Events, and its ending."""
+
+    def __init__(self, recorder: EventRecorder, node: str, node_uid: str, trigger: str) -> None:
+        self.recorder = recorder
+        self.node = Regarding("Node", node, uid=node_uid)
+        self.trigger = trigger
+
+    def __call__(self, event: DrainEvent) -> None:
+        if event.kind is Kind.STARTED:
+            details = event.details
+            self.recorder.record(
+                self.node,
+                "DrainStarted",
+                "Drain",
+                f"eks-node-drainer drains the node (begun by {self.trigger}): "
+                f"{details.get('ordinary', 0)} pods, then {details.get('critical', 0)} "
+                f"critical, by {details.get('deadline', '?')} "
+                f"({details.get('deadline_source', '')})",
+            )
+        elif event.kind is Kind.CORDONED:
+            self.recorder.record(self.node, "Cordoned", "Cordon", "marked unschedulable")
+        elif event.kind is Kind.RECORDONED:
+            self.recorder.record(
+                self.node,
+                "Recordoned",
+                "Cordon",
+                "someone uncordoned the node mid-drain; cordoned again",
+                warning=True,
+            )
+        elif event.kind in _POD_EVENTS and event.pod:
+            reason, action, warning = _POD_EVENTS[event.kind]
+            namespace, _, name = event.pod.partition("/")
+            self.recorder.record(
+                Regarding("Pod", name, namespace, event.uid),
+                reason,
+                action,
+                self._pod_note(event),
+                warning=warning,
+            )
+
+    def _pod_note(self, event: DrainEvent) -> str:
+        on = f"draining node {self.node.name}"
+        if event.kind is Kind.EVICTED:
+            after = f" after {event.refusals} budget refusals" if event.refusals else ""
+            return f"evicted by eks-node-drainer {on}{after}"
+        if event.kind is Kind.REFUSED:
+            return (
+                f"PodDisruptionBudget {event.budget} allows no disruption now; "
+                f"eks-node-drainer retries ({on})"
+            )
+        if event.kind is Kind.FORCED:
+            return (
+                f"deleted with {event.seconds or 0:.0f} s of grace before the node's deadline "
+                f"({on}); held by {event.reason}"
+            )
+        return f"{event.reason} ({on})"
+
+    def ended(self, report: DrainReport, lifecycle: Callable[[Outcome], str | None]) -> None:
+        """The drain's end on the node; `lifecycle` says what the group is told."""
+        told = lifecycle(report.outcome)
+        group = f"; the Auto Scaling group is told {told}" if told else ""
+        if report.outcome is Outcome.DRAINED:
+            self.recorder.record(
+                self.node,
+                "Drained",
+                "Drain",
+                f"every pod is gone: {report.evicted} evicted{group}",
+            )
+        elif report.outcome is Outcome.TIMED_OUT:
+            self.recorder.record(
+                self.node,
+                "DrainTimedOut",
+                "Drain",
+                f"{report.timeout_message()}{group}",
+                warning=True,
+            )
+        elif report.outcome in (Outcome.FAILED, Outcome.INTERRUPTED):
+            why = report.stopped_by or "; ".join(report.errors)
+            self.recorder.record(self.node, "DrainFailed", "Drain", f"{why}{group}", warning=True)

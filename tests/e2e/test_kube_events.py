@@ -1,0 +1,143 @@
+"""The drain told in Kubernetes Events (events.k8s.io/v1, reportingController
+eks-node-drainer), as `kubectl describe node` and `kubectl get events` show them
+through the core v1 API: on the node its start, cordon and end with what the Auto
+Scaling group is told; on the pods each eviction, a budget's refusal once (not per
+retry) and a deletion at the deadline. Never fatal: without the permission the
+drain goes on and says so once."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from testbed import World
+from testbed import workloads as w
+from testbed.world import place_on, rbac_manifests
+
+from .conftest import Invoke, LogCapture
+
+
+def _events(world: World, kind: str, name: str = "", node: str = "") -> list[dict[str, Any]]:
+    """Core v1 Events about objects of `kind` (named `name`; of the drain of `node`),
+    as kubectl reads them. The cluster is shared with earlier tests."""
+    selector = f"involvedObject.kind={kind}" + (f",involvedObject.name={name}" if name else "")
+    found = world.cluster.client.call("GET", "/api/v1/events", query={"fieldSelector": selector})[
+        "items"
+    ]
+    return [
+        e
+        for e in found
+        if e.get("reportingComponent") == "eks-node-drainer"
+        and (not node or f"node {node}" in (e.get("message") or ""))
+    ]
+
+
+def _reasons(events: list[dict[str, Any]]) -> list[str]:
+    return [e["reason"] for e in sorted(events, key=lambda e: e.get("eventTime") or "")]
+
+
+def test_drain__node_and_pods_tell_the_story_in_events(
+    world: World, invoke: Invoke, kubectl_binary: Path
+) -> None:
+    instance = world.instance_ids[0]
+    node = world.nodes[instance]
+    place_on(
+        world,
+        node,
+        [
+            w.deployment("web", 3, startup=20.0),
+            w.budget("web", {"app": "web"}, max_unavailable=1),
+        ],
+    )
+
+    summary = invoke(world.terminate(instance))
+
+    assert summary["result"] == "drained", summary
+    assert _reasons(_events(world, "Node", node)) == ["Cordoned", "DrainStarted", "Drained"]
+    (drained,) = [e for e in _events(world, "Node", node) if e["reason"] == "Drained"]
+    assert drained["message"] == (
+        "every pod is gone: 3 evicted; the Auto Scaling group is told CONTINUE"
+    )
+    assert (
+        drained["involvedObject"]["uid"]
+        == world.cluster.client.get("Node", node)["metadata"]["uid"]
+    )
+    pods = _events(world, "Pod", node=node)
+    assert _reasons(pods).count("Evicted") == 3
+    refusals = [e for e in pods if e["reason"] == "EvictionRefusedByBudget"]
+    assert summary["pdb_refusals"] >= len(refusals), "once per pod, not per retry"
+    assert all(e["type"] == "Warning" for e in refusals)
+    assert len({e["involvedObject"]["name"] for e in refusals}) == len(refusals)
+    described = subprocess.run(
+        [
+            str(kubectl_binary),
+            "--kubeconfig",
+            str(world.cluster.kubeconfig),
+            "describe",
+            "node",
+            node,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
+    print(described[described.index("Events:") :])
+    for reason in ("DrainStarted", "Cordoned", "Drained"):
+        assert reason in described.split("Events:")[1], reason
+
+
+def test_budget_never_allows__one_refusal_event_per_pod_and_deleted_at_the_deadline(
+    world: World, invoke: Invoke
+) -> None:
+    instance = world.instance_ids[0]
+    node = world.nodes[instance]
+    place_on(
+        world,
+        node,
+        [
+            w.deployment("db", 1, grace=10, labels={"app": "db"}),
+            w.budget("db", {"app": "db"}, max_unavailable=0),
+        ],
+    )
+
+    summary = invoke(world.spot_warning(instance, age=95))  # 10 s to the deadline
+
+    assert summary["result"] == "timed_out", summary
+    (pod,) = summary["forced_pods"]
+    name = pod.split("/")[1]
+    about = _events(world, "Pod", name, node=node)
+    assert _reasons(about) == ["EvictionRefusedByBudget", "DeletedAtDeadline"]
+    assert "PodDisruptionBudget default/db allows no disruption" in about[0]["message"]
+    assert _reasons(_events(world, "Node", node))[-1] == "DrainTimedOut"
+
+
+def _without_events_rule() -> list[dict[str, Any]]:
+    manifests = rbac_manifests()
+    for document in manifests:
+        if document["kind"] == "ClusterRole":
+            document["rules"] = [
+                r for r in document["rules"] if r["apiGroups"] != ["events.k8s.io"]
+            ]
+    return manifests
+
+
+@pytest.mark.parametrize("world", [{"rbac": _without_events_rule()}], indirect=True)
+def test_without_the_events_rule__drain_goes_on__says_so_once(
+    world: World, invoke: Invoke, drainer_logs: LogCapture
+) -> None:
+    instance = world.instance_ids[0]
+    node = world.nodes[instance]
+    place_on(world, node, [w.deployment("web", 3)])
+
+    summary = invoke(world.terminate(instance))
+
+    assert summary["result"] == "drained", summary
+    assert summary["evicted"] == 3
+    said = [m for m in drainer_logs.messages() if "Kubernetes Events are not recorded" in m]
+    assert len(said) == 1, said
+    assert "events.events.k8s.io" in said[0]
+    assert _events(world, "Node", node) == []
