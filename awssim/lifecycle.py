@@ -44,6 +44,8 @@ from awssim.events import envelope
 
 TERMINATING = "autoscaling:EC2_INSTANCE_TERMINATING"
 TERMINATE_DETAIL_TYPE = "EC2 Instance-terminate Lifecycle Action"
+LAUNCHING = "autoscaling:EC2_INSTANCE_LAUNCHING"
+LAUNCH_DETAIL_TYPE = "EC2 Instance-launch Lifecycle Action"
 CALL_KINDS = ("complete", "heartbeat", "timeout")
 FAULT_KINDS = ("complete", "heartbeat")
 
@@ -156,6 +158,30 @@ class LifecycleLedger(BaseBackend):
             state.lifecycle_state = "Terminating:Wait"
             return token
 
+    def begin_launch(self, asg_name: str, instance_id: str, hook_name: str) -> str:
+        """Put a new instance of the group in Pending:Wait on the launch hook
+        `hook_name`; returns the action token. CONTINUE puts it InService; ABANDON
+        (or the hook's timeout with DefaultResult ABANDON) terminates it."""
+        with self.lock:
+            self._expire_overdue()
+            group = self._group(asg_name)
+            state = self._instance_state(group, instance_id)
+            hook = self._hook(asg_name, hook_name, LAUNCHING)
+            now = self.clock()
+            token = str(uuid.uuid4())
+            self.actions[token] = LifecycleAction(
+                token=token,
+                asg_name=asg_name,
+                hook_name=hook_name,
+                instance_id=instance_id,
+                transition=LAUNCHING,
+                started_at=now,
+                deadline=now + hook.heartbeat_timeout,
+                global_deadline=now + _global_timeout(hook),
+            )
+            state.lifecycle_state = "Pending:Wait"
+            return token
+
     def scale_in(self, asg_name: str, count: int = 1) -> list[dict[str, Any]]:
         """Lower the desired capacity by `count` and put that many instances in
         Terminating:Wait on every terminate hook of the group.
@@ -212,10 +238,11 @@ class LifecycleLedger(BaseBackend):
             metadata = getattr(hook, "notification_metadata", "")
             if metadata:
                 detail["NotificationMetadata"] = metadata
-            detail["Origin"] = "AutoScalingGroup"
-            detail["Destination"] = "EC2"
+            launching = action.transition == LAUNCHING
+            detail["Origin"] = "EC2" if launching else "AutoScalingGroup"
+            detail["Destination"] = "AutoScalingGroup" if launching else "EC2"
             return envelope(
-                TERMINATE_DETAIL_TYPE,
+                LAUNCH_DETAIL_TYPE if launching else TERMINATE_DETAIL_TYPE,
                 "aws.autoscaling",
                 account=self.account_id,
                 region=self.region_name,
@@ -381,12 +408,18 @@ class LifecycleLedger(BaseBackend):
                 self._time_out(action, now)
 
     def _finish_instance_if_done(self, action: LifecycleAction) -> None:
-        """Terminate the instance once none of its actions is open (any result: the
-        instance of a terminate hook goes either way)."""
+        """Once none of its actions is open: a terminate hook's instance is terminated
+        (any result: it goes either way); a launch hook's goes InService on CONTINUE
+        and is terminated on ABANDON."""
         if any(a.active and a.instance_id == action.instance_id for a in self.actions.values()):
             return
         group = self.autoscaling.autoscaling_groups.get(action.asg_name)
         if group is None:
+            return
+        if action.transition == LAUNCHING and action.result == "CONTINUE":
+            for state in group.instance_states:
+                if state.instance.id == action.instance_id:
+                    state.lifecycle_state = "InService"
             return
         states = [s for s in group.instance_states if s.instance.id == action.instance_id]
         for state in states:
@@ -412,12 +445,13 @@ class LifecycleLedger(BaseBackend):
                 return state
         raise ValueError(f"{instance_id} is not in Auto Scaling group {group.name}")
 
-    def _hook(self, asg_name: str, hook_name: str) -> Any:
+    def _hook(self, asg_name: str, hook_name: str, transition: str = TERMINATING) -> Any:
         hook = self.autoscaling.lifecycle_hooks.get(f"{asg_name}_{hook_name}")
         if hook is None:
             raise ValueError(f"Auto Scaling group {asg_name} has no lifecycle hook {hook_name!r}")
-        if hook.lifecycle_transition != TERMINATING:
-            raise ValueError(f"lifecycle hook {hook_name} is not a terminate hook")
+        if hook.lifecycle_transition != transition:
+            kind = "terminate" if transition == TERMINATING else "launch"
+            raise ValueError(f"lifecycle hook {hook_name} is not a {kind} hook")
         return hook
 
 

@@ -44,6 +44,10 @@ class AwsSim:
         `age`: the action began that many seconds ago (heartbeated since)."""
         return self._ledger.begin_termination(asg_name, instance_id, hook_name, age)
 
+    def begin_launch(self, asg_name: str, instance_id: str, hook_name: str) -> str:
+        """Put a new instance in Pending:Wait on the launch hook; returns the token."""
+        return self._ledger.begin_launch(asg_name, instance_id, hook_name)
+
     def set_global_timeout(self, asg_name: str, hook_name: str, seconds: int) -> None:
         """Give the hook this GlobalTimeout (DescribeLifecycleHooks and the ledger);
         AWS derives it and moto answers 172800 for every hook."""

@@ -19,7 +19,7 @@ from typing import Any
 
 from drainer import aws, logs
 from drainer.errors import SettingsError
-from drainer.lifecycle import checks, ec2_events, ending, hooks, scale_in
+from drainer.lifecycle import checks, ec2_events, ending, hooks, launch, scale_in
 from drainer.lifecycle.clients import KubeFactory, eks_kube
 from drainer.lifecycle.events import (
     Ec2Event,
@@ -105,4 +105,6 @@ def lambda_handler(event: Any, context: Any) -> dict[str, Any]:
     logs.bind(**parsed.log_keys())
     if isinstance(parsed, Ec2Event):
         return ec2_events.handle(parsed, tools, invocation, raw_event=event)
+    if parsed.launching:
+        return launch.handle(parsed, tools, invocation)
     return scale_in.handle(parsed, tools, invocation, raw_event=event)

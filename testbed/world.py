@@ -154,6 +154,31 @@ class World:
         )
         return self.aws.event_for(token)
 
+    def launch(self, hook_name: str = "eks-node-drainer-launch") -> tuple[str, dict[str, Any]]:
+        """A new instance of the group (no node yet) waiting in Pending:Wait on the
+        launch hook `hook_name`, which the group is given; its id and the event."""
+        self.autoscaling.put_lifecycle_hook(
+            AutoScalingGroupName=self.group.asg_name,
+            LifecycleHookName=hook_name,
+            LifecycleTransition="autoscaling:EC2_INSTANCE_LAUNCHING",
+            HeartbeatTimeout=300,
+            DefaultResult="CONTINUE",
+        )
+        group = self.autoscaling.describe_auto_scaling_groups(
+            AutoScalingGroupNames=[self.group.asg_name]
+        )["AutoScalingGroups"][0]
+        before = {i["InstanceId"] for i in group["Instances"]}
+        self.autoscaling.set_desired_capacity(
+            AutoScalingGroupName=self.group.asg_name,
+            DesiredCapacity=group["DesiredCapacity"] + 1,
+        )
+        group = self.autoscaling.describe_auto_scaling_groups(
+            AutoScalingGroupNames=[self.group.asg_name]
+        )["AutoScalingGroups"][0]
+        (new,) = {i["InstanceId"] for i in group["Instances"]} - before
+        token = self.aws.begin_launch(self.group.asg_name, new, hook_name)
+        return new, self.aws.event_for(token)
+
     def spot_warning(self, instance_id: str, age: float = 0.0) -> dict[str, Any]:
         """The EC2 Spot Instance Interruption Warning for the instance, sent `age`
         seconds ago (EC2 reclaims it two minutes after)."""

@@ -104,7 +104,6 @@ def test_waiting_since__the_events_time__none_when_it_does_not_parse(
     ("fixture", "reason"),
     [
         ("test-notification", "autoscaling:TEST_NOTIFICATION"),
-        ("launch", "launch lifecycle action"),
         ("malformed-missing-instance", "field 'detail.EC2InstanceId' is missing"),
     ],
 )
@@ -158,7 +157,11 @@ def _mutated(event: dict[str, Any], path: str, value: object) -> dict[str, Any]:
         ("detail-type", ..., "detail-type is None"),
         ("detail", ..., "field 'detail' is missing or not an object"),
         ("detail", "oops", "field 'detail' is missing or not an object"),
-        ("detail.LifecycleTransition", "autoscaling:EC2_INSTANCE_LAUNCHING", "launch lifecycle"),
+        (
+            "detail.LifecycleTransition",
+            "autoscaling:EC2_INSTANCE_LAUNCHING",
+            "not 'autoscaling:EC2_INSTANCE_TERMINATING'",
+        ),
         ("detail.LifecycleTransition", "autoscaling:EC2_INSTANCE_WARMED", "LifecycleTransition is"),
         ("detail.LifecycleTransition", ..., "detail.LifecycleTransition is None"),
         ("detail.EC2InstanceId", ..., "field 'detail.EC2InstanceId' is missing"),
@@ -193,6 +196,27 @@ def test_parse_event__wrong_or_missing_field__is_skipped_naming_it(
 
     assert isinstance(parsed, Skip)
     assert reason in parsed.reason
+
+
+def test_parse_event__launch_fixture__a_launching_lifecycle_event(load_event: LoadEvent) -> None:
+    parsed = parse_event(load_event("launch"))
+
+    assert isinstance(parsed, LifecycleEvent)
+    assert parsed.launching
+    assert (parsed.instance_id, parsed.hook_name) == ("i-0f1e2d3c4b5a69788", "wait-for-node-ready")
+    assert (parsed.origin, parsed.destination) == ("EC2", "AutoScalingGroup")
+
+
+def test_parse_event__launch_detail_type_with_a_terminate_transition__skipped(
+    load_event: LoadEvent,
+) -> None:
+    raw = load_event("launch")
+    raw["detail"]["LifecycleTransition"] = "autoscaling:EC2_INSTANCE_TERMINATING"
+
+    parsed = parse_event(raw)
+
+    assert isinstance(parsed, Skip)
+    assert "not 'autoscaling:EC2_INSTANCE_LAUNCHING'" in parsed.reason
 
 
 def _handover(started_at: object, handovers: object = 1, heartbeats: object = 3) -> object:

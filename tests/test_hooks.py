@@ -339,3 +339,35 @@ def test_handler__sync_event__the_new_tagged_group_gets_its_hook(
     hook = account.hook("eks-workers-c")
     assert hook is not None
     assert json.loads(hook["NotificationMetadata"]) == {"cluster_name": "prod-eu"}
+
+
+def _launch_hook(account: Account, asg_name: str) -> dict[str, Any] | None:
+    found = account.autoscaling.describe_lifecycle_hooks(AutoScalingGroupName=asg_name)
+    named = [h for h in found["LifecycleHooks"] if h["LifecycleHookName"] == "nodes-ready"]
+    return named[0] if named else None
+
+
+def test_launch_hook_on__both_hooks_kept__second_sync_writes_nothing(account: Account) -> None:
+    account.tagged("nodes-a")
+    wanted = settings(launch_hook=True, launch_hook_name="nodes-ready")
+
+    sync = hooks.sync_hooks(account.autoscaling, wanted, "deploy")
+
+    assert sync.created == ("nodes-a", "nodes-a/nodes-ready")
+    launch = _launch_hook(account, "nodes-a")
+    assert launch is not None
+    assert launch["LifecycleTransition"] == "autoscaling:EC2_INSTANCE_LAUNCHING"
+    assert launch["DefaultResult"] == "CONTINUE", "a broken function must not stop launches"
+    assert json.loads(launch["NotificationMetadata"]) == {"cluster_name": CLUSTER}
+    account.puts.clear()
+    again = hooks.sync_hooks(account.autoscaling, wanted, "schedule")
+    assert (again.created, again.updated, account.puts) == ((), {}, [])
+
+
+def test_launch_hook_off__no_launch_hook(account: Account) -> None:
+    account.tagged("nodes-a")
+
+    hooks.sync_hooks(account.autoscaling, settings(launch_hook_name="nodes-ready"))
+
+    assert _launch_hook(account, "nodes-a") is None
+    assert account.hook("nodes-a") is not None

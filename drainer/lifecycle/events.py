@@ -7,8 +7,8 @@ warnings: drainer/lifecycle/ec2_events.py), the hook-sync triggers
 
 EventBridge delivers every event matched by the rule, at least once, and retries a
 function that raises. So `parse_event` never raises: anything that is not a
-terminate lifecycle action (a TEST_NOTIFICATION, a launch hook, a stray event, a
-malformed one) becomes a `Skip` with a reason the handler logs. A crash here would
+lifecycle action (a TEST_NOTIFICATION, a stray event, a malformed one) becomes a
+`Skip` with a reason the handler logs. A crash here would
 only make EventBridge redeliver the same bad event.
 
 Every value that reaches an AWS call or a deadline is checked here, once: an
@@ -106,7 +106,9 @@ class Handover:
 
 @dataclass(frozen=True)
 class LifecycleEvent:
-    """An `EC2 Instance-terminate Lifecycle Action`: an instance waits in Terminating:Wait."""
+    """An `EC2 Instance-terminate Lifecycle Action`: an instance waits in
+    Terminating:Wait; or an `EC2 Instance-launch Lifecycle Action` (transition
+    LAUNCHING): a new instance waits in Pending:Wait (drainer/lifecycle/launch.py)."""
 
     instance_id: str
     asg_name: str
@@ -127,6 +129,10 @@ class LifecycleEvent:
     """Where the instance comes from ("AutoScalingGroup"); empty in older events."""
     destination: str = ""
     """Where it goes: "EC2" (terminated) or "WarmPool" (stopped for reuse)."""
+
+    @property
+    def launching(self) -> bool:
+        return self.transition == LAUNCHING
 
     @property
     def waiting_since(self) -> float | None:
@@ -322,18 +328,15 @@ def parse_event(
     if source != SOURCE:
         return Skip(f"source is {source!r}, not {SOURCE!r}")
     detail_type = event.get("detail-type")
-    if detail_type == LAUNCH_DETAIL_TYPE:
-        return Skip("launch lifecycle action: nothing to drain on a new instance")
-    if detail_type != TERMINATE_DETAIL_TYPE:
+    if detail_type not in (TERMINATE_DETAIL_TYPE, LAUNCH_DETAIL_TYPE):
         return Skip(f"detail-type is {detail_type!r}, not {TERMINATE_DETAIL_TYPE!r}")
     if not isinstance(detail, dict):
         return Skip("field 'detail' is missing or not an object")
     transition = detail.get("LifecycleTransition")
-    if transition == LAUNCHING:
-        return Skip("launch lifecycle transition: nothing to drain on a new instance")
-    if transition != TERMINATING:
-        return Skip(f"detail.LifecycleTransition is {transition!r}, not {TERMINATING!r}")
-    return _terminate_event(event, detail, transition, now)
+    expected = TERMINATING if detail_type == TERMINATE_DETAIL_TYPE else LAUNCHING
+    if transition != expected:
+        return Skip(f"detail.LifecycleTransition is {transition!r}, not {expected!r}")
+    return _lifecycle_event(event, detail, transition, now)
 
 
 def _self_check(check: object) -> SelfCheckEvent | Skip:
@@ -342,11 +345,11 @@ def _self_check(check: object) -> SelfCheckEvent | Skip:
     return SelfCheckEvent(check.get("cluster_name", ""))
 
 
-def _terminate_event(
+def _lifecycle_event(
     event: dict[str, Any], detail: dict[str, Any], transition: str, now: float | None
 ) -> LifecycleEvent | Skip:
-    """The terminate lifecycle action's fields, each checked; a Skip naming the first
-    that cannot be used."""
+    """A terminate (or launch) lifecycle action's fields, each checked; a Skip naming
+    the first that cannot be used."""
     try:
         event_time = _required(event, "time")
         return LifecycleEvent(

@@ -7,8 +7,11 @@ CLUSTER_NAME: several stacks, one per cluster, may share an account and a tag.
 
 What: a hook named LIFECYCLE_HOOK_NAME on autoscaling:EC2_INSTANCE_TERMINATING,
 HeartbeatTimeout HEARTBEAT_TIMEOUT, DefaultResult CONTINUE, NotificationMetadata
-{"cluster_name": CLUSTER_NAME}, as the template's hook resources had it. A hook is
-put only when it is missing or differs, so a sync with nothing to do writes nothing.
+{"cluster_name": CLUSTER_NAME}, as the template's hook resources had it; with
+LAUNCH_HOOK, a second one named LAUNCH_HOOK_NAME on
+autoscaling:EC2_INSTANCE_LAUNCHING, the same otherwise (drainer/lifecycle/launch.py).
+A hook is put only when it is missing or differs, so a sync with nothing to do
+writes nothing.
 
 When: on a schedule (the safety net), on the Auto Scaling API events CloudTrail
 sees (a group created or tagged gets its hook within seconds) and once at deploy,
@@ -24,13 +27,13 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from drainer import aws, logs
 from drainer.errors import AwsError
 from drainer.lifecycle.admission import tag_admits
-from drainer.lifecycle.events import TERMINATING
+from drainer.lifecycle.events import LAUNCHING, TERMINATING
 from drainer.lifecycle.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -40,11 +43,12 @@ DEFAULT_RESULT = "CONTINUE"
 
 @dataclass(frozen=True)
 class HookSpec:
-    """The hook every covered group should have."""
+    """A hook every covered group should have."""
 
     name: str
     heartbeat_timeout: int
     notification_metadata: str
+    transition: str = TERMINATING
 
     @classmethod
     def from_settings(cls, settings: Settings) -> HookSpec:
@@ -53,10 +57,18 @@ class HookSpec:
             metadata = json.dumps({"cluster_name": settings.cluster_name})
         return cls(settings.lifecycle_hook_name, settings.heartbeat_timeout, metadata)
 
+    @classmethod
+    def all_from_settings(cls, settings: Settings) -> list[HookSpec]:
+        """The terminate hook, and the launch hook with LAUNCH_HOOK."""
+        terminate = cls.from_settings(settings)
+        if not settings.launch_hook:
+            return [terminate]
+        return [terminate, replace(terminate, name=settings.launch_hook_name, transition=LAUNCHING)]
+
     def differences(self, found: Mapping[str, Any]) -> list[str]:
         """What in the described hook differs from this spec (empty: nothing)."""
         wanted: dict[str, object] = {
-            "LifecycleTransition": TERMINATING,
+            "LifecycleTransition": self.transition,
             "HeartbeatTimeout": self.heartbeat_timeout,
             "DefaultResult": DEFAULT_RESULT,
             "NotificationMetadata": self.notification_metadata,
@@ -127,7 +139,7 @@ def _put_hook(autoscaling: aws.Client, asg_name: str, spec: HookSpec) -> None:
         autoscaling,
         asg_name,
         spec.name,
-        transition=TERMINATING,
+        transition=spec.transition,
         heartbeat_timeout=spec.heartbeat_timeout,
         default_result=DEFAULT_RESULT,
         notification_metadata=spec.notification_metadata,
@@ -140,7 +152,7 @@ def sync_hooks(autoscaling: aws.Client, settings: Settings, trigger: str = "") -
         sync = HookSync(trigger, enabled=False)
         log.info("hook sync: CREATE_LIFECYCLE_HOOKS is false, the hooks are not ours; nothing done")
         return sync
-    spec = HookSpec.from_settings(settings)
+    specs = HookSpec.all_from_settings(settings)
     failed: dict[str, str] = {}
     try:
         covered, skipped = covered_groups(autoscaling, settings)
@@ -150,19 +162,22 @@ def sync_hooks(autoscaling: aws.Client, settings: Settings, trigger: str = "") -
     created: list[str] = []
     updated: dict[str, list[str]] = {}
     for asg_name in covered:
-        try:
-            found = aws.describe_hook(autoscaling, asg_name, spec.name)
-            differs = spec.differences(found) if found is not None else []
-            if found is not None and not differs:
-                continue
-            _put_hook(autoscaling, asg_name, spec)
-        except AwsError as e:
-            failed[asg_name] = str(e)
-            continue
-        if found is None:
-            created.append(asg_name)
-        else:
-            updated[asg_name] = differs
+        for spec in specs:
+            # The launch hook is named after its group and hook in what the sync says.
+            what = asg_name if spec.transition == TERMINATING else f"{asg_name}/{spec.name}"
+            try:
+                found = aws.describe_hook(autoscaling, asg_name, spec.name)
+                differs = spec.differences(found) if found is not None else []
+                if found is not None and not differs:
+                    continue
+                _put_hook(autoscaling, asg_name, spec)
+            except AwsError as e:
+                failed[what] = str(e)
+                break
+            if found is None:
+                created.append(what)
+            else:
+                updated[what] = differs
     sync = HookSync(
         trigger,
         covered=tuple(covered),

@@ -409,6 +409,61 @@ class Settings:
             "Tell NOTIFICATION_TOPIC_ARN when a drain starts too.",
         ),
     )
+    launch_hook: bool = field(
+        default=False,
+        metadata=_env(
+            "LAUNCH_HOOK",
+            "bool",
+            "false",
+            "Also keep a launch lifecycle hook (LAUNCH_HOOK_NAME) on the node groups: each "
+            "new instance waits in Pending:Wait until its node has joined the cluster and "
+            "is Ready, so an instance refresh or a replacement goes on only once the new "
+            "node can take pods.",
+        ),
+    )
+    launch_hook_name: str = field(
+        default="eks-node-drainer-launch",
+        metadata=_env(
+            "LAUNCH_HOOK_NAME",
+            "str",
+            "eks-node-drainer-launch",
+            "The launch lifecycle hook's name (LAUNCH_HOOK).",
+        ),
+    )
+    launch_timeout_seconds: int = field(
+        default=600,
+        metadata=_env(
+            "LAUNCH_TIMEOUT_SECONDS",
+            "int",
+            "600",
+            "How long after the launch action began a new node may take to be Ready "
+            "(within one invocation); then LAUNCH_TIMEOUT_RESULT.",
+            minimum=30,
+            maximum=840,
+        ),
+    )
+    launch_timeout_result: Literal["abandon", "continue"] = field(
+        default="abandon",
+        metadata=_env(
+            "LAUNCH_TIMEOUT_RESULT",
+            "choice",
+            "abandon",
+            "A new instance whose node is not Ready in time: abandon = ABANDON (Auto "
+            "Scaling terminates it and launches another; an instance refresh stops); "
+            "continue = CONTINUE with a warning.",
+            choices=("abandon", "continue"),
+        ),
+    )
+    launch_wait_daemonsets: bool = field(
+        default=True,
+        metadata=_env(
+            "LAUNCH_WAIT_DAEMONSETS",
+            "bool",
+            "true",
+            "A new node counts as ready once its DaemonSet pods (CNI, log agents) on it "
+            "are Ready too.",
+        ),
+    )
     spot_interruption_drain: bool = field(
         default=True,
         metadata=_env(

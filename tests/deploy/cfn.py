@@ -33,6 +33,7 @@ _ATTRIBUTES = {
     ("FailedEventsQueue", "Arn"): "arn:aws:sqs:{region}:{account}:{stack}-FailedEventsQueue-XYZ",
     ("FailedEventsQueue", "QueueName"): "{stack}-FailedEventsQueue-XYZ",
     ("TerminateRule", "Arn"): "arn:aws:events:{region}:{account}:rule/{stack}-TerminateRule-XYZ",
+    ("LaunchRule", "Arn"): "arn:aws:events:{region}:{account}:rule/{stack}-LaunchRule-XYZ",
     ("SpotInterruptionRule", "Arn"): (
         "arn:aws:events:{region}:{account}:rule/{stack}-SpotInterruptionRule-XYZ"
     ),

@@ -273,6 +273,29 @@ def test_stack_without_a_lead__no_scheduler_role(moto_stack: MotoStack):
     assert variables["SCHEDULER_ROLE_ARN"] == ""
 
 
+@pytest.mark.parametrize(
+    "moto_stack", [{"LaunchHook": "true", "LaunchHookName": "nodes-ready"}], indirect=True
+)
+def test_stack_with_the_launch_hook__its_rule_passes_on_our_launch_actions(moto_stack: MotoStack):
+    events = moto_stack.client("events")
+    rule = events.describe_rule(Name=moto_stack.physical_id("LaunchRule"))
+    pattern = EventPattern.load(rule["EventPattern"])
+    launch = event("launch", AutoScalingGroupName=ASGS[0], LifecycleHookName="nodes-ready")
+    assert pattern.matches_event(launch)
+    assert not pattern.matches_event(event("launch", AutoScalingGroupName=ASGS[0]))
+    assert not deployed_pattern(moto_stack).matches_event(launch), "the terminate rule's"
+    variables = moto_stack.client("lambda").get_function(FunctionName=STACK)["Configuration"][
+        "Environment"
+    ]["Variables"]
+    assert (variables["LAUNCH_HOOK"], variables["LAUNCH_HOOK_NAME"]) == ("true", "nodes-ready")
+
+
+def test_stack_without_the_launch_hook__no_launch_rule(moto_stack: MotoStack):
+    summaries = moto_stack.client("cloudformation").list_stack_resources(StackName=STACK)
+    logical = {r["LogicalResourceId"] for r in summaries["StackResourceSummaries"]}
+    assert "LaunchRule" not in logical
+
+
 def test_stack_creates_the_log_group_with_retention(moto_stack: MotoStack):
     (group,) = moto_stack.client("logs").describe_log_groups(logGroupNamePrefix="/aws/lambda/")[
         "logGroups"

@@ -1,0 +1,204 @@
+"""The launch lifecycle hook's trigger (LAUNCH_HOOK): a new instance of a node group
+waits in Pending:Wait until its node has joined the cluster and is Ready (and, with
+LAUNCH_WAIT_DAEMONSETS, its DaemonSet pods on it are Ready), heartbeating; then
+CONTINUE. An instance refresh or a replacement so moves on to terminate the next
+old node only once the new one can take its pods.
+
+A node not Ready within LAUNCH_TIMEOUT_SECONDS of the action's start (or by the end
+of this invocation) gets LAUNCH_TIMEOUT_RESULT: ABANDON (Auto Scaling terminates the
+instance and launches another; an instance refresh stops) or CONTINUE with a
+warning. When the cluster cannot be read at all (RBAC, TLS, no such cluster), the
+function says so and answers CONTINUE: a broken drainer must not stop a group from
+launching. The hook's own DefaultResult is CONTINUE for the same reason.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from drainer import aws, logs
+from drainer.errors import AwsError, ClusterNotFound, FatalKubeError, InstanceNotFound, KubeError
+from drainer.k8s.kube import Kube
+from drainer.k8s.nodes import find_node_object
+from drainer.lifecycle import ending
+from drainer.lifecycle.admission import group_refused, group_tags, resolve_cluster
+from drainer.lifecycle.events import LifecycleEvent, Skip
+from drainer.lifecycle.job import Tools
+from drainer.lifecycle.window import Invocation, hand_over_at
+
+log = logging.getLogger(__name__)
+
+LAUNCH_TRIGGER = "launch-hook"
+POLL_SECONDS = 1.0
+"""How often the new node is looked at while it joins."""
+
+
+@dataclass(frozen=True)
+class Joining:
+    """What became of a new instance's wait for its node."""
+
+    result: str
+    """joined, not_joined, failed or not_allowed."""
+    message: str
+    node: str = ""
+    heartbeats: int = 0
+    action_gone: bool = False
+
+
+def handle(event: LifecycleEvent, tools: Tools, invocation: Invocation | None) -> dict[str, Any]:
+    """A launch lifecycle action, from the event to what the Auto Scaling group is
+    told: the end line."""
+    settings, clients = tools.settings, tools.clients
+    if not settings.launch_hook:
+        return ending.skipped(Skip("launch lifecycle action: LAUNCH_HOOK is off"))
+    if event.hook_name != settings.launch_hook_name:
+        return ending.skipped(
+            Skip(
+                f"launch lifecycle action of hook {event.hook_name!r}, not "
+                f"LAUNCH_HOOK_NAME {settings.launch_hook_name!r}: another tool's, left alone"
+            )
+        )
+    started = time.monotonic()
+    joining = _wait(event, tools, invocation)
+    result = _lifecycle_result(joining, settings.launch_timeout_result)
+    completed = None
+    if result is not None and not joining.action_gone:
+        completed = ending.complete(clients, event, result)
+    summary = {
+        "result": joining.result,
+        "lifecycle_result": result or "none",
+        "completed": completed,
+        "trigger": LAUNCH_TRIGGER,
+        "node": joining.node,
+        "heartbeats": joining.heartbeats,
+        "seconds": round(time.monotonic() - started, 3),
+        "message": joining.message,
+    }
+    level = logging.INFO if joining.result == "joined" else logging.WARNING
+    log.log(
+        level,
+        "launch finished: %s; lifecycle result %s",
+        joining.message,
+        result or "none",
+        extra=logs.safe_fields({"event": "launch_finished", **summary}),
+    )
+    return summary
+
+
+def _lifecycle_result(joining: Joining, on_timeout: str) -> str | None:
+    if joining.result == "not_allowed":
+        return None
+    if joining.result == "not_joined":
+        return "ABANDON" if on_timeout == "abandon" else "CONTINUE"
+    return "CONTINUE"  # joined; or failed: never stop a group from launching for our sake
+
+
+def _wait(event: LifecycleEvent, tools: Tools, invocation: Invocation | None) -> Joining:
+    settings, clients, clock = tools.settings, tools.clients, tools.clock
+    tags = group_tags(clients.autoscaling, event.asg_name)
+    refused = group_refused(settings, clients.autoscaling, event.asg_name, tags=tags)
+    if refused:
+        return Joining("not_allowed", f"{refused}; leaving its lifecycle action alone")
+    try:
+        hook = aws.lifecycle_hook(clients.autoscaling, event.asg_name, event.hook_name)
+        cluster_name = resolve_cluster(event, hook, settings, tags)
+        if not cluster_name:
+            return Joining("failed", f"no cluster for Auto Scaling group {event.asg_name}")
+        logs.bind(cluster=cluster_name)
+        identity = aws.describe_instance(clients.ec2, event.instance_id)
+        cluster = aws.describe_cluster(clients.eks, cluster_name)
+    except (InstanceNotFound, ClusterNotFound) as e:
+        return Joining("failed", str(e))
+    except AwsError as e:
+        if not aws.is_permanent(e):
+            raise  # Lambda retries the event; the hook's heartbeat timeout is the backstop
+        return Joining("failed", str(e))
+    began = event.waiting_since or clock()
+    until = began + settings.launch_timeout_seconds
+    stop = hand_over_at(invocation, settings, clock)
+    limit = until if stop is None else min(until, stop)
+    heartbeat = aws.Heartbeat(clients.autoscaling, event, max(1.0, hook.heartbeat_interval))
+    heartbeat.start()
+    kube = tools.kube_factory(cluster, cluster.name, settings)
+    try:
+        joining = _until_ready(kube, identity, tools, limit, began)
+    finally:
+        heartbeat.stop()
+        kube.close()
+    return Joining(
+        joining.result,
+        joining.message,
+        joining.node,
+        heartbeats=heartbeat.beats,
+        action_gone=heartbeat.gone,
+    )
+
+
+def _until_ready(
+    kube: Kube, identity: aws.NodeIdentity, tools: Tools, limit: float, began: float
+) -> Joining:
+    """Look at the instance's node until it is ready or `limit` passes."""
+    clock = tools.clock
+    waiting_for = "its node to register"
+    said = ""
+    node = ""
+    while True:
+        try:
+            node, waiting_for = _readiness(kube, identity, tools.settings.launch_wait_daemonsets)
+        except FatalKubeError as e:
+            return Joining("failed", f"the cluster cannot be read: {e}", node)
+        except KubeError as e:
+            log.info("looking at the new node failed for now: %s", e)
+        now = clock()
+        if waiting_for and waiting_for != said:
+            log.info("instance %s: waiting for %s", identity.instance_id, waiting_for)
+            said = waiting_for
+        if not waiting_for:
+            return Joining(
+                "joined",
+                f"node {node} of instance {identity.instance_id} is Ready "
+                f"{now - began:.0f} s after the launch began",
+                node,
+            )
+        if now >= limit:
+            return Joining(
+                "not_joined",
+                f"instance {identity.instance_id}: still waiting for {waiting_for} "
+                f"{now - began:.0f} s after the launch began (LAUNCH_TIMEOUT_SECONDS or the "
+                "invocation's end)",
+                node,
+            )
+        tools.sleep(max(0.0, min(POLL_SECONDS, limit - now)))
+
+
+def _readiness(kube: Kube, identity: aws.NodeIdentity, daemonsets: bool) -> tuple[str, str]:
+    """(the node's name, what it still waits for; "" when ready)."""
+    found = find_node_object(
+        kube, identity.private_dns_name, identity.hostname_candidates, identity.provider_id_suffix
+    )
+    if found is None:
+        return "", "its node to register"
+    name = str(found["metadata"]["name"])
+    if not _ready(found):
+        return name, f"node {name} to be Ready"
+    if not daemonsets:
+        return name, ""
+    pods, _ = kube.list_pods_on_node(name)
+    waiting = sorted(
+        f"{p['metadata']['namespace']}/{p['metadata']['name']}"
+        for p in pods
+        if any(r.get("kind") == "DaemonSet" for r in p["metadata"].get("ownerReferences") or [])
+        and not _ready(p)
+    )
+    if waiting:
+        return name, f"its DaemonSet pods to be Ready ({', '.join(waiting[:5])})"
+    return name, ""
+
+
+def _ready(obj: dict[str, Any]) -> bool:
+    """A node's or a pod's Ready condition is True."""
+    conditions = (obj.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)

@@ -1,0 +1,99 @@
+"""drainer/k8s/events.py against kubesim: one Event per thing that happened, a
+repeat counted in its series, a bound per drain, and `close` that never hangs."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from support.clock import FakeClock
+
+from drainer.k8s.events import EventRecorder, Regarding, micro_time
+from drainer.k8s.kube import Kube
+from kubesim import KubeSim
+
+
+@pytest.fixture
+def sim() -> Iterator[KubeSim]:
+    with KubeSim() as running:
+        yield running
+
+
+def _ours(sim: KubeSim) -> list[dict[str, Any]]:
+    return [e for e in sim.list("Event", "") if e.get("reportingComponent") == "eks-node-drainer"]
+
+
+NODE = Regarding("Node", "n1", uid="6f1d0c2e-0000-4000-8000-000000000001")
+
+
+def test_record__one_event_as_kubectl_reads_it(sim: KubeSim, kube: Kube) -> None:
+    clock = FakeClock(1_800_000_000.0)
+    recorder = EventRecorder(kube, instance="eks-node-drainer-test", clock=clock)
+
+    recorder.record(NODE, "Cordoned", "Cordon", "marked unschedulable")
+    recorder.close()
+
+    (event,) = _ours(sim)
+    assert event["metadata"]["namespace"] == "default"
+    assert event["involvedObject"] == {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "name": "n1",
+        "uid": NODE.uid,
+    }
+    assert (event["reason"], event["action"], event["type"]) == ("Cordoned", "Cordon", "Normal")
+    assert event["message"] == "marked unschedulable"
+    assert event["eventTime"] == micro_time(1_800_000_000.0)
+    assert event["reportingInstance"] == "eks-node-drainer-test"
+    assert recorder.sent == 1
+
+
+def test_record__the_same_event_again__one_event_whose_series_counts_it(
+    sim: KubeSim, kube: Kube
+) -> None:
+    clock = FakeClock(1_800_000_000.0)
+    recorder = EventRecorder(kube, clock=clock)
+    pod = Regarding("Pod", "web-1", "shop", "uid-1")
+
+    for _ in range(3):
+        recorder.record(pod, "StuckTerminating", "Drain", "still terminating", warning=True)
+        clock.advance(5)
+    recorder.record(pod, "Evicted", "Evict", "evicted")
+    recorder.close()
+
+    events = {e["reason"]: e for e in _ours(sim)}
+    assert set(events) == {"StuckTerminating", "Evicted"}
+    stuck = events["StuckTerminating"]
+    assert stuck["metadata"]["namespace"] == "shop"
+    assert stuck["type"] == "Warning"
+    assert stuck["series"]["count"] == 3
+    assert stuck["series"]["lastObservedTime"] == micro_time(1_800_000_010.0)
+
+
+def test_record__past_the_bound__no_more_events(sim: KubeSim, kube: Kube) -> None:
+    recorder = EventRecorder(kube, limit=3)
+
+    for i in range(10):
+        recorder.record(Regarding("Pod", f"p{i}", "default"), "Evicted", "Evict", "evicted")
+    recorder.close()
+
+    assert len(_ours(sim)) == 3
+
+
+def test_close__nothing_recorded__no_thread_no_request(sim: KubeSim, kube: Kube) -> None:
+    before = len(sim.requests())
+
+    EventRecorder(kube).close()
+
+    assert len(sim.requests()) == before
+
+
+def test_record__note_cut_to_what_the_api_takes(sim: KubeSim, kube: Kube) -> None:
+    recorder = EventRecorder(kube)
+
+    recorder.record(NODE, "DrainTimedOut", "Drain", "x" * 5000, warning=True)
+    recorder.close()
+
+    (event,) = _ours(sim)
+    assert len(event["message"]) == 1024
