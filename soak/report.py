@@ -57,14 +57,45 @@ def invariants(outcome: Outcome) -> list[Check]:
         or "drainer.log, metrics.log, this process's logs"
         + (", the control plane's components" if config.backend == "real" else ""),
     )
-    return [budgets, clean, completed, deadline, tracebacks]
+    return [budgets, clean, completed, deadline, _replacements_first(outcome), tracebacks]
+
+
+def _replacements_first(outcome: Outcome) -> Check:
+    """The launch hook's invariant: no old node of a batch went into Terminating:Wait
+    before every replacement of that batch had its node Ready and its launch action
+    completed with CONTINUE by the function."""
+    problems = []
+    for batch in outcome.batches:
+        for instance, end in sorted(batch.launches.items()):
+            if (end.get("result"), end.get("lifecycle_result")) != ("joined", "CONTINUE"):
+                problems.append(f"{instance}: {end.get('result')}, {end.get('message', '')}")
+        late = [i for i, at in batch.ready.items() if at > batch.terminating]
+        if late or batch.launched > batch.terminating:
+            problems.append(
+                f"batch {batch.index + 1}: old nodes terminating at {batch.terminating:.1f} s, "
+                f"before {', '.join(late) or 'the launch actions'} were done"
+            )
+    launches = sum(len(b.launches) for b in outcome.batches)
+    gap = min(
+        (b.terminating - max(b.ready.values(), default=0.0) for b in outcome.batches), default=0.0
+    )
+    return Check(
+        "no old node terminated before its replacements were Ready",
+        not problems and launches == outcome.config.nodes,
+        "; ".join(problems)
+        or f"{launches} launches held until their node was Ready (CONTINUE by the function); "
+        f"each batch's old nodes went {gap:.1f} s or more after the last replacement was Ready",
+    )
 
 
 def _completions(outcome: Outcome) -> Check:
     problems = []
     drained = {d.instance for d in outcome.drains}
     by_instance: dict[str, list[dict[str, Any]]] = {}
-    for action in outcome.actions:
+    terminating = [a for a in outcome.actions if a["transition"].endswith("TERMINATING")]
+    tokens = {a["token"] for a in terminating}
+    completions = [c for c in outcome.completions if c["LifecycleActionToken"] in tokens]
+    for action in terminating:
         by_instance.setdefault(action["instance_id"], []).append(action)
     for instance in sorted(drained | set(by_instance)):
         actions = by_instance.get(instance, [])
@@ -72,7 +103,7 @@ def _completions(outcome: Outcome) -> Check:
             problems.append(f"{instance}: {len(actions)} lifecycle actions")
             continue
         action = actions[0]
-        calls = [c for c in outcome.completions if c["LifecycleActionToken"] == action["token"]]
+        calls = [c for c in completions if c["LifecycleActionToken"] == action["token"]]
         if (action["result"], action["closed_by"]) != ("CONTINUE", "complete") or len(calls) != 1:
             problems.append(
                 f"{instance}: {action['result']} by {action['closed_by'] or 'nobody'}, "
@@ -82,9 +113,9 @@ def _completions(outcome: Outcome) -> Check:
             problems.append(f"{instance}: CompleteLifecycleAction answered {calls[0]['error']}")
     return Check(
         "each lifecycle action completed once, with CONTINUE",
-        not problems and len(outcome.completions) == len(drained),
+        not problems and len(completions) == len(drained),
         "; ".join(problems)
-        or f"{len(outcome.completions)} CompleteLifecycleAction calls for {len(drained)} drains",
+        or f"{len(completions)} CompleteLifecycleAction calls for {len(drained)} drains",
     )
 
 

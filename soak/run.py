@@ -1,9 +1,10 @@
 """The instance refresh itself: a node group of `nodes` instances replaced `batch` at
 a time, as Auto Scaling's instance refresh does with a MinHealthyPercentage: for
-each batch, launch the replacements (their nodes join the cluster), put the oldest
-instances in Terminating:Wait on the terminate hook, run the real handler on each
-lifecycle event at once (threads: one Lambda invocation each), and start the next
-batch only once every workload is Ready again.
+each batch, launch the replacements, each held in Pending:Wait on the launch hook
+while the real handler waits for its node to join and be Ready (LAUNCH_HOOK), then
+put the oldest instances in Terminating:Wait on the terminate hook, run the real
+handler on each lifecycle event at once (threads: one Lambda invocation each), and
+start the next batch only once every workload is Ready again.
 
 Everything stays on this host: kubesim or the real control plane on 127.0.0.1,
 moto (with awssim) in this process, fake AWS credentials.
@@ -38,6 +39,7 @@ Obj = dict[str, Any]
 CLUSTER_NAME = "soak"
 DRAINER_USER = "eks-node-drainer"
 SETTLE_TIMEOUT = 600.0  # real seconds for the workload to be Ready again
+LAUNCH_HOOK = "soak-launch"
 
 
 @dataclass(frozen=True)
@@ -81,6 +83,12 @@ class BatchRecord:
     settled: float = 0.0  # every workload Ready again
     placement: dict[str, dict[str, int]] = field(default_factory=dict)
     limit: float = 0.0  # the pacing limit, real seconds
+    launches: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """New instance -> the launch hook's end line for it."""
+    ready: dict[str, float] = field(default_factory=dict)
+    """New instance -> when its node was first seen Ready."""
+    launched: float = 0.0  # every launch action of the batch completed
+    terminating: float = 0.0  # the batch's old instances put in Terminating:Wait
 
 
 @dataclass
@@ -276,7 +284,19 @@ def _refresh(config: Config, services: list[Service], cluster: Cluster, say: Any
     pods_at_start = len(cluster.list("Pod"))
     say(f"soak: {pods_at_start} pods Ready on {len(world.nodes)} nodes; the refresh begins")
 
-    environment = world.env(LOG_LEVEL="INFO", DRAIN_TIMEOUT_SECONDS=config.drain_timeout)
+    environment = world.env(
+        LOG_LEVEL="INFO",
+        DRAIN_TIMEOUT_SECONDS=config.drain_timeout,
+        LAUNCH_HOOK="true",
+        LAUNCH_HOOK_NAME=LAUNCH_HOOK,
+    )
+    world.autoscaling.put_lifecycle_hook(
+        AutoScalingGroupName=world.group.asg_name,
+        LifecycleHookName=LAUNCH_HOOK,
+        LifecycleTransition="autoscaling:EC2_INSTANCE_LAUNCHING",
+        HeartbeatTimeout=300,
+        DefaultResult="CONTINUE",
+    )
     os.environ.update(environment)
     filters = Settings.from_env(environment).drain_options().filters
     drainer_log = (config.out / "drainer.log").open("w")
@@ -399,8 +419,8 @@ def _batch(refresh: _Refresh, index: int, size: int) -> BatchRecord:
         AutoScalingGroupName=world.group.asg_name, DesiredCapacity=group["DesiredCapacity"] + size
     )
     fresh = [i for i in _group_instances(world) if i not in known]
-    names = [world.add_node(i) for i in fresh]
-    wait_for("the new nodes Ready", lambda: all(node_ready(cluster, n) for n in names), 60)
+    launches, ready = _launch(world, fresh)
+    launched = time.time() - origin
     # The group is above its desired capacity by `size` once it is lowered again: Auto
     # Scaling terminates the oldest instances, each on hold on the terminate hook.
     events = world.scale_in(size)
@@ -408,6 +428,10 @@ def _batch(refresh: _Refresh, index: int, size: int) -> BatchRecord:
     if not set(instances) <= old:
         raise RuntimeError(f"the scale-in chose new instances: {instances}")
     record = BatchRecord(index, instances, started)
+    record.launches = launches
+    record.ready = {i: at - origin for i, at in ready.items()}
+    record.launched = launched
+    record.terminating = time.time() - origin
     record.placement = {
         world.nodes[i]: placement(cluster, world.nodes[i], filters) for i in instances
     }
@@ -451,6 +475,45 @@ def _batch(refresh: _Refresh, index: int, size: int) -> BatchRecord:
     )
     record.settled = time.time() - origin
     return record
+
+
+def _launch(world: World, fresh: list[str]) -> tuple[dict[str, dict[str, Any]], dict[str, float]]:
+    """Each new instance held on the launch hook while the real handler waits for its
+    node, which joins meanwhile: the handler's end line for each, and when each node
+    was first seen Ready (epoch seconds)."""
+    from drainer import handler
+    from testbed import LambdaContext
+
+    cluster = world.cluster
+    events = [
+        world.aws.event_for(world.aws.begin_launch(world.group.asg_name, i, LAUNCH_HOOK))
+        for i in fresh
+    ]
+    ends: dict[str, dict[str, Any]] = {}
+
+    def wait(event: Obj) -> None:
+        instance = event["detail"]["EC2InstanceId"]
+        try:
+            ends[instance] = handler.lambda_handler(event, LambdaContext(900))
+        except Exception as e:
+            ends[instance] = {"result": "error", "message": repr(e)}
+
+    threads = [threading.Thread(target=wait, args=(e,), name="launch") for e in events]
+    for thread in threads:
+        thread.start()
+    names = {i: world.add_node(i) for i in fresh}
+    ready: dict[str, float] = {}
+
+    def all_ready() -> bool:
+        for instance, name in names.items():
+            if instance not in ready and node_ready(cluster, name):
+                ready[instance] = time.time()
+        return len(ready) == len(names)
+
+    wait_for("the new nodes Ready", all_ready, 60, 0.05)
+    for thread in threads:
+        thread.join(120)
+    return ends, ready
 
 
 def _component_tracebacks(cluster: Cluster) -> list[str]:

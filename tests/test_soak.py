@@ -91,7 +91,10 @@ def test_small_refresh__invariants_hold__report_agrees__png_drawn(small_soak: Ou
     assert [c.name for c in checks if not c.ok] == [], [c.detail for c in checks]
     figures = report.figures(outcome)
     assert figures["batches"] == 2
-    assert figures["drains"] == 4 == len(outcome.completions)
+    terminating = {a["token"] for a in outcome.actions if a["transition"].endswith("TERMINATING")}
+    drained = [c for c in outcome.completions if c["LifecycleActionToken"] in terminating]
+    assert figures["drains"] == 4 == len(drained)
+    assert sum(len(b.launches) for b in outcome.batches) == 4, "each replacement held first"
     assert figures["pods_evicted"] > 0
     assert figures["requests_per_pod"] > 0
     # Counted at the drainer's client and by kubesim: the same requests.
@@ -118,8 +121,18 @@ def test_invariants__fail_when_what_they_check_went_wrong(small_soak: Outcome) -
     left = dataclasses.replace(first, left=["default/web-api-1"])
     late = dataclasses.replace(first, ended=first.started + outcome.config.drain_timeout + 1)
     timed_out = dataclasses.replace(first, summary={**first.summary, "result": "timed_out"})
-    twice = [*outcome.completions, dict(outcome.completions[0], error="ValidationError")]
-    abandoned = [dict(outcome.actions[0], result="ABANDON"), *outcome.actions[1:]]
+    terminate = [a for a in outcome.actions if a["transition"].endswith("TERMINATING")]
+    (completion,) = [
+        c for c in outcome.completions if c["LifecycleActionToken"] == terminate[0]["token"]
+    ]
+    twice = [*outcome.completions, dict(completion, error="ValidationError")]
+    abandoned = [dict(terminate[0], result="ABANDON"), *terminate[1:]]
+    batch = outcome.batches[0]
+    hasty = dataclasses.replace(batch, terminating=min(batch.ready.values()) - 1)
+    unjoined = dataclasses.replace(
+        batch,
+        launches={i: {**end, "result": "not_joined"} for i, end in batch.launches.items()},
+    )
 
     def drains(replacement: DrainRecord) -> list[DrainRecord]:
         return [replacement, *outcome.drains[1:]]
@@ -138,6 +151,10 @@ def test_invariants__fail_when_what_they_check_went_wrong(small_soak: Outcome) -
     assert _failing(outcome, actions=abandoned) == [
         "each lifecycle action completed once, with CONTINUE"
     ]
+    for wrong in (hasty, unjoined):
+        assert _failing(outcome, batches=[wrong, *outcome.batches[1:]]) == [
+            "no old node terminated before its replacements were Ready"
+        ]
     assert _failing(outcome, tracebacks=["drainer.log holds a traceback"]) == [
         "no traceback in any log"
     ]
