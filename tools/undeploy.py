@@ -1,4 +1,4 @@
-"""`make undeploy`: delete the stack, then the terminate hooks its function kept.
+"""`make undeploy`: delete the stack, then the lifecycle hooks its function kept.
 
     python -m tools.undeploy [--stack-name eks-node-drainer] [--region eu-west-1] [--yes]
 
@@ -11,7 +11,8 @@ back), then deletes the hook on each of those groups where it is this stack's:
 named LIFECYCLE_HOOK_NAME, its NotificationMetadata as the function writes it. A
 hook of the same name that another tool made is left, with a line saying so; with
 CREATE_LIFECYCLE_HOOKS false (CreateLifecycleHooks=false) every hook is yours and
-none is deleted.
+none is deleted. With LAUNCH_HOOK, the launch hooks (LAUNCH_HOOK_NAME) of the
+stack's function go the same way.
 
 Without --yes (make: YES=1) it only says what it would delete.
 
@@ -22,6 +23,7 @@ delete, 2 bad arguments, 3 no region or credentials, 4 no such stack.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -68,6 +70,8 @@ class Plan:
     """Groups whose hook this stack's function made."""
     others: dict[str, str]
     """Groups with a hook of the same name that is not this stack's, and why."""
+    launch_hooks: tuple[str, ...] = ()
+    """Groups whose launch hook (LAUNCH_HOOK) this stack's function made."""
 
 
 def the_stack(cfn: Client, stack_name: str) -> dict[str, Any]:
@@ -125,7 +129,14 @@ def plan(aws: Aws, stack_name: str) -> Plan:
                 str(found.get("NotificationMetadata", "")), {}, ""
             )
             others[group] = f"its NotificationMetadata names {cluster or 'no cluster'}"
-    return Plan(str(stack["StackId"]), settings, tuple(ours), others)
+    launch: list[str] = []
+    if settings.launch_hook:
+        for group in covered:
+            with contextlib.suppress(AwsError):  # left as it is: not known to be ours
+                found = drainer_aws.describe_hook(autoscaling, group, settings.launch_hook_name)
+                if found is not None and spec.made(found):
+                    launch.append(group)
+    return Plan(str(stack["StackId"]), settings, tuple(ours), others, tuple(launch))
 
 
 def undeploy(aws: Aws, options: Options, say: Say) -> int:
@@ -133,6 +144,12 @@ def undeploy(aws: Aws, options: Options, say: Say) -> int:
     hook = found.settings.lifecycle_hook_name
     say(f"stack {options.stack_name} ({aws.region}), cluster {found.settings.cluster_name}")
     say(f"hook {hook} on {len(found.hooks)} group(s): {', '.join(found.hooks) or 'none'}")
+    launch = found.settings.launch_hook_name
+    if found.launch_hooks:
+        say(
+            f"launch hook {launch} on {len(found.launch_hooks)} group(s): "
+            f"{', '.join(found.launch_hooks)}"
+        )
     for group, why in sorted(found.others.items()):
         say(f"left alone: {hook} on {group} ({why})")
     if not options.yes:
@@ -159,6 +176,14 @@ def undeploy(aws: Aws, options: Options, say: Say) -> int:
             say(f"could not delete {hook} on {group}: {e}")
             continue
         say(f"deleted hook {hook} on {group}")
+    for group in found.launch_hooks:
+        try:
+            autoscaling.delete_lifecycle_hook(AutoScalingGroupName=group, LifecycleHookName=launch)
+        except ClientError as e:
+            failed += 1
+            say(f"could not delete {launch} on {group}: {e}")
+            continue
+        say(f"deleted launch hook {launch} on {group}")
     say("left: the RBAC objects (kubectl delete -f k8s-rbac/) and the code bucket")
     return 1 if failed else 0
 

@@ -105,3 +105,29 @@ def test_parse_args__dry_run_unless_yes() -> None:
     options: Any = undeploy.parse_args([])
     assert (options.stack_name, options.yes) == ("eks-node-drainer", False)
     assert undeploy.parse_args(["--yes", "--stack-name", "x"]).yes is True
+
+
+@pytest.mark.parametrize("moto_stack", [{"LaunchHook": "true"}], indirect=True)
+def test_yes__with_the_launch_hook__both_hooks_deleted(
+    moto_stack: MotoStack, groups: dict[str, str]
+) -> None:
+    autoscaling = moto_stack.client("autoscaling")
+    autoscaling.put_lifecycle_hook(
+        AutoScalingGroupName=ASGS[0],
+        LifecycleHookName="eks-node-drainer-launch",
+        LifecycleTransition="autoscaling:EC2_INSTANCE_LAUNCHING",
+        HeartbeatTimeout=300,
+        DefaultResult="CONTINUE",
+        NotificationMetadata=json.dumps({"cluster_name": CLUSTER}),
+    )
+    lines: list[str] = []
+
+    status = undeploy.undeploy(
+        connect("us-east-1"),
+        undeploy.Options(stack_name=STACK, yes=True, poll_seconds=0.01),
+        lines.append,
+    )
+
+    assert status == 0, lines
+    assert _hooks(moto_stack, ASGS[0]) == [], "a hook of the stack's is left behind"
+    assert f"deleted launch hook eks-node-drainer-launch on {ASGS[0]}" in lines
