@@ -64,6 +64,10 @@ class AwsSimClient:
             body["age"] = age
         return str(self._call("POST", "begin-termination", body)["token"])
 
+    def begin_launch(self, asg_name: str, instance_id: str, hook_name: str) -> str:
+        body = {"asg_name": asg_name, "instance_id": instance_id, "hook_name": hook_name}
+        return str(self._call("POST", "begin-launch", body)["token"])
+
     def set_global_timeout(self, asg_name: str, hook_name: str, seconds: int) -> None:
         body = {"asg_name": asg_name, "hook_name": hook_name, "seconds": seconds}
         self._call("POST", "global-timeout", body)

@@ -94,6 +94,8 @@ def _route(sim: AwsSim, method: str, route: str, body: dict[str, Any]) -> dict[s
             body["asg_name"], body["instance_id"], body["hook_name"], float(body.get("age", 0))
         )
         return {"token": token}
+    if route == "begin-launch":
+        return {"token": sim.begin_launch(body["asg_name"], body["instance_id"], body["hook_name"])}
     if route == "global-timeout":
         sim.set_global_timeout(body["asg_name"], body["hook_name"], int(body["seconds"]))
         return {}

@@ -85,6 +85,12 @@ def parse_args(argv: list[str] | None = None) -> Options:
         "instead of a scale-in: the node is drained before the window; the terminate "
         "hook's event that follows waits for that drain",
     )
+    parser.add_argument(
+        "--launch-hook",
+        action="store_true",
+        help="the group first scales out by one, as an instance refresh does: the new "
+        "instance waits on the launch hook until its node is Ready, then the scale-in",
+    )
     parser.add_argument("--plain", action="store_true", help="plain lines, no live status line")
     parser.add_argument("--no-color", action="store_true", help="no colours")
     parser.add_argument(
@@ -111,6 +117,7 @@ def parse_args(argv: list[str] | None = None) -> Options:
         lambda_timeout=args.lambda_timeout,
         spot=args.spot,
         health=args.health,
+        launch_hook=args.launch_hook,
     )
 
 

@@ -34,6 +34,7 @@ from demo.observe import Observer
 from demo.procs import Child, ChildError, Children
 from demo.view import View, make_view, shown_path
 from drainer.lifecycle.events import Ec2Kind
+from drainer.lifecycle.settings import Settings
 from testbed.cluster import ApiClient, admin_client
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -78,6 +79,9 @@ class Options:
     hook's event follows the same way."""
     health_window_seconds: int = 600
     """--health: the retirement's window starts this long after AWS Health's event."""
+    launch_hook: bool = False
+    """The group first scales out by one: the new instance waits on the launch hook
+    until its node is Ready, as in an instance refresh, before the scale-in."""
 
     @property
     def ec2_trigger(self) -> str:
@@ -123,6 +127,9 @@ class State:
     requests: list[dict[str, Any]] = field(default_factory=list)
     """kubesim's request log of the function's Kubernetes user."""
     finished: float = 0.0
+    launch: dict[str, Any] = field(default_factory=dict)
+    """--launch-hook: the new instance, when it began and registered, the function's
+    end line, its launch action."""
 
 
 def _new_logs_dir(parent: Path) -> Path:
@@ -173,6 +180,8 @@ class Demo:
             self._start_servers()
             self._build_aws()
             self._build_cluster()
+            if self.options.launch_hook:
+                self._launch_replacement()
             self._scale_in()
             self._drain()
             self._after()
@@ -215,6 +224,8 @@ class Demo:
             extras.append("a spot interruption warning instead of a scale-in")
         if o.health:
             extras.append("an AWS Health scheduled retirement instead of a scale-in")
+        if o.launch_hook:
+            extras.append("a replacement held on the launch hook until its node is Ready")
         if o.speed != 1.0:
             extras.append(f"simulated pod durations divided by {o.speed:g}")
         if extras:
@@ -337,6 +348,8 @@ class Demo:
         overrides = {}
         if self.options.timeout_policy:
             overrides["TIMEOUT_POLICY"] = self.options.timeout_policy
+        if self.options.launch_hook:
+            overrides["LAUNCH_HOOK"] = "true"
         if self.options.stubborn_pdb:
             overrides["DRAIN_TIMEOUT_SECONDS"] = str(MIN_DRAIN_TIMEOUT)
             # With TIMEOUT_POLICY=force the held pod is deleted when only its grace (at
@@ -529,6 +542,72 @@ class Demo:
                 self.observer.claims_of[volume["metadata"]["name"]] = (
                     f"{ref.get('namespace')}/{ref.get('name')}"
                 )
+
+    def _launch_replacement(self) -> None:
+        """--launch-hook: the group scales out by one, as an instance refresh launches a
+        replacement first; the new instance waits in Pending:Wait while the function
+        waits for its node, which registers a moment later (its kubelet starting)."""
+        from demo import scenario as sc
+
+        function = self.state.function
+        assert function is not None and self.kube is not None
+        hook = Settings.from_env(function.environment).launch_hook_name
+        autoscaling = self._client("autoscaling")
+        ec2 = self._client("ec2")
+        autoscaling.put_lifecycle_hook(
+            AutoScalingGroupName=ASG,
+            LifecycleHookName=hook,
+            LifecycleTransition="autoscaling:EC2_INSTANCE_LAUNCHING",
+            HeartbeatTimeout=function.hook.heartbeat_timeout,
+            DefaultResult="CONTINUE",
+            NotificationMetadata=function.hook.notification_metadata,
+        )
+        group = autoscaling.describe_auto_scaling_groups(AutoScalingGroupNames=[ASG])
+        group = group["AutoScalingGroups"][0]
+        known = {i["InstanceId"] for i in group["Instances"]}
+        desired = group["DesiredCapacity"]
+        autoscaling.set_desired_capacity(AutoScalingGroupName=ASG, DesiredCapacity=desired + 1)
+        group = autoscaling.describe_auto_scaling_groups(AutoScalingGroupNames=[ASG])
+        (new,) = {i["InstanceId"] for i in group["AutoScalingGroups"][0]["Instances"]} - known
+        event = self.aws.event_for(self.aws.begin_launch(ASG, new, hook))
+        self.view.line(
+            "aws",
+            f"{ASG} scales out: desired capacity {desired} -> {desired + 1}; {new} waits in "
+            f"Pending:Wait on launch hook {hook}",
+            "step",
+        )
+        self.state.launch = {"instance_id": new, "began": time.time()}
+        waiting = threading.Thread(
+            target=self._invoke,
+            args=(event, 0, 120.0, "EventBridge delivers the launch lifecycle event"),
+            name="launch",
+            daemon=True,
+        )
+        waiting.start()
+        time.sleep(1.0)  # the instance boots; its kubelet registers the node
+        instance = ec2.describe_instances(InstanceIds=[new])["Reservations"][0]["Instances"][0]
+        name = instance["PrivateDnsName"]
+        zone = instance["Placement"]["AvailabilityZone"]
+        apply(self.kube, [sc.node_object(name, new, zone, INSTANCE_TYPE)])
+        self.state.launch["registered"] = time.time()
+        self.view.line("k8s", f"node {name} registers ({new}'s kubelet has started)")
+        waiting.join(120)
+        result = (self.state.invocations[-1].result or {}) if self.state.invocations else {}
+        self.state.launch.update(result=result, completed=time.time())
+        self.view.line(
+            "lambda",
+            f"launch: {result.get('message') or result.get('result')}; lifecycle result "
+            f"{result.get('lifecycle_result')}",
+            "ok" if result.get("result") == "joined" else "warn",
+        )
+        actions = [a for a in self.aws.actions() if a["instance_id"] == new]
+        closed = actions[-1] if actions else {}
+        self.view.line(
+            "aws",
+            f"CompleteLifecycleAction {closed.get('result')} for {new}: it goes InService",
+            "ok" if closed.get("result") == "CONTINUE" else "warn",
+        )
+        self.state.launch["action"] = closed
 
     def _scale_in(self) -> None:
         if self.options.ec2_trigger:

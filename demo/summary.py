@@ -106,8 +106,10 @@ def build(state: State, observer: Observer) -> dict[str, Any]:
             "speed": options.speed,
             "spot": options.spot,
             "health": options.health,
+            "launch_hook": options.launch_hook,
         },
         "spot": _spot(state) if options.ec2_trigger else None,
+        "launch": _launch(state) if options.launch_hook else None,
         "settings_source": function.source if function else "",
         "settings": dict(function.environment) if function else {},
         "drain_marker": state.drain_marker,
@@ -186,6 +188,25 @@ def _spot(state: State) -> dict[str, Any]:
     }
 
 
+def _launch(state: State) -> dict[str, Any]:
+    """--launch-hook: how long the new instance was held, and that it was released only
+    once its node had registered and was Ready."""
+    launch = state.launch
+    result = launch.get("result") or {}
+    action = launch.get("action") or {}
+    began, registered = launch.get("began", 0.0), launch.get("registered", 0.0)
+    return {
+        "instance_id": launch.get("instance_id"),
+        "result": result.get("result"),
+        "node": result.get("node"),
+        "lifecycle_result": action.get("result"),
+        "held_seconds": round((action.get("closed_at") or began) - began, 2),
+        "released_after_registering": bool(
+            registered and (action.get("closed_at") or 0) >= registered
+        ),
+    }
+
+
 def _checks(summary: dict[str, Any], state: State) -> list[dict[str, Any]]:
     """What this scenario is expected to show; the demo exits 1 if one fails."""
     options = state.options
@@ -215,6 +236,16 @@ def _checks(summary: dict[str, Any], state: State) -> list[dict[str, Any]]:
                 not summary["volumes"]["attached_when_released"],
             ),
         ]
+        launch = summary["launch"]
+        if launch is not None:
+            checks.append(
+                (
+                    "the new instance went InService only once its node was Ready",
+                    launch["result"] == "joined"
+                    and launch["lifecycle_result"] == "CONTINUE"
+                    and launch["released_after_registering"],
+                )
+            )
         spot = summary["spot"]
         if spot is not None:
             checks += [
@@ -286,6 +317,16 @@ def render(view: View, summary: dict[str, Any]) -> None:
                 f"{spot['window_seconds']} s window; the hook's invocation: "
                 f"{spot['hook_message'] or spot['hook_result']}",
                 "ok" if spot["result"] == "drained" else "warn",
+            )
+        )
+    launch = summary.get("launch")
+    if launch is not None:
+        rows.append(
+            (
+                "launch hook",
+                f"{launch['instance_id']} held {launch['held_seconds']:.1f} s until node "
+                f"{launch['node']} was Ready, then {launch['lifecycle_result']}",
+                "ok" if launch["lifecycle_result"] == "CONTINUE" else "warn",
             )
         )
     invocations = summary["invocations"]

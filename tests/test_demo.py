@@ -113,8 +113,12 @@ def test_spot__drained_within_the_warning_window__hook_waits_for_that_drain(
     assert "spot-interruption drain" in output
 
 
-def test_health__scheduled_retirement_drains_the_node_before_its_window(tmp_path: Path) -> None:
-    summary, output = _run_demo(tmp_path, "--health", "--speed", "2")
+def test_health_and_launch_hook__replacement_ready_first__retirement_drained_before_window(
+    tmp_path: Path,
+) -> None:
+    """One run, both options: the replacement is held on the launch hook until its
+    node is Ready, then AWS Health's retirement of the old node drains it."""
+    summary, output = _run_demo(tmp_path, "--health", "--launch-hook", "--speed", "2")
 
     assert summary["checks_passed"] is True
     drain = summary["spot"]
@@ -125,6 +129,10 @@ def test_health__scheduled_retirement_drains_the_node_before_its_window(tmp_path
     assert summary["all_non_daemonset_pods_evicted"] is True
     assert "AWS Health schedules the retirement of" in output
     assert "scheduled-change drain" in output
+    launch = summary["launch"]
+    assert (launch["result"], launch["lifecycle_result"]) == ("joined", "CONTINUE")
+    assert launch["released_after_registering"], "InService before its node registered"
+    assert "waits in Pending:Wait on launch hook" in output
 
 
 def test_spot_and_stubborn_pdb__refused_before_anything_starts(tmp_path: Path) -> None:
