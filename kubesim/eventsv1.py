@@ -72,7 +72,7 @@ def invalid(event: Obj) -> list[tuple[str, str]]:
             problems.append((key, "Required value"))
         elif len(str(value)) > 128:
             problems.append((key, "Too long: may not be more than 128 bytes"))
-    if len(str(event.get("note") or "")) > 1024:
+    if len(str(event.get("note") or "").encode()) > 1024:
         problems.append(("note", "Too long: may not be more than 1024 bytes"))
     if event.get("type") not in ("Normal", "Warning"):
         problems.append(("type", f'Unsupported value: "{event.get("type")}"'))

@@ -1078,6 +1078,7 @@ def test_parse_event__health_change_naming_several_instances__one_event_each(
         (_set("detail", "startTime", "next Tuesday"), "'next Tuesday', not a time", True),
         (_set("detail", "affectedEntities", "i-1"), "not a list", True),
         (_without("detail", "eventTypeCode"), "field 'detail.eventTypeCode' is missing", True),
+        (_set("detail", "statusCode", "closed"), "closed, the change is over", False),
     ],
 )
 def test_parse_event__health_events_we_do_not_act_on_or_malformed__skip_says_why(
@@ -1271,6 +1272,29 @@ def test_deadline_of__state_change__a_minute_from_the_event_less_the_margin(
     assert plan.options.force_on_timeout and plan.options.fit_grace_to_deadline
 
 
+def test_scheduled_change__window_already_begun__budgets_respected_nothing_forced() -> None:
+    """Health's update of a change under way ("open"): its start is past; deleting
+    every pod at once would be the worst answer."""
+    settings = Settings.from_env({"DRAIN_TIMEOUT_SECONDS": "900"})
+    now = RETIRES_AT + 120
+    found = _scheduled(RETIRES_AT)
+
+    deadline = ec2_events.deadline_of(found, settings, now)
+
+    assert deadline == Deadline(now + 900, "DRAIN_TIMEOUT_SECONDS (900 s)")
+    assert not ec2_events.plan_for(found, settings, deadline, now).options.force_on_timeout
+
+
+def test_deadline_of__state_change__the_margin_takes_half_the_minute_at_most(
+    load_event: LoadEvent,
+) -> None:
+    found = _found(_spot_event(load_event("ec2-state-change")))
+    sent = datetime(2026, 11, 22, 2, 20, 30, tzinfo=UTC).timestamp()
+    settings = Settings.from_env({"SPOT_DEADLINE_MARGIN_SECONDS": "100"})
+
+    assert ec2_events.deadline_of(found, settings, sent).at == sent + 30
+
+
 def test_deadline_of__capacity_warning__its_termination_time_less_the_margin(
     load_event: LoadEvent,
 ) -> None:
@@ -1379,7 +1403,9 @@ def test_later__window_days_away__one_schedule_at_its_start_less_the_lead__event
     tools = _lead_tools(clients, HEALTH_SENT_AT, lead=3600)
 
     first = ec2_events.later(found, tools, _invocation(), raw)
-    again = ec2_events.later(found, tools, _invocation(), raw)  # EventBridge redelivers
+    # Health's update of the same change: a new event id, the same eventArn.
+    update = {**raw, "id": "0f0e0d0c-0000-4000-8000-000000000001"}
+    again = ec2_events.later(found, tools, _invocation(), update)
 
     assert first is not None and first == again
     assert first["result"] == "scheduled"
@@ -1395,6 +1421,19 @@ def test_later__window_days_away__one_schedule_at_its_start_less_the_lead__event
     assert json.loads(schedule["Target"]["Input"]) == {**raw, "drainer_schedule": name}
     listed = clients.scheduler.list_schedules()["Schedules"]
     assert [s["Name"] for s in listed] == [name], "one schedule, however often it came"
+
+
+def test_later__cannot_schedule_for_good__drains_now_saying_why(
+    clients: aws.AwsClients, load_event: LoadEvent, caplog: pytest.LogCaptureFixture
+) -> None:
+    raw = load_event("health-scheduled-change")
+    raw["detail"]["eventDescription"][0]["latestDescription"] = "x" * 9000  # over the input limit
+    found = _found(_spot_event(raw))
+
+    later = ec2_events.later(found, _lead_tools(clients, HEALTH_SENT_AT, 3600), _invocation(), raw)
+
+    assert later is None
+    assert "the drain cannot be scheduled" in caplog.text and "draining now" in caplog.text
 
 
 def test_later__the_schedules_own_invocation__drains_whenever_it_comes(

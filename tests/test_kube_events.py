@@ -54,7 +54,7 @@ def test_record__the_same_event_again__one_event_whose_series_counts_it(
 ) -> None:
     clock = FakeClock(1_800_000_000.0)
     recorder = EventRecorder(kube, clock=clock)
-    pod = Regarding("Pod", "web-1", "shop", "uid-1")
+    pod = Regarding("Pod", "web-1", "kube-system", "uid-1")
 
     for _ in range(3):
         recorder.record(pod, "StuckTerminating", "Drain", "still terminating", warning=True)
@@ -65,7 +65,7 @@ def test_record__the_same_event_again__one_event_whose_series_counts_it(
     events = {e["reason"]: e for e in _ours(sim)}
     assert set(events) == {"StuckTerminating", "Evicted"}
     stuck = events["StuckTerminating"]
-    assert stuck["metadata"]["namespace"] == "shop"
+    assert stuck["metadata"]["namespace"] == "kube-system"
     assert stuck["type"] == "Warning"
     assert stuck["series"]["count"] == 3
     assert stuck["series"]["lastObservedTime"] == micro_time(1_800_000_010.0)
@@ -97,3 +97,16 @@ def test_record__note_cut_to_what_the_api_takes(sim: KubeSim, kube: Kube) -> Non
 
     (event,) = _ours(sim)
     assert len(event["message"]) == 1024
+
+
+def test_record__a_long_note_of_wide_characters__cut_to_1024_bytes_not_refused(
+    sim: KubeSim, kube: Kube
+) -> None:
+    recorder = EventRecorder(kube)
+
+    recorder.record(NODE, "EvictionDenied", "Evict", "refusé " * 400, warning=True)
+    recorder.close()
+
+    (event,) = _ours(sim)
+    assert len(event["message"].encode()) <= 1024
+    assert event["message"].startswith("refusé refusé")

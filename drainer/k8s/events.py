@@ -71,6 +71,14 @@ class _Pending:
     at: float
 
 
+def _cut(note: str) -> str:
+    """A note within the API's NOTE_MAX bytes of UTF-8, cut at a character."""
+    encoded = note.encode()
+    if len(encoded) <= NOTE_MAX:
+        return note
+    return encoded[:NOTE_MAX].decode(errors="ignore")
+
+
 def reporting_instance() -> str:
     """Who records: the Lambda function, or this host (the CLI)."""
     name = os.environ.get("AWS_LAMBDA_FUNCTION_NAME") or socket.gethostname() or "local"
@@ -118,11 +126,12 @@ class EventRecorder:
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="k8s-events", daemon=True)
                 self._thread.start()
-        pending = _Pending(regarding, reason, action, note[:NOTE_MAX], warning, self._clock())
+        pending = _Pending(regarding, reason, action, _cut(note), warning, self._clock())
         self._queue.put(pending)
 
     def close(self, timeout: float = FLUSH_SECONDS) -> None:
-        """Send what is queued, for `timeout` at most; then record no more."""
+        """Send what is queued, for `timeout` at most; then drop what is left and
+        record no more (the client is closed next)."""
         with self._lock:
             thread, self._thread = self._thread, None
             self._taken = self._limit
@@ -131,6 +140,7 @@ class EventRecorder:
         self._queue.put(None)
         thread.join(timeout)
         if thread.is_alive():
+            self.stopped = "closed"
             log.info("Kubernetes Events still queued after %.0f s were dropped", timeout)
 
     def _run(self) -> None:

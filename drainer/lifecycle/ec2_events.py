@@ -144,8 +144,10 @@ def fixed_by_ec2(found: Ec2Target, settings: Settings, now: float) -> bool:
     if event.kind is Ec2Kind.REBALANCE:
         return False
     if event.kind is Ec2Kind.SCHEDULED_CHANGE:
+        # A window already begun (Health's update of an open change): the change is
+        # under way; the drain respects budgets rather than delete pods at once.
         margin, timeout = settings.spot_deadline_margin_seconds, settings.drain_timeout_seconds
-        return event.acts_at is not None and event.acts_at - margin <= now + timeout
+        return event.acts_at is not None and now < event.acts_at - margin <= now + timeout
     return True
 
 
@@ -166,10 +168,13 @@ def deadline_of(found: Ec2Target, settings: Settings, now: float) -> Deadline:
             f"spot interruption warning at {event.event_time} + {SPOT_NOTICE_SECONDS} s {less}",
         )
     if event.kind is Ec2Kind.STATE_CHANGE:
+        # The margin takes half the minute at most: a drain with no time at all
+        # would delete every pod at once.
+        cut = min(margin, STATE_CHANGE_NOTICE_SECONDS // 2)
         return Deadline(
-            issued + STATE_CHANGE_NOTICE_SECONDS - margin,
+            issued + STATE_CHANGE_NOTICE_SECONDS - cut,
             f"instance {event.detail_code} at {event.event_time} + "
-            f"{STATE_CHANGE_NOTICE_SECONDS} s {less}",
+            f"{STATE_CHANGE_NOTICE_SECONDS} s - SPOT_DEADLINE_MARGIN_SECONDS ({cut} s)",
         )
     if event.kind is Ec2Kind.SCHEDULED_CHANGE:
         starts = event.acts_at if event.acts_at is not None else now
@@ -314,16 +319,25 @@ def later(
             "SCHEDULER_ROLE_ARN is empty" if function_arn else "there is no function to invoke",
         )
         return None
-    digest = hashlib.sha256(f"{function_arn} {event.event_id}".encode()).hexdigest()[:10]
+    # Named after the change (its eventArn, the same in each update Health sends):
+    # a change announced twice is scheduled once.
+    change = event.change_id or event.event_id
+    digest = hashlib.sha256(f"{function_arn} {change}".encode()).hexdigest()[:10]
     name = f"{aws.SCHEDULE_PREFIX}{event.instance_id}-{digest}"
-    created = aws.schedule_invocation(
-        tools.clients.scheduler,
-        name,
-        drain_at,
-        function_arn=function_arn,
-        role_arn=settings.scheduler_role_arn,
-        payload={**raw_event, SCHEDULED_KEY: name},
-    )
+    try:
+        created = aws.schedule_invocation(
+            tools.clients.scheduler,
+            name,
+            drain_at,
+            function_arn=function_arn,
+            role_arn=settings.scheduler_role_arn,
+            payload={**raw_event, SCHEDULED_KEY: name},
+        )
+    except AwsError as e:
+        if not aws.is_permanent(e):
+            raise  # EventBridge delivers the event again
+        log.error("the drain cannot be scheduled (%s): draining now", e)
+        return None
     log.info(
         "scheduled change %s of instance %s starts %s: its drain is scheduled for %s "
         "(SCHEDULED_CHANGE_LEAD_SECONDS=%d)%s",

@@ -218,6 +218,8 @@ class Ec2Event:
     schedule: str = ""
     """The EventBridge Scheduler schedule that delivered this event (a scheduled
     change drained before its window); empty when EventBridge's rule did."""
+    change_id: str = ""
+    """A scheduled change's eventArn: the same in every update AWS Health sends of it."""
 
     @property
     def issued_at(self) -> float | None:
@@ -445,6 +447,8 @@ def _scheduled_change(event: dict[str, Any]) -> Ec2Event | ScheduledChanges | Sk
             f"{SCHEDULED_CHANGE_CATEGORY} begins a drain"
         )
     kind = Ec2Kind.SCHEDULED_CHANGE
+    if detail.get("statusCode") == "closed":
+        return Skip(f"{kind} {detail.get('eventTypeCode')}: closed, the change is over")
     try:
         entities = detail.get("affectedEntities")
         if not isinstance(entities, list):
@@ -468,6 +472,7 @@ def _scheduled_change(event: dict[str, Any]) -> Ec2Event | ScheduledChanges | Sk
             acts_at=_time_field(detail, "startTime"),
             detail_code=_required(detail, "eventTypeCode", "detail."),
             schedule=_optional(event, SCHEDULED_KEY),
+            change_id=_optional(detail, "eventArn", "detail."),
         )
     except _Malformed as malformed:
         return Skip(f"malformed {kind} event: {malformed}", malformed=True)

@@ -32,8 +32,9 @@ from drainer.lifecycle.window import Invocation, hand_over_at
 log = logging.getLogger(__name__)
 
 LAUNCH_TRIGGER = "launch-hook"
-POLL_SECONDS = 1.0
-"""How often the new node is looked at while it joins."""
+POLL_SECONDS = 2.0
+"""How often the new node is looked at while it joins (a GET by its DNS name, and a
+list by label or providerID while it has not registered)."""
 
 
 @dataclass(frozen=True)
@@ -98,11 +99,15 @@ def _lifecycle_result(joining: Joining, on_timeout: str) -> str | None:
 
 def _wait(event: LifecycleEvent, tools: Tools, invocation: Invocation | None) -> Joining:
     settings, clients, clock = tools.settings, tools.clients, tools.clock
-    tags = group_tags(clients.autoscaling, event.asg_name)
-    refused = group_refused(settings, clients.autoscaling, event.asg_name, tags=tags)
-    if refused:
-        return Joining("not_allowed", f"{refused}; leaving its lifecycle action alone")
+    if event.destination == "WarmPool":
+        return Joining(
+            "joined", f"instance {event.instance_id} goes to the warm pool: no node to wait for"
+        )
     try:
+        tags = group_tags(clients.autoscaling, event.asg_name)
+        refused = group_refused(settings, clients.autoscaling, event.asg_name, tags=tags)
+        if refused:
+            return Joining("not_allowed", f"{refused}; leaving its lifecycle action alone")
         hook = aws.lifecycle_hook(clients.autoscaling, event.asg_name, event.hook_name)
         cluster_name = resolve_cluster(event, hook, settings, tags)
         if not cluster_name:
@@ -122,12 +127,16 @@ def _wait(event: LifecycleEvent, tools: Tools, invocation: Invocation | None) ->
     limit = until if stop is None else min(until, stop)
     heartbeat = aws.Heartbeat(clients.autoscaling, event, max(1.0, hook.heartbeat_interval))
     heartbeat.start()
-    kube = tools.kube_factory(cluster, cluster.name, settings)
     try:
-        joining = _until_ready(kube, identity, tools, limit, began)
+        kube = tools.kube_factory(cluster, cluster.name, settings)
+        try:
+            joining = _until_ready(kube, identity, tools, limit, began)
+        finally:
+            kube.close()
+    except FatalKubeError as e:  # TLS, a refused token: the cluster cannot be read
+        joining = Joining("failed", f"the cluster cannot be read: {e}")
     finally:
         heartbeat.stop()
-        kube.close()
     return Joining(
         joining.result,
         joining.message,

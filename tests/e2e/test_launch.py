@@ -69,3 +69,16 @@ def test_launch_hook_off__action_left_alone(world: World, invoke: Invoke) -> Non
 
     assert summary == {"result": "skipped", "reason": "launch lifecycle action: LAUNCH_HOOK is off"}
     assert world.completions() == []
+
+
+def test_instance_into_the_warm_pool__continue_at_once(world: World, invoke: Invoke) -> None:
+    """A warm pool's instance is stopped once warmed: no node will be Ready."""
+    _, event = world.launch()
+    event["detail"]["Destination"] = "WarmPool"
+
+    summary = invoke(event, **LAUNCH)
+
+    assert summary["result"] == "joined", summary
+    assert "goes to the warm pool" in summary["message"]
+    (complete,) = world.completions()
+    assert complete["LifecycleActionResult"] == "CONTINUE"
