@@ -68,7 +68,7 @@ def bind(**keys: str) -> None:
 def reset() -> None:
     """Forget the keys of the previous invocation (containers are reused)."""
     if _STATE.logger is not None:
-        _STATE.logger.remove_keys([*FIXED_KEYS, "event_id"])
+        _STATE.logger.remove_keys([*FIXED_KEYS, "event_id", "trigger"])
 
 
 # Keys a drain event must not take, or its line breaks: `logging` refuses an extra

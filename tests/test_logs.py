@@ -91,8 +91,9 @@ def test_readme_keys__the_keys_drain_event_fields_can_produce() -> None:
 
     assert set(DrainEvent(Kind.CORDONED).fields()) == {"event"}, "unset fields stay out"
     assert _stable_keys_documented() == stable
-    # Every field of DrainEvent but kind and details is one stable key.
-    names = {f.name for f in dataclasses.fields(DrainEvent)} - {"kind", "details"}
+    # Every field of DrainEvent but kind, details and the pod's uid (for its
+    # Kubernetes Event, not the log) is one stable key.
+    names = {f.name for f in dataclasses.fields(DrainEvent)} - {"kind", "details", "uid"}
     assert names == stable
     for row in _rows():
         if row.event in DETAILS_OF:
@@ -277,3 +278,20 @@ def test_handler_drain__one_json_line_per_event__keys_as_documented(
     assert finished["pdb_refusals"] >= len(refused)
     assert finished["remaining"] == 0 and finished["left"] == {}
     assert lines[-1] == finished, "the end line is the last event"
+
+
+def test_reset__a_warm_containers_next_event_keeps_no_key_of_the_last() -> None:
+    """A spot event binds its trigger; the scale-in that the same container handles
+    next must not log under it."""
+    stream = io.StringIO()
+    logs.configure("INFO", stream=stream)
+    try:
+        logs.bind(instance_id="i-1", trigger="spot-interruption", event_id="e-1")
+        logs.reset()
+        logs.bind(instance_id="i-2")
+        logging.getLogger("drainer.test").info("next invocation")
+    finally:
+        logs.configure("INFO")
+    (line,) = [json.loads(text) for text in stream.getvalue().splitlines()]
+    assert line["instance_id"] == "i-2"
+    assert "trigger" not in line and "event_id" not in line
