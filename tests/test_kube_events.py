@@ -32,7 +32,7 @@ def test_record__one_event_as_kubectl_reads_it(sim: KubeSim, kube: Kube) -> None
     recorder = EventRecorder(kube, instance="eks-node-drainer-test", clock=clock)
 
     recorder.record(NODE, "Cordoned", "Cordon", "marked unschedulable")
-    recorder.close()
+    recorder.close(timeout=10)
 
     (event,) = _ours(sim)
     assert event["metadata"]["namespace"] == "default"
@@ -60,7 +60,7 @@ def test_record__the_same_event_again__one_event_whose_series_counts_it(
         recorder.record(pod, "StuckTerminating", "Drain", "still terminating", warning=True)
         clock.advance(5)
     recorder.record(pod, "Evicted", "Evict", "evicted")
-    recorder.close()
+    recorder.close(timeout=10)
 
     events = {e["reason"]: e for e in _ours(sim)}
     assert set(events) == {"StuckTerminating", "Evicted"}
@@ -76,7 +76,7 @@ def test_record__past_the_bound__no_more_events(sim: KubeSim, kube: Kube) -> Non
 
     for i in range(10):
         recorder.record(Regarding("Pod", f"p{i}", "default"), "Evicted", "Evict", "evicted")
-    recorder.close()
+    recorder.close(timeout=10)
 
     assert len(_ours(sim)) == 3
 
@@ -93,7 +93,7 @@ def test_record__note_cut_to_what_the_api_takes(sim: KubeSim, kube: Kube) -> Non
     recorder = EventRecorder(kube)
 
     recorder.record(NODE, "DrainTimedOut", "Drain", "x" * 5000, warning=True)
-    recorder.close()
+    recorder.close(timeout=10)
 
     (event,) = _ours(sim)
     assert len(event["message"]) == 1024
@@ -105,7 +105,7 @@ def test_record__a_long_note_of_wide_characters__cut_to_1024_bytes_not_refused(
     recorder = EventRecorder(kube)
 
     recorder.record(NODE, "EvictionDenied", "Evict", "refusé " * 400, warning=True)
-    recorder.close()
+    recorder.close(timeout=10)
 
     (event,) = _ours(sim)
     assert len(event["message"].encode()) <= 1024

@@ -3,8 +3,9 @@ and `kubectl get events` show it, without AWS access.
 
 An `EventRecorder` writes from a thread of its own, so a drain never waits for an
 Event: `record` queues, the thread sends, `close` gives the queue a moment to empty
-and drops what is left. An Event that repeats (the same object, reason and note)
-is one Event whose series counts it, as client-go's recorder aggregates. A drain
+and lets the thread send the rest (and close the client) after the drain's end.
+An Event that repeats (the same object, reason and note) is one Event whose series
+counts it, as client-go's recorder aggregates. A drain
 records at most EVENTS_PER_DRAIN Events. An Event the API refuses is a log line,
 never a failed drain; after a 403 the recorder stops trying (the role lacks
 `create` and `patch` on events.events.k8s.io: k8s-rbac/ grants them).
@@ -32,8 +33,9 @@ CONTROLLER = "eks-node-drainer"
 """The Events' reportingController."""
 EVENTS_PER_DRAIN = 200
 """The most Events one drain records (a thousand-pod node tells the rest in the log)."""
-FLUSH_SECONDS = 3.0
-"""How long `close` waits for queued Events to be sent."""
+FLUSH_SECONDS = 0.5
+"""How long `close` waits for queued Events before the drain's ending goes on (the
+rest are sent after it, by the recorder's thread)."""
 NODE_EVENTS_NAMESPACE = "default"
 """Where a node's Events go (a node has no namespace; the kubelet's go here too)."""
 NOTE_MAX = 1024
@@ -112,6 +114,7 @@ class EventRecorder:
         """Why the recorder stopped recording (a 403), empty while it records."""
         self.sent = 0
         self.failed = 0
+        self._then: Callable[[], None] | None = None
 
     def record(
         self, regarding: Regarding, reason: str, action: str, note: str, *, warning: bool = False
@@ -129,21 +132,32 @@ class EventRecorder:
         pending = _Pending(regarding, reason, action, _cut(note), warning, self._clock())
         self._queue.put(pending)
 
-    def close(self, timeout: float = FLUSH_SECONDS) -> None:
-        """Send what is queued, for `timeout` at most; then drop what is left and
-        record no more (the client is closed next)."""
+    def close(self, timeout: float = FLUSH_SECONDS, then: Callable[[], None] | None = None) -> None:
+        """Record no more; give the queue `timeout` to empty, then call `then` (closing
+        the client). Events still queued then are sent after, by the thread, which
+        calls `then` itself once it is done: the drain's ending never waits longer."""
         with self._lock:
             thread, self._thread = self._thread, None
             self._taken = self._limit
+            if thread is not None:
+                self._queue.put(None)
+                self._then = then
         if thread is None:
+            if then is not None:
+                then()
             return
-        self._queue.put(None)
         thread.join(timeout)
-        if thread.is_alive():
-            self.stopped = "closed"
-            log.info("Kubernetes Events still queued after %.0f s were dropped", timeout)
 
     def _run(self) -> None:
+        try:
+            self._send_all()
+        finally:
+            with self._lock:
+                then, self._then = self._then, None
+            if then is not None:
+                then()
+
+    def _send_all(self) -> None:
         while True:
             pending = self._queue.get()
             if pending is None:

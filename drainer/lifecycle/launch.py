@@ -33,8 +33,11 @@ log = logging.getLogger(__name__)
 
 LAUNCH_TRIGGER = "launch-hook"
 POLL_SECONDS = 2.0
-"""How often the new node is looked at while it joins (a GET by its DNS name, and a
-list by label or providerID while it has not registered)."""
+"""How often the new node is looked at until it registers (a GET by its DNS name,
+then a list by label or providerID)."""
+READY_POLL_SECONDS = 0.5
+"""How often once it has registered (a GET of the node, a list of its pods): the
+launch action goes on as soon as the node is Ready."""
 
 
 @dataclass(frozen=True)
@@ -180,7 +183,8 @@ def _until_ready(
                 "invocation's end)",
                 node,
             )
-        tools.sleep(max(0.0, min(POLL_SECONDS, limit - now)))
+        pause = READY_POLL_SECONDS if node else POLL_SECONDS
+        tools.sleep(max(0.0, min(pause, limit - now)))
 
 
 def _readiness(kube: Kube, identity: aws.NodeIdentity, daemonsets: bool) -> tuple[str, str]:

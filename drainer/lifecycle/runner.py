@@ -145,8 +145,9 @@ def _drain_once(tools: Tools, job: DrainJob) -> Run:
             story.ended(report, lambda outcome: _told(outcome, options.trigger, tools.settings))
     finally:
         if recorder is not None:
-            recorder.close()
-        kube.close()
+            recorder.close(then=kube.close)  # the client stays open for Events still queued
+        else:
+            kube.close()
     result, message = result_for(report, window.deadline, tools.settings)
     return Run(result, message, node=node, report=report)
 

@@ -15,7 +15,7 @@ import pytest
 
 from testbed import World
 from testbed import workloads as w
-from testbed.world import place_on, rbac_manifests
+from testbed.world import place_on, rbac_manifests, wait_until
 
 from .conftest import Invoke, LogCapture
 
@@ -56,6 +56,9 @@ def test_drain__node_and_pods_tell_the_story_in_events(
     summary = invoke(world.terminate(instance))
 
     assert summary["result"] == "drained", summary
+    # The last Events may still be on their way when the invocation returns.
+    wait_until(lambda: "Drained" in _reasons(_events(world, "Node", node)), 10)
+    wait_until(lambda: _reasons(_events(world, "Pod", node=node)).count("Evicted") == 3, 10)
     assert _reasons(_events(world, "Node", node)) == ["Cordoned", "DrainStarted", "Drained"]
     (drained,) = [e for e in _events(world, "Node", node) if e["reason"] == "Drained"]
     assert drained["message"] == (
@@ -88,6 +91,23 @@ def test_drain__node_and_pods_tell_the_story_in_events(
     print(described[described.index("Events:") :])
     for reason in ("DrainStarted", "Cordoned", "Drained"):
         assert reason in described.split("Events:")[1], reason
+    listed = subprocess.run(
+        [
+            str(kubectl_binary),
+            "--kubeconfig",
+            str(world.cluster.kubeconfig),
+            "get",
+            "events",
+            "--field-selector",
+            "involvedObject.kind=Pod,reportingComponent=eks-node-drainer",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
+    print(listed)
+    assert listed.count("Evicted") >= 3
 
 
 def test_budget_never_allows__one_refusal_event_per_pod_and_deleted_at_the_deadline(
@@ -109,6 +129,7 @@ def test_budget_never_allows__one_refusal_event_per_pod_and_deleted_at_the_deadl
     assert summary["result"] == "timed_out", summary
     (pod,) = summary["forced_pods"]
     name = pod.split("/")[1]
+    wait_until(lambda: "DrainTimedOut" in _reasons(_events(world, "Node", node)), 10)
     about = _events(world, "Pod", name, node=node)
     assert _reasons(about) == ["EvictionRefusedByBudget", "DeletedAtDeadline"]
     assert "PodDisruptionBudget default/db allows no disruption" in about[0]["message"]
@@ -137,6 +158,7 @@ def test_without_the_events_rule__drain_goes_on__says_so_once(
 
     assert summary["result"] == "drained", summary
     assert summary["evicted"] == 3
+    wait_until(lambda: "Kubernetes Events are not recorded" in drainer_logs.text, 10)
     said = [m for m in drainer_logs.messages() if "Kubernetes Events are not recorded" in m]
     assert len(said) == 1, said
     assert "events.events.k8s.io" in said[0]
