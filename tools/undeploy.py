@@ -168,22 +168,20 @@ def undeploy(aws: Aws, options: Options, say: Say) -> int:
         return 1
     autoscaling = aws.client("autoscaling")
     failed = 0
-    for group in found.hooks:
-        try:
-            autoscaling.delete_lifecycle_hook(AutoScalingGroupName=group, LifecycleHookName=hook)
-        except ClientError as e:
-            failed += 1
-            say(f"could not delete {hook} on {group}: {e}")
-            continue
-        say(f"deleted hook {hook} on {group}")
-    for group in found.launch_hooks:
-        try:
-            autoscaling.delete_lifecycle_hook(AutoScalingGroupName=group, LifecycleHookName=launch)
-        except ClientError as e:
-            failed += 1
-            say(f"could not delete {launch} on {group}: {e}")
-            continue
-        say(f"deleted launch hook {launch} on {group}")
+    for what, name, groups in (
+        ("hook", hook, found.hooks),
+        ("launch hook", launch, found.launch_hooks),
+    ):
+        for group in groups:
+            try:
+                autoscaling.delete_lifecycle_hook(
+                    AutoScalingGroupName=group, LifecycleHookName=name
+                )
+            except ClientError as e:
+                failed += 1
+                say(f"could not delete {name} on {group}: {e}")
+                continue
+            say(f"deleted {what} {name} on {group}")
     say("left: the RBAC objects (kubectl delete -f k8s-rbac/) and the code bucket")
     return 1 if failed else 0
 
