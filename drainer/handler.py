@@ -91,8 +91,7 @@ def lambda_handler(event: Any, context: Any) -> dict[str, Any]:
     if isinstance(parsed, HookSyncEvent):
         clients, _ = _aws(settings, os.environ.get("AWS_REGION", ""))
         return hooks.sync_hooks(clients.autoscaling, settings, parsed.trigger).result()
-    region = parsed.events[0].region if isinstance(parsed, ScheduledChanges) else parsed.region
-    clients, kube_factory = _aws(settings, os.environ.get("AWS_REGION", "") or region)
+    clients, kube_factory = _aws(settings, os.environ.get("AWS_REGION", "") or parsed.region)
     invocation = None
     if context is not None and hasattr(context, "get_remaining_time_in_millis"):
         invocation = Invocation(

@@ -49,6 +49,14 @@ def opted_out(pod: Pod) -> str:
     return ""
 
 
+def is_ready(obj: Pod) -> bool:
+    """Its Ready condition is True: a pod's, or a node's (the same shape)."""
+    for condition in (obj.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == "Ready":
+            return bool(condition.get("status") == "True")
+    return False
+
+
 def is_mirror(pod: Pod) -> bool:
     return MIRROR_ANNOTATION in (pod["metadata"].get("annotations") or {})
 

@@ -98,7 +98,7 @@ class Entry:
 
     @property
     def uid(self) -> str:
-        return str(self.pod["metadata"].get("uid") or "")
+        return pods.uid(self.pod)
 
     @property
     def name(self) -> str:
@@ -113,13 +113,6 @@ class Entry:
 def _split(budget: str) -> tuple[str, str]:
     namespace, _, name = budget.partition("/")
     return namespace, name
-
-
-def is_ready(pod: Pod) -> bool:
-    for condition in (pod.get("status") or {}).get("conditions") or []:
-        if condition.get("type") == "Ready":
-            return bool(condition.get("status") == "True")
-    return False
 
 
 class Schedule:
@@ -214,7 +207,7 @@ class Schedule:
             return False  # one probe at a time through a budget that allows none
         if budget not in self._closed and budget not in self._accepted:
             return True  # nothing sent through it yet: one request finds out
-        if entry.attempts == 0 and not is_ready(entry.pod):
+        if entry.attempts == 0 and not pods.is_ready(entry.pod):
             return True  # an unhealthy pod may go through a budget with none allowed
         return 0 < entry.not_before <= now  # the fallback timer, should a change be missed
 

@@ -420,6 +420,10 @@ class ScheduledChanges:
     events: tuple[Ec2Event, ...]
     raw: Mapping[str, Any]
 
+    @property
+    def region(self) -> str:
+        return self.events[0].region
+
     def for_instance(self, instance_id: str) -> dict[str, Any]:
         """The same event about `instance_id` alone, to drain it in an invocation of
         its own."""

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from drainer import aws, logs
+from drainer.engine import pods
 from drainer.errors import AwsError, ClusterNotFound, FatalKubeError, InstanceNotFound, KubeError
 from drainer.k8s.kube import Kube
 from drainer.k8s.nodes import find_node_object
@@ -195,23 +196,14 @@ def _readiness(kube: Kube, identity: aws.NodeIdentity, daemonsets: bool) -> tupl
     if found is None:
         return "", "its node to register"
     name = str(found["metadata"]["name"])
-    if not _ready(found):
+    if not pods.is_ready(found):
         return name, f"node {name} to be Ready"
     if not daemonsets:
         return name, ""
-    pods, _ = kube.list_pods_on_node(name)
+    on_node, _ = kube.list_pods_on_node(name)
     waiting = sorted(
-        f"{p['metadata']['namespace']}/{p['metadata']['name']}"
-        for p in pods
-        if any(r.get("kind") == "DaemonSet" for r in p["metadata"].get("ownerReferences") or [])
-        and not _ready(p)
+        pods.name(p) for p in on_node if pods.is_daemonset_pod(p) and not pods.is_ready(p)
     )
     if waiting:
         return name, f"its DaemonSet pods to be Ready ({', '.join(waiting[:5])})"
     return name, ""
-
-
-def _ready(obj: dict[str, Any]) -> bool:
-    """A node's or a pod's Ready condition is True."""
-    conditions = (obj.get("status") or {}).get("conditions") or []
-    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
