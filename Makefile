@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: test lint types unit cfn-lint venv clean checkov controlplane
+.PHONY: test lint types unit cfn-lint venv clean checkov controlplane lambdarie
 
 venv: $(STAMP)
 
@@ -39,7 +39,13 @@ cfn-lint: $(STAMP)
 controlplane:
 	@bash testbed/controlplane/build.sh >/dev/null
 
-test: lint types controlplane unit cfn-lint checkov
+# The AWS Lambda Runtime Interface Emulator (testbed/lambdarie/build.sh), built from
+# its Go module pinned in testbed/lambdarie/go.mod into the same cache, for the tests
+# that run the packaged zip as Lambda runs it (tests/e2e/test_lambda_runtime.py).
+lambdarie:
+	@bash testbed/lambdarie/build.sh >/dev/null
+
+test: lint types controlplane lambdarie unit cfn-lint checkov
 
 clean:
 	rm -rf $(VENV) build dist .pytest_cache .mypy_cache .ruff_cache .coverage

@@ -704,7 +704,7 @@ class Demo:
                 "AWS_LAMBDA_FUNCTION_VERSION": "$LATEST",
                 "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": str(function.memory_mb),
                 "AWS_LAMBDA_LOG_GROUP_NAME": f"/aws/lambda/{FUNCTION}",
-                "_HANDLER": template.HANDLER,
+                "_HANDLER": function.handler,
                 "AWS_ACCESS_KEY_ID": self.access_key,
                 "AWS_SECRET_ACCESS_KEY": self.secret_key,
                 # Every AWS call goes to awssim, and no profile or instance role is read.

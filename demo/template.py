@@ -16,7 +16,7 @@ values by design (tests/deploy keeps the two in step).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +50,8 @@ class Function:
     source: str
     """Where the values come from, for the demo's header."""
     notes: tuple[str, ...] = field(default=())
+    handler: str = HANDLER
+    """The function's `Handler:` (testbed/lambdarie starts the runtime with it)."""
 
 
 class TemplateError(Exception):
@@ -90,14 +92,7 @@ def load(
         function = from_settings(cluster_name, asg_name, f"{path.name} not usable ({e})")
     if overrides:
         environment = {**function.environment, **overrides}
-        function = Function(
-            environment,
-            function.timeout_seconds,
-            function.memory_mb,
-            function.hook,
-            function.source,
-            function.notes,
-        )
+        function = replace(function, environment=environment)
     return function
 
 
@@ -114,9 +109,9 @@ def from_template(path: Path, cluster_name: str, asg_name: str) -> Function:
         for r in resources.values()
         if isinstance(r, dict) and r.get("Type") == "AWS::Lambda::Function"
     ]
-    function = next((f for f in functions if f.get("Handler") == HANDLER), None)
-    if function is None:
-        raise TemplateError(f"no AWS::Lambda::Function with Handler {HANDLER}")
+    if len(functions) != 1:
+        raise TemplateError(f"{len(functions)} AWS::Lambda::Function resources, not one")
+    function = functions[0]
     variables = (function.get("Environment") or {}).get("Variables") or {}
     if not variables:
         raise TemplateError("the function has no Environment.Variables")
@@ -141,6 +136,7 @@ def from_template(path: Path, cluster_name: str, asg_name: str) -> Function:
             notification_metadata=spec.notification_metadata,
         ),
         source=f"{path.name} defaults",
+        handler=str(function.get("Handler", "")),
     )
 
 

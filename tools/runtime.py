@@ -9,6 +9,7 @@ directory of their own (never into the zip) with `install_runtime_sdk`.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import re
 import shutil
@@ -20,6 +21,15 @@ ROOT = Path(__file__).resolve().parent.parent
 TEMPLATE = ROOT / "template.yaml"
 DEV_REQUIREMENTS = ROOT / "requirements-dev.txt"
 RUNTIME_SDK = ("boto3", "botocore", "s3transfer")
+# The runtime interface client AWS's Python base images run (`python -m awslambdaric
+# <handler>`), with its two dependencies: the Lambda runtime has it in /var/runtime
+# beside boto3, so the tests that run the zip under the Runtime Interface Emulator
+# (testbed/lambdarie) install it beside the SDK, never into the zip.
+RUNTIME_INTERFACE_CLIENT = (
+    "awslambdaric==4.2.2",
+    "simplejson==4.3.0",
+    "snapshot-restore-py==1.0.0",
+)
 _RUNTIME_LINE = re.compile(r"^\s+Runtime:\s+python(\d+)\.(\d+)\s*$", re.MULTILINE)
 
 
@@ -118,14 +128,24 @@ def pip_install_wheels(
 
 
 def install_runtime_sdk(target: Path, python: Path, version: tuple[int, int]) -> Path:
-    """boto3 & co. as the runtime provides them: pinned, byte-compiled, in `target`.
+    """boto3 & co. and the runtime interface client as the runtime provides them:
+    pinned, byte-compiled, in `target`.
 
-    Reused when `target` already holds them (a marker file names the pins).
+    Reused when `target` already holds them (a marker file names the pins); two
+    test workers asking at once take turns (a lock beside `target`).
     """
-    pins = sdk_pins()
+    pins = [*sdk_pins(), *RUNTIME_INTERFACE_CLIENT]
     marker = target / ".installed"
-    if marker.is_file() and marker.read_text() == "\n".join(pins):
-        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with open(target.parent / f".{target.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if marker.is_file() and marker.read_text() == "\n".join(pins):
+            return target
+        return _install(target, python, version, pins)
+
+
+def _install(target: Path, python: Path, version: tuple[int, int], pins: list[str]) -> Path:
+    marker = target / ".installed"
     shutil.rmtree(target, ignore_errors=True)
     target.mkdir(parents=True)
     install = pip_install_wheels(target, version, pins, no_deps=True)
