@@ -1,6 +1,7 @@
 """The Lambda entry point: it reads the settings, parses the event, builds the
 clients and routes the event to its trigger (drainer/lifecycle/scale_in.py,
-drainer/lifecycle/ec2_events.py), the hook keeper or the self-check. What a trigger's run
+drainer/lifecycle/ec2_events.py), the hook keeper, the stack's custom resource
+(drainer/lifecycle/stack_hooks.py) or the self-check. What a trigger's run
 ends in (the lifecycle action, the end line, metrics, notices) is
 drainer/lifecycle/ending.py's.
 
@@ -19,7 +20,7 @@ from typing import Any
 
 from drainer import aws, logs
 from drainer.errors import SettingsError
-from drainer.lifecycle import checks, ec2_events, ending, hooks, launch, scale_in
+from drainer.lifecycle import checks, ec2_events, ending, hooks, launch, scale_in, stack_hooks
 from drainer.lifecycle.clients import KubeFactory, eks_kube
 from drainer.lifecycle.events import (
     Ec2Event,
@@ -75,13 +76,19 @@ def reset() -> None:
 
 
 def lambda_handler(event: Any, context: Any) -> dict[str, Any]:
+    stack_request = stack_hooks.request_of(event)
     try:
         settings = load_settings()
     except SettingsError as e:
         logs.configure("INFO")
         log.error("invalid settings, nothing done: %s", e)
+        if stack_request is not None:  # CloudFormation must hear it, not wait an hour
+            return stack_hooks.unreadable(stack_request, e)
         raise
     logs.reset()
+    if stack_request is not None:
+        clients, _ = _aws(settings, os.environ.get("AWS_REGION", ""))
+        return stack_hooks.handle(stack_request, clients.autoscaling, settings)
     parsed = parse_event(event, now=time.time())
     if isinstance(parsed, Skip):
         return ending.skipped(parsed)

@@ -32,6 +32,7 @@ credentials, 1 anything else.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import re
@@ -48,8 +49,9 @@ from tools import package
 
 ROOT = Path(__file__).resolve().parent.parent
 TEMPLATE = ROOT / "template.yaml"
-# CloudFormation's limit for a template passed inline (TemplateBody).
-TEMPLATE_BODY_LIMIT = 51_200
+# CloudFormation's limit for a template it reads from S3 (TemplateURL): deploy uploads
+# the template beside the zip (a template passed inline may only have 51,200 bytes).
+TEMPLATE_URL_LIMIT = 1_048_576
 KEY_PREFIX = "eks-node-drainer"
 CAPABILITIES = ["CAPABILITY_IAM"]
 # Required parameters and the make variable that sets each.
@@ -391,6 +393,14 @@ def upload(s3: Client, bucket: str, zip_path: Path, manifest: package.Manifest, 
     return key
 
 
+def upload_template(s3: Client, bucket: str, body: str, region: str) -> str:
+    """The template in the code bucket, named by its sha256; its TemplateURL."""
+    key = f"{KEY_PREFIX}/templates/{hashlib.sha256(body.encode()).hexdigest()}.yaml"
+    s3.put_object(Bucket=bucket, Key=key, Body=body.encode())
+    domain = "amazonaws.com.cn" if region.startswith("cn-") else "amazonaws.com"
+    return f"https://s3.{region}.{domain}/{bucket}/{key}"
+
+
 # --- 6. the change set ------------------------------------------------------------------------
 
 
@@ -398,7 +408,7 @@ def apply_change_set(
     cfn: Client,
     stack_name: str,
     *,
-    template_body: str,
+    template_url: str,
     parameters: Mapping[str, str],
     creating: bool,
     poll: float,
@@ -411,7 +421,7 @@ def apply_change_set(
         StackName=stack_name,
         ChangeSetName=name,
         ChangeSetType="CREATE" if creating else "UPDATE",
-        TemplateBody=template_body,
+        TemplateURL=template_url,
         Parameters=[{"ParameterKey": k, "ParameterValue": v} for k, v in parameters.items()],
         Capabilities=CAPABILITIES,
         Description="make deploy",
@@ -763,8 +773,8 @@ def deploy(
 ) -> int:
     """The whole deploy; `sleep` paces the wait for the self-check (tests pass their own)."""
     template_body = options.template.read_text()
-    if len(template_body.encode()) > TEMPLATE_BODY_LIMIT:
-        raise DeployError(f"{options.template} is over CloudFormation's inline limit")
+    if len(template_body.encode()) > TEMPLATE_URL_LIMIT:
+        raise DeployError(f"{options.template} is over CloudFormation's limit of 1 MB")
     spec = template_parameters(template_body)
     named = {
         "ClusterName": options.cluster_name.strip(),
@@ -795,6 +805,7 @@ def deploy(
     ensure_bucket(s3, bucket, aws.region, create=not options.bucket, say=say)
     values["CodeS3Bucket"] = bucket
     values["CodeS3Key"] = upload(s3, bucket, zip_path, manifest, say)
+    template_url = upload_template(s3, bucket, template_body, aws.region)
 
     creating = stack is None or stack["StackStatus"] == "REVIEW_IN_PROGRESS"
     # No unsafe window: hooks that are not live yet go live only once the function
@@ -806,7 +817,7 @@ def deploy(
         return apply_change_set(
             cfn,
             options.stack_name,
-            template_body=template_body,
+            template_url=template_url,
             parameters=parameters,
             creating=creating,
             poll=options.poll_seconds,

@@ -1,18 +1,17 @@
-"""`make undeploy`: delete the stack, then the lifecycle hooks its function kept.
+"""`make undeploy`: delete the stack, then any lifecycle hook of its function left.
 
     python -m tools.undeploy [--stack-name eks-node-drainer] [--region eu-west-1] [--yes]
 
-The function, not CloudFormation, puts the lifecycle hooks on the node groups
-(drainer/lifecycle/hooks.py), so deleting the stack alone leaves them, and every scale-in
-then waits HeartbeatTimeout for a drain that never comes. This reads the
-function's settings (the groups by name and tag, the hook's name, the cluster),
-deletes the stack and waits until it is gone (so its schedule cannot put a hook
-back), then deletes the hook on each of those groups where it is this stack's:
-named LIFECYCLE_HOOK_NAME, its NotificationMetadata as the function writes it. A
-hook of the same name that another tool made is left, with a line saying so; with
-CREATE_LIFECYCLE_HOOKS false (CreateLifecycleHooks=false) every hook is yours and
-none is deleted. With LAUNCH_HOOK, the launch hooks (LAUNCH_HOOK_NAME) of the
-stack's function go the same way.
+The stack owns its hooks: deleting it runs its custom resource's Delete
+(drainer/lifecycle/stack_hooks.py), which removes them. This reads the function's
+settings first (the groups by name and tag, the hook's name, the cluster), deletes
+the stack and waits until it is gone, then deletes whatever hook of the stack's is
+still there: a stack deployed before the custom resource had none, and a Delete
+may have failed. Ours: named LIFECYCLE_HOOK_NAME (and LAUNCH_HOOK_NAME), its
+NotificationMetadata as the function writes it (hooks.remove_hooks, the custom
+resource's own rule). A hook of the same name that another tool made is left,
+with a line saying so; with CREATE_LIFECYCLE_HOOKS false every hook is yours and
+none is deleted.
 
 Without --yes (make: YES=1) it only says what it would delete.
 
@@ -166,24 +165,23 @@ def undeploy(aws: Aws, options: Options, say: Say) -> int:
     if status != "DELETE_COMPLETE":
         say(f"the stack ended {status}; the hooks stay until it is gone (fix, then run again)")
         return 1
-    autoscaling = aws.client("autoscaling")
-    failed = 0
-    for what, name, groups in (
-        ("hook", hook, found.hooks),
-        ("launch hook", launch, found.launch_hooks),
-    ):
-        for group in groups:
-            try:
-                autoscaling.delete_lifecycle_hook(
-                    AutoScalingGroupName=group, LifecycleHookName=name
-                )
-            except ClientError as e:
-                failed += 1
-                say(f"could not delete {name} on {group}: {e}")
-                continue
-            say(f"deleted {what} {name} on {group}")
+    # The stack's custom resource (drainer/lifecycle/stack_hooks.py) deleted its hooks
+    # with the stack; what is left is a stack's from before it, or a Delete that failed.
+    names = {hook, launch} if found.launch_hooks else {hook}
+    removal = hooks.remove_hooks(
+        aws.client("autoscaling"),
+        found.settings,
+        names,
+        groups=set(found.hooks) | set(found.launch_hooks),
+    )
+    for group, name in removal.removed:
+        say(f"deleted {'hook' if name == hook else 'launch hook'} {name} on {group}")
+    for what, error in sorted(removal.failed.items()):
+        say(f"could not delete {what}: {error}")
+    if not removal.removed and not removal.failed and (found.hooks or found.launch_hooks):
+        say("the stack's custom resource had deleted its hooks already")
     say("left: the RBAC objects (kubectl delete -f k8s-rbac/) and the code bucket")
-    return 1 if failed else 0
+    return 1 if removal.failed else 0
 
 
 def parse_args(argv: Sequence[str] | None) -> Options:

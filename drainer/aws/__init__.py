@@ -10,7 +10,8 @@ One module per service, named after it: session.py (the session and the clients)
 errors.py (what a failure means), tags.py, ec2.py, autoscaling.py (hooks, tags, the
 lifecycle action), heartbeat.py (the ticker that keeps the action alive), eks.py
 (the cluster and its bearer token), elbv2.py (target groups), sns.py (notices),
-lambda_.py (the hand-over), scheduler.py (a drain asked for later). This package
+lambda_.py (the hand-over), scheduler.py (a drain asked for later), cloudformation.py
+(the custom resource's answer). This package
 re-exports their public names, so that a caller reads `aws.describe_instance(...)`.
 
 drainer/aws knows nothing of the rest of the drainer: it imports only
@@ -23,12 +24,15 @@ from drainer.aws.autoscaling import (
     LifecycleAction,
     asg_tags,
     complete_lifecycle_action,
+    delete_lifecycle_hook,
     describe_hook,
+    existing_groups,
     groups_with_tag,
     lifecycle_hook,
     put_lifecycle_hook,
     record_heartbeat,
 )
+from drainer.aws.cloudformation import answer_custom_resource
 from drainer.aws.ec2 import NodeIdentity, describe_instance
 from drainer.aws.eks import ClusterInfo, TokenSource, cluster_name_for, describe_cluster
 from drainer.aws.elbv2 import (
@@ -67,13 +71,16 @@ __all__ = [
     "NodeIdentity",
     "Session",
     "TokenSource",
+    "answer_custom_resource",
     "asg_tags",
     "cluster_name_for",
     "complete_lifecycle_action",
+    "delete_lifecycle_hook",
     "deregister_targets",
     "describe_cluster",
     "describe_hook",
     "describe_instance",
+    "existing_groups",
     "groups_with_tag",
     "invoke_self_async",
     "is_permanent",

@@ -224,3 +224,40 @@ def complete_lifecycle_action(autoscaling: Client, action: LifecycleAction, resu
     except AWS_FAILURES as e:
         raise translate(e, "autoscaling:CompleteLifecycleAction", what) from e
     return True
+
+
+def existing_groups(autoscaling: Client, names: list[str]) -> set[str]:
+    """Which of the named Auto Scaling groups exist (a deleted one is not an error)."""
+    found: set[str] = set()
+    for start in range(0, len(names), 50):  # DescribeAutoScalingGroups takes 50 names
+        chunk = names[start : start + 50]
+        try:
+            pages = autoscaling.get_paginator("describe_auto_scaling_groups").paginate(
+                AutoScalingGroupNames=chunk
+            )
+            for page in pages:
+                found |= {str(g["AutoScalingGroupName"]) for g in page.get("AutoScalingGroups", [])}
+        except ANSWERED_OR_UNREACHED as e:
+            raise translate(
+                e, "autoscaling:DescribeAutoScalingGroups", f"DescribeAutoScalingGroups {chunk}"
+            ) from e
+    return found
+
+
+def delete_lifecycle_hook(autoscaling: Client, asg_name: str, hook_name: str) -> bool:
+    """Delete the group's hook; False when the hook or its group is already gone."""
+    try:
+        autoscaling.delete_lifecycle_hook(
+            AutoScalingGroupName=asg_name, LifecycleHookName=hook_name
+        )
+    except ClientError as e:
+        if error_code(e) == "ValidationError" and "not found" in error_message(e).lower():
+            return False
+        raise translate(
+            e, "autoscaling:DeleteLifecycleHook", f"DeleteLifecycleHook {asg_name}/{hook_name}"
+        ) from e
+    except ANSWERED_OR_UNREACHED as e:
+        raise translate(
+            e, "autoscaling:DeleteLifecycleHook", f"DeleteLifecycleHook {asg_name}/{hook_name}"
+        ) from e
+    return True

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -127,11 +127,20 @@ def tagged_groups(autoscaling: aws.Client, settings: Settings) -> tuple[list[str
     return admitted, skipped
 
 
+NO_SUCH_GROUP = "no such Auto Scaling group"
+
+
 def covered_groups(autoscaling: aws.Client, settings: Settings) -> tuple[list[str], dict[str, str]]:
-    """The groups that should have the hook, named or tagged, sorted; and the tagged
-    ones left alone, with why."""
+    """The groups that should have the hook, named or tagged, sorted; and those left
+    alone, with why (a tagged group of another cluster, a named group that does not
+    exist: deleted, or a typo in ASG names)."""
     tagged, skipped = tagged_groups(autoscaling, settings)
-    return sorted(set(settings.allowed_asgs) | set(tagged)), skipped
+    named = sorted(set(settings.allowed_asgs) - set(tagged))
+    if named:
+        existing = aws.existing_groups(autoscaling, named)
+        skipped.update({name: NO_SUCH_GROUP for name in named if name not in existing})
+        named = [name for name in named if name in existing]
+    return sorted(set(named) | set(tagged)), skipped
 
 
 def _put_hook(autoscaling: aws.Client, asg_name: str, spec: HookSpec) -> None:
@@ -195,3 +204,68 @@ def sync_hooks(autoscaling: aws.Client, settings: Settings, trigger: str = "") -
     level = logging.ERROR if failed else logging.INFO
     log.log(level, text, extra=logs.safe_fields({"event": "hooks_synced", **summary}))
     return sync
+
+
+@dataclass(frozen=True)
+class HookRemoval:
+    """What one removal of this stack's hooks found and did ("group/hook" keys)."""
+
+    removed: tuple[tuple[str, str], ...] = ()
+    """(group, hook) pairs."""
+    left: dict[str, str] = field(default_factory=dict)
+    """Hooks of the name that another tool made, and why they are not ours."""
+    failed: dict[str, str] = field(default_factory=dict)
+    """Hooks (or "(listing)") that could not be read or deleted: the AWS error."""
+
+
+def remove_hooks(
+    autoscaling: aws.Client,
+    settings: Settings,
+    names: Iterable[str],
+    groups: Iterable[str] | None = None,
+) -> HookRemoval:
+    """Delete the hooks named `names` that this stack's function put, on `groups`
+    (default: the covered groups). Ours: its NotificationMetadata names the cluster as
+    the function writes it (HookSpec.made); a hook of the name made by another tool
+    stays. A group or hook already gone is nothing to do."""
+    failed: dict[str, str] = {}
+    if groups is None:
+        try:
+            groups, _ = covered_groups(autoscaling, settings)
+        except AwsError as e:
+            return HookRemoval(failed={"(listing)": str(e)})
+    spec = HookSpec.from_settings(settings)
+    removed: list[tuple[str, str]] = []
+    left: dict[str, str] = {}
+    for group in sorted(set(groups)):
+        for name in sorted(set(names)):
+            what = f"{group}/{name}"
+            try:
+                found = aws.describe_hook(autoscaling, group, name)
+                if found is None:
+                    continue
+                if not spec.made(found):
+                    cluster = aws.cluster_name_for(
+                        str(found.get("NotificationMetadata", "")), {}, ""
+                    )
+                    left[what] = f"its NotificationMetadata names {cluster or 'no cluster'}"
+                    continue
+                if aws.delete_lifecycle_hook(autoscaling, group, name):
+                    removed.append((group, name))
+            except AwsError as e:
+                failed[what] = str(e)
+    removal = HookRemoval(tuple(removed), left, failed)
+    log.log(
+        logging.ERROR if failed else logging.INFO,
+        f"hook removal: {len(removed)} hook(s) deleted, {len(left)} left to their owners, "
+        f"{len(failed)} failed",
+        extra=logs.safe_fields(
+            {
+                "event": "hooks_removed",
+                "removed": [f"{g}/{n}" for g, n in removed],
+                "left": left,
+                "failed": failed,
+            }
+        ),
+    )
+    return removal

@@ -29,6 +29,11 @@ _ATTRIBUTES = {
     ("DrainerRole", "Arn"): "arn:aws:iam::{account}:role/{stack}-DrainerRole-ABC123",
     ("SchedulerRole", "Arn"): "arn:aws:iam::{account}:role/{stack}-SchedulerRole-ABC123",
     ("DrainerFunction", "Arn"): "arn:aws:lambda:{region}:{account}:function:{stack}",
+    ("DrainFailedAlarm", "Arn"): "arn:aws:cloudwatch:{region}:{account}:alarm:{stack}-drain-failed",
+    (
+        "FailedEventsAlarm",
+        "Arn",
+    ): "arn:aws:cloudwatch:{region}:{account}:alarm:{stack}-failed-events",
     ("DrainerLogGroup", "Arn"): "arn:aws:logs:{region}:{account}:log-group:/aws/lambda/{stack}:*",
     ("FailedEventsQueue", "Arn"): "arn:aws:sqs:{region}:{account}:{stack}-FailedEventsQueue-XYZ",
     ("FailedEventsQueue", "QueueName"): "{stack}-FailedEventsQueue-XYZ",

@@ -60,6 +60,7 @@ RESOURCE_LEVEL = {
     "autoscaling:CompleteLifecycleAction": True,
     "autoscaling:RecordLifecycleActionHeartbeat": True,
     "autoscaling:PutLifecycleHook": True,
+    "autoscaling:DeleteLifecycleHook": True,
     "eks:DescribeCluster": True,
     "lambda:InvokeFunction": True,
     "logs:CreateLogStream": True,
@@ -85,6 +86,7 @@ LIFECYCLE_ACTIONS = {
     "autoscaling:CompleteLifecycleAction",
     "autoscaling:RecordLifecycleActionHeartbeat",
     "autoscaling:PutLifecycleHook",
+    "autoscaling:DeleteLifecycleHook",  # the stack's custom resource, on delete
 }
 # What the Lambda platform does with the role, not the drainer's code.
 PLATFORM_STATEMENTS = {
@@ -389,8 +391,9 @@ def test_tag_with_odd_characters__still_one_valid_statement():
     }
 
 
-def test_no_hooks_of_ours__no_put_lifecycle_hook():
+def test_no_hooks_of_ours__no_put_or_delete_lifecycle_hook():
+    hook_actions = {"autoscaling:PutLifecycleHook", "autoscaling:DeleteLifecycleHook"}
     for statement in policy(CreateLifecycleHooks="false", AsgTag=TAG).values():
-        assert "autoscaling:PutLifecycleHook" not in as_list(statement["Action"])
+        assert not hook_actions & set(as_list(statement["Action"]))
     listed = policy(CreateLifecycleHooks="false")["HoldAndReleaseInstancesOfTheListedGroups"]
-    assert set(listed["Action"]) == LIFECYCLE_ACTIONS - {"autoscaling:PutLifecycleHook"}
+    assert set(listed["Action"]) == LIFECYCLE_ACTIONS - hook_actions

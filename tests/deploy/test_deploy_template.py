@@ -15,7 +15,7 @@ from moto.events.models import EventPattern
 
 from drainer.errors import SettingsError
 from drainer.lifecycle.settings import VARIABLES
-from tools.deploy import TEMPLATE_BODY_LIMIT
+from tools.deploy import TEMPLATE_URL_LIMIT
 from tools.settings_table import parameter_for
 
 from .cfn import ROOT, TEMPLATE, Stack
@@ -34,9 +34,9 @@ def stack(**parameters: str) -> Stack:
     return Stack(defaults | parameters)
 
 
-def test_template_is_plain_cloudformation_small_enough_to_pass_inline(template: dict[str, Any]):
+def test_template_is_plain_cloudformation_within_the_template_url_limit(template: dict[str, Any]):
     assert "Transform" not in template
-    assert len(TEMPLATE.read_bytes()) < TEMPLATE_BODY_LIMIT
+    assert len(TEMPLATE.read_bytes()) < TEMPLATE_URL_LIMIT
 
 
 # --- what moto's CloudFormation creates ---------------------------------------------------
@@ -660,3 +660,68 @@ def test_drain_notices_go_to_the_own_topic_else_the_email_topic(
 ) -> None:
     variables = stack(**parameters).resource("DrainerFunction")["Environment"]["Variables"]
     assert str(variables["NOTIFICATION_TOPIC_ARN"]).rsplit(":", 1)[-1] == topic
+
+
+# --- the dashboard and the custom resource --------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "moto_stack", [{"Dashboard": "true"}, {"Dashboard": "false"}], indirect=True
+)
+def test_dashboard_on_and_off_by_its_parameter(moto_stack: MotoStack):
+    dashboards = moto_stack.client("cloudwatch").list_dashboards()["DashboardEntries"]
+    names = [d["DashboardName"] for d in dashboards]
+    if moto_stack.parameters["Dashboard"] == "false":
+        assert names == []
+        return
+    assert names == [f"{STACK}-drains"]
+    body = json.loads(
+        moto_stack.client("cloudwatch").get_dashboard(DashboardName=names[0])["DashboardBody"]
+    )
+    titles = [w["properties"]["title"] for w in body["widgets"]]
+    assert titles == [
+        "Drains by result",
+        "Invocation seconds",
+        "Evictions and budget refusals",
+        "Alarms",
+        "Drains by result and trigger",
+        "By node group",
+        "Drains that left pods on the node",
+    ]
+
+
+def test_dashboard_reads_the_metrics_the_function_emits_with_the_alarms_dimensions():
+    """Every metric widget names a metric drainer/lifecycle/ending.py writes, with the
+    dimension set it writes (Cluster and service), and the log widgets the end line."""
+    source = (ROOT / "drainer" / "lifecycle" / "ending.py").read_text()
+    emitted = set(re.findall(r'add_metric\(\s*name="(\w+)"', source))
+    body = json.loads(stack().resource("DrainsDashboard")["DashboardBody"])
+    shown: set[str] = set()
+    for widget in body["widgets"]:
+        properties = widget["properties"]
+        if widget["type"] == "metric":
+            for metric in properties["metrics"]:
+                if metric[0] == "...":
+                    continue
+                shown.add(metric[1])
+                assert metric[2:6] == ["Cluster", CLUSTER, "service", "eks-node-drainer"]
+        elif widget["type"] == "log":
+            assert "SOURCE '/aws/lambda/eks-node-drainer'" in properties["query"]
+            assert "event = 'drain_finished'" in properties["query"]
+        else:
+            assert properties["alarms"] == [
+                "arn:aws:cloudwatch:eu-west-1:123456789012:alarm:eks-node-drainer-drain-failed",
+                "arn:aws:cloudwatch:eu-west-1:123456789012:alarm:eks-node-drainer-failed-events",
+            ]
+    assert shown == emitted
+
+
+def test_the_rules_that_put_hooks_back_go_before_the_custom_resource_on_delete():
+    template = stack()
+    hooks = template.resource("LifecycleHooks")
+    assert hooks["ServiceToken"].endswith(":function:eks-node-drainer")
+    for rule in ("HookSyncSchedule", "HookSyncApiCalls"):
+        assert template.template["Resources"][rule]["DependsOn"] == "LifecycleHooks", rule
+    # A change of any parameter that decides the hooks updates them.
+    for name in ("AsgNames", "AsgTag", "LifecycleHookName", "HeartbeatTimeout", "LaunchHook"):
+        assert name in hooks, name
