@@ -163,6 +163,15 @@ BENCH_ARGS ?=
 bench: $(STAMP) $(if $(filter real,$(BACKEND)),controlplane)
 	$(PY) -m bench --backend $(BACKEND) $(if $(QUICK),--quick) $(BENCH_ARGS)
 
+# make bench-runtime [BACKEND=kubesim|real] [RUNS=3]: a cold start and the 110-pod
+# node's drain through the Lambda runtime (awslambdaric + aws-lambda-rie; bench/runtime.py).
+RUNS ?= 3
+
+.PHONY: bench-runtime
+
+bench-runtime: $(STAMP) lambdarie $(if $(filter real,$(BACKEND)),controlplane)
+	$(PY) -m bench.runtime --backend $(BACKEND) --runs $(RUNS)
+
 # --- instance refresh soak (soak/, issue 16) -------------------------------------------
 # make soak [BACKEND=kubesim|real] [SOAK_ARGS="--nodes 30 --batch 3 --pods 600 --speed 5"]:
 # the whole node group replaced 3 at a time by the real handler; prints the report
