@@ -24,6 +24,11 @@ class AwsError(DrainerError):
     """An AWS call failed in a way retries did not fix."""
 
 
+class AwsConfigError(DrainerError):
+    """This machine's AWS configuration cannot be used: a profile that does not exist,
+    a config file that does not parse. A usage error (the CLI exits 2)."""
+
+
 class PermanentAwsError(AwsError):
     """An AWS call refused in a way the same call meets again: an unknown group or
     hook, a malformed id, a denied permission. Retrying the event cannot help, so the

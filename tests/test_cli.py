@@ -645,3 +645,86 @@ def test_log_lines__after_the_verdict__dropped_as_the_progress_lines_are() -> No
     terminal.drain_over(Progress(stream, NODE))
 
     assert not terminal.log.filter(late)
+
+
+# --- the operator's rough edges (issue 27) ------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("flags", "meant"),
+    [
+        (["--f"], "--force"),
+        (["--del"], "--delete-emptydir-data"),
+        (["--ev"], "--evict-daemonset-pods"),
+        (["--ignore-daemonset"], "--ignore-daemonsets"),
+    ],
+    ids=["force", "emptydir", "daemonsets", "typo"],
+)
+def test_abbreviations_and_typos__refused_with_the_drains_usage_and_a_suggestion(
+    sim: KubeSim, capsys: pytest.CaptureFixture[str], flags: list[str], meant: str
+) -> None:
+    """argparse would take `--f` for `--force`: a dangerous flag switched on unseen."""
+    before = len(sim.requests())
+
+    with pytest.raises(SystemExit) as exited:
+        _run(sim, "--node", NODE, *flags)
+
+    assert exited.value.code == 2
+    error = capsys.readouterr().err
+    assert "usage: python -m drainer drain" in error, error
+    assert f"unrecognized arguments: {flags[0]}" in error
+    assert f"did you mean {meant}" in error
+    assert len(sim.requests()) == before, "nothing was sent"
+
+
+@pytest.mark.parametrize("command", ["drain", "release"])
+def test_aws_profile_that_does_not_exist__one_line__exit_2(
+    command: str,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    monkeypatch.setenv("AWS_PROFILE", "prod")
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "config"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "credentials"))
+
+    code = main([command, "--instance-id", "i-0aaaaaaaaaaaaaaa1"], stdout=io.StringIO())
+
+    assert code == 2
+    error = capsys.readouterr().err
+    assert error.splitlines() == [
+        "error: AWS profile 'prod' (AWS_PROFILE) is not in ~/.aws/config or ~/.aws/credentials: "
+        "create it (aws configure --profile prod), or unset AWS_PROFILE"
+    ]
+
+
+def test_no_aws_credentials__said_so__not_a_network_problem(
+    sim: KubeSim,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    for variable in (
+        "AWS_PROFILE",
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
+        "AWS_SESSION_TOKEN",
+    ):
+        monkeypatch.delenv(variable, raising=False)
+    monkeypatch.setenv("AWS_REGION", "eu-west-1")
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "config"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "credentials"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    for source in (
+        "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+        "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+        "AWS_WEB_IDENTITY_TOKEN_FILE",
+    ):
+        monkeypatch.delenv(source, raising=False)
+
+    code, _ = _run(sim, "--instance-id", "i-0aaaaaaaaaaaaaaa1")
+
+    assert code == 2
+    error = capsys.readouterr().err
+    assert "no AWS credentials found" in error, error
+    assert "network" not in error

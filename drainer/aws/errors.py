@@ -16,7 +16,12 @@ retried).
 
 from __future__ import annotations
 
-from botocore.exceptions import BotoCoreError, ClientError
+from botocore.exceptions import (
+    BotoCoreError,
+    ClientError,
+    NoCredentialsError,
+    PartialCredentialsError,
+)
 from botocore.parsers import ResponseParserError
 
 from drainer.errors import AwsError, DrainerError, PermanentAwsError
@@ -117,6 +122,12 @@ def translate(error: Exception, action: str, what: str) -> AwsError:
     code = error_code(error)
     if code in _ACCESS_DENIED:
         return kind(f"{what}: access denied ({code}); grant {action} to the function's IAM role")
+    if isinstance(error, NoCredentialsError | PartialCredentialsError):
+        return kind(
+            f"{what}: no AWS credentials found: set AWS_PROFILE (after `aws configure` or "
+            "`aws sso login`) or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or run where "
+            "an IAM role is attached"
+        )
     if isinstance(error, BotoCoreError):
         return kind(
             f"{what}: {type(error).__name__}: {error} (after botocore's retries; "

@@ -7,13 +7,14 @@ retried by botocore before it ever reaches drainer/aws/errors.py.
 
 from __future__ import annotations
 
+import contextlib
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, Protocol, TypeAlias
 
 from botocore.config import Config
 
-from drainer.errors import AwsError
+from drainer.errors import AwsConfigError, AwsError
 
 Client: TypeAlias = Any
 """A botocore client. Clients are generated at run time and no type stubs are pinned."""
@@ -55,7 +56,8 @@ class Session:
 
     @property
     def region_name(self) -> str | None:
-        region = self._session.get_config_variable("region")
+        with _configuration():
+            region = self._session.get_config_variable("region")
         return str(region) if region else None
 
     def client(
@@ -65,15 +67,35 @@ class Session:
         endpoint_url: str | None = None,
         config: Any = None,
     ) -> Any:
-        return self._session.create_client(
-            service_name,
-            region_name=region_name or self.region_name,
-            endpoint_url=endpoint_url,
-            config=config,
-        )
+        with _configuration():
+            return self._session.create_client(
+                service_name,
+                region_name=region_name or self.region_name,
+                endpoint_url=endpoint_url,
+                config=config,
+            )
 
     def get_credentials(self) -> Any:
-        return self._session.get_credentials()
+        with _configuration():
+            return self._session.get_credentials()
+
+
+@contextlib.contextmanager
+def _configuration() -> Iterator[None]:
+    """botocore's errors about this machine's AWS configuration, as one clear line."""
+    from botocore.exceptions import ConfigParseError, ProfileNotFound
+
+    try:
+        yield
+    except ProfileNotFound as e:
+        profile = e.kwargs.get("profile", "")
+        raise AwsConfigError(
+            f"AWS profile {profile!r} (AWS_PROFILE) is not in ~/.aws/config or "
+            f"~/.aws/credentials: create it (aws configure --profile {profile}), "
+            "or unset AWS_PROFILE"
+        ) from e
+    except ConfigParseError as e:
+        raise AwsConfigError(f"the AWS config file does not parse: {e}") from e
 
 
 class AwsClients:

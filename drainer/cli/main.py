@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import difflib
 import json
 import logging
 import math
@@ -144,9 +145,42 @@ def _target(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--context", help="kubeconfig context (default: the current one)")
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m drainer", description=__doc__.split("\n\n")[0])
-    commands = parser.add_subparsers(dest="command", required=True)
+class _Parser(argparse.ArgumentParser):
+    """No abbreviations (`--f` is not `--force`): a flag is spelled out or refused."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+        self.commands: dict[str, argparse.ArgumentParser] = {}
+
+
+def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
+    """The arguments; an unknown one is the subcommand's usage error (exit 2), with
+    the flags it may have meant."""
+    parser = _parser()
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        command = parser.commands[args.command]
+        command.error(f"unrecognized arguments: {' '.join(unknown)}{_suggestion(unknown, command)}")
+    return args
+
+
+def _suggestion(unknown: Sequence[str], parser: argparse.ArgumentParser) -> str:
+    flags = sorted(o for action in parser._actions for o in action.option_strings)
+    for word in unknown:
+        if not word.startswith("-"):
+            continue
+        given = word.split("=", 1)[0]
+        close = [f for f in flags if f.startswith(given) and given.startswith("--")]
+        close = close or difflib.get_close_matches(given, flags, n=3, cutoff=0.75)
+        if close:
+            return f" (did you mean {' or '.join(close)}?)"
+    return ""
+
+
+def _parser() -> _Parser:
+    parser = _Parser(prog="python -m drainer", description=__doc__.split("\n\n")[0])
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     release = commands.add_parser(
         "release",
         help="undo a drain: uncordon, remove the load-balancer exclusion label and the "
@@ -172,6 +206,7 @@ def _parser() -> argparse.ArgumentParser:
     drain.add_argument(
         "--verbose", "-v", action="store_true", help="print every eviction attempt and debug logs"
     )
+    parser.commands = {"release": release, "drain": drain}
     return parser
 
 
@@ -306,7 +341,7 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None) -> int
     err = SafeStream(sys.stderr)
     terminal = _Terminal(out=SafeStream(stdout or sys.stdout, fallback=err), err=err)
     terminal.log.quiet = False
-    args = _parser().parse_args(argv)
+    args = _parse(argv)
     verbose = getattr(args, "verbose", False)
     # A handler of our own, filtered: basicConfig installs it only in a process whose
     # logging nobody set up yet (a test's handlers, shared across tests, stay as they are).
@@ -332,7 +367,7 @@ def _connect(args: argparse.Namespace, terminal: _Terminal) -> int:
     if args.instance_id:
         try:
             _aws_session()
-        except NoRegion as e:
+        except DrainerError as e:  # no region, a profile that does not exist
             print(f"error: {e}", file=err)
             return 2
     try:
