@@ -30,7 +30,7 @@ from drainer.lifecycle.settings import Settings
 from kubesim import KubeSim
 from testbed import workloads as w
 from testbed.cluster import Cluster
-from testbed.world import pods_on, rbac_manifests, wait_until
+from testbed.world import pods_on, rbac_manifests, set_schedulable, wait_until
 
 NODE = "ip-10-0-0-1.ec2.internal"
 
@@ -728,3 +728,20 @@ def test_no_aws_credentials__said_so__not_a_network_problem(
     error = capsys.readouterr().err
     assert "no AWS credentials found" in error, error
     assert "network" not in error
+
+
+def test_dry_run__a_pod_its_budget_holds__reported_held_naming_the_budget(sim: KubeSim) -> None:
+    cluster = Cluster.of_kubesim(sim)
+    set_schedulable(cluster, ["ip-10-0-0-2.ec2.internal"], False)
+    sim.apply([w.deployment("db", 1), w.budget("db", {"app": "db"}, max_unavailable=0)])
+    sim.apply(w.bare_pod("lonely", node=NODE))
+    wait_until(lambda: len(pods_on(cluster, NODE)) == 2, timeout=20)
+
+    code, output = _run(sim, "--node", NODE, "--dry-run", "--force")
+
+    assert code == 0, output
+    assert "would evict  default/lonely" in output
+    assert "would evict  default/db-" not in output
+    assert "PodDisruptionBudget default/db allows no disruption now" in output
+    assert "dry run: would evict 1 pods; 1 held by budgets allowing no disruption now: " in output
+    assert "default/db (1)" in output

@@ -58,12 +58,12 @@ WEB = {"app": "web"}
             [],
         ),
         (
-            "a budget that allows none: would go, and the budget is named",
+            "a budget that allows none: held, not counted as going, the budget named",
             [
                 pod("web-0", namespace="shop", node_name=NODE, labels=WEB),
                 budget("web", WEB, namespace="shop", max_unavailable=0),
             ],
-            ["shop/web-0"],
+            [],
             {"shop/web": ["shop/web-0"]},
             [],
         ),

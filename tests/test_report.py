@@ -35,8 +35,8 @@ from drainer.outcome import Outcome
         (DrainEvent(Kind.GONE, pod="shop/web-0", seconds=2.46), "shop/web-0 is gone after 2.5 s"),
         (DrainEvent(Kind.WOULD_EVICT, pod="shop/web-0"), "would evict shop/web-0"),
         (
-            DrainEvent(Kind.WOULD_EVICT, pod="shop/web-0", budget="shop/web"),
-            "would evict shop/web-0 (PodDisruptionBudget shop/web refuses it now)",
+            DrainEvent(Kind.HELD, pod="shop/web-0", budget="shop/web", reason="budget says no"),
+            "not evicting shop/web-0: budget says no",
         ),
         (
             DrainEvent(Kind.SKIPPED, pod="kube-system/proxy", reason="DaemonSet-managed"),

@@ -632,7 +632,14 @@ def _conclude(
     for message, names in report.warnings.items():
         print(f"warning: {message}: {', '.join(names)}", file=out)
     if report.outcome == Outcome.DRY_RUN:
-        print(f"dry run: would evict {len(report.would_evict)} pods; nothing changed", file=out)
+        held = sum(len(names) for names in report.blocked_by.values())
+        budgets = ", ".join(f"{b} ({len(names)})" for b, names in sorted(report.blocked_by.items()))
+        print(
+            f"dry run: would evict {len(report.would_evict)} pods"
+            + (f"; {held} held by budgets allowing no disruption now: {budgets}" if held else "")
+            + "; nothing changed",
+            file=out,
+        )
         return 0
     if report.outcome == Outcome.NO_NODE and report.stopped_by:
         # Replaced mid-drain: the drain of this node did not finish.

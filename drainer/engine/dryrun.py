@@ -68,10 +68,12 @@ def _try(
     name = decision.name
     try:
         kube.evict(decision.pod, grace_period_seconds=options.grace_period_seconds, dry_run=True)
-    except EvictionBlocked as e:
+    except EvictionBlocked as e:  # the server's answer now: held, not "would evict"
         budget = f"{decision.pod['metadata'].get('namespace', '')}/{e.budget}"
         report.blocked_by.setdefault(budget, []).append(name)
-        emit(Kind.WOULD_EVICT, pod=name, budget=budget, reason=str(e))
+        why = f"PodDisruptionBudget {budget} allows no disruption now; a drain would wait for it"
+        emit(Kind.HELD, pod=name, budget=budget, reason=why)
+        return
     except MultipleBudgets:
         names = _budgets(kube, budgets).matching(decision.pod)
         report.multiple_budgets[name] = names

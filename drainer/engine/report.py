@@ -282,8 +282,6 @@ def describe(event: DrainEvent, node: str) -> str:
         text += f" after {event.seconds:.1f} s"
     if event.kind == Kind.EVICTED and event.refusals:
         text += f" after {event.refusals} budget refusal(s)"
-    if event.kind == Kind.WOULD_EVICT and event.budget:
-        text += f" (PodDisruptionBudget {event.budget} refuses it now)"
     return text
 
 
