@@ -745,3 +745,35 @@ def test_dry_run__a_pod_its_budget_holds__reported_held_naming_the_budget(sim: K
     assert "PodDisruptionBudget default/db allows no disruption now" in output
     assert "dry run: would evict 1 pods; 1 held by budgets allowing no disruption now: " in output
     assert "default/db (1)" in output
+
+
+def _json_run(sim: KubeSim, command: str, *args: str) -> tuple[int, dict[str, Any]]:
+    out = io.StringIO()
+    code = main(
+        [command, "--kubeconfig", str(sim.kubeconfig), "--context", "drainer", "-o", "json", *args],
+        stdout=out,
+    )
+    return code, json.loads(out.getvalue())  # one JSON document, nothing else
+
+
+def test_output_json__whatever_happens__one_json_document_on_stdout(sim: KubeSim) -> None:
+    sim.apply(w.bare_pod("lonely", node=NODE))
+    wait_until(lambda: len(pods_on(Cluster.of_kubesim(sim), NODE)) == 1)
+
+    missing = _json_run(sim, "drain", "--node", "ip-10-9-9-9.ec2.internal")
+    refused = _json_run(sim, "drain", "--node", NODE)  # an unreplicated pod, no --force
+    released = _json_run(sim, "release", "--node", NODE)
+
+    assert missing == (
+        1,
+        {
+            "result": "no_node",
+            "message": "node ip-10-9-9-9.ec2.internal not found",
+            "exit_code": 1,
+        },
+    )
+    code, document = refused
+    assert (code, document["result"], document["exit_code"]) == (1, "refused", 1)
+    assert list(document["refusals"].values()) == [["default/lonely"]]
+    code, document = released
+    assert (code, document["result"], document["node"]) == (0, "unchanged", NODE)

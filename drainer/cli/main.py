@@ -190,24 +190,30 @@ def _parser() -> _Parser:
     release.add_argument(
         "--dry-run", action="store_true", help="say what would change; change nothing"
     )
+    _output_flag(release)
     drain = commands.add_parser(
         "drain", help="cordon and drain one node, respecting PodDisruptionBudgets"
     )
     _target(drain)
     _pacing_flags(drain)
     _kubectl_flags(drain)
-    drain.add_argument(
-        "--output",
-        "-o",
-        choices=("text", "json"),
-        default="text",
-        help="json: the summary as JSON on stdout, for scripts (progress on stderr)",
-    )
+    _output_flag(drain)
     drain.add_argument(
         "--verbose", "-v", action="store_true", help="print every eviction attempt and debug logs"
     )
     parser.commands = {"release": release, "drain": drain}
     return parser
+
+
+def _output_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--output",
+        "-o",
+        choices=("text", "json"),
+        default="text",
+        help="json: one JSON document on stdout, whatever happens, for scripts (progress "
+        "and errors on stderr)",
+    )
 
 
 def _pacing_flags(drain: argparse.ArgumentParser) -> None:
@@ -360,16 +366,26 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None) -> int
         return 128 + (e.signum if isinstance(e, Signalled) else signal.SIGINT)
 
 
+def _failed(
+    terminal: _Terminal, args: argparse.Namespace, code: int, message: str, **more: Any
+) -> int:
+    """An error before or instead of a drain: one line on stderr, and with -o json
+    the one JSON document stdout carries."""
+    print(f"error: {message}", file=terminal.err)
+    if args.output == "json":
+        document = {"result": "error", "message": message, **more, "exit_code": code}
+        print(json.dumps(document, indent=2), file=terminal.out)
+    return code
+
+
 def _connect(args: argparse.Namespace, terminal: _Terminal) -> int:
     """The client, the command, and the exit status of what went wrong before a drain."""
-    err = terminal.err
     options = options_from(args) if args.command == "drain" else DEFAULTS
     if args.instance_id:
         try:
             _aws_session()
         except DrainerError as e:  # no region, a profile that does not exist
-            print(f"error: {e}", file=err)
-            return 2
+            return _failed(terminal, args, 2, str(e))
     try:
         kube = Kube.from_kubeconfig(
             args.kubeconfig,
@@ -377,19 +393,15 @@ def _connect(args: argparse.Namespace, terminal: _Terminal) -> int:
             pool_size=options.concurrency + 4,
         )
     except DrainerError as e:
-        print(f"error: {e}", file=err)
-        return 2
+        return _failed(terminal, args, 2, str(e))
     try:
         return _command(kube, args, options, terminal)
     except KubeError as e:
-        print(f"error: {e}", file=err)
-        return 3
+        return _failed(terminal, args, 3, str(e))
     except InstanceNotFound as e:
-        print(f"error: {e}", file=err)
-        return 1
+        return _failed(terminal, args, 1, str(e))
     except DrainerError as e:
-        print(f"error: {e}", file=err)
-        return 2
+        return _failed(terminal, args, 2, str(e))
     finally:
         kube.close()
 
@@ -398,33 +410,32 @@ def _command(
     kube: Kube, args: argparse.Namespace, options: DrainOptions, terminal: _Terminal
 ) -> int:
     out, err = terminal.out, terminal.err
-    found = _the_node(kube, args, err)
-    if found is None:
-        return 1
+    if args.instance_id:
+        found = _node_for_instance(kube, args.instance_id)
+        if found is None:
+            why = f"no Kubernetes node for instance {args.instance_id}"
+            return _failed(terminal, args, 1, why, result="no_node")
+    else:
+        found = kube.get_node(args.node)
+        if found is None:  # kubectl's answer; nothing is touched
+            return _failed(terminal, args, 1, f"node {args.node} not found", result="no_node")
     node = str(found["metadata"]["name"])
     if args.command == "release":
-        return _release(kube, found, args.dry_run, out)
+        return _release(kube, found, args, out)
     pod_list, _ = kube.list_pods_on_node(node, args.pod_selector or "")
     refused = filters.refusals(pod_list, overrides_from(args))
     if refused:  # kubectl's answer, before anything changes (kubectl cordons first)
         for message, names in refused.items():
             print(f"error: {message}: {', '.join(names)}", file=err)
-        print(f"node {node} not drained; nothing changed", file=out)
+        said = f"node {node} not drained; nothing changed"
+        if args.output == "json":
+            print(said, file=err)
+            document = {"result": "refused", "node": node, "refusals": refused, "exit_code": 1}
+            print(json.dumps(document, indent=2), file=out)
+        else:
+            print(said, file=out)
         return 1
     return _drain(kube, found, args, options, terminal)
-
-
-def _the_node(kube: Kube, args: argparse.Namespace, err: SafeStream) -> dict[str, Any] | None:
-    """The node the flags name, as read now; None, said on stderr, when there is none."""
-    if args.instance_id:
-        found = _node_for_instance(kube, args.instance_id)
-        if found is None:
-            print(f"error: no Kubernetes node for instance {args.instance_id}", file=err)
-    else:
-        found = kube.get_node(args.node)
-        if found is None:  # kubectl's answer; nothing is touched
-            print(f"error: node {args.node} not found", file=err)
-    return found
 
 
 def _drain(
@@ -458,24 +469,37 @@ def _drain(
                 interruptible.over = True
                 terminal.drain_over(progress)
         except KubeError as e:  # the API failed beyond retries after the drain began
-            print(f"error: {e}", file=err)
-            if drain.report.cordoned:
+            cordoned = drain.report.cordoned
+            if cordoned:
                 print(f"node {node} NOT drained; it stays cordoned; to undo: {undo}", file=display)
-            return 3
+            return _failed(terminal, args, 3, str(e), node=node, cordoned=cordoned)
         code = _conclude(report, node, display, err, undo, interrupted=interruptible.exit_code)
         if args.output == "json":
             print(json.dumps({**report.summary(), "exit_code": code}, indent=2), file=out)
         return code
 
 
-def _release(kube: Kube, node: dict[str, object], dry_run: bool, out: SafeStream) -> int:
-    result = cordon.release(kube, node, dry_run=dry_run)
+def _release(kube: Kube, node: dict[str, object], args: argparse.Namespace, out: SafeStream) -> int:
+    result = cordon.release(kube, node, dry_run=args.dry_run)
+    if args.output == "json":
+        document = {
+            "result": ("would_release" if args.dry_run else "released")
+            if result.changed
+            else "unchanged",
+            "node": result.node,
+            "changed": list(result.changed),
+            "kept": list(result.kept),
+            "warning": result.warning or None,
+            "exit_code": 0,
+        }
+        print(json.dumps(document, indent=2), file=out)
+        return 0
     if result.warning:
         print(f"warning: {result.warning}", file=out)
     for kept in result.kept:
         print(f"node {result.node}: {kept}", file=out)
     if result.changed:
-        verb = "would be released" if dry_run else "released"
+        verb = "would be released" if args.dry_run else "released"
         print(f"node {result.node} {verb}: {', '.join(result.changed)}", file=out)
     return 0
 
