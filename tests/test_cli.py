@@ -777,3 +777,53 @@ def test_output_json__whatever_happens__one_json_document_on_stdout(sim: KubeSim
     assert list(document["refusals"].values()) == [["default/lonely"]]
     code, document = released
     assert (code, document["result"], document["node"]) == (0, "unchanged", NODE)
+
+
+def _without_eviction_rule(sim: KubeSim) -> None:
+    """k8s-rbac/ with the pods/eviction rule taken out of the ClusterRole."""
+    from kubesim.api import R
+
+    (role,) = [m for m in rbac_manifests() if m["kind"] == "ClusterRole"]
+    role["rules"] = [r for r in role["rules"] if "pods/eviction" not in r.get("resources", [])]
+    sim.api.delete(R["clusterroles.rbac.authorization.k8s.io"], "", role["metadata"]["name"])
+    sim.apply(role)
+
+
+def test_no_eviction_permission__said_before_the_cordon__nothing_changed(
+    sim: KubeSim, capsys: pytest.CaptureFixture[str]
+) -> None:
+    sim.apply(w.bare_pod("lonely", node=NODE))
+    wait_until(lambda: len(pods_on(Cluster.of_kubesim(sim), NODE)) == 1)
+    _without_eviction_rule(sim)
+
+    code, _ = _run(sim, "--node", NODE, "--force")
+
+    assert code == 3
+    error = capsys.readouterr().err
+    assert error.count("may not evict pods (RBAC: create pods/eviction)") == 1, error
+    node = sim.get("Node", NODE)
+    assert not node["spec"].get("unschedulable"), "cordoned by a drain that cannot evict"
+    assert not (node["metadata"].get("labels") or {}).get(
+        "node.kubernetes.io/exclude-from-external-load-balancers"
+    )
+
+
+def test_pod_selector_matching_nothing__a_warning__no_error(
+    sim: KubeSim, capsys: pytest.CaptureFixture[str]
+) -> None:
+    sim.apply(w.bare_pod("lonely", node=NODE, labels={"app": "web"}))
+    wait_until(lambda: len(pods_on(Cluster.of_kubesim(sim), NODE)) == 1)
+
+    code, output = _run(sim, "--node", NODE, "--pod-selector", "ap=web")
+
+    assert code == 0, output
+    assert f"warning: --pod-selector ap=web matches no pod on {NODE}" in capsys.readouterr().err
+
+
+def test_malformed_pod_selector__a_usage_error_exit_2(
+    sim: KubeSim, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _ = _run(sim, "--node", NODE, "--pod-selector", "app in (web")
+
+    assert code == 2
+    assert "--pod-selector 'app in (web'" in capsys.readouterr().err

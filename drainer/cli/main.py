@@ -422,7 +422,14 @@ def _command(
     node = str(found["metadata"]["name"])
     if args.command == "release":
         return _release(kube, found, args, out)
-    pod_list, _ = kube.list_pods_on_node(node, args.pod_selector or "")
+    try:
+        pod_list, _ = kube.list_pods_on_node(node, args.pod_selector or "")
+    except KubeError as e:
+        if e.status == 400 and args.pod_selector:  # a usage error: the selector's syntax
+            return _failed(terminal, args, 2, f"--pod-selector {args.pod_selector!r}: {e}")
+        raise
+    if args.pod_selector and not pod_list:  # kubectl's answer: nothing to evict, no error
+        print(f"warning: --pod-selector {args.pod_selector} matches no pod on {node}", file=err)
     refused = filters.refusals(pod_list, overrides_from(args))
     if refused:  # kubectl's answer, before anything changes (kubectl cordons first)
         for message, names in refused.items():
@@ -435,6 +442,12 @@ def _command(
         else:
             print(said, file=out)
         return 1
+    if not args.dry_run and not _may_evict(kube):
+        why = (
+            "this identity may not evict pods (RBAC: create pods/eviction); node "
+            f"{node} not cordoned, nothing changed. Apply k8s-rbac/ (kubectl apply -f k8s-rbac/)"
+        )
+        return _failed(terminal, args, 3, why, result="forbidden", node=node)
     return _drain(kube, found, args, options, terminal)
 
 
@@ -477,6 +490,16 @@ def _drain(
         if args.output == "json":
             print(json.dumps({**report.summary(), "exit_code": code}, indent=2), file=out)
         return code
+
+
+def _may_evict(kube: Kube) -> bool:
+    """Asked before the cordon (a SelfSubjectAccessReview): a drain that may not evict
+    would cordon the node, take it out of its load balancers, then fail. An identity
+    that may not ask is let through: the evictions say it then."""
+    try:
+        return kube.can_i("create", "", "pods/eviction")
+    except KubeError:
+        return True
 
 
 def _release(kube: Kube, node: dict[str, object], args: argparse.Namespace, out: SafeStream) -> int:
