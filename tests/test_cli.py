@@ -127,7 +127,10 @@ def test_rbac_missing__exit_3_names_verb_and_resource(
 def test_bad_kubeconfig__exit_2_clear_message(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code = main(["drain", "--kubeconfig", str(tmp_path / "missing"), "--node", NODE])
+    broken = tmp_path / "config"
+    broken.write_text("apiVersion: v1\nkind: Config\ncontexts: []\n")
+
+    code = main(["drain", "--kubeconfig", str(broken), "--node", NODE])
 
     assert code == 2
     assert "cannot load kubeconfig" in capsys.readouterr().err
@@ -827,3 +830,49 @@ def test_malformed_pod_selector__a_usage_error_exit_2(
 
     assert code == 2
     assert "--pod-selector 'app in (web'" in capsys.readouterr().err
+
+
+def test_kubeconfig_file_missing__says_no_such_file__exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = tmp_path / "nope" / "config"
+
+    code = main(["drain", "--node", NODE, "--kubeconfig", str(missing)], stdout=io.StringIO())
+
+    assert code == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"error: no kubeconfig file at {missing}: write one with `aws eks ")
+
+
+def test_api_server_unreachable__one_short_line_per_retry(
+    sim: KubeSim,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    kubeconfig = tmp_path / "config"
+    kubeconfig.write_text(sim.kubeconfig.read_text())
+    sim.stop()  # the address is now refused
+    loader = Kube.from_kubeconfig.__func__  # type: ignore[attr-defined]
+    pauses: list[float] = []
+
+    def without_real_pauses(cls: type[Kube], *args: Any, **kwargs: Any) -> Kube:
+        kube = loader(cls, *args, **kwargs)
+        kube._sleep = pauses.append
+        return kube
+
+    monkeypatch.setattr(Kube, "from_kubeconfig", classmethod(without_real_pauses))
+
+    code = main(
+        ["drain", "--kubeconfig", str(kubeconfig), "--context", "drainer", "--node", NODE],
+        stdout=io.StringIO(),
+    )
+
+    assert code == 3
+    retries = [r.getMessage() for r in caplog.records if "retrying in" in r.getMessage()]
+    (error,) = capsys.readouterr().err.splitlines()
+    assert len(retries) == len(pauses) > 0  # a line per retry, then the error
+    for line in [*retries, error]:
+        assert "cannot reach the API server: Connection refused (127.0.0.1:" in line, line
+        assert len(line) < 160, line

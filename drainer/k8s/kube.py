@@ -345,7 +345,22 @@ def _transport_error(error: Exception, what: str) -> KubeError:
             f"{what}: the API server's certificate does not verify against the cluster CA "
             f"({text[:200]}). Refusing to connect; check the cluster's certificateAuthority.",
         )
-    return KubeServerError(f"{what}: connection to the API server failed: {text[:300]}")
+    return KubeServerError(f"{what}: cannot reach the API server: {_cause(error)}")
+
+
+def _cause(error: Exception) -> str:
+    """What went wrong on the wire, in a few words: urllib3 wraps the socket's error
+    ("[Errno 111] Connection refused") in two layers of repr."""
+    reason = getattr(error, "reason", None) or error
+    text = str(reason)
+    found = re.search(r"\[Errno -?\d+\] ([^'\")]+)", text)
+    if found:
+        host = re.search(r"host='([^']+)', port=(\d+)", text)
+        where = f" ({host.group(1)}:{host.group(2)})" if host else ""
+        return f"{found.group(1).strip()}{where}"
+    if "timed out" in text.lower():
+        return "timed out"
+    return text.splitlines()[0][:160] if text else type(error).__name__
 
 
 def _server_gone(error: BaseException | None) -> bool:
@@ -605,10 +620,15 @@ class Kube:
             from kubernetes.config.config_exception import ConfigException
 
         configuration = client.Configuration()
-        try:
-            merged = kube_config.KubeConfigMerger(  # type: ignore[no-untyped-call]
-                path or os.environ.get("KUBECONFIG") or "~/.kube/config"
+        where = path or os.environ.get("KUBECONFIG") or "~/.kube/config"
+        files = [os.path.expanduser(p) for p in where.split(os.pathsep) if p]
+        if not any(os.path.isfile(f) for f in files):
+            raise KubeError(
+                f"no kubeconfig file at {', '.join(files)}: write one with `aws eks "
+                "update-kubeconfig --name <cluster>`, or name one with --kubeconfig or KUBECONFIG"
             )
+        try:
+            merged = kube_config.KubeConfigMerger(where)  # type: ignore[no-untyped-call]
             if merged.config is None:
                 raise ConfigException("no configuration found")
             loader = kube_config.KubeConfigLoader(  # type: ignore[no-untyped-call]
