@@ -441,23 +441,26 @@ def test_output_json__summary_alone_on_stdout__progress_on_stderr(
     assert "evicted  default/lonely" in capsys.readouterr().err
 
 
-def test_real_process__each_event_once__no_log_line_repeats_it(sim: KubeSim) -> None:
+@pytest.mark.parametrize("dry_run", [False, True], ids=["drain", "dry-run"])
+def test_real_process__each_event_once__no_log_line_repeats_it(sim: KubeSim, dry_run: bool) -> None:
     """As a person runs it: the progress lines and the closing warning on stdout,
-    and not the drain's own event log lines again on stderr."""
+    and not the drain's own event log lines (nor the dry run's) again on stderr."""
     sim.apply(w.bare_pod("lonely", node=NODE))
     wait_until(lambda: len(pods_on(Cluster.of_kubesim(sim), NODE)) == 1)
 
     run = subprocess.run(
         [sys.executable, "-m", "drainer", "drain", "--node", NODE, "--force",
-         "--kubeconfig", str(sim.kubeconfig), "--context", "drainer"],
+         "--kubeconfig", str(sim.kubeconfig), "--context", "drainer",
+         *(["--dry-run"] if dry_run else [])],
         capture_output=True, text=True, check=False, timeout=60,
     )  # fmt: skip
 
     assert run.returncode == 0, run.stderr
     both = run.stdout + run.stderr
     assert both.count("no controller will recreate this pod: default/lonely") == 1, both
-    assert both.count("evicted  default/lonely") == 1
-    assert "drainer.engine.drain" not in run.stderr
+    verb = "would evict" if dry_run else "evicted"
+    assert both.count(f"{verb}  default/lonely") == 1, both
+    assert "drainer.engine" not in run.stderr
 
 
 # -- the end of a drain: signals, a closed stdout, the last line ------------------------

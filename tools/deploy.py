@@ -215,8 +215,11 @@ class Aws:
         return self.clients[service]
 
 
-def connect(region: str, profile: str = "") -> Aws:
-    """A session with a region and working credentials; DeployError (status 3) if not."""
+def connect(
+    region: str, profile: str = "", *, unchanged: str = "nothing was uploaded or changed"
+) -> Aws:
+    """A session with a region and working credentials; DeployError (status 3) if not.
+    `unchanged` says what a failure left alone ("" for a tool that changes nothing)."""
     import boto3
     from botocore.exceptions import BotoCoreError, ClientError, ProfileNotFound
 
@@ -239,7 +242,7 @@ def connect(region: str, profile: str = "") -> Aws:
         raise DeployError(
             f"no usable AWS credentials ({type(e).__name__}: {e}). Configure them first "
             "(aws configure, AWS_PROFILE=..., or aws sso login) and check with "
-            "`aws sts get-caller-identity`; nothing was uploaded or changed",
+            f"`aws sts get-caller-identity`{'; ' + unchanged if unchanged else ''}",
             3,
         ) from e
     return Aws(session, resolved, str(identity["Account"]), str(identity["Arn"]))

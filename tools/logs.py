@@ -179,7 +179,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     options = parse_args(argv)
 
     def body() -> int:
-        aws = connect(options.region, options.profile)
+        aws = connect(options.region, options.profile, unchanged="")
         return show(aws.client("logs"), options, lambda line: print(line, flush=True))
 
     return run_tool("logs", body, on_ctrl_c=0)  # Ctrl-C is how FOLLOW=1 ends

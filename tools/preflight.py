@@ -449,7 +449,10 @@ def parse_args(argv: Sequence[str] | None) -> Options:
 
 def main(argv: Sequence[str] | None = None) -> int:
     options = parse_args(argv)
-    return run_tool("preflight", lambda: _report(connect(options.region, options.profile), options))
+    return run_tool(
+        "preflight",
+        lambda: _report(connect(options.region, options.profile, unchanged=""), options),
+    )
 
 
 def _report(aws: Aws, options: Options) -> int:

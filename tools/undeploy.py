@@ -200,7 +200,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     options = parse_args(argv)
 
     def body() -> int:
-        aws = connect(options.region, options.profile)
+        aws = connect(options.region, options.profile, unchanged="nothing was deleted")
         return undeploy(aws, options, lambda line: print(line, flush=True))
 
     return run_tool("undeploy", body, interrupted="the stack and hooks are as the last line says")

@@ -37,7 +37,7 @@ def dry_run(
     decisions = [filters.decide(p, options.filters) for p in pod_list]
     for message, names in filters.warnings_by_message(decisions).items():
         report.warnings.setdefault(message, []).extend(names)
-        log.warning("%s: %s", message, ", ".join(names))
+        log.warning("%s: %s", message, ", ".join(names), extra={"in_report": True})
     budgets: list[BudgetTracker] = []
     for decision in decisions:
         if decision.action == Action.SKIP:

@@ -360,3 +360,26 @@ def test_a_zip_for_the_other_architecture_is_refused_before_upload(
     assert run.returncode == 1
     assert "was built for arm64, the stack runs on x86_64: make package ARCH=x86_64" in run.stderr
     assert "uploading" not in run.stdout
+
+
+@pytest.mark.parametrize(
+    ("tool", "said"),
+    [("logs", ""), ("preflight", ""), ("undeploy", "nothing was deleted")],
+)
+def test_read_only_tools_without_credentials__do_not_claim_an_upload(
+    tmp_path: Path, tool: str, said: str
+):
+    args = {"preflight": ["--cluster-name", "prod", "--asg-names", "a"]}.get(tool, [])
+    run = subprocess.run(
+        [sys.executable, "-m", f"tools.{tool}", *args],
+        cwd=ROOT,
+        env=offline_env(tmp_path, AWS_REGION="eu-west-1"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert run.returncode == 3, run.stderr
+    assert "no usable AWS credentials" in run.stderr
+    assert "uploaded" not in run.stderr
+    assert said in run.stderr
