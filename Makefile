@@ -4,7 +4,35 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: test lint types unit cfn-lint venv clean checkov controlplane lambdarie
+.PHONY: help test lint types unit cfn-lint venv clean checkov controlplane lambdarie
+.DEFAULT_GOAL := help
+
+# make help: every target, one line each (tests/deploy/test_deploy_readme.py keeps it whole).
+help:
+	@echo "Try it (no AWS account needed):"
+	@echo "  make demo          a scale-in drained by the real handler on kubesim + awssim (DEMO_ARGS=)"
+	@echo "Deploy and operate (README \"Deploy\"):"
+	@echo "  make preflight     read-only checks of the cluster, its groups and k8s-rbac/"
+	@echo "  make deploy        build, upload and deploy the stack (CLUSTER_NAME= ASG_NAMES= or ASG_TAG=)"
+	@echo "  make logs          the function's log as readable lines (SINCE= FOLLOW=1 INSTANCE= NODE=)"
+	@echo "  make undeploy      delete the stack and any hook of its left (YES=1 to do it)"
+	@echo "  make package       build the Lambda zip only (ARCH=arm64|x86_64)"
+	@echo "Check and measure:"
+	@echo "  make test          every check: lint, types, unit and end-to-end tests, cfn-lint, checkov"
+	@echo "  make lint          ruff and the import contracts"
+	@echo "  make types         mypy"
+	@echo "  make unit          pytest alone (PYTEST_WORKERS=2)"
+	@echo "  make cfn-lint      cfn-lint on template.yaml"
+	@echo "  make checkov       checkov on template.yaml and k8s-rbac/"
+	@echo "  make chaos         seeded chaos scenarios (SEEDS= SEED= BACKEND=kubesim|real)"
+	@echo "  make bench         our drain against kubectl drain (BACKEND= QUICK=1)"
+	@echo "  make bench-runtime a cold start and a full node's drain through the Lambda runtime (BACKEND= RUNS=)"
+	@echo "  make soak          an instance refresh of a whole node group (BACKEND=)"
+	@echo "Set-up (the targets above run what they need):"
+	@echo "  make venv          .venv with the pinned requirements"
+	@echo "  make controlplane  build the real Kubernetes control plane from Go modules (cached)"
+	@echo "  make lambdarie     build the Lambda Runtime Interface Emulator from its Go module (cached)"
+	@echo "  make clean         remove .venv and build output"
 
 venv: $(STAMP)
 
@@ -138,7 +166,7 @@ checkov: $(CHECKOV_STAMP)
 	  --skip-download --framework cloudformation kubernetes \
 	  -f template.yaml $(wildcard k8s-rbac/*.yaml)
 
-# --- demo (demo/, README "Quick start") ------------------------------------------------
+# --- demo (demo/, README "What `make demo` shows") ------------------------------------------------
 # make demo [DEMO_ARGS="--stubborn-pdb --timeout-policy force --speed 2"]
 # A scale-in, drained by the real handler, on kubesim + awssim; `python -m demo --help`.
 DEMO_ARGS ?=

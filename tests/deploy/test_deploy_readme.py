@@ -4,6 +4,7 @@ drainer.settings.VARIABLES, and every template parameter is documented."""
 from __future__ import annotations
 
 import re
+import subprocess
 from typing import Any
 
 from drainer.lifecycle.settings import VARIABLES
@@ -51,3 +52,17 @@ def test_the_metrics_table_is_what_the_handler_emits():
     documented = re.findall(r"^\| `(\w+)` \|", section, re.MULTILINE)
     assert documented == emitted
     assert 'METRICS_NAMESPACE = "EksNodeDrainer"' in source and "`EksNodeDrainer`" in section
+
+
+def test_make_help_names_every_target():
+    makefile = (ROOT / "Makefile").read_text()
+    targets = set(re.findall(r"^([a-z][a-z-]*):", makefile, re.MULTILINE)) - {"help"}
+    shown = subprocess.run(
+        ["make", "--no-print-directory", "help"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    listed = set(re.findall(r"^  make ([a-z-]+)", shown, re.MULTILINE))
+    assert listed == targets, (sorted(targets - listed), sorted(listed - targets))
