@@ -829,12 +829,18 @@ class Simulator:
             }
             self.store.update(PVCS, updated)
 
+    def _attached_elsewhere(self, pv: str, node: str) -> bool:
+        return any(
+            a["spec"]["source"].get("persistentVolumeName") == pv and a["spec"]["nodeName"] != node
+            for a in self.store.iter(ATTACHMENTS)
+        )
+
     @staticmethod
     def attachment_name(pv: str, node: str) -> str:
         return "csi-" + hashlib.sha256(f"{pv}{node}{ATTACHER}".encode()).hexdigest()
 
     def _attachments(self, now: float) -> None:
-        wanted: dict[str, tuple[str, str, float]] = {}
+        wanted: dict[str, tuple[str, str, float, bool]] = {}
         for pod in self.store.iter(PODS):
             node = pod["spec"].get("nodeName")
             if not node or (pod["metadata"].get("annotations") or {}).get(STOPPED) == "true":
@@ -847,10 +853,14 @@ class Simulator:
                 if claim is None or not claim["spec"].get("volumeName"):
                     continue
                 pv = claim["spec"]["volumeName"]
-                wanted[self.attachment_name(pv, node)] = (pv, node, _seconds(pod, DETACH))
-        for name, (pv, node, detach) in wanted.items():
+                modes = claim["spec"].get("accessModes") or ["ReadWriteOnce"]
+                single = bool({"ReadWriteOnce", "ReadWriteOncePod"} & set(modes))
+                wanted[self.attachment_name(pv, node)] = (pv, node, _seconds(pod, DETACH), single)
+        for name, (pv, node, detach, single) in wanted.items():
             existing = self.store.peek(ATTACHMENTS, "", name)
             self._due.pop("detach:" + name, None)
+            if existing is None and single and self._attached_elsewhere(pv, node):
+                continue  # the attach-detach controller's Multi-Attach wait: detach first
             if existing is None:
                 self.api.create(
                     ATTACHMENTS,

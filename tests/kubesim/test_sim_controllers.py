@@ -3,6 +3,7 @@ volume attachments."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from kubesim import KubeSim
@@ -312,6 +313,32 @@ def test_volume_attachment__goes_away_after_pod_stops_and_detach_time(
     )
     new = eventually(lambda: sim.list("VolumeAttachment"))
     assert new[0]["spec"]["nodeName"] != old_node
+
+
+def test_volume_attachment__read_write_once__attached_to_the_new_node_only_once_detached(
+    sim: KubeSim, core: Any
+) -> None:
+    """As the attach-detach controller: a ReadWriteOnce volume is never attached to
+    two nodes at once (an EBS volume cannot be); the new node's attachment waits for
+    the old one's detach (here 2 s)."""
+    sim.apply([node("n1"), node("n2"), _volume_set("40")])
+    eventually(lambda: sim.list("VolumeAttachment") and _ready(sim))
+    [old] = sim.list("VolumeAttachment")
+    core.patch_node(old["spec"]["nodeName"], {"spec": {"unschedulable": True}})
+
+    core.delete_namespaced_pod("db-0", "default")
+    seen: list[list[str]] = []
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        nodes = [a["spec"]["nodeName"] for a in sim.list("VolumeAttachment")]
+        seen.append(nodes)
+        if nodes and nodes != [old["spec"]["nodeName"]]:
+            break
+        time.sleep(0.02)
+
+    assert seen[-1] and seen[-1] != [old["spec"]["nodeName"]], "never attached anew"
+    assert max(len(nodes) for nodes in seen) == 1, seen
+    assert [] in seen, "the new attachment came before the old one went"
 
 
 def test_node_deleted__its_pods_garbage_collected(sim: KubeSim, core: Any) -> None:
