@@ -207,9 +207,13 @@ class Demo:
 
     def _intro(self) -> None:
         o = self.options
+        what = "an Auto Scaling group scales in"
+        if o.spot:
+            what = "EC2 takes a spot instance back"
+        elif o.health:
+            what = "AWS Health schedules an instance's retirement"
         self.view.text(
-            "eks-node-drainer demo: an Auto Scaling group scales in, and the function's real "
-            "handler drains the node",
+            f"eks-node-drainer demo: {what}, and the function's real handler drains the node",
             "step",
         )
         self.view.text(

@@ -111,6 +111,7 @@ def test_spot__drained_within_the_warning_window__hook_waits_for_that_drain(
     assert summary["all_non_daemonset_pods_evicted"] is True
     assert "EC2 sends a spot interruption warning for" in output
     assert "spot-interruption drain" in output
+    assert output.splitlines()[0].startswith("eks-node-drainer demo: EC2 takes a spot instance")
 
 
 def test_health_and_launch_hook__replacement_ready_first__retirement_drained_before_window(

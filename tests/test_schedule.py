@@ -213,6 +213,31 @@ def test_ordinary_tier_held_by_a_budget__critical_tier_starts_at_the_reserve(
         assert schedule.pick(now=now, slots=4) == [dns]
 
 
+@pytest.mark.parametrize(
+    ("now", "said"),
+    [
+        pytest.param(DEADLINE - 120, "120 s before the deadline, the", id="at-the-reserve"),
+        pytest.param(
+            DEADLINE - 60,
+            "60 s before the deadline (the critical reserve is 120 s), the",
+            id="a-drain-shorter-than-the-reserve",
+        ),
+    ],
+)
+def test_critical_tier_started__says_how_long_before_the_deadline_it_really_was(
+    now: float, said: str
+) -> None:
+    """A 60 s drain with the default 120 s reserve starts the critical tier at once:
+    'starting the critical tier: 120 s before the deadline' would be untrue."""
+    schedule = schedule_of(Budgets(shop__db=0))
+    db = add(schedule, "db-0", "shop/db")
+    add(schedule, "dns-0", critical=True)
+    schedule.pick(now=now, slots=4)
+    refuse(schedule, db, now, fallback=DEADLINE)
+
+    assert schedule.start_critical(now).startswith(said)
+
+
 def test_ordinary_pod_still_terminating__not_held__critical_tier_waits_for_it() -> None:
     schedule = schedule_of(Budgets())
     web = add(schedule, "web-0")

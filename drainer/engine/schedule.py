@@ -341,9 +341,14 @@ class Schedule:
             return ""
         ordinary = [e for e in self._entries.values() if not e.critical and e.state in OPEN]
         if all(e.state in (State.TODO, State.TERMINATING) and e.held for e in ordinary):
-            self.critical_started = (
-                f"{self.reserve:g} s before the deadline, the ordinary pods left are held: "
-                + "; ".join(f"{e.name} ({e.held})" for e in ordinary)
+            left = max(0.0, self.deadline - now)
+            when = (
+                f"{left:.0f} s before the deadline (the critical reserve is {self.reserve:g} s)"
+                if left < self.reserve - 1
+                else f"{self.reserve:g} s before the deadline"
+            )
+            self.critical_started = f"{when}, the ordinary pods left are held: " + "; ".join(
+                f"{e.name} ({e.held})" for e in ordinary
             )
         return self.critical_started
 
