@@ -337,8 +337,9 @@ def test_volume_attachment__read_write_once__attached_to_the_new_node_only_once_
         time.sleep(0.02)
 
     assert seen[-1] and seen[-1] != [old["spec"]["nodeName"]], "never attached anew"
+    # Never two at once (before the fix: both, for the old one's 2 s of detach). The
+    # moment with none between them can be shorter than this loop's look.
     assert max(len(nodes) for nodes in seen) == 1, seen
-    assert [] in seen, "the new attachment came before the old one went"
 
 
 def test_node_deleted__its_pods_garbage_collected(sim: KubeSim, core: Any) -> None:
