@@ -245,5 +245,9 @@ def test_interruption__budget_never_allows__each_pod_deleted_with_its_grace_befo
         assert grace >= 1, (name, metadata)
         assert ends <= deadline + 1.5, f"{name}'s grace ends {ends - deadline:.1f} s past it"
     quick = next(m for n, m in started.items() if "db-quick" in n)
-    assert int(quick["deletionGracePeriodSeconds"]) == 10, "its whole grace: time was left"
+    # Its whole grace when the time was there; on a loaded machine the handler may start
+    # so late that less is left, and then the grace is cut to end at the deadline.
+    quick_ends = deadline - parse_time(quick["deletionTimestamp"])
+    whole = int(quick["deletionGracePeriodSeconds"]) == 10
+    assert whole or quick_ends < 1.5, (quick, f"ends {quick_ends:.1f} s before the deadline")
     assert parse_time(quick["deletionTimestamp"]) >= deadline - 2.5, "budget held until then"
