@@ -16,7 +16,6 @@ code, nothing cached between runs) and boto3 comes from the runtime, not the zip
 from __future__ import annotations
 
 import json
-import platform
 import statistics
 import subprocess
 import tempfile
@@ -29,6 +28,7 @@ from tools import package
 from tools.runtime import (
     RuntimeUnavailable,
     find_runtime_python,
+    host_arch,
     install_runtime_sdk,
     runtime_version,
 )
@@ -84,10 +84,6 @@ class ColdStart:
     importtime: list[tuple[str, float]] = field(default_factory=list)
     """Top-level packages by cumulative import seconds (python -X importtime)."""
     skipped: str = ""
-
-
-def host_arch() -> str:
-    return "arm64" if platform.machine() in ("aarch64", "arm64") else "x86_64"
 
 
 def _stale(zip_path: Path) -> bool:

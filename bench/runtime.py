@@ -20,29 +20,27 @@ import logging
 import os
 import statistics
 import sys
-from collections.abc import Iterator, Sequence
-from contextlib import ExitStack, contextmanager
+from collections.abc import Sequence
+from contextlib import ExitStack
 from typing import Any
 
 PODS, EACH = 110, 11
 CLUSTER_NAME = "bench"
 
 
-@contextmanager
-def _cluster(backend: str, stack: ExitStack) -> Iterator[Any]:
+def _cluster(backend: str, stack: ExitStack) -> Any:
+    """A fresh cluster of `backend`, stopped when `stack` closes."""
     from testbed.cluster import Cluster
 
     if backend == "kubesim":
         from kubesim import KubeSim
 
-        yield Cluster.of_kubesim(
-            stack.enter_context(KubeSim(speed=20.0, cluster_name=CLUSTER_NAME))
-        )
-        return
+        sim = stack.enter_context(KubeSim(speed=20.0, cluster_name=CLUSTER_NAME))
+        return Cluster.of_kubesim(sim)
     from testbed.controlplane import ControlPlane
 
     plane = stack.enter_context(ControlPlane(cluster_name=CLUSTER_NAME, speed=20.0))
-    yield Cluster.of_control_plane(plane)
+    return Cluster.of_control_plane(plane)
 
 
 def one_run(backend: str) -> dict[str, Any]:
@@ -69,7 +67,7 @@ def one_run(backend: str) -> dict[str, Any]:
     logging.getLogger("werkzeug").setLevel(logging.WARNING)
     with ExitStack() as stack:
         stack.enter_context(mock_aws())
-        cluster = stack.enter_context(_cluster(backend, stack))
+        cluster = _cluster(backend, stack)
         world = World(cluster, size=2, node_capacity=PODS + 10)
         instance = world.instance_ids[0]
         node = world.nodes[instance]
@@ -81,13 +79,7 @@ def one_run(backend: str) -> dict[str, Any]:
         )
         event = world.terminate(instance)
         aws = stack.enter_context(AwsSimServer())
-        env = {
-            "AWS_ENDPOINT_URL": aws.url,
-            # moto's own fake credentials while it mocks: those World mapped to RBAC.
-            "AWS_ACCESS_KEY_ID": os.environ["AWS_ACCESS_KEY_ID"],
-            "AWS_SECRET_ACCESS_KEY": os.environ["AWS_SECRET_ACCESS_KEY"],
-            **world.env(),
-        }
+        env = world.process_env(aws.url)
         with LambdaRie.start(env, cluster_name=world.cluster_name) as function:
             invocation = function.invoke(event)
         result = invocation.result

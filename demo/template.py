@@ -96,10 +96,16 @@ def load(
     return function
 
 
-def from_template(path: Path, cluster_name: str, asg_name: str) -> Function:
+def read(path: Path = TEMPLATE) -> dict[str, Any]:
+    """The template as a mapping, its short-form tags as their long forms."""
     document = yaml.load(path.read_text(), Loader=_CfnLoader)  # noqa: S506 - a SafeLoader subclass
     if not isinstance(document, dict):
         raise TemplateError("not a mapping")
+    return document
+
+
+def from_template(path: Path, cluster_name: str, asg_name: str) -> Function:
+    document = read(path)
     parameters = document.get("Parameters") or {}
     resources = document.get("Resources") or {}
     values = {name: str(spec["Default"]) for name, spec in parameters.items() if "Default" in spec}

@@ -28,6 +28,7 @@ from drainer.lifecycle.events import (
     ScheduledChanges,
     SelfCheckEvent,
     Skip,
+    StackRequest,
     parse_event,
 )
 from drainer.lifecycle.job import Tools
@@ -76,25 +77,26 @@ def reset() -> None:
 
 
 def lambda_handler(event: Any, context: Any) -> dict[str, Any]:
-    stack_request = stack_hooks.request_of(event)
+    # Parsed before the settings are read: CloudFormation must hear of settings that
+    # do not read, not wait an hour for its custom resource's answer.
+    parsed = parse_event(event, now=time.time())
     try:
         settings = load_settings()
     except SettingsError as e:
         logs.configure("INFO")
         log.error("invalid settings, nothing done: %s", e)
-        if stack_request is not None:  # CloudFormation must hear it, not wait an hour
-            return stack_hooks.unreadable(stack_request, e)
+        if isinstance(parsed, StackRequest):
+            return stack_hooks.unreadable(parsed, e)
         raise
     logs.reset()
-    if stack_request is not None:
-        clients, _ = _aws(settings, os.environ.get("AWS_REGION", ""))
-        return stack_hooks.handle(stack_request, clients.autoscaling, settings)
-    parsed = parse_event(event, now=time.time())
     if isinstance(parsed, Skip):
         return ending.skipped(parsed)
     if isinstance(parsed, SelfCheckEvent):
         clients, kube_factory = _aws(settings, os.environ.get("AWS_REGION", ""))
         return checks.handle(parsed, Tools(settings, clients, kube_factory))
+    if isinstance(parsed, StackRequest):
+        clients, _ = _aws(settings, os.environ.get("AWS_REGION", ""))
+        return stack_hooks.handle(parsed, clients.autoscaling, settings)
     if isinstance(parsed, HookSyncEvent):
         clients, _ = _aws(settings, os.environ.get("AWS_REGION", ""))
         return hooks.sync_hooks(clients.autoscaling, settings, parsed.trigger).result()

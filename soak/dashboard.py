@@ -23,17 +23,16 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from demo.template import TEMPLATE, _CfnLoader
+from demo import template as demo_template
+from demo.template import TEMPLATE
 
 PERIOD = 10.0  # seconds per point (the template's widgets: 300)
 
 
 def widgets(template: Path = TEMPLATE) -> list[dict[str, Any]]:
     """DrainsDashboard's widgets, with the template's substitutions made."""
-    document = yaml.load(template.read_text(), Loader=_CfnLoader)  # noqa: S506 - a SafeLoader
-    body = document["Resources"]["DrainsDashboard"]["Properties"]["DashboardBody"]["Fn::Sub"][0]
+    dashboard = demo_template.read(template)["Resources"]["DrainsDashboard"]["Properties"]
+    body = dashboard["DashboardBody"]["Fn::Sub"][0]
     body = body.replace("${D}", '"Cluster", "soak", "service", "eks-node-drainer"')
     body = re.sub(r"\$\{[^}]+\}", "x", body)
     return list(json.loads(body)["widgets"])

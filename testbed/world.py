@@ -7,6 +7,7 @@ exactly the RBAC of k8s-rbac/."""
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -213,6 +214,17 @@ class World:
         env = {"CLUSTER_NAME": self.cluster_name, "LOG_LEVEL": "INFO"}
         env.update({k: str(v) for k, v in overrides.items()})
         return env
+
+    def process_env(self, aws_url: str, **overrides: Any) -> dict[str, str]:
+        """env() for a handler in a process of its own (the Lambda runtime): AWS at
+        `aws_url` (awssim served from this process), with the credentials the
+        cluster's authenticator maps to the drainer (moto's while it mocks)."""
+        return {
+            "AWS_ENDPOINT_URL": aws_url,
+            "AWS_ACCESS_KEY_ID": os.environ["AWS_ACCESS_KEY_ID"],
+            "AWS_SECRET_ACCESS_KEY": os.environ["AWS_SECRET_ACCESS_KEY"],
+            **self.env(**overrides),
+        }
 
     def completions(self) -> list[Mapping[str, Any]]:
         return [c for c in self.aws.calls("complete") if not c.get("error")]

@@ -15,6 +15,7 @@ from test_hooks import CLUSTER, HOOK, Account
 
 from drainer import handler
 from drainer.lifecycle import stack_hooks
+from drainer.lifecycle.events import StackRequest, parse_event
 from drainer.lifecycle.settings import Settings
 
 LAUNCH = "eks-node-drainer-launch"
@@ -51,8 +52,8 @@ def send(
     **more: Any,
 ) -> dict[str, Any]:
     event = cfn.request(kind, answers.next_url(), PROPERTIES, **more)
-    request = stack_hooks.request_of(event)
-    assert request is not None
+    request = parse_event(event)
+    assert isinstance(request, StackRequest)
     stack_hooks.handle(request, account.autoscaling, given)
     answer = answers.answers[-1]
     assert answer.path.startswith("/cloudformation-custom-resource-response/")

@@ -13,7 +13,6 @@ boto3 on sys.path. Prints the median and range.
 from __future__ import annotations
 
 import argparse
-import platform
 import statistics
 import subprocess
 import sys
@@ -23,7 +22,13 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from tools import package
-from tools.runtime import ROOT, find_runtime_python, install_runtime_sdk, runtime_version
+from tools.runtime import (
+    ROOT,
+    find_runtime_python,
+    host_arch,
+    install_runtime_sdk,
+    runtime_version,
+)
 
 # What a cold start imports before its first drain can talk to Kubernetes: the
 # handler (at init), then, inside the first invocation, the Kubernetes client and
@@ -40,10 +45,6 @@ for name in {modules!r}:
     importlib.import_module(name)
 print(time.perf_counter() - started)
 """
-
-
-def host_arch() -> str:
-    return "arm64" if platform.machine() in ("aarch64", "arm64") else "x86_64"
 
 
 def time_import(

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import platform
 import re
 import shutil
 import subprocess
@@ -45,6 +46,11 @@ def runtime_version(template: Path = TEMPLATE) -> tuple[int, int]:
             f"{template} must name exactly one python3.N Runtime, found {sorted(found)}"
         )
     return found.pop()
+
+
+def host_arch() -> str:
+    """The function's architecture (template.yaml's names) that this machine runs."""
+    return "arm64" if platform.machine() in ("aarch64", "arm64") else "x86_64"
 
 
 def find_runtime_python(version: tuple[int, int]) -> Path | None:

@@ -22,16 +22,15 @@ delete, 2 bad arguments, 3 no region or credentials, 4 no such stack.
 from __future__ import annotations
 
 import argparse
-import contextlib
+import itertools
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from botocore.exceptions import ClientError
 
-from drainer import aws as drainer_aws
 from drainer.errors import AwsError, SettingsError
 from drainer.lifecycle import hooks
 from drainer.lifecycle.settings import Settings
@@ -65,12 +64,9 @@ class Plan:
 
     stack_id: str
     settings: Settings
-    hooks: tuple[str, ...]
-    """Groups whose hook this stack's function made."""
-    others: dict[str, str]
-    """Groups with a hook of the same name that is not this stack's, and why."""
-    launch_hooks: tuple[str, ...] = ()
-    """Groups whose launch hook (LAUNCH_HOOK) this stack's function made."""
+    ours: hooks.HookRemoval = field(default_factory=hooks.HookRemoval)
+    """The dry run of hooks.remove_hooks on the covered groups: the stack's hooks
+    (terminate and launch), those another tool made, those that could not be read."""
 
 
 def the_stack(cfn: Client, stack_name: str) -> dict[str, Any]:
@@ -104,53 +100,35 @@ def plan(aws: Aws, stack_name: str) -> Plan:
     stack = the_stack(aws.client("cloudformation"), stack_name)
     settings = function_settings(aws.client("lambda"), stack)
     if not settings.create_lifecycle_hooks:  # CreateLifecycleHooks=false: the hooks are yours
-        return Plan(str(stack["StackId"]), settings, (), {})
+        return Plan(str(stack["StackId"]), settings)
     autoscaling = aws.client("autoscaling")
-    spec = hooks.HookSpec.from_settings(settings)
     try:
         covered, _ = hooks.covered_groups(autoscaling, settings)
     except AwsError as e:
         raise DeployError(f"cannot list the tagged groups, nothing deleted: {e}", 1) from e
-    ours: list[str] = []
-    others: dict[str, str] = {}
-    for group in covered:
-        try:
-            found = drainer_aws.describe_hook(autoscaling, group, spec.name)
-        except AwsError as e:
-            others[group] = f"not read: {e}"
-            continue
-        if found is None:
-            continue
-        if spec.made(found):
-            ours.append(group)
-        else:
-            cluster = drainer_aws.cluster_name_for(
-                str(found.get("NotificationMetadata", "")), {}, ""
-            )
-            others[group] = f"its NotificationMetadata names {cluster or 'no cluster'}"
-    launch: list[str] = []
-    if settings.launch_hook:
-        for group in covered:
-            with contextlib.suppress(AwsError):  # left as it is: not known to be ours
-                found = drainer_aws.describe_hook(autoscaling, group, settings.launch_hook_name)
-                if found is not None and spec.made(found):
-                    launch.append(group)
-    return Plan(str(stack["StackId"]), settings, tuple(ours), others, tuple(launch))
+    names = (settings.lifecycle_hook_name, settings.launch_hook_name)
+    found = hooks.remove_hooks(
+        autoscaling, settings, itertools.product(covered, names), dry_run=True
+    )
+    return Plan(str(stack["StackId"]), settings, found)
 
 
 def undeploy(aws: Aws, options: Options, say: Say) -> int:
     found = plan(aws, options.stack_name)
-    hook = found.settings.lifecycle_hook_name
+    terminate = found.settings.lifecycle_hook_name
+
+    def kind(name: str) -> str:
+        return "hook" if name == terminate else "launch hook"
+
     say(f"stack {options.stack_name} ({aws.region}), cluster {found.settings.cluster_name}")
-    say(f"hook {hook} on {len(found.hooks)} group(s): {', '.join(found.hooks) or 'none'}")
-    launch = found.settings.launch_hook_name
-    if found.launch_hooks:
-        say(
-            f"launch hook {launch} on {len(found.launch_hooks)} group(s): "
-            f"{', '.join(found.launch_hooks)}"
-        )
-    for group, why in sorted(found.others.items()):
-        say(f"left alone: {hook} on {group} ({why})")
+    for name in dict.fromkeys((terminate, found.settings.launch_hook_name)):
+        groups = [g for g, n in found.ours.removed if n == name]
+        if groups or name == terminate:
+            say(f"{kind(name)} {name} on {len(groups)} group(s): {', '.join(groups) or 'none'}")
+    for (group, name), why in sorted(found.ours.left.items()):
+        say(f"left alone: {name} on {group} ({why})")
+    for (group, name), error in sorted(found.ours.failed.items()):
+        say(f"left alone: {name} on {group} (not read: {error})")
     if not options.yes:
         say(
             "dry run: nothing deleted. Run again with --yes (make undeploy YES=1) to delete "
@@ -167,18 +145,12 @@ def undeploy(aws: Aws, options: Options, say: Say) -> int:
         return 1
     # The stack's custom resource (drainer/lifecycle/stack_hooks.py) deleted its hooks
     # with the stack; what is left is a stack's from before it, or a Delete that failed.
-    names = {hook, launch} if found.launch_hooks else {hook}
-    removal = hooks.remove_hooks(
-        aws.client("autoscaling"),
-        found.settings,
-        names,
-        groups=set(found.hooks) | set(found.launch_hooks),
-    )
+    removal = hooks.remove_hooks(aws.client("autoscaling"), found.settings, found.ours.removed)
     for group, name in removal.removed:
-        say(f"deleted {'hook' if name == hook else 'launch hook'} {name} on {group}")
-    for what, error in sorted(removal.failed.items()):
-        say(f"could not delete {what}: {error}")
-    if not removal.removed and not removal.failed and (found.hooks or found.launch_hooks):
+        say(f"deleted {kind(name)} {name} on {group}")
+    for (group, name), error in sorted(removal.failed.items()):
+        say(f"could not delete {name} on {group}: {error}")
+    if found.ours.removed and not removal.removed and not removal.failed:
         say("the stack's custom resource had deleted its hooks already")
     say("left: the RBAC objects (kubectl delete -f k8s-rbac/) and the code bucket")
     return 1 if removal.failed else 0

@@ -32,7 +32,7 @@ import math
 import re
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from enum import StrEnum
@@ -265,6 +265,50 @@ class HookSyncEvent:
     """The group the API call named, when it named one (for the log)."""
 
 
+@dataclass(frozen=True)
+class StackRequest:
+    """A request of CloudFormation to the stack's custom resource Custom::LifecycleHooks
+    (drainer/lifecycle/stack_hooks.py): Create, Update or Delete, and where to answer."""
+
+    kind: str
+    response_url: str
+    stack_id: str
+    request_id: str
+    logical_id: str
+    physical_id: str = ""
+    properties: Mapping[str, Any] = field(default_factory=dict)
+    old_properties: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def stack_name(self) -> str:
+        """arn:aws:cloudformation:region:account:stack/NAME/id -> NAME."""
+        parts = self.stack_id.split("/")
+        return parts[1] if len(parts) > 2 else self.stack_id
+
+
+STACK_REQUEST_KINDS = ("Create", "Update", "Delete")
+
+
+def _stack_request(event: Mapping[str, Any]) -> StackRequest | None:
+    """The event as a custom resource request, or None when it is not one."""
+    if event.get("RequestType") not in STACK_REQUEST_KINDS:
+        return None
+    if not isinstance(event.get("ResponseURL"), str) or not isinstance(event.get("StackId"), str):
+        return None
+    properties = event.get("ResourceProperties")
+    old = event.get("OldResourceProperties")
+    return StackRequest(
+        kind=str(event["RequestType"]),
+        response_url=str(event["ResponseURL"]),
+        stack_id=str(event["StackId"]),
+        request_id=str(event.get("RequestId", "")),
+        logical_id=str(event.get("LogicalResourceId", "")),
+        physical_id=str(event.get("PhysicalResourceId", "")),
+        properties=properties if isinstance(properties, dict) else {},
+        old_properties=old if isinstance(old, dict) else {},
+    )
+
+
 SCHEDULED_SOURCE = "aws.events"
 SCHEDULED_DETAIL_TYPE = "Scheduled Event"
 CLOUDTRAIL_DETAIL_TYPE = "AWS API Call via CloudTrail"
@@ -305,14 +349,25 @@ class _Malformed(Exception):
 
 def parse_event(
     event: object, *, now: float | None = None
-) -> LifecycleEvent | Ec2Event | ScheduledChanges | SelfCheckEvent | HookSyncEvent | Skip:
-    """Turn an invocation event into a LifecycleEvent (or a spot event, a self-check
-    or a hook sync), or a Skip saying why not. `now` (epoch seconds, the clock's
-    when None) bounds a hand-over's times."""
+) -> (
+    LifecycleEvent
+    | Ec2Event
+    | ScheduledChanges
+    | SelfCheckEvent
+    | HookSyncEvent
+    | StackRequest
+    | Skip
+):
+    """Turn an invocation event into a LifecycleEvent (or a spot event, a self-check,
+    a hook sync or the stack's custom resource request), or a Skip saying why not.
+    `now` (epoch seconds, the clock's when None) bounds a hand-over's times."""
     if not isinstance(event, dict):
         return Skip(f"event is a {type(event).__name__}, not a JSON object")
     if "self_check" in event:
         return _self_check(event["self_check"])
+    stack_request = _stack_request(event)
+    if stack_request is not None:
+        return stack_request
     sync = _hook_sync(event)
     if sync is not None:
         return sync

@@ -155,8 +155,14 @@ def _put_hook(autoscaling: aws.Client, asg_name: str, spec: HookSpec) -> None:
     )
 
 
-def sync_hooks(autoscaling: aws.Client, settings: Settings, trigger: str = "") -> HookSync:
-    """Give every covered group the hook; log one summary line; return what happened."""
+def sync_hooks(
+    autoscaling: aws.Client,
+    settings: Settings,
+    trigger: str = "",
+    groups: tuple[list[str], dict[str, str]] | None = None,
+) -> HookSync:
+    """Give every covered group the hook; log one summary line; return what happened.
+    `groups`: covered_groups' answer, when the caller has it already."""
     if not settings.create_lifecycle_hooks:
         sync = HookSync(trigger, enabled=False)
         log.info("hook sync: CREATE_LIFECYCLE_HOOKS is false, the hooks are not ours; nothing done")
@@ -164,7 +170,7 @@ def sync_hooks(autoscaling: aws.Client, settings: Settings, trigger: str = "") -
     specs = HookSpec.all_from_settings(settings)
     failed: dict[str, str] = {}
     try:
-        covered, skipped = covered_groups(autoscaling, settings)
+        covered, skipped = groups or covered_groups(autoscaling, settings)
     except AwsError as e:
         covered, skipped = sorted(settings.allowed_asgs), {}
         failed["(listing)"] = str(e)
@@ -206,66 +212,61 @@ def sync_hooks(autoscaling: aws.Client, settings: Settings, trigger: str = "") -
     return sync
 
 
+Hook = tuple[str, str]
+"""(group, hook name)."""
+
+
 @dataclass(frozen=True)
 class HookRemoval:
-    """What one removal of this stack's hooks found and did ("group/hook" keys)."""
+    """What one removal of this stack's hooks found and did (or, dry, would do)."""
 
-    removed: tuple[tuple[str, str], ...] = ()
-    """(group, hook) pairs."""
-    left: dict[str, str] = field(default_factory=dict)
+    removed: tuple[Hook, ...] = ()
+    left: dict[Hook, str] = field(default_factory=dict)
     """Hooks of the name that another tool made, and why they are not ours."""
-    failed: dict[str, str] = field(default_factory=dict)
-    """Hooks (or "(listing)") that could not be read or deleted: the AWS error."""
+    failed: dict[Hook, str] = field(default_factory=dict)
+    """Hooks that could not be read or deleted: the AWS error."""
 
 
 def remove_hooks(
     autoscaling: aws.Client,
     settings: Settings,
-    names: Iterable[str],
-    groups: Iterable[str] | None = None,
+    candidates: Iterable[Hook],
+    *,
+    dry_run: bool = False,
 ) -> HookRemoval:
-    """Delete the hooks named `names` that this stack's function put, on `groups`
-    (default: the covered groups). Ours: its NotificationMetadata names the cluster as
-    the function writes it (HookSpec.made); a hook of the name made by another tool
-    stays. A group or hook already gone is nothing to do."""
-    failed: dict[str, str] = {}
-    if groups is None:
-        try:
-            groups, _ = covered_groups(autoscaling, settings)
-        except AwsError as e:
-            return HookRemoval(failed={"(listing)": str(e)})
+    """Delete those of the `candidates` that this stack's function put (with
+    `dry_run`, only say which). Ours: its NotificationMetadata names the cluster as the
+    function writes it (HookSpec.made); a hook of the name made by another tool stays.
+    A group or hook already gone is nothing to do."""
     spec = HookSpec.from_settings(settings)
-    removed: list[tuple[str, str]] = []
-    left: dict[str, str] = {}
-    for group in sorted(set(groups)):
-        for name in sorted(set(names)):
-            what = f"{group}/{name}"
-            try:
-                found = aws.describe_hook(autoscaling, group, name)
-                if found is None:
-                    continue
-                if not spec.made(found):
-                    cluster = aws.cluster_name_for(
-                        str(found.get("NotificationMetadata", "")), {}, ""
-                    )
-                    left[what] = f"its NotificationMetadata names {cluster or 'no cluster'}"
-                    continue
-                if aws.delete_lifecycle_hook(autoscaling, group, name):
-                    removed.append((group, name))
-            except AwsError as e:
-                failed[what] = str(e)
+    removed: list[Hook] = []
+    left: dict[Hook, str] = {}
+    failed: dict[Hook, str] = {}
+    for group, name in sorted(set(candidates)):
+        try:
+            found = aws.describe_hook(autoscaling, group, name)
+            if found is None:
+                continue
+            if not spec.made(found):
+                cluster = aws.cluster_name_for(str(found.get("NotificationMetadata", "")), {}, "")
+                left[(group, name)] = f"its NotificationMetadata names {cluster or 'no cluster'}"
+            elif dry_run or aws.delete_lifecycle_hook(autoscaling, group, name):
+                removed.append((group, name))
+        except AwsError as e:
+            failed[(group, name)] = str(e)
     removal = HookRemoval(tuple(removed), left, failed)
-    log.log(
-        logging.ERROR if failed else logging.INFO,
-        f"hook removal: {len(removed)} hook(s) deleted, {len(left)} left to their owners, "
-        f"{len(failed)} failed",
-        extra=logs.safe_fields(
-            {
-                "event": "hooks_removed",
-                "removed": [f"{g}/{n}" for g, n in removed],
-                "left": left,
-                "failed": failed,
-            }
-        ),
-    )
+    if not dry_run:
+        log.log(
+            logging.ERROR if failed else logging.INFO,
+            f"hook removal: {len(removed)} hook(s) deleted, {len(left)} left to their owners, "
+            f"{len(failed)} failed",
+            extra=logs.safe_fields(
+                {
+                    "event": "hooks_removed",
+                    "removed": [f"{g}/{n}" for g, n in removed],
+                    "left": {f"{g}/{n}": why for (g, n), why in left.items()},
+                    "failed": {f"{g}/{n}": why for (g, n), why in failed.items()},
+                }
+            ),
+        )
     return removal

@@ -27,75 +27,36 @@ hook back once the Delete has removed them.
 
 from __future__ import annotations
 
+import itertools
 import logging
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from drainer import aws, logs
 from drainer.errors import DrainerError
 from drainer.lifecycle import hooks
+from drainer.lifecycle.events import StackRequest
 from drainer.lifecycle.settings import Settings
 
 log = logging.getLogger(__name__)
 
-RESOURCE_TYPE = "Custom::LifecycleHooks"
 SUCCESS, FAILED = "SUCCESS", "FAILED"
-_KINDS = ("Create", "Update", "Delete")
 _REASON_LIMIT = 1500
 
 
-@dataclass(frozen=True)
-class StackRequest:
-    """A custom resource request of CloudFormation, the fields the answer needs."""
-
-    kind: str
-    response_url: str
-    stack_id: str
-    request_id: str
-    logical_id: str
-    physical_id: str = ""
-    properties: Mapping[str, Any] = field(default_factory=dict)
-    old_properties: Mapping[str, Any] = field(default_factory=dict)
-
-    @property
-    def stack_name(self) -> str:
-        """arn:aws:cloudformation:region:account:stack/NAME/id -> NAME."""
-        parts = self.stack_id.split("/")
-        return parts[1] if len(parts) > 2 else self.stack_id
-
-    def answer(
-        self, status: str, reason: str, data: Mapping[str, str] | None = None
-    ) -> dict[str, Any]:
-        return {
-            "Status": status,
-            "Reason": reason[:_REASON_LIMIT],
-            "PhysicalResourceId": self.physical_id or f"{self.stack_name}-lifecycle-hooks",
-            "StackId": self.stack_id,
-            "RequestId": self.request_id,
-            "LogicalResourceId": self.logical_id,
-            "Data": dict(data or {}),
-        }
-
-
-def request_of(event: object) -> StackRequest | None:
-    """The custom resource request in an invocation event, or None when it is not one."""
-    if not isinstance(event, dict) or event.get("RequestType") not in _KINDS:
-        return None
-    if not isinstance(event.get("ResponseURL"), str) or not isinstance(event.get("StackId"), str):
-        return None
-    properties = event.get("ResourceProperties")
-    old = event.get("OldResourceProperties")
-    return StackRequest(
-        kind=str(event["RequestType"]),
-        response_url=str(event["ResponseURL"]),
-        stack_id=str(event["StackId"]),
-        request_id=str(event.get("RequestId", "")),
-        logical_id=str(event.get("LogicalResourceId", "")),
-        physical_id=str(event.get("PhysicalResourceId", "")),
-        properties=properties if isinstance(properties, dict) else {},
-        old_properties=old if isinstance(old, dict) else {},
-    )
+def reply(
+    request: StackRequest, status: str, reason: str, data: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    """The body CloudFormation reads at the ResponseURL."""
+    return {
+        "Status": status,
+        "Reason": reason[:_REASON_LIMIT],
+        "PhysicalResourceId": request.physical_id or f"{request.stack_name}-lifecycle-hooks",
+        "StackId": request.stack_id,
+        "RequestId": request.request_id,
+        "LogicalResourceId": request.logical_id,
+        "Data": dict(data or {}),
+    }
 
 
 def handle(request: StackRequest, autoscaling: aws.Client, settings: Settings) -> dict[str, Any]:
@@ -104,7 +65,7 @@ def handle(request: StackRequest, autoscaling: aws.Client, settings: Settings) -
     try:
         answer = _act(request, autoscaling, settings)
     except DrainerError as e:
-        answer = request.answer(FAILED, f"{request.kind} of the lifecycle hooks failed: {e}")
+        answer = reply(request, FAILED, f"{request.kind} of the lifecycle hooks failed: {e}")
     return send(request, answer)
 
 
@@ -113,8 +74,8 @@ def unreadable(request: StackRequest, error: Exception) -> dict[str, Any]:
     a Delete succeeds (nothing can be known to be ours, and the stack must go)."""
     if request.kind == "Delete":
         why = f"settings unreadable ({error}); no hook deleted: check the groups by hand"
-        return send(request, request.answer(SUCCESS, why))
-    return send(request, request.answer(FAILED, f"the function's settings are invalid: {error}"))
+        return send(request, reply(request, SUCCESS, why))
+    return send(request, reply(request, FAILED, f"the function's settings are invalid: {error}"))
 
 
 def send(request: StackRequest, answer: dict[str, Any]) -> dict[str, Any]:
@@ -130,71 +91,69 @@ def send(request: StackRequest, answer: dict[str, Any]) -> dict[str, Any]:
 
 def _act(request: StackRequest, autoscaling: aws.Client, settings: Settings) -> dict[str, Any]:
     if not settings.create_lifecycle_hooks:
-        return request.answer(SUCCESS, "CREATE_LIFECYCLE_HOOKS is false: the hooks are yours")
+        return reply(request, SUCCESS, "CREATE_LIFECYCLE_HOOKS is false: the hooks are yours")
+    covered, skipped = hooks.covered_groups(autoscaling, settings)
     if request.kind == "Delete":
-        names = {settings.lifecycle_hook_name, settings.launch_hook_name}
-        removal = hooks.remove_hooks(autoscaling, settings, names)
+        names = (settings.lifecycle_hook_name, settings.launch_hook_name)
+        removal = hooks.remove_hooks(autoscaling, settings, itertools.product(covered, names))
         if removal.failed:
-            return request.answer(FAILED, _failed_removal(removal))
-        return request.answer(SUCCESS, _removed(removal), {"Removed": str(len(removal.removed))})
-    if request.kind == "Create":  # a group named wrong fails the stack before any change
-        _, skipped = hooks.covered_groups(autoscaling, settings)
-        missing = sorted(g for g, why in skipped.items() if why == hooks.NO_SUCH_GROUP)
-        if missing:
-            why = f"no Auto Scaling group named {', '.join(missing)} (check AsgNames)"
-            return request.answer(FAILED, f"{why}; no hook was put")
-    sync = hooks.sync_hooks(autoscaling, settings, f"cloudformation-{request.kind.lower()}")
-    missing = sorted(g for g, why in sync.skipped.items() if why == hooks.NO_SUCH_GROUP)
+            return reply(request, FAILED, _failed_removal(removal))
+        return reply(request, SUCCESS, _removed(removal), {"Removed": str(len(removal.removed))})
+    missing = sorted(g for g, why in skipped.items() if why == hooks.NO_SUCH_GROUP)
+    if request.kind == "Create" and missing:  # a group named wrong fails before any change
+        why = f"no Auto Scaling group named {', '.join(missing)} (check AsgNames)"
+        return reply(request, FAILED, f"{why}; no hook was put")
+    trigger = f"cloudformation-{request.kind.lower()}"
+    sync = hooks.sync_hooks(autoscaling, settings, trigger, (covered, skipped))
     if sync.failed:
         failures = "; ".join(f"{what}: {error}" for what, error in sorted(sync.failed.items()))
-        return request.answer(FAILED, failures)
+        return reply(request, FAILED, failures)
     reason = f"hooks on {len(sync.covered)} group(s): {', '.join(sync.covered) or 'none yet'}"
     if missing:
         reason += f"; gone: {', '.join(missing)}"
     if request.kind == "Update":
-        removal = _remove_stale(request, autoscaling, settings, sync.covered)
+        stale = _stale(request, autoscaling, settings, sync.covered)
+        removal = hooks.remove_hooks(autoscaling, settings, stale)
         if removal.failed:
-            return request.answer(FAILED, _failed_removal(removal))
+            return reply(request, FAILED, _failed_removal(removal))
         if removal.removed:
             reason += f"; {_removed(removal)}"
-    return request.answer(SUCCESS, reason, {"Groups": str(len(sync.covered))})
+    return reply(request, SUCCESS, reason, {"Groups": str(len(sync.covered))})
 
 
-def _remove_stale(
+def _stale(
     request: StackRequest, autoscaling: aws.Client, settings: Settings, covered: tuple[str, ...]
-) -> hooks.HookRemoval:
-    """Hooks of ours the update made unwanted: a former name, the launch hook turned
-    off, and every hook of ours on a group no longer named."""
+) -> list[hooks.Hook]:
+    """The hooks an update may have made unwanted: on the covered groups, a former
+    name or the launch hook turned off; every name on a group no longer named (and
+    still there). remove_hooks deletes those that are ours."""
     old = request.old_properties
     wanted = {spec.name for spec in hooks.HookSpec.all_from_settings(settings)}
     former = {str(old.get("LifecycleHookName") or ""), str(old.get("LaunchHookName") or "")}
-    names = (former | {settings.launch_hook_name}) - wanted - {""}
-    removal = hooks.remove_hooks(autoscaling, settings, names, covered) if names else None
+    every = (former | wanted | {settings.launch_hook_name}) - {""}
     dropped = {g.strip() for g in str(old.get("AsgNames") or "").split(",")} - set(covered) - {""}
-    if dropped:  # of those, the groups still there
-        dropped = aws.existing_groups(autoscaling, sorted(dropped))
-    everything = former | wanted | {settings.launch_hook_name}
-    dropped_removal = (
-        hooks.remove_hooks(autoscaling, settings, everything - {""}, dropped) if dropped else None
-    )
-    parts = [r for r in (removal, dropped_removal) if r is not None]
-    return hooks.HookRemoval(
-        removed=tuple(x for r in parts for x in r.removed),
-        left={k: v for r in parts for k, v in r.left.items()},
-        failed={k: v for r in parts for k, v in r.failed.items()},
-    )
+    still_there = aws.existing_groups(autoscaling, sorted(dropped)) if dropped else set()
+    return [
+        *itertools.product(covered, every - wanted),
+        *itertools.product(still_there, every),
+    ]
+
+
+def _named(hooks_: Iterable[hooks.Hook]) -> str:
+    return ", ".join(f"{group}/{name}" for group, name in sorted(hooks_))
 
 
 def _removed(removal: hooks.HookRemoval) -> str:
-    names = ", ".join(f"{group}/{hook}" for group, hook in removal.removed)
-    text = f"deleted {len(removal.removed)} hook(s): {names or 'none'}"
+    text = f"deleted {len(removal.removed)} hook(s): {_named(removal.removed) or 'none'}"
     if removal.left:
-        text += f"; left to their owners: {', '.join(sorted(removal.left))}"
+        text += f"; left to their owners: {_named(removal.left)}"
     return text
 
 
 def _failed_removal(removal: hooks.HookRemoval) -> str:
-    failures = "; ".join(f"{what}: {error}" for what, error in sorted(removal.failed.items()))
+    failures = "; ".join(
+        f"{group}/{name}: {error}" for (group, name), error in sorted(removal.failed.items())
+    )
     return (
         f"{failures}. Delete these hooks by hand (aws autoscaling delete-lifecycle-hook), "
         "then delete the stack again, retaining this resource"

@@ -21,14 +21,11 @@ from __future__ import annotations
 import base64
 import concurrent.futures
 import contextlib
-import ctypes
 import functools
 import json
 import os
 import secrets
 import shutil
-import signal
-import socket
 import ssl
 import subprocess
 import tempfile
@@ -49,6 +46,7 @@ from testbed.cluster import ApiClient
 from testbed.controlplane.binaries import binaries
 from testbed.controlplane.storage import StorageEmulator, StorageEmulatorError
 from testbed.controlplane.webhook import TokenWebhook
+from testbed.processes import die_with_parent, free_port
 
 DRAINER_GROUP = "eks-node-drainer"
 SERVICE_CIDR = "10.96.0.0/16"
@@ -58,18 +56,6 @@ SHUTDOWN = "kubesim.io/shutdown-seconds"
 
 class ControlPlaneError(RuntimeError):
     """A component did not start or died; the message holds the tail of its log."""
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _die_with_parent() -> None:
-    # PR_SET_PDEATHSIG: a child left behind by a killed test worker dies with it.
-    with contextlib.suppress(Exception):
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)
 
 
 def _pod_stage(
@@ -274,7 +260,7 @@ class ControlPlane:
         tokens.write_text("\n".join(rows) + "\n")
 
         # etcd
-        client, peer = _free_port(), _free_port()
+        client, peer = free_port(), free_port()
         etcd_url = f"http://127.0.0.1:{client}"
         self._spawn(
             "etcd",
@@ -298,7 +284,7 @@ class ControlPlane:
         self._webhook.start()
         webhook_config = d / "webhook.kubeconfig"
         _write_kubeconfig(webhook_config, self._webhook.url, self.tls.ca_pem, {"apiserver": None})
-        self.port = _free_port()
+        self.port = free_port()
         self._spawn(
             "kube-apiserver",
             [
@@ -511,7 +497,7 @@ class ControlPlane:
                 stderr=subprocess.STDOUT,
                 cwd=self.dir,
                 env={**os.environ, **(env or {})},
-                preexec_fn=_die_with_parent,  # noqa: PLW1509 (only prctl, no locks)
+                preexec_fn=die_with_parent,  # noqa: PLW1509 (only prctl, no locks)
             )
 
     def _wait(self, name: str, ready: Any) -> None:

@@ -25,7 +25,6 @@ import fcntl
 import hashlib
 import json
 import os
-import platform
 import re
 import shutil
 import socket
@@ -43,10 +42,12 @@ from pathlib import Path
 from typing import Any
 
 from demo import template
+from testbed.processes import die_with_parent, free_port
 from tools import package
 from tools.runtime import (
     RuntimeUnavailable,
     find_runtime_python,
+    host_arch,
     install_runtime_sdk,
     runtime_version,
 )
@@ -87,11 +88,6 @@ def rie_binary() -> Path:
     return Path(done.stdout.strip().splitlines()[-1])
 
 
-def host_arch() -> str:
-    """The zip's architecture that this machine runs (template.yaml's names)."""
-    return "arm64" if platform.machine() in ("aarch64", "arm64") else "x86_64"
-
-
 def _sources_key(arch: str) -> str:
     digest = hashlib.sha256(arch.encode())
     for path in sorted((ROOT / "drainer").rglob("*.py")):
@@ -101,29 +97,49 @@ def _sources_key(arch: str) -> str:
     return digest.hexdigest()[:12]
 
 
-def task_root(arch: str | None = None) -> Path:
-    """The zip `make package` builds for this machine, unpacked (Lambda's /var/task);
-    built once per change of drainer/, requirements.txt or template.yaml."""
-    arch = arch or host_arch()
-    task = WORK / f"task-{arch}-{_sources_key(arch)}"
+@contextmanager
+def _locked() -> Iterator[None]:
+    """One builder at a time: the test workers share build/lambdarie."""
     WORK.mkdir(parents=True, exist_ok=True)
-    with open(WORK / ".task.lock", "w") as lock:
+    with open(WORK / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if (task / ".complete").is_file():
-            return task
-        for old in WORK.glob(f"task-{arch}-*"):
-            shutil.rmtree(old, ignore_errors=True)
-        zip_path = WORK / f"eks-node-drainer-{arch}.zip"
+        yield
+
+
+def packaged_zip(arch: str | None = None) -> Path:
+    """The zip `make package` builds for `arch` (default: this machine's), with its
+    manifest beside it; built once per change of drainer/, requirements.txt, the
+    template or the packager (tests/deploy/test_deploy_package.py checks this one)."""
+    arch = arch or host_arch()
+    zip_path = WORK / f"eks-node-drainer-{arch}-{_sources_key(arch)}.zip"
+    with _locked():
+        if zip_path.is_file() and package.manifest_path(zip_path).is_file():
+            return zip_path
+        for old in WORK.glob(f"eks-node-drainer-{arch}-*"):  # an older key's zip and task
+            if old.is_dir():
+                shutil.rmtree(old, ignore_errors=True)
+            else:
+                old.unlink()
         try:
             package.build(arch, zip_path, bytecode="auto", log=False)
         except package.PackageError as e:
             raise RieUnavailable(f"`make package ARCH={arch}` failed: {e}") from e
+    return zip_path
+
+
+def task_root(arch: str | None = None) -> Path:
+    """packaged_zip() unpacked, as Lambda unpacks it into /var/task."""
+    zip_path = packaged_zip(arch)
+    task = zip_path.with_suffix("")
+    with _locked():
+        if (task / ".complete").is_file():
+            return task
         with zipfile.ZipFile(zip_path) as zf:
             zf.extractall(task)
-        for info in zipfile.ZipFile(zip_path).infolist():  # extractall drops the modes
-            mode = info.external_attr >> 16
-            if mode:
-                (task / info.filename).chmod(mode & 0o777)
+            for info in zf.infolist():  # extractall drops the modes
+                mode = info.external_attr >> 16
+                if mode:
+                    (task / info.filename).chmod(mode & 0o777)
         (task / ".complete").write_text(zip_path.name)
         return task
 
@@ -145,12 +161,6 @@ def runtime_dir(python: Path) -> Path:
         return install_runtime_sdk(ROOT / "build" / "runtime-sdk", python, runtime_version())
     except RuntimeUnavailable as e:
         raise RieUnavailable(str(e)) from e
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass
@@ -235,7 +245,7 @@ class LambdaRie:
         task = task_root()
         binary = rie_binary()
         seconds = int(timeout if timeout is not None else function.timeout_seconds)
-        port, api_port = _free_port(), _free_port()
+        port, api_port = free_port(), free_port()
         environment = {
             "PATH": "/usr/local/bin:/usr/bin:/bin",
             "LANG": "en_US.UTF-8",
@@ -280,6 +290,7 @@ class LambdaRie:
             stderr=subprocess.STDOUT,
             text=True,
             start_new_session=True,
+            preexec_fn=die_with_parent,  # noqa: PLW1509 (only prctl, no locks)
         )
         running = cls(process, f"http://127.0.0.1:{port}{_INVOKE_PATH}", seconds)
         try:

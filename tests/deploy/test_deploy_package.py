@@ -17,9 +17,15 @@ from pathlib import Path
 
 import pytest
 
+from testbed import lambdarie
 from tools import package
-from tools.coldstart import host_arch
-from tools.runtime import ROOT, find_runtime_python, install_runtime_sdk, runtime_version
+from tools.runtime import (
+    ROOT,
+    find_runtime_python,
+    host_arch,
+    install_runtime_sdk,
+    runtime_version,
+)
 
 from .cfn import Stack
 from .conftest import ASGS, CLUSTER, elf_machine
@@ -52,14 +58,18 @@ def build(target: Path, arch: str, bytecode: str = "auto") -> Built:
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory: pytest.TempPathFactory) -> Built:
-    return build(tmp_path_factory.mktemp("zip"), host_arch())
+def built() -> Built:
+    """The zip the runtime tests run too (testbed/lambdarie builds it once per change)."""
+    path = lambdarie.packaged_zip(host_arch())
+    with zipfile.ZipFile(path) as zf:
+        names = zf.namelist()
+    return Built(path, package.read_manifest(path), names)
 
 
 @pytest.fixture(scope="module")
-def task(built: Built, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def task(built: Built) -> Path:
     """The zip unpacked, as Lambda unpacks it into /var/task."""
-    return built.extract(tmp_path_factory.mktemp("task"))
+    return lambdarie.task_root(built.manifest.architecture)
 
 
 def test_two_builds_are_byte_for_byte_identical(built: Built, tmp_path: Path):

@@ -24,6 +24,7 @@ from typing import Any
 
 import pytest
 
+from awssim.server import AwsSimServer
 from drainer import handler, logs
 from kubesim import KubeSim
 from kubesim.faults import Fault
@@ -102,6 +103,14 @@ def sim(cluster: Cluster) -> KubeSim:
 def world(request: pytest.FixtureRequest, moto_aws: None, cluster: Cluster) -> World:
     """Parametrize indirectly with World keyword arguments to change it."""
     return World(cluster, **getattr(request, "param", {}))
+
+
+@pytest.fixture
+def aws_server(world: World) -> Iterator[str]:
+    """awssim served from this process, for handlers run as processes (Lambda's, the
+    chaos runner's): their AWS is the test's moto."""
+    with AwsSimServer() as server:
+        yield server.url
 
 
 @dataclass

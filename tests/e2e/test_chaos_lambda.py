@@ -50,14 +50,12 @@ import tempfile
 import threading
 import time
 from collections import Counter, deque
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from awssim.server import AwsSimServer
 from drainer.k8s.cordon import PROGRESS_ANNOTATION
 from testbed import World
 from testbed import workloads as w
@@ -236,13 +234,6 @@ def _deliveries(world: World, runtime: Runtime, event: dict[str, Any]) -> None:
             redeliver.append(payload)
     if runtime.faults.duplicate:
         runtime.run(event)
-
-
-@pytest.fixture
-def aws_server(world: World) -> Iterator[str]:
-    """awssim served from this process: the invocations' AWS is the test's moto."""
-    with AwsSimServer() as server:
-        yield server.url
 
 
 @pytest.mark.parametrize(("backend", "seed"), chaos_cases(DEFAULT_SEEDS))

@@ -11,13 +11,11 @@ at the timeout) shows in any of them.
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator
+from contextlib import AbstractContextManager
 from typing import Any
 
 import pytest
 
-from awssim.server import AwsSimServer
 from testbed import World
 from testbed import workloads as w
 from testbed.lambdarie import Invocation, LambdaRie
@@ -28,20 +26,12 @@ HANDOVER_TIMEOUT = 8  # seconds: the emulator reads whole seconds
 HANDOVER_MARGIN = 5  # HANDOVER_MARGIN_SECONDS' minimum
 
 
-@pytest.fixture
-def aws_server(world: World) -> Iterator[str]:
-    """awssim served from this process: the function's AWS is the test's moto."""
-    with AwsSimServer() as server:
-        yield server.url
-
-
-def _env(world: World, aws_server: str, **settings: Any) -> dict[str, str]:
-    return {
-        "AWS_ENDPOINT_URL": aws_server,
-        "AWS_ACCESS_KEY_ID": os.environ["AWS_ACCESS_KEY_ID"],
-        "AWS_SECRET_ACCESS_KEY": os.environ["AWS_SECRET_ACCESS_KEY"],
-        **world.env(**settings),
-    }
+def _function(
+    world: World, aws_server: str, timeout: float | None = None, **settings: Any
+) -> AbstractContextManager[LambdaRie]:
+    """The packaged function under the runtime, with the world's settings."""
+    env = world.process_env(aws_server, **settings)
+    return LambdaRie.start(env, timeout=timeout, cluster_name=world.cluster_name)
 
 
 def _story(invocations: list[Invocation]) -> str:
@@ -61,7 +51,7 @@ def test_scale_in__drained_through_the_runtime__lifecycle_action_completed(
     )
     event = world.terminate(instance)  # as EventBridge delivers it
 
-    with LambdaRie.start(_env(world, aws_server), cluster_name=world.cluster_name) as function:
+    with _function(world, aws_server) as function:
         first = function.invoke(event)
 
     assert first.status == 200, first.lines
@@ -86,10 +76,11 @@ def test_drain_longer_than_the_timeout__handed_over_before_the_kill__next_finish
     # than the 8 s the function may run.
     place_on(world, node, [w.deployment("slow", 2, shutdown=200, grace=300)])
     event = world.terminate(instance)
-    env = _env(world, aws_server, HANDOVER_MARGIN_SECONDS=HANDOVER_MARGIN)
 
     invocations: list[Invocation] = []
-    with LambdaRie.start(env, timeout=HANDOVER_TIMEOUT, cluster_name=world.cluster_name) as f:
+    with _function(
+        world, aws_server, HANDOVER_TIMEOUT, HANDOVER_MARGIN_SECONDS=HANDOVER_MARGIN
+    ) as f:
         payload: dict[str, Any] | None = event
         while payload is not None and len(invocations) < 10:
             invocations.append(f.invoke(payload))
@@ -112,7 +103,7 @@ def test_drain_longer_than_the_timeout__handed_over_before_the_kill__next_finish
 @REAL
 def test_malformed_events__answered__the_runtime_goes_on(world: World, aws_server: str) -> None:
     instance = world.instance_ids[0]
-    with LambdaRie.start(_env(world, aws_server), cluster_name=world.cluster_name) as function:
+    with _function(world, aws_server) as function:
         not_json = function.invoke(None, raw=b'{"source": "aws.autoscaling",')
         wrong_shape = function.invoke(
             {
@@ -140,7 +131,7 @@ def test_spot_warning__drained_through_the_runtime(world: World, aws_server: str
     node = world.nodes[instance]
     place_on(world, node, [w.deployment("web", 2)])
 
-    with LambdaRie.start(_env(world, aws_server), cluster_name=world.cluster_name) as function:
+    with _function(world, aws_server) as function:
         warned = function.invoke(world.spot_warning(instance))
 
     assert warned.result["result"] == "drained", warned.lines
