@@ -21,6 +21,8 @@ from testbed import workloads as w
 from testbed.lambdarie import Invocation, LambdaRie
 from testbed.world import place_on, pods_on
 
+# On the real control plane only: the same scenarios run in-process on both backends
+# (test_drain, test_spot, test_chaos_lambda); here what is judged is the Lambda runtime.
 REAL = pytest.mark.parametrize("backend", ["real"])
 HANDOVER_TIMEOUT = 8  # seconds: the emulator reads whole seconds
 HANDOVER_MARGIN = 5  # HANDOVER_MARGIN_SECONDS' minimum
