@@ -338,15 +338,17 @@ def test_complete_says_action_gone__success_logged(
     check_invariants(world, budgets, instance, None)
 
 
-# A short hook timeout so heartbeats come every 2 s; the drain lasts ~5 s, long
-# enough for the retry of a failed beat, which comes well before the hook would
-# time out.
-@pytest.mark.parametrize("world", [{"heartbeat_timeout": 4}], indirect=True)
+# A short hook timeout so heartbeats come every 5 s; the failed first beat is
+# retried 2.5-5 s later, before the hook times out at 10 s even when a loaded
+# machine starts the handler a few seconds after the event (with a 4 s hook, a
+# 2 s late start let the action expire before the retry). The drain lasts ~10 s,
+# past the retry.
+@pytest.mark.parametrize("world", [{"heartbeat_timeout": 10}], indirect=True)
 def test_heartbeat_fails_transiently__retried(
     world: World, invoke: Invoke, budgets: BudgetWatcher
 ) -> None:
     instance = world.instance_ids[0]
-    web(world, instance, replicas=2, shutdown=100.0, grace=120)
+    web(world, instance, replicas=2, shutdown=200.0, grace=240)
     budgets.start()
     world.aws.fail_next("heartbeat", "Throttling")
 
