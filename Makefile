@@ -4,19 +4,20 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: help test lint types unit cfn-lint venv clean checkov controlplane lambdarie
+.PHONY: help test lint types unit cfn-lint venv clean checkov controlplane lambdarie wheel
 .DEFAULT_GOAL := help
 
 # make help: every target, one line each (tests/deploy/test_deploy_readme.py keeps it whole).
 help:
 	@echo "Try it (no AWS account needed):"
 	@echo "  make demo          a scale-in drained by the real handler on kubesim + awssim (DEMO_ARGS=)"
-	@echo "Deploy and operate (README \"Deploy\"):"
+	@echo "Deploy and operate (README \"Quick start\", docs/operations.md):"
 	@echo "  make preflight     read-only checks of the cluster, its groups and k8s-rbac/"
 	@echo "  make deploy        build, upload and deploy the stack (CLUSTER_NAME= ASG_NAMES= or ASG_TAG=)"
 	@echo "  make logs          the function's log as readable lines (SINCE= FOLLOW=1 INSTANCE= NODE=)"
 	@echo "  make undeploy      delete the stack and any hook of its left (YES=1 to do it)"
 	@echo "  make package       build the Lambda zip only (ARCH=arm64|x86_64)"
+	@echo "  make wheel         the CLI as a wheel in dist/: eks-node-drainer and kubectl-drainer"
 	@echo "Check and measure:"
 	@echo "  make test          every check: lint, types, unit and end-to-end tests, cfn-lint, checkov"
 	@echo "  make lint          ruff and the import contracts"
@@ -35,6 +36,13 @@ help:
 	@echo "  make clean         remove .venv and build output"
 
 venv: $(STAMP)
+
+# The command line as a wheel (pip install dist/eks_node_drainer-*.whl gives the
+# eks-node-drainer command and the kubectl plugin kubectl-drainer); the Lambda is the
+# zip of `make package`. tests/e2e/test_wheel.py installs it into a fresh venv.
+wheel: $(STAMP)
+	$(PY) -m pip wheel --quiet --no-deps --no-build-isolation --wheel-dir dist .
+	@ls dist/eks_node_drainer-*.whl
 
 $(STAMP): requirements.txt requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -78,7 +86,7 @@ test: lint types controlplane lambdarie unit cfn-lint checkov
 clean:
 	rm -rf $(VENV) build dist .pytest_cache .mypy_cache .ruff_cache .coverage
 
-# --- package and deploy (tools/package.py, tools/deploy.py; README "Deploy") ----------
+# --- package and deploy (tools/package.py, tools/deploy.py; docs/operations.md) ----------
 # make package [ARCH=arm64|x86_64]: build/eks-node-drainer.zip and its manifest.
 # make deploy CLUSTER_NAME=... ASG_NAMES=a,b and/or ASG_TAG=key=value [ARCH=] [STACK_NAME=eks-node-drainer]
 #   [REGION=] [BUCKET=] [PARAMS_FILE=params.json] [PARAMS="DrainTimeoutSeconds=7200 ..."]
@@ -166,7 +174,7 @@ checkov: $(CHECKOV_STAMP)
 	  --skip-download --framework cloudformation kubernetes \
 	  -f template.yaml $(wildcard k8s-rbac/*.yaml)
 
-# --- demo (demo/, README "What `make demo` shows") ------------------------------------------------
+# --- demo (demo/, README "Try it", docs/development.md) ---------------------------
 # make demo [DEMO_ARGS="--stubborn-pdb --timeout-policy force --speed 2"]
 # A scale-in, drained by the real handler, on kubesim + awssim; `python -m demo --help`.
 DEMO_ARGS ?=

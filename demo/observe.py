@@ -5,8 +5,8 @@ It mirrors pods, nodes, PodDisruptionBudgets and VolumeAttachments from watches
 (as the cluster admin), reads the function's JSON log lines and the Auto Scaling
 calls awssim recorded, and turns all three into event lines for the view. What the
 function says happened to a pod comes from its drain events only (the `event`,
-`pod`, `budget`, `reason` and `refusals` keys of the log contract, README "Log
-contract"), never from the wording of a message. It also
+`pod`, `budget`, `reason` and `refusals` keys of the log contract, docs/reference.md
+"Log contract"), never from the wording of a message. It also
 keeps the record the summary is built from: each pod that was on the node when
 the drain began (its fate, its replacement), the worst budget margin seen, the
 volumes detached.

@@ -1,5 +1,5 @@
 """The stack's CloudWatch dashboard (template.yaml, DrainsDashboard) drawn locally
-from a soak's own figures, so the README can show what an operator gets.
+from a soak's own figures, so docs/operations.md can show what an operator gets.
 
     python -m soak.dashboard build/soak/real [--out docs/dashboard.png]
 

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from drainer.cli.display import Progress
-from drainer.cli.main import DEFAULTS, main, options_from
+from drainer.cli.main import DEFAULTS, main, options_from, python_m_prog
 from drainer.engine.filters import FilterOptions
 from drainer.engine.report import DrainEvent, Kind
 from drainer.k8s.cordon import PROGRESS_ANNOTATION
@@ -153,7 +153,7 @@ def test_module_entry_point__help_runs() -> None:
 def _args(*flags: str) -> argparse.Namespace:
     from drainer.cli.main import _parser
 
-    return _parser().parse_args(["drain", "--node", NODE, *flags])
+    return _parser("python -m drainer").parse_args(["drain", "--node", NODE, *flags])
 
 
 def test_no_flags__the_lambdas_settings__but_kubectls_evictions() -> None:
@@ -534,7 +534,7 @@ def test_signal_during_budget_wait__node_state_and_undo_said__record_interrupted
     lines = output.splitlines()
     assert lines[-2].startswith(f"interrupted by {name}: node {NODE} is cordoned"), output
     assert "1 pods left: default/guarded" in lines[-2]
-    assert lines[-1].startswith(f"to undo: python -m drainer release --node {NODE}"), output
+    assert lines[-1].startswith(f"to undo: {python_m_prog()} release --node {NODE}"), output
     assert _record(sim)["phase"] == "interrupted"
     assert sim.get("Node", NODE)["spec"]["unschedulable"] is True
 
@@ -556,7 +556,7 @@ def test_sighup_with_stdout_gone__verdict_and_undo_on_stderr__exit_129(sim: Kube
     assert process.returncode == 129, text
     assert "Traceback" not in text and "Exception ignored" not in text, text
     assert f"interrupted by SIGHUP: node {NODE} is cordoned" in text
-    assert text.splitlines()[-1].startswith(f"to undo: python -m drainer release --node {NODE}")
+    assert text.splitlines()[-1].startswith(f"to undo: {python_m_prog()} release --node {NODE}")
     assert _record(sim)["phase"] == "interrupted"
 
 
@@ -677,7 +677,7 @@ def test_abbreviations_and_typos__refused_with_the_drains_usage_and_a_suggestion
 
     assert exited.value.code == 2
     error = capsys.readouterr().err
-    assert "usage: python -m drainer drain" in error, error
+    assert f"usage: {python_m_prog()} drain" in error, error
     assert f"unrecognized arguments: {flags[0]}" in error
     assert f"did you mean {meant}" in error
     assert len(sim.requests()) == before, "nothing was sent"
@@ -879,3 +879,62 @@ def test_api_server_unreachable__one_short_line_per_retry(
     for line in [*retries, error]:
         assert "cannot reach the API server: Connection refused (127.0.0.1:" in line, line
         assert len(line) < 160, line
+
+
+# --- how it is invoked: the wheel's two commands, python -m ------------------------------
+
+
+@pytest.mark.parametrize("prog", ["eks-node-drainer", "kubectl drainer", "python -m drainer"])
+def test_version__said_as_invoked(prog: str, capsys: pytest.CaptureFixture[str]) -> None:
+    import drainer
+
+    with pytest.raises(SystemExit) as exited:
+        main(["--version"], prog=prog)
+
+    assert exited.value.code == 0
+    assert capsys.readouterr().out == f"{prog} {drainer.__version__}\n"
+
+
+def test_node_as_kubectl_takes_it__positional__same_as_the_flag(sim: KubeSim) -> None:
+    sim.apply([w.bare_pod("lonely", node=NODE)])
+    out = io.StringIO()
+
+    code = main(
+        ["release", NODE, "--kubeconfig", str(sim.kubeconfig), "--context", "drainer"],
+        stdout=out,
+    )
+
+    assert code == 0, out.getvalue()
+    assert f"node {NODE}" in out.getvalue()
+
+
+def test_node_given_twice__usage_error_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["drain", NODE, "--node", "other"], prog="eks-node-drainer")
+
+    assert exited.value.code == 2
+    assert "usage: eks-node-drainer drain" in capsys.readouterr().err
+
+
+def test_undo_command__said_the_way_the_drain_was_started() -> None:
+    from drainer.cli.main import _parse, _undo_command
+
+    for prog, expected in [
+        ("eks-node-drainer", "eks-node-drainer release --node n1 --context prod"),
+        ("kubectl drainer", "kubectl drainer release --node n1 --context prod"),
+    ]:
+        args = _parse(["drain", "n1", "--context", "prod"], prog)
+        assert _undo_command(args, "n1") == expected
+
+
+def test_python_m__the_interpreters_path_when_python_on_path_is_another(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A venv not activated: `python -m drainer release` would run another Python,
+    without drainer; the undo names this one."""
+    from drainer.cli.main import python_m_prog
+
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert python_m_prog() == f"{sys.executable} -m drainer"
+    (tmp_path / "python").symlink_to(sys.executable)
+    assert python_m_prog() == "python -m drainer"

@@ -1,4 +1,4 @@
-"""The log contract: the README's table of drain events against the kinds of
+"""The log contract: docs/reference.md's table of drain events against the kinds of
 drainer/engine/report.py, the levels of drainer/logs.py and the keys DrainEvent.fields()
 can produce; a drain event line that never breaks on a reserved key; and the lines
 a real drain writes, through the Lambda handler on kubesim and moto."""
@@ -32,7 +32,7 @@ drainer_logs = e2e.drainer_logs
 invoke = e2e.invoke
 LogCapture = e2e.LogCapture
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+REFERENCE = Path(__file__).resolve().parents[1] / "docs" / "reference.md"
 DETAILS_OF = (str(Kind.STARTED), str(Kind.FINISHED))
 """The kinds whose rows may name keys of their own (DrainEvent.details)."""
 
@@ -45,10 +45,11 @@ class Row:
 
 
 def _section() -> str:
-    text = README.read_text()
-    start = text.index("### Log contract")
-    end = min(i for i in (text.find("\n## ", start), text.find("\n### ", start + 1)) if i > 0)
-    return text[start:end]
+    """docs/reference.md's "## Log contract", up to the next heading."""
+    text = REFERENCE.read_text()
+    start = text.index("\n## Log contract\n")
+    end = text.find("\n#", start + 1)
+    return text[start : end if end > 0 else len(text)]
 
 
 def _rows() -> list[Row]:
@@ -62,7 +63,7 @@ def _rows() -> list[Row]:
 
 
 def _stable_keys_documented() -> set[str]:
-    """The keys of the README's list ("- `pod`: ...")."""
+    """The keys of the log contract's list ("- `pod`: ...")."""
     return set(re.findall(r"^- `([a-z_]+)`:", _section(), re.MULTILINE))
 
 
@@ -233,7 +234,7 @@ def test_handler_drain__one_json_line_per_event__keys_as_documented(
         assert line["event"] in documented, line
         extra = set(line) - {"event"} - documented[line["event"]] - stable - INVOCATION_KEYS
         extra -= logs.POWERTOOLS_KEYS
-        assert not extra, f"{line['event']}: keys not in the README's table: {extra}"
+        assert not extra, f"{line['event']}: keys not in docs/reference.md's table: {extra}"
         assert line["instance_id"] == instance and line["node_name"] == node, line
 
     (started,) = drainer_logs.events(Kind.STARTED)

@@ -834,6 +834,8 @@ def deploy(
     if not change(first, creating=creating):
         say(f"stack {options.stack_name} is already up to date: nothing to change")
     outputs = _outputs(cfn, options.stack_name)
+    version = outputs.get("Version", "(unknown)")
+    say(f"stack {options.stack_name} deploys eks-node-drainer {version}")
     if options.apply_rbac:
         partition = aws.caller.split(":")[1] if aws.caller.count(":") > 1 else "aws"
         arn = f"arn:{partition}:eks:{aws.region}:{aws.account}:cluster/{values['ClusterName']}"

@@ -30,6 +30,7 @@ distributions, and tools.deploy checks it against the stack's Architecture.
 from __future__ import annotations
 
 import argparse
+import ast
 import hashlib
 import json
 import os
@@ -87,6 +88,8 @@ class Manifest:
     files: int
     bytecode: bool
     distributions: dict[str, str]
+    version: str = ""
+    """eks-node-drainer's version: drainer.__version__ of the sources zipped."""
 
 
 def platform_tags(arch: str) -> list[str]:
@@ -234,6 +237,17 @@ def sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
+def source_version(source: Path) -> str:
+    """`__version__` of the package at `source`, read without importing it."""
+    tree = ast.parse((source / "__init__.py").read_text())
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "__version__" for t in node.targets
+        ):
+            return str(ast.literal_eval(node.value))
+    raise PackageError(f"no __version__ in {source / '__init__.py'}")
+
+
 def manifest_path(zip_path: Path) -> Path:
     return zip_path.with_suffix(".json")
 
@@ -304,11 +318,13 @@ def build(
         files=files,
         bytecode=python is not None,
         distributions=dict(sorted(installed.items())),
+        version=source_version(source),
     )
     manifest_path(output).write_text(json.dumps(asdict(manifest), indent=2) + "\n")
     if log:
         print(
-            f"package: {output} {runtime} {arch} {manifest.size / 1e6:.1f} MB "
+            f"package: {output} eks-node-drainer {manifest.version} {runtime} {arch} "
+            f"{manifest.size / 1e6:.1f} MB "
             f"({unpacked / 1e6:.1f} MB unpacked, {files} files, byte code "
             f"{'yes' if manifest.bytecode else 'no'}) sha256 {manifest.sha256}"
         )

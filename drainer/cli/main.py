@@ -33,6 +33,7 @@ import math
 import os
 import re
 import shlex
+import shutil
 import signal
 import sys
 import threading
@@ -40,6 +41,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
+from drainer import __version__
 from drainer.cli.display import Progress, SafeStream, StatusTicker, human_summary
 from drainer.engine import filters
 from drainer.engine.drain import Drain
@@ -58,6 +60,10 @@ from drainer.outcome import Outcome
 
 if TYPE_CHECKING:
     from drainer import aws
+
+COMMAND = "eks-node-drainer"
+KUBECTL_PLUGIN = "kubectl drainer"
+"""The wheel's two commands, as a person types them."""
 
 DEFAULTS = DrainOptions()
 """The CLI's defaults are the engine's (which are the Lambda's), but for which pods
@@ -132,6 +138,13 @@ def _integer(minimum: int, maximum: int) -> Callable[[str], int]:
 def _target(parser: argparse.ArgumentParser) -> None:
     """The flags that say which node, on which cluster: the same for every command."""
     target = parser.add_mutually_exclusive_group(required=True)
+    target.add_argument(
+        "node_name",
+        nargs="?",
+        type=node_name,
+        metavar="NODE",
+        help="the Kubernetes node name, as kubectl takes it (the same as --node)",
+    )
     target.add_argument("--node", type=node_name, help="the Kubernetes node name")
     target.add_argument(
         "--instance-id",
@@ -154,14 +167,16 @@ class _Parser(argparse.ArgumentParser):
         self.commands: dict[str, argparse.ArgumentParser] = {}
 
 
-def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
+def _parse(argv: Sequence[str] | None, prog: str) -> argparse.Namespace:
     """The arguments; an unknown one is the subcommand's usage error (exit 2), with
     the flags it may have meant."""
-    parser = _parser()
+    parser = _parser(prog)
     args, unknown = parser.parse_known_args(argv)
     if unknown:
         command = parser.commands[args.command]
         command.error(f"unrecognized arguments: {' '.join(unknown)}{_suggestion(unknown, command)}")
+    args.node = args.node or args.node_name
+    args.prog = prog
     return args
 
 
@@ -178,8 +193,9 @@ def _suggestion(unknown: Sequence[str], parser: argparse.ArgumentParser) -> str:
     return ""
 
 
-def _parser() -> _Parser:
-    parser = _Parser(prog="python -m drainer", description=__doc__.split("\n\n")[0])
+def _parser(prog: str) -> _Parser:
+    parser = _Parser(prog=prog, description=__doc__.split("\n\n")[0])
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     release = commands.add_parser(
         "release",
@@ -343,11 +359,16 @@ def _node_for_instance(kube: Kube, instance: str) -> dict[str, Any] | None:
     )
 
 
-def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None) -> int:
+def main(
+    argv: Sequence[str] | None = None, stdout: TextIO | None = None, *, prog: str | None = None
+) -> int:
+    """The command line; `prog` is how the person typed it (the usage line and the
+    undo command it prints say it the same way): `eks-node-drainer`,
+    `kubectl drainer`, or by default `python -m drainer`."""
     err = SafeStream(sys.stderr)
     terminal = _Terminal(out=SafeStream(stdout or sys.stdout, fallback=err), err=err)
     terminal.log.quiet = False
-    args = _parse(argv)
+    args = _parse(argv, prog or python_m_prog())
     verbose = getattr(args, "verbose", False)
     # A handler of our own, filtered: basicConfig installs it only in a process whose
     # logging nobody set up yet (a test's handlers, shared across tests, stay as they are).
@@ -647,8 +668,28 @@ class _Interruptible:
             signal.signal(signum, previous)  # type: ignore[arg-type]
 
 
+def command() -> int:
+    """The `eks-node-drainer` command a pip install of the wheel puts on PATH."""
+    return main(prog=COMMAND)
+
+
+def kubectl_plugin() -> int:
+    """`kubectl drainer ...`: the wheel's `kubectl-drainer` on PATH. The plugin cannot
+    be called `drain`: kubectl never lets a plugin shadow a built-in command."""
+    return main(prog=KUBECTL_PLUGIN)
+
+
+def python_m_prog() -> str:
+    """`python -m drainer`, with the interpreter's full path when `python` on PATH is
+    another one (a venv not activated), so the printed undo command works as shown."""
+    on_path = shutil.which("python")
+    if on_path and os.path.realpath(on_path) == os.path.realpath(sys.executable):
+        return "python -m drainer"
+    return f"{shlex.quote(sys.executable)} -m drainer"
+
+
 def _undo_command(args: argparse.Namespace, node: str) -> str:
-    words = ["python", "-m", "drainer", "release", "--node", node]
+    words = [*shlex.split(args.prog), "release", "--node", node]
     for flag in ("kubeconfig", "context"):
         if getattr(args, flag):
             words += [f"--{flag}", getattr(args, flag)]

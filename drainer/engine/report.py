@@ -3,8 +3,8 @@ happens to the node or a pod) and the report it returns at the end.
 
 The events are a contract. The Lambda writes each one as a JSON log line with the
 keys of `DrainEvent.fields()`; the CLI prints them as human lines and the demo
-shows them. A key or kind renamed here breaks operators' log queries: the README's
-table and tests/test_logs.py hold it fixed.
+shows them. A key or kind renamed here breaks operators' log queries: the table of
+docs/reference.md and tests/test_logs.py hold it fixed.
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ class Kind(StrEnum):
     result, lifecycle_result, counts, seconds, budgets_holding."""
 
 
-# The level of each drain event: the README's log contract shows the same table
+# The level of each drain event: docs/reference.md's log contract shows the same table
 # (tests/test_logs.py holds them equal). INFO is what an operator follows; WARNING
 # and ERROR are what needs a look; DEBUG is for progress displays only.
 EVENT_LEVELS: dict[Kind, int] = {

@@ -2,8 +2,9 @@
 
 `Settings.from_env(os.environ)` is the only place that reads environment variables.
 Every field carries its environment variable, default, range and reason in its
-`metadata`; `VARIABLES` is derived from those fields, so the README table and the
-CloudFormation parameter defaults can be generated from the same source
+`metadata`; `VARIABLES` is derived from those fields, so the table of
+docs/reference.md and the CloudFormation parameter defaults can be generated from
+the same source
 (`python -m drainer.lifecycle.settings` prints it as JSON).
 
 A value that cannot be used stops the cold start with a `SettingsError` naming the

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+import drainer
 from testbed import lambdarie
 from tools import package
 from tools.runtime import (
@@ -82,6 +83,7 @@ def test_manifest_names_runtime_architecture_and_size(built: Built):
     manifest = json.loads(package.manifest_path(built.path).read_text())
     assert manifest["runtime"] == f"python{RUNTIME[0]}.{RUNTIME[1]}"
     assert manifest["architecture"] == host_arch()
+    assert manifest["version"] == drainer.__version__
     assert manifest["size"] == built.path.stat().st_size
     # Lambda's limit for an unpacked function.
     assert manifest["unpacked_size"] < 250 * 1024 * 1024

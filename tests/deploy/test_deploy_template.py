@@ -725,3 +725,21 @@ def test_the_rules_that_put_hooks_back_go_before_the_custom_resource_on_delete()
     # A change of any parameter that decides the hooks updates them.
     for name in ("AsgNames", "AsgTag", "LifecycleHookName", "HeartbeatTimeout", "LaunchHook"):
         assert name in hooks, name
+
+
+def test_one_version__the_package_the_wheel_the_stack_and_the_changelog(
+    template: dict[str, Any],
+) -> None:
+    """drainer.__version__ is the one version: pyproject.toml reads it for the wheel,
+    the stack reports it as an output, and CHANGELOG.md has a heading for it."""
+    import tomllib
+
+    import drainer
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert project["project"]["dynamic"] == ["version"]
+    assert project["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "drainer.__version__"}
+    assert template["Outputs"]["Version"]["Value"] == drainer.__version__
+    assert re.search(
+        rf"^## {re.escape(drainer.__version__)}\b", (ROOT / "CHANGELOG.md").read_text(), re.M
+    ), f"CHANGELOG.md has no '## {drainer.__version__}' heading"

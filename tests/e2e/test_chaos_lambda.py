@@ -70,8 +70,8 @@ SHORT_TIMEOUT = 7.0  # the function's timeout when a seed draws hand-overs
 HANDOVER_MARGIN = 5  # HANDOVER_MARGIN_SECONDS' minimum: 2 s of work per invocation
 MAX_INVOCATIONS = 25
 BOTOCORE_ATTEMPTS = 5  # drainer.aws.session.CLIENT_CONFIG: 4 retries after the first try
-# What each end of a drain sends to the ASG (README "What the Auto Scaling group is
-# told", TIMEOUT_POLICY=continue).
+# What each end of a drain sends to the ASG (docs/reference.md "What the Auto Scaling
+# group is told", TIMEOUT_POLICY=continue).
 OUTCOME_TABLE = {
     "drained": "CONTINUE",
     "no_node": "CONTINUE",
