@@ -17,7 +17,7 @@ import pytest
 from support import objects
 from support.objects import Obj
 
-from demo import template
+from demo import sample, template
 from demo.observe import Observer, budget_margins, selects
 from demo.summary import classify
 from demo.view import View
@@ -56,6 +56,11 @@ def test_default_scenario__node_drained__continue_budgets_kept_volume_detached(
     summary, output = _run_demo(tmp_path, "--speed", "10")
 
     assert summary["checks_passed"] is True
+    # The README's sample (python -m demo.sample) is what a run prints, timings aside.
+    readme = (ROOT / "README.md").read_text()
+    assert sample.stale(sample.readme_sample(readme), output) == [], (
+        "README.md's demo sample is stale: run .venv/bin/python -m demo.sample"
+    )
     assert summary["lifecycle"]["result"] == "CONTINUE"
     assert summary["lifecycle"]["closed_by"] == "complete"
     assert summary["lifecycle"]["instance_state"] == "terminated"
@@ -381,3 +386,41 @@ def test_view__plain__no_escapes_and_no_status_line(tmp_path: Path) -> None:
     text = path.read_text()
     assert "\033" not in text
     assert text.endswith("k8s    node n1 cordoned\n")
+
+
+def test_summary__pod_held_by_its_budget_died_with_the_node__not_called_never_violated() -> None:
+    """--stubborn-pdb with TIMEOUT_POLICY=continue: no eviction broke a budget, but the
+    held pod went with the terminated instance; the summary says both (a real run's
+    summary.json)."""
+    import io
+    import json
+
+    from demo.summary import render
+    from demo.view import View
+
+    summary = json.loads(
+        (Path(__file__).parent / "data/demo_summary_stubborn_continue.json").read_text()
+    )
+    out = io.StringIO()
+
+    render(View(out), summary)
+
+    line = next(line for line in out.getvalue().splitlines() if line.lstrip().startswith("budgets"))
+    assert "never violated by an eviction" in line, line
+    assert "then shop/billing lost shop/billing-" in line, line
+    assert "with the terminated node (TIMEOUT_POLICY=continue)" in line, line
+
+
+def test_demo_sample__a_line_the_demo_no_longer_prints__stale_timings_and_names_aside() -> None:
+    printed = (
+        "   6.9s  k8s    node ip-10-235-51-220.ec2.internal cordoned (unschedulable)\n"
+        "   7.0s  k8s    shop/web-76c137f95b-fh77x evicted: terminating (grace period 30 s)\n"
+    )
+    shown = [
+        "   4.7s  k8s    node ip-10-100-69-254.ec2.internal cordoned (unschedulable)",
+        "   4.8s  k8s    shop/web-76c137f95b-jt7c5 evicted: terminating (grace period 30 s)",
+        "   4.8s  lambda tier 1: 4 pods (ordinary)",
+        "  [...]",
+    ]
+
+    assert sample.stale(shown, printed) == ["   4.8s  lambda tier 1: 4 pods (ordinary)"]

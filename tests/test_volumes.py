@@ -12,7 +12,7 @@ import pytest
 from support.clock import FakeClock
 from support.objects import node, pod
 
-from drainer.engine.volumes import Detach, volumes_of, wait_for_detach
+from drainer.engine.volumes import Detach, attachments_on, volumes_of, wait_for_detach
 from drainer.k8s.kube import Kube
 from kubesim import KubeSim
 from kubesim import testing as k
@@ -87,7 +87,11 @@ COND = threading.Condition()
 
 
 def _wait(
-    kube: Kube, volumes: set[str], clock: FakeClock, pause: Callable[[float], None]
+    kube: Kube,
+    volumes: set[str],
+    clock: FakeClock,
+    pause: Callable[[float], None],
+    attached_before: dict[str, str] | None = None,
 ) -> tuple[Detach, list[str]]:
     told: list[str] = []
     result = wait_for_detach(
@@ -100,6 +104,7 @@ def _wait(
         pause=pause,
         stopped=lambda: False,
         on_detached=told.append,
+        attached_before=attached_before,
     )
     return result, told
 
@@ -154,3 +159,31 @@ def test_wait_for_detach__volume_detached__reported_once_and_the_wait_ends(
 
     assert result == Detach(detached=["va-1 (pv-a)"], pending=[])
     assert told == ["va-1 (pv-a)"]
+
+
+def test_attached_at_the_start__detached_before_the_wait__counted_and_told(
+    sim: KubeSim, kube: Kube
+) -> None:
+    """The pod stopped and its volume detached while other pods were still going:
+    the drain's report counts it (the log's volumes_detached agrees with what an
+    operator watching the volume saw), without a pause."""
+    sim.apply([attachment("va-1", "pv-a"), attachment("va-2", "pv-b", node_name="n2")])
+    before = attachments_on(kube, NODE)
+    assert before == {"va-1": "pv-a"}
+    sim.api.delete(sim.resource_for(attachment("va-1", "pv-a")), "", "va-1")
+    k.eventually(lambda: attachments_on(kube, NODE) == {})
+    clock = FakeClock()
+
+    result, told = _wait(kube, {"pv-a"}, clock, clock.sleep, attached_before=before)
+
+    assert result == Detach(detached=["va-1 (pv-a)"])
+    assert (told, clock.sleeps) == (["va-1 (pv-a)"], [])
+
+
+def test_attached_at_the_start__another_volume__not_counted(sim: KubeSim, kube: Kube) -> None:
+    clock = FakeClock()
+
+    result, told = _wait(kube, {"pv-a"}, clock, clock.sleep, attached_before={"va-9": "pv-z"})
+
+    assert result == Detach()
+    assert told == []

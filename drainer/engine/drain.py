@@ -39,7 +39,7 @@ from drainer.engine.options import DrainOptions
 from drainer.engine.pods import Pod
 from drainer.engine.report import DrainEvent, DrainReport, Kind, describe
 from drainer.engine.schedule import OPEN, Entry, Schedule, State
-from drainer.engine.volumes import volumes_of, wait_for_detach
+from drainer.engine.volumes import attachments_on, volumes_of, wait_for_detach
 from drainer.engine.watchers import BudgetTracker, NodeTracker, PodTracker
 from drainer.errors import FatalKubeError, KubeError, KubeNotFound
 from drainer.k8s.cordon import PROGRESS_ANNOTATION, cordon_patch, progress_value
@@ -143,6 +143,7 @@ class Drain:
         self._budgets: BudgetTracker | None = None
         self._node: NodeTracker | None = None
         self._schedule: Schedule | None = None
+        self._attached_before: dict[str, str] = {}  # VolumeAttachments on the node at the start
         self._evictions: Evictions | None = None  # sends the evictions, takes their answers
         self._listed_gone: set[tuple[str, str, str]] = set()
         self._decided: set[tuple[str, str, str]] = set()  # every pod taken in, skipped ones too
@@ -317,6 +318,11 @@ class Drain:
         decisions = [filters.decide(p, self.options.filters) for p in pod_list]
         acting = [d.pod for d in decisions if d.action != Action.SKIP]
         critical = sum(1 for p in acting if pods.is_critical(p))
+        if self.options.volume_detach_timeout > 0 and any(pods.claim_names(p) for p in acting):
+            try:  # before the first eviction: a volume may detach before the wait for it
+                self._attached_before = attachments_on(self.kube, self.node)
+            except KubeError as e:  # then only what detaches during the wait is counted
+                log.debug("could not list the volume attachments of %s: %s", self.node, e)
         self._emit(
             Kind.STARTED,
             details={
@@ -809,6 +815,7 @@ class Drain:
             stopped=self._over,
             on_detached=lambda what: self._emit(Kind.VOLUME_DETACHED, reason=what),
             watch_timeout=self.options.watch_timeout_seconds,
+            attached_before=self._attached_before,
         )
         if result.error is not None:
             self._fail(result.error)

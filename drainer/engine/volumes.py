@@ -22,7 +22,8 @@ from drainer.k8s.kube import Kube
 @dataclass
 class Detach:
     detached: list[str] = field(default_factory=list)
-    """VolumeAttachment (volume) of each volume that went while waiting."""
+    """VolumeAttachment (volume) of each volume that went: while waiting, or before,
+    when it was among the attachments the drain saw at its start."""
     pending: list[str] = field(default_factory=list)
     """Volumes still attached when the wait ended."""
     error: FatalKubeError | None = None
@@ -39,6 +40,19 @@ def volumes_of(kube: Kube, drained: Iterable[Pod]) -> set[str]:
     return volumes
 
 
+def attachments_on(kube: Kube, node: str) -> dict[str, str]:
+    """VolumeAttachment name -> volume, of those on `node` now: what the drain's
+    volumes were attached as before it began, so one that detaches before the wait
+    (while the pods stop) is counted as detached, not as never attached."""
+    found = {}
+    for attachment in kube.list_volume_attachments()[0]:
+        spec = attachment.get("spec") or {}
+        volume = (spec.get("source") or {}).get("persistentVolumeName")
+        if spec.get("nodeName") == node and volume:
+            found[attachment["metadata"]["name"]] = volume
+    return found
+
+
 def wait_for_detach(
     kube: Kube,
     node: str,
@@ -51,15 +65,22 @@ def wait_for_detach(
     stopped: Callable[[], bool],
     on_detached: Callable[[str], None],
     watch_timeout: int = 240,
+    attached_before: dict[str, str] | None = None,
 ) -> Detach:
     """Wait until none of `volumes` is attached to `node`, `until`, or `stopped()`.
-    `pause(until)` waits on `cond` (held) for a change or the time."""
+    `pause(until)` waits on `cond` (held) for a change or the time. Those of
+    `attached_before` (attachments_on at the drain's start) already gone count as
+    detached."""
     attachments = AttachmentTracker(kube, watch_timeout=watch_timeout, cond=cond)
     attachments.start(*kube.list_volume_attachments())
     result = Detach()
     try:
         with cond:
             pending = attachments.attached(node, volumes)
+            for name, volume in sorted((attached_before or {}).items()):
+                if volume in volumes and name not in pending:
+                    result.detached.append(f"{name} ({volume})")
+                    on_detached(result.detached[-1])
             while pending and clock() < until and not stopped():
                 if isinstance(attachments.error, FatalKubeError):
                     result.error = attachments.error
