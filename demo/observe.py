@@ -536,15 +536,21 @@ class Observer:
         if fate is not None:
             fate.refusals = max(fate.refusals, int(record.get("refusals") or 0))
         if event == "drain_finished":
+            earlier = list(self.summaries)
             self.summaries.append(dict(record))
             result = record.get("result")
             self.timed_out = self.timed_out or result == "timed_out"
-            self.view.line(
-                "lambda",
-                f"drain finished: result {result}, lifecycle result "
-                f"{record.get('lifecycle_result')}",
-                "ok" if result == "drained" else "warn",
-            )
+            trigger = str(record.get("trigger") or "")
+            lifecycle = record.get("lifecycle_result")
+            hook = trigger in ("", "terminate-hook")
+            if lifecycle in (None, "none") and not hook:  # an EC2 event's: no action of its own
+                told = f"{trigger} drain finished: result {result}; the terminate hook's event "
+                told += "completes the lifecycle action"
+            elif earlier and hook and not record.get("evicted"):
+                told = f"{trigger}: the node was already drained; lifecycle result {lifecycle}"
+            else:
+                told = f"drain finished: result {result}, lifecycle result {lifecycle}"
+            self.view.line("lambda", told, "ok" if result == "drained" else "warn")
         elif event == "drain_started":
             self.view.line(
                 "lambda",
@@ -589,6 +595,8 @@ class Observer:
     def _on_text(self, record: Obj) -> None:
         message = str(record.get("message", ""))
         level = str(record.get("level", "INFO")).upper()
+        if message.startswith("drain of ") and " timed out: " in message:
+            return  # the engine's; the function's next line says it again, with the policy
         if level in ("ERROR", "CRITICAL"):
             self.errors.append(message)
             self.view.line("lambda", message, "error")

@@ -117,6 +117,13 @@ def test_spot__drained_within_the_warning_window__hook_waits_for_that_drain(
     assert "EC2 sends a spot interruption warning for" in output
     assert "spot-interruption drain" in output
     assert output.splitlines()[0].startswith("eks-node-drainer demo: EC2 takes a spot instance")
+    # Two end lines, each saying which event's it is: not two "drain finished", one
+    # of them with "lifecycle result none".
+    ends = [line for line in output.splitlines() if " lambda " in line and "finished" in line]
+    assert len(ends) == 1, ends
+    assert "spot-interruption drain finished: result drained; the terminate hook's" in ends[0]
+    assert "terminate-hook: the node was already drained; lifecycle result CONTINUE" in output
+    assert "lifecycle result none" not in output
 
 
 def test_health_and_launch_hook__replacement_ready_first__retirement_drained_before_window(
@@ -157,7 +164,7 @@ def test_spot_and_stubborn_pdb__refused_before_anything_starts(tmp_path: Path) -
 def test_stubborn_pdb_force_with_handovers__times_out_then_deletes_the_held_pod(
     tmp_path: Path,
 ) -> None:
-    summary, _ = _run_demo(
+    summary, output = _run_demo(
         tmp_path,
         "--speed",
         "10",
@@ -177,6 +184,9 @@ def test_stubborn_pdb_force_with_handovers__times_out_then_deletes_the_held_pod(
     forced = summary["pods"]["forced"]
     assert [p for p in forced if p.startswith("shop/billing-")], forced
     assert "shop/db-0" in summary["pods"]["evicted"]
+    timed_out = [line for line in output.splitlines() if " lambda " in line and "timed out" in line]
+    assert len(timed_out) == 1, f"the timeout said once, with its policy: {timed_out}"
+    assert "(TIMEOUT_POLICY=force)" in timed_out[0]
     budgets = summary["budgets"]
     assert budgets["shop/billing"]["worst_margin"] < 0, "force bypasses the budget"
     assert budgets["shop/web"]["worst_margin"] >= 0
