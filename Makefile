@@ -63,7 +63,7 @@ types: $(STAMP)
 PYTEST_WORKERS ?= 2
 
 unit: $(STAMP)
-	$(PY) -m pytest --cov --cov-report=term -n $(PYTEST_WORKERS)
+	$(PY) -m pytest --cov --cov-report=term -n $(PYTEST_WORKERS) --durations=20
 
 cfn-lint: $(STAMP)
 	@if [ -f template.yaml ]; then $(VENV)/bin/cfn-lint template.yaml; fi

@@ -35,7 +35,7 @@ DEFAULT_OUT = {"kubesim": RESULTS / "results.json", "real": RESULTS / "results-r
 # figures barely move between runs (its own sleeps and throttle set them): fewer
 # runs of those keep `make bench` under ten minutes. Our engine always gets --runs.
 # Scenario 6 lasts its drain timeout for both clients (its budget-blocked pods never go).
-KUBECTL_RUNS = {"1": 2, "2": 1, "3": 2, "4": 2, "6": 2}
+KUBECTL_RUNS = {"1": 2, "2": 1, "3": 2, "4": 2, "6": 2, "7": 1}
 
 
 # Where each figure comes from, by backend: printed under the table, and in the JSON.
@@ -179,6 +179,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     print()
     print(report.evictions_text(summaries))
     print()
+    against = report.floor_text(summaries, chosen.scenarios)
+    if against:
+        print(against)
+        print()
     head_of_line = report.head_of_line_text(summaries, chosen.scenarios)
     if head_of_line:
         print(head_of_line)

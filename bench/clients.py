@@ -158,3 +158,28 @@ def run_kubectl(
             *(["-v=6"] if log_requests else []),
         ]
         return launch(command, timeout + 30, _env(HOME=home))
+
+
+FLOOR = Path(__file__).resolve().parent / "floor.py"
+
+
+def run_floor(kubeconfig: Path, node: str, timeout: float) -> Process:
+    """bench/floor.py, as the kubeconfig's `drainer` user (the RBAC of k8s-rbac/, as
+    ours), under `python -S`: no site-packages, no drainer code."""
+    import base64
+
+    import yaml
+
+    config = yaml.safe_load(kubeconfig.read_text())
+    context = next(c["context"] for c in config["contexts"] if c["name"] == OURS_USER)
+    cluster = next(c["cluster"] for c in config["clusters"] if c["name"] == context["cluster"])
+    user = next(u["user"] for u in config["users"] if u["name"] == context["user"])
+    with tempfile.TemporaryDirectory(prefix="bench-floor-") as tmp:
+        ca = Path(tmp) / "ca.pem"
+        if "certificate-authority-data" in cluster:
+            ca.write_bytes(base64.b64decode(cluster["certificate-authority-data"]))
+        else:
+            ca.write_bytes((kubeconfig.parent / cluster["certificate-authority"]).read_bytes())
+        env = _env(FLOOR_SERVER=cluster["server"], FLOOR_CA=str(ca), FLOOR_TOKEN=user["token"])
+        command = [sys.executable, "-S", str(FLOOR), node, "--timeout", str(timeout)]
+        return launch(command, timeout + 30, env)

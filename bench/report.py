@@ -215,6 +215,40 @@ def head_of_line_text(summaries: Sequence[Summary], scenarios: Sequence[Scenario
     return "\n".join(lines)
 
 
+def floor_text(summaries: Sequence[Summary], scenarios: Sequence[Scenario]) -> str:
+    """Each client against the floor (bench/floor.py) in the same run: the ratio of
+    their medians, from process start to exit (wall; scenario 6: from the cordon until
+    the last budget-free pod was gone), and from the cordon to the last request."""
+    by = {(s.scenario, s.client): s for s in summaries}
+    lines = [
+        "Against the floor (bench/floor.py, standard library only: cordon, one list, every "
+        "eviction at once on 16 connections, a watch for the end; same run, medians)"
+    ]
+    for scenario in scenarios:
+        floor = by.get((scenario.key, "floor"))
+        if floor is None or not floor.wall:
+            continue
+        tracked = bool(scenario.tracked)
+        base = floor.gone if tracked else floor.wall
+        if not base:
+            continue
+        what = "gone" if tracked else "wall"
+        parts = [f"floor {base:.2f} s {what}"]
+        for client in ("ours", "kubectl"):
+            summary = by.get((scenario.key, client))
+            if summary is None:
+                continue
+            measured = summary.gone if tracked else summary.wall
+            if not measured:
+                continue
+            part = f"{client}/floor {measured / base:.2f}x"
+            if not tracked and summary.window and floor.window:
+                part += f" (window {summary.window / floor.window:.2f}x)"
+            parts.append(part)
+        lines.append(f"  {scenario.key} {scenario.title}: " + "; ".join(parts))
+    return "\n".join(lines) if len(lines) > 1 else ""
+
+
 def _gone_text(summary: Summary, scenario: Scenario) -> str:
     ok = summary.runs - summary.failed
     if summary.gone is None:
@@ -351,6 +385,21 @@ def targets(
                 all(mb <= TARGET_ZIP_MB for mb in coldstart.zips.values()),
             )
         )
+    for key in ("1", "7"):  # issue 28: within 20 % of the floor, budget-free pods
+        mine, floor = _find(summaries, key, "ours"), _find(summaries, key, "floor")
+        name = f"{key}: ours / floor, {pods.get(key, '?')} pods (process start to exit)"
+        if mine and floor and floor.wall:
+            ratio = mine.wall / floor.wall
+            found.append(
+                Target(
+                    name,
+                    "<= 1.20x",
+                    f"{ratio:.2f}x ({mine.wall:.2f} s vs {floor.wall:.2f} s)",
+                    ratio <= 1.2,
+                )
+            )
+        elif key in pods:
+            found.append(Target(name, "<= 1.20x", "not measured", None))
     return found
 
 

@@ -26,6 +26,7 @@ from bench.clients import (
     KUBECTL_USER,
     OURS_USER,
     Process,
+    run_floor,
     run_kubectl,
     run_lookup,
     run_ours,
@@ -178,9 +179,12 @@ def _answer(process: Process) -> dict[str, Any]:
 
 
 def _requests_made(process: Process) -> int:
-    """The request count our client reports."""
+    """The request count our client (or the floor) reports."""
+    answer = _answer(process)
+    if "records" in answer and "report" not in answer:  # the floor
+        return len(answer["records"])
     try:
-        return int(_answer(process)["report"]["api_requests"])
+        return int(answer["report"]["api_requests"])
     except (KeyError, ValueError, TypeError):
         return 0
 
@@ -210,7 +214,7 @@ def _process(result: RunResult, process: Process, *, ends_on_timeout: bool = Fal
     result.maxrss_mb = process.maxrss_mb
     if process.timed_out:
         result.ok, result.problem = False, "timed out"
-    elif process.returncode != 0 and not (ends_on_timeout and result.client == "kubectl"):
+    elif process.returncode != 0 and not (ends_on_timeout and result.client != "ours"):
         tail = " | ".join(process.output.strip().splitlines()[-3:])
         result.ok, result.problem = False, f"exit {process.returncode}: {tail[:300]}"
 
@@ -242,11 +246,15 @@ def drain_once(
                 sim.kubeconfig, prepared.node, scenario.timeout, settings=scenario.env
             )
             user = OURS_USER
+        elif client == "floor":
+            process = run_floor(sim.kubeconfig, prepared.node, scenario.timeout)
+            user = OURS_USER
         else:
             assert kubectl is not None
             process = run_kubectl(kubectl, sim.kubeconfig, prepared.node, scenario.timeout)
             user = KUBECTL_USER
-        records = _records(sim, user, _requests_made(process) if client == "ours" else 0)
+        made = _requests_made(process) if client in ("ours", "floor") else 0
+        records = _records(sim, user, made)
         window = measure.drain_window(records)
         _figures(result, records, window)
         _process(result, process, ends_on_timeout=bool(scenario.stays))
@@ -343,6 +351,11 @@ def _admin(plane: ControlPlane) -> ApiClient:
 def _client_records(client: str, process: Process) -> list[measure.ClientRecord]:
     if client == "ours":
         return measure.client_records(_answer(process).get("records") or [])
+    if client == "floor":  # [sent, answered, method, path, status]
+        return measure.client_records(
+            [at, done, method, *measure.classify(method, path), status]
+            for at, done, method, path, status in _answer(process).get("records") or []
+        )
     return measure.kubectl_records(process.output)
 
 
@@ -382,6 +395,8 @@ def _drain_real(
                 records=True,
                 settings=scenario.env,
             )
+        elif client == "floor":
+            process = run_floor(plane.kubeconfig, prepared.node, scenario.timeout)
         else:
             assert kubectl is not None
             process = run_kubectl(
@@ -392,7 +407,7 @@ def _drain_real(
         _figures(result, records, window)
         _process(result, process, ends_on_timeout=bool(scenario.stays))
         made = _requests_made(process)
-        if client == "ours" and result.ok and made != len(records):
+        if client in ("ours", "floor") and result.ok and made != len(records):
             result.ok = False
             result.problem = f"our client made {made} requests but recorded {len(records)}"
         if window is not None:
@@ -498,6 +513,7 @@ def warm_up(
     paths in this process (or the control plane's binaries) and both clients'
     files into the page cache."""
     drain_once(scenario, "ours", 0, speed, kubectl, backend=backend)
+    drain_once(scenario, "floor", 0, speed, kubectl, backend=backend)
     if kubectl is not None:
         drain_once(scenario, "kubectl", 0, speed, kubectl, backend=backend)
 
@@ -513,15 +529,17 @@ def run_all(
     backend: str = "kubesim",
     progress: Progress = _stderr,
 ) -> list[RunResult]:
-    """Every scenario, our engine and kubectl alternately, run by run."""
+    """Every scenario, our engine, the floor (bench/floor.py) and kubectl in turn, run
+    by run, the order rotated each run so that none always goes first."""
     results: list[RunResult] = []
     for scenario in scenarios:
         progress(f"scenario {scenario.key}: {scenario.title} (ideal {scenario.ideal:.2f} s)")
         for run in range(1, runs + 1):
-            clients = ["ours"]
+            clients = ["ours", "floor"]
             if kubectl is not None and run <= kubectl_runs.get(scenario.key, runs):
                 clients.append("kubectl")
-            for client in clients:
+            turn = (run - 1) % len(clients)
+            for client in clients[turn:] + clients[:turn]:
                 result = drain_once(scenario, client, run, speed, kubectl, backend=backend)
                 progress(_line(result))
                 results.append(result)

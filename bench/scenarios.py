@@ -200,8 +200,9 @@ def drain_cluster(
     return Prepared(target, pods)
 
 
-def many_pods(count: int, replicas_each: int) -> Scenario:
-    """Scenario 1: a full node of replicated pods that stop at once, no budget."""
+def many_pods(count: int, replicas_each: int, key: str = "1") -> Scenario:
+    """Scenario 1 (and 7, larger): a full node of replicated pods that stop at once,
+    no budget."""
     deployments = max(1, count // replicas_each)
     sizes = [
         count // deployments + (1 if i < count % deployments else 0) for i in range(deployments)
@@ -212,7 +213,7 @@ def many_pods(count: int, replicas_each: int) -> Scenario:
         return drain_cluster(sim, objects, pods=count, other_capacity=count + 10)
 
     return Scenario(
-        "1",
+        key,
         f"{count} pods, no PDB, stop at once",
         count,
         0.0,
@@ -418,6 +419,7 @@ def plan(*, quick: bool, runs: int | None = None, backend: str = "kubesim") -> P
             budgeted(2, 1.0, speed),
             spread(6, 20.0, speed),
             head_of_line(10, 4, speed, 3.0),
+            many_pods(24, 8, key="7"),
         )
     else:
         scenarios = (
@@ -426,5 +428,6 @@ def plan(*, quick: bool, runs: int | None = None, backend: str = "kubesim") -> P
             budgeted(10, 1.0, speed),
             spread(30, 20.0, speed),
             head_of_line(40, 20, speed, 20.0),
+            many_pods(500, 50, key="7"),
         )
     return Plan(speed, runs or (1 if quick else 3), scenarios, nodes, backend, tuple(notes))

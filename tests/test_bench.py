@@ -171,10 +171,10 @@ def test_quick_mode__every_scenario_drained_by_both_clients(
     results = json.loads(out.read_text())
     assert status == 0, [r for r in results["runs_detail"] if not r["ok"]]
     clients = {(s["scenario"], s["client"]) for s in results["summary"]}
-    expected = {(key, "ours") for key in "12346"}
+    expected = {(key, client) for key in "123467" for client in ("ours", "floor")}
     expected |= {("5", "ours (PrivateDnsName)"), ("5", "ours (providerID)")}
     if find_kubectl() is not None:
-        expected |= {(key, "kubectl") for key in "12346"}
+        expected |= {(key, "kubectl") for key in "123467"}
     assert clients == expected
     for summary in results["summary"]:
         assert summary["requests"] > 0
@@ -185,6 +185,12 @@ def test_quick_mode__every_scenario_drained_by_both_clients(
     assert ours["gone"] is not None, "budget-free pods held behind budget-blocked ones"
     assert "Head of line (scenario 6" in printed
     assert "Targets (quick mode" in printed
+    # Each client against the floor, measured in the same run (issue 28).
+    against = printed[printed.index("Against the floor") :].split("\n\n")[0]
+    for key in "123467":
+        assert f"\n  {key} " in against, against
+    assert "ours/floor" in against
+    assert "1: ours / floor, 12 pods" in printed and "7: ours / floor, 24 pods" in printed
     for scenario in results["scenarios"]:
         assert scenario["title"] in printed
 
@@ -220,7 +226,7 @@ def test_quick_mode_on_the_real_control_plane__both_clients_drain_and_are_tabled
     assert all(r["backend"] == "real" and r["ok"] for r in results["runs_detail"])
     drains = [s for s in results["summary"] if s["scenario"] in "13"]
     assert {(s["scenario"], s["client"]) for s in drains} == {
-        (key, client) for key in "13" for client in ("ours", "kubectl")
+        (key, client) for key in "13" for client in ("ours", "floor", "kubectl")
     }
     for summary in drains:
         assert summary["window"] is not None
@@ -240,5 +246,22 @@ def test_quick_mode_on_the_real_control_plane__both_clients_drain_and_are_tabled
             rows[current].add(line.split()[0])
         elif not line.strip():
             current = ""
-    assert rows == {key: {"ours", "kubectl"} for key in "13"}
+    assert rows == {key: {"ours", "floor", "kubectl"} for key in "13"}
+    assert "ours/floor" in printed[printed.index("Against the floor") :]
     assert "Figures from the real control plane" in printed
+
+
+def test_floor__standard_library_only__drains_past_a_budget_retrying_its_429s() -> None:
+    """bench/floor.py under `python -S` (no site-packages): cordons, sends every
+    eviction at once, sends a refused one again until its budget allows, and ends
+    when the node is empty; kubesim's records of it are the run's figures."""
+    from bench.run import drain_once
+    from bench.scenarios import budgeted
+
+    result = drain_once(budgeted(3, 1.0, 10.0), "floor", 1, 10.0, None)
+
+    assert result.ok, result.problem
+    assert result.verbs.get("patch") == 1 and result.verbs.get("list") == 1, result.verbs
+    # All three at once under maxUnavailable 1: two refused, then sent again.
+    assert result.verbs.get("evict", 0) >= 5, result.verbs
+    assert result.wall > 0 and result.window is not None
