@@ -206,6 +206,9 @@ class Observer:
         self.detached: dict[str, float] = {}  # persistent volume -> when
         self.claims_of: dict[str, str] = {}  # persistent volume -> namespace/claim
         self.timed_out = False
+        self.hook_follows = False
+        """The terminate hook's invocation follows an EC2 event's drain (--spot, --health):
+        its end line, which may come before that drain's own, evicted nothing itself."""
         self.node_deleted_at: float | None = None
         self.cordoned_at: float | None = None
         self.errors: list[str] = []
@@ -546,7 +549,7 @@ class Observer:
             if lifecycle in (None, "none") and not hook:  # an EC2 event's: no action of its own
                 told = f"{trigger} drain finished: result {result}; the terminate hook's event "
                 told += "completes the lifecycle action"
-            elif earlier and hook and not record.get("evicted"):
+            elif (earlier or self.hook_follows) and hook and not record.get("evicted"):
                 told = f"{trigger}: the node was already drained; lifecycle result {lifecycle}"
             else:
                 told = f"drain finished: result {result}, lifecycle result {lifecycle}"

@@ -45,9 +45,12 @@ class Scene:
         wait_until(lambda: is_pod_ready(self.api.get("Pod", name, self.namespace)), 15)
         return self.api.get("Pod", name, self.namespace)
 
-    def settled_budget(self, name: str, allowed: int | None = None) -> Obj:
+    def settled_budget(
+        self, name: str, allowed: int | None = None, healthy: int | None = None
+    ) -> Obj:
         """The budget once the disruption controller has caught up with its spec (and,
-        with `allowed`, allows that many disruptions)."""
+        with `allowed`, allows that many disruptions; with `healthy`, counts that many
+        healthy pods: its informer may see a pod's status change after the budget)."""
 
         def caught_up() -> Obj | None:
             budget = self.api.get("PodDisruptionBudget", name, self.namespace)
@@ -55,6 +58,8 @@ class Scene:
             if status.get("observedGeneration") != budget["metadata"].get("generation"):
                 return None
             if allowed is not None and status.get("disruptionsAllowed") != allowed:
+                return None
+            if healthy is not None and status.get("currentHealthy") != healthy:
                 return None
             return budget
 
@@ -203,7 +208,9 @@ def _not_ready_under(policy: str | None) -> Callable[[Scene], Obj]:
         if policy:
             budget["spec"]["unhealthyPodEvictionPolicy"] = policy
         s.cluster.apply(budget)
-        settled = s.settled_budget("b1")
+        # Under load the real controller's informer has seen the budget before the pod's
+        # patch (it counted the pod healthy once): the eviction waits for its settled view.
+        settled = s.settled_budget("b1", healthy=0)
         answer = s.evict(s.api.get("Pod", "p", s.namespace))
         return {"answer": answer, "healthy": settled["status"].get("currentHealthy")}
 
