@@ -110,7 +110,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     out: Path = args.out or DEFAULT_OUT[args.backend]
     backend: str = args.backend
 
-    from bench import coldstart, report
+    from bench import coldstart, report, startup
     from bench.clients import find_kubectl, kubectl_version
     from bench.run import run_all, warm_up
     from bench.scenarios import many_pods, plan
@@ -157,8 +157,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not only or "coldstart" in only:
         print("cold start: measuring the Lambda zip under the runtime's Python", file=sys.stderr)
         cold = coldstart.measure(3 if args.quick else 9, build=not args.quick)
+    launch = None
+    if not only or "startup" in only:
+        print("CLI start-up: python -m drainer to its first request (kubesim)", file=sys.stderr)
+        launch = startup.measure(3 if args.quick else 7)
     summaries = report.summarise(results)
     found = report.targets(summaries, chosen.scenarios, cold, lookup_nodes)
+    if launch is not None:
+        found.append(
+            report.Target(
+                "CLI: process start to its first request",
+                f"<= {startup.TARGET_SECONDS:.2f} s",
+                f"{launch.median:.3f} s (median of {len(launch.runs)})",
+                launch.median <= startup.TARGET_SECONDS,
+            )
+        )
     elapsed = time.perf_counter() - started
 
     servers = sorted({r.server for r in results if r.server})
@@ -190,6 +203,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if cold is not None:
         print(report.coldstart_text(cold))
         print()
+    if launch is not None:
+        print(startup.text(launch))
+        print()
     print(report.targets_text(found, args.quick, backend))
     print(f"\nbench: {elapsed:.0f} s in all; results in {out}")
 
@@ -213,6 +229,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "summary": [asdict(s) for s in summaries],
         "targets": [asdict(t) for t in found],
         "coldstart": asdict(cold) if cold is not None else None,
+        "cli_startup": asdict(launch) if launch is not None else None,
         "runs_detail": [asdict(r) for r in results],
     }
     out.write_text(json.dumps(document, indent=2) + "\n")

@@ -398,10 +398,10 @@ def front_kube(
     retry: RetryPolicy | None = None,
 ) -> Kube:
     """A drainer client (the admin identity) that talks to kubesim through `front`."""
-    from kubernetes.client import Configuration
+    from drainer.k8s.transport import Endpoint, Transport
 
     return Kube(
-        Configuration(host=front.url),
+        Transport(Endpoint(front.url)),
         StaticToken(front.sim.admin_token),
         request_timeout=5.0,
         retry=retry or RetryPolicy(attempts=3),

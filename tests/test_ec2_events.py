@@ -626,9 +626,9 @@ class ScriptedNode(Kube):
     last one repeated); any eviction or change of the node fails the test."""
 
     def __init__(self, *states: dict[str, Any] | None) -> None:
-        from kubernetes.client import Configuration
+        from drainer.k8s.transport import Endpoint, Transport
 
-        super().__init__(Configuration(host="http://127.0.0.1:9"))
+        super().__init__(Transport(Endpoint("http://127.0.0.1:9")))
         self.states = list(states)
         self.reads = 0
 
@@ -792,22 +792,20 @@ def sim() -> Iterator[KubeSim]:
 
 
 def _kube(sim: KubeSim) -> Kube:
-    from kubernetes.client import Configuration
+    from drainer.k8s.transport import Endpoint, Transport
 
-    configuration = Configuration(host=sim.url)
-    configuration.ca_cert_data = sim.ca_pem.decode()
-    return Kube(configuration, StaticToken(sim.admin_token), request_timeout=5.0)
+    transport = Transport(Endpoint(sim.url, ca_pem=sim.ca_pem.decode()))
+    return Kube(transport, StaticToken(sim.admin_token), request_timeout=5.0)
 
 
 class RecordingKube(Kube):
     """kubesim's client, remembering the grace period each eviction asked for."""
 
     def __init__(self, sim: KubeSim) -> None:
-        from kubernetes.client import Configuration
+        from drainer.k8s.transport import Endpoint, Transport
 
-        configuration = Configuration(host=sim.url)
-        configuration.ca_cert_data = sim.ca_pem.decode()
-        super().__init__(configuration, StaticToken(sim.admin_token), request_timeout=5.0)
+        transport = Transport(Endpoint(sim.url, ca_pem=sim.ca_pem.decode()))
+        super().__init__(transport, StaticToken(sim.admin_token), request_timeout=5.0)
         self.graces: dict[str, int | None] = {}
 
     def evict(

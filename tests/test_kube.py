@@ -386,7 +386,7 @@ def sim() -> Iterator[KubeSim]:
 
 def _kube(sim: KubeSim, token: CountingToken, sleeps: list[float]) -> Kube:
     configured = Kube.for_cluster(sim.url, sim.ca_pem, token, request_timeout=2.0)
-    return Kube(configured.configuration, token, retry=RetryPolicy(attempts=4), sleep=sleeps.append)
+    return Kube(configured.transport, token, retry=RetryPolicy(attempts=4), sleep=sleeps.append)
 
 
 def test_stale_token__one_new_token_and_one_retry(sim: KubeSim) -> None:
@@ -809,7 +809,7 @@ def test_exec_plugin_that_fails__clear_error_before_any_request(
     assert sim.requests() == []
 
 
-def test_exec_plugin_that_gives_a_client_certificate__left_to_the_kubeconfig_loader(
+def test_exec_plugin_that_gives_a_client_certificate__used_as_the_client_certificate(
     sim: KubeSim, tmp_path: Path
 ) -> None:
     script = tmp_path / "cert-plugin.py"
@@ -832,8 +832,8 @@ def test_exec_plugin_that_gives_a_client_certificate__left_to_the_kubeconfig_loa
 
     kube = Kube.from_kubeconfig(str(_kubeconfig(tmp_path, sim, exec_user)))
 
-    assert Path(kube.configuration.cert_file).read_bytes() == sim.tls.cert_pem
-    assert Path(kube.configuration.key_file).read_bytes() == sim.tls.key_pem
+    assert Path(kube.transport.endpoint.cert_file).read_bytes() == sim.tls.cert_pem
+    assert Path(kube.transport.endpoint.key_file).read_bytes() == sim.tls.key_pem
 
 
 def test_kubeconfig_static_token__works_and_a_refused_one_names_the_kubeconfig_user(

@@ -9,7 +9,6 @@ import io
 import json
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,7 +25,7 @@ from kubesim import KubeSim
 from kubesim.auth import User
 from testbed import workloads as w
 from testbed.cluster import Cluster
-from testbed.world import pods_on, wait_until
+from testbed.world import is_pod_ready, pods_on, rbac_manifests, set_schedulable, wait_until
 
 ROOT = Path(__file__).resolve().parents[1]
 ADMIN = ("system:masters", "system:authenticated")
@@ -46,7 +45,11 @@ def _config(sim: KubeSim, user: dict[str, Any], **cluster: Any) -> dict[str, Any
         "clusters": [
             {
                 "name": "sim",
-                "cluster": {"server": sim.url, "certificate-authority-data": sim.ca_data, **cluster},
+                "cluster": {
+                    "server": sim.url,
+                    "certificate-authority-data": sim.ca_data,
+                    **cluster,
+                },
             }
         ],
         "users": [{"name": "u", "user": user}],
@@ -64,7 +67,13 @@ def test_cli_and_lambda_paths__no_kubernetes_package_imported(sim: KubeSim, tmp_
 import sys
 from drainer.cli import main
 from drainer.k8s.kube import Kube
-from drainer.k8s.auth import StaticToken
+class StaticToken:
+    def __init__(self, token):
+        self._token = token
+    def token(self):
+        return self._token
+    def invalidate(self):
+        pass
 kube = Kube.from_kubeconfig({str(config)!r})
 assert kube.get_node("n1") is not None
 lambdas = Kube.for_cluster({sim.url!r}, open({str(tmp_path / "ca.pem")!r}, "rb").read(),
@@ -103,7 +112,10 @@ def test_merged_files__the_first_to_name_a_thing_wins__paths_from_their_own_file
             {
                 "current-context": "elsewhere",
                 "clusters": [
-                    {"name": "sim", "cluster": {"server": sim.url, "certificate-authority": "ca.pem"}}
+                    {
+                        "name": "sim",
+                        "cluster": {"server": sim.url, "certificate-authority": "ca.pem"},
+                    }
                 ],
                 "users": [{"name": "u", "user": {"token": "not-this-one"}}],
             }
@@ -175,37 +187,40 @@ print(json.dumps({"apiVersion": "client.authentication.k8s.io/v1beta1", "kind": 
 """
 
 
-class ShortTokens:
-    """The API server's side of an exec plugin whose tokens last `lifetime` seconds:
-    each token the plugin issued is accepted (as the drainer's user, with its RBAC)
-    until its lifetime is over, then refused (401)."""
+class ShortTokens(dict[str, User]):
+    """The API server's tokens, and those of an exec plugin that last `lifetime`
+    seconds: each token the plugin issued (its `issued` file) is the drainer's user,
+    with its RBAC, until its lifetime is over, then refused (401)."""
 
     def __init__(self, sim: KubeSim, directory: Path, lifetime: float) -> None:
-        self.sim, self.directory, self.lifetime = sim, directory, lifetime
-        self.issued: dict[str, float] = {}
-        self.stopped = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
+        super().__init__(sim.authenticator.tokens)
+        self.drainer = sim.authenticator.tokens[sim.drainer_token]
+        self.issued = directory / "issued"
+        self.lifetime = lifetime
+        self.seen: set[str] = set()
 
-    def _run(self) -> None:
-        users = self.sim.authenticator.tokens
-        drainer = users[self.sim.drainer_token]
-        while not self.stopped.wait(0.05):
-            path = self.directory / "issued"
-            for line in path.read_text().splitlines() if path.exists() else []:
-                token, at = line.split()
-                if token not in self.issued:
-                    self.issued[token] = float(at)
-                    users[token] = drainer
-            for token, at in self.issued.items():
-                if time.time() > at + self.lifetime:
-                    users.pop(token, None)
+    def _live(self, token: object) -> bool:
+        lines = self.issued.read_text().splitlines() if self.issued.exists() else []
+        for line in lines:
+            name, at = line.split()
+            if name == token:
+                self.seen.add(name)
+                return time.time() <= float(at) + self.lifetime
+        return False
+
+    def __contains__(self, token: object) -> bool:
+        return super().__contains__(token) or self._live(token)
+
+    def __getitem__(self, token: str) -> User:
+        return super().__getitem__(token) if super().__contains__(token) else self.drainer
 
 
-def test_exec_plugin_tokens_expiring_every_3_s__a_24_s_drain_finishes(
+def test_exec_plugin_tokens_expiring_every_3_s__a_drain_paced_by_a_budget_finishes(
     sim: KubeSim, tmp_path: Path
 ) -> None:
     """What `aws eks get-token` does to a long drain, faster: each token refused by
-    the API server 3 s after it was issued, over a drain of 8 lifetimes."""
+    the API server 3 s after it was issued, while a budget paces the evictions, one
+    each time a replacement is Ready (4 s), so that each goes with a later token."""
     script = tmp_path / "plugin.py"
     script.write_text(PLUGIN)
     user = {
@@ -217,18 +232,22 @@ def test_exec_plugin_tokens_expiring_every_3_s__a_24_s_drain_finishes(
     }
     config = tmp_path / "kubeconfig"
     config.write_text(yaml.safe_dump(_config(sim, user)))
+    sim.apply(rbac_manifests())  # the tokens are the drainer's: k8s-rbac/ grants it a drain
     tokens = ShortTokens(sim, tmp_path, lifetime=3.0)
-    tokens.thread.start()
-    # Stopping takes 480 s at kubesim's speed 20: 24 s here.
-    sim.apply([w.deployment("slow", 2, shutdown=480, grace=600)])
+    sim.authenticator.tokens = tokens
     cluster = Cluster.of_kubesim(sim)
-    wait_until(lambda: len(pods_on(cluster, "n1")) == 2, timeout=20)
+    sim.apply({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n2"}})
+    set_schedulable(cluster, ["n2"], False)
+    # Ready 80 s after it starts at kubesim's speed 20: 4 s here.
+    sim.apply(
+        [w.deployment("api", 4, startup=80), w.budget("api", {"app": "api"}, max_unavailable=1)]
+    )
+    wait_until(lambda: sum(is_pod_ready(p) for p in pods_on(cluster, "n1")) == 4, timeout=20)
+    set_schedulable(cluster, ["n2"], True)
     out = io.StringIO()
-    try:
-        code = main(["drain", "n1", "--kubeconfig", str(config)], stdout=out)
-    finally:
-        tokens.stopped.set()
+
+    code = main(["drain", "n1", "--kubeconfig", str(config)], stdout=out)
 
     assert code == 0, out.getvalue()
     assert pods_on(cluster, "n1") == []
-    assert len(tokens.issued) >= 7, "a new token for each lifetime"
+    assert len(tokens.seen) >= 4, f"a new token as each one aged out: {sorted(tokens.seen)}"

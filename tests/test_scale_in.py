@@ -76,13 +76,12 @@ class Scene:
     def kube(self, cluster: aws.ClusterInfo, name: str, settings: Settings) -> Kube:
         """The KubeFactory: the admin identity, and no retries of its own, so a failing
         server reaches the workflow's retry loop at once."""
-        from kubernetes.client import Configuration
+        from drainer.k8s.transport import Endpoint, Transport
 
-        configuration = Configuration(host=cluster.endpoint)
         ca_pem = base64.b64decode(cluster.certificate_authority_data)
-        configuration.ca_cert_data = ca_pem.decode()
+        transport = Transport(Endpoint(cluster.endpoint, ca_pem=ca_pem.decode()))
         token = StaticToken(self.kubesim.admin_token)
-        return Kube(configuration, token, request_timeout=5.0, retry=RetryPolicy(attempts=1))
+        return Kube(transport, token, request_timeout=5.0, retry=RetryPolicy(attempts=1))
 
     def drain(
         self,

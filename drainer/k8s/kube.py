@@ -1,11 +1,11 @@
 """The one place that talks to the Kubernetes API.
 
-It builds the official client's configuration (TLS always verified against the
-cluster CA, a bearer token refreshed before it ages out), sends requests through
-the client's transport, retries what is worth retrying (5xx, dropped connections,
-API throttling with its Retry-After, one stale token), and translates every failure
-into the drainer's own errors, so nothing outside this module sees an
-ApiException or a urllib3 error.
+It sends requests through drainer.k8s.transport (urllib3, TLS always verified
+against the cluster CA, each request with its own bearer token, refreshed before it
+ages out; no kubernetes package, whose import would cost every cold start), retries
+what is worth retrying (5xx, dropped connections, API throttling with its
+Retry-After, one stale token), and translates every failure into the drainer's own
+errors, so nothing outside this module sees a urllib3 error.
 
 A failure is judged by the whole answer, as the API server means it: the HTTP
 status, the Status reason and details.causes (a 403 whose cause is
@@ -35,10 +35,10 @@ from typing import Any, Protocol
 
 import urllib3
 
+from drainer import __version__
 from drainer.backoff import Backoff
 from drainer.errors import (
     AdmissionDenied,
-    CredentialsUnavailable,
     EvictionBlocked,
     KubeConflict,
     KubeError,
@@ -52,13 +52,15 @@ from drainer.errors import (
     NamespaceTerminating,
     TlsVerificationError,
 )
+from drainer.k8s import kubeconfig
 from drainer.k8s.auth import ExecToken
+from drainer.k8s.transport import Endpoint, Transport
 
 log = logging.getLogger(__name__)
 
 Obj = dict[str, Any]
 PAGE_SIZE = 500
-USER_AGENT = "eks-node-drainer/0.1"
+USER_AGENT = f"eks-node-drainer/{__version__}"
 _BUDGET_NAME = re.compile(r"The disruption budget (\S+) ")
 _TERMINATING_NAMESPACE = re.compile(r"namespace (\S+) (?:is being|because it is being) terminated")
 # Status cause types (k8s.io/api core/v1 NamespaceTerminatingCause, policy/v1
@@ -79,26 +81,6 @@ _READS = frozenset({"get", "list", "watch"})
 _ADMISSION_DENIAL = re.compile(
     r"ValidatingAdmissionPolicy '[^']*' with binding|admission webhook \"[^\"]*\" denied"
 )
-
-
-_IMPORT_LOCK = threading.Lock()
-_LOADED: dict[str, Any] = {}
-
-
-def _client() -> Any:
-    """The kubernetes.client package, imported once under a lock: its names are
-    exported lazily, and two threads asking for them at the same time on a cold
-    import can see a half-initialised module. Imported lazily at all because a
-    skipped event or an instance without a node never needs it (cold start)."""
-    client = _LOADED.get("client")
-    if client is None:
-        with _IMPORT_LOCK:
-            import kubernetes.client
-            from kubernetes.client import ApiClient, Configuration  # noqa: F401 - resolve now
-            from kubernetes.client.exceptions import ApiException  # noqa: F401
-
-            client = _LOADED.setdefault("client", kubernetes.client)
-    return client
 
 
 class TokenProvider(Protocol):
@@ -418,45 +400,6 @@ def _shutdown(raw: Any) -> None:
         raw.close()
 
 
-def _exec_token(loader: Any, user: str, clock: Callable[[], float]) -> ExecToken | None:
-    """An ExecToken for the kubeconfig user's exec credential plugin, when the user
-    authenticates with one and it gives a token. The plugin is then taken out of the
-    loader's hands (it would run it again, with its own refresh hook). A plugin that
-    gives a client certificate stays the loader's, as before (run again by it)."""
-    from kubernetes.config.config_exception import ConfigException
-    from kubernetes.config.exec_provider import ExecProvider
-
-    entry = loader._user  # the context's user, as the loader resolved it
-    if not entry or "exec" not in entry:
-        return None
-    if "auth-provider" in entry or "token" in entry or "tokenFile" in entry:
-        return None  # the loader prefers these to the plugin, as kubectl does
-    cluster = loader._cluster
-    # Run where kubectl runs it: a relative command is the kubeconfig's neighbour.
-    cwd = os.path.dirname(os.path.abspath(cluster.path)) if cluster.path else None
-    plugin = ExecProvider(entry["exec"], cwd, cluster)  # type: ignore[no-untyped-call]
-    command = shlex.join(plugin.args)
-    hint = entry["exec"].safe_get("installHint")
-
-    def run() -> Any:
-        try:
-            return plugin.run()  # type: ignore[no-untyped-call]
-        except (ConfigException, OSError, TypeError, ValueError, AttributeError, KeyError) as e:
-            # The client's ExecProvider raises TypeError and the like on output that
-            # is JSON but not an ExecCredential object (`null`, a number).
-            raise CredentialsUnavailable(
-                f"the exec credential plugin `{command}` of kubeconfig user '{user}' "
-                f"failed: {e}" + (f"\n{hint}" if hint and isinstance(e, OSError) else "")
-            ) from e
-
-    status = run()
-    if "token" not in status and "clientCertificateData" in status:
-        return None
-    token = ExecToken(run, command=command, clock=clock, status=status)
-    del entry.value["exec"]
-    return token
-
-
 _AWS_PLUGINS = {"aws", "aws-iam-authenticator"}
 
 
@@ -485,9 +428,11 @@ def _refused_in_kubeconfig(user: str, token: TokenProvider | None) -> str:
     )
 
 
-def _bearer_auth(bearer: str) -> dict[str, str]:
-    """One request's own bearer token, for the client's per-request auth override."""
-    return {"in": "header", "type": "api_key", "key": "authorization", "value": f"Bearer {bearer}"}
+def _query_value(value: Any) -> str:
+    """A query parameter as the API server reads it (booleans in lower case)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
 
 
 def _on_node(node: str, label_selector: str) -> dict[str, str]:
@@ -542,7 +487,7 @@ class Kube:
 
     def __init__(
         self,
-        configuration: Any,
+        transport: Transport,
         token: TokenProvider | None = None,
         *,
         request_timeout: float = 10.0,
@@ -551,22 +496,13 @@ class Kube:
         rng: random.Random | None = None,
         refused: str = "",
     ) -> None:
-        """`token`: sent with every request (each request sends its own, never through
-        the shared configuration), renewed once after a 401. Without it, the
-        configuration's own credentials (a kubeconfig's static token or client
+        """`token`: sent with every request, renewed once after a 401. Without it, the
+        transport's own credentials (a kubeconfig's static token or client
         certificate). `refused`: what a 401 means here and what to check, when it is not
         the Lambda's IAM role that translate() names (a kubeconfig's user)."""
-        client = _client()
         self._token = token
         self._refused = refused
-        # Retries are ours: urllib3 must not re-send a request behind our back.
-        configuration.retries = urllib3.Retry(
-            total=0, connect=0, read=0, redirect=0, status=0, other=0
-        )
-        configuration.verify_ssl = True
-        self.configuration = configuration
-        self.api_client = client.ApiClient(configuration)
-        self.api_client.user_agent = USER_AGENT
+        self.transport = transport  # retries are ours: it never re-sends behind our back
         self.request_timeout = request_timeout
         self.retry = retry or RetryPolicy()
         self._sleep = sleep
@@ -592,11 +528,10 @@ class Kube:
             raise TlsVerificationError(
                 "the cluster has no certificate authority data; refusing to connect"
             )
-        configuration = _client().Configuration(host=endpoint)
         # The CA in memory: no file to race over between concurrent clients.
-        configuration.ca_cert_data = ca_pem.decode("ascii", errors="replace")
-        configuration.connection_pool_maxsize = pool_size
-        return cls(configuration, token, request_timeout=request_timeout)
+        where = Endpoint(endpoint, ca_pem=ca_pem.decode("ascii", errors="replace"))
+        transport = Transport(where, pool_size=pool_size, user_agent=USER_AGENT)
+        return cls(transport, token, request_timeout=request_timeout)
 
     @classmethod
     def from_kubeconfig(
@@ -614,50 +549,31 @@ class Kube:
         gets an ExecToken: the plugin runs again after a 401 and near the token's stated
         expiry (`clock` tells the time). The official loader's own hook never re-runs it
         on a 401, and re-runs it on every request within 5 minutes of the expiry."""
-        client = _client()
-        with _IMPORT_LOCK:
-            from kubernetes.config import kube_config
-            from kubernetes.config.config_exception import ConfigException
-
-        configuration = client.Configuration()
-        where = path or os.environ.get("KUBECONFIG") or "~/.kube/config"
-        files = [os.path.expanduser(p) for p in where.split(os.pathsep) if p]
-        if not any(os.path.isfile(f) for f in files):
+        where = kubeconfig.files(path)
+        if not any(f.is_file() for f in where):
             raise KubeError(
-                f"no kubeconfig file at {', '.join(files)}: write one with `aws eks "
-                "update-kubeconfig --name <cluster>`, or name one with --kubeconfig or KUBECONFIG"
+                f"no kubeconfig file at {', '.join(str(f) for f in where)}: write one with "
+                "`aws eks update-kubeconfig --name <cluster>`, or name one with --kubeconfig "
+                "or KUBECONFIG"
             )
         try:
-            merged = kube_config.KubeConfigMerger(where)  # type: ignore[no-untyped-call]
-            if merged.config is None:
-                raise ConfigException("no configuration found")
-            loader = kube_config.KubeConfigLoader(  # type: ignore[no-untyped-call]
-                config_dict=merged.config, active_context=context, config_base_path=None
-            )
-            user = str(loader.current_context["context"].get("user") or "")
-            token = _exec_token(loader, user, clock)
-            loader.load_and_set(configuration)  # type: ignore[no-untyped-call]
-        except (ConfigException, OSError) as e:
+            loaded = kubeconfig.load(path, context, clock=clock)
+            transport = Transport(loaded.endpoint, pool_size=pool_size, user_agent=USER_AGENT)
+        except (kubeconfig.KubeconfigError, OSError, ValueError) as e:
             raise KubeError(
                 f"cannot load kubeconfig {path or '(default)'} "
                 f"context {context or '(current)'}: {e}"
             ) from e
-        if not configuration.verify_ssl:
-            raise TlsVerificationError(
-                "the kubeconfig turns TLS verification off (insecure-skip-tls-verify); "
-                "the drainer always verifies the API server"
-            )
-        configuration.connection_pool_maxsize = pool_size
         return cls(
-            configuration,
-            token,
+            transport,
+            loaded.token,
             request_timeout=request_timeout,
-            refused=_refused_in_kubeconfig(user, token),
+            refused=_refused_in_kubeconfig(loaded.user, loaded.token),
         )
 
     def close(self) -> None:
         self.streams.close_all()
-        self.api_client.close()
+        self.transport.close()
 
     # -- the request loop -----------------------------------------------------
 
@@ -756,27 +672,23 @@ class Kube:
         load balancer in front of EKS's API servers asks): a server that is not, or
         does not answer, is starting."""
         try:
-            serialized = self.api_client.param_serialize(
-                method="GET",
-                resource_path="/readyz",
-                header_params={"Accept": "text/plain"},
-                auth_settings=["BearerToken"],
-                _request_auth=None if bearer is None else _bearer_auth(bearer),
-            )
             self.requests += 1
-            response = self.api_client.call_api(
-                *serialized, _request_timeout=(min(5.0, self.request_timeout), 5.0)
+            raw = self.transport.send(
+                "GET",
+                "/readyz",
+                accept="text/plain",
+                bearer=bearer,
+                timeout=(min(5.0, self.request_timeout), 5.0),
             )
-        except (_client().exceptions.ApiException, urllib3.exceptions.HTTPError, OSError):
+        except (urllib3.exceptions.HTTPError, OSError):
             return False  # no answer: not ready
-        raw = response.response
         try:
             raw.read()
         except (urllib3.exceptions.HTTPError, OSError):
             return False
         finally:
             raw.release_conn()
-        return bool(response.status == 200)
+        return bool(raw.status == 200)
 
     def _retry_delay(self, error: KubeError, attempt: int) -> float | None:
         """The pause before retrying a failed call; None when it is the caller's to
@@ -790,32 +702,21 @@ class Kube:
         return self.retry.backoff.delay(attempt - 1, self._rng, retry_after)
 
     def _once(self, call: Call, bearer: str | None) -> Any:
-        api_exception = _client().exceptions.ApiException
-        headers = {"Accept": "application/json", "Content-Type": call.content_type}
-        query_params = [(k, v) for k, v in (call.query or {}).items() if v is not None]
+        query = [(k, _query_value(v)) for k, v in (call.query or {}).items() if v is not None]
         self.requests += 1
         try:
-            serialized = self.api_client.param_serialize(
-                method=call.method,
-                resource_path=call.path,
-                query_params=query_params,
-                header_params=headers,
+            raw = self.transport.send(
+                call.method,
+                call.path,
+                query=query,
                 body=call.body,
-                auth_settings=["BearerToken"],
-                # This request's own token; None: the configuration's (a kubeconfig's).
-                _request_auth=None if bearer is None else _bearer_auth(bearer),
+                content_type=call.content_type,
+                bearer=bearer,  # this request's own; None: the kubeconfig's credentials
+                timeout=call.timeout or (min(5.0, self.request_timeout), self.request_timeout),
             )
-            response = self.api_client.call_api(
-                *serialized,
-                _request_timeout=call.timeout
-                or (min(5.0, self.request_timeout), self.request_timeout),
-            )
-        except api_exception as e:  # the client reports TLS failures this way (status 0)
-            raise _transport_error(e, call.what) from e
         except (urllib3.exceptions.HTTPError, OSError) as e:
             raise _transport_error(e, call.what) from e
-        raw = response.response
-        if response.status >= 400:
+        if raw.status >= 400:
             try:
                 data = raw.read()
             except (urllib3.exceptions.HTTPError, OSError):
@@ -823,7 +724,7 @@ class Kube:
             finally:
                 raw.release_conn()
             raise translate(
-                response.status,
+                raw.status,
                 data,
                 raw.headers,
                 verb=call.verb,

@@ -1,0 +1,322 @@
+"""A kubeconfig read as kubectl reads it, without the kubernetes package: the files
+of KUBECONFIG merged (the first file to name a cluster, user or context, or to set
+current-context, wins), the context's cluster and user, relative paths taken from
+the file that wrote them.
+
+What it understands: a cluster's server, certificate-authority(-data) and
+tls-server-name; a user's token, tokenFile, client-certificate(-data) and
+client-key(-data), username and password, and an exec credential plugin (run as
+kubectl runs it: its env, the ExecCredential in KUBERNETES_EXEC_INFO, from the
+kubeconfig's directory), whose token is renewed by drainer.k8s.auth.ExecToken. A
+user with an auth-provider (the legacy gcp, azure and oidc helpers), or a cluster
+with a proxy-url, is loaded by the kubernetes package's own loader instead, as
+before (`library_endpoint`).
+
+insecure-skip-tls-verify is refused: the drainer always verifies the API server.
+"""
+
+from __future__ import annotations
+
+import atexit
+import base64
+import contextlib
+import json
+import os
+import shlex
+import subprocess
+import tempfile
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from drainer.errors import CredentialsUnavailable, KubeError, TlsVerificationError
+from drainer.k8s.auth import ExecToken
+from drainer.k8s.transport import Endpoint
+
+EXEC_TIMEOUT_SECONDS = 60.0
+_NEEDS_LIBRARY_USER = ("auth-provider",)
+_NEEDS_LIBRARY_CLUSTER = ("proxy-url",)
+
+
+class KubeconfigError(Exception):
+    """What is wrong with the kubeconfig, in a few words."""
+
+
+@dataclass(frozen=True)
+class Entry:
+    """A named cluster, user or context, and the directory of the file that wrote it."""
+
+    value: Mapping[str, Any]
+    directory: Path
+
+
+@dataclass(frozen=True)
+class Loaded:
+    endpoint: Endpoint
+    user: str
+    """The context's user name, for messages."""
+    token: ExecToken | None = None
+    """The user's exec plugin's tokens, renewed as they expire or are refused."""
+
+
+def files(path: str | None) -> list[Path]:
+    where = path or os.environ.get("KUBECONFIG") or "~/.kube/config"
+    return [Path(os.path.expanduser(p)) for p in where.split(os.pathsep) if p]
+
+
+class Merged:
+    """The files of a kubeconfig path, merged as kubectl merges them."""
+
+    def __init__(self, paths: list[Path]) -> None:
+        import yaml
+
+        self.clusters: dict[str, Entry] = {}
+        self.users: dict[str, Entry] = {}
+        self.contexts: dict[str, Entry] = {}
+        self.current = ""
+        for path in paths:
+            if not path.is_file():
+                continue
+            try:
+                document = yaml.safe_load(path.read_text()) or {}
+            except (OSError, yaml.YAMLError) as e:
+                raise KubeconfigError(f"{path} does not read as YAML: {e}") from e
+            if not isinstance(document, dict):
+                raise KubeconfigError(f"{path} is not a kubeconfig (no mapping at its top)")
+            directory = path.resolve().parent
+            for key, found in (
+                ("clusters", self.clusters),
+                ("users", self.users),
+                ("contexts", self.contexts),
+            ):
+                inner = key[:-1]  # cluster, user, context
+                for item in document.get(key) or []:
+                    if isinstance(item, dict) and item.get("name") and item["name"] not in found:
+                        found[item["name"]] = Entry(item.get(inner) or {}, directory)
+            self.current = self.current or str(document.get("current-context") or "")
+
+
+def load(path: str | None, context: str | None, *, clock: Callable[[], float]) -> Loaded:
+    """The endpoint and credentials of `context` (default: the current one)."""
+    merged = Merged(files(path))
+    name = context or merged.current
+    if not name:
+        raise KubeconfigError("no context given and no current-context set")
+    if name not in merged.contexts:
+        raise KubeconfigError(f"context '{name}' is not in the kubeconfig")
+    chosen = merged.contexts[name].value
+    cluster_name, user_name = str(chosen.get("cluster") or ""), str(chosen.get("user") or "")
+    if cluster_name not in merged.clusters:
+        raise KubeconfigError(f"cluster '{cluster_name}' of context '{name}' is not in it")
+    cluster = merged.clusters[cluster_name]
+    user = merged.users.get(user_name, Entry({}, cluster.directory))
+    if cluster.value.get("insecure-skip-tls-verify"):
+        raise TlsVerificationError(
+            "the kubeconfig turns TLS verification off (insecure-skip-tls-verify); "
+            "the drainer always verifies the API server"
+        )
+    if any(k in user.value for k in _NEEDS_LIBRARY_USER) or any(
+        k in cluster.value for k in _NEEDS_LIBRARY_CLUSTER
+    ):
+        return Loaded(library_endpoint(path, name), user_name)
+    server = str(cluster.value.get("server") or "")
+    if not server:
+        raise KubeconfigError(f"cluster '{cluster_name}' has no server")
+    endpoint = Endpoint(
+        server,
+        ca_pem=_decoded(cluster.value.get("certificate-authority-data")),
+        ca_file=_path(cluster.value.get("certificate-authority"), cluster.directory),
+        tls_server_name=str(cluster.value.get("tls-server-name") or ""),
+    )
+    return _with_user(endpoint, user_name, user, cluster, clock)
+
+
+def _with_user(
+    endpoint: Endpoint, name: str, user: Entry, cluster: Entry, clock: Callable[[], float]
+) -> Loaded:
+    """The user's credentials, by kubectl's precedence: a token (or token file)
+    before a plugin; a client certificate beside either."""
+    value = user.value
+    cert_file = _path(value.get("client-certificate"), user.directory)
+    key_file = _path(value.get("client-key"), user.directory)
+    if value.get("client-certificate-data"):
+        cert_file = _secret_file(_decoded(value["client-certificate-data"]))
+    if value.get("client-key-data"):
+        key_file = _secret_file(_decoded(value["client-key-data"]))
+    authorization = ""
+    token: ExecToken | None = None
+    if value.get("token"):
+        authorization = f"Bearer {value['token']}"
+    elif value.get("tokenFile"):
+        authorization = f"Bearer {_read(_path(value['tokenFile'], user.directory)).strip()}"
+    elif value.get("username") is not None and value.get("password") is not None:
+        pair = f"{value['username']}:{value['password']}".encode()
+        authorization = f"Basic {base64.b64encode(pair).decode()}"
+    elif isinstance(value.get("exec"), Mapping):
+        plugin = Plugin(value["exec"], name, cluster)
+        status = plugin.run()
+        if "token" in status:
+            token = ExecToken(plugin.run, command=plugin.command, clock=clock, status=status)
+        elif "clientCertificateData" in status:
+            cert_file = _secret_file(str(status["clientCertificateData"]))
+            key_file = _secret_file(str(status.get("clientKeyData") or ""))
+        else:
+            raise CredentialsUnavailable(
+                f"the exec credential plugin `{plugin.command}` of kubeconfig user '{name}' "
+                "gave neither a token nor a client certificate"
+            )
+    return Loaded(
+        Endpoint(
+            endpoint.server,
+            ca_pem=endpoint.ca_pem,
+            ca_file=endpoint.ca_file,
+            cert_file=cert_file,
+            key_file=key_file,
+            authorization=authorization,
+            tls_server_name=endpoint.tls_server_name,
+        ),
+        name,
+        token,
+    )
+
+
+class Plugin:
+    """An exec credential plugin (client.authentication.k8s.io), run as kubectl runs it."""
+
+    def __init__(self, spec: Mapping[str, Any], user: str, cluster: Entry) -> None:
+        self.spec = spec
+        self.user = user
+        self.cluster = cluster
+        self.argv = [str(spec.get("command") or ""), *(str(a) for a in spec.get("args") or [])]
+        self.command = shlex.join(self.argv)
+        self.api_version = str(spec.get("apiVersion") or "")
+
+    def run(self) -> Mapping[str, Any]:
+        """The plugin's ExecCredential status; CredentialsUnavailable when it fails."""
+        try:
+            return self._run()
+        except (KubeconfigError, OSError, subprocess.SubprocessError, ValueError) as e:
+            hint = self.spec.get("installHint")
+            raise CredentialsUnavailable(
+                f"the exec credential plugin `{self.command}` of kubeconfig user "
+                f"'{self.user}' failed: {e}"
+                + (f"\n{hint}" if hint and isinstance(e, OSError) else "")
+            ) from e
+
+    def _run(self) -> Mapping[str, Any]:
+        if not self.argv[0]:
+            raise KubeconfigError("exec: no command")
+        env = dict(os.environ)
+        for item in self.spec.get("env") or []:
+            env[str(item["name"])] = str(item["value"])
+        info: dict[str, Any] = {"interactive": False}
+        if self.spec.get("provideClusterInfo"):
+            cluster = self.cluster.value
+            info["cluster"] = {
+                "server": cluster.get("server"),
+                "certificate-authority-data": cluster.get("certificate-authority-data"),
+            }
+        env["KUBERNETES_EXEC_INFO"] = json.dumps(
+            {"apiVersion": self.api_version, "kind": "ExecCredential", "spec": info}
+        )
+        done = subprocess.run(  # noqa: S603 - the kubeconfig's own plugin, as kubectl runs it
+            self.argv,
+            env=env,
+            cwd=self.cluster.directory,
+            capture_output=True,
+            text=True,
+            timeout=EXEC_TIMEOUT_SECONDS,
+            check=False,
+        )
+        if done.returncode != 0:
+            raise KubeconfigError(
+                f"exec: process returned {done.returncode}. {done.stderr.strip()[:300]}"
+            )
+        credential = json.loads(done.stdout)
+        if not isinstance(credential, dict) or not isinstance(credential.get("status"), dict):
+            raise KubeconfigError(
+                "exec: the plugin's output is not an ExecCredential with a status"
+            )
+        if self.api_version and credential.get("apiVersion") != self.api_version:
+            raise KubeconfigError(
+                f"exec: the plugin answered {credential.get('apiVersion')!r}, "
+                f"not the {self.api_version!r} the kubeconfig asks for"
+            )
+        return dict(credential["status"])
+
+
+def library_endpoint(path: str | None, context: str) -> Endpoint:
+    """The kubernetes package's own loader, for what this module does not read
+    itself (an auth-provider, a proxy): its configuration as an Endpoint."""
+    from kubernetes.client import Configuration
+    from kubernetes.config import kube_config
+
+    where = path or os.environ.get("KUBECONFIG") or "~/.kube/config"
+    configuration = Configuration()
+    merged = kube_config.KubeConfigMerger(where)  # type: ignore[no-untyped-call]
+    loader = kube_config.KubeConfigLoader(  # type: ignore[no-untyped-call]
+        config_dict=merged.config, active_context=context, config_base_path=None
+    )
+    loader.load_and_set(configuration)  # type: ignore[no-untyped-call]
+    return Endpoint(
+        configuration.host,
+        ca_file=configuration.ssl_ca_cert or "",
+        cert_file=configuration.cert_file or "",
+        key_file=configuration.key_file or "",
+        authorization=_authorization(configuration.api_key or {}),
+        tls_server_name=str(getattr(configuration, "tls_server_name", "") or ""),
+    )
+
+
+def _authorization(api_key: Mapping[str, Any]) -> str:
+    """The Authorization header the package's loader set (its key's name has changed
+    between versions); a bare token is a bearer token."""
+    value = str(api_key.get("BearerToken") or api_key.get("authorization") or "")
+    if value and not value.startswith(("Bearer ", "Basic ")):
+        value = f"Bearer {value}"
+    return value
+
+
+def _decoded(data: Any) -> str:
+    if not data:
+        return ""
+    try:
+        return base64.b64decode(str(data), validate=False).decode()
+    except (ValueError, UnicodeDecodeError) as e:
+        raise KubeconfigError(f"base64 data that does not decode: {e}") from e
+
+
+def _path(value: Any, directory: Path) -> str:
+    if not value:
+        return ""
+    path = Path(os.path.expanduser(str(value)))
+    return str(path if path.is_absolute() else directory / path)
+
+
+def _read(path: str) -> str:
+    try:
+        return Path(path).read_text()
+    except OSError as e:
+        raise KubeconfigError(f"cannot read {path}: {e.strerror}") from e
+
+
+def _secret_file(text: str) -> str:
+    """`text` in a file only this user may read, removed when the process ends
+    (urllib3 loads client certificates from files)."""
+    handle, name = tempfile.mkstemp(prefix="eks-node-drainer-", suffix=".pem")
+    with os.fdopen(handle, "w") as file:
+        file.write(text)
+    atexit.register(_remove, name)
+    return name
+
+
+def _remove(name: str) -> None:
+    with contextlib.suppress(OSError):
+        os.unlink(name)
+
+
+def as_kube_error(error: KubeconfigError, path: str | None, context: str | None) -> KubeError:
+    return KubeError(
+        f"cannot load kubeconfig {path or '(default)'} context {context or '(current)'}: {error}"
+    )
