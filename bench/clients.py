@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -165,21 +166,18 @@ FLOOR = Path(__file__).resolve().parent / "floor.py"
 
 def run_floor(kubeconfig: Path, node: str, timeout: float) -> Process:
     """bench/floor.py, as the kubeconfig's `drainer` user (the RBAC of k8s-rbac/, as
-    ours), under `python -S`: no site-packages, no drainer code."""
-    import base64
+    ours), under `python -S`: no site-packages, no drainer code. The kubeconfig is
+    read here, by the drainer's own reader, and handed over as its endpoint."""
+    from drainer.k8s import kubeconfig as reader
 
-    import yaml
-
-    config = yaml.safe_load(kubeconfig.read_text())
-    context = next(c["context"] for c in config["contexts"] if c["name"] == OURS_USER)
-    cluster = next(c["cluster"] for c in config["clusters"] if c["name"] == context["cluster"])
-    user = next(u["user"] for u in config["users"] if u["name"] == context["user"])
+    endpoint = reader.load(str(kubeconfig), OURS_USER, clock=time.time).endpoint
     with tempfile.TemporaryDirectory(prefix="bench-floor-") as tmp:
-        ca = Path(tmp) / "ca.pem"
-        if "certificate-authority-data" in cluster:
-            ca.write_bytes(base64.b64decode(cluster["certificate-authority-data"]))
-        else:
-            ca.write_bytes((kubeconfig.parent / cluster["certificate-authority"]).read_bytes())
-        env = _env(FLOOR_SERVER=cluster["server"], FLOOR_CA=str(ca), FLOOR_TOKEN=user["token"])
+        ca = endpoint.ca_file
+        if endpoint.ca_pem:
+            ca = str(Path(tmp) / "ca.pem")
+            Path(ca).write_text(endpoint.ca_pem)
+        env = _env(
+            FLOOR_SERVER=endpoint.server, FLOOR_CA=ca, FLOOR_AUTHORIZATION=endpoint.authorization
+        )
         command = [sys.executable, "-S", str(FLOOR), node, "--timeout", str(timeout)]
         return launch(command, timeout + 30, env)

@@ -1,6 +1,6 @@
 """The floor: the least a client can do to empty a node, as a process of its own.
 
-    FLOOR_SERVER=https://... FLOOR_CA=ca.pem FLOOR_TOKEN=... \\
+    FLOOR_SERVER=https://... FLOOR_CA=ca.pem FLOOR_AUTHORIZATION="Bearer ..." \\
         python -S bench/floor.py NODE [--connections 16] [--timeout 120]
 
 Standard library only (run with -S: no site-packages, no drainer code): cordon, list
@@ -29,15 +29,16 @@ import urllib.parse
 from typing import Any
 
 RETRY_PAUSE = 0.2  # seconds after a 429 (a budget's refusal, or the server's pacing)
+CONNECTIONS = 16
 
 
 class Api:
-    def __init__(self, server: str, ca: str, token: str) -> None:
+    def __init__(self, server: str, ca: str, authorization: str) -> None:
         url = urllib.parse.urlsplit(server)
         self.host, self.port = url.hostname or "127.0.0.1", url.port or 443
         self.context = ssl.create_default_context(cafile=ca)
         self.headers = {
-            "Authorization": f"Bearer {token}",
+            "Authorization": authorization,
             "Accept": "application/json",
             "Content-Type": "application/json",
         }
@@ -159,9 +160,11 @@ def drain(api: Api, node: str, connections: int, timeout: float) -> dict[str, An
 
 def main(argv: list[str]) -> int:
     node = argv[0]
-    connections = int(argv[argv.index("--connections") + 1]) if "--connections" in argv else 16
+    connections = (
+        int(argv[argv.index("--connections") + 1]) if "--connections" in argv else CONNECTIONS
+    )
     timeout = float(argv[argv.index("--timeout") + 1]) if "--timeout" in argv else 120.0
-    api = Api(os.environ["FLOOR_SERVER"], os.environ["FLOOR_CA"], os.environ["FLOOR_TOKEN"])
+    api = Api(os.environ["FLOOR_SERVER"], os.environ["FLOOR_CA"], os.environ["FLOOR_AUTHORIZATION"])
     answer = drain(api, node, connections, timeout)
     with api.lock:
         answer["records"] = list(api.records)

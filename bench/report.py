@@ -7,9 +7,11 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from bench import floor as floor_client
 from bench.coldstart import TARGET_SECONDS, TARGET_ZIP_MB, ColdStart
 from bench.run import RunResult
 from bench.scenarios import Scenario
+from bench.startup import STARTUP_TARGET_SECONDS, Startup
 from drainer.k8s.kube import PAGE_SIZE
 
 VERB_ORDER = ("evict", "get", "list", "watch", "patch", "delete", "discovery", "other")
@@ -222,15 +224,13 @@ def floor_text(summaries: Sequence[Summary], scenarios: Sequence[Scenario]) -> s
     by = {(s.scenario, s.client): s for s in summaries}
     lines = [
         "Against the floor (bench/floor.py, standard library only: cordon, one list, every "
-        "eviction at once on 16 connections, a watch for the end; same run, medians)"
+        f"eviction at once on {floor_client.CONNECTIONS} connections, a watch for the end; "
+        "same run, medians)"
     ]
     for scenario in scenarios:
         floor = by.get((scenario.key, "floor"))
-        if floor is None or not floor.wall:
-            continue
         tracked = bool(scenario.tracked)
-        base = floor.gone if tracked else floor.wall
-        if not base:
+        if floor is None or not (base := floor.gone if tracked else floor.wall):
             continue
         what = "gone" if tracked else "wall"
         parts = [f"floor {base:.2f} s {what}"]
@@ -282,6 +282,7 @@ def targets(
     scenarios: Sequence[Scenario],
     coldstart: ColdStart | None,
     lookup_nodes: int = 0,
+    startup: Startup | None = None,
 ) -> list[Target]:
     pods = {s.key: s.pods for s in scenarios}
     found: list[Target] = []
@@ -400,6 +401,15 @@ def targets(
             )
         elif key in pods:
             found.append(Target(name, "<= 1.20x", "not measured", None))
+    if startup is not None:  # issue 28: the CLI's start-up
+        found.append(
+            Target(
+                "CLI: process start to its first request",
+                f"<= {STARTUP_TARGET_SECONDS:.2f} s",
+                f"{startup.median:.3f} s (median of {len(startup.runs)})",
+                startup.median <= STARTUP_TARGET_SECONDS,
+            )
+        )
     return found
 
 

@@ -186,7 +186,9 @@ class Worst:
 class Observer:
     """Mirrors the cluster, narrates changes, keeps the facts for the summary."""
 
-    def __init__(self, view: View, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, view: View, clock: Callable[[], float] = time.monotonic, *, hook_follows: bool = False
+    ) -> None:
         self.view = view
         self.clock = clock
         self.lock = threading.RLock()
@@ -206,7 +208,7 @@ class Observer:
         self.detached: dict[str, float] = {}  # persistent volume -> when
         self.claims_of: dict[str, str] = {}  # persistent volume -> namespace/claim
         self.timed_out = False
-        self.hook_follows = False
+        self.hook_follows = hook_follows
         """The terminate hook's invocation follows an EC2 event's drain (--spot, --health):
         its end line, which may come before that drain's own, evicted nothing itself."""
         self.node_deleted_at: float | None = None
@@ -539,7 +541,7 @@ class Observer:
         if fate is not None:
             fate.refusals = max(fate.refusals, int(record.get("refusals") or 0))
         if event == "drain_finished":
-            earlier = list(self.summaries)
+            earlier = bool(self.summaries)
             self.summaries.append(dict(record))
             result = record.get("result")
             self.timed_out = self.timed_out or result == "timed_out"
@@ -598,8 +600,6 @@ class Observer:
     def _on_text(self, record: Obj) -> None:
         message = str(record.get("message", ""))
         level = str(record.get("level", "INFO")).upper()
-        if message.startswith("drain of ") and " timed out: " in message:
-            return  # the engine's; the function's next line says it again, with the policy
         if level in ("ERROR", "CRITICAL"):
             self.errors.append(message)
             self.view.line("lambda", message, "error")

@@ -155,9 +155,8 @@ class Demo:
         logs.mkdir(parents=True, exist_ok=True)
         self.state = State(options, logs)
         self.children = Children()
-        self.observer = Observer(self.view)
         # An EC2 event drains first; the terminate hook's invocation follows that drain.
-        self.observer.hook_follows = bool(options.ec2_trigger)
+        self.observer = Observer(self.view, hook_follows=bool(options.ec2_trigger))
         self.followers: list[Follower] = []
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []

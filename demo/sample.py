@@ -21,6 +21,8 @@ import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from tools.markers import between, replace_between
+
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 BEGIN = "<!-- demo-sample:begin -->"
@@ -49,8 +51,11 @@ SHOWN: list[tuple[str, int]] = [
     (r"aws +\S+ terminated", 1),
 ]
 
+TIME = r"^\s*\d+\.\ds\s+"
+"""An event line's time, before its source (aws, k8s, lambda)."""
+
 _VARYING = [
-    (re.compile(r"^\s*\d+\.\ds\s+"), ""),  # the line's time
+    (re.compile(TIME), ""),
     (re.compile(r"\bi-[0-9a-f]{8,17}\b"), "i-ID"),
     (re.compile(r"\bip-[0-9-]+\.ec2\.internal\b"), "NODE"),
     (re.compile(r"\bpvc-[0-9a-f-]{36}\b"), "pvc-ID"),
@@ -77,14 +82,15 @@ def cut(output: str) -> list[str]:
     lines = output.splitlines()
     summary = lines.index("Summary") if "Summary" in lines else len(lines)
     taken: list[str] = []
-    left = dict(SHOWN)  # pattern -> lines still wanted
+    wanted = dict(SHOWN)
+    left = dict(wanted)  # pattern -> lines still wanted
     for line in lines[:summary]:
         for pattern, count in left.items():
-            if count and re.search(r"^\s*\d+\.\ds\s+" + pattern, line):
+            if count and re.search(TIME + pattern, line):
                 left[pattern] -= 1
                 taken.append(line.rstrip())
                 break
-    missing = [pattern for pattern, count in left.items() if count == dict(SHOWN)[pattern]]
+    missing = [pattern for pattern, count in left.items() if count == wanted[pattern]]
     if missing:
         raise ValueError(f"the run printed no line like {missing}: is it a default run?")
     return [*taken, ELIDED, "", *(line.rstrip() for line in lines[summary:] if line.strip())]
@@ -102,13 +108,12 @@ def stale(sample: Iterable[str], output: str) -> list[str]:
 
 def readme_sample(text: str) -> list[str]:
     """The lines of the README's sample: the code block between the markers."""
-    block = text[text.index(BEGIN) + len(BEGIN) : text.index(END)]
-    return [line for line in block.strip().splitlines() if not line.startswith("```")]
+    block = between(text, BEGIN, END)
+    return [line for line in block.splitlines() if not line.startswith("```")]
 
 
 def with_sample(text: str, sample: Sequence[str]) -> str:
-    block = "\n".join([BEGIN, "```", *sample, "```", END])
-    return text[: text.index(BEGIN)] + block + text[text.index(END) + len(END) :]
+    return replace_between(text, BEGIN, END, "\n".join(["```", *sample, "```"]))
 
 
 def _run_demo() -> str:

@@ -67,13 +67,8 @@ def test_cli_and_lambda_paths__no_kubernetes_package_imported(sim: KubeSim, tmp_
 import sys
 from drainer.cli import main
 from drainer.k8s.kube import Kube
-class StaticToken:
-    def __init__(self, token):
-        self._token = token
-    def token(self):
-        return self._token
-    def invalidate(self):
-        pass
+sys.path.insert(0, "tests")
+from realapi import StaticToken
 kube = Kube.from_kubeconfig({str(config)!r})
 assert kube.get_node("n1") is not None
 lambdas = Kube.for_cluster({sim.url!r}, open({str(tmp_path / "ca.pem")!r}, "rb").read(),

@@ -30,7 +30,6 @@ distributions, and tools.deploy checks it against the stack's Architecture.
 from __future__ import annotations
 
 import argparse
-import ast
 import hashlib
 import json
 import os
@@ -44,6 +43,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from drainer import __version__
 from tools.runtime import (
     RuntimeUnavailable,
     find_runtime_python,
@@ -237,17 +237,6 @@ def sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def source_version(source: Path) -> str:
-    """`__version__` of the package at `source`, read without importing it."""
-    tree = ast.parse((source / "__init__.py").read_text())
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and any(
-            isinstance(t, ast.Name) and t.id == "__version__" for t in node.targets
-        ):
-            return str(ast.literal_eval(node.value))
-    raise PackageError(f"no __version__ in {source / '__init__.py'}")
-
-
 def manifest_path(zip_path: Path) -> Path:
     return zip_path.with_suffix(".json")
 
@@ -318,7 +307,7 @@ def build(
         files=files,
         bytecode=python is not None,
         distributions=dict(sorted(installed.items())),
-        version=source_version(source),
+        version=__version__,
     )
     manifest_path(output).write_text(json.dumps(asdict(manifest), indent=2) + "\n")
     if log:

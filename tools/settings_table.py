@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from drainer.lifecycle.settings import VARIABLES, Variable
+from tools.markers import between, replace_between
 
 ROOT = Path(__file__).resolve().parent.parent
 REFERENCE = ROOT / "docs" / "reference.md"
@@ -56,14 +57,11 @@ def render(variables: Sequence[Variable] = VARIABLES) -> str:
 
 def section(text: str) -> str:
     """The generated part of a document: the text between the markers."""
-    start = text.index(BEGIN) + len(BEGIN)
-    return text[start : text.index(END, start)].strip("\n")
+    return between(text, BEGIN, END)
 
 
 def replaced(text: str) -> str:
-    start = text.index(BEGIN) + len(BEGIN)
-    end = text.index(END, start)
-    return text[:start] + "\n" + render() + "\n" + text[end:]
+    return replace_between(text, BEGIN, END, render())
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -680,7 +680,9 @@ class Drain:
                 refusals=entry.refusals,
                 tier=entry.tier,
             )
-        log.warning("drain of %s timed out: %s", self.node, self.report.timeout_message())
+        # INFO: whoever ran the drain says the timeout, with what it does about it (the
+        # Lambda's end, with TIMEOUT_POLICY; the CLI's verdict), once, as a warning.
+        log.info("drain of %s timed out: %s", self.node, self.report.timeout_message())
         if self.options.force_on_timeout:
             self._force(still)
         self._record(Outcome.TIMED_OUT)

@@ -26,11 +26,11 @@ import shlex
 import subprocess
 import tempfile
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from drainer.errors import CredentialsUnavailable, KubeError, TlsVerificationError
+from drainer.errors import CredentialsUnavailable, TlsVerificationError
 from drainer.k8s.auth import ExecToken
 from drainer.k8s.transport import Endpoint
 
@@ -166,19 +166,10 @@ def _with_user(
                 f"the exec credential plugin `{plugin.command}` of kubeconfig user '{name}' "
                 "gave neither a token nor a client certificate"
             )
-    return Loaded(
-        Endpoint(
-            endpoint.server,
-            ca_pem=endpoint.ca_pem,
-            ca_file=endpoint.ca_file,
-            cert_file=cert_file,
-            key_file=key_file,
-            authorization=authorization,
-            tls_server_name=endpoint.tls_server_name,
-        ),
-        name,
-        token,
+    credentials = replace(
+        endpoint, cert_file=cert_file, key_file=key_file, authorization=authorization
     )
+    return Loaded(credentials, name, token)
 
 
 class Plugin:
@@ -314,9 +305,3 @@ def _secret_file(text: str) -> str:
 def _remove(name: str) -> None:
     with contextlib.suppress(OSError):
         os.unlink(name)
-
-
-def as_kube_error(error: KubeconfigError, path: str | None, context: str | None) -> KubeError:
-    return KubeError(
-        f"cannot load kubeconfig {path or '(default)'} context {context or '(current)'}: {error}"
-    )

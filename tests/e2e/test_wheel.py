@@ -47,17 +47,16 @@ def _run(
 
 
 def test_wheel__two_commands__one_version__no_test_code(wheel: Installed) -> None:
-    names = zipfile.ZipFile(wheel.wheel).namelist()
+    with zipfile.ZipFile(wheel.wheel) as built:
+        names = built.namelist()
+        entry_points = built.read(
+            f"eks_node_drainer-{__version__}.dist-info/entry_points.txt"
+        ).decode()
     assert wheel.wheel.name == f"eks_node_drainer-{__version__}-py3-none-any.whl"
     assert "drainer/cli/main.py" in names and "drainer/handler.py" in names
     assert not [
         n for n in names if n.split("/")[0] in {"tests", "kubesim", "awssim", "testbed", "demo"}
     ]
-    entry_points = (
-        zipfile.ZipFile(wheel.wheel)
-        .read(f"eks_node_drainer-{__version__}.dist-info/entry_points.txt")
-        .decode()
-    )
     assert "eks-node-drainer = drainer.cli.main:command" in entry_points
     assert "kubectl-drainer = drainer.cli.main:kubectl_plugin" in entry_points
     for command in ("eks-node-drainer", "kubectl-drainer"):
