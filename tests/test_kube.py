@@ -609,25 +609,27 @@ def test_throttled_longer_than_the_client_waits__raised_for_the_caller_never_ret
 
 
 @pytest.mark.parametrize("released", [True, False], ids=["released-to-pool", "already-closed"])
-def test_streams_close_all__a_watch_that_ended_on_its_own__no_error(released: bool) -> None:
+def test_streams_close_all__a_watch_that_ended_on_its_own__no_error(
+    sim: KubeSim, released: bool
+) -> None:
     # Found on the real control plane: a watch ended and went back to the pool just as
-    # the drain stopped its followers; urllib3's shutdown() then raised out of the drain.
-    import io
-
-    import urllib3
-
+    # the drain stopped its followers; the shutdown then raised out of the drain.
     from drainer.k8s.kube import Streams
 
-    response = urllib3.response.HTTPResponse(body=io.BytesIO(b""), preload_content=False)
-    if released:
-        # As urllib3 leaves a response whose connection went back to the pool.
-        response._sock_shutdown = lambda how: None  # type: ignore[assignment]
+    kube = _kube(sim, CountingToken([sim.admin_token]), [])
+    response = kube.transport.send("GET", "/api/v1/nodes", bearer=sim.admin_token, timeout=5.0)
     streams = Streams()
     assert streams.add(response)
+    if released:
+        response.read()  # its connection back in the pool
+    else:
+        response.close()
 
     streams.close_all()  # must not raise
 
-    assert not streams.add(urllib3.response.HTTPResponse(body=io.BytesIO(b"")))
+    later = kube.transport.send("GET", "/api/v1/nodes", bearer=sim.admin_token, timeout=5.0)
+    assert not streams.add(later)
+    assert kube.get_node("no-such-node") is None  # the pool still serves
 
 
 # -- kubeconfig users: an exec credential plugin, a static token ----------------

@@ -42,16 +42,14 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
 from drainer import __version__
-from drainer.cli.display import Progress, SafeStream, StatusTicker, human_summary
+from drainer.cli.streams import SafeStream
 from drainer.engine import filters
-from drainer.engine.drain import Drain
 from drainer.engine.options import (
     CONCURRENCY_RANGE,
     GRACE_PERIOD_RANGE,
     STUCK_POD_RANGE,
     DrainOptions,
 )
-from drainer.engine.report import DrainReport
 from drainer.errors import DrainerError, InstanceNotFound, KubeError
 from drainer.k8s import cordon
 from drainer.k8s.kube import Kube
@@ -60,6 +58,9 @@ from drainer.outcome import Outcome
 
 if TYPE_CHECKING:
     from drainer import aws
+    from drainer.cli.display import Progress
+    from drainer.engine.drain import Drain
+    from drainer.engine.report import DrainReport
 
 COMMAND = "eks-node-drainer"
 KUBECTL_PLUGIN = "kubectl drainer"
@@ -480,6 +481,11 @@ def _drain(
     terminal: _Terminal,
 ) -> int:
     """Drain the node read, showing its progress; the exit status."""
+    # Imported here, not at the top: the first requests (the node, its pods, the
+    # permission) go out without waiting for the engine's modules (issue 28).
+    from drainer.cli.display import Progress, StatusTicker
+    from drainer.engine.drain import Drain
+
     out, err = terminal.out, terminal.err
     node = str(found["metadata"]["name"])
     # With -o json, stdout carries the JSON alone; the progress goes to stderr.
@@ -701,6 +707,8 @@ def _conclude(
 ) -> int:
     """The closing lines, in words, and the exit status of a drain that ran
     (`interrupted`: the status of an interrupted one)."""
+    from drainer.cli.display import human_summary
+
     summary = human_summary(report)
     if report.outcome == Outcome.FAILED:
         print(f"error: {report.stopped_by}", file=err)

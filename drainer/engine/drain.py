@@ -839,7 +839,8 @@ class Drain:
 
     def _emit(self, kind: Kind, **values: Any) -> None:
         event = DrainEvent(kind, **values)
-        logs.drain_event(log, describe(event, self.node), event.fields(), event.level)
+        if log.isEnabledFor(event.level):  # a terminal's drain logs warnings only
+            logs.drain_event(log, describe(event, self.node), event.fields(), event.level)
         if self._on_event is not None:
             try:
                 self._on_event(event)

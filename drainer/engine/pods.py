@@ -3,8 +3,7 @@ it is on its way out and when it should have gone."""
 
 from __future__ import annotations
 
-import calendar
-import time
+from datetime import UTC, datetime
 from typing import Any
 
 Pod = dict[str, Any]
@@ -122,7 +121,7 @@ def claim_names(pod: Pod) -> list[str]:
 def parse_time(stamp: str) -> float:
     """RFC 3339 (as the API server writes it) to epoch seconds."""
     base = stamp.split(".", maxsplit=1)[0].rstrip("Z")
-    return float(calendar.timegm(time.strptime(base, "%Y-%m-%dT%H:%M:%S")))
+    return datetime.fromisoformat(base).replace(tzinfo=UTC).timestamp()
 
 
 def deletion_deadline(pod: Pod) -> float | None:

@@ -234,11 +234,8 @@ class Schedule:
 
     def next_wake(self, now: float) -> float | None:
         """The next moment a timer makes something eligible (None: only a change will)."""
-        times = [
-            e.not_before
-            for e in self._entries.values()
-            if e.state is State.TODO and e.not_before > now
-        ]
+        todo = (e for e in self._entries.values() if e.state is State.TODO) if self._todo else ()
+        times = [e.not_before for e in todo if e.not_before > now]
         start = self.deadline - self.reserve
         if not self.critical_started and start > now:
             times.append(start)

@@ -1,11 +1,11 @@
 """The one place that talks to the Kubernetes API.
 
-It sends requests through drainer.k8s.transport (urllib3, TLS always verified
+It sends requests through drainer.k8s.transport (http.client, TLS always verified
 against the cluster CA, each request with its own bearer token, refreshed before it
 ages out; no kubernetes package, whose import would cost every cold start), retries
 what is worth retrying (5xx, dropped connections, API throttling with its
 Retry-After, one stale token), and translates every failure into the drainer's own
-errors, so nothing outside this module sees a urllib3 error.
+errors, so nothing outside this module sees an error of the wire's.
 
 A failure is judged by the whole answer, as the API server means it: the HTTP
 status, the Status reason and details.causes (a 403 whose cause is
@@ -20,6 +20,7 @@ drain itself.
 
 from __future__ import annotations
 
+import http.client
 import json
 import logging
 import math
@@ -32,8 +33,6 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
-
-import urllib3
 
 from drainer import __version__
 from drainer.backoff import Backoff
@@ -54,7 +53,7 @@ from drainer.errors import (
 )
 from drainer.k8s import kubeconfig
 from drainer.k8s.auth import ExecToken
-from drainer.k8s.transport import Endpoint, Transport
+from drainer.k8s.transport import ERRORS, Endpoint, Transport, Unreachable
 
 log = logging.getLogger(__name__)
 
@@ -272,7 +271,7 @@ def _answer(raw: Any, *, verb: str, resource: str, what: str) -> Any:
     """A 2xx answer's JSON; a Failure Status inside it (read every body) is raised."""
     try:
         data = raw.read()
-    except (urllib3.exceptions.HTTPError, OSError) as e:
+    except ERRORS as e:
         raise _transport_error(e, what) from e
     finally:
         raw.release_conn()
@@ -331,28 +330,24 @@ def _transport_error(error: Exception, what: str) -> KubeError:
 
 
 def _cause(error: Exception) -> str:
-    """What went wrong on the wire, in a few words: urllib3 wraps the socket's error
-    ("[Errno 111] Connection refused") in two layers of repr."""
-    reason = getattr(error, "reason", None) or error
-    text = str(reason)
-    found = re.search(r"\[Errno -?\d+\] ([^'\")]+)", text)
-    if found:
-        host = re.search(r"host='([^']+)', port=(\d+)", text)
-        where = f" ({host.group(1)}:{host.group(2)})" if host else ""
-        return f"{found.group(1).strip()}{where}"
-    if "timed out" in text.lower():
+    """What went wrong on the wire, in a few words ("Connection refused (host:port)")."""
+    if isinstance(error, Unreachable):
+        return f"{error.error.strerror or _cause(error.error)} ({error.where})"
+    if isinstance(error, TimeoutError) or "timed out" in str(error).lower():
         return "timed out"
+    text = str(error)
+    found = re.search(r"\[Errno -?\d+\] (.+)", text)
+    if found:
+        return found.group(1).strip()
     return text.splitlines()[0][:160] if text else type(error).__name__
 
 
 def _server_gone(error: BaseException | None) -> bool:
     """The connection was refused or cut: no API server process answering there (a
     restart), as opposed to a slow answer or a watch this client ended itself."""
-    if isinstance(error, urllib3.exceptions.MaxRetryError):
-        error = error.reason
-    if isinstance(error, (urllib3.exceptions.NewConnectionError, urllib3.exceptions.ProtocolError)):
-        return True
-    return isinstance(error, (ConnectionRefusedError, ConnectionResetError))
+    if isinstance(error, Unreachable):
+        return not isinstance(error.error, TimeoutError)
+    return isinstance(error, (ConnectionError, http.client.HTTPException))
 
 
 class Streams:
@@ -390,14 +385,8 @@ class Streams:
 
 def _shutdown(raw: Any) -> None:
     """End a watch response from another thread. It may have ended on its own and
-    gone back to the pool meanwhile: urllib3 then refuses (RuntimeError), and there
-    is nothing left to end."""
-    try:
-        raw.shutdown()
-    except RuntimeError:
-        return
-    except (AttributeError, OSError, ValueError):
-        raw.close()
+    gone back to the pool meanwhile, and there is nothing left to end."""
+    raw.shutdown()
 
 
 _AWS_PLUGINS = {"aws", "aws-iam-authenticator"}
@@ -462,7 +451,7 @@ def _watch_events(raw: Any, resource: str) -> Iterator[Obj]:
     """The events of a watch stream, one JSON object per line; an ERROR event (a
     version too old, a server error) raised as the error it reports."""
     buffer = b""
-    for chunk in raw.stream(16384, decode_content=True):
+    for chunk in raw.stream(16384):
         buffer += chunk
         while b"\n" in buffer:
             line, buffer = buffer.split(b"\n", 1)
@@ -592,7 +581,7 @@ class Kube:
         stream: bool = False,
     ) -> Any:
         """Send one API call with retries; the parsed JSON answer, or the raw
-        urllib3 response when `stream` (the caller must close it)."""
+        transport.Response when `stream` (the caller must close it)."""
         call = Call(
             method, path, query, body, content_type, verb, resource,
             what or f"{verb} {resource}", timeout, stream,
@@ -680,11 +669,11 @@ class Kube:
                 bearer=bearer,
                 timeout=(min(5.0, self.request_timeout), 5.0),
             )
-        except (urllib3.exceptions.HTTPError, OSError):
+        except ERRORS:
             return False  # no answer: not ready
         try:
             raw.read()
-        except (urllib3.exceptions.HTTPError, OSError):
+        except ERRORS:
             return False
         finally:
             raw.release_conn()
@@ -714,12 +703,12 @@ class Kube:
                 bearer=bearer,  # this request's own; None: the kubeconfig's credentials
                 timeout=call.timeout or (min(5.0, self.request_timeout), self.request_timeout),
             )
-        except (urllib3.exceptions.HTTPError, OSError) as e:
+        except ERRORS as e:
             raise _transport_error(e, call.what) from e
         if raw.status >= 400:
             try:
                 data = raw.read()
-            except (urllib3.exceptions.HTTPError, OSError):
+            except ERRORS:
                 data = b""
             finally:
                 raw.release_conn()
@@ -771,7 +760,7 @@ class Kube:
             return
         try:
             yield from _watch_events(raw, resource)
-        except (urllib3.exceptions.HTTPError, OSError, ValueError) as e:
+        except (*ERRORS, ValueError) as e:
             if _server_gone(e) and not streams.closed:  # cut by the server, not by us
                 self._unreachable_at = time.monotonic()
             raise KubeServerError(f"watch {resource}: stream broken: {str(e)[:200]}") from e

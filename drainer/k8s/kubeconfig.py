@@ -294,7 +294,7 @@ def _read(path: str) -> str:
 
 def _secret_file(text: str) -> str:
     """`text` in a file only this user may read, removed when the process ends
-    (urllib3 loads client certificates from files)."""
+    (the ssl module loads client certificates from files)."""
     handle, name = tempfile.mkstemp(prefix="eks-node-drainer-", suffix=".pem")
     with os.fdopen(handle, "w") as file:
         file.write(text)
