@@ -164,20 +164,25 @@ def run_kubectl(
 FLOOR = Path(__file__).resolve().parent / "floor.py"
 
 
-def run_floor(kubeconfig: Path, node: str, timeout: float) -> Process:
-    """bench/floor.py, as the kubeconfig's `drainer` user (the RBAC of k8s-rbac/, as
-    ours), under `python -S`: no site-packages, no drainer code. The kubeconfig is
-    read here, by the drainer's own reader, and handed over as its endpoint."""
+def floor_env(kubeconfig: Path, directory: Path) -> dict[str, str]:
+    """bench/floor.py's environment: the kubeconfig's `drainer` user (the RBAC of
+    k8s-rbac/, as ours), read here by the drainer's own reader and handed over as its
+    endpoint (its CA written into `directory`)."""
     from drainer.k8s import kubeconfig as reader
 
     endpoint = reader.load(str(kubeconfig), OURS_USER, clock=time.time).endpoint
+    ca = endpoint.ca_file
+    if endpoint.ca_pem:
+        ca = str(directory / "ca.pem")
+        Path(ca).write_text(endpoint.ca_pem)
+    return _env(
+        FLOOR_SERVER=endpoint.server, FLOOR_CA=ca, FLOOR_AUTHORIZATION=endpoint.authorization
+    )
+
+
+def run_floor(kubeconfig: Path, node: str, timeout: float) -> Process:
+    """bench/floor.py under `python -S`: no site-packages, no drainer code."""
     with tempfile.TemporaryDirectory(prefix="bench-floor-") as tmp:
-        ca = endpoint.ca_file
-        if endpoint.ca_pem:
-            ca = str(Path(tmp) / "ca.pem")
-            Path(ca).write_text(endpoint.ca_pem)
-        env = _env(
-            FLOOR_SERVER=endpoint.server, FLOOR_CA=ca, FLOOR_AUTHORIZATION=endpoint.authorization
-        )
+        env = floor_env(kubeconfig, Path(tmp))
         command = [sys.executable, "-S", str(FLOOR), node, "--timeout", str(timeout)]
         return launch(command, timeout + 30, env)

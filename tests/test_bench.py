@@ -191,6 +191,11 @@ def test_quick_mode__every_scenario_drained_by_both_clients(
         assert f"\n  {key} " in against, against
     assert "ours/floor" in against
     assert "1: ours / floor, 12 pods" in printed and "7: ours / floor, 24 pods" in printed
+    # The CLI's start-up, beside the floor's, each its first request at the server.
+    startup = results["cli_startup"]
+    assert len(startup["runs"]) == len(startup["floor_runs"]) == 3
+    assert all(0 < s < 10 for s in startup["runs"] + startup["floor_runs"])
+    assert "the floor's (python -S bench/floor.py" in printed
     for scenario in results["scenarios"]:
         assert scenario["title"] in printed
 

@@ -1,6 +1,6 @@
 """How long a cold start spends importing the handler, with and without byte code.
 
-    python -m tools.coldstart [--runs 7] [--modules drainer.handler,kubernetes.client,...]
+    python -m tools.coldstart [--runs 7] [--modules drainer.handler,drainer.engine.drain,...]
 
 Builds the zip for this machine's architecture twice (with and without .pyc),
 unpacks each as Lambda does (/var/task is read-only, so a zip without .pyc
@@ -31,10 +31,10 @@ from tools.runtime import (
 )
 
 # What a cold start imports before its first drain can talk to Kubernetes: the
-# handler (at init), then, inside the first invocation, the Kubernetes client and
-# powertools' logger and metrics (drainer/k8s/kube.py and logs.py import them lazily).
+# handler (at init), then, inside the first invocation, the drainer's client and
+# engine and powertools' logger and metrics (imported lazily).
 DEFAULT_MODULES = (
-    "drainer.handler,kubernetes.client,kubernetes.config,"
+    "drainer.handler,drainer.lifecycle.clients,drainer.engine.drain,"
     "aws_lambda_powertools.logging,aws_lambda_powertools.metrics"
 )
 _TIMER = """

@@ -61,10 +61,6 @@ ARCHITECTURES = {"arm64": "aarch64", "x86_64": "x86_64"}
 RUNTIME_PROVIDED = ("boto3", "botocore", "s3transfer")
 # Lambda's Python 3.12+ runtimes run on Amazon Linux 2023: glibc 2.34.
 RUNTIME_GLIBC = (2, 34)
-# kubernetes ships an asyncio client (kubernetes/aio, ~60 MB of sources) beside the
-# synchronous one the drainer uses; nothing imports it, so it gets no byte code
-# (its sources stay: the distribution is shipped whole).
-NO_BYTECODE = r"/kubernetes/aio/"
 _DIST_INFO_NOISE = ("RECORD", "INSTALLER", "REQUESTED", "direct_url.json")
 # zlib's default: half the time of level 9 for a zip 1% larger.
 COMPRESSLEVEL = 6
@@ -183,8 +179,6 @@ def compile_bytecode(staging: Path, python: Path) -> None:
             "unchecked-hash",
             "-d",
             "/var/task",
-            "-x",
-            NO_BYTECODE,
             str(staging),
         ],
         capture_output=True,

@@ -2,9 +2,10 @@
 
 The function's Python version is the `Runtime:` of template.yaml and nothing else,
 so the zip, the byte code and the tests cannot drift from what Lambda runs. The
-runtime provides boto3/botocore/s3transfer; to run the zip as Lambda would, tests
-and tools/coldstart.py install the versions pinned in requirements-dev.txt into a
-directory of their own (never into the zip) with `install_runtime_sdk`.
+runtime provides boto3/botocore/s3transfer and their dependencies; to run the zip
+as Lambda would, tests and tools/coldstart.py install the versions pinned in
+requirements-dev.txt into a directory of their own (never into the zip) with
+`install_runtime_sdk`.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ ROOT = Path(__file__).resolve().parent.parent
 TEMPLATE = ROOT / "template.yaml"
 DEV_REQUIREMENTS = ROOT / "requirements-dev.txt"
 RUNTIME_SDK = ("boto3", "botocore", "s3transfer")
+# What the runtime has beside them (botocore's dependencies): installed with them.
+RUNTIME_SDK_DEPENDENCIES = ("python-dateutil", "six", "urllib3", "jmespath")
 # The runtime interface client AWS's Python base images run (`python -m awslambdaric
 # <handler>`), with its two dependencies: the Lambda runtime has it in /var/runtime
 # beside boto3, so the tests that run the zip under the Runtime Interface Emulator
@@ -88,16 +91,19 @@ def python_version(python: Path) -> tuple[int, int] | None:
 
 
 def sdk_pins(requirements: Path = DEV_REQUIREMENTS) -> list[str]:
-    """The `name==version` lines of the runtime-provided SDK in requirements-dev.txt."""
-    pins = []
-    for line in requirements.read_text().splitlines():
-        text = line.split("#", 1)[0].strip()
-        name = re.split(r"[=<>!~ ]", text, maxsplit=1)[0].lower()
-        if name in RUNTIME_SDK:
-            pins.append(text)
-    if len(pins) != len(RUNTIME_SDK):
-        raise RuntimeUnavailable(f"{requirements} must pin each of {', '.join(RUNTIME_SDK)}")
-    return pins
+    """The `name==version` lines of the runtime-provided SDK and its dependencies in
+    requirements-dev.txt and the requirements.txt it includes."""
+    wanted = (*RUNTIME_SDK, *RUNTIME_SDK_DEPENDENCIES)
+    pins: dict[str, str] = {}
+    for path in (requirements, requirements.parent / "requirements.txt"):
+        for line in path.read_text().splitlines():
+            text = line.split("#", 1)[0].strip()
+            name = re.split(r"[=<>!~ ]", text, maxsplit=1)[0].lower()
+            if name in wanted:
+                pins.setdefault(name, text)
+    if len(pins) != len(wanted):
+        raise RuntimeUnavailable(f"{requirements} must pin each of {', '.join(wanted)}")
+    return list(pins.values())
 
 
 def pip_install_wheels(

@@ -6,7 +6,6 @@ import io
 import zipfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -85,10 +84,3 @@ def moto_stack(moto_aws: None, request: pytest.FixtureRequest) -> Iterator[MotoS
             Capabilities=["CAPABILITY_IAM"],
         )
     yield MotoStack(STACK, parameters, client)
-
-
-def elf_machine(path: Path) -> int:
-    """e_machine of an ELF file: 62 x86-64, 183 AArch64."""
-    header = path.read_bytes()[:20]
-    assert header[:4] == b"\x7fELF", path
-    return int.from_bytes(header[18:20], "little")
