@@ -119,9 +119,22 @@ def _completions(outcome: Outcome) -> Check:
     )
 
 
+def drain_seconds(outcome: Outcome) -> float:
+    """The drains' own time: in each batch, from its first drain's start to its last
+    drain's end. What the total adds to it is the refresh's own turnover (each batch's
+    replacements launched and Ready before its old instances go, the events reaching
+    the function), which the pacing limit does not count."""
+    spans: dict[int, tuple[float, float]] = {}
+    for d in outcome.drains:
+        start, end = spans.get(d.batch, (d.started, d.ended))
+        spans[d.batch] = (min(start, d.started), max(end, d.ended))
+    return sum(end - start for start, end in spans.values())
+
+
 def figures(outcome: Outcome) -> dict[str, Any]:
     config = outcome.config
     limit = sum(b.limit for b in outcome.batches)
+    draining = drain_seconds(outcome)
     evicted = sum(int(d.summary.get("evicted") or 0) for d in outcome.drains)
     requests = outcome.requests.total()
     return {
@@ -135,6 +148,8 @@ def figures(outcome: Outcome) -> dict[str, Any]:
         "total_seconds": round(outcome.seconds, 2),
         "pacing_limit_seconds": round(limit, 2),
         "ratio": round(outcome.seconds / limit, 3) if limit else None,
+        "drain_seconds": round(draining, 2),
+        "drain_ratio": round(draining / limit, 3) if limit else None,
         "simulated_total_seconds": round(outcome.seconds * config.speed, 1),
         "simulated_pacing_limit_seconds": round(limit * config.speed, 1),
         "pods_evicted": evicted,
@@ -205,6 +220,8 @@ def text(outcome: Outcome, picture: str) -> str:
         f"  pacing limit      {f['pacing_limit_seconds']:.1f} s "
         f"(= {f['simulated_pacing_limit_seconds']:.0f} s): what budgets and shutdowns force",
         f"  ratio             {f['ratio']}",
+        f"  the drains' own   {f['drain_seconds']:.1f} s, {f['drain_ratio']} of the limit (each "
+        "batch's first drain start to its last drain end; the rest is the refresh's turnover)",
         f"  drains            {f['drains']}, {f['pods_evicted']} pods evicted",
         f"  requests          {f['requests']}{seen}: {verbs}",
         f"  requests per pod  {f['requests_per_pod']}",

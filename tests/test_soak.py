@@ -104,11 +104,25 @@ def test_small_refresh__invariants_hold__report_agrees__png_drawn(small_soak: Ou
     assert figures["total_seconds"] >= figures["pacing_limit_seconds"] * 0.9
     for batch in figures["per_batch"]:
         assert 0 < batch["drained_seconds"] <= batch["settled_seconds"]
+    assert 0 < figures["drain_seconds"] < figures["total_seconds"]
     picture = plot.draw(outcome, outcome.config.out / "soak.png")
     assert picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     summary = report.write(outcome, str(picture))
     assert "ratio" in summary and "FAIL" not in summary
     assert (outcome.config.out / "report.json").is_file()
+
+
+def test_drain_seconds__each_batch_from_its_first_drain_start_to_its_last_drain_end(
+    small_soak: Outcome,
+) -> None:
+    def drain(batch: int, started: float, ended: float) -> DrainRecord:
+        return DrainRecord(batch, f"i-{batch}{started}", "n", started, ended, {}, [])
+
+    # Batch 0: two drains overlapping, 1-5 and 2-7 (6 s); batch 1: 10-12 (2 s). The
+    # gap between the batches (the replacements' launch) is not the drains'.
+    drains = [drain(0, 1.0, 5.0), drain(0, 2.0, 7.0), drain(1, 10.0, 12.0)]
+
+    assert report.drain_seconds(dataclasses.replace(small_soak, drains=drains)) == 8.0
 
 
 def _failing(outcome: Outcome, **changes: object) -> list[str]:
