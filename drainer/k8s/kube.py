@@ -756,7 +756,8 @@ class Kube:
             timeout=(min(5.0, self.request_timeout), timeout_seconds + 15),
             stream=True,
         )
-        if not streams.add(raw):
+        if not streams.add(raw):  # closed meanwhile: the stream is shut
+            raw.release_conn()
             return
         try:
             yield from _watch_events(raw, resource)

@@ -19,6 +19,7 @@ import queue
 import select
 import socket
 import ssl
+import threading
 import urllib.parse
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -33,7 +34,10 @@ class Unreachable(ConnectionError):
     """The connection to the API server could not be made; says where."""
 
     def __init__(self, where: str, error: OSError) -> None:
-        super().__init__(error.errno, f"{error.strerror or error} ({where})")
+        if error.errno is None:  # a timeout
+            super().__init__(f"{error} ({where})")
+        else:
+            super().__init__(error.errno, f"{error.strerror or error} ({where})")
         self.where = where
         self.error = error
 
@@ -93,19 +97,27 @@ class _Connection(http.client.HTTPSConnection):
 
 class Response:
     """An answer, its body unread: `read()` it whole (the connection goes back to the
-    pool), or `stream()` it and `release_conn()` at the end."""
+    pool), or `stream()` it and `release_conn()` at the end. Only a connection whose
+    answer was read to its end, and not shut down, goes back to the pool."""
 
     def __init__(self, raw: http.client.HTTPResponse, connection: _Connection,
-                 transport: Transport) -> None:  # fmt: skip
+                 sock: socket.socket | None, transport: Transport) -> None:  # fmt: skip
         self._raw = raw
         self._connection: _Connection | None = connection
+        # The answer's own socket: an answer that says `Connection: close` takes it
+        # from its connection (whose sock is then None), and shutdown() still ends it.
+        self._sock = sock
         self._transport = transport
+        self._lock = threading.Lock()
+        self._complete = False
+        self._shut = False
         self.status = raw.status
         self.headers: Mapping[str, str] = {k.title(): v for k, v in raw.getheaders()}
         """Each name in Title-Case ("Retry-After"), whatever case the server wrote."""
 
     def read(self) -> bytes:
         data = self._raw.read()
+        self._complete = True
         self.release_conn()
         return data
 
@@ -114,30 +126,38 @@ class Response:
         while True:
             chunk = self._raw.read1(amount)
             if not chunk:
+                self._complete = True
                 return
             yield chunk
 
     def release_conn(self) -> None:
         """Back to the pool when the answer was read to its end; else closed."""
-        connection, self._connection = self._connection, None
+        with self._lock:
+            connection, self._connection = self._connection, None
+            reuse = self._complete and not self._shut
         if connection is None:
             return
-        if self._raw.isclosed():
+        if reuse and self._raw.isclosed():
             self._transport.put_back(connection)
         else:
             self._raw.close()
             connection.close()
 
     def shutdown(self) -> None:
-        """End a stream another thread is reading (a watch this client stops)."""
-        connection = self._connection
-        sock = connection.sock if connection is not None else None
+        """End a stream another thread is reading (a watch this client stops). Once
+        released, the connection may be another request's: it is left alone."""
+        with self._lock:
+            if self._connection is None:
+                return
+            self._shut = True  # never pooled again
+            sock = self._sock
         if sock is not None:
+            # The plain socket's shutdown, not SSLSocket's (which drops its TLS state
+            # under a reader): the reader sees the end of the stream.
             with contextlib.suppress(OSError):  # already closed
-                sock.shutdown(socket.SHUT_RDWR)
+                socket.socket.shutdown(sock, socket.SHUT_RDWR)
 
     def close(self) -> None:
-        self._raw.close()
         self.release_conn()
 
 
@@ -197,13 +217,14 @@ class Transport:
             if connection.sock is not None:
                 connection.sock.settimeout(read)
             connection.request(method, target, body=data, headers=headers)
+            sock = connection.sock
             if connection.sock is not None:
                 connection.sock.settimeout(read)  # a new connection: its read timeout
             raw = connection.getresponse()
         except BaseException:
             connection.close()
             raise
-        return Response(raw, connection, self)
+        return Response(raw, connection, sock, self)
 
     def _take(self, connect_timeout: float) -> _Connection:
         """A kept connection that is still open, or a new one."""
