@@ -52,8 +52,12 @@ class SteppedWaits:
     real wait lets answers and watch events in, then the clock jumps to the next
     timer, never past a request in flight."""
 
-    def __init__(self, clock: FakeClock) -> None:
+    def __init__(self, clock: FakeClock, hold: Callable[[], bool] | None = None) -> None:
         self.clock = clock
+        self.hold = hold
+        """While it says True, the clock does not jump: what the test knows will come
+        in real time (kubesim deleting an evicted pod) comes first, however loaded
+        the machine."""
 
     def now(self) -> float:
         return self.clock()
@@ -61,6 +65,6 @@ class SteppedWaits:
     def wait(
         self, cond: threading.Condition, until: Callable[[], float], busy: bool = False
     ) -> None:
-        if cond.wait(0.02) or busy:
+        if cond.wait(0.02) or busy or (self.hold is not None and self.hold()):
             return
         self.clock.sleep(max(0.0, until() - self.clock()))
