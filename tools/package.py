@@ -45,6 +45,7 @@ from pathlib import Path
 
 from drainer import __version__
 from tools.runtime import (
+    RUNTIME_SDK,
     RuntimeUnavailable,
     find_runtime_python,
     pip_install_wheels,
@@ -57,8 +58,6 @@ REQUIREMENTS = ROOT / "requirements.txt"
 SOURCE_PACKAGE = ROOT / "drainer"
 DEFAULT_OUTPUT = ROOT / "build" / "eks-node-drainer.zip"
 ARCHITECTURES = {"arm64": "aarch64", "x86_64": "x86_64"}
-# Provided by the Lambda runtime; never shipped.
-RUNTIME_PROVIDED = ("boto3", "botocore", "s3transfer")
 # Lambda's Python 3.12+ runtimes run on Amazon Linux 2023: glibc 2.34.
 RUNTIME_GLIBC = (2, 34)
 _DIST_INFO_NOISE = ("RECORD", "INSTALLER", "REQUESTED", "direct_url.json")
@@ -142,7 +141,7 @@ def prune(staging: Path) -> None:
     """Remove what the runtime provides and what only varies between builds."""
     for top in list(staging.iterdir()):
         dist_name = normalise(top.name.split("-", 1)[0]) if "-" in top.name else ""
-        if top.name in RUNTIME_PROVIDED or dist_name in RUNTIME_PROVIDED or top.name == "bin":
+        if top.name in RUNTIME_SDK or dist_name in RUNTIME_SDK or top.name == "bin":
             shutil.rmtree(top) if top.is_dir() else top.unlink()
     for cache in sorted(staging.rglob("__pycache__"), reverse=True):
         shutil.rmtree(cache)

@@ -22,7 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 TEMPLATE = ROOT / "template.yaml"
 DEV_REQUIREMENTS = ROOT / "requirements-dev.txt"
-RUNTIME_SDK = ("boto3", "botocore", "s3transfer")
+RUNTIME_SDK = ("boto3", "botocore", "s3transfer")  # never shipped in the zip (tools/package.py)
 # What the runtime has beside them (botocore's dependencies): installed with them.
 RUNTIME_SDK_DEPENDENCIES = ("python-dateutil", "six", "urllib3", "jmespath")
 # The runtime interface client AWS's Python base images run (`python -m awslambdaric

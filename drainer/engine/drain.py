@@ -520,12 +520,8 @@ class Drain:
             changed |= {pods.key(e.pod) for e in self._schedule.open() if e.due is not None}
         for key in changed:
             for entry in self._schedule.named(key):
-                if entry.state is State.IN_FLIGHT:
-                    # Its answer tells first; what changed (a pod deleted before the
-                    # answer to its eviction came) is looked at again after it.
-                    self._dirty.add(key)
-                elif entry.state in OPEN:
-                    self._follow(entry, now)
+                if entry.state in OPEN and entry.state is not State.IN_FLIGHT:
+                    self._follow(entry, now)  # in flight: its answer tells first
             pod = self._pods.get(key)
             if pod is not None:
                 self._take_in([pod])

@@ -53,7 +53,7 @@ from drainer.errors import (
 )
 from drainer.k8s import kubeconfig
 from drainer.k8s.auth import ExecToken
-from drainer.k8s.transport import ERRORS, Endpoint, Transport, Unreachable
+from drainer.k8s.transport import ERRORS, Endpoint, Response, Transport, Unreachable
 
 log = logging.getLogger(__name__)
 
@@ -355,23 +355,22 @@ class Streams:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._open: set[Any] = set()
+        self._open: set[Response] = set()
         self._closed = False
 
-    def add(self, raw: Any) -> bool:
+    def add(self, raw: Response) -> bool:
+        """False once close_all() ran: the caller releases it unread (closed)."""
         with self._lock:
             if not self._closed:
                 self._open.add(raw)
-                return True
-        _shutdown(raw)
-        return False
+            return not self._closed
 
     @property
     def closed(self) -> bool:
         """close_all() has ended every stream."""
         return self._closed
 
-    def discard(self, raw: Any) -> None:
+    def discard(self, raw: Response) -> None:
         with self._lock:
             self._open.discard(raw)
 
@@ -380,13 +379,7 @@ class Streams:
             self._closed = True
             streams = list(self._open)
         for raw in streams:
-            _shutdown(raw)
-
-
-def _shutdown(raw: Any) -> None:
-    """End a watch response from another thread. It may have ended on its own and
-    gone back to the pool meanwhile, and there is nothing left to end."""
-    raw.shutdown()
+            raw.shutdown()  # left alone if it ended on its own and went back to the pool
 
 
 _AWS_PLUGINS = {"aws", "aws-iam-authenticator"}
@@ -756,7 +749,7 @@ class Kube:
             timeout=(min(5.0, self.request_timeout), timeout_seconds + 15),
             stream=True,
         )
-        if not streams.add(raw):  # closed meanwhile: the stream is shut
+        if not streams.add(raw):  # closed meanwhile: unread, so closed, never pooled
             raw.release_conn()
             return
         try:
