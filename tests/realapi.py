@@ -252,6 +252,9 @@ class ApiFront:
         self.clock = clock
         self.scripts: list[Script] = []
         self.seen: list[Seen] = []
+        self.told_deleted: set[str] = set()
+        """namespace/name of every object a watch's DELETED event has passed the front
+        for, on its way to the client."""
         self._lock = threading.Lock()
         self._context = ssl.create_default_context(cadata=sim.ca_pem.decode())
         front = self
@@ -338,6 +341,17 @@ class ApiFront:
             return
         self._forward(handler, body, record)
 
+    def _note_deleted(self, lines: list[bytes]) -> None:
+        for line in lines:
+            if b'"DELETED"' not in line:
+                continue
+            try:
+                metadata = json.loads(line)["object"]["metadata"]
+            except (ValueError, KeyError, TypeError):
+                continue
+            with self._lock:
+                self.told_deleted.add(f"{metadata.get('namespace', '')}/{metadata['name']}")
+
     def _forward(
         self, handler: http.server.BaseHTTPRequestHandler, body: bytes, record: Seen
     ) -> None:
@@ -367,12 +381,15 @@ class ApiFront:
                 return
             handler.send_header("Transfer-Encoding", "chunked")
             handler.end_headers()
+            pending = b""
             while True:
                 chunk = response.read1(65536)
                 if not chunk:
                     break
                 handler.wfile.write(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
                 handler.wfile.flush()
+                *lines, pending = (pending + chunk).split(b"\n")
+                self._note_deleted(lines)
             handler.wfile.write(b"0\r\n\r\n")
         except (OSError, http.client.HTTPException):
             handler.close_connection = True
