@@ -15,7 +15,15 @@ NotImplementedError. This module adds, explicitly:
   found with token ..." ValidationError;
 - PutLifecycleHook keeping the hook's NotificationMetadata, which moto drops;
 - `set_global_timeout`, a hook's GlobalTimeout set explicitly (see there);
-- `begin_termination(age=...)`, an action that began a while ago (see there).
+- `begin_termination(age=...)`, an action that began a while ago (see there);
+- warm pools (moto stores a group's warm pool but keeps no instance in it): a
+  scale-in of a group whose pool reuses instances on scale-in puts them in
+  Warmed:Pending:Wait (Origin AutoScalingGroup, Destination WarmPool), stopped once
+  the hooks are done; `launch_into_warm_pool` warms a new instance (Origin EC2,
+  Destination WarmPool); `scale_out_from_warm_pool` takes one back into service
+  (Origin WarmPool, Destination AutoScalingGroup, Pending:Wait). The pool's
+  instances are answered by DescribeWarmPool and DescribeAutoScalingInstances, as
+  AWS answers them.
 
 An action that outlives its hook's HeartbeatTimeout (or GlobalTimeout) is closed
 with the hook's DefaultResult when the ledger is next consulted, as Auto Scaling
@@ -46,6 +54,8 @@ TERMINATING = "autoscaling:EC2_INSTANCE_TERMINATING"
 TERMINATE_DETAIL_TYPE = "EC2 Instance-terminate Lifecycle Action"
 LAUNCHING = "autoscaling:EC2_INSTANCE_LAUNCHING"
 LAUNCH_DETAIL_TYPE = "EC2 Instance-launch Lifecycle Action"
+EC2, GROUP, WARM_POOL = "EC2", "AutoScalingGroup", "WarmPool"
+"""The Origin and Destination values of a lifecycle event."""
 CALL_KINDS = ("complete", "heartbeat", "timeout")
 FAULT_KINDS = ("complete", "heartbeat")
 
@@ -63,6 +73,8 @@ class LifecycleAction:
     deadline: float
     """When the hook's HeartbeatTimeout runs out; each heartbeat pushes it on."""
     global_deadline: float
+    origin: str = ""
+    destination: str = ""
     heartbeats: int = 0
     result: str | None = None
     """CONTINUE or ABANDON once closed."""
@@ -106,6 +118,9 @@ class LifecycleLedger(BaseBackend):
         self.actions: dict[str, LifecycleAction] = {}
         self.received: dict[str, list[dict[str, Any]]] = {kind: [] for kind in CALL_KINDS}
         self.faults: dict[str, deque[Fault]] = {kind: deque() for kind in FAULT_KINDS}
+        self.warm: dict[str, dict[str, Any]] = {}
+        """Group name -> instance id -> moto InstanceState of the warm pool's instances,
+        kept out of the group's own (which count towards its capacity)."""
 
     @property
     def autoscaling(self) -> AutoScalingBackend:
@@ -115,7 +130,13 @@ class LifecycleLedger(BaseBackend):
     # -- what tests and the demo call ------------------------------------------------
 
     def begin_termination(
-        self, asg_name: str, instance_id: str, hook_name: str, age: float = 0.0
+        self,
+        asg_name: str,
+        instance_id: str,
+        hook_name: str,
+        age: float = 0.0,
+        *,
+        destination: str = EC2,
     ) -> str:
         """Put the instance in Terminating:Wait on `hook_name`; returns the action token.
 
@@ -154,14 +175,27 @@ class LifecycleLedger(BaseBackend):
                 started_at=started,
                 deadline=min(now + hook.heartbeat_timeout, global_deadline),
                 global_deadline=global_deadline,
+                origin=WARM_POOL if instance_id in self.warm.get(asg_name, {}) else GROUP,
+                destination=destination,
             )
-            state.lifecycle_state = "Terminating:Wait"
+            state.lifecycle_state = (
+                "Warmed:Pending:Wait" if destination == WARM_POOL else "Terminating:Wait"
+            )
             return token
 
-    def begin_launch(self, asg_name: str, instance_id: str, hook_name: str) -> str:
+    def begin_launch(
+        self,
+        asg_name: str,
+        instance_id: str,
+        hook_name: str,
+        *,
+        origin: str = EC2,
+        destination: str = GROUP,
+    ) -> str:
         """Put a new instance of the group in Pending:Wait on the launch hook
         `hook_name`; returns the action token. CONTINUE puts it InService; ABANDON
-        (or the hook's timeout with DefaultResult ABANDON) terminates it."""
+        (or the hook's timeout with DefaultResult ABANDON) terminates it. Into the warm
+        pool: Warmed:Pending:Wait, and CONTINUE stops it there."""
         with self.lock:
             self._expire_overdue()
             group = self._group(asg_name)
@@ -178,8 +212,12 @@ class LifecycleLedger(BaseBackend):
                 started_at=now,
                 deadline=now + hook.heartbeat_timeout,
                 global_deadline=now + _global_timeout(hook),
+                origin=origin,
+                destination=destination,
             )
-            state.lifecycle_state = "Pending:Wait"
+            state.lifecycle_state = (
+                "Warmed:Pending:Wait" if destination == WARM_POOL else "Pending:Wait"
+            )
             return token
 
     def scale_in(self, asg_name: str, count: int = 1) -> list[dict[str, Any]]:
@@ -215,12 +253,77 @@ class LifecycleLedger(BaseBackend):
                     f"would fall below MinSize {group.min_size}"
                 )
             group.desired_capacity = desired
+            destination = WARM_POOL if _reuses_on_scale_in(group) else EC2
             events = []
             for state in candidates[:count]:
                 for hook in hooks:
-                    token = self.begin_termination(asg_name, state.instance.id, hook.name)
+                    token = self.begin_termination(
+                        asg_name, state.instance.id, hook.name, destination=destination
+                    )
                     events.append(self.event_for(token))
             return events
+
+    def launch_into_warm_pool(self, asg_name: str) -> tuple[str, list[dict[str, Any]]]:
+        """A new instance of the group's warm pool, being warmed: in Warmed:Pending:Wait
+        on every launch hook (Origin EC2, Destination WarmPool), stopped once they are
+        done (at once without one). Its id and the events AWS would send."""
+        with self.lock:
+            self._expire_overdue()
+            group = self._group(asg_name)
+            if group.warm_pool is None:
+                raise ValueError(f"Auto Scaling group {asg_name} has no warm pool")
+            before = {s.instance.id for s in group.instance_states}
+            group.replace_autoscaling_group_instances(1, group.get_propagated_tags())
+            (state,) = [s for s in group.instance_states if s.instance.id not in before]
+            group.instance_states.remove(state)
+            self.warm.setdefault(asg_name, {})[state.instance.id] = state
+            instance_id = state.instance.id
+            events = [
+                self.event_for(
+                    self.begin_launch(
+                        asg_name, instance_id, hook.name, origin=EC2, destination=WARM_POOL
+                    )
+                )
+                for hook in self._hooks(asg_name, LAUNCHING)
+            ]
+            if not events:
+                self._into_the_pool(group, state)
+            return instance_id, events
+
+    def scale_out_from_warm_pool(self, asg_name: str) -> tuple[str, list[dict[str, Any]]]:
+        """Raise the desired capacity by one, taken from the warm pool: its oldest
+        stopped instance starts, in Pending:Wait on every launch hook (Origin WarmPool,
+        Destination AutoScalingGroup; InService at once without one). Its id and the
+        events AWS would send."""
+        with self.lock:
+            self._expire_overdue()
+            group = self._group(asg_name)
+            pool = self.warm.get(asg_name, {})
+            ready = [s for s in pool.values() if s.lifecycle_state in _WARMED]
+            if not ready:
+                raise ValueError(f"the warm pool of {asg_name} has no stopped instance")
+            state = ready[0]
+            instance_id = state.instance.id
+            del pool[instance_id]
+            self.autoscaling.ec2_backend.start_instances([instance_id])
+            state.lifecycle_state = "InService"
+            group.instance_states.append(state)
+            group.desired_capacity = (group.desired_capacity or 0) + 1
+            events = [
+                self.event_for(
+                    self.begin_launch(
+                        asg_name, instance_id, hook.name, origin=WARM_POOL, destination=GROUP
+                    )
+                )
+                for hook in self._hooks(asg_name, LAUNCHING)
+            ]
+            return instance_id, events
+
+    def warm_instances(self, asg_name: str) -> list[dict[str, str]]:
+        """The warm pool's instances as DescribeWarmPool lists them."""
+        with self.lock:
+            self._expire_overdue()
+            return [_warm_entry(s) for s in self.warm.get(asg_name, {}).values()]
 
     def event_for(self, token: str) -> dict[str, Any]:
         """The EventBridge event Auto Scaling sends when this action begins."""
@@ -239,8 +342,8 @@ class LifecycleLedger(BaseBackend):
             if metadata:
                 detail["NotificationMetadata"] = metadata
             launching = action.transition == LAUNCHING
-            detail["Origin"] = "EC2" if launching else "AutoScalingGroup"
-            detail["Destination"] = "AutoScalingGroup" if launching else "EC2"
+            detail["Origin"] = action.origin or (EC2 if launching else GROUP)
+            detail["Destination"] = action.destination or (GROUP if launching else EC2)
             return envelope(
                 LAUNCH_DETAIL_TYPE if launching else TERMINATE_DETAIL_TYPE,
                 "aws.autoscaling",
@@ -416,6 +519,16 @@ class LifecycleLedger(BaseBackend):
         group = self.autoscaling.autoscaling_groups.get(action.asg_name)
         if group is None:
             return
+        if action.destination == WARM_POOL and (
+            action.transition == TERMINATING or action.result == "CONTINUE"
+        ):
+            # Into the warm pool (either way for a scale-in, as for a termination).
+            state = self.warm.get(action.asg_name, {}).get(action.instance_id)
+            if state is None:
+                state = self._instance_state(group, action.instance_id)
+                group.instance_states.remove(state)
+            self._into_the_pool(group, state)
+            return
         if action.transition == LAUNCHING and action.result == "CONTINUE":
             for state in group.instance_states:
                 if state.instance.id == action.instance_id:
@@ -424,6 +537,7 @@ class LifecycleLedger(BaseBackend):
         states = [s for s in group.instance_states if s.instance.id == action.instance_id]
         for state in states:
             group.instance_states.remove(state)
+        self.warm.get(action.asg_name, {}).pop(action.instance_id, None)
         known = {
             i.id for r in self.autoscaling.ec2_backend.reservations.values() for i in r.instances
         }
@@ -439,10 +553,29 @@ class LifecycleLedger(BaseBackend):
             raise ValueError(f"no Auto Scaling group {asg_name!r} in {self.region_name}")
         return group
 
+    def _into_the_pool(self, group: Any, state: Any) -> None:
+        """The instance stops (or hibernates) in the warm pool: out of the group's
+        capacity, no replacement launched."""
+        pool_state = getattr(group.warm_pool, "pool_state", None) or "Stopped"
+        self.warm.setdefault(group.name, {})[state.instance.id] = state
+        if pool_state != "Running":
+            self.autoscaling.ec2_backend.stop_instances([state.instance.id])
+        state.lifecycle_state = f"Warmed:{pool_state}"
+
+    def _hooks(self, asg_name: str, transition: str) -> list[Any]:
+        return [
+            h
+            for h in self.autoscaling.describe_lifecycle_hooks(asg_name)
+            if h.lifecycle_transition == transition
+        ]
+
     def _instance_state(self, group: Any, instance_id: str) -> Any:
         for state in group.instance_states:
             if state.instance.id == instance_id:
                 return state
+        warm = self.warm.get(group.name, {}).get(instance_id)
+        if warm is not None:
+            return warm
         raise ValueError(f"{instance_id} is not in Auto Scaling group {group.name}")
 
     def _hook(self, asg_name: str, hook_name: str, transition: str = TERMINATING) -> Any:
@@ -459,6 +592,25 @@ MAX_GLOBAL_TIMEOUT = 172800
 # The attribute set_global_timeout puts on moto's hook (moto has none of its own: its
 # global_timeout is a constant, not a setting).
 EXPLICIT_GLOBAL_TIMEOUT = "awssim_global_timeout"
+
+
+_WARMED = ("Warmed:Stopped", "Warmed:Running", "Warmed:Hibernated")
+"""The states of a warm pool's instance ready to be taken back into service."""
+
+
+def _reuses_on_scale_in(group: Any) -> bool:
+    policy = getattr(group.warm_pool, "instance_reuse_policy", None) or {}
+    return str(policy.get("ReuseOnScaleIn", "")).lower() == "true"
+
+
+def _warm_entry(state: Any) -> dict[str, str]:
+    return {
+        "InstanceId": state.instance.id,
+        "InstanceType": state.instance.instance_type,
+        "AvailabilityZone": state.instance.placement.zone,
+        "LifecycleState": state.lifecycle_state,
+        "HealthStatus": state.health_status,
+    }
 
 
 def _global_timeout(hook: Any) -> float:
@@ -507,8 +659,31 @@ def _put_lifecycle_hook(self: AutoScalingResponse) -> ActionResult:
     return result
 
 
+def _describe_warm_pool(self: AutoScalingResponse) -> ActionResult:
+    asg_name = self._get_param("AutoScalingGroupName")
+    configuration = self.autoscaling_backend.describe_warm_pool(group_name=asg_name)
+    instances = ledger(self.current_account, self.region).warm_instances(asg_name)
+    return ActionResult({"WarmPoolConfiguration": configuration, "Instances": instances})
+
+
+def _describe_auto_scaling_instances(self: AutoScalingResponse) -> ActionResult:
+    wanted = self._get_param("InstanceIds", [])
+    states = self.autoscaling_backend.describe_auto_scaling_instances(instance_ids=wanted)
+    book = ledger(self.current_account, self.region)
+    with book.lock:
+        warm = [
+            state
+            for pool in book.warm.values()
+            for state in pool.values()
+            if not wanted or state.instance.id in wanted
+        ]
+    return ActionResult({"AutoScalingInstances": [*states, *warm]})
+
+
 def register() -> None:
     """Add the lifecycle actions to moto's Auto Scaling (idempotent)."""
     AutoScalingResponse.complete_lifecycle_action = _complete_lifecycle_action  # type: ignore[attr-defined]
     AutoScalingResponse.record_lifecycle_action_heartbeat = _record_lifecycle_action_heartbeat  # type: ignore[attr-defined]
     AutoScalingResponse.put_lifecycle_hook = _put_lifecycle_hook  # type: ignore[method-assign]
+    AutoScalingResponse.describe_warm_pool = _describe_warm_pool  # type: ignore[method-assign]
+    AutoScalingResponse.describe_auto_scaling_instances = _describe_auto_scaling_instances  # type: ignore[method-assign]

@@ -57,6 +57,20 @@ class AwsSim:
         """Scale the group in; returns the EventBridge events AWS would send."""
         return self._ledger.scale_in(asg_name, count)
 
+    def launch_into_warm_pool(self, asg_name: str) -> tuple[str, list[dict[str, Any]]]:
+        """Warm a new instance in the group's warm pool: its id and the launch hooks'
+        events (Origin EC2, Destination WarmPool)."""
+        return self._ledger.launch_into_warm_pool(asg_name)
+
+    def scale_out_from_warm_pool(self, asg_name: str) -> tuple[str, list[dict[str, Any]]]:
+        """Take a stopped instance of the warm pool back into service: its id and the
+        launch hooks' events (Origin WarmPool, Destination AutoScalingGroup)."""
+        return self._ledger.scale_out_from_warm_pool(asg_name)
+
+    def warm_instances(self, asg_name: str) -> list[dict[str, str]]:
+        """The warm pool's instances, as DescribeWarmPool lists them."""
+        return self._ledger.warm_instances(asg_name)
+
     def event_for(self, token: str) -> dict[str, Any]:
         """The EventBridge event of a lifecycle action begun earlier."""
         return self._ledger.event_for(token)

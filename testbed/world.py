@@ -24,6 +24,7 @@ from testbed.cluster import Cluster
 
 ROOT = Path(__file__).resolve().parent.parent
 RBAC_DIR = ROOT / "k8s-rbac"
+SHUTDOWN_TAINT = "node.cloudprovider.kubernetes.io/shutdown"
 DRAINER_USER = "eks-node-drainer"
 
 
@@ -179,6 +180,57 @@ class World:
         (new,) = {i["InstanceId"] for i in group["Instances"]} - before
         token = self.aws.begin_launch(self.group.asg_name, new, hook_name)
         return new, self.aws.event_for(token)
+
+    def put_warm_pool(
+        self, *, reuse_on_scale_in: bool = True, launch_hook: str = "eks-node-drainer-launch"
+    ) -> None:
+        """Give the group a warm pool of stopped instances (reused on scale-in: a
+        scale-in then stops the instance instead of terminating it) and the launch
+        hook that takes one back into service."""
+        self.autoscaling.put_warm_pool(
+            AutoScalingGroupName=self.group.asg_name,
+            PoolState="Stopped",
+            InstanceReusePolicy={"ReuseOnScaleIn": reuse_on_scale_in},
+        )
+        self.autoscaling.put_lifecycle_hook(
+            AutoScalingGroupName=self.group.asg_name,
+            LifecycleHookName=launch_hook,
+            LifecycleTransition="autoscaling:EC2_INSTANCE_LAUNCHING",
+            HeartbeatTimeout=300,
+            DefaultResult="CONTINUE",
+        )
+
+    def instance_stopped(self, instance_id: str) -> None:
+        """What the cluster sees of an instance stopped in the warm pool: its Node stays
+        (the instance still exists), with the cloud controller's shutdown taint. (The
+        kubelet's Ready condition goes Unknown too, on a real cluster; kwok keeps its
+        nodes Ready.)"""
+        node = self.nodes[instance_id]
+        taints = self.cluster.get("Node", node)["spec"].get("taints") or []
+        if not any(t.get("key") == SHUTDOWN_TAINT for t in taints):
+            taints = [*taints, {"key": SHUTDOWN_TAINT, "effect": "NoSchedule"}]
+            self.cluster.client.patch("Node", node, {"spec": {"taints": taints}})
+
+    def instance_started(self, instance_id: str) -> None:
+        """The instance runs again: the cloud controller removes the shutdown taint."""
+        node = self.nodes[instance_id]
+        taints = self.cluster.get("Node", node)["spec"].get("taints") or []
+        kept = [t for t in taints if t.get("key") != SHUTDOWN_TAINT]
+        self.cluster.client.patch("Node", node, {"spec": {"taints": kept or None}})
+
+    def launch_into_warm_pool(self) -> tuple[str, dict[str, Any]]:
+        """A new instance being warmed for the pool, waiting on the launch hook: its id
+        and the event (Origin EC2, Destination WarmPool)."""
+        instance_id, events = self.aws.launch_into_warm_pool(self.group.asg_name)
+        (event,) = events
+        return instance_id, event
+
+    def scale_out_from_warm_pool(self) -> tuple[str, dict[str, Any]]:
+        """One instance of the warm pool back into service, waiting on the launch hook:
+        its id and the event (Origin WarmPool)."""
+        instance_id, events = self.aws.scale_out_from_warm_pool(self.group.asg_name)
+        (event,) = events
+        return instance_id, event
 
     def spot_warning(self, instance_id: str, age: float = 0.0) -> dict[str, Any]:
         """The EC2 Spot Instance Interruption Warning for the instance, sent `age`

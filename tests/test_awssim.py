@@ -136,6 +136,117 @@ def test_scale_in__event__has_the_shape_aws_sends(scene: Scene, load_event: Any)
     assert parsed.asg_name == "workers"
 
 
+def _warm_pool(scene: Scene, *, reuse: bool = True, launch_hook: bool = True) -> None:
+    scene.autoscaling.put_warm_pool(
+        AutoScalingGroupName="workers",
+        PoolState="Stopped",
+        InstanceReusePolicy={"ReuseOnScaleIn": reuse},
+    )
+    if launch_hook:
+        scene.autoscaling.put_lifecycle_hook(
+            AutoScalingGroupName="workers",
+            LifecycleHookName="join",
+            LifecycleTransition="autoscaling:EC2_INSTANCE_LAUNCHING",
+            HeartbeatTimeout=300,
+            DefaultResult="CONTINUE",
+        )
+
+
+def _pool(scene: Scene) -> dict[str, str]:
+    answer = scene.autoscaling.describe_warm_pool(AutoScalingGroupName="workers")
+    return {i["InstanceId"]: i["LifecycleState"] for i in answer["Instances"]}
+
+
+def test_warm_pool__scale_in__drained_into_the_pool_stopped__then_back_into_service(
+    scene: Scene,
+) -> None:
+    _warm_pool(scene)
+    [event] = scene.sim.scale_in("workers")
+    instance_id = event["detail"]["EC2InstanceId"]
+
+    assert event["detail-type"] == "EC2 Instance-terminate Lifecycle Action"
+    assert (event["detail"]["Origin"], event["detail"]["Destination"]) == (
+        "AutoScalingGroup",
+        "WarmPool",
+    )
+    assert _lifecycle_states(scene)[instance_id] == "Warmed:Pending:Wait"
+    parsed = parse_event(json.loads(json.dumps(event)))
+    assert isinstance(parsed, LifecycleEvent) and parsed.into_warm_pool
+
+    _complete(scene, LifecycleActionToken=event["detail"]["LifecycleActionToken"])
+
+    assert _pool(scene) == {instance_id: "Warmed:Stopped"}
+    assert _lifecycle_states(scene)[instance_id] == "Warmed:Stopped"
+    assert _ec2_state(scene, instance_id) == "stopped", "stopped, not terminated"
+    assert _desired(scene) == 2
+    in_service = [i for i, s in _lifecycle_states(scene).items() if s == "InService"]
+    assert len(in_service) == 2, "no replacement launched"
+
+    back, [launch] = scene.sim.scale_out_from_warm_pool("workers")
+
+    assert back == instance_id
+    assert launch["detail-type"] == "EC2 Instance-launch Lifecycle Action"
+    assert (launch["detail"]["Origin"], launch["detail"]["Destination"]) == (
+        "WarmPool",
+        "AutoScalingGroup",
+    )
+    assert launch["detail"]["LifecycleHookName"] == "join"
+    parsed = parse_event(json.loads(json.dumps(launch)))
+    assert isinstance(parsed, LifecycleEvent) and parsed.out_of_warm_pool and parsed.launching
+    assert _lifecycle_states(scene)[instance_id] == "Pending:Wait"
+    assert _ec2_state(scene, instance_id) == "running"
+    assert _pool(scene) == {}
+    assert _desired(scene) == 3
+
+    scene.autoscaling.complete_lifecycle_action(
+        AutoScalingGroupName="workers",
+        LifecycleHookName="join",
+        LifecycleActionToken=launch["detail"]["LifecycleActionToken"],
+        LifecycleActionResult="CONTINUE",
+    )
+    assert _lifecycle_states(scene)[instance_id] == "InService"
+
+
+def test_warm_pool__no_reuse_on_scale_in__scale_in_terminates(scene: Scene) -> None:
+    _warm_pool(scene, reuse=False)
+    [event] = scene.sim.scale_in("workers")
+
+    assert event["detail"]["Destination"] == "EC2"
+    _complete(scene, LifecycleActionToken=event["detail"]["LifecycleActionToken"])
+    assert _ec2_state(scene, event["detail"]["EC2InstanceId"]) == "terminated"
+    assert _pool(scene) == {}
+
+
+def test_warm_pool__new_instance_warmed__waits_then_stopped_in_the_pool(scene: Scene) -> None:
+    _warm_pool(scene)
+    instance_id, [event] = scene.sim.launch_into_warm_pool("workers")
+
+    assert (event["detail"]["Origin"], event["detail"]["Destination"]) == ("EC2", "WarmPool")
+    assert event["detail"]["LifecycleTransition"] == "autoscaling:EC2_INSTANCE_LAUNCHING"
+    assert _pool(scene) == {instance_id: "Warmed:Pending:Wait"}
+    assert _desired(scene) == 3, "the pool is not the group's capacity"
+
+    scene.autoscaling.complete_lifecycle_action(
+        AutoScalingGroupName="workers",
+        LifecycleHookName="join",
+        LifecycleActionToken=event["detail"]["LifecycleActionToken"],
+        LifecycleActionResult="CONTINUE",
+    )
+
+    assert _pool(scene) == {instance_id: "Warmed:Stopped"}
+    assert _ec2_state(scene, instance_id) == "stopped"
+    assert len(_lifecycle_states(scene)) == 4, "the group's 3 and the pool's 1"
+
+
+def test_warm_pool__empty_pool__scale_out_from_it_refused(scene: Scene) -> None:
+    _warm_pool(scene)
+    with pytest.raises(ValueError, match="no stopped instance"):
+        scene.sim.scale_out_from_warm_pool("workers")
+    with pytest.raises(ValueError, match="no warm pool"):
+        scene.autoscaling.delete_warm_pool(AutoScalingGroupName="workers")
+        scene.sim.launch_into_warm_pool("workers")
+
+
 def test_scale_in__several_instances__one_event_each_with_distinct_tokens(scene: Scene) -> None:
     events = scene.sim.scale_in("workers", count=2)
 

@@ -64,6 +64,22 @@ def test_readiness__registered_not_ready__then_its_daemonset_pods__then_ready(
     assert ready == (NODE, ""), "a pod of no DaemonSet is not waited for"
 
 
+def test_readiness__back_from_the_warm_pool__waits_for_the_shutdown_taint_to_go(
+    sim: KubeSim, kube: Kube
+) -> None:
+    node = objects.node(NODE, instance=INSTANCE)
+    node["spec"]["taints"] = [{"key": launch.SHUTDOWN_TAINT, "effect": "NoSchedule"}]
+    sim.apply(node)
+    _set_ready(sim, "Node", NODE, True)
+
+    waiting = f"node {NODE} to lose the taint {launch.SHUTDOWN_TAINT}"
+    assert launch._readiness(kube, IDENTITY, False, restarted=True) == (NODE, waiting)
+    assert launch._readiness(kube, IDENTITY, False) == (NODE, ""), "a new node: not looked at"
+
+    kube.patch_node(NODE, {"spec": {"taints": None}})
+    assert launch._readiness(kube, IDENTITY, False, restarted=True) == (NODE, "")
+
+
 def _one_pod(sim: KubeSim, namespace: str) -> str:
     """The name of the one pod the DaemonSet controller puts in `namespace`."""
     deadline = time.monotonic() + 10

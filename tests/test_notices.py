@@ -77,3 +77,17 @@ def test_end_notice__budgets_and_pods_left_in_words() -> None:
         "  shop/web-1: PodDisruptionBudget shop/web allows no disruption",
     ]
     assert attributes["result"] == "timed_out"
+
+
+def test_warm_pool__start_and_end_notices_say_where_the_instance_goes() -> None:
+    event = dataclasses.replace(_event(), destination="WarmPool")
+    _, start, _ = notices.start_notice(event, "prod")
+    _, end, _ = notices.end_notice(
+        event,
+        {"result": "drained", "node": "n1", "cluster": "prod", "destination": "warm-pool"},
+    )
+    _, terminated, _ = notices.end_notice(_event(), {"result": "drained", "node": "n1"})
+
+    assert "goes to the warm pool (stopped and kept for reuse), not terminated" in start
+    assert "The instance goes to the warm pool" in end
+    assert "warm pool" not in terminated

@@ -121,6 +121,23 @@ def asg_tags(autoscaling: Client, asg_name: str) -> dict[str, str]:
     return {}
 
 
+def instance_lifecycle_state(autoscaling: Client, instance_id: str) -> str:
+    """The instance's Auto Scaling lifecycle state ("InService", "Warmed:Stopped",
+    ...); empty when it is in no group (any more)."""
+    try:
+        response = autoscaling.describe_auto_scaling_instances(InstanceIds=[instance_id])
+    except AWS_FAILURES as e:
+        raise translate(
+            e,
+            "autoscaling:DescribeAutoScalingInstances",
+            f"DescribeAutoScalingInstances {instance_id}",
+        ) from e
+    for instance in response.get("AutoScalingInstances", []):
+        if instance.get("InstanceId") == instance_id:
+            return str(instance.get("LifecycleState", ""))
+    return ""
+
+
 def groups_with_tag(autoscaling: Client, key: str, value: str) -> dict[str, dict[str, str]]:
     """Every Auto Scaling group tagged `key`=`value`, all pages: name -> its tags."""
     groups: dict[str, dict[str, str]] = {}

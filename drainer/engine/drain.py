@@ -785,7 +785,13 @@ class Drain:
     def _record(self, phase: Outcome) -> None:
         """The drain's end in the node's progress annotation ("drained", "interrupted",
         "timed_out"), with what it added: `release` reads both."""
-        progress = progress_value(phase, self._added, at=self.clock(), evicted=self.report.evicted)
+        progress = progress_value(
+            phase,
+            self._added,
+            destination=self.options.destination,
+            at=self.clock(),
+            evicted=self.report.evicted,
+        )
         patch = {"metadata": {"annotations": {PROGRESS_ANNOTATION: progress}}}
         try:
             self._patch_node(patch)

@@ -75,23 +75,29 @@ def cordon_patch(
         added.add(ADDED_LABEL)  # an operator's label keeps its value (any value excludes)
         metadata["labels"] = {EXCLUDE_LB_LABEL: "true"}
     recorded = frozenset(added)
-    figures: dict[str, float] = {"since": now}
-    if until is not None:
-        figures["until"] = until
-    metadata["annotations"][PROGRESS_ANNOTATION] = progress_value(
-        phase, recorded, trigger=trigger, **figures
-    )
+    if until is None:
+        progress = progress_value(phase, recorded, trigger=trigger, since=now)
+    else:
+        progress = progress_value(phase, recorded, trigger=trigger, since=now, until=until)
+    metadata["annotations"][PROGRESS_ANNOTATION] = progress
     return {"metadata": metadata, "spec": {"unschedulable": True}}, recorded
 
 
 def progress_value(
-    phase: str, added: frozenset[str], *, trigger: str = "", **values: float | int
+    phase: str,
+    added: frozenset[str],
+    *,
+    trigger: str = "",
+    destination: str = "",
+    **values: float | int,
 ) -> str:
-    """The annotation's text: the phase, what began it, its figures and what the
-    drainer added."""
+    """The annotation's text: the phase, what began it, where the instance goes (when
+    it is kept: "warm-pool"), its figures and what the drainer added."""
     record: Obj = {"phase": phase}
     if trigger:
         record["trigger"] = trigger
+    if destination:
+        record["destination"] = destination
     record.update({k: int(v) for k, v in values.items()})
     record["added"] = sorted(added)
     return json.dumps(record)

@@ -23,7 +23,8 @@
 
 EC2 sends these for every instance of the account and region, so `target` first
 decides whether the instance is one of ours: in an Auto Scaling group the function
-covers, and of its cluster. The drain records what began it and its deadline on the
+covers (and not in its warm pool: a warm instance being stopped is left alone), and
+of its cluster. The drain records what began it and its deadline on the
 node (drainer/k8s/cordon.py); the terminate hook's event that follows for the same
 instance waits for that drain instead of starting another
 (drainer/lifecycle/follow.py).
@@ -64,6 +65,9 @@ from drainer.lifecycle.window import Deadline, Invocation, Window, hand_over_at,
 from drainer.outcome import Outcome
 
 log = logging.getLogger(__name__)
+
+WARMED = "Warmed:"
+"""The prefix of a warm pool instance's Auto Scaling lifecycle state."""
 
 
 @dataclass(frozen=True)
@@ -114,6 +118,15 @@ def target(event: Ec2Event, settings: Settings, clients: aws.AwsClients) -> Ec2T
         refused = group_refused(settings, clients.autoscaling, group, tags=tags)
         if refused:
             return Skip(f"{event.kind}: instance {event.instance_id}: {refused}")
+        state = aws.instance_lifecycle_state(clients.autoscaling, event.instance_id)
+        if state.startswith(WARMED):
+            # Stopped once warmed (or on its way into the pool after a drain): a node
+            # it registered while warming serves nothing; the launch hook releases a
+            # drained one when it comes back.
+            return Skip(
+                f"{event.kind}: instance {event.instance_id} is in the warm pool of {group} "
+                f"({state}): left alone"
+            )
     elif settings.allowed_asgs or settings.asg_tag:
         return Skip(
             f"{event.kind}: instance {event.instance_id} is in no Auto Scaling group "

@@ -63,6 +63,8 @@ TERMINATE_DETAIL_TYPE = "EC2 Instance-terminate Lifecycle Action"
 LAUNCH_DETAIL_TYPE = "EC2 Instance-launch Lifecycle Action"
 TERMINATING = "autoscaling:EC2_INSTANCE_TERMINATING"
 LAUNCHING = "autoscaling:EC2_INSTANCE_LAUNCHING"
+WARM_POOL = "WarmPool"
+"""An Origin or Destination of a lifecycle event: the Auto Scaling group's warm pool."""
 TEST_NOTIFICATION = "autoscaling:TEST_NOTIFICATION"
 HANDOVER_KEY = "drainer"
 SCHEDULED_KEY = "drainer_schedule"
@@ -126,13 +128,27 @@ class LifecycleEvent:
     handover: Handover | None = None
     """Set when this invocation continues a drain an earlier invocation began."""
     origin: str = ""
-    """Where the instance comes from ("AutoScalingGroup"); empty in older events."""
+    """Where the instance comes from: "EC2" (a new instance), "AutoScalingGroup" or
+    "WarmPool"; empty in older events."""
     destination: str = ""
-    """Where it goes: "EC2" (terminated) or "WarmPool" (stopped for reuse)."""
+    """Where it goes: "AutoScalingGroup", "EC2" (terminated) or "WarmPool" (stopped,
+    or hibernated, for reuse)."""
 
     @property
     def launching(self) -> bool:
         return self.transition == LAUNCHING
+
+    @property
+    def into_warm_pool(self) -> bool:
+        """The instance goes to the group's warm pool: a scale-in that keeps it
+        (drained like any other, then stopped), or a new instance being warmed."""
+        return self.destination == WARM_POOL
+
+    @property
+    def out_of_warm_pool(self) -> bool:
+        """The instance leaves the warm pool: back into service (launching), or to be
+        terminated from the pool."""
+        return self.origin == WARM_POOL
 
     @property
     def waiting_since(self) -> float | None:

@@ -4,6 +4,14 @@ LAUNCH_WAIT_DAEMONSETS, its DaemonSet pods on it are Ready), heartbeating; then
 CONTINUE. An instance refresh or a replacement so moves on to terminate the next
 old node only once the new one can take its pods.
 
+An instance that comes back from the warm pool (Origin "WarmPool") has kept its
+Node object, cordoned and labelled by the drain that sent it there: once the node
+is Ready again (and EC2's shutdown taint is gone), the function releases it as
+`release` does (uncordon, label, record: only what the drainer added; a cordon
+someone else set stays, said in a log line), then answers CONTINUE. An instance
+launched into the warm pool is answered at once: it is stopped once warmed, and a
+node it registers meanwhile is left alone.
+
 A node not Ready within LAUNCH_TIMEOUT_SECONDS of the action's start (or by the end
 of this invocation) gets LAUNCH_TIMEOUT_RESULT: ABANDON (Auto Scaling terminates the
 instance and launches another; an instance refresh stops) or CONTINUE with a
@@ -16,12 +24,13 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from drainer import aws, logs
 from drainer.engine import pods
 from drainer.errors import AwsError, ClusterNotFound, FatalKubeError, InstanceNotFound, KubeError
+from drainer.k8s.cordon import release
 from drainer.k8s.kube import Kube
 from drainer.k8s.nodes import find_node_object
 from drainer.lifecycle import ending
@@ -39,6 +48,9 @@ then a list by label or providerID)."""
 READY_POLL_SECONDS = 0.5
 """How often once it has registered (a GET of the node, a list of its pods): the
 launch action goes on as soon as the node is Ready."""
+SHUTDOWN_TAINT = "node.cloudprovider.kubernetes.io/shutdown"
+"""The cloud controller's taint on the node of a stopped instance, removed once the
+instance runs again: a node back from the warm pool is not usable before."""
 
 
 @dataclass(frozen=True)
@@ -51,6 +63,10 @@ class Joining:
     node: str = ""
     heartbeats: int = 0
     action_gone: bool = False
+    released: tuple[str, ...] = ()
+    """Back from the warm pool: what the release undid on the node."""
+    kept: tuple[str, ...] = ()
+    """...and what it left, not the drainer's (a cordon someone else set)."""
 
 
 def handle(event: LifecycleEvent, tools: Tools, invocation: Invocation | None) -> dict[str, Any]:
@@ -72,7 +88,7 @@ def handle(event: LifecycleEvent, tools: Tools, invocation: Invocation | None) -
     completed = None
     if result is not None and not joining.action_gone:
         completed = ending.complete(clients, event, result)
-    summary = {
+    summary: dict[str, Any] = {
         "result": joining.result,
         "lifecycle_result": result or "none",
         "completed": completed,
@@ -82,6 +98,10 @@ def handle(event: LifecycleEvent, tools: Tools, invocation: Invocation | None) -
         "seconds": round(time.monotonic() - started, 3),
         "message": joining.message,
     }
+    if event.out_of_warm_pool:
+        summary["origin"] = "warm-pool"
+        summary["released"] = list(joining.released)
+        summary["kept"] = list(joining.kept)
     level = logging.INFO if joining.result == "joined" else logging.WARNING
     log.log(
         level,
@@ -103,9 +123,11 @@ def _lifecycle_result(joining: Joining, on_timeout: str) -> str | None:
 
 def _wait(event: LifecycleEvent, tools: Tools, invocation: Invocation | None) -> Joining:
     settings, clients, clock = tools.settings, tools.clients, tools.clock
-    if event.destination == "WarmPool":
+    if event.into_warm_pool:
         return Joining(
-            "joined", f"instance {event.instance_id} goes to the warm pool: no node to wait for"
+            "joined",
+            f"instance {event.instance_id} goes to the warm pool: no node to wait for (a "
+            "node it registers while warmed is left alone)",
         )
     try:
         tags = group_tags(clients.autoscaling, event.asg_name)
@@ -134,33 +156,76 @@ def _wait(event: LifecycleEvent, tools: Tools, invocation: Invocation | None) ->
     try:
         kube = tools.kube_factory(cluster, cluster.name, settings)
         try:
-            joining = _until_ready(kube, identity, tools, limit, began)
+            joining = _until_ready(
+                kube, identity, tools, limit, began, restarted=event.out_of_warm_pool
+            )
+            if joining.result == "joined" and event.out_of_warm_pool:
+                joining = _release(kube, joining, began, tools)
         finally:
             kube.close()
     except FatalKubeError as e:  # TLS, a refused token: the cluster cannot be read
         joining = Joining("failed", f"the cluster cannot be read: {e}")
     finally:
         heartbeat.stop()
-    return Joining(
-        joining.result,
-        joining.message,
-        joining.node,
-        heartbeats=heartbeat.beats,
-        action_gone=heartbeat.gone,
+    return replace(joining, heartbeats=heartbeat.beats, action_gone=heartbeat.gone)
+
+
+def _release(kube: Kube, joining: Joining, began: float, tools: Tools) -> Joining:
+    """Back from the warm pool and Ready: undo what the drain that sent it there added
+    (release), leaving what someone else set. A release that fails is said, and the
+    launch goes on all the same: the node is there, cordoned, and `release` by hand
+    undoes it."""
+    try:
+        node = kube.get_node(joining.node)
+        if node is None:
+            return replace(joining, message=f"{joining.message}; the node went away meanwhile")
+        done = release(kube, node)
+    except KubeError as e:
+        log.error(
+            "node %s is back from the warm pool but could not be released (run `release %s` "
+            "by hand): %s",
+            joining.node,
+            joining.node,
+            e,
+        )
+        return replace(joining, message=f"{joining.message}; release failed: {e}")
+    for what in done.kept:
+        log.warning("node %s back from the warm pool: %s", joining.node, what)
+    cordoned = bool((node.get("spec") or {}).get("unschedulable"))
+    schedulable = not cordoned or "uncordoned" in done.changed
+    said = "schedulable" if schedulable else "still cordoned (not by the drainer)"
+    return replace(
+        joining,
+        message=(
+            f"node {joining.node} is back from the warm pool, Ready and {said} "
+            f"{tools.clock() - began:.0f} s after the launch began"
+        ),
+        released=tuple(done.changed),
+        kept=tuple(done.kept),
     )
 
 
 def _until_ready(
-    kube: Kube, identity: aws.NodeIdentity, tools: Tools, limit: float, began: float
+    kube: Kube,
+    identity: aws.NodeIdentity,
+    tools: Tools,
+    limit: float,
+    began: float,
+    *,
+    restarted: bool = False,
 ) -> Joining:
-    """Look at the instance's node until it is ready or `limit` passes."""
+    """Look at the instance's node until it is ready or `limit` passes. `restarted`:
+    the instance comes back from the warm pool, its node must also have lost EC2's
+    shutdown taint."""
     clock = tools.clock
     waiting_for = "its node to register"
     said = ""
     node = ""
     while True:
         try:
-            node, waiting_for = _readiness(kube, identity, tools.settings.launch_wait_daemonsets)
+            node, waiting_for = _readiness(
+                kube, identity, tools.settings.launch_wait_daemonsets, restarted=restarted
+            )
         except FatalKubeError as e:
             return Joining("failed", f"the cluster cannot be read: {e}", node)
         except KubeError as e:
@@ -188,7 +253,9 @@ def _until_ready(
         tools.sleep(max(0.0, min(pause, limit - now)))
 
 
-def _readiness(kube: Kube, identity: aws.NodeIdentity, daemonsets: bool) -> tuple[str, str]:
+def _readiness(
+    kube: Kube, identity: aws.NodeIdentity, daemonsets: bool, *, restarted: bool = False
+) -> tuple[str, str]:
     """(the node's name, what it still waits for; "" when ready)."""
     found = find_node_object(
         kube, identity.private_dns_name, identity.hostname_candidates, identity.provider_id_suffix
@@ -198,6 +265,9 @@ def _readiness(kube: Kube, identity: aws.NodeIdentity, daemonsets: bool) -> tupl
     name = str(found["metadata"]["name"])
     if not pods.is_ready(found):
         return name, f"node {name} to be Ready"
+    taints = (found.get("spec") or {}).get("taints") or []
+    if restarted and any(t.get("key") == SHUTDOWN_TAINT for t in taints):
+        return name, f"node {name} to lose the taint {SHUTDOWN_TAINT}"
     if not daemonsets:
         return name, ""
     on_node, _ = kube.list_pods_on_node(name)

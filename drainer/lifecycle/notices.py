@@ -81,13 +81,13 @@ def _when(seconds: float | None) -> str:
 
 def start_notice(event: LifecycleEvent, cluster: str) -> Notice:
     """The notice that the terminate hook's event began a drain."""
-    return _start(
-        event,
-        "",
-        f"Auto Scaling group {event.asg_name}",
-        cluster,
-        "its lifecycle action waits until the pods are gone.",
-    )
+    why = "its lifecycle action waits until the pods are gone."
+    if event.into_warm_pool:
+        why = (
+            "its lifecycle action waits until the pods are gone; the instance then goes to "
+            "the warm pool (stopped and kept for reuse), not terminated."
+        )
+    return _start(event, "", f"Auto Scaling group {event.asg_name}", cluster, why)
 
 
 def _start(subject: Subject, kind: str, group: str, cluster: str, why: str) -> Notice:
@@ -113,6 +113,12 @@ def end_notice(event: Subject, summary: Mapping[str, Any]) -> Notice:
         f"{_began_by(summary.get('trigger', ''))}.",
         f"Duration: {float(seconds):.0f} s. Pods evicted: {summary.get('evicted', 0)}.",
     ]
+    if summary.get("destination") == "warm-pool":
+        lines.append(
+            "The instance goes to the warm pool (stopped and kept for reuse), not terminated: "
+            "its node stays, cordoned, until the instance comes back and the launch hook "
+            "releases it."
+        )
     if summary.get("budgets_holding"):
         lines.append("Budgets that held pods back: " + ", ".join(summary["budgets_holding"]) + ".")
     left = summary.get("left") or {}

@@ -40,11 +40,20 @@ from drainer.outcome import Outcome
 log = logging.getLogger(__name__)
 
 
-def plan(settings: Settings) -> Plan:
+WARM_POOL_DESTINATION = "warm-pool"
+"""The record's and the end line's `destination` of a drain into the warm pool."""
+
+
+def plan(settings: Settings, event: LifecycleEvent) -> Plan:
     """The terminate hook's drain: it waits for a drain a spot event began, and
     records its trigger and deadline on the node (so a rebalance recommendation
-    that comes meanwhile leaves its record alone)."""
-    options = replace(settings.drain_options(), trigger=TERMINATE_HOOK_TRIGGER)
+    that comes meanwhile leaves its record alone). A scale-in into the warm pool is
+    the same drain, its record saying where the instance goes."""
+    options = replace(
+        settings.drain_options(),
+        trigger=TERMINATE_HOOK_TRIGGER,
+        destination=WARM_POOL_DESTINATION if event.into_warm_pool else "",
+    )
     return Plan(options, EC2_TRIGGERS)
 
 
@@ -76,6 +85,13 @@ def drain_instance(
         return Run(
             Outcome.NOT_ALLOWED,
             f"{refused}; leaving its lifecycle action alone",
+            started_at=started_at,
+        )
+    if event.out_of_warm_pool:
+        return Run(
+            Outcome.NO_NODE,
+            f"instance {event.instance_id} leaves the warm pool to be terminated: a warm "
+            "instance runs no pods of the cluster's, nothing to drain",
             started_at=started_at,
         )
     if on_start is not None:
@@ -132,7 +148,7 @@ def _drain(tools: Tools, admitted: _Admitted) -> Run:
         cluster = aws.describe_cluster(tools.clients.eks, cluster_name)
     except ClusterNotFound as e:
         return Run(Outcome.FAILED, str(e), cluster=cluster_name)
-    job = DrainJob(identity, cluster, admitted.window, plan(tools.settings))
+    job = DrainJob(identity, cluster, admitted.window, plan(tools.settings, event))
     return run_job(tools, job)
 
 
@@ -152,6 +168,12 @@ def handle(
             "continuing a drain handed over %d time(s), begun %.0f s ago",
             event.handover.handovers,
             time.time() - event.handover.started_at,
+        )
+    if event.into_warm_pool and event.handover is None:
+        log.info(
+            "instance %s goes to the warm pool: Auto Scaling stops it and keeps it for reuse; "
+            "its node is drained and stays, cordoned, until the instance comes back",
+            event.instance_id,
         )
     on_start = None
     if settings.notify_on_start and event.handover is None:
@@ -178,6 +200,8 @@ def handle(
         completed = False
     ending.log_outcome(run, result, completed)
     summary = ending.summary_of(run, result, completed, time.monotonic() - started)
+    if event.into_warm_pool:
+        summary["destination"] = WARM_POOL_DESTINATION
     if event.handover is not None:
         # The drain as a whole, across invocations: state carried by the hand-over.
         summary["handovers_so_far"] = event.handover.handovers

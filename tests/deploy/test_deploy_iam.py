@@ -56,6 +56,7 @@ NEEDS_NO_PERMISSION = {"sts:GetCallerIdentity"}
 RESOURCE_LEVEL = {
     "ec2:DescribeInstances": False,
     "autoscaling:DescribeAutoScalingGroups": False,
+    "autoscaling:DescribeAutoScalingInstances": False,
     "autoscaling:DescribeLifecycleHooks": False,
     "autoscaling:CompleteLifecycleAction": True,
     "autoscaling:RecordLifecycleActionHeartbeat": True,
