@@ -76,6 +76,14 @@ class AwsSimClient:
         events = self._call("POST", "scale-in", {"asg_name": asg_name, "count": count})["events"]
         return cast(list[dict[str, Any]], events)
 
+    def scale_out_from_warm_pool(self, asg_name: str) -> tuple[str, list[dict[str, Any]]]:
+        answer = self._call("POST", "warm-pool/scale-out", {"asg_name": asg_name})
+        return str(answer["instance_id"]), cast(list[dict[str, Any]], answer["events"])
+
+    def launch_into_warm_pool(self, asg_name: str) -> tuple[str, list[dict[str, Any]]]:
+        answer = self._call("POST", "warm-pool/launch", {"asg_name": asg_name})
+        return str(answer["instance_id"]), cast(list[dict[str, Any]], answer["events"])
+
     def event_for(self, token: str) -> dict[str, Any]:
         return cast(dict[str, Any], self._call("POST", "event-for", {"token": token})["event"])
 

@@ -101,6 +101,12 @@ def _route(sim: AwsSim, method: str, route: str, body: dict[str, Any]) -> dict[s
         return {}
     if route == "scale-in":
         return {"events": sim.scale_in(body["asg_name"], int(body.get("count", 1)))}
+    if route == "warm-pool/scale-out":
+        instance_id, events = sim.scale_out_from_warm_pool(body["asg_name"])
+        return {"instance_id": instance_id, "events": events}
+    if route == "warm-pool/launch":
+        instance_id, events = sim.launch_into_warm_pool(body["asg_name"])
+        return {"instance_id": instance_id, "events": events}
     if route == "event-for":
         return {"event": sim.event_for(body["token"])}
     if route == "faults":

@@ -91,6 +91,13 @@ def parse_args(argv: list[str] | None = None) -> Options:
         help="the group first scales out by one, as an instance refresh does: the new "
         "instance waits on the launch hook until its node is Ready, then the scale-in",
     )
+    parser.add_argument(
+        "--warm-pool",
+        action="store_true",
+        help="the group has a warm pool that keeps instances on scale-in: the node is "
+        "drained, the instance stops in the pool, then the group scales out from the pool "
+        "and the launch hook releases the node once it is Ready again",
+    )
     parser.add_argument("--plain", action="store_true", help="plain lines, no live status line")
     parser.add_argument("--no-color", action="store_true", help="no colours")
     parser.add_argument(
@@ -104,6 +111,8 @@ def parse_args(argv: list[str] | None = None) -> Options:
         parser.error("--spot and --stubborn-pdb: pick one (a spot drain has 2 minutes at most)")
     if args.health and (args.spot or args.stubborn_pdb):
         parser.error("--health: not with --spot or --stubborn-pdb (one scenario at a time)")
+    if args.warm_pool and (args.spot or args.health or args.stubborn_pdb or args.launch_hook):
+        parser.error("--warm-pool: a scale-in and its return on its own (one scenario at a time)")
     return Options(
         nodes=args.nodes,
         pods_per_node=args.pods_per_node,
@@ -118,6 +127,7 @@ def parse_args(argv: list[str] | None = None) -> Options:
         spot=args.spot,
         health=args.health,
         launch_hook=args.launch_hook,
+        warm_pool=args.warm_pool,
     )
 
 

@@ -53,6 +53,7 @@ RETRIES = 2
 MAX_INVOCATIONS = 50
 # DRAIN_TIMEOUT_SECONDS' minimum; --stubborn-pdb starts the drain this much "earlier".
 MIN_DRAIN_TIMEOUT = 60
+SHUTDOWN_TAINT = "node.cloudprovider.kubernetes.io/shutdown"
 
 
 class DemoError(Exception):
@@ -82,6 +83,9 @@ class Options:
     launch_hook: bool = False
     """The group first scales out by one: the new instance waits on the launch hook
     until its node is Ready, as in an instance refresh, before the scale-in."""
+    warm_pool: bool = False
+    """The group's warm pool keeps instances on scale-in: the drained instance stops in
+    the pool, then comes back through the launch hook, which releases its node."""
 
     @property
     def ec2_trigger(self) -> str:
@@ -130,6 +134,9 @@ class State:
     launch: dict[str, Any] = field(default_factory=dict)
     """--launch-hook: the new instance, when it began and registered, the function's
     end line, its launch action."""
+    warm: dict[str, Any] = field(default_factory=dict)
+    """--warm-pool: the return from the pool: when it began and the instance booted,
+    the function's end line, its launch action, the node as it was left."""
 
 
 def _new_logs_dir(parent: Path) -> Path:
@@ -186,6 +193,8 @@ class Demo:
             self._scale_in()
             self._drain()
             self._after()
+            if self.options.warm_pool:
+                self._back_from_the_warm_pool()
         finally:
             self._stop.set()
             for follower in self.followers:
@@ -231,6 +240,8 @@ class Demo:
             extras.append("an AWS Health scheduled retirement instead of a scale-in")
         if o.launch_hook:
             extras.append("a replacement held on the launch hook until its node is Ready")
+        if o.warm_pool:
+            extras.append("a warm pool: the instance stops in it, then comes back")
         if o.speed != 1.0:
             extras.append(f"simulated pod durations divided by {o.speed:g}")
         if extras:
@@ -353,7 +364,7 @@ class Demo:
         overrides = {}
         if self.options.timeout_policy:
             overrides["TIMEOUT_POLICY"] = self.options.timeout_policy
-        if self.options.launch_hook:
+        if self.options.launch_hook or self.options.warm_pool:
             overrides["LAUNCH_HOOK"] = "true"
         if self.options.stubborn_pdb:
             overrides["DRAIN_TIMEOUT_SECONDS"] = str(MIN_DRAIN_TIMEOUT)
@@ -377,6 +388,13 @@ class Demo:
             notification_metadata=hook.notification_metadata,
             instance_type=INSTANCE_TYPE,
         )
+        if self.options.warm_pool:
+            autoscaling.put_warm_pool(
+                AutoScalingGroupName=ASG,
+                PoolState="Stopped",
+                InstanceReusePolicy={"ReuseOnScaleIn": True},
+            )
+            self._put_launch_hook()
         self.aws.point_cluster_at(CLUSTER, kube.url, base64.b64encode(kube.ca_pem).decode())
         admin(
             kube,
@@ -548,18 +566,12 @@ class Demo:
                     f"{ref.get('namespace')}/{ref.get('name')}"
                 )
 
-    def _launch_replacement(self) -> None:
-        """--launch-hook: the group scales out by one, as an instance refresh launches a
-        replacement first; the new instance waits in Pending:Wait while the function
-        waits for its node, which registers a moment later (its kubelet starting)."""
-        from demo import scenario as sc
-
+    def _put_launch_hook(self) -> str:
+        """The group's launch hook, as the stack puts it with LaunchHook; its name."""
         function = self.state.function
-        assert function is not None and self.kube is not None
+        assert function is not None
         hook = Settings.from_env(function.environment).launch_hook_name
-        autoscaling = self._client("autoscaling")
-        ec2 = self._client("ec2")
-        autoscaling.put_lifecycle_hook(
+        self._client("autoscaling").put_lifecycle_hook(
             AutoScalingGroupName=ASG,
             LifecycleHookName=hook,
             LifecycleTransition="autoscaling:EC2_INSTANCE_LAUNCHING",
@@ -567,6 +579,72 @@ class Demo:
             DefaultResult="CONTINUE",
             NotificationMetadata=function.hook.notification_metadata,
         )
+        return hook
+
+    def _back_from_the_warm_pool(self) -> None:
+        """--warm-pool: the drained instance stopped in the pool (its Node stays, with
+        the cloud controller's shutdown taint); the group scales out from the pool, the
+        instance boots, and the launch hook's invocation releases the node."""
+        assert self.kube is not None
+        node, instance = self.state.node, self.state.instance_id
+        if self.state.instance_state != "stopped":
+            said = f"{instance} is {self.state.instance_state}, not stopped in the warm pool"
+            self.view.line("demo", said, "warn")
+            return
+        taint = {"key": SHUTDOWN_TAINT, "effect": "NoSchedule"}
+        merge_patch(self.kube, f"/api/v1/nodes/{node}", {"spec": {"taints": [taint]}})
+        self.view.line(
+            "k8s",
+            f"node {node} stays, cordoned: its instance is stopped in the warm pool (the cloud "
+            f"controller taints it {SHUTDOWN_TAINT})",
+        )
+        back, events = self.aws.scale_out_from_warm_pool(ASG)
+        if back != instance or not events:
+            raise DemoError(f"the warm pool gave back {back}, not {instance}")
+        self.view.line(
+            "aws",
+            f"{ASG} scales out from the warm pool: {instance} starts and waits in Pending:Wait "
+            f"on launch hook {events[0]['detail']['LifecycleHookName']}",
+            "step",
+        )
+        self.state.warm = {"began": time.time()}
+        waiting = threading.Thread(
+            target=self._invoke,
+            args=(events[0], 0, 120.0, "EventBridge delivers the launch lifecycle event"),
+            name="warm-pool",
+            daemon=True,
+        )
+        waiting.start()
+        time.sleep(1.0)  # the instance boots; the cloud controller removes the taint
+        merge_patch(self.kube, f"/api/v1/nodes/{node}", {"spec": {"taints": None}})
+        self.state.warm["booted"] = time.time()
+        self.view.line("k8s", f"node {node} loses the shutdown taint ({instance} is running)")
+        waiting.join(120)
+        result = (self.state.invocations[-1].result or {}) if self.state.invocations else {}
+        current = self.kube.call("GET", f"/api/v1/nodes/{node}")
+        actions = [a for a in self.aws.actions() if a["instance_id"] == instance]
+        self.state.warm.update(
+            result=result,
+            action=actions[-1] if actions else {},
+            schedulable=not current["spec"].get("unschedulable"),
+        )
+        self.view.line(
+            "lambda",
+            f"launch: {result.get('message') or result.get('result')}; released: "
+            f"{', '.join(result.get('released') or []) or 'nothing'}",
+            "ok" if self.state.warm["schedulable"] else "warn",
+        )
+
+    def _launch_replacement(self) -> None:
+        """--launch-hook: the group scales out by one, as an instance refresh launches a
+        replacement first; the new instance waits in Pending:Wait while the function
+        waits for its node, which registers a moment later (its kubelet starting)."""
+        from demo import scenario as sc
+
+        assert self.kube is not None
+        hook = self._put_launch_hook()
+        autoscaling = self._client("autoscaling")
+        ec2 = self._client("ec2")
         group = autoscaling.describe_auto_scaling_groups(AutoScalingGroupNames=[ASG])
         group = group["AutoScalingGroups"][0]
         known = {i["InstanceId"] for i in group["Instances"]}
@@ -628,10 +706,13 @@ class Demo:
         instance_id = event["detail"]["EC2InstanceId"]
         node = self.state.nodes.get(instance_id, "")
         self._begin(instance_id, node)
+        into_pool = event["detail"].get("Destination") == "WarmPool"
         self.view.line(
             "aws",
             f"{ASG} scales in: desired capacity {desired} -> {desired - 1}; {instance_id} "
-            f"({node}) waits in Terminating:Wait on hook {event['detail']['LifecycleHookName']}",
+            f"({node}) waits in {'Warmed:Pending:Wait' if into_pool else 'Terminating:Wait'} "
+            f"on hook {event['detail']['LifecycleHookName']}"
+            + (" (it goes to the warm pool, stopped, not terminated)" if into_pool else ""),
             "step",
         )
         if node != self.state.predicted_node:
@@ -677,9 +758,17 @@ class Demo:
         if call.get("error"):
             self.observer.on_aws(f"{kind} call refused: {call['error']}", "warn")
         elif kind == "heartbeat":
-            self.observer.on_aws(
-                f"RecordLifecycleActionHeartbeat: {instance} stays in Terminating:Wait"
-            )
+            states = [
+                a.get("transition", "") + "/" + a.get("destination", "")
+                for a in self.aws.actions()
+                if a.get("token") == call.get("LifecycleActionToken")
+            ]
+            waits = "Terminating:Wait"
+            if states and states[0].endswith("/WarmPool"):
+                waits = "Warmed:Pending:Wait"
+            elif states and "LAUNCHING" in states[0]:
+                waits = "Pending:Wait"
+            self.observer.on_aws(f"RecordLifecycleActionHeartbeat: {instance} stays in {waits}")
         elif kind == "complete":
             result = call.get("LifecycleActionResult")
             self.observer.on_aws(

@@ -109,9 +109,11 @@ def build(state: State, observer: Observer) -> dict[str, Any]:
             "spot": options.spot,
             "health": options.health,
             "launch_hook": options.launch_hook,
+            "warm_pool": options.warm_pool,
         },
         "spot": _spot(state) if options.ec2_trigger else None,
         "launch": _launch(state) if options.launch_hook else None,
+        "warm_pool": _warm(state) if options.warm_pool else None,
         "settings_source": function.source if function else "",
         "settings": dict(function.environment) if function else {},
         "drain_marker": state.drain_marker,
@@ -210,6 +212,25 @@ def _launch(state: State) -> dict[str, Any]:
     }
 
 
+def _warm(state: State) -> dict[str, Any]:
+    """--warm-pool: the instance's return, and the node as the launch hook left it."""
+    warm = state.warm
+    result = warm.get("result") or {}
+    action = warm.get("action") or {}
+    began = warm.get("began", 0.0)
+    return {
+        "instance_id": state.instance_id,
+        "result": result.get("result"),
+        "released": result.get("released") or [],
+        "lifecycle_result": action.get("result"),
+        "schedulable": bool(warm.get("schedulable")),
+        "seconds_to_schedulable": round((action.get("closed_at") or began) - began, 2),
+        "released_after_booting": bool(
+            warm.get("booted") and (action.get("closed_at") or 0) >= warm["booted"]
+        ),
+    }
+
+
 def _checks(summary: dict[str, Any], state: State) -> list[dict[str, Any]]:
     """What this scenario is expected to show; the demo exits 1 if one fails."""
     options = state.options
@@ -251,6 +272,17 @@ def _checks(summary: dict[str, Any], state: State) -> list[dict[str, Any]]:
                     launch["result"] == "joined"
                     and launch["lifecycle_result"] == "CONTINUE"
                     and launch["released_after_registering"],
+                )
+            )
+        warm = summary.get("warm_pool")
+        if warm is not None:
+            checks.append(
+                (
+                    "back from the warm pool, the node was released, Ready and schedulable",
+                    warm["result"] == "joined"
+                    and warm["lifecycle_result"] == "CONTINUE"
+                    and warm["schedulable"]
+                    and warm["released_after_booting"],
                 )
             )
         spot = summary["spot"]
@@ -334,6 +366,18 @@ def render(view: View, summary: dict[str, Any]) -> None:
                 f"{launch['instance_id']} held {launch['held_seconds']:.1f} s until node "
                 f"{launch['node']} was Ready, then {launch['lifecycle_result']}",
                 "ok" if launch["lifecycle_result"] == "CONTINUE" else "warn",
+            )
+        )
+    warm = summary.get("warm_pool")
+    if warm is not None:
+        rows.append(
+            (
+                "warm pool",
+                f"{warm['instance_id']} back in service {warm['seconds_to_schedulable']:.1f} s "
+                f"after the scale-out; node "
+                + ("schedulable" if warm["schedulable"] else "STILL CORDONED")
+                + f" ({', '.join(warm['released']) or 'nothing released'})",
+                "ok" if warm["schedulable"] else "warn",
             )
         )
     invocations = summary["invocations"]

@@ -122,6 +122,19 @@ def node_accepts(node: Obj, pod_spec: dict[str, Any], *, daemon: bool = False) -
     return all(labels.get(k) == v for k, v in selector.items())
 
 
+def _keeps_daemon_pod(node: Obj, pod_spec: dict[str, Any]) -> bool:
+    """As the DaemonSet controller's shouldContinueRunning: a NoSchedule taint (a
+    cordon, a stopped instance's shutdown taint) keeps the pods already there; only
+    a NoExecute taint they do not tolerate, or labels that no longer match, end them."""
+    tolerations = list(pod_spec.get("tolerations") or []) + _DAEMON_TOLERATIONS
+    for taint in (node.get("spec") or {}).get("taints") or []:
+        if taint.get("effect") == "NoExecute" and not tolerates(tolerations, taint):
+            return False
+    selector = pod_spec.get("nodeSelector") or {}
+    labels = node["metadata"].get("labels") or {}
+    return all(labels.get(k) == v for k, v in selector.items())
+
+
 class Simulator:
     def __init__(
         self, api: Api, speed: float = 1.0, clock: Callable[[], float] = time.monotonic
@@ -758,8 +771,8 @@ class Simulator:
                 if pod["spec"].get("nodeName") not in eligible:
                     node = self.store.peek(NODES, "", pod["spec"].get("nodeName") or "")
                     # A cordoned node keeps its daemon pods; a node that stopped matching
-                    # loses them.
-                    if node is None or not node_accepts(node, template_spec, daemon=True):
+                    # (its labels, or a NoExecute taint they do not tolerate) loses them.
+                    if node is None or not _keeps_daemon_pod(node, template_spec):
                         self.api.delete(PODS, pod["metadata"]["namespace"], pod["metadata"]["name"])
             pods = [
                 p

@@ -148,6 +148,23 @@ def test_health_and_launch_hook__replacement_ready_first__retirement_drained_bef
     assert "waits in Pending:Wait on launch hook" in output
 
 
+def test_warm_pool__drained_into_the_pool__back_through_the_launch_hook__schedulable(
+    tmp_path: Path,
+) -> None:
+    summary, output = _run_demo(tmp_path, "--warm-pool", "--speed", "5")
+
+    assert summary["checks_passed"] is True
+    assert summary["drainer_result"] == "drained"
+    assert summary["lifecycle"]["instance_state"] == "stopped", "kept, not terminated"
+    assert summary["node_deleted"] is False
+    warm = summary["warm_pool"]
+    assert (warm["result"], warm["lifecycle_result"]) == ("joined", "CONTINUE")
+    assert warm["schedulable"] and warm["released_after_booting"]
+    assert "uncordoned" in warm["released"]
+    assert "waits in Warmed:Pending:Wait on hook" in output
+    assert "is back from the warm pool, Ready and schedulable" in output
+
+
 def test_spot_and_stubborn_pdb__refused_before_anything_starts(tmp_path: Path) -> None:
     completed = subprocess.run(
         [sys.executable, "-m", "demo", "--spot", "--stubborn-pdb"],
