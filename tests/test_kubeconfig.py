@@ -217,12 +217,13 @@ class ShortTokens(dict[str, User]):
         return super().__getitem__(token) if super().__contains__(token) else self.drainer
 
 
-def test_exec_plugin_tokens_expiring_every_3_s__a_drain_paced_by_a_budget_finishes(
+def test_exec_plugin_tokens_expiring_every_3_s__a_minute_long_drain_paced_by_a_budget_finishes(
     sim: KubeSim, tmp_path: Path
 ) -> None:
     """What `aws eks get-token` does to a long drain, faster: each token refused by
-    the API server 3 s after it was issued, while a budget paces the evictions, one
-    each time a replacement is Ready (4 s), so that each goes with a later token."""
+    the API server 3 s after it was issued, while a budget paces the evictions of 15
+    pods, one each time a replacement is Ready (4 s): a drain of a minute, its
+    evictions and its watches carried by some 20 tokens in turn."""
     script = tmp_path / "plugin.py"
     script.write_text(PLUGIN)
     user = {
@@ -242,14 +243,16 @@ def test_exec_plugin_tokens_expiring_every_3_s__a_drain_paced_by_a_budget_finish
     set_schedulable(cluster, ["n2"], False)
     # Ready 80 s after it starts at kubesim's speed 20: 4 s here.
     sim.apply(
-        [w.deployment("api", 4, startup=80), w.budget("api", {"app": "api"}, max_unavailable=1)]
+        [w.deployment("api", 15, startup=80), w.budget("api", {"app": "api"}, max_unavailable=1)]
     )
-    wait_until(lambda: sum(is_pod_ready(p) for p in pods_on(cluster, "n1")) == 4, timeout=20)
+    wait_until(lambda: sum(is_pod_ready(p) for p in pods_on(cluster, "n1")) == 15, timeout=20)
     set_schedulable(cluster, ["n2"], True)
     out = io.StringIO()
+    began = time.monotonic()
 
     code = main(["drain", "n1", "--kubeconfig", str(config)], stdout=out)
 
     assert code == 0, out.getvalue()
     assert pods_on(cluster, "n1") == []
-    assert len(tokens.seen) >= 4, f"a new token as each one aged out: {sorted(tokens.seen)}"
+    assert time.monotonic() - began >= 55, "a drain of about a minute"
+    assert len(tokens.seen) >= 15, f"a new token as each one aged out: {sorted(tokens.seen)}"
