@@ -290,13 +290,7 @@ def _refresh(config: Config, services: list[Service], cluster: Cluster, say: Any
         LAUNCH_HOOK="true",
         LAUNCH_HOOK_NAME=LAUNCH_HOOK,
     )
-    world.autoscaling.put_lifecycle_hook(
-        AutoScalingGroupName=world.group.asg_name,
-        LifecycleHookName=LAUNCH_HOOK,
-        LifecycleTransition="autoscaling:EC2_INSTANCE_LAUNCHING",
-        HeartbeatTimeout=300,
-        DefaultResult="CONTINUE",
-    )
+    world.put_launch_hook(LAUNCH_HOOK)
     os.environ.update(environment)
     filters = Settings.from_env(environment).drain_options().filters
     drainer_log = (config.out / "drainer.log").open("w")

@@ -159,13 +159,7 @@ class World:
     def launch(self, hook_name: str = "eks-node-drainer-launch") -> tuple[str, dict[str, Any]]:
         """A new instance of the group (no node yet) waiting in Pending:Wait on the
         launch hook `hook_name`, which the group is given; its id and the event."""
-        self.autoscaling.put_lifecycle_hook(
-            AutoScalingGroupName=self.group.asg_name,
-            LifecycleHookName=hook_name,
-            LifecycleTransition="autoscaling:EC2_INSTANCE_LAUNCHING",
-            HeartbeatTimeout=300,
-            DefaultResult="CONTINUE",
-        )
+        self.put_launch_hook(hook_name)
         group = self.autoscaling.describe_auto_scaling_groups(
             AutoScalingGroupNames=[self.group.asg_name]
         )["AutoScalingGroups"][0]
@@ -192,9 +186,14 @@ class World:
             PoolState="Stopped",
             InstanceReusePolicy={"ReuseOnScaleIn": reuse_on_scale_in},
         )
+        self.put_launch_hook(launch_hook)
+
+    def put_launch_hook(self, name: str) -> None:
+        """The launch lifecycle hook `name` on the group, as the stack puts it with
+        LaunchHook (DefaultResult CONTINUE)."""
         self.autoscaling.put_lifecycle_hook(
             AutoScalingGroupName=self.group.asg_name,
-            LifecycleHookName=launch_hook,
+            LifecycleHookName=name,
             LifecycleTransition="autoscaling:EC2_INSTANCE_LAUNCHING",
             HeartbeatTimeout=300,
             DefaultResult="CONTINUE",

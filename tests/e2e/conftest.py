@@ -163,6 +163,32 @@ def invoke(world: World, monkeypatch: pytest.MonkeyPatch, drainer_logs: LogCaptu
     return run
 
 
+def invoke_meanwhile(
+    invoke: Invoke,
+    event: dict[str, Any],
+    logs: LogCapture,
+    said: str,
+    then: Callable[[], object],
+    **env: Any,
+) -> tuple[dict[str, Any], float]:
+    """Invoke the handler on `event`; once its log says `said` (what it waits for),
+    `then()` happens meanwhile, as the world would (a kubelet registering, an
+    instance booting). The end line, and when `then()` was done."""
+    done: list[float] = []
+
+    def meanwhile() -> None:
+        wait_until(lambda: said in logs.text, 30)
+        then()
+        done.append(time.time())
+
+    thread = threading.Thread(target=meanwhile)
+    thread.start()
+    summary = invoke(event, **env)
+    thread.join()
+    assert done, f"the function never said {said!r}"
+    return summary, done[0]
+
+
 @dataclass(frozen=True)
 class PodEvent:
     """One change of a pod as a watch saw it; `seq` orders all pod changes."""

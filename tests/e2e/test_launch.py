@@ -4,13 +4,9 @@ CONTINUE; a node that never comes gets LAUNCH_TIMEOUT_RESULT."""
 
 from __future__ import annotations
 
-import threading
-import time
-
 from testbed import World
-from testbed.world import wait_until
 
-from .conftest import Invoke, LogCapture
+from .conftest import Invoke, LogCapture, invoke_meanwhile
 
 LAUNCH = {"LAUNCH_HOOK": "true"}
 
@@ -19,18 +15,16 @@ def test_new_instance__continue_only_once_its_node_is_ready(
     world: World, invoke: Invoke, drainer_logs: LogCapture
 ) -> None:
     instance, event = world.launch()
-    joined_at: list[float] = []
 
-    def join() -> None:
-        # The node registers while the function waits for it, as a kubelet would.
-        wait_until(lambda: "waiting for its node to register" in drainer_logs.text, 30)
-        world.add_node(instance)
-        joined_at.append(time.time())
-
-    joiner = threading.Thread(target=join)
-    joiner.start()
-    summary = invoke(event, **LAUNCH)
-    joiner.join()
+    # The node registers while the function waits for it, as a kubelet would.
+    summary, joined_at = invoke_meanwhile(
+        invoke,
+        event,
+        drainer_logs,
+        "waiting for its node to register",
+        lambda: world.add_node(instance),
+        **LAUNCH,
+    )
 
     assert summary["result"] == "joined", summary
     assert summary["trigger"] == "launch-hook"
@@ -38,7 +32,7 @@ def test_new_instance__continue_only_once_its_node_is_ready(
     (complete,) = world.completions()
     assert complete["LifecycleActionResult"] == "CONTINUE"
     assert complete["LifecycleActionToken"] == event["detail"]["LifecycleActionToken"]
-    assert complete["time"] >= joined_at[0], "completed before the node was there"
+    assert complete["time"] >= joined_at, "completed before the node was there"
     (action,) = [a for a in world.aws.actions() if a["instance_id"] == instance]
     assert action["closed_by"] == "complete"
 

@@ -7,8 +7,6 @@ someone else set stays."""
 from __future__ import annotations
 
 import json
-import threading
-import time
 from typing import Any
 
 import boto3
@@ -18,7 +16,7 @@ from testbed import World
 from testbed import workloads as w
 from testbed.world import place_on, pods_on, wait_until
 
-from .conftest import Invoke, LogCapture
+from .conftest import Invoke, LogCapture, invoke_meanwhile
 
 LAUNCH = {"LAUNCH_HOOK": "true"}
 HOSTNAME = "kubernetes.io/hostname"
@@ -55,20 +53,17 @@ def _back_from_the_pool(
     world.instance_stopped(instance)
     back, event = world.scale_out_from_warm_pool()
     assert back == instance, "the pool's one instance comes back"
-    started: list[float] = []
-
-    def start() -> None:
-        # The instance boots while the function waits; the cloud controller then
-        # removes the taint.
-        wait_until(lambda: "to lose the taint" in drainer_logs.text, 30)
-        world.instance_started(instance)
-        started.append(time.time())
-
-    starter = threading.Thread(target=start)
-    starter.start()
-    summary = invoke(event, **LAUNCH)
-    starter.join()
-    return summary, event, started[0]
+    # The instance boots while the function waits; the cloud controller then removes
+    # the taint.
+    summary, started = invoke_meanwhile(
+        invoke,
+        event,
+        drainer_logs,
+        "to lose the taint",
+        lambda: world.instance_started(instance),
+        **LAUNCH,
+    )
+    return summary, event, started
 
 
 def test_scale_in_to_the_warm_pool_and_back__drained__then_released_and_pods_scheduled_on_it(
