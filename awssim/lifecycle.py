@@ -178,9 +178,12 @@ class LifecycleLedger(BaseBackend):
                 origin=WARM_POOL if instance_id in self.warm.get(asg_name, {}) else GROUP,
                 destination=destination,
             )
-            state.lifecycle_state = (
-                "Warmed:Pending:Wait" if destination == WARM_POOL else "Terminating:Wait"
-            )
+            if destination == WARM_POOL:
+                state.lifecycle_state = "Warmed:Pending:Wait"
+            elif instance_id in self.warm.get(asg_name, {}):
+                state.lifecycle_state = "Warmed:Terminating:Wait"
+            else:
+                state.lifecycle_state = "Terminating:Wait"
             return token
 
     def begin_launch(
@@ -302,6 +305,8 @@ class LifecycleLedger(BaseBackend):
             ready = [s for s in pool.values() if s.lifecycle_state in _WARMED]
             if not ready:
                 raise ValueError(f"the warm pool of {asg_name} has no stopped instance")
+            if (group.desired_capacity or 0) >= group.max_size:
+                raise ValueError(f"{asg_name} is at its MaxSize {group.max_size}")
             state = ready[0]
             instance_id = state.instance.id
             del pool[instance_id]

@@ -242,9 +242,32 @@ def test_warm_pool__empty_pool__scale_out_from_it_refused(scene: Scene) -> None:
     _warm_pool(scene)
     with pytest.raises(ValueError, match="no stopped instance"):
         scene.sim.scale_out_from_warm_pool("workers")
+    scene.autoscaling.delete_warm_pool(AutoScalingGroupName="workers")
     with pytest.raises(ValueError, match="no warm pool"):
-        scene.autoscaling.delete_warm_pool(AutoScalingGroupName="workers")
         scene.sim.launch_into_warm_pool("workers")
+
+
+def test_warm_pool__terminated_from_the_pool__warmed_terminating_wait_then_gone(
+    scene: Scene,
+) -> None:
+    _warm_pool(scene)
+    instance_id, [launch] = scene.sim.launch_into_warm_pool("workers")
+    scene.autoscaling.complete_lifecycle_action(
+        AutoScalingGroupName="workers",
+        LifecycleHookName="join",
+        LifecycleActionToken=launch["detail"]["LifecycleActionToken"],
+        LifecycleActionResult="CONTINUE",
+    )
+
+    token = scene.sim.begin_termination("workers", instance_id, "drain")
+    event = scene.sim.event_for(token)
+
+    assert (event["detail"]["Origin"], event["detail"]["Destination"]) == ("WarmPool", "EC2")
+    assert _pool(scene) == {instance_id: "Warmed:Terminating:Wait"}
+    _complete(scene, LifecycleActionToken=token)
+    assert _pool(scene) == {}
+    assert _ec2_state(scene, instance_id) == "terminated"
+    assert _desired(scene) == 3, "the group's capacity is not the pool's"
 
 
 def test_scale_in__several_instances__one_event_each_with_distinct_tokens(scene: Scene) -> None:

@@ -25,6 +25,7 @@ from realapi import StaticToken
 from support import objects
 from support.clock import FakeClock, SteppedWaits
 
+from awssim import AwsSim
 from awssim import ec2_events as spot_events
 from awssim.world import AMI_ID, create_node_group
 from drainer import aws
@@ -308,6 +309,21 @@ def test_target__instance_of_an_allowed_group_of_our_cluster__is_a_target(
     )
     assert found.event == event
     assert found.identity.private_dns_name, "the node is looked up by it"
+
+
+def test_target__lifecycle_state_not_readable_for_good__acted_on_all_the_same__said(
+    clients: aws.AwsClients, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A role without autoscaling:DescribeAutoScalingInstances (a zip upgraded without
+    its stack) must not cost a spot drain: the warm pool check is skipped, said."""
+    instance = _group(clients)
+    AwsSim(region=REGION).fail_action("autoscaling", "DescribeAutoScalingInstances", "AccessDenied")
+
+    found = ec2_events.target(_warning(instance), Settings(), clients)
+
+    assert isinstance(found, ec2_events.Ec2Target), found
+    assert f"cannot tell whether {instance} is in a warm pool" in caplog.text
+    assert "autoscaling:DescribeAutoScalingInstances" in caplog.text
 
 
 def test_target__cluster_from_the_kubernetes_io_cluster_tag(clients: aws.AwsClients) -> None:

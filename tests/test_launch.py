@@ -3,6 +3,8 @@ waits for, and what the Auto Scaling group is told."""
 
 from __future__ import annotations
 
+import json
+import logging
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -11,6 +13,7 @@ import pytest
 from support import objects
 
 from drainer import aws
+from drainer.k8s.cordon import PROGRESS_ANNOTATION
 from drainer.k8s.kube import Kube
 from drainer.lifecycle import launch
 from kubesim import KubeSim
@@ -20,6 +23,7 @@ from testbed import workloads
 INSTANCE = "i-0f1e2d3c4b5a69788"
 NODE = "ip-10-0-1-23.ec2.internal"
 IDENTITY = aws.NodeIdentity(INSTANCE, NODE, "us-east-1a")
+NOW = 1_790_000_000.0
 
 
 @pytest.fixture
@@ -78,6 +82,51 @@ def test_readiness__back_from_the_warm_pool__waits_for_the_shutdown_taint_to_go(
 
     kube.patch_node(NODE, {"spec": {"taints": None}})
     assert launch._readiness(kube, IDENTITY, False, restarted=True) == (NODE, "")
+
+
+def _drained(sim: KubeSim, phase: str, **record: Any) -> None:
+    node = objects.node(NODE, instance=INSTANCE)
+    node["spec"]["unschedulable"] = True
+    annotation = {"phase": phase, "added": ["cordon"], **record}
+    node["metadata"].setdefault("annotations", {})[PROGRESS_ANNOTATION] = json.dumps(annotation)
+    sim.apply(node)
+
+
+def test_release__back_from_the_warm_pool__only_what_the_drainer_added_undone(
+    sim: KubeSim, kube: Kube
+) -> None:
+    _drained(sim, "drained", destination="warm-pool")
+    joining = launch.Joining("joined", "Ready", NODE)
+
+    released = launch._release(kube, joining, NOW - 3, lambda: NOW)
+
+    assert released.released == ("uncordoned", f"removed annotation {PROGRESS_ANNOTATION}")
+    said = f"node {NODE} is back from the warm pool, Ready and schedulable 3 s after the launch"
+    assert released.message.startswith(said)
+    assert not sim.get("Node", NODE)["spec"].get("unschedulable")
+
+
+def test_release__no_record__nothing_done_nothing_kept(
+    sim: KubeSim, kube: Kube, caplog: pytest.LogCaptureFixture
+) -> None:
+    sim.apply(objects.node(NODE, instance=INSTANCE))  # it joined on its way into service
+    joining = launch.Joining("joined", "Ready", NODE)
+
+    with caplog.at_level(logging.INFO):
+        assert launch._release(kube, joining, NOW, lambda: NOW) == joining
+    assert "no eks-node-drainer record: nothing to release" in caplog.text
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+
+
+def test_release__a_drain_under_way__not_released(sim: KubeSim, kube: Kube) -> None:
+    _drained(sim, "draining", trigger="scheduled-change", since=NOW - 10, until=NOW + 600)
+    joining = launch.Joining("joined", "Ready", NODE)
+
+    released = launch._release(kube, joining, NOW, lambda: NOW)
+
+    assert released.released == ()
+    assert "a scheduled-change drain is under way" in released.message
+    assert sim.get("Node", NODE)["spec"].get("unschedulable"), "left to that drain"
 
 
 def _one_pod(sim: KubeSim, namespace: str) -> str:

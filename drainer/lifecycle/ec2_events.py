@@ -118,7 +118,7 @@ def target(event: Ec2Event, settings: Settings, clients: aws.AwsClients) -> Ec2T
         refused = group_refused(settings, clients.autoscaling, group, tags=tags)
         if refused:
             return Skip(f"{event.kind}: instance {event.instance_id}: {refused}")
-        state = aws.instance_lifecycle_state(clients.autoscaling, event.instance_id)
+        state = _lifecycle_state(clients, event.instance_id)
         if state.startswith(WARMED):
             # Stopped once warmed (or on its way into the pool after a drain): a node
             # it registered while warming serves nothing; the launch hook releases a
@@ -147,6 +147,19 @@ def target(event: Ec2Event, settings: Settings, clients: aws.AwsClients) -> Ec2T
             "(eks:cluster-name, kubernetes.io/cluster/<name>) and is in no listed group"
         )
     return Ec2Target(event, identity, cluster, group)
+
+
+def _lifecycle_state(clients: aws.AwsClients, instance_id: str) -> str:
+    """The instance's Auto Scaling lifecycle state; "" when it cannot be read for good
+    (a role without autoscaling:DescribeAutoScalingInstances): the event is acted on
+    all the same, a warm pool being the exception."""
+    try:
+        return aws.instance_lifecycle_state(clients.autoscaling, instance_id)
+    except AwsError as e:
+        if not aws.is_permanent(e):
+            raise
+        log.warning("cannot tell whether %s is in a warm pool: %s", instance_id, e)
+        return ""
 
 
 def fixed_by_ec2(found: Ec2Target, settings: Settings, now: float) -> bool:

@@ -24,18 +24,24 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
 from drainer import aws, logs
 from drainer.engine import pods
 from drainer.errors import AwsError, ClusterNotFound, FatalKubeError, InstanceNotFound, KubeError
-from drainer.k8s.cordon import release
+from drainer.k8s.cordon import live_drain, progress_of, release
 from drainer.k8s.kube import Kube
 from drainer.k8s.nodes import find_node_object
 from drainer.lifecycle import ending
 from drainer.lifecycle.admission import group_refused, group_tags, resolve_cluster
-from drainer.lifecycle.events import LifecycleEvent, Skip
+from drainer.lifecycle.events import (
+    EC2_TRIGGERS,
+    TERMINATE_HOOK_TRIGGER,
+    LifecycleEvent,
+    Skip,
+)
 from drainer.lifecycle.job import Tools
 from drainer.lifecycle.window import Invocation, hand_over_at
 
@@ -102,6 +108,15 @@ def handle(event: LifecycleEvent, tools: Tools, invocation: Invocation | None) -
         summary["origin"] = "warm-pool"
         summary["released"] = list(joining.released)
         summary["kept"] = list(joining.kept)
+        if joining.result != "joined" and result == "CONTINUE" and joining.node:
+            # In service all the same: the drain's cordon and label are still there.
+            log.error(
+                "node %s comes back from the warm pool not released (%s): it stays cordoned "
+                "and out of the load balancers; run `release %s` once it is Ready",
+                joining.node,
+                joining.result,
+                joining.node,
+            )
     level = logging.INFO if joining.result == "joined" else logging.WARNING
     log.log(
         level,
@@ -160,7 +175,7 @@ def _wait(event: LifecycleEvent, tools: Tools, invocation: Invocation | None) ->
                 kube, identity, tools, limit, began, restarted=event.out_of_warm_pool
             )
             if joining.result == "joined" and event.out_of_warm_pool:
-                joining = _release(kube, joining, began, tools)
+                joining = _release(kube, joining, began, tools.clock)
         finally:
             kube.close()
     except FatalKubeError as e:  # TLS, a refused token: the cluster cannot be read
@@ -170,7 +185,7 @@ def _wait(event: LifecycleEvent, tools: Tools, invocation: Invocation | None) ->
     return replace(joining, heartbeats=heartbeat.beats, action_gone=heartbeat.gone)
 
 
-def _release(kube: Kube, joining: Joining, began: float, tools: Tools) -> Joining:
+def _release(kube: Kube, joining: Joining, began: float, clock: Callable[[], float]) -> Joining:
     """Back from the warm pool and Ready: undo what the drain that sent it there added
     (release), leaving what someone else set. A release that fails is said, and the
     launch goes on all the same: the node is there, cordoned, and `release` by hand
@@ -179,6 +194,21 @@ def _release(kube: Kube, joining: Joining, began: float, tools: Tools) -> Joinin
         node = kube.get_node(joining.node)
         if node is None:
             return replace(joining, message=f"{joining.message}; the node went away meanwhile")
+        if progress_of(node) is None:  # never drained: it joined on its way into service
+            log.info("node %s has no eks-node-drainer record: nothing to release", joining.node)
+            return joining
+        live = live_drain(node, clock(), EC2_TRIGGERS | {TERMINATE_HOOK_TRIGGER})
+        if live is not None:
+            log.warning(
+                "node %s back from the warm pool is being drained (%s, begun %.0f s ago): "
+                "not released",
+                joining.node,
+                live.trigger,
+                clock() - live.since,
+            )
+            return replace(
+                joining, message=f"{joining.message}; a {live.trigger} drain is under way"
+            )
         done = release(kube, node)
     except KubeError as e:
         log.error(
@@ -198,7 +228,7 @@ def _release(kube: Kube, joining: Joining, began: float, tools: Tools) -> Joinin
         joining,
         message=(
             f"node {joining.node} is back from the warm pool, Ready and {said} "
-            f"{tools.clock() - began:.0f} s after the launch began"
+            f"{clock() - began:.0f} s after the launch began"
         ),
         released=tuple(done.changed),
         kept=tuple(done.kept),

@@ -113,11 +113,10 @@ def end_notice(event: Subject, summary: Mapping[str, Any]) -> Notice:
         f"{_began_by(summary.get('trigger', ''))}.",
         f"Duration: {float(seconds):.0f} s. Pods evicted: {summary.get('evicted', 0)}.",
     ]
-    if summary.get("destination") == "warm-pool":
+    if summary.get("destination") == "warm-pool" and result in ("drained", "timed_out"):
         lines.append(
             "The instance goes to the warm pool (stopped and kept for reuse), not terminated: "
-            "its node stays, cordoned, until the instance comes back and the launch hook "
-            "releases it."
+            "its node stays, cordoned, until it is released when the instance comes back."
         )
     if summary.get("budgets_holding"):
         lines.append("Budgets that held pods back: " + ", ".join(summary["budgets_holding"]) + ".")

@@ -202,6 +202,14 @@ def handle(
     summary = ending.summary_of(run, result, completed, time.monotonic() - started)
     if event.into_warm_pool:
         summary["destination"] = WARM_POOL_DESTINATION
+        if not settings.launch_hook and run.node and run.result != Outcome.NO_NODE:
+            # Nothing of ours will see the instance come back.
+            summary.setdefault(
+                "message",
+                f"LAUNCH_HOOK is off: when the instance comes back from the warm pool, run "
+                f"`release {run.node}` (its node stays cordoned until then)",
+            )
+            log.warning("%s", summary["message"])
     if event.handover is not None:
         # The drain as a whole, across invocations: state carried by the hand-over.
         summary["handovers_so_far"] = event.handover.handovers

@@ -14,7 +14,7 @@ import boto3
 from drainer.k8s.cordon import EXCLUDE_LB_LABEL, PROGRESS_ANNOTATION
 from testbed import World
 from testbed import workloads as w
-from testbed.world import place_on, pods_on, wait_until
+from testbed.world import SHUTDOWN_TAINT, place_on, pods_on, wait_until
 
 from .conftest import Invoke, LogCapture, invoke_meanwhile
 
@@ -155,7 +155,6 @@ def test_node_registered_while_warming__left_alone_by_every_event_of_its_pool_li
     world.put_warm_pool()
     instance, event = world.launch_into_warm_pool()
     node = world.add_node(instance)
-    before = world.cluster.get("Node", node)
 
     joined = invoke(event, **LAUNCH)
     assert joined["result"] == "joined"
@@ -175,7 +174,35 @@ def test_node_registered_while_warming__left_alone_by_every_event_of_its_pool_li
 
     after = world.cluster.get("Node", node)
     assert not after["spec"].get("unschedulable"), "never cordoned"
-    assert (after["metadata"].get("labels") or {}) == (before["metadata"].get("labels") or {})
-    assert (after["metadata"].get("annotations") or {}) == (
-        before["metadata"].get("annotations") or {}
-    ), "no record"
+    assert EXCLUDE_LB_LABEL not in (after["metadata"].get("labels") or {})
+    assert PROGRESS_ANNOTATION not in (after["metadata"].get("annotations") or {}), "no record"
+
+
+def test_launch_hook_off__the_drain_says_to_release_by_hand__a_return_never_ready_says_so(
+    world: World, invoke: Invoke, drainer_logs: LogCapture
+) -> None:
+    """Without LAUNCH_HOOK nothing will see the instance come back: the end line and
+    the log say so. With it, a node that is never usable again within the launch's
+    time (its shutdown taint stays) is not released, and the error line says how."""
+    instance, node, summary = _into_the_pool(world, invoke)
+
+    assert summary["result"] == "drained"
+    assert summary["message"] == (
+        "LAUNCH_HOOK is off: when the instance comes back from the warm pool, run "
+        f"`release {node}` (its node stays cordoned until then)"
+    )
+
+    world.instance_stopped(instance)
+    _, event = world.scale_out_from_warm_pool()
+    back = invoke(
+        event, timeout=8, HANDOVER_MARGIN_SECONDS=5, LAUNCH_TIMEOUT_RESULT="continue", **LAUNCH
+    )
+
+    assert (back["result"], back["lifecycle_result"]) == ("not_joined", "CONTINUE"), back
+    assert f"to lose the taint {SHUTDOWN_TAINT}" in back["message"]
+    assert back["released"] == []
+    assert (
+        f"node {node} comes back from the warm pool not released (not_joined): it stays "
+        f"cordoned and out of the load balancers; run `release {node}` once it is Ready"
+    ) in drainer_logs.text
+    assert world.cluster.get("Node", node)["spec"].get("unschedulable")
