@@ -439,6 +439,24 @@ def test_pod_tolerating_only_other_taints__its_replacement_stays_away(
     k.eventually(lambda: [p for p in sim.list("Pod") if p["spec"].get("nodeName") == "n2"])
 
 
+def test_evicted_pod_whose_watch_events_are_lost__looked_at_again__drained_not_timed_out(
+    sim: KubeSim, front: ApiFront, clock: FakeClock
+) -> None:
+    """A broken stream may lose the events of an evicted pod (its deletionTimestamp,
+    its deletion): the drain looks again when the pod's grace period and
+    STUCK_POD_SECONDS have passed, and a fresh list shows it gone."""
+    place(sim, objects.pod("batch-0", node_name=NODE, grace=30))
+    front.drop_events_of.add("batch-0")
+    start = clock()
+
+    _, report = drain(front, clock, 300)
+
+    assert report.outcome == Outcome.DRAINED
+    assert report.evicted == 1
+    assert gone(sim, "default", "batch-0")
+    assert clock() - start <= 30 + 60 + 5, "at the stuck check, not the deadline"
+
+
 # -- a node replaced by another of the same name: another machine, left alone -------
 
 

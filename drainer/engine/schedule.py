@@ -255,6 +255,12 @@ class Schedule:
             return
         self._move(entry, State.EVICTED)
         entry.since, entry.held = now, ""
+        if entry.due is None:
+            # Until the watch tells of its deletionTimestamp: its own grace period from
+            # now. A pod the watch never reports on (an event lost with a broken
+            # stream) is then looked at again at the stuck check, not waited for until
+            # the deadline.
+            entry.due = now + pods.grace_period(entry.pod)
         if entry.budget:
             version = entry.sent_at
             at, count = self._accepted.get(entry.budget, (-1, 0))
