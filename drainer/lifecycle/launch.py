@@ -39,6 +39,7 @@ from drainer.lifecycle.admission import group_refused, group_tags, resolve_clust
 from drainer.lifecycle.events import (
     EC2_TRIGGERS,
     TERMINATE_HOOK_TRIGGER,
+    WARM_POOL_NAME,
     LifecycleEvent,
     Skip,
 )
@@ -105,7 +106,7 @@ def handle(event: LifecycleEvent, tools: Tools, invocation: Invocation | None) -
         "message": joining.message,
     }
     if event.out_of_warm_pool:
-        summary["origin"] = "warm-pool"
+        summary["origin"] = WARM_POOL_NAME
         summary["released"] = list(joining.released)
         summary["kept"] = list(joining.kept)
         if joining.result != "joined" and result == "CONTINUE" and joining.node:

@@ -19,7 +19,13 @@ from typing import Any, Protocol
 
 from drainer import aws
 from drainer.errors import AwsError
-from drainer.lifecycle.events import TERMINATE_HOOK_TRIGGER, Ec2Event, Ec2Kind, LifecycleEvent
+from drainer.lifecycle.events import (
+    TERMINATE_HOOK_TRIGGER,
+    WARM_POOL_NAME,
+    Ec2Event,
+    Ec2Kind,
+    LifecycleEvent,
+)
 
 log = logging.getLogger(__name__)
 
@@ -113,7 +119,7 @@ def end_notice(event: Subject, summary: Mapping[str, Any]) -> Notice:
         f"{_began_by(summary.get('trigger', ''))}.",
         f"Duration: {float(seconds):.0f} s. Pods evicted: {summary.get('evicted', 0)}.",
     ]
-    if summary.get("destination") == "warm-pool" and result in ("drained", "timed_out"):
+    if summary.get("destination") == WARM_POOL_NAME and result in ("drained", "timed_out"):
         lines.append(
             "The instance goes to the warm pool (stopped and kept for reuse), not terminated: "
             "its node stays, cordoned, until it is released when the instance comes back."

@@ -23,7 +23,13 @@ from drainer import aws, logs
 from drainer.errors import AwsError, ClusterNotFound, InstanceNotFound
 from drainer.lifecycle import ending, notices
 from drainer.lifecycle.admission import Tags, group_refused, group_tags, resolve_cluster
-from drainer.lifecycle.events import EC2_TRIGGERS, TERMINATE_HOOK_TRIGGER, Handover, LifecycleEvent
+from drainer.lifecycle.events import (
+    EC2_TRIGGERS,
+    TERMINATE_HOOK_TRIGGER,
+    WARM_POOL_NAME,
+    Handover,
+    LifecycleEvent,
+)
 from drainer.lifecycle.job import DrainJob, Plan, Run, Tools
 from drainer.lifecycle.outcomes import lifecycle_result
 from drainer.lifecycle.runner import run_job
@@ -40,10 +46,6 @@ from drainer.outcome import Outcome
 log = logging.getLogger(__name__)
 
 
-WARM_POOL_DESTINATION = "warm-pool"
-"""The record's and the end line's `destination` of a drain into the warm pool."""
-
-
 def plan(settings: Settings, event: LifecycleEvent) -> Plan:
     """The terminate hook's drain: it waits for a drain a spot event began, and
     records its trigger and deadline on the node (so a rebalance recommendation
@@ -52,7 +54,7 @@ def plan(settings: Settings, event: LifecycleEvent) -> Plan:
     options = replace(
         settings.drain_options(),
         trigger=TERMINATE_HOOK_TRIGGER,
-        destination=WARM_POOL_DESTINATION if event.into_warm_pool else "",
+        destination=WARM_POOL_NAME if event.into_warm_pool else "",
     )
     return Plan(options, EC2_TRIGGERS)
 
@@ -201,7 +203,7 @@ def handle(
     ending.log_outcome(run, result, completed)
     summary = ending.summary_of(run, result, completed, time.monotonic() - started)
     if event.into_warm_pool:
-        summary["destination"] = WARM_POOL_DESTINATION
+        summary["destination"] = WARM_POOL_NAME
         if not settings.launch_hook and run.node and run.result != Outcome.NO_NODE:
             # Nothing of ours will see the instance come back.
             summary.setdefault(
