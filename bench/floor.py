@@ -99,7 +99,10 @@ def drain(api: Api, node: str, connections: int, timeout: float) -> dict[str, An
 
     def watch() -> None:
         version = listed["metadata"]["resourceVersion"]
-        path = f"/api/v1/pods?watch=1&fieldSelector={selector}&resourceVersion={version}"
+        path = (
+            f"/api/v1/pods?watch=1&fieldSelector={selector}&resourceVersion={version}"
+            "&allowWatchBookmarks=true"  # as client-go asks: a server that writes them
+        )  # sees the stream closed when the process ends (kubesim records it then)
         conn = api.connect()
         sent = time.time()
         conn.request("GET", path, headers=api.headers)

@@ -11,6 +11,7 @@ import json
 import logging
 import posixpath
 import ssl
+import sys
 import threading
 import time
 import urllib.parse
@@ -136,6 +137,15 @@ class Server(ThreadingHTTPServer):
     def get_request(self) -> tuple[Any, Any]:
         sock, addr = super().get_request()
         return self.tls.wrap_socket(sock, server_side=True, do_handshake_on_connect=False), addr
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client gone during the TLS handshake (it refused our certificate, or a
+        process that opened connections ahead exited) is the client's business, as
+        for Go's server: logged, not printed as a traceback."""
+        if isinstance(sys.exc_info()[1], (ssl.SSLError, OSError)):
+            log.debug("TLS handshake with %s failed: %s", client_address, sys.exc_info()[1])
+            return
+        super().handle_error(request, client_address)
 
 
 class Handler(BaseHTTPRequestHandler):

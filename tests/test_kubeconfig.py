@@ -153,6 +153,17 @@ def test_broken_kubeconfig__says_what_is_missing(
     assert str(raised.value).startswith(f"cannot load kubeconfig {config} context (current): ")
 
 
+def test_kubeconfig_not_yaml__says_which_file_and_where(tmp_path: Path) -> None:
+    config = tmp_path / "kubeconfig"
+    config.write_text("apiVersion: v1\nclusters: [\n  - name: a\n contexts:\n")
+
+    with pytest.raises(KubeError) as raised:
+        Kube.from_kubeconfig(str(config))
+
+    assert f"{config} does not read as YAML" in str(raised.value)
+    assert "line 3" in str(raised.value)
+
+
 def test_auth_provider__loaded_by_the_kubernetes_package(sim: KubeSim, tmp_path: Path) -> None:
     """The legacy OIDC helper, which only the package's loader reads: its id-token
     (unexpired, so no refresh) is the bearer token."""

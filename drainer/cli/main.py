@@ -26,14 +26,12 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
-import difflib
 import json
 import logging
 import math
 import os
 import re
 import shlex
-import shutil
 import signal
 import sys
 import threading
@@ -188,6 +186,8 @@ def _suggestion(unknown: Sequence[str], parser: argparse.ArgumentParser) -> str:
             continue
         given = word.split("=", 1)[0]
         close = [f for f in flags if f.startswith(given) and given.startswith("--")]
+        import difflib  # only for a mistyped flag
+
         close = close or difflib.get_close_matches(given, flags, n=3, cutoff=0.75)
         if close:
             return f" (did you mean {' or '.join(close)}?)"
@@ -688,6 +688,8 @@ def kubectl_plugin() -> int:
 def python_m_prog() -> str:
     """`python -m drainer`, with the interpreter's full path when `python` on PATH is
     another one (a venv not activated), so the printed undo command works as shown."""
+    import shutil  # only for how to run it again
+
     on_path = shutil.which("python")
     if on_path and os.path.realpath(on_path) == os.path.realpath(sys.executable):
         return "python -m drainer"
