@@ -48,6 +48,8 @@ class Summary:
     """Real backend: median seconds from the cordon to the node empty (a watch's view)."""
     evict_first: float | None = None
     evict_last: float | None = None
+    accepted_last: float | None = None
+    accepted_ms: float | None = None
     tracked: bool = False
     gone: float | None = None
     """Scenario 6: median seconds from the cordon until the last budget-free pod was
@@ -108,6 +110,10 @@ def summarise(results: Sequence[RunResult]) -> list[Summary]:
         lasts = [r.evict_last for r in good if r.evict_last is not None]
         if firsts and lasts:
             summary.evict_first, summary.evict_last = _median(firsts), _median(lasts)
+        accepted = [r.accepted_last for r in good if r.accepted_last is not None]
+        summary.accepted_last = _median(accepted) if accepted else None
+        paces = [r.accepted_ms for r in good if r.accepted_ms is not None]
+        summary.accepted_ms = _median(paces) if paces else None
         emptied = [r.emptied for r in good if r.emptied is not None]
         summary.emptied = _median(emptied) if emptied else None
         lookups = [r.seconds for r in good if r.seconds is not None]
@@ -206,11 +212,11 @@ def head_of_line_text(summaries: Sequence[Summary], scenarios: Sequence[Scenario
         f"{scenario.timeout:g} s timeout): from the cordon until the last budget-free "
         "pod was gone (medians)"
     ]
-    for client in ("ours", "kubectl"):
+    for client in ("ours", "floor", "kubectl"):
         summary = rows.get(client)
         if summary is None:
             continue
-        lines.append(f"  {client:<8} {_gone_text(summary, scenario)}")
+        lines.append(f"  {client:<8} {_gone_text(summary, scenario)}{_pace_text(summary)}")
     ours, theirs = rows.get("ours"), rows.get("kubectl")
     if ours and theirs and ours.gone and theirs.gone:
         lines.append(f"  kubectl drain / ours: {theirs.gone / ours.gone:.1f}x")
@@ -247,6 +253,19 @@ def floor_text(summaries: Sequence[Summary], scenarios: Sequence[Scenario]) -> s
             parts.append(part)
         lines.append(f"  {scenario.key} {scenario.title}: " + "; ".join(parts))
     return "\n".join(lines) if len(lines) > 1 else ""
+
+
+def _pace_text(summary: Summary) -> str:
+    """Where the time went: the evictions the server accepted (scenario 6: the
+    budget-free pods'), the last one's answer and each one's time at the server, then
+    the rest, which is the last pod's shutdown as the server and the kubelet run it."""
+    if summary.gone is None or summary.accepted_last is None or summary.accepted_ms is None:
+        return ""
+    return (
+        f": its last accepted eviction answered at {summary.accepted_last:.2f} s (each "
+        f"{summary.accepted_ms:.0f} ms, median), then {summary.gone - summary.accepted_last:.2f} "
+        "s to that pod's end"
+    )
 
 
 def _gone_text(summary: Summary, scenario: Scenario) -> str:

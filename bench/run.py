@@ -13,6 +13,7 @@ bench.clients), and a watch of the bench's own sees when the node is empty.
 from __future__ import annotations
 
 import json
+import statistics
 import sys
 import threading
 import time
@@ -78,6 +79,11 @@ class RunResult:
     evict_first: float | None = None
     evict_last: float | None = None
     """When the first and the last eviction request arrived, seconds into the window."""
+    accepted_last: float | None = None
+    """When the answer to the last accepted eviction (2xx) came, seconds into the window."""
+    accepted_ms: float | None = None
+    """The median time an accepted eviction took, request to answer (kubesim: its
+    handling; real: the client's round trip): the server's own pace."""
     emptied: float | None = None
     """Real backend: seconds from the client's cordon to the node's last pod gone
     (DaemonSet pods aside), as the bench's own watch saw it."""
@@ -204,6 +210,10 @@ def _figures(result: RunResult, records: list[Any], window: measure.Window | Non
     result.latency = asdict(measure.latency(records))
     if window is not None:
         result.window = window.seconds
+        accepted = [r for r in records if r.resource == "pods/eviction" and 200 <= r.status < 300]
+        if accepted:
+            result.accepted_last = max(r.done for r in accepted) - window.start
+            result.accepted_ms = statistics.median((r.done - r.at) * 1000 for r in accepted)
 
 
 def _process(result: RunResult, process: Process, *, ends_on_timeout: bool = False) -> None:

@@ -159,6 +159,24 @@ def test_head_of_line__ratio_and_target(
     assert shown in head_of_line_text(summaries, [scenario])
 
 
+def test_head_of_line__says_where_the_time_went() -> None:
+    """Scenario 6's bound, from the bench's own timeline: the evictions' pace at the
+    server, then the last pod's shutdown (issue 28)."""
+    ours = Summary(
+        "6", "ours", 3, 0, 1.0, window=20.0, tracked=True, gone=1.33, gone_runs=3,
+        accepted_last=0.31, accepted_ms=101.0,
+    )  # fmt: skip
+    floor = Summary("6", "floor", 3, 0, 1.0, window=20.0, tracked=True, gone=1.9, gone_runs=3)
+
+    text = head_of_line_text([ours, floor], [head_of_line(40, 20, 1.0, 20.0)])
+
+    assert (
+        "ours     1.33 s (ideal 1.00 s): its last accepted eviction answered at 0.31 s "
+        "(each 101 ms, median), then 1.02 s to that pod's end"
+    ) in text
+    assert "floor    1.90 s (ideal 1.00 s)\n" in text + "\n"
+
+
 @pytest.mark.kubectl
 def test_quick_mode__every_scenario_drained_by_both_clients(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
@@ -184,6 +202,7 @@ def test_quick_mode__every_scenario_drained_by_both_clients(
     (ours,) = [s for s in results["summary"] if s["scenario"] == "6" and s["client"] == "ours"]
     assert ours["gone"] is not None, "budget-free pods held behind budget-blocked ones"
     assert "Head of line (scenario 6" in printed
+    assert "its last accepted eviction answered at" in printed
     assert "Targets (quick mode" in printed
     # Each client against the floor, measured in the same run (issue 28).
     against = printed[printed.index("Against the floor") :].split("\n\n")[0]
