@@ -180,14 +180,14 @@ def _parse(argv: Sequence[str] | None, prog: str) -> argparse.Namespace:
 
 
 def _suggestion(unknown: Sequence[str], parser: argparse.ArgumentParser) -> str:
+    import difflib  # only for a mistyped flag
+
     flags = sorted(o for action in parser._actions for o in action.option_strings)
     for word in unknown:
         if not word.startswith("-"):
             continue
         given = word.split("=", 1)[0]
         close = [f for f in flags if f.startswith(given) and given.startswith("--")]
-        import difflib  # only for a mistyped flag
-
         close = close or difflib.get_close_matches(given, flags, n=3, cutoff=0.75)
         if close:
             return f" (did you mean {' or '.join(close)}?)"
