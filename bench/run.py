@@ -210,6 +210,10 @@ def _figures(result: RunResult, records: list[Any], window: measure.Window | Non
     result.latency = asdict(measure.latency(records))
     if window is not None:
         result.window = window.seconds
+        evictions = [r.at for r in records if r.resource == "pods/eviction"]
+        if evictions:
+            result.evict_first = min(evictions) - window.start
+            result.evict_last = max(evictions) - window.start
         accepted = [r for r in records if r.resource == "pods/eviction" and 200 <= r.status < 300]
         if accepted:
             result.accepted_last = max(r.done for r in accepted) - window.start
@@ -270,10 +274,6 @@ def drain_once(
         _process(result, process, ends_on_timeout=bool(scenario.stays))
         if window is not None:
             result.sim_passes, result.sim_busy = controllers.busy(window.start, window.end)
-            evictions = [r.at for r in records if r.resource == "pods/eviction"]
-            if evictions:
-                result.evict_first = min(evictions) - window.start
-                result.evict_last = max(evictions) - window.start
             if gone is not None and gone.emptied is not None:
                 result.gone = gone.emptied - window.start
         elif result.ok:
@@ -421,10 +421,6 @@ def _drain_real(
             result.ok = False
             result.problem = f"{client} made {made} requests but recorded {len(records)}"
         if window is not None:
-            evictions = [r.at for r in records if r.resource == "pods/eviction"]
-            if evictions:
-                result.evict_first = min(evictions) - window.start
-                result.evict_last = max(evictions) - window.start
             emptied = watch.wait(0.0 if scenario.stays else 5.0)
             if emptied is not None:
                 result.emptied = emptied - window.start

@@ -11,7 +11,6 @@ import json
 import logging
 import posixpath
 import ssl
-import sys
 import threading
 import time
 import urllib.parse
@@ -138,14 +137,17 @@ class Server(ThreadingHTTPServer):
         sock, addr = super().get_request()
         return self.tls.wrap_socket(sock, server_side=True, do_handshake_on_connect=False), addr
 
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        """A client gone during the TLS handshake (it refused our certificate, or a
-        process that opened connections ahead exited) is the client's business, as
-        for Go's server: logged, not printed as a traceback."""
-        if isinstance(sys.exc_info()[1], (ssl.SSLError, OSError)):
-            log.debug("TLS handshake with %s failed: %s", client_address, sys.exc_info()[1])
-            return
-        super().handle_error(request, client_address)
+    def finish_request(self, request: Any, client_address: Any) -> None:
+        """The TLS handshake, in the connection's thread; a client that fails it (it
+        refused our certificate, or a process that opened connections ahead exited)
+        is the client's business, as for Go's server: logged, and the connection
+        closed, with no handler."""
+        try:
+            request.do_handshake()
+        except (ssl.SSLError, OSError) as e:
+            log.debug("TLS handshake with %s failed: %s", client_address, e)
+            return  # shutdown_request closes it
+        super().finish_request(request, client_address)
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -179,15 +181,6 @@ class Handler(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: Any) -> None:
         log.debug("%s " + format, self.client_address[0], *args)
-
-    def setup(self) -> None:
-        try:
-            self.request.do_handshake()
-        except (ssl.SSLError, OSError):
-            # A client that refuses our certificate hangs up here.
-            self.request.close()
-            raise
-        super().setup()
 
     def handle(self) -> None:
         with contextlib.suppress(ConnectionError, ssl.SSLError, TimeoutError):

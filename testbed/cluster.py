@@ -501,7 +501,7 @@ class Cluster:
                 names = [f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in pods]
                 raise TimeoutError(f"pods left after the test's clean-up: {names[:10]}")
             for pod in pods:
-                self._force_delete(pod)
+                self.force_delete(pod)
             time.sleep(0.2)
         for node in nodes:
             client.delete("Node", node)
@@ -509,7 +509,9 @@ class Cluster:
         for namespace in namespaces:
             client.delete("Namespace", namespace)
 
-    def _force_delete(self, pod: Obj) -> None:
+    def force_delete(self, pod: Obj) -> None:
+        """Gone at once, as pod garbage collection removes a pod: its finalizers
+        dropped, deleted with no grace; already gone is fine."""
         metadata = pod["metadata"]
         namespace, name = metadata["namespace"], metadata["name"]
         try:

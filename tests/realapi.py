@@ -252,9 +252,8 @@ class ApiFront:
         self.clock = clock
         self.scripts: list[Script] = []
         self.seen: list[Seen] = []
-        self.drop_events_of: set[str] = set()
-        """Names whose watch events the front drops, as a stream that broke would lose
-        them."""
+        self.drop_event: Callable[[dict[str, Any]], bool] | None = None
+        """Which watch events the front drops, as a stream that broke would lose them."""
         self.told_deleted: set[str] = set()
         """namespace/name of every object a watch's DELETED event has passed the front
         for, on its way to the client."""
@@ -345,10 +344,11 @@ class ApiFront:
         self._forward(handler, body, record)
 
     def _dropped(self, line: bytes) -> bool:
-        return any(
-            f'"name":"{name}"'.encode() in line or f'"name": "{name}"'.encode() in line
-            for name in self.drop_events_of
-        )
+        assert self.drop_event is not None
+        try:
+            return self.drop_event(json.loads(line))
+        except ValueError:
+            return False
 
     def _note_deleted(self, lines: list[bytes]) -> None:
         for line in lines:
@@ -395,14 +395,12 @@ class ApiFront:
                 chunk = response.read1(65536)
                 if not chunk:
                     break
-                if self.drop_events_of:  # whole lines only, some of them dropped
-                    *lines, pending = (pending + chunk).split(b"\n")
+                *lines, pending = (pending + chunk).split(b"\n")
+                if self.drop_event is not None:  # whole lines only, some of them dropped
                     lines = [line for line in lines if not self._dropped(line)]
                     chunk = b"".join(line + b"\n" for line in lines)
                     if not chunk:
                         continue
-                else:
-                    *lines, pending = (pending + chunk).split(b"\n")
                 handler.wfile.write(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
                 handler.wfile.flush()
                 self._note_deleted(lines)

@@ -446,7 +446,7 @@ def test_evicted_pod_whose_watch_events_are_lost__looked_at_again__drained_not_t
     its deletion): the drain looks again when the pod's grace period and
     STUCK_POD_SECONDS have passed, and a fresh list shows it gone."""
     place(sim, objects.pod("batch-0", node_name=NODE, grace=30))
-    front.drop_events_of.add("batch-0")
+    front.drop_event = lambda event: event["object"]["metadata"]["name"] == "batch-0"
     start = clock()
 
     _, report = drain(front, clock, 300)

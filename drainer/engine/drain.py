@@ -564,9 +564,12 @@ class Drain:
             return
         current = self._pods.current(entry.pod)
         if current is not None and current is not entry.pod:
-            entry.pod, entry.due = current, pods.deletion_deadline(current)
-            if entry.due is None:
-                self._hold_if_opted_out(entry)
+            entry.pod = current
+            deadline = pods.deletion_deadline(current)
+            if deadline is None:  # not going (yet): an evicted pod keeps the due time
+                self._hold_if_opted_out(entry)  # its eviction gave it (Schedule.accepted)
+            else:
+                entry.due = deadline
         due = entry.due
         if due is None:
             return

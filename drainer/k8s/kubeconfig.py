@@ -189,11 +189,9 @@ class Plugin:
 
     def run(self) -> Mapping[str, Any]:
         """The plugin's ExecCredential status; CredentialsUnavailable when it fails."""
-        import subprocess  # only with a plugin: not on the start-up of a token's user
-
         try:
             return self._run()
-        except (KubeconfigError, OSError, subprocess.SubprocessError, ValueError) as e:
+        except (KubeconfigError, OSError, ValueError) as e:
             hint = self.spec.get("installHint")
             raise CredentialsUnavailable(
                 f"the exec credential plugin `{self.command}` of kubeconfig user "
@@ -202,7 +200,7 @@ class Plugin:
             ) from e
 
     def _run(self) -> Mapping[str, Any]:
-        import subprocess
+        import subprocess  # only with a plugin: not on the start-up of a token's user
 
         if not self.argv[0]:
             raise KubeconfigError("exec: no command")
@@ -219,15 +217,18 @@ class Plugin:
         env["KUBERNETES_EXEC_INFO"] = json.dumps(
             {"apiVersion": self.api_version, "kind": "ExecCredential", "spec": info}
         )
-        done = subprocess.run(  # noqa: S603 - the kubeconfig's own plugin, as kubectl runs it
-            self.argv,
-            env=env,
-            cwd=self.cluster.directory,
-            capture_output=True,
-            text=True,
-            timeout=EXEC_TIMEOUT_SECONDS,
-            check=False,
-        )
+        try:
+            done = subprocess.run(  # noqa: S603 - the kubeconfig's own plugin, as kubectl runs it
+                self.argv,
+                env=env,
+                cwd=self.cluster.directory,
+                capture_output=True,
+                text=True,
+                timeout=EXEC_TIMEOUT_SECONDS,
+                check=False,
+            )
+        except subprocess.TimeoutExpired as e:
+            raise KubeconfigError(str(e)) from e
         if done.returncode != 0:
             raise KubeconfigError(
                 f"exec: process returned {done.returncode}. {done.stderr.strip()[:300]}"

@@ -10,7 +10,6 @@ the only backend that can."""
 
 from __future__ import annotations
 
-import contextlib
 import threading
 import time
 from datetime import UTC, datetime
@@ -21,7 +20,6 @@ import pytest
 from kubesim.faults import Fault
 from testbed import LambdaContext, World
 from testbed import workloads as w
-from testbed.cluster import ApiError
 from testbed.world import forget_instance, place_on, pods_on, wait_until
 
 from .conftest import BudgetWatcher, Invoke, LogCapture, place_guarded
@@ -244,11 +242,7 @@ def test_node_deleted_mid_drain__finishes_with_continue(
                 # node). That wait is the server's, not the drainer's: done here.
                 if world.cluster.backend == "real":
                     for pod in pods_on(world.cluster, node):
-                        with contextlib.suppress(ApiError):  # 404: gone already
-                            world.cluster.delete(
-                                "Pod", pod["metadata"]["name"], pod["metadata"]["namespace"],
-                                gracePeriodSeconds=0,
-                            )  # fmt: skip
+                        world.cluster.force_delete(pod)
                 return
             time.sleep(0.02)
 
