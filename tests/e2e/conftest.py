@@ -54,7 +54,13 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if any("backend" in str(m.args[0]) for m in metafunc.definition.iter_markers("parametrize")):
         return  # the test chose its own cases (test_chaos: so many seeds per backend)
     chosen = backends()
-    if metafunc.definition.get_closest_marker("kubesim_only") is not None:
+    only = metafunc.definition.get_closest_marker("kubesim_only")
+    if only is not None:
+        if not (only.args and str(only.args[0]).strip()):
+            raise pytest.UsageError(
+                f"{metafunc.definition.nodeid}: kubesim_only needs its reason, "
+                '@pytest.mark.kubesim_only("what only kubesim can do here")'
+            )
         chosen = [b for b in chosen if b == "kubesim"]
     metafunc.parametrize("backend", chosen, scope="function")
 
