@@ -203,7 +203,7 @@ def test_describe__secret_variable__is_hidden(monkeypatch: pytest.MonkeyPatch) -
     [
         (Variable("X", "x", "int", "1", "d", minimum=0, maximum=5), "an integer from 0 to 5"),
         (Variable("X", "x", "float", "1", "d", minimum=1, maximum=2.5), "a number from 1 to 2.5"),
-        (Variable("X", "x", "names", "", "d"), "a comma-separated list of names (empty means any)"),
+        (Variable("X", "x", "names", "", "d"), "a comma-separated list, or empty"),
         (Variable("X", "x", "str", "", "d"), "a string"),
     ],
 )

@@ -90,7 +90,7 @@ class Variable:
         if self.kind == "choice":
             return "one of " + ", ".join(self.choices)
         if self.kind == "names":
-            return "a comma-separated list of names (empty means any)"
+            return "a comma-separated list, or empty"
         if self.pattern_description:
             return f"{self.pattern_description}, or empty"
         return "a string"
@@ -387,7 +387,9 @@ class Settings:
             "names",
             "",
             "Comma-separated ARNs of more target groups to take the instance out of "
-            "(NodePort services behind load balancers you manage yourself).",
+            "(NodePort services behind load balancers you manage yourself). Empty: only "
+            "the cluster's own, those the AWS Load Balancer Controller tagged "
+            "elbv2.k8s.aws/cluster.",
         ),
     )
     notification_topic_arn: str = field(
