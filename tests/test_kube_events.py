@@ -9,8 +9,11 @@ from typing import Any
 import pytest
 from support.clock import FakeClock
 
+from drainer.engine.report import DrainEvent, DrainReport, Kind
 from drainer.k8s.events import EventRecorder, Regarding, micro_time
 from drainer.k8s.kube import Kube
+from drainer.lifecycle.told import DrainStory
+from drainer.outcome import Outcome
 from kubesim import KubeSim
 
 
@@ -110,3 +113,53 @@ def test_record__a_long_note_of_wide_characters__cut_to_1024_bytes_not_refused(
     (event,) = _ours(sim)
     assert len(event["message"].encode()) <= 1024
     assert event["message"].startswith("refusé refusé")
+
+
+def test_record__past_the_bound__node_events_still_recorded__pods_folded_counted(
+    sim: KubeSim, kube: Kube
+) -> None:
+    recorder = EventRecorder(kube, limit=3)
+
+    recorder.record(NODE, "DrainStarted", "Drain", "drains the node")
+    for i in range(10):
+        recorder.record(Regarding("Pod", f"p{i}", "default"), "Evicted", "Evict", "evicted")
+    recorder.record(NODE, "Drained", "Drain", "every pod is gone")
+    recorder.close(timeout=10)
+
+    events = _ours(sim)
+    assert sorted(e["reason"] for e in events if e["involvedObject"]["kind"] == "Node") == [
+        "DrainStarted",
+        "Drained",
+    ]
+    assert len([e for e in events if e["involvedObject"]["kind"] == "Pod"]) == 3
+    assert recorder.folded == 7
+
+
+def test_close__a_node_event_after_it__not_recorded(sim: KubeSim, kube: Kube) -> None:
+    recorder = EventRecorder(kube)
+    recorder.record(NODE, "DrainStarted", "Drain", "drains the node")
+    recorder.close(timeout=10)
+
+    recorder.record(NODE, "Drained", "Drain", "every pod is gone")
+
+    assert [e["reason"] for e in _ours(sim)] == ["DrainStarted"]
+
+
+def test_story__timed_out_past_the_bound__the_end_event_says_how_many_were_folded(
+    sim: KubeSim, kube: Kube
+) -> None:
+    recorder = EventRecorder(kube, limit=2)
+    story = DrainStory(recorder, "n1", NODE.uid, "spot-interruption")
+    why = "PodDisruptionBudget default/db allows no disruption"
+    left = {f"default/p{i}": why for i in range(5)}
+    for pod in left:
+        story(DrainEvent(Kind.LEFT, pod=pod, reason=why))
+
+    story.ended(DrainReport("n1", Outcome.TIMED_OUT, left=left), lambda outcome: None)
+    recorder.close(timeout=10)
+
+    (end,) = [e for e in _ours(sim) if e["reason"] == "DrainTimedOut"]
+    assert end["type"] == "Warning"
+    assert end["message"].startswith("PodDisruptionBudget default/db allows no disruption: ")
+    assert end["message"].endswith("; 3 pod Events not recorded (2 per drain: the log has each)")
+    assert [e["reason"] for e in _ours(sim)].count("LeftOnNode") == 2

@@ -6,7 +6,9 @@ Event: `record` queues, the thread sends, `close` gives the queue a moment to em
 and lets the thread send the rest (and close the client) after the drain's end.
 An Event that repeats (the same object, reason and note) is one Event whose series
 counts it, as client-go's recorder aggregates. A drain
-records at most EVENTS_PER_DRAIN Events. An Event the API refuses is a log line,
+records at most EVENTS_PER_DRAIN pod Events (the rest are counted in `folded`, for
+the node's end Event to say); an Event about the node (its start, cordon and end) is
+never dropped. An Event the API refuses is a log line,
 never a failed drain; after a 403 the recorder stops trying (the role lacks
 `create` and `patch` on events.events.k8s.io: k8s-rbac/ grants them).
 """
@@ -32,7 +34,8 @@ log = logging.getLogger(__name__)
 CONTROLLER = "eks-node-drainer"
 """The Events' reportingController."""
 EVENTS_PER_DRAIN = 200
-"""The most Events one drain records (a thousand-pod node tells the rest in the log)."""
+"""The most pod Events one drain records (a thousand-pod node tells the rest in the
+log); the node's own Events are not counted."""
 FLUSH_SECONDS = 0.5
 """How long `close` waits for queued Events before the drain's ending goes on (the
 rest are sent after it, by the recorder's thread)."""
@@ -104,12 +107,15 @@ class EventRecorder:
         self._kube = kube
         self._instance = instance or reporting_instance()
         self._clock = clock
-        self._limit = limit
+        self.limit = limit
         self._queue: queue.Queue[_Pending | None] = queue.Queue()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self._series: dict[tuple[str, ...], tuple[str, int]] = {}
         self._taken = 0
+        self._closed = False
+        self.folded = 0
+        """Pod Events not recorded because the drain reached its bound."""
         self.stopped = ""
         """Why the recorder stopped recording (a 403), empty while it records."""
         self.sent = 0
@@ -119,13 +125,21 @@ class EventRecorder:
     def record(
         self, regarding: Regarding, reason: str, action: str, note: str, *, warning: bool = False
     ) -> None:
-        """Queue one Event; never blocks, never raises."""
+        """Queue one Event; never blocks, never raises. A pod Event past the drain's
+        bound is folded (counted, not recorded); a node Event always goes."""
         with self._lock:
-            if self.stopped or self._taken >= self._limit:
+            if self.stopped or self._closed:
                 return
-            self._taken += 1
-            if self._taken == self._limit:
-                log.info("%d Kubernetes Events recorded for this drain: no more", self._limit)
+            if regarding.kind != "Node":
+                if self._taken >= self.limit:
+                    self.folded += 1
+                    return
+                self._taken += 1
+                if self._taken == self.limit:
+                    log.info(
+                        "%d pod Events recorded for this drain: the rest are in the log only",
+                        self.limit,
+                    )
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="k8s-events", daemon=True)
                 self._thread.start()
@@ -138,7 +152,7 @@ class EventRecorder:
         calls `then` itself once it is done: the drain's ending never waits longer."""
         with self._lock:
             thread, self._thread = self._thread, None
-            self._taken = self._limit
+            self._closed = True
             if thread is not None:
                 self._queue.put(None)
                 self._then = then

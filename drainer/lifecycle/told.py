@@ -87,24 +87,34 @@ class DrainStory:
         return f"{event.reason} ({on})"
 
     def ended(self, report: DrainReport, lifecycle: Callable[[Outcome], str | None]) -> None:
-        """The drain's end on the node; `lifecycle` says what the group is told."""
-        told = lifecycle(report.outcome)
-        group = f"; the Auto Scaling group is told {told}" if told else ""
+        """The drain's end on the node; `lifecycle` says what the group is told. It is
+        never dropped, and says how many pod Events the recorder's bound folded."""
+        ending = _ENDINGS.get(report.outcome)
+        if ending is None:
+            return
+        reason, warning = ending
         if report.outcome is Outcome.DRAINED:
-            self.recorder.record(
-                self.node,
-                "Drained",
-                "Drain",
-                f"every pod is gone: {report.evicted} evicted{group}",
-            )
+            note = f"every pod is gone: {report.evicted} evicted"
         elif report.outcome is Outcome.TIMED_OUT:
-            self.recorder.record(
-                self.node,
-                "DrainTimedOut",
-                "Drain",
-                f"{report.timeout_message()}{group}",
-                warning=True,
+            note = report.timeout_message()
+        else:
+            note = report.stopped_by or "; ".join(report.errors)
+        told = lifecycle(report.outcome)
+        if told:
+            note += f"; the Auto Scaling group is told {told}"
+        folded = self.recorder.folded
+        if folded:
+            note += (
+                f"; {folded} pod Events not recorded "
+                f"({self.recorder.limit} per drain: the log has each)"
             )
-        elif report.outcome in (Outcome.FAILED, Outcome.INTERRUPTED):
-            why = report.stopped_by or "; ".join(report.errors)
-            self.recorder.record(self.node, "DrainFailed", "Drain", f"{why}{group}", warning=True)
+        self.recorder.record(self.node, reason, "Drain", note, warning=warning)
+
+
+# Outcome -> (reason, warning): the node's end Event.
+_ENDINGS: dict[Outcome, tuple[str, bool]] = {
+    Outcome.DRAINED: ("Drained", False),
+    Outcome.TIMED_OUT: ("DrainTimedOut", True),
+    Outcome.FAILED: ("DrainFailed", True),
+    Outcome.INTERRUPTED: ("DrainFailed", True),
+}

@@ -11,6 +11,7 @@ from typing import Any
 
 import botocore.session
 
+import drainer
 from drainer import aws
 from drainer.aws.session import AwsClients
 from drainer.lifecycle.events import EC2_TRIGGERS, TERMINATE_HOOK_TRIGGER
@@ -122,3 +123,20 @@ def test_each_list_setting_says_what_empty_means():
         assert "empty means any" not in row and "Empty" in row, row
     row = next(line for line in REFERENCE.splitlines() if line.startswith("| `TARGET_GROUP_ARNS`"))
     assert "elbv2.k8s.aws/cluster" in row
+
+
+def test_the_newest_changelog_section_is_the_version_the_code_reports():
+    """What is not released yet is the next version's, not an unnumbered section
+    above the last release: a stack that deploys something new (an IAM action)
+    reports a version of its own, and its upgrade notes are under that version."""
+    changelog = (ROOT / "CHANGELOG.md").read_text()
+    first = re.search(r"^## (.+)$", changelog, re.MULTILINE)
+    assert first is not None and first.group(1).split()[0] == drainer.__version__, first
+    notes = section(OPERATIONS, "## Upgrade notes")
+    assert f"### {drainer.__version__}, from " in notes
+
+
+def test_the_license_names_its_copyright_holder():
+    license_text = (ROOT / "LICENSE").read_text()
+    assert "Copyright 2026 The eks-node-drainer authors" in license_text
+    assert "[name of copyright owner]" not in license_text

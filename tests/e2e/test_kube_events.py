@@ -163,3 +163,25 @@ def test_without_the_events_rule__drain_goes_on__says_so_once(
     assert len(said) == 1, said
     assert "events.events.k8s.io" in said[0]
     assert _events(world, "Node", node) == []
+
+
+@pytest.mark.parametrize("world", [{"node_capacity": 300}], indirect=True)
+def test_drain_of_250_pods__the_end_event_is_told__saying_how_many_pod_events_were_folded(
+    world: World, invoke: Invoke
+) -> None:
+    instance = world.instance_ids[0]
+    node = world.nodes[instance]
+    place_on(world, node, [w.deployment("crowd", 250)], timeout=120)
+
+    summary = invoke(world.terminate(instance))
+
+    assert summary["result"] == "drained", summary
+    assert summary["evicted"] == 250
+    wait_until(lambda: "Drained" in _reasons(_events(world, "Node", node)), 30)
+    (drained,) = [e for e in _events(world, "Node", node) if e["reason"] == "Drained"]
+    assert drained["message"] == (
+        "every pod is gone: 250 evicted; the Auto Scaling group is told CONTINUE; "
+        "50 pod Events not recorded (200 per drain: the log has each)"
+    )
+    assert _reasons(_events(world, "Node", node)) == ["Cordoned", "DrainStarted", "Drained"]
+    assert _reasons(_events(world, "Pod", node=node)).count("Evicted") == 200
