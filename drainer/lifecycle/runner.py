@@ -7,12 +7,15 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import replace
+from typing import Any
 
 from drainer import logs
 from drainer.backoff import Backoff
 from drainer.engine.drain import Drain, RealWaits
+from drainer.engine.pods import opted_out
 from drainer.engine.report import DrainEvent, DrainReport
 from drainer.errors import KubeError, KubeServerError, KubeTooManyRequests
+from drainer.k8s.cordon import progress_of
 from drainer.k8s.events import EventRecorder
 from drainer.k8s.nodes import find_node_object, other_manager
 from drainer.lifecycle.events import TERMINATE_HOOK_TRIGGER
@@ -23,7 +26,7 @@ from drainer.lifecycle.settings import Settings
 from drainer.lifecycle.targets import leave_target_groups
 from drainer.lifecycle.told import DrainStory
 from drainer.lifecycle.window import Deadline
-from drainer.outcome import Outcome
+from drainer.outcome import DRAINING, Outcome
 
 log = logging.getLogger(__name__)
 
@@ -130,6 +133,7 @@ def _drain_once(tools: Tools, job: DrainJob) -> Run:
         if not options.dry_run:
             recorder = EventRecorder(kube, clock=tools.clock)
         story = None if recorder is None else DrainStory(recorder, node, node_uid, options.trigger)
+        _say_opt_out_ignored(found, options.trigger, story)
         drain = Drain(
             kube,
             node,
@@ -150,6 +154,30 @@ def _drain_once(tools: Tools, job: DrainJob) -> Run:
             kube.close()
     result, message = result_for(report, window.deadline, tools.settings)
     return Run(result, message, node=node, report=report)
+
+
+def _say_opt_out_ignored(node: dict[str, Any], trigger: str, story: DrainStory | None) -> None:
+    """A node annotated do-not-disrupt (Karpenter's annotation, which Karpenter honours
+    on a node too) is drained all the same, and says so: once per drain, not again on
+    each hand-over (the node's record then says a drain of this trigger is under way)."""
+    annotation = opted_out(node)
+    progress = progress_of(node) or {}
+    if not annotation or (progress.get("phase"), progress.get("trigger")) == (DRAINING, trigger):
+        return
+    who = (
+        "the Auto Scaling group terminates the instance"
+        if trigger == TERMINATE_HOOK_TRIGGER
+        else f"EC2 takes the instance ({trigger})"
+    )
+    note = (
+        f"node {node['metadata']['name']} is annotated {annotation}=true, which Karpenter "
+        f"honours only against its own voluntary disruption (consolidation, drift): {who} "
+        "regardless, so the drain goes on (instance scale-in protection is what keeps an "
+        "instance through a scale-in)"
+    )
+    log.warning("%s", note, extra={"annotation": annotation})
+    if story is not None:
+        story.opt_out_ignored(note)
 
 
 def _both(

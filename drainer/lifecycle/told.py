@@ -1,8 +1,9 @@
 """The drain told in Kubernetes Events (drainer/k8s/events.py): what an operator
 sees in `kubectl describe node` and `kubectl get events` without AWS access.
 
-On the node: the drain started (and what began it), the cordon, and its end
-(drained, timed out or failed, with what the Auto Scaling group is told). On each
+On the node: the drain started (and what began it), the cordon, a do-not-disrupt
+annotation it does not honour, and its end (drained, timed out or failed, with what
+the Auto Scaling group is told). On each
 pod: evicted, refused by a budget (once, not per retry), refused by an admission
 policy, held by its do-not-disrupt annotation, deleted at the deadline, stuck
 terminating, left on the node. Every other step is in the log only.
@@ -68,6 +69,10 @@ class DrainStory:
                 self._pod_note(event),
                 warning=warning,
             )
+
+    def opt_out_ignored(self, note: str) -> None:
+        """The node's do-not-disrupt annotation, which this drain does not honour."""
+        self.recorder.record(self.node, "DoNotDisruptIgnored", "Drain", note, warning=True)
 
     def _pod_note(self, event: DrainEvent) -> str:
         on = f"draining node {self.node.name}"

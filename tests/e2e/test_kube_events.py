@@ -7,7 +7,9 @@ drain goes on and says so once."""
 
 from __future__ import annotations
 
+import json
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -185,3 +187,61 @@ def test_drain_of_250_pods__the_end_event_is_told__saying_how_many_pod_events_we
     )
     assert _reasons(_events(world, "Node", node)) == ["Cordoned", "DrainStarted", "Drained"]
     assert _reasons(_events(world, "Pod", node=node)).count("Evicted") == 200
+
+
+def test_node_annotated_do_not_disrupt__drained_anyway__says_so_once_in_log_and_event(
+    world: World, invoke: Invoke, drainer_logs: LogCapture
+) -> None:
+    instance = world.instance_ids[0]
+    node = world.nodes[instance]
+    place_on(world, node, [w.deployment("web", 2)])
+    world.cluster.patch(
+        "Node", node, {"metadata": {"annotations": {"karpenter.sh/do-not-disrupt": "true"}}}
+    )
+
+    summary = invoke(world.terminate(instance))
+
+    assert summary["result"] == "drained", summary
+    assert summary["evicted"] == 2
+    said = [
+        r
+        for r in drainer_logs.records()
+        if "karpenter.sh/do-not-disrupt" in str(r.get("message", ""))
+    ]
+    assert [r["level"] for r in said] == ["WARNING"], said
+    assert "the Auto Scaling group terminates the instance regardless" in said[0]["message"]
+    assert "scale-in protection" in said[0]["message"]
+    wait_until(lambda: "Drained" in _reasons(_events(world, "Node", node)), 10)
+    (ignored,) = [e for e in _events(world, "Node", node) if e["reason"] == "DoNotDisruptIgnored"]
+    assert ignored["type"] == "Warning"
+    assert ignored["message"] == said[0]["message"]
+
+
+def test_node_annotated_do_not_disrupt__a_drain_handed_over__not_said_again(
+    world: World, invoke: Invoke, drainer_logs: LogCapture
+) -> None:
+    instance = world.instance_ids[0]
+    node = world.nodes[instance]
+    place_on(world, node, [w.deployment("web", 2)])
+    now = int(time.time())
+    under_way = {"phase": "draining", "trigger": "terminate-hook", "since": now - 900}
+    under_way.update({"until": now + 2700, "added": ["cordon", "exclude-from-lb-label"]})
+    world.cluster.patch(
+        "Node",
+        node,
+        {
+            "metadata": {
+                "annotations": {
+                    "karpenter.sh/do-not-disrupt": "true",
+                    "eks-node-drainer/progress": json.dumps(under_way),
+                }
+            }
+        },
+    )
+
+    summary = invoke(world.terminate(instance))
+
+    assert summary["result"] == "drained", summary
+    assert "karpenter.sh/do-not-disrupt" not in drainer_logs.text
+    wait_until(lambda: "Drained" in _reasons(_events(world, "Node", node)), 10)
+    assert "DoNotDisruptIgnored" not in _reasons(_events(world, "Node", node))
