@@ -114,18 +114,24 @@ deploy: $(STAMP)
 	  --asg-names "$(ASG_NAMES)" --asg-tag "$(ASG_TAG)" --arch "$(ARCH)" --region "$(REGION)" --bucket "$(BUCKET)" \
 	  --params-file "$(PARAMS_FILE)" $(if $(APPLY_RBAC),--apply-rbac) \
 	  $(if $(APPLY_RBAC),$(if $(KUBECONFIG),--kubeconfig "$(KUBECONFIG)")) \
-	  $(if $(APPLY_RBAC),$(if $(CONTEXT),--context "$(CONTEXT)")) $(PARAMS)
+	  $(if $(APPLY_RBAC),$(if $(CONTEXT),--context "$(CONTEXT)")) \
+	  $(if $(ALLOW_MANAGED_NODE_GROUPS),AllowManagedNodeGroups=true) $(PARAMS)
 
 # make preflight CLUSTER_NAME=... ASG_NAMES=a,b and/or ASG_TAG=key=value [REGION=] [SUBNET_IDS=a,b]
 #   [KUBECONFIG=path [CONTEXT=name]]: read-only checks of the cluster, its groups and,
 #   with a kubeconfig, k8s-rbac/ (tools/preflight.py); make deploy runs them first.
+# ALLOW_MANAGED_NODE_GROUPS=1 (preflight and deploy): put our hook on EKS managed node
+#   groups too, beside EKS's own (parameter AllowManagedNodeGroups=true); without it
+#   naming one blocks.
 SUBNET_IDS ?=
 CONTEXT ?=
+ALLOW_MANAGED_NODE_GROUPS ?=
 
 preflight: $(STAMP)
 	$(PY) -m tools.preflight --cluster-name "$(CLUSTER_NAME)" --asg-names "$(ASG_NAMES)" \
 	  --asg-tag "$(ASG_TAG)" \
 	  --region "$(REGION)" --subnet-ids "$(SUBNET_IDS)" \
+	  $(if $(ALLOW_MANAGED_NODE_GROUPS),--allow-managed-node-groups) \
 	  $(if $(KUBECONFIG),--kubeconfig "$(KUBECONFIG)") $(if $(CONTEXT),--context "$(CONTEXT)")
 
 # make logs [STACK_NAME=] [REGION=] [SINCE=1h] [FOLLOW=1] [INSTANCE=i-... | NODE=...]:

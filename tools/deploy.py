@@ -758,6 +758,7 @@ def _preflight(aws: Aws, values: Mapping[str, str], say: Say) -> None:
             hook_name=values.get("LifecycleHookName", "eks-node-drainer"),
             subnet_ids=_list_parameter(values.get("SubnetIds", "")),
             access_entry=values.get("CreateAccessEntry", "true") == "true",
+            allow_managed=values.get("AllowManagedNodeGroups", "false") == "true",
         ),
     )
     say("preflight:\n" + preflight.table(checks))

@@ -2,7 +2,7 @@
 
     python -m tools.preflight --cluster-name prod --asg-names ng-a,ng-b [--region R]
         [--subnet-ids subnet-a,subnet-b] [--hook-name eks-node-drainer]
-        [--no-access-entry] [--kubeconfig PATH [--context NAME]]
+        [--no-access-entry] [--allow-managed-node-groups] [--kubeconfig PATH [--context NAME]]
 
 Read-only: every call is a Describe, a List or a Kubernetes GET. It prints a table
 of checks, each with the command that fixes it, and exits 1 when one blocks (a
@@ -15,9 +15,11 @@ What it checks:
 - its API endpoint is reachable from where the function runs: public (and open to
   AWS's addresses), or private with SubnetIds in the cluster's VPC;
 - each group exists, belongs to this cluster (its eks:cluster-name or
-  kubernetes.io/cluster/<name> tag), is not an EKS managed node group (EKS drains
-  those nodes itself: a warning), and has no other terminate lifecycle hook, which
-  would complete or time out the same action as ours;
+  kubernetes.io/cluster/<name> tag), is not an EKS managed node group (its
+  eks:nodegroup-name tag or EKS's hooks Terminate-LC-Hook, Launch-LC-Hook: EKS
+  drains those nodes itself, so naming one blocks unless --allow-managed-node-groups,
+  and EKS's hooks are never to be deleted), and has no other terminate lifecycle
+  hook, which would complete or time out the same action as ours;
 - with a kubeconfig (an admin's), that k8s-rbac/ is applied as it is in this
   repository: the role grants what a drain needs and no more, bound to the group
   eks-node-drainer.
@@ -37,6 +39,7 @@ from typing import Any
 
 from drainer import aws as drainer_aws
 from drainer.k8s.selfcheck import Permission, describe
+from drainer.lifecycle import managed
 from tools.deploy import Aws, connect, normalise_names, rbac_documents, run_tool
 
 GROUP = "eks-node-drainer"
@@ -73,6 +76,8 @@ class Options:
     """The stack creates an EKS access entry (CreateAccessEntry=true, the default)."""
     kubeconfig: str = ""
     context: str = ""
+    allow_managed: bool = False
+    """AllowManagedNodeGroups=true: our hook goes on EKS managed node groups too."""
 
 
 # --- the cluster --------------------------------------------------------------------------
@@ -219,15 +224,7 @@ def check_tagged_groups(autoscaling: Client, options: Options) -> list[Check]:
         ]
     checks: list[Check] = []
     for group in groups:
-        name = group["AutoScalingGroupName"]
-        belongs = _belongs(name, group, options.cluster_name)
-        if belongs.status == Status.FAIL:
-            checks.append(
-                Check(belongs.what, Status.OK, f"tagged, but {belongs.detail}: left alone")
-            )
-            continue
-        checks.append(belongs)
-        checks.append(_hooks(autoscaling, name, options.hook_name))
+        checks += _group(autoscaling, group, options, tagged=True)
     return checks
 
 
@@ -253,13 +250,60 @@ def check_named_groups(autoscaling: Client, options: Options) -> list[Check]:
                 )
             )
             continue
-        checks.append(_belongs(name, group, options.cluster_name))
-        checks.append(_hooks(autoscaling, name, options.hook_name))
+        checks += _group(autoscaling, group, options, tagged=False)
     return checks
 
 
-def _belongs(name: str, group: dict[str, Any], cluster: str) -> Check:
+def _group(
+    autoscaling: Client, group: dict[str, Any], options: Options, *, tagged: bool
+) -> list[Check]:
+    """A group's rows: whose it is (its cluster, an EKS managed node group), its hooks.
+    A tagged group that the function leaves alone is one row, never blocking."""
+    name = group["AutoScalingGroupName"]
+    hooks = autoscaling.describe_lifecycle_hooks(AutoScalingGroupName=name)["LifecycleHooks"]
     tags = drainer_aws.tag_map(group.get("Tags", []))
+    belongs = _belongs(name, tags, options.cluster_name)
+    if tagged and belongs.status == Status.FAIL:
+        return [Check(belongs.what, Status.OK, f"tagged, but {belongs.detail}: left alone")]
+    nodegroup = managed.nodegroup(tags, (h["LifecycleHookName"] for h in hooks))
+    if nodegroup and belongs.status != Status.FAIL:
+        belongs = _managed(name, nodegroup, options, tagged=tagged)
+        if tagged and not options.allow_managed:
+            return [belongs]
+    return [belongs, _hooks(name, hooks, options.hook_name)]
+
+
+def _managed(name: str, nodegroup: str, options: Options, *, tagged: bool) -> Check:
+    """An EKS managed node group's row: EKS drains it itself; our hook goes beside
+    EKS's only when the operator asks (drainer/lifecycle/managed.py)."""
+    what = f"group {name}"
+    eks = f"EKS managed node group {nodegroup}"
+    opt_in = "ALLOW_MANAGED_NODE_GROUPS=1 (parameter AllowManagedNodeGroups=true)"
+    if options.allow_managed:
+        return Check(
+            what,
+            Status.WARN,
+            f"{eks}, our hook beside EKS's own as asked: {managed.BOTH_FIRE}",
+            "leave managed node groups out unless you want both drains",
+        )
+    if tagged:
+        return Check(
+            what,
+            Status.WARN,
+            f"tagged, but {eks}: left alone, EKS drains its nodes itself",
+            f"untag it, or to drain it too: {opt_in}",
+        )
+    return Check(
+        what,
+        Status.FAIL,
+        f"{eks}: EKS drains its nodes itself on scale-in and updates, with its own "
+        "hooks (leave them in place); the stack would refuse to hook it",
+        f"leave it out of ASG_NAMES; or, to put our hook beside EKS's anyway, {opt_in} "
+        "(preflight then says what happens when both hooks fire)",
+    )
+
+
+def _belongs(name: str, tags: dict[str, str], cluster: str) -> Check:
     what = f"group {name}"
     # The function's own reading of the tags (hooks.tag_admits), so that preflight
     # and the function agree on a group tagged for several clusters.
@@ -274,14 +318,6 @@ def _belongs(name: str, group: dict[str, Any], cluster: str) -> Check:
             f"belongs to cluster {owner}, not {cluster}",
             f"leave it out of ASG_NAMES, or deploy a stack for {owner}",
         )
-    if tags.get("eks:nodegroup-name"):
-        return Check(
-            what,
-            Status.WARN,
-            f"EKS managed node group {tags['eks:nodegroup-name']}: EKS drains its nodes "
-            "itself on scale-in and updates; a second drainer adds nothing",
-            "leave managed node groups out of ASG_NAMES",
-        )
     if not owner:
         return Check(
             what,
@@ -295,13 +331,15 @@ def _belongs(name: str, group: dict[str, Any], cluster: str) -> Check:
     return Check(what, Status.OK, f"self-managed, in cluster {cluster}")
 
 
-def _hooks(autoscaling: Client, name: str, ours: str) -> Check:
-    hooks = autoscaling.describe_lifecycle_hooks(AutoScalingGroupName=name)["LifecycleHooks"]
-    others = [
+def _hooks(name: str, hooks: list[dict[str, Any]], ours: str) -> Check:
+    terminating = [
         h["LifecycleHookName"]
         for h in hooks
         if h.get("LifecycleTransition") == TERMINATING and h["LifecycleHookName"] != ours
     ]
+    # EKS's own hooks are EKS's drain: never another tool to remove.
+    eks = [n for n in (h["LifecycleHookName"] for h in hooks) if managed.is_eks_hook(n)]
+    others = [n for n in terminating if not managed.is_eks_hook(n)]
     what = f"group {name} hooks"
     if others:
         return Check(
@@ -313,9 +351,10 @@ def _hooks(autoscaling: Client, name: str, ours: str) -> Check:
             f"--auto-scaling-group-name {name} --lifecycle-hook-name {others[0]}",
         )
     mine = any(h["LifecycleHookName"] == ours for h in hooks)
-    return Check(
-        what, Status.OK, f"hook {ours} already there" if mine else "no other terminate hook"
-    )
+    detail = f"hook {ours} already there" if mine else "no other tool's terminate hook"
+    if eks:
+        detail += f"; EKS's own {', '.join(sorted(eks))}: EKS's drain, left in place"
+    return Check(what, Status.OK, detail)
 
 
 # --- Kubernetes RBAC ------------------------------------------------------------------------
@@ -429,6 +468,11 @@ def parse_args(argv: Sequence[str] | None) -> Options:
     )
     parser.add_argument("--kubeconfig", default="", help="check k8s-rbac/ too (KUBECONFIG)")
     parser.add_argument("--context", default="", help="kubeconfig context (CONTEXT)")
+    parser.add_argument(
+        "--allow-managed-node-groups",
+        action="store_true",
+        help="put our hook on EKS managed node groups too (ALLOW_MANAGED_NODE_GROUPS=1)",
+    )
     args = parser.parse_args(argv)
     names = tuple(n for n in normalise_names(args.asg_names).split(",") if n)
     if not args.cluster_name.strip() or not (names or args.asg_tag.strip()):
@@ -444,6 +488,7 @@ def parse_args(argv: Sequence[str] | None) -> Options:
         access_entry=not args.no_access_entry,
         kubeconfig=args.kubeconfig,
         context=args.context,
+        allow_managed=args.allow_managed_node_groups,
     )
 
 

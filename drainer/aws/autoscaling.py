@@ -245,7 +245,12 @@ def complete_lifecycle_action(autoscaling: Client, action: LifecycleAction, resu
 
 def existing_groups(autoscaling: Client, names: list[str]) -> set[str]:
     """Which of the named Auto Scaling groups exist (a deleted one is not an error)."""
-    found: set[str] = set()
+    return set(groups_tags(autoscaling, names))
+
+
+def groups_tags(autoscaling: Client, names: list[str]) -> dict[str, dict[str, str]]:
+    """The named Auto Scaling groups that exist, each with its tags."""
+    found: dict[str, dict[str, str]] = {}
     for start in range(0, len(names), 50):  # DescribeAutoScalingGroups takes 50 names
         chunk = names[start : start + 50]
         try:
@@ -253,7 +258,8 @@ def existing_groups(autoscaling: Client, names: list[str]) -> set[str]:
                 AutoScalingGroupNames=chunk
             )
             for page in pages:
-                found |= {str(g["AutoScalingGroupName"]) for g in page.get("AutoScalingGroups", [])}
+                for group in page.get("AutoScalingGroups", []):
+                    found[str(group["AutoScalingGroupName"])] = tag_map(group.get("Tags", []))
         except ANSWERED_OR_UNREACHED as e:
             raise translate(
                 e, "autoscaling:DescribeAutoScalingGroups", f"DescribeAutoScalingGroups {chunk}"

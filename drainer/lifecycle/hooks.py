@@ -32,6 +32,7 @@ from typing import Any
 
 from drainer import aws, logs
 from drainer.errors import AwsError
+from drainer.lifecycle import managed
 from drainer.lifecycle.admission import tag_admits
 from drainer.lifecycle.events import LAUNCHING, TERMINATING
 from drainer.lifecycle.settings import Settings
@@ -133,14 +134,14 @@ NO_SUCH_GROUP = "no such Auto Scaling group"
 def covered_groups(autoscaling: aws.Client, settings: Settings) -> tuple[list[str], dict[str, str]]:
     """The groups that should have the hook, named or tagged, sorted; and those left
     alone, with why (a tagged group of another cluster, a named group that does not
-    exist: deleted, or a typo in ASG names)."""
+    exist: deleted, or a typo in ASG names, an EKS managed node group: managed.py)."""
     tagged, skipped = tagged_groups(autoscaling, settings)
     named = sorted(set(settings.allowed_asgs) - set(tagged))
     if named:
         existing = aws.existing_groups(autoscaling, named)
         skipped.update({name: NO_SUCH_GROUP for name in named if name not in existing})
         named = [name for name in named if name in existing]
-    return sorted(set(named) | set(tagged)), skipped
+    return managed.leave_out(autoscaling, settings, sorted(set(named) | set(tagged)), skipped)
 
 
 def _put_hook(autoscaling: aws.Client, asg_name: str, spec: HookSpec) -> None:

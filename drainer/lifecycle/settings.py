@@ -220,6 +220,19 @@ class Settings:
             maximum=7200,
         ),
     )
+    allow_managed_node_groups: bool = field(
+        default=False,
+        metadata=_env(
+            "ALLOW_MANAGED_NODE_GROUPS",
+            "bool",
+            "false",
+            "Put the hooks on EKS managed node groups too (groups tagged "
+            "eks:nodegroup-name). false: they are left alone, since EKS drains their "
+            "nodes itself. true: both terminate hooks fire together on a scale-in; on "
+            "an update EKS drains first and ours finds the node empty; an ABANDON of "
+            "ours cuts EKS's own hook short too.",
+        ),
+    )
     drain_timeout_seconds: int = field(
         default=3600,
         metadata=_env(

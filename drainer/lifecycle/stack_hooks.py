@@ -34,7 +34,7 @@ from typing import Any
 
 from drainer import aws, logs
 from drainer.errors import DrainerError
-from drainer.lifecycle import hooks
+from drainer.lifecycle import hooks, managed
 from drainer.lifecycle.events import StackRequest
 from drainer.lifecycle.settings import Settings
 
@@ -103,6 +103,9 @@ def _act(request: StackRequest, autoscaling: aws.Client, settings: Settings) -> 
     if request.kind == "Create" and missing:  # a group named wrong fails before any change
         why = f"no Auto Scaling group named {', '.join(missing)} (check AsgNames)"
         return reply(request, FAILED, f"{why}; no hook was put")
+    refused_managed = managed.named_refused(settings, skipped)
+    if request.kind == "Create" and refused_managed:
+        return reply(request, FAILED, f"{refused_managed}; no hook was put")
     trigger = f"cloudformation-{request.kind.lower()}"
     sync = hooks.sync_hooks(autoscaling, settings, trigger, (covered, skipped))
     if sync.failed:

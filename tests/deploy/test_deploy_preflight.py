@@ -94,12 +94,12 @@ def test_good_group__managed_group__other_clusters_group__table_and_exit_1(
     assert rows["authentication mode"].startswith("ok ")
     assert rows["API endpoint"].startswith("ok ")
     assert rows["group nodes-good"].startswith("ok ")
-    assert rows["group nodes-managed"].startswith("warn")
+    assert rows["group nodes-managed"].startswith("FAIL")
     assert "EKS managed node group ng-1" in rows["group nodes-managed"]
     assert rows["group nodes-staging"].startswith("FAIL")
     assert "belongs to cluster staging, not prod" in rows["group nodes-staging"]
     assert "fix: leave it out of ASG_NAMES" in out
-    assert "1 check(s) block a deploy" in out
+    assert "2 check(s) block a deploy" in out
 
 
 def test_only_good_groups__exit_0_ready(moto_aws: None, capsys: pytest.CaptureFixture[str]) -> None:
@@ -239,3 +239,92 @@ def test_tag_only_from_the_command_line(moto_aws: None, capsys: pytest.CaptureFi
 
     assert code == 0
     assert "group tagged-prod" in capsys.readouterr().out
+
+
+def _managed_group(name: str, nodegroup: str = "ng-1") -> None:
+    """An EKS managed node group's Auto Scaling group as EKS makes it: its tags, and
+    EKS's own two hooks (Terminate-LC-Hook with a heartbeat of 1800 s, Launch-LC-Hook)."""
+    _group(name, hook="Terminate-LC-Hook", **{"eks:nodegroup-name": nodegroup})
+    autoscaling = _client("autoscaling")
+    autoscaling.put_lifecycle_hook(
+        AutoScalingGroupName=name, LifecycleHookName="Terminate-LC-Hook",
+        LifecycleTransition="autoscaling:EC2_INSTANCE_TERMINATING", HeartbeatTimeout=1800,
+        DefaultResult="CONTINUE",
+    )  # fmt: skip
+    autoscaling.put_lifecycle_hook(
+        AutoScalingGroupName=name, LifecycleHookName="Launch-LC-Hook",
+        LifecycleTransition="autoscaling:EC2_INSTANCE_LAUNCHING", HeartbeatTimeout=1800,
+        DefaultResult="CONTINUE",
+    )  # fmt: skip
+
+
+def test_managed_node_group__refused_without_the_opt_in__never_told_to_delete_eks_hooks(
+    moto_aws: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _cluster()
+    _managed_group("eks-ng-1-abcd")
+
+    code = preflight.main(["--cluster-name", CLUSTER, "--asg-names", "eks-ng-1-abcd"])
+
+    out = capsys.readouterr().out
+    print(out)
+    assert code == 1
+    assert "EKS managed node group ng-1" in out
+    assert "delete-lifecycle-hook" not in out
+    assert "remove that tool" not in out
+    group = _row(_run("eks-ng-1-abcd"), "group eks-ng-1-abcd")
+    assert group.status == preflight.Status.FAIL
+    assert "ALLOW_MANAGED_NODE_GROUPS=1" in group.fix
+    hooks = _row(_run("eks-ng-1-abcd"), "group eks-ng-1-abcd hooks")
+    assert hooks.status != preflight.Status.FAIL
+    assert "Terminate-LC-Hook" in hooks.detail
+
+
+def test_managed_node_group__with_the_opt_in__ready_saying_what_happens_when_both_fire(
+    moto_aws: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _cluster()
+    _managed_group("eks-ng-1-abcd")
+
+    code = preflight.main(
+        ["--cluster-name", CLUSTER, "--asg-names", "eks-ng-1-abcd", "--allow-managed-node-groups"]
+    )
+
+    out = capsys.readouterr().out
+    print(out)
+    assert code == 0
+    assert "delete-lifecycle-hook" not in out
+    group = _row(_run("eks-ng-1-abcd", allow_managed=True), "group eks-ng-1-abcd")
+    assert group.status == preflight.Status.WARN
+    assert "both terminate hooks fire together" in group.detail
+    assert "ABANDON" in group.detail
+
+
+def test_managed_node_group_known_by_eks_hook_alone__refused(moto_aws: None) -> None:
+    """A group that lost its eks:nodegroup-name tag is still known by EKS's hook."""
+    _cluster()
+    _group("renamed", hook="Terminate-LC-Hook")
+
+    checks = _run("renamed")
+
+    assert _row(checks, "group renamed").status == preflight.Status.FAIL
+    assert "EKS managed node group" in _row(checks, "group renamed").detail
+    assert "delete-lifecycle-hook" not in _row(checks, "group renamed hooks").fix
+
+
+def test_managed_node_group_tagged__left_alone_without_the_opt_in__not_blocking(
+    moto_aws: None,
+) -> None:
+    _cluster()
+    _managed_group("eks-ng-1-abcd")
+    _client("autoscaling").create_or_update_tags(
+        Tags=[{"ResourceId": "eks-ng-1-abcd", "ResourceType": "auto-scaling-group",
+               "Key": "eks-node-drainer/enabled", "Value": "true", "PropagateAtLaunch": False}]
+    )  # fmt: skip
+
+    checks = _run(asg_tag=TAG)
+
+    row = _row(checks, "group eks-ng-1-abcd")
+    assert row.status == preflight.Status.WARN
+    assert "left alone" in row.detail
+    assert preflight.blocking(checks) == []
