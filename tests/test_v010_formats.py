@@ -58,7 +58,7 @@ def _node(record: str) -> dict[str, Any]:
     return node
 
 
-def test_release_undoes_a_drain_0_1_0_ended__uncordon_label_and_record():
+def test_release_undoes_a_drain_0_1_0_ended__uncordon_label_and_record() -> None:
     patch, release = release_patch(_node("drained"))
 
     assert patch == {
@@ -71,7 +71,7 @@ def test_release_undoes_a_drain_0_1_0_ended__uncordon_label_and_record():
     assert release.kept == [] and release.warning == ""
 
 
-def test_release_of_a_0_1_0_drain_keeps_the_cordon_someone_set_before_it():
+def test_release_of_a_0_1_0_drain_keeps_the_cordon_someone_set_before_it() -> None:
     patch, release = release_patch(_node("timed_out_cordoned_before"))
 
     assert "spec" not in patch, "the operator's cordon stays"
@@ -79,7 +79,7 @@ def test_release_of_a_0_1_0_drain_keeps_the_cordon_someone_set_before_it():
     assert release.kept == ["cordoned before the drain: left cordoned"]
 
 
-def test_a_drain_0_1_0_was_running_is_still_told_apart__and_what_it_added_is_kept():
+def test_a_drain_0_1_0_was_running_is_still_told_apart__and_what_it_added_is_kept() -> None:
     spot = _node("spot_draining")
     live = live_drain(spot, NOW + 10, EC2_TRIGGERS | {TERMINATE_HOOK_TRIGGER})
     assert live is not None and live.trigger == Ec2Kind.INTERRUPTION
@@ -94,7 +94,7 @@ def test_a_drain_0_1_0_was_running_is_still_told_apart__and_what_it_added_is_kep
     assert added_by_drainer(spot) == {ADDED_CORDON}, "0.1.0's operator label stays the operator's"
 
 
-def test_a_0_1_0_hand_over_payload_parses_with_its_start_and_counts():
+def test_a_0_1_0_hand_over_payload_parses_with_its_start_and_counts() -> None:
     payload = v010("handover")
     started = payload["drainer"]["started_at"]
 
@@ -135,7 +135,7 @@ def test_a_0_1_0_schedule_input_is_drained_now__never_scheduled_again(moto_aws: 
 
 
 @pytest.mark.parametrize("record", ["draining", "drained", "timed_out_cordoned_before"])
-def test_the_0_1_0_records_are_what_0_1_0_wrote(record: str):
+def test_the_0_1_0_records_are_what_0_1_0_wrote(record: str) -> None:
     """The fixtures are 0.1.0's: a record of each phase, in its keys."""
     progress = json.loads(_node(record)["metadata"]["annotations"][PROGRESS_ANNOTATION])
     keys = {"draining": {"phase", "trigger", "since", "until", "added"}}

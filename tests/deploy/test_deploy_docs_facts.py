@@ -46,7 +46,7 @@ def called_services() -> set[str]:
     return set(factory.services)
 
 
-def test_the_function_builds_clients_only_in_make_clients():
+def test_the_function_builds_clients_only_in_make_clients() -> None:
     """A client made elsewhere would escape called_services(). The one other is the
     STS client that presigns the EKS token: presigning calls nothing (the API server
     sends the URL to STS), so it needs no endpoint."""
@@ -63,7 +63,7 @@ def test_the_function_builds_clients_only_in_make_clients():
     assert "generate_presigned_url" in sources["drainer/aws/eks.py"]
 
 
-def test_the_private_cluster_section_names_an_endpoint_for_every_service_called():
+def test_the_private_cluster_section_names_an_endpoint_for_every_service_called() -> None:
     services = called_services()
     assert {"ec2", "autoscaling", "eks", "lambda", "elbv2", "sns", "scheduler"} <= services
     models = botocore.session.get_session()
@@ -79,7 +79,7 @@ def test_the_private_cluster_section_names_an_endpoint_for_every_service_called(
     assert "com.amazonaws.<region>.s3`" in endpoints
 
 
-def test_the_subnets_parameter_points_to_the_endpoint_list(template: dict[str, Any]):
+def test_the_subnets_parameter_points_to_the_endpoint_list(template: dict[str, Any]) -> None:
     row = next(line for line in REFERENCE.splitlines() if line.startswith("| `SubnetIds`"))
     assert "operations.md#a-private-cluster-the-function-in-your-vpc" in row
     assert "docs/operations.md" in template["Parameters"]["SubnetIds"]["Description"]
@@ -94,19 +94,19 @@ def _triggers_named(text: str) -> set[str]:
     return found
 
 
-def test_the_log_contract_names_every_trigger_of_a_drain():
+def test_the_log_contract_names_every_trigger_of_a_drain() -> None:
     row = next(line for line in REFERENCE.splitlines() if line.startswith("| `drain_finished`"))
     assert _triggers_named(row) == DRAIN_TRIGGERS
     assert f"`trigger: {LAUNCH_TRIGGER}`" in REFERENCE
 
 
-def test_the_operations_table_has_one_row_per_trigger():
+def test_the_operations_table_has_one_row_per_trigger() -> None:
     table = section(OPERATIONS, "## Every way EC2 takes a node away")
     rows = re.findall(r"^\| `([a-z-]+)`", table, re.MULTILINE)
     assert sorted(rows) == sorted(DRAIN_TRIGGERS | {LAUNCH_TRIGGER})
 
 
-def test_every_trigger_value_the_docs_name_is_one_the_code_writes():
+def test_every_trigger_value_the_docs_name_is_one_the_code_writes() -> None:
     known = DRAIN_TRIGGERS | {LAUNCH_TRIGGER}
     for document in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
         text = document.read_text()
@@ -115,7 +115,7 @@ def test_every_trigger_value_the_docs_name_is_one_the_code_writes():
         assert named <= known, f"{Path(document).name} names unknown triggers {named - known}"
 
 
-def test_each_list_setting_says_what_empty_means():
+def test_each_list_setting_says_what_empty_means() -> None:
     """An empty TARGET_GROUP_ARNS means no target group beyond the cluster's own
     (drainer/lifecycle/targets.py), not "any"; each list says what its empty is."""
     for name in ("ALLOWED_ASGS", "TARGET_GROUP_ARNS"):
@@ -125,7 +125,7 @@ def test_each_list_setting_says_what_empty_means():
     assert "elbv2.k8s.aws/cluster" in row
 
 
-def test_the_newest_changelog_section_is_the_version_the_code_reports():
+def test_the_newest_changelog_section_is_the_version_the_code_reports() -> None:
     """What is not released yet is the next version's, not an unnumbered section
     above the last release: a stack that deploys something new (an IAM action)
     reports a version of its own, and its upgrade notes are under that version."""
@@ -136,7 +136,7 @@ def test_the_newest_changelog_section_is_the_version_the_code_reports():
     assert f"### {drainer.__version__}, from " in notes
 
 
-def test_the_license_names_its_copyright_holder():
+def test_the_license_names_its_copyright_holder() -> None:
     license_text = (ROOT / "LICENSE").read_text()
     assert "Copyright 2026 The eks-node-drainer authors" in license_text
     assert "[name of copyright owner]" not in license_text

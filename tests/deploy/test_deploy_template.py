@@ -712,6 +712,8 @@ def test_dashboard_reads_the_metrics_the_function_emits_with_the_alarms_dimensio
             assert properties["alarms"] == [
                 "arn:aws:cloudwatch:eu-west-1:123456789012:alarm:eks-node-drainer-drain-failed",
                 "arn:aws:cloudwatch:eu-west-1:123456789012:alarm:eks-node-drainer-failed-events",
+                "arn:aws:cloudwatch:eu-west-1:123456789012:alarm:eks-node-drainer-throttled",
+                "arn:aws:cloudwatch:eu-west-1:123456789012:alarm:eks-node-drainer-concurrency",
             ]
     assert shown == emitted
 
