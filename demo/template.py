@@ -110,6 +110,7 @@ def from_template(path: Path, cluster_name: str, asg_name: str) -> Function:
     resources = document.get("Resources") or {}
     values = {name: str(spec["Default"]) for name, spec in parameters.items() if "Default" in spec}
     values.update({"ClusterName": cluster_name, "AsgNames": asg_name})
+    values["AWS::StackId"] = ""  # no stack runs the demo: its hooks name none (STACK_ID)
     functions = [
         r.get("Properties") or {}
         for r in resources.values()

@@ -95,8 +95,8 @@ def lambda_handler(event: Any, context: Any) -> dict[str, Any]:
         clients, kube_factory = _aws(settings, os.environ.get("AWS_REGION", ""))
         return checks.handle(parsed, Tools(settings, clients, kube_factory))
     if isinstance(parsed, StackRequest):
-        clients, _ = _aws(settings, os.environ.get("AWS_REGION", ""))
-        return stack_hooks.handle(parsed, clients.autoscaling, settings)
+        region = os.environ.get("AWS_REGION", "")
+        return stack_hooks.serve(parsed, settings, lambda: _aws(settings, region)[0])
     if isinstance(parsed, HookSyncEvent):
         clients, _ = _aws(settings, os.environ.get("AWS_REGION", ""))
         return hooks.sync_hooks(clients.autoscaling, settings, parsed.trigger).result()

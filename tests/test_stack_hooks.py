@@ -19,6 +19,8 @@ from drainer.lifecycle.events import StackRequest, parse_event
 from drainer.lifecycle.settings import Settings
 
 LAUNCH = "eks-node-drainer-launch"
+OURS = "eks-node-drainer-lifecycle-hooks"
+"""The PhysicalResourceId of the stack cfn.STACK_ID's custom resource."""
 PROPERTIES = {"ClusterName": CLUSTER, "AsgNames": "nodes-a,nodes-b", "LifecycleHookName": HOOK}
 
 
@@ -34,7 +36,12 @@ def answers() -> Iterator[cfn.ResponseServer]:
 
 
 def settings(**values: Any) -> Settings:
-    return Settings(**({"cluster_name": CLUSTER, "allowed_asgs": ("nodes-a", "nodes-b")} | values))
+    defaults = {
+        "cluster_name": CLUSTER,
+        "allowed_asgs": ("nodes-a", "nodes-b"),
+        "stack_id": cfn.STACK_ID,
+    }
+    return Settings(**(defaults | values))
 
 
 def hooks_of(account: Account, group: str) -> dict[str, str]:
@@ -51,15 +58,17 @@ def send(
     given: Settings,
     **more: Any,
 ) -> dict[str, Any]:
-    event = cfn.request(kind, answers.next_url(), PROPERTIES, **more)
+    properties = more.pop("properties", PROPERTIES)
+    cloudformation = more.pop("cloudformation", None)
+    event = cfn.request(kind, answers.next_url(), properties, **more)
     request = parse_event(event)
     assert isinstance(request, StackRequest)
-    stack_hooks.handle(request, account.autoscaling, given)
+    stack_hooks.handle(request, account.autoscaling, given, cloudformation)
     answer = answers.answers[-1]
     assert answer.path.startswith("/cloudformation-custom-resource-response/")
     assert answer.content_type in (None, ""), "a presigned S3 URL refuses a Content-Type"
     assert answer.body["RequestId"] == event["RequestId"]
-    assert answer.body["StackId"] == cfn.STACK_ID
+    assert answer.body["StackId"] == event["StackId"]
     assert answer.body["LogicalResourceId"] == "LifecycleHooks"
     return answer.body
 
@@ -102,7 +111,7 @@ def test_delete__a_group_deleted_since__success(
     send(account, answers, "Create", settings())
     account.autoscaling.delete_auto_scaling_group(AutoScalingGroupName="nodes-b", ForceDelete=True)
 
-    deleted = send(account, answers, "Delete", settings(), physical_id="x")
+    deleted = send(account, answers, "Delete", settings(), physical_id=OURS)
 
     assert deleted["Status"] == "SUCCESS", deleted
     assert hooks_of(account, "nodes-a") == {}
@@ -192,3 +201,310 @@ def test_an_answer_too_long__cut_to_what_cloudformation_accepts(
     assert created["Status"] == "FAILED"
     raw = json.dumps(answers.answers[-1].body).encode()
     assert len(raw) <= 4096
+
+
+# --- ownership: the stack deletes only what it put (issue 37, item 2) -------------------
+
+V0_1_0_METADATA = json.dumps({"cluster_name": CLUSTER})
+"""A hook's NotificationMetadata as 0.1.0 wrote it (drainer/lifecycle/hooks.py at
+d183d0a: HookSpec.from_settings), naming the cluster and no stack. A stack of today
+writes the same when it has no STACK_ID."""
+
+
+def owner_of(account: Account, group: str, name: str = HOOK) -> str | None:
+    """The stack a hook's metadata names ("" none), None when there is no such hook."""
+    metadata = hooks_of(account, group).get(name)
+    if metadata is None:
+        return None
+    parsed = json.loads(metadata)
+    assert parsed["cluster_name"] == CLUSTER, "the drain reads the cluster from this key"
+    return str(parsed.get("stack_id", ""))
+
+
+def other_stack(**values: Any) -> Settings:
+    return settings(stack_id=cfn.OTHER_STACK_ID, **values)
+
+
+def test_hooks_put__their_metadata_names_the_stack__a_drain_still_reads_the_cluster(
+    account: Account, answers: cfn.ResponseServer
+) -> None:
+    from drainer import aws
+
+    account.group("nodes-a")
+    account.group("nodes-b")
+
+    created = send(account, answers, "Create", settings(launch_hook=True))
+
+    assert created["Status"] == "SUCCESS", created
+    assert owner_of(account, "nodes-a") == cfn.STACK_ID
+    assert owner_of(account, "nodes-b", LAUNCH) == cfn.STACK_ID
+    metadata = hooks_of(account, "nodes-a")[HOOK]
+    assert aws.cluster_name_for(metadata, {}, "") == CLUSTER
+
+
+def test_failed_create__its_rollback_delete__leaves_another_stacks_hook(
+    account: Account, answers: cfn.ResponseServer
+) -> None:
+    account.group("nodes-a")
+    account.put_hook("nodes-a", NotificationMetadata=V0_1_0_METADATA)  # another stack's
+
+    created = send(account, answers, "Create", settings())  # nodes-b: no such group
+    deleted = send(
+        account, answers, "Delete", settings(), physical_id=created["PhysicalResourceId"]
+    )
+
+    assert created["Status"] == "FAILED"
+    assert "no Auto Scaling group named nodes-b" in created["Reason"]
+    assert deleted["Status"] == "SUCCESS", deleted
+    assert deleted["PhysicalResourceId"] == created["PhysicalResourceId"]
+    assert hooks_of(account, "nodes-a") == {HOOK: V0_1_0_METADATA}, "another stack's hook"
+
+
+def test_create__a_hook_of_the_name_already_there__failed_naming_it__not_adopted(
+    account: Account, answers: cfn.ResponseServer
+) -> None:
+    account.group("nodes-a")
+    account.group("nodes-b")
+    first = send(
+        account,
+        answers,
+        "Create",
+        other_stack(allowed_asgs=("nodes-a",)),
+        stack_id=cfn.OTHER_STACK_ID,
+    )
+    assert first["Status"] == "SUCCESS", first
+
+    second = send(account, answers, "Create", settings())
+    rollback = send(account, answers, "Delete", settings(), physical_id=OURS)
+
+    assert second["Status"] == "FAILED"
+    assert f"nodes-a already has a lifecycle hook {HOOK}" in second["Reason"]
+    assert "eks-node-drainer-b" in second["Reason"], "it says whose hook it is"
+    assert hooks_of(account, "nodes-b") == {}, "a failed create put a hook"
+    assert rollback["Status"] == "SUCCESS", rollback
+    assert owner_of(account, "nodes-a") == cfn.OTHER_STACK_ID, "the first stack's hook"
+
+
+def test_two_stacks_on_one_cluster__deleting_one__the_others_hooks_stay(
+    account: Account, answers: cfn.ResponseServer
+) -> None:
+    account.group("nodes-a")
+    account.group("nodes-b")
+    first = send(
+        account,
+        answers,
+        "Create",
+        other_stack(allowed_asgs=("nodes-a",)),
+        stack_id=cfn.OTHER_STACK_ID,
+    )
+    second = send(
+        account,
+        answers,
+        "Create",
+        settings(allowed_asgs=("nodes-b",)),
+        properties={**PROPERTIES, "AsgNames": "nodes-b"},
+    )
+    assert (first["Status"], second["Status"]) == ("SUCCESS", "SUCCESS"), (first, second)
+
+    # The second stack's Delete, also one forged to name the first stack's group.
+    deleted = send(
+        account,
+        answers,
+        "Delete",
+        settings(allowed_asgs=("nodes-a", "nodes-b")),
+        physical_id=OURS,
+    )
+
+    assert deleted["Status"] == "SUCCESS", deleted
+    assert hooks_of(account, "nodes-b") == {}
+    assert owner_of(account, "nodes-a") == cfn.OTHER_STACK_ID
+
+
+def test_update_naming_a_group_never_covered__its_hook_stays__rollback_too(
+    account: Account, answers: cfn.ResponseServer
+) -> None:
+    for group in ("nodes-a", "nodes-b", "nodes-c"):
+        account.group(group)
+    account.put_hook("nodes-c", NotificationMetadata=V0_1_0_METADATA)  # another stack's
+    send(account, answers, "Create", settings())
+    moved = {**PROPERTIES, "AsgNames": "nodes-a,nodes-c"}
+
+    updated = send(
+        account,
+        answers,
+        "Update",
+        settings(allowed_asgs=("nodes-a", "nodes-c")),
+        properties=moved,
+        old=PROPERTIES,
+        physical_id=OURS,
+    )
+    # CloudFormation's rollback: the old properties back, the ones that failed as old.
+    rolled_back = send(account, answers, "Update", settings(), old=moved, physical_id=OURS)
+
+    assert updated["Status"] == "FAILED"
+    assert f"nodes-c already has a lifecycle hook {HOOK}" in updated["Reason"]
+    assert rolled_back["Status"] == "SUCCESS", rolled_back
+    assert owner_of(account, "nodes-a") == owner_of(account, "nodes-b") == cfn.STACK_ID
+    assert hooks_of(account, "nodes-c") == {HOOK: V0_1_0_METADATA}, "another stack's hook"
+
+
+def test_update_keeps_its_id__a_cleanup_delete_of_an_older_id_deletes_nothing(
+    account: Account, answers: cfn.ResponseServer
+) -> None:
+    account.group("nodes-a")
+    account.group("nodes-b")
+    created = send(account, answers, "Create", settings())
+
+    updated = send(
+        account,
+        answers,
+        "Update",
+        settings(heartbeat_timeout=900),
+        old=PROPERTIES,
+        physical_id=created["PhysicalResourceId"],
+    )
+    # Had an answer changed the id, CloudFormation would delete the old one after the
+    # update: that Delete is the old resource's, not this stack's hooks'.
+    cleanup = send(account, answers, "Delete", settings(), physical_id="LifecycleHooks-1A2B3C")
+
+    assert updated["Status"] == "SUCCESS", updated
+    assert updated["PhysicalResourceId"] == created["PhysicalResourceId"] == OURS
+    assert cleanup["Status"] == "SUCCESS", cleanup
+    assert owner_of(account, "nodes-a") == owner_of(account, "nodes-b") == cfn.STACK_ID
+
+
+def test_hooks_of_0_1_0__adopted_on_update__then_deleted_with_the_stack(
+    account: Account, answers: cfn.ResponseServer
+) -> None:
+    account.group("nodes-a")
+    account.group("nodes-b")
+    account.put_hook("nodes-a", NotificationMetadata=V0_1_0_METADATA)
+    account.put_hook("nodes-b", NotificationMetadata=V0_1_0_METADATA)
+
+    updated = send(account, answers, "Update", settings(), old=PROPERTIES, physical_id=OURS)
+    adopted = {group: owner_of(account, group) for group in ("nodes-a", "nodes-b")}
+    deleted = send(account, answers, "Delete", settings(), physical_id=OURS)
+
+    assert updated["Status"] == "SUCCESS", updated
+    assert (
+        "adopted from 0.1.0: nodes-a/eks-node-drainer, nodes-b/eks-node-drainer"
+        in (updated["Reason"])
+    )
+    assert adopted == {"nodes-a": cfn.STACK_ID, "nodes-b": cfn.STACK_ID}
+    assert deleted["Status"] == "SUCCESS", deleted
+    assert "deleted 2 hook(s)" in deleted["Reason"]
+    assert hooks_of(account, "nodes-a") == hooks_of(account, "nodes-b") == {}
+
+
+def test_hooks_of_0_1_0__on_a_group_the_old_properties_never_named__not_adopted(
+    account: Account, answers: cfn.ResponseServer
+) -> None:
+    account.group("nodes-a")
+    account.group("nodes-b")
+    account.put_hook("nodes-a", NotificationMetadata=V0_1_0_METADATA)
+    account.put_hook("nodes-b", NotificationMetadata=V0_1_0_METADATA)  # another stack's
+
+    updated = send(
+        account,
+        answers,
+        "Update",
+        settings(),
+        old={**PROPERTIES, "AsgNames": "nodes-a"},
+        physical_id=OURS,
+    )
+
+    assert updated["Status"] == "FAILED"
+    assert f"nodes-b already has a lifecycle hook {HOOK}" in updated["Reason"]
+    assert hooks_of(account, "nodes-b") == {HOOK: V0_1_0_METADATA}
+
+
+@pytest.mark.parametrize("kind", ["Create", "Update", "Delete"])
+def test_a_request_from_another_stack__refused__nothing_touched(
+    account: Account, answers: cfn.ResponseServer, kind: str
+) -> None:
+    account.group("nodes-a")
+    account.group("nodes-b")
+    send(account, answers, "Create", settings())
+
+    forged = send(
+        account,
+        answers,
+        kind,
+        settings(heartbeat_timeout=900),
+        old={**PROPERTIES, "AsgNames": "nodes-a,nodes-b"},
+        physical_id=OURS,
+        stack_id=cfn.OTHER_STACK_ID,
+    )
+
+    assert forged["Status"] == "FAILED"
+    assert "eks-node-drainer-b" in forged["Reason"] and "not this function's" in forged["Reason"]
+    for group in ("nodes-a", "nodes-b"):
+        assert owner_of(account, group) == cfn.STACK_ID
+        hook = account.hook(group)
+        assert hook is not None and hook["HeartbeatTimeout"] == 600
+
+
+def test_delete_while_the_create_still_runs__no_hook_left(
+    account: Account, answers: cfn.ResponseServer
+) -> None:
+    import boto3
+
+    cloudformation = boto3.client("cloudformation", region_name="us-east-1")
+    stack_id = cloudformation.create_stack(
+        StackName="eks-node-drainer",
+        TemplateBody=json.dumps({"Resources": {"Topic": {"Type": "AWS::SNS::Topic"}}}),
+    )["StackId"]
+    account.group("nodes-a")
+    account.group("nodes-b")
+    ours = settings(stack_id=stack_id)
+    deletes: list[dict[str, Any]] = []
+
+    def cancelled_meanwhile(**_: Any) -> None:
+        # CloudFormation cancels the Create (another resource failed, or the stack is
+        # deleted) and sends the Delete while the Create's invocation still runs.
+        if deletes:
+            return
+        cloudformation.delete_stack(StackName=stack_id)
+        deletes.append(send(account, answers, "Delete", ours, physical_id=OURS, stack_id=stack_id))
+
+    account.autoscaling.meta.events.register(
+        "after-call.autoscaling.PutLifecycleHook", cancelled_meanwhile
+    )
+
+    created = send(
+        account, answers, "Create", ours, stack_id=stack_id, cloudformation=cloudformation
+    )
+
+    assert deletes and deletes[0]["Status"] == "SUCCESS", deletes
+    assert created["Status"] == "FAILED"
+    assert "DELETE_COMPLETE" in created["Reason"]
+    assert hooks_of(account, "nodes-a") == hooks_of(account, "nodes-b") == {}
+
+
+def test_an_unexpected_exception__answered_failed_with_its_text(
+    answers: cfn.ResponseServer,
+    moto_aws: None,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    Account().group("nodes-a")
+    monkeypatch.setenv("CLUSTER_NAME", CLUSTER)
+    monkeypatch.setenv("ALLOWED_ASGS", "nodes-a")
+    monkeypatch.setenv("STACK_ID", cfn.STACK_ID)
+    handler.reset()
+
+    def broken(*_: Any, **__: Any) -> Any:
+        raise KeyError("LifecycleHooks")  # a bug, not an AWS error
+
+    monkeypatch.setattr(stack_hooks.hooks, "sync_hooks", broken)
+    event = cfn.request("Create", answers.next_url(), PROPERTIES)
+    try:
+        handler.lambda_handler(event, None)
+    finally:
+        handler.reset()
+
+    (answer,) = answers.answers
+    assert answer.body["Status"] == "FAILED"
+    assert "KeyError" in answer.body["Reason"] and "LifecycleHooks" in answer.body["Reason"]
+    assert answer.body["PhysicalResourceId"] == OURS
+    assert any(r.exc_info for r in caplog.records), "the traceback is logged"

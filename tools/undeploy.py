@@ -6,12 +6,11 @@ The stack owns its hooks: deleting it runs its custom resource's Delete
 (drainer/lifecycle/stack_hooks.py), which removes them. This reads the function's
 settings first (the groups by name and tag, the hook's name, the cluster), deletes
 the stack and waits until it is gone, then deletes whatever hook of the stack's is
-still there: a stack deployed before the custom resource had none, and a Delete
-may have failed. Ours: named LIFECYCLE_HOOK_NAME (and LAUNCH_HOOK_NAME), its
-NotificationMetadata as the function writes it (hooks.remove_hooks, the custom
-resource's own rule). A hook of the same name that another tool made is left,
-with a line saying so; with CREATE_LIFECYCLE_HOOKS false every hook is yours and
-none is deleted.
+still there: a Delete may have failed. Ours: named LIFECYCLE_HOOK_NAME (and
+LAUNCH_HOOK_NAME), its NotificationMetadata naming this stack's ARN
+(hooks.remove_hooks, the custom resource's own rule). A hook of the same name that
+another stack, 0.1.0 or another tool made is left, with a line saying so; with
+CREATE_LIFECYCLE_HOOKS false every hook is yours and none is deleted.
 
 Without --yes (make: YES=1) it only says what it would delete.
 
@@ -26,7 +25,7 @@ import itertools
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -98,7 +97,9 @@ def function_settings(lambda_client: Client, stack: dict[str, Any]) -> Settings:
 
 def plan(aws: Aws, stack_name: str) -> Plan:
     stack = the_stack(aws.client("cloudformation"), stack_name)
-    settings = function_settings(aws.client("lambda"), stack)
+    # Ours: the hooks whose metadata names this stack (hooks.HookSpec.made), whatever
+    # the function's environment says.
+    settings = replace(function_settings(aws.client("lambda"), stack), stack_id=stack["StackId"])
     if not settings.create_lifecycle_hooks:  # CreateLifecycleHooks=false: the hooks are yours
         return Plan(str(stack["StackId"]), settings)
     autoscaling = aws.client("autoscaling")

@@ -34,7 +34,7 @@ from drainer.aws.autoscaling import (
     put_lifecycle_hook,
     record_heartbeat,
 )
-from drainer.aws.cloudformation import answer_custom_resource
+from drainer.aws.cloudformation import answer_custom_resource, stack_status
 from drainer.aws.ec2 import NodeIdentity, describe_instance
 from drainer.aws.eks import ClusterInfo, TokenSource, cluster_name_for, describe_cluster
 from drainer.aws.elbv2 import (
@@ -95,6 +95,7 @@ __all__ = [
     "put_lifecycle_hook",
     "record_heartbeat",
     "schedule_invocation",
+    "stack_status",
     "tag_map",
     "target_group_arns",
     "target_group_tags",

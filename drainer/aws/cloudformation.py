@@ -13,6 +13,8 @@ import urllib.request
 from collections.abc import Mapping
 from typing import Any
 
+from drainer.aws.errors import AWS_FAILURES, error_code, translate
+from drainer.aws.session import Client
 from drainer.errors import AwsError
 
 log = logging.getLogger(__name__)
@@ -50,3 +52,17 @@ def answer_custom_resource(url: str, body: Mapping[str, Any], *, timeout: float 
         log.warning("answering CloudFormation failed (attempt %d): %s", attempt + 1, last)
         time.sleep(min(8.0, 0.5 * 2**attempt))
     raise AwsError(f"could not answer CloudFormation at its ResponseURL: {last}")
+
+
+def stack_status(cloudformation: Client, stack_id: str) -> str | None:
+    """The stack's StackStatus as CloudFormation says it now (CREATE_IN_PROGRESS,
+    ROLLBACK_IN_PROGRESS, DELETE_COMPLETE, ...); None when it knows no such stack. A
+    stack ARN names one stack for good: a deleted one is still described."""
+    what = f"DescribeStacks {stack_id}"
+    try:
+        stacks = cloudformation.describe_stacks(StackName=stack_id).get("Stacks", [])
+    except AWS_FAILURES as e:
+        if error_code(e) == "ValidationError" and "does not exist" in str(e):
+            return None
+        raise translate(e, "cloudformation:DescribeStacks", what) from e
+    return str(stacks[0].get("StackStatus", "")) if stacks else None

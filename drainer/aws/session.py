@@ -113,6 +113,7 @@ class AwsClients:
         elbv2: Callable[[], Client] | None = None,
         sns: Callable[[], Client] | None = None,
         scheduler: Callable[[], Client] | None = None,
+        cloudformation: Callable[[], Client] | None = None,
     ) -> None:
         self.ec2 = ec2
         self.autoscaling = autoscaling
@@ -122,6 +123,7 @@ class AwsClients:
             "elbv2": elbv2,
             "sns": sns,
             "scheduler": scheduler,
+            "cloudformation": cloudformation,
         }
         self._built: dict[str, Client] = {}
         self._lock = threading.Lock()
@@ -154,6 +156,11 @@ class AwsClients:
         """Built the first time a drain is scheduled for later (a scheduled change)."""
         return self._lazy("scheduler")
 
+    @property
+    def cloudformation(self) -> Client:
+        """Built the first time the stack's custom resource asks how its stack is."""
+        return self._lazy("cloudformation")
+
 
 def make_clients(session: ClientFactory, region: str | None = None) -> AwsClients:
     """Clients with bounded timeouts and standard retries, in `region` or the session's."""
@@ -169,4 +176,5 @@ def make_clients(session: ClientFactory, region: str | None = None) -> AwsClient
         elbv2=lambda: client("elbv2"),
         sns=lambda: client("sns"),
         scheduler=lambda: client("scheduler"),
+        cloudformation=lambda: client("cloudformation"),
     )

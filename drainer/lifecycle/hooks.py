@@ -7,11 +7,17 @@ CLUSTER_NAME: several stacks, one per cluster, may share an account and a tag.
 
 What: a hook named LIFECYCLE_HOOK_NAME on autoscaling:EC2_INSTANCE_TERMINATING,
 HeartbeatTimeout HEARTBEAT_TIMEOUT, DefaultResult CONTINUE, NotificationMetadata
-{"cluster_name": CLUSTER_NAME}, as the template's hook resources had it; with
-LAUNCH_HOOK, a second one named LAUNCH_HOOK_NAME on
-autoscaling:EC2_INSTANCE_LAUNCHING, the same otherwise (drainer/lifecycle/launch.py).
-A hook is put only when it is missing or differs, so a sync with nothing to do
-writes nothing.
+{"cluster_name": CLUSTER_NAME, "stack_id": STACK_ID}; with LAUNCH_HOOK, a second
+one named LAUNCH_HOOK_NAME on autoscaling:EC2_INSTANCE_LAUNCHING, the same otherwise
+(drainer/lifecycle/launch.py). A hook is put only when it is missing or differs, so
+a sync with nothing to do writes nothing.
+
+Whose: the metadata's stack_id names the stack that put the hook (the drain reads
+only its cluster_name). A hook of the name that this stack did not put (another
+stack's, 0.1.0's, which named no stack, another tool's) is never changed by a sync
+nor deleted by remove_hooks: it is left, and said so. Without STACK_ID (a function
+deployed outside the stack) the metadata names no stack, and a hook is ours when its
+metadata is exactly what the function writes.
 
 When: on a schedule (the safety net), on the Auto Scaling API events CloudTrail
 sees (a group created or tagged gets its hook within seconds) and once at deploy,
@@ -26,7 +32,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -42,6 +48,37 @@ log = logging.getLogger(__name__)
 DEFAULT_RESULT = "CONTINUE"
 
 
+STACK_KEY = "stack_id"
+"""The key of a hook's NotificationMetadata that names the stack (its ARN) that put it."""
+
+
+def metadata_fields(metadata: str) -> dict[str, Any]:
+    """A hook's NotificationMetadata as JSON fields; empty when it is not a JSON object
+    (a plain cluster name, another tool's text)."""
+    try:
+        parsed = json.loads(metadata) if metadata.strip().startswith("{") else None
+    except json.JSONDecodeError:
+        return {}
+    return parsed if isinstance(parsed, dict) else {}
+
+
+def owner_of(found: Mapping[str, Any]) -> str:
+    """The stack ARN a described hook's metadata names; "" when none."""
+    owner = metadata_fields(str(found.get("NotificationMetadata") or "")).get(STACK_KEY)
+    return owner if isinstance(owner, str) else ""
+
+
+def whose(found: Mapping[str, Any]) -> str:
+    """Who put a described hook, in words, for the reasons and the log."""
+    owner = owner_of(found)
+    if owner:
+        parts = owner.split("/")
+        return f"its NotificationMetadata names the stack {parts[1] if len(parts) > 2 else owner}"
+    metadata = str(found.get("NotificationMetadata") or "")
+    cluster = aws.cluster_name_for(metadata, {}, "")
+    return f"its NotificationMetadata names {cluster or 'no cluster'} and no stack"
+
+
 @dataclass(frozen=True)
 class HookSpec:
     """A hook every covered group should have."""
@@ -50,13 +87,20 @@ class HookSpec:
     heartbeat_timeout: int
     notification_metadata: str
     transition: str = TERMINATING
+    owner: str = ""
+    """The stack ARN (STACK_ID) the metadata names; "" none."""
 
     @classmethod
     def from_settings(cls, settings: Settings) -> HookSpec:
-        metadata = ""
-        if settings.cluster_name:
-            metadata = json.dumps({"cluster_name": settings.cluster_name})
-        return cls(settings.lifecycle_hook_name, settings.heartbeat_timeout, metadata)
+        fields = {"cluster_name": settings.cluster_name, STACK_KEY: settings.stack_id}
+        present = {key: value for key, value in fields.items() if value}
+        metadata = json.dumps(present) if present else ""
+        return cls(
+            settings.lifecycle_hook_name,
+            settings.heartbeat_timeout,
+            metadata,
+            owner=settings.stack_id,
+        )
 
     @classmethod
     def all_from_settings(cls, settings: Settings) -> list[HookSpec]:
@@ -77,9 +121,20 @@ class HookSpec:
         return [key for key, value in wanted.items() if str(found.get(key) or "") != str(value)]
 
     def made(self, found: Mapping[str, Any]) -> bool:
-        """Is the described hook one this stack's function put (its metadata names the
-        cluster as the function writes it)? Another tool's hook of the name is not."""
+        """Is the described hook one this stack put (its metadata names this stack)?
+        Without a stack: is its metadata exactly what the function writes? Another
+        stack's, 0.1.0's or another tool's hook of the name is not."""
+        if self.owner:
+            return owner_of(found) == self.owner
         return str(found.get("NotificationMetadata") or "") == self.notification_metadata
+
+    def from_0_1_0(self, found: Mapping[str, Any]) -> bool:
+        """Does the described hook carry the metadata 0.1.0 wrote for this cluster
+        ({"cluster_name": ...}, no stack)? Only an Update of the stack adopts it."""
+        fields = metadata_fields(str(found.get("NotificationMetadata") or ""))
+        ours = metadata_fields(self.notification_metadata)
+        ours.pop(STACK_KEY, None)
+        return bool(fields) and STACK_KEY not in fields and fields == ours
 
 
 @dataclass(frozen=True)
@@ -96,6 +151,8 @@ class HookSync:
     """Group -> why it is left alone."""
     failed: dict[str, str] = field(default_factory=dict)
     """Group (or "(listing)") -> the AWS error; the other groups went on."""
+    not_ours: dict[str, str] = field(default_factory=dict)
+    """Group -> whose hook of the name it has: left as it is."""
     enabled: bool = True
 
     def result(self) -> dict[str, Any]:
@@ -109,6 +166,7 @@ class HookSync:
             "hooks_updated": dict(self.updated),
             "skipped": dict(self.skipped),
             "failed": dict(self.failed),
+            "not_ours": dict(self.not_ours),
         }
 
 
@@ -161,28 +219,58 @@ def sync_hooks(
     settings: Settings,
     trigger: str = "",
     groups: tuple[list[str], dict[str, str]] | None = None,
+    adopt: Collection[Hook] = (),
 ) -> HookSync:
     """Give every covered group the hook; log one summary line; return what happened.
-    `groups`: covered_groups' answer, when the caller has it already."""
+    `groups`: covered_groups' answer, when the caller has it already. A hook of the
+    name that this stack did not put is left as it is (`not_ours`), unless it is in
+    `adopt` (an Update taking over 0.1.0's hooks): then it is rewritten as ours."""
     if not settings.create_lifecycle_hooks:
         sync = HookSync(trigger, enabled=False)
         log.info("hook sync: CREATE_LIFECYCLE_HOOKS is false, the hooks are not ours; nothing done")
         return sync
-    specs = HookSpec.all_from_settings(settings)
     failed: dict[str, str] = {}
     try:
         covered, skipped = groups or covered_groups(autoscaling, settings)
     except AwsError as e:
         covered, skipped = sorted(settings.allowed_asgs), {}
         failed["(listing)"] = str(e)
+    kept = _keep_hooks(autoscaling, covered, HookSpec.all_from_settings(settings), adopt)
+    sync = replace(
+        kept, trigger=trigger, covered=tuple(covered), skipped=skipped, failed=failed | kept.failed
+    )
+    summary = sync.result()
+    text = (
+        f"hook sync ({trigger or 'direct'}): {len(covered)} group(s) covered, "
+        f"{len(sync.created)} hook(s) created, {len(sync.updated)} updated, "
+        f"{len(skipped)} skipped, {len(sync.not_ours)} not ours, {len(sync.failed)} failed"
+    )
+    level = logging.ERROR if sync.failed else logging.WARNING if sync.not_ours else logging.INFO
+    log.log(level, text, extra=logs.safe_fields({"event": "hooks_synced", **summary}))
+    return sync
+
+
+def _keep_hooks(
+    autoscaling: aws.Client, covered: list[str], specs: list[HookSpec], adopt: Collection[Hook]
+) -> HookSync:
+    """Put each spec's hook on each group where it is missing, or ours and differs."""
     created: list[str] = []
     updated: dict[str, list[str]] = {}
+    not_ours: dict[str, str] = {}
+    failed: dict[str, str] = {}
     for asg_name in covered:
         for spec in specs:
             # The launch hook is named after its group and hook in what the sync says.
             what = asg_name if spec.transition == TERMINATING else f"{asg_name}/{spec.name}"
             try:
                 found = aws.describe_hook(autoscaling, asg_name, spec.name)
+                if (
+                    found is not None
+                    and not spec.made(found)
+                    and (asg_name, spec.name) not in adopt
+                ):
+                    not_ours[what] = whose(found)
+                    continue
                 differs = spec.differences(found) if found is not None else []
                 if found is not None and not differs:
                     continue
@@ -194,23 +282,22 @@ def sync_hooks(
                 created.append(what)
             else:
                 updated[what] = differs
-    sync = HookSync(
-        trigger,
-        covered=tuple(covered),
-        created=tuple(created),
-        updated=updated,
-        skipped=skipped,
-        failed=failed,
-    )
-    summary = sync.result()
-    text = (
-        f"hook sync ({trigger or 'direct'}): {len(covered)} group(s) covered, "
-        f"{len(created)} hook(s) created, {len(updated)} updated, {len(skipped)} skipped, "
-        f"{len(failed)} failed"
-    )
-    level = logging.ERROR if failed else logging.INFO
-    log.log(level, text, extra=logs.safe_fields({"event": "hooks_synced", **summary}))
-    return sync
+    return HookSync("", created=tuple(created), updated=updated, not_ours=not_ours, failed=failed)
+
+
+def others_hooks(
+    autoscaling: aws.Client, settings: Settings, groups: Iterable[str]
+) -> dict[Hook, dict[str, Any]]:
+    """The hooks of this stack's names on `groups` that it did not put, as described:
+    (group, name) -> the hook. Raises AwsError when one cannot be read."""
+    found_by_hook: dict[Hook, dict[str, Any]] = {}
+    specs = HookSpec.all_from_settings(settings)
+    for group in groups:
+        for spec in specs:
+            found = aws.describe_hook(autoscaling, group, spec.name)
+            if found is not None and not spec.made(found):
+                found_by_hook[(group, spec.name)] = found
+    return found_by_hook
 
 
 Hook = tuple[str, str]
@@ -235,10 +322,10 @@ def remove_hooks(
     *,
     dry_run: bool = False,
 ) -> HookRemoval:
-    """Delete those of the `candidates` that this stack's function put (with
-    `dry_run`, only say which). Ours: its NotificationMetadata names the cluster as the
-    function writes it (HookSpec.made); a hook of the name made by another tool stays.
-    A group or hook already gone is nothing to do."""
+    """Delete those of the `candidates` that this stack put (with `dry_run`, only say
+    which). Ours: its NotificationMetadata names this stack (HookSpec.made); another
+    stack's, 0.1.0's or another tool's hook of the name stays. A group or hook already
+    gone is nothing to do."""
     spec = HookSpec.from_settings(settings)
     removed: list[Hook] = []
     left: dict[Hook, str] = {}
@@ -249,8 +336,7 @@ def remove_hooks(
             if found is None:
                 continue
             if not spec.made(found):
-                cluster = aws.cluster_name_for(str(found.get("NotificationMetadata", "")), {}, "")
-                left[(group, name)] = f"its NotificationMetadata names {cluster or 'no cluster'}"
+                left[(group, name)] = whose(found)
             elif dry_run or aws.delete_lifecycle_hook(autoscaling, group, name):
                 removed.append((group, name))
         except AwsError as e:

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import itertools
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from drainer import aws, logs
@@ -42,6 +42,15 @@ log = logging.getLogger(__name__)
 
 SUCCESS, FAILED = "SUCCESS", "FAILED"
 _REASON_LIMIT = 1500
+_CREATE_GOES_ON = frozenset({"CREATE_IN_PROGRESS", "UPDATE_IN_PROGRESS"})
+"""The stack's states in which a Create of this resource is still awaited (the stack
+created, or updated with the resource added)."""
+
+
+def physical_id(request: StackRequest) -> str:
+    """The resource's id, the same in every answer for the stack's life: a changed id
+    would make CloudFormation replace the resource and send a Delete for the old one."""
+    return f"{request.stack_name}-lifecycle-hooks"
 
 
 def reply(
@@ -51,7 +60,7 @@ def reply(
     return {
         "Status": status,
         "Reason": reason[:_REASON_LIMIT],
-        "PhysicalResourceId": request.physical_id or f"{request.stack_name}-lifecycle-hooks",
+        "PhysicalResourceId": request.physical_id or physical_id(request),
         "StackId": request.stack_id,
         "RequestId": request.request_id,
         "LogicalResourceId": request.logical_id,
@@ -59,14 +68,46 @@ def reply(
     }
 
 
-def handle(request: StackRequest, autoscaling: aws.Client, settings: Settings) -> dict[str, Any]:
-    """Act on the request, answer CloudFormation, and return the answer."""
+def serve(
+    request: StackRequest, settings: Settings, connect: Callable[[], aws.AwsClients]
+) -> dict[str, Any]:
+    """The handler's entry: the clients built, then handle; answered whatever fails."""
+    try:
+        clients = connect()
+    except Exception as e:
+        return send(request, unexpected(request, e))
+    return handle(request, clients.autoscaling, settings, clients.cloudformation)
+
+
+def handle(
+    request: StackRequest,
+    autoscaling: aws.Client,
+    settings: Settings,
+    cloudformation: aws.Client | None = None,
+) -> dict[str, Any]:
+    """Act on the request, answer CloudFormation, and return the answer. Every request
+    is answered, whatever the exception: CloudFormation would otherwise wait for the
+    resource's ServiceTimeout."""
     logs.bind(trigger=f"cloudformation-{request.kind.lower()}")
     try:
-        answer = _act(request, autoscaling, settings)
+        answer = _act(request, autoscaling, settings, cloudformation)
     except DrainerError as e:
         answer = reply(request, FAILED, f"{request.kind} of the lifecycle hooks failed: {e}")
+    except Exception as e:
+        answer = unexpected(request, e)
     return send(request, answer)
+
+
+def unexpected(request: StackRequest, error: Exception) -> dict[str, Any]:
+    """FAILED with the exception's text, its traceback in the log."""
+    log.exception("custom resource %s: unexpected error", request.kind)
+    why = f"{type(error).__name__}: {error}"
+    return reply(
+        request,
+        FAILED,
+        f"{request.kind} of the lifecycle hooks failed on an unexpected error ({why}); "
+        "the function's log has its traceback",
+    )
 
 
 def unreadable(request: StackRequest, error: Exception) -> dict[str, Any]:
@@ -89,16 +130,20 @@ def send(request: StackRequest, answer: dict[str, Any]) -> dict[str, Any]:
     return {"result": "stack_hooks", "request": request.kind, **answer}
 
 
-def _act(request: StackRequest, autoscaling: aws.Client, settings: Settings) -> dict[str, Any]:
+def _act(
+    request: StackRequest,
+    autoscaling: aws.Client,
+    settings: Settings,
+    cloudformation: aws.Client | None,
+) -> dict[str, Any]:
+    refused = _not_this_stack(request, settings)
+    if refused is not None:
+        return refused
     if not settings.create_lifecycle_hooks:
         return reply(request, SUCCESS, "CREATE_LIFECYCLE_HOOKS is false: the hooks are yours")
-    covered, skipped = hooks.covered_groups(autoscaling, settings)
     if request.kind == "Delete":
-        names = (settings.lifecycle_hook_name, settings.launch_hook_name)
-        removal = hooks.remove_hooks(autoscaling, settings, itertools.product(covered, names))
-        if removal.failed:
-            return reply(request, FAILED, _failed_removal(removal))
-        return reply(request, SUCCESS, _removed(removal), {"Removed": str(len(removal.removed))})
+        return _delete(request, autoscaling, settings)
+    covered, skipped = hooks.covered_groups(autoscaling, settings)
     missing = sorted(g for g, why in skipped.items() if why == hooks.NO_SUCH_GROUP)
     if request.kind == "Create" and missing:  # a group named wrong fails before any change
         why = f"no Auto Scaling group named {', '.join(missing)} (check AsgNames)"
@@ -106,14 +151,41 @@ def _act(request: StackRequest, autoscaling: aws.Client, settings: Settings) -> 
     refused_managed = managed.named_refused(settings, skipped)
     if request.kind == "Create" and refused_managed:
         return reply(request, FAILED, f"{refused_managed}; no hook was put")
+    others = hooks.others_hooks(autoscaling, settings, covered)
+    adopt = _adoptable(request, settings, others)
+    taken = {hook: hooks.whose(found) for hook, found in others.items() if hook not in adopt}
+    if taken:
+        return reply(request, FAILED, _not_ours(taken))
+    answer = _put(request, autoscaling, settings, (covered, skipped), adopt)
+    if answer["Status"] == SUCCESS and missing:
+        answer["Reason"] += f"; gone: {', '.join(missing)}"
+    if answer["Status"] == SUCCESS and request.kind == "Create":
+        moved_on = _stack_moved_on(request, cloudformation)
+        if moved_on is not None:
+            return _undone(request, autoscaling, settings, covered, moved_on)
+    return answer
+
+
+def _put(
+    request: StackRequest,
+    autoscaling: aws.Client,
+    settings: Settings,
+    groups: tuple[list[str], dict[str, str]],
+    adopt: set[hooks.Hook],
+) -> dict[str, Any]:
+    """Put the hooks (adopting `adopt`); on an Update, delete this stack's that it
+    made unwanted."""
     trigger = f"cloudformation-{request.kind.lower()}"
-    sync = hooks.sync_hooks(autoscaling, settings, trigger, (covered, skipped))
-    if sync.failed:
-        failures = "; ".join(f"{what}: {error}" for what, error in sorted(sync.failed.items()))
-        return reply(request, FAILED, failures)
+    sync = hooks.sync_hooks(autoscaling, settings, trigger, groups, adopt)
+    if sync.failed or sync.not_ours:  # not_ours: one put by someone else since we looked
+        failures = {
+            **sync.failed,
+            **{g: f"not this stack's: {w}" for g, w in sync.not_ours.items()},
+        }
+        return reply(request, FAILED, "; ".join(f"{g}: {e}" for g, e in sorted(failures.items())))
     reason = f"hooks on {len(sync.covered)} group(s): {', '.join(sync.covered) or 'none yet'}"
-    if missing:
-        reason += f"; gone: {', '.join(missing)}"
+    if adopt:
+        reason += f"; adopted from 0.1.0: {_named(adopt)}"
     if request.kind == "Update":
         stale = _stale(request, autoscaling, settings, sync.covered)
         removal = hooks.remove_hooks(autoscaling, settings, stale)
@@ -122,6 +194,102 @@ def _act(request: StackRequest, autoscaling: aws.Client, settings: Settings) -> 
         if removal.removed:
             reason += f"; {_removed(removal)}"
     return reply(request, SUCCESS, reason, {"Groups": str(len(sync.covered))})
+
+
+def _not_this_stack(request: StackRequest, settings: Settings) -> dict[str, Any] | None:
+    """The answer to a request from another stack than the function's own (STACK_ID);
+    None when it is its own. Without STACK_ID (a function deployed outside this
+    template) the function cannot tell, and its hooks name no stack."""
+    if not settings.stack_id:
+        log.warning("STACK_ID is empty: the custom resource cannot check the request's stack")
+        return None
+    if request.stack_id != settings.stack_id:
+        return reply(
+            request,
+            FAILED,
+            f"refused: the request is from the stack {request.stack_id}, not this "
+            f"function's ({settings.stack_id}); nothing done",
+        )
+    return None
+
+
+def _delete(request: StackRequest, autoscaling: aws.Client, settings: Settings) -> dict[str, Any]:
+    """Delete this stack's hooks on the covered groups. A Delete of another id than
+    the stack's own is a replaced resource's cleanup: its hooks are the new one's."""
+    if request.physical_id and request.physical_id != physical_id(request):
+        why = (
+            f"{request.physical_id} is not this stack's resource ({physical_id(request)}): "
+            "a replaced resource's cleanup; no hook deleted"
+        )
+        return reply(request, SUCCESS, why)
+    covered, _ = hooks.covered_groups(autoscaling, settings)
+    names = (settings.lifecycle_hook_name, settings.launch_hook_name)
+    removal = hooks.remove_hooks(autoscaling, settings, itertools.product(covered, names))
+    if removal.failed:
+        return reply(request, FAILED, _failed_removal(removal))
+    return reply(request, SUCCESS, _removed(removal), {"Removed": str(len(removal.removed))})
+
+
+def _adoptable(
+    request: StackRequest, settings: Settings, others: Mapping[hooks.Hook, Mapping[str, Any]]
+) -> set[hooks.Hook]:
+    """The hooks an Update takes over: 0.1.0's (its metadata named the cluster and no
+    stack), on a group the stack covered before (named in the old AsgNames, or any
+    covered group when it had an AsgTag). A Create adopts nothing."""
+    if request.kind != "Update":
+        return set()
+    old = request.old_properties
+    named_before = {g.strip() for g in str(old.get("AsgNames") or "").split(",")} - {""}
+    tagged_before = bool(str(old.get("AsgTag") or "").strip())
+    specs = {spec.name: spec for spec in hooks.HookSpec.all_from_settings(settings)}
+    return {
+        (group, name)
+        for (group, name), found in others.items()
+        if (group in named_before or tagged_before) and specs[name].from_0_1_0(found)
+    }
+
+
+def _not_ours(taken: Mapping[hooks.Hook, str]) -> str:
+    each = "; ".join(
+        f"{group} already has a lifecycle hook {name} that this stack did not put ({why})"
+        for (group, name), why in sorted(taken.items())
+    )
+    return (
+        f"{each}. No hook was put or changed: delete that hook, or leave its group out "
+        "of AsgNames and AsgTag"
+    )
+
+
+def _stack_moved_on(request: StackRequest, cloudformation: aws.Client | None) -> str | None:
+    """The stack's state when CloudFormation no longer awaits this Create (it cancelled
+    it, rolled back, deleted the stack: its Delete may have run before our puts); None
+    while it does, or when it cannot be told (then the answer is as if it did)."""
+    if cloudformation is None:
+        return None
+    try:
+        status = aws.stack_status(cloudformation, request.stack_id)
+    except DrainerError as e:
+        log.warning("cannot tell whether the stack still awaits this Create: %s", e)
+        return None
+    return None if status is None or status in _CREATE_GOES_ON else status
+
+
+def _undone(
+    request: StackRequest,
+    autoscaling: aws.Client,
+    settings: Settings,
+    covered: Iterable[str],
+    status: str,
+) -> dict[str, Any]:
+    names = (settings.lifecycle_hook_name, settings.launch_hook_name)
+    removal = hooks.remove_hooks(autoscaling, settings, itertools.product(covered, names))
+    done = _failed_removal(removal) if removal.failed else _removed(removal)
+    return reply(
+        request,
+        FAILED,
+        f"the stack is {status}: CloudFormation gave up on this Create while it ran; "
+        f"the hooks it put are removed again: {done}",
+    )
 
 
 def _stale(

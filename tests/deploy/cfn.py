@@ -207,6 +207,10 @@ class Stack:
             "AWS::AccountId": ACCOUNT,
             "AWS::Partition": "aws",
             "AWS::StackName": self.names["stack"],
+            "AWS::StackId": (
+                f"arn:aws:cloudformation:{REGION}:{ACCOUNT}:stack/{self.names['stack']}/"
+                "5b3f4c60-0000-11ef-0000-0a1b2c3d4e5f"
+            ),
             "AWS::URLSuffix": "amazonaws.com",
         }
         if name in pseudo:

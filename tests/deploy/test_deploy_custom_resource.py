@@ -38,6 +38,7 @@ def test_create_then_delete_through_the_runtime__no_hook_of_ours_left(account: A
         "AWS_SECRET_ACCESS_KEY": os.environ["AWS_SECRET_ACCESS_KEY"],
         "CLUSTER_NAME": CLUSTER,
         "ALLOWED_ASGS": "nodes-a,nodes-b,nodes-c",
+        "STACK_ID": cfn.STACK_ID,
     }
     with AwsSimServer() as aws, cfn.response_server() as answers:
         with LambdaRie.start({**env, "AWS_ENDPOINT_URL": aws.url}) as function:

@@ -20,7 +20,17 @@ from botocore import xform_name
 from .cfn import ACCOUNT, REGION, ROOT, Stack
 from .conftest import ASGS, CLUSTER
 
-SERVICES = ("ec2", "autoscaling", "eks", "lambda", "sts", "elbv2", "sns", "scheduler")
+SERVICES = (
+    "ec2",
+    "autoscaling",
+    "eks",
+    "lambda",
+    "sts",
+    "elbv2",
+    "sns",
+    "scheduler",
+    "cloudformation",
+)
 # Variable or attribute names the drainer gives its boto3 clients.
 CLIENT_NAMES = {
     "ec2": "ec2",
@@ -32,6 +42,7 @@ CLIENT_NAMES = {
     "elbv2": "elbv2",
     "sns": "sns",
     "scheduler": "scheduler",
+    "cloudformation": "cloudformation",
 }
 # Actions the role has only when the stack configures them (a topic for notices).
 LEAD = {"ScheduledChangeLeadSeconds": "86400"}
@@ -75,6 +86,7 @@ RESOURCE_LEVEL = {
     "scheduler:CreateSchedule": True,
     "iam:PassRole": True,
 }
+    "cloudformation:DescribeStacks": True,
 # Statements narrowed by a condition (the only ones with one).
 CONDITIONED = {
     "LeaveTheClustersTargetGroups",

@@ -582,7 +582,7 @@ def test_function_architecture_logging_and_vpc_follow_the_parameters():
 # --- every drainer setting is a parameter, in step with drainer/lifecycle/settings.py -------
 
 
-SET_BY_THE_STACK = {"SCHEDULER_ROLE_ARN"}
+SET_BY_THE_STACK = {"SCHEDULER_ROLE_ARN", "STACK_ID"}
 """Settings the stack fills in from its own resources, not from a parameter."""
 
 

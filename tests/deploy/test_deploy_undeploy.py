@@ -20,25 +20,29 @@ HOOK = "eks-node-drainer"  # LifecycleHookName's default
 @pytest.fixture
 def groups(moto_stack: MotoStack) -> dict[str, str]:
     """The stack's two named groups, the first with this stack's hook, the second
-    with a hook of the same name that names another cluster; a third group, not the
-    stack's, with this stack's hook name and metadata."""
+    with a hook of the same name that names the cluster but no stack (0.1.0's, or
+    another stack's); a third group, not the stack's, with this stack's hook."""
     ec2, autoscaling = moto_stack.client("ec2"), moto_stack.client("autoscaling")
+    stack_id = moto_stack.client("cloudformation").describe_stacks(StackName=STACK)["Stacks"][0][
+        "StackId"
+    ]
+    ours = {"cluster_name": CLUSTER, "stack_id": stack_id}
     made = {
-        ASGS[0]: CLUSTER,
-        ASGS[1]: "another-cluster",
-        "not-listed": CLUSTER,
+        ASGS[0]: ours,
+        ASGS[1]: {"cluster_name": CLUSTER},
+        "not-listed": ours,
     }
-    for name, cluster in made.items():
+    for name, metadata in made.items():
         create_node_group(
             ec2,
             autoscaling,
             asg_name=name,
             size=0,
             hook_name=HOOK,
-            cluster_name=cluster,
-            notification_metadata=json.dumps({"cluster_name": cluster}),
+            cluster_name=metadata["cluster_name"],
+            notification_metadata=json.dumps(metadata),
         )
-    return made
+    return {name: metadata["cluster_name"] for name, metadata in made.items()}
 
 
 def _hooks(moto_stack: MotoStack, group: str) -> list[str]:
@@ -63,9 +67,8 @@ def test_dry_run__says_what_it_would_delete__deletes_nothing(
     assert status == 0
     text = "\n".join(lines)
     assert f"hook {HOOK} on 1 group(s): {ASGS[0]}" in text
-    assert f"left alone: {HOOK} on {ASGS[1]} (its NotificationMetadata names another-cluster)" in (
-        text
-    )
+    why = f"its NotificationMetadata names {CLUSTER} and no stack"
+    assert f"left alone: {HOOK} on {ASGS[1]} ({why})" in text
     assert "dry run: nothing deleted" in text
     assert STACK in _stacks(moto_stack)
     assert _hooks(moto_stack, ASGS[0]) == [HOOK]
@@ -85,7 +88,7 @@ def test_yes__stack_deleted_then_its_hooks__others_left(
     assert status == 0, lines
     assert STACK not in _stacks(moto_stack)
     assert _hooks(moto_stack, ASGS[0]) == [], "the stack's hook is left behind"
-    assert _hooks(moto_stack, ASGS[1]) == [HOOK], "another cluster's hook was deleted"
+    assert _hooks(moto_stack, ASGS[1]) == [HOOK], "a hook that names no stack was deleted"
     assert _hooks(moto_stack, "not-listed") == [HOOK], "a group the stack never covered"
     assert f"deleted hook {HOOK} on {ASGS[0]}" in lines
 
@@ -112,13 +115,14 @@ def test_yes__with_the_launch_hook__both_hooks_deleted(
     moto_stack: MotoStack, groups: dict[str, str]
 ) -> None:
     autoscaling = moto_stack.client("autoscaling")
+    (ours,) = autoscaling.describe_lifecycle_hooks(AutoScalingGroupName=ASGS[0])["LifecycleHooks"]
     autoscaling.put_lifecycle_hook(
         AutoScalingGroupName=ASGS[0],
         LifecycleHookName="eks-node-drainer-launch",
         LifecycleTransition="autoscaling:EC2_INSTANCE_LAUNCHING",
         HeartbeatTimeout=300,
         DefaultResult="CONTINUE",
-        NotificationMetadata=json.dumps({"cluster_name": CLUSTER}),
+        NotificationMetadata=ours["NotificationMetadata"],  # names this stack
     )
     lines: list[str] = []
 

@@ -17,6 +17,11 @@ STACK_ID = (
     "arn:aws:cloudformation:us-east-1:123456789012:stack/eks-node-drainer/"
     "5b3f4c60-0000-11ef-0000-0a1b2c3d4e5f"
 )
+OTHER_STACK_ID = (
+    "arn:aws:cloudformation:us-east-1:123456789012:stack/eks-node-drainer-b/"
+    "0c1d2e3f-0000-11ef-0000-0a1b2c3d4e5f"
+)
+"""Another stack of the same cluster, in the same account."""
 SERVICE_TOKEN = "arn:aws:lambda:us-east-1:123456789012:function:eks-node-drainer"
 
 
@@ -27,13 +32,15 @@ def request(
     *,
     old: Mapping[str, str] | None = None,
     physical_id: str | None = None,
+    stack_id: str = STACK_ID,
 ) -> dict[str, Any]:
-    """A Create, Update or Delete request of Custom::LifecycleHooks."""
+    """A Create, Update or Delete request of Custom::LifecycleHooks (from the stack
+    `stack_id`)."""
     event: dict[str, Any] = {
         "RequestType": kind,
         "ServiceToken": SERVICE_TOKEN,
         "ResponseURL": response_url,
-        "StackId": STACK_ID,
+        "StackId": stack_id,
         "RequestId": str(uuid.uuid4()),
         "LogicalResourceId": "LifecycleHooks",
         "ResourceType": "Custom::LifecycleHooks",
