@@ -11,11 +11,14 @@ from typing import Any
 
 import pytest
 from support import objects
+from support.clock import FakeClock
 
 from drainer import aws
 from drainer.k8s.cordon import PROGRESS_ANNOTATION
 from drainer.k8s.kube import Kube
-from drainer.lifecycle import launch
+from drainer.lifecycle import events, joined, launch, notices
+from drainer.lifecycle.job import Tools
+from drainer.lifecycle.settings import Settings
 from kubesim import KubeSim
 from kubesim.controllers import STARTUP
 from testbed import workloads
@@ -42,16 +45,41 @@ def _set_ready(sim: KubeSim, kind: str, name: str, ready: bool, namespace: str =
     sim.api.update(resource, current, namespace, name, subresource="status")
 
 
-def test_readiness__no_node__waits_for_it_to_register(sim: KubeSim, kube: Kube) -> None:
-    assert launch._readiness(kube, IDENTITY, True) == ("", "its node to register")
+def _look(kube: Kube, *, restarted: bool = False, **settings: Any) -> tuple[str, str]:
+    """(the node's name, what it still lacks for the end line) after one look."""
+    seen = joined.look(kube, IDENTITY, Settings(**settings), restarted=restarted)
+    return seen.node, seen.missing
 
 
-def test_readiness__registered_not_ready__then_its_daemonset_pods__then_ready(
+def _taint(sim: KubeSim, *keys: str, cordoned: bool = False) -> None:
+    node = objects.node(NODE, instance=INSTANCE)
+    node["spec"]["taints"] = [{"key": key, "effect": "NoSchedule"} for key in keys]
+    if cordoned:
+        node["spec"]["unschedulable"] = True
+    sim.apply(node)
+    _set_ready(sim, "Node", NODE, True)
+
+
+def test_look__no_node__waits_for_it_to_register(sim: KubeSim, kube: Kube) -> None:
+    seen = joined.look(kube, IDENTITY, Settings(), restarted=False)
+    assert (seen.node, seen.waiting_for, seen.missing) == (
+        "",
+        "its node to register",
+        "registration",
+    )
+
+
+def test_look__registered_not_ready__then_its_daemonset_pods__then_ready(
     sim: KubeSim, kube: Kube
 ) -> None:
     sim.apply(objects.node(NODE, instance=INSTANCE))
     _set_ready(sim, "Node", NODE, False)
-    assert launch._readiness(kube, IDENTITY, True) == (NODE, f"node {NODE} to be Ready")
+    seen = joined.look(kube, IDENTITY, Settings(), restarted=False)
+    assert (seen.node, seen.waiting_for, seen.missing) == (
+        NODE,
+        f"node {NODE} to be Ready",
+        "ready",
+    )
 
     _set_ready(sim, "Node", NODE, True)
     agent = workloads.daemonset("cni")
@@ -59,29 +87,96 @@ def test_readiness__registered_not_ready__then_its_daemonset_pods__then_ready(
     sim.apply(agent)
     cni = _one_pod(sim, "kube-system")
     sim.apply(objects.pod("web-1", node_name=NODE, annotations={STARTUP: "3600"}))
-    name, waiting = launch._readiness(kube, IDENTITY, True)
-    assert (name, waiting) == (NODE, f"its DaemonSet pods to be Ready (kube-system/{cni})")
-    assert launch._readiness(kube, IDENTITY, False) == (NODE, ""), "not asked to wait for them"
+    seen = joined.look(kube, IDENTITY, Settings(), restarted=False)
+    assert seen.waiting_for == f"its DaemonSet pods to be Ready (kube-system/{cni})"
+    assert seen.missing == "daemonset pods"
+    assert _look(kube, launch_wait_daemonsets=False) == (NODE, ""), "not asked to wait for them"
 
     _set_ready(sim, "Pod", cni, True, "kube-system")
-    ready = launch._readiness(kube, IDENTITY, True)
-    assert ready == (NODE, ""), "a pod of no DaemonSet is not waited for"
+    assert _look(kube) == (NODE, ""), "a pod of no DaemonSet is not waited for"
 
 
-def test_readiness__back_from_the_warm_pool__waits_for_the_shutdown_taint_to_go(
+@pytest.mark.parametrize(
+    "key",
+    [
+        "node.cloudprovider.kubernetes.io/uninitialized",
+        "node.kubernetes.io/not-ready",
+        "node.kubernetes.io/unreachable",
+        "node.kubernetes.io/network-unavailable",
+        "node.cilium.io/agent-not-ready",
+        "ebs.csi.aws.com/agent-not-ready",
+        "efs.csi.aws.com/agent-not-ready",
+    ],
+)
+def test_startup_taint__the_fixed_ones_and_the_default_agents(key: str) -> None:
+    node = {"spec": {"taints": [{"key": "example.com/someone-elses"}, {"key": key}]}}
+    assert joined.startup_taint(node, Settings()) == key
+    only_others = {"spec": {"taints": [{"key": "example.com/someone-elses"}]}}
+    assert joined.startup_taint(only_others, Settings()) == "", "not a startup taint"
+
+
+@pytest.mark.parametrize(
+    "key", ["node.cloudprovider.kubernetes.io/uninitialized", "node.cilium.io/agent-not-ready"]
+)
+def test_look__ready_with_a_startup_taint__waits_for_it_to_go(
+    sim: KubeSim, kube: Kube, key: str
+) -> None:
+    _taint(sim, key, "example.com/someone-elses")
+
+    seen = joined.look(kube, IDENTITY, Settings(), restarted=False)
+
+    assert (seen.missing, seen.waiting_for) == (
+        f"taint {key}",
+        f"node {NODE} to lose the taint {key}",
+    )
+    others = [{"key": "example.com/someone-elses", "effect": "NoSchedule"}]
+    kube.patch_node(NODE, {"spec": {"taints": others}})
+    assert _look(kube) == (NODE, ""), "a taint not known to be a startup taint is not waited for"
+
+
+def test_look__startup_taints_are_configurable__the_fixed_ones_are_not(
     sim: KubeSim, kube: Kube
 ) -> None:
-    node = objects.node(NODE, instance=INSTANCE)
-    node["spec"]["taints"] = [{"key": launch.SHUTDOWN_TAINT, "effect": "NoSchedule"}]
-    sim.apply(node)
-    _set_ready(sim, "Node", NODE, True)
+    _taint(sim, "node.cilium.io/agent-not-ready")
+    assert _look(kube, launch_startup_taints=frozenset()) == (NODE, "")
+    assert _look(kube, launch_startup_taints=frozenset({"calico.example/not-ready"})) == (NODE, "")
 
-    waiting = f"node {NODE} to lose the taint {launch.SHUTDOWN_TAINT}"
-    assert launch._readiness(kube, IDENTITY, False, restarted=True) == (NODE, waiting)
-    assert launch._readiness(kube, IDENTITY, False) == (NODE, ""), "a new node: not looked at"
+    both = ["calico.example/not-ready", "node.cloudprovider.kubernetes.io/uninitialized"]
+    kube.patch_node(NODE, {"spec": {"taints": [{"key": k, "effect": "NoSchedule"} for k in both]}})
+    mine = frozenset({"calico.example/not-ready"})
+    assert _look(kube, launch_startup_taints=frozenset()) == (
+        NODE,
+        "taint node.cloudprovider.kubernetes.io/uninitialized",
+    )
+    kube.patch_node(
+        NODE, {"spec": {"taints": [{"key": "calico.example/not-ready", "effect": "NoExecute"}]}}
+    )
+    assert _look(kube, launch_startup_taints=mine) == (NODE, "taint calico.example/not-ready")
+
+
+def test_look__cordoned__told_by_default__waited_for_when_asked(sim: KubeSim, kube: Kube) -> None:
+    # The cordon's own taint (the node lifecycle controller's) is the cordon's.
+    _taint(sim, "node.kubernetes.io/unschedulable", cordoned=True)
+
+    seen = joined.look(kube, IDENTITY, Settings(), restarted=False)
+    assert (seen.missing, seen.cordoned) == ("", True)
+    assert _look(kube, launch_wait_for_uncordon=True) == (NODE, "uncordon")
+    assert _look(kube, launch_wait_for_uncordon=True, restarted=True) == (NODE, ""), (
+        "back from the warm pool the cordon is the drain's, which the release undoes"
+    )
+
+
+def test_look__back_from_the_warm_pool__waits_for_the_shutdown_taint_to_go(
+    sim: KubeSim, kube: Kube
+) -> None:
+    _taint(sim, launch.SHUTDOWN_TAINT)
+
+    seen = joined.look(kube, IDENTITY, Settings(), restarted=True)
+    assert seen.waiting_for == f"node {NODE} to lose the taint {launch.SHUTDOWN_TAINT}"
+    assert _look(kube, launch_wait_daemonsets=False) == (NODE, ""), "a new node: not looked at"
 
     kube.patch_node(NODE, {"spec": {"taints": None}})
-    assert launch._readiness(kube, IDENTITY, False, restarted=True) == (NODE, "")
+    assert _look(kube, restarted=True) == (NODE, "")
 
 
 def _drained(sim: KubeSim, phase: str, **record: Any) -> None:
@@ -152,3 +247,96 @@ def _one_pod(sim: KubeSim, namespace: str) -> str:
 )
 def test_lifecycle_result(result: str, on_timeout: str, told: Any) -> None:
     assert launch._lifecycle_result(launch.Joining(result, ""), on_timeout) == told
+
+
+def _tools(clock: FakeClock, **settings: Any) -> Tools:
+    def no_kube(*_: Any) -> Kube:
+        raise AssertionError("_until_ready is handed its client")
+
+    clients = aws.AwsClients(None, None, None, lambda: None)
+    return Tools(Settings(**settings), clients, no_kube, clock, clock.sleep)
+
+
+def test_until_ready__a_taint_that_never_clears__not_joined_at_the_limit_naming_it(
+    sim: KubeSim, kube: Kube
+) -> None:
+    _taint(sim, "ebs.csi.aws.com/agent-not-ready")
+    clock = FakeClock(NOW)
+
+    joining = launch._until_ready(kube, IDENTITY, _tools(clock), NOW + 600, NOW)
+
+    assert (joining.result, joining.missing) == (
+        "not_joined",
+        "taint ebs.csi.aws.com/agent-not-ready",
+    )
+    assert clock() == NOW + 600, "it looked until the limit, on the injected clock"
+    assert "still waiting for node ip-10-0-1-23.ec2.internal to lose the taint" in joining.message
+    assert launch._lifecycle_result(joining, "abandon") == "ABANDON"
+
+
+def test_until_ready__cordoned_at_registration__joined_cordoned_said(
+    sim: KubeSim, kube: Kube
+) -> None:
+    _taint(sim, cordoned=True)
+    clock = FakeClock(NOW)
+
+    joining = launch._until_ready(
+        kube, IDENTITY, _tools(clock, launch_wait_daemonsets=False), NOW + 600, NOW - 40
+    )
+
+    assert (joining.result, joining.cordoned) == ("joined", True)
+    assert "is Ready but cordoned, not by eks-node-drainer" in joining.message
+    assert "LAUNCH_WAIT_FOR_UNCORDON=false" in joining.message
+    assert launch._lifecycle_result(joining, "abandon") == "CONTINUE"
+
+    waited = launch._until_ready(
+        kube,
+        IDENTITY,
+        _tools(clock, launch_wait_daemonsets=False, launch_wait_for_uncordon=True),
+        NOW + 600,
+        NOW,
+    )
+    assert (waited.result, waited.missing) == ("not_joined", "uncordon")
+
+
+def test_launch_notice__names_what_was_missing_and_what_to_do() -> None:
+    event = events.parse_event(_launch_event())
+    assert isinstance(event, events.LifecycleEvent)
+    summary = {
+        "result": "not_joined",
+        "lifecycle_result": "ABANDON",
+        "cluster": "prod",
+        "node": NODE,
+        "waiting_for": "taint node.cilium.io/agent-not-ready",
+        "message": "still waiting for ...",
+    }
+
+    subject, text, attributes = notices.launch_notice(
+        event, summary, joined.advice(summary["waiting_for"])
+    )
+
+    assert subject == f"eks-node-drainer: {NODE} cannot take pods: launch TIMED OUT"
+    assert "Still missing: taint node.cilium.io/agent-not-ready." in text
+    assert "ABANDON: Auto Scaling terminates the instance and launches another" in text
+    assert "take it out of LAUNCH_STARTUP_TAINTS" in text
+    assert attributes["result"] == "not_joined"
+
+
+def _launch_event() -> dict[str, Any]:
+    return {
+        "version": "0",
+        "id": "e1",
+        "detail-type": "EC2 Instance-launch Lifecycle Action",
+        "source": "aws.autoscaling",
+        "account": "123456789012",
+        "time": "2026-11-28T06:00:00Z",
+        "region": "us-east-1",
+        "resources": [],
+        "detail": {
+            "LifecycleActionToken": "token",
+            "AutoScalingGroupName": "eks-workers",
+            "LifecycleHookName": "eks-node-drainer-launch",
+            "EC2InstanceId": INSTANCE,
+            "LifecycleTransition": "autoscaling:EC2_INSTANCE_LAUNCHING",
+        },
+    }

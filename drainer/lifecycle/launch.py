@@ -1,8 +1,9 @@
 """The launch lifecycle hook's trigger (LAUNCH_HOOK): a new instance of a node group
-waits in Pending:Wait until its node has joined the cluster and is Ready (and, with
-LAUNCH_WAIT_DAEMONSETS, its DaemonSet pods on it are Ready), heartbeating; then
-CONTINUE. An instance refresh or a replacement so moves on to terminate the next
-old node only once the new one can take its pods.
+waits in Pending:Wait until its node can take pods, heartbeating; then CONTINUE. An
+instance refresh or a replacement so moves on to terminate the next old node only
+once the new one can take its pods. What "can take pods" means (Ready, the startup
+taints gone, a cordon told or waited for, with LAUNCH_WAIT_DAEMONSETS its DaemonSet
+pods Ready) is drainer/lifecycle/joined.py's.
 
 An instance that comes back from the warm pool (Origin "WarmPool") has kept its
 Node object, cordoned and labelled by the drain that sent it there: once the node
@@ -12,10 +13,11 @@ someone else set stays, said in a log line), then answers CONTINUE. An instance
 launched into the warm pool is answered at once: it is stopped once warmed, and a
 node it registers meanwhile is left alone.
 
-A node not Ready within LAUNCH_TIMEOUT_SECONDS of the action's start (or by the end
-of this invocation) gets LAUNCH_TIMEOUT_RESULT: ABANDON (Auto Scaling terminates the
-instance and launches another; an instance refresh stops) or CONTINUE with a
-warning. When the cluster cannot be read at all (RBAC, TLS, no such cluster), the
+A node that cannot take pods within LAUNCH_TIMEOUT_SECONDS of the action's start (or
+by the end of this invocation) gets LAUNCH_TIMEOUT_RESULT: ABANDON (Auto Scaling
+terminates the instance and launches another; an instance refresh stops) or CONTINUE
+with a warning; the end line, an Event on the node and the notice say what it still
+lacked. When the cluster cannot be read at all (RBAC, TLS, no such cluster), the
 function says so and answers CONTINUE: a broken drainer must not stop a group from
 launching. The hook's own DefaultResult is CONTINUE for the same reason.
 """
@@ -29,12 +31,11 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from drainer import aws, logs
-from drainer.engine import pods
 from drainer.errors import AwsError, ClusterNotFound, FatalKubeError, InstanceNotFound, KubeError
 from drainer.k8s.cordon import live_drain, progress_of, release
+from drainer.k8s.events import EventRecorder, Regarding
 from drainer.k8s.kube import Kube
-from drainer.k8s.nodes import find_node_object
-from drainer.lifecycle import ending
+from drainer.lifecycle import ending, joined, notices
 from drainer.lifecycle.admission import group_refused, group_tags, resolve_cluster
 from drainer.lifecycle.events import (
     EC2_TRIGGERS,
@@ -54,10 +55,8 @@ POLL_SECONDS = 2.0
 then a list by label or providerID)."""
 READY_POLL_SECONDS = 0.5
 """How often once it has registered (a GET of the node, a list of its pods): the
-launch action goes on as soon as the node is Ready."""
-SHUTDOWN_TAINT = "node.cloudprovider.kubernetes.io/shutdown"
-"""The cloud controller's taint on the node of a stopped instance, removed once the
-instance runs again: a node back from the warm pool is not usable before."""
+launch action goes on as soon as the node can take pods."""
+SHUTDOWN_TAINT = joined.SHUTDOWN_TAINT
 
 
 @dataclass(frozen=True)
@@ -70,6 +69,12 @@ class Joining:
     node: str = ""
     heartbeats: int = 0
     action_gone: bool = False
+    missing: str = ""
+    """Not joined: what the node still lacked (joined.Look.missing)."""
+    cordoned: bool = False
+    """Joined cordoned (not by the drainer): it takes no pods until someone uncordons it."""
+    cluster: str = ""
+    node_uid: str = ""
     released: tuple[str, ...] = ()
     """Back from the warm pool: what the release undid on the node."""
     kept: tuple[str, ...] = ()
@@ -95,16 +100,42 @@ def handle(event: LifecycleEvent, tools: Tools, invocation: Invocation | None) -
     completed = None
     if result is not None and not joining.action_gone:
         completed = ending.complete(clients, event, result)
+    summary = _summary(event, joining, result, completed, time.monotonic() - started)
+    level = logging.INFO if joining.result == "joined" and not joining.cordoned else logging.WARNING
+    log.log(
+        level,
+        "launch finished: %s; lifecycle result %s",
+        joining.message,
+        result or "none",
+        extra=logs.safe_fields({"event": "launch_finished", **summary}),
+    )
+    if joining.result in ("not_joined", "failed") or joining.cordoned:
+        ending.notify(settings, clients, notices.launch_notice(event, summary, _advice(joining)))
+    return summary
+
+
+def _summary(
+    event: LifecycleEvent,
+    joining: Joining,
+    result: str | None,
+    completed: bool | None,
+    seconds: float,
+) -> dict[str, Any]:
+    """The end line's keys (launch_finished)."""
     summary: dict[str, Any] = {
         "result": joining.result,
         "lifecycle_result": result or "none",
         "completed": completed,
         "trigger": LAUNCH_TRIGGER,
+        "cluster": joining.cluster,
         "node": joining.node,
+        "cordoned": joining.cordoned,
         "heartbeats": joining.heartbeats,
-        "seconds": round(time.monotonic() - started, 3),
+        "seconds": round(seconds, 3),
         "message": joining.message,
     }
+    if joining.result == "not_joined":
+        summary["waiting_for"] = joining.missing
     if event.out_of_warm_pool:
         summary["origin"] = WARM_POOL_NAME
         summary["released"] = list(joining.released)
@@ -118,15 +149,17 @@ def handle(event: LifecycleEvent, tools: Tools, invocation: Invocation | None) -
                 joining.result,
                 joining.node,
             )
-    level = logging.INFO if joining.result == "joined" else logging.WARNING
-    log.log(
-        level,
-        "launch finished: %s; lifecycle result %s",
-        joining.message,
-        result or "none",
-        extra=logs.safe_fields({"event": "launch_finished", **summary}),
-    )
     return summary
+
+
+def _advice(joining: Joining) -> str:
+    if joining.cordoned:
+        return (
+            "The node takes no pods until it is uncordoned (kubectl uncordon "
+            f"{joining.node}): it was cordoned, not by eks-node-drainer. "
+            "LAUNCH_WAIT_FOR_UNCORDON=true makes a launch wait for the uncordon instead."
+        )
+    return joined.advice(joining.missing)
 
 
 def _lifecycle_result(joining: Joining, on_timeout: str) -> str | None:
@@ -170,20 +203,57 @@ def _wait(event: LifecycleEvent, tools: Tools, invocation: Invocation | None) ->
     heartbeat = aws.Heartbeat(clients.autoscaling, event, max(1.0, hook.heartbeat_interval))
     heartbeat.start()
     try:
-        kube = tools.kube_factory(cluster, cluster.name, settings)
-        try:
-            joining = _until_ready(
-                kube, identity, tools, limit, began, restarted=event.out_of_warm_pool
-            )
-            if joining.result == "joined" and event.out_of_warm_pool:
-                joining = _release(kube, joining, began, tools.clock)
-        finally:
-            kube.close()
-    except FatalKubeError as e:  # TLS, a refused token: the cluster cannot be read
-        joining = Joining("failed", f"the cluster cannot be read: {e}")
+        joining = _on_the_cluster(event, tools, cluster, identity, began=began, limit=limit)
     finally:
         heartbeat.stop()
-    return replace(joining, heartbeats=heartbeat.beats, action_gone=heartbeat.gone)
+    return replace(
+        joining, heartbeats=heartbeat.beats, action_gone=heartbeat.gone, cluster=cluster_name
+    )
+
+
+def _on_the_cluster(
+    event: LifecycleEvent,
+    tools: Tools,
+    cluster: aws.ClusterInfo,
+    identity: aws.NodeIdentity,
+    *,
+    began: float,
+    limit: float,
+) -> Joining:
+    """Wait for the node, release it when it is back from the warm pool, and tell the
+    end on it as an Event."""
+    settings = tools.settings
+    try:
+        kube = tools.kube_factory(cluster, cluster.name, settings)
+        recorder = EventRecorder(kube, clock=tools.clock)
+        try:
+            restarted = event.out_of_warm_pool
+            joining = _until_ready(kube, identity, tools, limit, began, restarted=restarted)
+            if joining.result == "joined" and restarted:
+                joining = _release(kube, joining, began, tools.clock)
+            told = _lifecycle_result(joining, settings.launch_timeout_result)
+            _tell_node(recorder, joining, told)
+        finally:
+            recorder.close(then=kube.close)
+    except FatalKubeError as e:  # TLS, a refused token: the cluster cannot be read
+        joining = Joining("failed", f"the cluster cannot be read: {e}")
+    return joining
+
+
+def _tell_node(recorder: EventRecorder, joining: Joining, told: str | None) -> None:
+    """The launch's end as an Event on the node (`kubectl describe node`): Joined,
+    JoinedCordoned or NotJoined, with what the Auto Scaling group is told."""
+    if not joining.node or told is None or joining.result == "failed":
+        return
+    group = f"; the Auto Scaling group is told {told}"
+    if joining.result == "not_joined":
+        reason, warning = "NotJoined", True
+    elif joining.cordoned:
+        reason, warning = "JoinedCordoned", True
+    else:
+        reason, warning = "Joined", False
+    regarding = Regarding("Node", joining.node, uid=joining.node_uid)
+    recorder.record(regarding, reason, "Launch", f"{joining.message}{group}", warning=warning)
 
 
 def _release(kube: Kube, joining: Joining, began: float, clock: Callable[[], float]) -> Joining:
@@ -233,6 +303,7 @@ def _release(kube: Kube, joining: Joining, began: float, clock: Callable[[], flo
         ),
         released=tuple(done.changed),
         kept=tuple(done.kept),
+        cordoned=not schedulable,
     )
 
 
@@ -245,66 +316,52 @@ def _until_ready(
     *,
     restarted: bool = False,
 ) -> Joining:
-    """Look at the instance's node until it is ready or `limit` passes. `restarted`:
-    the instance comes back from the warm pool, its node must also have lost EC2's
-    shutdown taint."""
+    """Look at the instance's node until it can take pods or `limit` passes.
+    `restarted`: the instance comes back from the warm pool (joined.look)."""
     clock = tools.clock
-    waiting_for = "its node to register"
+    seen = joined.Look()
     said = ""
-    node = ""
     while True:
         try:
-            node, waiting_for = _readiness(
-                kube, identity, tools.settings.launch_wait_daemonsets, restarted=restarted
-            )
+            seen = joined.look(kube, identity, tools.settings, restarted=restarted)
         except FatalKubeError as e:
-            return Joining("failed", f"the cluster cannot be read: {e}", node)
+            return Joining("failed", f"the cluster cannot be read: {e}", seen.node)
         except KubeError as e:
             log.info("looking at the new node failed for now: %s", e)
         now = clock()
-        if waiting_for and waiting_for != said:
-            log.info("instance %s: waiting for %s", identity.instance_id, waiting_for)
-            said = waiting_for
-        if not waiting_for:
-            return Joining(
-                "joined",
-                f"node {node} of instance {identity.instance_id} is Ready "
-                f"{now - began:.0f} s after the launch began",
-                node,
-            )
+        if seen.waiting_for and seen.waiting_for != said:
+            log.info("instance %s: waiting for %s", identity.instance_id, seen.waiting_for)
+            said = seen.waiting_for
+        if not seen.waiting_for:
+            return _joined(seen, identity, now - began, restarted=restarted)
         if now >= limit:
             return Joining(
                 "not_joined",
-                f"instance {identity.instance_id}: still waiting for {waiting_for} "
+                f"instance {identity.instance_id}: still waiting for {seen.waiting_for} "
                 f"{now - began:.0f} s after the launch began (LAUNCH_TIMEOUT_SECONDS or the "
                 "invocation's end)",
-                node,
+                seen.node,
+                missing=seen.missing,
+                cordoned=seen.cordoned,
+                node_uid=seen.uid,
             )
-        pause = READY_POLL_SECONDS if node else POLL_SECONDS
+        pause = READY_POLL_SECONDS if seen.node else POLL_SECONDS
         tools.sleep(max(0.0, min(pause, limit - now)))
 
 
-def _readiness(
-    kube: Kube, identity: aws.NodeIdentity, daemonsets: bool, *, restarted: bool = False
-) -> tuple[str, str]:
-    """(the node's name, what it still waits for; "" when ready)."""
-    found = find_node_object(
-        kube, identity.private_dns_name, identity.hostname_candidates, identity.provider_id_suffix
-    )
-    if found is None:
-        return "", "its node to register"
-    name = str(found["metadata"]["name"])
-    if not pods.is_ready(found):
-        return name, f"node {name} to be Ready"
-    taints = (found.get("spec") or {}).get("taints") or []
-    if restarted and any(t.get("key") == SHUTDOWN_TAINT for t in taints):
-        return name, f"node {name} to lose the taint {SHUTDOWN_TAINT}"
-    if not daemonsets:
-        return name, ""
-    on_node, _ = kube.list_pods_on_node(name)
-    waiting = sorted(
-        pods.name(p) for p in on_node if pods.is_daemonset_pod(p) and not pods.is_ready(p)
-    )
-    if waiting:
-        return name, f"its DaemonSet pods to be Ready ({', '.join(waiting[:5])})"
-    return name, ""
+def _joined(
+    seen: joined.Look, identity: aws.NodeIdentity, seconds: float, *, restarted: bool
+) -> Joining:
+    ready = f"node {seen.node} of instance {identity.instance_id} is Ready"
+    after = f"{seconds:.0f} s after the launch began"
+    if seen.cordoned and not restarted:  # back from the pool: the release decides
+        return Joining(
+            "joined",
+            f"{ready} but cordoned, not by eks-node-drainer (spec.unschedulable, set when it "
+            f"registered): it takes no pods until someone uncordons it; CONTINUE all the "
+            f"same (LAUNCH_WAIT_FOR_UNCORDON=false), {after}",
+            seen.node,
+            cordoned=True,
+            node_uid=seen.uid,
+        )
+    return Joining("joined", f"{ready} {after}", seen.node, node_uid=seen.uid)

@@ -79,6 +79,14 @@ def ec2_start_notice(found: Ec2Subject, cluster: str) -> Notice:
     return _start(found, "spot " if spot else "", found.asg_name or "no group", cluster, why)
 
 
+def stale_event_notice(found: Ec2Subject, reason: str) -> Notice:
+    """The notice that one of EC2's events came about an earlier life of its instance
+    (it was started again since): nothing drained."""
+    title = f"eks-node-drainer: {found.instance_id} left alone (event older than its start)"
+    text = f"Instance {found.instance_id} of {found.asg_name or 'no group'}: {reason}."
+    return title, text, _attributes(found, "skipped", "")
+
+
 def _when(seconds: float | None) -> str:
     if seconds is None:
         return "a time it does not say"
@@ -137,6 +145,43 @@ def end_notice(event: Subject, summary: Mapping[str, Any]) -> Notice:
         "\n".join(lines),
         _attributes(event, result, str(summary.get("cluster", ""))),
     )
+
+
+_LAUNCH_TITLES = {
+    "not_joined": "cannot take pods: launch TIMED OUT",
+    "failed": "launch not checked",
+}
+_LAUNCH_RESULTS = {
+    "ABANDON": "Auto Scaling terminates the instance and launches another (an instance "
+    "refresh goes no further); a new instance with the same trouble gets the same answer.",
+    "CONTINUE": "the instance goes into service.",
+}
+
+
+def launch_notice(event: Subject, summary: Mapping[str, Any], advice: str) -> Notice:
+    """The notice for a launch that did not simply join (drainer/lifecycle/launch.py):
+    its node cordoned, not able to take pods in time, or not checked at all."""
+    result = str(summary.get("result", ""))
+    node = summary.get("node") or "(no node)"
+    cordoned = bool(summary.get("cordoned")) and result == "joined"
+    title = "joined cordoned" if cordoned else _LAUNCH_TITLES.get(result, result)
+    told = str(summary.get("lifecycle_result", "none"))
+    lines = [
+        f"New instance {event.instance_id} of {event.asg_name or 'no group'}, node {node}, "
+        f"cluster {summary.get('cluster') or '?'}: {result}"
+        f"{' (cordoned)' if cordoned else ''}.",
+        f"Lifecycle action (launch hook): {told}: {_LAUNCH_RESULTS.get(told, 'none sent.')}",
+    ]
+    if summary.get("waiting_for"):
+        lines.append(f"Still missing: {summary['waiting_for']}.")
+    if summary.get("message"):
+        lines.append(f"Why: {summary['message']}")
+    if advice:
+        lines.append(advice)
+    attributes = _attributes(
+        event, "cordoned" if cordoned else result, str(summary.get("cluster", ""))
+    )
+    return f"eks-node-drainer: {node} {title}", "\n".join(lines), attributes
 
 
 def _began_by(trigger: str) -> str:

@@ -432,9 +432,9 @@ class Settings:
             "bool",
             "false",
             "Also keep a launch lifecycle hook (LAUNCH_HOOK_NAME) on the node groups: each "
-            "new instance waits in Pending:Wait until its node has joined the cluster and "
-            "is Ready, so an instance refresh or a replacement goes on only once the new "
-            "node can take pods.",
+            "new instance waits in Pending:Wait until its node has joined the cluster, is "
+            "Ready and has lost its startup taints (LAUNCH_STARTUP_TAINTS), so an instance "
+            "refresh or a replacement goes on only once the new node can take pods.",
         ),
     )
     launch_hook_name: str = field(
@@ -452,8 +452,8 @@ class Settings:
             "LAUNCH_TIMEOUT_SECONDS",
             "int",
             "600",
-            "How long after the launch action began a new node may take to be Ready "
-            "(within one invocation); then LAUNCH_TIMEOUT_RESULT.",
+            "How long after the launch action began a new node may take to be able to "
+            "take pods (within one invocation); then LAUNCH_TIMEOUT_RESULT.",
             minimum=30,
             maximum=840,
         ),
@@ -464,8 +464,10 @@ class Settings:
             "LAUNCH_TIMEOUT_RESULT",
             "choice",
             "abandon",
-            "A new instance whose node is not Ready in time: abandon = ABANDON (Auto "
-            "Scaling terminates it and launches another; an instance refresh stops); "
+            "A new instance whose node cannot take pods in time (not Ready, a startup "
+            "taint still there, or cordoned with LAUNCH_WAIT_FOR_UNCORDON): abandon = "
+            "ABANDON (Auto Scaling terminates it and launches another; an instance refresh "
+            "stops); "
             "continue = CONTINUE with a warning.",
             choices=("abandon", "continue"),
         ),
@@ -478,6 +480,38 @@ class Settings:
             "true",
             "A new node counts as ready once its DaemonSet pods (CNI, log agents) on it "
             "are Ready too.",
+        ),
+    )
+    launch_startup_taints: frozenset[str] = field(
+        default=frozenset(
+            {
+                "node.cilium.io/agent-not-ready",
+                "ebs.csi.aws.com/agent-not-ready",
+                "efs.csi.aws.com/agent-not-ready",
+            }
+        ),
+        metadata=_env(
+            "LAUNCH_STARTUP_TAINTS",
+            "names",
+            "node.cilium.io/agent-not-ready,ebs.csi.aws.com/agent-not-ready,"
+            "efs.csi.aws.com/agent-not-ready",
+            "Keys of the taints that CNI and CSI agents put on a new node and remove once "
+            "they run on it (Cilium's, the EBS and EFS CSI drivers'): a new node counts as "
+            "ready once they are gone, as it always waits for "
+            "node.cloudprovider.kubernetes.io/uninitialized, node.kubernetes.io/not-ready, "
+            "node.kubernetes.io/unreachable and node.kubernetes.io/network-unavailable to go.",
+        ),
+    )
+    launch_wait_for_uncordon: bool = field(
+        default=False,
+        metadata=_env(
+            "LAUNCH_WAIT_FOR_UNCORDON",
+            "bool",
+            "false",
+            "A new node cordoned when it registered: false = CONTINUE once it is ready "
+            "otherwise, the cordon named in the end line, a Kubernetes Event and the notice "
+            "(someone's decision); true = wait for the uncordon too, then "
+            "LAUNCH_TIMEOUT_RESULT.",
         ),
     )
     spot_interruption_drain: bool = field(

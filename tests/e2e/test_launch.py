@@ -4,9 +4,20 @@ CONTINUE; a node that never comes gets LAUNCH_TIMEOUT_RESULT."""
 
 from __future__ import annotations
 
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
 from testbed import World
+from testbed.world import wait_until
 
 from .conftest import Invoke, LogCapture, invoke_meanwhile
+from .test_notices import Inbox
+from .test_notices import inbox as notices_inbox
+
+inbox = notices_inbox  # the fixture: an SNS topic read back through SQS
 
 LAUNCH = {"LAUNCH_HOOK": "true"}
 
@@ -76,3 +87,155 @@ def test_instance_into_the_warm_pool__continue_at_once(world: World, invoke: Inv
     assert "goes to the warm pool" in summary["message"]
     (complete,) = world.completions()
     assert complete["LifecycleActionResult"] == "CONTINUE"
+
+
+# Joined means it can take pods: Ready, the startup taints gone, and a cordon set at
+# registration told (or waited for, when LAUNCH_WAIT_FOR_UNCORDON asks).
+
+UNINITIALIZED = "node.cloudprovider.kubernetes.io/uninitialized"
+CILIUM = "node.cilium.io/agent-not-ready"
+
+
+def _register(
+    world: World, instance: str, taints: tuple[str, ...] = (), *, cordoned: bool = False
+) -> str:
+    """The instance's node registers as a kubelet would: Ready, with `taints` (the
+    cloud controller's, a CNI agent's) and cordoned when `cordoned` (the kubelet's
+    --register-schedulable=false, or someone's kubectl cordon right after)."""
+    node = world.add_node(instance)
+    patch: dict[str, Any] = {}
+    if taints:
+        patch["taints"] = [{"key": key, "effect": "NoSchedule"} for key in taints]
+    if cordoned:
+        patch["unschedulable"] = True
+    if patch:
+        world.cluster.client.patch("Node", node, {"spec": patch})
+    return node
+
+
+def _untaint(world: World, node: str, key: str) -> None:
+    """The taint's owner (the cloud controller, the agent) removes it."""
+    taints = world.cluster.get("Node", node)["spec"].get("taints") or []
+    kept = [t for t in taints if t.get("key") != key]
+    world.cluster.client.patch("Node", node, {"spec": {"taints": kept or None}})
+
+
+def _begun_ago(event: dict[str, Any], seconds: float) -> dict[str, Any]:
+    """The launch action's event, its time `seconds` ago: an action that has waited
+    that long already (so a test reaches LAUNCH_TIMEOUT_SECONDS without waiting)."""
+    at = datetime.fromtimestamp(time.time() - seconds, UTC)
+    return {**event, "time": at.strftime("%Y-%m-%dT%H:%M:%SZ")}
+
+
+def _launch_events(world: World, node: str) -> list[dict[str, Any]]:
+    """The drainer's core v1 Events about the node."""
+    selector = f"involvedObject.kind=Node,involvedObject.name={node}"
+    found = world.cluster.client.call("GET", "/api/v1/events", query={"fieldSelector": selector})
+    return [e for e in found["items"] if e.get("reportingComponent") == "eks-node-drainer"]
+
+
+@pytest.mark.parametrize("taint", [UNINITIALIZED, CILIUM])
+def test_ready_node_with_a_startup_taint__continue_only_once_the_taint_goes(
+    world: World, invoke: Invoke, drainer_logs: LogCapture, taint: str
+) -> None:
+    instance, event = world.launch()
+    node = _register(world, instance, (taint,))
+    assert world.cluster.get("Node", node)["spec"]["taints"][0]["key"] == taint
+
+    summary, untainted_at = invoke_meanwhile(
+        invoke,
+        event,
+        drainer_logs,
+        f"to lose the taint {taint}",
+        lambda: _untaint(world, node, taint),
+        **LAUNCH,
+    )
+
+    assert summary["result"] == "joined", summary
+    (complete,) = world.completions()
+    assert complete["LifecycleActionResult"] == "CONTINUE"
+    assert complete["time"] >= untainted_at, "CONTINUE while the node could take no pods"
+
+
+def test_node_cordoned_at_registration__continue_by_default__the_cordon_told(
+    world: World, invoke: Invoke, inbox: Inbox
+) -> None:
+    instance, event = world.launch()
+    node = _register(world, instance, cordoned=True)
+
+    summary = invoke(event, NOTIFICATION_TOPIC_ARN=inbox.topic, **LAUNCH)
+
+    assert summary["result"] == "joined", summary
+    assert summary["cordoned"] is True
+    assert "cordoned" in summary["message"] and "LAUNCH_WAIT_FOR_UNCORDON" in summary["message"]
+    (complete,) = world.completions()
+    assert complete["LifecycleActionResult"] == "CONTINUE"
+    assert world.cluster.get("Node", node)["spec"].get("unschedulable"), "someone's decision"
+    wait_until(lambda: _launch_events(world, node), 10)
+    (told,) = _launch_events(world, node)
+    assert (told["reason"], told["type"]) == ("JoinedCordoned", "Warning")
+    assert "cordoned" in told["message"] and "told CONTINUE" in told["message"]
+    (notice,) = inbox.notices()
+    assert node in notice["Subject"] and "cordoned" in notice["Subject"]
+    assert "takes no pods until it is uncordoned" in notice["Message"]
+
+
+def test_node_cordoned_at_registration__waits_for_the_uncordon_when_asked(
+    world: World, invoke: Invoke, drainer_logs: LogCapture
+) -> None:
+    instance, event = world.launch()
+    node = _register(world, instance, cordoned=True)
+
+    summary, uncordoned_at = invoke_meanwhile(
+        invoke,
+        event,
+        drainer_logs,
+        "to be uncordoned",
+        lambda: world.cluster.client.patch("Node", node, {"spec": {"unschedulable": None}}),
+        LAUNCH_WAIT_FOR_UNCORDON="true",
+        **LAUNCH,
+    )
+
+    assert summary["result"] == "joined", summary
+    assert summary["cordoned"] is False
+    (complete,) = world.completions()
+    assert complete["LifecycleActionResult"] == "CONTINUE"
+    assert complete["time"] >= uncordoned_at
+
+
+def test_taint_that_never_clears__abandon_at_the_timeout__the_taint_named_everywhere(
+    world: World, invoke: Invoke, inbox: Inbox
+) -> None:
+    """An instance refresh whose new nodes keep a CNI agent's taint: the launch is
+    abandoned (the refresh goes no further) and the notice names the taint, rather
+    than a CONTINUE that lets it terminate the next old node."""
+    instance, event = world.launch()
+    node = _register(world, instance, (CILIUM,))
+    late = _begun_ago(event, 30)  # LAUNCH_TIMEOUT_SECONDS=30 has just passed
+
+    summary = invoke(late, LAUNCH_TIMEOUT_SECONDS=30, NOTIFICATION_TOPIC_ARN=inbox.topic, **LAUNCH)
+
+    assert summary["result"] == "not_joined", summary
+    assert summary["waiting_for"] == f"taint {CILIUM}"
+    assert f"to lose the taint {CILIUM}" in summary["message"]
+    (complete,) = world.completions()
+    assert complete["LifecycleActionResult"] == "ABANDON"
+    wait_until(lambda: _launch_events(world, node), 10)
+    (told,) = _launch_events(world, node)
+    assert (told["reason"], told["type"]) == ("NotJoined", "Warning")
+    assert CILIUM in told["message"] and "told ABANDON" in told["message"]
+    (notice,) = inbox.notices()
+    assert "ABANDON" in notice["Message"] and CILIUM in notice["Message"]
+    assert "LAUNCH_STARTUP_TAINTS" in notice["Message"], "says what to change"
+
+    # Told to continue instead: CONTINUE, still named.
+    instance, event = world.launch()
+    _register(world, instance, (UNINITIALIZED,))
+    summary = invoke(
+        _begun_ago(event, 30),
+        LAUNCH_TIMEOUT_SECONDS=30,
+        LAUNCH_TIMEOUT_RESULT="continue",
+        **LAUNCH,
+    )
+    assert summary["lifecycle_result"] == "CONTINUE"
+    assert summary["waiting_for"] == f"taint {UNINITIALIZED}"

@@ -1,0 +1,136 @@
+"""When a new node counts as joined, for the launch hook (drainer/lifecycle/launch.py):
+when it can take pods, not only when it is Ready.
+
+A node is Ready as soon as its kubelet says so, while the pods meant for it may
+still be kept off: the cloud controller's `uninitialized` taint until it has
+initialised the node, the node lifecycle controller's `not-ready`, `unreachable` and
+`network-unavailable` taints, and the taints that CNI and CSI agents put on a node
+at registration and remove once they run on it (LAUNCH_STARTUP_TAINTS). An instance
+refresh that moves on while one of them is there terminates the next old node with
+nowhere for its pods to go. A node cordoned when it registered (the kubelet's
+`--register-schedulable=false`, someone's `kubectl cordon`) takes no pods either,
+but that is someone's decision, as on the warm-pool path: it is told, and waited
+for only with LAUNCH_WAIT_FOR_UNCORDON.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from drainer import aws
+from drainer.engine import pods
+from drainer.k8s.kube import Kube
+from drainer.k8s.nodes import find_node_object
+from drainer.lifecycle.settings import Settings
+
+STARTUP_TAINTS = (
+    "node.cloudprovider.kubernetes.io/uninitialized",
+    "node.kubernetes.io/not-ready",
+    "node.kubernetes.io/unreachable",
+    "node.kubernetes.io/network-unavailable",
+)
+"""Taints a new node is always waited out of, whatever LAUNCH_STARTUP_TAINTS says:
+the cloud controller's until it has initialised the node, and the node lifecycle
+controller's while the node's conditions keep pods off."""
+SHUTDOWN_TAINT = "node.cloudprovider.kubernetes.io/shutdown"
+"""The cloud controller's taint on the node of a stopped instance, removed once the
+instance runs again: a node back from the warm pool is not usable before."""
+
+
+@dataclass(frozen=True)
+class Look:
+    """What one look at the instance's node found."""
+
+    node: str = ""
+    """Its name; "" before it registers."""
+    uid: str = ""
+    waiting_for: str = "its node to register"
+    """What it still lacks, in words for the log; "" once it can take pods."""
+    missing: str = "registration"
+    """The same for the end line, short: `registration`, `ready`, `taint KEY`,
+    `uncordon` or `daemonset pods`; "" once it can take pods."""
+    cordoned: bool = False
+    """spec.unschedulable: cordoned (by someone else: a new node has no drain of ours)."""
+
+
+def look(kube: Kube, identity: aws.NodeIdentity, settings: Settings, *, restarted: bool) -> Look:
+    """Look at the instance's node once. `restarted`: it comes back from the warm pool,
+    its node must also have lost EC2's shutdown taint, and its cordon is the drain's
+    that sent it there (the release undoes it), so never waited for."""
+    found = find_node_object(
+        kube, identity.private_dns_name, identity.hostname_candidates, identity.provider_id_suffix
+    )
+    if found is None:
+        return Look()
+    name = str(found["metadata"]["name"])
+    uid = str(found["metadata"].get("uid") or "")
+    spec = found.get("spec") or {}
+    cordoned = bool(spec.get("unschedulable"))
+
+    def lacking(words: str, missing: str) -> Look:
+        return Look(name, uid, words, missing, cordoned)
+
+    if not pods.is_ready(found):
+        return lacking(f"node {name} to be Ready", "ready")
+    taint = startup_taint(found, settings, restarted=restarted)
+    if taint:
+        return lacking(f"node {name} to lose the taint {taint}", f"taint {taint}")
+    if cordoned and settings.launch_wait_for_uncordon and not restarted:
+        return lacking(f"node {name} to be uncordoned (LAUNCH_WAIT_FOR_UNCORDON)", "uncordon")
+    if settings.launch_wait_daemonsets:
+        on_node, _ = kube.list_pods_on_node(name)
+        waiting = sorted(
+            pods.name(p) for p in on_node if pods.is_daemonset_pod(p) and not pods.is_ready(p)
+        )
+        if waiting:
+            words = f"its DaemonSet pods to be Ready ({', '.join(waiting[:5])})"
+            return lacking(words, "daemonset pods")
+    return Look(name, uid, "", "", cordoned)
+
+
+def startup_taint(node: dict[str, Any], settings: Settings, *, restarted: bool = False) -> str:
+    """The first taint on the node that keeps a new node's pods off and that its owner
+    removes in time (STARTUP_TAINTS, then LAUNCH_STARTUP_TAINTS, then the shutdown
+    taint of a node back from the warm pool); "" when there is none. The cordon's own
+    taint (node.kubernetes.io/unschedulable) is the cordon's, told as such."""
+    keys = {str(t.get("key")) for t in (node.get("spec") or {}).get("taints") or []}
+    waited = [*STARTUP_TAINTS, *sorted(settings.launch_startup_taints)]
+    if restarted:
+        waited.append(SHUTDOWN_TAINT)
+    return next((key for key in waited if key in keys), "")
+
+
+def advice(missing: str) -> str:
+    """What an operator can do about a node that still lacked `missing` at the
+    timeout, for the notice."""
+    if missing.startswith("taint "):
+        key = missing.removeprefix("taint ")
+        if key == STARTUP_TAINTS[0]:
+            return (
+                f"The cloud controller manager removes {key} once it has initialised the "
+                "node: see that it runs and may read the instance."
+            )
+        if key in STARTUP_TAINTS:
+            return (
+                f"The node lifecycle controller removes {key} once the node's conditions "
+                "allow: see the kubelet's and the CNI's health on the instance."
+            )
+        return (
+            f"The agent that owns {key} (a CNI or CSI DaemonSet) removes it once it runs "
+            "on the node: see its pod there; if nothing in this cluster removes it, take "
+            "it out of LAUNCH_STARTUP_TAINTS."
+        )
+    if missing == "uncordon":
+        return (
+            "The node was cordoned when it registered (LAUNCH_WAIT_FOR_UNCORDON=true waits "
+            "for the uncordon): see who cordons new nodes."
+        )
+    if missing == "daemonset pods":
+        return "Its DaemonSet pods were not Ready (LAUNCH_WAIT_DAEMONSETS=true)."
+    if missing in ("registration", "ready"):
+        return (
+            "The node never registered or was never Ready: see the instance's kubelet, "
+            "its user data and its role's access to the cluster."
+        )
+    return ""
