@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from moto.elbv2.exceptions import InvalidTargetError
@@ -19,6 +20,7 @@ from moto.elbv2.models import ELBv2Backend, FakeHealthStatus, FakeTargetGroup
 
 _lock = threading.Lock()
 _speed = [1.0]
+_clock: list[Callable[[], float]] = [time.time]
 _released: list[dict[str, Any]] = []
 # target group ARN -> target id -> (target, when it stops draining)
 _draining: dict[str, dict[str, tuple[dict[str, Any], float]]] = {}
@@ -27,6 +29,11 @@ _draining: dict[str, dict[str, tuple[dict[str, Any], float]]] = {}
 def set_speed(factor: float) -> None:
     """Deregistration delays pass `factor` times faster (tests: a 300 s delay in 3 s)."""
     _speed[0] = factor
+
+
+def set_clock(clock: Callable[[], float]) -> None:
+    """Deregistration delays measured on `clock` (a unit test's fake clock), not time.time."""
+    _clock[0] = clock
 
 
 def released() -> list[dict[str, Any]]:
@@ -40,6 +47,7 @@ def reset() -> None:
         _draining.clear()
         _released.clear()
         _speed[0] = 1.0
+        _clock[0] = time.time
 
 
 def _deregister(self: FakeTargetGroup, targets: list[dict[str, Any]]) -> None:
@@ -50,12 +58,12 @@ def _deregister(self: FakeTargetGroup, targets: list[dict[str, Any]]) -> None:
             found = self.targets.pop(target["Id"], None)
             if found is None:
                 raise InvalidTargetError()
-            draining[target["Id"]] = (found, time.time() + delay)
+            draining[target["Id"]] = (found, _clock[0]() + delay)
 
 
 def _settle(group: FakeTargetGroup) -> list[dict[str, Any]]:
     """Move the targets whose delay is over to deregistered; the ones still draining."""
-    now = time.time()
+    now = _clock[0]()
     with _lock:
         draining = _draining.get(group.arn, {})
         for target_id, (target, until) in list(draining.items()):

@@ -19,16 +19,39 @@ _TARGET_KEYS = ("Id", "Port", "AvailabilityZone")
 
 def target_group_arns(elbv2: Client) -> list[str]:
     """The ARNs of every target group in the region, all pages."""
+    return list(target_group_types(elbv2))
+
+
+def target_group_types(elbv2: Client) -> dict[str, str]:
+    """Every target group in the region, all pages: ARN -> its TargetType (instance,
+    ip, lambda or alb)."""
     try:
-        return [
-            group["TargetGroupArn"]
+        return {
+            group["TargetGroupArn"]: str(group.get("TargetType") or "instance")
             for page in elbv2.get_paginator("describe_target_groups").paginate()
             for group in page["TargetGroups"]
-        ]
+        }
     except ANSWERED_OR_UNREACHED as e:
         raise translate(
             e, "elasticloadbalancing:DescribeTargetGroups", "DescribeTargetGroups"
         ) from e
+
+
+def deregistration_delay(elbv2: Client, group: str) -> int:
+    """The group's deregistration delay (`deregistration_delay.timeout_seconds`, 300 s
+    unless set): how long ELB drains a target once it is deregistered."""
+    try:
+        answer = elbv2.describe_target_group_attributes(TargetGroupArn=group)
+    except ANSWERED_OR_UNREACHED as e:
+        raise translate(
+            e,
+            "elasticloadbalancing:DescribeTargetGroupAttributes",
+            f"DescribeTargetGroupAttributes {group}",
+        ) from e
+    for attribute in answer["Attributes"]:
+        if attribute.get("Key") == "deregistration_delay.timeout_seconds":
+            return int(attribute.get("Value") or 0)
+    return 300
 
 
 def target_group_tags(elbv2: Client, arns: list[str]) -> dict[str, dict[str, str]]:

@@ -37,7 +37,7 @@ from drainer.engine.filters import Action, Decision
 from drainer.engine.force import delete_left
 from drainer.engine.options import DrainOptions
 from drainer.engine.pods import Pod
-from drainer.engine.report import DrainEvent, DrainReport, Kind, describe
+from drainer.engine.report import DrainEvent, DrainReport, Kind, PodAddress, describe
 from drainer.engine.schedule import OPEN, Entry, Schedule, State
 from drainer.engine.volumes import attachments_on, volumes_of, wait_for_detach
 from drainer.engine.watchers import BudgetTracker, NodeTracker, PodTracker
@@ -178,6 +178,11 @@ class Drain:
                     follower.stop()
             self.report.seconds = self.clock() - started
             self.report.requests = self.kube.requests - requests_before
+            self.report.addresses = {
+                e.name: PodAddress(address, pods.grace_period(e.pod))
+                for e in self._schedule or ()
+                if (address := pods.ip(e.pod))
+            }
         if self._fatal is not None:
             self.report.outcome = Outcome.FAILED
             self.report.stopped_by = str(self._fatal)

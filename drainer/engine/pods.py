@@ -135,6 +135,11 @@ DEFAULT_GRACE_PERIOD = 30
 """Kubernetes' terminationGracePeriodSeconds when a pod sets none."""
 
 
+def ip(pod: Pod) -> str:
+    """The pod's IP ("" before it has one)."""
+    return str((pod.get("status") or {}).get("podIP") or "")
+
+
 def grace_period(pod: Pod) -> int:
     """The pod's own terminationGracePeriodSeconds."""
     value = (pod.get("spec") or {}).get("terminationGracePeriodSeconds")

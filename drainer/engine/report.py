@@ -154,6 +154,15 @@ class Emit(Protocol):
     def __call__(self, kind: Kind, **values: Any) -> None: ...
 
 
+@dataclass(frozen=True)
+class PodAddress:
+    """A pod the drain took off the node: its IP, which a load balancer's target
+    group of type ip may hold as a target, and its terminationGracePeriodSeconds."""
+
+    ip: str
+    grace: int
+
+
 @dataclass
 class DrainReport:
     node: str
@@ -187,6 +196,8 @@ class DrainReport:
     warnings: dict[str, list[str]] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
     would_evict: list[str] = field(default_factory=list)  # dry run
+    # pods the drain took off the node (evicted, forced, or going already) -> IP, grace
+    addresses: dict[str, PodAddress] = field(default_factory=dict)
     stopped_by: str = ""  # FAILED: the fatal error that stopped the drain
     cordoned: bool = False  # this drain cordoned the node (not a dry run)
     requests: int = 0

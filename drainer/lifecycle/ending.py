@@ -165,6 +165,7 @@ def summary_of(
         )
     if run.targets is not None:
         summary["target_groups"] = len(run.targets.groups)
+        summary["pod_target_groups"] = len(run.targets.pod_groups)
         summary["target_wait_seconds"] = round(run.targets.seconds, 1)
         summary["targets_pending"] = run.targets.pending
     if run.message:

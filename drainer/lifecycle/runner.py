@@ -12,6 +12,7 @@ from typing import Any
 from drainer import logs
 from drainer.backoff import Backoff
 from drainer.engine.drain import Drain, RealWaits
+from drainer.engine.options import DrainOptions
 from drainer.engine.pods import opted_out
 from drainer.engine.report import DrainEvent, DrainReport
 from drainer.errors import KubeError, KubeServerError, KubeTooManyRequests
@@ -43,8 +44,21 @@ def run_job(tools: Tools, job: DrainJob) -> Run:
     return replace(run, cluster=job.cluster.name)
 
 
-def result_for(report: DrainReport, deadline: Deadline, settings: Settings) -> tuple[Outcome, str]:
-    """The outcome of the engine's report here, and the message that explains it."""
+def deadline_policy(options: DrainOptions, settings: Settings) -> str:
+    """What applies at a drain's deadline, in the words of its timeout message: the
+    one that deleted pods names itself, and no other claims a deletion."""
+    if options.force_on_timeout and options.fit_grace_to_deadline:
+        return "EC2 acts then: pods still held were deleted, each with the grace left"
+    if options.force_on_timeout:
+        return "TIMEOUT_POLICY=force"
+    if options.trigger in ("", TERMINATE_HOOK_TRIGGER):
+        return f"TIMEOUT_POLICY={settings.timeout_policy}"
+    return "no lifecycle action: nothing deleted past its budget"
+
+
+def result_for(report: DrainReport, deadline: Deadline, policy: str) -> tuple[Outcome, str]:
+    """The outcome of the engine's report here, and the message that explains it;
+    `policy`: what applied at the deadline (deadline_policy)."""
     result = lambda_outcome(report.outcome)
     if report.outcome in (Outcome.FAILED, Outcome.INTERRUPTED, Outcome.NO_NODE):
         return result, report.stopped_by or "; ".join(report.errors)
@@ -52,7 +66,7 @@ def result_for(report: DrainReport, deadline: Deadline, settings: Settings) -> t
         forced = f"; force-deleted {report.forced} pods" if report.forced else ""
         return result, (
             f"drain timed out at its deadline, {deadline.source} "
-            f"(TIMEOUT_POLICY={settings.timeout_policy}): {report.timeout_message()}{forced}"
+            f"({policy}): {report.timeout_message()}{forced}"
         )
     # Pods the API refuses to evict whatever the wait (more than one budget).
     return result, "; ".join(report.errors)
@@ -152,7 +166,8 @@ def _drain_once(tools: Tools, job: DrainJob) -> Run:
             recorder.close(then=kube.close)  # the client stays open for Events still queued
         else:
             kube.close()
-    result, message = result_for(report, window.deadline, tools.settings)
+    policy = deadline_policy(job.plan.options, tools.settings)
+    result, message = result_for(report, window.deadline, policy)
     return Run(result, message, node=node, report=report)
 
 
@@ -218,12 +233,14 @@ def _leave_target_groups(tools: Tools, run: Run, job: DrainJob) -> Run:
         until=min(tools.clock() + wait, window.limit),
         clock=tools.clock,
         sleep=tools.sleep,
+        pods=run.report.addresses if run.report is not None else None,
     )
     log.info(
         "%s",
         found.describe(),
         extra={
             "target_groups": found.groups,
+            "pod_target_groups": found.pod_groups,
             "target_wait_seconds": round(found.seconds, 1),
             "targets_pending": found.pending,
         },

@@ -388,7 +388,8 @@ class Settings:
             "load balancer target groups it is a target of (the cluster's, found by the "
             "AWS Load Balancer Controller's elbv2.k8s.aws/cluster tag, and "
             "TARGET_GROUP_ARNS): deregistered where still registered, and done draining "
-            "connections. 0: do not look at target groups.",
+            "connections; in those of type ip, the same for the IPs of the pods the drain "
+            "took off. 0: do not look at target groups.",
             minimum=0,
             maximum=3600,
         ),

@@ -9,16 +9,25 @@ CONTINUE: find the target groups where the instance is a target (the cluster's,
 by the controller's `elbv2.k8s.aws/cluster` tag, plus TARGET_GROUP_ARNS),
 deregister it where it is still registered, and wait, bounded, until no group
 reports it as registered or draining (each group's deregistration delay).
+
+In a target group of type ip (the controller's `target-type: ip`) the targets are
+the pods' IPs, not the instance: there the same is done for the IPs of the pods the
+drain took off the node (the controller deregisters them too, once it sees them
+gone), and a pod whose grace period is shorter than the group's deregistration
+delay is named in a warning: ELB may still send it requests after it has exited.
+The pods of an earlier invocation of a handed-over drain are not known here.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from drainer import aws
+from drainer.aws.elbv2 import deregistration_delay, target_group_types
+from drainer.engine.report import PodAddress
 from drainer.errors import AwsError
 
 log = logging.getLogger(__name__)
@@ -38,39 +47,57 @@ class TargetWait:
     deregistered: list[str] = field(default_factory=list)
     """The ones it was still registered in, and the drainer deregistered it from."""
     pending: list[str] = field(default_factory=list)
-    """Still registered or draining when the wait ended."""
+    """Still registered or draining when the wait ended (the instance, or a pod's IP)."""
     seconds: float = 0.0
     error: str = ""
+    pod_groups: list[str] = field(default_factory=list)
+    """The target groups of type ip where an IP of a pod the drain took off was a target."""
+    short_grace: dict[str, str] = field(default_factory=dict)
+    """Pods whose grace period is shorter than such a group's deregistration delay."""
 
     def describe(self) -> str:
         if self.error:
             return f"target groups not checked: {self.error}"
-        if not self.groups:
+        if not self.groups and not self.pod_groups:
             return "the instance is a target of no target group"
-        left = f"; still draining in {', '.join(self.pending)}" if self.pending else ""
-        return (
-            f"left {len(self.groups) - len(self.pending)} of {len(self.groups)} target "
-            f"group(s) after {self.seconds:.1f} s (deregistered from "
-            f"{len(self.deregistered)}){left}"
-        )
+        done = f"after {self.seconds:.1f} s"
+        if self.groups:
+            left = len([g for g in self.groups if g not in self.pending])
+            said = (
+                f"left {left} of {len(self.groups)} target group(s) {done} (deregistered "
+                f"from {len(self.deregistered)})"
+            )
+        else:
+            said = "the instance is a target of no target group"
+        if self.pod_groups:
+            left = len([g for g in self.pod_groups if g not in self.pending])
+            said += (
+                f"; the evicted pods' IPs left {left} of {len(self.pod_groups)} IP target "
+                f"group(s){'' if self.groups else ' ' + done}"
+            )
+        if self.pending:
+            said += f"; still draining in {', '.join(self.pending)}"
+        return said
 
 
 def cluster_target_groups(elbv2: aws.Client, cluster: str) -> list[str]:
     """The ARNs of the target groups tagged for `cluster` by the controller."""
-    tags = aws.target_group_tags(elbv2, aws.target_group_arns(elbv2))
+    return _of_cluster(elbv2, list(target_group_types(elbv2)), cluster)
+
+
+def _of_cluster(elbv2: aws.Client, arns: list[str], cluster: str) -> list[str]:
+    tags = aws.target_group_tags(elbv2, arns)
     return [arn for arn, tagged in tags.items() if tagged.get(CLUSTER_TAG) == cluster]
 
 
-def _targets(elbv2: aws.Client, group: str, instance: str) -> list[dict[str, Any]]:
-    """The instance's targets in the group (one per port), with their state."""
+def _targets(elbv2: aws.Client, group: str, ids: Collection[str]) -> list[dict[str, Any]]:
+    """The targets in the group whose Id is in `ids` (one per port), with their state."""
     described = aws.target_health(elbv2, group)
     if described is None:
         log.warning("target group %s not found (deleted, or a mistyped ARN)", group)
         return []  # nothing to wait for
     return [
-        d
-        for d in described
-        if d["Target"]["Id"] == instance and d["TargetHealth"]["State"] not in GONE
+        d for d in described if d["Target"]["Id"] in ids and d["TargetHealth"]["State"] not in GONE
     ]
 
 
@@ -84,26 +111,71 @@ def leave_target_groups(
     clock: Callable[[], float],
     sleep: Callable[[float], None],
     poll: float = 8.0,
+    pods: Mapping[str, PodAddress] | None = None,
 ) -> TargetWait:
     """Deregister the instance where it is registered, in the cluster's target groups
-    and `extra`; wait until every group lets it go, or `until`, looking again after
-    1, 2, 4 s and then every `poll` s. An AWS error ends the wait with `error` set: the
-    drain is done, and the log says what was not checked."""
+    and `extra`, and in those of type ip the IPs of `pods` (the pods the drain took
+    off: the controller deregisters them too, in its time); wait until every group
+    lets them go, or `until`, looking again after 1, 2, 4 s and then every `poll` s.
+    An AWS error ends the wait with `error` set: the drain is done, and the log says
+    what was not checked."""
     started = clock()
+    addresses = {a.ip: pod for pod, a in (pods or {}).items()}
     try:
-        groups = dict.fromkeys([*cluster_target_groups(elbv2, cluster), *extra])
-        holding = {g: targets for g in groups if (targets := _targets(elbv2, g, instance))}
+        types = target_group_types(elbv2)
+        groups = dict.fromkeys([*_of_cluster(elbv2, list(types), cluster), *extra])
+        ids = {g: set(addresses) if types.get(g) == "ip" else {instance} for g in groups}
+        holding = {g: targets for g in groups if (targets := _targets(elbv2, g, ids[g]))}
         deregistered = [g for g, targets in holding.items() if _deregister(elbv2, g, targets)]
+        pod_groups = [g for g in holding if types.get(g) == "ip"]
+        short = _short_grace(elbv2, {g: holding[g] for g in pod_groups}, pods or {}, addresses)
         pending = list(holding)
         looks = 0
         while pending and clock() < until:
             sleep(min(poll, 2.0**looks, max(0.0, until - clock())))
             looks += 1
-            pending = [g for g in pending if _targets(elbv2, g, instance)]
+            pending = [g for g in pending if _targets(elbv2, g, ids[g])]
     except AwsError as e:
         log.warning("could not take %s out of its target groups: %s", instance, e)
         return TargetWait(seconds=clock() - started, error=str(e)[:300])
-    return TargetWait(list(holding), deregistered, pending, clock() - started)
+    instance_groups = [g for g in holding if g not in pod_groups]
+    return TargetWait(
+        groups=instance_groups,
+        deregistered=[g for g in deregistered if g in instance_groups],
+        pending=pending,
+        seconds=clock() - started,
+        pod_groups=pod_groups,
+        short_grace=short,
+    )
+
+
+def _short_grace(
+    elbv2: aws.Client,
+    holding: Mapping[str, list[dict[str, Any]]],
+    pods: Mapping[str, PodAddress],
+    addresses: Mapping[str, str],
+) -> dict[str, str]:
+    """The pods whose grace period ends before their IP target group's deregistration
+    delay: ELB may still send them requests after they exit. One warning line."""
+    short: dict[str, str] = {}
+    for group, targets in holding.items():
+        delay = deregistration_delay(elbv2, group)
+        for target in targets:
+            pod = addresses[target["Target"]["Id"]]
+            if pods[pod].grace < delay and pod not in short:
+                short[pod] = (
+                    f"terminationGracePeriodSeconds {pods[pod].grace} < {group}'s "
+                    f"deregistration delay {delay} s"
+                )
+    if short:
+        log.warning(
+            "pods whose grace period ends before their load balancer stops sending them "
+            "requests (give them a preStop pause and a longer grace, or shorten the "
+            "group's deregistration delay): %s",
+            "; ".join(f"{pod}: {why}" for pod, why in sorted(short.items())),
+            extra={"short_grace": short},
+        )
+    return short
 
 
 def _deregister(elbv2: aws.Client, group: str, targets: list[dict[str, Any]]) -> bool:

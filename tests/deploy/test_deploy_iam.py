@@ -82,6 +82,7 @@ RESOURCE_LEVEL = {
     "elasticloadbalancing:DescribeTargetGroups": False,
     "elasticloadbalancing:DescribeTags": False,
     "elasticloadbalancing:DescribeTargetHealth": False,
+    "elasticloadbalancing:DescribeTargetGroupAttributes": False,
     "elasticloadbalancing:DeregisterTargets": True,
     "scheduler:CreateSchedule": True,
     "iam:PassRole": True,

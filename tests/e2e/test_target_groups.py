@@ -14,7 +14,7 @@ from awssim import elbv2 as elb_sim
 from awssim.world import create_target_group
 from testbed import World
 from testbed import workloads as w
-from testbed.world import place_on
+from testbed.world import place_on, pods_on
 
 from .conftest import Invoke, LogCapture
 
@@ -93,3 +93,56 @@ def test_wait_off__target_groups_not_looked_at(world: World, invoke: Invoke, elb
     assert summary["result"] == "drained"
     assert "target_groups" not in summary
     assert _states(elbv2, group) == ["healthy"]
+
+
+def _ip_group(elbv2: Any, world: World, name: str, ips: list[str], delay: int) -> str:
+    """A target group of type ip, as the AWS Load Balancer Controller makes for a
+    Service with `target-type: ip`: the pods' IPs are its targets."""
+    vpc = world.ec2.describe_instances(InstanceIds=[world.instance_ids[0]])["Reservations"][0][
+        "Instances"
+    ][0]["VpcId"]
+    arn = str(
+        elbv2.create_target_group(
+            Name=name,
+            Protocol="HTTP",
+            Port=8080,
+            VpcId=vpc,
+            TargetType="ip",
+            Tags=[{"Key": "elbv2.k8s.aws/cluster", "Value": world.cluster_name}],
+        )["TargetGroups"][0]["TargetGroupArn"]
+    )
+    elbv2.modify_target_group_attributes(
+        TargetGroupArn=arn,
+        Attributes=[{"Key": "deregistration_delay.timeout_seconds", "Value": str(delay)}],
+    )
+    elbv2.register_targets(TargetGroupArn=arn, Targets=[{"Id": ip, "Port": 8080} for ip in ips])
+    return arn
+
+
+def test_ip_mode_group__continue_only_after_the_evicted_pods_ips_let_go__short_grace_flagged(
+    world: World, invoke: Invoke, elbv2: Any, drainer_logs: LogCapture
+) -> None:
+    node = world.nodes[world.instance_ids[0]]
+    place_on(world, node, [w.deployment("web", 2, grace=30)])
+    ips = {p["metadata"]["name"]: p["status"]["podIP"] for p in pods_on(world.cluster, node)}
+    assert len(ips) == 2 and all(ips.values()), ips
+    elsewhere = "10.99.0.7"  # a replica on another node
+    group = _ip_group(elbv2, world, "k8s-web-ip", [*ips.values(), elsewhere], delay=300)
+
+    summary = invoke(world.terminate(world.instance_ids[0]), DRAIN_TIMEOUT_SECONDS=120)
+
+    assert summary["result"] == "drained"
+    assert summary["pod_target_groups"] == 1
+    assert summary["targets_pending"] == []
+    let_go = elb_sim.released()
+    assert sorted(r["id"] for r in let_go) == sorted(ips.values())
+    (complete,) = world.completions()
+    assert complete["time"] >= max(r["time"] for r in let_go), "CONTINUE before the IPs let go"
+    assert _states(elbv2, group) == ["healthy"], "the other node's pod stays a target"
+    assert any(
+        "the evicted pods' IPs left 1 of 1 IP target group(s)" in m for m in drainer_logs.messages()
+    )
+    (short,) = [m for m in drainer_logs.messages() if "grace period ends before" in m]
+    for name in ips:
+        assert f"default/{name}: terminationGracePeriodSeconds 30 < " in short
+    assert "deregistration delay 300 s" in short
