@@ -86,8 +86,8 @@ RESOURCE_LEVEL = {
     "elasticloadbalancing:DeregisterTargets": True,
     "scheduler:CreateSchedule": True,
     "iam:PassRole": True,
-}
     "cloudformation:DescribeStacks": True,
+}
 # Statements narrowed by a condition (the only ones with one).
 CONDITIONED = {
     "LeaveTheClustersTargetGroups",
