@@ -6,7 +6,8 @@ Test, demo and benchmark support; never shipped in the Lambda zip.
   RecordLifecycleActionHeartbeat with a ledger of the calls and fault injection;
 - EKS: DescribeCluster pointed at a local API server;
 - Lambda: asynchronous invocations queued instead of run;
-- faults (throttling, 5xx) on any Auto Scaling or EC2 action (awssim.apifaults).
+- faults (throttling, 5xx) on any Auto Scaling or EC2 action (awssim.apifaults);
+- EC2's LaunchTime: instances launched a day ago, moved by a restart (awssim.instances).
 
 In process: call `install()`, then use moto's `mock_aws()` and an `AwsSim`.
 As a server: `python -m awssim serve [--port N]`, then point boto3 at it with

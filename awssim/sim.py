@@ -11,7 +11,7 @@ from typing import Any
 
 from moto.core.models import DEFAULT_ACCOUNT_ID
 
-from awssim import apifaults, eks, elbv2, invocations, lifecycle
+from awssim import apifaults, eks, elbv2, instances, invocations, lifecycle
 
 DEFAULT_REGION = "us-east-1"
 
@@ -22,6 +22,7 @@ def install() -> None:
     invocations.register()
     elbv2.register()
     apifaults.register()
+    instances.register()
 
 
 class AwsSim:

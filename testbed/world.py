@@ -231,10 +231,15 @@ class World:
         (event,) = events
         return instance_id, event
 
-    def spot_warning(self, instance_id: str, age: float = 0.0) -> dict[str, Any]:
+    def spot_warning(
+        self, instance_id: str, age: float = 0.0, action: str = "terminate"
+    ) -> dict[str, Any]:
         """The EC2 Spot Instance Interruption Warning for the instance, sent `age`
-        seconds ago (EC2 reclaims it two minutes after)."""
-        return spot.interruption_warning(self.aws.account_id, self.region, instance_id, age=age)
+        seconds ago (EC2 reclaims it two minutes after; `action`: terminate, stop or
+        hibernate)."""
+        return spot.interruption_warning(
+            self.aws.account_id, self.region, instance_id, age=age, action=action
+        )
 
     def rebalance(self, instance_id: str) -> dict[str, Any]:
         """The EC2 Instance Rebalance Recommendation for the instance."""
@@ -249,9 +254,9 @@ class World:
             self.aws.account_id, self.region, instance_ids, starts_in=starts_in, age=age
         )
 
-    def state_change(self, instance_id: str, state: str) -> dict[str, Any]:
-        """EC2's state-change notification for the instance."""
-        return spot.state_change(self.aws.account_id, self.region, instance_id, state)
+    def state_change(self, instance_id: str, state: str, age: float = 0.0) -> dict[str, Any]:
+        """EC2's state-change notification for the instance, sent `age` seconds ago."""
+        return spot.state_change(self.aws.account_id, self.region, instance_id, state, age=age)
 
     def capacity_interruption(self, instance_id: str, age: float = 0.0) -> dict[str, Any]:
         """The interruptible capacity reservation's warning for the instance."""

@@ -1492,3 +1492,91 @@ def test_later__drains_now_when_due_or_when_it_cannot_schedule(
     if not role or not arn:
         assert "draining now" in caplog.text
     assert clients.scheduler.list_schedules()["Schedules"] == []
+
+
+# --- an event that comes late: checked against EC2's state of the instance now ----------
+
+
+def _as_now(found: ec2_events.Ec2Target, state: str, launched_at: float | None) -> Any:
+    identity = dataclasses.replace(found.identity, state=state, launched_at=launched_at)
+    return dataclasses.replace(found, identity=identity)
+
+
+@pytest.mark.parametrize(
+    ("fixture", "moment"),
+    [("spot-interruption", WARNED_AT + 120), ("ec2-state-change", None)],
+)
+@pytest.mark.parametrize("state", ["pending", "running"])
+def test_late_event__moment_passed_instance_still_running__own_deadline_budgets_no_force(
+    load_event: LoadEvent, fixture: str, moment: float | None, state: str
+) -> None:
+    event = _spot_event(load_event(fixture))
+    found = _as_now(_found(event), state, launched_at=WARNED_AT - 86400)
+    acts = ec2_events.acts_at(event)
+    assert acts is not None and (moment is None or acts == moment)
+    settings = Settings.from_env({"TIMEOUT_POLICY": "force"})
+    now = acts + 15 * 60
+
+    deadline = ec2_events.deadline_of(found, settings, now)
+    plan = ec2_events.plan_for(found, settings, deadline, now)
+
+    assert ec2_events.is_late(found, now)
+    assert deadline.at == now + ec2_events.LATE_EVENT_DRAIN_SECONDS
+    assert f"is still {state}" in deadline.source
+    assert not plan.options.force_on_timeout, "a late event's drain deletes nothing"
+    assert not plan.options.fit_grace_to_deadline
+    assert ec2_events.restarted(found) is None
+
+
+@pytest.mark.parametrize("state", ["stopping", "shutting-down", "stopped", ""])
+def test_late_event__instance_going_or_state_unknown__drained_as_ec2_fixes_it(
+    load_event: LoadEvent, state: str
+) -> None:
+    found = _as_now(_found(_spot_event(load_event("spot-interruption"))), state, None)
+    now = WARNED_AT + 600
+
+    deadline = ec2_events.deadline_of(found, Settings(), now)
+
+    assert not ec2_events.is_late(found, now)
+    assert deadline.at == WARNED_AT + 120 - 15
+    assert ec2_events.plan_for(found, Settings(), deadline, now).options.force_on_timeout
+
+
+def test_late_event__moment_not_passed__not_late(load_event: LoadEvent) -> None:
+    found = _as_now(_found(_spot_event(load_event("spot-interruption"))), "running", None)
+
+    assert not ec2_events.is_late(found, WARNED_AT + 119)
+    assert ec2_events.is_late(found, WARNED_AT + 120)
+
+
+def test_restarted__launched_after_the_event__skip_naming_both_times(
+    load_event: LoadEvent,
+) -> None:
+    event = _spot_event(load_event("spot-interruption"))
+
+    before = _as_now(_found(event), "running", WARNED_AT - 1)
+    after = _as_now(_found(event), "running", WARNED_AT + 300)
+    skip = ec2_events.restarted(after)
+
+    assert ec2_events.restarted(before) is None
+    assert ec2_events.restarted(_as_now(_found(event), "running", None)) is None
+    assert isinstance(skip, Skip) and not skip.malformed
+    assert skip.reason == (
+        "spot interruption warning of 2026-11-22T02:14:10Z about instance "
+        f"{INSTANCE}, which was started again at 2026-11-22T02:19:10Z, after it: the event "
+        "no longer applies; its node is left alone"
+    )
+
+
+def test_describe_instance__reads_state_and_launch_time(clients: aws.AwsClients) -> None:
+    """awssim starts its instances a day ago, and a restart moves LaunchTime to now."""
+    instance = _lone_instance(clients)
+
+    first = aws.describe_instance(clients.ec2, instance)
+    clients.ec2.stop_instances(InstanceIds=[instance])
+    clients.ec2.start_instances(InstanceIds=[instance])
+    again = aws.describe_instance(clients.ec2, instance)
+
+    assert first.state == "running"
+    assert first.launched_at is not None and first.launched_at < time.time() - 86000
+    assert again.launched_at is not None and again.launched_at > time.time() - 60

@@ -26,6 +26,7 @@ from support.clock import FakeClock
 from awssim import AwsSim
 from awssim.world import NodeGroup, create_node_group
 from drainer import aws
+from drainer.engine.options import DrainOptions
 from drainer.engine.report import DrainReport
 from drainer.k8s.cordon import PROGRESS_ANNOTATION
 from drainer.k8s.kube import Kube, RetryPolicy
@@ -428,7 +429,7 @@ DEADLINE = Deadline(0.0, "lifecycle hook GlobalTimeout (1800 s) minus 60 s margi
             DrainReport("n", Outcome.TIMED_OUT, left={}, forced=2),
             Outcome.TIMED_OUT,
             "drain timed out at its deadline, lifecycle hook GlobalTimeout (1800 s) minus "
-            "60 s margin (TIMEOUT_POLICY=continue): nothing left on the node; "
+            "60 s margin (TIMEOUT_POLICY=force): nothing left on the node; "
             "force-deleted 2 pods",
         ),
     ],
@@ -436,12 +437,47 @@ DEADLINE = Deadline(0.0, "lifecycle hook GlobalTimeout (1800 s) minus 60 s margi
 def test_result_for__each_outcome__its_result_and_message(
     report: DrainReport, result: Outcome, message: str
 ) -> None:
-    assert runner.result_for(report, DEADLINE, Settings()) == (result, message)
+    policy = "TIMEOUT_POLICY=force" if report.forced else "TIMEOUT_POLICY=continue"
+    assert runner.result_for(report, DEADLINE, policy) == (result, message)
 
 
 def test_result_for__covers_every_outcome() -> None:
     for outcome in Outcome:
-        runner.result_for(DrainReport("n", outcome), DEADLINE, Settings())
+        runner.result_for(DrainReport("n", outcome), DEADLINE, "TIMEOUT_POLICY=continue")
+
+
+@pytest.mark.parametrize(
+    ("options", "policy", "said"),
+    [
+        (DrainOptions(trigger="terminate-hook"), "continue", "TIMEOUT_POLICY=continue"),
+        (DrainOptions(trigger="terminate-hook"), "abandon", "TIMEOUT_POLICY=abandon"),
+        (
+            DrainOptions(trigger="terminate-hook", force_on_timeout=True),
+            "force",
+            "TIMEOUT_POLICY=force",
+        ),
+        # EC2 fixes the deadline: its drain deletes what is held, whatever the policy.
+        (
+            DrainOptions(
+                trigger="spot-interruption", force_on_timeout=True, fit_grace_to_deadline=True
+            ),
+            "continue",
+            "EC2 acts then: pods still held were deleted, each with the grace left",
+        ),
+        # A late event's drain (the instance still runs): nothing deleted, whatever the policy.
+        (
+            DrainOptions(trigger="state-change"),
+            "force",
+            "no lifecycle action: nothing deleted past its budget",
+        ),
+    ],
+)
+def test_deadline_policy__names_what_applied__never_continue_beside_a_deletion(
+    options: DrainOptions, policy: str, said: str
+) -> None:
+    settings = Settings(timeout_policy=TimeoutPolicy(policy))
+
+    assert runner.deadline_policy(options, settings) == said
 
 
 # --- before a drain can start --------------------------------------------------------------

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from botocore.exceptions import ClientError
 
@@ -24,6 +25,11 @@ class NodeIdentity:
     tags: Mapping[str, str] = field(default_factory=dict)
     """The instance's tags (an Auto Scaling group's instances carry
     aws:autoscaling:groupName, and the group's tags marked PropagateAtLaunch)."""
+    state: str = ""
+    """EC2's state of the instance now (pending, running, stopping, ...); "" unknown."""
+    launched_at: float | None = None
+    """EC2's LaunchTime in epoch seconds: the instance's last start (a stop and a start
+    move it); None when EC2 does not say."""
 
     @property
     def asg_name(self) -> str:
@@ -72,4 +78,11 @@ def describe_instance(ec2: Client, instance_id: str) -> NodeIdentity:
         private_dns_name=instance.get("PrivateDnsName", "") or "",
         availability_zone=instance.get("Placement", {}).get("AvailabilityZone", ""),
         tags=tag_map(instance.get("Tags", [])),
+        state=str(instance.get("State", {}).get("Name", "")),
+        launched_at=_epoch(instance.get("LaunchTime")),
     )
+
+
+def _epoch(moment: object) -> float | None:
+    """botocore's LaunchTime (an aware datetime) in epoch seconds."""
+    return moment.timestamp() if isinstance(moment, datetime) else None

@@ -11,6 +11,7 @@ import threading
 from datetime import datetime
 from typing import Any
 
+import boto3
 import pytest
 
 from drainer.k8s.cordon import PROGRESS_ANNOTATION
@@ -73,17 +74,21 @@ def test_interruption_warning__drained_within_the_window__no_lifecycle_action(
     assert _unschedulable(world, node)
 
 
-def test_warning_already_past__deadline_passed__node_cordoned_and_timed_out(
+def test_warning_already_past__instance_stopped__node_cordoned_and_timed_out(
     world: World, invoke: Invoke
 ) -> None:
-    """A warning delivered after its two minutes (EventBridge retried it): the drain
-    has no time; it cordons and says so rather than pretend."""
+    """A warning delivered after its two minutes, EC2 having stopped the instance: the
+    drain has no time; it cordons and says so rather than pretend. (One whose instance
+    still runs is drained with budgets respected: tests/e2e/test_late_events.py.)"""
     node = place_guarded_one(world)
+    instance = world.instance_ids[0]
+    boto3.client("ec2", region_name=world.region).stop_instances(InstanceIds=[instance])
 
-    summary = invoke(world.spot_warning(world.instance_ids[0], age=200))
+    summary = invoke(world.spot_warning(instance, age=200))
 
     assert summary["result"] == "timed_out"
     assert summary["trigger"] == "spot-interruption"
+    assert summary["deadline_source"].startswith("spot interruption warning at")
     assert _unschedulable(world, node)
 
 
