@@ -576,6 +576,21 @@ class Settings:
             "SCHEDULED_CHANGE_LEAD_SECONDS (the stack sets it).",
         ),
     )
+    stack_id: str = field(
+        default="",
+        metadata=_env(
+            "STACK_ID",
+            "str",
+            "",
+            "The ARN of the stack that deployed the function (the stack sets it). Its "
+            "custom resource answers only this stack's requests, and every hook the "
+            "function puts names it in its NotificationMetadata, so that the stack "
+            "deletes only the hooks it put. Empty: hooks name no stack.",
+            pattern=r"arn:aws[a-z-]*:cloudformation:[a-z0-9-]+:\d{12}:stack/"
+            r"[A-Za-z][A-Za-z0-9-]*/\S+",
+            pattern_description="a CloudFormation stack ARN",
+        ),
+    )
     state_change_drain: bool = field(
         default=False,
         metadata=_env(
@@ -609,21 +624,6 @@ class Settings:
             "risk of interruption): off = nothing; cordon = no new pods on the node; "
             "drain = cordon and evict its pods like a scale-in, within one invocation.",
             choices=("off", "cordon", "drain"),
-        ),
-    )
-    stack_id: str = field(
-        default="",
-        metadata=_env(
-            "STACK_ID",
-            "str",
-            "",
-            "The ARN of the stack that deployed the function (the stack sets it). Its "
-            "custom resource answers only this stack's requests, and every hook the "
-            "function puts names it in its NotificationMetadata, so that the stack "
-            "deletes only the hooks it put. Empty: hooks name no stack.",
-            pattern=r"arn:aws[a-z-]*:cloudformation:[a-z0-9-]+:\d{12}:stack/"
-            r"[A-Za-z][A-Za-z0-9-]*/\S+",
-            pattern_description="a CloudFormation stack ARN",
         ),
     )
     critical_reserve_seconds: int = field(
