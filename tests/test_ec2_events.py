@@ -39,7 +39,7 @@ from drainer.k8s.cordon import (
     progress_value,
 )
 from drainer.k8s.kube import Kube
-from drainer.lifecycle import ec2_events, notices
+from drainer.lifecycle import ec2_events, late, notices
 from drainer.lifecycle.events import (
     EC2_TRIGGERS,
     SPOT_NOTICE_SECONDS,
@@ -1512,7 +1512,7 @@ def test_late_event__moment_passed_instance_still_running__own_deadline_budgets_
 ) -> None:
     event = _spot_event(load_event(fixture))
     found = _as_now(_found(event), state, launched_at=WARNED_AT - 86400)
-    acts = ec2_events.acts_at(event)
+    acts = late.acts_at(event)
     assert acts is not None and (moment is None or acts == moment)
     settings = Settings.from_env({"TIMEOUT_POLICY": "force"})
     now = acts + 15 * 60
@@ -1520,12 +1520,12 @@ def test_late_event__moment_passed_instance_still_running__own_deadline_budgets_
     deadline = ec2_events.deadline_of(found, settings, now)
     plan = ec2_events.plan_for(found, settings, deadline, now)
 
-    assert ec2_events.is_late(found, now)
-    assert deadline.at == now + ec2_events.LATE_EVENT_DRAIN_SECONDS
+    assert late.is_late(found.event, found.identity, now)
+    assert deadline.at == now + late.LATE_EVENT_DRAIN_SECONDS
     assert f"is still {state}" in deadline.source
     assert not plan.options.force_on_timeout, "a late event's drain deletes nothing"
     assert not plan.options.fit_grace_to_deadline
-    assert ec2_events.restarted(found) is None
+    assert late.restarted(found.event, found.identity) is None
 
 
 @pytest.mark.parametrize("state", ["stopping", "shutting-down", "stopped", ""])
@@ -1537,7 +1537,7 @@ def test_late_event__instance_going_or_state_unknown__drained_as_ec2_fixes_it(
 
     deadline = ec2_events.deadline_of(found, Settings(), now)
 
-    assert not ec2_events.is_late(found, now)
+    assert not late.is_late(found.event, found.identity, now)
     assert deadline.at == WARNED_AT + 120 - 15
     assert ec2_events.plan_for(found, Settings(), deadline, now).options.force_on_timeout
 
@@ -1545,8 +1545,8 @@ def test_late_event__instance_going_or_state_unknown__drained_as_ec2_fixes_it(
 def test_late_event__moment_not_passed__not_late(load_event: LoadEvent) -> None:
     found = _as_now(_found(_spot_event(load_event("spot-interruption"))), "running", None)
 
-    assert not ec2_events.is_late(found, WARNED_AT + 119)
-    assert ec2_events.is_late(found, WARNED_AT + 120)
+    assert not late.is_late(found.event, found.identity, WARNED_AT + 119)
+    assert late.is_late(found.event, found.identity, WARNED_AT + 120)
 
 
 def test_restarted__launched_after_the_event__skip_naming_both_times(
@@ -1556,10 +1556,10 @@ def test_restarted__launched_after_the_event__skip_naming_both_times(
 
     before = _as_now(_found(event), "running", WARNED_AT - 1)
     after = _as_now(_found(event), "running", WARNED_AT + 300)
-    skip = ec2_events.restarted(after)
+    skip = late.restarted(after.event, after.identity)
 
-    assert ec2_events.restarted(before) is None
-    assert ec2_events.restarted(_as_now(_found(event), "running", None)) is None
+    assert late.restarted(before.event, before.identity) is None
+    assert late.restarted(event, _as_now(_found(event), "running", None).identity) is None
     assert isinstance(skip, Skip) and not skip.malformed
     assert skip.reason == (
         "spot interruption warning of 2026-11-22T02:14:10Z about instance "

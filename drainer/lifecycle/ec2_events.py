@@ -44,7 +44,7 @@ from drainer import aws, logs
 from drainer.errors import AwsError, ClusterNotFound, InstanceNotFound, KubeError
 from drainer.k8s.cordon import cordon_patch, live_drain
 from drainer.k8s.nodes import find_node_object, other_manager
-from drainer.lifecycle import ending, notices
+from drainer.lifecycle import ending, late, notices
 from drainer.lifecycle.admission import group_refused, group_tags
 from drainer.lifecycle.events import (
     EC2_EVENT_NAMES,
@@ -162,58 +162,12 @@ def _lifecycle_state(clients: aws.AwsClients, instance_id: str) -> str:
         return ""
 
 
-LATE_EVENT_DRAIN_SECONDS = float(SPOT_NOTICE_SECONDS)
-"""A drain's time when its event's moment has passed and EC2 says the instance still
-runs (Lambda's queue kept the event; a spot instance that stops came back): EC2 may
-carry out an interruption a little late, so the drain goes at once, budgets
-respected, and deletes nothing at its deadline."""
-
-STILL_RUNNING = frozenset({"pending", "running"})
-
-
-def acts_at(event: Ec2Event) -> float | None:
-    """The moment EC2 acts on the instance as the event fixes it; None when the event
-    fixes none (a rebalance, a scheduled change: its window is checked apart)."""
-    issued = event.issued_at
-    if event.kind is Ec2Kind.CAPACITY_RESERVATION and event.acts_at is not None:
-        return event.acts_at
-    if issued is None:
-        return None
-    notice = {
-        Ec2Kind.INTERRUPTION: SPOT_NOTICE_SECONDS,
-        Ec2Kind.CAPACITY_RESERVATION: SPOT_NOTICE_SECONDS,
-        Ec2Kind.STATE_CHANGE: STATE_CHANGE_NOTICE_SECONDS,
-    }.get(event.kind)
-    return None if notice is None else issued + notice
-
-
-def is_late(found: Ec2Target, now: float) -> bool:
-    """Whether the event's moment has passed while EC2 says the instance is still
-    pending or running: a deadline in the past is then no reason to delete pods."""
-    moment = acts_at(found.event)
-    return found.identity.state in STILL_RUNNING and moment is not None and moment <= now
-
-
-def restarted(found: Ec2Target) -> Skip | None:
-    """A Skip when the instance was started after its event (its LaunchTime is later:
-    it was stopped and started again, on other hardware): the event is about an
-    earlier life of the instance, and the node it has now is left alone."""
-    launched, issued = found.identity.launched_at, found.event.issued_at
-    if launched is None or issued is None or launched <= issued:
-        return None
-    return Skip(
-        f"{EC2_EVENT_NAMES[found.event.kind]} of {found.event.event_time} about instance "
-        f"{found.instance_id}, which was started again at {_iso(launched)}, after it: "
-        "the event no longer applies; its node is left alone"
-    )
-
-
 def fixed_by_ec2(found: Ec2Target, settings: Settings, now: float) -> bool:
     """Whether EC2 takes the instance at a time its event fixes, whatever the pods'
     budgets say: not a rebalance, nor a scheduled change whose window starts later
     than DRAIN_TIMEOUT_SECONDS from now."""
     event = found.event
-    if event.kind is Ec2Kind.REBALANCE or is_late(found, now):
+    if event.kind is Ec2Kind.REBALANCE or late.is_late(found.event, found.identity, now):
         return False
     if event.kind is Ec2Kind.SCHEDULED_CHANGE:
         # A window already begun (Health's update of an open change): the change is
@@ -231,12 +185,12 @@ def deadline_of(found: Ec2Target, settings: Settings, now: float) -> Deadline:
     margin = settings.spot_deadline_margin_seconds
     issued = event.issued_at if event.issued_at is not None else now
     less = f"- SPOT_DEADLINE_MARGIN_SECONDS ({margin} s)"
-    if is_late(found, now):
+    if late.is_late(found.event, found.identity, now):
         return Deadline(
-            now + LATE_EVENT_DRAIN_SECONDS,
+            now + late.LATE_EVENT_DRAIN_SECONDS,
             f"{EC2_EVENT_NAMES[event.kind]} of {event.event_time} came after EC2's moment "
             f"to act, and instance {found.instance_id} is still {found.identity.state}: "
-            f"{LATE_EVENT_DRAIN_SECONDS:.0f} s to drain, budgets respected",
+            f"{late.LATE_EVENT_DRAIN_SECONDS:.0f} s to drain, budgets respected",
         )
     if not fixed_by_ec2(found, settings, now):
         timeout = settings.drain_timeout_seconds
@@ -290,7 +244,7 @@ def plan_for(
     if not (fixed_by_ec2(found, settings, now) if fixed is None else fixed):
         follows = EC2_TRIGGERS if kind is Ec2Kind.REBALANCE else frozenset({str(kind)})
         # A late event's instance still runs: no pod is deleted past its budget for it.
-        force = base.force_on_timeout and not is_late(found, now)
+        force = base.force_on_timeout and not late.is_late(found.event, found.identity, now)
         return Plan(replace(base, trigger=str(kind), force_on_timeout=force), follows)
     window = max(0.0, deadline.at - now)
     options = replace(
@@ -455,7 +409,7 @@ def handle(
         return {"result": str(Outcome.FAILED), "message": message}
     if isinstance(found, Skip):
         return ending.skipped(found)
-    stale = restarted(found)
+    stale = late.restarted(found.event, found.identity)
     if stale is not None:
         ending.notify(settings, clients, notices.stale_event_notice(found, stale.reason))
         return ending.skipped(stale)

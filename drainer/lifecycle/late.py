@@ -1,0 +1,72 @@
+"""EC2's events that come late: checked against EC2's state of the instance now.
+
+Lambda's asynchronous queue keeps an event for up to six hours while the function
+is throttled or failing, and a spot instance that stops or hibernates comes back.
+A deadline taken from such an event is already past, and a past deadline is no
+reason to delete pods on an instance that still runs. So before acting on one of
+EC2's events (drainer/lifecycle/ec2_events.py):
+
+- an instance started after its event (a later LaunchTime: stopped and started
+  again) is left alone: the event is about an earlier life of it (`restarted`);
+- an instance still pending or running whose event's moment has passed is drained
+  at once with LATE_EVENT_DRAIN_SECONDS of its own, budgets respected, nothing
+  deleted at its deadline (`is_late`);
+- an instance stopping, shutting down or stopped is drained as its event says.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from drainer import aws
+from drainer.lifecycle.events import (
+    EC2_EVENT_NAMES,
+    SPOT_NOTICE_SECONDS,
+    STATE_CHANGE_NOTICE_SECONDS,
+    Ec2Event,
+    Ec2Kind,
+    Skip,
+)
+
+LATE_EVENT_DRAIN_SECONDS = float(SPOT_NOTICE_SECONDS)
+"""A late event's drain time: EC2 may carry out an interruption a little late, so
+the drain goes at once, budgets respected, and deletes nothing at its deadline."""
+
+STILL_RUNNING = frozenset({"pending", "running"})
+
+_NOTICE = {
+    Ec2Kind.INTERRUPTION: SPOT_NOTICE_SECONDS,
+    Ec2Kind.CAPACITY_RESERVATION: SPOT_NOTICE_SECONDS,
+    Ec2Kind.STATE_CHANGE: STATE_CHANGE_NOTICE_SECONDS,
+}
+"""How long after its event EC2 acts, for the events that fix that moment."""
+
+
+def acts_at(event: Ec2Event) -> float | None:
+    """The moment EC2 acts on the instance as the event fixes it; None when the event
+    fixes none (a rebalance; a scheduled change, whose window is checked apart)."""
+    if event.kind is Ec2Kind.CAPACITY_RESERVATION and event.acts_at is not None:
+        return event.acts_at
+    issued, notice = event.issued_at, _NOTICE.get(event.kind)
+    return None if issued is None or notice is None else issued + notice
+
+
+def is_late(event: Ec2Event, instance: aws.NodeIdentity, now: float) -> bool:
+    """Whether the event's moment has passed while EC2 says the instance is still
+    pending or running."""
+    moment = acts_at(event)
+    return instance.state in STILL_RUNNING and moment is not None and moment <= now
+
+
+def restarted(event: Ec2Event, instance: aws.NodeIdentity) -> Skip | None:
+    """A Skip when the instance was started after its event; None otherwise (or when
+    EC2 or the event does not say when)."""
+    launched, issued = instance.launched_at, event.issued_at
+    if launched is None or issued is None or launched <= issued:
+        return None
+    started = datetime.fromtimestamp(launched, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return Skip(
+        f"{EC2_EVENT_NAMES[event.kind]} of {event.event_time} about instance "
+        f"{instance.instance_id}, which was started again at {started}, after it: "
+        "the event no longer applies; its node is left alone"
+    )
