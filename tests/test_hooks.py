@@ -371,3 +371,35 @@ def test_launch_hook_off__no_launch_hook(account: Account) -> None:
 
     assert _launch_hook(account, "nodes-a") is None
     assert account.hook("nodes-a") is not None
+
+
+# --- whose hook: the stack that put it (issue 37, item 2) -------------------------------
+
+STACK = "arn:aws:cloudformation:us-east-1:123456789012:stack/eks-node-drainer/5b3f4c60"
+OTHER_STACK = "arn:aws:cloudformation:us-east-1:123456789012:stack/eks-node-drainer-b/0c1d2e3f"
+
+
+def test_sync__the_hooks_it_puts_name_the_stack__another_stacks_hook_left_saying_so(
+    account: Account, caplog: pytest.LogCaptureFixture
+) -> None:
+    account.tagged("nodes-a")
+    account.tagged("nodes-b")
+    theirs = json.dumps({"cluster_name": CLUSTER, "stack_id": OTHER_STACK})
+    account.put_hook("nodes-b", NotificationMetadata=theirs, HeartbeatTimeout=900)
+
+    with caplog.at_level(logging.INFO, logger="drainer.lifecycle.hooks"):
+        sync = hooks.sync_hooks(account.autoscaling, settings(stack_id=STACK), "schedule")
+
+    assert sync.created == ("nodes-a",)
+    hook = account.hook("nodes-a")
+    assert hook is not None
+    assert json.loads(hook["NotificationMetadata"]) == {"cluster_name": CLUSTER, "stack_id": STACK}
+    left = account.hook("nodes-b")
+    assert left is not None and (left["NotificationMetadata"], left["HeartbeatTimeout"]) == (
+        theirs,
+        900,
+    ), "another stack's hook was rewritten"
+    assert sync.not_ours == {
+        "nodes-b": "its NotificationMetadata names the stack eks-node-drainer-b"
+    }
+    assert "1 not ours" in caplog.text

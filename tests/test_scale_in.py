@@ -577,6 +577,20 @@ def test_cluster_from_setting__when_hook_and_tags_say_nothing(
     assert (run.result, run.cluster) == (Outcome.NO_NODE, CLUSTER)
 
 
+def test_cluster_from_a_hook_whose_metadata_names_its_stack__read_as_before(
+    scene_for: Callable[..., Scene],
+) -> None:
+    from drainer.lifecycle.hooks import HookSpec
+
+    stack = "arn:aws:cloudformation:us-east-1:123456789012:stack/eks-node-drainer/5b3f4c60"
+    written = HookSpec.from_settings(Settings(cluster_name=CLUSTER, stack_id=stack))
+    scene = scene_for(metadata=written.notification_metadata)
+
+    run = scene.drain(Settings(), FakeClock(time.time()))  # no CLUSTER_NAME, no tag
+
+    assert (run.result, run.cluster) == (Outcome.NO_NODE, CLUSTER), run.message
+
+
 def test_no_node_for_the_instance__no_node(scene_for: Callable[..., Scene]) -> None:
     scene = scene_for()
 
