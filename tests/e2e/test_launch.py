@@ -46,6 +46,11 @@ def test_new_instance__continue_only_once_its_node_is_ready(
     assert complete["time"] >= joined_at, "completed before the node was there"
     (action,) = [a for a in world.aws.actions() if a["instance_id"] == instance]
     assert action["closed_by"] == "complete"
+    node = world.nodes[instance]
+    wait_until(lambda: _launch_events(world, node), 10)
+    (told,) = _launch_events(world, node)
+    assert (told["reason"], told["type"]) == ("Joined", "Normal")
+    assert told["message"].endswith("; the Auto Scaling group is told CONTINUE")
 
 
 def test_node_never_joins__abandon_by_default__continue_when_set(
