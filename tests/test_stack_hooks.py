@@ -14,7 +14,7 @@ from support import cfn
 from test_hooks import CLUSTER, HOOK, Account
 
 from drainer import handler
-from drainer.lifecycle import stack_hooks
+from drainer.lifecycle import hooks, stack_hooks
 from drainer.lifecycle.events import StackRequest, parse_event
 from drainer.lifecycle.settings import Settings
 
@@ -496,7 +496,7 @@ def test_an_unexpected_exception__answered_failed_with_its_text(
     def broken(*_: Any, **__: Any) -> Any:
         raise KeyError("LifecycleHooks")  # a bug, not an AWS error
 
-    monkeypatch.setattr(stack_hooks.hooks, "sync_hooks", broken)
+    monkeypatch.setattr(hooks, "sync_hooks", broken)
     event = cfn.request("Create", answers.next_url(), PROPERTIES)
     try:
         handler.lambda_handler(event, None)
