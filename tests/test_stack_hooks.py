@@ -5,7 +5,9 @@ through the Lambda runtime."""
 
 from __future__ import annotations
 
+import io
 import json
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -13,7 +15,7 @@ import pytest
 from support import cfn
 from test_hooks import CLUSTER, HOOK, Account
 
-from drainer import handler
+from drainer import handler, logs
 from drainer.lifecycle import hooks, stack_hooks
 from drainer.lifecycle.events import StackRequest, parse_event
 from drainer.lifecycle.settings import Settings
@@ -485,7 +487,6 @@ def test_an_unexpected_exception__answered_failed_with_its_text(
     answers: cfn.ResponseServer,
     moto_aws: None,
     monkeypatch: pytest.MonkeyPatch,
-    caplog: pytest.LogCaptureFixture,
 ) -> None:
     Account().group("nodes-a")
     monkeypatch.setenv("CLUSTER_NAME", CLUSTER)
@@ -498,13 +499,19 @@ def test_an_unexpected_exception__answered_failed_with_its_text(
 
     monkeypatch.setattr(hooks, "sync_hooks", broken)
     event = cfn.request("Create", answers.next_url(), PROPERTIES)
+    log = io.StringIO()
+    logs.configure("INFO", stream=log)
     try:
         handler.lambda_handler(event, None)
     finally:
         handler.reset()
+        logs.configure("INFO", stream=sys.stdout)
 
     (answer,) = answers.answers
     assert answer.body["Status"] == "FAILED"
     assert "KeyError" in answer.body["Reason"] and "LifecycleHooks" in answer.body["Reason"]
     assert answer.body["PhysicalResourceId"] == OURS
-    assert any(r.exc_info for r in caplog.records), "the traceback is logged"
+    lines = [json.loads(line) for line in log.getvalue().splitlines()]
+    (error,) = [line for line in lines if line["message"].endswith("unexpected error")]
+    assert error["level"] == "ERROR"
+    assert "Traceback" in error["exception"] and "KeyError" in error["exception"]
