@@ -92,11 +92,16 @@ clean:
 
 # --- package and deploy (tools/package.py, tools/deploy.py; docs/operations.md) ----------
 # make package [ARCH=arm64|x86_64]: build/eks-node-drainer.zip and its manifest.
-# make deploy CLUSTER_NAME=... ASG_NAMES=a,b and/or ASG_TAG=key=value [ARCH=] [STACK_NAME=eks-node-drainer]
+# make deploy CLUSTER_NAME=... ASG_NAMES=a,b and/or ASG_TAG=key=value [ARCH=] [STACK_NAME=] [YES=1]
 #   [REGION=] [BUCKET=] [PARAMS_FILE=params.json] [PARAMS="DrainTimeoutSeconds=7200 ..."]
 # deploy checks parameters and credentials before it builds or uploads anything.
 ARCH ?=
-STACK_NAME ?= eks-node-drainer
+# STACK_NAME: default the cluster's stack, eks-node-drainer-<CLUSTER_NAME> (or an
+#   older eks-node-drainer stack of that cluster; tools/stacks.py). deploy shows the
+#   change set and waits for a yes: YES=1 executes it unasked (CI). CHANGE_CLUSTER=1
+#   lets a deploy change an existing stack's ClusterName.
+STACK_NAME ?=
+CHANGE_CLUSTER ?=
 REGION ?=
 BUCKET ?=
 PARAMS_FILE ?=
@@ -116,6 +121,7 @@ deploy: $(STAMP)
 	  --params-file "$(PARAMS_FILE)" $(if $(APPLY_RBAC),--apply-rbac) \
 	  $(if $(APPLY_RBAC),$(if $(KUBECONFIG),--kubeconfig "$(KUBECONFIG)")) \
 	  $(if $(APPLY_RBAC),$(if $(CONTEXT),--context "$(CONTEXT)")) \
+	  $(if $(YES),--yes) $(if $(CHANGE_CLUSTER),--change-cluster) \
 	  $(if $(ALLOW_MANAGED_NODE_GROUPS),AllowManagedNodeGroups=true) $(PARAMS)
 
 # make preflight CLUSTER_NAME=... ASG_NAMES=a,b and/or ASG_TAG=key=value [REGION=] [SUBNET_IDS=a,b]
@@ -135,7 +141,7 @@ preflight: $(STAMP)
 	  $(if $(ALLOW_MANAGED_NODE_GROUPS),--allow-managed-node-groups) \
 	  $(if $(KUBECONFIG),--kubeconfig "$(KUBECONFIG)") $(if $(CONTEXT),--context "$(CONTEXT)")
 
-# make logs [STACK_NAME=] [REGION=] [SINCE=1h] [FOLLOW=1] [INSTANCE=i-... | NODE=...]:
+# make logs [CLUSTER_NAME= | STACK_NAME=] [REGION=] [SINCE=1h] [FOLLOW=1] [INSTANCE=i-... | NODE=...]:
 # the function's log as readable lines, with boto3 (tools/logs.py).
 SINCE ?= 1h
 FOLLOW ?=
@@ -143,15 +149,17 @@ INSTANCE ?=
 NODE ?=
 
 logs: $(STAMP)
-	$(PY) -m tools.logs --stack-name "$(STACK_NAME)" --region "$(REGION)" --since "$(SINCE)" \
+	$(PY) -m tools.logs --stack-name "$(STACK_NAME)" --cluster-name "$(CLUSTER_NAME)" \
+	  --region "$(REGION)" --since "$(SINCE)" \
 	  $(if $(FOLLOW),--follow) $(if $(INSTANCE),--instance-id "$(INSTANCE)") $(if $(NODE),--node "$(NODE)")
 
-# make undeploy [STACK_NAME=] [REGION=] [YES=1]: delete the stack, then the terminate
+# make undeploy [CLUSTER_NAME= | STACK_NAME=] [REGION=] [YES=1]: delete the stack, then the terminate
 #   hooks its function kept (tools/undeploy.py); without YES=1, only say what it would.
 YES ?=
 
 undeploy: $(STAMP)
-	$(PY) -m tools.undeploy --stack-name "$(STACK_NAME)" --region "$(REGION)" $(if $(YES),--yes)
+	$(PY) -m tools.undeploy --stack-name "$(STACK_NAME)" --cluster-name "$(CLUSTER_NAME)" \
+	  --region "$(REGION)" $(if $(YES),--yes)
 
 # make chaos [SEEDS=200 | SEED=n] [BACKEND=kubesim|real]: the seeded chaos scenarios
 #   (tests/e2e/test_chaos*.py; make test runs a few seeds on each backend), then what

@@ -1,8 +1,8 @@
 """`make deploy`: check, package, upload, create or update the stack, say what's next.
 
     python -m tools.deploy --cluster-name prod --asg-names ng-a,ng-b [--arch arm64]
-        [--stack-name eks-node-drainer] [--region eu-west-1] [--bucket my-bucket]
-        [--params-file params.json] [Key=Value ...]
+        [--stack-name eks-node-drainer-prod] [--region eu-west-1] [--bucket my-bucket]
+        [--params-file params.json] [--yes] [--change-cluster] [Key=Value ...]
 
 In this order, and each step only once the one before has succeeded:
 
@@ -13,15 +13,19 @@ In this order, and each step only once the one before has succeeded:
    the template's own constraints, so a typo fails here and not half-way through
    a stack update.
 2. the region and the credentials (sts get-caller-identity);
-3. the stack as it is: a parameter given nowhere keeps the stack's current value
-   (the template default for a new stack), like `aws cloudformation deploy`; then
+3. the stack as it is (by default the cluster's, tools/stacks.py), and not another
+   cluster's (--change-cluster lets its ClusterName change): a parameter given
+   nowhere keeps the stack's current value (the template default for a new
+   stack), like `aws cloudformation deploy`; then
    make preflight's checks of the cluster and its groups (tools/preflight.py): a
    blocking one stops here;
 4. the zip (tools.package) for the stack's architecture;
 5. the upload, to a content-addressed key (eks-node-drainer/<sha256>.zip), so a
    new build changes CodeS3Key and CloudFormation updates the code, and a rebuild
    of the same sources uploads nothing;
-6. a change set (create or update), shown, then executed, with the stack's events
+6. a change set (create or update), shown (its resources, its parameters before
+   and after), executed on a person's yes on stdin (--yes: unasked; neither a
+   terminal nor --yes stops the deploy before step 4), with the stack's events
    printed as they come;
 7. what to do next: the RBAC command, a scale-in to try it, the logs.
 
@@ -417,8 +421,13 @@ def apply_change_set(
     poll: float,
     say: Say,
     purpose: str = "",
+    before: Mapping[str, str] | None = None,
+    confirm: Callable[[], bool] | None = None,
 ) -> bool:
-    """Create, show and execute a change set; False when there was nothing to change."""
+    """Create, show and execute a change set; False when there was nothing to change.
+    Shown: the resources it changes and its parameters (`before`: the stack's, for
+    "old -> new"). `confirm`, when given, decides after the showing: False deletes the
+    change set (and a stack that was only just begun) and stops the deploy."""
     name = f"deploy-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}{purpose}"
     cfn.create_change_set(
         StackName=stack_name,
@@ -447,6 +456,19 @@ def apply_change_set(
         say(
             f"  {rc.get('Action', '?'):8} {rc.get('LogicalResourceId')} "
             f"{rc.get('ResourceType')}{replacement}"
+        )
+    from tools.stacks import parameter_changes
+
+    changed = parameter_changes(before or {}, parameters)
+    say("  parameters:" if changed else "  parameters: unchanged")
+    for line in changed:
+        say(f"    {line}")
+    if confirm is not None and not confirm():
+        cfn.delete_change_set(StackName=stack_name, ChangeSetName=name)
+        if creating:  # only the change set's empty stack (REVIEW_IN_PROGRESS) is there
+            cfn.delete_stack(StackName=stack_name)
+        raise DeployError(
+            f"not deployed: the change set was not executed; stack {stack_name} is as it was"
         )
     started = time.time()
     cfn.execute_change_set(StackName=stack_name, ChangeSetName=name)
@@ -537,7 +559,9 @@ Next:
 
 @dataclass(frozen=True)
 class Options:
-    stack_name: str = "eks-node-drainer"
+    stack_name: str = ""
+    """Default: the cluster's stack (tools/stacks.py: eks-node-drainer-<cluster>, or
+    an older eks-node-drainer stack of that cluster)."""
     cluster_name: str = ""
     asg_names: str = ""
     asg_tag: str = ""
@@ -558,6 +582,10 @@ class Options:
     """Its context (default: the cluster's ARN, as aws eks update-kubeconfig names it)."""
     check_wait_seconds: float = 900.0
     """How long to wait for the function's self-check to pass (RBAC being applied)."""
+    yes: bool = False
+    """Execute the change set without asking (CI); else a person answers yes on stdin."""
+    change_cluster: bool = False
+    """Allow the deploy to change an existing stack's ClusterName."""
     check_poll_seconds: float = 10.0
 
 
@@ -578,6 +606,38 @@ def _cannot_drain(message: str, values: Mapping[str, str], *, live: bool, say: S
         "make deploy again to turn them on",
         1,
     )
+
+
+def _parameters_of(stack: Mapping[str, Any] | None) -> dict[str, str]:
+    """The stack's parameters as they are (a change set's "before")."""
+    return {p["ParameterKey"]: p["ParameterValue"] for p in (stack or {}).get("Parameters", [])}
+
+
+def _confirmer(options: Options, ask: Callable[[str], str] | None) -> Callable[[], bool] | None:
+    """What decides, once the change set is shown, whether it is executed: nothing with
+    --yes; else a person's yes, on stdin when it is a terminal. Without either the
+    deploy stops here, before anything is built or uploaded."""
+    if options.yes:
+        return None
+    if ask is None:
+        if not sys.stdin.isatty():
+            raise DeployError(
+                "make deploy shows the change set and waits for a yes, and stdin is not a "
+                "terminal: run it in one, or pass YES=1 (--yes) to execute the change set "
+                "unasked (CI); nothing was uploaded or changed",
+                2,
+            )
+        ask = input
+    question = ask
+
+    def confirm() -> bool:
+        try:
+            answer = question("Execute this change set? [y/N] ")
+        except EOFError:
+            return False
+        return answer.strip().lower() in ("y", "yes")
+
+    return confirm
 
 
 def _previous(stack: Mapping[str, Any] | None, key: str) -> str:
@@ -773,9 +833,14 @@ def _preflight(aws: Aws, values: Mapping[str, str], say: Say) -> None:
 
 
 def deploy(
-    options: Options, say: Say = print, *, sleep: Callable[[float], None] = time.sleep
+    options: Options,
+    say: Say = print,
+    *,
+    sleep: Callable[[float], None] = time.sleep,
+    ask: Callable[[str], str] | None = None,
 ) -> int:
-    """The whole deploy; `sleep` paces the wait for the self-check (tests pass their own)."""
+    """The whole deploy; `sleep` paces the wait for the self-check, `ask` puts the
+    question before the change set is executed (tests pass their own; default: stdin)."""
     template_body = options.template.read_text()
     if len(template_body.encode()) > TEMPLATE_URL_LIMIT:
         raise DeployError(f"{options.template} is over CloudFormation's limit of 1 MB")
@@ -789,7 +854,8 @@ def deploy(
     given = collect_parameters(
         spec, params_file=options.params_file, named=named, overrides=options.overrides
     )
-    if not re.fullmatch(r"[A-Za-z][A-Za-z0-9-]{0,63}", options.stack_name):
+    name_given = options.stack_name
+    if name_given and not re.fullmatch(r"[A-Za-z][A-Za-z0-9-]{0,63}", name_given):
         raise DeployError(
             f"STACK_NAME={options.stack_name!r}: the function is named after the stack, so it "
             "must be 1 to 64 letters, digits or '-', starting with a letter",
@@ -797,9 +863,17 @@ def deploy(
         )
 
     aws = connect(options.region, options.profile)
-    say(f"deploying stack {options.stack_name} to {aws.account} {aws.region} as {aws.caller}")
+    confirm = _confirmer(options, ask)
     cfn = aws.client("cloudformation")
-    stack = current_stack(cfn, options.stack_name)
+    from tools import stacks
+
+    stack_name, note = stacks.resolve(cfn, name_given, given["ClusterName"])
+    say(f"deploying stack {stack_name} to {aws.account} {aws.region} as {aws.caller}")
+    if note:
+        say(note)
+    stack = current_stack(cfn, stack_name)
+    if not options.change_cluster:
+        stacks.refuse_cluster_change(stack_name, stack, given["ClusterName"])
     values = effective_parameters(spec, given, stack)
     _preflight(aws, values, say)
 
@@ -817,26 +891,32 @@ def deploy(
     live = not creating and _previous(stack, "CreateLifecycleHooks") == "true"
     staged = values["CreateLifecycleHooks"] == "true" and not live
 
-    def change(parameters: Mapping[str, str], *, creating: bool, purpose: str = "") -> bool:
+    def change(
+        parameters: Mapping[str, str], *, creating: bool, purpose: str = "", asked: bool = False
+    ) -> bool:
         return apply_change_set(
             cfn,
-            options.stack_name,
+            stack_name,
             template_url=template_url,
             parameters=parameters,
             creating=creating,
             poll=options.poll_seconds,
             say=say,
             purpose=purpose,
+            before={} if creating else _parameters_of(stack),
+            confirm=confirm if asked else None,
         )
 
     if staged:
         say("the lifecycle hooks stay off until the function has proved it can drain")
     first = {**values, "CreateLifecycleHooks": "false"} if staged else values
-    if not change(first, creating=creating):
-        say(f"stack {options.stack_name} is already up to date: nothing to change")
-    outputs = _outputs(cfn, options.stack_name)
+    if staged:
+        say("then, once it has: CreateLifecycleHooks: false -> true")
+    if not change(first, creating=creating, asked=True):
+        say(f"stack {stack_name} is already up to date: nothing to change")
+    outputs = _outputs(cfn, stack_name)
     version = outputs.get("Version", "(unknown)")
-    say(f"stack {options.stack_name} deploys eks-node-drainer {version}")
+    say(f"stack {stack_name} deploys eks-node-drainer {version}")
     if options.apply_rbac:
         partition = aws.caller.split(":")[1] if aws.caller.count(":") > 1 else "aws"
         arn = f"arn:{partition}:eks:{aws.region}:{aws.account}:cluster/{values['ClusterName']}"
@@ -847,7 +927,7 @@ def deploy(
     # and 60 s read timeout would turn a slow self-check into "Read timeout".
     patient = Config(read_timeout=960, retries={"max_attempts": 1})
     patient_lambda = aws.session.client("lambda", region_name=aws.region, config=patient)
-    function = function_name(outputs, options.stack_name)
+    function = function_name(outputs, stack_name)
     check = wait_for_self_check(
         patient_lambda,
         function,
@@ -865,7 +945,7 @@ def deploy(
     if check["passed"] and values["CreateLifecycleHooks"] == "true":
         # The hooks in place now, not at the schedule's next run (drainer/lifecycle/hooks.py).
         say(describe_sync(sync_hooks(patient_lambda, function)))
-    say(next_steps(outputs, values, aws.region, options.stack_name))
+    say(next_steps(outputs, values, aws.region, stack_name))
     return 0
 
 
@@ -873,7 +953,12 @@ def parse_args(argv: Sequence[str] | None) -> Options:
     parser = argparse.ArgumentParser(
         prog="python -m tools.deploy", description=(__doc__ or "").split("\n")[0]
     )
-    parser.add_argument("--stack-name", default="eks-node-drainer")
+    parser.add_argument(
+        "--stack-name",
+        default="",
+        help="default: the cluster's, eks-node-drainer-<cluster> (or an older eks-node-drainer "
+        "of that cluster)",
+    )
     parser.add_argument("--cluster-name", default="", help="ClusterName (make: CLUSTER_NAME)")
     parser.add_argument("--asg-names", default="", help="AsgNames, comma-separated (ASG_NAMES)")
     parser.add_argument("--asg-tag", default="", help="AsgTag, key=value (ASG_TAG)")
@@ -897,6 +982,14 @@ def parse_args(argv: Sequence[str] | None) -> Options:
         default=900.0,
         help="how long to wait for the function's self-check (the RBAC) before giving up",
     )
+    parser.add_argument(
+        "--yes", action="store_true", help="execute the change set without asking (YES=1)"
+    )
+    parser.add_argument(
+        "--change-cluster",
+        action="store_true",
+        help="let an existing stack's ClusterName change (CHANGE_CLUSTER=1)",
+    )
     parser.add_argument("overrides", nargs="*", metavar="Key=Value", help="more parameters")
     args = parser.parse_args(argv)
     return Options(
@@ -916,6 +1009,8 @@ def parse_args(argv: Sequence[str] | None) -> Options:
         kubeconfig=args.kubeconfig,
         context=args.context,
         check_wait_seconds=args.check_wait_seconds,
+        yes=args.yes,
+        change_cluster=args.change_cluster,
     )
 
 

@@ -1,6 +1,6 @@
 """`make logs`: the drainer function's log as readable lines, with boto3 alone.
 
-    python -m tools.logs [--stack-name eks-node-drainer] [--region eu-west-1]
+    python -m tools.logs [--cluster-name prod | --stack-name eks-node-drainer-prod] [--region R]
         [--instance-id i-...] [--node ip-...] [--since 1h] [--follow]
 
 The AWS CLI v1 (the one many distributions and the bundled installer ship) has no
@@ -9,7 +9,9 @@ function becomes one line: time, level, instance, node and the sentence the
 drainer wrote (the log contract's `message`); Lambda's own START/END/REPORT lines
 are left out. `--instance-id` and `--node` keep the lines of one drain: CloudWatch
 is asked for lines holding the name (a quoted filter term), then each is checked
-field by field. `--follow` polls every few seconds until Ctrl-C.
+field by field. `--follow` polls every few seconds until Ctrl-C. Which stack:
+`--stack-name`, else `--cluster-name`'s (tools/stacks.py: eks-node-drainer-<cluster>,
+or an older eks-node-drainer of that cluster), else the region's one stack of ours.
 
 Exit status: 0, 2 bad arguments, 3 no region or credentials, 1 no such log group.
 """
@@ -22,7 +24,7 @@ import re
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -56,6 +58,8 @@ class Options:
     since: int = 3600
     follow: bool = False
     poll_seconds: float = 3.0
+    cluster_name: str = ""
+    """Find the stack by its cluster when no stack name is given (main)."""
 
     @property
     def log_group(self) -> str:
@@ -153,7 +157,8 @@ def parse_args(argv: Sequence[str] | None) -> Options:
     parser = argparse.ArgumentParser(
         prog="python -m tools.logs", description=(__doc__ or "").split("\n")[0]
     )
-    parser.add_argument("--stack-name", default="eks-node-drainer", help="(make: STACK_NAME)")
+    parser.add_argument("--stack-name", default="", help="(make: STACK_NAME)")
+    parser.add_argument("--cluster-name", default="", help="its stack's (make: CLUSTER_NAME)")
     parser.add_argument("--region", default="", help="default: the AWS CLI's (REGION)")
     parser.add_argument("--profile", default="", help="AWS profile (default: AWS_PROFILE)")
     which = parser.add_mutually_exclusive_group()
@@ -172,6 +177,7 @@ def parse_args(argv: Sequence[str] | None) -> Options:
         node=args.node,
         since=args.since,
         follow=args.follow,
+        cluster_name=args.cluster_name,
     )
 
 
@@ -180,7 +186,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     def body() -> int:
         aws = connect(options.region, options.profile, unchanged="")
-        return show(aws.client("logs"), options, lambda line: print(line, flush=True))
+        from tools import stacks
+
+        cfn = aws.client("cloudformation")
+        name, note = stacks.resolve(cfn, options.stack_name, options.cluster_name)
+        if note:
+            print(note, file=sys.stderr)
+        chosen = replace(options, stack_name=name)
+        return show(aws.client("logs"), chosen, lambda line: print(line, flush=True))
 
     return run_tool("logs", body, on_ctrl_c=0)  # Ctrl-C is how FOLLOW=1 ends
 

@@ -20,7 +20,9 @@ What it checks:
   drains those nodes itself, so naming one blocks unless --allow-managed-node-groups,
   and EKS's hooks are never to be deleted), and has no other terminate lifecycle
   hook, which would complete or time out the same action as ours;
-- with a kubeconfig (an admin's), that k8s-rbac/ is applied as it is in this
+- with a kubeconfig (an admin's), that its context is the named cluster (its
+  certificate authority is the EKS cluster's: a tunnel or tls-server-name still
+  passes, another cluster blocks), then that k8s-rbac/ is applied as it is in this
   repository: the role grants what a drain needs and no more, bound to the group
   eks-node-drainer.
 
@@ -31,6 +33,8 @@ region or credentials.
 from __future__ import annotations
 
 import argparse
+import base64
+import re
 import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -415,6 +419,86 @@ def check_rbac(kube: Any) -> list[Check]:
     return checks
 
 
+# --- the kubeconfig is the cluster's -------------------------------------------------------
+
+_PEM = re.compile(rb"-----BEGIN CERTIFICATE-----(.+?)-----END CERTIFICATE-----", re.DOTALL)
+
+
+def certificates(pem: bytes) -> set[bytes]:
+    """The DER bytes of each certificate in a PEM bundle (whitespace and order aside)."""
+    return {base64.b64decode(b"".join(body.split())) for body in _PEM.findall(pem)}
+
+
+def kubeconfig_cluster(path: str, context: str) -> tuple[str, str, bytes]:
+    """The context's (name, server, CA PEM) as kubectl would pick them (b"" without a CA)."""
+    from drainer.k8s import kubeconfig
+
+    merged = kubeconfig.Merged(kubeconfig.files(path))
+    name = context or merged.current
+    if name not in merged.contexts:
+        raise kubeconfig.KubeconfigError(f"context '{name}' is not in the kubeconfig")
+    cluster_name = str(merged.contexts[name].value.get("cluster") or "")
+    if cluster_name not in merged.clusters:
+        raise kubeconfig.KubeconfigError(
+            f"cluster '{cluster_name}' of context '{name}' is not in it"
+        )
+    entry = merged.clusters[cluster_name]
+    server = str(entry.value.get("server") or "")
+    if entry.value.get("certificate-authority-data"):
+        return name, server, base64.b64decode(str(entry.value["certificate-authority-data"]))
+    if entry.value.get("certificate-authority"):
+        return (
+            name,
+            server,
+            (entry.directory / str(entry.value["certificate-authority"])).read_bytes(),
+        )
+    return name, server, b""
+
+
+def check_kubeconfig(cluster: dict[str, Any] | None, options: Options) -> Check:
+    """Is the kubeconfig's context the named EKS cluster? Its certificate authority
+    against the cluster's certificateAuthority.data: an SSH tunnel or a proxy
+    (another server address, tls-server-name) still passes, another cluster does not.
+    Without a CA in the kubeconfig, its server against the cluster's endpoint."""
+    from drainer.k8s.kubeconfig import KubeconfigError
+
+    what = "kubeconfig"
+    name = options.cluster_name
+    try:
+        context, server, ca = kubeconfig_cluster(options.kubeconfig, options.context)
+    except (KubeconfigError, OSError, ValueError) as e:
+        return Check(what, Status.FAIL, f"cannot read {options.kubeconfig}: {e}")
+    if cluster is None:
+        return Check(what, Status.FAIL, f"context {context}: no cluster {name} to compare it with")
+    fix = (
+        f"aws eks update-kubeconfig --name {name} --region <region>, then "
+        f"CONTEXT=<that context> (as aws eks names it: arn:...:cluster/{name})"
+    )
+    endpoint = str(cluster.get("endpoint") or "")
+    if ca:
+        theirs = certificates(
+            base64.b64decode((cluster.get("certificateAuthority") or {}).get("data") or "")
+        )
+        if certificates(ca) & theirs:
+            return Check(what, Status.OK, f"context {context} ({server}): cluster {name}'s CA")
+        return Check(
+            what,
+            Status.FAIL,
+            f"context {context} ({server}) is not cluster {name}: its certificate authority "
+            "is another cluster's; the RBAC was not checked",
+            fix,
+        )
+    if server.rstrip("/") == endpoint.rstrip("/"):
+        return Check(what, Status.OK, f"context {context}: cluster {name}'s endpoint")
+    return Check(
+        what,
+        Status.FAIL,
+        f"context {context} has no certificate authority to compare, and its server {server} "
+        f"is not cluster {name}'s endpoint {endpoint}; the RBAC was not checked",
+        fix,
+    )
+
+
 # --- the whole ------------------------------------------------------------------------------
 
 
@@ -424,6 +508,9 @@ def run(aws: Aws, options: Options) -> list[Check]:
         checks += check_subnets(aws.client("ec2"), cluster, options)
     checks += check_groups(aws.client("autoscaling"), options)
     if options.kubeconfig:
+        identity = check_kubeconfig(cluster, options)
+        checks.append(identity)
+    if options.kubeconfig and identity.status != Status.FAIL:
         from drainer.errors import KubeError
         from drainer.k8s.kube import Kube
 

@@ -1,6 +1,7 @@
 """`make undeploy`: delete the stack, then any lifecycle hook of its function left.
 
-    python -m tools.undeploy [--stack-name eks-node-drainer] [--region eu-west-1] [--yes]
+    python -m tools.undeploy [--cluster-name prod | --stack-name eks-node-drainer-prod]
+        [--region eu-west-1] [--yes]
 
 The stack owns its hooks: deleting it runs its custom resource's Delete
 (drainer/lifecycle/stack_hooks.py), which removes them. This reads the function's
@@ -12,7 +13,9 @@ LAUNCH_HOOK_NAME), its NotificationMetadata naming this stack's ARN
 another stack, 0.1.0 or another tool made is left, with a line saying so; with
 CREATE_LIFECYCLE_HOOKS false every hook is yours and none is deleted.
 
-Without --yes (make: YES=1) it only says what it would delete.
+Without --yes (make: YES=1) it only says what it would delete. Which stack:
+`--stack-name`, else `--cluster-name`'s (tools/stacks.py), else the region's one
+stack of ours.
 
 Exit status: 0 done (or the dry run), 1 an AWS call failed or the stack did not
 delete, 2 bad arguments, 3 no region or credentials, 4 no such stack.
@@ -50,11 +53,13 @@ Say = Callable[[str], None]
 
 @dataclass(frozen=True)
 class Options:
-    stack_name: str = "eks-node-drainer"
+    stack_name: str = ""
     region: str = ""
     profile: str = ""
     yes: bool = False
     poll_seconds: float = 5.0
+    cluster_name: str = ""
+    """Find the stack by its cluster when no stack name is given."""
 
 
 @dataclass(frozen=True)
@@ -115,13 +120,20 @@ def plan(aws: Aws, stack_name: str) -> Plan:
 
 
 def undeploy(aws: Aws, options: Options, say: Say) -> int:
-    found = plan(aws, options.stack_name)
+    from tools import stacks
+
+    stack_name, note = stacks.resolve(
+        aws.client("cloudformation"), options.stack_name, options.cluster_name
+    )
+    if note:
+        say(note)
+    found = plan(aws, stack_name)
     terminate = found.settings.lifecycle_hook_name
 
     def kind(name: str) -> str:
         return "hook" if name == terminate else "launch hook"
 
-    say(f"stack {options.stack_name} ({aws.region}), cluster {found.settings.cluster_name}")
+    say(f"stack {stack_name} ({aws.region}), cluster {found.settings.cluster_name}")
     for name in dict.fromkeys((terminate, found.settings.launch_hook_name)):
         groups = [g for g, n in found.ours.removed if n == name]
         if groups or name == terminate:
@@ -138,8 +150,8 @@ def undeploy(aws: Aws, options: Options, say: Say) -> int:
         return 0
     cfn = aws.client("cloudformation")
     since = time.time()
-    say(f"deleting stack {options.stack_name}")
-    cfn.delete_stack(StackName=options.stack_name)
+    say(f"deleting stack {stack_name}")
+    cfn.delete_stack(StackName=stack_name)
     status = wait_for_stack(cfn, found.stack_id, since, options.poll_seconds, say)
     if status != "DELETE_COMPLETE":
         say(f"the stack ended {status}; the hooks stay until it is gone (fix, then run again)")
@@ -161,12 +173,15 @@ def parse_args(argv: Sequence[str] | None) -> Options:
     parser = argparse.ArgumentParser(
         prog="python -m tools.undeploy", description=(__doc__ or "").split("\n")[0]
     )
-    parser.add_argument("--stack-name", default="eks-node-drainer", help="(make: STACK_NAME)")
+    parser.add_argument("--stack-name", default="", help="(make: STACK_NAME)")
+    parser.add_argument("--cluster-name", default="", help="its stack's (make: CLUSTER_NAME)")
     parser.add_argument("--region", default="", help="default: the AWS CLI's (REGION)")
     parser.add_argument("--profile", default="", help="AWS profile (default: AWS_PROFILE)")
     parser.add_argument("--yes", action="store_true", help="delete; without it, a dry run (YES)")
     args = parser.parse_args(argv)
-    return Options(args.stack_name, args.region, args.profile, args.yes)
+    return Options(
+        args.stack_name, args.region, args.profile, args.yes, cluster_name=args.cluster_name
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -328,3 +328,80 @@ def test_managed_node_group_tagged__left_alone_without_the_opt_in__not_blocking(
     assert row.status == preflight.Status.WARN
     assert "left alone" in row.detail
     assert preflight.blocking(checks) == []
+
+
+def _kubeconfig(path: Any, ca_pem: bytes, server: str, *, as_file: bool = False) -> str:
+    import base64
+
+    import yaml
+
+    cluster: dict[str, str] = {"server": server}
+    if as_file:
+        (path / "ca.crt").write_bytes(ca_pem)
+        cluster["certificate-authority"] = "ca.crt"
+    else:
+        cluster["certificate-authority-data"] = base64.b64encode(ca_pem).decode()
+    config = {
+        "apiVersion": "v1", "kind": "Config", "current-context": "there",
+        "clusters": [{"name": "c", "cluster": cluster}],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+        "contexts": [{"name": "there", "context": {"cluster": "c", "user": "u"}}],
+    }  # fmt: skip
+    (path / "config").write_text(yaml.safe_dump(config))
+    return str(path / "config")
+
+
+def _cluster_ca(
+    ca_pem: bytes, endpoint: str = "https://ABC.gr7.us-east-1.eks.amazonaws.com"
+) -> None:
+    import base64
+
+    from awssim.eks import point_cluster_at
+
+    point_cluster_at(
+        DEFAULT_ACCOUNT_ID, REGION, CLUSTER, endpoint, base64.b64encode(ca_pem).decode()
+    )
+
+
+def test_kubeconfig_of_another_cluster__blocks__rbac_not_checked(
+    moto_aws: None, tmp_path: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from kubesim.certs import generate
+
+    _cluster()
+    _cluster_ca(generate("prod-ca").ca_pem)
+    elsewhere = _kubeconfig(tmp_path, generate("staging-ca").ca_pem, "https://127.0.0.1:6443")
+
+    code = preflight.main(["--cluster-name", CLUSTER, "--asg-tag", TAG, "--kubeconfig", elsewhere])
+
+    out = capsys.readouterr().out
+    assert code == 1
+    assert "ready to deploy" not in out
+    check = _row(_run(asg_tag=TAG, kubeconfig=elsewhere), "kubeconfig")
+    assert check.status == preflight.Status.FAIL
+    assert "is not cluster prod" in check.detail
+    assert "aws eks update-kubeconfig --name prod" in check.fix
+    assert not [c for c in _run(asg_tag=TAG, kubeconfig=elsewhere) if c.what.startswith("RBAC")]
+
+
+@pytest.mark.parametrize("as_file", [False, True], ids=["ca-data", "ca-file"])
+def test_kubeconfig_through_a_tunnel__same_ca__passes(
+    moto_aws: None, tmp_path: Any, as_file: bool
+) -> None:
+    """An SSH tunnel: another server address, the cluster's own CA (a bundle of two)."""
+    from kubesim.certs import generate
+
+    _cluster()
+    ca = generate("prod-ca").ca_pem
+    _cluster_ca(ca)
+    tunnel = _kubeconfig(
+        tmp_path, generate("old-ca").ca_pem + ca, "https://localhost:8443", as_file=as_file
+    )
+
+    identity = preflight.check_kubeconfig(
+        _client("eks").describe_cluster(name=CLUSTER)["cluster"],
+        preflight.Options(CLUSTER, (), kubeconfig=tunnel),
+    )
+
+    assert identity.status == preflight.Status.OK, identity
+    assert "cluster prod's CA" in identity.detail

@@ -242,7 +242,7 @@ def _the_account(url: str) -> None:
 
 def test_preflight_blocks__nothing_uploaded(moto_env: dict[str, str], tmp_path: Path):
     run = run_deploy(
-        "--stack-name", "drainer-blocked", "--zip", str(prebuilt_zip(tmp_path)),
+        "--stack-name", "drainer-blocked", "--zip", str(prebuilt_zip(tmp_path)), "--yes",
         "--cluster-name", "prod-eu", "--asg-names", "eks-workers-a,no-such-group",
         env=moto_env,
     )  # fmt: skip
@@ -298,7 +298,9 @@ def test_deploy_creates_then_updates_the_stack_keeping_unchanged_parameters(
     moto_env: dict[str, str], tmp_path: Path
 ):
     zip_path = prebuilt_zip(tmp_path)
-    common = ("--stack-name", "drainer-happy", "--zip", str(zip_path), "--poll-seconds", "0.05")
+    common = (
+        "--stack-name", "drainer-happy", "--zip", str(zip_path), "--poll-seconds", "0.05", "--yes",
+    )  # fmt: skip
     # The server cannot run the function (moto would need Docker), so its self-check
     # fails: with hooks this deploy does not own, that is a warning, not a stop.
     # tests/e2e/test_deploy_flow.py runs the whole hooks-off, check, hooks-on path.
@@ -354,8 +356,8 @@ def test_a_zip_for_the_other_architecture_is_refused_before_upload(
 ):
     zip_path = prebuilt_zip(tmp_path, arch="arm64")
     run = run_deploy(
-        "--stack-name", "drainer-arch", "--zip", str(zip_path), "--cluster-name", "prod-eu",
-        "--asg-names", "nodes", "--arch", "x86_64", env=moto_env,
+        "--stack-name", "drainer-arch", "--zip", str(zip_path), "--yes",
+        "--cluster-name", "prod-eu", "--asg-names", "nodes", "--arch", "x86_64", env=moto_env,
     )  # fmt: skip
     assert run.returncode == 1
     assert "was built for arm64, the stack runs on x86_64: make package ARCH=x86_64" in run.stderr

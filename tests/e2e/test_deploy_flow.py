@@ -66,6 +66,7 @@ def _deploy(
             zip_path=prebuilt_zip(tmp_path),
             overrides=(f"LifecycleHookName={world.group.hook_name}",),
             poll_seconds=0.01,
+            yes=True,  # no person here to answer the change set's question
             **options,
         ),
         said.append,

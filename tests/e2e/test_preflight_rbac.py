@@ -1,17 +1,21 @@
-"""make preflight's Kubernetes half, on both backends: k8s-rbac/ as applied to the
-cluster, read as an admin, against the repository's manifests."""
+"""make preflight's Kubernetes half, on both backends: the kubeconfig is the named
+EKS cluster's (its certificate authority), and k8s-rbac/ as applied to the cluster,
+read as an admin, against the repository's manifests."""
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from drainer.k8s.kube import Kube
+from kubesim.certs import generate
 from testbed import World
 from testbed.world import rbac_manifests
 from tools import preflight
+from tools.deploy import connect
 
 
 @pytest.fixture
@@ -67,3 +71,34 @@ def test_role_granting_more__warns_naming_it(admin: Kube) -> None:
 def test_binding_missing__blocks(admin: Kube) -> None:
     checks = preflight.check_rbac(admin)
     assert [(c.what, c.status) for c in checks] == [("k8s-rbac/", preflight.Status.FAIL)]
+
+
+def _preflight(world: World) -> list[preflight.Check]:
+    options = preflight.Options(
+        world.cluster_name, (), region=world.region,
+        kubeconfig=str(world.cluster.kubeconfig), context="admin",
+    )  # fmt: skip
+    return preflight.run(connect(world.region), options)
+
+
+def test_kubeconfig_of_the_named_cluster__passes__then_rbac_checked(world: World) -> None:
+    checks = {c.what: c for c in _preflight(world)}
+
+    assert checks["kubeconfig"].status == preflight.Status.OK, checks["kubeconfig"]
+    assert checks["RBAC role"].status == preflight.Status.OK
+    assert checks["RBAC binding"].status == preflight.Status.OK
+
+
+def test_kubeconfig_of_another_cluster__blocks__its_rbac_not_trusted(world: World) -> None:
+    """The admin's kubeconfig reaches a cluster whose RBAC is right, but the EKS
+    cluster of that name is another one (another certificate authority)."""
+    other = base64.b64encode(generate("another-cluster-ca").ca_pem).decode()
+    world.aws.point_cluster_at(world.cluster_name, world.cluster.url, other)
+
+    checks = _preflight(world)
+
+    identity = next(c for c in checks if c.what == "kubeconfig")
+    assert identity.status == preflight.Status.FAIL
+    assert f"is not cluster {world.cluster_name}" in identity.detail
+    assert [c for c in checks if c.what.startswith("RBAC")] == []
+    assert preflight.blocking(checks)
