@@ -28,7 +28,6 @@ import contextlib
 import dataclasses
 import json
 import logging
-import math
 import os
 import re
 import shlex
@@ -40,6 +39,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
 from drainer import __version__
+from drainer.cli.durations import seconds, whole_seconds
 from drainer.cli.streams import SafeStream
 from drainer.engine import filters
 from drainer.engine.options import (
@@ -102,19 +102,10 @@ def _selector(text: str) -> str:
     return text.strip()
 
 
-def positive_seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a positive, finite number of seconds")
-    if value > MAX_TIMEOUT:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is more than {MAX_TIMEOUT} seconds (48 hours, the longest a "
-            "lifecycle hook holds an instance)"
-        )
-    return value
+positive_seconds = seconds(
+    maximum=MAX_TIMEOUT, why=" (48 hours, the longest a lifecycle hook holds an instance)"
+)
+"""--timeout: `90`, `90s`, `5m`, `1h30m`, as kubectl takes it (drainer/cli/durations.py)."""
 
 
 def _integer(minimum: int, maximum: int) -> Callable[[str], int]:
@@ -239,7 +230,8 @@ def _pacing_flags(drain: argparse.ArgumentParser) -> None:
         "--timeout",
         type=positive_seconds,
         default=float(DEFAULT_TIMEOUT),
-        help=f"give up after this many seconds, at most {MAX_TIMEOUT} (default {DEFAULT_TIMEOUT})",
+        help="give up after this long: seconds or a duration (90, 90s, 5m, 1h30m), at most "
+        f"{MAX_TIMEOUT} s, 48h (default {DEFAULT_TIMEOUT})",
     )
     drain.add_argument(
         "--dry-run", action="store_true", help="show what would be evicted; change nothing"
@@ -262,7 +254,7 @@ def _pacing_flags(drain: argparse.ArgumentParser) -> None:
     stuck = int(DEFAULTS.stuck_pod_seconds)
     drain.add_argument(
         "--stuck-pod-seconds",
-        type=_integer(low, high),
+        type=whole_seconds(low, high),
         default=stuck,
         help="stop waiting for pods stuck terminating this long past their grace period, "
         f"{low} to {high} seconds (default {stuck})",
