@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from drainer import __version__
 from drainer.cli.durations import seconds, whole_seconds
+from drainer.cli.refused import add_refused
 from drainer.cli.streams import SafeStream
 from drainer.engine import filters
 from drainer.engine.options import (
@@ -173,7 +174,8 @@ def _parse(argv: Sequence[str] | None, prog: str) -> argparse.Namespace:
 def _suggestion(unknown: Sequence[str], parser: argparse.ArgumentParser) -> str:
     import difflib  # only for a mistyped flag
 
-    flags = sorted(o for action in parser._actions for o in action.option_strings)
+    shown = [a for a in parser._actions if a.help != argparse.SUPPRESS]  # not the refused
+    flags = sorted(o for action in shown for o in action.option_strings)
     for word in unknown:
         if not word.startswith("-"):
             continue
@@ -205,6 +207,7 @@ def _parser(prog: str) -> _Parser:
     _target(drain)
     _pacing_flags(drain)
     _kubectl_flags(drain)
+    add_refused(drain)  # kubectl's flags it does not take, each with why
     _output_flag(drain)
     drain.add_argument(
         "--verbose", "-v", action="store_true", help="print every eviction attempt and debug logs"
