@@ -45,3 +45,48 @@ def test_bad_timeout__usage_error_saying_the_accepted_forms(
     error = capsys.readouterr().err
     assert f"argument --timeout: {value!r}" in error
     assert "90s, 5m, 1h30m, 500ms" in error
+
+
+@pytest.mark.parametrize(
+    ("flags", "says"),
+    [
+        (["--disable-eviction"], ["never bypasses PodDisruptionBudgets", "--timeout"]),
+        (["--disable-eviction=true"], ["never bypasses PodDisruptionBudgets"]),
+        (["--delete-local-data"], ["kubectl's old name", "use --delete-emptydir-data"]),
+        (["--chunk-size", "500"], ["read in pages already", "leave it out"]),
+        (["--chunk-size=0"], ["read in pages already"]),
+        (["--selector", "pool=spot"], ["chooses nodes", "not supported yet", "name the node"]),
+        (["-l", "pool=spot"], ["chooses nodes", "--pod-selector"]),
+        (["--selector=pool=spot"], ["chooses nodes"]),
+    ],
+)
+def test_kubectl_flags_this_tool_does_not_take__usage_error_saying_what_instead(
+    flags: list[str], says: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        _drain(*flags)
+
+    assert exited.value.code == 2
+    error = capsys.readouterr().err
+    assert f"argument {flags[0].split('=')[0]}" in error or flags[0] == "-l"
+    for words in says:
+        assert words in error
+    assert "unrecognized" not in error
+
+
+def test_selector_without_a_node__the_same_answer_not_a_node_name_error(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit):
+        _parse(["drain", "-l", "pool=spot"], "python -m drainer")
+
+    assert "chooses nodes" in capsys.readouterr().err
+
+
+def test_a_typo_is_never_answered_with_a_refused_flag(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        _drain("--delete")
+
+    error = capsys.readouterr().err
+    assert "did you mean --delete-emptydir-data?" in error
+    assert "--delete-local-data" not in error
