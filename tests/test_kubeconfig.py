@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from drainer.cli.main import main
-from drainer.errors import KubeError
+from drainer.errors import KubeError, TlsVerificationError
 from drainer.k8s import kubeconfig
 from drainer.k8s.kube import Kube
 from kubesim import KubeSim
@@ -267,3 +267,25 @@ def test_exec_plugin_tokens_expiring_every_3_s__a_minute_long_drain_paced_by_a_b
     assert pods_on(cluster, "n1") == []
     assert time.monotonic() - began >= 55, "a drain of about a minute"
     assert len(tokens.seen) >= 15, f"a new token as each one aged out: {sorted(tokens.seen)}"
+
+
+@pytest.mark.parametrize("data_is_right", [True, False], ids=["data-right", "data-wrong"])
+def test_ca_file_and_ca_data__only_the_data_is_trusted__as_kubectl(
+    sim: KubeSim, tmp_path: Path, data_is_right: bool
+) -> None:
+    from kubesim import certs
+
+    right, wrong = sim.ca_pem, certs.generate("another-ca").ca_pem
+    (tmp_path / "ca.pem").write_bytes(wrong if data_is_right else right)
+    data = base64.b64encode(right if data_is_right else wrong).decode()
+    config = tmp_path / "kubeconfig"
+    user = {"token": sim.admin_token}
+    cluster = {"certificate-authority": "ca.pem", "certificate-authority-data": data}
+    config.write_text(yaml.safe_dump(_config(sim, user, **cluster)))
+    kube = Kube.from_kubeconfig(str(config))
+
+    if data_is_right:
+        assert kube.get_node("n1") is not None
+    else:
+        with pytest.raises(TlsVerificationError, match="does not verify against the cluster CA"):
+            kube.get_node("n1")

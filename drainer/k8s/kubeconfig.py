@@ -127,10 +127,12 @@ def load(path: str | None, context: str | None, *, clock: Callable[[], float]) -
     server = str(cluster.value.get("server") or "")
     if not server:
         raise KubeconfigError(f"cluster '{cluster_name}' has no server")
+    ca_pem = _decoded(cluster.value.get("certificate-authority-data"))
+    ca_file = _path(cluster.value.get("certificate-authority"), cluster.directory)
     endpoint = Endpoint(
         server,
-        ca_pem=_decoded(cluster.value.get("certificate-authority-data")),
-        ca_file=_path(cluster.value.get("certificate-authority"), cluster.directory),
+        ca_pem=ca_pem,
+        ca_file="" if ca_pem else ca_file,  # as kubectl: the data overrides the file
         tls_server_name=str(cluster.value.get("tls-server-name") or ""),
     )
     return _with_user(endpoint, user_name, user, cluster, clock)
