@@ -847,6 +847,26 @@ def test_kubeconfig_file_missing__says_no_such_file__exit_2(
     assert line.startswith(f"error: no kubeconfig file at {missing}: write one with `aws eks ")
 
 
+def test_explicit_kubeconfig_list_with_a_missing_file__refused_exit_2__a_kubeconfig_list_skips_it(
+    sim: KubeSim,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # kubectl: --kubeconfig names one file, which must exist; only KUBECONFIG's list
+    # skips the files it names that do not exist.
+    listed = f"{sim.kubeconfig}{os.pathsep}{tmp_path / 'missing'}"
+    release = ["release", "--node", NODE, "--context", "drainer", "--dry-run"]
+
+    code = main([*release, "--kubeconfig", listed], stdout=io.StringIO())
+
+    assert code == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"error: no kubeconfig file at {listed}: ")
+    monkeypatch.setenv("KUBECONFIG", listed)
+    assert main(release, stdout=io.StringIO()) == 0
+
+
 def test_api_server_unreachable__one_short_line_per_retry(
     sim: KubeSim,
     capsys: pytest.CaptureFixture[str],

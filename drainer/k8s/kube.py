@@ -32,6 +32,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
 
 from drainer import __version__
@@ -531,7 +532,9 @@ class Kube:
         gets an ExecToken: the plugin runs again after a 401 and near the token's stated
         expiry (`clock` tells the time). The official loader's own hook never re-runs it
         on a 401, and re-runs it on every request within 5 minutes of the expiry."""
-        where = kubeconfig.files(path)
+        # As kubectl: --kubeconfig names one file, which must exist; only KUBECONFIG's
+        # list skips the files it names that do not.
+        where = [Path(os.path.expanduser(path))] if path else kubeconfig.files(path)
         if not any(f.is_file() for f in where):
             raise KubeError(
                 f"no kubeconfig file at {', '.join(str(f) for f in where)}: write one with "
