@@ -54,6 +54,7 @@ from drainer.errors import (
 )
 from drainer.k8s import kubeconfig
 from drainer.k8s.auth import ExecToken
+from drainer.k8s.deadline import AnswerTooLarge, DeadlineExceeded
 from drainer.k8s.transport import ERRORS, Endpoint, Response, Transport, Unreachable
 
 log = logging.getLogger(__name__)
@@ -321,6 +322,8 @@ def failure_in_success(
 
 
 def _transport_error(error: Exception, what: str) -> KubeError:
+    if isinstance(error, (DeadlineExceeded, AnswerTooLarge)):
+        return KubeServerError(f"{what}: {error}")
     text = str(error)
     if "CERTIFICATE_VERIFY_FAILED" in text or "certificate verify failed" in text:
         return TlsVerificationError(
@@ -492,6 +495,8 @@ class Kube:
         self._rng = rng or random.Random()  # noqa: S311 - jitter
         self.streams = Streams()
         self.requests = 0
+        self.user = ""
+        """The kubeconfig user's name (from_kubeconfig): who runs the CLI's drain."""
         self._unreachable_at = -math.inf  # monotonic: the API server last failed to answer
 
     # -- construction ---------------------------------------------------------
@@ -549,12 +554,14 @@ class Kube:
                 f"cannot load kubeconfig {path or '(default)'} "
                 f"context {context or '(current)'}: {e}"
             ) from e
-        return cls(
+        client = cls(
             transport,
             loaded.token,
             request_timeout=request_timeout,
             refused=_refused_in_kubeconfig(loaded.user, loaded.token),
         )
+        client.user = loaded.user
+        return client
 
     def close(self) -> None:
         self.streams.close_all()

@@ -32,10 +32,15 @@ _POD_EVENTS: dict[Kind, tuple[str, str, bool]] = {
 class DrainStory:
     """An on_event callback that records the drain's Events, and its ending."""
 
-    def __init__(self, recorder: EventRecorder, node: str, node_uid: str, trigger: str) -> None:
+    def __init__(
+        self, recorder: EventRecorder, node: str, node_uid: str, trigger: str, by: str = ""
+    ) -> None:
+        """`by`: who runs the drain, for the start Event (the CLI's kubeconfig user and
+        host); the trigger says it of the Lambda's."""
         self.recorder = recorder
         self.node = Regarding("Node", node, uid=node_uid)
         self.trigger = trigger
+        self.begun_by = f"{trigger}, {by}" if by else trigger
 
     def __call__(self, event: DrainEvent) -> None:
         if event.kind is Kind.STARTED:
@@ -44,7 +49,7 @@ class DrainStory:
                 self.node,
                 "DrainStarted",
                 "Drain",
-                f"eks-node-drainer drains the node (begun by {self.trigger}): "
+                f"eks-node-drainer drains the node (begun by {self.begun_by}): "
                 f"{details.get('ordinary', 0)} pods, then {details.get('critical', 0)} "
                 f"critical, by {details.get('deadline', '?')} "
                 f"({details.get('deadline_source', '')})",
