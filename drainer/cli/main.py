@@ -479,6 +479,7 @@ def _drain(
     # Imported here, not at the top: the first requests (the node, its pods, the
     # permission) go out without waiting for the engine's modules (issue 28).
     from drainer.cli.display import Progress, StatusTicker
+    from drainer.cli.told import CliStory
     from drainer.engine.drain import Drain
 
     out, err = terminal.out, terminal.err
@@ -490,7 +491,8 @@ def _drain(
     progress = Progress(display, node, args.verbose, live=live)
     # The drain is of the node object read here: one of the same name later is not it.
     uid = str(found["metadata"].get("uid") or "")
-    drain = Drain(kube, node, options, on_event=progress, node_uid=uid)
+    story = None if args.dry_run else CliStory(kube, node, uid, then=progress)  # Events
+    drain = Drain(kube, node, options, on_event=story or progress, node_uid=uid)
     undo = _undo_command(args, node)
     with _Interruptible(drain) as interruptible:
         try:
@@ -500,7 +502,11 @@ def _drain(
                         time.time() + args.timeout,
                         deadline_source=f"--timeout ({args.timeout:g} s)",
                     )
+                if story is not None:
+                    story.end(report)
             finally:  # before the verdict: nothing about the drain is printed after it
+                if story is not None:
+                    story.close()
                 interruptible.over = True
                 terminal.drain_over(progress)
         except KubeError as e:  # the API failed beyond retries after the drain began
