@@ -6,8 +6,7 @@ the file that wrote them.
 What it understands: a cluster's server, certificate-authority(-data) and
 tls-server-name; a user's token, tokenFile, client-certificate(-data) and
 client-key(-data), username and password, and an exec credential plugin (run as
-kubectl runs it: its env, the ExecCredential in KUBERNETES_EXEC_INFO, from the
-kubeconfig's directory), whose token is renewed by drainer.k8s.auth.ExecToken. A
+client-go runs it: drainer/k8s/execinfo.py), whose token is renewed by drainer.k8s.auth.ExecToken. A
 user with an auth-provider (the legacy gcp, azure and oidc helpers), or a cluster
 with a proxy-url, is loaded by the kubernetes package's own loader instead, as
 before (`library_endpoint`).
@@ -23,12 +22,14 @@ import contextlib
 import json
 import os
 import shlex
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from drainer.errors import CredentialsUnavailable, TlsVerificationError
+from drainer.k8s import execinfo
 from drainer.k8s.auth import ExecToken
 from drainer.k8s.transport import Endpoint
 
@@ -160,7 +161,7 @@ def _with_user(
         pair = f"{value['username']}:{value['password']}".encode()
         authorization = f"Basic {base64.b64encode(pair).decode()}"
     elif isinstance(value.get("exec"), Mapping):
-        plugin = Plugin(value["exec"], name, cluster)
+        plugin = Plugin(value["exec"], name, cluster, user.directory)
         status = plugin.run()
         if "token" in status:
             token = ExecToken(plugin.run, command=plugin.command, clock=clock, status=status)
@@ -181,11 +182,15 @@ def _with_user(
 class Plugin:
     """An exec credential plugin (client.authentication.k8s.io), run as kubectl runs it."""
 
-    def __init__(self, spec: Mapping[str, Any], user: str, cluster: Entry) -> None:
+    def __init__(
+        self, spec: Mapping[str, Any], user: str, cluster: Entry, user_directory: Path
+    ) -> None:
         self.spec = spec
         self.user = user
         self.cluster = cluster
-        self.argv = [str(spec.get("command") or ""), *(str(a) for a in spec.get("args") or [])]
+        command = execinfo.command(spec, user_directory)
+        self.argv = [command, *(str(a) for a in spec.get("args") or [])]
+        self.env = execinfo.environment(spec)  # ExecSpecError: a usage error, before a run
         self.command = shlex.join(self.argv)
         self.api_version = str(spec.get("apiVersion") or "")
 
@@ -206,16 +211,13 @@ class Plugin:
 
         if not self.argv[0]:
             raise KubeconfigError("exec: no command")
-        env = dict(os.environ)
-        for item in self.spec.get("env") or []:
-            env[str(item["name"])] = str(item["value"])
-        info: dict[str, Any] = {"interactive": False}
+        env = dict(self.env)
+        # As client-go: the person at the terminal sees the plugin's stderr (an SSO or
+        # device-code prompt) and, when it is interactive, answers on its stdin.
+        interactive = execinfo.interactive(self.spec, execinfo.stdin_is_terminal())
+        info: dict[str, Any] = {"interactive": interactive}
         if self.spec.get("provideClusterInfo"):
-            cluster = self.cluster.value
-            info["cluster"] = {
-                "server": cluster.get("server"),
-                "certificate-authority-data": cluster.get("certificate-authority-data"),
-            }
+            info["cluster"] = execinfo.cluster_info(self.cluster.value, self.cluster.directory)
         env["KUBERNETES_EXEC_INFO"] = json.dumps(
             {"apiVersion": self.api_version, "kind": "ExecCredential", "spec": info}
         )
@@ -223,18 +225,16 @@ class Plugin:
             done = subprocess.run(  # noqa: S603 - the kubeconfig's own plugin, as kubectl runs it
                 self.argv,
                 env=env,
-                cwd=self.cluster.directory,
-                capture_output=True,
+                stdin=sys.stdin if interactive else subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
                 text=True,
-                timeout=EXEC_TIMEOUT_SECONDS,
+                timeout=None if interactive else EXEC_TIMEOUT_SECONDS,  # a person answers
                 check=False,
             )
         except subprocess.TimeoutExpired as e:
             raise KubeconfigError(str(e)) from e
         if done.returncode != 0:
-            raise KubeconfigError(
-                f"exec: process returned {done.returncode}. {done.stderr.strip()[:300]}"
-            )
+            raise KubeconfigError(f"exec: process returned {done.returncode}")
         credential = json.loads(done.stdout)
         if not isinstance(credential, dict) or not isinstance(credential.get("status"), dict):
             raise KubeconfigError(
