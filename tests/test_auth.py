@@ -17,7 +17,7 @@ from support.clock import FakeClock
 
 from drainer.aws.eks import TOKEN_PREFIX, TokenSource, sts_endpoint
 from drainer.errors import CredentialsUnavailable
-from drainer.k8s.auth import ExecToken
+from drainer.k8s.auth import EXEC_EXPIRED_REUSE_SECONDS, ExecToken
 from drainer.k8s.kube import Kube
 from kubesim import EksIdentity, KubeSim
 from kubesim.faults import Fault
@@ -387,3 +387,26 @@ def test_exec_token__never_in_its_repr() -> None:
     source.token()
 
     assert "s3cret" not in repr(source)
+
+
+def test_exec_token__already_expired__reused_a_short_while_with_one_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A plugin whose tokens come back already expired (a clock behind, a cache that
+    hands out stale ones): a 60-pod drain's 73 requests in 7 s ran it 73 times, with
+    73 warnings; its token is used for 10 s, and said once."""
+    clock = FakeClock()
+    plugin = FakePlugin(clock, lifetime=-5)
+    source = ExecToken(plugin, command="plugin", clock=clock)
+
+    for _ in range(73):
+        source.token()
+        clock.advance(0.1)
+    assert plugin.runs == 1
+    clock.advance(EXEC_EXPIRED_REUSE_SECONDS)
+    for _ in range(10):
+        source.token()
+
+    assert plugin.runs == 2
+    said = [r for r in caplog.records if "already expired" in r.getMessage()]
+    assert [r.levelname for r in said if r.levelno >= logging.WARNING] == ["WARNING"]

@@ -26,6 +26,10 @@ tenth of its lifetime when that is shorter (3 s for a 30 s token). Enough for a
 request to reach the API server, which checks the token when the request arrives;
 not the official client's 5 minutes, which re-runs the plugin on every request when
 tokens live less than that. A token the server refuses earlier is caught by the 401."""
+EXEC_EXPIRED_REUSE_SECONDS = 10.0
+"""A token that comes back already expired (a clock behind the plugin's, a plugin that
+hands out a stale cached one) is used for this long before the plugin runs again,
+instead of a run before every request; the API server's 401 says when it truly is."""
 
 
 class ExecToken:
@@ -58,6 +62,7 @@ class ExecToken:
         self._token = ""
         self._fresh_until = 0.0
         self._runs = 0
+        self._warned_expired = False
         if status is not None:
             self._accept(status)
 
@@ -98,14 +103,24 @@ class ExecToken:
             margin = min(EXEC_REFRESH_MARGIN_SECONDS, EXEC_REFRESH_MARGIN_FRACTION * lifetime)
             fresh_until = expiry - margin
             if lifetime == 0:
-                log.warning(
-                    "the exec credential plugin `%s` printed a token that has already "
-                    "expired (%s); is this machine's clock right?",
-                    self.command,
-                    status.get("expirationTimestamp"),
-                )
+                fresh_until = now + EXEC_EXPIRED_REUSE_SECONDS
+                self._said_expired(status.get("expirationTimestamp"))
         self._token = token
         self._fresh_until = fresh_until
+
+    def _said_expired(self, stamp: object) -> None:
+        """Warned once per plugin: a drain of hours would say it every 10 s."""
+        level = logging.INFO if self._warned_expired else logging.WARNING
+        self._warned_expired = True
+        log.log(
+            level,
+            "the exec credential plugin `%s` printed a token that has already expired "
+            "(%s); is this machine's clock right? It is used for %.0f s before the "
+            "plugin runs again",
+            self.command,
+            stamp,
+            EXEC_EXPIRED_REUSE_SECONDS,
+        )
 
     def __repr__(self) -> str:
         # Never the token itself.
