@@ -1,0 +1,136 @@
+"""How long an answer may take and how large it may be, under drainer.k8s.transport.
+
+A socket's timeout bounds one read, not an answer: a server that sends a byte every
+few seconds (a slow loris, a proxy gone wrong) kept a 10 s request alive for minutes.
+So each request carries a whole deadline (headers and body), and before every read
+the socket's timeout is set to the time left; a watch's body gets an idle deadline
+instead, longer than the API server's bookmark interval. And an answer is read with
+a cap: past ANSWER_LIMIT_BYTES it is refused, never held (a 400 MiB answer took the
+process from 61 MiB to 1.26 GB; the function's default memory is 512 MB).
+"""
+
+from __future__ import annotations
+
+import http.client
+import io
+import math
+import socket
+import time
+from collections.abc import Callable
+from typing import Any
+
+ANSWER_LIMIT_BYTES = 64 << 20
+"""The largest answer read (64 MiB): far above a page of a list (the drainer reads
+lists in pages of 500) or any one object the API server stores (etcd's limit is
+1.5 MiB), far below the Lambda's default memory."""
+
+WATCH_IDLE_SECONDS = 120.0
+"""How long a watch may be silent before it is taken for dead: twice the API server's
+bookmark interval (it sends a BOOKMARK about every minute to a watch that asks for
+them, as the drainer's do), so a live watch with nothing to say is never cut."""
+
+
+class DeadlineExceeded(TimeoutError):
+    """The answer did not come whole within the request's deadline, or a stream was
+    silent longer than its idle deadline."""
+
+
+class AnswerTooLarge(http.client.HTTPException):
+    """The answer is larger than the limit on an answer; it was not read further."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(
+            f"the API server's answer is larger than the {limit / 2**20:g} MiB limit on an "
+            "answer (ANSWER_LIMIT_BYTES); it was not read further"
+        )
+
+
+class Timing:
+    """The deadline of the request a connection carries: whole (`start`), or idle
+    once a stream's body is read (`idle`)."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self.total = math.inf
+        self.deadline = math.inf
+        self.idle_seconds: float | None = None
+
+    def start(self, total: float) -> None:
+        self.total = total
+        self.deadline = self._clock() + total
+        self.idle_seconds = None
+
+    def idle(self, seconds: float) -> None:
+        self.idle_seconds = seconds
+
+    def left(self) -> float | None:
+        """The timeout of the next read; DeadlineExceeded once the deadline has passed."""
+        if self.idle_seconds is not None:
+            return self.idle_seconds
+        if self.deadline == math.inf:
+            return None  # no request under way (a tunnel's answer): the socket's own
+        left = self.deadline - self._clock()
+        if left <= 0:
+            raise self.exceeded()
+        return left
+
+    def exceeded(self) -> DeadlineExceeded:
+        if self.idle_seconds is not None:
+            return DeadlineExceeded(
+                f"nothing from the API server for {self.idle_seconds:g} s "
+                "(a stream's idle deadline)"
+            )
+        return DeadlineExceeded(
+            f"no whole answer from the API server within the request's {self.total:g} s deadline"
+        )
+
+
+class _TimedReader(io.RawIOBase):
+    """An answer's socket, each read bounded by the time its request has left."""
+
+    def __init__(self, raw: io.RawIOBase, sock: socket.socket, timing: Timing) -> None:
+        self._raw = raw  # the socket's own reader: it holds the socket open while read
+        self._sock = sock
+        self._timing = timing
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int | None:
+        left = self._timing.left()
+        if left is not None:
+            self._sock.settimeout(left)
+        try:
+            return self._raw.readinto(buffer)
+        except TimeoutError as e:
+            raise self._timing.exceeded() from e
+
+    def close(self) -> None:
+        self._raw.close()
+        super().close()
+
+
+class TimedResponse(http.client.HTTPResponse):
+    """http.client's answer, its headers and body read against `timing`."""
+
+    def __init__(self, sock: socket.socket, *args: Any, timing: Timing, **kwargs: Any) -> None:
+        super().__init__(sock, *args, **kwargs)
+        raw = self.fp.detach()  # nothing read yet: no buffered byte is lost
+        self.fp = io.BufferedReader(_TimedReader(raw, sock, timing))
+
+
+def read_capped(raw: http.client.HTTPResponse, limit: int) -> bytes:
+    """The whole body, or AnswerTooLarge as soon as it passes `limit` bytes: a stated
+    length over it is refused unread; any other body is read 1 MiB at a time."""
+    if raw.length is not None:
+        if raw.length > limit:
+            raise AnswerTooLarge(limit)
+        return raw.read()
+    pieces: list[bytes] = []
+    size = 0
+    while piece := raw.read(min(1 << 20, limit + 1 - size)):
+        size += len(piece)
+        if size > limit:
+            raise AnswerTooLarge(limit)
+        pieces.append(piece)
+    return b"".join(pieces)
