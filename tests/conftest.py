@@ -82,3 +82,25 @@ def kube(sim: KubeSim) -> Iterator[Kube]:
     client = Kube.for_cluster(sim.url, sim.ca_pem, StaticToken(sim.admin_token))
     yield client
     client.close()
+
+
+@pytest.fixture(autouse=True)
+def cli_json_follows_the_schema(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Every document the CLI prints with -o json, in any test run in this process, is
+    checked against docs/cli-output.schema.json once the test is over."""
+    from support.cli_schema import problems
+
+    from drainer.cli import output
+
+    printed: list[object] = []
+    emit = output.emit
+
+    def recording(out: Any, document: dict[str, Any]) -> None:
+        emit(out, document)
+        printed.append(json.loads(json.dumps(document)))  # as a reader of stdout sees it
+
+    monkeypatch.setattr(output, "emit", recording)
+    yield
+    for document in printed:
+        if said := problems(document):
+            pytest.fail(f"-o json document off docs/cli-output.schema.json: {said}: {document}")

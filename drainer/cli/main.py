@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
-import json
 import logging
 import os
 import re
@@ -36,9 +35,10 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
 from drainer import __version__
+from drainer.cli import output
 from drainer.cli.durations import seconds, whole_seconds
 from drainer.cli.refused import add_refused
 from drainer.cli.streams import SafeStream
@@ -156,6 +156,12 @@ class _Parser(argparse.ArgumentParser):
         kwargs.setdefault("allow_abbrev", False)
         super().__init__(*args, **kwargs)
         self.commands: dict[str, argparse.ArgumentParser] = {}
+
+    def error(self, message: str) -> NoReturn:
+        try:
+            super().error(message)  # the usage and the message, on stderr
+        except SystemExit:
+            raise output.UsageError(message) from None
 
 
 def _parse(argv: Sequence[str] | None, prog: str) -> argparse.Namespace:
@@ -364,7 +370,13 @@ def main(
     err = SafeStream(sys.stderr)
     terminal = _Terminal(out=SafeStream(stdout or sys.stdout, fallback=err), err=err)
     terminal.log.quiet = False
-    args = _parse(argv, prog or python_m_prog())
+    words = sys.argv[1:] if argv is None else argv
+    try:
+        args = _parse(words, prog or python_m_prog())
+    except output.UsageError as e:
+        if output.asks_for_json(words):
+            output.emit(terminal.out, output.document("error", 2, message=e.message))
+        raise
     verbose = getattr(args, "verbose", False)
     # A handler of our own, filtered: basicConfig installs it only in a process whose
     # logging nobody set up yet (a test's handlers, shared across tests, stay as they are).
@@ -379,8 +391,17 @@ def main(
         with _signals_interrupt():
             return _connect(args, terminal)
     except KeyboardInterrupt as e:  # before the drain began (its own signals are handled)
-        print("\ninterrupted before anything changed", file=err)
-        return 128 + (e.signum if isinstance(e, Signalled) else signal.SIGINT)
+        said = "interrupted before anything changed"
+        print(f"\n{said}", file=err)
+        code = 128 + (e.signum if isinstance(e, Signalled) else signal.SIGINT)
+        if args.output == "json":
+            output.emit(terminal.out, output.document("interrupted", code, message=said))
+        return code
+    except Exception as e:  # a bug: the traceback follows, and stdout still has its document
+        if args.output == "json":
+            said = f"unexpected error: {type(e).__name__}: {e}"
+            output.emit(terminal.out, output.document("error", 1, message=said))
+        raise
 
 
 def _failed(
@@ -390,8 +411,8 @@ def _failed(
     the one JSON document stdout carries."""
     print(f"error: {message}", file=terminal.err)
     if args.output == "json":
-        document = {"result": "error", "message": message, **more, "exit_code": code}
-        print(json.dumps(document, indent=2), file=terminal.out)
+        ended = more.pop("result", "error")
+        output.emit(terminal.out, output.document(ended, code, message=message, **more))
     return code
 
 
@@ -454,8 +475,7 @@ def _command(
         said = f"node {node} not drained; nothing changed"
         if args.output == "json":
             print(said, file=err)
-            document = {"result": "refused", "node": node, "refusals": refused, "exit_code": 1}
-            print(json.dumps(document, indent=2), file=out)
+            output.emit(out, output.document("refused", 1, node=node, refusals=refused))
         else:
             print(said, file=out)
         return 1
@@ -516,7 +536,8 @@ def _drain(
             return _failed(terminal, args, 3, str(e), node=node, cordoned=cordoned)
         code = _conclude(report, node, display, err, undo, interrupted=interruptible.exit_code)
         if args.output == "json":
-            print(json.dumps({**report.summary(), "exit_code": code}, indent=2), file=out)
+            summary = report.summary()
+            output.emit(out, output.document(summary.pop("outcome"), code, **summary))
         return code
 
 
@@ -533,17 +554,16 @@ def _may_evict(kube: Kube) -> bool:
 def _release(kube: Kube, node: dict[str, object], args: argparse.Namespace, out: SafeStream) -> int:
     result = cordon.release(kube, node, dry_run=args.dry_run)
     if args.output == "json":
-        document = {
-            "result": ("would_release" if args.dry_run else "released")
-            if result.changed
-            else "unchanged",
-            "node": result.node,
-            "changed": list(result.changed),
-            "kept": list(result.kept),
-            "warning": result.warning or None,
-            "exit_code": 0,
-        }
-        print(json.dumps(document, indent=2), file=out)
+        ended = ("would_release" if args.dry_run else "released") if result.changed else "unchanged"
+        document = output.document(
+            ended,
+            0,
+            node=result.node,
+            changed=list(result.changed),
+            kept=list(result.kept),
+            warning=result.warning or None,
+        )
+        output.emit(out, document)
         return 0
     if result.warning:
         print(f"warning: {result.warning}", file=out)
