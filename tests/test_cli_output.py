@@ -7,12 +7,14 @@ from __future__ import annotations
 import io
 import json
 import socket
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from support.cli_schema import SCHEMA
+from support.cli_schema import SCHEMA, problems
 
 from drainer.cli.main import main
 from kubesim import KubeSim
@@ -173,3 +175,29 @@ def test_schema__valid_draft_2020_12__refuses_a_document_without_result() -> Non
     assert not validator.is_valid({k: v for k, v in error.items() if k != "result"})
     assert not validator.is_valid({**error, "outcome": "drained"}), "outcome is result's alias"
     assert not validator.is_valid({**error, "extra": 1}), "every key is in the schema"
+
+
+def test_json_then_text__the_last_one_given_wins__no_document() -> None:
+    out = io.StringIO()
+
+    with pytest.raises(SystemExit):
+        main(["drain", "--bogus", "-o", "json", "--output=text"], stdout=out)
+
+    assert out.getvalue() == ""
+
+
+def test_real_process__usage_error__stdout_is_one_document_in_the_schema() -> None:
+    """As a script sees it: the command's own stdout, through the interpreter's exit."""
+    ran = subprocess.run(
+        [sys.executable, "-m", "drainer", "drain", NODE, "--bogus", "-ojson"],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+    assert ran.returncode == 2
+    document = json.loads(ran.stdout)
+    assert problems(document) == []
+    assert document["message"].startswith("unrecognized arguments: --bogus")
+    assert "usage: " in ran.stderr
