@@ -838,6 +838,30 @@ def test_exec_plugin_that_gives_a_client_certificate__used_as_the_client_certifi
     assert Path(kube.transport.endpoint.key_file).read_bytes() == sim.tls.key_pem
 
 
+def test_kubeconfig_token_file_rotated__read_again_after_a_401_and_each_minute(
+    sim: KubeSim, tmp_path: Path
+) -> None:
+    """A tokenFile something else rotates (a projected service-account token, a
+    sidecar's): a drain of hours outlives the token it started with."""
+    token_file = tmp_path / "token"
+    token_file.write_text("file-1\n")
+    _admit(sim, "file-1", "file-2", "file-3")
+    clock = FakeClock()
+    config = _kubeconfig(tmp_path, sim, {"tokenFile": str(token_file)})
+    kube = Kube.from_kubeconfig(str(config), clock=clock)
+    assert kube.get_node("n1") is not None
+
+    token_file.write_text("file-2\n")
+    del sim.authenticator.tokens["file-1"]  # rotated, and the old one revoked
+    assert kube.get_node("n1") is not None
+    token_file.write_text("file-3\n")
+    clock.advance(60)
+    del sim.authenticator.tokens["file-2"]  # read again before it is refused
+    assert kube.get_node("n1") is not None
+
+    assert [r.status for r in sim.requests()] == [200, 401, 200, 200]
+
+
 def test_kubeconfig_static_token__works_and_a_refused_one_names_the_kubeconfig_user(
     sim: KubeSim, tmp_path: Path
 ) -> None:

@@ -129,7 +129,7 @@ def test_merged_files__the_first_to_name_a_thing_wins__paths_from_their_own_file
     kube = Kube.from_kubeconfig(path)
 
     assert loaded.endpoint.ca_file == str(second / "ca.pem")
-    assert loaded.endpoint.authorization == f"Bearer {sim.admin_token}"
+    assert loaded.token is not None and loaded.token.token() == sim.admin_token
     assert kube.get_node("n1") is not None
 
 

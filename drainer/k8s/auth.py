@@ -9,10 +9,12 @@ so it lives with the other AWS calls, in drainer/aws/eks.py (TokenSource).
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from drainer.errors import CredentialsUnavailable
@@ -125,6 +127,57 @@ class ExecToken:
     def __repr__(self) -> str:
         # Never the token itself.
         return f"ExecToken(command={self.command!r})"
+
+
+TOKEN_FILE_REREAD_SECONDS = 60.0
+"""A tokenFile is read again at most this often (client-go's cached file token source
+reads it once a minute), and after a 401."""
+
+
+class FileToken:
+    """The bearer token in a kubeconfig user's tokenFile, which something else rotates
+    (a projected service-account token, a sidecar's): read again each minute and when
+    the API server refuses it (401), so that a drain of hours outlives the token it
+    started with. A file that cannot be read again (being replaced) keeps the token
+    read last, as client-go keeps it; one never read is CredentialsUnavailable."""
+
+    def __init__(self, path: str, *, clock: Callable[[], float] = time.time) -> None:
+        self.path = path
+        self.command = ""  # no plugin to name in a 401's message
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._token = ""
+        self._read_at = -math.inf
+
+    def token(self) -> str:
+        with self._lock:
+            if self._clock() - self._read_at >= TOKEN_FILE_REREAD_SECONDS:
+                self._token = self._read()
+                self._read_at = self._clock()
+            return self._token
+
+    def invalidate(self) -> None:
+        """The API server refused the token (401): the next `token()` reads the file."""
+        with self._lock:
+            self._read_at = -math.inf
+
+    def _read(self) -> str:
+        try:
+            token = Path(self.path).read_text().strip()
+            if not token:
+                raise ValueError("it is empty")
+        except (OSError, ValueError) as e:
+            why = e.strerror if isinstance(e, OSError) else str(e)
+            if not self._token:
+                raise CredentialsUnavailable(f"cannot read tokenFile {self.path}: {why}") from e
+            log.warning(
+                "cannot read tokenFile %s again (%s); keeping its last token", self.path, why
+            )
+            return self._token
+        return token
+
+    def __repr__(self) -> str:
+        return f"FileToken(path={self.path!r})"
 
 
 def _expiry(stamp: object, command: str) -> float | None:

@@ -30,7 +30,7 @@ from typing import Any
 
 from drainer.errors import CredentialsUnavailable, TlsVerificationError
 from drainer.k8s import execinfo
-from drainer.k8s.auth import ExecToken
+from drainer.k8s.auth import ExecToken, FileToken
 from drainer.k8s.transport import Endpoint
 
 EXEC_TIMEOUT_SECONDS = 60.0
@@ -55,8 +55,9 @@ class Loaded:
     endpoint: Endpoint
     user: str
     """The context's user name, for messages."""
-    token: ExecToken | None = None
-    """The user's exec plugin's tokens, renewed as they expire or are refused."""
+    token: ExecToken | FileToken | None = None
+    """The user's exec plugin's tokens, renewed as they expire or are refused; or its
+    tokenFile's, read again as it rotates."""
 
 
 def files(path: str | None) -> list[Path]:
@@ -152,11 +153,12 @@ def _with_user(
     if value.get("client-key-data"):
         key_file = _secret_file(_decoded(value["client-key-data"]))
     authorization = ""
-    token: ExecToken | None = None
+    token: ExecToken | FileToken | None = None
     if value.get("token"):
         authorization = f"Bearer {value['token']}"
     elif value.get("tokenFile"):
-        authorization = f"Bearer {_read(_path(value['tokenFile'], user.directory)).strip()}"
+        token = FileToken(_path(value["tokenFile"], user.directory), clock=clock)
+        token.token()  # read now: a file that cannot be is an error before any request
     elif value.get("username") is not None and value.get("password") is not None:
         pair = f"{value['username']}:{value['password']}".encode()
         authorization = f"Basic {base64.b64encode(pair).decode()}"
@@ -294,13 +296,6 @@ def _path(value: Any, directory: Path) -> str:
         return ""
     path = Path(os.path.expanduser(str(value)))
     return str(path if path.is_absolute() else directory / path)
-
-
-def _read(path: str) -> str:
-    try:
-        return Path(path).read_text()
-    except OSError as e:
-        raise KubeconfigError(f"cannot read {path}: {e.strerror}") from e
 
 
 def _secret_file(text: str) -> str:
