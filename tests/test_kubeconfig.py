@@ -92,7 +92,7 @@ print(json.dumps([cli, both]))
 
 
 def test_merged_files__the_first_to_name_a_thing_wins__paths_from_their_own_file(
-    sim: KubeSim, tmp_path: Path
+    sim: KubeSim, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     first, second = tmp_path / "a", tmp_path / "b"
     first.mkdir()
@@ -126,7 +126,8 @@ def test_merged_files__the_first_to_name_a_thing_wins__paths_from_their_own_file
     path = f"{first / 'config'}:{second / 'config'}"
 
     loaded = kubeconfig.load(path, None, clock=time.time)
-    kube = Kube.from_kubeconfig(path)
+    monkeypatch.setenv("KUBECONFIG", path)  # a list: KUBECONFIG's, as in kubectl
+    kube = Kube.from_kubeconfig()
 
     assert loaded.endpoint.ca_file == str(second / "ca.pem")
     assert loaded.token is not None and loaded.token.token() == sim.admin_token

@@ -5,12 +5,20 @@ stream another thread ends is ended even when its answer took the socket
 
 from __future__ import annotations
 
+import contextlib
 import http.server
+import socket
+import socketserver
 import threading
-from collections.abc import Iterator
+import time
+import tracemalloc
+from collections.abc import Callable, Iterator
 
 import pytest
 
+from drainer.errors import KubeServerError
+from drainer.k8s.deadline import AnswerTooLarge, DeadlineExceeded
+from drainer.k8s.kube import Kube, RetryPolicy
 from drainer.k8s.transport import ERRORS, Endpoint, Transport
 from kubesim import KubeSim
 
@@ -99,3 +107,129 @@ def test_shutdown__ends_a_blocked_stream_whose_answer_took_the_socket() -> None:
         _EndlessStream.done.set()
         server.shutdown()
         server.server_close()
+
+
+# -- deadlines and bounds: a slow or huge answer ends, with a clear error ---------------
+
+
+class _Scripted(socketserver.BaseRequestHandler):
+    """A server that writes what its test scripts (`self.server.script`), however
+    slowly; it reads the request first."""
+
+    def handle(self) -> None:
+        self.request.recv(65536)
+        with contextlib.suppress(OSError):  # the client gave up: what the test wants
+            self.server.script(self.request)  # type: ignore[attr-defined]
+
+
+@contextlib.contextmanager
+def _serving(script: Callable[[socket.socket], None]) -> Iterator[Transport]:
+    server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), _Scripted)
+    server.daemon_threads = True
+    server.script = script  # type: ignore[attr-defined]
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield Transport(Endpoint(f"http://127.0.0.1:{server.server_address[1]}"))
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _drip(head: bytes, every: float, until: float = 5.0) -> Callable[[socket.socket], None]:
+    """A slow loris: `head` at once, then one byte every `every` seconds until
+    `until`; then silence, the connection open."""
+
+    def script(sock: socket.socket) -> None:
+        sock.sendall(head)
+        end = time.monotonic() + until
+        while time.monotonic() < end:
+            time.sleep(every)
+            sock.sendall(b"x")
+        sock.recv(1)  # until the client hangs up
+
+    return script
+
+
+@pytest.mark.parametrize(
+    "head",
+    [
+        b"HTTP/1.1 200 OK\r\n",  # one header line, then a header byte at a time
+        b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n",  # then a body byte at a time
+    ],
+    ids=["headers", "body"],
+)
+def test_slow_loris__the_request_ends_at_its_whole_deadline__says_so(head: bytes) -> None:
+    with _serving(_drip(head, every=0.2)) as transport:
+        began = time.monotonic()
+
+        with pytest.raises(DeadlineExceeded) as raised:
+            transport.send("GET", "/api/v1/nodes/n1", timeout=0.5).read()
+
+        took = time.monotonic() - began
+    assert took < 0.5 + 0.3, f"ended after {took:.2f} s"
+    assert "no whole answer from the API server within the request's 0.5 s deadline" in str(
+        raised.value
+    )
+
+
+def test_slow_loris__kube_says_the_request_timed_out_at_its_deadline() -> None:
+    with _serving(_drip(b"HTTP/1.1 200 OK\r\n", every=0.2)) as transport:
+        kube = Kube(transport, None, request_timeout=0.5, retry=RetryPolicy(attempts=1))
+
+        with pytest.raises(KubeServerError) as raised:
+            kube.get_node("n1")
+
+    assert str(raised.value) == (
+        "get node n1: no whole answer from the API server within the request's 0.5 s deadline"
+    )
+
+
+def test_stream__alive_past_the_request_deadline_while_bytes_come__ends_when_idle() -> None:
+    head = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n\r\n"
+    with _serving(_drip(head, every=0.1, until=1.0)) as transport:
+        stream = transport.send("GET", "/watch", timeout=0.3, idle=0.4)
+        began = time.monotonic()
+        got = b""
+
+        with pytest.raises(DeadlineExceeded, match=r"nothing from the API server for 0\.4 s"):
+            for chunk in stream.stream():
+                got += chunk
+
+        took = time.monotonic() - began
+    assert took > 1.0, "the stream outlived the request's 0.3 s deadline while bytes came"
+    assert len(got) >= 5
+    assert took < 1.0 + 0.4 + 0.4, f"ended {took:.2f} s after it began"
+
+
+LIMIT = 8 << 20
+
+
+def _huge(chunked: bool) -> Callable[[socket.socket], None]:
+    """An answer of 1 GiB, made as it is written (never held)."""
+
+    def script(sock: socket.socket) -> None:
+        if chunked:
+            sock.sendall(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+        else:
+            sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % (1 << 30))
+        piece = b"x" * 65536
+        for _ in range((1 << 30) // len(piece)):
+            sock.sendall(b"%x\r\n%s\r\n" % (len(piece), piece) if chunked else piece)
+
+    return script
+
+
+@pytest.mark.parametrize("chunked", [True, False], ids=["chunked", "content-length"])
+def test_huge_answer__cut_at_the_size_limit__memory_stays_bounded(chunked: bool) -> None:
+    with _serving(_huge(chunked)) as transport:
+        transport.answer_limit = LIMIT
+        tracemalloc.start()
+        try:
+            with pytest.raises(AnswerTooLarge) as raised:
+                transport.send("GET", "/api/v1/pods", timeout=10.0).read()
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+
+    assert "larger than the 8 MiB limit on an answer" in str(raised.value)
+    assert peak < 2 * LIMIT, f"{peak / 2**20:.0f} MiB held"

@@ -54,7 +54,7 @@ from drainer.errors import (
 )
 from drainer.k8s import kubeconfig
 from drainer.k8s.auth import ExecToken
-from drainer.k8s.deadline import AnswerTooLarge, DeadlineExceeded
+from drainer.k8s.deadline import WATCH_IDLE_SECONDS, AnswerTooLarge, DeadlineExceeded
 from drainer.k8s.transport import ERRORS, Endpoint, Response, Transport, Unreachable
 
 log = logging.getLogger(__name__)
@@ -442,6 +442,9 @@ class Call:
     what: str
     timeout: float | tuple[float, float] | None
     stream: bool
+    idle: float | None = None
+    """A stream's idle deadline, which replaces the whole request's once its
+    headers have come (drainer/k8s/deadline.py)."""
 
 
 def _watch_events(raw: Any, resource: str) -> Iterator[Obj]:
@@ -582,12 +585,13 @@ class Kube:
         what: str = "",
         timeout: float | tuple[float, float] | None = None,
         stream: bool = False,
+        idle: float | None = None,
     ) -> Any:
         """Send one API call with retries; the parsed JSON answer, or the raw
         transport.Response when `stream` (the caller must close it)."""
         call = Call(
             method, path, query, body, content_type, verb, resource,
-            what or f"{verb} {resource}", timeout, stream,
+            what or f"{verb} {resource}", timeout, stream, idle,
         )  # fmt: skip
         unauthorized = 0
         attempt = 0
@@ -705,6 +709,7 @@ class Kube:
                 content_type=call.content_type,
                 bearer=bearer,  # this request's own; None: the kubeconfig's credentials
                 timeout=call.timeout or (min(5.0, self.request_timeout), self.request_timeout),
+                idle=call.idle,
             )
         except ERRORS as e:
             raise _transport_error(e, call.what) from e
@@ -756,8 +761,8 @@ class Kube:
             query=params,
             verb="watch",
             resource=resource,
-            timeout=(min(5.0, self.request_timeout), timeout_seconds + 15),
-            stream=True,
+            stream=True,  # its headers within the request timeout, then never idle
+            idle=min(timeout_seconds + 15, WATCH_IDLE_SECONDS),  # longer than a bookmark's
         )
         if not streams.add(raw):  # closed meanwhile: unread, so closed, never pooled
             raw.release_conn()

@@ -13,6 +13,7 @@ then turned into an Endpoint like any other (drainer/k8s/kubeconfig.py).
 from __future__ import annotations
 
 import contextlib
+import functools
 import http.client
 import json
 import queue
@@ -23,7 +24,9 @@ import threading
 import urllib.parse
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
+
+from drainer.k8s.deadline import ANSWER_LIMIT_BYTES, TimedResponse, Timing, read_capped
 
 ERRORS = (OSError, http.client.HTTPException)
 """What a request can raise on the wire: no connection, TLS, a timeout, a
@@ -73,6 +76,10 @@ class _Connection(http.client.HTTPSConnection):
         super().__init__(host, port, timeout=connect_timeout, context=context)
         self._tls = context
         self._server_name = server_name or host
+        self.timing = Timing()  # the deadline of the request under way, for every read
+        self.response_class = cast(
+            "type[http.client.HTTPResponse]", functools.partial(TimedResponse, timing=self.timing)
+        )
 
     def connect(self) -> None:
         try:
@@ -116,9 +123,12 @@ class Response:
         """Each name in Title-Case ("Retry-After"), whatever case the server wrote."""
 
     def read(self) -> bytes:
-        data = self._raw.read()
-        self._complete = True
-        self.release_conn()
+        """The whole body; AnswerTooLarge past the transport's `answer_limit`."""
+        try:
+            data = read_capped(self._raw, self._transport.answer_limit)
+            self._complete = True
+        finally:
+            self.release_conn()
         return data
 
     def stream(self, amount: int = 16384) -> Iterator[bytes]:
@@ -184,6 +194,8 @@ class Transport:
             raise ValueError(f"{self.server}: not an http(s) URL")
         self._idle: queue.LifoQueue[_Connection] = queue.LifoQueue(maxsize=pool_size)
         self.user_agent = user_agent
+        self.answer_limit = ANSWER_LIMIT_BYTES
+        """The largest answer `Response.read()` reads (drainer/k8s/deadline.py)."""
 
     def send(
         self,
@@ -196,6 +208,7 @@ class Transport:
         accept: str = "application/json",
         bearer: str | None = None,
         timeout: float | tuple[float, float],
+        idle: float | None = None,
     ) -> Response:
         """One request; the response unread (stream it, or read it and release the
         connection). Raises one of ERRORS (no connection, TLS, a timeout)."""
@@ -211,16 +224,20 @@ class Transport:
         if body is not None:
             headers["Content-Type"] = content_type
             data = json.dumps(body).encode()
-        connect, read = timeout if isinstance(timeout, tuple) else (timeout, timeout)
-        connection = self._take(connect)
+        # `timeout`: (connect, whole) or both; the whole request (connect, headers and
+        # body) ends by its deadline. A stream's body (`idle`) may last, while it is
+        # never silent for longer than `idle`.
+        connect, whole = timeout if isinstance(timeout, tuple) else (timeout, timeout)
+        connection = self._take(min(connect, whole))
+        connection.timing.start(whole)
         try:
             if connection.sock is not None:
-                connection.sock.settimeout(read)
+                connection.sock.settimeout(connection.timing.left())
             connection.request(method, target, body=data, headers=headers)
             sock = connection.sock
-            if connection.sock is not None:
-                connection.sock.settimeout(read)  # a new connection: its read timeout
             raw = connection.getresponse()
+            if idle is not None:
+                connection.timing.idle(idle)
         except BaseException:
             connection.close()
             raise
