@@ -7,9 +7,11 @@ from __future__ import annotations
 import base64
 import io
 import json
+import os
 import subprocess
 import sys
 import time
+import tracemalloc
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,7 +20,7 @@ import pytest
 import yaml
 
 from drainer.cli.main import main
-from drainer.errors import KubeError, TlsVerificationError
+from drainer.errors import CredentialsUnavailable, KubeError, TlsVerificationError
 from drainer.k8s import kubeconfig
 from drainer.k8s.kube import Kube
 from kubesim import KubeSim
@@ -290,3 +292,40 @@ def test_ca_file_and_ca_data__only_the_data_is_trusted__as_kubectl(
     else:
         with pytest.raises(TlsVerificationError, match="does not verify against the cluster CA"):
             kube.get_node("n1")
+
+
+def test_exec_plugin_printing_without_end__cut_at_the_output_limit__killed__memory_bounded(
+    sim: KubeSim, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    limit = 8 << 20
+    monkeypatch.setattr(kubeconfig, "EXEC_OUTPUT_LIMIT_BYTES", limit)
+    pid_file = tmp_path / "pid"
+    endless = (
+        "import os, sys\n"
+        f"open({str(pid_file)!r}, 'w').write(str(os.getpid()))\n"
+        "piece = b'x' * 65536\n"
+        "while True:\n"
+        "    sys.stdout.buffer.write(piece)\n"
+    )
+    user = {
+        "exec": {
+            "apiVersion": "client.authentication.k8s.io/v1beta1",
+            "command": sys.executable,
+            "args": ["-c", endless],
+            "interactiveMode": "Never",
+        }
+    }
+    config = tmp_path / "kubeconfig"
+    config.write_text(yaml.safe_dump(_config(sim, user)))
+    tracemalloc.start()
+    try:
+        with pytest.raises(CredentialsUnavailable) as raised:
+            kubeconfig.load(str(config), None, clock=time.time)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+
+    assert "printed more than the 8 MiB limit on a plugin's output" in str(raised.value)
+    assert peak < 2 * limit, f"{peak / 2**20:.0f} MiB held"
+    with pytest.raises(ProcessLookupError):  # killed, and waited for
+        os.kill(int(pid_file.read_text()), 0)

@@ -34,6 +34,9 @@ from drainer.k8s.auth import ExecToken, FileToken
 from drainer.k8s.transport import Endpoint
 
 EXEC_TIMEOUT_SECONDS = 60.0
+EXEC_OUTPUT_LIMIT_BYTES = 1 << 20
+"""The most an exec plugin may print (1 MiB): an ExecCredential is a token, or a
+client certificate and its key, a few kilobytes."""
 _NEEDS_LIBRARY_USER = ("auth-provider",)
 _NEEDS_LIBRARY_CLUSTER = ("proxy-url",)
 
@@ -223,21 +226,21 @@ class Plugin:
         env["KUBERNETES_EXEC_INFO"] = json.dumps(
             {"apiVersion": self.api_version, "kind": "ExecCredential", "spec": info}
         )
+        from drainer.k8s import capped  # subprocess: only with a plugin
+
         try:
-            done = subprocess.run(  # noqa: S603 - the kubeconfig's own plugin, as kubectl runs it
+            code, stdout = capped.run(
                 self.argv,
                 env=env,
                 stdin=sys.stdin if interactive else subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                text=True,
                 timeout=None if interactive else EXEC_TIMEOUT_SECONDS,  # a person answers
-                check=False,
+                limit=EXEC_OUTPUT_LIMIT_BYTES,  # read as it comes; killed past it
             )
         except subprocess.TimeoutExpired as e:
             raise KubeconfigError(str(e)) from e
-        if done.returncode != 0:
-            raise KubeconfigError(f"exec: process returned {done.returncode}")
-        credential = json.loads(done.stdout)
+        if code != 0:
+            raise KubeconfigError(f"exec: process returned {code}")
+        credential = json.loads(stdout)
         if not isinstance(credential, dict) or not isinstance(credential.get("status"), dict):
             raise KubeconfigError(
                 "exec: the plugin's output is not an ExecCredential with a status"
