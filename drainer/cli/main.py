@@ -40,6 +40,9 @@ from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 from drainer import __version__
 from drainer.cli import output
 from drainer.cli.durations import seconds, whole_seconds
+from drainer.cli.impersonate import add_impersonation
+from drainer.cli.impersonate import from_args as impersonation_from
+from drainer.cli.impersonate import words as impersonation_words
 from drainer.cli.refused import add_refused
 from drainer.cli.streams import SafeStream
 from drainer.engine import filters
@@ -147,6 +150,7 @@ def _target(parser: argparse.ArgumentParser) -> None:
         "--kubeconfig", help="kubeconfig file (default: $KUBECONFIG or ~/.kube/config)"
     )
     parser.add_argument("--context", help="kubeconfig context (default: the current one)")
+    add_impersonation(parser)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -429,6 +433,7 @@ def _connect(args: argparse.Namespace, terminal: _Terminal) -> int:
             args.kubeconfig,
             args.context,
             pool_size=options.concurrency + 4,
+            impersonate=impersonation_from(args),
         )
     except DrainerError as e:
         return _failed(terminal, args, 2, str(e))
@@ -722,7 +727,7 @@ def _undo_command(args: argparse.Namespace, node: str) -> str:
     for flag in ("kubeconfig", "context"):
         if getattr(args, flag):
             words += [f"--{flag}", getattr(args, flag)]
-    return shlex.join(words)
+    return shlex.join(words + impersonation_words(args))
 
 
 def _conclude(

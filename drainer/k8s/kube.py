@@ -55,6 +55,7 @@ from drainer.errors import (
 from drainer.k8s import kubeconfig
 from drainer.k8s.auth import ExecToken
 from drainer.k8s.deadline import WATCH_IDLE_SECONDS, AnswerTooLarge, DeadlineExceeded
+from drainer.k8s.impersonation import Impersonation
 from drainer.k8s.transport import ERRORS, Endpoint, Response, Transport, Unreachable
 
 log = logging.getLogger(__name__)
@@ -533,6 +534,7 @@ class Kube:
         request_timeout: float = 10.0,
         pool_size: int = 32,
         clock: Callable[[], float] = time.time,
+        impersonate: Impersonation | None = None,
     ) -> Kube:
         """A client from a kubeconfig (static tokens, client certificates, exec plugins).
 
@@ -550,7 +552,7 @@ class Kube:
                 "or KUBECONFIG"
             )
         try:
-            loaded = kubeconfig.load(path, context, clock=clock)
+            loaded = kubeconfig.load(path, context, clock=clock, impersonate=impersonate)
             transport = Transport(loaded.endpoint, pool_size=pool_size, user_agent=USER_AGENT)
         except (kubeconfig.KubeconfigError, OSError, ValueError) as e:
             raise KubeError(

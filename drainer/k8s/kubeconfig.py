@@ -31,6 +31,7 @@ from typing import Any
 from drainer.errors import CredentialsUnavailable, TlsVerificationError
 from drainer.k8s import execinfo
 from drainer.k8s.auth import ExecToken, FileToken
+from drainer.k8s.impersonation import Impersonation
 from drainer.k8s.transport import Endpoint
 
 EXEC_TIMEOUT_SECONDS = 60.0
@@ -106,8 +107,15 @@ class Merged:
             self.current = self.current or str(document.get("current-context") or "")
 
 
-def load(path: str | None, context: str | None, *, clock: Callable[[], float]) -> Loaded:
-    """The endpoint and credentials of `context` (default: the current one)."""
+def load(
+    path: str | None,
+    context: str | None,
+    *,
+    clock: Callable[[], float],
+    impersonate: Impersonation | None = None,
+) -> Loaded:
+    """The endpoint and credentials of `context` (default: the current one);
+    `impersonate`: kubectl's --as flags, over the user's own `as` fields."""
     merged = Merged(files(path))
     name = context or merged.current
     if not name:
@@ -120,6 +128,7 @@ def load(path: str | None, context: str | None, *, clock: Callable[[], float]) -
         raise KubeconfigError(f"cluster '{cluster_name}' of context '{name}' is not in it")
     cluster = merged.clusters[cluster_name]
     user = merged.users.get(user_name, Entry({}, cluster.directory))
+    impersonating = Impersonation.of_user(user.value).overridden_by(impersonate).headers()
     if cluster.value.get("insecure-skip-tls-verify"):
         raise TlsVerificationError(
             "the kubeconfig turns TLS verification off (insecure-skip-tls-verify); "
@@ -128,7 +137,7 @@ def load(path: str | None, context: str | None, *, clock: Callable[[], float]) -
     if any(k in user.value for k in _NEEDS_LIBRARY_USER) or any(
         k in cluster.value for k in _NEEDS_LIBRARY_CLUSTER
     ):
-        return Loaded(library_endpoint(path, name), user_name)
+        return Loaded(replace(library_endpoint(path, name), impersonate=impersonating), user_name)
     server = str(cluster.value.get("server") or "")
     if not server:
         raise KubeconfigError(f"cluster '{cluster_name}' has no server")
@@ -140,7 +149,7 @@ def load(path: str | None, context: str | None, *, clock: Callable[[], float]) -
         ca_file="" if ca_pem else ca_file,  # as kubectl: the data overrides the file
         tls_server_name=str(cluster.value.get("tls-server-name") or ""),
     )
-    return _with_user(endpoint, user_name, user, cluster, clock)
+    return _with_user(replace(endpoint, impersonate=impersonating), user_name, user, cluster, clock)
 
 
 def _with_user(

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from drainer.k8s.deadline import ANSWER_LIMIT_BYTES, TimedResponse, Timing, read_capped
+from drainer.k8s.impersonation import Headers
 
 ERRORS = (OSError, http.client.HTTPException)
 """What a request can raise on the wire: no connection, TLS, a timeout, a
@@ -62,6 +63,8 @@ class Endpoint:
     sent when the request brings no token of its own."""
     tls_server_name: str = ""
     """The name the server's certificate is checked against, when not the host's."""
+    impersonate: tuple[tuple[str, str], ...] = ()
+    """Impersonate-* headers sent with every request (drainer/k8s/impersonation.py)."""
 
     def __repr__(self) -> str:  # never the credentials
         return f"Endpoint(server={self.server!r})"
@@ -220,6 +223,8 @@ class Transport:
             headers["Authorization"] = f"Bearer {bearer}"
         elif self.endpoint.authorization:
             headers["Authorization"] = self.endpoint.authorization
+        if self.endpoint.impersonate:  # Impersonate-Group repeats: more than a dict holds
+            headers = Headers(headers, self.endpoint.impersonate)
         data = None
         if body is not None:
             headers["Content-Type"] = content_type
