@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
 from drainer import __version__
 from drainer.cli import output
+from drainer.cli.dry_run import add_dry_run
 from drainer.cli.durations import seconds, whole_seconds
 from drainer.cli.impersonate import add_impersonation
 from drainer.cli.impersonate import from_args as impersonation_from
@@ -207,9 +208,7 @@ def _parser(prog: str) -> _Parser:
         "progress annotation, where the drainer added them",
     )
     _target(release)
-    release.add_argument(
-        "--dry-run", action="store_true", help="say what would change; change nothing"
-    )
+    add_dry_run(release, "say what would change")
     _output_flag(release)
     drain = commands.add_parser(
         "drain", help="cordon and drain one node, respecting PodDisruptionBudgets"
@@ -246,9 +245,7 @@ def _pacing_flags(drain: argparse.ArgumentParser) -> None:
         help="give up after this long: seconds or a duration (90, 90s, 5m, 1h30m), at most "
         f"{MAX_TIMEOUT} s, 48h (default {DEFAULT_TIMEOUT})",
     )
-    drain.add_argument(
-        "--dry-run", action="store_true", help="show what would be evicted; change nothing"
-    )
+    add_dry_run(drain, "show what would be evicted, and which pods would wait their turn")
     low, high = CONCURRENCY_RANGE
     drain.add_argument(
         "--concurrency",
@@ -323,6 +320,7 @@ def options_from(args: argparse.Namespace) -> DrainOptions:
         grace_period_seconds=args.grace_period if args.grace_period >= 0 else None,
         stuck_pod_seconds=args.stuck_pod_seconds,
         dry_run=args.dry_run,
+        dry_run_server=args.dry_run_mode != "client",
         pod_selector=args.pod_selector or "",
         honor_do_not_disrupt=not args.ignore_do_not_disrupt,
     )
@@ -557,7 +555,10 @@ def _may_evict(kube: Kube) -> bool:
 
 
 def _release(kube: Kube, node: dict[str, object], args: argparse.Namespace, out: SafeStream) -> int:
-    result = cordon.release(kube, node, dry_run=args.dry_run)
+    if args.dry_run_mode == "client":  # nothing sent: what the patch would change
+        result = cordon.release_patch(node)[1]
+    else:
+        result = cordon.release(kube, node, dry_run=args.dry_run)
     if args.output == "json":
         ended = ("would_release" if args.dry_run else "released") if result.changed else "unchanged"
         document = output.document(
@@ -758,8 +759,10 @@ def _conclude(
     if report.outcome == Outcome.DRY_RUN:
         held = sum(len(names) for names in report.blocked_by.values())
         budgets = ", ".join(f"{b} ({len(names)})" for b, names in sorted(report.blocked_by.items()))
+        waiting = len(report.would_wait)
         print(
             f"dry run: would evict {len(report.would_evict)} pods"
+            + (f", {waiting} of them after waiting their turn for a budget" if waiting else "")
             + (f"; {held} held by budgets allowing no disruption now: {budgets}" if held else "")
             + "; nothing changed",
             file=out,
