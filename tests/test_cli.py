@@ -188,6 +188,7 @@ def test_flags__change_their_settings_only() -> None:
         stuck_pod_seconds=5,
         filters=FilterOptions(evict_unreplicated=True, evict_emptydir=True, evict_daemonset=True),
         dry_run=True,
+        dry_run_server=False,  # a bare --dry-run is kubectl's client dry run: reads only
         honor_do_not_disrupt=False,
     )
 

@@ -207,7 +207,10 @@ class Drain:
             self.node_uid = uid
             until = deadline if trigger else None
             patch, self._added = cordon_patch(node, self.clock(), trigger=trigger, until=until)
-            self._cordoned = self._patch_node(patch, dry_run=self.options.dry_run)
+            if self.options.dry_run and not self.options.dry_run_server:
+                self._cordoned = node  # a dry run on the client sends no write
+            else:
+                self._cordoned = self._patch_node(patch, dry_run=self.options.dry_run)
         except KubeNotFound:
             log.info("node %s is gone; nothing to drain", self.node)
             return False

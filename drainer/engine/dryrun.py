@@ -1,6 +1,10 @@
-"""A drain that changes nothing: every eviction is sent with dryRun=All, so the
-server checks permissions, budgets and namespaces as it would for real, and the
-report says what a drain would do now."""
+"""A drain that changes nothing. On the server (the Lambda's DRY_RUN, the CLI's
+--dry-run=server) every eviction is sent with dryRun=All, so the server checks
+permissions, admission, budgets and namespaces as it would for real; on the client
+(--dry-run=client) nothing is sent but reads, and the budgets listed are the judge.
+Either way the report says what a drain would do now, and which pods would wait
+their turn behind others through the same budget (turns.py): the server's dry-run
+answers never lower a budget's allowance, so they alone would say all go at once."""
 
 from __future__ import annotations
 
@@ -10,8 +14,9 @@ from collections.abc import Callable
 from drainer.engine import filters
 from drainer.engine.filters import Action, Decision
 from drainer.engine.options import DrainOptions
-from drainer.engine.pods import Pod, opted_out
+from drainer.engine.pods import Pod, grace_period, opted_out
 from drainer.engine.report import DrainReport, Kind, several_budgets_message
+from drainer.engine.turns import turns
 from drainer.engine.watchers import BudgetTracker
 from drainer.errors import (
     AdmissionDenied,
@@ -39,6 +44,7 @@ def dry_run(
         report.warnings.setdefault(message, []).extend(names)
         log.warning("%s: %s", message, ", ".join(names), extra={"in_report": True})
     budgets: list[BudgetTracker] = []
+    accepted: list[Decision] = []
     for decision in decisions:
         if decision.action == Action.SKIP:
             report.skipped[decision.name] = decision.reason
@@ -48,8 +54,40 @@ def dry_run(
             report.do_not_disrupt[decision.name] = annotation
             why = f"annotated {annotation}=true: would not be evicted while there is time"
             emit(Kind.HELD, pod=decision.name, reason=why)
-        elif decision.action == Action.EVICT:
-            _try(kube, decision, options=options, report=report, emit=emit, budgets=budgets)
+        elif decision.action == Action.EVICT and _try(
+            kube, decision, options=options, report=report, emit=emit, budgets=budgets
+        ):
+            accepted.append(decision)
+    if accepted:
+        _would_evict(accepted, _budgets(kube, budgets), options, report, emit)
+
+
+def _would_evict(
+    accepted: list[Decision],
+    budgets: BudgetTracker,
+    options: DrainOptions,
+    report: DrainReport,
+    emit: Emit,
+) -> None:
+    """The pods a drain would evict: at once, or after their turn through a budget."""
+    queues: dict[str, list[tuple[str, int]]] = {}
+    allowed: dict[str, int] = {}
+    for decision in accepted:
+        matching = budgets.matching(decision.pod)
+        if len(matching) == 1:
+            grace = options.grace_period_seconds
+            grace = grace_period(decision.pod) if grace is None else grace
+            queues.setdefault(matching[0], []).append((decision.name, grace))
+            allowed[matching[0]] = budgets.allowed(*matching[0].split("/", 1)) or 0
+    waiting = turns(queues, allowed)
+    for decision in accepted:
+        turn = waiting.get(decision.name)
+        if turn is None:
+            emit(Kind.WOULD_EVICT, pod=decision.name)
+        else:
+            report.would_wait[decision.name] = turn.why
+            emit(Kind.WOULD_EVICT, pod=decision.name, budget=turn.budget, reason=turn.why)
+        report.would_evict.append(decision.name)
 
 
 def _held(decision: Decision, options: DrainOptions) -> bool:
@@ -64,36 +102,51 @@ def _try(
     report: DrainReport,
     emit: Emit,
     budgets: list[BudgetTracker],
-) -> None:
+) -> bool:
+    """Whether the eviction would be accepted now (the server's answer, or on the
+    client the budgets'); a pod it would not be is reported, with why."""
     name = decision.name
     try:
-        kube.evict(decision.pod, grace_period_seconds=options.grace_period_seconds, dry_run=True)
+        if options.dry_run_server:
+            kube.evict(
+                decision.pod, grace_period_seconds=options.grace_period_seconds, dry_run=True
+            )
+        else:
+            _judge_on_client(decision.pod, _budgets(kube, budgets))
     except EvictionBlocked as e:  # the server's answer now: held, not "would evict"
         budget = f"{decision.pod['metadata'].get('namespace', '')}/{e.budget}"
         report.blocked_by.setdefault(budget, []).append(name)
         why = f"PodDisruptionBudget {budget} allows no disruption now; a drain would wait for it"
         emit(Kind.HELD, pod=name, budget=budget, reason=why)
-        return
+        return False
     except MultipleBudgets:
         names = _budgets(kube, budgets).matching(decision.pod)
         report.multiple_budgets[name] = names
         message = several_budgets_message(name, names)
         report.errors.append(message)
         emit(Kind.SEVERAL_BUDGETS, pod=name, budget=", ".join(names), reason=message)
-        return
+        return False
     except NamespaceTerminating:
         report.going_with_namespace.append(name)
         emit(Kind.WITH_NAMESPACE, pod=name, reason="its namespace is being deleted")
-        return
+        return False
     except AdmissionDenied as e:
         report.denied[name] = e.refusal
         emit(Kind.DENIED, pod=name, reason=e.refusal)
-        return
+        return False
     except (KubeNotFound, KubeConflict):
-        return
-    else:
-        emit(Kind.WOULD_EVICT, pod=name)
-    report.would_evict.append(name)
+        return False
+    return True
+
+
+def _judge_on_client(pod: Pod, budgets: BudgetTracker) -> None:
+    """The eviction API's answer on budgets, from the budgets listed: more than one
+    selecting the pod is an error; one allowing no disruption now holds it."""
+    matching = budgets.matching(pod)
+    if len(matching) > 1:
+        raise MultipleBudgets("more than one PodDisruptionBudget selects the pod", status=500)
+    if matching and not budgets.allowed(*matching[0].split("/", 1)):
+        raise EvictionBlocked("the budget allows no disruption now", matching[0].split("/", 1)[1])
 
 
 def _budgets(kube: Kube, cache: list[BudgetTracker]) -> BudgetTracker:

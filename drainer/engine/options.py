@@ -36,6 +36,9 @@ class DrainOptions:
     left are all held by budgets or terminating namespaces."""
     volume_detach_timeout: float = 120
     dry_run: bool = False
+    dry_run_server: bool = True
+    """A dry run asks the server (dryRun=All on the cordon and every eviction), so
+    RBAC, admission and budgets answer; False (the CLI's --dry-run=client): reads only."""
     force_on_timeout: bool = False
     """At the deadline, delete the pods left bypassing their budgets (TIMEOUT_POLICY=force)."""
     force_grace_period_seconds: int = 30

@@ -196,6 +196,7 @@ class DrainReport:
     warnings: dict[str, list[str]] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
     would_evict: list[str] = field(default_factory=list)  # dry run
+    would_wait: dict[str, str] = field(default_factory=dict)  # dry run: pod -> its turn
     # pods the drain took off the node (evicted, forced, or going already) -> IP, grace
     addresses: dict[str, PodAddress] = field(default_factory=dict)
     stopped_by: str = ""  # FAILED: the fatal error that stopped the drain
