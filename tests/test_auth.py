@@ -9,6 +9,7 @@ import logging
 import threading
 from collections.abc import Callable
 from datetime import UTC, datetime
+from pathlib import Path
 from urllib.parse import parse_qsl, quote, urlsplit
 
 import boto3
@@ -17,7 +18,12 @@ from support.clock import FakeClock
 
 from drainer.aws.eks import TOKEN_PREFIX, TokenSource, sts_endpoint
 from drainer.errors import CredentialsUnavailable
-from drainer.k8s.auth import EXEC_EXPIRED_REUSE_SECONDS, ExecToken
+from drainer.k8s.auth import (
+    EXEC_EXPIRED_REUSE_SECONDS,
+    TOKEN_FILE_REREAD_SECONDS,
+    ExecToken,
+    FileToken,
+)
 from drainer.k8s.kube import Kube
 from kubesim import EksIdentity, KubeSim
 from kubesim.faults import Fault
@@ -410,3 +416,32 @@ def test_exec_token__already_expired__reused_a_short_while_with_one_warning(
     assert plugin.runs == 2
     said = [r for r in caplog.records if "already expired" in r.getMessage()]
     assert [r.levelname for r in said if r.levelno >= logging.WARNING] == ["WARNING"]
+
+
+def test_token_file__caught_being_replaced__keeps_its_last_token_until_it_reads_again(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    clock = FakeClock()
+    path = tmp_path / "token"
+    path.write_text("first\n")
+    source = FileToken(str(path), clock=clock)
+    assert source.token() == "first"
+
+    path.unlink()  # a rotation that writes the new file after removing the old
+    clock.advance(TOKEN_FILE_REREAD_SECONDS)
+    assert source.token() == "first"
+    path.write_text("second\n")
+    source.invalidate()  # the API server refused "first"
+
+    assert source.token() == "second"
+    assert "cannot read tokenFile" in caplog.text
+
+
+@pytest.mark.parametrize("text", [None, "  \n"], ids=["missing", "empty"])
+def test_token_file__never_read__clear_error(tmp_path: Path, text: str | None) -> None:
+    path = tmp_path / "token"
+    if text is not None:
+        path.write_text(text)
+
+    with pytest.raises(CredentialsUnavailable, match=f"cannot read tokenFile {path}"):
+        FileToken(str(path)).token()
