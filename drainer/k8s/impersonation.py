@@ -8,13 +8,12 @@ kubeconfig's own identity to impersonate (RBAC: the `impersonate` verb).
 
 from __future__ import annotations
 
-import string
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 HeaderPairs = tuple[tuple[str, str], ...]
-_TOKEN = frozenset(string.ascii_letters + string.digits + "!#$&'*+-.^_`|~")
+_TOKEN = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789!#$&'*+-.^_`|~")
 """The characters of an HTTP header name (RFC 7230's tchar) but "%", which escapes."""
 
 
