@@ -6,6 +6,7 @@ through a budget (the server's dry-run answers never lower its allowance)."""
 from __future__ import annotations
 
 import io
+import json
 from collections.abc import Iterator
 
 import pytest
@@ -137,3 +138,14 @@ def test_release__server_asks_with_dry_run__client_sends_nothing(
     assert f"node {NODE} would be released" in out.getvalue()
     assert (_writes(sim, before) == [("PATCH", "nodes")]) is sent
     assert sim.get("Node", NODE)["spec"]["unschedulable"] is True
+
+
+def test_json__names_the_pods_that_would_go_and_those_that_would_wait(sim: KubeSim) -> None:
+    code, output = _run(sim, "--dry-run=server", "-o", "json")
+
+    document = json.loads(output)
+    assert code == document["exit_code"] == 0
+    assert len(document["would_evict"]) == 3
+    assert len(document["would_wait"]) == 2
+    assert set(document["would_wait"]) < set(document["would_evict"])
+    assert all("waits its turn" in why for why in document["would_wait"].values())

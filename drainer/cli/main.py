@@ -540,6 +540,8 @@ def _drain(
         code = _conclude(report, node, display, err, undo, interrupted=interruptible.exit_code)
         if args.output == "json":
             summary = report.summary()
+            if args.dry_run:  # which pods would go, and which only after their turn
+                summary.update(would_evict=report.would_evict, would_wait=report.would_wait)
             output.emit(out, output.document(summary.pop("outcome"), code, **summary))
         return code
 
