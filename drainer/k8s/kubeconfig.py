@@ -7,9 +7,10 @@ What it understands: a cluster's server, certificate-authority(-data) and
 tls-server-name; a user's token, tokenFile, client-certificate(-data) and
 client-key(-data), username and password, and an exec credential plugin (run as
 client-go runs it: drainer/k8s/execinfo.py), whose token is renewed by drainer.k8s.auth.ExecToken. A
-user with an auth-provider (the legacy gcp, azure and oidc helpers), or a cluster
-with a proxy-url, is loaded by the kubernetes package's own loader instead, as
-before (`library_endpoint`).
+user with an auth-provider (the legacy gcp, azure and oidc helpers) is loaded by the
+kubernetes package's own loader instead, as before (`library_endpoint`). A
+cluster's proxy-url is read here and applied by the transport, as are the
+environment's proxies (drainer/k8s/proxy.py).
 
 insecure-skip-tls-verify is refused: the drainer always verifies the API server.
 """
@@ -39,7 +40,6 @@ EXEC_OUTPUT_LIMIT_BYTES = 1 << 20
 """The most an exec plugin may print (1 MiB): an ExecCredential is a token, or a
 client certificate and its key, a few kilobytes."""
 _NEEDS_LIBRARY_USER = ("auth-provider",)
-_NEEDS_LIBRARY_CLUSTER = ("proxy-url",)
 
 
 class KubeconfigError(Exception):
@@ -134,10 +134,10 @@ def load(
             "the kubeconfig turns TLS verification off (insecure-skip-tls-verify); "
             "the drainer always verifies the API server"
         )
-    if any(k in user.value for k in _NEEDS_LIBRARY_USER) or any(
-        k in cluster.value for k in _NEEDS_LIBRARY_CLUSTER
-    ):
-        return Loaded(replace(library_endpoint(path, name), impersonate=impersonating), user_name)
+    proxy_url = str(cluster.value.get("proxy-url") or "")
+    if any(k in user.value for k in _NEEDS_LIBRARY_USER):
+        library = replace(library_endpoint(path, name), proxy_url=proxy_url)
+        return Loaded(replace(library, impersonate=impersonating), user_name)
     server = str(cluster.value.get("server") or "")
     if not server:
         raise KubeconfigError(f"cluster '{cluster_name}' has no server")
@@ -148,6 +148,7 @@ def load(
         ca_pem=ca_pem,
         ca_file="" if ca_pem else ca_file,  # as kubectl: the data overrides the file
         tls_server_name=str(cluster.value.get("tls-server-name") or ""),
+        proxy_url=proxy_url,
     )
     return _with_user(replace(endpoint, impersonate=impersonating), user_name, user, cluster, clock)
 
@@ -264,7 +265,7 @@ class Plugin:
 
 def library_endpoint(path: str | None, context: str) -> Endpoint:
     """The kubernetes package's own loader, for what this module does not read
-    itself (an auth-provider, a proxy): its configuration as an Endpoint."""
+    itself (an auth-provider): its configuration as an Endpoint."""
     from kubernetes.client import Configuration
     from kubernetes.config import kube_config
 

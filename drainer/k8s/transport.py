@@ -8,6 +8,9 @@ drainer sends plain JSON and reads JSON, whole or as a watch's stream of lines.
 A kubeconfig's user may still need the kubernetes package to load (an
 auth-provider, or an exec plugin that gives a client certificate); its answer is
 then turned into an Endpoint like any other (drainer/k8s/kubeconfig.py).
+
+A proxy is chosen as kubectl chooses it (the cluster's proxy-url, else HTTPS_PROXY,
+HTTP_PROXY and NO_PROXY): drainer/k8s/proxy.py.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import contextlib
 import functools
 import http.client
 import json
+import os
 import queue
 import select
 import socket
@@ -26,6 +30,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, cast
 
+from drainer.k8s import proxy as proxies
 from drainer.k8s.deadline import ANSWER_LIMIT_BYTES, TimedResponse, Timing, read_capped
 from drainer.k8s.impersonation import Headers
 
@@ -65,6 +70,9 @@ class Endpoint:
     """The name the server's certificate is checked against, when not the host's."""
     impersonate: tuple[tuple[str, str], ...] = ()
     """Impersonate-* headers sent with every request (drainer/k8s/impersonation.py)."""
+    proxy_url: str = ""
+    """The kubeconfig cluster's proxy-url, used for every request (as kubectl does);
+    without it, the environment's proxy (drainer/k8s/proxy.py)."""
 
     def __repr__(self) -> str:  # never the credentials
         return f"Endpoint(server={self.server!r})"
@@ -72,23 +80,37 @@ class Endpoint:
 
 class _Connection(http.client.HTTPSConnection):
     """One kept connection; TLS checked against `server_name` when the kubeconfig
-    names one (tls-server-name), else against the host."""
+    names one (tls-server-name), else against the host. Through a proxy: TCP to the
+    proxy, then (https) a CONNECT tunnel to host:port and TLS inside it."""
 
-    def __init__(self, host: str, port: int | None, context: ssl.SSLContext | None,
-                 server_name: str, connect_timeout: float) -> None:  # fmt: skip
-        super().__init__(host, port, timeout=connect_timeout, context=context)
+    def __init__(self, host: str, port: int, context: ssl.SSLContext | None,
+                 server_name: str, connect_timeout: float, *,
+                 proxy: proxies.Proxy | None = None) -> None:  # fmt: skip
+        via = (proxy.host, proxy.port) if proxy is not None else (host, port)
+        super().__init__(*via, timeout=connect_timeout, context=context)
         self._tls = context
         self._server_name = server_name or host
+        self._proxy = proxy
+        self._target = (host, port)
         self.timing = Timing()  # the deadline of the request under way, for every read
         self.response_class = cast(
             "type[http.client.HTTPResponse]", functools.partial(TimedResponse, timing=self.timing)
         )
 
     def connect(self) -> None:
+        where = f"{self.host}:{self.port}"
+        if self._proxy is not None:
+            where = f"{self._target[0]}:{self._target[1]} through the {self._proxy.named}"
         try:
             http.client.HTTPConnection.connect(self)  # TCP
+            if self._proxy is not None and self._tls is not None:
+                proxies.tunnel(self.sock, self._proxy, *self._target)
+        except proxies.ProxyRefused:
+            self.close()
+            raise
         except OSError as e:
-            raise Unreachable(f"{self.host}:{self.port}", e) from e
+            self.close()
+            raise Unreachable(where, e) from e
         if self._tls is not None:
             self.sock = self._tls.wrap_socket(self.sock, server_hostname=self._server_name)
 
@@ -178,7 +200,16 @@ class Transport:
     """Requests to one API server over a pool of up to `pool_size` kept connections
     (more are opened when more requests are in flight, and closed after)."""
 
-    def __init__(self, endpoint: Endpoint, *, pool_size: int = 32, user_agent: str = "") -> None:
+    def __init__(
+        self,
+        endpoint: Endpoint,
+        *,
+        pool_size: int = 32,
+        user_agent: str = "",
+        environ: Mapping[str, str] | None = None,
+    ) -> None:
+        """`environ`: where HTTPS_PROXY, HTTP_PROXY and NO_PROXY are read (the
+        process's environment by default). ProxyError for a proxy not supported."""
         self.endpoint = endpoint
         self.server = endpoint.server.rstrip("/")
         url = urllib.parse.urlsplit(self.server)
@@ -197,6 +228,13 @@ class Transport:
             raise ValueError(f"{self.server}: not an http(s) URL")
         self._idle: queue.LifoQueue[_Connection] = queue.LifoQueue(maxsize=pool_size)
         self.user_agent = user_agent
+        self.proxy = proxies.choose(
+            self.server, endpoint.proxy_url, os.environ if environ is None else environ
+        )
+        # An http server through a proxy: requests in absolute form, as Go sends them.
+        self._absolute = ""
+        if self.proxy is not None and self._context is None:
+            self._absolute = f"{url.scheme}://{url.netloc}"
         self.answer_limit = ANSWER_LIMIT_BYTES
         """The largest answer `Response.read()` reads (drainer/k8s/deadline.py)."""
 
@@ -214,11 +252,14 @@ class Transport:
         idle: float | None = None,
     ) -> Response:
         """One request; the response unread (stream it, or read it and release the
-        connection). Raises one of ERRORS (no connection, TLS, a timeout)."""
-        target = self._prefix + path
+        connection). Raises one of ERRORS (no connection, TLS, a timeout), or
+        ProxyRefused when the proxy refuses the tunnel."""
+        target = self._absolute + self._prefix + path
         if query:
             target += "?" + urllib.parse.urlencode(query)
         headers = {"Accept": accept, "User-Agent": self.user_agent}
+        if self._absolute and self.proxy is not None and self.proxy.authorization:
+            headers["Proxy-Authorization"] = self.proxy.authorization
         if bearer is not None:
             headers["Authorization"] = f"Bearer {bearer}"
         elif self.endpoint.authorization:
@@ -260,7 +301,12 @@ class Transport:
                 return connection
             connection.close()
         return _Connection(
-            self._host, self._port, self._context, self.endpoint.tls_server_name, connect_timeout
+            self._host,
+            self._port,
+            self._context,
+            self.endpoint.tls_server_name,
+            connect_timeout,
+            proxy=self.proxy,
         )
 
     def put_back(self, connection: _Connection) -> None:
