@@ -417,3 +417,25 @@ def test_uses_proxy__as_gos_proxy_from_environment(
     host: str, port: int, no_proxy: str, proxied: bool
 ) -> None:
     assert uses_proxy(host, port, no_proxy) is proxied
+
+
+def test_cli_behind_a_proxy_that_wants_credentials__exit_3_naming_the_proxy(
+    sim: KubeSim,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with ConnectProxy({PROXIED: "127.0.0.1"}, credentials="ops:right") as proxy:
+        monkeypatch.setenv("HTTPS_PROXY", proxy.url.replace("http://", "http://ops:wrong@"))
+        out = io.StringIO()
+
+        code = main(
+            ["drain", "--node", "n1", "--kubeconfig", _kubeconfig(tmp_path, sim)], stdout=out
+        )
+
+    said = out.getvalue() + capsys.readouterr().err
+    assert code == 3, said
+    assert f"the proxy {proxy.url} (HTTPS_PROXY) refused a tunnel" in said
+    assert "407 Proxy Authentication Required" in said
+    assert "wrong" not in said
+    assert len(proxy.asked) == 1
