@@ -166,7 +166,7 @@ def test_slow_loris__the_request_ends_at_its_whole_deadline__says_so(head: bytes
             transport.send("GET", "/api/v1/nodes/n1", timeout=0.5).read()
 
         took = time.monotonic() - began
-    assert took < 0.5 + 0.3, f"ended after {took:.2f} s"
+    assert took < 0.5 + 0.5, f"ended after {took:.2f} s"  # not at the 5 s the drip lasts
     assert "no whole answer from the API server within the request's 0.5 s deadline" in str(
         raised.value
     )
@@ -187,18 +187,18 @@ def test_slow_loris__kube_says_the_request_timed_out_at_its_deadline() -> None:
 def test_stream__alive_past_the_request_deadline_while_bytes_come__ends_when_idle() -> None:
     head = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n\r\n"
     with _serving(_drip(head, every=0.1, until=1.0)) as transport:
-        stream = transport.send("GET", "/watch", timeout=0.3, idle=0.4)
+        stream = transport.send("GET", "/watch", timeout=0.3, idle=0.6)
         began = time.monotonic()
         got = b""
 
-        with pytest.raises(DeadlineExceeded, match=r"nothing from the API server for 0\.4 s"):
+        with pytest.raises(DeadlineExceeded, match=r"nothing from the API server for 0\.6 s"):
             for chunk in stream.stream():
                 got += chunk
 
         took = time.monotonic() - began
     assert took > 1.0, "the stream outlived the request's 0.3 s deadline while bytes came"
     assert len(got) >= 5
-    assert took < 1.0 + 0.4 + 0.4, f"ended {took:.2f} s after it began"
+    assert took < 1.0 + 0.6 + 0.5, f"ended {took:.2f} s after it began"
 
 
 LIMIT = 8 << 20
@@ -233,3 +233,26 @@ def test_huge_answer__cut_at_the_size_limit__memory_stays_bounded(chunked: bool)
 
     assert "larger than the 8 MiB limit on an answer" in str(raised.value)
     assert peak < 2 * LIMIT, f"{peak / 2**20:.0f} MiB held"
+
+
+def test_watch_line_without_end__cut_at_the_size_limit__memory_stays_bounded() -> None:
+    def endless_line(sock: socket.socket) -> None:
+        sock.sendall(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+        piece = b"x" * 65536
+        for _ in range((1 << 30) // len(piece)):
+            sock.sendall(b"%x\r\n%s\r\n" % (len(piece), piece))
+
+    with _serving(endless_line) as transport:
+        transport.answer_limit = LIMIT
+        kube = Kube(transport, None, retry=RetryPolicy(attempts=1))
+        tracemalloc.start()
+        try:
+            with pytest.raises(KubeServerError) as raised:
+                list(kube.watch(NODES, resource_version="1", resource="nodes"))
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+
+    assert "watch nodes: stream broken: " in str(raised.value)
+    assert "larger than the 8 MiB limit on an answer" in str(raised.value)
+    assert peak < 3 * LIMIT, f"{peak / 2**20:.0f} MiB held"

@@ -448,14 +448,18 @@ class Call:
     headers have come (drainer/k8s/deadline.py)."""
 
 
-def _watch_events(raw: Any, resource: str) -> Iterator[Obj]:
+def _watch_events(raw: Any, resource: str, limit: int) -> Iterator[Obj]:
     """The events of a watch stream, one JSON object per line; an ERROR event (a
-    version too old, a server error) raised as the error it reports."""
-    buffer = b""
+    version too old, a server error) raised as the error it reports; a line longer
+    than `limit` bytes raised as AnswerTooLarge, never held."""
+    buffer = bytearray()
     for chunk in raw.stream(16384):
+        start = len(buffer)  # where no newline has been looked for yet
         buffer += chunk
-        while b"\n" in buffer:
-            line, buffer = buffer.split(b"\n", 1)
+        while (end := buffer.find(b"\n", start)) >= 0:
+            line = bytes(buffer[:end])
+            del buffer[: end + 1]
+            start = 0
             if not line.strip():
                 continue
             event: Obj = json.loads(line)
@@ -470,6 +474,8 @@ def _watch_events(raw: Any, resource: str) -> Iterator[Obj]:
                     what=f"watch {resource}",
                 )
             yield event
+        if len(buffer) > limit:
+            raise AnswerTooLarge(limit)
 
 
 class Kube:
@@ -770,7 +776,7 @@ class Kube:
             raw.release_conn()
             return
         try:
-            yield from _watch_events(raw, resource)
+            yield from _watch_events(raw, resource, self.transport.answer_limit)
         except (*ERRORS, ValueError) as e:
             if _server_gone(e) and not streams.closed:  # cut by the server, not by us
                 self._unreachable_at = time.monotonic()
