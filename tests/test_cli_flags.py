@@ -55,9 +55,6 @@ def test_bad_timeout__usage_error_saying_the_accepted_forms(
         (["--delete-local-data"], ["kubectl's old name", "use --delete-emptydir-data"]),
         (["--chunk-size", "500"], ["read in pages already", "leave it out"]),
         (["--chunk-size=0"], ["read in pages already"]),
-        (["--selector", "pool=spot"], ["chooses nodes", "not supported yet", "name the node"]),
-        (["-l", "pool=spot"], ["chooses nodes", "--pod-selector"]),
-        (["--selector=pool=spot"], ["chooses nodes"]),
     ],
 )
 def test_kubectl_flags_this_tool_does_not_take__usage_error_saying_what_instead(
@@ -68,19 +65,10 @@ def test_kubectl_flags_this_tool_does_not_take__usage_error_saying_what_instead(
 
     assert exited.value.code == 2
     error = capsys.readouterr().err
-    assert f"argument {flags[0].split('=')[0]}" in error or flags[0] == "-l"
+    assert f"argument {flags[0].split('=')[0]}" in error
     for words in says:
         assert words in error
     assert "unrecognized" not in error
-
-
-def test_selector_without_a_node__the_same_answer_not_a_node_name_error(
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    with pytest.raises(SystemExit):
-        _parse(["drain", "-l", "pool=spot"], "python -m drainer")
-
-    assert "chooses nodes" in capsys.readouterr().err
 
 
 def test_a_typo_is_never_answered_with_a_refused_flag(capsys: pytest.CaptureFixture[str]) -> None:

@@ -45,6 +45,7 @@ from drainer.cli.impersonate import add_impersonation
 from drainer.cli.impersonate import from_args as impersonation_from
 from drainer.cli.impersonate import words as impersonation_words
 from drainer.cli.refused import add_refused
+from drainer.cli.selected import add_selector
 from drainer.cli.streams import SafeStream
 from drainer.engine import filters
 from drainer.engine.options import (
@@ -130,7 +131,7 @@ def _integer(minimum: int, maximum: int) -> Callable[[str], int]:
     return parse
 
 
-def _target(parser: argparse.ArgumentParser) -> None:
+def _target(parser: argparse.ArgumentParser) -> Any:
     """The flags that say which node, on which cluster: the same for every command."""
     target = parser.add_mutually_exclusive_group(required=True)
     target.add_argument(
@@ -152,6 +153,7 @@ def _target(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--context", help="kubeconfig context (default: the current one)")
     add_impersonation(parser)
+    return target  # the group that says which node
 
 
 class _Parser(argparse.ArgumentParser):
@@ -213,7 +215,7 @@ def _parser(prog: str) -> _Parser:
     drain = commands.add_parser(
         "drain", help="cordon and drain one node, respecting PodDisruptionBudgets"
     )
-    _target(drain)
+    add_selector(_target(drain))  # -l/--selector: nodes by label, as kubectl
     _pacing_flags(drain)
     _kubectl_flags(drain)
     add_refused(drain)  # kubectl's flags it does not take, each with why
@@ -451,6 +453,10 @@ def _command(
     kube: Kube, args: argparse.Namespace, options: DrainOptions, terminal: _Terminal
 ) -> int:
     out, err = terminal.out, terminal.err
+    if getattr(args, "selector", None):  # drain -l: the nodes a label selector chooses
+        from drainer.cli.selected import drain_selected
+
+        return drain_selected(kube, args, options, terminal)
     if args.instance_id:
         found = _node_for_instance(kube, args.instance_id)
         if found is None:

@@ -24,11 +24,6 @@ REFUSED: dict[tuple[str, ...], str] = {
         "not needed: lists are read in pages already (the API server's limit and "
         "continue), so leave it out"
     ),
-    ("--selector", "-l"): (
-        "in kubectl, -l/--selector chooses nodes; choosing nodes by label is not supported "
-        "yet: name the node (drain NODE), one run per node. To choose which pods on the "
-        "node go, use --pod-selector"
-    ),
 }
 
 

@@ -1,0 +1,97 @@
+"""`drain -l/--selector`: nodes chosen by label, as in kubectl: every selected node
+cordoned before any is drained, then drained one at a time, each reported, one
+exit status for all."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterator
+
+import pytest
+
+from drainer.cli.main import main
+from kubesim import KubeSim
+from testbed import workloads as w
+from testbed.cluster import Cluster
+from testbed.world import pods_on, rbac_manifests, wait_until
+
+POOL = ["ip-10-0-0-1.ec2.internal", "ip-10-0-0-2.ec2.internal"]
+OTHER = "ip-10-0-0-9.ec2.internal"
+
+
+def _node(name: str, pool: str) -> dict[str, object]:
+    labels = {"pool": pool}
+    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels}}
+
+
+@pytest.fixture
+def sim() -> Iterator[KubeSim]:
+    """Two nodes in pool old, one bare pod on each; a node in pool new."""
+    with KubeSim(speed=20) as running:
+        running.apply(rbac_manifests())
+        running.apply([*(_node(n, "old") for n in POOL), _node(OTHER, "new")])
+        running.apply([w.bare_pod(f"lonely-{i}", node=n) for i, n in enumerate(POOL)])
+        cluster = Cluster.of_kubesim(running)
+        wait_until(lambda: all(len(pods_on(cluster, n)) == 1 for n in POOL), timeout=20)
+        yield running
+
+
+def _run(sim: KubeSim, *args: str) -> tuple[int, str]:
+    out = io.StringIO()
+    flags = ["--kubeconfig", str(sim.kubeconfig), "--context", "drainer"]
+    return main(["drain", *flags, *args], stdout=out), out.getvalue()
+
+
+def _unschedulable(sim: KubeSim, node: str) -> bool:
+    return bool(sim.get("Node", node)["spec"].get("unschedulable"))
+
+
+def test_selector__every_node_cordoned_before_any_is_drained__each_reported(sim: KubeSim) -> None:
+    before = len(sim.requests())
+
+    code, output = _run(sim, "-l", "pool=old", "--force", "--timeout", "60s")
+
+    assert code == 0, output
+    writes = [(r.method, r.resource) for r in sim.requests()[before:] if r.method != "GET"]
+    first_eviction = writes.index(("POST", "pods/eviction"))
+    assert writes[:first_eviction].count(("PATCH", "nodes")) >= 2, writes
+    for node in POOL:
+        assert f"node {node} drained" in output
+        assert _unschedulable(sim, node)
+    assert not _unschedulable(sim, OTHER)
+    assert "2 nodes selected by pool=old: 2 drained" in output
+
+
+def test_selector__a_node_not_drained__the_others_still_are__exit_1(sim: KubeSim) -> None:
+    sim.apply([w.budget("hold", {"app": "held"}, max_unavailable=0),
+               w.bare_pod("held", node=POOL[1], labels={"app": "held"})])  # fmt: skip
+    wait_until(lambda: len(pods_on(Cluster.of_kubesim(sim), POOL[1])) == 2, timeout=20)
+
+    code, output = _run(sim, "--selector=pool=old", "--force", "--timeout", "2s")
+
+    assert code == 1, output
+    assert f"node {POOL[0]} drained" in output
+    assert f"node {POOL[1]} NOT drained" in output
+    assert f"2 nodes selected by pool=old: 1 drained; not drained: {POOL[1]}" in output
+
+
+def test_selector__matching_no_node__exit_1_nothing_changed(sim: KubeSim) -> None:
+    code, _ = _run(sim, "-l", "pool=gone")
+
+    assert code == 1
+    assert not any(_unschedulable(sim, n) for n in [*POOL, OTHER])
+
+
+def test_selector__a_pod_kubectl_would_refuse_on_any_node__nothing_changed(sim: KubeSim) -> None:
+    code, output = _run(sim, "-l", "pool=old")  # bare pods, without --force
+
+    assert code == 1, output
+    assert not any(_unschedulable(sim, n) for n in POOL)
+
+
+def test_selector_and_a_node__usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["drain", POOL[0], "-l", "pool=old"])
+
+    assert exited.value.code == 2
+    assert "not allowed with" in capsys.readouterr().err
