@@ -754,6 +754,11 @@ def describe_sync(answer: Mapping[str, Any]) -> str:
             lines.append(f"  {label}: {', '.join(answer[key])}")
     for name, why in dict(answer.get("skipped", {})).items():
         lines.append(f"  left alone: {name} ({why})")
+    for name, whose in dict(answer.get("not_ours", {})).items():
+        lines.append(
+            f"  warning: {name} has a hook of that name this stack did not put ({whose}): "
+            "left as it is; delete it, or give the stack another LifecycleHookName"
+        )
     for name, why in dict(answer.get("failed", {})).items():
         lines.append(f"  warning: {name}: {why}")
     return "\n".join(lines)

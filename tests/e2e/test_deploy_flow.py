@@ -109,17 +109,20 @@ def test_new_stack__hooks_off__rbac_applied__self_check__then_hooks_on(
         _index(said, "lifecycle hooks in place on 1 group(s)"),
     ]
     assert order == sorted(order), "\n".join(said)
-    # The hooks synced at once, by the function the stack now configures: the world's
-    # hook (300 s, ABANDON) corrected to the stack's (600 s, CONTINUE).
+    # The hooks synced at once, by the function the stack now configures. The world's
+    # hook of the same name (300 s, ABANDON) was put before the stack, by someone else:
+    # the function leaves it as it is, and make deploy says so.
     assert [a["result"] for a in function] == ["check_passed", "hooks_synced"]
-    assert function[1]["hooks_updated"] == {
-        world.group.asg_name: ["HeartbeatTimeout", "DefaultResult"]
-    }
-    assert f"\n  corrected on: {world.group.asg_name}" in said[-2]
+    assert function[1]["hooks_updated"] == {}
+    assert list(function[1]["not_ours"]) == [world.group.asg_name]
+    assert (
+        f"  warning: {world.group.asg_name} has a hook of that name this stack did not put"
+        in (said[-2])
+    )
     (hook,) = boto3.client("autoscaling", region_name="us-east-1").describe_lifecycle_hooks(
         AutoScalingGroupName=world.group.asg_name
     )["LifecycleHooks"]
-    assert (hook["HeartbeatTimeout"], hook["DefaultResult"]) == (600, "CONTINUE")
+    assert (hook["HeartbeatTimeout"], hook["DefaultResult"]) == (300, "ABANDON")
     assert _hooks_parameter() == "true"
 
 
