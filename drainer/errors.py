@@ -143,6 +143,12 @@ class KubeServerError(KubeError):
     """5xx or a broken connection: worth retrying with backoff."""
 
 
+class KubeTimedOut(KubeServerError):
+    """No whole answer within the request's deadline: not retried within the call
+    (as kubectl's --request-timeout), which already took all its time; the caller
+    decides, as after any server error."""
+
+
 class TlsVerificationError(FatalKubeError):
     """The API server's certificate did not verify against the cluster CA."""
 

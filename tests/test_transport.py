@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from drainer.errors import KubeServerError
+from drainer.errors import KubeServerError, KubeTimedOut
 from drainer.k8s.deadline import AnswerTooLarge, DeadlineExceeded
 from drainer.k8s.kube import Kube, RetryPolicy
 from drainer.k8s.transport import ERRORS, Endpoint, Transport
@@ -172,13 +172,19 @@ def test_slow_loris__the_request_ends_at_its_whole_deadline__says_so(head: bytes
     )
 
 
-def test_slow_loris__kube_says_the_request_timed_out_at_its_deadline() -> None:
+def test_slow_loris__kube_says_the_request_timed_out_at_its_deadline__not_retried() -> None:
+    # As kubectl's --request-timeout: the call ends by its deadline, its retries
+    # included; the caller, who knows its own deadline, decides what comes next.
     with _serving(_drip(b"HTTP/1.1 200 OK\r\n", every=0.2)) as transport:
-        kube = Kube(transport, None, request_timeout=0.5, retry=RetryPolicy(attempts=1))
+        kube = Kube(transport, None, request_timeout=0.5)  # 6 attempts for what is retried
+        began = time.monotonic()
 
-        with pytest.raises(KubeServerError) as raised:
+        with pytest.raises(KubeTimedOut) as raised:
             kube.get_node("n1")
 
+        took = time.monotonic() - began
+    assert took < 0.5 + 0.5, f"ended after {took:.2f} s"
+    assert isinstance(raised.value, KubeServerError), "the runner still starts a job again"
     assert str(raised.value) == (
         "get node n1: no whole answer from the API server within the request's 0.5 s deadline"
     )

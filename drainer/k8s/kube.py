@@ -46,6 +46,7 @@ from drainer.errors import (
     KubeGone,
     KubeNotFound,
     KubeServerError,
+    KubeTimedOut,
     KubeTooManyRequests,
     KubeUnauthorized,
     MultipleBudgets,
@@ -323,7 +324,9 @@ def failure_in_success(
 
 
 def _transport_error(error: Exception, what: str) -> KubeError:
-    if isinstance(error, (DeadlineExceeded, AnswerTooLarge)):
+    if isinstance(error, DeadlineExceeded):
+        return KubeTimedOut(f"{what}: {error}")
+    if isinstance(error, AnswerTooLarge):
         return KubeServerError(f"{what}: {error}")
     text = str(error)
     if "CERTIFICATE_VERIFY_FAILED" in text or "certificate verify failed" in text:
@@ -610,7 +613,7 @@ class Kube:
             except KubeUnauthorized as e:
                 unauthorized += 1
                 self._renew_token(e, bearer, unauthorized, call.what)
-            except TlsVerificationError:
+            except (TlsVerificationError, KubeTimedOut):
                 raise
             except (KubeTooManyRequests, KubeServerError, KubeForbidden) as e:
                 attempt += 1
