@@ -545,11 +545,16 @@ def _drain(
             return _failed(terminal, args, 3, str(e), node=node, cordoned=cordoned)
         code = _conclude(report, node, display, err, undo, interrupted=interruptible.exit_code)
         if args.output == "json":
-            summary = report.summary()
-            if args.dry_run:  # which pods would go, and which only after their turn
-                summary.update(would_evict=report.would_evict, would_wait=report.would_wait)
-            output.emit(out, output.document(summary.pop("outcome"), code, **summary))
+            _emit_report(out, report, code, dry_run=bool(args.dry_run))
         return code
+
+
+def _emit_report(out: SafeStream, report: DrainReport, code: int, *, dry_run: bool) -> None:
+    """The drain's one JSON document (docs/cli-output.schema.json)."""
+    summary = report.summary()
+    if dry_run:  # which pods would go, and which only after their turn
+        summary.update(would_evict=report.would_evict, would_wait=report.would_wait)
+    output.emit(out, output.document(summary.pop("outcome"), code, **summary))
 
 
 def _may_evict(kube: Kube) -> bool:
