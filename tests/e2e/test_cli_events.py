@@ -17,7 +17,9 @@ import pytest
 
 from testbed import World
 from testbed import workloads as w
-from testbed.world import drainer_may, place_on, rbac_manifests, wait_until
+from testbed.world import drainer_may, place_on, wait_until
+
+from .test_kube_events import _without_events_rule
 
 ROOT = Path(__file__).resolve().parents[2]
 USER = "drainer"
@@ -95,16 +97,6 @@ def test_cli_drain__start_and_end_events_name_the_user_and_host__dry_run_writes_
     # kubectl describe's From column shows the reportingController alone: the message
     # says who.
     assert f"kubeconfig user {USER} on host {host}" in described
-
-
-def _without_events_rule() -> list[dict[str, Any]]:
-    manifests = rbac_manifests()
-    for document in manifests:
-        if document["kind"] == "ClusterRole":
-            document["rules"] = [
-                r for r in document["rules"] if r["apiGroups"] != ["events.k8s.io"]
-            ]
-    return manifests
 
 
 @pytest.mark.parametrize("world", [{"rbac": _without_events_rule()}], indirect=True)
