@@ -344,8 +344,10 @@ def test_seeded_chaos__invariants_hold(
         world.cluster.patch("Node", node, {"metadata": {"labels": {"pool": TOLERANT}}})
     objects += agent
     # A loaded host and a controller-manager just restarted by the seed before: the
-    # workload may take longer than place_on's usual 10 s to be Ready.
-    place_on(world, node, objects, timeout=30.0)
+    # workload may take longer than place_on's usual 10 s to be Ready (a fresh-clone
+    # run on 2 cores once needed more than 30 s on the real control plane). A set-up
+    # wait, not an invariant: the seed's drain is what the test judges.
+    place_on(world, node, objects, timeout=60.0)
     on_node = pods_on(world.cluster, node)
     tolerant = sum(1 for p in on_node if (p["metadata"].get("labels") or {}).get("app") == TOLERANT)
     denial = _denial(later, on_node)
