@@ -32,7 +32,6 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Protocol
 
 from drainer import __version__
@@ -551,17 +550,8 @@ class Kube:
         gets an ExecToken: the plugin runs again after a 401 and near the token's stated
         expiry (`clock` tells the time). The official loader's own hook never re-runs it
         on a 401, and re-runs it on every request within 5 minutes of the expiry."""
-        # As kubectl: --kubeconfig names one file, which must exist; only KUBECONFIG's
-        # list skips the files it names that do not.
-        where = [Path(os.path.expanduser(path))] if path else kubeconfig.files(path)
-        if not any(f.is_file() for f in where):
-            raise KubeError(
-                f"no kubeconfig file at {', '.join(str(f) for f in where)}: write one with "
-                "`aws eks update-kubeconfig --name <cluster>`, or name one with --kubeconfig "
-                "or KUBECONFIG"
-            )
         try:
-            loaded = kubeconfig.load(path, context, clock=clock, impersonate=impersonate)
+            loaded = kubeconfig.found(path, context, clock=clock, impersonate=impersonate)
             transport = Transport(loaded.endpoint, pool_size=pool_size, user_agent=USER_AGENT)
         except (kubeconfig.KubeconfigError, OSError, ValueError) as e:
             raise KubeError(

@@ -7,8 +7,10 @@ What it understands: a cluster's server, certificate-authority(-data) and
 tls-server-name; a user's token, tokenFile, client-certificate(-data) and
 client-key(-data), username and password, and an exec credential plugin (run as
 client-go runs it: drainer/k8s/execinfo.py), whose token is renewed by drainer.k8s.auth.ExecToken. A
-user with an auth-provider (the legacy gcp, azure and oidc helpers) is loaded by the
-kubernetes package's own loader instead, as before (`library_endpoint`). A
+user with the oidc auth-provider is loaded by the kubernetes package's own loader
+instead (`library_endpoint`); the gcp and azure ones are refused, as kubectl refuses
+them since they were removed. With no kubeconfig file, a pod's in-cluster
+configuration (drainer/k8s/incluster.py), as kubectl. A
 cluster's proxy-url is read here and applied by the transport, as are the
 environment's proxies (drainer/k8s/proxy.py).
 
@@ -29,8 +31,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from drainer.errors import CredentialsUnavailable, TlsVerificationError
-from drainer.k8s import execinfo
+from drainer.errors import CredentialsUnavailable, KubeError, TlsVerificationError
+from drainer.k8s import execinfo, incluster
 from drainer.k8s.auth import ExecToken, FileToken
 from drainer.k8s.impersonation import Impersonation
 from drainer.k8s.transport import Endpoint
@@ -39,7 +41,12 @@ EXEC_TIMEOUT_SECONDS = 60.0
 EXEC_OUTPUT_LIMIT_BYTES = 1 << 20
 """The most an exec plugin may print (1 MiB): an ExecCredential is a token, or a
 client certificate and its key, a few kilobytes."""
-_NEEDS_LIBRARY_USER = ("auth-provider",)
+_REMOVED_AUTH_PROVIDERS = {
+    "gcp": "gke-gcloud-auth-plugin",
+    "azure": "kubelogin (https://github.com/Azure/kubelogin)",
+}
+"""The auth-providers kubectl no longer has (removed in 1.26), with the exec credential
+plugin each is told to use instead; only `oidc` is still one."""
 
 
 class KubeconfigError(Exception):
@@ -107,6 +114,32 @@ class Merged:
             self.current = self.current or str(document.get("current-context") or "")
 
 
+def found(
+    path: str | None,
+    context: str | None,
+    *,
+    clock: Callable[[], float],
+    impersonate: Impersonation | None = None,
+) -> Loaded:
+    """The kubeconfig's endpoint and credentials (`load`); with no file found and none
+    named, a pod's in-cluster configuration where there is one, as kubectl falls back
+    to it (drainer/k8s/incluster.py). KubeError when there is neither."""
+    # As kubectl: --kubeconfig names one file, which must exist; only KUBECONFIG's
+    # list skips the files it names that do not.
+    where = [Path(os.path.expanduser(path))] if path else files(path)
+    if any(f.is_file() for f in where):
+        return load(path, context, clock=clock, impersonate=impersonate)
+    if not path and incluster.possible():
+        endpoint, token = incluster.load(clock)
+        headers = (impersonate or Impersonation()).headers()
+        return Loaded(replace(endpoint, impersonate=headers), incluster.USER, token)
+    raise KubeError(
+        f"no kubeconfig file at {', '.join(str(f) for f in where)}: write one with "
+        "`aws eks update-kubeconfig --name <cluster>`, or name one with --kubeconfig "
+        "or KUBECONFIG"
+    )
+
+
 def load(
     path: str | None,
     context: str | None,
@@ -135,7 +168,8 @@ def load(
             "the drainer always verifies the API server"
         )
     proxy_url = str(cluster.value.get("proxy-url") or "")
-    if any(k in user.value for k in _NEEDS_LIBRARY_USER):
+    if "auth-provider" in user.value:
+        _refuse_auth_provider(user.value["auth-provider"], user_name)
         library = replace(library_endpoint(path, name), proxy_url=proxy_url)
         return Loaded(replace(library, impersonate=impersonating), user_name)
     server = str(cluster.value.get("server") or "")
@@ -151,6 +185,24 @@ def load(
         proxy_url=proxy_url,
     )
     return _with_user(replace(endpoint, impersonate=impersonating), user_name, user, cluster, clock)
+
+
+def _refuse_auth_provider(provider: Any, user: str) -> None:
+    """As kubectl: the gcp and azure auth-providers were removed (their exec plugins
+    replace them), and a name it has no provider for is an error. Only oidc remains,
+    loaded by the kubernetes package (`library_endpoint`)."""
+    name = str(provider.get("name") or "") if isinstance(provider, Mapping) else ""
+    if name in _REMOVED_AUTH_PROVIDERS:
+        raise KubeconfigError(
+            f"kubeconfig user '{user}' uses the {name} auth-provider, which kubectl removed "
+            f"(as does this CLI): use the {_REMOVED_AUTH_PROVIDERS[name]} exec credential "
+            "plugin instead, which rewrites the kubeconfig's user to an `exec` entry"
+        )
+    if name != "oidc":
+        raise KubeconfigError(
+            f"kubeconfig user '{user}' names auth-provider {name!r}, which neither kubectl "
+            "nor this CLI has; use an exec credential plugin"
+        )
 
 
 def _with_user(
