@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import io
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -84,7 +84,7 @@ def test_a_kubeconfig_file_wins_over_the_pod(sim: KubeSim, pod: Path, tmp_path: 
     config.write_text(yaml.safe_dump(_config(sim, {"token": "not-a-known-token"})))
     kube = Kube.from_kubeconfig(str(config))
     try:
-        with pytest.raises(KubeError, match="401|nauthorized"):
+        with pytest.raises(KubeError, match=r"401|nauthorized"):
             kube.get_node("n1")
     finally:
         kube.close()
@@ -106,7 +106,7 @@ def test_not_in_a_pod__no_kubeconfig_is_said(
         (pod / "token").unlink()
     else:
         monkeypatch.delenv(unset)
-    with pytest.raises(KubeError, match="no kubeconfig file at .*aws eks update-kubeconfig"):
+    with pytest.raises(KubeError, match=r"no kubeconfig file at .*aws eks update-kubeconfig"):
         Kube.from_kubeconfig()
 
 
@@ -140,12 +140,15 @@ def test_removed_auth_providers__refused_by_name_exit_2(
     assert sim.requests() == []  # refused before any request
 
 
-def _config(sim: KubeSim, user: dict[str, object]) -> dict[str, object]:
+def _config(sim: KubeSim, user: Mapping[str, object]) -> dict[str, object]:
     return {
         "apiVersion": "v1",
         "kind": "Config",
         "clusters": [
-            {"name": "sim", "cluster": {"server": sim.url, "certificate-authority-data": sim.ca_data}}
+            {
+                "name": "sim",
+                "cluster": {"server": sim.url, "certificate-authority-data": sim.ca_data},
+            }
         ],
         "users": [{"name": "u", "user": user}],
         "contexts": [{"name": "sim", "context": {"cluster": "sim", "user": "u"}}],

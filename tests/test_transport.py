@@ -262,3 +262,56 @@ def test_watch_line_without_end__cut_at_the_size_limit__memory_stays_bounded() -
     assert "watch nodes: stream broken: " in str(raised.value)
     assert "larger than the 8 MiB limit on an answer" in str(raised.value)
     assert peak < 3 * LIMIT, f"{peak / 2**20:.0f} MiB held"
+
+
+# A TLS handshake and a proxy's answer to CONNECT come before the request is sent:
+# they are under the same whole deadline, so a server or proxy that trickles them
+# cannot hold a call past it, nor have it retried as an unreachable server.
+
+
+def _https(port: int, environ: dict[str, str] | None = None) -> Transport:
+    # No TLS is ever finished here: any CA will do, the system's.
+    return Transport(Endpoint(f"https://kube.test:{port}"), environ=environ or {})
+
+
+@contextlib.contextmanager
+def _dripping(head: bytes) -> Iterator[int]:
+    """A server that reads what the client sends first (a ClientHello, a CONNECT),
+    then answers `head` and a byte every 0.2 s: its port."""
+    server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), _Scripted)
+    server.daemon_threads = True
+    server.script = _drip(head, every=0.2)  # type: ignore[attr-defined]
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield server.server_address[1]
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+TLS_RECORD_HEAD = b"\x16\x03\x03\x40\x00"  # a handshake record of 16 KiB, never all sent
+
+
+def test_tls_handshake_trickled__kube_ends_at_the_request_deadline__not_retried() -> None:
+    with _dripping(TLS_RECORD_HEAD) as port:
+        transport = Transport(Endpoint(f"https://127.0.0.1:{port}"), environ={})
+        kube = Kube(transport, None, request_timeout=0.5)
+        began = time.monotonic()
+
+        with pytest.raises(KubeTimedOut, match=r"within the request's 0\.5 s deadline"):
+            kube.get_node("n1")
+
+        took = time.monotonic() - began
+    assert took < 0.5 + 0.5, f"ended after {took:.2f} s"
+
+
+def test_proxy_trickles_its_connect_answer__the_request_ends_at_its_deadline() -> None:
+    with _dripping(b"HTTP/1.1 200 Connection established\r\n") as port:
+        transport = _https(443, {"HTTPS_PROXY": f"http://127.0.0.1:{port}"})
+        began = time.monotonic()
+
+        with pytest.raises(DeadlineExceeded, match=r"within the request's 0\.5 s deadline"):
+            transport.send("GET", "/api/v1/nodes/n1", timeout=0.5)
+
+        took = time.monotonic() - began
+    assert took < 0.5 + 0.5, f"ended after {took:.2f} s"

@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from drainer.errors import FatalKubeError
+from drainer.k8s.deadline import TimedResponse, Timing
 
 
 class ProxyError(ValueError):
@@ -165,15 +166,22 @@ def _split_host_port(pattern: str) -> tuple[str, str]:
     return pattern, ""  # a name, an IPv4 address, or a bare IPv6 address
 
 
-def tunnel(sock: socket.socket, proxy: Proxy, host: str, port: int) -> None:
-    """Ask the proxy for a tunnel to host:port on `sock` (connected to the proxy).
-    ProxyRefused on 407 or 403; OSError on any other answer."""
+def tunnel(
+    sock: socket.socket, proxy: Proxy, host: str, port: int, *, timing: Timing | None = None
+) -> None:
+    """Ask the proxy for a tunnel to host:port on `sock` (connected to the proxy), its
+    answer read by the request's deadline (`timing`). ProxyRefused on 407 or 403;
+    OSError on any other answer; DeadlineExceeded past the deadline."""
     target = _netloc(host, port)
     request = f"CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n"
     if proxy.authorization:
         request += f"Proxy-Authorization: {proxy.authorization}\r\n"
     sock.sendall((request + "\r\n").encode("latin-1"))
-    answer = http.client.HTTPResponse(sock, method="CONNECT")
+    answer = (
+        http.client.HTTPResponse(sock, method="CONNECT")
+        if timing is None
+        else TimedResponse(sock, method="CONNECT", timing=timing)
+    )
     answer.begin()  # the status line and headers only: the tunnel's bytes stay unread
     if answer.status == 200:
         return

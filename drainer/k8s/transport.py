@@ -19,6 +19,7 @@ import contextlib
 import functools
 import http.client
 import json
+import math
 import os
 import queue
 import select
@@ -31,7 +32,13 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from drainer.k8s import proxy as proxies
-from drainer.k8s.deadline import ANSWER_LIMIT_BYTES, TimedResponse, Timing, read_capped
+from drainer.k8s.deadline import (
+    ANSWER_LIMIT_BYTES,
+    DeadlineExceeded,
+    TimedResponse,
+    Timing,
+    read_capped,
+)
 from drainer.k8s.impersonation import Headers
 
 ERRORS = (OSError, http.client.HTTPException)
@@ -103,16 +110,30 @@ class _Connection(http.client.HTTPSConnection):
             where = f"{self._target[0]}:{self._target[1]} through the {self._proxy.named}"
         try:
             http.client.HTTPConnection.connect(self)  # TCP
+            self._bounded()
             if self._proxy is not None and self._tls is not None:
-                proxies.tunnel(self.sock, self._proxy, *self._target)
-        except proxies.ProxyRefused:
+                proxies.tunnel(self.sock, self._proxy, *self._target, timing=self.timing)
+        except (proxies.ProxyRefused, DeadlineExceeded):
             self.close()
             raise
         except OSError as e:
             self.close()
             raise Unreachable(where, e) from e
         if self._tls is not None:
-            self.sock = self._tls.wrap_socket(self.sock, server_hostname=self._server_name)
+            try:
+                self._bounded()
+                self.sock = self._tls.wrap_socket(self.sock, server_hostname=self._server_name)
+            except TimeoutError:
+                self.close()
+                self.timing.left()  # DeadlineExceeded, when it was the request's deadline
+                raise
+
+    def _bounded(self) -> None:
+        """The socket's timeout cut to what the request has left: the tunnel's answer
+        and the TLS handshake (one timeout for the whole of it) end by its deadline."""
+        left = self.timing.left()  # DeadlineExceeded once it has passed
+        if left is not None and self.sock is not None and left < (self.timeout or math.inf):
+            self.sock.settimeout(left)
 
     def dropped(self) -> bool:
         """The server closed this idle connection (or sent what nobody asked for)."""
