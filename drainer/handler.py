@@ -20,6 +20,7 @@ from typing import Any
 
 from drainer import aws, logs
 from drainer.errors import SettingsError
+from drainer.k8s import proxy as proxies
 from drainer.lifecycle import checks, ec2_events, ending, hooks, launch, scale_in, stack_hooks
 from drainer.lifecycle.clients import KubeFactory, eks_kube
 from drainer.lifecycle.events import (
@@ -54,11 +55,24 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
     """The settings of this container, read once. A bad value raises SettingsError
     naming the variable: the invocation fails loudly rather than drain wrongly."""
     if _CONTAINER.settings is None or environ is not None:
-        settings = Settings.from_env(os.environ if environ is None else environ)
+        env = os.environ if environ is None else environ
+        settings = Settings.from_env(env)
+        _check_proxies(env)
         logs.configure(settings.log_level)
         log.info("settings", extra={"settings": settings.describe()})
         _CONTAINER.settings = settings
     return _CONTAINER.settings
+
+
+def _check_proxies(env: Mapping[str, str]) -> None:
+    """A proxy the function's client cannot use is said when its settings are read, by
+    name, not as a ValueError at the drain's first request."""
+    for name in proxies.ENVIRONMENT:
+        try:
+            if env.get(name):
+                proxies.parse(env[name], name)
+        except proxies.ProxyError as e:
+            raise SettingsError(name, f"not a proxy the function can use ({e})") from e
 
 
 def _aws(settings: Settings, region: str) -> tuple[aws.AwsClients, KubeFactory]:

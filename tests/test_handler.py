@@ -63,6 +63,31 @@ def test_invalid_setting__fails_naming_the_variable(
 
 
 @pytest.mark.parametrize(
+    ("name", "value", "said"),
+    [
+        ("HTTPS_PROXY", "socks5://proxy.internal:1080", "a SOCKS proxy is not supported"),
+        ("https_proxy", "https://proxy.internal:3128", "TLS to the proxy itself"),
+        ("HTTP_PROXY", "http://proxy.internal:port", "no valid port"),
+    ],
+)
+def test_unusable_proxy_in_the_environment__fails_naming_it_before_any_aws_call(
+    load_event: Callable[[str], dict[str, Any]],
+    clean_handler: Callable[..., dict[str, Any]],
+    monkeypatch: pytest.MonkeyPatch,
+    name: str,
+    value: str,
+    said: str,
+) -> None:
+    """Not a ValueError at the drain's first request: the invocation fails at once, the
+    variable named, as any setting that does not read (no AWS endpoint exists here)."""
+    for other in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy"):
+        monkeypatch.delenv(other, raising=False)
+
+    with pytest.raises(SettingsError, match=f"^{name}: not a proxy the function can use .*{said}"):
+        clean_handler(load_event("terminate"), **{name: value})
+
+
+@pytest.mark.parametrize(
     ("remaining", "margin", "expected"),
     [
         (900.0, 60.0, 840.0),  # the usual case: hand over a minute before the deadline

@@ -72,6 +72,10 @@ def choose(server: str, proxy_url: str, environ: Mapping[str, str]) -> Proxy | N
     return parse(value, origin)
 
 
+ENVIRONMENT = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy")
+"""The environment's proxy variables, in the order Go reads them."""
+
+
 def parse(value: str, origin: str) -> Proxy:
     """A proxy URL as Go reads one (no scheme: http://); ProxyError when unsupported."""
     url = urllib.parse.urlsplit(value)
