@@ -5,6 +5,7 @@ exit status for all."""
 from __future__ import annotations
 
 import io
+import json
 from collections.abc import Iterator
 
 import pytest
@@ -95,3 +96,33 @@ def test_selector_and_a_node__usage_error(capsys: pytest.CaptureFixture[str]) ->
 
     assert exited.value.code == 2
     assert "not allowed with" in capsys.readouterr().err
+
+
+def test_selector_json__one_document__each_node_as_its_own_drain__worst_result(
+    sim: KubeSim,
+) -> None:
+    sim.apply([w.budget("hold", {"app": "held"}, max_unavailable=0),
+               w.bare_pod("held", node=POOL[1], labels={"app": "held"})])  # fmt: skip
+    wait_until(lambda: len(pods_on(Cluster.of_kubesim(sim), POOL[1])) == 2, timeout=20)
+
+    code, output = _run(sim, "-l", "pool=old", "--force", "--timeout", "2s", "-o", "json")
+
+    document = json.loads(output)  # stdout is the one document, nothing else
+    assert code == 1 == document["exit_code"]
+    assert document["selector"] == "pool=old"
+    assert [(d["node"], d["result"], d["exit_code"]) for d in document["nodes"]] == [
+        (POOL[0], "drained", 0),
+        (POOL[1], "timed_out", 1),
+    ]
+    assert document["result"] == "timed_out"  # the worst node's
+
+
+def test_selector_json__refused_on_a_node__one_document_naming_its_pods(sim: KubeSim) -> None:
+    code, output = _run(sim, "-l", "pool=old", "-o", "json")  # bare pods, without --force
+
+    document = json.loads(output)
+    assert code == 1 == document["exit_code"]
+    assert document["result"] == "refused"
+    assert sorted(d["node"] for d in document["nodes"]) == sorted(POOL)
+    assert all(d["refusals"] for d in document["nodes"])
+    assert not any(_unschedulable(sim, n) for n in POOL)

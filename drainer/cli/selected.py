@@ -5,14 +5,23 @@ as kubectl does, so that pods evicted from the first do not land on the next; th
 they are drained one at a time (a concurrency of one: each drain already evicts
 in parallel, and a pool drained node after node keeps capacity for the pods), each
 reported as a single drain is, and one exit status says how it all went: the
-worst of theirs (3 over 1 over 0); an interrupted drain stops the rest."""
+worst of theirs (3 over 1 over 0); an interrupted drain stops the rest. With -o
+json, one document: each node's as its own drain prints it, under `nodes`, and the
+worst one's `result` with the combined `exit_code`."""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import functools
+import io
+import json
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from drainer.cli import output
+from drainer.cli.streams import Stream
 from drainer.errors import KubeError
 
 if TYPE_CHECKING:
@@ -40,12 +49,11 @@ def _label_selector(text: str) -> str:
 def drain_selected(
     kube: Kube, args: argparse.Namespace, options: DrainOptions, terminal: Any
 ) -> int:
-    """Check, cordon, then drain each selected node; the combined exit status."""
+    """Check, cordon, then drain each selected node; the combined exit status. With
+    -o json, one document for the run: each node's as its own drain would print it,
+    under `nodes`, and the combined `result` and `exit_code`."""
     from drainer.cli import main
 
-    if args.output == "json":  # one document per run, and this would be one per node
-        why = "-o json with --selector is not supported yet: drain one node per run"
-        return main._failed(terminal, args, 2, why)
     try:
         nodes = list(kube.list_nodes(label_selector=args.selector))
     except KubeError as e:
@@ -54,27 +62,62 @@ def drain_selected(
         raise
     if not nodes:
         return main._failed(terminal, args, 1, f"no node matches --selector {args.selector}")
+    run = _Run(args, terminal)
     names = [str(n["metadata"]["name"]) for n in nodes]
-    if _refused(kube, args, names, terminal):
-        return 1
+    if _refused(kube, args, names, run):
+        return run.end(1)
     if not args.dry_run and not main._may_evict(kube):
         why = "this identity may not evict pods (RBAC: create pods/eviction); no node cordoned"
         return main._failed(terminal, args, 3, why, result="forbidden")
     if not args.dry_run:
-        nodes = [_cordon(kube, node, terminal) for node in nodes]
-    codes: dict[str, int] = {}
+        nodes = [_cordon(kube, node, run.say) for node in nodes]
     for node in nodes:
         terminal.log.quiet = False  # each drain's lines, until its verdict
-        codes[str(node["metadata"]["name"])] = code = main._drain(
-            kube, node, args, options, terminal
-        )
+        drain = functools.partial(main._drain, kube, node, args, options)
+        code = run.drained(str(node["metadata"]["name"]), drain)
         if code >= 128:  # interrupted: the rest are left as they are, cordoned
-            _left_cordoned(args, names[len(codes) :], terminal)
+            return run.end(code, left=_left_cordoned(args, names[len(run.codes) :], run.say))
+    return run.end(_verdict(args.selector, run.codes, run.say))
+
+
+class _Run:
+    """Where a selector's run writes: its own lines on stdout, or on stderr with -o
+    json, whose one document gathers each node's (printed at the `end`)."""
+
+    def __init__(self, args: argparse.Namespace, terminal: Any) -> None:
+        self.json = args.output == "json"
+        self.selector = str(args.selector)
+        self.terminal = terminal
+        self.say = terminal.err if self.json else terminal.out
+        self.codes: dict[str, int] = {}
+        self.documents: list[dict[str, Any]] = []
+
+    def drained(self, name: str, drain: Callable[[Any], int]) -> int:
+        """One node's drain; with -o json its document kept for the run's."""
+        if not self.json:
+            self.codes[name] = code = drain(self.terminal)
             return code
-    return _verdict(args.selector, codes, terminal)
+        kept = io.StringIO()
+        self.codes[name] = code = drain(dataclasses.replace(self.terminal, out=kept))
+        self.documents.append(json.loads(kept.getvalue()))
+        return code
+
+    def refused(self, name: str, refusals: dict[str, list[str]]) -> None:
+        self.codes[name] = 1
+        self.documents.append(output.document("refused", 1, node=name, refusals=refusals))
+
+    def end(self, code: int, left: list[str] | None = None) -> int:
+        if self.json:
+            worst = next(d for d in self.documents if d["exit_code"] == code)
+            more = {"left_cordoned": left} if left else {}
+            doc = output.document(
+                worst["result"], code, selector=self.selector, nodes=self.documents, **more
+            )
+            output.emit(self.terminal.out, doc)
+        return code
 
 
-def _refused(kube: Kube, args: argparse.Namespace, names: list[str], terminal: Any) -> bool:
+def _refused(kube: Kube, args: argparse.Namespace, names: list[str], run: _Run) -> bool:
     """kubectl's refusals on any selected node, said; nothing is changed then."""
     from drainer.cli.main import overrides_from
     from drainer.engine import filters
@@ -82,15 +125,18 @@ def _refused(kube: Kube, args: argparse.Namespace, names: list[str], terminal: A
     refused = False
     for name in names:
         pod_list, _ = kube.list_pods_on_node(name, args.pod_selector or "")
-        for message, pods in filters.refusals(pod_list, overrides_from(args)).items():
-            print(f"error: {name}: {message}: {', '.join(pods)}", file=terminal.err)
+        found = filters.refusals(pod_list, overrides_from(args))
+        for message, pods in found.items():
+            print(f"error: {name}: {message}: {', '.join(pods)}", file=run.terminal.err)
+        if found:
+            run.refused(name, {m: list(p) for m, p in found.items()})
             refused = True
     if refused:
-        print(f"no node drained: {len(names)} selected; nothing changed", file=terminal.out)
+        print(f"no node drained: {len(names)} selected; nothing changed", file=run.say)
     return refused
 
 
-def _cordon(kube: Kube, node: dict[str, Any], terminal: Any) -> dict[str, Any]:
+def _cordon(kube: Kube, node: dict[str, Any], say: Stream) -> dict[str, Any]:
     """The node cordoned, as its drain will find it (its drain records it the same)."""
     from drainer.k8s.cordon import cordon_patch
 
@@ -98,25 +144,24 @@ def _cordon(kube: Kube, node: dict[str, Any], terminal: Any) -> dict[str, Any]:
     patch, _ = cordon_patch(node, time.time())
     patch["metadata"]["uid"] = node["metadata"].get("uid")  # this node, not a new one
     cordoned = kube.patch_node(name, patch)
-    print(f"cordoned node {name}", file=terminal.out)
+    print(f"cordoned node {name}", file=say)
     return cordoned
 
 
-def _left_cordoned(args: argparse.Namespace, names: list[str], terminal: Any) -> None:
+def _left_cordoned(args: argparse.Namespace, names: list[str], say: Stream) -> list[str]:
     from drainer.cli.main import _undo_command
 
     for name in names:
-        print(
-            f"node {name} not drained, left cordoned; to undo: {_undo_command(args, name)}",
-            file=terminal.out,
-        )
+        print(f"node {name} not drained, left cordoned; to undo: {_undo_command(args, name)}",
+              file=say)  # fmt: skip
+    return names
 
 
-def _verdict(selector: str, codes: dict[str, int], terminal: Any) -> int:
+def _verdict(selector: str, codes: dict[str, int], say: Stream) -> int:
     drained = [n for n, c in codes.items() if c == 0]
     not_drained = [n for n, c in codes.items() if c != 0]
     line = f"{len(codes)} nodes selected by {selector}: {len(drained)} drained"
     if not_drained:
         line += f"; not drained: {', '.join(not_drained)}"
-    print(line, file=terminal.out)
+    print(line, file=say)
     return max(codes.values())
