@@ -23,6 +23,8 @@ class TlsMaterial:
     ca_pem: bytes
     cert_pem: bytes
     key_pem: bytes
+    ca_key_pem: bytes = b""
+    """The CA's own key: to sign client certificates for tests (`client`)."""
 
     def write(self, directory: Path) -> tuple[Path, Path, Path]:
         """Write ca.crt, server.crt and server.key (0600) into `directory`."""
@@ -105,9 +107,40 @@ def generate(common_name: str = "kubesim-ca", hosts: tuple[str, ...] = ()) -> Tl
     return TlsMaterial(
         ca_pem=ca_cert.public_bytes(serialization.Encoding.PEM),
         cert_pem=cert.public_bytes(serialization.Encoding.PEM),
-        key_pem=key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        ),
+        key_pem=_pem(key),
+        ca_key_pem=_pem(ca_key),
     )
+
+
+def _pem(key: ec.EllipticCurvePrivateKey) -> bytes:
+    return key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+
+
+def client(
+    material: TlsMaterial, user: str, groups: tuple[str, ...] = (), *, days: float = 1.0
+) -> tuple[bytes, bytes]:
+    """A client certificate (PEM) and its key, signed by `material`'s CA, for `user`
+    in `groups` as kube-apiserver reads them (CN, O), valid for `days`."""
+    ca_key = serialization.load_pem_private_key(material.ca_key_pem, password=None)
+    assert isinstance(ca_key, ec.EllipticCurvePrivateKey)
+    ca_cert = x509.load_pem_x509_certificate(material.ca_pem)
+    now = datetime.datetime.now(datetime.UTC)
+    subject = [x509.NameAttribute(NameOID.ORGANIZATION_NAME, g) for g in groups]
+    key = ec.generate_private_key(ec.SECP256R1())
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([*subject, x509.NameAttribute(NameOID.COMMON_NAME, user)]))
+        .issuer_name(ca_cert.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=days))
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(
+            x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False
+        )
+        .sign(ca_key, hashes.SHA256())
+    )
+    return cert.public_bytes(serialization.Encoding.PEM), _pem(key)

@@ -19,9 +19,7 @@ insecure-skip-tls-verify is refused: the drainer always verifies the API server.
 
 from __future__ import annotations
 
-import atexit
 import base64
-import contextlib
 import json
 import os
 import shlex
@@ -34,6 +32,7 @@ from typing import Any
 from drainer.errors import CredentialsUnavailable, KubeError, TlsVerificationError
 from drainer.k8s import execinfo, incluster
 from drainer.k8s.auth import ExecToken, FileToken
+from drainer.k8s.execcert import ExecCertificate, secret_file
 from drainer.k8s.impersonation import Impersonation
 from drainer.k8s.transport import Endpoint
 
@@ -66,7 +65,7 @@ class Loaded:
     endpoint: Endpoint
     user: str
     """The context's user name, for messages."""
-    token: ExecToken | FileToken | None = None
+    token: ExecToken | FileToken | ExecCertificate | None = None
     """The user's exec plugin's tokens, renewed as they expire or are refused; or its
     tokenFile's, read again as it rotates."""
 
@@ -214,11 +213,11 @@ def _with_user(
     cert_file = _path(value.get("client-certificate"), user.directory)
     key_file = _path(value.get("client-key"), user.directory)
     if value.get("client-certificate-data"):
-        cert_file = _secret_file(_decoded(value["client-certificate-data"]))
+        cert_file = secret_file(_decoded(value["client-certificate-data"]))
     if value.get("client-key-data"):
-        key_file = _secret_file(_decoded(value["client-key-data"]))
+        key_file = secret_file(_decoded(value["client-key-data"]))
     authorization = ""
-    token: ExecToken | FileToken | None = None
+    token: ExecToken | FileToken | ExecCertificate | None = None
     if value.get("token"):
         authorization = f"Bearer {value['token']}"
     elif value.get("tokenFile"):
@@ -233,8 +232,9 @@ def _with_user(
         if "token" in status:
             token = ExecToken(plugin.run, command=plugin.command, clock=clock, status=status)
         elif "clientCertificateData" in status:
-            cert_file = _secret_file(str(status["clientCertificateData"]))
-            key_file = _secret_file(str(status.get("clientKeyData") or ""))
+            token = ExecCertificate(plugin.run, command=plugin.command, clock=clock, status=status)
+            _, cert_file, key_file = token.current()
+            endpoint = replace(endpoint, certificate=token)
         else:
             raise CredentialsUnavailable(
                 f"the exec credential plugin `{plugin.command}` of kubeconfig user '{name}' "
@@ -361,20 +361,3 @@ def _path(value: Any, directory: Path) -> str:
         return ""
     path = Path(os.path.expanduser(str(value)))
     return str(path if path.is_absolute() else directory / path)
-
-
-def _secret_file(text: str) -> str:
-    """`text` in a file only this user may read, removed when the process ends
-    (the ssl module loads client certificates from files)."""
-    import tempfile  # only with client certificates given as data
-
-    handle, name = tempfile.mkstemp(prefix="eks-node-drainer-", suffix=".pem")
-    with os.fdopen(handle, "w") as file:
-        file.write(text)
-    atexit.register(_remove, name)
-    return name
-
-
-def _remove(name: str) -> None:
-    with contextlib.suppress(OSError):
-        os.unlink(name)

@@ -29,7 +29,7 @@ import threading
 import urllib.parse
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 from drainer.k8s import proxy as proxies
 from drainer.k8s.deadline import (
@@ -58,6 +58,12 @@ class Unreachable(ConnectionError):
         self.error = error
 
 
+class CertificateSource(Protocol):
+    def current(self) -> tuple[int, str, str]:
+        """(version, certificate file, key file): the version changes with each renewal."""
+        ...
+
+
 @dataclass(frozen=True)
 class Endpoint:
     """Where an API server is and how to trust and reach it."""
@@ -80,6 +86,9 @@ class Endpoint:
     proxy_url: str = ""
     """The kubeconfig cluster's proxy-url, used for every request (as kubectl does);
     without it, the environment's proxy (drainer/k8s/proxy.py)."""
+    certificate: CertificateSource | None = None
+    """A client certificate that is renewed (an exec plugin's): its current files,
+    presented on the connections made after each renewal."""
 
     def __repr__(self) -> str:  # never the credentials
         return f"Endpoint(server={self.server!r})"
@@ -95,7 +104,7 @@ class _Connection(http.client.HTTPSConnection):
                  proxy: proxies.Proxy | None = None) -> None:  # fmt: skip
         via = (proxy.host, proxy.port) if proxy is not None else (host, port)
         super().__init__(*via, timeout=connect_timeout, context=context)
-        self._tls = context
+        self.tls = context
         self._server_name = server_name or host
         self._proxy = proxy
         self._target = (host, port)
@@ -111,7 +120,7 @@ class _Connection(http.client.HTTPSConnection):
         try:
             http.client.HTTPConnection.connect(self)  # TCP
             self._bounded()
-            if self._proxy is not None and self._tls is not None:
+            if self._proxy is not None and self.tls is not None:
                 proxies.tunnel(self.sock, self._proxy, *self._target, timing=self.timing)
         except (proxies.ProxyRefused, DeadlineExceeded):
             self.close()
@@ -119,10 +128,10 @@ class _Connection(http.client.HTTPSConnection):
         except OSError as e:
             self.close()
             raise Unreachable(where, e) from e
-        if self._tls is not None:
+        if self.tls is not None:
             try:
                 self._bounded()
-                self.sock = self._tls.wrap_socket(self.sock, server_hostname=self._server_name)
+                self.sock = self.tls.wrap_socket(self.sock, server_hostname=self._server_name)
             except TimeoutError:
                 self.close()
                 self.timing.left()  # DeadlineExceeded, when it was the request's deadline
@@ -238,13 +247,12 @@ class Transport:
         self._port = url.port or (443 if url.scheme == "https" else 80)
         self._prefix = url.path.rstrip("/")
         self._context: ssl.SSLContext | None = None
+        self._certificate_version = 0
+        self._lock = threading.Lock()
         if url.scheme == "https":
-            context = ssl.create_default_context(
-                cafile=endpoint.ca_file or None, cadata=endpoint.ca_pem or None
-            )
-            if endpoint.cert_file:
-                context.load_cert_chain(endpoint.cert_file, endpoint.key_file or None)
-            self._context = context
+            self._context = self._tls_context(endpoint.cert_file, endpoint.key_file)
+            if endpoint.certificate is not None:
+                self._certificate_version = endpoint.certificate.current()[0]
         elif url.scheme != "http":
             raise ValueError(f"{self.server}: not an http(s) URL")
         self._idle: queue.LifoQueue[_Connection] = queue.LifoQueue(maxsize=pool_size)
@@ -258,6 +266,28 @@ class Transport:
             self._absolute = f"{url.scheme}://{url.netloc}"
         self.answer_limit = ANSWER_LIMIT_BYTES
         """The largest answer `Response.read()` reads (drainer/k8s/deadline.py)."""
+
+    def _tls_context(self, cert_file: str, key_file: str) -> ssl.SSLContext:
+        context = ssl.create_default_context(
+            cafile=self.endpoint.ca_file or None, cadata=self.endpoint.ca_pem or None
+        )
+        if cert_file:
+            context.load_cert_chain(cert_file, key_file or None)
+        return context
+
+    def _renewed(self) -> None:
+        """A renewed client certificate in use from now on: new connections present
+        it, and the kept ones, which present the old, are closed."""
+        source = self.endpoint.certificate
+        if source is None or self._context is None:
+            return
+        version, cert_file, key_file = source.current()
+        with self._lock:
+            if version == self._certificate_version:
+                return
+            self._context = self._tls_context(cert_file, key_file)
+            self._certificate_version = version
+        self.close()
 
     def send(
         self,
@@ -275,13 +305,14 @@ class Transport:
         """One request; the response unread (stream it, or read it and release the
         connection). Raises one of ERRORS (no connection, TLS, a timeout), or
         ProxyRefused when the proxy refuses the tunnel."""
+        self._renewed()
         target = self._absolute + self._prefix + path
         if query:
             target += "?" + urllib.parse.urlencode(query)
         headers = {"Accept": accept, "User-Agent": self.user_agent}
         if self._absolute and self.proxy is not None and self.proxy.authorization:
             headers["Proxy-Authorization"] = self.proxy.authorization
-        if bearer is not None:
+        if bearer:  # "": a credential with no token (a renewed client certificate)
             headers["Authorization"] = f"Bearer {bearer}"
         elif self.endpoint.authorization:
             headers["Authorization"] = self.endpoint.authorization
@@ -331,6 +362,9 @@ class Transport:
         )
 
     def put_back(self, connection: _Connection) -> None:
+        if connection.tls is not self._context:  # made before a certificate's renewal
+            connection.close()
+            return
         try:
             self._idle.put_nowait(connection)
         except queue.Full:
