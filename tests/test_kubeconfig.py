@@ -28,6 +28,7 @@ from kubesim.auth import User
 from testbed import workloads as w
 from testbed.cluster import Cluster
 from testbed.world import is_pod_ready, pods_on, rbac_manifests, set_schedulable, wait_until
+from tests.support.clock import FakeClock
 
 ROOT = Path(__file__).resolve().parents[1]
 ADMIN = ("system:masters", "system:authenticated")
@@ -187,6 +188,49 @@ def test_auth_provider__loaded_by_the_kubernetes_package(sim: KubeSim, tmp_path:
 
     assert kube.get_node("n1") is not None
     assert [r.user for r in sim.requests()] == ["oidc-user"]
+
+
+def _oidc_token(exp: float, sub: str) -> str:
+    def part(value: dict[str, Any]) -> str:
+        return base64.urlsafe_b64encode(json.dumps(value).encode()).decode().rstrip("=")
+
+    return ".".join([part({"alg": "none"}), part({"exp": exp, "sub": sub}), "sig"])
+
+
+def test_oidc_auth_provider__id_token_read_again_near_its_expiry_and_after_a_401(
+    sim: KubeSim, tmp_path: Path
+) -> None:
+    """Not frozen at the drain's start: the id-token kubectl (or a login helper) writes
+    back to the kubeconfig when it refreshes it is read again before the old one's
+    `exp`, and at once when the API server refuses the old one."""
+    now = time.time()
+    first, second, third = (_oidc_token(now + 600 * n, f"s{n}") for n in (1, 2, 3))
+    for n, token in enumerate((first, second, third), 1):
+        sim.authenticator.tokens[token] = User(f"oidc-user-{n}", ADMIN)
+    config = tmp_path / "kubeconfig"
+
+    def written(token: str) -> None:
+        provider = {
+            "name": "oidc",
+            "config": {"id-token": token, "idp-issuer-url": "https://issuer", "client-id": "c"},
+        }
+        config.write_text(yaml.safe_dump(_config(sim, {"auth-provider": provider})))
+
+    written(first)
+    clock = FakeClock(now)
+    kube = Kube.from_kubeconfig(str(config), clock=clock)
+    kube.get_node("n1")
+    written(second)  # refreshed by another kubectl
+    kube.get_node("n1")  # the first is still good: kept
+    clock.advance(600 - 5)  # within the margin before its exp
+    kube.get_node("n1")
+    written(third)
+    del sim.authenticator.tokens[second]  # revoked before its time: a 401
+    kube.get_node("n1")
+
+    assert [r.user for r in sim.requests() if r.user] == [
+        "oidc-user-1", "oidc-user-1", "oidc-user-2", "oidc-user-3"
+    ]  # fmt: skip
 
 
 PLUGIN = """

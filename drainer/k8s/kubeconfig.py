@@ -34,6 +34,7 @@ from drainer.k8s import execinfo, incluster
 from drainer.k8s.auth import ExecToken, FileToken
 from drainer.k8s.execcert import ExecCertificate, secret_file
 from drainer.k8s.impersonation import Impersonation
+from drainer.k8s.provider import ProviderToken
 from drainer.k8s.transport import Endpoint
 
 EXEC_TIMEOUT_SECONDS = 60.0
@@ -65,7 +66,7 @@ class Loaded:
     endpoint: Endpoint
     user: str
     """The context's user name, for messages."""
-    token: ExecToken | FileToken | ExecCertificate | None = None
+    token: ExecToken | FileToken | ExecCertificate | ProviderToken | None = None
     """The user's exec plugin's tokens, renewed as they expire or are refused; or its
     tokenFile's, read again as it rotates."""
 
@@ -170,7 +171,12 @@ def load(
     if "auth-provider" in user.value:
         _refuse_auth_provider(user.value["auth-provider"], user_name)
         library = replace(library_endpoint(path, name), proxy_url=proxy_url)
-        return Loaded(replace(library, impersonate=impersonating), user_name)
+        token = ProviderToken(
+            lambda: library_endpoint(path, name).authorization, user=user_name, clock=clock
+        )
+        token.token()  # now: an id-token that cannot be had is an error before any request
+        endpoint = replace(library, impersonate=impersonating, authorization="")
+        return Loaded(endpoint, user_name, token)
     server = str(cluster.value.get("server") or "")
     if not server:
         raise KubeconfigError(f"cluster '{cluster_name}' has no server")
