@@ -20,8 +20,9 @@ from typing import Any
 
 import pytest
 
+from drainer.cli.arguments import DEFAULTS, options_from
 from drainer.cli.display import Progress
-from drainer.cli.main import DEFAULTS, main, options_from, python_m_prog
+from drainer.cli.main import main, python_m_prog
 from drainer.engine.filters import FilterOptions
 from drainer.engine.report import DrainEvent, Kind
 from drainer.k8s.cordon import PROGRESS_ANNOTATION
@@ -151,7 +152,7 @@ def test_module_entry_point__help_runs() -> None:
 
 
 def _args(*flags: str) -> argparse.Namespace:
-    from drainer.cli.main import _parser
+    from drainer.cli.arguments import parser as _parser
 
     return _parser("python -m drainer").parse_args(["drain", "--node", NODE, *flags])
 
@@ -637,7 +638,8 @@ def test_log_lines__after_the_verdict__dropped_as_the_progress_lines_are() -> No
     """An eviction answered late logs too ('evicting ... failed; retrying'): the
     terminal's log handler is quiet once the drain is over, as the display is."""
     from drainer.cli.display import SafeStream
-    from drainer.cli.main import _Terminal, _TerminalLog
+    from drainer.cli.terminal import Terminal as _Terminal
+    from drainer.cli.terminal import TerminalLog as _TerminalLog
 
     stream = io.StringIO()
     terminal = _Terminal(out=SafeStream(stream), err=SafeStream(stream), log=_TerminalLog())
@@ -939,7 +941,8 @@ def test_node_given_twice__usage_error_exit_2(capsys: pytest.CaptureFixture[str]
 
 
 def test_undo_command__said_the_way_the_drain_was_started() -> None:
-    from drainer.cli.main import _parse, _undo_command
+    from drainer.cli.arguments import parse as _parse
+    from drainer.cli.main import _undo_command
 
     for prog, expected in [
         ("eks-node-drainer", "eks-node-drainer release --node n1 --context prod"),

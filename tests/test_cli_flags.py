@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from drainer.cli.main import _parse
+from drainer.cli.arguments import parse as _parse
 
 NODE = "ip-10-0-0-1.ec2.internal"
 

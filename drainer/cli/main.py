@@ -24,36 +24,23 @@ interrupted: 130 Ctrl-C (SIGINT), 143 SIGTERM, 129 SIGHUP.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import dataclasses
 import logging
 import os
-import re
 import shlex
 import signal
 import sys
-import threading
 import time
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, NoReturn, TextIO
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, TextIO
 
-from drainer import __version__
-from drainer.cli import output
-from drainer.cli.dry_run import add_dry_run
-from drainer.cli.durations import seconds, whole_seconds
-from drainer.cli.impersonate import add_impersonation
+from drainer.cli import arguments, output
+from drainer.cli.arguments import COMMAND, DEFAULTS, KUBECTL_PLUGIN, options_from, overrides_from
 from drainer.cli.impersonate import from_args as impersonation_from
 from drainer.cli.impersonate import words as impersonation_words
-from drainer.cli.refused import add_refused
-from drainer.cli.selected import add_selector
 from drainer.cli.streams import SafeStream
+from drainer.cli.terminal import Interruptible, Signalled, Terminal, signals_interrupt
 from drainer.engine import filters
-from drainer.engine.options import (
-    CONCURRENCY_RANGE,
-    GRACE_PERIOD_RANGE,
-    STUCK_POD_RANGE,
-    DrainOptions,
-)
+from drainer.engine.options import DrainOptions
 from drainer.errors import DrainerError, InstanceNotFound, KubeError
 from drainer.k8s import cordon
 from drainer.k8s.kube import Kube
@@ -62,278 +49,7 @@ from drainer.outcome import Outcome
 
 if TYPE_CHECKING:
     from drainer import aws
-    from drainer.cli.display import Progress
-    from drainer.engine.drain import Drain
     from drainer.engine.report import DrainReport
-
-COMMAND = "eks-node-drainer"
-KUBECTL_PLUGIN = "kubectl drainer"
-"""The wheel's two commands, as a person types them."""
-
-DEFAULTS = DrainOptions()
-"""The CLI's defaults are the engine's (which are the Lambda's), but for which pods
-go: those follow kubectl drain's flags."""
-DEFAULT_TIMEOUT = 3600
-"""As the Lambda's DRAIN_TIMEOUT_SECONDS."""
-MAX_TIMEOUT = 172_800
-"""48 hours: the longest a lifecycle hook holds an instance, and DRAIN_TIMEOUT_SECONDS's bound."""
-
-# A node's name is a DNS-1123 subdomain (what the API server accepts for a Node).
-_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
-_INSTANCE_ID = re.compile(r"i-([0-9a-f]{8}|[0-9a-f]{17})")
-
-
-def node_name(text: str) -> str:
-    if len(text) > 253 or not _DNS_SUBDOMAIN.fullmatch(text):
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not a node name (lowercase letters, digits, '-' and '.', "
-            "starting and ending with a letter or digit, at most 253 characters)"
-        )
-    return text
-
-
-def instance_id(text: str) -> str:
-    if not _INSTANCE_ID.fullmatch(text):
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not an EC2 instance id (i- followed by 8 or 17 hex digits)"
-        )
-    return text
-
-
-def _selector(text: str) -> str:
-    if not text.strip():
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not a label selector (e.g. app=web or 'tier in (web,api)')"
-        )
-    return text.strip()
-
-
-positive_seconds = seconds(
-    maximum=MAX_TIMEOUT, why=" (48 hours, the longest a lifecycle hook holds an instance)"
-)
-"""--timeout: `90`, `90s`, `5m`, `1h30m`, as kubectl takes it (drainer/cli/durations.py)."""
-
-
-def _integer(minimum: int, maximum: int) -> Callable[[str], int]:
-    """An integer from `minimum` to `maximum`: the engine's range for the option."""
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            value = minimum - 1
-        if not minimum <= value <= maximum:
-            raise argparse.ArgumentTypeError(
-                f"{text!r} is not an integer from {minimum} to {maximum}"
-            )
-        return value
-
-    return parse
-
-
-def _target(parser: argparse.ArgumentParser) -> Any:
-    """The flags that say which node, on which cluster: the same for every command."""
-    target = parser.add_mutually_exclusive_group(required=True)
-    target.add_argument(
-        "node_name",
-        nargs="?",
-        type=node_name,
-        metavar="NODE",
-        help="the Kubernetes node name, as kubectl takes it (the same as --node)",
-    )
-    target.add_argument("--node", type=node_name, help="the Kubernetes node name")
-    target.add_argument(
-        "--instance-id",
-        type=instance_id,
-        help="an EC2 instance id; the node is found through EC2 (region: AWS_REGION, "
-        "AWS_DEFAULT_REGION or the profile's)",
-    )
-    parser.add_argument(
-        "--kubeconfig", help="kubeconfig file (default: $KUBECONFIG or ~/.kube/config)"
-    )
-    parser.add_argument("--context", help="kubeconfig context (default: the current one)")
-    add_impersonation(parser)
-    return target  # the group that says which node
-
-
-class _Parser(argparse.ArgumentParser):
-    """No abbreviations (`--f` is not `--force`): a flag is spelled out or refused."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        kwargs.setdefault("allow_abbrev", False)
-        super().__init__(*args, **kwargs)
-        self.commands: dict[str, argparse.ArgumentParser] = {}
-
-    def error(self, message: str) -> NoReturn:
-        try:
-            super().error(message)  # the usage and the message, on stderr
-        except SystemExit:
-            raise output.UsageError(message) from None
-
-
-def _parse(argv: Sequence[str] | None, prog: str) -> argparse.Namespace:
-    """The arguments; an unknown one is the subcommand's usage error (exit 2), with
-    the flags it may have meant."""
-    parser = _parser(prog)
-    args, unknown = parser.parse_known_args(argv)
-    if unknown:
-        command = parser.commands[args.command]
-        command.error(f"unrecognized arguments: {' '.join(unknown)}{_suggestion(unknown, command)}")
-    args.node = args.node or args.node_name
-    args.prog = prog
-    return args
-
-
-def _suggestion(unknown: Sequence[str], parser: argparse.ArgumentParser) -> str:
-    import difflib  # only for a mistyped flag
-
-    shown = [a for a in parser._actions if a.help != argparse.SUPPRESS]  # not the refused
-    flags = sorted(o for action in shown for o in action.option_strings)
-    for word in unknown:
-        if not word.startswith("-"):
-            continue
-        given = word.split("=", 1)[0]
-        close = [f for f in flags if f.startswith(given) and given.startswith("--")]
-        close = close or difflib.get_close_matches(given, flags, n=3, cutoff=0.75)
-        if close:
-            return f" (did you mean {' or '.join(close)}?)"
-    return ""
-
-
-def _parser(prog: str) -> _Parser:
-    parser = _Parser(prog=prog, description=__doc__.split("\n\n")[0])
-    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    release = commands.add_parser(
-        "release",
-        help="undo a drain: uncordon, remove the load-balancer exclusion label and the "
-        "progress annotation, where the drainer added them",
-    )
-    _target(release)
-    add_dry_run(release, "say what would change")
-    _output_flag(release)
-    drain = commands.add_parser(
-        "drain", help="cordon and drain one node, respecting PodDisruptionBudgets"
-    )
-    add_selector(_target(drain))  # -l/--selector: nodes by label, as kubectl
-    _pacing_flags(drain)
-    _kubectl_flags(drain)
-    add_refused(drain)  # kubectl's flags it does not take, each with why
-    _output_flag(drain)
-    drain.add_argument(
-        "--verbose", "-v", action="store_true", help="print every eviction attempt and debug logs"
-    )
-    parser.commands = {"release": release, "drain": drain}
-    return parser
-
-
-def _output_flag(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--output",
-        "-o",
-        choices=("text", "json"),
-        default="text",
-        help="json: one JSON document on stdout, whatever happens, for scripts (progress "
-        "and errors on stderr)",
-    )
-
-
-def _pacing_flags(drain: argparse.ArgumentParser) -> None:
-    """How long, how fast, how gently: the Lambda's settings, as flags, within their bounds."""
-    drain.add_argument(
-        "--timeout",
-        type=positive_seconds,
-        default=float(DEFAULT_TIMEOUT),
-        help="give up after this long: seconds or a duration (90, 90s, 5m, 1h30m), at most "
-        f"{MAX_TIMEOUT} s, 48h (default {DEFAULT_TIMEOUT})",
-    )
-    add_dry_run(drain, "show what would be evicted, and which pods would wait their turn")
-    low, high = CONCURRENCY_RANGE
-    drain.add_argument(
-        "--concurrency",
-        type=_integer(low, high),
-        default=DEFAULTS.concurrency,
-        help=f"evictions in flight at once, {low} to {high} (default {DEFAULTS.concurrency})",
-    )
-    high = GRACE_PERIOD_RANGE[1]
-    drain.add_argument(
-        "--grace-period",
-        type=_integer(-1, high),
-        default=-1,
-        help=f"seconds each pod gets to stop, 0 to {high} (default -1: the pod's own)",
-    )
-    low, high = STUCK_POD_RANGE
-    stuck = int(DEFAULTS.stuck_pod_seconds)
-    drain.add_argument(
-        "--stuck-pod-seconds",
-        type=whole_seconds(low, high),
-        default=stuck,
-        help="stop waiting for pods stuck terminating this long past their grace period, "
-        f"{low} to {high} seconds (default {stuck})",
-    )
-
-
-def _kubectl_flags(drain: argparse.ArgumentParser) -> None:
-    """Which pods go, with kubectl drain's flags and defaults."""
-    drain.add_argument(
-        "--ignore-daemonsets",
-        action="store_true",
-        help="leave DaemonSet pods on the node (without it, as kubectl, refuse to drain one)",
-    )
-    drain.add_argument(
-        "--delete-emptydir-data",
-        action="store_true",
-        help="evict pods with emptyDir volumes, whose data is lost (without it: refuse)",
-    )
-    drain.add_argument(
-        "--force",
-        action="store_true",
-        help="evict pods no controller will recreate (without it: refuse)",
-    )
-    drain.add_argument(
-        "--pod-selector",
-        type=_selector,
-        help="drain only the pods this label selector selects (e.g. app=web,tier!=db)",
-    )
-    drain.add_argument(
-        "--evict-daemonset-pods",
-        action="store_true",
-        help="evict DaemonSet pods too (their controller may recreate them on the node)",
-    )
-    drain.add_argument(
-        "--ignore-do-not-disrupt",
-        action="store_true",
-        help="evict pods annotated karpenter.sh/do-not-disrupt=true too (without it, they "
-        "are held until the timeout, then left)",
-    )
-
-
-def options_from(args: argparse.Namespace) -> DrainOptions:
-    """The drain options the flags describe: the engine's defaults, changed by each
-    flag; what is evicted follows kubectl drain's flags, not the Lambda's defaults."""
-    return dataclasses.replace(
-        DEFAULTS,
-        filters=filters.FilterOptions(
-            evict_unreplicated=args.force,
-            evict_emptydir=args.delete_emptydir_data,
-            evict_daemonset=args.evict_daemonset_pods,
-        ),
-        concurrency=args.concurrency,
-        grace_period_seconds=args.grace_period if args.grace_period >= 0 else None,
-        stuck_pod_seconds=args.stuck_pod_seconds,
-        dry_run=args.dry_run,
-        dry_run_server=args.dry_run_mode != "client",
-        pod_selector=args.pod_selector or "",
-        honor_do_not_disrupt=not args.ignore_do_not_disrupt,
-    )
-
-
-def overrides_from(args: argparse.Namespace) -> filters.Overrides:
-    return filters.Overrides(
-        ignore_daemonsets=args.ignore_daemonsets or args.evict_daemonset_pods,
-        delete_emptydir_data=args.delete_emptydir_data,
-        force=args.force,
-    )
 
 
 class NoRegion(DrainerError):
@@ -372,11 +88,11 @@ def main(
     undo command it prints say it the same way): `eks-node-drainer`,
     `kubectl drainer`, or by default `python -m drainer`."""
     err = SafeStream(sys.stderr)
-    terminal = _Terminal(out=SafeStream(stdout or sys.stdout, fallback=err), err=err)
+    terminal = Terminal(out=SafeStream(stdout or sys.stdout, fallback=err), err=err)
     terminal.log.quiet = False
     words = sys.argv[1:] if argv is None else argv
     try:
-        args = _parse(words, prog or python_m_prog())
+        args = arguments.parse(words, prog or python_m_prog())
     except output.UsageError as e:
         if output.asks_for_json(words):
             output.emit(terminal.out, output.document("error", 2, message=e.message))
@@ -392,7 +108,7 @@ def main(
         handlers=[handler],
     )
     try:
-        with _signals_interrupt():
+        with signals_interrupt():
             return _connect(args, terminal)
     except KeyboardInterrupt as e:  # before the drain began (its own signals are handled)
         said = "interrupted before anything changed"
@@ -409,7 +125,7 @@ def main(
 
 
 def _failed(
-    terminal: _Terminal, args: argparse.Namespace, code: int, message: str, **more: Any
+    terminal: Terminal, args: argparse.Namespace, code: int, message: str, **more: Any
 ) -> int:
     """An error before or instead of a drain: one line on stderr, and with -o json
     the one JSON document stdout carries."""
@@ -420,7 +136,7 @@ def _failed(
     return code
 
 
-def _connect(args: argparse.Namespace, terminal: _Terminal) -> int:
+def _connect(args: argparse.Namespace, terminal: Terminal) -> int:
     """The client, the command, and the exit status of what went wrong before a drain."""
     options = options_from(args) if args.command == "drain" else DEFAULTS
     if args.instance_id:
@@ -450,7 +166,7 @@ def _connect(args: argparse.Namespace, terminal: _Terminal) -> int:
 
 
 def _command(
-    kube: Kube, args: argparse.Namespace, options: DrainOptions, terminal: _Terminal
+    kube: Kube, args: argparse.Namespace, options: DrainOptions, terminal: Terminal
 ) -> int:
     out, err = terminal.out, terminal.err
     if getattr(args, "selector", None):  # drain -l: the nodes a label selector chooses
@@ -502,7 +218,7 @@ def _drain(
     found: dict[str, Any],
     args: argparse.Namespace,
     options: DrainOptions,
-    terminal: _Terminal,
+    terminal: Terminal,
 ) -> int:
     """Drain the node read, showing its progress; the exit status."""
     # Imported here, not at the top: the first requests (the node, its pods, the
@@ -523,7 +239,7 @@ def _drain(
     story = None if args.dry_run else CliStory(kube, node, uid, then=progress)  # Events
     drain = Drain(kube, node, options, on_event=story or progress, node_uid=uid)
     undo = _undo_command(args, node)
-    with _Interruptible(drain) as interruptible:
+    with Interruptible(drain) as interruptible:
         try:
             try:
                 with StatusTicker(progress, drain.waiting, 1.0 if live else 5.0):
@@ -592,126 +308,6 @@ def _release(kube: Kube, node: dict[str, object], args: argparse.Namespace, out:
         verb = "would be released" if args.dry_run else "released"
         print(f"node {result.node} {verb}: {', '.join(result.changed)}", file=out)
     return 0
-
-
-class _TerminalLog(logging.Filter):
-    """The log lines a person at a terminal sees. Not the drain's event lines and its
-    warnings: they are the Lambda's, and the progress lines and the closing warnings
-    already say them. Nothing once the verdict is given (`quiet`): an eviction still
-    in flight when the drain ended is not heard of after it."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.quiet = False
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not (self.quiet or hasattr(record, "event") or hasattr(record, "in_report"))
-
-
-_TERMINAL_LOG = _TerminalLog()
-"""One, as the logging it filters is the process's: the handler basicConfig installs
-with it stays for later main() calls in the same process, each of which unmutes it."""
-
-
-@dataclasses.dataclass(frozen=True)
-class _Terminal:
-    """Where the CLI writes: `out` (stdout; stderr once stdout is gone), `err`
-    (stderr; nowhere once it is gone) and the log lines."""
-
-    out: SafeStream
-    err: SafeStream
-    log: _TerminalLog = _TERMINAL_LOG
-
-    def drain_over(self, progress: Progress) -> None:
-        """Before the verdict: nothing more about the drain is printed after it."""
-        progress.close()
-        self.log.quiet = True
-
-
-_SIGNAL_NAMES: dict[int, str] = {
-    signal.SIGINT: "Ctrl-C",
-    signal.SIGTERM: "SIGTERM",
-    signal.SIGHUP: "SIGHUP",
-}
-"""The signals that stop a drain: a person's Ctrl-C, a CI job's timeout or `kill`, a
-closed terminal. The exit status is 128 + the signal's number, as a shell reports it."""
-
-
-class Signalled(KeyboardInterrupt):
-    """SIGTERM or SIGHUP outside a drain: handled as Python handles Ctrl-C there."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signum)
-        self.signum = signum
-
-
-class _signals_interrupt:
-    """SIGTERM and SIGHUP raise Signalled, as SIGINT raises KeyboardInterrupt (only
-    the main thread can set a handler: elsewhere, as they were)."""
-
-    def __init__(self) -> None:
-        self.previous: dict[int, object] = {}
-
-    @staticmethod
-    def _raise(signum: int, frame: object) -> None:
-        raise Signalled(signum)
-
-    def __enter__(self) -> None:
-        if threading.current_thread() is threading.main_thread():
-            for signum in (signal.SIGTERM, signal.SIGHUP):
-                self.previous[signum] = signal.signal(signum, self._raise)
-
-    def __exit__(self, *exc: object) -> None:
-        for signum, previous in self.previous.items():
-            signal.signal(signum, previous)  # type: ignore[arg-type]
-
-
-def _say(text: str) -> None:
-    """To stderr from a signal handler: unbuffered, and silent when stderr is gone."""
-    with contextlib.suppress(OSError):
-        os.write(2, text.encode())
-
-
-class _Interruptible:
-    """While a drain runs, the first Ctrl-C, SIGTERM or SIGHUP interrupts it (new
-    evictions stop, run() returns with what is left, the node's record says
-    interrupted) and a second one quits at once. Once the drain is `over`, a first
-    one lets the verdict be printed."""
-
-    def __init__(self, drain: Drain) -> None:
-        self.drain = drain
-        self.signum = 0  # the first signal's number
-        self.over = False
-        self.previous: dict[int, object] = {}
-        self.installed = threading.current_thread() is threading.main_thread()
-
-    @property
-    def exit_code(self) -> int:
-        """An interrupted drain's exit status: 128 + the signal's number."""
-        return 128 + (self.signum or signal.SIGINT)
-
-    def _on_signal(self, signum: int, frame: object) -> None:
-        # No lock, no print: a signal handler may run inside a print of the main
-        # thread, or while it holds a lock another thread waits for.
-        name = _SIGNAL_NAMES.get(signum, f"signal {signum}")
-        if self.signum:
-            _say(f"\n{name} again: quitting at once\n")
-            os._exit(128 + signum)
-        self.signum = signum
-        if self.over:
-            return
-        _say(f"\ninterrupted by {name}: no new evictions ({name} again to quit at once)\n")
-        self.drain.interrupt(f"interrupted by {name}")
-
-    def __enter__(self) -> _Interruptible:
-        if self.installed:
-            for signum in _SIGNAL_NAMES:
-                self.previous[signum] = signal.signal(signum, self._on_signal)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        for signum, previous in self.previous.items():
-            signal.signal(signum, previous)  # type: ignore[arg-type]
 
 
 def command() -> int:

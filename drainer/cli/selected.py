@@ -119,7 +119,7 @@ class _Run:
 
 def _refused(kube: Kube, args: argparse.Namespace, names: list[str], run: _Run) -> bool:
     """kubectl's refusals on any selected node, said; nothing is changed then."""
-    from drainer.cli.main import overrides_from
+    from drainer.cli.arguments import overrides_from
     from drainer.engine import filters
 
     refused = False
