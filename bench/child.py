@@ -30,7 +30,12 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from drainer.engine.report import DrainReport
     from drainer.k8s.kube import Kube
+    from drainer.lifecycle.settings import Settings
+
+AS_DEPLOYED = "BENCH_AS_DEPLOYED"
+"""Set by the CPU scenarios (bench/scenarios.py `cpu_pods`): log and record Events."""
 
 
 def _kube_class(record: bool) -> type[Kube]:
@@ -63,7 +68,7 @@ def _kube_class(record: bool) -> type[Kube]:
 
 
 def _drain(args: argparse.Namespace) -> dict[str, object]:
-    from drainer.engine.drain import Drain
+    """The engine's drain; with BENCH_AS_DEPLOYED set, as the function runs it."""
     from drainer.lifecycle.settings import Settings
 
     settings = Settings.from_env(os.environ)
@@ -71,15 +76,46 @@ def _drain(args: argparse.Namespace) -> dict[str, object]:
         args.kubeconfig, args.context, pool_size=settings.eviction_concurrency + 4
     )
     started = time.perf_counter()
-    try:
-        report = Drain(kube, args.node, settings.drain_options()).run(time.time() + args.timeout)
-    finally:
-        kube.close()
+    drain = _as_deployed if os.environ.get(AS_DEPLOYED) else _engine_only
+    report = drain(kube, args.node, settings, time.time() + args.timeout)
     return {
         "seconds": time.perf_counter() - started,
         "report": report.summary(),
         **_records(kube),
     }
+
+
+def _engine_only(kube: Kube, node: str, settings: Settings, deadline: float) -> DrainReport:
+    from drainer.engine.drain import Drain
+
+    try:
+        return Drain(kube, node, settings.drain_options()).run(deadline)
+    finally:
+        kube.close()
+
+
+def _as_deployed(kube: Kube, node: str, settings: Settings, deadline: float) -> DrainReport:
+    """As the function drains: its JSON log lines at its log level (on stderr here;
+    CloudWatch there) and the node's and pods' Events, so that the CPU it takes is
+    the deployed drain's (issue 39, item 10)."""
+    from drainer import logs
+    from drainer.engine.drain import Drain
+    from drainer.k8s.events import EventRecorder
+    from drainer.lifecycle.told import DrainStory
+
+    logs.configure(settings.log_level, stream=sys.stderr)
+    recorder = EventRecorder(kube)
+    try:
+        found = kube.get_node(node) or {}
+        uid = str(found.get("metadata", {}).get("uid") or "")
+        story = DrainStory(recorder, node, uid, "bench")
+        report = Drain(kube, node, settings.drain_options(), on_event=story, node_uid=uid).run(
+            deadline
+        )
+        story.ended(report, lambda outcome: None)
+        return report
+    finally:
+        recorder.close(then=kube.close)
 
 
 def _records(kube: Kube) -> dict[str, object]:

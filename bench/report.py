@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from bench import floor as floor_client
 from bench.coldstart import TARGET_SECONDS, TARGET_ZIP_MB, ColdStart
 from bench.run import RunResult
-from bench.scenarios import Scenario
+from bench.scenarios import CPU_PODS, Scenario
 from bench.startup import STARTUP_TARGET_SECONDS, Startup
 from drainer.k8s.kube import PAGE_SIZE
 
@@ -420,6 +420,8 @@ def targets(
             )
         elif key in pods:
             found.append(Target(name, "<= 1.20x", "not measured", None))
+    if any(s.key.startswith("cpu") for s in scenarios):
+        found.extend(_cpu_target(summaries))
     if startup is not None:  # issue 28: the CLI's start-up
         found.append(
             Target(
@@ -431,6 +433,73 @@ def targets(
             )
         )
     return found
+
+
+CPU_SLOPE_TARGET = 1.5
+"""Issue 39, item 10: the CPU each pod costs our drain (as deployed) at most 1.5x what
+it costs the floor."""
+
+
+@dataclass(frozen=True)
+class CpuSlope:
+    client: str
+    small: float
+    large: float
+    pods: tuple[int, int]
+
+    @property
+    def per_pod_ms(self) -> float:
+        """CPU milliseconds per pod, the start-up apart: the slope between the sizes."""
+        return 1000 * (self.large - self.small) / (self.pods[1] - self.pods[0])
+
+
+def cpu_slopes(summaries: Sequence[Summary]) -> dict[str, CpuSlope]:
+    """Each client's CPU per drain at the CPU scenarios' two sizes, and the slope."""
+    small, large = CPU_PODS
+    found = {}
+    for client in ("ours", "floor"):
+        low = _find(summaries, f"cpu{small}", client)
+        high = _find(summaries, f"cpu{large}", client)
+        if low is not None and high is not None and low.cpu and high.cpu:
+            found[client] = CpuSlope(client, low.cpu, high.cpu, CPU_PODS)
+    return found
+
+
+def cpu_text(summaries: Sequence[Summary]) -> str:
+    """CPU seconds (user + system, the child's getrusage) per drain beside the wall
+    time, and the CPU per pod, for ours as deployed and the floor."""
+    slopes = cpu_slopes(summaries)
+    if not slopes:
+        return ""
+    lines = ["CPU per drain (user + system of the process; ours as deployed: Events, JSON log):"]
+    for client, slope in slopes.items():
+        walls = [_find(summaries, f"cpu{n}", client) for n in slope.pods]
+        lines.append(
+            f"  {client:<6} {slope.pods[0]} pods {slope.small:.2f} s CPU "
+            f"(wall {walls[0].wall if walls[0] else 0:.2f} s), {slope.pods[1]} pods "
+            f"{slope.large:.2f} s CPU (wall {walls[1].wall if walls[1] else 0:.2f} s): "
+            f"{slope.per_pod_ms:.2f} ms per pod"
+        )
+    if len(slopes) == 2 and slopes["floor"].per_pod_ms > 0:
+        ratio = slopes["ours"].per_pod_ms / slopes["floor"].per_pod_ms
+        lines.append(f"  ours/floor per pod: {ratio:.2f}x")
+    return "\n".join(lines)
+
+
+def _cpu_target(summaries: Sequence[Summary]) -> list[Target]:
+    slopes = cpu_slopes(summaries)
+    name = f"CPU per pod, ours (as deployed) / the floor's, {CPU_PODS[0]} to {CPU_PODS[1]} pods"
+    if len(slopes) < 2 or slopes["floor"].per_pod_ms <= 0:
+        return [Target(name, f"<= {CPU_SLOPE_TARGET:.1f}x", "not measured", None)]
+    ours, floor = slopes["ours"].per_pod_ms, slopes["floor"].per_pod_ms
+    return [
+        Target(
+            name,
+            f"<= {CPU_SLOPE_TARGET:.1f}x",
+            f"{ours / floor:.2f}x ({ours:.2f} ms vs {floor:.2f} ms per pod)",
+            ours / floor <= CPU_SLOPE_TARGET,
+        )
+    ]
 
 
 def _head_of_line_target(summaries: Sequence[Summary]) -> list[Target]:

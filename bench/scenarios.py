@@ -22,6 +22,7 @@ largest sizes are scaled down: see REAL_SIZES and Plan.notes.
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -223,6 +224,23 @@ def many_pods(count: int, replicas_each: int, key: str = "1") -> Scenario:
     )
 
 
+CPU_PODS = (100, 400)
+"""The CPU scenarios' sizes: the slope between them is the CPU each pod costs, the
+start-up apart (issue 39, item 10)."""
+
+
+def cpu_pods(count: int) -> Scenario:
+    """A node of `count` replicated pods that stop at once, drained by ours as the
+    function drains (its log lines and Events: bench/child.py AS_DEPLOYED) and by the
+    floor: CPU seconds per drain, for the slope per pod."""
+    scenario = many_pods(count, 10, key=f"cpu{count}")
+    return dataclasses.replace(
+        scenario,
+        title=f"{count} pods, no PDB, as deployed (Events, JSON log): CPU per drain",
+        env={"BENCH_AS_DEPLOYED": "1"},
+    )
+
+
 def slow_pods(count: int, speed: float, low: float = 1.0, high: float = 3.0) -> Scenario:
     """Scenario 2: the largest EKS node, every pod 1-3 s to stop (each its own)."""
     rng = random.Random(737)
@@ -412,6 +430,7 @@ def plan(*, quick: bool, runs: int | None = None, backend: str = "kubesim") -> P
                 f"instead of {nodes} (kwok keeps every node's status and lease fresh)"
             )
         slow, nodes = real_slow, real_nodes
+    scenarios: tuple[Scenario, ...]
     if quick:
         scenarios = (
             many_pods(12, 4),
@@ -429,5 +448,6 @@ def plan(*, quick: bool, runs: int | None = None, backend: str = "kubesim") -> P
             spread(30, 20.0, speed),
             head_of_line(40, 20, speed, 20.0),
             many_pods(500, 50, key="7"),
+            *(cpu_pods(n) for n in CPU_PODS),
         )
     return Plan(speed, runs or (1 if quick else 3), scenarios, nodes, backend, tuple(notes))
