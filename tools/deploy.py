@@ -38,18 +38,26 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import os
 import re
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from tools import package
+from tools.common import (
+    Aws,
+    DeployError,
+    connect,
+    describe_stack,
+    normalise_names,
+    rbac_documents,
+    run_tool,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 TEMPLATE = ROOT / "template.yaml"
@@ -69,14 +77,6 @@ _DONE = re.compile(r"^(CREATE|UPDATE|DELETE|ROLLBACK|UPDATE_ROLLBACK|IMPORT)_(CO
 
 Client = Any
 Say = Callable[[str], None]
-
-
-class DeployError(Exception):
-    """Stops the deploy; the message says what to do. `status` is the exit status."""
-
-    def __init__(self, message: str, status: int = 1) -> None:
-        super().__init__(message)
-        self.status = status
 
 
 # --- 1. parameters ----------------------------------------------------------------------
@@ -124,11 +124,6 @@ def _text(value: object) -> str:
     if isinstance(value, list):
         return ",".join(str(v) for v in value)
     return str(value)
-
-
-def normalise_names(value: str) -> str:
-    """ "ng-a, ng-b," -> "ng-a,ng-b": the template takes no spaces or empty names."""
-    return ",".join(name.strip() for name in value.split(",") if name.strip())
 
 
 def collect_parameters(
@@ -203,69 +198,7 @@ def check_value(key: str, value: str, spec: Mapping[str, Any]) -> str | None:
 # --- 2. region and credentials -----------------------------------------------------------
 
 
-@dataclass
-class Aws:
-    """The clients of one deploy, in one region, with the caller's credentials."""
-
-    session: Any
-    region: str
-    account: str
-    caller: str
-    clients: dict[str, Client] = field(default_factory=dict)
-
-    def client(self, service: str) -> Client:
-        if service not in self.clients:
-            self.clients[service] = self.session.client(service, region_name=self.region)
-        return self.clients[service]
-
-
-def connect(
-    region: str, profile: str = "", *, unchanged: str = "nothing was uploaded or changed"
-) -> Aws:
-    """A session with a region and working credentials; DeployError (status 3) if not.
-    `unchanged` says what a failure left alone ("" for a tool that changes nothing)."""
-    import boto3
-    from botocore.exceptions import BotoCoreError, ClientError, ProfileNotFound
-
-    try:
-        session = boto3.Session(profile_name=profile or None, region_name=region or None)
-    except ProfileNotFound as e:
-        raise DeployError(f"{e}; check AWS_PROFILE or ~/.aws/config", 3) from e
-    # botocore reads AWS_DEFAULT_REGION and the profile; AWS_REGION is the other
-    # common spelling (the AWS CLI v2, the SDKs of other languages).
-    resolved = session.region_name or os.environ.get("AWS_REGION", "")
-    if not resolved:
-        raise DeployError(
-            "no AWS region: pass REGION=eu-west-1 to make (or --region), or set AWS_REGION, "
-            "or a region in your AWS profile",
-            3,
-        )
-    try:
-        identity = session.client("sts", region_name=resolved).get_caller_identity()
-    except (BotoCoreError, ClientError) as e:
-        raise DeployError(
-            f"no usable AWS credentials ({type(e).__name__}: {e}). Configure them first "
-            "(aws configure, AWS_PROFILE=..., or aws sso login) and check with "
-            f"`aws sts get-caller-identity`{'; ' + unchanged if unchanged else ''}",
-            3,
-        ) from e
-    return Aws(session, resolved, str(identity["Account"]), str(identity["Arn"]))
-
-
 # --- 3. the stack as it is ------------------------------------------------------------------
-
-
-def describe_stack(cfn: Client, stack_name: str) -> dict[str, Any] | None:
-    """The stack as CloudFormation describes it; None when there is none."""
-    from botocore.exceptions import ClientError
-
-    try:
-        stacks = cfn.describe_stacks(StackName=stack_name)["Stacks"]
-    except ClientError as e:
-        if "does not exist" in str(e):
-            return None
-        raise
-    return dict(stacks[0]) if stacks else None
 
 
 def stack_outputs(stack: Mapping[str, Any]) -> dict[str, str]:
@@ -651,16 +584,6 @@ def _outputs(cfn: Client, stack_name: str) -> dict[str, str]:
     return stack_outputs(cfn.describe_stacks(StackName=stack_name)["Stacks"][0])
 
 
-def rbac_documents() -> list[dict[str, Any]]:
-    """k8s-rbac/'s objects, as this repository has them."""
-    return [
-        document
-        for path in sorted((ROOT / "k8s-rbac").glob("*.yaml"))
-        for document in yaml.safe_load_all(path.read_text())
-        if document
-    ]
-
-
 def apply_rbac(kubeconfig: str, context: str, say: Say) -> None:
     """Create or replace k8s-rbac/'s objects with an admin's kubeconfig."""
     from drainer.errors import KubeError
@@ -1017,27 +940,6 @@ def parse_args(argv: Sequence[str] | None) -> Options:
         yes=args.yes,
         change_cluster=args.change_cluster,
     )
-
-
-def run_tool(
-    prog: str, body: Callable[[], int], *, interrupted: str = "", on_ctrl_c: int = 130
-) -> int:
-    """The edge of every tool here (deploy, preflight, logs): `body`'s exit status,
-    or one line for the DeployError, AWS error or Ctrl-C that ended it."""
-    from botocore.exceptions import BotoCoreError, ClientError
-
-    try:
-        return body()
-    except DeployError as e:
-        print(f"{prog}: {e}", file=sys.stderr)
-        return e.status
-    except (BotoCoreError, ClientError) as e:
-        print(f"{prog}: an AWS call failed: {e}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        if interrupted:
-            print(f"\n{prog}: interrupted; {interrupted}", file=sys.stderr)
-        return on_ctrl_c
 
 
 def main(argv: Sequence[str] | None = None) -> int:

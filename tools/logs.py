@@ -29,7 +29,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from tools.deploy import DeployError, connect, run_tool
+from tools.common import DeployError, connect, run_tool
 
 Client = Any
 Say = Callable[[str], None]

@@ -44,7 +44,7 @@ from typing import Any
 from drainer import aws as drainer_aws
 from drainer.k8s.selfcheck import Permission, describe
 from drainer.lifecycle import managed
-from tools.deploy import Aws, connect, normalise_names, rbac_documents, run_tool
+from tools.common import Aws, connect, normalise_names, rbac_documents, run_tool
 
 GROUP = "eks-node-drainer"
 TERMINATING = "autoscaling:EC2_INSTANCE_TERMINATING"

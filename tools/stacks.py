@@ -19,7 +19,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from tools.deploy import DeployError, describe_stack
+from tools.common import DeployError, describe_stack
 
 LEGACY = "eks-node-drainer"
 """The one default name of the stacks before 0.2.0, whatever their cluster."""

@@ -36,16 +36,8 @@ from botocore.exceptions import ClientError
 from drainer.errors import AwsError, SettingsError
 from drainer.lifecycle import hooks
 from drainer.lifecycle.settings import Settings
-from tools.deploy import (
-    Aws,
-    DeployError,
-    connect,
-    describe_stack,
-    function_name,
-    run_tool,
-    stack_outputs,
-    wait_for_stack,
-)
+from tools.common import Aws, DeployError, connect, describe_stack, run_tool
+from tools.deploy import function_name, stack_outputs, wait_for_stack
 
 Client = Any
 Say = Callable[[str], None]

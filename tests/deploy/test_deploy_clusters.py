@@ -14,7 +14,7 @@ import pytest
 
 from awssim.world import create_node_group
 from tools import deploy, logs, stacks, undeploy
-from tools.deploy import DeployError, connect
+from tools.common import DeployError, connect
 
 from .test_deploy_script import prebuilt_zip
 

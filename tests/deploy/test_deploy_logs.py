@@ -13,7 +13,7 @@ import pytest
 from drainer import logs as drainer_logs
 from drainer.engine.report import DrainEvent, Kind, describe
 from tools import logs
-from tools.deploy import DeployError
+from tools.common import DeployError
 
 GROUP = "/aws/lambda/eks-node-drainer"
 NODE_A, NODE_B = "ip-10-0-1-1.ec2.internal", "ip-10-0-1-2.ec2.internal"

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tools import deploy
-from tools.deploy import DeployError
+from tools.common import DeployError
 
 from .test_deploy_clusters import REGION, _client, _cluster, _parameters
 from .test_deploy_script import prebuilt_zip

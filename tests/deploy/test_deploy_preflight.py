@@ -13,7 +13,7 @@ from moto.core.models import DEFAULT_ACCOUNT_ID
 from awssim.eks import set_cluster_config
 from awssim.world import create_node_group
 from tools import preflight
-from tools.deploy import connect
+from tools.common import connect
 
 REGION = "us-east-1"
 CLUSTER = "prod"

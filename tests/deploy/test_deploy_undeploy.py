@@ -10,7 +10,7 @@ import pytest
 
 from awssim.world import create_node_group
 from tools import undeploy
-from tools.deploy import connect
+from tools.common import connect
 
 from .conftest import ASGS, CLUSTER, STACK, MotoStack
 

@@ -15,7 +15,7 @@ from kubesim.certs import generate
 from testbed import World
 from testbed.world import rbac_manifests
 from tools import preflight
-from tools.deploy import connect
+from tools.common import connect
 
 
 @pytest.fixture
