@@ -309,15 +309,7 @@ class Transport:
         target = self._absolute + self._prefix + path
         if query:
             target += "?" + urllib.parse.urlencode(query)
-        headers = {"Accept": accept, "User-Agent": self.user_agent}
-        if self._absolute and self.proxy is not None and self.proxy.authorization:
-            headers["Proxy-Authorization"] = self.proxy.authorization
-        if bearer:  # "": a credential with no token (a renewed client certificate)
-            headers["Authorization"] = f"Bearer {bearer}"
-        elif self.endpoint.authorization:
-            headers["Authorization"] = self.endpoint.authorization
-        if self.endpoint.impersonate:  # Impersonate-Group repeats: more than a dict holds
-            headers = Headers(headers, self.endpoint.impersonate)
+        headers = self._headers(accept, bearer)
         data = None
         if body is not None:
             headers["Content-Type"] = content_type
@@ -340,6 +332,18 @@ class Transport:
             connection.close()
             raise
         return Response(raw, connection, sock, self)
+
+    def _headers(self, accept: str, bearer: str | None) -> dict[str, str]:
+        headers = {"Accept": accept, "User-Agent": self.user_agent}
+        if self._absolute and self.proxy is not None and self.proxy.authorization:
+            headers["Proxy-Authorization"] = self.proxy.authorization
+        if bearer:  # "": a credential with no token (a renewed client certificate)
+            headers["Authorization"] = f"Bearer {bearer}"
+        elif self.endpoint.authorization:
+            headers["Authorization"] = self.endpoint.authorization
+        if self.endpoint.impersonate:  # Impersonate-Group repeats: more than a dict holds
+            return Headers(headers, self.endpoint.impersonate)
+        return headers
 
     def _take(self, connect_timeout: float) -> _Connection:
         """A kept connection that is still open, or a new one."""
