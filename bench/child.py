@@ -87,9 +87,12 @@ def _drain(args: argparse.Namespace) -> dict[str, object]:
 
 def _engine_only(kube: Kube, node: str, settings: Settings, deadline: float) -> DrainReport:
     from drainer.engine.drain import Drain
+    from drainer.k8s.cordon import ProgressRecord
 
     try:
-        return Drain(kube, node, settings.drain_options()).run(deadline)
+        options = settings.drain_options()
+        record = ProgressRecord(options.trigger, options.destination)
+        return Drain(kube, node, options, record=record).run(deadline)
     finally:
         kube.close()
 
@@ -100,6 +103,7 @@ def _as_deployed(kube: Kube, node: str, settings: Settings, deadline: float) -> 
     the deployed drain's (issue 39, item 10)."""
     from drainer import logs
     from drainer.engine.drain import Drain
+    from drainer.k8s.cordon import ProgressRecord
     from drainer.k8s.events import EventRecorder
     from drainer.lifecycle.told import DrainStory
 
@@ -109,9 +113,10 @@ def _as_deployed(kube: Kube, node: str, settings: Settings, deadline: float) -> 
         found = kube.get_node(node) or {}
         uid = str(found.get("metadata", {}).get("uid") or "")
         story = DrainStory(recorder, node, uid, "bench")
-        report = Drain(kube, node, settings.drain_options(), on_event=story, node_uid=uid).run(
-            deadline
-        )
+        options = settings.drain_options()
+        record = ProgressRecord(options.trigger, options.destination)
+        drain = Drain(kube, node, options, record=record, on_event=story, node_uid=uid)
+        report = drain.run(deadline)
         story.ended(report, lambda outcome: None)
         return report
     finally:

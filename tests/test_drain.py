@@ -34,6 +34,7 @@ from support.clock import FakeClock, SteppedWaits
 from drainer.engine.drain import Drain
 from drainer.engine.options import DrainOptions
 from drainer.engine.report import DrainReport
+from drainer.k8s.cordon import ProgressRecord
 from drainer.outcome import Outcome
 from kubesim import KubeSim
 from kubesim import testing as k
@@ -89,7 +90,7 @@ def drain(
 ) -> tuple[Drain, DrainReport]:
     kube = front_kube(front, sleep=clock.sleep)
     waits = waits or Settling(clock, front)
-    engine = Drain(kube, NODE, DrainOptions(**options), waits=waits)
+    engine = Drain(kube, NODE, DrainOptions(**options), record=ProgressRecord(), waits=waits)
     try:
         return engine, engine.run(clock() + seconds)
     finally:
@@ -504,7 +505,8 @@ def test_node_replaced_before_the_cordon__the_drain_touches_nothing(
     kube = front_kube(front, sleep=clock.sleep)
     try:
         waits = Settling(clock, front)
-        engine = Drain(kube, NODE, DrainOptions(), waits=waits, node_uid=old_uid)
+        record = ProgressRecord()
+        engine = Drain(kube, NODE, DrainOptions(), record=record, waits=waits, node_uid=old_uid)
         report = engine.run(clock() + 60)
     finally:
         kube.close()

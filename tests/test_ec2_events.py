@@ -34,6 +34,7 @@ from drainer.engine.options import DrainOptions
 from drainer.k8s.cordon import (
     PROGRESS_ANNOTATION,
     LiveDrain,
+    ProgressRecord,
     cordon_patch,
     live_drain,
     progress_value,
@@ -836,7 +837,9 @@ def test_spot_drain_cordon__record_read_back_live_until_the_deadline(sim: KubeSi
     clock = FakeClock(time.time())
     deadline = clock() + 105
     try:
-        engine = Drain(kube, NODE, DrainOptions(trigger=INTERRUPTION), waits=RealWaits(clock))
+        options = DrainOptions(trigger=INTERRUPTION)
+        record = ProgressRecord(INTERRUPTION)
+        engine = Drain(kube, NODE, options, record=record, waits=RealWaits(clock))
         assert engine.cordon(deadline)
     finally:
         kube.close()
@@ -885,7 +888,8 @@ def test_eviction_grace__fit_to_a_deadline_40s_away__pod_asking_600s_gets_at_mos
         trigger=INTERRUPTION, fit_grace_to_deadline=fit, grace_period_seconds=grace_setting
     )
     try:
-        Drain(kube, NODE, options, waits=SteppedWaits(clock)).run(clock() + 40)
+        record = ProgressRecord(INTERRUPTION)
+        Drain(kube, NODE, options, record=record, waits=SteppedWaits(clock)).run(clock() + 40)
     finally:
         kube.close()
 

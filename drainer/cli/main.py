@@ -234,10 +234,10 @@ def _drain(
     print(f"draining node {node}{' (dry run)' if args.dry_run else ''}", file=display, flush=True)
     live = display.isatty()
     progress = Progress(display, node, args.verbose, live=live)
-    # The drain is of the node object read here: one of the same name later is not it.
-    uid = str(found["metadata"].get("uid") or "")
+    uid = str(found["metadata"].get("uid") or "")  # the drain's node: not a later namesake
     story = None if args.dry_run else CliStory(kube, node, uid, then=progress)  # Events
-    drain = Drain(kube, node, options, on_event=story or progress, node_uid=uid)
+    record = cordon.ProgressRecord(options.trigger, options.destination)
+    drain = Drain(kube, node, options, record=record, on_event=story or progress, node_uid=uid)
     undo = _undo_command(args, node)
     with Interruptible(drain) as interruptible:
         try:

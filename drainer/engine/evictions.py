@@ -12,15 +12,12 @@ TLS, a refused token) ends the drain.
 from __future__ import annotations
 
 import logging
-import random
-import threading
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from drainer.engine import pods
-from drainer.engine.options import DrainOptions
+from drainer.engine.context import DrainContext
 from drainer.engine.pods import Pod
-from drainer.engine.report import DrainReport, Emit, Kind, several_budgets_message
+from drainer.engine.report import Kind, several_budgets_message
 from drainer.engine.schedule import Entry, Schedule, State
 from drainer.engine.watchers import BudgetTracker
 from drainer.errors import (
@@ -34,7 +31,6 @@ from drainer.errors import (
     MultipleBudgets,
     NamespaceTerminating,
 )
-from drainer.k8s.kube import Kube
 
 # The drain's logger: its name is part of every line (the CLI prints it).
 log = logging.getLogger("drainer.engine.drain")
@@ -44,33 +40,23 @@ log = logging.getLogger("drainer.engine.drain")
 class Evictions:
     """Sends a drain's evictions and takes their answers, on its pool's threads.
 
-    It shares the drain's lock (`cond`), schedule, budgets and report: every answer
-    is written under the lock and wakes the loop. `stopped()` says the drain is over
-    (nothing more is sent); `fail(error)` ends it."""
+    It shares the drain's context (its lock, report and events), schedule and
+    budgets: every answer is written under the lock and wakes the loop. Once the
+    drain is over (`DrainContext.over`) nothing more is sent; a fatal answer ends it."""
 
-    kube: Kube
+    ctx: DrainContext
     schedule: Schedule
     budgets: BudgetTracker
-    report: DrainReport
-    cond: threading.Condition
-    emit: Emit
-    options: DrainOptions
-    clock: Callable[[], float]
-    rng: random.Random
-    deadline: float
-    """The drain's own deadline (epoch seconds), for the grace period."""
-    stopped: Callable[[], bool]
-    fail: Callable[[FatalKubeError], None]
 
     def evict(self, entry: Entry) -> None:
         """Send `entry`'s eviction and act on the answer."""
-        if self.stopped():
+        if self.ctx.over():
             return
         try:
-            self.kube.evict(entry.pod, grace_period_seconds=self._grace_period(entry.pod))
+            self.ctx.kube.evict(entry.pod, grace_period_seconds=self._grace_period(entry.pod))
         except (KubeNotFound, KubeConflict):
             # 404: already gone; 409: the name now belongs to a new pod, so ours is gone.
-            with self.cond:
+            with self.ctx.cond:
                 self._gone_now(entry)
             return
         except EvictionBlocked as e:
@@ -86,7 +72,7 @@ class Evictions:
             self._denied(entry, e)
             return
         except FatalKubeError as e:
-            self.fail(e)
+            self.ctx.fail(e)
             return
         except Exception as e:  # never drop a pod and then wait for it
             self._failed(entry, e)
@@ -96,52 +82,52 @@ class Evictions:
     def _grace_period(self, pod: Pod) -> int | None:
         """The eviction's grace period: the setting's (None: the pod's own), cut to
         the time left before the deadline when the node goes then whatever happens."""
-        grace = self.options.grace_period_seconds
-        if not self.options.fit_grace_to_deadline:
+        grace = self.ctx.options.grace_period_seconds
+        if not self.ctx.options.fit_grace_to_deadline:
             return grace
         own = grace if grace is not None else pods.grace_period(pod)
-        return max(1, min(own, int(self.deadline - self.clock())))
+        return max(1, min(own, int(self.ctx.deadline - self.ctx.clock())))
 
     def _accepted(self, entry: Entry) -> None:
-        with self.cond:
+        with self.ctx.cond:
             if entry.state is State.IN_FLIGHT:
-                self.schedule.accepted(entry, self.clock())
-                self.report.evicted += 1
-                self.report.denied.pop(entry.name, None)  # the policy let it go after all
-                self.emit(
+                self.schedule.accepted(entry, self.ctx.clock())
+                self.ctx.report.evicted += 1
+                self.ctx.report.denied.pop(entry.name, None)  # the policy let it go after all
+                self.ctx.emit(
                     Kind.EVICTED,
                     pod=entry.name,
                     uid=entry.uid,
                     refusals=entry.refusals,
                     tier=entry.tier,
                 )
-            self.cond.notify_all()
+            self.ctx.cond.notify_all()
 
     def _gone_now(self, entry: Entry) -> None:
         if entry.state is State.IN_FLIGHT:
             self.schedule.gone(entry)
-            self.emit(Kind.GONE, pod=entry.name, tier=entry.tier)
-        self.cond.notify_all()
+            self.ctx.emit(Kind.GONE, pod=entry.name, tier=entry.tier)
+        self.ctx.cond.notify_all()
 
     def _refused(self, entry: Entry, error: EvictionBlocked) -> None:
         namespace = entry.pod["metadata"].get("namespace", "")
         budget = f"{namespace}/{error.budget}" if error.budget else entry.budget
-        with self.cond:
+        with self.ctx.cond:
             first = entry.refusals == 0
             synced = self.budgets.synced
             self.schedule.refused(
                 entry,
                 budget,
-                self.clock(),
+                self.ctx.clock(),
                 retry_after=error.retry_after,
                 fallback=lambda: self._fallback(synced, entry.refusals),
             )
-            self.report.refusals += 1
-            held = self.report.blocked_by.setdefault(budget or f"{namespace}/?", [])
+            self.ctx.report.refusals += 1
+            held = self.ctx.report.blocked_by.setdefault(budget or f"{namespace}/?", [])
             if entry.name not in held:
                 held.append(entry.name)
             if first:
-                self.emit(
+                self.ctx.emit(
                     Kind.REFUSED,
                     pod=entry.name,
                     uid=entry.uid,
@@ -149,78 +135,80 @@ class Evictions:
                     reason=str(error),
                     tier=entry.tier,
                 )
-            self.cond.notify_all()
+            self.ctx.cond.notify_all()
 
     def _fallback(self, synced: bool, attempt: int) -> float:
         if synced:  # the watch wakes the pod; the timer only covers a missed event
-            return self.options.retry_watched * self.rng.uniform(0.5, 1.0)
-        return self.options.retry.delay(attempt, self.rng)
+            return self.ctx.options.retry_watched * self.ctx.rng.uniform(0.5, 1.0)
+        return self.ctx.options.retry.delay(attempt, self.ctx.rng)
 
     def _several_budgets(self, entry: Entry) -> None:
         """The eviction API refuses a pod that more than one budget selects; the
         server does not name them, the budget watch does."""
         names = self.budgets.matching(entry.pod)
         message = several_budgets_message(entry.name, names)
-        with self.cond:
-            until = self.clock() + self.options.several_budgets_retry
+        with self.ctx.cond:
+            until = self.ctx.clock() + self.ctx.options.several_budgets_retry
             self.schedule.wait(
                 entry, until, f"more than one PodDisruptionBudget selects it ({', '.join(names)})"
             )
-            if self.report.multiple_budgets.get(entry.name) != names:
+            if self.ctx.report.multiple_budgets.get(entry.name) != names:
                 prefix = f"cannot evict {entry.name}: more than one"
-                self.report.errors = [e for e in self.report.errors if not e.startswith(prefix)]
-                self.report.errors.append(message)
-                self.report.multiple_budgets[entry.name] = names
-                self.emit(
+                self.ctx.report.errors = [
+                    e for e in self.ctx.report.errors if not e.startswith(prefix)
+                ]
+                self.ctx.report.errors.append(message)
+                self.ctx.report.multiple_budgets[entry.name] = names
+                self.ctx.emit(
                     Kind.SEVERAL_BUDGETS,
                     pod=entry.name,
                     budget=", ".join(names),
                     reason=message,
                     tier=entry.tier,
                 )
-            self.cond.notify_all()
+            self.ctx.cond.notify_all()
 
     def _going_with_namespace(self, entry: Entry, error: NamespaceTerminating) -> None:
         namespace = error.namespace or entry.pod["metadata"].get("namespace", "")
-        with self.cond:
+        with self.ctx.cond:
             self.schedule.going(
-                entry, self.clock(), f"going with its terminating namespace {namespace}"
+                entry, self.ctx.clock(), f"going with its terminating namespace {namespace}"
             )
-            if entry.name not in self.report.going_with_namespace:
-                self.report.going_with_namespace.append(entry.name)
-                self.emit(
+            if entry.name not in self.ctx.report.going_with_namespace:
+                self.ctx.report.going_with_namespace.append(entry.name)
+                self.ctx.emit(
                     Kind.WITH_NAMESPACE,
                     pod=entry.name,
                     reason=f"its namespace {namespace} is being deleted and the pod goes with it "
                     "(403 NamespaceTerminating, not an RBAC denial); waiting for it to be gone",
                     tier=entry.tier,
                 )
-            self.cond.notify_all()
+            self.ctx.cond.notify_all()
 
     def _denied(self, entry: Entry, error: AdmissionDenied) -> None:
         """An admission policy or webhook refused this pod's eviction: a refusal of
         the pod, not of the drain. Retry it with backoff (the policy may change its
         mind: a time window, a label someone adds); the others go on meanwhile."""
         message = error.refusal
-        delay = self.options.denied_retry.delay(entry.attempts - 1, self.rng)
-        with self.cond:
-            self.schedule.wait(entry, self.clock() + delay, f"refused by admission: {message}")
-            first = entry.name not in self.report.denied
-            self.report.denied[entry.name] = message
+        delay = self.ctx.options.denied_retry.delay(entry.attempts - 1, self.ctx.rng)
+        with self.ctx.cond:
+            self.schedule.wait(entry, self.ctx.clock() + delay, f"refused by admission: {message}")
+            first = entry.name not in self.ctx.report.denied
+            self.ctx.report.denied[entry.name] = message
             if first:
-                self.emit(
+                self.ctx.emit(
                     Kind.DENIED, pod=entry.name, uid=entry.uid, reason=message, tier=entry.tier
                 )
-            self.cond.notify_all()
+            self.ctx.cond.notify_all()
 
     def _failed(self, entry: Entry, error: Exception) -> None:
         """Keep the pod and try again later, never before a throttling answer's Retry-After."""
         retry_after = error.retry_after if isinstance(error, KubeTooManyRequests) else None
-        delay = self.options.retry.delay(entry.attempts - 1, self.rng, retry_after)
+        delay = self.ctx.options.retry.delay(entry.attempts - 1, self.ctx.rng, retry_after)
         if isinstance(error, KubeError):
             log.warning("evicting %s failed (%s); retrying in %.1f s", entry.name, error, delay)
         else:
             log.exception("evicting %s failed unexpectedly; retrying in %.1f s", entry.name, delay)
-        with self.cond:
-            self.schedule.wait(entry, self.clock() + delay, f"eviction failing: {error}")
-            self.cond.notify_all()
+        with self.ctx.cond:
+            self.schedule.wait(entry, self.ctx.clock() + delay, f"eviction failing: {error}")
+            self.ctx.cond.notify_all()

@@ -8,15 +8,21 @@ condition are shared, so a fatal error elsewhere ends this wait at once.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from drainer.engine import pods
+from drainer.engine.context import DrainContext
 from drainer.engine.pods import Pod
+from drainer.engine.report import Kind
 from drainer.engine.watchers import AttachmentTracker
-from drainer.errors import FatalKubeError
+from drainer.errors import FatalKubeError, KubeError
 from drainer.k8s.kube import Kube
+
+# The drain's logger: its name is part of every line (the CLI prints it).
+log = logging.getLogger("drainer.engine.drain")
 
 
 @dataclass
@@ -95,3 +101,58 @@ def wait_for_detach(
         attachments.stop()
     result.pending = sorted(pending.values())
     return result
+
+
+class Volumes:
+    """One drain's volumes: what was attached to the node before the first eviction,
+    and the bounded wait at the end until the evicted pods' volumes are detached."""
+
+    def __init__(self, ctx: DrainContext) -> None:
+        self.ctx = ctx
+        self.attached_before: dict[str, str] = {}  # VolumeAttachments on the node at the start
+
+    def note(self, acting: list[Pod]) -> None:
+        """Before the first eviction, when a pod to evict mounts a claim: the node's
+        attachments now (a volume may detach before the wait for it)."""
+        ctx = self.ctx
+        if ctx.options.volume_detach_timeout <= 0 or not any(pods.claim_names(p) for p in acting):
+            return
+        try:
+            self.attached_before = attachments_on(ctx.kube, ctx.node)
+        except KubeError as e:  # then only what detaches during the wait is counted
+            log.debug("could not list the volume attachments of %s: %s", ctx.node, e)
+
+    def wait(self, limit: float, drained: Iterable[Pod]) -> None:
+        """Wait, bounded, until the volumes of the `drained` pods are detached from
+        the node, and say what is still attached."""
+        ctx = self.ctx
+        timeout = ctx.options.volume_detach_timeout
+        if timeout <= 0:
+            return
+        volumes = volumes_of(ctx.kube, drained)
+        if not volumes:
+            return
+        result = wait_for_detach(
+            ctx.kube,
+            ctx.node,
+            volumes,
+            min(limit, ctx.clock() + timeout),
+            cond=ctx.cond,
+            clock=ctx.clock,
+            pause=ctx.pause,
+            stopped=ctx.over,
+            on_detached=lambda what: ctx.emit(Kind.VOLUME_DETACHED, reason=what),
+            watch_timeout=ctx.options.watch_timeout_seconds,
+            attached_before=self.attached_before,
+        )
+        if result.error is not None:
+            ctx.fail(result.error)
+        ctx.report.volumes_detached = len(result.detached)
+        ctx.report.volumes_pending = result.pending
+        if result.pending:
+            log.warning(
+                "volumes still attached to %s after %.0f s: %s",
+                ctx.node,
+                timeout,
+                ", ".join(result.pending),
+            )

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from drainer.k8s.kube import Kube
-from drainer.outcome import DRAINING
+from drainer.outcome import DRAINING, Outcome
 
 log = logging.getLogger(__name__)
 
@@ -101,6 +101,31 @@ def progress_value(
     record.update({k: int(v) for k, v in values.items()})
     record["added"] = sorted(added)
     return json.dumps(record)
+
+
+class ProgressRecord:
+    """The progress annotation as one drain's record, the NodeRecord its caller (the
+    Lambda's runner, the CLI) hands the engine (drainer/engine/context.py): the
+    cordon's patch records the drain begun, what began it (`trigger`) and, for a
+    drain begun by an event, its deadline; the end's records the outcome, where the
+    instance goes (`destination`) and what the cordon added, for `release`."""
+
+    def __init__(self, trigger: str = "", destination: str = "") -> None:
+        self.trigger = trigger
+        self.destination = destination
+        self.added: frozenset[str] = frozenset()
+        """What the cordon changed on the node (with what earlier drains recorded)."""
+
+    def begin(self, node: Obj, now: float, deadline: float) -> Obj:
+        until = deadline if self.trigger else None
+        patch, self.added = cordon_patch(node, now, trigger=self.trigger, until=until)
+        return patch
+
+    def end(self, outcome: Outcome, now: float, evicted: int) -> Obj:
+        progress = progress_value(
+            outcome, self.added, destination=self.destination, at=now, evicted=evicted
+        )
+        return {"metadata": {"annotations": {PROGRESS_ANNOTATION: progress}}}
 
 
 @dataclass(frozen=True)

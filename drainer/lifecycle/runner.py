@@ -16,7 +16,7 @@ from drainer.engine.options import DrainOptions
 from drainer.engine.pods import opted_out
 from drainer.engine.report import DrainEvent, DrainReport
 from drainer.errors import KubeError, KubeServerError, KubeTooManyRequests
-from drainer.k8s.cordon import progress_of
+from drainer.k8s.cordon import ProgressRecord, progress_of
 from drainer.k8s.events import EventRecorder
 from drainer.k8s.nodes import find_node_object, other_manager
 from drainer.lifecycle.events import TERMINATE_HOOK_TRIGGER
@@ -152,6 +152,7 @@ def _drain_once(tools: Tools, job: DrainJob) -> Run:
             kube,
             node,
             options,
+            record=ProgressRecord(options.trigger, options.destination),
             waits=RealWaits(tools.clock),
             on_event=_both(story, tools.on_event),
             node_uid=node_uid,

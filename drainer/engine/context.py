@@ -1,0 +1,133 @@
+"""What every part of one drain shares: its client, node, options, clock, report and
+events, the lock its watches wake it through, and why it stops. One object, handed
+to each part (the node's guard, the pods' intake, the evictions, the force policy,
+the volumes) instead of a relay of a dozen fields.
+
+The node's record is not the engine's: whoever runs the drain (the Lambda's
+triggers, the CLI) hands it a NodeRecord, which says how the node records a drain
+begun and ended; the engine only writes the patches it gets.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from drainer import logs
+from drainer.engine.options import DrainOptions
+from drainer.engine.report import DrainEvent, DrainReport, Kind, describe
+from drainer.errors import FatalKubeError
+from drainer.k8s.kube import Kube
+from drainer.outcome import Outcome
+
+# The drain's logger: its name is part of every line (the CLI prints it).
+log = logging.getLogger("drainer.engine.drain")
+
+Obj = dict[str, Any]
+
+MAX_WAIT = 0.25
+"""The longest the loop waits in one go. A Python signal handler (the CLI's Ctrl-C)
+runs when the main thread's wait ends, and the kernel may hand SIGINT to any thread:
+without a short wait, Ctrl-C would be seen only at the next timer."""
+
+
+class Waits(Protocol):
+    """How the drain waits, injected: for real (RealWaits), or on a test's clock."""
+
+    def now(self) -> float:
+        """Epoch seconds."""
+        ...
+
+    def wait(
+        self, cond: threading.Condition, until: Callable[[], float], busy: bool = False
+    ) -> None:
+        """Wait on `cond` (held) for a change, or until the time `until()` gives;
+        `busy`: requests are in flight, whose answers will come."""
+        ...
+
+
+@dataclass(frozen=True)
+class RealWaits:
+    """Waits in real time on `clock`, never longer than MAX_WAIT in one go."""
+
+    clock: Callable[[], float] = time.time
+
+    def now(self) -> float:
+        return self.clock()
+
+    def wait(
+        self, cond: threading.Condition, until: Callable[[], float], busy: bool = False
+    ) -> None:
+        cond.wait(max(0.01, min(until() - self.clock(), MAX_WAIT)))
+
+
+class NodeRecord(Protocol):
+    """The node's record of its drain (an annotation `release` reads, and the
+    Lambda's invocations read from each other), given by whoever runs the drain.
+    Its format and what it remembers between the two patches are its own."""
+
+    def begin(self, node: Obj, now: float, deadline: float) -> Obj:
+        """The merge patch that cordons `node` (as read now) and records the drain
+        begun, with its `deadline`."""
+        ...
+
+    def end(self, outcome: Outcome, now: float, evicted: int) -> Obj:
+        """The merge patch that records how the drain ended ("drained",
+        "interrupted", "timed_out", "failed") and how many pods it evicted."""
+        ...
+
+
+@dataclass
+class DrainContext:
+    """One drain's shared parts. `cond` is the one lock and condition: the watches
+    and the eviction answers notify it, the loop waits on it. The stop (`fatal`,
+    `interrupted`, `replaced`) is written once and read by every part."""
+
+    kube: Kube
+    node: str
+    options: DrainOptions
+    waits: Waits
+    report: DrainReport
+    on_event: Callable[[DrainEvent], None] | None = None
+    rng: random.Random = field(default_factory=random.Random)
+    cond: threading.Condition = field(default_factory=threading.Condition)
+    deadline: float = float("inf")
+    """The drain's own deadline (epoch seconds), once it runs."""
+    fatal: FatalKubeError | None = None
+    interrupted: str = ""
+    """Why interrupt() stopped the drain."""
+    replaced: str = ""
+    """The UID of the node object that took this node's name mid-drain."""
+
+    def clock(self) -> float:
+        return self.waits.now()
+
+    def over(self) -> bool:
+        """The drain stops: a fatal error, an interruption, or its node replaced."""
+        return self.fatal is not None or bool(self.interrupted) or bool(self.replaced)
+
+    def fail(self, error: FatalKubeError) -> None:
+        """End the drain with a fatal error (the first one is kept); run() says so."""
+        with self.cond:
+            if self.fatal is None:
+                self.fatal = error
+            self.cond.notify_all()
+
+    def pause(self, until: float) -> None:
+        """Wait for a change or until `until` (hold the lock)."""
+        self.waits.wait(self.cond, lambda: until)
+
+    def emit(self, kind: Kind, **values: Any) -> None:
+        event = DrainEvent(kind, **values)
+        if log.isEnabledFor(event.level):  # a terminal's drain logs warnings only
+            logs.drain_event(log, describe(event, self.node), event.fields(), event.level)
+        if self.on_event is not None:
+            try:
+                self.on_event(event)
+            except Exception:  # a broken display must not break a drain
+                log.exception("progress callback failed")

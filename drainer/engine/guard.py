@@ -1,0 +1,179 @@
+"""The node a drain is of, kept so until the end: cordoned at the start, cordoned
+again when someone uncordons it mid-drain, and never mistaken for another node
+object that registers under the same name (another machine, left alone).
+
+Every write carries the node's UID, which the API server refuses to change, so a
+node of the same name registered since never takes one. What the node records
+about its drain is the caller's NodeRecord (drainer/engine/context.py): the guard
+writes the patches it gives, at the start and at the end.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from drainer.engine.context import DrainContext, NodeRecord, Obj
+from drainer.engine.report import Kind
+from drainer.engine.watchers import NodeTracker
+from drainer.errors import FatalKubeError, KubeError, KubeNotFound
+from drainer.outcome import Outcome
+
+# The drain's logger: its name is part of every line (the CLI prints it).
+log = logging.getLogger("drainer.engine.drain")
+
+
+class NodeGuard:
+    """The node object being drained: its UID, the node as the cordon left it, the
+    version an uncordon was last undone from, and its watch."""
+
+    def __init__(self, ctx: DrainContext, record: NodeRecord, uid: str = "") -> None:
+        """`uid`: the node object the caller found (empty: the one cordon() reads)."""
+        self.ctx = ctx
+        self.record = record
+        self.uid = uid
+        self.tracker: NodeTracker | None = None
+        self._cordoned: Obj | None = None  # the node as the cordon left it
+        self._recordoned_at = ""  # the node version an uncordon was last undone from
+
+    def cordon(self, deadline: float) -> bool:
+        """Cordon, exclude from load balancers and record the drain begun (the
+        record's patch); False if the node is gone, or is another object now."""
+        ctx, options = self.ctx, self.ctx.options
+        try:
+            node = ctx.kube.get_node(ctx.node)
+            if node is None:
+                raise KubeNotFound(f"node {ctx.node} not found", 404)
+            uid = str(node["metadata"].get("uid") or "")
+            if self.uid and uid != self.uid:
+                self.replaced(uid)
+                return False
+            self.uid = uid
+            patch = self.record.begin(node, ctx.clock(), deadline)
+            if options.dry_run and not options.dry_run_server:
+                self._cordoned = node  # a dry run on the client sends no write
+            else:
+                self._cordoned = self.patch(patch, dry_run=options.dry_run)
+        except KubeNotFound:
+            log.info("node %s is gone; nothing to drain", ctx.node)
+            return False
+        ctx.report.cordoned = not options.dry_run
+        ctx.emit(Kind.CORDONED, reason="dry run" if options.dry_run else "")
+        return True
+
+    def watch(self) -> None:
+        """Follow the node: an uncordon, a replacement under the same name."""
+        ctx = self.ctx
+        timeout = ctx.options.watch_timeout_seconds
+        self.tracker = NodeTracker(ctx.kube, ctx.node, watch_timeout=timeout, cond=ctx.cond)
+        if self._cordoned:  # from the node the cordon wrote: replaced() knows it at once
+            version = str(self._cordoned.get("metadata", {}).get("resourceVersion", ""))
+            self.tracker.start([self._cordoned], version)
+        else:
+            self.tracker.start()
+
+    def stop(self) -> None:
+        if self.tracker is not None:
+            self.tracker.stop()
+
+    def replacement(self) -> bool:
+        """Whether the watch saw another node object take the name (hold the lock);
+        the drain then ends, touching it not."""
+        assert self.tracker is not None
+        uid = self.tracker.replaced(self.uid)
+        if uid:
+            self.replaced(uid)
+        return bool(uid)
+
+    def uncordoned(self) -> bool:
+        """Whether someone uncordoned the node since the drain last cordoned it (hold the lock)."""
+        assert self.tracker is not None
+        node = self.tracker.node or {}
+        version = str(node.get("metadata", {}).get("resourceVersion", ""))
+        return self.tracker.uncordoned() and version != self._recordoned_at
+
+    def patch(self, patch: Obj, *, dry_run: bool = False) -> Obj:
+        """Write to the node this drain is of, and to no other: the patch carries the
+        node's UID, which the API server refuses to change (a node of the same name
+        registered since answers 409 or 422, never takes the write)."""
+        ctx = self.ctx
+        if self.uid:
+            patch = {**patch, "metadata": {**patch.get("metadata", {}), "uid": self.uid}}
+        try:
+            return ctx.kube.patch_node(ctx.node, patch, dry_run=dry_run)
+        except KubeError as e:
+            if e.status in (409, 422) and self.name_taken():
+                raise KubeNotFound(f"node {ctx.node} was replaced", 404) from e
+            raise
+
+    def name_taken(self) -> bool:
+        """Whether the node's name now belongs to another node object (one GET)."""
+        try:
+            current = self.ctx.kube.get_node(self.ctx.node)
+        except KubeError:
+            return False
+        uid = str(((current or {}).get("metadata") or {}).get("uid") or "")
+        if current is not None and uid and uid != self.uid:
+            self.replaced(uid)
+            return True
+        return False
+
+    def replaced(self, uid: str) -> None:
+        """Another node object took this node's name: this drain ends, touching it not."""
+        ctx = self.ctx
+        if ctx.replaced:
+            return
+        ctx.replaced = uid
+        ctx.report.outcome = Outcome.NO_NODE
+        ctx.report.stopped_by = (
+            f"node {ctx.node} was replaced: a new node object of the same name "
+            f"(uid {uid}) registered in place of the one being drained "
+            f"(uid {self.uid or 'unknown'}); it is another machine, left alone"
+        )
+        ctx.emit(Kind.STOPPED, reason=ctx.report.stopped_by)
+
+    def recordon(self) -> None:
+        """Someone uncordoned the node mid-drain: cordon it again, and say who did it."""
+        ctx = self.ctx
+        with ctx.cond:
+            node = dict(self.tracker.node or {}) if self.tracker is not None else {}
+            self._recordoned_at = str(node.get("metadata", {}).get("resourceVersion", ""))
+        who = last_writer(node)
+        ctx.report.recordons += 1
+        try:
+            self.patch({"spec": {"unschedulable": True}})
+        except KubeNotFound:
+            return
+        except FatalKubeError as e:
+            ctx.fail(e)
+            return
+        except KubeError as e:
+            log.warning(
+                "could not cordon %s again (%s); retrying when the watch sees it", ctx.node, e
+            )
+            return
+        ctx.emit(
+            Kind.RECORDONED,
+            reason=f"the node was uncordoned mid-drain ({who}); cordoned again",
+        )
+
+    def record_end(self, outcome: Outcome) -> None:
+        """The drain's end in the node's record, through the record's patch: `release`
+        reads it. A refusal is a log line: the drain is over."""
+        ctx = self.ctx
+        patch = self.record.end(outcome, ctx.clock(), ctx.report.evicted)
+        try:
+            self.patch(patch)
+        except KubeNotFound:
+            pass
+        except KubeError as e:  # the drain is over; a failed record is only a log line
+            log.warning("could not record the %s state on node %s: %s", outcome, ctx.node, e)
+
+
+def last_writer(node: Obj) -> str:
+    """Who last changed the node, as far as its managedFields tell."""
+    entries = [m for m in (node.get("metadata") or {}).get("managedFields") or [] if m.get("time")]
+    if not entries:
+        return "by whom, the API does not say"
+    last = max(entries, key=lambda m: str(m["time"]))
+    manager, operation = last.get("manager", "unknown"), last.get("operation", "")
+    return f"last written by {manager} ({operation}) at {last['time']}"

@@ -1,0 +1,100 @@
+"""The node's record is the caller's: the engine cordons and records through the
+NodeRecord it is handed (drainer/engine/context.py), whatever its format, and
+writes it to the node object it drains (drainer/engine/guard.py)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from realapi import ApiFront, front_kube
+from support import objects
+from support.clock import FakeClock
+from test_drain import NODE, Settling, place
+
+from drainer.engine.drain import Drain
+from drainer.engine.options import DrainOptions
+from drainer.k8s.cordon import PROGRESS_ANNOTATION
+from drainer.outcome import Outcome
+from kubesim import KubeSim
+
+ANNOTATION = "example.com/drain"
+
+
+class Ledger:
+    """A record of the test's own format, remembering what it was asked for."""
+
+    def __init__(self) -> None:
+        self.asked: list[tuple[Any, ...]] = []
+
+    def begin(self, node: dict[str, Any], now: float, deadline: float) -> dict[str, Any]:
+        self.asked.append(("begin", node["metadata"]["uid"], deadline))
+        return {"metadata": {"annotations": {ANNOTATION: "begun"}}, "spec": {"unschedulable": True}}
+
+    def end(self, outcome: Outcome, now: float, evicted: int) -> dict[str, Any]:
+        self.asked.append(("end", outcome, evicted))
+        return {"metadata": {"annotations": {ANNOTATION: f"{outcome}, {evicted} evicted"}}}
+
+
+@pytest.fixture
+def sim() -> Iterator[KubeSim]:
+    with KubeSim() as running:
+        running.apply([objects.node(NODE)])
+        yield running
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock(time.time())  # only the drain's (and the client's) sleeps move it
+
+
+@pytest.fixture
+def front(sim: KubeSim, clock: FakeClock) -> Iterator[ApiFront]:
+    running = ApiFront(sim, clock)
+    yield running
+    running.close()
+
+
+def _drain(front: ApiFront, clock: FakeClock, record: Ledger, seconds: float) -> Drain:
+    kube = front_kube(front, sleep=clock.sleep)
+    engine = Drain(kube, NODE, DrainOptions(), record=record, waits=Settling(clock, front))
+    try:
+        engine.run(clock() + seconds)
+    finally:
+        kube.close()
+    return engine
+
+
+def test_drained__the_callers_record_written_at_the_cordon_and_at_the_end(
+    sim: KubeSim, front: ApiFront, clock: FakeClock
+) -> None:
+    place(sim, objects.pod("web-0", node_name=NODE), objects.pod("web-1", node_name=NODE))
+    uid = sim.get("Node", NODE)["metadata"]["uid"]
+    record, deadline = Ledger(), clock() + 60
+
+    engine = _drain(front, clock, record, 60)
+
+    assert engine.report.outcome == Outcome.DRAINED
+    assert record.asked == [("begin", uid, deadline), ("end", Outcome.DRAINED, 2)]
+    node = sim.get("Node", NODE)
+    annotations = node["metadata"].get("annotations") or {}
+    assert annotations[ANNOTATION] == "drained, 2 evicted"
+    assert PROGRESS_ANNOTATION not in annotations, "the engine writes no record of its own"
+    assert node["spec"]["unschedulable"] is True
+
+
+def test_timed_out__the_end_recorded_as_timed_out_with_the_pods_left(
+    sim: KubeSim, front: ApiFront, clock: FakeClock
+) -> None:
+    budget = objects.budget("web", {"app": "web"}, min_available=1)
+    place(sim, budget, objects.pod("web-0", node_name=NODE, labels={"app": "web"}))
+    record = Ledger()
+
+    engine = _drain(front, clock, record, 30)
+
+    assert engine.report.outcome == Outcome.TIMED_OUT
+    assert record.asked[-1] == ("end", Outcome.TIMED_OUT, 0)
+    annotations = sim.get("Node", NODE)["metadata"]["annotations"]
+    assert annotations[ANNOTATION] == "timed_out, 0 evicted"
