@@ -9,17 +9,15 @@ import base64
 import http.client
 import http.server
 import io
-import select
-import socket
 import threading
 import time
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from support.proxy import ConnectProxy
 
 from drainer.cli.main import main
 from drainer.errors import FatalKubeError, KubeError
@@ -30,92 +28,6 @@ from drainer.k8s.transport import Endpoint, Transport, Unreachable
 from kubesim import KubeSim, certs
 
 PROXIED = "kube.proxied.test"
-
-
-@dataclass
-class ConnectProxy:
-    """An HTTP proxy on 127.0.0.1 (CONNECT, and absolute-form requests for http
-    servers) that alone resolves the names in `hosts`, and records what it was asked."""
-
-    hosts: Mapping[str, str]
-    credentials: str = ""
-    """user:password it demands (407 without them)."""
-    refuse: int = 0
-    """A status it answers every CONNECT with (403: not on its allow-list)."""
-    asked: list[tuple[str, str, dict[str, str]]] = field(default_factory=list)
-    url: str = ""
-
-    def __enter__(self) -> ConnectProxy:
-        proxy = self
-
-        class Handler(_Handler):
-            owner = proxy
-
-        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
-        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-
-
-class _Handler(http.server.BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    owner: ConnectProxy
-
-    def _admitted(self) -> bool:
-        owner = self.owner
-        owner.asked.append((self.command, self.path, dict(self.headers)))
-        wanted = "Basic " + base64.b64encode(owner.credentials.encode()).decode()
-        if owner.refuse or (
-            owner.credentials and self.headers.get("Proxy-Authorization") != wanted
-        ):
-            self.send_response(owner.refuse or 407)
-            self.send_header("Proxy-Authenticate", 'Basic realm="test"')
-            self.send_header("Content-Length", "0")
-            self.end_headers()
-            return False
-        return True
-
-    def do_CONNECT(self) -> None:
-        if not self._admitted():
-            return
-        host, _, port = self.path.rpartition(":")
-        upstream = socket.create_connection((self.owner.hosts[host], int(port)), timeout=10)
-        self.send_response(200)
-        self.end_headers()
-        self.close_connection = True
-        ends = [self.connection, upstream]
-        while True:
-            readable, _, _ = select.select(ends, [], [], 30)
-            for end in readable:
-                data = end.recv(65536)
-                if not data:
-                    upstream.close()
-                    return
-                (upstream if end is self.connection else self.connection).sendall(data)
-            if not readable:
-                return
-
-    def do_GET(self) -> None:  # absolute form: http://host:port/path
-        if not self._admitted():
-            return
-        host, _, rest = self.path.removeprefix("http://").partition("/")
-        name, _, port = host.rpartition(":")
-        upstream = http.client.HTTPConnection(self.owner.hosts[name], int(port), timeout=10)
-        upstream.request("GET", "/" + rest)
-        answer = upstream.getresponse()
-        body = answer.read()
-        self.send_response(answer.status)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: object) -> None:
-        pass
 
 
 @pytest.fixture
