@@ -60,11 +60,13 @@ class DrainOptions:
     "spot-interruption", ...; "" from a terminal): the node's record names it, with
     the deadline, so a later event for the same instance waits for a spot event's
     drain instead of starting another, and a hand-over of the terminate hook's drain
-    is checked against it."""
+    is checked against it. The engine does not read it: the caller builds the node's
+    record from it (k8s/cordon.py:ProgressRecord, handed to Drain as its NodeRecord)."""
     destination: str = ""
     """Where the instance goes once drained, when it is not terminated: "warm-pool"
     (stopped, kept for reuse, its Node object with it). The node's final record says
-    so, and the launch hook's return from the warm pool releases the node."""
+    so (through the caller's record, as `trigger`), and the launch hook's return from
+    the warm pool releases the node."""
     fit_grace_to_deadline: bool = False
     """Cut each eviction's grace period to the time left before the deadline (a spot
     instance is reclaimed then, whatever its pods asked for)."""
