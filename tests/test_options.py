@@ -9,7 +9,8 @@ import pytest
 
 from drainer.engine.filters import FilterOptions
 from drainer.engine.options import DrainOptions
-from drainer.lifecycle.settings import Settings, TimeoutPolicy
+from drainer.lifecycle.settings import Settings
+from drainer.lifecycle.settings_drain import TimeoutPolicy
 
 
 def test_defaults__the_same_drain_whether_built_bare_or_from_default_settings() -> None:

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from drainer.lifecycle.outcomes import lambda_outcome, lifecycle_result
-from drainer.lifecycle.settings import Settings, TimeoutPolicy
+from drainer.lifecycle.settings import Settings
+from drainer.lifecycle.settings_drain import TimeoutPolicy
 from drainer.outcome import Outcome
 
 

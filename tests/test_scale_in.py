@@ -40,7 +40,8 @@ from drainer.lifecycle.events import (
 )
 from drainer.lifecycle.job import Run, Tools
 from drainer.lifecycle.runner import API_RETRY
-from drainer.lifecycle.settings import Settings, TimeoutPolicy
+from drainer.lifecycle.settings import Settings
+from drainer.lifecycle.settings_drain import TimeoutPolicy
 from drainer.lifecycle.window import Deadline, Invocation
 from drainer.outcome import Outcome
 from kubesim import KubeSim

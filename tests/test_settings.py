@@ -8,7 +8,9 @@ import json
 import pytest
 
 from drainer.errors import SettingsError
-from drainer.lifecycle.settings import VARIABLES, Settings, TimeoutPolicy, Variable
+from drainer.lifecycle.settings import VARIABLES, Settings
+from drainer.lifecycle.settings_drain import TimeoutPolicy
+from drainer.lifecycle.settings_variable import Variable
 
 
 def test_from_env__empty_environment__gives_documented_defaults() -> None:

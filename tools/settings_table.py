@@ -16,7 +16,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from drainer.lifecycle.settings import VARIABLES, Variable
+from drainer.lifecycle.settings import VARIABLES
+from drainer.lifecycle.settings_variable import Variable
 from tools.markers import between, replace_between
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -11,7 +11,7 @@ from drainer.errors import DrainerError
 from drainer.k8s import selfcheck
 from drainer.lifecycle.events import SelfCheckEvent
 from drainer.lifecycle.job import Tools
-from drainer.lifecycle.settings import TimeoutPolicy
+from drainer.lifecycle.settings_drain import TimeoutPolicy
 
 log = logging.getLogger(__name__)
 

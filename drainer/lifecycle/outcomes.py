@@ -3,7 +3,8 @@ ending to its lifecycle action, with the settings' policies as its only other in
 
 from __future__ import annotations
 
-from drainer.lifecycle.settings import Settings, TimeoutPolicy
+from drainer.lifecycle.settings import Settings
+from drainer.lifecycle.settings_drain import TimeoutPolicy
 from drainer.outcome import Outcome
 
 
