@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from drainer.cli.main import main
-from drainer.errors import CredentialsUnavailable, KubeError, TlsVerificationError
+from drainer.errors import CredentialsUnavailable, KubeError
 from drainer.k8s import kubeconfig
 from drainer.k8s.kube import Kube
 from kubesim import KubeSim
@@ -316,26 +316,25 @@ def test_exec_plugin_tokens_expiring_every_3_s__a_minute_long_drain_paced_by_a_b
     assert len(tokens.seen) >= 15, f"a new token as each one aged out: {sorted(tokens.seen)}"
 
 
-@pytest.mark.parametrize("data_is_right", [True, False], ids=["data-right", "data-wrong"])
-def test_ca_file_and_ca_data__only_the_data_is_trusted__as_kubectl(
-    sim: KubeSim, tmp_path: Path, data_is_right: bool
+@pytest.mark.parametrize(
+    ("where", "field"),
+    [("cluster", "certificate-authority"), ("user", "client-certificate"), ("user", "client-key")],
+)
+def test_a_field_as_data_and_as_a_file__refused_exit_2__as_kubectl(
+    sim: KubeSim, tmp_path: Path, capsys: pytest.CaptureFixture[str], where: str, field: str
 ) -> None:
-    from kubesim import certs
-
-    right, wrong = sim.ca_pem, certs.generate("another-ca").ca_pem
-    (tmp_path / "ca.pem").write_bytes(wrong if data_is_right else right)
-    data = base64.b64encode(right if data_is_right else wrong).decode()
+    """client-go's validation refuses it, though its message says the data will
+    override (tests/e2e/test_kubectl_table.py holds kubectl to it)."""
+    (tmp_path / "some.pem").write_bytes(sim.ca_pem)
+    both = {field: "some.pem", f"{field}-data": base64.b64encode(sim.ca_pem).decode()}
+    user = {"token": sim.admin_token, **(both if where == "user" else {})}
     config = tmp_path / "kubeconfig"
-    user = {"token": sim.admin_token}
-    cluster = {"certificate-authority": "ca.pem", "certificate-authority-data": data}
-    config.write_text(yaml.safe_dump(_config(sim, user, **cluster)))
-    kube = Kube.from_kubeconfig(str(config))
+    config.write_text(yaml.safe_dump(_config(sim, user, **(both if where == "cluster" else {}))))
 
-    if data_is_right:
-        assert kube.get_node("n1") is not None
-    else:
-        with pytest.raises(TlsVerificationError, match="does not verify against the cluster CA"):
-            kube.get_node("n1")
+    code = main(["release", "--node", "n1", "--kubeconfig", str(config)], stdout=io.StringIO())
+
+    assert code == 2
+    assert f"has both {field}-data and {field}, which kubectl refuses" in capsys.readouterr().err
 
 
 def test_exec_plugin_printing_without_end__cut_at_the_output_limit__killed__memory_bounded(

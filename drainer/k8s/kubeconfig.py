@@ -180,12 +180,13 @@ def load(
     server = str(cluster.value.get("server") or "")
     if not server:
         raise KubeconfigError(f"cluster '{cluster_name}' has no server")
+    _refuse_data_and_file(cluster.value, "certificate-authority", f"cluster '{cluster_name}'")
     ca_pem = _decoded(cluster.value.get("certificate-authority-data"))
     ca_file = _path(cluster.value.get("certificate-authority"), cluster.directory)
     endpoint = Endpoint(
         server,
         ca_pem=ca_pem,
-        ca_file="" if ca_pem else ca_file,  # as kubectl: the data overrides the file
+        ca_file=ca_file,
         tls_server_name=str(cluster.value.get("tls-server-name") or ""),
         proxy_url=proxy_url,
     )
@@ -210,12 +211,24 @@ def _refuse_auth_provider(provider: Any, user: str) -> None:
         )
 
 
+def _refuse_data_and_file(value: Mapping[str, Any], field: str, owner: str) -> None:
+    """As kubectl (client-go's validation): a field given both as a file and as
+    `-data` is an error, though its message says the data will override."""
+    if value.get(field) and value.get(f"{field}-data"):
+        raise KubeconfigError(
+            f"{owner} has both {field}-data and {field}, which kubectl refuses too: "
+            "keep one of them"
+        )
+
+
 def _with_user(
     endpoint: Endpoint, name: str, user: Entry, cluster: Entry, clock: Callable[[], float]
 ) -> Loaded:
     """The user's credentials, by kubectl's precedence: a token (or token file)
     before a plugin; a client certificate beside either."""
     value = user.value
+    for field in ("client-certificate", "client-key"):
+        _refuse_data_and_file(value, field, f"user '{name}'")
     cert_file = _path(value.get("client-certificate"), user.directory)
     key_file = _path(value.get("client-key"), user.directory)
     if value.get("client-certificate-data"):
