@@ -33,7 +33,7 @@ from demo.kube import Follower, admin, apply, merge_patch
 from demo.observe import Observer
 from demo.procs import Child, ChildError, Children
 from demo.view import View, make_view, shown_path
-from drainer.lifecycle.events import Ec2Kind
+from drainer.lifecycle.events_ec2 import Ec2Kind
 from drainer.lifecycle.settings import Settings
 from testbed.cluster import ApiClient, admin_client
 

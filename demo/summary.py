@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from demo.view import View, shown_path
-from drainer.lifecycle.events import SPOT_NOTICE_SECONDS, TERMINATE_HOOK_TRIGGER
+from drainer.lifecycle.events_ec2 import SPOT_NOTICE_SECONDS
+from drainer.lifecycle.events_hook import TERMINATE_HOOK_TRIGGER
 from drainer.lifecycle.settings import Settings
 
 if TYPE_CHECKING:

@@ -23,15 +23,9 @@ from drainer.errors import SettingsError
 from drainer.k8s import proxy as proxies
 from drainer.lifecycle import checks, ec2_events, ending, hooks, launch, scale_in, stack_hooks
 from drainer.lifecycle.clients import KubeFactory, eks_kube
-from drainer.lifecycle.events import (
-    Ec2Event,
-    HookSyncEvent,
-    ScheduledChanges,
-    SelfCheckEvent,
-    Skip,
-    StackRequest,
-    parse_event,
-)
+from drainer.lifecycle.events import HookSyncEvent, SelfCheckEvent, StackRequest, parse_event
+from drainer.lifecycle.events_ec2 import Ec2Event, ScheduledChanges
+from drainer.lifecycle.events_fields import Skip
 from drainer.lifecycle.job import Tools
 from drainer.lifecycle.settings import Settings
 from drainer.lifecycle.window import Invocation

@@ -33,7 +33,8 @@ from drainer.errors import (
     LifecycleActionGone,
     PermanentAwsError,
 )
-from drainer.lifecycle.events import LifecycleEvent, parse_event
+from drainer.lifecycle.events import parse_event
+from drainer.lifecycle.events_hook import LifecycleEvent
 
 REGION = "us-east-1"
 NO_RETRIES = Config(retries={"mode": "standard", "total_max_attempts": 1})

@@ -27,7 +27,8 @@ from awssim.server import AwsSimServer
 from awssim.world import NodeGroup, create_node_group
 from drainer import aws
 from drainer.errors import AwsError
-from drainer.lifecycle.events import LifecycleEvent, parse_event
+from drainer.lifecycle.events import parse_event
+from drainer.lifecycle.events_hook import LifecycleEvent
 
 REGION = "us-east-1"
 NO_RETRIES = Config(retries={"mode": "standard", "total_max_attempts": 1})

@@ -41,17 +41,17 @@ from drainer.k8s.cordon import (
 )
 from drainer.k8s.kube import Kube
 from drainer.lifecycle import ec2_events, late, notices
-from drainer.lifecycle.events import (
+from drainer.lifecycle.events import parse_event
+from drainer.lifecycle.events_ec2 import (
     EC2_TRIGGERS,
     SPOT_NOTICE_SECONDS,
     STATE_CHANGE_NOTICE_SECONDS,
-    TERMINATE_HOOK_TRIGGER,
     Ec2Event,
     Ec2Kind,
     ScheduledChanges,
-    Skip,
-    parse_event,
 )
+from drainer.lifecycle.events_fields import Skip
+from drainer.lifecycle.events_hook import TERMINATE_HOOK_TRIGGER
 from drainer.lifecycle.follow import FOLLOW_POLL_SECONDS, FOLLOW_SLACK_SECONDS, follow_drain
 from drainer.lifecycle.job import Run, Tools
 from drainer.lifecycle.settings import Settings

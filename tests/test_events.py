@@ -9,15 +9,10 @@ from typing import Any
 
 import pytest
 
-from drainer.lifecycle.events import (
-    MAX_COUNT,
-    Handover,
-    HookSyncEvent,
-    LifecycleEvent,
-    Skip,
-    parse_event,
-    with_handover,
-)
+from drainer.lifecycle.events import HookSyncEvent, parse_event
+from drainer.lifecycle.events_fields import Skip
+from drainer.lifecycle.events_hook import LifecycleEvent
+from drainer.lifecycle.handover import MAX_COUNT, Handover, with_handover
 
 LoadEvent = Callable[[str], dict[str, Any]]
 EVENT_AT = datetime(2026, 11, 22, 2, 15, 30, tzinfo=UTC).timestamp()

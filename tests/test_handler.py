@@ -15,7 +15,8 @@ from drainer import aws, handler
 from drainer.engine.report import DrainReport
 from drainer.errors import AwsError, SettingsError
 from drainer.lifecycle import ec2_events, ending, scale_in
-from drainer.lifecycle.events import LifecycleEvent, parse_event
+from drainer.lifecycle.events import parse_event
+from drainer.lifecycle.events_hook import LifecycleEvent
 from drainer.lifecycle.job import Run, Tools
 from drainer.lifecycle.settings import Settings
 from drainer.outcome import Outcome
@@ -356,7 +357,7 @@ def test_spot_event__permanent_aws_error__failed_naming_it__returned_not_raised(
     moto_group: _Aws,
 ) -> None:
     from awssim import ec2_events as spot_events
-    from drainer.lifecycle.events import Ec2Event
+    from drainer.lifecycle.events_ec2 import Ec2Event
 
     raw = spot_events.interruption_warning(
         "123456789012", "us-east-1", moto_group.group.instance_ids[1]

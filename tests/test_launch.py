@@ -16,7 +16,7 @@ from support.clock import FakeClock
 from drainer import aws
 from drainer.k8s.cordon import PROGRESS_ANNOTATION
 from drainer.k8s.kube import Kube
-from drainer.lifecycle import events, joined, launch, notices
+from drainer.lifecycle import events, events_hook, joined, launch, notices
 from drainer.lifecycle.job import Tools
 from drainer.lifecycle.settings import Settings
 from kubesim import KubeSim
@@ -301,7 +301,7 @@ def test_until_ready__cordoned_at_registration__joined_cordoned_said(
 
 def test_launch_notice__names_what_was_missing_and_what_to_do() -> None:
     event = events.parse_event(_launch_event())
-    assert isinstance(event, events.LifecycleEvent)
+    assert isinstance(event, events_hook.LifecycleEvent)
     summary = {
         "result": "not_joined",
         "lifecycle_result": "ABANDON",

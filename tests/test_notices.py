@@ -10,7 +10,8 @@ import boto3
 from botocore.stub import Stubber
 
 from drainer.lifecycle import notices
-from drainer.lifecycle.events import LifecycleEvent, parse_event
+from drainer.lifecycle.events import parse_event
+from drainer.lifecycle.events_hook import LifecycleEvent
 
 EVENTS = Path(__file__).parent / "events"
 TOPIC = "arn:aws:sns:eu-west-1:123456789012:drains"

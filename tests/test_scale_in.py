@@ -31,13 +31,9 @@ from drainer.engine.report import DrainReport
 from drainer.k8s.cordon import PROGRESS_ANNOTATION
 from drainer.k8s.kube import Kube, RetryPolicy
 from drainer.lifecycle import admission, runner, scale_in, window
-from drainer.lifecycle.events import (
-    TERMINATE_HOOK_TRIGGER,
-    Handover,
-    LifecycleEvent,
-    parse_event,
-    with_handover,
-)
+from drainer.lifecycle.events import parse_event
+from drainer.lifecycle.events_hook import TERMINATE_HOOK_TRIGGER, LifecycleEvent
+from drainer.lifecycle.handover import Handover, with_handover
 from drainer.lifecycle.job import Run, Tools
 from drainer.lifecycle.runner import API_RETRY
 from drainer.lifecycle.settings import Settings

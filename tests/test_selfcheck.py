@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from drainer.k8s import selfcheck
-from drainer.lifecycle.events import SelfCheckEvent, Skip, parse_event
+from drainer.lifecycle.events import SelfCheckEvent, parse_event
+from drainer.lifecycle.events_fields import Skip
 from testbed.world import rbac_manifests
 from tools.preflight import grants
 

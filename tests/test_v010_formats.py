@@ -27,15 +27,10 @@ from drainer.k8s.cordon import (
 )
 from drainer.k8s.kube import Kube
 from drainer.lifecycle import ec2_events
-from drainer.lifecycle.events import (
-    EC2_TRIGGERS,
-    TERMINATE_HOOK_TRIGGER,
-    Ec2Event,
-    Ec2Kind,
-    Handover,
-    LifecycleEvent,
-    parse_event,
-)
+from drainer.lifecycle.events import parse_event
+from drainer.lifecycle.events_ec2 import EC2_TRIGGERS, Ec2Event, Ec2Kind
+from drainer.lifecycle.events_hook import TERMINATE_HOOK_TRIGGER, LifecycleEvent
+from drainer.lifecycle.handover import Handover
 from drainer.lifecycle.job import Tools
 from drainer.lifecycle.settings import Settings
 from drainer.lifecycle.window import Invocation

@@ -7,7 +7,7 @@ import functools
 from collections.abc import Callable, Mapping
 
 from drainer import aws
-from drainer.lifecycle.events import LifecycleEvent
+from drainer.lifecycle.events_hook import LifecycleEvent
 from drainer.lifecycle.settings import Settings
 
 Tags = Callable[[], Mapping[str, str]]

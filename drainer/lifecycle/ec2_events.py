@@ -46,18 +46,18 @@ from drainer.k8s.cordon import cordon_patch, live_drain
 from drainer.k8s.nodes import find_node_object, other_manager
 from drainer.lifecycle import ending, late, notices
 from drainer.lifecycle.admission import group_refused, group_tags
-from drainer.lifecycle.events import (
+from drainer.lifecycle.events_ec2 import (
     EC2_EVENT_NAMES,
     EC2_TRIGGERS,
     SCHEDULED_KEY,
     SPOT_NOTICE_SECONDS,
     STATE_CHANGE_NOTICE_SECONDS,
-    TERMINATE_HOOK_TRIGGER,
     Ec2Event,
     Ec2Kind,
     ScheduledChanges,
-    Skip,
 )
+from drainer.lifecycle.events_fields import Skip
+from drainer.lifecycle.events_hook import TERMINATE_HOOK_TRIGGER
 from drainer.lifecycle.job import DrainJob, Plan, Run, Tools
 from drainer.lifecycle.runner import not_ours, run_job
 from drainer.lifecycle.settings import Settings

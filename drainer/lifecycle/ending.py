@@ -14,7 +14,9 @@ from drainer import aws, logs
 from drainer.engine.report import EVENT_LEVELS, Kind
 from drainer.errors import AwsError
 from drainer.lifecycle import notices
-from drainer.lifecycle.events import TERMINATE_HOOK_TRIGGER, LifecycleEvent, Skip, with_handover
+from drainer.lifecycle.events_fields import Skip
+from drainer.lifecycle.events_hook import TERMINATE_HOOK_TRIGGER, LifecycleEvent
+from drainer.lifecycle.handover import with_handover
 from drainer.lifecycle.job import Run
 from drainer.lifecycle.settings import Settings
 from drainer.lifecycle.window import Invocation

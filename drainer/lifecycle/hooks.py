@@ -40,7 +40,7 @@ from drainer import aws, logs
 from drainer.errors import AwsError
 from drainer.lifecycle import managed
 from drainer.lifecycle.admission import tag_admits
-from drainer.lifecycle.events import LAUNCHING, TERMINATING
+from drainer.lifecycle.events_hook import LAUNCHING, TERMINATING
 from drainer.lifecycle.settings import Settings
 
 log = logging.getLogger(__name__)

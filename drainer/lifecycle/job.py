@@ -17,7 +17,7 @@ from drainer import aws
 from drainer.engine.options import DrainOptions
 from drainer.engine.report import DrainEvent, DrainReport
 from drainer.lifecycle.clients import KubeFactory
-from drainer.lifecycle.events import Handover
+from drainer.lifecycle.handover import Handover
 from drainer.lifecycle.settings import Settings
 from drainer.lifecycle.targets import TargetWait
 from drainer.lifecycle.window import Deadline, Window

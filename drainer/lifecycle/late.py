@@ -19,14 +19,14 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from drainer import aws
-from drainer.lifecycle.events import (
+from drainer.lifecycle.events_ec2 import (
     EC2_EVENT_NAMES,
     SPOT_NOTICE_SECONDS,
     STATE_CHANGE_NOTICE_SECONDS,
     Ec2Event,
     Ec2Kind,
-    Skip,
 )
+from drainer.lifecycle.events_fields import Skip
 
 LATE_EVENT_DRAIN_SECONDS = float(SPOT_NOTICE_SECONDS)
 """A late event's drain time: EC2 may carry out an interruption a little late, so

@@ -37,13 +37,9 @@ from drainer.k8s.events import EventRecorder, Regarding
 from drainer.k8s.kube import Kube
 from drainer.lifecycle import ending, joined, notices
 from drainer.lifecycle.admission import group_refused, group_tags, resolve_cluster
-from drainer.lifecycle.events import (
-    EC2_TRIGGERS,
-    TERMINATE_HOOK_TRIGGER,
-    WARM_POOL_NAME,
-    LifecycleEvent,
-    Skip,
-)
+from drainer.lifecycle.events_ec2 import EC2_TRIGGERS
+from drainer.lifecycle.events_fields import Skip
+from drainer.lifecycle.events_hook import TERMINATE_HOOK_TRIGGER, WARM_POOL_NAME, LifecycleEvent
 from drainer.lifecycle.job import Tools
 from drainer.lifecycle.window import Invocation, hand_over_at
 

@@ -19,13 +19,8 @@ from typing import Any, Protocol
 
 from drainer import aws
 from drainer.errors import AwsError
-from drainer.lifecycle.events import (
-    TERMINATE_HOOK_TRIGGER,
-    WARM_POOL_NAME,
-    Ec2Event,
-    Ec2Kind,
-    LifecycleEvent,
-)
+from drainer.lifecycle.events_ec2 import Ec2Event, Ec2Kind
+from drainer.lifecycle.events_hook import TERMINATE_HOOK_TRIGGER, WARM_POOL_NAME, LifecycleEvent
 
 log = logging.getLogger(__name__)
 

@@ -19,7 +19,7 @@ from drainer.errors import KubeError, KubeServerError, KubeTooManyRequests
 from drainer.k8s.cordon import ProgressRecord, progress_of
 from drainer.k8s.events import EventRecorder
 from drainer.k8s.nodes import find_node_object, other_manager
-from drainer.lifecycle.events import TERMINATE_HOOK_TRIGGER
+from drainer.lifecycle.events_hook import TERMINATE_HOOK_TRIGGER
 from drainer.lifecycle.follow import follow_drain
 from drainer.lifecycle.job import DrainJob, Run, Tools
 from drainer.lifecycle.outcomes import lambda_outcome, lifecycle_result

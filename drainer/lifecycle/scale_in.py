@@ -23,13 +23,9 @@ from drainer import aws, logs
 from drainer.errors import AwsError, ClusterNotFound, InstanceNotFound
 from drainer.lifecycle import ending, notices
 from drainer.lifecycle.admission import Tags, group_refused, group_tags, resolve_cluster
-from drainer.lifecycle.events import (
-    EC2_TRIGGERS,
-    TERMINATE_HOOK_TRIGGER,
-    WARM_POOL_NAME,
-    Handover,
-    LifecycleEvent,
-)
+from drainer.lifecycle.events_ec2 import EC2_TRIGGERS
+from drainer.lifecycle.events_hook import TERMINATE_HOOK_TRIGGER, WARM_POOL_NAME, LifecycleEvent
+from drainer.lifecycle.handover import Handover
 from drainer.lifecycle.job import DrainJob, Plan, Run, Tools
 from drainer.lifecycle.outcomes import lifecycle_result
 from drainer.lifecycle.runner import run_job

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from drainer import aws
-from drainer.lifecycle.events import LifecycleEvent
+from drainer.lifecycle.events_hook import LifecycleEvent
 from drainer.lifecycle.settings import Settings
 
 log = logging.getLogger(__name__)

@@ -14,7 +14,8 @@ import botocore.session
 import drainer
 from drainer import aws
 from drainer.aws.session import AwsClients
-from drainer.lifecycle.events import EC2_TRIGGERS, TERMINATE_HOOK_TRIGGER
+from drainer.lifecycle.events_ec2 import EC2_TRIGGERS
+from drainer.lifecycle.events_hook import TERMINATE_HOOK_TRIGGER
 from drainer.lifecycle.launch import LAUNCH_TRIGGER
 
 from .cfn import ROOT

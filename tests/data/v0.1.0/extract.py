@@ -36,7 +36,8 @@ import drainer
 from drainer import aws
 from drainer.k8s.cordon import PROGRESS_ANNOTATION, cordon_patch, progress_value
 from drainer.lifecycle.ec2_events import later
-from drainer.lifecycle.events import Handover, parse_event, with_handover
+from drainer.lifecycle.events import parse_event
+from drainer.lifecycle.handover import Handover, with_handover
 
 assert drainer.__version__ == "0.1.0", drainer.__file__
 
