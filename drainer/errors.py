@@ -143,6 +143,14 @@ class KubeServerError(KubeError):
     """5xx or a broken connection: worth retrying with backoff."""
 
 
+class CredentialsFailing(KubeServerError):
+    """The kubeconfig user's exec credential plugin, which worked before, fails now
+    and no token it gave is still valid: a passing trouble (a network blip on the way
+    to STS or the identity provider) until it has failed for
+    drainer.k8s.auth.CREDENTIALS_OUTAGE_SECONDS, when it becomes
+    CredentialsUnavailable. Retried as a server error meanwhile."""
+
+
 class KubeTimedOut(KubeServerError):
     """No whole answer within the request's deadline: not retried within the call
     (as kubectl's --request-timeout), which already took all its time; the caller

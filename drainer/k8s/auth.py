@@ -10,14 +10,17 @@ from __future__ import annotations
 
 import logging
 import math
+import random
 import threading
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from drainer.errors import CredentialsUnavailable
+from drainer.backoff import Backoff
+from drainer.errors import CredentialsFailing, CredentialsUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +35,21 @@ EXEC_EXPIRED_REUSE_SECONDS = 10.0
 """A token that comes back already expired (a clock behind the plugin's, a plugin that
 hands out a stale cached one) is used for this long before the plugin runs again,
 instead of a run before every request; the API server's 401 says when it truly is."""
+CREDENTIALS_OUTAGE_SECONDS = 300.0
+"""How long a plugin that worked before (so the credentials are right: this is
+mid-drain, not start-up) may fail on every run before the drain gives up with
+CredentialsUnavailable. Five minutes rides out what makes `aws eks get-token` or an
+SSO helper fail for a while and then work again (a VPN or Wi-Fi reconnecting, STS or
+the identity provider throttling or briefly unreachable), while a credential that
+truly ended (an SSO session expired, a role removed) is said within minutes, not at
+a deadline hours away. Meanwhile the last token is used until its stated expiry, and
+requests without a valid token fail as a server error (CredentialsFailing), which
+the drain retries as it retries an API server that does not answer."""
+PLUGIN_RETRY = Backoff(first=2.0, cap=30.0)
+"""The pause before running a failing plugin again: 1-2 s, doubling to 30 s. Every
+caller shares the runs (it waits for the next one due, or is told the last error),
+so a plugin that prints a prompt on each failed run prints it a dozen times in
+CREDENTIALS_OUTAGE_SECONDS, not once per request."""
 
 
 class ExecToken:
@@ -55,26 +73,50 @@ class ExecToken:
         command: str,
         clock: Callable[[], float] = time.time,
         status: Mapping[str, Any] | None = None,
+        outage: float | None = None,
+        rng: random.Random | None = None,
     ) -> None:
-        """`status`: the plugin's answer when the caller has already run it once."""
+        """`status`: the plugin's answer when the caller has already run it once.
+        `outage`: how long a plugin that worked may fail before it is given up on
+        (CREDENTIALS_OUTAGE_SECONDS)."""
         self.command = command
         self._run = run
         self._clock = clock
         self._lock = threading.Lock()
         self._token = ""
         self._fresh_until = 0.0
+        self._expires = math.inf  # the stated expiry: a failing plugin's last token until then
         self._runs = 0
         self._warned_expired = False
+        self._outage = CREDENTIALS_OUTAGE_SECONDS if outage is None else outage
+        self._rng = rng or random.Random()  # noqa: S311 - jitter
+        self._worked = False  # a run (or the status handed in) gave a token once
+        self._failing: _Failing | None = None
         if status is not None:
             self._accept(status)
+            self._worked = True
 
     def token(self) -> str:
         """The cached token, or a fresh one from the plugin when it is near its expiry
-        or was refused."""
+        or was refused. A plugin that worked before and fails now is run again with
+        back-off; meanwhile its last token while still valid, else CredentialsFailing;
+        CredentialsUnavailable once it has failed for the outage allowed."""
         with self._lock:
-            if not self._token or self._clock() >= self._fresh_until:
-                self._runs += 1
+            now = self._clock()
+            if self._token and now < self._fresh_until:
+                return self._token
+            if self._failing is not None and now < self._failing.next_run:
+                return self._while_failing(now)
+            self._runs += 1
+            try:
                 self._accept(self._run())
+            except CredentialsUnavailable as e:
+                if not self._worked:
+                    raise  # start-up: the plugin never worked, nothing to wait for
+                self._failed(e, now)
+                return self._while_failing(now)
+            self._worked = True
+            self._recovered(now)
             return self._token
 
     def invalidate(self) -> None:
@@ -109,6 +151,67 @@ class ExecToken:
                 self._said_expired(status.get("expirationTimestamp"))
         self._token = token
         self._fresh_until = fresh_until
+        self._expires = math.inf if expiry is None else max(expiry, fresh_until)
+
+    def _failed(self, error: CredentialsUnavailable, now: float) -> None:
+        """A run failed (hold the lock): said once as a warning, then at info; the
+        next run paced by PLUGIN_RETRY; given up once failing for the outage allowed."""
+        failing = self._failing
+        first = failing is None
+        if failing is None:
+            failing = self._failing = _Failing(since=now)
+        failing.runs += 1
+        failing.error = error
+        lasted = now - failing.since
+        if lasted >= self._outage:
+            failing.given_up = CredentialsUnavailable(
+                f"the exec credential plugin `{self.command}` has failed on every run for "
+                f"{lasted:.0f} s ({failing.runs} runs), after it had worked; its last error: "
+                f"{_first_line(error)}. Run it yourself to see why (an expired SSO session: "
+                "log in again), then run the drain again"
+            )
+            failing.next_run = math.inf  # never run again: the drain ends on it
+            raise failing.given_up from error
+        pause = PLUGIN_RETRY.delay(failing.runs - 1, self._rng)
+        failing.next_run = min(now + pause, failing.since + self._outage)
+        log.log(
+            logging.WARNING if first else logging.INFO,
+            "the exec credential plugin `%s` failed (%s); its last token is used while "
+            "valid, and the plugin runs again in %.0f s%s (the drain gives up after %.0f s "
+            "of failures)",
+            self.command,
+            _first_line(error),
+            failing.next_run - now,
+            "" if first else f" ({failing.runs} failed runs in {lasted:.0f} s)",
+            self._outage,
+        )
+
+    def _while_failing(self, now: float) -> str:
+        """The last token while its stated expiry has not passed and no 401 refused
+        it; else CredentialsFailing, a server error the caller retries (hold the lock)."""
+        failing = self._failing
+        assert failing is not None
+        if failing.given_up is not None:
+            raise failing.given_up
+        if self._token and now < self._expires:
+            return self._token
+        raise CredentialsFailing(
+            f"no valid token: the exec credential plugin `{self.command}` has failed for "
+            f"{now - failing.since:.0f} s ({_first_line(failing.error)}); it runs again in "
+            f"{max(0.0, failing.next_run - now):.0f} s"
+        )
+
+    def _recovered(self, now: float) -> None:
+        """A run worked after failing ones: said once (hold the lock)."""
+        if self._failing is None:
+            return
+        log.warning(
+            "the exec credential plugin `%s` works again, after %.0f s and %d failed runs",
+            self.command,
+            now - self._failing.since,
+            self._failing.runs,
+        )
+        self._failing = None
 
     def _said_expired(self, stamp: object) -> None:
         """Warned once per plugin: a drain of hours would say it every 10 s."""
@@ -127,6 +230,23 @@ class ExecToken:
     def __repr__(self) -> str:
         # Never the token itself.
         return f"ExecToken(command={self.command!r})"
+
+
+@dataclass
+class _Failing:
+    """A plugin that worked failing now: since when, how many runs, the last error,
+    when it runs next, and the error it was given up with."""
+
+    since: float
+    runs: int = 0
+    error: Exception | None = None
+    next_run: float = -math.inf
+    given_up: CredentialsUnavailable | None = None
+
+
+def _first_line(error: BaseException | None) -> str:
+    """An error's first line (a plugin's installHint follows on the next)."""
+    return str(error).splitlines()[0] if error is not None and str(error) else "no message"
 
 
 TOKEN_FILE_REREAD_SECONDS = 60.0
@@ -148,6 +268,7 @@ class FileToken:
         self._lock = threading.Lock()
         self._token = ""
         self._read_at = -math.inf
+        self._failing_since: float | None = None  # when a re-read first failed
 
     def token(self) -> str:
         with self._lock:
@@ -170,10 +291,24 @@ class FileToken:
             why = e.strerror if isinstance(e, OSError) else str(e)
             if not self._token:
                 raise CredentialsUnavailable(f"cannot read tokenFile {self.path}: {why}") from e
-            log.warning(
-                "cannot read tokenFile %s again (%s); keeping its last token", self.path, why
+            first = self._failing_since is None
+            if first:
+                self._failing_since = self._clock()
+            # Said once: a drain of hours would say it every minute.
+            log.log(
+                logging.WARNING if first else logging.INFO,
+                "cannot read tokenFile %s again (%s); keeping its last token",
+                self.path,
+                why,
             )
             return self._token
+        if self._failing_since is not None:
+            log.warning(
+                "tokenFile %s read again, after %.0f s",
+                self.path,
+                self._clock() - self._failing_since,
+            )
+            self._failing_since = None
         return token
 
     def __repr__(self) -> str:

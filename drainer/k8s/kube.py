@@ -38,6 +38,7 @@ from drainer import __version__
 from drainer.backoff import Backoff
 from drainer.errors import (
     AdmissionDenied,
+    CredentialsFailing,
     EvictionBlocked,
     KubeConflict,
     KubeError,
@@ -56,6 +57,7 @@ from drainer.k8s import kubeconfig
 from drainer.k8s.auth import ExecToken
 from drainer.k8s.deadline import WATCH_IDLE_SECONDS, AnswerTooLarge, DeadlineExceeded
 from drainer.k8s.impersonation import Impersonation
+from drainer.k8s.outage import Outage
 from drainer.k8s.transport import ERRORS, Endpoint, Response, Transport, Unreachable
 
 log = logging.getLogger(__name__)
@@ -510,6 +512,7 @@ class Kube:
         self.user = ""
         """The kubeconfig user's name (from_kubeconfig): who runs the CLI's drain."""
         self._unreachable_at = -math.inf  # monotonic: the API server last failed to answer
+        self.outage = Outage()
 
     # -- construction ---------------------------------------------------------
 
@@ -597,9 +600,12 @@ class Kube:
         unauthorized = 0
         attempt = 0
         while True:
-            bearer = self._token.token() if self._token is not None else None
+            bearer = None
             try:
-                return self._once(call, bearer)
+                # In the try: a plugin that worked and fails now (CredentialsFailing)
+                # is retried as a server error is.
+                bearer = self._token.token() if self._token is not None else None
+                answer = self._once(call, bearer)
             except KubeUnauthorized as e:
                 unauthorized += 1
                 self._renew_token(e, bearer, unauthorized, call.what)
@@ -608,6 +614,9 @@ class Kube:
             except (KubeTooManyRequests, KubeServerError, KubeForbidden) as e:
                 attempt += 1
                 self._pause_before_retry(e, attempt, bearer)
+            else:
+                self.outage.answered()
+                return answer
 
     def _renew_token(
         self, error: KubeUnauthorized, bearer: str | None, refusals: int, what: str
@@ -636,7 +645,8 @@ class Kube:
         delay = self._retry_delay(error, attempt)
         if delay is None:
             raise error
-        log.warning(
+        log.log(
+            self._retry_level(error),
             "%s%s; retrying in %.1f s (attempt %d of %d)",
             error,
             note,
@@ -645,6 +655,15 @@ class Kube:
             self.retry.attempts,
         )
         self._sleep(delay)
+
+    def _retry_level(self, error: KubeError) -> int:
+        """A retry's line is said once per outage mid-drain (outage.py); a failing
+        credential plugin says itself (drainer/k8s/auth.py), once."""
+        if isinstance(error, CredentialsFailing):
+            return logging.DEBUG
+        if isinstance(error, KubeServerError):
+            return self.outage.retry_level()
+        return logging.WARNING
 
     def _starting(self, error: KubeForbidden, bearer: str | None) -> str:
         """A 403 may be a starting server's (restarted, or new behind the endpoint): it
