@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: help test lint types unit cfn-lint venv clean checkov controlplane lambdarie wheel
+.PHONY: help test lint types unit cfn-lint venv clean checkov controlplane lambdarie kubectl wheel
 .DEFAULT_GOAL := help
 
 # make help: every target, one line each (tests/deploy/test_deploy_readme.py keeps it whole).
@@ -33,6 +33,7 @@ help:
 	@echo "  make venv          .venv with the pinned requirements"
 	@echo "  make controlplane  build the real Kubernetes control plane from Go modules (cached)"
 	@echo "  make lambdarie     build the Lambda Runtime Interface Emulator from its Go module (cached)"
+	@echo "  make kubectl       build kubectl from Go modules when none is on PATH (cached)"
 	@echo "  make clean         remove .venv and build output"
 
 venv: $(STAMP)
@@ -85,9 +86,14 @@ controlplane:
 lambdarie:
 	@bash testbed/lambdarie/build.sh >/dev/null
 
+# kubectl for the kubectl tests when none is on PATH (testbed/kubectl/build.sh): built
+# from the Kubernetes release testbed/controlplane/go.mod pins, into the same cache.
+kubectl:
+	@command -v kubectl >/dev/null || bash testbed/kubectl/build.sh >/dev/null
+
 # Each step in turn, with the time it took (issue 39: the suite is kept fast by
 # knowing where its time goes); the first that fails stops the run.
-TEST_STEPS = lint types controlplane lambdarie unit cfn-lint checkov
+TEST_STEPS = lint types controlplane lambdarie kubectl unit cfn-lint checkov
 test:
 	@for step in $(TEST_STEPS); do \
 	  began=$$(date +%s); \

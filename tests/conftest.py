@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -13,10 +14,9 @@ from realapi import StaticToken
 
 from drainer.k8s.kube import Kube
 from kubesim import KubeSim
-from kubesim.testing import fetch_kubectl, find_kubectl
 
 EVENTS_DIR = Path(__file__).parent / "events"
-KUBECTL_CACHE = Path(__file__).resolve().parents[1] / ".venv" / "kubectl-cache"
+KUBECTL_BUILD = Path(__file__).resolve().parents[1] / "testbed" / "kubectl" / "build.sh"
 
 
 @pytest.fixture
@@ -65,15 +65,20 @@ def moto_aws(fake_aws_env: None) -> Iterator[None]:
 
 @pytest.fixture(scope="session")
 def kubectl_binary() -> Path:
-    """A real kubectl: on PATH, cached, or fetched. Never a skip: the kubectl tests are
-    part of the proof that kubesim is faithful."""
-    found = find_kubectl(KUBECTL_CACHE)
-    if found is not None:
-        return found
-    try:
-        return fetch_kubectl(KUBECTL_CACHE)
-    except (OSError, subprocess.SubprocessError, StopIteration, KeyError) as e:
-        pytest.fail(f"no kubectl on PATH and fetching one failed: {e!r}")
+    """A real kubectl: on PATH, else built from the Kubernetes release the control
+    plane pins (testbed/kubectl/build.sh: once, then cached; `make kubectl`, a step
+    of `make test`, builds it beforehand). Never a skip: the kubectl tests are part of
+    the proof that kubesim is faithful and that the CLI reads kubeconfigs as kubectl."""
+    on_path = shutil.which("kubectl")
+    if on_path:
+        return Path(on_path)
+    done = subprocess.run(["bash", str(KUBECTL_BUILD)], capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        pytest.fail(
+            f"no kubectl on PATH, and building one failed (bash {KUBECTL_BUILD}):\n"
+            f"{done.stderr[-4000:]}"
+        )
+    return Path(done.stdout.strip().splitlines()[-1])
 
 
 @pytest.fixture
