@@ -6,12 +6,16 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
 from support.clock import FakeClock
 from support.objects import node, pod
 
+from drainer.engine.context import DrainContext
+from drainer.engine.options import DrainOptions
+from drainer.engine.report import DrainReport
 from drainer.engine.volumes import Detach, attachments_on, volumes_of, wait_for_detach
 from drainer.k8s.kube import Kube
 from kubesim import KubeSim
@@ -86,6 +90,22 @@ COND = threading.Condition()
 """The drain's lock and condition, which the wait shares."""
 
 
+@dataclass(frozen=True)
+class Pausing:
+    """The drain's waits (drainer.engine.context.Waits): `pause(until)` is the wait."""
+
+    clock: FakeClock
+    pause: Callable[[float], None]
+
+    def now(self) -> float:
+        return self.clock()
+
+    def wait(
+        self, cond: threading.Condition, until: Callable[[], float], busy: bool = False
+    ) -> None:
+        self.pause(until())
+
+
 def _wait(
     kube: Kube,
     volumes: set[str],
@@ -94,18 +114,16 @@ def _wait(
     attached_before: dict[str, str] | None = None,
 ) -> tuple[Detach, list[str]]:
     told: list[str] = []
-    result = wait_for_detach(
+    ctx = DrainContext(
         kube,
         NODE,
-        volumes,
-        clock() + 30,
+        DrainOptions(),
+        Pausing(clock, pause),
+        DrainReport(NODE),
+        on_event=lambda event: told.append(event.reason),
         cond=COND,
-        clock=clock,
-        pause=pause,
-        stopped=lambda: False,
-        on_detached=told.append,
-        attached_before=attached_before,
     )
+    result = wait_for_detach(ctx, volumes, clock() + 30, attached_before or {})
     return result, told
 
 

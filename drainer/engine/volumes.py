@@ -9,8 +9,7 @@ condition are shared, so a fatal error elsewhere ends this wait at once.
 from __future__ import annotations
 
 import logging
-import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from drainer.engine import pods
@@ -60,42 +59,34 @@ def attachments_on(kube: Kube, node: str) -> dict[str, str]:
 
 
 def wait_for_detach(
-    kube: Kube,
-    node: str,
-    volumes: set[str],
-    until: float,
-    *,
-    cond: threading.Condition,
-    clock: Callable[[], float],
-    pause: Callable[[float], None],
-    stopped: Callable[[], bool],
-    on_detached: Callable[[str], None],
-    watch_timeout: int = 240,
-    attached_before: dict[str, str] | None = None,
+    ctx: DrainContext, volumes: set[str], until: float, attached_before: dict[str, str]
 ) -> Detach:
-    """Wait until none of `volumes` is attached to `node`, `until`, or `stopped()`.
-    `pause(until)` waits on `cond` (held) for a change or the time. Those of
-    `attached_before` (attachments_on at the drain's start) already gone count as
-    detached."""
-    attachments = AttachmentTracker(kube, watch_timeout=watch_timeout, cond=cond)
-    attachments.start(*kube.list_volume_attachments())
+    """Wait until none of `volumes` is attached to the drain's node, `until`, or the
+    drain is over; each detached volume is an event. Those of `attached_before`
+    (attachments_on at the drain's start) already gone count as detached."""
+    timeout = ctx.options.watch_timeout_seconds
+    attachments = AttachmentTracker(ctx.kube, watch_timeout=timeout, cond=ctx.cond)
+    attachments.start(*ctx.kube.list_volume_attachments())
     result = Detach()
+
+    def detached(what: str) -> None:
+        result.detached.append(what)
+        ctx.emit(Kind.VOLUME_DETACHED, reason=what)
+
     try:
-        with cond:
-            pending = attachments.attached(node, volumes)
-            for name, volume in sorted((attached_before or {}).items()):
+        with ctx.cond:
+            pending = attachments.attached(ctx.node, volumes)
+            for name, volume in sorted(attached_before.items()):
                 if volume in volumes and name not in pending:
-                    result.detached.append(f"{name} ({volume})")
-                    on_detached(result.detached[-1])
-            while pending and clock() < until and not stopped():
+                    detached(f"{name} ({volume})")
+            while pending and ctx.clock() < until and not ctx.over():
                 if isinstance(attachments.error, FatalKubeError):
                     result.error = attachments.error
                     break
-                pause(until)
-                still = attachments.attached(node, volumes)
+                ctx.pause(until)
+                still = attachments.attached(ctx.node, volumes)
                 for name in sorted(pending.keys() - still.keys()):
-                    result.detached.append(f"{name} ({pending[name]})")
-                    on_detached(result.detached[-1])
+                    detached(f"{name} ({pending[name]})")
                 pending = still
     finally:
         attachments.stop()
@@ -132,19 +123,8 @@ class Volumes:
         volumes = volumes_of(ctx.kube, drained)
         if not volumes:
             return
-        result = wait_for_detach(
-            ctx.kube,
-            ctx.node,
-            volumes,
-            min(limit, ctx.clock() + timeout),
-            cond=ctx.cond,
-            clock=ctx.clock,
-            pause=ctx.pause,
-            stopped=ctx.over,
-            on_detached=lambda what: ctx.emit(Kind.VOLUME_DETACHED, reason=what),
-            watch_timeout=ctx.options.watch_timeout_seconds,
-            attached_before=self.attached_before,
-        )
+        until = min(limit, ctx.clock() + timeout)
+        result = wait_for_detach(ctx, volumes, until, self.attached_before)
         if result.error is not None:
             ctx.fail(result.error)
         ctx.report.volumes_detached = len(result.detached)
