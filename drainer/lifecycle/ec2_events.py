@@ -43,8 +43,7 @@ from typing import Any
 from drainer import aws, logs
 from drainer.errors import AwsError, ClusterNotFound, InstanceNotFound, KubeError
 from drainer.k8s.cordon import cordon_patch, live_drain
-from drainer.k8s.nodes import find_node_object, other_manager
-from drainer.lifecycle import ending, late, notices
+from drainer.lifecycle import ending, frame, late, notices
 from drainer.lifecycle.admission import group_refused, group_tags
 from drainer.lifecycle.events_ec2 import (
     EC2_EVENT_NAMES,
@@ -59,7 +58,7 @@ from drainer.lifecycle.events_ec2 import (
 from drainer.lifecycle.events_fields import Skip
 from drainer.lifecycle.events_hook import TERMINATE_HOOK_TRIGGER
 from drainer.lifecycle.job import DrainJob, Plan, Run, Tools
-from drainer.lifecycle.runner import not_ours, run_job
+from drainer.lifecycle.runner import node_for, run_job
 from drainer.lifecycle.settings import Settings
 from drainer.lifecycle.window import Deadline, Invocation, Window, hand_over_at, log_deadline
 from drainer.outcome import Outcome
@@ -286,20 +285,10 @@ def _cordon(tools: Tools, found: Ec2Target, cluster: aws.ClusterInfo) -> Run:
     node; its pods stay until the interruption warning or the terminate hook."""
     kube = tools.kube_factory(cluster, cluster.name, tools.settings)
     try:
-        identity = found.identity
-        current = find_node_object(
-            kube,
-            identity.private_dns_name,
-            identity.hostname_candidates,
-            identity.provider_id_suffix,
-        )
-        if current is None:
-            return Run(Outcome.NO_NODE, f"no Kubernetes node for instance {identity.instance_id}")
+        current = node_for(kube, found.identity)
+        if isinstance(current, Run):
+            return current
         node = str(current["metadata"]["name"])
-        logs.bind(node_name=node)
-        manager = other_manager(current)
-        if manager:
-            return Run(Outcome.NOT_OURS, not_ours(node, manager), node=node)
         # Any drain under way, the terminate hook's too: its record stays as it is.
         draining = EC2_TRIGGERS | {TERMINATE_HOOK_TRIGGER}
         if live_drain(current, tools.clock(), draining) is not None:
@@ -354,25 +343,10 @@ def later(
             "SCHEDULER_ROLE_ARN is empty" if function_arn else "there is no function to invoke",
         )
         return None
-    # Named after the change (its eventArn, the same in each update Health sends):
-    # a change announced twice is scheduled once.
-    change = event.change_id or event.event_id
-    digest = hashlib.sha256(f"{function_arn} {change}".encode()).hexdigest()[:10]
-    name = f"{aws.SCHEDULE_PREFIX}{event.instance_id}-{digest}"
-    try:
-        created = aws.schedule_invocation(
-            tools.clients.scheduler,
-            name,
-            drain_at,
-            function_arn=function_arn,
-            role_arn=settings.scheduler_role_arn,
-            payload={**raw_event, SCHEDULED_KEY: name},
-        )
-    except AwsError as e:
-        if not aws.is_permanent(e):
-            raise  # EventBridge delivers the event again
-        log.error("the drain cannot be scheduled (%s): draining now", e)
+    scheduled = _schedule(found, tools, function_arn, raw_event, drain_at)
+    if scheduled is None:
         return None
+    name, created = scheduled
     log.info(
         "scheduled change %s of instance %s starts %s: its drain is scheduled for %s "
         "(SCHEDULED_CHANGE_LEAD_SECONDS=%d)%s",
@@ -385,6 +359,39 @@ def later(
         extra={"schedule": name, "drain_at": _iso(drain_at)},
     )
     return {"result": "scheduled", "drain_at": _iso(drain_at), "schedule": name}
+
+
+def _schedule(
+    found: Ec2Target,
+    tools: Tools,
+    function_arn: str,
+    raw_event: Mapping[str, Any],
+    drain_at: float,
+) -> tuple[str, bool] | None:
+    """The one-time schedule that invokes the function with the event at `drain_at`:
+    its name and whether it was made now (False: it existed already); None when AWS
+    refuses it for good (the drain runs now then, saying why)."""
+    event = found.event
+    # Named after the change (its eventArn, the same in each update Health sends):
+    # a change announced twice is scheduled once.
+    change = event.change_id or event.event_id
+    digest = hashlib.sha256(f"{function_arn} {change}".encode()).hexdigest()[:10]
+    name = f"{aws.SCHEDULE_PREFIX}{event.instance_id}-{digest}"
+    try:
+        created = aws.schedule_invocation(
+            tools.clients.scheduler,
+            name,
+            drain_at,
+            function_arn=function_arn,
+            role_arn=tools.settings.scheduler_role_arn,
+            payload={**raw_event, SCHEDULED_KEY: name},
+        )
+    except AwsError as e:
+        if not aws.is_permanent(e):
+            raise  # EventBridge delivers the event again
+        log.error("the drain cannot be scheduled (%s): draining now", e)
+        return None
+    return name, created
 
 
 def handle(
@@ -418,16 +425,9 @@ def handle(
         return scheduled
     if settings.notify_on_start:
         ending.notify(settings, clients, notices.ec2_start_notice(found, found.cluster))
-    try:
-        run = drain(found, tools, invocation)
-    except AwsError as e:
-        if not aws.is_permanent(e):
-            raise
-        run = replace(ending.permanent(e), cluster=found.cluster)
-    ending.log_outcome(run, None, None)
-    summary = ending.summary_of(
-        run, None, None, time.monotonic() - started, trigger=str(event.kind)
-    )
+    run = frame.aws_guarded(lambda: drain(found, tools, invocation))
+    run = replace(run, cluster=found.cluster)
+    summary = frame.end_summary(run, None, None, started, trigger=str(event.kind))
     return ending.finish(run, summary, found, settings, clients)
 
 

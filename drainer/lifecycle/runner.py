@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from drainer import logs
+from drainer import aws, logs
 from drainer.backoff import Backoff
 from drainer.engine.drain import Drain, RealWaits
 from drainer.engine.options import DrainOptions
@@ -18,6 +18,7 @@ from drainer.engine.report import DrainEvent, DrainReport
 from drainer.errors import KubeError, KubeServerError, KubeTooManyRequests
 from drainer.k8s.cordon import ProgressRecord, progress_of
 from drainer.k8s.events import EventRecorder
+from drainer.k8s.kube import Kube
 from drainer.k8s.nodes import find_node_object, other_manager
 from drainer.lifecycle.events_hook import TERMINATE_HOOK_TRIGGER
 from drainer.lifecycle.follow import follow_drain
@@ -107,30 +108,41 @@ def _with_retries(tools: Tools, job: DrainJob) -> Run:
             return Run(Outcome.FAILED, str(e))
 
 
+def node_for(kube: Kube, identity: aws.NodeIdentity) -> dict[str, Any] | Run:
+    """The instance's Kubernetes node, its name bound to the log lines; or the run that
+    ends there: no node (never joined, or gone already), or a node another manager
+    (Karpenter, EKS Auto Mode) drains itself."""
+    found = find_node_object(
+        kube,
+        identity.private_dns_name,
+        identity.hostname_candidates,
+        identity.provider_id_suffix,
+    )
+    if found is None:
+        return Run(
+            Outcome.NO_NODE,
+            f"no Kubernetes node for instance {identity.instance_id} (PrivateDnsName "
+            f"{identity.private_dns_name or 'none'}): never joined or already gone",
+        )
+    node = str(found["metadata"]["name"])
+    logs.bind(node_name=node)
+    manager = other_manager(found)
+    if manager:
+        return Run(Outcome.NOT_OURS, not_ours(node, manager), node=node)
+    return found
+
+
 def _drain_once(tools: Tools, job: DrainJob) -> Run:
     """Find the instance's node and drain it, with a fresh client; or wait for the
     drain another invocation began on it for a spot event."""
-    identity, window = job.identity, job.window
+    window = job.window
     kube = tools.kube_factory(job.cluster, job.cluster.name, tools.settings)
     recorder: EventRecorder | None = None
     try:
-        found = find_node_object(
-            kube,
-            identity.private_dns_name,
-            identity.hostname_candidates,
-            identity.provider_id_suffix,
-        )
-        if found is None:
-            return Run(
-                Outcome.NO_NODE,
-                f"no Kubernetes node for instance {identity.instance_id} (PrivateDnsName "
-                f"{identity.private_dns_name or 'none'}): never joined or already gone",
-            )
+        found = node_for(kube, job.identity)
+        if isinstance(found, Run):
+            return found
         node = str(found["metadata"]["name"])
-        logs.bind(node_name=node)
-        manager = other_manager(found)
-        if manager:
-            return Run(Outcome.NOT_OURS, not_ours(node, manager), node=node)
         followed = follow_drain(
             tools,
             kube,
@@ -142,26 +154,9 @@ def _drain_once(tools: Tools, job: DrainJob) -> Run:
         )
         if followed is not None:
             return followed
-        node_uid = str(found["metadata"].get("uid") or "")
-        options = job.plan.options
-        if not options.dry_run:
+        if not job.plan.options.dry_run:
             recorder = EventRecorder(kube, clock=tools.clock)
-        story = None if recorder is None else DrainStory(recorder, node, node_uid, options.trigger)
-        _say_opt_out_ignored(found, options.trigger, story)
-        drain = Drain(
-            kube,
-            node,
-            options,
-            record=ProgressRecord(options.trigger, options.destination),
-            waits=RealWaits(tools.clock),
-            on_event=_both(story, tools.on_event),
-            node_uid=node_uid,
-        )
-        report = drain.run(
-            window.deadline.at, window.stop_at, deadline_source=window.deadline.source
-        )
-        if story is not None:
-            story.ended(report, lambda outcome: _told(outcome, options.trigger, tools.settings))
+        report = _engine_drain(tools, kube, job, found, recorder)
     finally:
         if recorder is not None:
             recorder.close(then=kube.close)  # the client stays open for Events still queued
@@ -170,6 +165,35 @@ def _drain_once(tools: Tools, job: DrainJob) -> Run:
     policy = deadline_policy(job.plan.options, tools.settings)
     result, message = result_for(report, window.deadline, policy)
     return Run(result, message, node=node, report=report)
+
+
+def _engine_drain(
+    tools: Tools,
+    kube: Kube,
+    job: DrainJob,
+    found: dict[str, Any],
+    recorder: EventRecorder | None,
+) -> DrainReport:
+    """The engine's drain of the node, told as Kubernetes Events on it when there is a
+    recorder (none in a dry run)."""
+    node = str(found["metadata"]["name"])
+    node_uid = str(found["metadata"].get("uid") or "")
+    options, window = job.plan.options, job.window
+    story = None if recorder is None else DrainStory(recorder, node, node_uid, options.trigger)
+    _say_opt_out_ignored(found, options.trigger, story)
+    drain = Drain(
+        kube,
+        node,
+        options,
+        record=ProgressRecord(options.trigger, options.destination),
+        waits=RealWaits(tools.clock),
+        on_event=_both(story, tools.on_event),
+        node_uid=node_uid,
+    )
+    report = drain.run(window.deadline.at, window.stop_at, deadline_source=window.deadline.source)
+    if story is not None:
+        story.ended(report, lambda outcome: _told(outcome, options.trigger, tools.settings))
+    return report
 
 
 def _say_opt_out_ignored(node: dict[str, Any], trigger: str, story: DrainStory | None) -> None:

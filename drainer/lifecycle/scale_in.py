@@ -20,8 +20,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from drainer import aws, logs
-from drainer.errors import AwsError, ClusterNotFound, InstanceNotFound
-from drainer.lifecycle import ending, notices
+from drainer.errors import ClusterNotFound, InstanceNotFound
+from drainer.lifecycle import ending, frame, notices
 from drainer.lifecycle.admission import Tags, group_refused, group_tags, resolve_cluster
 from drainer.lifecycle.events_ec2 import EC2_TRIGGERS
 from drainer.lifecycle.events_hook import TERMINATE_HOOK_TRIGGER, WARM_POOL_NAME, LifecycleEvent
@@ -97,13 +97,9 @@ def drain_instance(
     hook = aws.lifecycle_hook(clients.autoscaling, event.asg_name, event.hook_name)
     deadline = effective_deadline(now, event, hook, settings)
     log_deadline(deadline, clock())
-    heartbeat = aws.Heartbeat(clients.autoscaling, event, max(1.0, hook.heartbeat_interval))
-    heartbeat.start()
-    try:
+    with frame.heartbeating(clients.autoscaling, event, hook) as heartbeat:
         window = Window(deadline, hand_over_at(invocation, settings, clock))
         run = replace(_drain(tools, _Admitted(event, hook, window, tags)), deadline=deadline)
-    finally:
-        heartbeat.stop()
     if heartbeat.gone:
         log.info("the lifecycle action is gone (completed elsewhere or timed out)")
     return _with_heartbeat(run, heartbeat, event, started_at)
@@ -161,6 +157,23 @@ def handle(
     told: the summary that is the end line."""
     settings, clients = tools.settings, tools.clients
     started = time.monotonic()
+    _announce(event)
+    on_start = _start_notice(event, settings, clients)
+    run = frame.aws_guarded(lambda: drain_instance(event, tools, invocation, on_start=on_start))
+    if run.result == Outcome.HANDED_OVER:
+        run = ending.hand_over(run, raw_event, clients, invocation)
+    result, completed = _answer(clients, event, run, settings)
+    summary = frame.end_summary(run, result, completed, started)
+    if event.into_warm_pool:
+        summary = _into_warm_pool(summary, run, settings)
+    if event.handover is not None:
+        summary = _across_invocations(summary, event.handover, run)
+    return ending.finish(run, summary, event, settings, clients)
+
+
+def _announce(event: LifecycleEvent) -> None:
+    """Say what kind of drain this is before it starts: one handed over, one into the
+    warm pool."""
     if event.handover:
         log.info(
             "continuing a drain handed over %d time(s), begun %.0f s ago",
@@ -173,44 +186,55 @@ def handle(
             "its node is drained and stays, cordoned, until the instance comes back",
             event.instance_id,
         )
-    on_start = None
-    if settings.notify_on_start and event.handover is None:
 
-        def on_start() -> None:
-            ending.notify(settings, clients, notices.start_notice(event, settings.cluster_name))
 
-    try:
-        run = drain_instance(event, tools, invocation, on_start=on_start)
-    except AwsError as e:
-        if not aws.is_permanent(e):
-            # AWS failed beyond botocore's retries: raise so Lambda retries the event
-            # (the drain is safe to repeat); the hook's heartbeat timeout is the backstop.
-            log.error("AWS call failed; the invocation will be retried: %s", e)
-            raise
-        run = ending.permanent(e)
-    if run.result == Outcome.HANDED_OVER:
-        run = ending.hand_over(run, raw_event, clients, invocation)
+def _start_notice(
+    event: LifecycleEvent, settings: Settings, clients: aws.AwsClients
+) -> Callable[[], None] | None:
+    """What tells NOTIFICATION_TOPIC_ARN that the drain starts (NOTIFY_ON_START), once
+    per drain: not again in the invocations it is handed over to."""
+    if not settings.notify_on_start or event.handover is not None:
+        return None
+
+    def on_start() -> None:
+        ending.notify(settings, clients, notices.start_notice(event, settings.cluster_name))
+
+    return on_start
+
+
+def _answer(
+    clients: aws.AwsClients, event: LifecycleEvent, run: Run, settings: Settings
+) -> tuple[str | None, bool | None]:
+    """What the Auto Scaling group is told (the outcome table, None: nothing) and
+    whether the action was completed with it (False when it was gone already)."""
     result = lifecycle_result(run.result, settings)
-    completed = None
-    if result is not None and not run.action_gone:
-        completed = ending.complete(clients, event, result)
-    elif result is not None:
-        completed = False
-    ending.log_outcome(run, result, completed)
-    summary = ending.summary_of(run, result, completed, time.monotonic() - started)
-    if event.into_warm_pool:
-        summary["destination"] = WARM_POOL_NAME
-        if not settings.launch_hook and run.node and run.result != Outcome.NO_NODE:
-            # Nothing of ours will see the instance come back.
-            summary.setdefault(
-                "message",
-                f"LAUNCH_HOOK is off: when the instance comes back from the warm pool, run "
-                f"`release {run.node}` (its node stays cordoned until then)",
-            )
-            log.warning("%s", summary["message"])
-    if event.handover is not None:
-        # The drain as a whole, across invocations: state carried by the hand-over.
-        summary["handovers_so_far"] = event.handover.handovers
-        summary["heartbeats_total"] = event.handover.heartbeats + run.heartbeats
-        summary["drain_seconds_total"] = round(time.time() - event.handover.started_at, 3)
-    return ending.finish(run, summary, event, settings, clients)
+    if result is None:
+        return None, None
+    if run.action_gone:
+        return result, False
+    return result, ending.complete(clients, event, result)
+
+
+def _into_warm_pool(summary: dict[str, Any], run: Run, settings: Settings) -> dict[str, Any]:
+    """The end line of a scale-in into the warm pool: where the instance goes and, when
+    nothing of ours will see it come back (LAUNCH_HOOK off), what to run then."""
+    summary = {**summary, "destination": WARM_POOL_NAME}
+    if not settings.launch_hook and run.node and run.result != Outcome.NO_NODE:
+        summary.setdefault(
+            "message",
+            f"LAUNCH_HOOK is off: when the instance comes back from the warm pool, run "
+            f"`release {run.node}` (its node stays cordoned until then)",
+        )
+        log.warning("%s", summary["message"])
+    return summary
+
+
+def _across_invocations(summary: dict[str, Any], handover: Handover, run: Run) -> dict[str, Any]:
+    """The end line with the drain as a whole, across invocations: the state carried
+    by the hand-over."""
+    return {
+        **summary,
+        "handovers_so_far": handover.handovers,
+        "heartbeats_total": handover.heartbeats + run.heartbeats,
+        "drain_seconds_total": round(time.time() - handover.started_at, 3),
+    }
