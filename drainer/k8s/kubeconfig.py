@@ -162,11 +162,7 @@ def load(
     cluster = merged.clusters[cluster_name]
     user = merged.users.get(user_name, Entry({}, cluster.directory))
     impersonating = Impersonation.of_user(user.value).overridden_by(impersonate).headers()
-    if cluster.value.get("insecure-skip-tls-verify"):
-        raise TlsVerificationError(
-            "the kubeconfig turns TLS verification off (insecure-skip-tls-verify); "
-            "the drainer always verifies the API server"
-        )
+    _refuse_cluster(cluster.value, cluster_name)
     proxy_url = str(cluster.value.get("proxy-url") or "")
     if "auth-provider" in user.value:
         _refuse_auth_provider(user.value["auth-provider"], user_name)
@@ -180,7 +176,6 @@ def load(
     server = str(cluster.value.get("server") or "")
     if not server:
         raise KubeconfigError(f"cluster '{cluster_name}' has no server")
-    _refuse_data_and_file(cluster.value, "certificate-authority", f"cluster '{cluster_name}'")
     ca_pem = _decoded(cluster.value.get("certificate-authority-data"))
     ca_file = _path(cluster.value.get("certificate-authority"), cluster.directory)
     endpoint = Endpoint(
@@ -209,6 +204,17 @@ def _refuse_auth_provider(provider: Any, user: str) -> None:
             f"kubeconfig user '{user}' names auth-provider {name!r}, which neither kubectl "
             "nor this CLI has; use an exec credential plugin"
         )
+
+
+def _refuse_cluster(value: Mapping[str, Any], name: str) -> None:
+    """What the drainer never does (turn TLS verification off), and what kubectl
+    refuses too (the CA both as a file and as data)."""
+    if value.get("insecure-skip-tls-verify"):
+        raise TlsVerificationError(
+            "the kubeconfig turns TLS verification off (insecure-skip-tls-verify); "
+            "the drainer always verifies the API server"
+        )
+    _refuse_data_and_file(value, "certificate-authority", f"cluster '{name}'")
 
 
 def _refuse_data_and_file(value: Mapping[str, Any], field: str, owner: str) -> None:
