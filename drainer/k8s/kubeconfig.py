@@ -14,7 +14,9 @@ configuration (drainer/k8s/incluster.py), as kubectl. A
 cluster's proxy-url is read here and applied by the transport, as are the
 environment's proxies (drainer/k8s/proxy.py).
 
-insecure-skip-tls-verify is refused: the drainer always verifies the API server.
+insecure-skip-tls-verify is refused: the drainer always verifies the API server. So is
+a field given both as a file and as data (the CA, the client certificate, its key),
+as kubectl refuses it (tests/e2e/test_kubectl_table.py holds this module to kubectl).
 """
 
 from __future__ import annotations
