@@ -49,6 +49,8 @@ def epoch(text: str) -> float | None:
 
 
 def required(source: Mapping[str, Any], key: str, prefix: str = "") -> str:
+    """A string field that must be there and not blank; `prefix` names where it sits
+    in the event ("detail.") for the message."""
     value = source.get(key)
     if value is None:
         raise Malformed(f"field '{prefix}{key}' is missing")
@@ -60,6 +62,7 @@ def required(source: Mapping[str, Any], key: str, prefix: str = "") -> str:
 
 
 def optional(source: Mapping[str, Any], key: str, prefix: str = "") -> str:
+    """A string field that may be missing ("" then), but is a string when there."""
     value = source.get(key)
     if value is None:
         return ""
