@@ -165,24 +165,23 @@ class ExecToken:
         lasted = now - failing.since
         if lasted >= self._outage:
             failing.given_up = CredentialsUnavailable(
-                f"the exec credential plugin `{self.command}` has failed on every run for "
-                f"{lasted:.0f} s ({failing.runs} runs), after it had worked; its last error: "
-                f"{_first_line(error)}. Run it yourself to see why (an expired SSO session: "
-                "log in again), then run the drain again"
+                f"{_first_line(error)}; it has failed on every run for {lasted:.0f} s "
+                f"({failing.runs} runs), after it had worked. Run it yourself to see why "
+                f"(`{self.command}`; an expired SSO session: log in again), then drain again"
             )
             failing.next_run = math.inf  # never run again: the drain ends on it
             raise failing.given_up from error
         pause = PLUGIN_RETRY.delay(failing.runs - 1, self._rng)
         failing.next_run = min(now + pause, failing.since + self._outage)
+        valid = self._expires - now if self._token else 0.0
         log.log(
             logging.WARNING if first else logging.INFO,
-            "the exec credential plugin `%s` failed (%s); its last token is used while "
-            "valid, and the plugin runs again in %.0f s%s (the drain gives up after %.0f s "
-            "of failures)",
-            self.command,
+            "%s; the plugin runs again in %.0f s%s, %s (the drain gives up after %.0f s of "
+            "failures)",
             _first_line(error),
             failing.next_run - now,
             "" if first else f" ({failing.runs} failed runs in {lasted:.0f} s)",
+            f"its last token valid {valid:.0f} s more" if valid > 0 else "requests retried",
             self._outage,
         )
 
@@ -196,9 +195,9 @@ class ExecToken:
         if self._token and now < self._expires:
             return self._token
         raise CredentialsFailing(
-            f"no valid token: the exec credential plugin `{self.command}` has failed for "
-            f"{now - failing.since:.0f} s ({_first_line(failing.error)}); it runs again in "
-            f"{max(0.0, failing.next_run - now):.0f} s"
+            f"no valid token: {_first_line(failing.error)} (failing for "
+            f"{now - failing.since:.0f} s; it runs again in "
+            f"{max(0.0, failing.next_run - now):.0f} s)"
         )
 
     def _recovered(self, now: float) -> None:
