@@ -15,15 +15,18 @@ cluster's proxy-url always applies), with tls-server-name `localhost`, which bot
 backends' certificates name.
 
 MATCHES is the table of rows that must agree. DIFFERENCES holds what the project
-chose to do otherwise (docs/cli.md: insecure-skip-tls-verify, SOCKS proxies), each
-side's actual behaviour asserted, so a change on either side shows.
+chose to do otherwise (docs/cli.md: insecure-skip-tls-verify, SOCKS and https://
+proxies), each side's actual behaviour asserted, so a change on either side shows.
 """
 
 from __future__ import annotations
 
 import base64
+import datetime
+import ipaddress
 import json
 import os
+import ssl
 import subprocess
 import sys
 import time
@@ -37,6 +40,10 @@ from urllib.parse import urlsplit
 
 import pytest
 import yaml
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from support.cli_schema import problems
 from support.proxy import ConnectProxy, Socks5Proxy
 
@@ -99,6 +106,8 @@ class Bench:
     locked: ConnectProxy
     """A proxy that demands PROXY_AUTH."""
     socks: Socks5Proxy
+    secure: ConnectProxy
+    """An https:// proxy, its certificate signed by the cluster's CA."""
 
     @property
     def port(self) -> int:
@@ -208,7 +217,8 @@ class Row:
     args: tuple[str, ...] = ()
     """Flags given to both command lines."""
     via: str = ""
-    """The proxy (`proxy`, `locked`, `socks`) both must ask for a tunnel; "": none asked."""
+    """The proxy (`proxy`, `locked`, `socks`, `secure`) both must ask for a tunnel; "":
+    none asked."""
     only: str = ""
     """The backend the row runs on, when the other cannot answer it (the reason in
     the row's name)."""
@@ -562,6 +572,14 @@ DIFFERENCES: list[Difference] = [
         via="socks",
     ),
     Difference(
+        "proxy-url https:// (TLS to the proxy, then TLS inside it)",
+        lambda b: b.write({"proxy-url": b.secure.url}),
+        kubectl_ok=True,
+        ours_exit=2,
+        ours_says="TLS to the proxy itself is not supported",
+        via="secure",
+    ),
+    Difference(
         "HTTPS_PROXY socks5://",
         lambda b: b.behind(),
         kubectl_ok=True,
@@ -598,6 +616,7 @@ class Table:
     cluster: Cluster
     kubectl: Path
     root: Path
+    proxy_tls: ssl.SSLContext
 
     @contextmanager
     def bench(self, name: str) -> Iterator[Bench]:
@@ -611,8 +630,16 @@ class Table:
             proxy = stack.enter_context(ConnectProxy(hosts))
             locked = stack.enter_context(ConnectProxy(hosts, credentials=":".join(PROXY_AUTH)))
             socks = stack.enter_context(Socks5Proxy(hosts))
+            secure = stack.enter_context(ConnectProxy(hosts, tls=self.proxy_tls))
             bench = Bench(
-                self.cluster, here, here / "cwd", self.root / "plugin", proxy, locked, socks
+                self.cluster,
+                here,
+                here / "cwd",
+                self.root / "plugin",
+                proxy,
+                locked,
+                socks,
+                secure,
             )
             bench.copy_plugin(here / "cwd")  # the decoy: ./bin resolves beside the kubeconfig
             yield bench
@@ -635,7 +662,7 @@ class Table:
         home = bench.dir / f"home-{side}"
         home.mkdir()
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home), **extra}
-        for proxy in (bench.proxy, bench.locked):
+        for proxy in (bench.proxy, bench.locked, bench.secure):
             proxy.asked.clear()
         bench.socks.asked.clear()
         done = subprocess.run(
@@ -647,6 +674,7 @@ class Table:
                 ("proxy", bench.proxy.connects()),
                 ("locked", bench.locked.connects()),
                 ("socks", bench.socks.asked),
+                ("secure", bench.secure.connects()),
             )
             if targets
         }
@@ -710,7 +738,44 @@ def table(cluster: Cluster, kubectl_binary: Path, tmp_path: Path) -> Table:
     plugin = tmp_path / "plugin" / "table-plugin"
     plugin.write_text(PLUGIN.format(python=sys.executable))
     plugin.chmod(0o755)
-    return Table(cluster, kubectl_binary, tmp_path)
+    return Table(cluster, kubectl_binary, tmp_path, _proxy_tls(cluster, tmp_path))
+
+
+def _proxy_tls(cluster: Cluster, where: Path) -> ssl.SSLContext:
+    """The https:// proxy's TLS: a certificate for 127.0.0.1 signed by the cluster's
+    CA, since Go verifies such a proxy with the cluster's TLS settings."""
+    material = cluster.plane.tls if cluster.plane is not None else cluster.kubesim.tls
+    ca_key = serialization.load_pem_private_key(material.ca_key_pem, password=None)
+    assert isinstance(ca_key, ec.EllipticCurvePrivateKey)
+    issuer = x509.load_pem_x509_certificate(material.ca_pem).subject
+    key = ec.generate_private_key(ec.SECP256R1())
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "table-proxy")]))
+        .issuer_name(issuer)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(hours=1))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+            critical=False,
+        )
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    (where / "proxy.crt").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    (where / "proxy.key").write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(where / "proxy.crt", where / "proxy.key")
+    return context
 
 
 def _each(table: Table, rows: list[Any], run: Callable[[Any], str]) -> list[str]:

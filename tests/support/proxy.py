@@ -12,6 +12,7 @@ import http.server
 import select
 import socket
 import socketserver
+import ssl
 import struct
 import threading
 from collections.abc import Mapping
@@ -28,6 +29,8 @@ class ConnectProxy:
     """user:password it demands (407 without them)."""
     refuse: int = 0
     """A status it answers every CONNECT with (403: not on its allow-list)."""
+    tls: ssl.SSLContext | None = None
+    """Spoken to over TLS (an https:// proxy URL) with this server context."""
     asked: list[tuple[str, str, dict[str, str]]] = field(default_factory=list)
     url: str = ""
 
@@ -39,8 +42,11 @@ class ConnectProxy:
 
         self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
+        if self.tls is not None:
+            self._server.socket = self.tls.wrap_socket(self._server.socket, server_side=True)
         threading.Thread(target=self._server.serve_forever, daemon=True).start()
-        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
+        scheme = "https" if self.tls is not None else "http"
+        self.url = f"{scheme}://127.0.0.1:{self._server.server_address[1]}"
         return self
 
     def __exit__(self, *exc: object) -> None:
