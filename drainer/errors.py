@@ -55,6 +55,10 @@ class KubeError(DrainerError):
         super().__init__(message)
         self.status = status
         self.reason = reason
+        self.said = False
+        """The client has already said this failure (one line per outage of the API
+        server, drainer/k8s/outage.py): a caller that retries it says it at debug,
+        not once per call and retry."""
 
 
 class KubeNotFound(KubeError):

@@ -303,9 +303,11 @@ def test_api_server_failing_mid_drain__said_once__not_once_per_retry__then_its_r
     assert kube.get_node("n1") is not None  # it answered: the drain is under way
 
     sim.faults.add(Fault(kind="status", status=503, path="/api/v1/nodes/n1", count=30))
+    said: list[bool] = []
     for _ in range(5):  # five calls (pods, watches), each tried 6 times: 25 retries
-        with pytest.raises(KubeServerError):
+        with pytest.raises(KubeServerError) as raised:
             kube.get_node("n1")
+        said.append(raised.value.said)
     assert kube.get_node("n1") is not None
 
     retries = [r for r in caplog.records if "retrying in" in r.getMessage()]
@@ -314,3 +316,21 @@ def test_api_server_failing_mid_drain__said_once__not_once_per_retry__then_its_r
     back = [r for r in caplog.records if "answers again" in r.getMessage()]
     assert [r.levelname for r in back] == ["WARNING"]
     assert "(25 retries)" in back[0].getMessage()
+    assert said == [True] * 5, "each error the engine retries is marked as said already"
+
+
+def test_api_server_failing_before_it_ever_answered__every_retry_said__error_not_marked(
+    sim: KubeSim, caplog: pytest.LogCaptureFixture
+) -> None:
+    clock = FakeClock()
+    token = StaticToken(sim.admin_token)
+    configured = Kube.for_cluster(sim.url, sim.ca_pem, token, request_timeout=2.0)
+    kube = Kube(configured.transport, token, retry=RetryPolicy(attempts=6), sleep=clock.sleep)
+    sim.faults.add(Fault(kind="status", status=503, path="/api/v1/nodes/n1", count=6))
+
+    with pytest.raises(KubeServerError) as raised:
+        kube.get_node("n1")
+
+    retries = [r for r in caplog.records if "retrying in" in r.getMessage()]
+    assert [r.levelname for r in retries] == ["WARNING"] * 5
+    assert not raised.value.said

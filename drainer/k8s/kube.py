@@ -644,6 +644,9 @@ class Kube:
             self._unreachable_at = time.monotonic()
         delay = self._retry_delay(error, attempt)
         if delay is None:
+            error.said = isinstance(error, CredentialsFailing) or (
+                isinstance(error, KubeServerError) and self.outage.said
+            )
             raise error
         log.log(
             self._retry_level(error),

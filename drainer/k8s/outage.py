@@ -40,6 +40,13 @@ class Outage:
                 return logging.WARNING
             return logging.DEBUG
 
+    @property
+    def said(self) -> bool:
+        """A spell of failures is under way and was said: a caller that retries a
+        call failed meanwhile says it at debug (KubeError.said)."""
+        with self._lock:
+            return self._answered and self._since is not None
+
     def answered(self) -> None:
         """A call got its answer: a spell of failures, if any, is over (said once)."""
         with self._lock:
