@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from drainer.cli.main import main
-from drainer.errors import CredentialsUnavailable, KubeError
+from drainer.errors import CredentialsUnavailable, KubeError, TlsVerificationError
 from drainer.k8s import kubeconfig
 from drainer.k8s.kube import Kube
 from kubesim import KubeSim
@@ -320,21 +320,47 @@ def test_exec_plugin_tokens_expiring_every_3_s__a_minute_long_drain_paced_by_a_b
     ("where", "field"),
     [("cluster", "certificate-authority"), ("user", "client-certificate"), ("user", "client-key")],
 )
-def test_a_field_as_data_and_as_a_file__refused_exit_2__as_kubectl(
-    sim: KubeSim, tmp_path: Path, capsys: pytest.CaptureFixture[str], where: str, field: str
+def test_a_field_as_data_and_as_a_file__the_data_wins__said_once(
+    sim: KubeSim, tmp_path: Path, caplog: pytest.LogCaptureFixture, where: str, field: str
 ) -> None:
-    """client-go's validation refuses it, though its message says the data will
-    override (tests/e2e/test_kubectl_table.py holds kubectl to it)."""
-    (tmp_path / "some.pem").write_bytes(sim.ca_pem)
-    both = {field: "some.pem", f"{field}-data": base64.b64encode(sim.ca_pem).decode()}
+    """As client-go's own message says ("-data will override"): the file is not even
+    read (kubectl itself refuses the kubeconfig: tests/e2e/test_kubectl_table.py)."""
+    both = {field: "nowhere.pem", f"{field}-data": base64.b64encode(sim.ca_pem).decode()}
     user = {"token": sim.admin_token, **(both if where == "user" else {})}
     config = tmp_path / "kubeconfig"
     config.write_text(yaml.safe_dump(_config(sim, user, **(both if where == "cluster" else {}))))
 
-    code = main(["release", "--node", "n1", "--kubeconfig", str(config)], stdout=io.StringIO())
+    endpoint = kubeconfig.load(str(config), None, clock=time.time).endpoint
 
-    assert code == 2
-    assert f"has both {field}-data and {field}, which kubectl refuses" in capsys.readouterr().err
+    said = [r.getMessage() for r in caplog.records if "the data is used" in r.getMessage()]
+    assert len(said) == 1 and f"both {field}-data and {field}" in said[0]
+    used = {
+        "certificate-authority": endpoint.ca_pem.encode,
+        "client-certificate": lambda: Path(endpoint.cert_file).read_bytes(),
+        "client-key": lambda: Path(endpoint.key_file).read_bytes(),
+    }[field]()
+    assert used == sim.ca_pem  # the data's, not the file's (which does not exist)
+    if where == "cluster":
+        assert endpoint.ca_file == ""
+
+
+def test_ca_data_wrong_and_ca_file_right__the_file_is_not_trusted(
+    sim: KubeSim, tmp_path: Path
+) -> None:
+    """Not both trusted: the data overrides the file (a CA of the file alone would
+    let a server the kubeconfig's data does not name pass)."""
+    from kubesim import certs
+
+    other = certs.generate("another-ca").ca_pem
+    (tmp_path / "right.pem").write_bytes(sim.ca_pem)
+    fields = {"certificate-authority": "right.pem",
+              "certificate-authority-data": base64.b64encode(other).decode()}  # fmt: skip
+    config = tmp_path / "kubeconfig"
+    config.write_text(yaml.safe_dump(_config(sim, {"token": sim.admin_token}, **fields)))
+    kube = Kube.from_kubeconfig(str(config))
+
+    with pytest.raises(TlsVerificationError):
+        kube.get_node("n1")
 
 
 def test_exec_plugin_printing_without_end__cut_at_the_output_limit__killed__memory_bounded(

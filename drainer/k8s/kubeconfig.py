@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 import os
 import shlex
 import sys
@@ -38,6 +39,8 @@ from drainer.k8s.execcert import ExecCertificate, secret_file
 from drainer.k8s.impersonation import Impersonation
 from drainer.k8s.provider import ProviderToken
 from drainer.k8s.transport import Endpoint
+
+log = logging.getLogger(__name__)
 
 EXEC_TIMEOUT_SECONDS = 60.0
 EXEC_OUTPUT_LIMIT_BYTES = 1 << 20
@@ -164,7 +167,7 @@ def load(
     cluster = merged.clusters[cluster_name]
     user = merged.users.get(user_name, Entry({}, cluster.directory))
     impersonating = Impersonation.of_user(user.value).overridden_by(impersonate).headers()
-    _refuse_cluster(cluster.value, cluster_name)
+    _check_cluster(cluster.value, cluster_name)
     proxy_url = str(cluster.value.get("proxy-url") or "")
     if "auth-provider" in user.value:
         _refuse_auth_provider(user.value["auth-provider"], user_name)
@@ -183,7 +186,7 @@ def load(
     endpoint = Endpoint(
         server,
         ca_pem=ca_pem,
-        ca_file=ca_file,
+        ca_file="" if ca_pem else ca_file,  # the data overrides the file (_data_over_file)
         tls_server_name=str(cluster.value.get("tls-server-name") or ""),
         proxy_url=proxy_url,
     )
@@ -208,24 +211,29 @@ def _refuse_auth_provider(provider: Any, user: str) -> None:
         )
 
 
-def _refuse_cluster(value: Mapping[str, Any], name: str) -> None:
-    """What the drainer never does (turn TLS verification off), and what kubectl
-    refuses too (the CA both as a file and as data)."""
+def _check_cluster(value: Mapping[str, Any], name: str) -> None:
+    """What the drainer never does (turn TLS verification off); the CA both as a
+    file and as data is said (the data wins)."""
     if value.get("insecure-skip-tls-verify"):
         raise TlsVerificationError(
             "the kubeconfig turns TLS verification off (insecure-skip-tls-verify); "
             "the drainer always verifies the API server"
         )
-    _refuse_data_and_file(value, "certificate-authority", f"cluster '{name}'")
+    _data_over_file(value, "certificate-authority", f"cluster '{name}'")
 
 
-def _refuse_data_and_file(value: Mapping[str, Any], field: str, owner: str) -> None:
-    """As kubectl (client-go's validation): a field given both as a file and as
-    `-data` is an error, though its message says the data will override."""
+def _data_over_file(value: Mapping[str, Any], field: str, owner: str) -> None:
+    """A field given both as a file and as `-data`: the data is used and the file
+    ignored, as client-go's own message says ("-data will override"), with a warning
+    that kubectl itself refuses such a kubeconfig (its validation returns that message
+    as an error: tests/e2e/test_kubectl_table.py shows both sides)."""
     if value.get(field) and value.get(f"{field}-data"):
-        raise KubeconfigError(
-            f"{owner} has both {field}-data and {field}, which kubectl refuses too: "
-            "keep one of them"
+        log.warning(
+            "%s has both %s-data and %s: the data is used and the file ignored (kubectl "
+            "refuses this kubeconfig; keep one of them)",
+            owner,
+            field,
+            field,
         )
 
 
@@ -236,7 +244,7 @@ def _with_user(
     before a plugin; a client certificate beside either."""
     value = user.value
     for field in ("client-certificate", "client-key"):
-        _refuse_data_and_file(value, field, f"user '{name}'")
+        _data_over_file(value, field, f"user '{name}'")
     cert_file = _path(value.get("client-certificate"), user.directory)
     key_file = _path(value.get("client-key"), user.directory)
     if value.get("client-certificate-data"):
