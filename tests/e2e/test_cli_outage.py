@@ -98,3 +98,36 @@ def test_api_server_unreachable_until_the_deadline__node_cordoned__the_outage_na
     # The deadline, the answers in flight (5 s), then the node's record and Events,
     # each tried for 5.5 to 11 s: bounded, not the outage's length.
     assert took < 45, f"{took:.0f} s for a drain of 10 s"
+
+
+@pytest.mark.kubesim_only("fails the drainer's pod lists, which only kubesim can")
+@pytest.mark.xfail(
+    strict=True,
+    reason="engine: Following.verify (drainer/engine/following.py) lets a failed list "
+    "end the drain (exit 3) instead of trying it again at the loop's next turn",
+)
+def test_api_server_failing_the_last_list__drain_goes_on__drained(world: World) -> None:
+    """The last list ("drained" waits for a fresh list to agree) fails through all
+    of its call's tries, as in an outage of 5 to 11 s at the end of a drain."""
+    node = place_guarded(world, 2)
+
+    def fail_the_lists() -> None:
+        wait_until(lambda: world.cluster.get("Node", node)["spec"].get("unschedulable"), 30)
+        time.sleep(0.5)  # the pods' watch is open: the next list is the drain's last
+        fault = Fault(kind="status", status=503, method="GET", path="^/api/v1/pods$", count=6)
+        world.cluster.kubesim.faults.add(fault)
+        world.cluster.patch("PodDisruptionBudget", "guard", {"spec": {"maxUnavailable": 2}})
+
+    meanwhile = threading.Thread(target=fail_the_lists, daemon=True)
+    meanwhile.start()
+    out = io.StringIO()
+
+    code = main(
+        ["drain", node, "--ignore-daemonsets", "--timeout", "60s",
+         "--kubeconfig", str(world.cluster.kubeconfig), "--context", "drainer"],
+        stdout=out,
+    )  # fmt: skip
+    meanwhile.join(10)
+
+    assert code == 0, out.getvalue()
+    assert f"node {node} drained" in out.getvalue()
