@@ -64,6 +64,12 @@ class ExecToken:
     401) makes the next `token()` run the plugin again, whatever the stated expiry:
     a token can be refused before it (its signing credentials rotated, a clock
     behind the server's). Thread-safe: concurrent callers share one run.
+
+    A plugin that fails at its first run is CredentialsUnavailable at once. One that
+    worked and fails later is run again with back-off (PLUGIN_RETRY), its last token
+    used until the expiry it stated, CredentialsFailing (retried as a server error)
+    without one, and CredentialsUnavailable once it has failed on every run for
+    CREDENTIALS_OUTAGE_SECONDS: said once, and its recovery once.
     """
 
     def __init__(
