@@ -56,6 +56,7 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/lint-imports --no-cache
+	$(VENV)/bin/vulture drainer tools --min-confidence 60
 
 types: $(STAMP)
 	$(VENV)/bin/mypy

@@ -101,7 +101,7 @@ class Heartbeat:
     def __enter__(self) -> Heartbeat:
         return self.start()
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, *_: object) -> None:
         self.stop()
 
     def _run(self) -> None:

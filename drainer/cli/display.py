@@ -167,7 +167,7 @@ class StatusTicker:
         self._thread.start()
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, *_: object) -> None:
         self._stop.set()
         self._thread.join(timeout=1)
         self.progress.end_status()

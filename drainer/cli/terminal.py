@@ -86,7 +86,7 @@ class signals_interrupt:
             for signum in (signal.SIGTERM, signal.SIGHUP):
                 self.previous[signum] = signal.signal(signum, self._raise)
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, *_: object) -> None:
         for signum, previous in self.previous.items():
             signal.signal(signum, previous)  # type: ignore[arg-type]
 
@@ -134,6 +134,6 @@ class Interruptible:
                 self.previous[signum] = signal.signal(signum, self._on_signal)
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, *_: object) -> None:
         for signum, previous in self.previous.items():
             signal.signal(signum, previous)  # type: ignore[arg-type]

@@ -282,7 +282,6 @@ class Drain:
                     return _Step(force=forcing, recordon=recordon)
                 why = schedule.start_critical(now)
                 if why:
-                    self.report.critical_early = "deadline" in why
                     ctx.emit(Kind.CRITICAL_TIER, tier="critical", reason=why)
                 send = schedule.pick(now, ctx.options.concurrency - schedule.in_flight())
                 for entry in send:

@@ -188,7 +188,6 @@ class DrainReport:
     # pods annotated not to be disrupted, held while there was time -> the annotation
     do_not_disrupt: dict[str, str] = field(default_factory=dict)
     recordons: int = 0  # times someone uncordoned the node and the drain cordoned it again
-    critical_early: bool = False  # the critical tier started on the reserve, not after the rest
     forced: int = 0
     forced_pods: dict[str, str] = field(default_factory=dict)  # pod -> what held it
     volumes_detached: int = 0

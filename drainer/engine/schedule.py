@@ -161,9 +161,6 @@ class Schedule:
         """The entries of the pods that had this namespace/name (one per UID)."""
         return self._by_name.get(key, [])
 
-    def knows(self, pod: Pod) -> bool:
-        return (*pods.key(pod), pods.uid(pod)) in self._entries
-
     def __iter__(self) -> Iterator[Entry]:
         return iter(list(self._entries.values()))
 
