@@ -48,8 +48,8 @@ the drain retries as it retries an API server that does not answer."""
 PLUGIN_RETRY = Backoff(first=2.0, cap=30.0)
 """The pause before running a failing plugin again: 1-2 s, doubling to 30 s. Every
 caller shares the runs (it waits for the next one due, or is told the last error),
-so a plugin that prints a prompt on each failed run prints it a dozen times in
-CREDENTIALS_OUTAGE_SECONDS, not once per request."""
+so a plugin that prints a prompt on each failed run prints it 14 to 24 times in
+CREDENTIALS_OUTAGE_SECONDS, never once per request."""
 
 
 class ExecToken:
