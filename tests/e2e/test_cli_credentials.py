@@ -155,3 +155,29 @@ def test_plugin_keeps_failing_mid_drain__exit_3__names_the_plugin_and_how_long__
     assert world.cluster.get("Node", node)["spec"].get("unschedulable") is True
     assert took < 30, f"{took:.0f} s: the drain went on long after the outage allowed"
     assert len(_runs(tmp_path)) <= 6, "runs paced, not one per request"
+
+
+def test_plugin_failing_when_the_deadline_comes__timed_out_at_it__pods_left_name_the_plugin(
+    world: World, tmp_path: Path
+) -> None:
+    """The outage allowed (5 minutes) is never waited for past the drain's deadline:
+    the drain times out then, as any, its pods left naming the plugin's failure."""
+    node = place_guarded(world, 2)
+    config = _kubeconfig(world, tmp_path, fail="2-")
+    lifting = _lift_budget_once_the_token_expired(world, node, tmp_path)
+    out = io.StringIO()
+
+    started = time.monotonic()
+    code = main(
+        ["drain", node, "--ignore-daemonsets", "--timeout", "6s", "--kubeconfig", str(config)],
+        stdout=out,
+    )
+    took = time.monotonic() - started
+    lifting.join(10)
+
+    said = out.getvalue()
+    assert code == 1, said
+    assert f"node {node} NOT drained" in said
+    assert "no valid token: the exec credential plugin" in said and "plugin.py" in said, said
+    assert world.cluster.get("Node", node)["spec"].get("unschedulable") is True
+    assert took < 40, f"{took:.0f} s for a drain of 6 s"
