@@ -1,0 +1,100 @@
+"""What would stop a node's drain, each with the pod, the reason, the budget
+involved and a fix computed for that workload."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from drainer.engine import filters, pods
+from drainer.engine.pods import Pod
+from drainer.plan import budgets as b
+from drainer.plan.forecast import Forecast, Going
+
+
+@dataclass(frozen=True)
+class Blocker:
+    pod: str
+    reason: str
+    budget: str | None
+    fix: str
+    deadlock: bool = False
+
+    def doc(self) -> dict[str, str | None]:
+        return {"pod": self.pod, "reason": self.reason, "budget": self.budget, "fix": self.fix}
+
+
+_REFUSAL_FIX = {
+    filters.DAEMONSET_REFUSED: "--ignore-daemonsets (its DaemonSet keeps it on the node)",
+    filters.EMPTYDIR_REFUSED: "--delete-emptydir-data (its emptyDir data is deleted with it)",
+    filters.UNREPLICATED_REFUSED: "--force (the pod is lost: nothing recreates it), or run "
+    "it under a Deployment",
+}
+
+
+def refused(pod_list: list[Pod], overrides: filters.Overrides) -> list[Blocker]:
+    """The pods the drain refuses to start on without its override flags (kubectl's)."""
+    return [
+        Blocker(name, message, None, _REFUSAL_FIX[message])
+        for message, names in filters.refusals(pod_list, overrides).items()
+        for name in names
+    ]
+
+
+def left(
+    going: list[Going], budget_list: list[b.Budget], run: Forecast, timeout: float
+) -> list[Blocker]:
+    """The pods the forecast leaves on the node, or that go after the timeout."""
+    by_name = {b.name(x): x for x in budget_list}
+    found = []
+    for one in going:
+        name = pods.name(one.pod)
+        if len(one.budgets) > 1:
+            found.append(_several(name, one.budgets))
+        elif pods.opted_out(one.pod) and name in run.left:
+            annotation = pods.opted_out(one.pod)
+            why = f"annotated {annotation}=true: held until the timeout, then left on the node"
+            fix = "remove the annotation once it may go (kubectl annotate pod -n "
+            fix += f"{one.pod['metadata'].get('namespace')} {one.pod['metadata']['name']} "
+            found.append(Blocker(name, why, None, fix + f"{annotation}-)"))
+        elif name in run.left:
+            found.append(_held(name, one, by_name))
+        elif run.gone.get(name, 0.0) > timeout:
+            found.append(_late(name, one.pod, run, timeout))
+    return found
+
+
+def _several(name: str, under: list[str]) -> Blocker:
+    why = f"selected by {len(under)} PodDisruptionBudgets ({', '.join(under)}): the eviction "
+    why += "API refuses a pod under more than one"
+    fix = f"make the budgets select disjoint pods, or delete all but one of {', '.join(under)}"
+    return Blocker(name, why, under[0], fix, deadlock=True)
+
+
+def _held(name: str, one: Going, by_name: dict[str, b.Budget]) -> Blocker:
+    budget = by_name.get(one.budgets[0]) if one.budgets else None
+    if budget is None:
+        return Blocker(name, "never sent before the timeout", None, "a longer --timeout")
+    status = budget.get("status") or {}
+    allowed = int(status.get("disruptionsAllowed") or 0)
+    healthy, expected = status.get("currentHealthy", 0), status.get("expectedPods", 0)
+    if b.deadlocked(budget):
+        why = f"PodDisruptionBudget {b.name(budget)} allows {allowed} disruptions with all "
+        why += f"{expected} of its pods healthy: nothing the drain does can raise it (deadlock)"
+        return Blocker(name, why, b.name(budget), b.fix(budget), deadlock=True)
+    why = f"PodDisruptionBudget {b.name(budget)} allows {allowed} disruptions: {healthy} of "
+    why += f"{expected} pods healthy; it waits for the others to become Ready"
+    fix = "make the workload's unhealthy pods Ready (or delete them) before the refresh"
+    return Blocker(name, why, b.name(budget), fix)
+
+
+def _late(name: str, pod: Pod, run: Forecast, timeout: float) -> Blocker:
+    start = run.evicted.get(name, 0.0)
+    end = run.gone[name]
+    grace = pods.grace_period(pod)
+    why = f"evicted at ~{start:.0f} s, its grace period ({grace} s) ends at ~{end:.0f} s, "
+    why += f"after the timeout ({timeout:g} s)"
+    budget = run.paced_by.get(name)
+    fix = f"--timeout {math.ceil(end) + 1}s, or a terminationGracePeriodSeconds under "
+    fix += f"{max(0, math.floor(timeout - start))} s"
+    return Blocker(name, why, budget, fix)

@@ -1,0 +1,155 @@
+"""A drain run against a forecast clock: the engine's own schedule
+(drainer/engine/schedule.py: tiers, budget room, probes, fallback timers) picks
+what to send; the forecast answers as the API server would (budgets.Allowance),
+each evicted pod stops after its grace period (the upper bound: nothing shorter is
+observed yet) and each replacement becomes Ready after its workload's observed
+time (timing.py). No request, no wall clock."""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import math
+from dataclasses import dataclass, field
+
+from drainer.engine import pods
+from drainer.engine.options import DrainOptions
+from drainer.engine.pods import Pod
+from drainer.engine.schedule import Entry, Schedule
+from drainer.plan.budgets import ForecastBudgets
+from drainer.plan.timing import Owner, Startup, startup_of
+
+SEVERAL_BUDGETS = "it is selected by more than one PodDisruptionBudget: the eviction API refuses it"
+
+
+@dataclass(frozen=True)
+class Going:
+    """A pod the forecast sends, with the budgets that select it."""
+
+    pod: Pod
+    budgets: list[str]
+
+
+@dataclass
+class Forecast:
+    """When each pod would be evicted and gone (seconds from the drain's start)."""
+
+    evicted: dict[str, float] = field(default_factory=dict)
+    gone: dict[str, float] = field(default_factory=dict)
+    left: dict[str, str] = field(default_factory=dict)
+    """The pods that would never go, and why (the schedule's words)."""
+    waves: dict[str, int] = field(default_factory=dict)
+    """Per budget: the replacements its pods waited for."""
+    paced_by: dict[str, str] = field(default_factory=dict)
+    """Per pod: the budget it waited for, when it did."""
+
+    @property
+    def eta(self) -> float:
+        return max(self.gone.values(), default=0.0)
+
+
+@dataclass
+class _Run:
+    schedule: Schedule
+    view: ForecastBudgets
+    options: DrainOptions
+    startups: dict[Owner, Startup]
+    slow: bool
+    several: set[str] = field(default_factory=set)
+    """The pods under more than one budget: the eviction API refuses them."""
+    result: Forecast = field(default_factory=Forecast)
+    events: list[tuple[float, int, str, str, Entry | None]] = field(default_factory=list)
+    order: itertools.count[int] = field(default_factory=itertools.count)
+
+    def push(self, at: float, kind: str, budget: str, entry: Entry | None) -> None:
+        heapq.heappush(self.events, (at, next(self.order), kind, budget, entry))
+
+    def send(self, entry: Entry, now: float) -> None:
+        """The API server's answer to one eviction, as budgets.Allowance has it."""
+        budget = entry.budget
+        if not budget and entry.name in self.several:
+            self.schedule.wait(entry, math.inf, SEVERAL_BUDGETS)
+            return
+        allowance = self.view.by_name.get(budget) if budget else None
+        if allowance is not None and not allowance.admits(entry.pod):
+            self.schedule.refused(
+                entry, budget, now, retry_after=None, fallback=lambda: self.options.retry_watched
+            )
+            return
+        if allowance is not None:
+            if entry.refusals or now > 0:
+                self.result.paced_by[entry.name] = budget
+            startup = self._startup(entry.pod)
+            if pods.is_ready(entry.pod) and math.isfinite(startup):
+                self.push(now + startup, "ready", budget, None)
+            allowance.evicted(entry.pod)
+        self.schedule.accepted(entry, now)
+        self.result.evicted[entry.name] = now
+        self.push(now + self._stop(entry.pod), "gone", "", entry)
+
+    def _stop(self, pod: Pod) -> float:
+        grace = self.options.grace_period_seconds
+        return float(pods.grace_period(pod) if grace is None else grace)
+
+    def _startup(self, pod: Pod) -> float:
+        known = startup_of(pod, self.startups)
+        if known is None or pods.controller(pod) is None:
+            return math.inf  # nothing replaces it, or nothing says when
+        return known.longest if self.slow else known.median
+
+    def land(self, now: float) -> None:
+        """Everything due at `now`: pods gone, replacements Ready."""
+        while self.events and self.events[0][0] <= now:
+            _, _, kind, budget, entry = heapq.heappop(self.events)
+            if kind == "gone" and entry is not None:
+                self.schedule.gone(entry)
+                self.result.gone[entry.name] = now
+            elif kind == "ready":
+                self.view.by_name[budget].replaced()
+                self.result.waves[budget] = self.result.waves.get(budget, 0) + 1
+
+    def next_time(self, now: float) -> float | None:
+        """The next moment something changes; None: nothing ever will."""
+        due = [self.events[0][0]] if self.events else []
+        wake = self.schedule.next_wake(now)
+        if wake is not None and math.isfinite(wake) and (self.events or self._tier_start(wake)):
+            due.append(wake)
+        return min(due, default=None)
+
+    def _tier_start(self, wake: float) -> bool:
+        """With nothing in motion, only the critical tier's start changes anything
+        (a refused pod's timer would be refused again by a budget that cannot move)."""
+        start = self.schedule.deadline - self.schedule.reserve
+        return not self.schedule.critical_started and wake == start
+
+
+def forecast(
+    going: list[Going],
+    view: ForecastBudgets,
+    options: DrainOptions,
+    startups: dict[Owner, Startup],
+    *,
+    timeout: float,
+    slow: bool = False,
+) -> Forecast:
+    """Run the drain of `going` on the forecast clock from 0 to whatever ends it:
+    every pod gone, or nothing left that could move. `slow`: each replacement takes
+    its workload's longest observed time to Ready instead of the median."""
+    schedule = Schedule(view, deadline=timeout, reserve=options.critical_reserve_seconds)
+    run = _Run(schedule, view, options, startups, slow)
+    for one in going:
+        entry = schedule.add(one.pod, budgets=one.budgets, terminating=False, now=0.0)
+        if len(one.budgets) > 1:
+            run.several.add(entry.name)
+        annotation = pods.opted_out(one.pod) if options.honor_do_not_disrupt else ""
+        if annotation:
+            schedule.hold(entry, f"annotated {annotation}=true: not evicted while there is time")
+    now: float | None = 0.0
+    while now is not None and not schedule.settled():
+        run.land(now)
+        schedule.start_critical(now)
+        for entry in schedule.pick(now, options.concurrency - schedule.in_flight()):
+            run.send(entry, now)
+        now = run.next_time(now)
+    run.result.left = schedule.left()
+    return run.result

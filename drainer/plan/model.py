@@ -1,0 +1,104 @@
+"""One node's plan: which pods go (the engine's filters, with the drain's options),
+the forecast of their drain twice (each workload's median and longest time to
+Ready), what paces it, and what blocks it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from drainer.engine import filters, pods
+from drainer.engine.filters import Action
+from drainer.engine.options import DrainOptions
+from drainer.engine.pods import Pod
+from drainer.plan import budgets as b
+from drainer.plan.blockers import Blocker, left, refused
+from drainer.plan.forecast import Forecast, Going, forecast
+from drainer.plan.timing import Owner, Startup
+
+
+@dataclass(frozen=True)
+class NodePlan:
+    node: str
+    pods: int
+    """The pods the drain would evict."""
+    eta_seconds: float
+    eta_max_seconds: float
+    paced_by: str
+    blockers: list[Blocker] = field(default_factory=list)
+
+    @property
+    def deadlocked(self) -> bool:
+        return any(x.deadlock for x in self.blockers)
+
+    def doc(self) -> dict[str, object]:
+        return {
+            "node": self.node,
+            "pods": self.pods,
+            "eta_seconds": round(self.eta_seconds, 1),
+            "eta_max_seconds": round(self.eta_max_seconds, 1),
+            "paced_by": self.paced_by,
+            "blockers": [x.doc() for x in self.blockers],
+        }
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """What the plan reads: the budgets and each workload's time to Ready."""
+
+    budgets: list[b.Budget]
+    startups: dict[Owner, Startup]
+
+
+def plan_node(
+    node: str,
+    pod_list: list[Pod],
+    cluster: Cluster,
+    options: DrainOptions,
+    overrides: filters.Overrides,
+    *,
+    timeout: float,
+) -> NodePlan:
+    """The plan of one node's drain, its pods as listed now."""
+    blocked = refused(pod_list, overrides)
+    going = [
+        Going(d.pod, b.matching(d.pod, cluster.budgets))
+        for d in (filters.decide(p, options.filters) for p in pod_list)
+        if d.action == Action.EVICT
+    ]
+    likely = _run(going, cluster, options, timeout, slow=False)
+    slowest = _run(going, cluster, options, timeout, slow=True)
+    blocked += left(going, cluster.budgets, slowest, timeout)
+    stuck = bool(likely.left) or likely.eta > timeout
+    return NodePlan(
+        node,
+        len(going),
+        timeout if stuck else likely.eta,
+        timeout if slowest.left or slowest.eta > timeout else slowest.eta,
+        _paced_by(likely, going, timeout),
+        blocked,
+    )
+
+
+def _run(
+    going: list[Going], cluster: Cluster, options: DrainOptions, timeout: float, *, slow: bool
+) -> Forecast:
+    view = b.ForecastBudgets.of(cluster.budgets)
+    return forecast(going, view, options, cluster.startups, timeout=timeout, slow=slow)
+
+
+def _paced_by(run: Forecast, going: list[Going], timeout: float) -> str:
+    """What the drain's length comes from: the last pod to go, and what held it."""
+    if not going:
+        return "nothing to evict"
+    if run.left:
+        return f"the timeout ({timeout:g} s): {len(run.left)} pod(s) never go"
+    last = max(run.gone, key=lambda name: run.gone[name])
+    budget = run.paced_by.get(last)
+    grace = next(pods.grace_period(g.pod) for g in going if pods.name(g.pod) == last)
+    if budget:
+        waves = run.waves.get(budget, 0)
+        return (
+            f"PodDisruptionBudget {budget}: {waves} replacement(s) to wait for, then "
+            f"{last}'s grace period ({grace} s)"
+        )
+    return f"the grace period of {last} ({grace} s, an upper bound)"

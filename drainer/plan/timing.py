@@ -1,0 +1,83 @@
+"""How long a workload's replacement takes to become Ready, observed from its
+current pods: each Ready pod's Ready condition's lastTransitionTime less its
+creationTimestamp (the first time it became Ready, when its readiness never
+flapped since), the median per controller. From the cluster's own pods only: no
+emulator's annotations, no constants."""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from drainer.engine import pods
+from drainer.engine.pods import Pod
+
+Owner = tuple[str, str, str]
+"""namespace, controller kind, controller name."""
+
+
+def owner(pod: Pod) -> Owner | None:
+    ref = pods.controller(pod)
+    if ref is None:
+        return None
+    return pod["metadata"].get("namespace", ""), str(ref.get("kind")), str(ref.get("name"))
+
+
+def time_to_ready(pod: Pod) -> float | None:
+    """Seconds from the pod's creation to its Ready condition turning True (None:
+    not Ready, or a pod whose containers restarted: its readiness may have flapped,
+    so the transition is not its first)."""
+    if not pods.is_ready(pod) or pods.is_terminating(pod):
+        return None
+    status = pod.get("status") or {}
+    if any(c.get("restartCount") for c in status.get("containerStatuses") or []):
+        return None
+    created = pod["metadata"].get("creationTimestamp")
+    ready = next(
+        (c.get("lastTransitionTime") for c in status.get("conditions") or []
+         if c.get("type") == "Ready"),
+        None,
+    )  # fmt: skip
+    if not created or not ready:
+        return None
+    return max(0.0, pods.parse_time(str(ready)) - pods.parse_time(str(created)))
+
+
+@dataclass(frozen=True)
+class Startup:
+    """One workload's observed time to Ready."""
+
+    median: float
+    longest: float
+    observed: int
+    """How many of its pods were measured (0: no pod of its own; the cluster's median)."""
+
+
+def startups(cluster_pods: Iterable[Pod]) -> dict[Owner, Startup]:
+    """Each workload's time to Ready, from its pods now in the cluster; the key
+    None-free. The cluster-wide figure is under ("", "", "")."""
+    seen: dict[Owner, list[float]] = defaultdict(list)
+    for pod in cluster_pods:
+        key, took = owner(pod), time_to_ready(pod)
+        if key is not None and took is not None:
+            seen[key].append(took)
+            seen[ALL].append(took)
+    return {
+        key: Startup(statistics.median(times), max(times), len(times))
+        for key, times in seen.items()
+    }
+
+
+ALL: Owner = ("", "", "")
+
+
+def startup_of(pod: Pod, known: dict[Owner, Startup]) -> Startup | None:
+    """The pod's workload's time to Ready; the cluster's when its own has no
+    measured pod (flagged by `observed` 0); None when nothing was measured at all."""
+    key = owner(pod)
+    if key is not None and key in known:
+        return known[key]
+    fallback = known.get(ALL)
+    return None if fallback is None else Startup(fallback.median, fallback.longest, 0)

@@ -1,0 +1,212 @@
+"""The refresh plan's model (drainer/plan/), on hand-built pods and budgets: the
+budget waves on the forecast clock, each workload's time to Ready, and one test
+per kind of blocker."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from drainer.engine.filters import FilterOptions, Overrides
+from drainer.engine.options import DrainOptions
+from drainer.plan.model import Cluster, NodePlan, plan_node
+from drainer.plan.timing import startups
+
+T0 = "2026-01-01T00:00:00Z"
+EVERYTHING = Overrides(ignore_daemonsets=True, delete_emptydir_data=True, force=True)
+OPTIONS = DrainOptions(filters=FilterOptions())
+
+
+def pod(
+    name: str,
+    app: str = "web",
+    *,
+    grace: int = 10,
+    ready_after: float | None = 4,
+    owner: str | None = "web-rs",
+    **spec: Any,
+) -> dict[str, Any]:
+    ready = ready_after is not None
+    conditions = [
+        {
+            "type": "Ready",
+            "status": "True" if ready else "False",
+            "lastTransitionTime": f"2026-01-01T00:00:{int(ready_after or 0):02d}Z",
+        }
+    ]
+    metadata: dict[str, Any] = {
+        "name": name,
+        "namespace": "default",
+        "uid": name,
+        "labels": {"app": app},
+        "creationTimestamp": T0,
+    }
+    if owner:
+        metadata["ownerReferences"] = [{"kind": "ReplicaSet", "name": owner, "controller": True}]
+    return {
+        "metadata": metadata,
+        "spec": {"terminationGracePeriodSeconds": grace, "nodeName": "n1", **spec},
+        "status": {"phase": "Running", "conditions": conditions},
+    }
+
+
+def budget(name: str, app: str, *, expected: int, allowed: int, **spec: Any) -> dict[str, Any]:
+    healthy = expected
+    return {
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"selector": {"matchLabels": {"app": app}}, **spec},
+        "status": {
+            "disruptionsAllowed": allowed,
+            "currentHealthy": healthy,
+            "desiredHealthy": healthy - allowed,
+            "expectedPods": expected,
+        },
+    }
+
+
+def plan(pods: list[dict[str, Any]], budgets: list[dict[str, Any]], **kw: Any) -> NodePlan:
+    cluster = Cluster(budgets, startups(pods))
+    overrides = kw.pop("overrides", EVERYTHING)
+    options = kw.pop("options", DrainOptions(filters=FilterOptions()))
+    return plan_node("n1", pods, cluster, options, overrides, timeout=kw.pop("timeout", 3600))
+
+
+def test_no_budget__all_go_at_once__eta_is_the_longest_grace_period() -> None:
+    result = plan([pod("a", grace=5), pod("b", grace=12)], [])
+
+    assert (result.pods, result.eta_seconds, result.blockers) == (2, 12, [])
+    assert "grace period of default/b" in result.paced_by
+
+
+def test_max_unavailable_one__one_wave_per_replacement() -> None:
+    # Four pods, each Ready 4 s after creation; the budget lets one go at a time.
+    four = [pod(f"web-{i}", grace=3) for i in range(4)]
+
+    result = plan(four, [budget("web", "web", expected=4, allowed=1, maxUnavailable=1)])
+
+    assert result.eta_seconds == 3 * 4 + 3  # three replacements waited for, then a stop
+    assert result.blockers == []
+    assert "PodDisruptionBudget default/web" in result.paced_by
+
+
+def test_the_upper_bound_takes_the_slowest_replacement() -> None:
+    pods = [pod(f"web-{i}", grace=1, ready_after=after) for i, after in enumerate((2, 2, 8))]
+
+    result = plan(pods, [budget("web", "web", expected=3, allowed=1, maxUnavailable=1)])
+
+    assert (result.eta_seconds, result.eta_max_seconds) == (2 * 2 + 1, 2 * 8 + 1)
+
+
+@given(
+    replicas=st.integers(1, 12),
+    allowed=st.integers(1, 4),
+    startup=st.integers(0, 30),
+    grace=st.integers(0, 30),
+)
+def test_budget_waves__ceil_of_pods_over_allowance(
+    replicas: int, allowed: int, startup: int, grace: int
+) -> None:
+    allowed = min(allowed, replicas)
+    pods = [pod(f"web-{i}", grace=grace, ready_after=startup) for i in range(replicas)]
+    waves = -(-replicas // allowed)
+
+    result = plan(pods, [budget("web", "web", expected=replicas, allowed=allowed)])
+
+    assert result.eta_seconds == (waves - 1) * startup + grace
+    assert result.blockers == []
+
+
+def test_unhealthy_pod_goes_through_a_budget_that_allows_none_when_always_allow() -> None:
+    sick = pod("web-0", ready_after=None)
+    spec = {"unhealthyPodEvictionPolicy": "AlwaysAllow", "minAvailable": 2}
+    shut = budget("web", "web", expected=3, allowed=0, **spec)
+    shut["status"]["currentHealthy"], shut["status"]["desiredHealthy"] = 2, 2
+
+    result = plan([sick, pod("web-other", owner="other", app="other")], [shut])
+
+    assert result.blockers == []
+
+
+def test_blocker__single_replica_min_available_one__deadlock_with_the_replica_fix() -> None:
+    only = pod("web-0")
+
+    result = plan([only], [budget("web", "web", expected=1, allowed=0, minAvailable=1)])
+
+    assert result.deadlocked
+    [blocker] = result.blockers
+    assert (blocker.pod, blocker.budget) == ("default/web-0", "default/web")
+    assert "deadlock" in blocker.reason
+    assert "scale the workload to 2 replicas" in blocker.fix
+    assert result.eta_seconds == 3600  # the drain runs to its timeout
+
+
+def test_blocker__max_unavailable_zero__fix_sets_it_to_one() -> None:
+    two = [pod("web-0"), pod("web-1")]
+
+    result = plan(two, [budget("web", "web", expected=2, allowed=0, maxUnavailable=0)])
+
+    assert result.deadlocked
+    assert {b.pod for b in result.blockers} == {"default/web-0", "default/web-1"}
+    assert all("set maxUnavailable to 1" in b.fix for b in result.blockers)
+
+
+def test_blocker__several_budgets__both_named() -> None:
+    budgets = [budget("a", "web", expected=3, allowed=1), budget("b", "web", expected=3, allowed=1)]
+
+    result = plan([pod("web-0")], budgets)
+
+    [blocker] = result.blockers
+    assert "default/a, default/b" in blocker.reason
+    assert blocker.budget == "default/a"
+    assert result.deadlocked
+
+
+def test_blocker__do_not_disrupt() -> None:
+    held = pod("job-0", owner="job")
+    held["metadata"]["annotations"] = {"karpenter.sh/do-not-disrupt": "true"}
+
+    result = plan([held], [])
+
+    [blocker] = result.blockers
+    assert "karpenter.sh/do-not-disrupt" in blocker.reason
+    assert "karpenter.sh/do-not-disrupt-" in blocker.fix
+
+
+def test_blocker__no_controller_without_force() -> None:
+    bare = pod("bare", owner=None)
+
+    result = plan([bare], [], overrides=Overrides(ignore_daemonsets=True))
+
+    [blocker] = result.blockers
+    assert "--force" in blocker.fix and blocker.budget is None
+
+
+def test_blocker__emptydir_without_delete_emptydir_data() -> None:
+    scratch = pod("web-0", volumes=[{"name": "tmp", "emptyDir": {}}])
+
+    result = plan([scratch], [], overrides=Overrides(ignore_daemonsets=True, force=True))
+
+    [blocker] = result.blockers
+    assert "local storage" in blocker.reason and "--delete-emptydir-data" in blocker.fix
+
+
+def test_blocker__grace_period_longer_than_the_time_left() -> None:
+    slow = pod("web-0", grace=600)
+
+    result = plan([slow], [], timeout=300)
+
+    [blocker] = result.blockers
+    assert "after the timeout (300 s)" in blocker.reason
+    assert blocker.fix.startswith("--timeout 601s")
+
+
+def test_time_to_ready__restarted_pod_not_measured__other_workloads_median_used() -> None:
+    flapping = pod("web-0", ready_after=50)
+    flapping["status"]["containerStatuses"] = [{"restartCount": 2}]
+    other = pod("api-0", app="api", owner="api-rs", ready_after=6)
+
+    known = startups([flapping, other])
+
+    assert [(k[2], v.median) for k, v in known.items()] == [("api-rs", 6), ("", 6)]
