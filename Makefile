@@ -57,6 +57,7 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/lint-imports --no-cache
 	$(VENV)/bin/vulture drainer tools --min-confidence 60
+	$(PY) -m tools.sizes
 
 types: $(STAMP)
 	$(VENV)/bin/mypy

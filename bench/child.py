@@ -41,7 +41,8 @@ AS_DEPLOYED = "BENCH_AS_DEPLOYED"
 def _kube_class(record: bool) -> type[Kube]:
     """Kube itself, or Kube that notes each request it makes (sent, answered)."""
     from drainer.errors import KubeError
-    from drainer.k8s.kube import Call, Kube
+    from drainer.k8s.client import Call
+    from drainer.k8s.kube import Kube
 
     if not record:
         return Kube

@@ -34,7 +34,8 @@ class RequestLog:
     @contextmanager
     def recording(self) -> Iterator[RequestLog]:
         from drainer.errors import KubeError
-        from drainer.k8s.kube import Call, Kube
+        from drainer.k8s.client import Call
+        from drainer.k8s.kube import Kube
 
         original = Kube._once
         log = self

@@ -18,7 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from drainer.k8s.kube import Kube, RetryPolicy
+from drainer.k8s.client import RetryPolicy
+from drainer.k8s.kube import Kube
 from kubesim import KubeSim
 
 # -- the real answers ---------------------------------------------------------

@@ -27,7 +27,8 @@ from drainer.k8s.auth import (
     ExecToken,
     FileToken,
 )
-from drainer.k8s.kube import Kube, RetryPolicy
+from drainer.k8s.client import RetryPolicy
+from drainer.k8s.kube import Kube
 from kubesim import KubeSim
 from kubesim.faults import Fault
 
@@ -296,7 +297,7 @@ class StaticToken:
 def test_api_server_failing_mid_drain__said_once__not_once_per_retry__then_its_return_once(
     sim: KubeSim, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.DEBUG, logger="drainer.k8s.kube")
+    caplog.set_level(logging.DEBUG, logger="drainer.k8s.client")
     clock = FakeClock()
     token = StaticToken(sim.admin_token)
     configured = Kube.for_cluster(sim.url, sim.ca_pem, token, request_timeout=2.0)

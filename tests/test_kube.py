@@ -35,7 +35,9 @@ from realapi import (
 from support.clock import FakeClock
 
 from drainer import errors
-from drainer.k8s.kube import Kube, RetryPolicy, failure_in_success, translate
+from drainer.k8s.client import RetryPolicy
+from drainer.k8s.kube import Kube
+from drainer.k8s.status import failure_in_success, translate
 from kubesim import KubeSim
 from kubesim.auth import User
 from kubesim.testing import eventually
@@ -614,7 +616,7 @@ def test_streams_close_all__a_watch_that_ended_on_its_own__no_error(
 ) -> None:
     # Found on the real control plane: a watch ended and went back to the pool just as
     # the drain stopped its followers; the shutdown then raised out of the drain.
-    from drainer.k8s.kube import Streams
+    from drainer.k8s.client import Streams
 
     kube = _kube(sim, CountingToken([sim.admin_token]), [])
     response = kube.transport.send("GET", "/api/v1/nodes", bearer=sim.admin_token, timeout=5.0)

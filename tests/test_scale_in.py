@@ -29,7 +29,8 @@ from drainer import aws
 from drainer.engine.options import DrainOptions
 from drainer.engine.report import DrainReport
 from drainer.k8s.cordon import PROGRESS_ANNOTATION
-from drainer.k8s.kube import Kube, RetryPolicy
+from drainer.k8s.client import RetryPolicy
+from drainer.k8s.kube import Kube
 from drainer.lifecycle import admission, runner, scale_in, window
 from drainer.lifecycle.events import parse_event
 from drainer.lifecycle.events_hook import TERMINATE_HOOK_TRIGGER, LifecycleEvent

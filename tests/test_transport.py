@@ -17,8 +17,9 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from drainer.errors import KubeServerError, KubeTimedOut
+from drainer.k8s.client import RetryPolicy
 from drainer.k8s.deadline import AnswerTooLarge, DeadlineExceeded
-from drainer.k8s.kube import Kube, RetryPolicy
+from drainer.k8s.kube import Kube
 from drainer.k8s.transport import ERRORS, Endpoint, Transport
 from kubesim import KubeSim
 

@@ -7,7 +7,7 @@ URL (SigV4 query signing, X-Amz-Expires=60, the header `x-k8s-aws-id: <cluster>`
 among the signed headers), base64url-encoded without padding and prefixed
 "k8s-aws-v1.". EKS accepts one for 15 minutes; a drain can last hours, so
 `TokenSource` caches a token and mints a new one well before that, or at once after
-a 401 (`invalidate`): it is a TokenProvider of drainer.k8s.kube. Nothing here logs a
+a 401 (`invalidate`): it is a TokenProvider of drainer.k8s.client. Nothing here logs a
 token, and botocore's signing debug lines (which would print the signature) are
 filtered out.
 

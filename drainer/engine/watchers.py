@@ -27,7 +27,8 @@ from drainer.backoff import Backoff
 from drainer.engine import pods
 from drainer.engine.pods import Pod, PodKey
 from drainer.errors import FatalKubeError, KubeError, KubeGone, KubeTooManyRequests
-from drainer.k8s.kube import Kube, Obj, Streams
+from drainer.k8s.client import Streams
+from drainer.k8s.kube import Kube, Obj
 
 log = logging.getLogger(__name__)
 

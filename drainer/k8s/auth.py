@@ -1,5 +1,5 @@
 """The bearer token of a kubeconfig user's exec credential plugin (the CLI's, as
-`aws eks update-kubeconfig` writes it): a `TokenProvider` of drainer.k8s.kube, a
+`aws eks update-kubeconfig` writes it): a `TokenProvider` of drainer.k8s.client, a
 cached token, and `invalidate()` after a 401 so that the next call gets a fresh one.
 
 The Lambda's EKS token is the other TokenProvider; it is made from AWS credentials,

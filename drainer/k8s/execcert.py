@@ -4,7 +4,7 @@ renews it: the plugin runs again shortly before the expiry it states, or after t
 API server refuses the certificate (401), and the transport presents the new one on
 its next connections (drainer/k8s/transport.py `Endpoint.certificate`).
 
-It stands where a token provider stands (drainer.k8s.kube.TokenProvider): `token()`
+It stands where a token provider stands (drainer.k8s.client.TokenProvider): `token()`
 renews when due and gives no bearer token (""), `invalidate()` after a 401.
 """
 

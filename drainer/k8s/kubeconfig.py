@@ -396,3 +396,31 @@ def _path(value: Any, directory: Path) -> str:
         return ""
     path = Path(os.path.expanduser(str(value)))
     return str(path if path.is_absolute() else directory / path)
+
+
+_AWS_PLUGINS = {"aws", "aws-iam-authenticator"}
+
+
+def refused_advice(user: str, token: object) -> str:
+    """What a 401 means for a kubeconfig's user, and what to check."""
+    if not isinstance(token, ExecToken):
+        return (
+            f"the API server refused the credentials of kubeconfig user '{user}' (401 "
+            "Unauthorized): a token or client certificate this cluster does not accept "
+            "(expired, revoked, or another cluster's). Get current ones; `kubectl auth "
+            "whoami` shows who the kubeconfig signs in as."
+        )
+    program = os.path.basename(shlex.split(token.command)[0]) if token.command else ""
+    aws = (
+        " (`aws eks get-token` signs in as the AWS profile or role it runs with, "
+        "`aws sts get-caller-identity` shows which; that IAM principal needs an EKS access "
+        "entry or aws-auth mapping for this cluster)"
+        if program in _AWS_PLUGINS
+        else ""
+    )
+    return (
+        f"the API server refused the token of kubeconfig user '{user}' (401 Unauthorized), "
+        f"and a fresh one from running its exec credential plugin again too. Run the "
+        f"plugin yourself (`{token.command}`), see who it signs in as, and check that "
+        f"this identity may use the cluster{aws}."
+    )

@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Callable
 
-log = logging.getLogger("drainer.k8s.kube")
+log = logging.getLogger("drainer.k8s.client")
 
 
 class Outage:

@@ -21,7 +21,7 @@ REFRESH_MARGIN_SECONDS = 10.0
 
 class ProviderToken:
     """`load()` gives the Authorization header the package's loader makes ("Bearer
-    ..."); a TokenProvider of drainer.k8s.kube."""
+    ..."); a TokenProvider of drainer.k8s.client."""
 
     def __init__(self, load: Callable[[], str], *, user: str, clock: Callable[[], float]) -> None:
         self.command = ""  # no plugin to name in a 401's message

@@ -64,7 +64,7 @@ def test_api_server_unreachable_mid_drain_longer_than_a_calls_retries__drained__
     client = [
         r.getMessage()
         for r in caplog.records
-        if r.name == "drainer.k8s.kube" and r.levelno >= logging.WARNING
+        if r.name == "drainer.k8s.client" and r.levelno >= logging.WARNING
     ]
     assert len([m for m in client if "cannot reach the API server" in m]) == 1, client
     assert len([m for m in client if "answers again, after 1" in m]) == 1, client

@@ -1,0 +1,303 @@
+"""What the API server's answers mean, in the drainer's own errors (drainer/errors.py).
+
+A failure is judged by the whole answer, as the API server means it: the HTTP
+status, the Status reason and details.causes (a 403 whose cause is
+NamespaceTerminating is not an RBAC denial), and the body of a 2xx too (a Status
+whose status is Failure is not a success, whatever the HTTP status; the eviction
+handler returns, rather than raises, the Failure for a pod under two budgets). The
+message's text is read only where Kubernetes says nothing else (a pod under several
+budgets; an authorizer's denial and admission's share the reason Forbidden).
+A failure on the wire (no connection, TLS, a deadline) is translated here too, and
+what a 401 means for a kubeconfig's user.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import logging
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from drainer.errors import (
+    AdmissionDenied,
+    EvictionBlocked,
+    KubeConflict,
+    KubeError,
+    KubeForbidden,
+    KubeGone,
+    KubeNotFound,
+    KubeServerError,
+    KubeTimedOut,
+    KubeTooManyRequests,
+    KubeUnauthorized,
+    MultipleBudgets,
+    NamespaceTerminating,
+    TlsVerificationError,
+)
+from drainer.k8s.deadline import AnswerTooLarge, DeadlineExceeded
+from drainer.k8s.transport import ERRORS, Unreachable
+
+log = logging.getLogger(__name__)
+
+Obj = dict[str, Any]
+
+_BUDGET_NAME = re.compile(r"The disruption budget (\S+) ")
+_TERMINATING_NAMESPACE = re.compile(r"namespace (\S+) (?:is being|because it is being) terminated")
+# Status cause types (k8s.io/api core/v1 NamespaceTerminatingCause, policy/v1
+# DisruptionBudgetCause). A cause's type is the JSON key "reason".
+NAMESPACE_TERMINATING_CAUSE = "NamespaceTerminating"
+DISRUPTION_BUDGET_CAUSE = "DisruptionBudget"
+_MAX_BODY_IN_MESSAGE = 300
+# The authorization filter's refusal, whatever the authorizer (RBAC, Node, Webhook):
+# responsewriters.forbiddenMessage, 'User "<name>" cannot <verb> resource "<r>" ...'
+# (or 'path "<p>"' for a non-resource URL). Anything else in a 403 is admission's.
+# The user name is Go-quoted (%q): a quote inside it is escaped.
+_AUTHORIZER_DENIAL = re.compile(r'(?:^|: )User "(?:[^"\\]|\\.)*" cannot \S+ (?:resource|path) "')
+# Reads never pass through admission: a 403 on one is never admission's.
+_READS = frozenset({"get", "list", "watch"})
+# How admission names itself when it refuses: a ValidatingAdmissionPolicy
+# ("ValidatingAdmissionPolicy 'p' with binding 'b' denied request: ...") or a webhook
+# ('admission webhook "w" denied the request: ...').
+_ADMISSION_DENIAL = re.compile(
+    r"ValidatingAdmissionPolicy '[^']*' with binding|admission webhook \"[^\"]*\" denied"
+)
+
+
+def status_body(data: bytes) -> Obj:
+    try:
+        body = json.loads(data)
+    except ValueError:
+        return {}
+    return body if isinstance(body, dict) else {}
+
+
+def retry_after(headers: Mapping[str, str], body: Obj) -> float | None:
+    """Seconds the server asked the client to wait: the Retry-After header (as the
+    apiserver and its priority-and-fairness filter send it), else the Status's
+    details.retryAfterSeconds."""
+    value = headers.get("Retry-After")
+    if value:
+        try:
+            seconds = float(value)
+        except ValueError:
+            pass
+        else:
+            if seconds > 0:
+                return seconds
+    detail = (body.get("details") or {}).get("retryAfterSeconds")
+    return float(detail) if isinstance(detail, int | float) and detail > 0 else None
+
+
+def _causes(body: Obj, cause_type: str) -> list[Obj]:
+    causes = (body.get("details") or {}).get("causes") or []
+    return [
+        c for c in causes if isinstance(c, dict) and cause_type in (c.get("reason"), c.get("type"))
+    ]
+
+
+def translate(
+    status: int,
+    data: bytes,
+    headers: Mapping[str, str],
+    *,
+    verb: str,
+    resource: str,
+    what: str,
+) -> KubeError:
+    """The drainer error for an HTTP error answer of the API server."""
+    body = status_body(data)
+    raw = data[:_MAX_BODY_IN_MESSAGE].decode(errors="replace")
+    return translate_status(
+        status, body, headers, verb=verb, resource=resource, what=what, fallback=raw
+    )
+
+
+def translate_status(
+    status: int,
+    body: Obj,
+    headers: Mapping[str, str],
+    *,
+    verb: str,
+    resource: str,
+    what: str,
+    fallback: str = "",
+) -> KubeError:
+    """The same, from a Status object already parsed (a watch's ERROR event)."""
+    message = str(body.get("message") or fallback)
+    reason = str(body.get("reason") or "")
+    if _ADMISSION_DENIAL.search(message):
+        # A webhook chooses its own code (403 by default in controller-runtime, but
+        # 404 or 409 too); whatever the code, admission refused this one object.
+        return AdmissionDenied(what, message, status, reason)
+    if status == 404:
+        return KubeNotFound(f"{what}: not found ({message})", 404, reason)
+    if status == 409:
+        return KubeConflict(f"{what}: conflict ({message})", 409, reason)
+    if status == 410:
+        return KubeGone(f"{what}: {message}", 410, reason)
+    if status == 401:
+        return KubeUnauthorized(
+            f"{what}: the API server refused the token (401 Unauthorized). Check that the "
+            "function's IAM role has an EKS access entry (or aws-auth mapping) for this cluster.",
+            401,
+            reason,
+        )
+    if status == 403:
+        return _forbidden(body, message, verb=verb, resource=resource, what=what)
+    if status == 429:
+        return _too_many_requests(body, message, headers, what=what)
+    if status == 500 and "more than one PodDisruptionBudget" in message:
+        return MultipleBudgets(f"{what}: {message}", 500, reason)
+    if status >= 500:
+        return KubeServerError(f"{what}: API server error {status}: {message}", status, reason)
+    return KubeError(f"{what}: HTTP {status} {reason}: {message}", status, reason)
+
+
+def _forbidden(body: Obj, message: str, *, verb: str, resource: str, what: str) -> KubeError:
+    """A 403, judged by its causes and details, never by its code alone."""
+    terminating = _causes(body, NAMESPACE_TERMINATING_CAUSE)
+    if terminating:
+        # The namespace lifecycle admission refuses new objects (evictions too) in
+        # a namespace being deleted; the pod goes with its namespace.
+        cause = str(terminating[0].get("message") or "")
+        match = _TERMINATING_NAMESPACE.search(cause) or _TERMINATING_NAMESPACE.search(message)
+        return NamespaceTerminating(
+            f"{what}: {message} ({cause or 'namespace being terminated'})",
+            namespace=match.group(1) if match else "",
+        )
+    details = body.get("details") or {}
+    if details.get("group") == "policy" and details.get("kind") == "poddisruptionbudget":
+        # eviction.go's checkAndDecrement: a budget whose status allows a negative
+        # number of disruptions, or has too many evictions not yet confirmed by the
+        # disruption controller. The budget refuses for now; it is not RBAC.
+        return EvictionBlocked(
+            f"{what}: PodDisruptionBudget {details.get('name', '?')} refuses for now: {message}",
+            budget=str(details.get("name") or ""),
+        )
+    if _AUTHORIZER_DENIAL.search(message):
+        return KubeForbidden(
+            f"{what}: RBAC denied '{verb}' on '{resource}': {message}. Grant it to the group "
+            f"eks-node-drainer (kubectl apply -f k8s-rbac/).",
+            verb=verb,
+            resource=resource,
+        )
+    if body.get("kind") == "Status" and verb not in _READS:
+        # The API server's own Status, not in the authorizer's words: an admission
+        # plugin refused this object (apierrors.NewForbidden, '<kind> "<name>" is
+        # forbidden: <why>'), as a policy engine's webhook or a built-in plugin does.
+        return AdmissionDenied(what, message, 403, "Forbidden")
+    return KubeForbidden(
+        f"{what}: 403 Forbidden, in neither the authorizer's nor admission's words "
+        f"({message or 'no reason given'}): is a proxy or firewall in front of the API "
+        f"server refusing '{verb}' on '{resource}'? If not, check the group eks-node-drainer "
+        "has k8s-rbac/'s permissions.",
+        verb=verb,
+        resource=resource,
+    )
+
+
+def _too_many_requests(
+    body: Obj, message: str, headers: Mapping[str, str], *, what: str
+) -> KubeError:
+    """A 429: a budget's refusal (DisruptionBudget cause) or API throttling."""
+    budget_causes = _causes(body, DISRUPTION_BUDGET_CAUSE)
+    if budget_causes:
+        cause = str(budget_causes[0].get("message") or "")
+        match = _BUDGET_NAME.search(cause)
+        return EvictionBlocked(
+            f"{what}: {message} {cause}".strip(),
+            budget=match.group(1) if match else "",
+            retry_after=retry_after(headers, body),
+        )
+    return KubeTooManyRequests(
+        f"{what}: API server throttled the request: {message}", retry_after(headers, body)
+    )
+
+
+def answer(raw: Any, *, verb: str, resource: str, what: str) -> Any:
+    """A 2xx answer's JSON; a Failure Status inside it (read every body) is raised."""
+    try:
+        data = raw.read()
+    except ERRORS as e:
+        raise transport_error(e, what) from e
+    finally:
+        raw.release_conn()
+    if not data:
+        return {}
+    try:
+        answer = json.loads(data)
+    except ValueError as e:
+        raise KubeServerError(
+            f"{what}: the API server answered with something that is not JSON"
+        ) from e
+    failure = failure_in_success(answer, raw.headers, verb=verb, resource=resource, what=what)
+    if failure is not None:
+        raise failure
+    return answer
+
+
+def failure_in_success(
+    answer: Any,
+    headers: Mapping[str, str],
+    *,
+    verb: str,
+    resource: str,
+    what: str,
+) -> KubeError | None:
+    """The drainer error a 2xx answer stands for, or None when it is a success.
+
+    A 2xx is not always success: the eviction handler returns (not raises) a Status
+    whose status is Failure and code 500 for a pod selected by more than one
+    PodDisruptionBudget; v1.33.13 writes it as HTTP 500, but a server that writes it
+    as the create's 201 must not pass for a success. Such a body is translated by its
+    code exactly like the equivalent error answer."""
+    if not isinstance(answer, dict):
+        return None
+    if answer.get("kind") != "Status" or answer.get("status") != "Failure":
+        return None
+    code = answer.get("code")
+    return translate_status(
+        code if isinstance(code, int) and not isinstance(code, bool) and code >= 400 else 500,
+        answer,
+        headers,
+        verb=verb,
+        resource=resource,
+        what=what,
+    )
+
+
+def transport_error(error: Exception, what: str) -> KubeError:
+    if isinstance(error, DeadlineExceeded):
+        return KubeTimedOut(f"{what}: {error}")
+    if isinstance(error, AnswerTooLarge):
+        return KubeServerError(f"{what}: {error}")
+    text = str(error)
+    if "CERTIFICATE_VERIFY_FAILED" in text or "certificate verify failed" in text:
+        return TlsVerificationError(
+            f"{what}: the API server's certificate does not verify against the cluster CA "
+            f"({text[:200]}). Refusing to connect; check the cluster's certificateAuthority.",
+        )
+    return KubeServerError(f"{what}: cannot reach the API server: {cause(error)}")
+
+
+def cause(error: Exception) -> str:
+    """What went wrong on the wire, in a few words ("Connection refused (host:port)")."""
+    if isinstance(error, Unreachable):
+        return f"{error.error.strerror or cause(error.error)} ({error.where})"
+    if isinstance(error, TimeoutError) or "timed out" in str(error).lower():
+        return "timed out"
+    text = str(error)
+    found = re.search(r"\[Errno -?\d+\] (.+)", text)
+    if found:
+        return found.group(1).strip()
+    return text.splitlines()[0][:160] if text else type(error).__name__
+
+
+def server_gone(error: BaseException | None) -> bool:
+    """The connection was refused or cut: no API server process answering there (a
+    restart), as opposed to a slow answer or a watch this client ended itself."""
+    if isinstance(error, Unreachable):
+        return not isinstance(error.error, TimeoutError)
+    return isinstance(error, (ConnectionError, http.client.HTTPException))
