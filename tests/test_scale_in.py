@@ -28,8 +28,8 @@ from awssim.world import NodeGroup, create_node_group
 from drainer import aws
 from drainer.engine.options import DrainOptions
 from drainer.engine.report import DrainReport
-from drainer.k8s.cordon import PROGRESS_ANNOTATION
 from drainer.k8s.client import RetryPolicy
+from drainer.k8s.cordon import PROGRESS_ANNOTATION
 from drainer.k8s.kube import Kube
 from drainer.lifecycle import admission, runner, scale_in, window
 from drainer.lifecycle.events import parse_event
