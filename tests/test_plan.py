@@ -210,3 +210,13 @@ def test_time_to_ready__restarted_pod_not_measured__other_workloads_median_used(
     known = startups([flapping, other])
 
     assert [(k[2], v.median) for k, v in known.items()] == [("api-rs", 6), ("", 6)]
+
+
+def test_the_plan_never_reads_the_emulators_timing_annotations() -> None:
+    from pathlib import Path
+
+    import drainer.plan
+
+    package = Path(drainer.plan.__file__).parent
+    for source in (*package.glob("*.py"), package.parent / "cli" / "plan.py"):
+        assert "kubesim.io" not in source.read_text(), source

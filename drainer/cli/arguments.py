@@ -183,8 +183,36 @@ def parser(prog: str) -> _Parser:
     drain.add_argument(
         "--verbose", "-v", action="store_true", help="print every eviction attempt and debug logs"
     )
-    made.commands = {"release": release, "drain": drain}
+    made.commands = {"release": release, "drain": drain, "plan": _plan(commands)}
     return made
+
+
+def _plan(commands: Any) -> argparse.ArgumentParser:
+    """`plan NODE...` or `plan -l SELECTOR`: the forecast of their drains, read-only."""
+    plan: argparse.ArgumentParser = commands.add_parser(
+        "plan",
+        help="before a refresh: how long each node's drain would take and what would "
+        "block it (reads only; changes nothing)",
+    )
+    which = plan.add_mutually_exclusive_group(required=True)
+    which.add_argument("nodes", nargs="*", type=node_name, default=[], metavar="NODE")
+    add_selector(which)
+    plan.add_argument(
+        "--kubeconfig", help="kubeconfig file (default: $KUBECONFIG or ~/.kube/config)"
+    )
+    plan.add_argument("--context", help="kubeconfig context (default: the current one)")
+    add_impersonation(plan)
+    plan.add_argument(
+        "--timeout",
+        type=positive_seconds,
+        default=float(DEFAULT_TIMEOUT),
+        help="the drain's timeout: a pod that would still be there then is a blocker "
+        f"(default {DEFAULT_TIMEOUT})",
+    )
+    _kubectl_flags(plan)
+    _output_flag(plan)
+    plan.set_defaults(node=None, node_name=None, instance_id=None)
+    return plan
 
 
 def _output_flag(parser: argparse.ArgumentParser) -> None:

@@ -109,6 +109,10 @@ def main(
     )
     try:
         with signals_interrupt():
+            if args.command == "plan":  # read-only: its own client and errors
+                from drainer.cli.plan import run_plan
+
+                return run_plan(args, terminal)
             return _connect(args, terminal)
     except KeyboardInterrupt as e:  # before the drain began (its own signals are handled)
         said = "interrupted before anything changed"

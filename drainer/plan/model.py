@@ -13,7 +13,7 @@ from drainer.engine.pods import Pod
 from drainer.plan import budgets as b
 from drainer.plan.blockers import Blocker, left, refused
 from drainer.plan.forecast import Forecast, Going, forecast
-from drainer.plan.timing import Owner, Startup
+from drainer.plan.timing import Owner, Startup, startup_of
 
 
 @dataclass(frozen=True)
@@ -74,7 +74,7 @@ def plan_node(
         len(going),
         timeout if stuck else likely.eta,
         timeout if slowest.left or slowest.eta > timeout else slowest.eta,
-        _paced_by(likely, going, timeout),
+        _paced_by(likely, going, cluster, timeout),
         blocked,
     )
 
@@ -86,7 +86,7 @@ def _run(
     return forecast(going, view, options, cluster.startups, timeout=timeout, slow=slow)
 
 
-def _paced_by(run: Forecast, going: list[Going], timeout: float) -> str:
+def _paced_by(run: Forecast, going: list[Going], cluster: Cluster, timeout: float) -> str:
     """What the drain's length comes from: the last pod to go, and what held it."""
     if not going:
         return "nothing to evict"
@@ -94,11 +94,23 @@ def _paced_by(run: Forecast, going: list[Going], timeout: float) -> str:
         return f"the timeout ({timeout:g} s): {len(run.left)} pod(s) never go"
     last = max(run.gone, key=lambda name: run.gone[name])
     budget = run.paced_by.get(last)
-    grace = next(pods.grace_period(g.pod) for g in going if pods.name(g.pod) == last)
+    pod = next(g.pod for g in going if pods.name(g.pod) == last)
+    grace = pods.grace_period(pod)
     if budget:
         waves = run.waves.get(budget, 0)
         return (
-            f"PodDisruptionBudget {budget}: {waves} replacement(s) to wait for, then "
-            f"{last}'s grace period ({grace} s)"
+            f"PodDisruptionBudget {budget}: {waves} replacement(s) to wait for "
+            f"({_observed(startup_of(pod, cluster.startups))}), then {last}'s grace "
+            f"period ({grace} s)"
         )
     return f"the grace period of {last} ({grace} s, an upper bound)"
+
+
+def _observed(startup: Startup | None) -> str:
+    """Where the replacement time comes from: observed, and on which pods."""
+    if startup is None:
+        return "no time to Ready observed in the cluster"
+    median = f"each Ready in ~{startup.median:.0f} s"
+    if not startup.observed:
+        return f"{median}: none of its pods measured, the cluster's median"
+    return f"{median}, the median of {startup.observed} of its pods"

@@ -1,0 +1,163 @@
+"""`plan NODE...` / `plan -l SELECTOR`: before a refresh, how long each node's drain
+would take and what would block it (drainer/plan/), as a table for people or one
+JSON document (docs/cli-output.schema.json, `plan`). Reads only: the nodes, every
+pod (each workload's time to Ready comes from its pods anywhere in the cluster) and
+the budgets, which the drainer's ClusterRole (k8s-rbac/) already lets it list.
+Exit 0 nothing blocks, 1 something does (or a deadlock), 2 usage, 3 the API."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from typing import Any
+
+from drainer.cli import output
+from drainer.cli.arguments import DEFAULTS, overrides_from
+from drainer.cli.impersonate import from_args as impersonation_from
+from drainer.engine import filters
+from drainer.engine.options import DrainOptions
+from drainer.errors import DrainerError, KubeError
+from drainer.k8s.kube import Kube
+from drainer.plan.model import Cluster, NodePlan, plan_node
+from drainer.plan.timing import startups
+
+HEADERS = ("NODE", "PODS", "ETA", "UP TO", "PACED BY", "BLOCKERS")
+
+
+def run_plan(args: argparse.Namespace, terminal: Any) -> int:
+    """The plan of the nodes named or selected; the exit status."""
+    try:
+        kube = Kube.from_kubeconfig(
+            args.kubeconfig, args.context, impersonate=impersonation_from(args)
+        )
+    except DrainerError as e:
+        return _failed(terminal, args, 2, str(e))
+    try:
+        return _plan(kube, args, terminal)
+    except KubeError as e:
+        if e.status == 400 and args.selector:
+            return _failed(terminal, args, 2, f"--selector {args.selector!r}: {e}")
+        return _failed(terminal, args, 3, str(e))
+    except DrainerError as e:
+        return _failed(terminal, args, 2, str(e))
+    finally:
+        kube.close()
+
+
+def _failed(terminal: Any, args: argparse.Namespace, code: int, message: str) -> int:
+    from drainer.cli.main import _failed as failed
+
+    return failed(terminal, args, code, message)
+
+
+def options_from(args: argparse.Namespace) -> DrainOptions:
+    """The drain's options, as `drain` would take them from the same flags."""
+    return dataclasses.replace(
+        DEFAULTS,
+        filters=filters.FilterOptions(
+            evict_unreplicated=args.force,
+            evict_emptydir=args.delete_emptydir_data,
+            evict_daemonset=args.evict_daemonset_pods,
+        ),
+        pod_selector=args.pod_selector or "",
+        honor_do_not_disrupt=not args.ignore_do_not_disrupt,
+    )
+
+
+def _plan(kube: Kube, args: argparse.Namespace, terminal: Any) -> int:
+    names = _nodes(kube, args)
+    if names is None:
+        return _failed(terminal, args, 1, f"node(s) not found: {', '.join(_missing(kube, args))}")
+    if not names:
+        return _failed(terminal, args, 1, f"no node matches --selector {args.selector}")
+    every_pod = _all_pods(kube)
+    budgets, _ = kube.list_budgets()
+    cluster = Cluster(budgets, startups(every_pod))
+    options, overrides = options_from(args), overrides_from(args)
+    plans = []
+    for node in names:
+        on_node, _ = kube.list_pods_on_node(node, args.pod_selector or "")
+        plans.append(plan_node(node, on_node, cluster, options, overrides, timeout=args.timeout))
+    blocked = any(p.blockers for p in plans)
+    code = 1 if blocked else 0
+    if args.output == "json":
+        output.emit(terminal.out, _document(plans, code))
+    else:
+        print(table(plans), file=terminal.out)
+        print(_verdict(plans), file=terminal.out)
+    return code
+
+
+def _nodes(kube: Kube, args: argparse.Namespace) -> list[str] | None:
+    """The nodes to plan, in the order given (None: one named does not exist)."""
+    if args.selector:
+        return sorted(
+            str(n["metadata"]["name"]) for n in kube.list_nodes(label_selector=args.selector)
+        )
+    if _missing(kube, args):
+        return None
+    return list(dict.fromkeys(args.nodes))
+
+
+def _missing(kube: Kube, args: argparse.Namespace) -> list[str]:
+    return [n for n in args.nodes if kube.get_node(n) is None]
+
+
+def _all_pods(kube: Kube) -> list[dict[str, Any]]:
+    """Every pod in the cluster: each workload's time to Ready, from its own pods.
+    (Through the client's paged list: Kube has no named call for it yet.)"""
+    items, _ = kube._list_all("/api/v1/pods", "pods")
+    return items
+
+
+def _document(plans: list[NodePlan], code: int) -> dict[str, Any]:
+    return output.document(
+        "blocked" if code else "planned",
+        code,
+        nodes=[p.doc() for p in plans],
+        total_eta_seconds=round(sum(p.eta_seconds for p in plans), 1),
+        deadlocked=any(p.deadlocked for p in plans),
+    )
+
+
+def _duration(seconds: float) -> str:
+    whole = round(seconds)
+    if whole < 60:
+        return f"{whole}s"
+    minutes, rest = divmod(whole, 60)
+    return f"{minutes}m{rest:02d}s" if minutes < 60 else f"{minutes // 60}h{minutes % 60:02d}m"
+
+
+def table(plans: list[NodePlan]) -> str:
+    """One row per node, then each blocker with its fix under it."""
+    rows = [HEADERS] + [
+        (
+            p.node,
+            str(p.pods),
+            _duration(p.eta_seconds),
+            _duration(p.eta_max_seconds),
+            p.paced_by,
+            str(len(p.blockers)) if p.blockers else "none",
+        )
+        for p in plans
+    ]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(HEADERS) - 1)]
+    lines = [
+        "   ".join(c.ljust(w) for c, w in zip(r, widths, strict=False)) + "   " + r[-1]
+        for r in rows
+    ]
+    for p in plans:
+        for blocker in p.blockers:
+            lines.append(f"  {p.node}: {blocker.pod}: {blocker.reason}")
+            lines.append(f"    fix: {blocker.fix}")
+    return "\n".join(line.rstrip() for line in lines)
+
+
+def _verdict(plans: list[NodePlan]) -> str:
+    total = _duration(sum(p.eta_seconds for p in plans))
+    blocked = sum(len(p.blockers) for p in plans)
+    if any(p.deadlocked for p in plans):
+        return f"deadlocked: {blocked} blocker(s); the drain waits for its timeout ({total} in all)"
+    if blocked:
+        return f"{blocked} blocker(s); forecast {total} in all, one node after the other"
+    return f"nothing blocks; forecast {total} in all, one node after the other"
