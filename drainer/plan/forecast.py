@@ -38,10 +38,14 @@ class Forecast:
     gone: dict[str, float] = field(default_factory=dict)
     left: dict[str, str] = field(default_factory=dict)
     """The pods that would never go, and why (the schedule's words)."""
-    waves: dict[str, int] = field(default_factory=dict)
-    """Per budget: the replacements its pods waited for."""
+    through: dict[str, str] = field(default_factory=dict)
+    """Per pod evicted through a budget: that budget."""
     paced_by: dict[str, str] = field(default_factory=dict)
     """Per pod: the budget it waited for, when it did."""
+
+    def waves(self, budget: str) -> int:
+        """The rounds of evictions through the budget: each after a replacement is Ready."""
+        return len({self.evicted[pod] for pod, b in self.through.items() if b == budget})
 
     @property
     def eta(self) -> float:
@@ -77,6 +81,7 @@ class _Run:
             )
             return
         if allowance is not None:
+            self.result.through[entry.name] = budget
             if entry.refusals or now > 0:
                 self.result.paced_by[entry.name] = budget
             startup = self._startup(entry.pod)
@@ -106,7 +111,6 @@ class _Run:
                 self.result.gone[entry.name] = now
             elif kind == "ready":
                 self.view.by_name[budget].replaced()
-                self.result.waves[budget] = self.result.waves.get(budget, 0) + 1
 
     def next_time(self, now: float) -> float | None:
         """The next moment something changes; None: nothing ever will."""

@@ -97,11 +97,9 @@ def _paced_by(run: Forecast, going: list[Going], cluster: Cluster, timeout: floa
     pod = next(g.pod for g in going if pods.name(g.pod) == last)
     grace = pods.grace_period(pod)
     if budget:
-        waves = run.waves.get(budget, 0)
         return (
-            f"PodDisruptionBudget {budget}: {waves} replacement(s) to wait for "
-            f"({_observed(startup_of(pod, cluster.startups))}), then {last}'s grace "
-            f"period ({grace} s)"
+            f"PodDisruptionBudget {budget}: {run.waves(budget)} waves "
+            f"({_observed(startup_of(pod, cluster.startups))}), then a {grace} s grace period"
         )
     return f"the grace period of {last} ({grace} s, an upper bound)"
 
@@ -110,7 +108,7 @@ def _observed(startup: Startup | None) -> str:
     """Where the replacement time comes from: observed, and on which pods."""
     if startup is None:
         return "no time to Ready observed in the cluster"
-    median = f"each Ready in ~{startup.median:.0f} s"
+    median = f"replacements Ready in ~{startup.median:.0f} s"
     if not startup.observed:
-        return f"{median}: none of its pods measured, the cluster's median"
+        return f"{median}: the cluster's median, none of its own measured"
     return f"{median}, the median of {startup.observed} of its pods"

@@ -56,7 +56,7 @@ def test_plan__budget_paced_node__forecast_within_a_quarter_of_the_drain(world: 
     assert (code, plan["result"], plan["deadlocked"]) == (0, "planned", False), plan
     [forecast] = plan["nodes"]
     assert (forecast["node"], forecast["pods"], forecast["blockers"]) == (node, 4, [])
-    assert "PodDisruptionBudget default/web: 3 replacement(s)" in forecast["paced_by"]
+    assert "PodDisruptionBudget default/web: 4 waves" in forecast["paced_by"]
     assert forecast["eta_max_seconds"] >= forecast["eta_seconds"]
 
     started = time.monotonic()
