@@ -80,9 +80,9 @@ def test_no_node__usage_error_exit_2(sim: KubeSim) -> None:
 
 
 def test_unknown_node__exit_1_named(sim: KubeSim, capsys: pytest.CaptureFixture[str]) -> None:
-    code, _ = _plan(sim, "ip-10-9-9-9.ec2.internal")
+    code, out = _plan(sim, "ip-10-9-9-9.ec2.internal", "-o", "json")
 
-    assert code == 1
+    assert (code, json.loads(out)["result"]) == (1, "no_node")
     assert "node(s) not found: ip-10-9-9-9.ec2.internal" in capsys.readouterr().err
 
 

@@ -44,10 +44,10 @@ def run_plan(args: argparse.Namespace, terminal: Any) -> int:
         kube.close()
 
 
-def _failed(terminal: Any, args: argparse.Namespace, code: int, message: str) -> int:
+def _failed(terminal: Any, args: argparse.Namespace, code: int, message: str, **more: Any) -> int:
     from drainer.cli.main import _failed as failed
 
-    return failed(terminal, args, code, message)
+    return failed(terminal, args, code, message, **more)
 
 
 def options_from(args: argparse.Namespace) -> DrainOptions:
@@ -67,9 +67,11 @@ def options_from(args: argparse.Namespace) -> DrainOptions:
 def _plan(kube: Kube, args: argparse.Namespace, terminal: Any) -> int:
     names = _nodes(kube, args)
     if names is None:
-        return _failed(terminal, args, 1, f"node(s) not found: {', '.join(_missing(kube, args))}")
+        missing = ", ".join(_missing(kube, args))
+        return _failed(terminal, args, 1, f"node(s) not found: {missing}", result="no_node")
     if not names:
-        return _failed(terminal, args, 1, f"no node matches --selector {args.selector}")
+        why = f"no node matches --selector {args.selector}"
+        return _failed(terminal, args, 1, why, result="no_node")
     every_pod = _all_pods(kube)
     budgets, _ = kube.list_budgets()
     cluster = Cluster(budgets, startups(every_pod))
