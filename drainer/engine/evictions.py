@@ -206,7 +206,8 @@ class Evictions:
         retry_after = error.retry_after if isinstance(error, KubeTooManyRequests) else None
         delay = self.ctx.options.retry.delay(entry.attempts - 1, self.ctx.rng, retry_after)
         if isinstance(error, KubeError):
-            log.warning("evicting %s failed (%s); retrying in %.1f s", entry.name, error, delay)
+            level = logging.DEBUG if error.said else logging.WARNING  # the client said it
+            log.log(level, "evicting %s failed (%s); retrying in %.1f s", entry.name, error, delay)
         else:
             log.exception("evicting %s failed unexpectedly; retrying in %.1f s", entry.name, delay)
         with self.ctx.cond:

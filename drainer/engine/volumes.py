@@ -120,11 +120,18 @@ class Volumes:
         timeout = ctx.options.volume_detach_timeout
         if timeout <= 0:
             return
-        volumes = volumes_of(ctx.kube, drained)
-        if not volumes:
+        try:
+            volumes = volumes_of(ctx.kube, drained)
+            if not volumes:
+                return
+            until = min(limit, ctx.clock() + timeout)
+            result = wait_for_detach(ctx, volumes, until, self.attached_before)
+        except FatalKubeError:
+            raise
+        except KubeError as e:  # the pods are gone: a courtesy wait not had, not a failure
+            level = logging.DEBUG if e.said else logging.WARNING
+            log.log(level, "not waiting for volumes to detach from %s: %s", ctx.node, e)
             return
-        until = min(limit, ctx.clock() + timeout)
-        result = wait_for_detach(ctx, volumes, until, self.attached_before)
         if result.error is not None:
             ctx.fail(result.error)
         ctx.report.volumes_detached = len(result.detached)

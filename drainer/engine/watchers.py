@@ -161,7 +161,8 @@ class _Follower:
                 self._watching = False
                 retry_after = e.retry_after if isinstance(e, KubeTooManyRequests) else None
                 delay = self.relist.delay(failures, self._rng, retry_after)
-                log.warning("%s: %s; re-listing in %.1f s", self.name, e, delay)
+                level = logging.DEBUG if e.said else logging.WARNING  # the client said it
+                log.log(level, "%s: %s; re-listing in %.1f s", self.name, e, delay)
                 resource_version = ""
                 if self._stop.wait(delay):
                     return

@@ -101,11 +101,6 @@ def test_api_server_unreachable_until_the_deadline__node_cordoned__the_outage_na
 
 
 @pytest.mark.kubesim_only("fails the drainer's pod lists, which only kubesim can")
-@pytest.mark.xfail(
-    strict=True,
-    reason="engine: Following.verify (drainer/engine/following.py) lets a failed list "
-    "end the drain (exit 3) instead of trying it again at the loop's next turn",
-)
 def test_api_server_failing_the_last_list__drain_goes_on__drained(world: World) -> None:
     """The last list ("drained" waits for a fresh list to agree) fails through all
     of its call's tries, as in an outage of 5 to 11 s at the end of a drain."""
