@@ -15,6 +15,7 @@ from drainer.plan.model import Cluster, NodePlan, plan_node
 from drainer.plan.timing import startups
 
 T0 = "2026-01-01T00:00:00Z"
+NOW = 1_767_225_600.0  # T0, as epoch seconds
 EVERYTHING = Overrides(ignore_daemonsets=True, delete_emptydir_data=True, force=True)
 OPTIONS = DrainOptions(filters=FilterOptions())
 
@@ -70,7 +71,8 @@ def plan(pods: list[dict[str, Any]], budgets: list[dict[str, Any]], **kw: Any) -
     cluster = Cluster(budgets, startups(pods))
     overrides = kw.pop("overrides", EVERYTHING)
     options = kw.pop("options", DrainOptions(filters=FilterOptions()))
-    return plan_node("n1", pods, cluster, options, overrides, timeout=kw.pop("timeout", 3600))
+    timeout = kw.pop("timeout", 3600)
+    return plan_node("n1", pods, cluster, options, overrides, timeout=timeout, now=NOW)
 
 
 def test_no_budget__all_go_at_once__eta_is_the_longest_grace_period() -> None:
@@ -220,3 +222,13 @@ def test_the_plan_never_reads_the_emulators_timing_annotations() -> None:
     package = Path(drainer.plan.__file__).parent
     for source in (*package.glob("*.py"), package.parent / "cli" / "plan.py"):
         assert "kubesim.io" not in source.read_text(), source
+
+
+def test_a_pod_already_terminating_is_waited_for_until_its_deletion_deadline() -> None:
+    going = pod("web-0", grace=30)
+    going["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:40Z"
+
+    result = plan([going, pod("web-1", grace=5)], [])
+
+    assert (result.pods, result.eta_seconds) == (1, 40)
+    assert result.paced_by == "default/web-0, already terminating: its deletion deadline"

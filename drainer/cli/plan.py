@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import time
 from typing import Any
 
 from drainer.cli import output
@@ -35,8 +36,8 @@ def run_plan(args: argparse.Namespace, terminal: Any) -> int:
     try:
         return _plan(kube, args, terminal)
     except KubeError as e:
-        if e.status == 400 and args.selector:
-            return _failed(terminal, args, 2, f"--selector {args.selector!r}: {e}")
+        if e.status == 400 and (args.selector or args.pod_selector):  # a selector's syntax
+            return _failed(terminal, args, 2, f"a label selector the API server refuses: {e}")
         return _failed(terminal, args, 3, str(e))
     except DrainerError as e:
         return _failed(terminal, args, 2, str(e))
@@ -79,7 +80,10 @@ def _plan(kube: Kube, args: argparse.Namespace, terminal: Any) -> int:
     plans = []
     for node in names:
         on_node, _ = kube.list_pods_on_node(node, args.pod_selector or "")
-        plans.append(plan_node(node, on_node, cluster, options, overrides, timeout=args.timeout))
+        listed = time.time()  # only for the deletion deadlines of pods already terminating
+        plans.append(
+            plan_node(node, on_node, cluster, options, overrides, timeout=args.timeout, now=listed)
+        )
     blocked = any(p.blockers for p in plans)
     code = 1 if blocked else 0
     if args.output == "json":

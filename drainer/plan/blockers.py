@@ -89,8 +89,12 @@ def _held(name: str, one: Going, by_name: dict[str, b.Budget]) -> Blocker:
 
 
 def _late(name: str, pod: Pod, run: Forecast, timeout: float) -> Blocker:
-    start = run.evicted.get(name, 0.0)
     end = run.gone[name]
+    if name not in run.evicted:
+        why = f"already terminating, its deletion deadline ~{end:.0f} s away: after the "
+        why += f"timeout ({timeout:g} s)"
+        return Blocker(name, why, None, f"--timeout {math.ceil(end) + 1}s")
+    start = run.evicted[name]
     grace = pods.grace_period(pod)
     why = f"evicted at ~{start:.0f} s, its grace period ({grace} s) ends at ~{end:.0f} s, "
     why += f"after the timeout ({timeout:g} s)"

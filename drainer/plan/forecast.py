@@ -28,6 +28,9 @@ class Going:
 
     pod: Pod
     budgets: list[str]
+    stopping: float | None = None
+    """Already terminating: the seconds until its deletion deadline (not evicted again,
+    but waited for)."""
 
 
 @dataclass
@@ -142,7 +145,11 @@ def forecast(
     schedule = Schedule(view, deadline=timeout, reserve=options.critical_reserve_seconds)
     run = _Run(schedule, view, options, startups, slow)
     for one in going:
-        entry = schedule.add(one.pod, budgets=one.budgets, terminating=False, now=0.0)
+        terminating = one.stopping is not None
+        entry = schedule.add(one.pod, budgets=one.budgets, terminating=terminating, now=0.0)
+        if one.stopping is not None:
+            run.push(one.stopping, "gone", "", entry)
+            continue
         if len(one.budgets) > 1:
             run.several.add(entry.name)
         annotation = pods.opted_out(one.pod) if options.honor_do_not_disrupt else ""

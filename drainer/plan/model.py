@@ -57,26 +57,36 @@ def plan_node(
     overrides: filters.Overrides,
     *,
     timeout: float,
+    now: float,
 ) -> NodePlan:
-    """The plan of one node's drain, its pods as listed now."""
+    """The plan of one node's drain, its pods as listed at `now` (the wall clock:
+    only for the deletion deadlines of pods already terminating)."""
     blocked = refused(pod_list, overrides)
+    decisions = [filters.decide(p, options.filters) for p in pod_list]
     going = [
         Going(d.pod, b.matching(d.pod, cluster.budgets))
-        for d in (filters.decide(p, options.filters) for p in pod_list)
+        for d in decisions
         if d.action == Action.EVICT
     ]
+    going += [_stopping(d.pod, now) for d in decisions if d.action == Action.WAIT]
     likely = _run(going, cluster, options, timeout, slow=False)
     slowest = _run(going, cluster, options, timeout, slow=True)
     blocked += left(going, cluster.budgets, slowest, timeout)
     stuck = bool(likely.left) or likely.eta > timeout
     return NodePlan(
         node,
-        len(going),
+        sum(1 for g in going if g.stopping is None),
         timeout if stuck else likely.eta,
         timeout if slowest.left or slowest.eta > timeout else slowest.eta,
         _paced_by(likely, going, cluster, timeout),
         blocked,
     )
+
+
+def _stopping(pod: Pod, now: float) -> Going:
+    """A pod already terminating: waited for until its deletion deadline."""
+    deadline = pods.deletion_deadline(pod)
+    return Going(pod, [], stopping=max(0.0, (deadline or now) - now))
 
 
 def _run(
@@ -94,8 +104,10 @@ def _paced_by(run: Forecast, going: list[Going], cluster: Cluster, timeout: floa
         return f"the timeout ({timeout:g} s): {len(run.left)} pod(s) never go"
     last = max(run.gone, key=lambda name: run.gone[name])
     budget = run.paced_by.get(last)
-    pod = next(g.pod for g in going if pods.name(g.pod) == last)
-    grace = pods.grace_period(pod)
+    last_going = next(g for g in going if pods.name(g.pod) == last)
+    pod, grace = last_going.pod, pods.grace_period(last_going.pod)
+    if last_going.stopping is not None:
+        return f"{last}, already terminating: its deletion deadline"
     if budget:
         return (
             f"PodDisruptionBudget {budget}: {run.waves(budget)} waves "
