@@ -58,6 +58,8 @@ lint: $(STAMP)
 	$(VENV)/bin/lint-imports --no-cache
 	$(VENV)/bin/vulture drainer tools --min-confidence 60
 	$(PY) -m tools.sizes
+	@if grep -rn --include='*.py' 'kubesim\.io/' drainer/; then \
+		echo "drainer/ must not read the emulators' own annotations (kubesim.io/*): the plan forecasts from what a real cluster shows"; exit 1; fi
 
 types: $(STAMP)
 	$(VENV)/bin/mypy

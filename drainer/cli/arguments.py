@@ -195,8 +195,16 @@ def _plan(commands: Any) -> argparse.ArgumentParser:
         "block it (reads only; changes nothing)",
     )
     which = plan.add_mutually_exclusive_group(required=True)
-    which.add_argument("nodes", nargs="*", type=node_name, default=[], metavar="NODE")
-    add_selector(which)
+    which.add_argument(
+        "nodes", nargs="*", type=node_name, default=[], metavar="NODE", help="the nodes to plan"
+    )
+    which.add_argument(
+        "--selector",
+        "-l",
+        type=_selector,
+        help="plan every node this label selector selects (e.g. pool=old), drained one "
+        "after the other as `drain -l` does",
+    )
     plan.add_argument(
         "--kubeconfig", help="kubeconfig file (default: $KUBECONFIG or ~/.kube/config)"
     )
