@@ -42,7 +42,7 @@ from drainer.engine.report import DrainEvent, DrainReport, Kind, PodAddress
 from drainer.engine.schedule import Entry, Schedule
 from drainer.engine.volumes import Volumes
 from drainer.engine.watchers import BudgetTracker
-from drainer.errors import FatalKubeError, KubeError
+from drainer.errors import FatalKubeError
 from drainer.k8s.kube import Kube
 from drainer.outcome import Outcome
 
@@ -249,7 +249,7 @@ class Drain:
                     parts.following.admit_unchecked(self._guard.name_taken)
                 if step.force:
                     parts.force.early(step.force)
-                if step.verify and self._verified(parts):
+                if step.verify and parts.following.verify():
                     return True
                 if step.verify and self.ctx.clock() >= limit:
                     return False
@@ -261,19 +261,6 @@ class Drain:
             # an eviction accepted meanwhile counts in the report and the node's record,
             # and no line about it comes after the verdict.
             wait(sent, timeout=IN_FLIGHT_WAIT)
-
-    def _verified(self, parts: _Parts) -> bool:
-        """The fresh list agrees that every pod is gone or stuck. A list that failed
-        through its call's retries (an outage, a 5xx) is not a verdict: the next turn
-        lists again, until the limit; only a fatal error ends the drain."""
-        try:
-            return parts.following.verify()
-        except FatalKubeError:
-            raise
-        except KubeError as e:
-            level = logging.DEBUG if e.said else logging.WARNING  # the client said it
-            log.log(level, "listing the node's pods failed (%s); listing again", e)
-            return False
 
     def _step(self, parts: _Parts, limit: float) -> _Step:
         """One turn: take in what changed, then decide what to send, or wait."""

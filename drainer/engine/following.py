@@ -20,6 +20,7 @@ from drainer.engine.pods import Pod
 from drainer.engine.report import Kind
 from drainer.engine.schedule import OPEN, Entry, Schedule, State
 from drainer.engine.watchers import BudgetTracker, PodTracker
+from drainer.errors import FatalKubeError, KubeError
 
 # The drain's logger: its name is part of every line (the CLI prints it).
 log = logging.getLogger("drainer.engine.drain")
@@ -214,9 +215,18 @@ class Following:
         )
 
     def verify(self) -> bool:
-        """Every pod is gone or stuck: a fresh list must agree before "drained"."""
+        """Every pod is gone or stuck: a fresh list must agree before "drained". A list
+        that failed through its call's retries (an outage, a 5xx) is no verdict: False,
+        and the loop's next turn lists again, until its limit; a fatal error is raised."""
         ctx = self.ctx
-        pod_list, _ = ctx.kube.list_pods_on_node(ctx.node, ctx.options.pod_selector)
+        try:
+            pod_list, _ = ctx.kube.list_pods_on_node(ctx.node, ctx.options.pod_selector)
+        except FatalKubeError:
+            raise
+        except KubeError as e:
+            level = logging.DEBUG if e.said else logging.WARNING  # the client said it
+            log.log(level, "listing the node's pods failed (%s); listing again", e)
+            return False
         with ctx.cond:
             listed = {_id(p) for p in pod_list}
             for entry in self.schedule.open():
