@@ -232,3 +232,25 @@ def test_a_pod_already_terminating_is_waited_for_until_its_deletion_deadline() -
 
     assert (result.pods, result.eta_seconds) == (1, 40)
     assert result.paced_by == "default/web-0, already terminating: its deletion deadline"
+
+
+def test_blocker__budget_waiting_for_unready_pods_elsewhere__not_a_deadlock() -> None:
+    waiting = budget("web", "web", expected=3, allowed=0, minAvailable=3)
+    waiting["status"]["currentHealthy"] = 2  # one of its pods, on another node, not Ready
+
+    result = plan([pod("web-0")], [waiting])
+
+    [blocker] = result.blockers
+    assert not result.deadlocked
+    assert "2 of 3 pods healthy" in blocker.reason
+    assert blocker.budget == "default/web"
+
+
+def test_deadlock_fix__percentages__the_value_that_lets_one_pod_go() -> None:
+    from drainer.plan.budgets import fix
+
+    none = budget("web", "web", expected=4, allowed=0, maxUnavailable="0%")
+    every = budget("web", "web", expected=4, allowed=0, minAvailable="100%")
+
+    assert fix(none).startswith("set maxUnavailable to 25% (or 1)")
+    assert "below 100% (with 4 pods, to 75%)" in fix(every)
