@@ -124,7 +124,7 @@ def test_unhealthy_pod_goes_through_a_budget_that_allows_none_when_always_allow(
     sick = pod("web-0", ready_after=None)
     spec = {"unhealthyPodEvictionPolicy": "AlwaysAllow", "minAvailable": 2}
     shut = budget("web", "web", expected=3, allowed=0, **spec)
-    shut["status"]["currentHealthy"], shut["status"]["desiredHealthy"] = 2, 2
+    shut["status"]["currentHealthy"], shut["status"]["desiredHealthy"] = 2, 3  # unhealthy
 
     result = plan([sick, pod("web-other", owner="other", app="other")], [shut])
 
@@ -254,3 +254,14 @@ def test_deadlock_fix__percentages__the_value_that_lets_one_pod_go() -> None:
 
     assert fix(none).startswith("set maxUnavailable to 25% (or 1)")
     assert "below 100% (with 4 pods, to 75%)" in fix(every)
+
+
+def test_unhealthy_pod_under_an_unhealthy_budget__if_healthy_budget__waits() -> None:
+    sick = pod("web-0", ready_after=None)
+    shut = budget("web", "web", expected=3, allowed=0, minAvailable=3)
+    shut["status"]["currentHealthy"] = 2  # the default policy, IfHealthyBudget: not healthy
+
+    result = plan([sick], [shut])
+
+    [blocker] = result.blockers
+    assert blocker.pod == "default/web-0" and blocker.budget == "default/web"
