@@ -265,3 +265,22 @@ def test_unhealthy_pod_under_an_unhealthy_budget__if_healthy_budget__waits() -> 
 
     [blocker] = result.blockers
     assert blocker.pod == "default/web-0" and blocker.budget == "default/web"
+
+
+def test_an_unhealthy_pods_replacement_frees_the_budget_for_the_next() -> None:
+    # Three pods, one not Ready: the budget (minAvailable 2) is healthy with none to
+    # spare. The sick pod goes at once; its replacement, Ready 5 s later, lets one more go.
+    pods = [
+        pod("web-0", ready_after=None),
+        pod("web-1", ready_after=5),
+        pod("web-2", ready_after=5),
+    ]
+    spare = budget("web", "web", expected=3, allowed=0, minAvailable=2)
+    spare["status"]["currentHealthy"], spare["status"]["desiredHealthy"] = 2, 2
+
+    result = plan(pods, [spare])
+
+    assert result.blockers == [], result.blockers
+    # web-1 goes once web-0's replacement is Ready (5 s), web-2 once web-1's is (10 s).
+    assert result.eta_seconds == 10 + 10
+    assert result.paced_by.startswith("PodDisruptionBudget default/web: 3 waves")

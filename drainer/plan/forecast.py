@@ -88,7 +88,7 @@ class _Run:
             if entry.refusals or now > 0:
                 self.result.paced_by[entry.name] = budget
             startup = self._startup(entry.pod)
-            if pods.is_ready(entry.pod) and math.isfinite(startup):
+            if math.isfinite(startup):  # a healthy replacement, even for a pod that was not
                 self.push(now + startup, "ready", budget, None)
             allowance.evicted(entry.pod)
         self.schedule.accepted(entry, now)
