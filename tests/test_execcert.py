@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from drainer.errors import CredentialsUnavailable, KubeUnauthorized
+from drainer.errors import CredentialsFailing, CredentialsUnavailable, KubeUnauthorized
 from drainer.k8s.execcert import ExecCertificate
 from drainer.k8s.kube import Kube
 from drainer.k8s.transport import Endpoint, Transport
@@ -120,11 +120,24 @@ def test_renewed__kept_connections_closed__the_next_one_presents_the_new(sim: Ku
     transport.close()
 
 
-def test_a_renewal_without_a_certificate__credentials_unavailable() -> None:
+def test_a_renewal_failing_after_it_worked__retried__then_given_up() -> None:
+    """As an exec plugin's token (drainer/k8s/auth.py): the last certificate while it
+    is valid, CredentialsFailing (a server error the drain retries) after, and
+    CredentialsUnavailable once the plugin has failed for the outage allowed."""
     clock = FakeClock(NOW)
-    answers = iter([{"token": "t"}])
-    first = {"clientCertificateData": "c", "clientKeyData": "k", "expirationTimestamp": _stamp(NOW)}
-    source = ExecCertificate(lambda: next(answers), command="p", clock=clock, status=first)
+    first = {"clientCertificateData": "c", "clientKeyData": "k",
+             "expirationTimestamp": _stamp(NOW + 60)}  # fmt: skip
+    source = ExecCertificate(
+        lambda: {"token": "not a certificate"}, command="p", clock=clock, status=first,
+        outage=120.0,
+    )  # fmt: skip
 
-    with pytest.raises(CredentialsUnavailable, match="no client certificate"):
+    clock.advance(55)  # within the margin: the plugin runs, fails; the certificate holds
+    assert source.token() == ""
+    assert source.current()[0] == 1
+    clock.advance(10)  # past its expiry, the plugin failing still
+    with pytest.raises(CredentialsFailing, match="no client certificate"):
+        source.token()
+    clock.advance(120)
+    with pytest.raises(CredentialsUnavailable, match="failed on every run"):
         source.token()

@@ -5,7 +5,8 @@ API server refuses the certificate (401), and the transport presents the new one
 its next connections (drainer/k8s/transport.py `Endpoint.certificate`).
 
 It stands where a token provider stands (drainer.k8s.client.TokenProvider): `token()`
-renews when due and gives no bearer token (""), `invalidate()` after a 401.
+renews when due and gives no bearer token (""), `invalidate()` after a 401; a plugin
+that fails after it has worked is retried as an exec plugin's token is.
 """
 
 from __future__ import annotations
@@ -13,18 +14,20 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
-import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from drainer.errors import CredentialsUnavailable
-from drainer.k8s.auth import EXEC_REFRESH_MARGIN_FRACTION, EXEC_REFRESH_MARGIN_SECONDS
-from drainer.k8s.auth import _expiry as expiry_of
+from drainer.k8s.auth import ExecToken
 
 
-class ExecCertificate:
+class ExecCertificate(ExecToken):
     """The current client certificate and key (files: the ssl module loads them from
-    files) of an exec plugin, and a version that changes with each renewal."""
+    files) of an exec plugin, and a version that changes with each renewal. Renewed
+    and, when the plugin fails after it has worked, retried as ExecToken does its
+    token (drainer/k8s/auth.py): the last certificate presented until the expiry it
+    stated, CredentialsFailing (retried) after it, CredentialsUnavailable once the
+    plugin has failed for CREDENTIALS_OUTAGE_SECONDS."""
 
     def __init__(
         self,
@@ -33,28 +36,16 @@ class ExecCertificate:
         command: str,
         clock: Callable[[], float],
         status: Mapping[str, Any],
+        outage: float | None = None,
     ) -> None:
-        self.command = command
-        self._run = run
-        self._clock = clock
-        self._lock = threading.Lock()
-        self._stale = False
-        self._fresh_until = 0.0
         self._files = ("", "")
         self.version = 0
-        self._accept(status)
+        super().__init__(run, command=command, clock=clock, status=status, outage=outage)
 
     def token(self) -> str:
         """Renew the certificate when it is near its expiry or was refused; no bearer."""
-        with self._lock:
-            if self._stale or self._clock() >= self._fresh_until:
-                self._accept(self._run())
+        super().token()
         return ""
-
-    def invalidate(self) -> None:
-        """The API server refused the certificate (401): the next request renews it."""
-        with self._lock:
-            self._stale = True
 
     def current(self) -> tuple[int, str, str]:
         """(version, certificate file, key file)."""
@@ -68,16 +59,11 @@ class ExecCertificate:
                 f"the exec credential plugin `{self.command}` printed no client certificate "
                 "and key this time (status.clientCertificateData, clientKeyData)"
             )
-        now = self._clock()
-        expiry = expiry_of(status.get("expirationTimestamp"), self.command)
-        if expiry is None:
-            self._fresh_until = float("inf")  # until the API server refuses it
-        else:
-            lifetime = max(0.0, expiry - now)
-            margin = min(EXEC_REFRESH_MARGIN_SECONDS, EXEC_REFRESH_MARGIN_FRACTION * lifetime)
-            self._fresh_until = expiry - margin
+        # The token's bookkeeping (its expiry, the margin before it) for the certificate:
+        # the "token" stands for this version of it, never sent.
+        stamp = status.get("expirationTimestamp")
+        super()._accept({"token": f"certificate {self.version + 1}", "expirationTimestamp": stamp})
         self._files = (secret_file(cert), secret_file(key))
-        self._stale = False
         self.version += 1
 
     def __repr__(self) -> str:
