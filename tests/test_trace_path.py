@@ -24,3 +24,17 @@ def test_scale_in__from_the_handler_through_one_drain_to_the_lifecycle_answer() 
     assert not any(name.startswith("<") for _, name in path.hops)
     # the clients' insides are not the path: no transport, no retry loop
     assert not any(file == "drainer/k8s/transport.py" for file, _ in path.hops)
+
+
+def test_architecture_states_the_paths_as_the_tracer_counts_them() -> None:
+    """docs/ARCHITECTURE.md's figures are the code's, not a count by hand."""
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "ARCHITECTURE.md").read_text()
+    scale_in, spot = trace("scale-in"), trace("spot")
+    said = (
+        f"a scale-in is {len(scale_in.hops)} hops in {len(scale_in.files)} files, coming back "
+        f"to a file it had left {scale_in.returns} times, and a spot warning "
+        f"{len(spot.hops)} hops in {len(spot.files)} files"
+    )
+    assert said in " ".join(text.split()), f"docs/ARCHITECTURE.md should say: {said}"
