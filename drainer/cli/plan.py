@@ -112,7 +112,7 @@ def _missing(kube: Kube, args: argparse.Namespace) -> list[str]:
 def _all_pods(kube: Kube) -> list[dict[str, Any]]:
     """Every pod in the cluster: each workload's time to Ready, from its own pods.
     (Through the client's paged list: Kube has no named call for it yet.)"""
-    items, _ = kube._list_all("/api/v1/pods", "pods")
+    items, _ = kube.list_pods()
     return items
 
 

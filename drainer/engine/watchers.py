@@ -291,7 +291,7 @@ class BudgetTracker(_Follower):
             for (namespace, name), budget in self._budgets.items():
                 if namespace != pod["metadata"].get("namespace"):
                     continue
-                if _selects((budget.get("spec") or {}).get("selector"), labels):
+                if selects((budget.get("spec") or {}).get("selector"), labels):
                     names.append(f"{namespace}/{name}")
         return sorted(names)
 
@@ -370,7 +370,7 @@ class AttachmentTracker(_Follower):
         return found
 
 
-def _selects(selector: dict[str, Any] | None, labels: dict[str, str]) -> bool:
+def selects(selector: dict[str, Any] | None, labels: dict[str, str]) -> bool:
     if selector is None:
         return False
     for key, value in (selector.get("matchLabels") or {}).items():

@@ -206,6 +206,10 @@ class Kube(Client):
             streams=streams,
         )
 
+    def list_pods(self) -> tuple[list[Obj], str]:
+        """Every pod in the cluster, paged (the refresh plan's replacement times)."""
+        return self._list_all("/api/v1/pods", "pods")
+
     def list_pods_on_node(self, node: str, label_selector: str = "") -> tuple[list[Obj], str]:
         """The node's pods (paged; only those `label_selector` selects, when given)
         and the resourceVersion to watch from."""

@@ -10,7 +10,7 @@ from typing import Any
 
 from drainer.engine import pods
 from drainer.engine.pods import Pod
-from drainer.engine.watchers import _selects as selects
+from drainer.engine.watchers import selects
 
 Budget = dict[str, Any]
 
