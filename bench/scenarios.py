@@ -250,7 +250,7 @@ def slow_pods(count: int, speed: float, low: float = 1.0, high: float = 3.0) -> 
     def prepare(sim: Setup) -> Prepared:
         target = dns_name(0)
         objects = [
-            w.bare_pod(f"batch-{i:04d}", node=target, shutdown=s, grace=30)
+            w.pod(f"batch-{i:04d}", node_name=target, shutdown=s, grace=30)
             for i, s in enumerate(shutdowns)
         ]
         return drain_cluster(sim, objects, pods=count)
@@ -295,7 +295,7 @@ def spread(count: int, slowest: float, speed: float) -> Scenario:
     def prepare(sim: Setup) -> Prepared:
         target = dns_name(0)
         objects = [
-            w.bare_pod(f"worker-{i:02d}", node=target, shutdown=s, grace=int(slowest) + 10)
+            w.pod(f"worker-{i:02d}", node_name=target, shutdown=s, grace=int(slowest) + 10)
             for i, s in enumerate(shutdowns)
         ]
         return drain_cluster(sim, objects, pods=count)

@@ -109,7 +109,7 @@ def on_the_node(scenario: Scenario) -> list[Obj]:
             shutdown=d.db_shutdown,
             detach=d.db_detach,
         ),
-        w.bare_pod("adhoc-report", shutdown=d.report_shutdown, emptydir=True),
+        w.pod("adhoc-report", shutdown=d.report_shutdown, emptydir=True),
     ]
     if scenario.stubborn_pdb:
         objects += [

@@ -1,5 +1,5 @@
-"""Helpers for tests that drive kubesim: raw HTTPS requests, the admin API, manifest
-builders, a polling wait, and finding (or fetching) a real kubectl.
+"""Helpers for tests that drive kubesim: raw HTTPS requests, the admin API, a polling
+wait, and finding (or fetching) a real kubectl.
 
 They live in the package, not in a conftest, so the drainer's end-to-end tests and
 the benchmarks use the same ones.
@@ -53,92 +53,6 @@ def eventually(
         if time.monotonic() >= deadline:
             raise AssertionError(f"not true after {timeout}s: {what or check!r}; last: {last!r}")
         time.sleep(interval)
-
-
-# -- manifests ---------------------------------------------------------------
-
-
-def node(name: str, *, unschedulable: bool = False, taints: list[Obj] | None = None) -> Obj:
-    spec: Obj = {"providerID": f"aws:///us-east-1a/i-{abs(hash(name)) % 10**17:017x}"}
-    if unschedulable:
-        spec["unschedulable"] = True
-    if taints:
-        spec["taints"] = taints
-    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}, "spec": spec}
-
-
-def pod(
-    name: str,
-    *,
-    namespace: str = "default",
-    node_name: str | None = None,
-    labels: dict[str, str] | None = None,
-    annotations: dict[str, str] | None = None,
-    finalizers: list[str] | None = None,
-    grace: int | None = None,
-) -> Obj:
-    metadata: Obj = {"name": name, "namespace": namespace, "labels": dict(labels or {})}
-    if annotations:
-        metadata["annotations"] = dict(annotations)
-    if finalizers:
-        metadata["finalizers"] = list(finalizers)
-    spec: Obj = {"containers": [{"name": "main", "image": "registry.k8s.io/pause:3.10"}]}
-    if node_name:
-        spec["nodeName"] = node_name
-    if grace is not None:
-        spec["terminationGracePeriodSeconds"] = grace
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
-
-
-def workload(
-    kind: str,
-    name: str,
-    *,
-    replicas: int = 1,
-    namespace: str = "default",
-    annotations: dict[str, str] | None = None,
-    labels: dict[str, str] | None = None,
-) -> Obj:
-    """A Deployment, ReplicaSet, StatefulSet or DaemonSet of pause containers."""
-    labels = labels or {"app": name}
-    template: Obj = {
-        "metadata": {"labels": dict(labels)},
-        "spec": {"containers": [{"name": "main", "image": "registry.k8s.io/pause:3.10"}]},
-    }
-    if annotations:
-        template["metadata"]["annotations"] = dict(annotations)
-    spec: Obj = {"selector": {"matchLabels": dict(labels)}, "template": template}
-    if kind != "DaemonSet":
-        spec["replicas"] = replicas
-    if kind == "StatefulSet":
-        spec["serviceName"] = name
-    return {
-        "apiVersion": "apps/v1",
-        "kind": kind,
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": spec,
-    }
-
-
-def pdb(
-    name: str,
-    labels: dict[str, str],
-    *,
-    namespace: str = "default",
-    min_available: int | str | None = None,
-    max_unavailable: int | str | None = None,
-) -> Obj:
-    spec: Obj = {"selector": {"matchLabels": dict(labels)}}
-    if min_available is not None:
-        spec["minAvailable"] = min_available
-    if max_unavailable is not None:
-        spec["maxUnavailable"] = max_unavailable
-    return {
-        "apiVersion": "policy/v1",
-        "kind": "PodDisruptionBudget",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": spec,
-    }
 
 
 # -- raw HTTPS and the admin API ---------------------------------------------

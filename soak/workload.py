@@ -62,7 +62,7 @@ class Service:
             return [w.daemonset(self.name, namespace=self.namespace)]
         if self.kind == "Pod":
             return [
-                w.bare_pod(
+                w.pod(
                     f"{self.name}-{i}",
                     namespace=self.namespace,
                     shutdown=self.shutdown,

@@ -1,8 +1,15 @@
-"""Builders for the Kubernetes objects of test, demo and benchmark scenarios.
+"""The one set of Kubernetes object builders for tests, the demo, the benchmarks and
+the soak: nodes, pods, PodDisruptionBudgets and workloads, as small functions with
+keyword arguments.
 
 Durations are kubesim annotations (divided by the simulator's speed):
 startup (binding to Ready), shutdown (deletion to exit) and detach (exit to the
 VolumeAttachment going away).
+
+Their home is here, beside the test-side client (testbed.cluster): testbed imports
+kubesim, never the reverse, so kubesim's own tests, the drainer's unit and
+end-to-end tests, the demo, the benchmarks and the soak all import them without a
+cycle, and kubesim stays a package that knows nothing of its users.
 """
 
 from __future__ import annotations
@@ -11,33 +18,59 @@ from typing import Any
 
 Obj = dict[str, Any]
 
+DELETED_AT = "2026-11-22T00:00:00Z"
+"""The deletionTimestamp of a pod built `terminating`."""
+MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
+CRITICAL = "system-cluster-critical"
+PAUSE = "registry.k8s.io/pause:3.10"
+
 
 def node(
     name: str,
-    instance_id: str,
-    zone: str,
+    instance: str | None = None,
+    zone: str = "us-east-1a",
     *,
-    pods: int = 110,
+    pods: int | None = None,
+    hostname: str = "",
     labels: dict[str, str] | None = None,
+    annotations: dict[str, str] | None = None,
+    unschedulable: bool = False,
+    taints: list[Obj] | None = None,
 ) -> Obj:
-    """A worker node as an EKS node's kubelet registers it: its providerID names the
-    instance, its capacity says how many pods fit, and its volumes are attached by
-    the attach-detach controller (the annotation the kubelet sets, which kwok does
-    not: without it the real controller never attaches a volume to the node)."""
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {
-            "name": name,
-            "labels": {"topology.kubernetes.io/zone": zone, **(labels or {})},
-            "annotations": {"volumes.kubernetes.io/controller-managed-attach-detach": "true"},
-        },
-        "spec": {"providerID": f"aws:///{zone}/{instance_id}"},
-        "status": {
+    """A worker node. instance: the EC2 instance its providerID names (None: one
+    made up from the name). hostname: its kubernetes.io/hostname label.
+
+    pods: registered as an EKS node's kubelet registers it, with room for that many
+    pods, its zone label, and its volumes attached by the attach-detach controller
+    (the annotation the kubelet sets, which kwok does not: without it the real
+    controller never attaches a volume to the node). None: the bare object, as the
+    unit tests hand the engine and kubesim's tests apply."""
+    instance = instance or f"i-{abs(hash(name)) % 10**17:017x}"
+    all_labels = {**({"kubernetes.io/hostname": hostname} if hostname else {}), **(labels or {})}
+    all_annotations = dict(annotations or {})
+    if pods is not None:
+        all_labels = {"topology.kubernetes.io/zone": zone, **all_labels}
+        all_annotations = {
+            "volumes.kubernetes.io/controller-managed-attach-detach": "true",
+            **all_annotations,
+        }
+    metadata: Obj = {"name": name}
+    if all_labels:
+        metadata["labels"] = all_labels
+    if all_annotations:
+        metadata["annotations"] = all_annotations
+    spec: Obj = {"providerID": f"aws:///{zone}/{instance}"}
+    if unschedulable:
+        spec["unschedulable"] = True
+    if taints:
+        spec["taints"] = taints
+    manifest: Obj = {"apiVersion": "v1", "kind": "Node", "metadata": metadata, "spec": spec}
+    if pods is not None:
+        manifest["status"] = {
             "capacity": {"pods": str(pods), "cpu": "4", "memory": "16Gi"},
             "allocatable": {"pods": str(pods), "cpu": "3920m", "memory": "15Gi"},
-        },
-    }
+        }
+    return manifest
 
 
 def _annotations(startup: float, shutdown: float, detach: float = 0.0) -> dict[str, str]:
@@ -51,55 +84,50 @@ def _annotations(startup: float, shutdown: float, detach: float = 0.0) -> dict[s
     return annotations
 
 
-def pod_spec(
+def workload(
+    kind: str,
     name: str,
     *,
-    grace: int = 30,
-    priority_class: str = "",
-    volumes: list[Obj] | None = None,
-    node_selector: dict[str, str] | None = None,
-) -> Obj:
-    spec: Obj = {
-        "containers": [{"name": name, "image": f"registry.example/{name}:1"}],
-        "terminationGracePeriodSeconds": grace,
-    }
-    if priority_class:
-        spec["priorityClassName"] = priority_class
-    if volumes:
-        spec["volumes"] = volumes
-    if node_selector:
-        spec["nodeSelector"] = node_selector
-    return spec
-
-
-def deployment(
-    name: str,
-    replicas: int,
-    *,
+    replicas: int = 1,
     namespace: str = "default",
+    labels: dict[str, str] | None = None,
+    annotations: dict[str, str] | None = None,
     startup: float = 0.0,
     shutdown: float = 0.0,
+    detach: float = 0.0,
     grace: int = 30,
     priority_class: str = "",
-    labels: dict[str, str] | None = None,
 ) -> Obj:
+    """A Deployment, ReplicaSet, StatefulSet or DaemonSet of one container per pod;
+    `annotations` go on its pod template, beside the kubesim durations."""
     labels = labels or {"app": name}
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": name, "namespace": namespace, "labels": dict(labels)},
+    template: Obj = {
+        "metadata": {
+            "labels": dict(labels),
+            "annotations": {**_annotations(startup, shutdown, detach), **(annotations or {})},
+        },
         "spec": {
-            "replicas": replicas,
-            "selector": {"matchLabels": dict(labels)},
-            "template": {
-                "metadata": {
-                    "labels": dict(labels),
-                    "annotations": _annotations(startup, shutdown),
-                },
-                "spec": pod_spec(name, grace=grace, priority_class=priority_class),
-            },
+            "containers": [{"name": "main", "image": PAUSE}],
+            "terminationGracePeriodSeconds": grace,
+            **({"priorityClassName": priority_class} if priority_class else {}),
         },
     }
+    spec: Obj = {"selector": {"matchLabels": dict(labels)}, "template": template}
+    if kind != "DaemonSet":
+        spec["replicas"] = replicas
+    if kind == "StatefulSet":
+        spec["serviceName"] = name
+    return {
+        "apiVersion": "apps/v1",
+        "kind": kind,
+        "metadata": {"name": name, "namespace": namespace, "labels": dict(labels)},
+        "spec": spec,
+    }
+
+
+def deployment(name: str, replicas: int, **keywords: Any) -> Obj:
+    """workload("Deployment", ...), its replicas said first."""
+    return workload("Deployment", name, replicas=replicas, **keywords)
 
 
 def budget(
@@ -109,7 +137,10 @@ def budget(
     namespace: str = "default",
     max_unavailable: int | str | None = None,
     min_available: int | str | None = None,
+    status: Obj | None = None,
 ) -> Obj:
+    """A PodDisruptionBudget selecting pods by `selector` (matchLabels); `status` as
+    the disruption controller would have written it, for tests without a server."""
     spec: Obj = {"selector": {"matchLabels": dict(selector)}}
     if max_unavailable is not None:
         spec["maxUnavailable"] = max_unavailable
@@ -120,6 +151,7 @@ def budget(
         "kind": "PodDisruptionBudget",
         "metadata": {"name": name, "namespace": namespace},
         "spec": spec,
+        **({"status": dict(status)} if status is not None else {}),
     }
 
 
@@ -133,79 +165,104 @@ def statefulset(
     detach: float = 0.0,
     storage: str = "10Gi",
 ) -> Obj:
-    """`storage=""`: no volume claims (a cluster without a provisioner can run it)."""
-    labels = {"app": name}
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "StatefulSet",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {
-            "replicas": replicas,
-            "serviceName": name,
-            "podManagementPolicy": "Parallel",
-            "selector": {"matchLabels": labels},
-            "template": {
-                "metadata": {
-                    "labels": labels,
-                    "annotations": _annotations(startup, shutdown, detach),
+    """A StatefulSet whose pods each claim `storage` of gp3 (`storage=""`: no volume
+    claims, which a cluster without a provisioner can run)."""
+    manifest = workload(
+        "StatefulSet",
+        name,
+        replicas=replicas,
+        namespace=namespace,
+        startup=startup,
+        shutdown=shutdown,
+        detach=detach,
+    )
+    manifest["spec"]["podManagementPolicy"] = "Parallel"
+    manifest["spec"]["volumeClaimTemplates"] = (
+        [
+            {
+                "metadata": {"name": "data"},
+                "spec": {
+                    "accessModes": ["ReadWriteOnce"],
+                    "storageClassName": "gp3",
+                    "resources": {"requests": {"storage": storage}},
                 },
-                "spec": pod_spec(name),
-            },
-            "volumeClaimTemplates": [
-                {
-                    "metadata": {"name": "data"},
-                    "spec": {
-                        "accessModes": ["ReadWriteOnce"],
-                        "storageClassName": "gp3",
-                        "resources": {"requests": {"storage": storage}},
-                    },
-                }
-            ]
-            if storage
-            else [],
-        },
-    }
+            }
+        ]
+        if storage
+        else []
+    )
+    return manifest
 
 
 def daemonset(name: str, *, namespace: str = "kube-system") -> Obj:
-    labels = {"app": name}
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "DaemonSet",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {
-            "selector": {"matchLabels": labels},
-            "template": {"metadata": {"labels": labels}, "spec": pod_spec(name)},
-        },
-    }
+    return workload("DaemonSet", name, namespace=namespace)
 
 
-def bare_pod(
-    name: str,
+def pod(
+    name: str = "p",
     *,
-    node: str = "",
     namespace: str = "default",
-    shutdown: float = 0.0,
-    grace: int = 30,
-    emptydir: bool = False,
-    finalizers: list[str] | None = None,
-    mirror: bool = False,
-    priority_class: str = "",
+    uid: str | None = None,
+    node_name: str | None = None,
     labels: dict[str, str] | None = None,
+    annotations: dict[str, str] | None = None,
+    finalizers: list[str] | None = None,
+    grace: int | None = None,
+    shutdown: float = 0.0,
+    owner: str | Obj | None = None,
+    phase: str | None = None,
+    ready: bool | None = None,
+    priority_class: str = "",
+    emptydir: bool = False,
+    claims: tuple[str, ...] = (),
+    mirror: bool = False,
+    terminating: bool = False,
 ) -> Obj:
-    annotations = _annotations(0.0, shutdown)
-    if mirror:
-        annotations["kubernetes.io/config.mirror"] = "mirror-hash"
-    metadata: Obj = {
-        "name": name,
-        "namespace": namespace,
-        "annotations": annotations,
-        "labels": labels or {"app": name},
+    """A pod of one pause container (a bare pod unless `owner` says otherwise).
+
+    grace: its terminationGracePeriodSeconds (None: the API server's default, 30).
+    shutdown: kubesim's seconds from its deletion to its exit.
+    owner: its controller: a kind ("ReplicaSet", "DaemonSet", ...), or the
+        ownerReference itself when pods must share one (None: a bare pod).
+    phase, ready: its status (None: no status, as a pod not yet seen by a kubelet).
+    claims: the PersistentVolumeClaims it mounts.
+    mirror: a static pod's mirror (its config.mirror annotation).
+    terminating: deleted, not yet gone (a deletionTimestamp)."""
+    metadata: Obj = {"name": name, "namespace": namespace, "labels": dict(labels or {})}
+    all_annotations = {
+        **_annotations(0.0, shutdown),
+        **(annotations or {}),
+        **({MIRROR_ANNOTATION: "mirror"} if mirror else {}),
     }
+    if all_annotations:
+        metadata["annotations"] = all_annotations
     if finalizers:
         metadata["finalizers"] = list(finalizers)
-    volumes = [{"name": "scratch", "emptyDir": {}}] if emptydir else None
-    spec = pod_spec(name, grace=grace, volumes=volumes, priority_class=priority_class)
-    if node:
-        spec["nodeName"] = node
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
+    if uid is not None:
+        metadata["uid"] = uid
+    if isinstance(owner, str):
+        owner = {"kind": owner, "name": f"{name}-owner", "uid": f"{name}-owner", "controller": True}
+    if owner:
+        metadata["ownerReferences"] = [owner]
+    if terminating:
+        metadata["deletionTimestamp"] = DELETED_AT
+    spec: Obj = {"containers": [{"name": "main", "image": PAUSE}]}
+    if node_name:
+        spec["nodeName"] = node_name
+    if grace is not None:
+        spec["terminationGracePeriodSeconds"] = grace
+    if priority_class:
+        spec["priorityClassName"] = priority_class
+    volumes: list[Obj] = [{"name": "scratch", "emptyDir": {}}] if emptydir else []
+    volumes += [{"name": c, "persistentVolumeClaim": {"claimName": c}} for c in claims]
+    if volumes:
+        spec["volumes"] = volumes
+    manifest: Obj = {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
+    status: Obj = {}
+    if phase is not None:
+        status["phase"] = phase
+    if ready is not None:
+        status["conditions"] = [{"type": "Ready", "status": "True" if ready else "False"}]
+    if status:
+        manifest["status"] = status
+    return manifest

@@ -58,7 +58,7 @@ def _run(sim: KubeSim, *args: str) -> tuple[int, str]:
 
 
 def test_drain_node__as_drainer_context__exit_0_and_progress(sim: KubeSim) -> None:
-    sim.apply([w.bare_pod("lonely", node=NODE, emptydir=True), w.daemonset("agent")])
+    sim.apply([w.pod("lonely", node_name=NODE, emptydir=True), w.daemonset("agent")])
     wait_until(lambda: len(pods_on(Cluster.of_kubesim(sim), NODE)) == 2)
 
     code, output = _run(
@@ -78,7 +78,7 @@ def test_drain_node__as_drainer_context__exit_0_and_progress(sim: KubeSim) -> No
 
 
 def test_dry_run__changes_nothing__lists_what_would_go(sim: KubeSim) -> None:
-    sim.apply(w.bare_pod("lonely", node=NODE))
+    sim.apply(w.pod("lonely", node_name=NODE))
     wait_until(
         lambda: pods_on(Cluster.of_kubesim(sim), NODE)[0]["status"].get("phase") == "Running"
     )
@@ -94,7 +94,7 @@ def test_dry_run__changes_nothing__lists_what_would_go(sim: KubeSim) -> None:
 def test_pdb_never_allows__timeout__exit_1_names_budget_and_pod(sim: KubeSim) -> None:
     sim.apply(
         [
-            w.bare_pod("guarded", node=NODE, labels={"app": "guarded"}),
+            w.pod("guarded", node_name=NODE, labels={"app": "guarded"}),
             w.budget("guard", {"app": "guarded"}, max_unavailable=0),
         ]
     )
@@ -389,7 +389,7 @@ def test_instance_id_with_only_aws_region__region_taken_from_it(
 def test_kubectl_refusals__without_overrides__exit_1_nothing_changed(
     sim: KubeSim, capsys: pytest.CaptureFixture[str], flags: list[str], refused: list[str]
 ) -> None:
-    sim.apply([w.bare_pod("lonely", node=NODE, emptydir=True), w.daemonset("agent")])
+    sim.apply([w.pod("lonely", node_name=NODE, emptydir=True), w.daemonset("agent")])
     wait_until(lambda: len(pods_on(Cluster.of_kubesim(sim), NODE)) == 2)
     before = len(sim.requests())
 
@@ -408,8 +408,8 @@ def test_kubectl_refusals__without_overrides__exit_1_nothing_changed(
 def test_pod_selector__only_selected_pods_evicted__drained(sim: KubeSim) -> None:
     sim.apply(
         [
-            w.bare_pod("picked", node=NODE, labels={"app": "picked"}),
-            w.bare_pod("kept", node=NODE, labels={"app": "kept"}),
+            w.pod("picked", node_name=NODE, labels={"app": "picked"}),
+            w.pod("kept", node_name=NODE, labels={"app": "kept"}),
         ]
     )
     wait_until(lambda: len(pods_on(Cluster.of_kubesim(sim), NODE)) == 2)
@@ -430,7 +430,7 @@ def test_output_json__summary_alone_on_stdout__progress_on_stderr(
 ) -> None:
     import json
 
-    sim.apply(w.bare_pod("lonely", node=NODE))
+    sim.apply(w.pod("lonely", node_name=NODE))
     wait_until(lambda: len(pods_on(Cluster.of_kubesim(sim), NODE)) == 1)
 
     code, output = _run(sim, "--node", NODE, "--force", "-o", "json")
@@ -447,7 +447,7 @@ def test_output_json__summary_alone_on_stdout__progress_on_stderr(
 def test_real_process__each_event_once__no_log_line_repeats_it(sim: KubeSim, dry_run: bool) -> None:
     """As a person runs it: the progress lines and the closing warning on stdout,
     and not the drain's own event log lines (nor the dry run's) again on stderr."""
-    sim.apply(w.bare_pod("lonely", node=NODE))
+    sim.apply(w.pod("lonely", node_name=NODE))
     wait_until(lambda: len(pods_on(Cluster.of_kubesim(sim), NODE)) == 1)
 
     run = subprocess.run(
@@ -472,7 +472,7 @@ def _guarded(sim: KubeSim) -> None:
     """A pod on NODE that a budget never lets go: the drain waits until stopped."""
     sim.apply(
         [
-            w.bare_pod("guarded", node=NODE, labels={"app": "guarded"}),
+            w.pod("guarded", node_name=NODE, labels={"app": "guarded"}),
             w.budget("guard", {"app": "guarded"}, max_unavailable=0),
         ]
     )
@@ -606,7 +606,7 @@ def test_eviction_answered_after_the_drain_ended__nothing_printed_after_the_verd
 ) -> None:
     """The drain ends (Ctrl-C) while an eviction is in flight; its answer comes after
     the verdict, and used to be printed after it ('evicted  default/slow')."""
-    sim.apply(w.bare_pod("slow", node=NODE))
+    sim.apply(w.pod("slow", node_name=NODE))
     wait_until(
         lambda: pods_on(Cluster.of_kubesim(sim), NODE)[0]["status"].get("phase") == "Running"
     )
@@ -743,7 +743,7 @@ def test_dry_run__a_pod_its_budget_holds__reported_held_naming_the_budget(sim: K
     cluster = Cluster.of_kubesim(sim)
     set_schedulable(cluster, ["ip-10-0-0-2.ec2.internal"], False)
     sim.apply([w.deployment("db", 1), w.budget("db", {"app": "db"}, max_unavailable=0)])
-    sim.apply(w.bare_pod("lonely", node=NODE))
+    sim.apply(w.pod("lonely", node_name=NODE))
     wait_until(lambda: len(pods_on(cluster, NODE)) == 2, timeout=20)
 
     code, output = _run(sim, "--node", NODE, "--dry-run", "--force")
@@ -766,7 +766,7 @@ def _json_run(sim: KubeSim, command: str, *args: str) -> tuple[int, dict[str, An
 
 
 def test_output_json__whatever_happens__one_json_document_on_stdout(sim: KubeSim) -> None:
-    sim.apply(w.bare_pod("lonely", node=NODE))
+    sim.apply(w.pod("lonely", node_name=NODE))
     wait_until(lambda: len(pods_on(Cluster.of_kubesim(sim), NODE)) == 1)
 
     missing = _json_run(sim, "drain", "--node", "ip-10-9-9-9.ec2.internal")
@@ -802,7 +802,7 @@ def _without_eviction_rule(sim: KubeSim) -> None:
 def test_no_eviction_permission__said_before_the_cordon__nothing_changed(
     sim: KubeSim, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    sim.apply(w.bare_pod("lonely", node=NODE))
+    sim.apply(w.pod("lonely", node_name=NODE))
     wait_until(lambda: len(pods_on(Cluster.of_kubesim(sim), NODE)) == 1)
     _without_eviction_rule(sim)
 
@@ -821,7 +821,7 @@ def test_no_eviction_permission__said_before_the_cordon__nothing_changed(
 def test_pod_selector_matching_nothing__a_warning__no_error(
     sim: KubeSim, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    sim.apply(w.bare_pod("lonely", node=NODE, labels={"app": "web"}))
+    sim.apply(w.pod("lonely", node_name=NODE, labels={"app": "web"}))
     wait_until(lambda: len(pods_on(Cluster.of_kubesim(sim), NODE)) == 1)
 
     code, output = _run(sim, "--node", NODE, "--pod-selector", "ap=web")
@@ -920,7 +920,7 @@ def test_version__said_as_invoked(prog: str, capsys: pytest.CaptureFixture[str])
 
 
 def test_node_as_kubectl_takes_it__positional__same_as_the_flag(sim: KubeSim) -> None:
-    sim.apply([w.bare_pod("lonely", node=NODE)])
+    sim.apply([w.pod("lonely", node_name=NODE)])
     out = io.StringIO()
 
     code = main(

@@ -100,7 +100,7 @@ def test_json_after_the_end_of_options__a_node_name_not_the_output_flag() -> Non
 
 
 def test_every_ending__result_says_it__outcome_the_same_for_one_release(sim: KubeSim) -> None:
-    sim.apply(w.bare_pod("lonely", node=NODE))
+    sim.apply(w.pod("lonely", node_name=NODE))
     wait_until(lambda: len(pods_on(Cluster.of_kubesim(sim), NODE)) == 1)
 
     endings = {

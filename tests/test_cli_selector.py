@@ -31,7 +31,7 @@ def sim() -> Iterator[KubeSim]:
     with KubeSim(speed=20) as running:
         running.apply(rbac_manifests())
         running.apply([*(_node(n, "old") for n in POOL), _node(OTHER, "new")])
-        running.apply([w.bare_pod(f"lonely-{i}", node=n) for i, n in enumerate(POOL)])
+        running.apply([w.pod(f"lonely-{i}", node_name=n) for i, n in enumerate(POOL)])
         cluster = Cluster.of_kubesim(running)
         wait_until(lambda: all(len(pods_on(cluster, n)) == 1 for n in POOL), timeout=20)
         yield running
@@ -65,7 +65,7 @@ def test_selector__every_node_cordoned_before_any_is_drained__each_reported(sim:
 
 def test_selector__a_node_not_drained__the_others_still_are__exit_1(sim: KubeSim) -> None:
     sim.apply([w.budget("hold", {"app": "held"}, max_unavailable=0),
-               w.bare_pod("held", node=POOL[1], labels={"app": "held"})])  # fmt: skip
+               w.pod("held", node_name=POOL[1], labels={"app": "held"})])  # fmt: skip
     wait_until(lambda: len(pods_on(Cluster.of_kubesim(sim), POOL[1])) == 2, timeout=20)
 
     code, output = _run(sim, "--selector=pool=old", "--force", "--timeout", "2s")
@@ -102,7 +102,7 @@ def test_selector_json__one_document__each_node_as_its_own_drain__worst_result(
     sim: KubeSim,
 ) -> None:
     sim.apply([w.budget("hold", {"app": "held"}, max_unavailable=0),
-               w.bare_pod("held", node=POOL[1], labels={"app": "held"})])  # fmt: skip
+               w.pod("held", node_name=POOL[1], labels={"app": "held"})])  # fmt: skip
     wait_until(lambda: len(pods_on(Cluster.of_kubesim(sim), POOL[1])) == 2, timeout=20)
 
     code, output = _run(sim, "-l", "pool=old", "--force", "--timeout", "2s", "-o", "json")

@@ -14,14 +14,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support import objects
-from support.objects import Obj
 
 from demo import sample, template
 from demo.observe import Observer, budget_margins, selects
 from demo.summary import classify
 from demo.view import View
 from drainer.lifecycle.settings import VARIABLES
+from testbed import workloads as objects
+from testbed.workloads import Obj
 
 ROOT = Path(__file__).resolve().parent.parent
 

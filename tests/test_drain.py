@@ -28,7 +28,6 @@ from realapi import (
     throttled_429,
     webhook_denied_403,
 )
-from support import objects
 from support.clock import FakeClock, SteppedWaits
 
 from drainer.engine.drain import Drain
@@ -38,6 +37,7 @@ from drainer.k8s.cordon import ProgressRecord
 from drainer.outcome import Outcome
 from kubesim import KubeSim
 from kubesim import testing as k
+from testbed import workloads as objects
 
 NODE = "n1"
 
@@ -396,7 +396,7 @@ def test_retry_after_beyond_the_deadline__no_retry_before_it__drain_times_out(
 def tolerating(name: str, replicas: int) -> dict[str, Any]:
     """A Deployment whose pods tolerate every taint, the cordon's included (agents,
     log shippers and monitoring charts often do)."""
-    deployment = k.workload("Deployment", name, replicas=replicas)
+    deployment = objects.workload("Deployment", name, replicas=replicas)
     deployment["spec"]["template"]["spec"]["tolerations"] = [{"operator": "Exists"}]
     return deployment
 
@@ -427,7 +427,7 @@ def test_pods_tolerating_the_cordon__evicted_once__replacements_reported_not_cha
 def test_pod_tolerating_only_other_taints__its_replacement_stays_away(
     sim: KubeSim, front: ApiFront, clock: FakeClock
 ) -> None:
-    deployment = k.workload("Deployment", "web", replicas=1)
+    deployment = objects.workload("Deployment", "web", replicas=1)
     deployment["spec"]["template"]["spec"]["tolerations"] = [
         {"key": "dedicated", "operator": "Exists", "effect": "NoSchedule"}
     ]

@@ -8,7 +8,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from support.objects import budget, node, pod
 
 from drainer.engine.dryrun import dry_run
 from drainer.engine.options import DrainOptions
@@ -16,6 +15,7 @@ from drainer.engine.report import DrainReport, Kind, Outcome
 from drainer.k8s.kube import Kube
 from kubesim import KubeSim
 from kubesim import testing as k
+from testbed.workloads import budget, node, pod
 
 NODE = "n1"
 SHOP = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "shop"}}

@@ -22,7 +22,6 @@ from typing import Any
 import boto3
 import pytest
 from realapi import StaticToken
-from support import objects
 from support.clock import FakeClock, SteppedWaits
 
 from awssim import AwsSim
@@ -60,6 +59,7 @@ from drainer.outcome import Outcome
 from kubesim import KubeSim
 from kubesim import testing as k
 from kubesim.controllers import SHUTDOWN
+from testbed import workloads as objects
 
 LoadEvent = Callable[[str], dict[str, Any]]
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from support import objects
-from support.objects import Obj
 
 from drainer.engine.filters import Action, FilterOptions, decide, warnings_by_message
+from testbed import workloads as objects
+from testbed.workloads import Obj
 
 
 def pod(*, owner: str | None = "ReplicaSet", phase: str = "Running", **kw: Any) -> Obj:

@@ -13,7 +13,6 @@ from typing import Any
 
 import pytest
 from realapi import StaticToken
-from support import objects
 
 from drainer import aws
 from drainer.errors import AwsError, PermanentAwsError
@@ -25,6 +24,7 @@ from drainer.lifecycle.job import Run, Tools
 from drainer.lifecycle.settings import Settings
 from drainer.outcome import Outcome
 from kubesim import KubeSim
+from testbed import workloads as objects
 
 CLUSTER = "prod"
 GONE_DNS = "ip-10-0-9-9.ec2.internal"

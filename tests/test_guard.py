@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 from realapi import ApiFront, front_kube
-from support import objects
 from support.clock import FakeClock
 from test_drain import NODE, Settling, place
 
@@ -19,6 +18,7 @@ from drainer.engine.options import DrainOptions
 from drainer.k8s.cordon import PROGRESS_ANNOTATION
 from drainer.outcome import Outcome
 from kubesim import KubeSim
+from testbed import workloads as objects
 
 ANNOTATION = "example.com/drain"
 

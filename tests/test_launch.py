@@ -10,7 +10,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from support import objects
 from support.clock import FakeClock
 
 from drainer import aws
@@ -22,6 +21,7 @@ from drainer.lifecycle.settings import Settings
 from kubesim import KubeSim
 from kubesim.controllers import STARTUP
 from testbed import workloads
+from testbed import workloads as objects
 
 INSTANCE = "i-0f1e2d3c4b5a69788"
 NODE = "ip-10-0-1-23.ec2.internal"

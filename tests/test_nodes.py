@@ -7,11 +7,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from support.objects import node
 
 from drainer.k8s.kube import Kube
 from drainer.k8s.nodes import find_node, other_manager
 from kubesim import KubeSim
+from testbed.workloads import node
 
 INSTANCE = "i-0123456789abcdef0"
 OTHER = "i-0fffffffffffffff0"

@@ -347,7 +347,7 @@ def _guarded_pod(scene: Scene) -> str:
     _node(scene.kubesim, node)
     scene.kubesim.apply(
         [
-            w.bare_pod("guarded", node=node, labels={"app": "guarded"}),
+            w.pod("guarded", node_name=node, labels={"app": "guarded"}),
             w.budget("guard", {"app": "guarded"}, max_unavailable=0),
         ]
     )

@@ -10,10 +10,10 @@ import hypothesis
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from support import objects
-from support.objects import Obj
 
 from drainer.engine.schedule import Entry, Schedule, State
+from testbed import workloads as objects
+from testbed.workloads import Obj
 
 DEADLINE = 1000.0
 PROPERTIES = hypothesis.settings(max_examples=100, deadline=None)

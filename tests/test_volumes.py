@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 from support.clock import FakeClock
-from support.objects import node, pod
 
 from drainer.engine.context import DrainContext
 from drainer.engine.options import DrainOptions
@@ -20,6 +19,7 @@ from drainer.engine.volumes import Detach, attachments_on, volumes_of, wait_for_
 from drainer.k8s.kube import Kube
 from kubesim import KubeSim
 from kubesim import testing as k
+from testbed.workloads import node, pod
 
 NODE = "n1"
 

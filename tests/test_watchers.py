@@ -6,11 +6,11 @@ import time
 from unittest.mock import create_autospec
 
 from realapi import StaticToken
-from support import objects
-from support.objects import Obj
 
 from drainer.engine.watchers import BudgetTracker, PodTracker
 from drainer.k8s.kube import Kube
+from testbed import workloads as objects
+from testbed.workloads import Obj
 
 
 def pod(name: str, uid: str) -> Obj:

@@ -270,7 +270,7 @@ class Someone:
         if kind == "uncordon":
             client.patch("Node", self.node, {"spec": {"unschedulable": False}})
         elif kind == "pod_on_node":
-            cluster.apply([w.bare_pod(f"late-{self.seed}", node=self.node)])
+            cluster.apply([w.pod(f"late-{self.seed}", node_name=self.node)])
         elif kind == "scale_up":
             target = rng.choice(deployments)["metadata"]
             replicas = int(
@@ -338,7 +338,7 @@ def test_seeded_chaos__invariants_hold(
     objects = _workload(rng)
     held = rng.random() < 0.3
     if held:
-        objects.append(w.bare_pod(f"held-{seed}", node=node, grace=1, finalizers=[HELD]))
+        objects.append(w.pod(f"held-{seed}", node_name=node, grace=1, finalizers=[HELD]))
     agent = _tolerant_agent(later)
     if agent:
         world.cluster.patch("Node", node, {"metadata": {"labels": {"pool": TOLERANT}}})

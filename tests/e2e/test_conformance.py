@@ -41,7 +41,7 @@ class Scene:
         return f"/api/v1/namespaces/{self.namespace}/pods/{name}" + (f"/{sub}" if sub else "")
 
     def run_pod(self, name: str, **kwargs: Any) -> Obj:
-        self.cluster.apply(w.bare_pod(name, node=self.node, namespace=self.namespace, **kwargs))
+        self.cluster.apply(w.pod(name, node_name=self.node, namespace=self.namespace, **kwargs))
         wait_until(lambda: is_pod_ready(self.api.get("Pod", name, self.namespace)), 15)
         return self.api.get("Pod", name, self.namespace)
 
@@ -299,7 +299,7 @@ def dry_run_eviction(s: Scene) -> Obj:
 
 def list_resource_versions(s: Scene) -> Obj:
     for name in ("p", "q", "r"):
-        s.cluster.apply(w.bare_pod(name, node=s.node, namespace=s.namespace))
+        s.cluster.apply(w.pod(name, node_name=s.node, namespace=s.namespace))
     path = f"/api/v1/namespaces/{s.namespace}/pods"
     _, _, first = s.api.request("GET", path)
     version = first["metadata"]["resourceVersion"]
@@ -335,7 +335,7 @@ def watch_resumes(s: Scene) -> Obj:
     path = f"/api/v1/namespaces/{s.namespace}/pods"
     _, _, listed = s.api.request("GET", path)
     version = listed["metadata"]["resourceVersion"]
-    s.cluster.apply(w.bare_pod("p", namespace=s.namespace))
+    s.cluster.apply(w.pod("p", namespace=s.namespace))
     seen = []
     for event in s.api.watch("Pod", s.namespace, resource_version=version, timeout=2):
         if event["type"] in ("ADDED", "MODIFIED", "DELETED"):

@@ -137,7 +137,7 @@ def test_daemonset_and_mirror_pods__left_alone(world: World, invoke: Invoke) -> 
     world.cluster.apply(
         [
             w.daemonset("agent"),
-            w.bare_pod("kube-proxy-static", node=node, namespace="kube-system", mirror=True),
+            w.pod("kube-proxy-static", node_name=node, namespace="kube-system", mirror=True),
         ]
     )
     wait_until(lambda: len([p for p in pods_on(world.cluster, node)]) == 2)
@@ -188,7 +188,7 @@ def test_pod_stuck_terminating__stops_blocking_after_threshold(
     instance = world.instance_ids[0]
     node = world.nodes[instance]
     world.cluster.apply(
-        w.bare_pod("stuck", node=node, grace=1, finalizers=["example.com/never-removed"])
+        w.pod("stuck", node_name=node, grace=1, finalizers=["example.com/never-removed"])
     )
     wait_until(
         lambda: world.cluster.get("Pod", "stuck", "default")["status"].get("phase") == "Running"

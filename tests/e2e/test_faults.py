@@ -487,7 +487,7 @@ def test_pod_stuck_terminating__stops_blocking_after_threshold(
 ) -> None:
     instance = world.instance_ids[0]
     node = world.nodes[instance]
-    world.cluster.apply(w.bare_pod("stuck", node=node, grace=1, finalizers=["example.com/never"]))
+    world.cluster.apply(w.pod("stuck", node_name=node, grace=1, finalizers=["example.com/never"]))
     budgets.start()
 
     summary = invoke(world.terminate(instance), STUCK_POD_SECONDS=1)

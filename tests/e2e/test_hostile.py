@@ -251,7 +251,7 @@ def test_node_uncordoned_and_three_pods_bound_mid_drain__recordoned__new_pods_ev
         world.cluster.patch("Node", node, {"spec": {"unschedulable": False}})
         world.cluster.apply(
             [
-                w.bare_pod(name.split("/")[1], node=node, shutdown=0.2 * world.cluster.speed)
+                w.pod(name.split("/")[1], node_name=node, shutdown=0.2 * world.cluster.speed)
                 for name in sorted(newcomers)
             ]
         )
@@ -472,7 +472,7 @@ def test_node_replaced_mid_drain__new_node_left_alone__drain_ends_saying_so(
         node,
         [
             w.deployment("slow", 1, shutdown=5.0 * world.cluster.speed, grace=120),
-            w.bare_pod("held", node=node, grace=1, finalizers=["example.com/held"]),
+            w.pod("held", node_name=node, grace=1, finalizers=["example.com/held"]),
         ],
     )
     old_uid = world.cluster.get("Node", node)["metadata"]["uid"]
@@ -488,7 +488,7 @@ def test_node_replaced_mid_drain__new_node_left_alone__drain_ends_saying_so(
         world.cluster.apply(
             [
                 w.node(node, "i-0fffffffffffffff0", zone),
-                w.bare_pod("newcomer", node=node),
+                w.pod("newcomer", node_name=node),
             ]
         )
 
@@ -522,8 +522,9 @@ def test_do_not_disrupt__held_while_others_drain__released_pod_evicted__last_for
     node = world.nodes[instance]
     job = w.deployment("batch", 1, grace=1)
     job["spec"]["template"]["metadata"]["annotations"]["karpenter.sh/do-not-disrupt"] = "true"
-    request = w.bare_pod("request", node=node, grace=1)
-    request["metadata"]["annotations"]["eks-node-drainer/do-not-disrupt"] = "true"
+    request = w.pod(
+        "request", node_name=node, grace=1, annotations={"eks-node-drainer/do-not-disrupt": "true"}
+    )
     place_on(world, node, [w.deployment("api", 2), job, request])
     [batch] = pods_of(world, node, "batch")
     held = {batch, "default/request"}

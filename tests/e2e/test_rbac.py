@@ -82,7 +82,7 @@ def test_any_rule_removed__drain_fails_naming_the_permission(
             world,
             node,
             [
-                w.bare_pod("guarded", labels={"app": "guarded"}),
+                w.pod("guarded", labels={"app": "guarded"}),
                 w.budget("guard", {"app": "guarded"}, max_unavailable=0),
             ],
         )

@@ -8,7 +8,8 @@ from typing import Any
 
 from kubesim import KubeSim
 from kubesim.api import is_pod_ready
-from kubesim.testing import eventually, node, pdb, pod, workload
+from kubesim.testing import eventually
+from testbed.workloads import budget, node, pod, workload
 
 
 def _ready(sim: KubeSim, namespace: str = "default") -> list[dict[str, Any]]:
@@ -203,7 +204,7 @@ def test_daemonset__node_removed__its_pod_goes(sim: KubeSim, core: Any) -> None:
 
 def test_pdb__status__live_counts(sim: KubeSim, policy: Any) -> None:
     sim.apply([node("n1"), workload("Deployment", "web", replicas=3)])
-    sim.apply(pdb("web", {"app": "web"}, max_unavailable=1))
+    sim.apply(budget("web", {"app": "web"}, max_unavailable=1))
 
     eventually(
         lambda: (
@@ -229,7 +230,7 @@ def test_pdb__status__drops_when_pod_terminates(sim: KubeSim, core: Any, policy:
     # The replacement takes 0.5 s to become Ready: the status is read before that.
     slow = {"kubesim.io/shutdown-seconds": "60", "kubesim.io/startup-seconds": "10"}
     sim.apply([node("n1"), workload("Deployment", "web", replicas=2, annotations=slow)])
-    sim.apply(pdb("web", {"app": "web"}, min_available=1))
+    sim.apply(budget("web", {"app": "web"}, min_available=1))
     pods = eventually(lambda: _ready(sim) if len(_ready(sim)) == 2 else [])
 
     core.delete_namespaced_pod(pods[0]["metadata"]["name"], "default")
@@ -247,7 +248,7 @@ def test_pdb__status__drops_when_pod_terminates(sim: KubeSim, core: Any, policy:
 
 def test_pdb__percent_min_available__rounds_up(sim: KubeSim, policy: Any) -> None:
     sim.apply([node("n1"), workload("Deployment", "web", replicas=3)])
-    sim.apply(pdb("web", {"app": "web"}, min_available="50%"))
+    sim.apply(budget("web", {"app": "web"}, min_available="50%"))
 
     eventually(
         lambda: (

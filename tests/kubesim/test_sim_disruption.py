@@ -10,7 +10,8 @@ import pytest
 from kubesim import KubeSim
 from kubesim.api import is_pod_ready
 from kubesim.store import now_iso
-from kubesim.testing import eventually, node, pdb, pod, request, workload
+from kubesim.testing import eventually, request
+from testbed.workloads import budget, node, pod, workload
 
 
 def _synced(sim: KubeSim, name: str = "web") -> dict[str, Any]:
@@ -59,7 +60,7 @@ def test_budget__controller_scale__counts(
     sim.apply([node("n1"), workload(kind, "web", replicas=replicas)])
     want = replicas or 1
     eventually(lambda: len([p for p in sim.list("Pod", "default") if is_pod_ready(p)]) == want)
-    sim.apply(pdb("web", {"app": "web"}, **limits))
+    sim.apply(budget("web", {"app": "web"}, **limits))
 
     status = eventually(
         lambda: (
@@ -91,7 +92,7 @@ def test_budget__bare_pods__counts(
     sim: KubeSim, limits: dict[str, Any], expected: tuple[int, ...], reason: str
 ) -> None:
     _bare_pods(sim, 2)
-    sim.apply(pdb("web", {"app": "web"}, **limits))
+    sim.apply(budget("web", {"app": "web"}, **limits))
 
     status = eventually(
         lambda: s if (s := _synced(sim)["status"]).get("currentHealthy") == 2 else None
@@ -112,7 +113,7 @@ def test_budget__daemonset_pods_max_unavailable__sync_failed_and_evictions_429(
 ) -> None:
     sim.apply([node("n1"), workload("DaemonSet", "agent", labels={"app": "web"})])
     eventually(lambda: [p for p in sim.list("Pod", "default") if is_pod_ready(p)])
-    sim.apply(pdb("web", {"app": "web"}, max_unavailable=1))
+    sim.apply(budget("web", {"app": "web"}, max_unavailable=1))
 
     status = _synced(sim)["status"]
 
@@ -156,7 +157,7 @@ def test_budget__controller_gone__sync_failed_found_no_controllers(sim: KubeSim)
         }
     ]
     sim.apply([node("n1"), orphan])
-    sim.apply(pdb("web", {"app": "web"}, max_unavailable=1))
+    sim.apply(budget("web", {"app": "web"}, max_unavailable=1))
 
     [condition] = _synced(sim)["status"]["conditions"]
 
@@ -170,7 +171,7 @@ def test_budget__recorded_disruption__not_healthy_until_deletion_timeout(
     sim: KubeSim, policy: Any
 ) -> None:
     _bare_pods(sim, 3)
-    sim.apply(pdb("web", {"app": "web"}, min_available=1))
+    sim.apply(budget("web", {"app": "web"}, min_available=1))
     eventually(lambda: _synced(sim)["status"].get("currentHealthy") == 3)
 
     # As the eviction handler records a pod it let go (the pod is not terminating yet).
@@ -192,7 +193,7 @@ def test_budget__recorded_disruption_past_deletion_timeout__dropped_and_healthy(
     import time
 
     _bare_pods(sim, 3)
-    sim.apply(pdb("web", {"app": "web"}, min_available=1))
+    sim.apply(budget("web", {"app": "web"}, min_available=1))
     eventually(lambda: _synced(sim)["status"].get("currentHealthy") == 3)
 
     stale = now_iso(time.time() - 121)  # DeletionTimeout is 2 minutes
@@ -206,7 +207,7 @@ def test_budget__recorded_disruption_past_deletion_timeout__dropped_and_healthy(
 
 def test_budget__recorded_disruption__rechecked_when_it_expires(sim: KubeSim, policy: Any) -> None:
     _bare_pods(sim, 3)
-    sim.apply(pdb("web", {"app": "web"}, min_available=1))
+    sim.apply(budget("web", {"app": "web"}, min_available=1))
     eventually(lambda: _synced(sim)["status"].get("currentHealthy") == 3)
     sim.simulator.disruption.deletion_timeout = 1.5  # stamps are whole seconds
 
@@ -224,7 +225,7 @@ def test_budget__spec_change__generation_bumped_status_catches_up(
     sim: KubeSim, policy: Any
 ) -> None:
     _bare_pods(sim, 3)
-    sim.apply(pdb("web", {"app": "web"}, min_available=1))
+    sim.apply(budget("web", {"app": "web"}, min_available=1))
     eventually(lambda: _synced(sim)["status"].get("observedGeneration") == 1)
 
     with sim.simulator.paused():

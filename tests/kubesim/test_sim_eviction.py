@@ -12,7 +12,9 @@ from kubernetes.client.exceptions import ApiException
 
 from kubesim import KubeSim
 from kubesim.api import is_pod_ready
-from kubesim.testing import eventually, node, pdb, pod, request
+from kubesim.testing import eventually, request
+from testbed import workloads as w
+from testbed.workloads import node, pod
 
 
 def _eviction(name: str, uid: str | None = None, dry_run: bool = False) -> Any:
@@ -75,7 +77,7 @@ def _evict(sim: KubeSim, name: str, namespace: str = "default", **body: Any) -> 
 
 def test_eviction__budget_allows__201_and_pod_terminates(sim: KubeSim, core: Any) -> None:
     _ready_pods(sim, ["web-1", "web-2"], {"app": "web"})
-    _budget(sim, pdb("web", {"app": "web"}, min_available=1))
+    _budget(sim, w.budget("web", {"app": "web"}, min_available=1))
 
     core.create_namespaced_pod_eviction("web-1", "default", _eviction("web-1"))
 
@@ -99,7 +101,7 @@ def test_eviction__raw_answer__201_status_success(sim: KubeSim) -> None:
 
 def test_eviction__pdb_exhausted__429_names_budget(sim: KubeSim, core: Any) -> None:
     _ready_pods(sim, ["web-1", "web-2"], {"app": "web"})
-    _budget(sim, pdb("web-budget", {"app": "web"}, min_available=2))
+    _budget(sim, w.budget("web-budget", {"app": "web"}, min_available=2))
 
     with pytest.raises(ApiException) as raised:
         core.create_namespaced_pod_eviction("web-1", "default", _eviction("web-1"))
@@ -126,7 +128,7 @@ def test_eviction__second_eviction_before_controller_pass__429_budget_already_ch
     for name in ("web-1", "web-2", "web-3"):
         sim.apply(pod(name, node_name="n1", labels={"app": "web"}, annotations=annotations))
     eventually(lambda: all(is_pod_ready(p) for p in sim.list("Pod", "default")))
-    _budget(sim, pdb("web", {"app": "web"}, min_available=2))
+    _budget(sim, w.budget("web", {"app": "web"}, min_available=2))
 
     with sim.simulator.paused():  # the eviction itself charges the budget
         core.create_namespaced_pod_eviction("web-1", "default", _eviction("web-1"))
@@ -143,8 +145,8 @@ def test_eviction__two_budgets_match__500_with_failure_status_body(sim: KubeSim)
     # eviction.go returns (not raises) a Failure Status; the real v1.33 apiserver writes
     # it with its own code, 500, and no reason (tests/e2e/test_conformance.py).
     _ready_pods(sim, ["web-1", "web-2"], {"app": "web", "tier": "front"})
-    _budget(sim, pdb("by-app", {"app": "web"}, min_available=1))
-    _budget(sim, pdb("by-tier", {"tier": "front"}, min_available=1))
+    _budget(sim, w.budget("by-app", {"app": "web"}, min_available=1))
+    _budget(sim, w.budget("by-tier", {"tier": "front"}, min_available=1))
 
     response = _evict(sim, "web-1")
 
@@ -203,7 +205,7 @@ def test_eviction__uid_precondition_mismatch_under_exhausted_budget__429_first(
     sim: KubeSim, core: Any
 ) -> None:
     _ready_pods(sim, ["web-1"], {"app": "web"})
-    _budget(sim, pdb("web", {"app": "web"}, min_available=1))
+    _budget(sim, w.budget("web", {"app": "web"}, min_available=1))
 
     with pytest.raises(ApiException) as raised:
         core.create_namespaced_pod_eviction(
@@ -246,7 +248,7 @@ def test_eviction__pod_already_terminating__success_despite_exhausted_budget(
         )
     eventually(lambda: all(is_pod_ready(p) for p in sim.list("Pod", "default")))
     core.delete_namespaced_pod("web-1", "default")
-    sim.apply(pdb("web", {"app": "web"}, min_available=2))
+    sim.apply(w.budget("web", {"app": "web"}, min_available=2))
 
     core.create_namespaced_pod_eviction("web-1", "default", _eviction("web-1"))
 
@@ -255,7 +257,7 @@ def test_eviction__pod_already_terminating__success_despite_exhausted_budget(
 
 def test_eviction__pending_pod__ignores_budget(sim: KubeSim, core: Any) -> None:
     sim.apply(pod("web-1", labels={"app": "web"}))  # no node: stays Pending
-    sim.apply(pdb("web", {"app": "web"}, min_available=1))
+    sim.apply(w.budget("web", {"app": "web"}, min_available=1))
 
     core.create_namespaced_pod_eviction("web-1", "default", _eviction("web-1"))
 
@@ -284,7 +286,7 @@ def test_eviction__running_unready_pod_below_budget__per_unhealthy_pod_policy(
         "default",
         {"status": {"conditions": [{"type": "Ready", "status": "False"}]}},
     )
-    budget = pdb("web", {"app": "web"}, min_available=2)
+    budget = w.budget("web", {"app": "web"}, min_available=2)
     if policy:
         budget["spec"]["unhealthyPodEvictionPolicy"] = policy
     _budget(sim, budget)
@@ -308,7 +310,7 @@ def test_eviction__unready_pod_healthy_budget__goes_without_charging_budget(
         "default",
         {"status": {"conditions": [{"type": "Ready", "status": "False"}]}},
     )
-    _budget(sim, pdb("web", {"app": "web"}, min_available=2))
+    _budget(sim, w.budget("web", {"app": "web"}, min_available=2))
     eventually(
         lambda: sim.get("PodDisruptionBudget", "web", "default")["status"]["currentHealthy"] == 2
     )
@@ -408,7 +410,7 @@ def test_eviction__budget_status_lags_generation__429_retry_after_10(
     sim: KubeSim, policy: Any
 ) -> None:
     _ready_pods(sim, ["web-1", "web-2", "web-3"], {"app": "web"})
-    _budget(sim, pdb("web", {"app": "web"}, min_available=1))
+    _budget(sim, w.budget("web", {"app": "web"}, min_available=1))
 
     with sim.simulator.paused():
         policy.patch_namespaced_pod_disruption_budget(
@@ -440,7 +442,7 @@ def test_eviction__budget_status_lags_generation__429_retry_after_10(
 
 def test_eviction__charges_budget__disrupted_pods_and_allowed_decremented(sim: KubeSim) -> None:
     _ready_pods(sim, ["web-1", "web-2", "web-3"], {"app": "web"})
-    _budget(sim, pdb("web", {"app": "web"}, min_available=1))
+    _budget(sim, w.budget("web", {"app": "web"}, min_available=1))
 
     with sim.simulator.paused():
         response = _evict(sim, "web-1")
@@ -458,7 +460,7 @@ def test_eviction__charges_budget__disrupted_pods_and_allowed_decremented(sim: K
 
 def test_eviction__last_disruption_used__condition_flips_to_insufficient(sim: KubeSim) -> None:
     _ready_pods(sim, ["web-1", "web-2"], {"app": "web"})
-    _budget(sim, pdb("web", {"app": "web"}, min_available=1))
+    _budget(sim, w.budget("web", {"app": "web"}, min_available=1))
 
     with sim.simulator.paused():
         _evict(sim, "web-1")
@@ -505,7 +507,7 @@ def test_eviction__pending_pod__also_gets_disruption_target(sim: KubeSim) -> Non
 
 def test_eviction__dry_run__no_condition_no_charge(sim: KubeSim) -> None:
     _ready_pods(sim, ["web-1", "web-2"], {"app": "web"})
-    budget = _budget(sim, pdb("web", {"app": "web"}, min_available=1))
+    budget = _budget(sim, w.budget("web", {"app": "web"}, min_available=1))
 
     response = request(
         sim,

@@ -13,7 +13,8 @@ from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
 from kubesim import KubeSim
-from kubesim.testing import Admin, pod, request
+from kubesim.testing import Admin, request
+from testbed.workloads import pod
 
 PODS = "/api/v1/namespaces/default/pods"
 

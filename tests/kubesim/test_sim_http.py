@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 
 from kubesim import KubeSim
-from kubesim.testing import node, pod, request
+from kubesim.testing import request
+from testbed.workloads import node, pod
 
 
 def _assert_status(response: Any, code: int) -> dict[str, Any]:

@@ -7,7 +7,8 @@ import time
 
 from kubesim import KubeSim
 from kubesim.api import is_pod_ready
-from kubesim.testing import eventually, node, workload
+from kubesim.testing import eventually
+from testbed.workloads import node, workload
 
 
 def test_running_pods__timers_fired__no_controller_passes_while_idle(sim: KubeSim) -> None:

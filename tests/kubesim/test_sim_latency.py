@@ -7,7 +7,7 @@ import time
 from typing import Any
 
 from kubesim import KubeSim
-from kubesim.testing import node
+from testbed.workloads import node
 
 
 def test_kept_alive_connection__sequential_patches__no_delayed_ack_stall(

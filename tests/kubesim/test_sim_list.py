@@ -9,7 +9,8 @@ import pytest
 from kubernetes.client.exceptions import ApiException
 
 from kubesim import KubeSim
-from kubesim.testing import Admin, node, pod, request
+from kubesim.testing import Admin, request
+from testbed.workloads import node, pod
 
 
 def _names(result: Any) -> list[str]:

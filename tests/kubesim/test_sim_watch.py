@@ -13,7 +13,8 @@ from kubernetes import watch
 from kubernetes.client.exceptions import ApiException
 
 from kubesim import KubeSim
-from kubesim.testing import Admin, eventually, node, pod, request
+from kubesim.testing import Admin, eventually, request
+from testbed.workloads import node, pod
 
 
 def _stream(list_function: Any, *args: Any, **kwargs: Any) -> Any:

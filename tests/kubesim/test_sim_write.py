@@ -12,7 +12,8 @@ from kubernetes.client.exceptions import ApiException
 
 from kubesim import KubeSim
 from kubesim.api import is_pod_ready
-from kubesim.testing import eventually, node, pod, request, workload
+from kubesim.testing import eventually, request
+from testbed.workloads import node, pod, workload
 
 NODE_PATH = "/api/v1/nodes/n1"
 
