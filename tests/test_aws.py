@@ -41,7 +41,11 @@ NO_RETRIES = Config(retries={"mode": "standard", "total_max_attempts": 1})
 
 
 @dataclass
-class World:
+class ScaleIn:
+    """AWS (moto) with one node group whose instance is being scaled in: its
+    lifecycle event, the drainer's clients, and a session for the test's own calls
+    (not testbed's ScaleIn, which also holds a Kubernetes cluster)."""
+
     session: boto3.Session
     clients: aws.AwsClients
     sim: AwsSim
@@ -54,7 +58,7 @@ class World:
 
 
 @pytest.fixture
-def world(moto_aws: None) -> Iterator[World]:
+def scaled(moto_aws: None) -> Iterator[ScaleIn]:
     session = boto3.Session(region_name=REGION)
     clients = aws.make_clients(session)
     group = create_node_group(
@@ -70,7 +74,7 @@ def world(moto_aws: None) -> Iterator[World]:
     [raw] = sim.scale_in(group.asg_name)
     event = parse_event(raw)
     assert isinstance(event, LifecycleEvent)
-    yield World(session, clients, sim, group, event)
+    yield ScaleIn(session, clients, sim, group, event)
 
 
 def _client_error(code: str, message: str = "boom", status: int = 400) -> ClientError:
@@ -109,19 +113,19 @@ def test_make_clients__no_region__uses_the_sessions(fake_aws_env: None) -> None:
 # --- EC2 ------------------------------------------------------------------------------
 
 
-def test_describe_instance__known_instance__gives_dns_name_and_zone(world: World) -> None:
-    identity = aws.describe_instance(world.clients.ec2, world.event.instance_id)
+def test_describe_instance__known_instance__gives_dns_name_and_zone(scaled: ScaleIn) -> None:
+    identity = aws.describe_instance(scaled.clients.ec2, scaled.event.instance_id)
 
-    assert identity.instance_id == world.event.instance_id
+    assert identity.instance_id == scaled.event.instance_id
     assert identity.private_dns_name.endswith(".ec2.internal")
     assert identity.private_dns_name.startswith("ip-")
     assert identity.availability_zone == "us-east-1a"
-    assert identity.provider_id_suffix == "/" + world.event.instance_id
+    assert identity.provider_id_suffix == "/" + scaled.event.instance_id
 
 
-def test_describe_instance__unknown_instance__raises_instance_not_found(world: World) -> None:
+def test_describe_instance__unknown_instance__raises_instance_not_found(scaled: ScaleIn) -> None:
     with pytest.raises(InstanceNotFound, match=r"i-0123456789abcdef0 in us-east-1"):
-        aws.describe_instance(world.clients.ec2, "i-0123456789abcdef0")
+        aws.describe_instance(scaled.clients.ec2, "i-0123456789abcdef0")
 
 
 def test_describe_instance__empty_reservations__raises_instance_not_found(
@@ -144,11 +148,13 @@ def test_describe_instance__malformed_id__permanent_not_instance_not_found(
             aws.describe_instance(ec2, "i-0abc")
 
 
-def test_describe_instance__unreadable_answer__aws_error_not_a_parser_crash(world: World) -> None:
+def test_describe_instance__unreadable_answer__aws_error_not_a_parser_crash(
+    scaled: ScaleIn,
+) -> None:
     # moto echoes the id in its XML error: a NUL byte makes botocore's parser fail
     # (parse_event refuses such an id first; this is the boundary's own guard).
     with pytest.raises(AwsError, match="AWS's answer could not be read") as caught:
-        aws.describe_instance(world.client("ec2"), "i-0a1b2c3d\x00")
+        aws.describe_instance(scaled.client("ec2"), "i-0a1b2c3d\x00")
 
     assert isinstance(caught.value.__cause__, ResponseParserError)
     assert not aws.is_permanent(caught.value)
@@ -185,8 +191,8 @@ def test_node_identity__hostname_candidates__fqdn_then_short_name(
 # --- Auto Scaling: hooks and tags -------------------------------------------------------
 
 
-def test_lifecycle_hook__existing_hook__gives_timeouts_and_metadata(world: World) -> None:
-    hook = aws.lifecycle_hook(world.clients.autoscaling, "eks-workers", "drain")
+def test_lifecycle_hook__existing_hook__gives_timeouts_and_metadata(scaled: ScaleIn) -> None:
+    hook = aws.lifecycle_hook(scaled.clients.autoscaling, "eks-workers", "drain")
 
     assert hook == aws.HookInfo(
         name="drain",
@@ -199,9 +205,9 @@ def test_lifecycle_hook__existing_hook__gives_timeouts_and_metadata(world: World
     assert hook.heartbeat_interval == 300
 
 
-def test_lifecycle_hook__unknown_hook__raises_permanent_error_naming_it(world: World) -> None:
+def test_lifecycle_hook__unknown_hook__raises_permanent_error_naming_it(scaled: ScaleIn) -> None:
     with pytest.raises(PermanentAwsError, match="has no lifecycle hook 'other'"):
-        aws.lifecycle_hook(world.clients.autoscaling, "eks-workers", "other")
+        aws.lifecycle_hook(scaled.clients.autoscaling, "eks-workers", "other")
 
 
 def test_lifecycle_hook__no_global_timeout__is_none(fake_aws_env: None) -> None:
@@ -238,8 +244,8 @@ def test_hook_info__global_timeout_seconds__answer_else_aws_rule(
     assert hook.global_timeout_seconds == expected
 
 
-def test_asg_tags__tagged_group__gives_tags(world: World) -> None:
-    tags = aws.asg_tags(world.clients.autoscaling, "eks-workers")
+def test_asg_tags__tagged_group__gives_tags(scaled: ScaleIn) -> None:
+    tags = aws.asg_tags(scaled.clients.autoscaling, "eks-workers")
 
     assert tags["eks:cluster-name"] == "demo"
 
@@ -256,8 +262,8 @@ def test_asg_tags__kubernetes_io_cluster_tag__is_listed(moto_aws: None) -> None:
     assert aws.cluster_name_for("", tags, "") == "demo"
 
 
-def test_asg_tags__unknown_group__is_empty(world: World) -> None:
-    assert aws.asg_tags(world.clients.autoscaling, "gone") == {}
+def test_asg_tags__unknown_group__is_empty(scaled: ScaleIn) -> None:
+    assert aws.asg_tags(scaled.clients.autoscaling, "gone") == {}
 
 
 @pytest.mark.parametrize(
@@ -292,22 +298,22 @@ def test_cluster_name_for__sources_in_order__metadata_tags_setting(
 # --- Auto Scaling: heartbeat and completion -------------------------------------------
 
 
-def test_record_heartbeat__active_action__is_recorded(world: World) -> None:
-    aws.record_heartbeat(world.clients.autoscaling, world.event)
+def test_record_heartbeat__active_action__is_recorded(scaled: ScaleIn) -> None:
+    aws.record_heartbeat(scaled.clients.autoscaling, scaled.event)
 
-    [call] = world.sim.calls("heartbeat")
-    assert call["LifecycleActionToken"] == world.event.action_token
-    assert call["InstanceId"] == world.event.instance_id
+    [call] = scaled.sim.calls("heartbeat")
+    assert call["LifecycleActionToken"] == scaled.event.action_token
+    assert call["InstanceId"] == scaled.event.instance_id
     assert call["AutoScalingGroupName"] == "eks-workers"
     assert call["LifecycleHookName"] == "drain"
     assert call["error"] is None
 
 
-def test_record_heartbeat__action_completed__raises_lifecycle_action_gone(world: World) -> None:
-    aws.complete_lifecycle_action(world.clients.autoscaling, world.event, "CONTINUE")
+def test_record_heartbeat__action_completed__raises_lifecycle_action_gone(scaled: ScaleIn) -> None:
+    aws.complete_lifecycle_action(scaled.clients.autoscaling, scaled.event, "CONTINUE")
 
     with pytest.raises(LifecycleActionGone, match="No active Lifecycle Action found"):
-        aws.record_heartbeat(world.clients.autoscaling, world.event)
+        aws.record_heartbeat(scaled.clients.autoscaling, scaled.event)
 
 
 @pytest.mark.parametrize(
@@ -321,64 +327,66 @@ def test_record_heartbeat__action_completed__raises_lifecycle_action_gone(world:
     ],
 )
 def test_record_heartbeat__fault__raises_aws_error_that_says_what(
-    world: World, code: str, message: str, transient: bool
+    scaled: ScaleIn, code: str, message: str, transient: bool
 ) -> None:
-    world.sim.fail_next("heartbeat", code)
+    scaled.sim.fail_next("heartbeat", code)
 
     with pytest.raises(AwsError, match=message) as caught:
-        aws.record_heartbeat(world.client("autoscaling"), world.event)
+        aws.record_heartbeat(scaled.client("autoscaling"), scaled.event)
 
     assert aws.is_transient(caught.value) is transient
     assert isinstance(caught.value.__cause__, ClientError)
 
 
 def test_complete_lifecycle_action__active__completes_and_instance_terminates(
-    world: World,
+    scaled: ScaleIn,
 ) -> None:
-    completed = aws.complete_lifecycle_action(world.clients.autoscaling, world.event, "CONTINUE")
+    completed = aws.complete_lifecycle_action(scaled.clients.autoscaling, scaled.event, "CONTINUE")
 
     assert completed is True
-    [call] = world.sim.calls("complete")
+    [call] = scaled.sim.calls("complete")
     assert call["LifecycleActionResult"] == "CONTINUE"
-    assert call["LifecycleActionToken"] == world.event.action_token
-    state = world.clients.ec2.describe_instances(InstanceIds=[world.event.instance_id])
+    assert call["LifecycleActionToken"] == scaled.event.action_token
+    state = scaled.clients.ec2.describe_instances(InstanceIds=[scaled.event.instance_id])
     assert state["Reservations"][0]["Instances"][0]["State"]["Name"] == "terminated"
 
 
 def test_complete_lifecycle_action__already_gone__returns_false_and_logs(
-    world: World, caplog: pytest.LogCaptureFixture
+    scaled: ScaleIn, caplog: pytest.LogCaptureFixture
 ) -> None:
-    aws.complete_lifecycle_action(world.clients.autoscaling, world.event, "CONTINUE")
+    aws.complete_lifecycle_action(scaled.clients.autoscaling, scaled.event, "CONTINUE")
 
     with caplog.at_level(logging.WARNING, logger="drainer.aws"):
-        completed = aws.complete_lifecycle_action(world.clients.autoscaling, world.event, "ABANDON")
+        completed = aws.complete_lifecycle_action(
+            scaled.clients.autoscaling, scaled.event, "ABANDON"
+        )
 
     assert completed is False
     assert "already gone" in caplog.text
-    assert world.event.instance_id in caplog.text
+    assert scaled.event.instance_id in caplog.text
 
 
-def test_complete_lifecycle_action__bad_result__raises_value_error(world: World) -> None:
+def test_complete_lifecycle_action__bad_result__raises_value_error(scaled: ScaleIn) -> None:
     with pytest.raises(ValueError, match="CONTINUE or ABANDON"):
-        aws.complete_lifecycle_action(world.clients.autoscaling, world.event, "continue")
-    assert world.sim.calls("complete") == []
+        aws.complete_lifecycle_action(scaled.clients.autoscaling, scaled.event, "continue")
+    assert scaled.sim.calls("complete") == []
 
 
 @pytest.mark.parametrize("code", ["Throttling", "ServiceUnavailable", "AccessDenied"])
-def test_complete_lifecycle_action__fault__raises_aws_error(world: World, code: str) -> None:
-    world.sim.fail_next("complete", code)
+def test_complete_lifecycle_action__fault__raises_aws_error(scaled: ScaleIn, code: str) -> None:
+    scaled.sim.fail_next("complete", code)
 
     with pytest.raises(AwsError, match=code):
-        aws.complete_lifecycle_action(world.client("autoscaling"), world.event, "CONTINUE")
+        aws.complete_lifecycle_action(scaled.client("autoscaling"), scaled.event, "CONTINUE")
 
 
 # --- EKS --------------------------------------------------------------------------------
 
 
-def test_describe_cluster__known_cluster__gives_endpoint_and_ca(world: World) -> None:
-    world.sim.point_cluster_at("prod", "https://127.0.0.1:6443", "Q0EgZGF0YQ==")
+def test_describe_cluster__known_cluster__gives_endpoint_and_ca(scaled: ScaleIn) -> None:
+    scaled.sim.point_cluster_at("prod", "https://127.0.0.1:6443", "Q0EgZGF0YQ==")
 
-    info = aws.describe_cluster(world.clients.eks, "prod")
+    info = aws.describe_cluster(scaled.clients.eks, "prod")
 
     assert info.name == "prod"
     assert info.endpoint == "https://127.0.0.1:6443"
@@ -387,9 +395,9 @@ def test_describe_cluster__known_cluster__gives_endpoint_and_ca(world: World) ->
     assert info.arn.startswith("arn:aws:eks:us-east-1:")
 
 
-def test_describe_cluster__unknown_cluster__names_cluster_and_region(world: World) -> None:
+def test_describe_cluster__unknown_cluster__names_cluster_and_region(scaled: ScaleIn) -> None:
     with pytest.raises(ClusterNotFound, match=r"'nope' not found in us-east-1") as caught:
-        aws.describe_cluster(world.clients.eks, "nope")
+        aws.describe_cluster(scaled.clients.eks, "nope")
 
     assert "CLUSTER_NAME" in str(caught.value)
 
@@ -407,16 +415,16 @@ def test_describe_cluster__access_denied__says_which_permission(fake_aws_env: No
 FUNCTION_ARN = "arn:aws:lambda:us-east-1:123456789012:function:eks-node-drainer"
 
 
-def test_invoke_self_async__queues_the_payload(world: World) -> None:
+def test_invoke_self_async__queues_the_payload(scaled: ScaleIn) -> None:
     payload = {"detail": {"EC2InstanceId": "i-0abc"}, "drainer": {"handovers": 1}}
 
-    aws.invoke_self_async(world.clients.lambda_, FUNCTION_ARN, payload)
+    aws.invoke_self_async(scaled.clients.lambda_, FUNCTION_ARN, payload)
 
-    invocation = world.sim.pop_invocation()
+    invocation = scaled.sim.pop_invocation()
     assert invocation is not None
     assert invocation["function_name"] == FUNCTION_ARN
     assert invocation["payload"] == payload
-    assert world.sim.pop_invocation() is None
+    assert scaled.sim.pop_invocation() is None
 
 
 def test_invoke_self_async__not_found__raises_aws_error(fake_aws_env: None) -> None:
@@ -499,19 +507,19 @@ def test_is_permanent__refusals_that_a_retry_meets_again(
     [("AccessDenied", PermanentAwsError), ("ValidationError", PermanentAwsError)],
 )
 def test_aws_error__permanent_code__raised_as_permanent_aws_error(
-    world: World, code: str, kind: type[AwsError]
+    scaled: ScaleIn, code: str, kind: type[AwsError]
 ) -> None:
-    world.sim.fail_action("autoscaling", "DescribeLifecycleHooks", code)
+    scaled.sim.fail_action("autoscaling", "DescribeLifecycleHooks", code)
 
     with pytest.raises(kind, match=code):
-        aws.lifecycle_hook(world.client("autoscaling"), "eks-workers", "drain")
+        aws.lifecycle_hook(scaled.client("autoscaling"), "eks-workers", "drain")
 
 
-def test_aws_error__transient_code__plain_aws_error(world: World) -> None:
-    world.sim.fail_action("autoscaling", "DescribeLifecycleHooks", "InternalFailure")
+def test_aws_error__transient_code__plain_aws_error(scaled: ScaleIn) -> None:
+    scaled.sim.fail_action("autoscaling", "DescribeLifecycleHooks", "InternalFailure")
 
     with pytest.raises(AwsError, match="InternalFailure") as caught:
-        aws.lifecycle_hook(world.client("autoscaling"), "eks-workers", "drain")
+        aws.lifecycle_hook(scaled.client("autoscaling"), "eks-workers", "drain")
 
     assert not isinstance(caught.value, PermanentAwsError)
     assert aws.is_transient(caught.value)
@@ -571,22 +579,22 @@ def _run(heartbeat: aws.Heartbeat, wait: ScriptedWait) -> None:
     assert not heartbeat.running
 
 
-def test_heartbeat__beats_at_once_then_every_interval(world: World) -> None:
+def test_heartbeat__beats_at_once_then_every_interval(scaled: ScaleIn) -> None:
     wait = ScriptedWait(rounds=3)
-    heartbeat = aws.Heartbeat(world.clients.autoscaling, world.event, interval=300, wait=wait)
+    heartbeat = aws.Heartbeat(scaled.clients.autoscaling, scaled.event, interval=300, wait=wait)
 
     _run(heartbeat, wait)
 
     assert wait.delays == [0.0, 300, 300, 300]
     assert heartbeat.beats == 3
     assert heartbeat.failures == 0
-    assert len(world.sim.calls("heartbeat")) == 3
+    assert len(scaled.sim.calls("heartbeat")) == 3
 
 
-def test_heartbeat__validation_error__stops_ticking(world: World) -> None:
-    aws.complete_lifecycle_action(world.clients.autoscaling, world.event, "CONTINUE")
+def test_heartbeat__validation_error__stops_ticking(scaled: ScaleIn) -> None:
+    aws.complete_lifecycle_action(scaled.clients.autoscaling, scaled.event, "CONTINUE")
     wait = ScriptedWait(rounds=5)
-    heartbeat = aws.Heartbeat(world.clients.autoscaling, world.event, interval=300, wait=wait)
+    heartbeat = aws.Heartbeat(scaled.clients.autoscaling, scaled.event, interval=300, wait=wait)
 
     heartbeat.start()
     heartbeat._thread.join(5)  # type: ignore[union-attr]
@@ -607,17 +615,17 @@ def test_heartbeat__validation_error__stops_ticking(world: World) -> None:
     ],
 )
 def test_heartbeat__failed_beat__retries_sooner_without_dying(
-    world: World,
+    scaled: ScaleIn,
     caplog: pytest.LogCaptureFixture,
     code: str,
     interval: float,
     expected_delay: float,
 ) -> None:
-    world.sim.fail_next("heartbeat", code, count=2)
+    scaled.sim.fail_next("heartbeat", code, count=2)
     wait = ScriptedWait(rounds=3)
     heartbeat = aws.Heartbeat(
-        world.client("autoscaling"),
-        world.event,
+        scaled.client("autoscaling"),
+        scaled.event,
         interval=interval,
         retry_after=10,
         wait=wait,
@@ -632,15 +640,15 @@ def test_heartbeat__failed_beat__retries_sooner_without_dying(
     assert heartbeat.beats == 1
     assert not heartbeat.gone
     assert caplog.text.count("heartbeat for") == 2
-    assert [c["error"] for c in world.sim.calls("heartbeat")] == [code, code, None]
+    assert [c["error"] for c in scaled.sim.calls("heartbeat")] == [code, code, None]
 
 
-def test_heartbeat__retry_delay__has_jitter_between_half_and_full(world: World) -> None:
-    world.sim.fail_next("heartbeat", "Throttling", count=20)
+def test_heartbeat__retry_delay__has_jitter_between_half_and_full(scaled: ScaleIn) -> None:
+    scaled.sim.fail_next("heartbeat", "Throttling", count=20)
     wait = ScriptedWait(rounds=20)
     heartbeat = aws.Heartbeat(
-        world.client("autoscaling"),
-        world.event,
+        scaled.client("autoscaling"),
+        scaled.event,
         interval=60,
         wait=wait,
         rng=random.Random(7),
@@ -654,11 +662,11 @@ def test_heartbeat__retry_delay__has_jitter_between_half_and_full(world: World) 
 
 
 def test_heartbeat__unexpected_exception__is_logged_and_retried(
-    world: World, caplog: pytest.LogCaptureFixture
+    scaled: ScaleIn, caplog: pytest.LogCaptureFixture
 ) -> None:
     wait = ScriptedWait(rounds=2)
     heartbeat = aws.Heartbeat(
-        _BrokenAutoscaling(), world.event, interval=60, wait=wait, rng=_HalfwayRandom()
+        _BrokenAutoscaling(), scaled.event, interval=60, wait=wait, rng=_HalfwayRandom()
     )
 
     with caplog.at_level(logging.ERROR, logger="drainer.aws"):
@@ -669,8 +677,8 @@ def test_heartbeat__unexpected_exception__is_logged_and_retried(
     assert "not a real client" in caplog.text
 
 
-def test_heartbeat__stop__is_immediate_with_the_real_wait(world: World) -> None:
-    heartbeat = aws.Heartbeat(world.clients.autoscaling, world.event, interval=3600)
+def test_heartbeat__stop__is_immediate_with_the_real_wait(scaled: ScaleIn) -> None:
+    heartbeat = aws.Heartbeat(scaled.clients.autoscaling, scaled.event, interval=3600)
 
     with heartbeat:
         _wait_until(lambda: heartbeat.beats == 1)
@@ -680,25 +688,25 @@ def test_heartbeat__stop__is_immediate_with_the_real_wait(world: World) -> None:
     assert heartbeat.beats == 1
 
 
-def test_heartbeat__small_interval__keeps_beating_until_stopped(world: World) -> None:
-    heartbeat = aws.Heartbeat(world.clients.autoscaling, world.event, interval=0.01).start()
+def test_heartbeat__small_interval__keeps_beating_until_stopped(scaled: ScaleIn) -> None:
+    heartbeat = aws.Heartbeat(scaled.clients.autoscaling, scaled.event, interval=0.01).start()
 
     _wait_until(lambda: heartbeat.beats >= 3)
     heartbeat.stop()
     beats = heartbeat.beats
 
     assert not heartbeat.running
-    assert len(world.sim.calls("heartbeat")) == beats
+    assert len(scaled.sim.calls("heartbeat")) == beats
 
 
 @pytest.mark.parametrize("interval", [0, -1])
-def test_heartbeat__non_positive_interval__is_refused(world: World, interval: float) -> None:
+def test_heartbeat__non_positive_interval__is_refused(scaled: ScaleIn, interval: float) -> None:
     with pytest.raises(ValueError, match="must be positive"):
-        aws.Heartbeat(world.clients.autoscaling, world.event, interval=interval)
+        aws.Heartbeat(scaled.clients.autoscaling, scaled.event, interval=interval)
 
 
-def test_heartbeat__started_twice__is_refused(world: World) -> None:
-    heartbeat = aws.Heartbeat(world.clients.autoscaling, world.event, interval=3600).start()
+def test_heartbeat__started_twice__is_refused(scaled: ScaleIn) -> None:
+    heartbeat = aws.Heartbeat(scaled.clients.autoscaling, scaled.event, interval=3600).start()
     try:
         with pytest.raises(RuntimeError, match="already started"):
             heartbeat.start()
@@ -706,8 +714,8 @@ def test_heartbeat__started_twice__is_refused(world: World) -> None:
         heartbeat.stop()
 
 
-def test_heartbeat__stop_before_start__is_harmless(world: World) -> None:
-    heartbeat = aws.Heartbeat(world.clients.autoscaling, world.event, interval=3600)
+def test_heartbeat__stop_before_start__is_harmless(scaled: ScaleIn) -> None:
+    heartbeat = aws.Heartbeat(scaled.clients.autoscaling, scaled.event, interval=3600)
 
     heartbeat.stop()
 
