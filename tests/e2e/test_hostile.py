@@ -487,7 +487,7 @@ def test_node_replaced_mid_drain__new_node_left_alone__drain_ends_saying_so(
         world.cluster.delete("Node", node)
         world.cluster.apply(
             [
-                w.node(node, "i-0fffffffffffffff0", zone),
+                w.node(node, "i-0fffffffffffffff0", zone, pods=110),
                 w.pod("newcomer", node_name=node),
             ]
         )

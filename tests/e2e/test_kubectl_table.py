@@ -744,7 +744,7 @@ def _judge(row: Row, kubectl: Ran, ours: Ran) -> str:
 
 @pytest.fixture
 def table(cluster: Cluster, kubectl_binary: Path, tmp_path: Path) -> Table:
-    cluster.apply(w.node(NODE, "i-0abc1234567890def", "us-east-1a"))
+    cluster.apply(w.node(NODE, "i-0abc1234567890def", "us-east-1a", pods=110))
     (tmp_path / "plugin").mkdir()
     plugin = tmp_path / "plugin" / "table-plugin"
     plugin.write_text(PLUGIN.format(python=sys.executable))
