@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from kubesim.testing import eventually
 from soak import pacing
 from soak.requests import RequestLog
 from soak.timeline import Timeline
@@ -164,11 +165,11 @@ def backend(config: Config) -> Iterator[Cluster]:
 
 
 def wait_for(what: str, predicate: Any, timeout: float, interval: float = 0.2) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"soak: {what} not within {timeout:.0f} s")
-        time.sleep(interval)
+    """kubesim.testing.eventually, its failure a TimeoutError of the soak's."""
+    try:
+        eventually(predicate, timeout, interval, what=f"soak: {what}")
+    except AssertionError as e:
+        raise TimeoutError(str(e)) from None
 
 
 def node_ready(cluster: Cluster, name: str) -> bool:

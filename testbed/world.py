@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import boto3
 
@@ -21,6 +21,8 @@ from kubesim import DRAINER_GROUP, EksIdentity
 from kubesim.testing import eventually
 from testbed import workloads
 from testbed.cluster import Cluster
+
+T = TypeVar("T")
 
 ROOT = Path(__file__).resolve().parent.parent
 RBAC_DIR = ROOT / "k8s-rbac"
@@ -300,10 +302,12 @@ def all_ready(cluster: Cluster, namespace: str = "") -> bool:
     return all(is_pod_ready(p) and not p["metadata"].get("deletionTimestamp") for p in pods)
 
 
-def wait_until(predicate: Any, timeout: float = 10.0, interval: float = 0.02) -> None:
-    """Poll until `predicate()` is true (kubesim's own helper, under the name the
-    scenarios use)."""
-    eventually(predicate, timeout=timeout, interval=interval)
+def wait_until(
+    check: Callable[[], T], timeout: float = 10.0, interval: float = 0.02, what: str = ""
+) -> T:
+    """kubesim.testing.eventually, the one poll helper, with the scenarios' longer
+    default timeout (a real control plane is slower than kubesim)."""
+    return eventually(check, timeout=timeout, interval=interval, what=what)
 
 
 def set_schedulable(cluster: Cluster, nodes: Iterable[str], schedulable: bool) -> None:

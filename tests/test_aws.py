@@ -35,6 +35,7 @@ from drainer.errors import (
 )
 from drainer.lifecycle.events import parse_event
 from drainer.lifecycle.events_hook import LifecycleEvent
+from kubesim.testing import eventually
 
 REGION = "us-east-1"
 NO_RETRIES = Config(retries={"mode": "standard", "total_max_attempts": 1})
@@ -681,7 +682,7 @@ def test_heartbeat__stop__is_immediate_with_the_real_wait(scaled: ScaleIn) -> No
     heartbeat = aws.Heartbeat(scaled.clients.autoscaling, scaled.event, interval=3600)
 
     with heartbeat:
-        _wait_until(lambda: heartbeat.beats == 1)
+        eventually(lambda: heartbeat.beats == 1, interval=0.005, what="the first beat")
         assert heartbeat.running
 
     assert not heartbeat.running
@@ -691,7 +692,7 @@ def test_heartbeat__stop__is_immediate_with_the_real_wait(scaled: ScaleIn) -> No
 def test_heartbeat__small_interval__keeps_beating_until_stopped(scaled: ScaleIn) -> None:
     heartbeat = aws.Heartbeat(scaled.clients.autoscaling, scaled.event, interval=0.01).start()
 
-    _wait_until(lambda: heartbeat.beats >= 3)
+    eventually(lambda: heartbeat.beats >= 3, interval=0.005, what="three beats")
     heartbeat.stop()
     beats = heartbeat.beats
 
@@ -735,12 +736,3 @@ class _BrokenAutoscaling:
 
     def record_lifecycle_action_heartbeat(self, **params: str) -> None:
         raise RuntimeError("not a real client: " + json.dumps(sorted(params)))
-
-
-def _wait_until(condition: Any, timeout: float = 5.0) -> None:
-    done = threading.Event()
-    for _ in range(int(timeout / 0.005)):
-        if condition():
-            return
-        done.wait(0.005)
-    raise AssertionError("condition not met in time")

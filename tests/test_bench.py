@@ -18,6 +18,7 @@ from bench.report import Summary, head_of_line_text, targets
 from bench.run import PodsGone
 from bench.scenarios import head_of_line
 from kubesim.faults import RequestRecord
+from testbed import workloads as w
 
 
 def _record(at: float, done: float, method: str, verb: str, resource: str) -> RequestRecord:
@@ -121,7 +122,7 @@ def test_latency__watches_excluded() -> None:
 
 
 def _pod(uid: str, node: str, app: str) -> dict[str, Any]:
-    return {"metadata": {"uid": uid, "labels": {"app": app}}, "spec": {"nodeName": node}}
+    return w.pod(uid, uid=uid, node_name=node, labels={"app": app})
 
 
 def test_pods_gone__when_the_last_counted_pod_on_the_node_went() -> None:

@@ -21,8 +21,7 @@ OTHER = "ip-10-0-0-9.ec2.internal"
 
 
 def _node(name: str, pool: str) -> dict[str, object]:
-    labels = {"pool": pool}
-    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels}}
+    return w.node(name, labels={"pool": pool})
 
 
 @pytest.fixture

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from kubesim.testing import eventually
 from testbed import workloads
 from testbed.cluster import ApiClient
 from testbed.controlplane.storage import ATTACHER_FINALIZER, DRIVER, StorageEmulator
@@ -45,15 +46,8 @@ def storage() -> Iterator[tuple[ApiClient, StorageEmulator]]:
 
 
 def wait_for(what: str, probe: Callable[[], Any], emulator: StorageEmulator, timeout: float) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        emulator.check()
-        found = probe()
-        if found:
-            return found
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
+    """eventually(probe), the storage emulator checked on every look."""
+    return eventually(lambda: (emulator.check(), probe())[1], timeout, 0.05, what=what)
 
 
 def attachments(client: ApiClient, volume: str) -> list[dict[str, Any]]:
@@ -73,7 +67,7 @@ def test_a_statefulset_volume_is_provisioned_attached_and_detached(
         DRIVER,
         "Immediate",
     )
-    client.apply(workloads.node(NODE, "i-0123456789abcdef0", "us-east-1a"))
+    client.apply(workloads.node(NODE, "i-0123456789abcdef0", "us-east-1a", pods=110))
     client.apply(workloads.statefulset("db", 1, detach=DETACH))
 
     # provisioned by the emulator, bound by the real PV controller

@@ -63,7 +63,7 @@ class Scene:
                 return None
             return budget
 
-        result: Obj = wait_until_value(caught_up, 15)
+        result: Obj = wait_until(caught_up, 15, what="the budget's status caught up")
         return result
 
     def evict(self, pod: Obj, *, uid: str = "", dry_run: bool = False) -> Answer:
@@ -79,19 +79,6 @@ class Scene:
         return Answer.of(
             *self.api.request("POST", self.pod_path(pod["metadata"]["name"], "eviction"), body=body)
         )
-
-
-def wait_until_value(check: Callable[[], Any], timeout: float) -> Any:
-    found: list[Any] = []
-
-    def probe() -> bool:
-        value = check()
-        if value:
-            found.append(value)
-        return bool(value)
-
-    wait_until(probe, timeout)
-    return found[-1]
 
 
 @dataclass(frozen=True)
@@ -219,11 +206,9 @@ def _not_ready_under(policy: str | None) -> Callable[[Scene], Obj]:
 
 def daemonset_pod_percentage(s: Scene) -> Obj:
     s.cluster.apply(w.daemonset("agent", namespace=s.namespace))
-    pods = wait_until_value(
-        lambda: [p for p in s.api.list("Pod", s.namespace) if is_pod_ready(p)], 20
-    )
+    pods = wait_until(lambda: [p for p in s.api.list("Pod", s.namespace) if is_pod_ready(p)], 20)
     s.cluster.apply(w.budget("b1", {"app": "agent"}, namespace=s.namespace, max_unavailable="50%"))
-    budget = wait_until_value(
+    budget = wait_until(
         lambda: (
             b
             if (b := s.api.get("PodDisruptionBudget", "b1", s.namespace)).get("status")
@@ -263,10 +248,10 @@ def _untainted(s: Scene) -> Obj | None:
 
 def cordon(s: Scene) -> Obj:
     s.api.patch("Node", s.node, {"spec": {"unschedulable": True}})
-    node = wait_until_value(lambda: _tainted(s), 15)
+    node = wait_until(lambda: _tainted(s), 15, what="the cordon taint")
     taints = sorted((t["key"], t["effect"]) for t in node["spec"]["taints"])
     s.api.patch("Node", s.node, {"spec": {"unschedulable": None}})
-    uncordoned = wait_until_value(lambda: _untainted(s), 15)
+    uncordoned = wait_until(lambda: _untainted(s), 15, what="the cordon taint gone")
     return {"taints": taints, "after_uncordon": uncordoned["spec"].get("taints")}
 
 
@@ -527,7 +512,7 @@ def _observe(cluster: Cluster, case: Callable[[Scene], Obj]) -> Obj:
     cluster.apply(
         [
             {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
-            w.node(node, f"i-{suffix}", "us-east-1a"),
+            w.node(node, f"i-{suffix}", "us-east-1a", pods=110),
         ]
     )
     scene = Scene(cluster, namespace, node)
