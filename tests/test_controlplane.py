@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from kubesim.testing import eventually
 from testbed.cluster import ApiClient
 from testbed.controlplane import binaries
 
@@ -90,10 +91,12 @@ def test_controlplane_command__kubectl_works__nothing_left_after_stop(
 
         process.send_signal(stop_with)
         assert process.wait(30) == 0
-        deadline = time.monotonic() + 5
-        while any(Path(f"/proc/{pid}").exists() for pid in children):
-            assert time.monotonic() < deadline, "a component outlived the command"
-            time.sleep(0.1)
+        eventually(
+            lambda: not any(Path(f"/proc/{pid}").exists() for pid in children),
+            5,
+            0.1,
+            what="every component gone with the command",
+        )
         assert not [p for p in ours if p.exists()], "its files are gone"
     finally:
         if process.poll() is None:
