@@ -38,6 +38,7 @@ from drainer.outcome import Outcome
 from kubesim import KubeSim
 from kubesim import testing as k
 from testbed import workloads as objects
+from testbed.cluster import ApiClient
 
 NODE = "n1"
 
@@ -138,6 +139,11 @@ class Settling(SteppedWaits):
         return now - self.since < self.cap
 
 
+def admin(sim: KubeSim) -> ApiClient:
+    """The test side's Kubernetes client, as the admin of `sim`."""
+    return ApiClient(sim.url, sim.ca_pem, sim.admin_token)
+
+
 def eviction_path(namespace: str, name: str) -> str:
     return f"/namespaces/{namespace}/pods/{name}/eviction$"
 
@@ -163,7 +169,7 @@ def test_namespace_terminating_403__waits_for_the_pod_not_an_rbac_error(
         "POST",
         eviction_path("shop", "web-0"),
         namespace_terminating_403("web-0", "shop"),
-        then=lambda: k.request(sim, "DELETE", "/api/v1/namespaces/shop").json(),
+        then=lambda: admin(sim).delete("Namespace", "shop"),
     )
     caplog.set_level(logging.WARNING, logger="drainer.engine.drain")
 
@@ -405,7 +411,7 @@ def test_pods_tolerating_the_cordon__evicted_once__replacements_reported_not_cha
     sim: KubeSim, front: ApiFront, clock: FakeClock
 ) -> None:
     # The only node that fits them: every replacement is scheduled back onto it.
-    k.request(sim, "DELETE", "/api/v1/nodes/n2")
+    admin(sim).delete("Node", "n2")
     place(sim, tolerating("agent", 2), objects.pod("api-0", node_name=NODE))
     originals = {p["metadata"]["name"] for p in sim.list("Pod") if p["spec"]["nodeName"] == NODE}
     assert len(originals) == 3
@@ -464,7 +470,7 @@ def test_evicted_pod_whose_watch_events_are_lost__looked_at_again__drained_not_t
 def replace_node(sim: KubeSim, *pods_on_new: dict[str, Any]) -> None:
     """Delete the node and register a new one of the same name (a reused private DNS
     name): a new UID and providerID, and pods of its own."""
-    k.request(sim, "DELETE", f"/api/v1/nodes/{NODE}")
+    admin(sim).delete("Node", NODE)
     new = objects.node(NODE)
     new["spec"]["providerID"] = "aws:///us-east-1a/i-0fffffffffffffff0"
     sim.apply([new, *pods_on_new])
@@ -614,12 +620,10 @@ class _LiftAnnotation(Settling):
     def wait(self, cond: Any, until: Any, busy: bool = False) -> None:
         if self.lifted_at is None and not busy and self.when():
             self.lifted_at = self.clock()
-            k.request(
-                self.sim,
-                "PATCH",
-                "/api/v1/namespaces/default/pods/batch-0",
+            admin(self.sim).patch(
+                "Pod",
+                "batch-0",
                 {"metadata": {"annotations": {"karpenter.sh/do-not-disrupt": None}}},
-                headers={"Content-Type": "application/merge-patch+json"},
             )
             cond.wait(0.2)
             return
