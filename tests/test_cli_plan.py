@@ -16,6 +16,8 @@ from testbed.cluster import Cluster
 from testbed.world import pods_on, rbac_manifests, wait_until
 
 NODES = ("ip-10-0-0-1.ec2.internal", "ip-10-0-0-2.ec2.internal")
+SPARE = "ip-10-0-0-3.ec2.internal"
+"""Not planned: where the planned nodes' pods can go."""
 
 
 @pytest.fixture
@@ -27,9 +29,9 @@ def sim() -> Iterator[KubeSim]:
                 {
                     "apiVersion": "v1",
                     "kind": "Node",
-                    "metadata": {"name": n, "labels": {"pool": "old"}},
+                    "metadata": {"name": n, "labels": {"pool": pool}},
                 }
-                for n in NODES
+                for n, pool in [(NODES[0], "old"), (NODES[1], "old"), (SPARE, "new")]
             ]
         )
         yield running

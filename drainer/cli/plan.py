@@ -19,6 +19,7 @@ from drainer.engine import filters
 from drainer.engine.options import DrainOptions
 from drainer.errors import DrainerError, KubeError
 from drainer.k8s.kube import Kube
+from drainer.plan.capacity import Capacity
 from drainer.plan.model import Cluster, NodePlan, plan_node
 from drainer.plan.timing import startups
 
@@ -75,7 +76,8 @@ def _plan(kube: Kube, args: argparse.Namespace, terminal: Any) -> int:
         return _failed(terminal, args, 1, why, result="no_node")
     every_pod = _all_pods(kube)
     budgets, _ = kube.list_budgets()
-    cluster = Cluster(budgets, startups(every_pod))
+    room = Capacity(kube.list_nodes(), every_pod, planned=set(names))
+    cluster = Cluster(budgets, startups(every_pod), room)
     options, overrides = options_from(args), overrides_from(args)
     plans = []
     for node in names:

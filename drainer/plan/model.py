@@ -12,6 +12,7 @@ from drainer.engine.options import DrainOptions
 from drainer.engine.pods import Pod
 from drainer.plan import budgets as b
 from drainer.plan.blockers import Blocker, left, refused
+from drainer.plan.capacity import Capacity
 from drainer.plan.forecast import Forecast, Going, forecast
 from drainer.plan.timing import Owner, Startup, startup_of
 
@@ -43,10 +44,12 @@ class NodePlan:
 
 @dataclass(frozen=True)
 class Cluster:
-    """What the plan reads: the budgets and each workload's time to Ready."""
+    """What the plan reads: the budgets, each workload's time to Ready, and the
+    room on the nodes left (None: not checked)."""
 
     budgets: list[b.Budget]
     startups: dict[Owner, Startup]
+    capacity: Capacity | None = None
 
 
 def plan_node(
@@ -72,15 +75,38 @@ def plan_node(
     likely = _run(going, cluster, options, timeout, slow=False)
     slowest = _run(going, cluster, options, timeout, slow=True)
     blocked += left(going, cluster.budgets, slowest, timeout)
+    homeless = _homeless(going, likely, cluster.capacity)
     stuck = bool(likely.left) or likely.eta > timeout
+    paced_by = _paced_by(likely, going, cluster, timeout)
+    if homeless:
+        paced_by = f"waits for new nodes: {len(homeless)} pod(s) fit on no node left; {paced_by}"
     return NodePlan(
         node,
         sum(1 for g in going if g.stopping is None),
         timeout if stuck else likely.eta,
         timeout if slowest.left or slowest.eta > timeout else slowest.eta,
-        _paced_by(likely, going, cluster, timeout),
-        blocked,
+        paced_by,
+        blocked + homeless,
     )
+
+
+def _homeless(going: list[Going], run: Forecast, capacity: Capacity | None) -> list[Blocker]:
+    """The evicted pods whose replacement fits on no node left, placed in the order the
+    forecast evicts them (a DaemonSet's pod or a bare one has no replacement to place)."""
+    if capacity is None:
+        return []
+    evicted = sorted(
+        (g.pod for g in going if pods.name(g.pod) in run.evicted),
+        key=lambda p: run.evicted[pods.name(p)],
+    )
+    found = []
+    for pod in evicted:
+        ref = pods.controller(pod)
+        if ref is None or ref.get("kind") == "DaemonSet":
+            continue
+        if capacity.place(pod) is None:
+            found.append(Blocker(pods.name(pod), "no node can take it", None, capacity.fix(pod)))
+    return found
 
 
 def _stopping(pod: Pod, now: float) -> Going:

@@ -1,0 +1,250 @@
+"""Whether each evicted pod fits on some schedulable node left: the nodes neither
+cordoned nor being planned, node by node (requests of cpu, memory and the pod
+count against allocatable less what the pods already there request, taints with
+NoSchedule/NoExecute against tolerations, nodeSelector, required node affinity,
+host ports). Pods are placed in the plan's order, each consuming the room of the
+node it lands on: a first fit, a note on whether the drain will wait for new
+nodes, not the scheduler's scoring."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from drainer.engine import pods
+from drainer.engine.pods import Pod
+
+Node = dict[str, Any]
+
+_SUFFIX = {
+    "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60,
+    "n": 1e-9, "u": 1e-6, "m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15,
+    "E": 1e18,
+}  # fmt: skip
+_TERMINAL = ("Succeeded", "Failed")
+_EFFECTS = ("NoSchedule", "NoExecute")
+
+
+def quantity(value: object) -> float:
+    """A Kubernetes quantity ("500m", "1.5", "128Mi", "1e3") as a number."""
+    text = str(value).strip()
+    for suffix in sorted(_SUFFIX, key=len, reverse=True):
+        if text.endswith(suffix):
+            return float(text[: -len(suffix)]) * _SUFFIX[suffix]
+    return float(text)
+
+
+@dataclass(frozen=True)
+class Request:
+    cpu: float = 0.0
+    memory: float = 0.0
+
+    @classmethod
+    def of(cls, pod: Pod) -> Request:
+        """What the scheduler counts: the containers' requests summed, or the largest
+        init container's where larger."""
+        spec = pod.get("spec") or {}
+
+        def each(containers: Iterable[dict[str, Any]]) -> list[Request]:
+            found = []
+            for c in containers:
+                asked = (c.get("resources") or {}).get("requests") or {}
+                found.append(cls(quantity(asked.get("cpu", 0)), quantity(asked.get("memory", 0))))
+            return found
+
+        running = each(spec.get("containers") or [])
+        init = each(spec.get("initContainers") or [])
+        cpu = max([sum(r.cpu for r in running), *(r.cpu for r in init)])
+        memory = max([sum(r.memory for r in running), *(r.memory for r in init)])
+        return cls(cpu, memory)
+
+
+def _ports(pod: Pod) -> set[tuple[int, str]]:
+    return {
+        (int(p["hostPort"]), str(p.get("protocol") or "TCP"))
+        for c in (pod.get("spec") or {}).get("containers") or []
+        for p in c.get("ports") or []
+        if p.get("hostPort")
+    }
+
+
+@dataclass
+class Room:
+    """One node's free room, as the placements consume it."""
+
+    name: str
+    labels: dict[str, str]
+    taints: list[dict[str, Any]]
+    cpu: float
+    memory: float
+    pods: float
+    ports: set[tuple[int, str]] = field(default_factory=set)
+
+    @classmethod
+    def of(cls, node: Node, there: list[Pod]) -> Room:
+        allocatable = (node.get("status") or {}).get("allocatable") or {}
+        asked = [Request.of(p) for p in there]
+        taints = (node.get("spec") or {}).get("taints") or []
+        return cls(
+            str(node["metadata"]["name"]),
+            dict(node["metadata"].get("labels") or {}),
+            [t for t in taints if t.get("effect") in _EFFECTS],
+            quantity(allocatable.get("cpu", 0)) - sum(r.cpu for r in asked),
+            quantity(allocatable.get("memory", 0)) - sum(r.memory for r in asked),
+            quantity(allocatable.get("pods", 110)) - len(there),
+            set().union(*(_ports(p) for p in there)),
+        )
+
+    def refuses(self, pod: Pod) -> str:
+        """Why the pod cannot land here ("": it can)."""
+        spec = pod.get("spec") or {}
+        taint = next((t for t in self.taints if not _tolerated(t, spec)), None)
+        if taint is not None:
+            return f"taint {_taint(taint)}"
+        selector = spec.get("nodeSelector") or {}
+        wrong = {k: v for k, v in selector.items() if self.labels.get(k) != v}
+        if wrong:
+            return "nodeSelector " + ",".join(f"{k}={v}" for k, v in sorted(wrong.items()))
+        if not _affinity(spec, self.labels, self.name):
+            return "required node affinity"
+        if _ports(pod) & self.ports:
+            return "host port " + ",".join(f"{p}/{q}" for p, q in sorted(_ports(pod) & self.ports))
+        return self.short(Request.of(pod))
+
+    def short(self, asked: Request) -> str:
+        lacking = []
+        if asked.cpu > self.cpu + 1e-9:
+            lacking.append("cpu")
+        if asked.memory > self.memory + 0.5:
+            lacking.append("memory")
+        if self.pods < 1:
+            lacking.append("pods")
+        return "" if not lacking else "not enough " + ", ".join(lacking)
+
+    def take(self, pod: Pod) -> None:
+        asked = Request.of(pod)
+        self.cpu -= asked.cpu
+        self.memory -= asked.memory
+        self.pods -= 1
+        self.ports |= _ports(pod)
+
+
+def _tolerated(taint: dict[str, Any], spec: dict[str, Any]) -> bool:
+    for t in spec.get("tolerations") or []:
+        if t.get("effect") and t.get("effect") != taint.get("effect"):
+            continue
+        if t.get("operator") == "Exists":
+            if not t.get("key") or t.get("key") == taint.get("key"):
+                return True
+        elif t.get("key") == taint.get("key") and (t.get("value") or "") == (
+            taint.get("value") or ""
+        ):
+            return True
+    return False
+
+
+def _taint(taint: dict[str, Any]) -> str:
+    value = f"={taint['value']}" if taint.get("value") else ""
+    return f"{taint.get('key')}{value}:{taint.get('effect')}"
+
+
+def _affinity(spec: dict[str, Any], labels: dict[str, str], name: str) -> bool:
+    """requiredDuringSchedulingIgnoredDuringExecution: any term, all its expressions."""
+    required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ) or {}
+    terms = required.get("nodeSelectorTerms") or []
+    if not terms:
+        return True
+    fields = {"metadata.name": name}
+    return any(
+        all(_matches(e, labels) for e in term.get("matchExpressions") or [])
+        and all(_matches(e, fields) for e in term.get("matchFields") or [])
+        for term in terms
+    )
+
+
+def _matches(expression: dict[str, Any], labels: dict[str, str]) -> bool:
+    key, operator = expression.get("key", ""), expression.get("operator")
+    values = [str(v) for v in expression.get("values") or []]
+    have = labels.get(key)
+    if operator == "In":
+        return have in values
+    if operator == "NotIn":
+        return have not in values
+    if operator == "Exists":
+        return have is not None
+    if operator == "DoesNotExist":
+        return have is None
+    if operator in ("Gt", "Lt") and have is not None and values:
+        try:
+            ordered = int(have) > int(values[0]) if operator == "Gt" else int(have) < int(values[0])
+        except ValueError:
+            return False
+        return ordered
+    return False
+
+
+class Capacity:
+    """The schedulable nodes left while the planned ones drain, and their room."""
+
+    def __init__(self, nodes: Iterable[Node], cluster_pods: Iterable[Pod], planned: set[str]):
+        on: dict[str, list[Pod]] = {}
+        for pod in cluster_pods:
+            where = (pod.get("spec") or {}).get("nodeName")
+            phase = (pod.get("status") or {}).get("phase")
+            if where and phase not in _TERMINAL:
+                on.setdefault(str(where), []).append(pod)
+        self.rooms = [
+            Room.of(n, on.get(str(n["metadata"]["name"]), []))
+            for n in nodes
+            if not (n.get("spec") or {}).get("unschedulable")
+            and n["metadata"]["name"] not in planned
+        ]
+
+    def place(self, pod: Pod) -> str | None:
+        """The first node that takes the pod, its room consumed; None: no node can
+        take it, and `fix` says what is short."""
+        for room in self.rooms:
+            if not room.refuses(pod):
+                room.take(pod)
+                return room.name
+        return None
+
+    def fix(self, pod: Pod) -> str:
+        """What would let the pod land: named after what the nodes lack."""
+        who = _owner(pod)
+        if not self.rooms:
+            return f"add a schedulable node for {who} (every node left is cordoned or planned)"
+        why = {room.name: room.refuses(pod) for room in self.rooms}
+        if all(w.startswith("not enough") for w in why.values()):
+            asked = Request.of(pod)
+            need = [f"{_cpu(asked.cpu)} CPU"] if asked.cpu else []
+            need += [f"{_memory(asked.memory)} memory"] if asked.memory else []
+            most = max(self.rooms, key=lambda r: (r.cpu, r.memory))
+            free = f"the most free on one node: {_cpu(max(0.0, most.cpu))} CPU, "
+            free += f"{_memory(max(0.0, most.memory))} memory, {max(0, int(most.pods))} pod(s)"
+            what = " and ".join(need) or "room for one more pod"
+            return f"add a node with {what} free, or lower {who}'s requests ({free})"
+        kinds = sorted({w for w in why.values() if not w.startswith("not enough")})
+        return (
+            f"add a node that {who} can land on ({'; '.join(kinds)} refuse it on every node "
+            f"left), or change {who}'s tolerations, nodeSelector or affinity to match one"
+        )
+
+
+def _owner(pod: Pod) -> str:
+    ref = pods.controller(pod)
+    return str(ref.get("name")) if ref is not None else str(pod["metadata"]["name"])
+
+
+def _cpu(cores: float) -> str:
+    return f"{cores:g}" if cores >= 1 or cores == 0 else f"{round(cores * 1000)}m"
+
+
+def _memory(size: float) -> str:
+    for suffix in ("Gi", "Mi", "Ki"):
+        if size >= _SUFFIX[suffix]:
+            return f"{size / _SUFFIX[suffix]:.3g}{suffix}"
+    return f"{size:g}"
