@@ -284,3 +284,49 @@ def delete_lifecycle_hook(autoscaling: Client, asg_name: str, hook_name: str) ->
             e, "autoscaling:DeleteLifecycleHook", f"DeleteLifecycleHook {asg_name}/{hook_name}"
         ) from e
     return True
+
+
+@dataclass(frozen=True)
+class GroupInstance:
+    """One instance of a group, as DescribeAutoScalingGroups lists it."""
+
+    instance_id: str
+    lifecycle_state: str
+    healthy: bool
+
+
+@dataclass(frozen=True)
+class GroupShape:
+    """What an instance refresh's plan needs of a group: its size, its instances,
+    and its health check grace period (the warm-up a refresh uses when given none)."""
+
+    name: str
+    desired: int
+    grace_period: int
+    instances: tuple[GroupInstance, ...]
+
+
+def describe_group(autoscaling: Client, asg_name: str) -> GroupShape | None:
+    """The group's size and instances; None when there is no such group."""
+    what = f"DescribeAutoScalingGroups {asg_name}"
+    try:
+        response = autoscaling.describe_auto_scaling_groups(AutoScalingGroupNames=[asg_name])
+    except ANSWERED_OR_UNREACHED as e:
+        raise translate(e, "autoscaling:DescribeAutoScalingGroups", what) from e
+    groups = response.get("AutoScalingGroups", [])
+    if not groups:
+        return None
+    group = groups[0]
+    return GroupShape(
+        name=asg_name,
+        desired=int(group.get("DesiredCapacity") or 0),
+        grace_period=int(group.get("HealthCheckGracePeriod") or 0),
+        instances=tuple(
+            GroupInstance(
+                instance_id=str(i["InstanceId"]),
+                lifecycle_state=str(i.get("LifecycleState", "")),
+                healthy=str(i.get("HealthStatus", "Healthy")) == "Healthy",
+            )
+            for i in group.get("Instances", [])
+        ),
+    )

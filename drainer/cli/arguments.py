@@ -205,6 +205,13 @@ def _plan(commands: Any) -> argparse.ArgumentParser:
         help="plan every node this label selector selects (e.g. pool=old), drained one "
         "after the other as `drain -l` does",
     )
+    which.add_argument(
+        "--asg",
+        metavar="NAME",
+        help="plan an instance refresh of this Auto Scaling group: its InService "
+        "instances' nodes, batch by batch (region: AWS_REGION or your AWS profile's)",
+    )
+    _refresh_flags(plan)
     plan.add_argument(
         "--kubeconfig", help="kubeconfig file (default: $KUBECONFIG or ~/.kube/config)"
     )
@@ -221,6 +228,53 @@ def _plan(commands: Any) -> argparse.ArgumentParser:
     _output_flag(plan)
     plan.set_defaults(node=None, node_name=None, instance_id=None)
     return plan
+
+
+def _refresh_flags(plan: argparse.ArgumentParser) -> None:
+    """An instance refresh's settings (StartInstanceRefresh's; a group stores none)."""
+    refresh = plan.add_argument_group("instance refresh (with --asg)")
+    size = refresh.add_mutually_exclusive_group()
+    size.add_argument(
+        "--batch", type=_at_least_one, metavar="N", help="instances replaced at a time"
+    )
+    size.add_argument(
+        "--min-healthy-percentage",
+        type=_percentage,
+        metavar="P",
+        help="the refresh's MinHealthyPercentage (default 90, AWS's): each batch is "
+        "max(1, floor(size * (100 - P) / 100)) instances",
+    )
+    refresh.add_argument(
+        "--instance-warmup",
+        type=_non_negative_int,
+        metavar="SECONDS",
+        help="seconds after each batch before the next (default: the group's "
+        "HealthCheckGracePeriod, or 0)",
+    )
+
+
+def _at_least_one(text: str) -> int:
+    value = _non_negative_int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: at least 1")
+    return value
+
+
+def _percentage(text: str) -> int:
+    value = _non_negative_int(text)
+    if value > 100:
+        raise argparse.ArgumentTypeError(f"{text!r}: a percentage, 0 to 100")
+    return value
+
+
+def _non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: a whole number") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: not negative")
+    return value
 
 
 def _output_flag(parser: argparse.ArgumentParser) -> None:

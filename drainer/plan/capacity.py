@@ -196,12 +196,22 @@ class Capacity:
             phase = (pod.get("status") or {}).get("phase")
             if where and phase not in _TERMINAL:
                 on.setdefault(str(where), []).append(pod)
+        self.nodes = {str(n["metadata"]["name"]): n for n in nodes}
         self.rooms = [
-            Room.of(n, on.get(str(n["metadata"]["name"]), []))
-            for n in nodes
-            if not (n.get("spec") or {}).get("unschedulable")
-            and n["metadata"]["name"] not in planned
+            Room.of(n, on.get(name, []))
+            for name, n in self.nodes.items()
+            if not (n.get("spec") or {}).get("unschedulable") and name not in planned
         ]
+
+    def leaving(self, names: Iterable[str]) -> None:
+        """These nodes take nothing from now on (a refresh's next batch is drained)."""
+        gone = set(names)
+        self.rooms = [room for room in self.rooms if room.name not in gone]
+
+    def replaced(self, names: Iterable[str]) -> None:
+        """A refresh's new instances for these nodes: as they were, empty (the same
+        launch template gives the same allocatable, labels and taints)."""
+        self.rooms += [Room.of(self.nodes[n], []) for n in names if n in self.nodes]
 
     def place(self, pod: Pod) -> str | None:
         """The first node that takes the pod, its room consumed; None: no node can
