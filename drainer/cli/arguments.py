@@ -358,16 +358,21 @@ def _kubectl_flags(drain: argparse.ArgumentParser) -> None:
     )
 
 
+def filter_options(args: argparse.Namespace) -> filters.FilterOptions:
+    """Which pods go, from kubectl drain's flags (drain's and plan's alike)."""
+    return filters.FilterOptions(
+        evict_unreplicated=args.force,
+        evict_emptydir=args.delete_emptydir_data,
+        evict_daemonset=args.evict_daemonset_pods,
+    )
+
+
 def options_from(args: argparse.Namespace) -> DrainOptions:
     """The drain options the flags describe: the engine's defaults, changed by each
     flag; what is evicted follows kubectl drain's flags, not the Lambda's defaults."""
     return dataclasses.replace(
         DEFAULTS,
-        filters=filters.FilterOptions(
-            evict_unreplicated=args.force,
-            evict_emptydir=args.delete_emptydir_data,
-            evict_daemonset=args.evict_daemonset_pods,
-        ),
+        filters=filter_options(args),
         concurrency=args.concurrency,
         grace_period_seconds=args.grace_period if args.grace_period >= 0 else None,
         stuck_pod_seconds=args.stuck_pod_seconds,

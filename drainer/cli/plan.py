@@ -14,10 +14,9 @@ import time
 from typing import Any
 
 from drainer.cli import output
-from drainer.cli.arguments import DEFAULTS, overrides_from
+from drainer.cli.arguments import DEFAULTS, filter_options, overrides_from
 from drainer.cli.impersonate import from_args as impersonation_from
 from drainer.cli.refresh import NoGroup, RefreshNodes, refresh_nodes
-from drainer.engine import filters
 from drainer.engine.options import DrainOptions
 from drainer.errors import DrainerError, InstanceNotFound, KubeError
 from drainer.k8s.kube import Kube
@@ -63,11 +62,7 @@ def options_from(args: argparse.Namespace) -> DrainOptions:
     """The drain's options, as `drain` would take them from the same flags."""
     return dataclasses.replace(
         DEFAULTS,
-        filters=filters.FilterOptions(
-            evict_unreplicated=args.force,
-            evict_emptydir=args.delete_emptydir_data,
-            evict_daemonset=args.evict_daemonset_pods,
-        ),
+        filters=filter_options(args),
         pod_selector=args.pod_selector or "",
         honor_do_not_disrupt=not args.ignore_do_not_disrupt,
     )
