@@ -1,7 +1,8 @@
-"""How a drain ended: one name for each fact, from the engine's report to the node's
-progress record (its phase), the lifecycle action, the notice and the end log line
-(its `result`). What each one tells the Auto Scaling group is one table,
-drainer/lifecycle/outcomes.py.
+"""How a drain ended: the engine's outcomes, the only endings drainer/engine/ reports.
+A trigger's result (drainer/lifecycle/outcomes.py's `Result`: these plus the endings
+only a trigger reaches, e.g. not_allowed) is what the node's progress record (its
+phase), the lifecycle action, the notice and the end log line (its `result`) say; one
+table there maps each Outcome to its Result, of the same value.
 """
 
 from __future__ import annotations
@@ -24,13 +25,6 @@ class Outcome(StrEnum):
     """A fatal error stopped the drain (RBAC, no cluster, TLS...); the report names it."""
     INTERRUPTED = "interrupted"
     """A person stopped it (the CLI's Ctrl-C); the Lambda never interrupts its own drain."""
-    NOT_ALLOWED = "not_allowed"
-    """The instance's Auto Scaling group is not one this function may act on."""
-    NOT_OURS = "not_ours"
-    """The node belongs to another node manager that drains it itself (Karpenter, EKS
-    Auto Mode): left alone."""
-    CORDONED = "cordoned"
-    """A spot rebalance recommendation: the node cordoned, not drained."""
 
 
 DRAINING = "draining"

@@ -53,6 +53,7 @@ from drainer.lifecycle.events_fields import Skip
 from drainer.lifecycle.events_hook import TERMINATE_HOOK_TRIGGER
 from drainer.lifecycle.follow import FOLLOW_POLL_SECONDS, FOLLOW_SLACK_SECONDS, follow_drain
 from drainer.lifecycle.job import Run, Tools
+from drainer.lifecycle.outcomes import Result
 from drainer.lifecycle.settings import Settings
 from drainer.lifecycle.window import Deadline, Invocation
 from drainer.outcome import Outcome
@@ -1038,7 +1039,7 @@ def test_rebalance_cordon__terminate_hook_drain_under_way__record_left_as_it_is(
 
     run = ec2_events._cordon(tools, found, cluster)
 
-    assert run.result == Outcome.CORDONED
+    assert run.result == Result.CORDONED
     assert "being drained already" in run.message
     assert sim.get("Node", NODE)["metadata"]["annotations"][PROGRESS_ANNOTATION] == before
 

@@ -36,6 +36,7 @@ from drainer.lifecycle.events import parse_event
 from drainer.lifecycle.events_hook import TERMINATE_HOOK_TRIGGER, LifecycleEvent
 from drainer.lifecycle.handover import Handover, with_handover
 from drainer.lifecycle.job import Run, Tools
+from drainer.lifecycle.outcomes import Result
 from drainer.lifecycle.runner import API_RETRY
 from drainer.lifecycle.settings import Settings
 from drainer.lifecycle.settings_drain import TimeoutPolicy
@@ -486,7 +487,7 @@ def test_asg_not_allowed__not_allowed__no_heartbeat(scene_for: Callable[..., Sce
 
     run = scene.drain(Settings(allowed_asgs=frozenset({"other-workers"})), FakeClock(time.time()))
 
-    assert run.result == Outcome.NOT_ALLOWED
+    assert run.result == Result.NOT_ALLOWED
     assert "eks-workers is not in ALLOWED_ASGS (other-workers)" in run.message
     assert scene.sim.calls("heartbeat") == []
 
@@ -544,7 +545,7 @@ def test_asg_neither_named_nor_tagged__not_allowed__message_names_both(
 
     run = scene.drain(settings, FakeClock(time.time()))
 
-    assert run.result == Outcome.NOT_ALLOWED
+    assert run.result == Result.NOT_ALLOWED
     assert run.message == (
         "Auto Scaling group eks-workers is not in ALLOWED_ASGS (none) and ASG_TAG "
         f"eks-node-drainer/enabled=true does not admit it ({why}); leaving its "

@@ -58,10 +58,10 @@ from drainer.lifecycle.events_ec2 import (
 from drainer.lifecycle.events_fields import Skip
 from drainer.lifecycle.events_hook import TERMINATE_HOOK_TRIGGER
 from drainer.lifecycle.job import DrainJob, Plan, Run, Tools
+from drainer.lifecycle.outcomes import Result
 from drainer.lifecycle.runner import node_for, run_job
 from drainer.lifecycle.settings import Settings
 from drainer.lifecycle.window import Deadline, Invocation, Window, hand_over_at, log_deadline
-from drainer.outcome import Outcome
 
 log = logging.getLogger(__name__)
 
@@ -271,7 +271,7 @@ def drain(found: Ec2Target, tools: Tools, invocation: Invocation | None) -> Run:
     try:
         cluster = aws.describe_cluster(clients.eks, found.cluster)
     except ClusterNotFound as e:
-        return Run(Outcome.FAILED, str(e), cluster=found.cluster, deadline=deadline)
+        return Run(Result.FAILED, str(e), cluster=found.cluster, deadline=deadline)
     if found.event.kind is Ec2Kind.REBALANCE and settings.rebalance_action == "cordon":
         run = _cordon(tools, found, cluster)
     else:
@@ -292,16 +292,16 @@ def _cordon(tools: Tools, found: Ec2Target, cluster: aws.ClusterInfo) -> Run:
         # Any drain under way, the terminate hook's too: its record stays as it is.
         draining = EC2_TRIGGERS | {TERMINATE_HOOK_TRIGGER}
         if live_drain(current, tools.clock(), draining) is not None:
-            return Run(Outcome.CORDONED, f"node {node} is being drained already", node=node)
+            return Run(Result.CORDONED, f"node {node} is being drained already", node=node)
         trigger = str(found.event.kind)
-        patch, _ = cordon_patch(current, tools.clock(), trigger=trigger, phase=Outcome.CORDONED)
+        patch, _ = cordon_patch(current, tools.clock(), trigger=trigger, phase=Result.CORDONED)
         kube.patch_node(node, patch, dry_run=tools.settings.dry_run)
     except KubeError as e:
-        return Run(Outcome.FAILED, f"could not cordon the node: {e}")
+        return Run(Result.FAILED, f"could not cordon the node: {e}")
     finally:
         kube.close()
     return Run(
-        Outcome.CORDONED,
+        Result.CORDONED,
         f"cordoned node {node} on the rebalance recommendation; its pods stay until the "
         "interruption warning or the terminate hook drains it",
         node=node,
@@ -413,7 +413,7 @@ def handle(
         # Not even known to be one of ours: no drain, so no end line or notice.
         message = ending.permanent(e).message
         log.error("%s not acted on: %s", EC2_EVENT_NAMES[event.kind], message)
-        return {"result": str(Outcome.FAILED), "message": message}
+        return {"result": str(Result.FAILED), "message": message}
     if isinstance(found, Skip):
         return ending.skipped(found)
     stale = late.restarted(found.event, found.identity)

@@ -18,9 +18,9 @@ from drainer.lifecycle.events_fields import Skip
 from drainer.lifecycle.events_hook import TERMINATE_HOOK_TRIGGER, LifecycleEvent
 from drainer.lifecycle.handover import with_handover
 from drainer.lifecycle.job import Run
+from drainer.lifecycle.outcomes import Result
 from drainer.lifecycle.settings import Settings
 from drainer.lifecycle.window import Invocation
-from drainer.outcome import Outcome
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +46,7 @@ def permanent(error: AwsError) -> Run:
     run naming it, which the handler ends like any other (its error line, end line,
     metrics), instead of raising for Lambda to run the same event into the same
     error."""
-    return Run(Outcome.FAILED, f"{error} (permanent: the event is not retried)")
+    return Run(Result.FAILED, f"{error} (permanent: the event is not retried)")
 
 
 def complete(clients: aws.AwsClients, event: LifecycleEvent, result: str) -> bool:
@@ -89,7 +89,7 @@ def notify(settings: Settings, clients: aws.AwsClients, notice: notices.Notice) 
 # The ends of a drain worth a notice (a hand-over is not an end; another group's
 # event is none of ours).
 _NOTIFIED = frozenset(
-    {Outcome.DRAINED, Outcome.NO_NODE, Outcome.DRY_RUN, Outcome.TIMED_OUT, Outcome.FAILED}
+    {Result.DRAINED, Result.NO_NODE, Result.DRY_RUN, Result.TIMED_OUT, Result.FAILED}
 )
 
 
@@ -106,7 +106,7 @@ def hand_over(
         )
     except AwsError as e:
         return replace(
-            run, result=Outcome.FAILED, message=f"could not hand over to a new invocation: {e}"
+            run, result=Result.FAILED, message=f"could not hand over to a new invocation: {e}"
         )
     log.info("handed over to a new invocation (hand-over %d)", run.handover.handovers)
     return run
@@ -125,9 +125,9 @@ def log_end_line(summary: Mapping[str, Any]) -> None:
 
 
 def log_outcome(run: Run, result: str | None, completed: bool | None) -> None:
-    if run.result == Outcome.FAILED:
+    if run.result == Result.FAILED:
         log.error("drain failed: %s (lifecycle result %s)", run.message, result)
-    elif run.result == Outcome.TIMED_OUT:
+    elif run.result == Result.TIMED_OUT:
         log.warning("%s", run.message)
     elif run.message:
         log.info("%s", run.message)
@@ -189,20 +189,20 @@ def _write_metrics(run: Run, summary: Mapping[str, Any], settings: Settings) -> 
     # A drain that failed before its cluster was known still counts against the
     # configured one, which the stack's alarm watches.
     metrics.add_dimension(name="Cluster", value=run.cluster or settings.cluster_name or "unknown")
-    failed = run.result in (Outcome.FAILED, Outcome.TIMED_OUT)
+    failed = run.result in (Result.FAILED, Result.TIMED_OUT)
     metrics.add_metric(name="DrainFailed", unit=MetricUnit.Count, value=1 if failed else 0)
     metrics.add_metric(
         name="DrainSucceeded",
         unit=MetricUnit.Count,
-        value=1 if run.result == Outcome.DRAINED else 0,
+        value=1 if run.result == Result.DRAINED else 0,
     )
     metrics.add_metric(
         name="DrainTimedOut",
         unit=MetricUnit.Count,
-        value=1 if run.result == Outcome.TIMED_OUT else 0,
+        value=1 if run.result == Result.TIMED_OUT else 0,
     )
     metrics.add_metric(
-        name="Handovers", unit=MetricUnit.Count, value=1 if run.result == Outcome.HANDED_OVER else 0
+        name="Handovers", unit=MetricUnit.Count, value=1 if run.result == Result.HANDED_OVER else 0
     )
     metrics.add_metric(
         name="PodsEvicted", unit=MetricUnit.Count, value=int(summary.get("evicted", 0))

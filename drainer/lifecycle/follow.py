@@ -10,7 +10,7 @@ from typing import Any
 from drainer.k8s.cordon import live_drain, progress_of
 from drainer.k8s.kube import Kube
 from drainer.lifecycle.job import Run, Tools
-from drainer.lifecycle.outcomes import lambda_outcome
+from drainer.lifecycle.outcomes import Result, lambda_outcome
 from drainer.outcome import DRAINING, Outcome
 
 log = logging.getLogger(__name__)
@@ -60,7 +60,7 @@ def follow_drain(
     if ended is not None:
         return ended
     if until < live.until + FOLLOW_SLACK_SECONDS:  # this drain's own time ran out first
-        result = Outcome.HANDED_OVER if limit < deadline else Outcome.TIMED_OUT
+        result = Result.HANDED_OVER if limit < deadline else Result.TIMED_OUT
         return Run(
             result,
             f"still waiting for the drain begun by the {live.trigger} event on node {node}",
@@ -88,7 +88,7 @@ def _wait_for_end(
     passes (None)."""
     while True:
         if current is None:
-            return Run(Outcome.NO_NODE, f"node {node} went away during the {trigger} drain")
+            return Run(Result.NO_NODE, f"node {node} went away during the {trigger} drain")
         progress = progress_of(current) or {}
         phase = str(progress.get("phase", ""))
         if phase != DRAINING:

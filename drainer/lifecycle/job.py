@@ -18,10 +18,10 @@ from drainer.engine.options import DrainOptions
 from drainer.engine.report import DrainEvent, DrainReport
 from drainer.lifecycle.clients import KubeFactory
 from drainer.lifecycle.handover import Handover
+from drainer.lifecycle.outcomes import Result
 from drainer.lifecycle.settings import Settings
 from drainer.lifecycle.targets import TargetWait
 from drainer.lifecycle.window import Deadline, Window
-from drainer.outcome import Outcome
 
 
 @dataclass(frozen=True)
@@ -65,7 +65,7 @@ class Tools:
 class Run:
     """What became of one lifecycle event in this invocation."""
 
-    result: Outcome
+    result: Result
     message: str = ""
     cluster: str = ""
     node: str = ""

@@ -1,37 +1,79 @@
-"""What each outcome tells the Auto Scaling group: the one table from a drain's
-ending to its lifecycle action, with the settings' policies as its only other input."""
+"""A trigger's result and what it tells the Auto Scaling group.
+
+`Result` is what a trigger reports (its end line's `result`, the notice, the node's
+record phase): every engine Outcome (drainer/outcome.py), of the same value, plus the
+endings only a trigger reaches. `result_of` is the one table between them;
+`lifecycle_result` the one from a result to its lifecycle action, with the settings'
+policies as its only other input."""
 
 from __future__ import annotations
+
+from enum import StrEnum
 
 from drainer.lifecycle.settings import Settings
 from drainer.lifecycle.settings_drain import TimeoutPolicy
 from drainer.outcome import Outcome
 
 
-def lambda_outcome(outcome: Outcome) -> Outcome:
+class Result(StrEnum):
+    DRAINED = "drained"
+    NO_NODE = "no_node"
+    TIMED_OUT = "timed_out"
+    HANDED_OVER = "handed_over"
+    DRY_RUN = "dry_run"
+    FAILED = "failed"
+    INTERRUPTED = "interrupted"
+    """The engine's outcomes, above (drainer/outcome.py says what each means); below,
+    the trigger's own."""
+    NOT_ALLOWED = "not_allowed"
+    """The instance's Auto Scaling group is not one this function may act on."""
+    NOT_OURS = "not_ours"
+    """The node belongs to another node manager that drains it itself (Karpenter, EKS
+    Auto Mode): left alone."""
+    CORDONED = "cordoned"
+    """A spot rebalance recommendation: the node cordoned, not drained."""
+
+
+_RESULTS: dict[Outcome, Result] = {
+    Outcome.DRAINED: Result.DRAINED,
+    Outcome.NO_NODE: Result.NO_NODE,
+    Outcome.TIMED_OUT: Result.TIMED_OUT,
+    Outcome.HANDED_OVER: Result.HANDED_OVER,
+    Outcome.DRY_RUN: Result.DRY_RUN,
+    Outcome.FAILED: Result.FAILED,
+    Outcome.INTERRUPTED: Result.INTERRUPTED,
+}
+
+
+def result_of(outcome: Outcome) -> Result:
+    """The one table from the engine's outcome to the trigger's result."""
+    return _RESULTS[outcome]
+
+
+def lambda_outcome(outcome: Outcome) -> Result:
     """The Lambda never interrupts its own drain: one interrupted elsewhere (a person's
     Ctrl-C in the CLI) is, to the Auto Scaling group, a failed one."""
-    return Outcome.FAILED if outcome == Outcome.INTERRUPTED else outcome
+    return Result.FAILED if outcome == Outcome.INTERRUPTED else result_of(outcome)
 
 
-def lifecycle_result(outcome: Outcome, settings: Settings) -> str | None:
-    """The outcome table: the lifecycle result each outcome sends to the Auto Scaling
-    group. None means the action is not completed by this invocation."""
+def lifecycle_result(result: Result, settings: Settings) -> str | None:
+    """The outcome table: the lifecycle result each trigger result sends to the Auto
+    Scaling group. None means the action is not completed by this invocation."""
     timeout = {
         TimeoutPolicy.CONTINUE: "CONTINUE",
         TimeoutPolicy.FORCE: "CONTINUE",  # after the remaining pods were force-deleted
         TimeoutPolicy.ABANDON: None,  # left to the hook's HeartbeatTimeout and DefaultResult
     }[settings.timeout_policy]
-    table: dict[Outcome, str | None] = {
-        Outcome.DRAINED: "CONTINUE",
-        Outcome.NO_NODE: "CONTINUE",  # never joined or already gone: nothing to wait for
-        Outcome.DRY_RUN: "CONTINUE",  # dry run touches Kubernetes only; the ASG goes on
-        Outcome.TIMED_OUT: timeout,
-        Outcome.FAILED: settings.failure_result,
-        Outcome.INTERRUPTED: settings.failure_result,  # the CLI's; see lambda_outcome
-        Outcome.HANDED_OVER: None,  # the next invocation completes it
-        Outcome.NOT_ALLOWED: None,  # not our Auto Scaling group
-        Outcome.NOT_OURS: "CONTINUE",  # its own manager drains it: nothing to wait for
-        Outcome.CORDONED: None,  # a spot event's: there is no lifecycle action
+    table: dict[Result, str | None] = {
+        Result.DRAINED: "CONTINUE",
+        Result.NO_NODE: "CONTINUE",  # never joined or already gone: nothing to wait for
+        Result.DRY_RUN: "CONTINUE",  # dry run touches Kubernetes only; the ASG goes on
+        Result.TIMED_OUT: timeout,
+        Result.FAILED: settings.failure_result,
+        Result.INTERRUPTED: settings.failure_result,  # the CLI's; see lambda_outcome
+        Result.HANDED_OVER: None,  # the next invocation completes it
+        Result.NOT_ALLOWED: None,  # not our Auto Scaling group
+        Result.NOT_OURS: "CONTINUE",  # its own manager drains it: nothing to wait for
+        Result.CORDONED: None,  # a spot event's: there is no lifecycle action
     }
-    return table[outcome]
+    return table[result]

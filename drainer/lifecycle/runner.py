@@ -23,7 +23,7 @@ from drainer.k8s.nodes import find_node_object, other_manager
 from drainer.lifecycle.events_hook import TERMINATE_HOOK_TRIGGER
 from drainer.lifecycle.follow import follow_drain
 from drainer.lifecycle.job import DrainJob, Run, Tools
-from drainer.lifecycle.outcomes import lambda_outcome, lifecycle_result
+from drainer.lifecycle.outcomes import Result, lambda_outcome, lifecycle_result
 from drainer.lifecycle.settings import Settings
 from drainer.lifecycle.targets import leave_target_groups
 from drainer.lifecycle.told import DrainStory
@@ -57,7 +57,7 @@ def deadline_policy(options: DrainOptions, settings: Settings) -> str:
     return "no lifecycle action: nothing deleted past its budget"
 
 
-def result_for(report: DrainReport, deadline: Deadline, policy: str) -> tuple[Outcome, str]:
+def result_for(report: DrainReport, deadline: Deadline, policy: str) -> tuple[Result, str]:
     """The outcome of the engine's report here, and the message that explains it;
     `policy`: what applied at the deadline (deadline_policy)."""
     result = lambda_outcome(report.outcome)
@@ -98,14 +98,14 @@ def _with_retries(tools: Tools, job: DrainJob) -> Run:
                 tools.sleep(delay)
                 continue
             if window.hands_over:
-                return Run(Outcome.HANDED_OVER, f"the API server kept failing: {e}")
+                return Run(Result.HANDED_OVER, f"the API server kept failing: {e}")
             return Run(
-                Outcome.TIMED_OUT,
+                Result.TIMED_OUT,
                 "the API server kept failing until the drain's deadline, "
                 f"{window.deadline.source}: {e}",
             )
         except KubeError as e:  # RBAC, TLS, a refused token, ...: retrying will not help
-            return Run(Outcome.FAILED, str(e))
+            return Run(Result.FAILED, str(e))
 
 
 def node_for(kube: Kube, identity: aws.NodeIdentity) -> dict[str, Any] | Run:
@@ -120,7 +120,7 @@ def node_for(kube: Kube, identity: aws.NodeIdentity) -> dict[str, Any] | Run:
     )
     if found is None:
         return Run(
-            Outcome.NO_NODE,
+            Result.NO_NODE,
             f"no Kubernetes node for instance {identity.instance_id} (PrivateDnsName "
             f"{identity.private_dns_name or 'none'}): never joined or already gone",
         )
@@ -128,7 +128,7 @@ def node_for(kube: Kube, identity: aws.NodeIdentity) -> dict[str, Any] | Run:
     logs.bind(node_name=node)
     manager = other_manager(found)
     if manager:
-        return Run(Outcome.NOT_OURS, not_ours(node, manager), node=node)
+        return Run(Result.NOT_OURS, not_ours(node, manager), node=node)
     return found
 
 
@@ -247,7 +247,7 @@ def _leave_target_groups(tools: Tools, run: Run, job: DrainJob) -> Run:
     before CONTINUE (drainer/lifecycle/targets.py), within TARGET_GROUP_WAIT_SECONDS, the
     deadline and this invocation's time (past which the next one waits on)."""
     wait = tools.settings.target_group_wait_seconds
-    if run.result not in (Outcome.DRAINED, Outcome.NO_NODE) or wait <= 0:
+    if run.result not in (Result.DRAINED, Result.NO_NODE) or wait <= 0:
         return run
     window = job.window
     found = leave_target_groups(
@@ -271,5 +271,5 @@ def _leave_target_groups(tools: Tools, run: Run, job: DrainJob) -> Run:
         },
     )
     if found.pending and window.hands_over and tools.clock() >= window.limit:
-        return replace(run, result=Outcome.HANDED_OVER, message=found.describe(), targets=found)
+        return replace(run, result=Result.HANDED_OVER, message=found.describe(), targets=found)
     return replace(run, targets=found)

@@ -27,7 +27,7 @@ from drainer.lifecycle.events_ec2 import EC2_TRIGGERS
 from drainer.lifecycle.events_hook import TERMINATE_HOOK_TRIGGER, WARM_POOL_NAME, LifecycleEvent
 from drainer.lifecycle.handover import Handover
 from drainer.lifecycle.job import DrainJob, Plan, Run, Tools
-from drainer.lifecycle.outcomes import lifecycle_result
+from drainer.lifecycle.outcomes import Result, lifecycle_result
 from drainer.lifecycle.runner import run_job
 from drainer.lifecycle.settings import Settings
 from drainer.lifecycle.window import (
@@ -37,7 +37,6 @@ from drainer.lifecycle.window import (
     hand_over_at,
     log_deadline,
 )
-from drainer.outcome import Outcome
 
 log = logging.getLogger(__name__)
 
@@ -81,13 +80,13 @@ def drain_instance(
     refused = group_refused(settings, clients.autoscaling, event.asg_name, tags=tags)
     if refused:
         return Run(
-            Outcome.NOT_ALLOWED,
+            Result.NOT_ALLOWED,
             f"{refused}; leaving its lifecycle action alone",
             started_at=started_at,
         )
     if event.out_of_warm_pool:
         return Run(
-            Outcome.NO_NODE,
+            Result.NO_NODE,
             f"instance {event.instance_id} leaves the warm pool to be terminated: a warm "
             "instance runs no pods of the cluster's, nothing to drain",
             started_at=started_at,
@@ -111,7 +110,7 @@ def _with_heartbeat(
     """The run with what its heartbeat saw, and the next hand-over's state when it
     hands over (the drain's start and its counts carried across invocations)."""
     handover = None
-    if run.result == Outcome.HANDED_OVER:
+    if run.result == Result.HANDED_OVER:
         handover = (event.handover or Handover(started_at, 0, 0)).handed_on(heartbeat.beats)
     return replace(
         run,
@@ -128,7 +127,7 @@ def _drain(tools: Tools, admitted: _Admitted) -> Run:
     cluster_name = resolve_cluster(event, admitted.hook, tools.settings, admitted.tags)
     if not cluster_name:
         return Run(
-            Outcome.FAILED,
+            Result.FAILED,
             f"no cluster for Auto Scaling group {event.asg_name}: set the hook's "
             'NotificationMetadata ({"cluster_name": ...}), tag the group '
             "eks:cluster-name, or set CLUSTER_NAME",
@@ -137,11 +136,11 @@ def _drain(tools: Tools, admitted: _Admitted) -> Run:
     try:
         identity = aws.describe_instance(tools.clients.ec2, event.instance_id)
     except InstanceNotFound as e:
-        return Run(Outcome.NO_NODE, str(e), cluster=cluster_name)
+        return Run(Result.NO_NODE, str(e), cluster=cluster_name)
     try:
         cluster = aws.describe_cluster(tools.clients.eks, cluster_name)
     except ClusterNotFound as e:
-        return Run(Outcome.FAILED, str(e), cluster=cluster_name)
+        return Run(Result.FAILED, str(e), cluster=cluster_name)
     job = DrainJob(identity, cluster, admitted.window, plan(tools.settings, event))
     return run_job(tools, job)
 
@@ -160,7 +159,7 @@ def handle(
     _announce(event)
     on_start = _start_notice(event, settings, clients)
     run = frame.aws_guarded(lambda: drain_instance(event, tools, invocation, on_start=on_start))
-    if run.result == Outcome.HANDED_OVER:
+    if run.result == Result.HANDED_OVER:
         run = ending.hand_over(run, raw_event, clients, invocation)
     result, completed = _answer(clients, event, run, settings)
     summary = frame.end_summary(run, result, completed, started)
@@ -219,7 +218,7 @@ def _into_warm_pool(summary: dict[str, Any], run: Run, settings: Settings) -> di
     """The end line of a scale-in into the warm pool: where the instance goes and, when
     nothing of ours will see it come back (LAUNCH_HOOK off), what to run then."""
     summary = {**summary, "destination": WARM_POOL_NAME}
-    if not settings.launch_hook and run.node and run.result != Outcome.NO_NODE:
+    if not settings.launch_hook and run.node and run.result != Result.NO_NODE:
         summary.setdefault(
             "message",
             f"LAUNCH_HOOK is off: when the instance comes back from the warm pool, run "
