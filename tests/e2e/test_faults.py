@@ -103,15 +103,16 @@ def nearly_timed_out(
 
 
 @pytest.mark.kubesim_only(INJECTS)
-def test_api_5xx_for_seconds__retried__drain_finishes_after_recovery(
+def test_api_5xx_on_the_first_requests__retried__drain_finishes_after_recovery(
     world: World, invoke: Invoke, budgets: BudgetWatcher
 ) -> None:
     instance = world.instance_ids[0]
     web(world, instance)
     budgets.start()
     event = world.terminate(instance)
-    # Long enough that the drainer's first requests fall in it on a loaded machine.
-    fault(world, kind="status", status=503, seconds=3)
+    # By count, not for a few seconds: on a loaded machine the drainer's first request
+    # could come after a time window had closed (a fresh-clone run saw no 503 at all).
+    fault(world, kind="status", status=503, count=4)
 
     summary = invoke(event)
 
