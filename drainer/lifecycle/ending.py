@@ -176,41 +176,31 @@ def summary_of(
 
 
 def _metrics(run: Run, summary: Mapping[str, Any], settings: Settings) -> None:
-    """CloudWatch metrics in embedded metric format: one JSON line, no API call."""
-    with _METRICS_LOCK:
-        _write_metrics(run, summary, settings)
+    """CloudWatch metrics in embedded metric format: one JSON line, no API call. A
+    drain that failed before its cluster was known still counts against the
+    configured one, which the stack's alarm watches."""
+    failed = run.result in (Result.FAILED, Result.TIMED_OUT)
+    counts = {
+        "DrainFailed": 1 if failed else 0,
+        "DrainSucceeded": 1 if run.result == Result.DRAINED else 0,
+        "DrainTimedOut": 1 if run.result == Result.TIMED_OUT else 0,
+        "Handovers": 1 if run.result == Result.HANDED_OVER else 0,
+        "PodsEvicted": int(summary.get("evicted", 0)),
+        "PdbRefusals": int(summary.get("pdb_refusals", 0)),
+    }
+    write_metrics(run.cluster or settings.cluster_name, counts, float(summary["seconds"]))
 
 
-def _write_metrics(run: Run, summary: Mapping[str, Any], settings: Settings) -> None:
+def write_metrics(cluster: str, counts: Mapping[str, int], seconds: float) -> None:
+    """One invocation's metrics line: `counts` as Count metrics, then
+    InvocationSeconds, under the Cluster dimension ("unknown" when none is known)."""
     from aws_lambda_powertools import Metrics
     from aws_lambda_powertools.metrics import MetricUnit
 
-    metrics = Metrics(namespace=METRICS_NAMESPACE, service=logs.SERVICE)
-    # A drain that failed before its cluster was known still counts against the
-    # configured one, which the stack's alarm watches.
-    metrics.add_dimension(name="Cluster", value=run.cluster or settings.cluster_name or "unknown")
-    failed = run.result in (Result.FAILED, Result.TIMED_OUT)
-    metrics.add_metric(name="DrainFailed", unit=MetricUnit.Count, value=1 if failed else 0)
-    metrics.add_metric(
-        name="DrainSucceeded",
-        unit=MetricUnit.Count,
-        value=1 if run.result == Result.DRAINED else 0,
-    )
-    metrics.add_metric(
-        name="DrainTimedOut",
-        unit=MetricUnit.Count,
-        value=1 if run.result == Result.TIMED_OUT else 0,
-    )
-    metrics.add_metric(
-        name="Handovers", unit=MetricUnit.Count, value=1 if run.result == Result.HANDED_OVER else 0
-    )
-    metrics.add_metric(
-        name="PodsEvicted", unit=MetricUnit.Count, value=int(summary.get("evicted", 0))
-    )
-    metrics.add_metric(
-        name="PdbRefusals", unit=MetricUnit.Count, value=int(summary.get("pdb_refusals", 0))
-    )
-    metrics.add_metric(
-        name="InvocationSeconds", unit=MetricUnit.Seconds, value=float(summary["seconds"])
-    )
-    metrics.flush_metrics()
+    with _METRICS_LOCK:
+        metrics = Metrics(namespace=METRICS_NAMESPACE, service=logs.SERVICE)
+        metrics.add_dimension(name="Cluster", value=cluster or "unknown")
+        for name, value in counts.items():
+            metrics.add_metric(name=name, unit=MetricUnit.Count, value=value)
+        metrics.add_metric(name="InvocationSeconds", unit=MetricUnit.Seconds, value=seconds)
+        metrics.flush_metrics()

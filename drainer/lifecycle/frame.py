@@ -9,6 +9,10 @@ than copies them.
   Lambda to run the event again (every step of a drain is safe to repeat); one no
   retry can fix ends the run as failed, naming it, instead of running the same event
   into the same error.
+- `admit_hook` and `locate`: a lifecycle action's group admitted (ALLOWED_ASGS,
+  ASG_TAG) with its hook, then the instance's cluster, EC2 identity and EKS cluster.
+- `answer`: the lifecycle action completed with what the group is told, unless the
+  action is gone already.
 - `end_summary`: the outcome's log line and the end line's keys.
 """
 
@@ -18,13 +22,15 @@ import logging
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
-from drainer import aws
-from drainer.errors import AwsError
+from drainer import aws, logs
+from drainer.errors import AwsError, ClusterNotFound, InstanceNotFound
 from drainer.lifecycle import ending
+from drainer.lifecycle.admission import Tags, group_refused, group_tags, resolve_cluster
 from drainer.lifecycle.events_hook import TERMINATE_HOOK_TRIGGER, LifecycleEvent
-from drainer.lifecycle.job import Run
+from drainer.lifecycle.job import Run, Tools
 
 log = logging.getLogger(__name__)
 
@@ -70,3 +76,78 @@ def end_summary(
     Scaling group was told, if anything."""
     ending.log_outcome(run, result, completed)
     return ending.summary_of(run, result, completed, time.monotonic() - started, trigger=trigger)
+
+
+@dataclass(frozen=True)
+class Admitted:
+    """A lifecycle action of a group that is the function's, with its hook."""
+
+    tags: Tags
+    hook: aws.HookInfo
+
+
+def admit_hook(event: LifecycleEvent, tools: Tools) -> Admitted | str:
+    """The action's group admitted, and its hook read; else why not (the action is
+    then left alone: it is another tool's to answer)."""
+    autoscaling = tools.clients.autoscaling
+    tags = group_tags(autoscaling, event.asg_name)
+    refused = group_refused(tools.settings, autoscaling, event.asg_name, tags=tags)
+    if refused:
+        return f"{refused}; leaving its lifecycle action alone"
+    return Admitted(tags, aws.lifecycle_hook(autoscaling, event.asg_name, event.hook_name))
+
+
+@dataclass(frozen=True)
+class Located:
+    """Where the action's instance is: its cluster's name and EKS description, and its
+    EC2 identity (the node's name, its zone)."""
+
+    cluster_name: str
+    cluster: aws.ClusterInfo
+    identity: aws.NodeIdentity
+
+
+@dataclass(frozen=True)
+class NotLocated:
+    """Why the instance could not be placed; `no_instance`: EC2 does not know it (no
+    node to act on), else a failure."""
+
+    message: str
+    cluster_name: str = ""
+    no_instance: bool = False
+
+
+def locate(event: LifecycleEvent, admitted: Admitted, tools: Tools) -> Located | NotLocated:
+    """The instance's cluster (the hook's metadata, the group's tags, CLUSTER_NAME),
+    its EC2 identity and the cluster's EKS description; the cluster's name is bound
+    to the log lines from here on."""
+    name = resolve_cluster(event, admitted.hook, tools.settings, admitted.tags)
+    if not name:
+        return NotLocated(
+            f"no cluster for Auto Scaling group {event.asg_name}: set the hook's "
+            'NotificationMetadata ({"cluster_name": ...}), tag the group '
+            "eks:cluster-name, or set CLUSTER_NAME"
+        )
+    logs.bind(cluster=name)
+    try:
+        identity = aws.describe_instance(tools.clients.ec2, event.instance_id)
+    except InstanceNotFound as e:
+        return NotLocated(str(e), name, no_instance=True)
+    try:
+        cluster = aws.describe_cluster(tools.clients.eks, name)
+    except ClusterNotFound as e:
+        return NotLocated(str(e), name)
+    return Located(name, cluster, identity)
+
+
+def answer(
+    clients: aws.AwsClients, event: LifecycleEvent, result: str | None, *, action_gone: bool
+) -> bool | None:
+    """Complete the action with `result`: whether it was completed; False when the
+    action was gone already (completed elsewhere, timed out), None when the group is
+    told nothing."""
+    if result is None:
+        return None
+    if action_gone:
+        return False
+    return ending.complete(clients, event, result)

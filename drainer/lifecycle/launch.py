@@ -31,12 +31,11 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from drainer import aws, logs
-from drainer.errors import AwsError, ClusterNotFound, FatalKubeError, InstanceNotFound, KubeError
+from drainer.errors import AwsError, FatalKubeError, KubeError
 from drainer.k8s.cordon import live_drain, progress_of, release
 from drainer.k8s.events import EventRecorder, Regarding
 from drainer.k8s.kube import Kube
-from drainer.lifecycle import ending, joined, notices
-from drainer.lifecycle.admission import group_refused, group_tags, resolve_cluster
+from drainer.lifecycle import ending, frame, joined, notices
 from drainer.lifecycle.events_ec2 import EC2_TRIGGERS
 from drainer.lifecycle.events_fields import Skip
 from drainer.lifecycle.events_hook import TERMINATE_HOOK_TRIGGER, WARM_POOL_NAME, LifecycleEvent
@@ -93,9 +92,7 @@ def handle(event: LifecycleEvent, tools: Tools, invocation: Invocation | None) -
     started = time.monotonic()
     joining = _wait(event, tools, invocation)
     result = _lifecycle_result(joining, settings.launch_timeout_result)
-    completed = None
-    if result is not None and not joining.action_gone:
-        completed = ending.complete(clients, event, result)
+    completed = frame.answer(clients, event, result, action_gone=joining.action_gone)
     summary = _summary(event, joining, result, completed, time.monotonic() - started)
     level = logging.INFO if joining.result == "joined" and not joining.cordoned else logging.WARNING
     log.log(
@@ -105,9 +102,24 @@ def handle(event: LifecycleEvent, tools: Tools, invocation: Invocation | None) -
         result or "none",
         extra=logs.safe_fields({"event": "launch_finished", **summary}),
     )
+    _metrics(joining, summary, settings.cluster_name)
     if joining.result in ("not_joined", "failed") or joining.cordoned:
         ending.notify(settings, clients, notices.launch_notice(event, summary, _advice(joining)))
     return summary
+
+
+def _metrics(joining: Joining, summary: dict[str, Any], cluster_name: str) -> None:
+    """The launch's metrics line, as a drain's: LaunchJoined, LaunchNotJoined (not
+    ready by the limit), LaunchFailed (the cluster could not be read), none for a
+    group that is not the function's."""
+    if joining.result == "not_allowed":
+        return
+    counts = {
+        "LaunchJoined": int(joining.result == "joined"),
+        "LaunchNotJoined": int(joining.result == "not_joined"),
+        "LaunchFailed": int(joining.result == "failed"),
+    }
+    ending.write_metrics(joining.cluster or cluster_name, counts, float(summary["seconds"]))
 
 
 def _summary(
@@ -175,35 +187,26 @@ def _wait(event: LifecycleEvent, tools: Tools, invocation: Invocation | None) ->
             "node it registers while warmed is left alone)",
         )
     try:
-        tags = group_tags(clients.autoscaling, event.asg_name)
-        refused = group_refused(settings, clients.autoscaling, event.asg_name, tags=tags)
-        if refused:
-            return Joining("not_allowed", f"{refused}; leaving its lifecycle action alone")
-        hook = aws.lifecycle_hook(clients.autoscaling, event.asg_name, event.hook_name)
-        cluster_name = resolve_cluster(event, hook, settings, tags)
-        if not cluster_name:
-            return Joining("failed", f"no cluster for Auto Scaling group {event.asg_name}")
-        logs.bind(cluster=cluster_name)
-        identity = aws.describe_instance(clients.ec2, event.instance_id)
-        cluster = aws.describe_cluster(clients.eks, cluster_name)
-    except (InstanceNotFound, ClusterNotFound) as e:
-        return Joining("failed", str(e))
+        admitted = frame.admit_hook(event, tools)
+        if isinstance(admitted, str):
+            return Joining("not_allowed", admitted)
+        where = frame.locate(event, admitted, tools)
     except AwsError as e:
         if not aws.is_permanent(e):
             raise  # Lambda retries the event; the hook's heartbeat timeout is the backstop
         return Joining("failed", str(e))
+    if isinstance(where, frame.NotLocated):
+        return Joining("failed", where.message, cluster=where.cluster_name)
     began = event.waiting_since or clock()
     until = began + settings.launch_timeout_seconds
     stop = hand_over_at(invocation, settings, clock)
     limit = until if stop is None else min(until, stop)
-    heartbeat = aws.Heartbeat(clients.autoscaling, event, max(1.0, hook.heartbeat_interval))
-    heartbeat.start()
-    try:
-        joining = _on_the_cluster(event, tools, cluster, identity, began=began, limit=limit)
-    finally:
-        heartbeat.stop()
+    with frame.heartbeating(clients.autoscaling, event, admitted.hook) as heartbeat:
+        joining = _on_the_cluster(
+            event, tools, where.cluster, where.identity, began=began, limit=limit
+        )
     return replace(
-        joining, heartbeats=heartbeat.beats, action_gone=heartbeat.gone, cluster=cluster_name
+        joining, heartbeats=heartbeat.beats, action_gone=heartbeat.gone, cluster=where.cluster_name
     )
 
 

@@ -16,13 +16,11 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
-from drainer import aws, logs
-from drainer.errors import ClusterNotFound, InstanceNotFound
+from drainer import aws
 from drainer.lifecycle import ending, frame, notices
-from drainer.lifecycle.admission import Tags, group_refused, group_tags, resolve_cluster
 from drainer.lifecycle.events_ec2 import EC2_TRIGGERS
 from drainer.lifecycle.events_hook import TERMINATE_HOOK_TRIGGER, WARM_POOL_NAME, LifecycleEvent
 from drainer.lifecycle.handover import Handover
@@ -54,16 +52,6 @@ def plan(settings: Settings, event: LifecycleEvent) -> Plan:
     return Plan(options, EC2_TRIGGERS)
 
 
-@dataclass(frozen=True)
-class _Admitted:
-    """A lifecycle event whose group is the function's, with its hook and window."""
-
-    event: LifecycleEvent
-    hook: aws.HookInfo
-    window: Window
-    tags: Tags
-
-
 def drain_instance(
     event: LifecycleEvent,
     tools: Tools,
@@ -76,14 +64,9 @@ def drain_instance(
     settings, clients, clock = tools.settings, tools.clients, tools.clock
     now = clock()
     started_at = event.handover.started_at if event.handover else now
-    tags = group_tags(clients.autoscaling, event.asg_name)
-    refused = group_refused(settings, clients.autoscaling, event.asg_name, tags=tags)
-    if refused:
-        return Run(
-            Result.NOT_ALLOWED,
-            f"{refused}; leaving its lifecycle action alone",
-            started_at=started_at,
-        )
+    admitted = frame.admit_hook(event, tools)
+    if isinstance(admitted, str):
+        return Run(Result.NOT_ALLOWED, admitted, started_at=started_at)
     if event.out_of_warm_pool:
         return Run(
             Result.NO_NODE,
@@ -93,12 +76,11 @@ def drain_instance(
         )
     if on_start is not None:
         on_start()
-    hook = aws.lifecycle_hook(clients.autoscaling, event.asg_name, event.hook_name)
-    deadline = effective_deadline(now, event, hook, settings)
+    deadline = effective_deadline(now, event, admitted.hook, settings)
     log_deadline(deadline, clock())
-    with frame.heartbeating(clients.autoscaling, event, hook) as heartbeat:
+    with frame.heartbeating(clients.autoscaling, event, admitted.hook) as heartbeat:
         window = Window(deadline, hand_over_at(invocation, settings, clock))
-        run = replace(_drain(tools, _Admitted(event, hook, window, tags)), deadline=deadline)
+        run = replace(_drain(tools, event, admitted, window), deadline=deadline)
     if heartbeat.gone:
         log.info("the lifecycle action is gone (completed elsewhere or timed out)")
     return _with_heartbeat(run, heartbeat, event, started_at)
@@ -121,27 +103,13 @@ def _with_heartbeat(
     )
 
 
-def _drain(tools: Tools, admitted: _Admitted) -> Run:
+def _drain(tools: Tools, event: LifecycleEvent, admitted: frame.Admitted, window: Window) -> Run:
     """From the hook to a drain job: the cluster, the instance, then the job's run."""
-    event = admitted.event
-    cluster_name = resolve_cluster(event, admitted.hook, tools.settings, admitted.tags)
-    if not cluster_name:
-        return Run(
-            Result.FAILED,
-            f"no cluster for Auto Scaling group {event.asg_name}: set the hook's "
-            'NotificationMetadata ({"cluster_name": ...}), tag the group '
-            "eks:cluster-name, or set CLUSTER_NAME",
-        )
-    logs.bind(cluster=cluster_name)
-    try:
-        identity = aws.describe_instance(tools.clients.ec2, event.instance_id)
-    except InstanceNotFound as e:
-        return Run(Result.NO_NODE, str(e), cluster=cluster_name)
-    try:
-        cluster = aws.describe_cluster(tools.clients.eks, cluster_name)
-    except ClusterNotFound as e:
-        return Run(Result.FAILED, str(e), cluster=cluster_name)
-    job = DrainJob(identity, cluster, admitted.window, plan(tools.settings, event))
+    where = frame.locate(event, admitted, tools)
+    if isinstance(where, frame.NotLocated):
+        result = Result.NO_NODE if where.no_instance else Result.FAILED
+        return Run(result, where.message, cluster=where.cluster_name)
+    job = DrainJob(where.identity, where.cluster, window, plan(tools.settings, event))
     return run_job(tools, job)
 
 
@@ -205,13 +173,9 @@ def _answer(
     clients: aws.AwsClients, event: LifecycleEvent, run: Run, settings: Settings
 ) -> tuple[str | None, bool | None]:
     """What the Auto Scaling group is told (the outcome table, None: nothing) and
-    whether the action was completed with it (False when it was gone already)."""
+    whether the action was completed with it."""
     result = lifecycle_result(run.result, settings)
-    if result is None:
-        return None, None
-    if run.action_gone:
-        return result, False
-    return result, ending.complete(clients, event, result)
+    return result, frame.answer(clients, event, result, action_gone=run.action_gone)
 
 
 def _into_warm_pool(summary: dict[str, Any], run: Run, settings: Settings) -> dict[str, Any]:

@@ -4,6 +4,7 @@ CONTINUE; a node that never comes gets LAUNCH_TIMEOUT_RESULT."""
 
 from __future__ import annotations
 
+import json
 import time
 from datetime import UTC, datetime
 from typing import Any
@@ -54,7 +55,7 @@ def test_new_instance__continue_only_once_its_node_is_ready(
 
 
 def test_node_never_joins__abandon_by_default__continue_when_set(
-    world: World, invoke: Invoke
+    world: World, invoke: Invoke, capsys: pytest.CaptureFixture[str]
 ) -> None:
     _, event = world.launch()
 
@@ -64,6 +65,10 @@ def test_node_never_joins__abandon_by_default__continue_when_set(
     assert "still waiting for its node to register" in summary["message"]
     (complete,) = world.completions()
     assert complete["LifecycleActionResult"] == "ABANDON"
+    (metrics,) = _metric_lines(capsys.readouterr().out)
+    counts = [metrics[name] for name in ("LaunchJoined", "LaunchNotJoined", "LaunchFailed")]
+    assert counts == [[0], [1], [0]], "the dashboard counts a launch that never joined"
+    assert metrics["Cluster"] == world.cluster_name
 
     _, event = world.launch()
     summary = invoke(
@@ -244,3 +249,9 @@ def test_taint_that_never_clears__abandon_at_the_timeout__the_taint_named_everyw
     )
     assert summary["lifecycle_result"] == "CONTINUE"
     assert summary["waiting_for"] == f"taint {UNINITIALIZED}"
+
+
+def _metric_lines(out: str) -> list[dict[str, Any]]:
+    """The embedded-metric-format lines (CloudWatch's `_aws` key) printed to stdout."""
+    lines = (json.loads(line) for line in out.splitlines() if line.startswith("{"))
+    return [line for line in lines if "_aws" in line]
