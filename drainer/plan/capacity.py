@@ -2,9 +2,11 @@
 cordoned nor being planned, node by node (requests of cpu, memory and the pod
 count against allocatable less what the pods already there request, taints with
 NoSchedule/NoExecute against tolerations, nodeSelector, required node affinity,
-host ports). Pods are placed in the plan's order, each consuming the room of the
-node it lands on: a first fit, a note on whether the drain will wait for new
-nodes, not the scheduler's scoring."""
+host ports; and, among the pods around it, required pod affinity and
+anti-affinity and DoNotSchedule topology spread: drainer/plan/topology.py). Pods
+are placed in the plan's order, each consuming the room of the node it lands on
+and counting among the pods of its domain: a first fit, a note on whether the
+drain will wait for new nodes, not the scheduler's scoring."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from typing import Any
 
 from drainer.engine import pods
 from drainer.engine.pods import Pod
+from drainer.plan.topology import Rules, Topology
 
 Node = dict[str, Any]
 
@@ -102,8 +105,7 @@ class Room:
         taint = next((t for t in self.taints if not _tolerated(t, spec)), None)
         if taint is not None:
             return f"taint {_taint(taint)}"
-        selector = spec.get("nodeSelector") or {}
-        wrong = {k: v for k, v in selector.items() if self.labels.get(k) != v}
+        wrong = self._wrong_labels(spec)
         if wrong:
             return "nodeSelector " + ",".join(f"{k}={v}" for k, v in sorted(wrong.items()))
         if not _affinity(spec, self.labels, self.name):
@@ -111,6 +113,20 @@ class Room:
         if _ports(pod) & self.ports:
             return "host port " + ",".join(f"{p}/{q}" for p, q in sorted(_ports(pod) & self.ports))
         return self.short(Request.of(pod))
+
+    def _wrong_labels(self, spec: dict[str, Any]) -> dict[str, str]:
+        selector = spec.get("nodeSelector") or {}
+        return {k: v for k, v in selector.items() if self.labels.get(k) != v}
+
+    def selected(self, pod: Pod) -> bool:
+        """The pod's nodeSelector and required node affinity admit this node."""
+        spec = pod.get("spec") or {}
+        return not self._wrong_labels(spec) and _affinity(spec, self.labels, self.name)
+
+    def tolerated(self, pod: Pod) -> bool:
+        """The pod tolerates the node's NoSchedule/NoExecute taints."""
+        spec = pod.get("spec") or {}
+        return all(_tolerated(t, spec) for t in self.taints)
 
     def short(self, asked: Request) -> str:
         lacking = []
@@ -202,11 +218,15 @@ class Capacity:
             for name, n in self.nodes.items()
             if not (n.get("spec") or {}).get("unschedulable") and name not in planned
         ]
+        self.topology = Topology(self.nodes, on)
+        self.topology.leaving(planned)
 
     def leaving(self, names: Iterable[str]) -> None:
-        """These nodes take nothing from now on (a refresh's next batch is drained)."""
+        """These nodes take nothing from now on (a refresh's next batch is drained),
+        and their pods no longer count among the pods around a replacement."""
         gone = set(names)
         self.rooms = [room for room in self.rooms if room.name not in gone]
+        self.topology.leaving(gone)
 
     def replaced(self, names: Iterable[str]) -> None:
         """A refresh's new instances for these nodes: as they were, empty (the same
@@ -216,18 +236,24 @@ class Capacity:
     def place(self, pod: Pod) -> str | None:
         """The first node that takes the pod, its room consumed; None: no node can
         take it, and `fix` says what is short."""
+        rules = self._rules(pod)
         for room in self.rooms:
-            if not room.refuses(pod):
+            if not room.refuses(pod) and not rules.refuses(room):
                 room.take(pod)
+                self.topology.took(room.name, pod)
                 return room.name
         return None
+
+    def _rules(self, pod: Pod) -> Rules:
+        return self.topology.rules(pod, self.rooms, _owner(pod))
 
     def fix(self, pod: Pod) -> str:
         """What would let the pod land: named after what the nodes lack."""
         who = _owner(pod)
         if not self.rooms:
             return f"add a schedulable node for {who} (every node left is cordoned or planned)"
-        why = {room.name: room.refuses(pod) for room in self.rooms}
+        rules = self._rules(pod)
+        why = {room.name: room.refuses(pod) or rules.refuses(room) for room in self.rooms}
         if all(w.startswith("not enough") for w in why.values()):
             asked = Request.of(pod)
             need = [f"{_cpu(asked.cpu)} CPU"] if asked.cpu else []
@@ -238,6 +264,9 @@ class Capacity:
             what = " and ".join(need) or "room for one more pod"
             return f"add a node with {what} free, or lower {who}'s requests ({free})"
         kinds = sorted({w for w in why.values() if not w.startswith("not enough")})
+        between = rules.fixes(why.values())
+        if between:
+            return "; or ".join(between) + f" ({'; '.join(kinds)} on the nodes left)"
         return (
             f"add a node that {who} can land on ({'; '.join(kinds)} refuse it on every node "
             f"left), or change {who}'s tolerations, nodeSelector or affinity to match one"

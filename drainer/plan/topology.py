@@ -1,0 +1,317 @@
+"""Where a replacement may land given the pods around it (the capacity check's
+inter-pod part, drainer/plan/capacity.py): required pod anti-affinity (the pod's own
+terms, and the terms of the pods already there against it), required pod affinity,
+and topology spread constraints with whenUnsatisfiable: DoNotSchedule, each over
+the topology domains its topologyKey draws (kubernetes.io/hostname: one node;
+topology.kubernetes.io/zone: a zone).
+
+The pods counted are those on every node still up (the nodes drained take theirs
+away: `leaving`) and the replacements the plan has placed (`took`); pods already
+terminating are not counted. A term's namespaces: its `namespaces`, or the pod's own
+when it names none; a `namespaceSelector` of `{}` is every namespace, and a
+non-empty one adds nothing (the plan does not read the namespaces' labels).
+
+Topology spread as kube-scheduler's PodTopologySpread filter has it: the domains
+are those of the schedulable nodes left that have every constraint's topologyKey
+and match the pod's nodeSelector and required node affinity
+(nodeAffinityPolicy Honor, the default) and, with nodeTaintsPolicy Honor, whose
+taints it tolerates; a node may take the pod when its domain's matching pods, plus
+one if the pod matches its own selector, exceed the fewest in any domain (0 when
+there are fewer domains than minDomains) by at most maxSkew."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from drainer.engine import pods
+from drainer.engine.pods import Pod
+from drainer.engine.watchers import selects
+
+Term = dict[str, Any]
+Labels = dict[str, str]
+HOSTNAME = "kubernetes.io/hostname"
+
+
+class Place(Protocol):
+    """A node the pod may land on (capacity.Room)."""
+
+    name: str
+    labels: Labels
+
+    def selected(self, pod: Pod) -> bool:
+        """nodeSelector and required node affinity admit the pod."""
+
+    def tolerated(self, pod: Pod) -> bool:
+        """The node's NoSchedule/NoExecute taints are tolerated."""
+
+
+@dataclass(frozen=True)
+class Resident:
+    """A pod on a node, as the inter-pod rules see it."""
+
+    name: str
+    namespace: str
+    labels: Labels
+    anti: tuple[Term, ...]
+
+    @classmethod
+    def of(cls, pod: Pod) -> Resident:
+        meta = pod["metadata"]
+        return cls(
+            pods.name(pod),
+            str(meta.get("namespace") or "default"),
+            dict(meta.get("labels") or {}),
+            tuple(_required(pod, "podAntiAffinity")),
+        )
+
+
+def _required(pod: Pod, kind: str) -> list[Term]:
+    affinity = ((pod.get("spec") or {}).get("affinity") or {}).get(kind) or {}
+    return list(affinity.get("requiredDuringSchedulingIgnoredDuringExecution") or [])
+
+
+def _namespace(pod: Pod) -> str:
+    return str(pod["metadata"].get("namespace") or "default")
+
+
+def term_selects(term: Term, owner_namespace: str, namespace: str, labels: Labels) -> bool:
+    """Whether the term of a pod in `owner_namespace` selects a pod (its namespace, its
+    labels)."""
+    listed = set(term.get("namespaces") or [])
+    chooser = term.get("namespaceSelector")
+    everywhere = (
+        chooser is not None
+        and not chooser.get("matchLabels")
+        and not chooser.get("matchExpressions")
+    )
+    if not everywhere:
+        allowed = listed or ({owner_namespace} if chooser is None else set())
+        if namespace not in allowed:
+            return False
+    return selects(term.get("labelSelector"), labels)
+
+
+def _selector_text(selector: Mapping[str, Any] | None) -> str:
+    if not selector:
+        return "nothing"
+    words = [f"{k}={v}" for k, v in sorted((selector.get("matchLabels") or {}).items())]
+    for e in selector.get("matchExpressions") or []:
+        values = ",".join(str(v) for v in e.get("values") or [])
+        words.append(f"{e.get('key')} {e.get('operator')} ({values})" if values else
+                     f"{e.get('key')} {e.get('operator')}")  # fmt: skip
+    return ", ".join(words) or "every pod"
+
+
+@dataclass
+class Rules:
+    """The inter-pod rules for one pod, computed once against the pods around it;
+    `refuses` a node in O(terms)."""
+
+    owner: str
+    forbidden: list[tuple[str, dict[str, str], str]] = field(default_factory=list)
+    """Anti-affinity: (topologyKey, {domain: a pod there}, whose term: "its"/"theirs")."""
+    wanted: list[tuple[str, set[str], str]] = field(default_factory=list)
+    """Affinity: (topologyKey, the domains with a matching pod, the selector's text)."""
+    spread: list[Spread] = field(default_factory=list)
+
+    def refuses(self, place: Place) -> str:
+        """Why the pod cannot land on `place` ("": it can)."""
+        for key, where, whose in self.forbidden:
+            value = place.labels.get(key)
+            if value is not None and value in where:
+                return f"pod anti-affinity ({whose} term: {where[value]} in {key}={value})"
+        for key, domains, text in self.wanted:
+            if place.labels.get(key) not in domains:
+                return f"pod affinity (no pod matching {text} in its {key})"
+        for one in self.spread:
+            why = one.refuses(place)
+            if why:
+                return why
+        return ""
+
+    def fixes(self, why: Iterable[str]) -> list[str]:
+        """What would let the pod land, for the rules that refused it somewhere."""
+        said = " ".join(why)
+        found = []
+        if "pod anti-affinity" in said:
+            for key in sorted({key for key, where, _ in self.forbidden if where}):
+                taken = sorted({d for k, where, _ in self.forbidden if k == key for d in where})
+                found.append(
+                    f"add a node whose {key} is none of {', '.join(taken)} (required pod "
+                    f"anti-affinity keeps {self.owner} out of those), or make that "
+                    f"anti-affinity preferred"
+                )
+        if "pod affinity" in said:
+            for key, domains, text in self.wanted:
+                where = ", ".join(sorted(domains)) or "none"
+                found.append(f"add a node in {key} {where} (where pods matching {text} run)")
+        found += [one.fix() for one in self.spread if one.refused]
+        return found
+
+
+@dataclass
+class Spread:
+    """One DoNotSchedule constraint, counted."""
+
+    owner: str
+    key: str
+    max_skew: int
+    counts: dict[str, int]
+    own: int
+    """1 when the pod matches its own selector (its replacement adds to the count)."""
+    min_domains: int = 1
+    skews: list[int] = field(default_factory=list)
+    """The skews of the nodes it refused (the pod's replacement landing there)."""
+    unlabelled: bool = False
+    """It refused a node without the topologyKey."""
+
+    @property
+    def refused(self) -> bool:
+        return bool(self.skews) or self.unlabelled
+
+    @property
+    def least(self) -> int:
+        """The fewest matching pods in a domain (0 with fewer domains than minDomains)."""
+        if len(self.counts) < self.min_domains:
+            return 0
+        return min(self.counts.values(), default=0)
+
+    def refuses(self, place: Place) -> str:
+        value = place.labels.get(self.key)
+        if value is None:
+            self.unlabelled = True
+            return f"topology spread (no {self.key} label)"
+        skew = self.counts.get(value, 0) + self.own - self.least
+        if skew <= self.max_skew:
+            return ""
+        self.skews.append(skew)
+        return (
+            f"topology spread on {self.key} ({value} would be {skew} over the fewest, "
+            f"maxSkew {self.max_skew})"
+        )
+
+    def fix(self) -> str:
+        """A node where the skew holds, or the maxSkew that would let it land."""
+        if not self.skews:
+            return f"add a node with a {self.key} label, where {self.owner} may count its spread"
+        raise_to = f"raise maxSkew of {self.owner}'s constraint on {self.key} to {min(self.skews)}"
+        if len(self.counts) < self.min_domains:
+            return (
+                f"add a node in a new {self.key} ({len(self.counts)} of the constraint's "
+                f"minDomains {self.min_domains} have a schedulable node), or {raise_to}"
+            )
+        fewest = ", ".join(sorted(d for d, n in self.counts.items() if n == self.least))
+        where = f"{self.key} {fewest}" if fewest else f"a node with a {self.key} label"
+        return f"add a node in {where} (the fewest matching pods: {self.least}), or {raise_to}"
+
+
+class Topology:
+    """The pods on each node still up, for the rules between pods."""
+
+    def __init__(self, nodes: Mapping[str, Mapping[str, Any]], on: Mapping[str, list[Pod]]):
+        self.labels: dict[str, Labels] = {
+            name: dict((node.get("metadata") or {}).get("labels") or {})
+            for name, node in nodes.items()
+        }
+        self.on: dict[str, list[Resident]] = {
+            name: [Resident.of(p) for p in there if not pods.is_terminating(p)]
+            for name, there in on.items()
+        }
+
+    def leaving(self, names: Iterable[str]) -> None:
+        """These nodes' pods go (drained): they no longer count."""
+        for name in names:
+            self.on.pop(name, None)
+
+    def took(self, node: str, pod: Pod) -> None:
+        """A replacement placed on `node`: it counts from now on."""
+        self.on.setdefault(node, []).append(Resident.of(pod))
+
+    def rules(self, pod: Pod, places: Sequence[Place], owner: str) -> Rules:
+        """The rules for the pod's replacement among the pods around it."""
+        found = Rules(owner)
+        namespace, labels = _namespace(pod), dict(pod["metadata"].get("labels") or {})
+        for term in _required(pod, "podAntiAffinity"):
+            key = str(term.get("topologyKey") or HOSTNAME)
+            where = self._domains(key, _selected_by(term, namespace))
+            found.forbidden.append((key, where, "its"))
+        for node, residents in self.on.items():
+            for resident in residents:
+                for term in resident.anti:
+                    key = str(term.get("topologyKey") or HOSTNAME)
+                    value = self.labels.get(node, {}).get(key)
+                    if value is not None and term_selects(
+                        term, resident.namespace, namespace, labels
+                    ):
+                        found.forbidden.append((key, {value: resident.name}, "their"))
+        for term in _required(pod, "podAffinity"):
+            key = str(term.get("topologyKey") or HOSTNAME)
+            where = self._domains(key, _selected_by(term, namespace))
+            if where or not term_selects(term, namespace, namespace, labels):
+                text = _selector_text(term.get("labelSelector"))
+                found.wanted.append((key, set(where), text))
+        found.spread = [self._spread(pod, c, places, owner) for c in _hard_constraints(pod)]
+        return found
+
+    def _domains(self, key: str, matches: Callable[[Resident], bool]) -> dict[str, str]:
+        """Per domain of `key`: a pod there that `matches`."""
+        where: dict[str, str] = {}
+        for node, residents in self.on.items():
+            value = self.labels.get(node, {}).get(key)
+            if value is None or value in where:
+                continue
+            hit = next((r for r in residents if matches(r)), None)
+            if hit is not None:
+                where[value] = hit.name
+        return where
+
+    def _spread(self, pod: Pod, constraint: Term, places: Sequence[Place], owner: str) -> Spread:
+        key = str(constraint.get("topologyKey") or "")
+        keys = [str(c.get("topologyKey") or "") for c in _hard_constraints(pod)]
+        honour_affinity = constraint.get("nodeAffinityPolicy", "Honor") == "Honor"
+        honour_taints = constraint.get("nodeTaintsPolicy", "Ignore") == "Honor"
+        domains = {
+            p.labels[key]
+            for p in places
+            if all(k in p.labels for k in keys)
+            and (not honour_affinity or p.selected(pod))
+            and (not honour_taints or p.tolerated(pod))
+        }
+        selector = _with_label_keys(constraint, pod)
+        namespace = _namespace(pod)
+        counts = dict.fromkeys(domains, 0)
+        for node, residents in self.on.items():
+            value = self.labels.get(node, {}).get(key)
+            if value in counts:
+                counts[value] += sum(
+                    1 for r in residents if r.namespace == namespace and selects(selector, r.labels)
+                )
+        own = 1 if selects(selector, dict(pod["metadata"].get("labels") or {})) else 0
+        skew, least = int(constraint.get("maxSkew") or 1), int(constraint.get("minDomains") or 1)
+        return Spread(owner, key, skew, counts, own, least)
+
+
+def _selected_by(term: Term, namespace: str) -> Callable[[Resident], bool]:
+    """Whether the term of a pod in `namespace` selects a resident."""
+    return lambda r: term_selects(term, namespace, r.namespace, r.labels)
+
+
+def _hard_constraints(pod: Pod) -> list[Term]:
+    return [
+        c
+        for c in (pod.get("spec") or {}).get("topologySpreadConstraints") or []
+        if c.get("whenUnsatisfiable", "DoNotSchedule") == "DoNotSchedule"
+    ]
+
+
+def _with_label_keys(constraint: Term, pod: Pod) -> dict[str, Any] | None:
+    """The constraint's selector, narrowed by matchLabelKeys to the pod's own values."""
+    selector = constraint.get("labelSelector")
+    keys = constraint.get("matchLabelKeys") or []
+    if selector is None or not keys:
+        return selector
+    labels = pod["metadata"].get("labels") or {}
+    extra = [{"key": k, "operator": "In", "values": [labels[k]]} for k in keys if k in labels]
+    return {**selector, "matchExpressions": [*(selector.get("matchExpressions") or []), *extra]}
