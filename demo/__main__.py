@@ -98,6 +98,14 @@ def parse_args(argv: list[str] | None = None) -> Options:
         "drained, the instance stops in the pool, then the group scales out from the pool "
         "and the launch hook releases the node once it is Ready again",
     )
+    parser.add_argument(
+        "--plan",
+        action="store_true",
+        help="before the drain, print the plan of the node (`python -m drainer plan NODE`, "
+        "as the drainer identity); the summary shows its forecast against the drain "
+        "measured. The pods' grace periods are their stop times here (the plan's bound), "
+        "and only at --speed 1 are the forecast's seconds the drain's",
+    )
     parser.add_argument("--plain", action="store_true", help="plain lines, no live status line")
     parser.add_argument("--no-color", action="store_true", help="no colours")
     parser.add_argument(
@@ -113,6 +121,11 @@ def parse_args(argv: list[str] | None = None) -> Options:
         parser.error("--health: not with --spot or --stubborn-pdb (one scenario at a time)")
     if args.warm_pool and (args.spot or args.health or args.stubborn_pdb or args.launch_hook):
         parser.error("--warm-pool: a scale-in and its return on its own (one scenario at a time)")
+    if args.plan and args.speed != 1:
+        parser.error(
+            "--plan: only at --speed 1 (the plan's grace periods are seconds that --speed "
+            "does not divide, so the forecast would not be the drain's)"
+        )
     return Options(
         nodes=args.nodes,
         pods_per_node=args.pods_per_node,
@@ -128,6 +141,7 @@ def parse_args(argv: list[str] | None = None) -> Options:
         health=args.health,
         launch_hook=args.launch_hook,
         warm_pool=args.warm_pool,
+        plan=args.plan,
     )
 
 

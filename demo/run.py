@@ -27,8 +27,8 @@ from typing import Any, TextIO
 
 from awssim import ec2_events as spot
 from awssim.world import create_target_group
+from demo import forecast, template
 from demo import summary as summaries
-from demo import template
 from demo.kube import Follower, admin, apply, merge_patch
 from demo.observe import Observer
 from demo.procs import Child, ChildError, Children
@@ -86,6 +86,9 @@ class Options:
     warm_pool: bool = False
     """The group's warm pool keeps instances on scale-in: the drained instance stops in
     the pool, then comes back through the launch hook, which releases its node."""
+    plan: bool = False
+    """Before the drain, the command line's plan of the node; after it, the forecast
+    against the drain as the demo measured it."""
 
     @property
     def ec2_trigger(self) -> str:
@@ -137,6 +140,8 @@ class State:
     warm: dict[str, Any] = field(default_factory=dict)
     """--warm-pool: the return from the pool: when it began and the instance booted,
     the function's end line, its launch action, the node as it was left."""
+    plan: forecast.Plan | None = None
+    """--plan: the node's plan, made before the drain."""
 
 
 def _new_logs_dir(parent: Path) -> Path:
@@ -190,6 +195,8 @@ class Demo:
             self._build_cluster()
             if self.options.launch_hook:
                 self._launch_replacement()
+            if self.options.plan:
+                self._plan()
             self._scale_in()
             self._drain()
             self._after()
@@ -242,6 +249,8 @@ class Demo:
             extras.append("a replacement held on the launch hook until its node is Ready")
         if o.warm_pool:
             extras.append("a warm pool: the instance stops in it, then comes back")
+        if o.plan:
+            extras.append("the plan of the node first, its forecast checked against the drain")
         if o.speed != 1.0:
             extras.append(f"simulated pod durations divided by {o.speed:g}")
         if extras:
@@ -469,14 +478,18 @@ class Demo:
         assert kube is not None
         o = self.options
         scenario = sc.Scenario(
-            nodes=o.nodes, pods_per_node=o.pods_per_node, stubborn_pdb=o.stubborn_pdb
+            nodes=o.nodes,
+            pods_per_node=o.pods_per_node,
+            stubborn_pdb=o.stubborn_pdb,
+            tight_grace=o.plan,
         )
         self.step("deploying workloads")
         victim = self.state.predicted_node
         others = [n for n in self.state.nodes.values() if n != victim]
         timeout = 30.0
         # Setting the scene is not the demo: pods start 20 times faster until it is set.
-        admin(kube, "POST", "speed", {"speed": o.speed * 20})
+        # Not with --plan: the plan's times to Ready are those of the pods now running.
+        admin(kube, "POST", "speed", {"speed": o.speed * (1 if o.plan else 20)})
         apply(kube, sc.spread(scenario))
         expected = o.nodes + scenario.web_replicas
         self._settle(expected, timeout)
@@ -521,6 +534,33 @@ class Demo:
             mark = f"   <- next to {what}" if node == self.state.predicted_node else ""
             self.view.line("demo", f"  {node} ({instance_id}){mark}", "step" if mark else "info")
             self.view.line("demo", f"      {names}", "dim")
+
+    # -- the plan, then the drain ----------------------------------------------------
+
+    def _plan(self) -> None:
+        """--plan: the command line's plan of the node to be drained, as the drainer
+        identity, printed before the drain begins."""
+        function = self.state.function
+        assert function is not None
+        node = self.state.predicted_node
+        if not self.observer.wait_for(lambda: forecast.budgets_counted(self.observer), 15):
+            raise DemoError("the budgets' status did not count their pods within 15 s")
+        time_left = float(function.environment.get("DRAIN_TIMEOUT_SECONDS") or 3600)
+        if self.options.stubborn_pdb:
+            time_left = self.options.stubborn_timeout()
+        chosen = forecast.flags(function.environment, time_left)
+        self.step(f"the plan of {node}, before anything changes")
+        try:
+            plan = forecast.make(self.state.logs / "kubeconfig", node, chosen, self._server_env())
+        except forecast.PlanError as e:
+            raise DemoError(str(e)) from None
+        self.state.plan = plan
+        self.view.line(
+            "plan",
+            f"$ {plan.shown} (as the drainer identity; exit {plan.exit_code})",
+        )
+        for line in plan.table.splitlines():
+            self.view.text(f"    {line}", "dim" if line.startswith("NODE") else "info")
 
     # -- the drain ------------------------------------------------------------------
 

@@ -17,10 +17,16 @@ divides them by the speed):
 The node to be scaled in gets one of everything: the web replicas spread evenly,
 then the other workloads are placed while the other nodes are cordoned for a
 moment, then coredns scales to 2 so its second replica lands elsewhere.
+
+With `tight_grace` (the demo's --plan) each pod's terminationGracePeriodSeconds is
+its stop time rather than 30 s: the plan takes a pod's grace period as the time it
+takes to stop (no drain has observed a shorter one yet), so it is the workloads
+whose stop time is known that a forecast can be checked against.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,6 +60,12 @@ class Scenario:
     pods_per_node: int = 2
     stubborn_pdb: bool = False
     durations: Durations = Durations()
+    tight_grace: bool = False
+    """Each pod's grace period is its stop time (whole seconds), not the default 30 s."""
+
+    def grace(self, shutdown: float) -> int:
+        """terminationGracePeriodSeconds for a pod that stops in `shutdown` seconds."""
+        return max(1, math.ceil(shutdown)) if self.tight_grace else 30
 
     @property
     def web_replicas(self) -> int:
@@ -63,6 +75,11 @@ class Scenario:
 def with_annotations(obj: Obj, annotations: dict[str, str]) -> Obj:
     template = obj["spec"]["template"]
     template.setdefault("metadata", {}).setdefault("annotations", {}).update(annotations)
+    return obj
+
+
+def _with_grace(obj: Obj, seconds: int) -> Obj:
+    obj["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] = seconds
     return obj
 
 
@@ -82,6 +99,7 @@ def spread(scenario: Scenario) -> list[Obj]:
             namespace=NAMESPACE,
             startup=d.web_startup,
             shutdown=d.web_shutdown,
+            grace=scenario.grace(d.web_shutdown),
         ),
         w.budget("web", {"app": "web"}, namespace=NAMESPACE, max_unavailable=1),
     ]
@@ -97,19 +115,29 @@ def on_the_node(scenario: Scenario) -> list[Obj]:
             namespace="kube-system",
             startup=d.dns_startup,
             shutdown=d.dns_shutdown,
+            grace=scenario.grace(d.dns_shutdown),
             priority_class=CRITICAL,
             labels={"k8s-app": "kube-dns"},
         ),
         w.budget("coredns", {"k8s-app": "kube-dns"}, namespace="kube-system", max_unavailable=1),
-        w.statefulset(
-            "db",
-            1,
-            namespace=NAMESPACE,
-            startup=d.db_startup,
-            shutdown=d.db_shutdown,
-            detach=d.db_detach,
+        _with_grace(
+            w.statefulset(
+                "db",
+                1,
+                namespace=NAMESPACE,
+                startup=d.db_startup,
+                shutdown=d.db_shutdown,
+                detach=d.db_detach,
+            ),
+            scenario.grace(d.db_shutdown),
         ),
-        w.pod("adhoc-report", shutdown=d.report_shutdown, emptydir=True),
+        w.pod(
+            "adhoc-report",
+            shutdown=d.report_shutdown,
+            # None: the API server's default, as before --plan's tight_grace.
+            grace=scenario.grace(d.report_shutdown) if scenario.tight_grace else None,
+            emptydir=True,
+        ),
     ]
     if scenario.stubborn_pdb:
         objects += [
@@ -119,6 +147,7 @@ def on_the_node(scenario: Scenario) -> list[Obj]:
                 namespace=NAMESPACE,
                 startup=d.billing_startup,
                 shutdown=d.billing_shutdown,
+                grace=scenario.grace(d.billing_shutdown),
             ),
             w.budget("billing", {"app": "billing"}, namespace=NAMESPACE, min_available=1),
         ]

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from demo import forecast
 from demo.view import View, shown_path
 from drainer.lifecycle.events_ec2 import SPOT_NOTICE_SECONDS
 from drainer.lifecycle.events_hook import TERMINATE_HOOK_TRIGGER
@@ -111,6 +112,7 @@ def build(state: State, observer: Observer) -> dict[str, Any]:
             "health": options.health,
             "launch_hook": options.launch_hook,
             "warm_pool": options.warm_pool,
+            "plan": options.plan,
         },
         "spot": _spot(state) if options.ec2_trigger else None,
         "launch": _launch(state) if options.launch_hook else None,
@@ -168,6 +170,7 @@ def build(state: State, observer: Observer) -> dict[str, Any]:
         },
         "errors": errors,
         "logs": str(state.logs),
+        "forecast": forecast.comparison(state.plan, observer),
     }
     summary["checks"] = _checks(summary, state)
     summary["checks_passed"] = all(c["ok"] for c in summary["checks"])
@@ -243,6 +246,7 @@ def _checks(summary: dict[str, Any], state: State) -> list[dict[str, Any]]:
             all(not i["error"] for i in summary["invocations"]),
         ),
     ]
+    checks += _forecast_checks(summary["forecast"], options.stubborn_pdb)
     if not options.stubborn_pdb:
         checks += [
             ("the function drained the node", summary["drainer_result"] == "drained"),
@@ -319,6 +323,18 @@ def _checks(summary: dict[str, Any], state: State) -> list[dict[str, Any]]:
     return [{"name": name, "ok": ok} for name, ok in checks]
 
 
+def _forecast_checks(found: dict[str, Any] | None, stubborn: bool) -> list[tuple[str, bool]]:
+    """--plan: the forecast came true (within the issue's 25 % + 2 s), or, with
+    --stubborn-pdb, the plan named the budget that holds the pod."""
+    if found is None:
+        return []
+    if stubborn:
+        named = any(b.get("budget") == "shop/billing" for b in found["blockers"])
+        return [("the plan named the budget that never allows an eviction", named)]
+    slack = f"{forecast.SLACK_RATIO:.0%} + {forecast.SLACK_SECONDS:g} s"
+    return [(f"the plan's forecast within {slack} of the drain", bool(found["within_slack"]))]
+
+
 def _names(names: list[str], limit: int = 6) -> str:
     shown = ", ".join(names[:limit])
     return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
@@ -348,6 +364,8 @@ def render(view: View, summary: dict[str, Any]) -> None:
                 "info",
             )
         )
+    if summary.get("forecast") is not None:
+        rows.append(forecast.row(summary["forecast"]))
     spot = summary.get("spot")
     if spot is not None and spot["drain_seconds"] is not None:
         rows.append(

@@ -165,6 +165,76 @@ def test_warm_pool__drained_into_the_pool__back_through_the_launch_hook__schedul
     assert "is back from the warm pool, Ready and schedulable" in output
 
 
+def _plan_table(output: str) -> tuple[int, list[str]]:
+    """The index of the plan's header line in the demo's output, and its rows."""
+    lines = output.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.split()[:3] == ["NODE", "PODS", "ETA"])
+    return header, lines[header + 1 :]
+
+
+def test_plan__table_printed_before_the_drain__forecast_within_a_quarter_of_the_drain(
+    tmp_path: Path,
+) -> None:
+    summary, output = _run_demo(tmp_path, "--plan")
+
+    assert summary["checks_passed"] is True, summary["checks"]
+    assert summary["drainer_result"] == "drained"
+    header, rows = _plan_table(output)
+    lines = output.splitlines()
+    invoked = next(i for i, line in enumerate(lines) if "invocation 1 of" in line)
+    cordoned = next(i for i, line in enumerate(lines) if "cordoned" in line)
+    assert header < invoked < cordoned, "the plan comes before the drain begins"
+    assert "python -m drainer plan " + summary["node"] in lines[header - 1]
+    assert rows[0].split()[:2] == [summary["node"], "5"], rows[0]
+    assert rows[1].startswith("    nothing blocks; forecast"), rows[1]
+    forecast = summary["forecast"]
+    assert (forecast["node"], forecast["exit_code"], forecast["blockers"]) == (
+        summary["node"],
+        0,
+        [],
+    )
+    eta, measured = forecast["eta_seconds"], forecast["measured_seconds"]
+    print(f"forecast {eta} s, measured {measured} s")
+    # The web budget's two evictions, one Ready replacement apart, then the critical
+    # tier: seconds, not nothing.
+    assert measured > 4
+    assert abs(eta - measured) <= 0.25 * measured + 2, forecast
+    [said] = [line for line in lines if line.lstrip().startswith("forecast ")]
+    assert f"ETA {eta:.1f} s" in said and f"measured {measured:.1f} s" in said, said
+    assert f"(forecast/measured {forecast['ratio']:.2f})" in said, said
+
+
+def test_plan_with_stubborn_pdb__deadlock_and_its_fix_printed_before_the_drain(
+    tmp_path: Path,
+) -> None:
+    summary, output = _run_demo(tmp_path, "--plan", "--stubborn-pdb")
+
+    assert summary["checks_passed"] is True, summary["checks"]
+    assert summary["drainer_result"] == "timed_out"
+    header, rows = _plan_table(output)
+    lines = output.splitlines()
+    invoked = next(i for i, line in enumerate(lines) if "invocation 1 of" in line)
+    assert header < invoked
+    assert "(deadlock)" in rows[1] and "PodDisruptionBudget shop/billing" in rows[1], rows[1]
+    assert "fix: scale the workload to 2 replicas" in rows[2], rows[2]
+    forecast = summary["forecast"]
+    assert forecast["exit_code"] == 1
+    [blocker] = forecast["blockers"]
+    assert blocker["budget"] == "shop/billing"
+
+
+def test_plan_at_another_speed__refused_before_anything_starts(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from demo.__main__ import parse_args
+
+    with pytest.raises(SystemExit) as refused:
+        parse_args(["--plan", "--speed", "10"])
+
+    assert refused.value.code == 2
+    assert "--plan: only at --speed 1" in capsys.readouterr().err
+
+
 def test_spot_and_stubborn_pdb__refused_before_anything_starts(tmp_path: Path) -> None:
     completed = subprocess.run(
         [sys.executable, "-m", "demo", "--spot", "--stubborn-pdb"],
