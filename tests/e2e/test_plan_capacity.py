@@ -1,0 +1,66 @@
+"""`plan`'s capacity check among the pods around a replacement, on both backends, as
+the drainer identity: replicas kept one per node by required pod anti-affinity on
+kubernetes.io/hostname. With a node free the evicted replica's replacement has
+somewhere to go (exit 0); once every other node runs one, it has none: a blocker
+naming the pod and the nodes its anti-affinity keeps it off, exit 1. (The real
+scheduler placed them one per node too: the state is one it would have made.)"""
+
+from __future__ import annotations
+
+import io
+import json
+from typing import Any
+
+import pytest
+
+from drainer.cli.main import main
+from testbed import World
+from testbed import workloads as w
+from testbed.world import place_on
+
+HOSTNAME = "kubernetes.io/hostname"
+
+
+def _cli(world: World, *words: str) -> tuple[int, dict[str, Any]]:
+    out = io.StringIO()
+    where = ["--kubeconfig", str(world.cluster.kubeconfig), "--context", "drainer"]
+    code = main([*words, "--ignore-daemonsets", "-o", "json", *where], stdout=out)
+    return code, json.loads(out.getvalue())
+
+
+def _replica(name: str) -> dict[str, Any]:
+    """A one-replica Deployment of the `tier=web` pods, none on a node with another."""
+    deployment = w.deployment(name, 1, labels={"app": name, "tier": "web"}, grace=1)
+    term = {"labelSelector": {"matchLabels": {"tier": "web"}}, "topologyKey": HOSTNAME}
+    deployment["spec"]["template"]["spec"]["affinity"] = {
+        "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}
+    }
+    return deployment
+
+
+# "custom" node names: the nodes carry a kubernetes.io/hostname label (the DNS-named
+# ones of World's default have none, and a term whose key a node lacks does not apply).
+@pytest.mark.parametrize("world", [{"node_names": "custom"}], indirect=True)
+def test_plan__anti_affinity_every_other_node_runs_one__no_node_can_take_it(
+    world: World,
+) -> None:
+    old, second, third = (world.nodes[i] for i in world.instance_ids)
+    place_on(world, old, [_replica("web-a")])
+    place_on(world, second, [_replica("web-b")])
+
+    code, plan = _cli(world, "plan", old)
+    assert (code, plan["result"]) == (0, "planned"), plan
+    assert plan["nodes"][0]["blockers"] == []
+
+    place_on(world, third, [_replica("web-c")])
+    code, plan = _cli(world, "plan", old)
+
+    assert (code, plan["result"], plan["deadlocked"]) == (1, "blocked", False), plan
+    [node] = plan["nodes"]
+    [blocker] = node["blockers"]
+    assert blocker["pod"].startswith("default/web-a-")
+    assert blocker["reason"] == "no node can take it"
+    taken = ", ".join(sorted([second, third]))
+    assert f"add a node whose {HOSTNAME} is none of {taken}" in blocker["fix"]
+    assert "pod anti-affinity (its term: default/web-" in blocker["fix"]
+    assert node["paced_by"].startswith("waits for new nodes: 1 pod(s) fit on no node left")
