@@ -329,6 +329,16 @@ class Kube(Client):
             return None
         return claim
 
+    def get_volume(self, name: str) -> Obj | None:
+        """A PersistentVolume (the plan's zone check: k8s-rbac/plan/ grants the read)."""
+        try:
+            volume: Obj = self.request(
+                "GET", f"/api/v1/persistentvolumes/{name}", verb="get", resource="persistentvolumes"
+            )
+        except KubeNotFound:
+            return None
+        return volume
+
     def list_volume_attachments(self) -> tuple[list[Obj], str]:
         return self._list_all("/apis/storage.k8s.io/v1/volumeattachments", "volumeattachments")
 

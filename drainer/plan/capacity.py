@@ -17,6 +17,7 @@ from typing import Any
 from drainer.engine import pods
 from drainer.engine.pods import Pod
 from drainer.plan.topology import Rules, Topology
+from drainer.plan.volumes import Held, Volumes, held
 
 Node = dict[str, Any]
 
@@ -170,7 +171,13 @@ def _affinity(spec: dict[str, Any], labels: dict[str, str], name: str) -> bool:
     required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
         "requiredDuringSchedulingIgnoredDuringExecution"
     ) or {}
-    terms = required.get("nodeSelectorTerms") or []
+    return _admits(required.get("nodeSelectorTerms") or [], labels, name)
+
+
+def _admits(terms: Iterable[dict[str, Any]], labels: dict[str, str], name: str) -> bool:
+    """Node selector terms (a pod's required node affinity, a volume's): any term, all
+    its expressions; no terms admit every node."""
+    terms = list(terms)
     if not terms:
         return True
     fields = {"metadata.name": name}
@@ -179,6 +186,14 @@ def _affinity(spec: dict[str, Any], labels: dict[str, str], name: str) -> bool:
         and all(_matches(e, fields) for e in term.get("matchFields") or [])
         for term in terms
     )
+
+
+def _held_off(holds: list[Held], room: Room) -> str:
+    """Why the pod's volumes keep it off the node ("": they do not)."""
+    for h in holds:
+        if h.terms and not _admits(h.terms, room.labels, room.name):
+            return f"volume {h.volume} of claim {h.claim} ({h.zone or 'its node affinity'})"
+    return ""
 
 
 def _matches(expression: dict[str, Any], labels: dict[str, str]) -> bool:
@@ -205,7 +220,14 @@ def _matches(expression: dict[str, Any], labels: dict[str, str]) -> bool:
 class Capacity:
     """The schedulable nodes left while the planned ones drain, and their room."""
 
-    def __init__(self, nodes: Iterable[Node], cluster_pods: Iterable[Pod], planned: set[str]):
+    def __init__(
+        self,
+        nodes: Iterable[Node],
+        cluster_pods: Iterable[Pod],
+        planned: set[str],
+        volumes: Volumes | None = None,
+    ):
+        """`volumes`: the PersistentVolumes behind the pods' claims (None: not checked)."""
         on: dict[str, list[Pod]] = {}
         for pod in cluster_pods:
             where = (pod.get("spec") or {}).get("nodeName")
@@ -220,6 +242,7 @@ class Capacity:
         ]
         self.topology = Topology(self.nodes, on)
         self.topology.leaving(planned)
+        self.volumes = volumes
 
     def leaving(self, names: Iterable[str]) -> None:
         """These nodes take nothing from now on (a refresh's next batch is drained),
@@ -236,9 +259,9 @@ class Capacity:
     def place(self, pod: Pod) -> str | None:
         """The first node that takes the pod, its room consumed; None: no node can
         take it, and `fix` says what is short."""
-        rules = self._rules(pod)
+        rules, holds = self._rules(pod), held(pod, self.volumes)
         for room in self.rooms:
-            if not room.refuses(pod) and not rules.refuses(room):
+            if not room.refuses(pod) and not _held_off(holds, room) and not rules.refuses(room):
                 room.take(pod)
                 self.topology.took(room.name, pod)
                 return room.name
@@ -247,13 +270,38 @@ class Capacity:
     def _rules(self, pod: Pod) -> Rules:
         return self.topology.rules(pod, self.rooms, _owner(pod))
 
+    def why(self, pod: Pod) -> tuple[str, str]:
+        """Why the pod fits on no node left, and the fix: a volume bound to a zone
+        (or nodes) with no schedulable node left, else what the nodes lack."""
+        who = _owner(pod)
+        for h in held(pod, self.volumes):
+            if h.terms and not any(_admits(h.terms, r.labels, r.name) for r in self.rooms):
+                return _stranded(h, who)
+        return "no node can take it", self.fix(pod)
+
+    def unread(self, pod: Pod) -> list[tuple[str, str]]:
+        """The pod's volumes whose zone could not be read: reason and fix, each."""
+        return [
+            (
+                f"the zone of the volume behind PersistentVolumeClaim {h.claim} is not "
+                f"checked: {h.unread}",
+                f"let the plan read it ({h.grant}), or check by hand that a schedulable "
+                f"node is left in that volume's zone",
+            )
+            for h in held(pod, self.volumes)
+            if h.unread
+        ]
+
     def fix(self, pod: Pod) -> str:
         """What would let the pod land: named after what the nodes lack."""
         who = _owner(pod)
         if not self.rooms:
             return f"add a schedulable node for {who} (every node left is cordoned or planned)"
-        rules = self._rules(pod)
-        why = {room.name: room.refuses(pod) or rules.refuses(room) for room in self.rooms}
+        rules, holds = self._rules(pod), held(pod, self.volumes)
+        why = {
+            room.name: room.refuses(pod) or _held_off(holds, room) or rules.refuses(room)
+            for room in self.rooms
+        }
         if all(w.startswith("not enough") for w in why.values()):
             asked = Request.of(pod)
             need = [f"{_cpu(asked.cpu)} CPU"] if asked.cpu else []
@@ -271,6 +319,20 @@ class Capacity:
             f"add a node that {who} can land on ({'; '.join(kinds)} refuse it on every node "
             f"left), or change {who}'s tolerations, nodeSelector or affinity to match one"
         )
+
+
+def _stranded(h: Held, who: str) -> tuple[str, str]:
+    """A volume that admits no node left: the blocker's reason and fix."""
+    if h.zone:
+        reason = f"its PersistentVolumeClaim {h.claim} is bound to volume {h.volume} in zone "
+        reason += f"{h.zone}, where no schedulable node is left"
+        fix = f"add a node in zone {h.zone} first (a node group with a subnet in {h.zone}), "
+        fix += f"or move {who}'s data to a volume in a zone that keeps nodes"
+        return reason, fix
+    reason = f"its PersistentVolumeClaim {h.claim} is bound to volume {h.volume}, whose node "
+    reason += "affinity admits no schedulable node left"
+    fix = f"add a node that volume {h.volume}'s node affinity admits, or move {who}'s data "
+    return reason, fix + "to a volume other nodes can mount"
 
 
 def _owner(pod: Pod) -> str:
