@@ -279,19 +279,6 @@ class Capacity:
                 return _stranded(h, who)
         return "no node can take it", self.fix(pod)
 
-    def unread(self, pod: Pod) -> list[tuple[str, str]]:
-        """The pod's volumes whose zone could not be read: reason and fix, each."""
-        return [
-            (
-                f"the zone of the volume behind PersistentVolumeClaim {h.claim} is not "
-                f"checked: {h.unread}",
-                f"let the plan read it ({h.grant}), or check by hand that a schedulable "
-                f"node is left in that volume's zone",
-            )
-            for h in held(pod, self.volumes)
-            if h.unread
-        ]
-
     def fix(self, pod: Pod) -> str:
         """What would let the pod land: named after what the nodes lack."""
         who = _owner(pod)

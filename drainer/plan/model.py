@@ -75,7 +75,7 @@ def plan_node(
     likely = _run(going, cluster, options, timeout, slow=False)
     slowest = _run(going, cluster, options, timeout, slow=True)
     blocked += left(going, cluster.budgets, slowest, timeout)
-    homeless, unread = _homeless(going, likely, cluster.capacity)
+    homeless = _homeless(going, likely, cluster.capacity)
     stuck = bool(likely.left) or likely.eta > timeout
     paced_by = _paced_by(likely, going, cluster, timeout)
     if homeless:
@@ -86,33 +86,28 @@ def plan_node(
         timeout if stuck else likely.eta,
         timeout if slowest.left or slowest.eta > timeout else slowest.eta,
         paced_by,
-        blocked + homeless + unread,
+        blocked + homeless,
     )
 
 
-def _homeless(
-    going: list[Going], run: Forecast, capacity: Capacity | None
-) -> tuple[list[Blocker], list[Blocker]]:
+def _homeless(going: list[Going], run: Forecast, capacity: Capacity | None) -> list[Blocker]:
     """The evicted pods whose replacement fits on no node left, placed in the order the
-    forecast evicts them (a DaemonSet's pod or a bare one has no replacement to place);
-    and those whose volume's zone could not be read."""
+    forecast evicts them (a DaemonSet's pod or a bare one has no replacement to place)."""
     if capacity is None:
-        return [], []
+        return []
     evicted = sorted(
         (g.pod for g in going if pods.name(g.pod) in run.evicted),
         key=lambda p: run.evicted[pods.name(p)],
     )
-    found, unread = [], []
+    found = []
     for pod in evicted:
         ref = pods.controller(pod)
         if ref is None or ref.get("kind") == "DaemonSet":
             continue
-        name = pods.name(pod)
         if capacity.place(pod) is None:
             reason, fix = capacity.why(pod)
-            found.append(Blocker(name, reason, None, fix))
-        unread += [Blocker(name, reason, None, fix) for reason, fix in capacity.unread(pod)]
-    return found, unread
+            found.append(Blocker(pods.name(pod), reason, None, fix))
+    return found
 
 
 def _stopping(pod: Pod, now: float) -> Going:

@@ -2,8 +2,9 @@
 bound to a PersistentVolume with required node affinity (an EBS volume's zone)
 holds the pod to the nodes that affinity admits. Read through the API server: the
 claim (k8s-rbac/, the drain waits for its volume to detach) and its volume (the
-optional k8s-rbac/plan/, a read the drain never makes); a volume the identity may
-not read is said, per pod, rather than passed over."""
+optional k8s-rbac/plan/, a read the drain never makes); a read the identity is
+denied leaves that claim unchecked, and `ApiVolumes.note` says so (the command line
+prints it), rather than passing over it."""
 
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ class Volumes(Protocol):
     """The PersistentVolume bound to a claim."""
 
     def bound(self, namespace: str, claim: str) -> Obj | None:
-        """The volume (None: no such claim, or none named). Raises KubeForbidden."""
+        """The volume (None: no such claim, none named, or not to be read)."""
 
 
 class Reader(Protocol):
@@ -42,13 +43,31 @@ class ApiVolumes:
 
     kube: Reader
     seen: dict[tuple[str, str], Obj | None] = field(default_factory=dict)
+    denied: dict[str, list[str]] = field(default_factory=dict)
+    """Per read RBAC denied ("get persistentvolumes"): the claims left unchecked."""
 
     def bound(self, namespace: str, claim: str) -> Obj | None:
         if (namespace, claim) not in self.seen:
-            found = self.kube.get_claim(namespace, claim)
-            name = ((found or {}).get("spec") or {}).get("volumeName")
-            self.seen[(namespace, claim)] = self.kube.get_volume(str(name)) if name else None
+            try:
+                found = self.kube.get_claim(namespace, claim)
+                name = ((found or {}).get("spec") or {}).get("volumeName")
+                volume = self.kube.get_volume(str(name)) if name else None
+            except KubeForbidden as e:
+                read = f"{e.verb or 'get'} {e.resource or 'persistentvolumes'}"
+                self.denied.setdefault(read, []).append(f"{namespace}/{claim}")
+                volume = None
+            self.seen[(namespace, claim)] = volume
         return self.seen[(namespace, claim)]
+
+    def note(self) -> str:
+        """What was not checked for want of a read, and the RBAC that grants it ("": all
+        read)."""
+        return "; ".join(
+            f"the zones of the volumes behind {len(claims)} PersistentVolumeClaim(s) "
+            f"({', '.join(claims[:3])}{', ...' if len(claims) > 3 else ''}) are not checked: "
+            f"RBAC denies {read} (grant it: {_grant(read)})"
+            for read, claims in self.denied.items()
+        )
 
 
 @dataclass(frozen=True)
@@ -59,11 +78,7 @@ class Held:
     """namespace/name."""
     volume: str
     terms: tuple[Obj, ...]
-    """The volume's required nodeSelectorTerms ("" volume and none: unreadable)."""
-    unread: str = ""
-    """Why the volume could not be read."""
-    grant: str = ""
-    """The RBAC that lets it be read."""
+    """The volume's required nodeSelectorTerms."""
 
     @property
     def zone(self) -> str:
@@ -79,30 +94,24 @@ class Held:
 
 
 def held(pod: Pod, volumes: Volumes | None) -> list[Held]:
-    """The pod's claims whose volumes hold it to some nodes (or could not be read)."""
+    """The pod's claims whose volumes hold it to some nodes."""
     if volumes is None:
         return []
     namespace = str(pod["metadata"].get("namespace") or "default")
     found = []
     for claim in pods.claim_names(pod):
-        where = f"{namespace}/{claim}"
-        try:
-            volume = volumes.bound(namespace, claim)
-        except KubeForbidden as e:
-            denied = f"RBAC denies {e.verb or 'get'} {e.resource or 'persistentvolumes'}"
-            found.append(Held(where, "", (), unread=denied, grant=_grant(e.resource)))
-            continue
+        volume = volumes.bound(namespace, claim)
         if volume is None:
             continue
         required = ((volume.get("spec") or {}).get("nodeAffinity") or {}).get("required") or {}
         terms = tuple(required.get("nodeSelectorTerms") or [])
         if terms:
-            found.append(Held(where, str(volume["metadata"]["name"]), terms))
+            found.append(Held(f"{namespace}/{claim}", str(volume["metadata"]["name"]), terms))
     return found
 
 
-def _grant(resource: str) -> str:
+def _grant(read: str) -> str:
     """Where the read that was denied is granted."""
-    if resource == "persistentvolumeclaims":
+    if read.endswith("persistentvolumeclaims"):
         return "kubectl apply -f k8s-rbac/"
     return PLAN_RBAC
