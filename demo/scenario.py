@@ -20,8 +20,8 @@ moment, then coredns scales to 2 so its second replica lands elsewhere.
 
 With `tight_grace` (the demo's --plan) each pod's terminationGracePeriodSeconds is
 its stop time rather than 30 s: the plan takes a pod's grace period as the time it
-takes to stop (no drain has observed a shorter one yet), so it is the workloads
-whose stop time is known that a forecast can be checked against.
+takes to stop (no drain has observed a shorter one yet), so its forecast can be
+checked only against pods that stop when their grace period ends.
 """
 
 from __future__ import annotations
