@@ -17,7 +17,6 @@ from drainer.engine.report import PodAddress
 from drainer.lifecycle.targets import (
     CLUSTER_TAG,
     TargetWait,
-    cluster_target_groups,
     leave_target_groups,
 )
 
@@ -47,12 +46,23 @@ def _group(elbv2: Any, name: str, cluster: str = "", targets: tuple[str, ...] = 
 INSTANCE = "i-0000000000000005"
 
 
-def test_cluster_target_groups__by_the_controllers_tag_only(elbv2: Any) -> None:
-    mine = [_group(elbv2, f"k8s-mine-{i}", "prod") for i in range(25)]  # two DescribeTags pages
-    _group(elbv2, "k8s-theirs", "staging")
-    _group(elbv2, "untagged")
+def test_the_clusters_groups__by_the_controllers_tag_only__others_keep_the_instance(
+    elbv2: Any,
+) -> None:
+    two_pages = 25  # DescribeTags takes 20 groups at a time
+    mine = [_group(elbv2, f"k8s-mine-{i}", "prod", (INSTANCE,)) for i in range(two_pages)]
+    theirs = _group(elbv2, "k8s-theirs", "staging", (INSTANCE,))
+    untagged = _group(elbv2, "untagged", targets=(INSTANCE,))
+    clock = FakeClock(1000.0)
 
-    assert sorted(cluster_target_groups(elbv2, "prod")) == sorted(mine)
+    found = leave_target_groups(
+        elbv2, INSTANCE, "prod", [], until=clock(), clock=clock, sleep=clock.sleep
+    )
+
+    assert sorted(found.groups) == sorted(found.deregistered) == sorted(mine)
+    for kept in (theirs, untagged):
+        health = elbv2.describe_target_health(TargetGroupArn=kept)["TargetHealthDescriptions"]
+        assert [h["TargetHealth"]["State"] for h in health] != ["draining"], kept
 
 
 def test_no_group_holds_the_instance__nothing_deregistered__no_wait(elbv2: Any) -> None:

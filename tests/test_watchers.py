@@ -6,6 +6,7 @@ import time
 from unittest.mock import create_autospec
 
 from realapi import StaticToken
+from support.views import wait_listed
 
 from drainer.engine.watchers import BudgetTracker, PodTracker
 from drainer.k8s.kube import Kube
@@ -52,7 +53,7 @@ def test_budget_tracker__names_every_budget_that_selects_a_pod_once_listed() -> 
         assert not tracker.listed
         tracker.start()
         try:
-            assert tracker.wait_listed(5.0)
+            assert wait_listed(tracker, 5.0)
             web = objects.pod("web-0", namespace="shop", labels={"app": "web", "tier": "front"})
 
             assert tracker.matching(web) == ["shop/web-a", "shop/web-b"]
@@ -65,5 +66,5 @@ def test_budget_tracker__wait_listed_gives_up_at_its_timeout() -> None:
     tracker = BudgetTracker(create_autospec(Kube, instance=True))  # never started
     started = time.monotonic()
 
-    assert not tracker.wait_listed(0.05)
+    assert not wait_listed(tracker, 0.05)
     assert time.monotonic() - started >= 0.05

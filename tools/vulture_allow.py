@@ -2,8 +2,8 @@
 # ruff: noqa
 """What vulture (make lint: dead code in drainer/ and tools/) may not see used, each
 with why. A name here is used where vulture does not look: by the Lambda runtime or
-a console script, by a protocol of the standard library, by the bench, or by the
-tests alone as a view into the code (named as such: a candidate to move out).
+a console script, by a protocol of the standard library, or by the bench. A view
+only the tests need lives in tests/support/views.py, not here.
 
 Vulture reads this file as code that uses these names; it is never imported."""
 
@@ -35,12 +35,3 @@ _.short_grace
 # (tests/deploy/test_deploy_readme.py: the reference's generated section).
 _.find_node
 _.section
-
-# Seen by the tests alone, as views into a running part (how many tokens were
-# minted, whether the heartbeat runs, how many times a plugin ran, a watcher's first
-# list): test-only code still shipped, to move into tests/support (issue 39, item 9).
-_.mints
-_.running
-_.runs
-_.wait_listed
-_.cluster_target_groups

@@ -202,7 +202,6 @@ class TokenSource:
         self._lock = threading.Lock()
         self._token = ""
         self._minted_at = 0.0
-        self._mints = 0
         self._sts = session.client("sts", region_name=region, endpoint_url=sts_endpoint(region))
         self._sts.meta.events.register(
             "before-sign.sts.GetCallerIdentity", self._add_cluster_id_header
@@ -218,14 +217,7 @@ class TokenSource:
             if not self._token or now - self._minted_at >= self._refresh_after:
                 self._token = make_token(self._sts, self.cluster_name)
                 self._minted_at = now
-                self._mints += 1
             return self._token
-
-    @property
-    def mints(self) -> int:
-        """How many tokens this source has made (for the drain's summary line)."""
-        with self._lock:
-            return self._mints
 
     def invalidate(self) -> None:
         """Forget the cached token (the API server answered 401): the next is new."""

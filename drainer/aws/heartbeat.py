@@ -79,10 +79,6 @@ class Heartbeat:
         with self._lock:
             return self._gone
 
-    @property
-    def running(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
-
     def start(self) -> Heartbeat:
         if self._thread is not None:
             raise RuntimeError("heartbeat already started")

@@ -98,15 +98,6 @@ class _Follower:
     def stopped(self) -> bool:
         return self._stop.is_set()
 
-    def wait_listed(self, timeout: float) -> bool:
-        """Wait until the first list has been applied (or the follower failed or
-        stopped, or `timeout`); True when the view holds what the API listed."""
-        with self.cond:
-            self.cond.wait_for(
-                lambda: self.listed or self.error is not None or self.stopped, timeout
-            )
-            return self.listed
-
     @property
     def synced(self) -> bool:
         """Listed and watching, with no error since: changes will be seen."""

@@ -92,7 +92,6 @@ class ExecToken:
         self._token = ""
         self._fresh_until = 0.0
         self._expires = math.inf  # the stated expiry: a failing plugin's last token until then
-        self._runs = 0
         self._warned_expired = False
         self._outage = CREDENTIALS_OUTAGE_SECONDS if outage is None else outage
         self._rng = rng or random.Random()  # noqa: S311 - jitter
@@ -113,7 +112,6 @@ class ExecToken:
                 return self._token
             if self._failing is not None and now < self._failing.next_run:
                 return self._while_failing(now)
-            self._runs += 1
             try:
                 self._accept(self._run())
             except CredentialsUnavailable as e:
@@ -129,13 +127,6 @@ class ExecToken:
         """Forget the token (the API server answered 401): the next runs the plugin."""
         with self._lock:
             self._token = ""
-
-    @property
-    def runs(self) -> int:
-        """How many times the plugin has been run for this source (not counting a
-        status handed in)."""
-        with self._lock:
-            return self._runs
 
     def _accept(self, status: Mapping[str, Any]) -> None:
         token = status.get("token")

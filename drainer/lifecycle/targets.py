@@ -80,11 +80,6 @@ class TargetWait:
         return said
 
 
-def cluster_target_groups(elbv2: aws.Client, cluster: str) -> list[str]:
-    """The ARNs of the target groups tagged for `cluster` by the controller."""
-    return _of_cluster(elbv2, list(target_group_types(elbv2)), cluster)
-
-
 def _of_cluster(elbv2: aws.Client, arns: list[str], cluster: str) -> list[str]:
     tags = aws.target_group_tags(elbv2, arns)
     return [arn for arn, tagged in tags.items() if tagged.get(CLUSTER_TAG) == cluster]
