@@ -50,6 +50,8 @@ class Plan:
     node: dict[str, Any]
     """The node's entry of the JSON document: eta_seconds, eta_max_seconds,
     paced_by, blockers..."""
+    notes: list[str]
+    """What the plan said on stderr beside its table (what it could not check)."""
 
     @property
     def shown(self) -> str:
@@ -90,7 +92,8 @@ def make(
         raise PlanError(
             f"plan -o json gave no document of one node ({e}): {document.stdout!r}"
         ) from None
-    return Plan(command, table.stdout.rstrip("\n"), document.returncode, dict(entry))
+    notes = [line for line in table.stderr.splitlines() if line.strip()]
+    return Plan(command, table.stdout.rstrip("\n"), document.returncode, dict(entry), notes)
 
 
 def _run(

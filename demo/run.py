@@ -281,7 +281,7 @@ class Demo:
             "--cluster-name",
             CLUSTER,
         ]
-        for manifest in sorted(RBAC_DIR.glob("*.yaml")):
+        for manifest in self._rbac():
             argv += ["--apply", str(manifest)]
         self.servers = []
         kubesim = self.children.start(
@@ -317,9 +317,16 @@ class Demo:
             aws_secret_access_key=self.secret_key,
             region_name=REGION,
         )
-        self.view.line("demo", f"kubesim   {kube_url}  (RBAC from k8s-rbac/, EKS IAM tokens)")
+        rbac = "k8s-rbac/ and k8s-rbac/plan/" if self.options.plan else "k8s-rbac/"
+        self.view.line("demo", f"kubesim   {kube_url}  (RBAC from {rbac}, EKS IAM tokens)")
         self.view.line("demo", f"awssim    {aws_url}  (moto + lifecycle actions)")
         self._follow()
+
+    def _rbac(self) -> list[Path]:
+        """The drainer's ClusterRole and binding; with --plan, the optional role the
+        plan's volume check reads PersistentVolumes with (k8s-rbac/plan/)."""
+        found = sorted(RBAC_DIR.glob("*.yaml"))
+        return found + (sorted((RBAC_DIR / "plan").glob("*.yaml")) if self.options.plan else [])
 
     def _follow(self) -> None:
         kube = self.kube
@@ -561,6 +568,8 @@ class Demo:
         )
         for line in plan.table.splitlines():
             self.view.text(f"    {line}", "dim" if line.startswith("NODE") else "info")
+        for note in plan.notes:
+            self.view.line("plan", note, "warn")
 
     # -- the drain ------------------------------------------------------------------
 
