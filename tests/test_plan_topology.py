@@ -161,18 +161,21 @@ def spread_web(name: str, on: str, cpu: str = "100m", **more: Any) -> dict[str, 
     return pod(name, on, cpu=cpu, topologySpreadConstraints=spread(**more))
 
 
-def test_spread_zone__only_the_fuller_zone_has_room__blocker_with_the_skew() -> None:
-    """Zone b has one replica, zone c none; the node in c is full: the replacement
-    would go to b, two over c."""
-    full = host("c1", "c", cpu="1")
-    nodes = [host("old", "a"), host("b1", "b"), full]
-    others = [spread_web("web-2", "b1"), pod("big", "c1", cpu="1", owner="big")]
+def test_spread_zone__only_the_fuller_zones_have_room__blocker_with_the_skew() -> None:
+    """Zones b and c have one replica each, zone a (the drained node's) none left; the
+    other node in a is full: the replacement would make b or c two over a."""
+    nodes = [host("old", "a"), host("a1", "a", cpu="1"), host("b1", "b"), host("c1", "c")]
+    others = [
+        spread_web("web-2", "b1"),
+        spread_web("web-3", "c1"),
+        pod("big", "a1", cpu="1", owner="big"),
+    ]
     [blocker] = plan([spread_web("web-1", "old", cpu="500m")], nodes, others).blockers
     assert "topology spread on topology.kubernetes.io/zone (b would be 2 over the fewest" in (
         blocker.fix
     )
-    assert (
-        "add a node in topology.kubernetes.io/zone c (the fewest matching pods: 0)" in blocker.fix
+    assert "add a node in topology.kubernetes.io/zone a (the fewest matching pods: 0)" in (
+        blocker.fix
     )
     assert "raise maxSkew of web's constraint on topology.kubernetes.io/zone to 2" in blocker.fix
 
@@ -183,33 +186,66 @@ def test_spread_zone__room_in_the_emptier_zone__fits() -> None:
 
 
 def test_spread_counts_the_replacements_placed_and_max_skew() -> None:
-    nodes = [host("old", "a"), host("b1", "b", cpu="1"), host("c1", "c", cpu="10")]
+    nodes = [host("old", "a"), host("a1", "a", cpu="10"), host("b1", "b", cpu="10")]
     drained = [spread_web(f"web-{i}", "old") for i in range(4)]
     assert plan(drained, nodes, []).blockers == []
-    # Room for one in zone c: web-0 to b, web-1 to c (b would be 2 over c's 0), web-2
-    # to b (2 over 1: skew 1), web-3 nowhere (b would be 3 over 1, c is full).
-    nodes[2] = host("c1", "c", cpu="100m")
+    # Room for one in zone b: web-0 to a1, web-1 to b1 (a would be 2 over b's 0),
+    # web-2 to a1 (2 over 1), web-3 nowhere (a would be 3 over 1, b1 is full).
+    nodes[2] = host("b1", "b", cpu="100m")
     [blocker] = plan(drained, nodes, []).blockers
     assert blocker.pod == "default/web-3"
     assert "raise maxSkew of web's constraint on topology.kubernetes.io/zone to 2" in blocker.fix
 
 
+def test_spread_hostname__the_drained_node_counts_empty_until_deleted() -> None:
+    """kube-scheduler counts the cordoned node's domain (kubernetes/kubernetes#106127):
+    on hostname with maxSkew 1, with every other node running one, the replacement has
+    nowhere to go until the drained node is gone; nodeTaintsPolicy: Honor leaves the
+    cordoned node out."""
+    nodes = [host("old"), host("a"), host("b")]
+    others = [spread_web("web-2", "a", key=HOST), spread_web("web-3", "b", key=HOST)]
+    [blocker] = plan([spread_web("web-1", "old", key=HOST)], nodes, others).blockers
+    assert blocker.reason == "no node can take it"
+    assert (
+        "the fewest matching pods (0) are in kubernetes.io/hostname old, whose nodes are "
+        "cordoned or drained: kube-scheduler counts them until they are deleted. Set "
+        "nodeTaintsPolicy: Honor on web's constraint on kubernetes.io/hostname, or raise "
+        "maxSkew of web's constraint on kubernetes.io/hostname to 2"
+    ) in blocker.fix
+    honour = spread_web("web-1", "old", key=HOST, nodeTaintsPolicy="Honor")
+    assert plan([honour], nodes, others).blockers == []
+
+
+def test_spread_a_cordoned_node_counts_unless_honoured() -> None:
+    nodes = [host("old"), host("a"), host("c", unschedulable=True)]
+    others = [spread_web("web-2", "a", key=HOST)]
+    drained = [spread_web("web-1", "old", key=HOST, nodeTaintsPolicy="Honor")]
+    assert plan(drained, nodes, others).blockers == []  # old and c left out: a only
+    drained = [spread_web("web-1", "old", key=HOST)]
+    [blocker] = plan(drained, nodes, others).blockers
+    assert "kubernetes.io/hostname c, old, whose nodes are cordoned or drained" in blocker.fix
+
+
 def test_spread_counts_over_nodes_the_pod_may_use_and_skips_schedule_anyway() -> None:
     """A zone whose only node the pod's nodeSelector refuses is no domain of its spread."""
-    nodes = [host("old", "a"), host("b1", "b", labels={"pool": "web"}), host("c1", "c")]
-    drained = [pod("web-1", "old", nodeSelector={"pool": "web"},
-                   topologySpreadConstraints=spread())]  # fmt: skip
+    pool = {"pool": "web"}
+    nodes = [host("old", "a", labels=pool), host("b1", "b", labels=pool), host("c1", "c")]
+    drained = [pod("web-1", "old", nodeSelector=pool, topologySpreadConstraints=spread())]
     others = [pod("web-2", "b1", owner="web"), pod("web-3", "b1", owner="web")]
+    # Domains a (0) and b (2): b would be 3 over 0. Zone c does not count.
+    [blocker] = plan(drained, nodes, others).blockers
+    assert "b would be 3 over the fewest" in blocker.fix
+    nodes.append(host("a1", "a", labels=pool))
     assert plan(drained, nodes, others).blockers == []
     soft = spread()
     soft[0]["whenUnsatisfiable"] = "ScheduleAnyway"
     nodes = [host("old", "a"), host("b1", "b", cpu="10"), host("c1", "c", cpu="0")]
-    drained = [pod("web-1", "old", topologySpreadConstraints=soft)]
+    drained = [pod("web-1", "old", cpu="100m", topologySpreadConstraints=soft)]
     assert plan(drained, nodes, others).blockers == []
 
 
 def test_spread_min_domains__fewer_zones_than_asked__counts_from_zero() -> None:
-    nodes = [host("old", "a"), host("b1", "b")]
+    nodes = [host("old", "b"), host("b1", "b"), host("b2", "b")]
     others = [spread_web("web-2", "b1")]
     assert plan([spread_web("web-1", "old")], nodes, others).blockers == []
     [blocker] = plan([spread_web("web-1", "old", minDomains=3)], nodes, others).blockers
@@ -227,11 +263,11 @@ def test_spread_a_node_without_the_key_is_no_place() -> None:
 
 @pytest.mark.parametrize("keys", [["pod-template-hash"], []])
 def test_spread_match_label_keys_counts_only_the_same_revision(keys: list[str]) -> None:
-    nodes = [host("old", "a"), host("b1", "b"), host("c1", "c", cpu="0")]
+    nodes = [host("old", "a"), host("a1", "a", cpu="0"), host("b1", "b")]
     drained = [spread_web("web-1", "old", matchLabelKeys=keys)]
     drained[0]["metadata"]["labels"]["pod-template-hash"] = "new"
     older = pod("web-0", "b1")
     older["metadata"]["labels"]["pod-template-hash"] = "old"
-    # c1 has no cpu for it: b1 is the only place. With matchLabelKeys the older
-    # revision's pod on b1 does not count (skew 1); without, b would be 2 over c.
+    # a1 has no cpu for it: b1 is the only place. With matchLabelKeys the older
+    # revision's pod on b1 does not count (skew 1); without, b would be 2 over a.
     assert (plan(drained, nodes, [older]).blockers == []) is bool(keys)

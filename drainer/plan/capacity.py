@@ -240,7 +240,11 @@ class Capacity:
             for name, n in self.nodes.items()
             if not (n.get("spec") or {}).get("unschedulable") and name not in planned
         ]
-        self.topology = Topology(self.nodes, on)
+        everywhere = {name: Room.of(n, []) for name, n in self.nodes.items()}
+        cordoned = {
+            n for n, node in self.nodes.items() if (node.get("spec") or {}).get("unschedulable")
+        }
+        self.topology = Topology(self.nodes, on, everywhere, cordoned)
         self.topology.leaving(planned)
         self.volumes = volumes
 
@@ -255,6 +259,7 @@ class Capacity:
         """A refresh's new instances for these nodes: as they were, empty (the same
         launch template gives the same allocatable, labels and taints)."""
         self.rooms += [Room.of(self.nodes[n], []) for n in names if n in self.nodes]
+        self.topology.reopened(names)
 
     def place(self, pod: Pod) -> str | None:
         """The first node that takes the pod, its room consumed; None: no node can
@@ -268,7 +273,7 @@ class Capacity:
         return None
 
     def _rules(self, pod: Pod) -> Rules:
-        return self.topology.rules(pod, self.rooms, _owner(pod))
+        return self.topology.rules(pod, _owner(pod))
 
     def why(self, pod: Pod) -> tuple[str, str]:
         """Why the pod fits on no node left, and the fix: a volume bound to a zone

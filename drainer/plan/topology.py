@@ -12,16 +12,18 @@ when it names none; a `namespaceSelector` of `{}` is every namespace, and a
 non-empty one adds nothing (the plan does not read the namespaces' labels).
 
 Topology spread as kube-scheduler's PodTopologySpread filter has it: the domains
-are those of the schedulable nodes left that have every constraint's topologyKey
-and match the pod's nodeSelector and required node affinity
-(nodeAffinityPolicy Honor, the default) and, with nodeTaintsPolicy Honor, whose
-taints it tolerates; a node may take the pod when its domain's matching pods, plus
-one if the pod matches its own selector, exceed the fewest in any domain (0 when
-there are fewer domains than minDomains) by at most maxSkew."""
+are those of every node there (cordoned ones and the ones being drained too: the
+scheduler counts them until they are deleted, kubernetes/kubernetes#106127) that
+has every constraint's topologyKey and matches the pod's nodeSelector and required
+node affinity (nodeAffinityPolicy Honor, the default) and, with nodeTaintsPolicy
+Honor, whose taints it tolerates (a cordoned node's among them); a node may take the
+pod when its domain's matching pods, plus one if the pod matches its own selector,
+exceed the fewest in any domain (0 when there are fewer domains than minDomains) by
+at most maxSkew."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -162,6 +164,8 @@ class Spread:
     own: int
     """1 when the pod matches its own selector (its replacement adds to the count)."""
     min_domains: int = 1
+    closed: set[str] = field(default_factory=set)
+    """The domains whose nodes are all cordoned or being drained."""
     skews: list[int] = field(default_factory=list)
     """The skews of the nodes it refused (the pod's replacement landing there)."""
     unlabelled: bool = False
@@ -202,15 +206,32 @@ class Spread:
                 f"add a node in a new {self.key} ({len(self.counts)} of the constraint's "
                 f"minDomains {self.min_domains} have a schedulable node), or {raise_to}"
             )
-        fewest = ", ".join(sorted(d for d, n in self.counts.items() if n == self.least))
-        where = f"{self.key} {fewest}" if fewest else f"a node with a {self.key} label"
-        return f"add a node in {where} (the fewest matching pods: {self.least}), or {raise_to}"
+        fewest = sorted(d for d, n in self.counts.items() if n == self.least)
+        open_ = [d for d in fewest if d not in self.closed]
+        where = f"{self.key} {', '.join(open_)}" if open_ else f"a new {self.key}"
+        add = f"add a node in {where} (the fewest matching pods: {self.least})"
+        if open_:
+            return f"{add}, or {raise_to}"
+        return (
+            f"the fewest matching pods ({self.least}) are in {self.key} "
+            f"{', '.join(fewest)}, whose nodes are cordoned or drained: kube-scheduler counts "
+            f"them until they are deleted. Set nodeTaintsPolicy: Honor on {self.owner}'s "
+            f"constraint on {self.key}, or {raise_to}, or {add}"
+        )
 
 
 class Topology:
     """The pods on each node still up, for the rules between pods."""
 
-    def __init__(self, nodes: Mapping[str, Mapping[str, Any]], on: Mapping[str, list[Pod]]):
+    def __init__(
+        self,
+        nodes: Mapping[str, Mapping[str, Any]],
+        on: Mapping[str, list[Pod]],
+        places: Mapping[str, Place],
+        closed: Iterable[str],
+    ):
+        """`places`: every node, as the spread's domains see it; `closed`: those
+        cordoned or being drained (there, but taking nothing)."""
         self.labels: dict[str, Labels] = {
             name: dict((node.get("metadata") or {}).get("labels") or {})
             for name, node in nodes.items()
@@ -219,17 +240,26 @@ class Topology:
             name: [Resident.of(p) for p in there if not pods.is_terminating(p)]
             for name, there in on.items()
         }
+        self.places = dict(places)
+        self.closed = set(closed)
 
     def leaving(self, names: Iterable[str]) -> None:
-        """These nodes' pods go (drained): they no longer count."""
+        """These nodes are drained: their pods no longer count, and they take none."""
         for name in names:
             self.on.pop(name, None)
+            self.closed.add(name)
+
+    def reopened(self, names: Iterable[str]) -> None:
+        """New instances under these names: empty and schedulable."""
+        for name in names:
+            self.on.pop(name, None)
+            self.closed.discard(name)
 
     def took(self, node: str, pod: Pod) -> None:
         """A replacement placed on `node`: it counts from now on."""
         self.on.setdefault(node, []).append(Resident.of(pod))
 
-    def rules(self, pod: Pod, places: Sequence[Place], owner: str) -> Rules:
+    def rules(self, pod: Pod, owner: str) -> Rules:
         """The rules for the pod's replacement among the pods around it."""
         found = Rules(owner)
         namespace, labels = _namespace(pod), dict(pod["metadata"].get("labels") or {})
@@ -252,7 +282,7 @@ class Topology:
             if where or not term_selects(term, namespace, namespace, labels):
                 text = _selector_text(term.get("labelSelector"))
                 found.wanted.append((key, set(where), text))
-        found.spread = [self._spread(pod, c, places, owner) for c in _hard_constraints(pod)]
+        found.spread = [self._spread(pod, c, owner) for c in _hard_constraints(pod)]
         return found
 
     def _domains(self, key: str, matches: Callable[[Resident], bool]) -> dict[str, str]:
@@ -267,18 +297,9 @@ class Topology:
                 where[value] = hit.name
         return where
 
-    def _spread(self, pod: Pod, constraint: Term, places: Sequence[Place], owner: str) -> Spread:
+    def _spread(self, pod: Pod, constraint: Term, owner: str) -> Spread:
         key = str(constraint.get("topologyKey") or "")
-        keys = [str(c.get("topologyKey") or "") for c in _hard_constraints(pod)]
-        honour_affinity = constraint.get("nodeAffinityPolicy", "Honor") == "Honor"
-        honour_taints = constraint.get("nodeTaintsPolicy", "Ignore") == "Honor"
-        domains = {
-            p.labels[key]
-            for p in places
-            if all(k in p.labels for k in keys)
-            and (not honour_affinity or p.selected(pod))
-            and (not honour_taints or p.tolerated(pod))
-        }
+        domains = self._spread_domains(pod, constraint)
         selector = _with_label_keys(constraint, pod)
         namespace = _namespace(pod)
         counts = dict.fromkeys(domains, 0)
@@ -290,7 +311,27 @@ class Topology:
                 )
         own = 1 if selects(selector, dict(pod["metadata"].get("labels") or {})) else 0
         skew, least = int(constraint.get("maxSkew") or 1), int(constraint.get("minDomains") or 1)
-        return Spread(owner, key, skew, counts, own, least)
+        closed = {d for d, names in domains.items() if names <= self.closed}
+        return Spread(owner, key, skew, counts, own, least, closed)
+
+    def _spread_domains(self, pod: Pod, constraint: Term) -> dict[str, set[str]]:
+        """The constraint's domains: per value of its key, the nodes that count."""
+        key = str(constraint.get("topologyKey") or "")
+        keys = [str(c.get("topologyKey") or "") for c in _hard_constraints(pod)]
+        honour_affinity = constraint.get("nodeAffinityPolicy", "Honor") == "Honor"
+        honour_taints = constraint.get("nodeTaintsPolicy", "Ignore") == "Honor"
+        domains: dict[str, set[str]] = {}
+        for name, place in self.places.items():
+            if not all(k in place.labels for k in keys):
+                continue
+            if honour_affinity and not place.selected(pod):
+                continue
+            if honour_taints and not (
+                place.tolerated(pod) and (name not in self.closed or pods.tolerates_cordon(pod))
+            ):
+                continue
+            domains.setdefault(place.labels[key], set()).add(name)
+        return domains
 
 
 def _selected_by(term: Term, namespace: str) -> Callable[[Resident], bool]:
