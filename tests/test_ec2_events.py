@@ -51,8 +51,12 @@ from drainer.lifecycle.events_ec2 import (
 )
 from drainer.lifecycle.events_fields import Skip
 from drainer.lifecycle.events_hook import TERMINATE_HOOK_TRIGGER
-from drainer.lifecycle.follow import FOLLOW_POLL_SECONDS, FOLLOW_SLACK_SECONDS, follow_drain
 from drainer.lifecycle.job import Run, Tools
+from drainer.lifecycle.live import (
+    LIVE_DRAIN_POLL_SECONDS,
+    LIVE_DRAIN_SLACK_SECONDS,
+    wait_for_live_drain,
+)
 from drainer.lifecycle.outcomes import Result
 from drainer.lifecycle.settings import Settings
 from drainer.lifecycle.window import Deadline, Invocation
@@ -527,7 +531,7 @@ def test_deadline_of__rebalance__now_plus_drain_timeout(load_event: LoadEvent) -
         (0.0, 120, 0.0),  # the deadline already passed
     ],
 )
-def test_plan_for__interruption__cuts_grace_reserves_at_most_a_third_follows_itself_only(
+def test_plan_for__interruption__cuts_grace_reserves_at_most_a_third_waits_for_itself_only(
     load_event: LoadEvent, window: float, reserve: int, expected_reserve: float
 ) -> None:
     found = _found(_spot_event(load_event("spot-interruption")))
@@ -543,10 +547,10 @@ def test_plan_for__interruption__cuts_grace_reserves_at_most_a_third_follows_its
     assert plan.options.critical_reserve_seconds == pytest.approx(expected_reserve)
     assert plan.options.critical_reserve_seconds <= max(window, 0) / 3
     assert plan.options.concurrency == 7, "the rest comes from the settings"
-    assert plan.follows == frozenset({"spot-interruption"})
+    assert plan.waits_for == frozenset({"spot-interruption"})
 
 
-def test_plan_for__rebalance__follows_every_ec2_trigger(load_event: LoadEvent) -> None:
+def test_plan_for__rebalance__waits_for_every_ec2_trigger(load_event: LoadEvent) -> None:
     found = _found(_spot_event(load_event("rebalance")))
     settings = Settings(rebalance_action="drain")
     now = WARNED_AT
@@ -555,7 +559,7 @@ def test_plan_for__rebalance__follows_every_ec2_trigger(load_event: LoadEvent) -
     plan = ec2_events.plan_for(found, settings, deadline, now)
 
     assert plan.options.trigger == "rebalance-recommendation"
-    assert plan.follows == EC2_TRIGGERS, "it waits for any of EC2's drains under way"
+    assert plan.waits_for == EC2_TRIGGERS, "it waits for any of EC2's drains under way"
     assert plan.options.fit_grace_to_deadline is False, "no reclaim deadline: the pods' own grace"
     assert plan.options.critical_reserve_seconds == settings.critical_reserve_seconds
 
@@ -600,7 +604,7 @@ def test_live_drain__rebalance_cordon__does_not_hold_back_the_interruption_drain
     assert live_drain(_recorded(patch), NOW + 1, EC2_TRIGGERS) is None
 
 
-def test_live_drain__trigger_not_followed__not_live() -> None:
+def test_live_drain__trigger_not_waited_for__not_live() -> None:
     patch, _ = cordon_patch(objects.node(NODE), NOW, trigger=REBALANCE, until=NOW + 600)
     node = _recorded(patch)
 
@@ -636,7 +640,7 @@ def test_live_drain__no_usable_record__not_live(node: dict[str, Any]) -> None:
     assert live_drain(node, NOW, EC2_TRIGGERS) is None
 
 
-# --- follow_drain: the terminate hook's drain waits for a spot drain under way -----------
+# --- wait_for_live_drain: the terminate hook's drain waits for a spot drain under way ---
 
 
 class ScriptedNode(Kube):
@@ -676,13 +680,13 @@ def _ended(phase: str) -> dict[str, Any]:
 
 def _tools(clock: FakeClock) -> Tools:
     def no_kube(*_: Any) -> Kube:
-        raise AssertionError("follow_drain is handed its client")
+        raise AssertionError("wait_for_live_drain is handed its client")
 
     clients = aws.AwsClients(None, None, None, lambda: None)
     return Tools(Settings(), clients, no_kube, clock, clock.sleep, random.Random(1), None)
 
 
-def _follow(
+def _wait(
     kube: ScriptedNode,
     clock: FakeClock,
     *,
@@ -690,59 +694,59 @@ def _follow(
     limit: float = NOW + 3600,
     deadline: float = NOW + 3600,
 ) -> Run | None:
-    return follow_drain(_tools(clock), kube, NODE, triggers, limit=limit, deadline=deadline)
+    return wait_for_live_drain(_tools(clock), kube, NODE, triggers, limit=limit, deadline=deadline)
 
 
 @pytest.mark.parametrize(
     ("phase", "result"),
     [("drained", Outcome.DRAINED), ("timed_out", Outcome.TIMED_OUT), ("failed", Outcome.FAILED)],
 )
-def test_follow_drain__followed_drain_ends__its_result_without_an_eviction(
+def test_wait_for_live_drain__live_drain_ends__its_result_without_an_eviction(
     phase: str, result: Outcome
 ) -> None:
     kube = ScriptedNode(_draining(), _draining(), _draining(), _ended(phase))
     clock = FakeClock(NOW + 5)
 
-    run = _follow(kube, clock)
+    run = _wait(kube, clock)
 
     assert run is not None
     assert (run.result, run.node) == (result, NODE)
     assert f"the drain begun by the spot-interruption event ended: {phase}" in run.message
     assert kube.reads == 4
-    assert clock.sleeps == [FOLLOW_POLL_SECONDS] * 3
+    assert clock.sleeps == [LIVE_DRAIN_POLL_SECONDS] * 3
 
 
-def test_follow_drain__node_disappears__no_node() -> None:
+def test_wait_for_live_drain__node_disappears__no_node() -> None:
     kube = ScriptedNode(_draining(), _draining(), None)
     clock = FakeClock(NOW + 5)
 
-    run = _follow(kube, clock)
+    run = _wait(kube, clock)
 
     assert run is not None
     assert run.result == Outcome.NO_NODE
     assert f"node {NODE} went away during the spot-interruption drain" in run.message
 
 
-def test_follow_drain__stale_record__waits_the_slack_then_none_so_the_caller_drains(
+def test_wait_for_live_drain__stale_record__waits_the_slack_then_none_so_the_caller_drains(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     kube = ScriptedNode(_draining(until=NOW + 20))  # its invocation died: never ends
     clock = FakeClock(NOW + 5)
-    caplog.set_level(logging.WARNING, logger="drainer.lifecycle.follow")
+    caplog.set_level(logging.WARNING, logger="drainer.lifecycle.live")
 
-    run = _follow(kube, clock)
+    run = _wait(kube, clock)
 
     assert run is None
-    assert clock() >= NOW + 20 + FOLLOW_SLACK_SECONDS
-    assert clock() <= NOW + 20 + FOLLOW_SLACK_SECONDS + FOLLOW_POLL_SECONDS
+    assert clock() >= NOW + 20 + LIVE_DRAIN_SLACK_SECONDS
+    assert clock() <= NOW + 20 + LIVE_DRAIN_SLACK_SECONDS + LIVE_DRAIN_POLL_SECONDS
     assert "past its deadline without an end" in caplog.text
 
 
-def test_follow_drain__record_already_past_its_until__none_at_once() -> None:
+def test_wait_for_live_drain__record_already_past_its_until__none_at_once() -> None:
     kube = ScriptedNode(_draining(until=NOW + 20))
     clock = FakeClock(NOW + 21)
 
-    assert _follow(kube, clock) is None
+    assert _wait(kube, clock) is None
     assert (kube.reads, clock.sleeps) == (1, [])
 
 
@@ -756,15 +760,15 @@ def test_follow_drain__record_already_past_its_until__none_at_once() -> None:
     ],
     ids=["scale-in-record", "no-record", "ended", "no-node"],
 )
-def test_follow_drain__no_live_spot_drain__none_at_once(node: dict[str, Any] | None) -> None:
+def test_wait_for_live_drain__no_live_spot_drain__none_at_once(node: dict[str, Any] | None) -> None:
     kube = ScriptedNode(node)
     clock = FakeClock(NOW + 5)
 
-    assert _follow(kube, clock) is None
+    assert _wait(kube, clock) is None
     assert (kube.reads, clock.sleeps) == (1, [])
 
 
-def test_follow_drain__interruption_plan__does_not_wait_for_a_rebalance_drain(
+def test_wait_for_live_drain__interruption_plan__does_not_wait_for_a_rebalance_drain(
     load_event: LoadEvent,
 ) -> None:
     found = _found(_spot_event(load_event("spot-interruption")))
@@ -772,7 +776,7 @@ def test_follow_drain__interruption_plan__does_not_wait_for_a_rebalance_drain(
     kube = ScriptedNode(_draining(trigger=REBALANCE, until=NOW + 3600))
     clock = FakeClock(NOW + 5)
 
-    assert _follow(kube, clock, triggers=plan.follows) is None
+    assert _wait(kube, clock, triggers=plan.waits_for) is None
     assert clock.sleeps == []
 
 
@@ -784,13 +788,13 @@ def test_follow_drain__interruption_plan__does_not_wait_for_a_rebalance_drain(
     ],
     ids=["stop-before-deadline", "deadline"],
 )
-def test_follow_drain__limit_before_the_followed_drains_end__handed_over_or_timed_out(
+def test_wait_for_live_drain__limit_before_the_live_drains_end__handed_over_or_timed_out(
     deadline: float, result: Outcome
 ) -> None:
     kube = ScriptedNode(_draining(until=NOW + 100))
     clock = FakeClock(NOW + 5)
 
-    run = _follow(kube, clock, limit=NOW + 30, deadline=deadline)
+    run = _wait(kube, clock, limit=NOW + 30, deadline=deadline)
 
     assert run is not None
     assert run.result == result
@@ -1258,7 +1262,7 @@ def test_scheduled_change__window_within_the_drain_timeout__deadline_is_its_star
     )
     assert plan.options.force_on_timeout, "EC2 acts then: held pods get their grace first"
     assert plan.options.fit_grace_to_deadline
-    assert plan.follows == frozenset({"scheduled-change"})
+    assert plan.waits_for == frozenset({"scheduled-change"})
 
 
 def test_scheduled_change__window_days_away__drain_timeout_budgets_respected_nothing_forced() -> (

@@ -27,7 +27,7 @@ covers (and not in its warm pool: a warm instance being stopped is left alone), 
 of its cluster. The drain records what began it and its deadline on the
 node (drainer/k8s/cordon.py); the terminate hook's event that follows for the same
 instance waits for that drain instead of starting another
-(drainer/lifecycle/follow.py).
+(drainer/lifecycle/live.py).
 """
 
 from __future__ import annotations
@@ -241,10 +241,10 @@ def plan_for(
     base = settings.drain_options()
     kind = found.event.kind
     if not (fixed_by_ec2(found, settings, now) if fixed is None else fixed):
-        follows = EC2_TRIGGERS if kind is Ec2Kind.REBALANCE else frozenset({str(kind)})
+        waits_for = EC2_TRIGGERS if kind is Ec2Kind.REBALANCE else frozenset({str(kind)})
         # A late event's instance still runs: no pod is deleted past its budget for it.
         force = base.force_on_timeout and not late.is_late(found.event, found.identity, now)
-        return Plan(replace(base, trigger=str(kind), force_on_timeout=force), follows)
+        return Plan(replace(base, trigger=str(kind), force_on_timeout=force), waits_for)
     window = max(0.0, deadline.at - now)
     options = replace(
         base,

@@ -26,11 +26,12 @@ from drainer.lifecycle.window import Deadline, Window
 
 @dataclass(frozen=True)
 class Plan:
-    """How one drain goes: its engine options, and which drains begun by other
-    invocations for the same instance it waits for rather than start its own."""
+    """How one drain goes: its engine options, and the triggers whose live drains
+    (begun by other invocations for the same instance) it waits for rather than start
+    its own (drainer/lifecycle/live.py)."""
 
     options: DrainOptions
-    follows: frozenset[str]
+    waits_for: frozenset[str]
 
 
 @dataclass(frozen=True)

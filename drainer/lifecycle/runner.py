@@ -21,8 +21,8 @@ from drainer.k8s.events import EventRecorder
 from drainer.k8s.kube import Kube
 from drainer.k8s.nodes import find_node_object, other_manager
 from drainer.lifecycle.events_hook import TERMINATE_HOOK_TRIGGER
-from drainer.lifecycle.follow import follow_drain
 from drainer.lifecycle.job import DrainJob, Run, Tools
+from drainer.lifecycle.live import wait_for_live_drain
 from drainer.lifecycle.outcomes import Result, lambda_outcome, lifecycle_result
 from drainer.lifecycle.settings import Settings
 from drainer.lifecycle.targets import leave_target_groups
@@ -143,17 +143,17 @@ def _drain_once(tools: Tools, job: DrainJob) -> Run:
         if isinstance(found, Run):
             return found
         node = str(found["metadata"]["name"])
-        followed = follow_drain(
+        waited = wait_for_live_drain(
             tools,
             kube,
             node,
-            job.plan.follows,
+            job.plan.waits_for,
             limit=window.limit,
             deadline=window.deadline.at,
             known=found,
         )
-        if followed is not None:
-            return followed
+        if waited is not None:
+            return waited
         if not job.plan.options.dry_run:
             recorder = EventRecorder(kube, clock=tools.clock)
         report = _engine_drain(tools, kube, job, found, recorder)

@@ -15,7 +15,7 @@ from drainer.outcome import DRAINING, Outcome
 
 log = logging.getLogger(__name__)
 
-FOLLOW_POLL_SECONDS = 2.0
+LIVE_DRAIN_POLL_SECONDS = 2.0
 """How often an invocation waiting for another's drain reads the node's record."""
 
 # What a drain that another invocation ran means for this one, by the phase it
@@ -25,11 +25,11 @@ _DRAIN_ENDINGS = frozenset(
 )
 """The phases a drain's record ends in; any other (the record removed, a rebalance's
 cordon) is taken for drained."""
-FOLLOW_SLACK_SECONDS = 10.0
-"""How long past its deadline a followed drain may take to record its end."""
+LIVE_DRAIN_SLACK_SECONDS = 10.0
+"""How long past its deadline a live drain may take to record its end."""
 
 
-def follow_drain(
+def wait_for_live_drain(
     tools: Tools,
     kube: Kube,
     node: str,
@@ -55,11 +55,11 @@ def follow_drain(
         node,
         extra={"followed_trigger": live.trigger},
     )
-    until = min(live.until + FOLLOW_SLACK_SECONDS, limit)
+    until = min(live.until + LIVE_DRAIN_SLACK_SECONDS, limit)
     ended = _wait_for_end(tools, kube, node, current, trigger=live.trigger, until=until)
     if ended is not None:
         return ended
-    if until < live.until + FOLLOW_SLACK_SECONDS:  # this drain's own time ran out first
+    if until < live.until + LIVE_DRAIN_SLACK_SECONDS:  # this drain's own time ran out first
         result = Result.HANDED_OVER if limit < deadline else Result.TIMED_OUT
         return Run(
             result,
@@ -84,7 +84,7 @@ def _wait_for_end(
     trigger: str,
     until: float,
 ) -> Run | None:
-    """Read the node's record until the followed drain ends (its result) or `until`
+    """Read the node's record until the live drain ends (its result) or `until`
     passes (None)."""
     while True:
         if current is None:
@@ -100,5 +100,5 @@ def _wait_for_end(
             )
         if tools.clock() >= until:
             return None
-        tools.sleep(min(FOLLOW_POLL_SECONDS, max(0.0, until - tools.clock())))
+        tools.sleep(min(LIVE_DRAIN_POLL_SECONDS, max(0.0, until - tools.clock())))
         current = kube.get_node(node)
