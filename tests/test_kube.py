@@ -615,7 +615,7 @@ def test_streams_close_all__a_watch_that_ended_on_its_own__no_error(
     sim: KubeSim, released: bool
 ) -> None:
     # Found on the real control plane: a watch ended and went back to the pool just as
-    # the drain stopped its followers; the shutdown then raised out of the drain.
+    # the drain stopped its trackers; the shutdown then raised out of the drain.
     from drainer.k8s.client import Streams
 
     kube = _kube(sim, CountingToken([sim.admin_token]), [])

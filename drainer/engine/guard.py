@@ -61,7 +61,7 @@ class NodeGuard:
         return True
 
     def watch(self) -> None:
-        """Follow the node: an uncordon, a replacement under the same name."""
+        """Track the node: an uncordon, a replacement under the same name."""
         ctx = self.ctx
         timeout = ctx.options.watch_timeout_seconds
         self.tracker = NodeTracker(ctx.kube, ctx.node, watch_timeout=timeout, cond=ctx.cond)

@@ -1,7 +1,7 @@
 """The last step of a drain: wait, bounded, until the evicted pods' volumes are
 detached from the node, so their EBS volumes are not yanked from a live instance.
 
-The VolumeAttachments are followed by a watch (the attach-detach controller deletes
+The VolumeAttachments are tracked by a watch (the attach-detach controller deletes
 each one once the CSI driver has detached its volume); the drain's lock and
 condition are shared, so a fatal error elsewhere ends this wait at once.
 """

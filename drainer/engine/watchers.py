@@ -1,13 +1,13 @@
 """Live views of the API kept by one list and one watch each, instead of polling.
 
-`PodTracker` follows the pods of one node: the drain asks it whether a pod is gone
+`PodTracker` tracks the pods of one node: the drain asks it whether a pod is gone
 (NotFound or a new UID under the same name) and sees pods that land on the node
-mid-drain. `NodeTracker` follows the node itself, so an uncordon by someone else is
-seen at once. `BudgetTracker` follows the PodDisruptionBudgets, so an eviction
+mid-drain. `NodeTracker` tracks the node itself, so an uncordon by someone else is
+seen at once. `BudgetTracker` tracks the PodDisruptionBudgets, so an eviction
 refused by a budget is retried the moment the budget allows a disruption again, not
 on a blind timer.
 
-A drain hands all its followers one Condition: every change any of them sees (and
+A drain hands all its trackers one Condition: every change any of them sees (and
 every eviction answer) wakes the one loop that decides what to do next.
 
 A watch that breaks is re-listed and re-watched after a short backoff; a
@@ -33,10 +33,10 @@ from drainer.k8s.kube import Kube, Obj
 log = logging.getLogger(__name__)
 
 
-class _Follower:
+class _Tracker:
     """List, then watch from the list's resourceVersion, until stopped."""
 
-    name = "follower"
+    name = "tracker"
     relist = Backoff(first=0.25, cap=5.0)
 
     def __init__(
@@ -73,7 +73,7 @@ class _Follower:
         raise NotImplementedError
 
     def start(self, items: list[Obj] | None = None, resource_version: str = "") -> None:
-        """Start following; pass a list already made to save one request."""
+        """Start tracking; pass a list already made to save one request."""
         if items is not None:
             with self.cond:
                 self._replace(items)
@@ -106,9 +106,9 @@ class _Follower:
     def _changed(self) -> None:
         self.cond.notify_all()
 
-    def _follow(self, resource_version: str) -> str:
+    def _list_and_watch(self, resource_version: str) -> str:
         """List when there is no version to watch from, then apply the watch's events
-        until the server ends it or the follower stops; the last version seen."""
+        until the server ends it or the tracker stops; the last version seen."""
         if not resource_version:
             items, resource_version = self._list()
             with self.cond:
@@ -134,7 +134,7 @@ class _Follower:
         failures = 0
         while not self._stop.is_set():
             try:
-                resource_version = self._follow(resource_version)
+                resource_version = self._list_and_watch(resource_version)
                 failures = 0  # the server ended the watch normally: resume from where it was
             except KubeGone:
                 log.info("%s: watch history expired; re-listing", self.name)
@@ -157,7 +157,7 @@ class _Follower:
                 resource_version = ""
                 if self._stop.wait(delay):
                     return
-            except Exception as e:  # a follower must not die silently: report and re-list
+            except Exception as e:  # a tracker must not die silently: report and re-list
                 if self._stop.is_set():
                     return
                 log.exception("%s: unexpected error; re-listing", self.name)
@@ -168,7 +168,7 @@ class _Follower:
                     return
 
 
-class PodTracker(_Follower):
+class PodTracker(_Tracker):
     """The pods on one node, as the API server has them right now."""
 
     def __init__(self, kube: Kube, node: str, label_selector: str = "", **kwargs: Any) -> None:
@@ -229,7 +229,7 @@ class PodTracker(_Follower):
         return current
 
 
-class BudgetTracker(_Follower):
+class BudgetTracker(_Tracker):
     """Every PodDisruptionBudget's disruptionsAllowed, kept current by a watch."""
 
     name = "budgets"
@@ -287,7 +287,7 @@ class BudgetTracker(_Follower):
         return sorted(names)
 
 
-class NodeTracker(_Follower):
+class NodeTracker(_Tracker):
     """One node, to see it uncordoned (or deleted) while it is being drained."""
 
     def __init__(self, kube: Kube, node: str, **kwargs: Any) -> None:
@@ -324,7 +324,7 @@ class NodeTracker(_Follower):
         return current if current and current != uid else ""
 
 
-class AttachmentTracker(_Follower):
+class AttachmentTracker(_Tracker):
     """The VolumeAttachments of the cluster, to see a node's volumes detach."""
 
     name = "volumeattachments"
