@@ -1,8 +1,8 @@
 """Invocation events, parsed once at the edge into typed, frozen objects
 (`parse_event`): Auto Scaling's lifecycle actions (drainer/lifecycle/events_hook.py),
 EC2's own events about an instance (drainer/lifecycle/events_ec2.py), and the
-events that ask the function itself for something, kept here: the hook-sync
-triggers (drainer/lifecycle/hooks.py), the stack's custom resource requests
+events that ask the function itself for something, kept here: the hook sync's
+causes (drainer/lifecycle/hooks.py), the stack's custom resource requests
 (drainer/lifecycle/stack_hooks.py) and make deploy's self-check.
 
 EventBridge delivers every event matched by the rule, at least once, and retries a
@@ -48,8 +48,10 @@ class HookSyncEvent:
     schedule's event, an Auto Scaling API call seen by CloudTrail, or make deploy's
     {"sync_hooks": {}}."""
 
-    trigger: str
-    """"schedule", "deploy" or "api:<eventName>", for the log."""
+    cause: str
+    """What asked for the sync: "schedule", "deploy" or "api:<eventName>", for the log
+    (its key there is `trigger`, an interface kept: a hook sync has a cause, not a
+    trigger, which is what begins a drain)."""
     asg_name: str = ""
     """The group the API call named, when it named one (for the log)."""
 

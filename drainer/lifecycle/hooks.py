@@ -141,7 +141,8 @@ class HookSpec:
 class HookSync:
     """What one sync found and did."""
 
-    trigger: str
+    cause: str
+    """What asked for the sync (the summary line's `trigger`, a key kept as it was)."""
     covered: tuple[str, ...] = ()
     """Every group that should have the hook (named or tagged, not skipped)."""
     created: tuple[str, ...] = ()
@@ -159,7 +160,7 @@ class HookSync:
         """The invocation's answer and the summary line's fields."""
         return {
             "result": "hooks_synced" if self.enabled else "hooks_not_managed",
-            "trigger": self.trigger,
+            "trigger": self.cause,
             "groups": len(self.covered),
             "covered": list(self.covered),
             "hooks_created": list(self.created),
@@ -217,7 +218,7 @@ def _put_hook(autoscaling: aws.Client, asg_name: str, spec: HookSpec) -> None:
 def sync_hooks(
     autoscaling: aws.Client,
     settings: Settings,
-    trigger: str = "",
+    cause: str = "",
     groups: tuple[list[str], dict[str, str]] | None = None,
     adopt: Collection[Hook] = (),
 ) -> HookSync:
@@ -226,7 +227,7 @@ def sync_hooks(
     name that this stack did not put is left as it is (`not_ours`), unless it is in
     `adopt` (an Update taking over 0.1.0's hooks): then it is rewritten as ours."""
     if not settings.create_lifecycle_hooks:
-        sync = HookSync(trigger, enabled=False)
+        sync = HookSync(cause, enabled=False)
         log.info("hook sync: CREATE_LIFECYCLE_HOOKS is false, the hooks are not ours; nothing done")
         return sync
     failed: dict[str, str] = {}
@@ -237,11 +238,11 @@ def sync_hooks(
         failed["(listing)"] = str(e)
     kept = _keep_hooks(autoscaling, covered, HookSpec.all_from_settings(settings), adopt)
     sync = replace(
-        kept, trigger=trigger, covered=tuple(covered), skipped=skipped, failed=failed | kept.failed
+        kept, cause=cause, covered=tuple(covered), skipped=skipped, failed=failed | kept.failed
     )
     summary = sync.result()
     text = (
-        f"hook sync ({trigger or 'direct'}): {len(covered)} group(s) covered, "
+        f"hook sync ({cause or 'direct'}): {len(covered)} group(s) covered, "
         f"{len(sync.created)} hook(s) created, {len(sync.updated)} updated, "
         f"{len(skipped)} skipped, {len(sync.not_ours)} not ours, {len(sync.failed)} failed"
     )

@@ -88,6 +88,7 @@ def handle(
     """Act on the request, answer CloudFormation, and return the answer. Every request
     is answered, whatever the exception: CloudFormation would otherwise wait for the
     resource's ServiceTimeout."""
+    # The hook sync's cause, under the log key `trigger` that it has always had.
     logs.bind(trigger=f"cloudformation-{request.kind.lower()}")
     try:
         answer = _act(request, autoscaling, settings, cloudformation)
@@ -175,8 +176,8 @@ def _put(
 ) -> dict[str, Any]:
     """Put the hooks (adopting `adopt`); on an Update, delete this stack's that it
     made unwanted."""
-    trigger = f"cloudformation-{request.kind.lower()}"
-    sync = hooks.sync_hooks(autoscaling, settings, trigger, groups, adopt)
+    cause = f"cloudformation-{request.kind.lower()}"
+    sync = hooks.sync_hooks(autoscaling, settings, cause, groups, adopt)
     if sync.failed or sync.not_ours:  # not_ours: one put by someone else since we looked
         failures = {
             **sync.failed,
