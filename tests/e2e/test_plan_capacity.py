@@ -3,7 +3,12 @@ the drainer identity: replicas kept one per node by required pod anti-affinity o
 kubernetes.io/hostname. With a node free the evicted replica's replacement has
 somewhere to go (exit 0); once every other node runs one, it has none: a blocker
 naming the pod and the nodes its anti-affinity keeps it off, exit 1. (The real
-scheduler placed them one per node too: the state is one it would have made.)"""
+scheduler placed them one per node too: the state is one it would have made.)
+
+And topology spread on kubernetes.io/hostname, maxSkew 1, one replica per node: the
+drained node stays an empty domain until it is deleted, so the replacement has
+nowhere to go; the plan says so, and on the real control plane the drain shows it
+(the replacement Pending, the scheduler naming the spread)."""
 
 from __future__ import annotations
 
@@ -16,7 +21,7 @@ import pytest
 from drainer.cli.main import main
 from testbed import World
 from testbed import workloads as w
-from testbed.world import place_on
+from testbed.world import place_on, wait_until
 
 HOSTNAME = "kubernetes.io/hostname"
 
@@ -35,6 +40,21 @@ def _replica(name: str) -> dict[str, Any]:
     deployment["spec"]["template"]["spec"]["affinity"] = {
         "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}
     }
+    return deployment
+
+
+def _spread(name: str) -> dict[str, Any]:
+    """A one-replica Deployment of the `tier=api` pods, spread over the nodes by
+    hostname with maxSkew 1 (DoNotSchedule)."""
+    deployment = w.deployment(name, 1, labels={"app": name, "tier": "api"}, grace=1)
+    deployment["spec"]["template"]["spec"]["topologySpreadConstraints"] = [
+        {
+            "maxSkew": 1,
+            "topologyKey": HOSTNAME,
+            "whenUnsatisfiable": "DoNotSchedule",
+            "labelSelector": {"matchLabels": {"tier": "api"}},
+        }
+    ]
     return deployment
 
 
@@ -64,3 +84,42 @@ def test_plan__anti_affinity_every_other_node_runs_one__no_node_can_take_it(
     assert f"add a node whose {HOSTNAME} is none of {taken}" in blocker["fix"]
     assert "pod anti-affinity (its term: default/web-" in blocker["fix"]
     assert node["paced_by"].startswith("waits for new nodes: 1 pod(s) fit on no node left")
+
+
+@pytest.mark.parametrize("world", [{"node_names": "custom"}], indirect=True)
+def test_plan__spread_by_hostname_one_per_node__the_drained_node_holds_the_replacement(
+    world: World,
+) -> None:
+    old, second, third = (world.nodes[i] for i in world.instance_ids)
+    for node, name in [(old, "api-a"), (second, "api-b"), (third, "api-c")]:
+        place_on(world, node, [_spread(name)])
+
+    code, plan = _cli(world, "plan", old)
+
+    assert (code, plan["result"]) == (1, "blocked"), plan
+    [blocker] = plan["nodes"][0]["blockers"]
+    assert blocker["pod"].startswith("default/api-a-")
+    assert blocker["reason"] == "no node can take it"
+    assert (
+        f"the fewest matching pods (0) are in {HOSTNAME} {old}, whose nodes are cordoned"
+        in (blocker["fix"])
+    )
+    assert "Set nodeTaintsPolicy: Honor" in blocker["fix"]
+    if world.cluster.backend == "kubesim":
+        return  # kubesim's scheduler does not spread: what follows is the real one's
+    out = io.StringIO()
+    where = ["--kubeconfig", str(world.cluster.kubeconfig), "--context", "drainer"]
+    code = main(["drain", old, "--ignore-daemonsets", "--timeout", "60s", *where], stdout=out)
+    assert code == 0, out.getvalue()
+
+    def unschedulable() -> str:
+        """The scheduler's message on a Pending pod ("": none yet)."""
+        for pod in world.cluster.list("Pod", "default"):
+            for c in (pod.get("status") or {}).get("conditions") or []:
+                if c.get("type") == "PodScheduled" and c.get("reason") == "Unschedulable":
+                    return str(c.get("message"))
+        return ""
+
+    message = wait_until(unschedulable, 20)
+    print(f"the replacement, Pending: {message}")
+    assert "topology spread" in message, message
