@@ -7,7 +7,9 @@ Test, demo and benchmark support; never shipped in the Lambda zip.
 - EKS: DescribeCluster pointed at a local API server;
 - Lambda: asynchronous invocations queued instead of run;
 - faults (throttling, 5xx) on any Auto Scaling or EC2 action (awssim.apifaults);
-- EC2's LaunchTime: instances launched a day ago, moved by a restart (awssim.instances).
+- EC2's LaunchTime: instances launched a day ago, moved by a restart (awssim.instances);
+- DescribeScalingActivities: a group's launches, as a scenario gives them
+  (awssim.activities).
 
 In process: call `install()`, then use moto's `mock_aws()` and an `AwsSim`.
 As a server: `python -m awssim serve [--port N]`, then point boto3 at it with

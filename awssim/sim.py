@@ -11,7 +11,7 @@ from typing import Any
 
 from moto.core.models import DEFAULT_ACCOUNT_ID
 
-from awssim import apifaults, eks, elbv2, instances, invocations, lifecycle
+from awssim import activities, apifaults, eks, elbv2, instances, invocations, lifecycle
 
 DEFAULT_REGION = "us-east-1"
 
@@ -23,6 +23,7 @@ def install() -> None:
     elbv2.register()
     apifaults.register()
     instances.register()
+    activities.register()
 
 
 class AwsSim:
@@ -109,6 +110,20 @@ class AwsSim:
     def set_clock(self, clock: Callable[[], float]) -> None:
         """The time the ledger's deadlines are checked against (in-process only)."""
         self._ledger.clock = clock
+
+    # scaling activities
+    def add_launch_activity(
+        self, asg_name: str, instance_id: str, start: float, end: float | None
+    ) -> None:
+        """A launch in the group's history (DescribeScalingActivities): begun at
+        `start`, InService at `end` (epoch seconds; None: in progress)."""
+        activities.ledger(self.account_id, self.region).add_launch(
+            asg_name, instance_id, start, end
+        )
+
+    def activity_calls(self) -> list[dict[str, Any]]:
+        """The DescribeScalingActivities calls received: their parameters."""
+        return activities.ledger(self.account_id, self.region).calls()
 
     # EKS
     def point_cluster_at(self, name: str, endpoint: str, ca_data_b64: str) -> None:

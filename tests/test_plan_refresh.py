@@ -1,11 +1,20 @@
 """An instance refresh's arithmetic (drainer/plan/refresh.py): the batch size from
---batch or --min-healthy-percentage, and the total over batches."""
+--batch or --min-healthy-percentage, and the total over batches; the wait for new
+nodes from the group's launches (drainer/plan/history.py); the deadlock a refresh's
+own cordons create (drainer/plan/cordons.py)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
 import pytest
 
-from drainer.plan.refresh import batch_size, batches, total
+from drainer.plan.cordons import Placements, blockers, stuck
+from drainer.plan.history import new_node_wait
+from drainer.plan.refresh import batch_size, batch_times, batches, total
+from testbed import workloads as w
 
 
 @pytest.mark.parametrize(
@@ -27,3 +36,162 @@ def test_total__each_batch_its_slowest_node_then_the_warmup() -> None:
     grouped = batches(["a", "b", "c"], 2)
     assert grouped == [["a", "b"], ["c"]]
     assert total([[5.0, 12.0], [20.0]], warmup=30) == 12 + 30 + 20 + 30
+
+
+def test_batch_times__a_batch_whose_pods_fit_nowhere_waits_for_its_new_nodes() -> None:
+    etas = [[5.0, 12.0], [20.0]]
+    assert batch_times(etas, warmup=30, waits=[70.0, 0.0]) == [12 + 70 + 30, 20 + 30]
+    assert total(etas, warmup=30, waits=[70.0, 0.0]) == 12 + 70 + 30 + 20 + 30
+
+
+# -- the wait for new nodes, from the group's launches (drainer/plan/history.py) --------
+
+T0 = 1_800_000_000.0
+
+
+@dataclass(frozen=True)
+class Launch:
+    instance_id: str
+    start: float
+    end: float
+
+
+def _stamp(at: float) -> str:
+    return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _node(instance: str, created: float, ready: float | None) -> dict[str, Any]:
+    made = w.node(f"n-{instance}", instance, pods=110)
+    made["metadata"]["creationTimestamp"] = _stamp(created)
+    status = "True" if ready is not None else "False"
+    made["status"]["conditions"] = [
+        {"type": "Ready", "status": status, "lastTransitionTime": _stamp(ready or created)}
+    ]
+    return made
+
+
+def test_new_node_wait__from_each_launch_to_the_later_of_in_service_and_its_node_ready() -> None:
+    launches = [
+        # InService at 50 s, its node registered at 40 s and Ready at 60 s: 60 s.
+        Launch("i-0a", T0, T0 + 50),
+        # A launch hook that waited for the node: InService (90 s) after Ready (70 s).
+        Launch("i-0b", T0, T0 + 90),
+        # Its node is gone (replaced since): to InService only, and said so.
+        Launch("i-0c", T0, T0 + 40),
+    ]
+    nodes = [_node("i-0a", T0 + 40, T0 + 60), _node("i-0b", T0 + 45, T0 + 70)]
+
+    wait = new_node_wait(launches, nodes, bound=600, bound_why="unused")
+
+    assert (wait.seconds, wait.basis, wait.launches) == (60, "observed", 3)
+    assert "the median of the group's last 3 launch(es) (InService in ~50 s" in wait.detail
+    assert "their nodes Ready ~22 s after registering" in wait.detail
+    assert "1 timed to InService only: no Ready node of theirs left to time" in wait.detail
+    assert wait.short == "~60 s, the median of the group's last 3 launch(es)"
+
+
+def test_new_node_wait__the_last_five_launches_only() -> None:
+    # The most recent first: five of 30 s, then older ones of 600 s that no longer count.
+    launches = [Launch(f"i-{n:02x}", T0 - n, T0 - n + (30 if n < 5 else 600)) for n in range(9)]
+    wait = new_node_wait(launches, [], bound=600, bound_why="unused")
+    assert (wait.seconds, wait.launches) == (30, 5)
+
+
+def test_new_node_wait__a_node_not_ready_is_timed_to_in_service() -> None:
+    wait = new_node_wait(
+        [Launch("i-0a", T0, T0 + 50)], [_node("i-0a", T0 + 40, None)], bound=600, bound_why=""
+    )
+    assert wait.seconds == 50
+
+
+def test_new_node_wait__no_launch__the_bound_named_as_a_bound() -> None:
+    wait = new_node_wait([], [], bound=600, bound_why="no launch: the drain's --timeout")
+    assert (wait.seconds, wait.basis, wait.launches) == (600, "bound", 0)
+    assert wait.detail == "no launch: the drain's --timeout"
+    assert wait.short == "up to 600 s, a bound: no launch to time"
+    assert wait.doc() == {
+        "wait_seconds": 600,
+        "basis": "bound",
+        "launches": 0,
+        "detail": "no launch: the drain's --timeout",
+    }
+
+
+# -- a deadlock the refresh's own cordons create (drainer/plan/cordons.py) --------------
+
+
+def _web(name: str) -> dict[str, Any]:
+    return w.pod(name, node_name="n1", labels={"app": "web"}, owner="ReplicaSet", ready=True)
+
+
+def _budget(allowed: int, **value: int | str) -> dict[str, Any]:
+    status = {"disruptionsAllowed": allowed, "currentHealthy": 3, "expectedPods": 3}
+    return w.budget(
+        "web", {"app": "web"}, status={**status, "desiredHealthy": 3 - allowed}, **value
+    )
+
+
+@pytest.mark.parametrize(
+    ("allowed", "homeless", "deadlocked"),
+    [
+        (1, 2, True),  # the first eviction takes the one disruption for good
+        (2, 2, False),  # each pod that fits nowhere has a disruption of its own
+        (1, 1, False),  # it waits for new nodes, then recovers
+        (0, 2, False),  # allows none today: the budget's own deadlock (blockers.py)
+    ],
+)
+def test_stuck__more_pods_fit_nowhere_than_the_budget_allows(
+    allowed: int, homeless: int, deadlocked: bool
+) -> None:
+    pods = [_web(f"web-{n}") for n in range(homeless)]
+    found = stuck(pods, [_budget(allowed, min_available=3 - allowed)])
+    assert bool(found) == deadlocked
+    if deadlocked:
+        [one] = found
+        assert (one.name, one.allowed, [p["metadata"]["name"] for p in one.pods]) == (
+            "default/web",
+            allowed,
+            ["web-0", "web-1"],
+        )
+
+
+def test_stuck__a_pod_under_two_budgets_is_left_to_its_own_blocker() -> None:
+    other = w.budget("all", {"app": "web"}, status={"disruptionsAllowed": 1})
+    assert stuck([_web("web-0"), _web("web-1")], [_budget(1, min_available=2), other]) == []
+
+
+WEB = "on PodDisruptionBudget default/web"
+
+
+@pytest.mark.parametrize(
+    ("value", "fix"),
+    [
+        ({"min_available": 2}, f"set minAvailable to 1 {WEB} (it is 2)"),
+        ({"min_available": "66%"}, f"set minAvailable to 1 {WEB} (it is 66%)"),
+        ({"max_unavailable": 1}, f"set maxUnavailable to 2 {WEB} (it is 1)"),
+    ],
+)
+def test_blockers__each_pod_that_fits_nowhere__the_budget_value_that_lets_them_all_go(
+    value: dict[str, int | str], fix: str
+) -> None:
+    [one] = stuck([_web("web-0"), _web("web-1")], [_budget(1, **value)])
+
+    found = blockers(one, ["n1", "n2"], 1, smaller=None)
+
+    assert [b.pod for b in found] == ["default/web-0", "default/web-1"]
+    assert all(b.deadlock and b.budget == "default/web" and b.fix == fix for b in found)
+    assert "while batch 1 (n1, n2) is cordoned" in found[0].reason
+    with_batch = blockers(one, ["n1", "n2"], 1, smaller=1)
+    assert with_batch[0].fix == f"--batch 1, or {fix}"
+
+
+def test_placements__records_the_pods_that_fit_on_no_node_left() -> None:
+    nodes = [w.node("n1", pods=1), w.node("n2", pods=1)]
+    there = [w.pod("old", node_name="n2", owner="ReplicaSet", phase="Running")]
+    room = Placements(nodes, there, planned={"n1"})
+    first, second = _web("web-0"), _web("web-1")
+    room.place(first)
+    assert room.homeless == [first]  # n2's one pod slot is taken
+    room.replaced(["n1"])
+    assert room.place(second) == "n1"
+    assert room.homeless == [first]

@@ -23,6 +23,7 @@ from drainer.aws.autoscaling import (
     GroupInstance,
     GroupShape,
     HookInfo,
+    Launch,
     LifecycleAction,
     asg_tags,
     complete_lifecycle_action,
@@ -35,6 +36,7 @@ from drainer.aws.autoscaling import (
     instance_lifecycle_state,
     lifecycle_hook,
     put_lifecycle_hook,
+    recent_launches,
     record_heartbeat,
 )
 from drainer.aws.cloudformation import answer_custom_resource, stack_status
@@ -74,6 +76,7 @@ __all__ = [
     "GroupShape",
     "Heartbeat",
     "HookInfo",
+    "Launch",
     "LifecycleAction",
     "NodeIdentity",
     "Session",
@@ -99,6 +102,7 @@ __all__ = [
     "make_clients",
     "publish_to_topic",
     "put_lifecycle_hook",
+    "recent_launches",
     "record_heartbeat",
     "schedule_invocation",
     "stack_status",

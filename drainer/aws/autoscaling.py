@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import logging
+import re
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -330,3 +331,35 @@ def describe_group(autoscaling: Client, asg_name: str) -> GroupShape | None:
             for i in group.get("Instances", [])
         ),
     )
+
+
+@dataclass(frozen=True)
+class Launch:
+    """One successful launch of a group's instance, as DescribeScalingActivities
+    records it: begun at `start`, the instance InService at `end` (epoch seconds)."""
+
+    instance_id: str
+    start: float
+    end: float
+
+
+_LAUNCH = re.compile(r"^Launching a new EC2 instance: (i-[0-9a-f]+)$")
+
+
+def recent_launches(autoscaling: Client, asg_name: str) -> list[Launch]:
+    """The group's successful launches among its last 100 scaling activities, the most
+    recent first (launches into a warm pool and failed ones left out)."""
+    what = f"DescribeScalingActivities {asg_name}"
+    try:
+        response = autoscaling.describe_scaling_activities(
+            AutoScalingGroupName=asg_name, MaxRecords=100
+        )
+    except ANSWERED_OR_UNREACHED as e:
+        raise translate(e, "autoscaling:DescribeScalingActivities", what) from e
+    found = []
+    for activity in response.get("Activities", []):
+        launched = _LAUNCH.match(str(activity.get("Description", "")))
+        start, end = activity.get("StartTime"), activity.get("EndTime")
+        if launched and activity.get("StatusCode") == "Successful" and start and end:
+            found.append(Launch(launched.group(1), start.timestamp(), end.timestamp()))
+    return sorted(found, key=lambda x: x.start, reverse=True)

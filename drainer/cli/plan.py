@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from drainer.cli import output
@@ -20,9 +21,11 @@ from drainer.cli.refresh import NoGroup, RefreshNodes, refresh_nodes
 from drainer.engine.options import DrainOptions
 from drainer.errors import DrainerError, InstanceNotFound, KubeError
 from drainer.k8s.kube import Kube
-from drainer.plan.capacity import Capacity
+from drainer.plan.blockers import Blocker
+from drainer.plan.cordons import Placements, blockers, node_of, stuck
+from drainer.plan.history import NewNodes, new_node_wait
 from drainer.plan.model import Cluster, NodePlan, plan_node
-from drainer.plan.refresh import batches, total
+from drainer.plan.refresh import batch_times, batches
 from drainer.plan.timing import startups
 
 HEADERS = ("NODE", "PODS", "ETA", "UP TO", "PACED BY", "BLOCKERS")
@@ -96,41 +99,76 @@ def _plan(kube: Kube, args: argparse.Namespace, terminal: Any) -> int:
     if not names:
         why = f"no node matches --selector {args.selector}"
         return _failed(terminal, args, 1, why, result="no_node")
-    every_pod = _all_pods(kube)
-    budgets, _ = kube.list_budgets()
-    # A refresh drains batch by batch: the nodes of later batches still take pods
-    # until theirs comes, and each batch's new instances take the next batch's.
-    # Nodes named or selected are all cordoned first (drain -l).
-    leaving = batches(names, refresh.batch) if refresh is not None else [names]
-    room = Capacity(kube.list_nodes(), every_pod, planned=set(leaving[0]))
-    cluster = Cluster(budgets, startups(every_pod), room)
-    options, overrides = options_from(args), overrides_from(args)
-    plans = []
-    for node in names:
-        batch = next(i for i, b in enumerate(leaving) if node in b)
-        if refresh is not None and batch and node == leaving[batch][0]:
-            room.replaced(leaving[batch - 1])  # the last batch's new instances, now in
-        room.leaving(leaving[batch])
-        on_node, _ = kube.list_pods_on_node(node, args.pod_selector or "")
-        listed = time.time()  # only for the deletion deadlines of pods already terminating
-        plans.append(
-            plan_node(node, on_node, cluster, options, overrides, timeout=args.timeout, now=listed)
-        )
-    blocked = any(p.blockers for p in plans)
-    code = 1 if blocked else 0
+    reads = _read(kube, args, names)
+    if refresh is None:
+        plans, _ = _walk(reads, [names], args, refreshing=False)
+        whole = None
+    else:
+        whole = _refresh_plan(reads, refresh, args, terminal)
+        plans = whole.plans
+    code = 1 if any(p.blockers for p in plans) else 0
     if args.output == "json":
-        output.emit(terminal.out, _document(plans, code, refresh))
+        output.emit(terminal.out, _document(plans, code, whole))
     else:
         print(table(plans), file=terminal.out)
-        print(_verdict(plans, refresh), file=terminal.out)
+        if whole is not None and whole.new_nodes is not None:
+            print(f"new nodes: {whole.new_nodes.detail}", file=terminal.out)
+        print(_verdict(plans, whole), file=terminal.out)
     return code
 
 
-def _refresh_total(plans: list[NodePlan], refresh: RefreshNodes) -> tuple[float, list[list[str]]]:
-    """A refresh's ETA (each batch: its slowest node, then the warm-up) and its batches."""
-    eta = {p.node: p.eta_seconds for p in plans}
-    grouped = batches(refresh.nodes, refresh.batch)
-    return total([[eta[n] for n in b] for b in grouped], refresh.warmup), grouped
+@dataclass(frozen=True)
+class Reads:
+    """What the plan read of the cluster, once: planned again with other batches for
+    a deadlock's fix."""
+
+    nodes: list[dict[str, Any]]
+    every_pod: list[dict[str, Any]]
+    budgets: list[dict[str, Any]]
+    on_node: dict[str, list[dict[str, Any]]]
+    listed: float
+    """The wall clock at the listing: only for the deletion deadlines of pods already
+    terminating."""
+
+
+def _read(kube: Kube, args: argparse.Namespace, names: list[str]) -> Reads:
+    every_pod = _all_pods(kube)
+    budgets, _ = kube.list_budgets()
+    on_node = {n: kube.list_pods_on_node(n, args.pod_selector or "")[0] for n in names}
+    return Reads(list(kube.list_nodes()), every_pod, budgets, on_node, time.time())
+
+
+def _walk(
+    reads: Reads, leaving: list[list[str]], args: argparse.Namespace, *, refreshing: bool
+) -> tuple[list[NodePlan], list[list[dict[str, Any]]]]:
+    """Each node's plan, batch by batch; and per batch, the pods whose replacement
+    fits on no node left. A refresh drains batch by batch: the nodes of later batches
+    still take pods until theirs comes, and each batch's new instances take the next
+    batch's. Nodes named or selected are all cordoned first (drain -l): one batch."""
+    room = Placements(reads.nodes, reads.every_pod, planned=set(leaving[0]))
+    cluster = Cluster(reads.budgets, startups(reads.every_pod), room)
+    options, overrides = options_from(args), overrides_from(args)
+    plans, homeless = [], []
+    for number, batch in enumerate(leaving):
+        if refreshing and number:
+            room.replaced(leaving[number - 1])  # the last batch's new instances, now in
+        room.leaving(batch)
+        before = len(room.homeless)
+        for node in batch:
+            on_node = reads.on_node[node]
+            plans.append(
+                plan_node(
+                    node,
+                    on_node,
+                    cluster,
+                    options,
+                    overrides,
+                    timeout=args.timeout,
+                    now=reads.listed,
+                )
+            )
+        homeless.append(room.homeless[before:])
+    return plans, homeless
 
 
 def _nodes(kube: Kube, args: argparse.Namespace) -> list[str] | None:
@@ -155,18 +193,12 @@ def _all_pods(kube: Kube) -> list[dict[str, Any]]:
     return items
 
 
-def _document(plans: list[NodePlan], code: int, refresh: RefreshNodes | None) -> dict[str, Any]:
+def _document(plans: list[NodePlan], code: int, whole: RefreshPlan | None) -> dict[str, Any]:
     more: dict[str, Any] = {}
     eta = sum(p.eta_seconds for p in plans)
-    if refresh is not None:
-        eta, grouped = _refresh_total(plans, refresh)
-        more["refresh"] = {
-            "asg": refresh.asg,
-            "batch": refresh.batch,
-            "instance_warmup_seconds": refresh.warmup,
-            "batches": grouped,
-            "instances_without_node": refresh.without_node,
-        }
+    if whole is not None:
+        eta = sum(whole.times)
+        more["refresh"] = whole.doc()
     return output.document(
         "blocked" if code else "planned",
         code,
@@ -210,19 +242,158 @@ def table(plans: list[NodePlan]) -> str:
     return "\n".join(line.rstrip() for line in lines)
 
 
-def _verdict(plans: list[NodePlan], refresh: RefreshNodes | None) -> str:
-    whole = _duration(sum(p.eta_seconds for p in plans))
+def _verdict(plans: list[NodePlan], whole: RefreshPlan | None) -> str:
+    eta = _duration(sum(p.eta_seconds for p in plans))
     how = "one node after the other"
-    if refresh is not None:
-        eta, grouped = _refresh_total(plans, refresh)
-        whole = _duration(eta)
+    if whole is not None:
+        eta = _duration(sum(whole.times))
         how = (
-            f"{len(grouped)} batch(es) of up to {refresh.batch}, each its slowest node's "
-            f"drain then a {refresh.warmup:g} s warm-up"
+            f"{len(whole.batches)} batch(es) of up to {whole.refresh.batch}, each its slowest "
+            f"node's drain then a {whole.refresh.warmup:g} s warm-up"
         )
+        if whole.new_nodes is not None:
+            how += (
+                f"; {sum(whole.waits)} batch(es) also wait for new nodes ({whole.new_nodes.short})"
+            )
     blocked = sum(len(p.blockers) for p in plans)
     if any(p.deadlocked for p in plans):
-        return f"deadlocked: {blocked} blocker(s); the drain waits for its timeout ({whole} in all)"
+        return f"deadlocked: {blocked} blocker(s); the drain waits for its timeout ({eta} in all)"
     if blocked:
-        return f"{blocked} blocker(s); forecast {whole} in all, {how}"
-    return f"nothing blocks; forecast {whole} in all, {how}"
+        return f"{blocked} blocker(s); forecast {eta} in all, {how}"
+    return f"nothing blocks; forecast {eta} in all, {how}"
+
+
+@dataclass(frozen=True)
+class RefreshPlan:
+    """A refresh planned: its nodes' plans, its batches, each batch's time and whether
+    it waits for new nodes, and how long that wait lasts (None: no batch waits)."""
+
+    refresh: RefreshNodes
+    plans: list[NodePlan]
+    batches: list[list[str]]
+    waits: list[bool]
+    new_nodes: NewNodes | None
+    times: list[float]
+
+    def doc(self) -> dict[str, Any]:
+        return {
+            "asg": self.refresh.asg,
+            "batch": self.refresh.batch,
+            "instance_warmup_seconds": self.refresh.warmup,
+            "batches": self.batches,
+            "batch_eta_seconds": [round(t, 1) for t in self.times],
+            "waits_for_new_nodes": self.waits,
+            "new_nodes": None if self.new_nodes is None else self.new_nodes.doc(),
+            "instances_without_node": self.refresh.without_node,
+        }
+
+
+def _refresh_plan(
+    reads: Reads, refresh: RefreshNodes, args: argparse.Namespace, terminal: Any
+) -> RefreshPlan:
+    """The refresh batch by batch: its deadlocks, and its waits for new nodes timed
+    from the group's own launches (read only when a batch waits)."""
+    grouped = batches(refresh.nodes, refresh.batch)
+    plans, homeless = _walk(reads, grouped, args, refreshing=True)
+    plans = _cordon_deadlocks(plans, homeless, reads, grouped, args)
+    waits = [bool(h) for h in homeless]
+    new_nodes = _new_nodes(reads, refresh, args, terminal) if any(waits) else None
+    if new_nodes is not None:
+        plans = [_waiting(p, new_nodes) for p in plans]
+    eta = {p.node: p.eta_seconds for p in plans}
+    wait = new_nodes.seconds if new_nodes is not None else 0.0
+    times = batch_times(
+        [[eta[n] for n in b] for b in grouped], refresh.warmup, [wait if w else 0.0 for w in waits]
+    )
+    return RefreshPlan(refresh, plans, grouped, waits, new_nodes, times)
+
+
+WAITS = "waits for new nodes:"
+"""How drainer/plan/model.py's paced_by begins for a node whose pods fit nowhere."""
+
+
+def _waiting(plan: NodePlan, new_nodes: NewNodes) -> NodePlan:
+    if not plan.paced_by.startswith(WAITS):
+        return plan
+    paced_by = f"waits for new nodes ({new_nodes.short}):" + plan.paced_by[len(WAITS) :]
+    return dataclasses.replace(plan, paced_by=paced_by)
+
+
+def _new_nodes(
+    reads: Reads, refresh: RefreshNodes, args: argparse.Namespace, terminal: Any
+) -> NewNodes:
+    """The wait for new nodes from the group's recent launches; with none (or no
+    access to them), the drain's --timeout as the bound, said so."""
+    from drainer import aws
+    from drainer.cli.main import _aws_session
+
+    bound = (
+        f"no launch of {refresh.asg} among its last 100 scaling activities (Auto Scaling "
+        "keeps six weeks of them): how long new nodes take is not known; counted as the "
+        f"drain's --timeout ({args.timeout:g} s), a bound: the longest the plan lets "
+        "one wait last"
+    )
+    try:
+        clients = aws.make_clients(_aws_session())
+        launches = aws.recent_launches(clients.autoscaling, refresh.asg)
+    except DrainerError as e:
+        print(f"note: the wait for new nodes is a bound: {e}", file=terminal.err)
+        bound = (
+            f"the group's scaling activities could not be read ({e})" + bound[bound.index(":") :]
+        )
+        launches = []
+    return new_node_wait(launches, reads.nodes, bound=args.timeout, bound_why=bound)
+
+
+def _cordon_deadlocks(
+    plans: list[NodePlan],
+    homeless: list[list[dict[str, Any]]],
+    reads: Reads,
+    grouped: list[list[str]],
+    args: argparse.Namespace,
+) -> list[NodePlan]:
+    """The budgets the batches' own cordons deadlock: a blocker on each of their pods
+    that fit nowhere, with the largest --batch that clears the budget; those nodes'
+    drains wait for the timeout."""
+    found = [(i, one) for i, pods in enumerate(homeless) for one in stuck(pods, reads.budgets)]
+    if not found:
+        return plans
+    smaller = _smaller_batch({one.name for _, one in found}, reads, grouped, args)
+    extra: dict[str, list[Blocker]] = {}
+    for i, one in found:
+        for pod, blocker in zip(
+            one.pods, blockers(one, grouped[i], i + 1, smaller.get(one.name)), strict=True
+        ):
+            extra.setdefault(node_of(pod), []).append(blocker)
+    return [_deadlocked(p, extra[p.node], args.timeout) if p.node in extra else p for p in plans]
+
+
+def _smaller_batch(
+    names: set[str], reads: Reads, grouped: list[list[str]], args: argparse.Namespace
+) -> dict[str, int]:
+    """For each budget named, the largest batch size below this one at which no batch
+    deadlocks it (a budget no size clears is left out)."""
+    nodes = [n for b in grouped for n in b]
+    cleared: dict[str, int] = {}
+    for size in range(len(grouped[0]) - 1, 0, -1):
+        _, homeless = _walk(reads, batches(nodes, size), args, refreshing=True)
+        still = {one.name for pods in homeless for one in stuck(pods, reads.budgets)}
+        cleared.update({n: size for n in names - still - set(cleared)})
+        if set(cleared) == names:
+            break
+    return cleared
+
+
+def _deadlocked(plan: NodePlan, more: list[Blocker], timeout: float) -> NodePlan:
+    budgets = ", ".join(sorted({x.budget or "" for x in more}))
+    paced_by = (
+        f"deadlock: PodDisruptionBudget {budgets}: its pods' replacements fit on no node left "
+        f"while the batch is cordoned; the drain waits for its timeout ({timeout:g} s)"
+    )
+    return dataclasses.replace(
+        plan,
+        eta_seconds=timeout,
+        eta_max_seconds=timeout,
+        paced_by=paced_by,
+        blockers=plan.blockers + more,
+    )

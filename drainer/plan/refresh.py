@@ -1,6 +1,7 @@
 """An instance refresh's arithmetic: how many instances each batch replaces, and the
-refresh's total from its nodes' plans. A group stores no refresh settings (they are
-given per StartInstanceRefresh), so they come as the refresh's own flags."""
+refresh's total from its nodes' plans and its batches' waits for new nodes. A group
+stores no refresh settings (they are given per StartInstanceRefresh), so they come
+as the refresh's own flags."""
 
 from __future__ import annotations
 
@@ -24,6 +25,16 @@ def batches(items: Sequence[str], size: int) -> list[list[str]]:
     return [list(items[i : i + size]) for i in range(0, len(items), size)]
 
 
-def total(etas: Sequence[Sequence[float]], warmup: float) -> float:
-    """Each batch lasts as long as its slowest node's drain, then the warm-up."""
-    return sum(max(batch, default=0.0) + warmup for batch in etas)
+def batch_times(
+    etas: Sequence[Sequence[float]], warmup: float, waits: Sequence[float] = ()
+) -> list[float]:
+    """Each batch lasts as long as its slowest node's drain, then its wait for new
+    nodes (`waits`, per batch: 0 when its pods fit on the nodes left), then the
+    warm-up."""
+    extra = list(waits) or [0.0] * len(etas)
+    return [max(b, default=0.0) + wait + warmup for b, wait in zip(etas, extra, strict=True)]
+
+
+def total(etas: Sequence[Sequence[float]], warmup: float, waits: Sequence[float] = ()) -> float:
+    """The refresh's length: its batches' times added."""
+    return sum(batch_times(etas, warmup, waits))

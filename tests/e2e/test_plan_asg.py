@@ -11,9 +11,10 @@ from typing import Any
 import pytest
 
 from drainer.cli.main import main
+from drainer.engine.pods import parse_time
 from testbed import World
 from testbed import workloads as w
-from testbed.world import pods_on, wait_until
+from testbed.world import place_on, pods_on, wait_until
 
 GRACE = (5, 12, 20)
 """Each node's one pod's grace period, in the refresh's order (by instance id)."""
@@ -68,17 +69,80 @@ def test_plan_asg__defaults__min_healthy_90_one_at_a_time__warmup_the_groups_gra
     assert plan["total_eta_seconds"] == sum(GRACE) + 3 * 45
 
 
-def test_plan_asg__min_healthy_percentage_0__one_batch_of_three(
+def test_plan_asg__min_healthy_percentage_0__one_batch_of_three__no_launch_to_time(
     world: World, refresh_order: list[str]
 ) -> None:
-    code, plan = _plan(world, "--min-healthy-percentage", "0", "--instance-warmup", "0")
+    code, plan = _plan(
+        world, "--min-healthy-percentage", "0", "--instance-warmup", "0", "--timeout", "600"
+    )
 
     assert plan["refresh"]["batches"] == [refresh_order]
-    assert plan["total_eta_seconds"] == max(GRACE)
     # All three at once: nowhere left for their pods (the refresh's new instances come
     # with the next batch; there is none).
     assert code == 1
     assert {b["reason"] for n in plan["nodes"] for b in n["blockers"]} == {"no node can take it"}
+    # The group has launched nothing Auto Scaling still records: how long its new nodes
+    # take is not known, and the plan says so, counting the drain's --timeout as a bound.
+    new_nodes = plan["refresh"]["new_nodes"]
+    assert (new_nodes["basis"], new_nodes["launches"], new_nodes["wait_seconds"]) == (
+        "bound",
+        0,
+        600,
+    )
+    assert "no launch of eks-workers among its last 100 scaling activities" in new_nodes["detail"]
+    assert plan["refresh"]["waits_for_new_nodes"] == [True]
+    assert plan["total_eta_seconds"] == max(GRACE) + 600
+
+
+def _ready_at(world: World, node: str) -> float:
+    conditions = world.cluster.get("Node", node)["status"]["conditions"]
+    ready = next(c for c in conditions if c["type"] == "Ready")
+    return parse_time(ready["lastTransitionTime"])
+
+
+def test_plan_asg__pods_fit_nowhere__the_wait_for_new_nodes_is_the_median_of_the_groups_launches(
+    world: World, refresh_order: list[str]
+) -> None:
+    # The group's history, as DescribeScalingActivities answers it: each instance's
+    # launch, timed against its node's Ready. The first went InService 10 s before its
+    # node was Ready (60 s in all); the second's InService came last (a launch hook
+    # waiting for the node: 70 s); the third 90 s.
+    spans = {refresh_order[0]: (60, 50), refresh_order[1]: (30, 70), refresh_order[2]: (90, 40)}
+    for instance, node in world.nodes.items():
+        before, in_service = spans[node]
+        start = _ready_at(world, node) - before
+        world.aws.add_launch_activity(world.group.asg_name, instance, start, start + in_service)
+
+    code, plan = _plan(world, "--min-healthy-percentage", "0", "--instance-warmup", "0")
+
+    assert code == 1
+    new_nodes = plan["refresh"]["new_nodes"]
+    assert (new_nodes["basis"], new_nodes["launches"], new_nodes["wait_seconds"]) == (
+        "observed",
+        3,
+        70,
+    )
+    assert "InService in ~50 s" in new_nodes["detail"]
+    # The one batch: its slowest drain, then the new nodes' 70 s.
+    assert plan["refresh"]["batch_eta_seconds"] == [max(GRACE) + 70]
+    assert plan["total_eta_seconds"] == max(GRACE) + 70
+    assert all(
+        n["paced_by"].startswith("waits for new nodes (~70 s, the median of the group's last 3")
+        for n in plan["nodes"]
+    )
+    [call] = world.aws.activity_calls()
+    assert call["AutoScalingGroupName"] == world.group.asg_name
+
+
+def test_plan_asg__pods_fit_on_the_nodes_left__the_groups_history_is_not_read(
+    world: World, refresh_order: list[str]
+) -> None:
+    code, plan = _plan(world, "--batch", "1")
+
+    assert code == 0, plan
+    assert plan["refresh"]["new_nodes"] is None
+    assert plan["refresh"]["waits_for_new_nodes"] == [False, False, False]
+    assert world.aws.activity_calls() == []
 
 
 def test_plan_asg__no_such_group__one_line__exit_1(
@@ -96,3 +160,59 @@ def test_plan__refresh_flags_without_asg__usage_exit_2(
     code = main(["plan", "some-node", "--batch", "2"], stdout=io.StringIO())
     assert code == 2
     assert "--batch is only for plan --asg" in capsys.readouterr().err
+
+
+HOSTNAME = "kubernetes.io/hostname"
+
+
+def _replica(name: str) -> dict[str, Any]:
+    """A one-replica Deployment of the `tier=web` pods, none on a node with another."""
+    deployment = w.deployment(name, 1, labels={"app": name, "tier": "web"}, grace=1)
+    term = {"labelSelector": {"matchLabels": {"tier": "web"}}, "topologyKey": HOSTNAME}
+    deployment["spec"]["template"]["spec"]["affinity"] = {
+        "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}
+    }
+    return deployment
+
+
+# "custom" node names: the nodes carry a kubernetes.io/hostname label.
+@pytest.mark.parametrize("world", [{"node_names": "custom"}], indirect=True)
+def test_plan_asg__a_budget_that_allows_one_today__deadlocked_by_the_batchs_own_cordons(
+    world: World,
+) -> None:
+    order = [world.nodes[i] for i in sorted(world.instance_ids)]
+    for node, name in zip(order, ("web-a", "web-b", "web-c"), strict=True):
+        place_on(world, node, [_replica(name)])
+    world.cluster.apply(w.budget("web", {"tier": "web"}, min_available=2))
+    wait_until(
+        lambda: (
+            (world.cluster.get("PodDisruptionBudget", "web", "default").get("status") or {}).get(
+                "disruptionsAllowed"
+            )
+            == 1
+        )
+    )
+
+    # One at a time, the budget's one disruption is enough: each replacement waits for
+    # its batch's new node, and the budget recovers with it.
+    code, plan = _plan(world, "--batch", "1", "--instance-warmup", "0")
+    assert (code, plan["deadlocked"]) == (1, False), plan
+
+    # Two at a time: web-a's replacement takes the one disruption and fits on no node
+    # (the third runs web-c), so web-b is never evicted, the batch never drains, and
+    # its new nodes never come.
+    code, plan = _plan(world, "--batch", "2", "--instance-warmup", "0")
+
+    assert (code, plan["result"], plan["deadlocked"]) == (1, "blocked", True), plan
+    stuck = [b for n in plan["nodes"] for b in n["blockers"] if b["budget"] == "default/web"]
+    assert sorted(b["pod"].split("-")[1] for b in stuck) == ["a", "b"]
+    for blocker in stuck:
+        assert "allows 1 disruption(s) today" in blocker["reason"]
+        assert f"while batch 1 ({order[0]}, {order[1]}) is cordoned" in blocker["reason"]
+        assert blocker["fix"] == (
+            "--batch 1, or set minAvailable to 1 on PodDisruptionBudget default/web (it is 2)"
+        )
+    first, second, third = plan["nodes"]
+    assert first["paced_by"].startswith("deadlock: PodDisruptionBudget default/web")
+    assert second["paced_by"].startswith("deadlock: PodDisruptionBudget default/web")
+    assert (first["eta_seconds"], third["blockers"]) == (3600, [])
