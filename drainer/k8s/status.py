@@ -6,9 +6,12 @@ NamespaceTerminating is not an RBAC denial), and the body of a 2xx too (a Status
 whose status is Failure is not a success, whatever the HTTP status; the eviction
 handler returns, rather than raises, the Failure for a pod under two budgets). The
 message's text is read only where Kubernetes says nothing else (a pod under several
-budgets; an authorizer's denial and admission's share the reason Forbidden).
-A failure on the wire (no connection, TLS, a deadline) is translated here too, and
-what a 401 means for a kubeconfig's user.
+budgets; an authorizer's denial and admission's share the reason Forbidden;
+admission's refusal keeps the code its policy or webhook chose; a budget's and a
+namespace's names are only in a cause's message). tests/e2e/test_status_texts.py
+pins each of these texts to the real API server's answer, and kubesim's to it.
+A failure on the wire (no connection, TLS, a deadline) is translated here too, by
+its exception's type, and what a 401 means for a kubeconfig's user.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import http.client
 import json
 import logging
 import re
+import ssl
 from collections.abc import Mapping
 from typing import Any
 
@@ -43,8 +47,15 @@ log = logging.getLogger(__name__)
 
 Obj = dict[str, Any]
 
-_BUDGET_NAME = re.compile(r"The disruption budget (\S+) ")
-_TERMINATING_NAMESPACE = re.compile(r"namespace (\S+) (?:is being|because it is being) terminated")
+# The names only a cause's message carries: policy/v1 eviction's DisruptionBudget
+# cause ("The disruption budget <name> needs 1 healthy pods and has 1 currently", or
+# "... is still being processed by the server."), and the NamespaceLifecycle
+# plugin's NamespaceTerminating cause ("namespace <name> is being terminated").
+_BUDGET_NAME = re.compile(r"^The disruption budget (\S+) ")
+_TERMINATING_NAMESPACE = re.compile(r"^namespace (\S+) is being terminated")
+# A pod under several budgets: the eviction handler's Failure Status, code 500, no
+# reason, no details; its message is the only sign.
+_SEVERAL_BUDGETS = "more than one PodDisruptionBudget"
 # Status cause types (k8s.io/api core/v1 NamespaceTerminatingCause, policy/v1
 # DisruptionBudgetCause). A cause's type is the JSON key "reason".
 NAMESPACE_TERMINATING_CAUSE = "NamespaceTerminating"
@@ -148,7 +159,7 @@ def translate_status(
         return _forbidden(body, message, verb=verb, resource=resource, what=what)
     if status == 429:
         return _too_many_requests(body, message, headers, what=what)
-    if status == 500 and "more than one PodDisruptionBudget" in message:
+    if status == 500 and _SEVERAL_BUDGETS in message:
         return MultipleBudgets(f"{what}: {message}", 500, reason)
     if status >= 500:
         return KubeServerError(f"{what}: API server error {status}: {message}", status, reason)
@@ -162,7 +173,7 @@ def _forbidden(body: Obj, message: str, *, verb: str, resource: str, what: str) 
         # The namespace lifecycle admission refuses new objects (evictions too) in
         # a namespace being deleted; the pod goes with its namespace.
         cause = str(terminating[0].get("message") or "")
-        match = _TERMINATING_NAMESPACE.search(cause) or _TERMINATING_NAMESPACE.search(message)
+        match = _TERMINATING_NAMESPACE.search(cause)
         return NamespaceTerminating(
             f"{what}: {message} ({cause or 'namespace being terminated'})",
             namespace=match.group(1) if match else "",
@@ -274,12 +285,25 @@ def transport_error(error: Exception, what: str) -> KubeError:
     if isinstance(error, AnswerTooLarge):
         return KubeServerError(f"{what}: {error}")
     text = str(error)
-    if "CERTIFICATE_VERIFY_FAILED" in text or "certificate verify failed" in text:
+    if _certificate_refused(error):
         return TlsVerificationError(
             f"{what}: the API server's certificate does not verify against the cluster CA "
             f"({text[:200]}). Refusing to connect; check the cluster's certificateAuthority.",
         )
     return KubeServerError(f"{what}: cannot reach the API server: {cause(error)}")
+
+
+def _certificate_refused(error: BaseException | None) -> bool:
+    """The server's certificate did not verify (wrong CA, wrong name), wherever the
+    ssl module's error sits: the error itself, inside Unreachable, or its cause."""
+    seen = 0
+    while error is not None and seen < 8:
+        if isinstance(error, ssl.SSLCertVerificationError):
+            return True
+        inner = error.error if isinstance(error, Unreachable) else None
+        error = inner or error.__cause__ or error.__context__
+        seen += 1
+    return False
 
 
 def cause(error: Exception) -> str:

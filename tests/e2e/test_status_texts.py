@@ -10,8 +10,8 @@ first; it reads the message only where Kubernetes says nothing else:
   told from admission's (which shares the reason) by its words;
 - admission's own words ("ValidatingAdmissionPolicy 'p' with binding 'b' denied
   request", 'admission webhook "w" denied the request'), whatever code the policy or
-  webhook chose (a webhook's 404 or 409 is not a pod gone or a conflict, a policy's
-  401 is not a token refused);
+  webhook chose (a webhook's 404 or 409 is not a pod gone or a conflict, its 401 not
+  a token refused, its 429 not throttling, a policy's 422 or 413 not a bad request);
 - the names a cause's message alone carries: the budget of a 429 DisruptionBudget
   cause, the namespace of a NamespaceTerminating one.
 
@@ -547,6 +547,7 @@ def _webhook(s: Scene, hook: Webhook) -> Iterator[None]:
         pytest.param({"message": "pinned"}, 400, id="no-code-400"),
         pytest.param({"code": 404, "reason": "NotFound", "message": "pinned"}, 404, id="404"),
         pytest.param({"code": 409, "reason": "Conflict", "message": "pinned"}, 409, id="409"),
+        pytest.param({"code": 401, "message": "pinned"}, 401, id="401-not-a-token-refused"),
         pytest.param({"code": 429, "message": "pinned"}, 429, id="429-not-throttling"),
     ],
 )
