@@ -531,7 +531,7 @@ def test_deadline_of__rebalance__now_plus_drain_timeout(load_event: LoadEvent) -
         (0.0, 120, 0.0),  # the deadline already passed
     ],
 )
-def test_plan_for__interruption__cuts_grace_reserves_at_most_a_third_waits_for_itself_only(
+def test_approach_for__interruption__cuts_grace_reserves_at_most_a_third_waits_for_itself_only(
     load_event: LoadEvent, window: float, reserve: int, expected_reserve: float
 ) -> None:
     found = _found(_spot_event(load_event("spot-interruption")))
@@ -539,29 +539,31 @@ def test_plan_for__interruption__cuts_grace_reserves_at_most_a_third_waits_for_i
     now = WARNED_AT + 10
     deadline = Deadline(now + window, "the warning's")
 
-    plan = ec2_events.plan_for(found, settings, deadline, now)
+    approach = ec2_events.approach_for(found, settings, deadline, now)
 
-    assert plan.options.trigger == "spot-interruption"
-    assert plan.options.fit_grace_to_deadline is True
-    assert plan.options.force_on_timeout is True, "held pods get SIGTERM before EC2 acts"
-    assert plan.options.critical_reserve_seconds == pytest.approx(expected_reserve)
-    assert plan.options.critical_reserve_seconds <= max(window, 0) / 3
-    assert plan.options.concurrency == 7, "the rest comes from the settings"
-    assert plan.waits_for == frozenset({"spot-interruption"})
+    assert approach.options.trigger == "spot-interruption"
+    assert approach.options.fit_grace_to_deadline is True
+    assert approach.options.force_on_timeout is True, "held pods get SIGTERM before EC2 acts"
+    assert approach.options.critical_reserve_seconds == pytest.approx(expected_reserve)
+    assert approach.options.critical_reserve_seconds <= max(window, 0) / 3
+    assert approach.options.concurrency == 7, "the rest comes from the settings"
+    assert approach.waits_for == frozenset({"spot-interruption"})
 
 
-def test_plan_for__rebalance__waits_for_every_ec2_trigger(load_event: LoadEvent) -> None:
+def test_approach_for__rebalance__waits_for_every_ec2_trigger(load_event: LoadEvent) -> None:
     found = _found(_spot_event(load_event("rebalance")))
     settings = Settings(rebalance_action="drain")
     now = WARNED_AT
     deadline = ec2_events.deadline_of(found, settings, now)
 
-    plan = ec2_events.plan_for(found, settings, deadline, now)
+    approach = ec2_events.approach_for(found, settings, deadline, now)
 
-    assert plan.options.trigger == "rebalance-recommendation"
-    assert plan.waits_for == EC2_TRIGGERS, "it waits for any of EC2's drains under way"
-    assert plan.options.fit_grace_to_deadline is False, "no reclaim deadline: the pods' own grace"
-    assert plan.options.critical_reserve_seconds == settings.critical_reserve_seconds
+    assert approach.options.trigger == "rebalance-recommendation"
+    assert approach.waits_for == EC2_TRIGGERS, "it waits for any of EC2's drains under way"
+    assert approach.options.fit_grace_to_deadline is False, (
+        "no reclaim deadline: the pods' own grace"
+    )
+    assert approach.options.critical_reserve_seconds == settings.critical_reserve_seconds
 
 
 # --- the record a spot drain leaves on its node: is it live? ------------------------------
@@ -772,11 +774,11 @@ def test_wait_for_live_drain__interruption_plan__does_not_wait_for_a_rebalance_d
     load_event: LoadEvent,
 ) -> None:
     found = _found(_spot_event(load_event("spot-interruption")))
-    plan = ec2_events.plan_for(found, Settings(), Deadline(WARNED_AT + 105, "x"), WARNED_AT)
+    approach = ec2_events.approach_for(found, Settings(), Deadline(WARNED_AT + 105, "x"), WARNED_AT)
     kube = ScriptedNode(_draining(trigger=REBALANCE, until=NOW + 3600))
     clock = FakeClock(NOW + 5)
 
-    assert _wait(kube, clock, triggers=plan.waits_for) is None
+    assert _wait(kube, clock, triggers=approach.waits_for) is None
     assert clock.sleeps == []
 
 
@@ -1254,15 +1256,15 @@ def test_scheduled_change__window_within_the_drain_timeout__deadline_is_its_star
     found = _scheduled(RETIRES_AT)
 
     deadline = ec2_events.deadline_of(found, settings, now)
-    plan = ec2_events.plan_for(found, settings, deadline, now)
+    approach = ec2_events.approach_for(found, settings, deadline, now)
 
     assert deadline.at == RETIRES_AT - 15
     assert "AWS_EC2_INSTANCE_RETIREMENT_SCHEDULED starting 2026-11-24T09:00:00Z" in (
         deadline.source
     )
-    assert plan.options.force_on_timeout, "EC2 acts then: held pods get their grace first"
-    assert plan.options.fit_grace_to_deadline
-    assert plan.waits_for == frozenset({"scheduled-change"})
+    assert approach.options.force_on_timeout, "EC2 acts then: held pods get their grace first"
+    assert approach.options.fit_grace_to_deadline
+    assert approach.waits_for == frozenset({"scheduled-change"})
 
 
 def test_scheduled_change__window_days_away__drain_timeout_budgets_respected_nothing_forced() -> (
@@ -1273,11 +1275,11 @@ def test_scheduled_change__window_days_away__drain_timeout_budgets_respected_not
     found = _scheduled(RETIRES_AT)
 
     deadline = ec2_events.deadline_of(found, settings, now)
-    plan = ec2_events.plan_for(found, settings, deadline, now)
+    approach = ec2_events.approach_for(found, settings, deadline, now)
 
     assert deadline == Deadline(now + 900, "DRAIN_TIMEOUT_SECONDS (900 s)")
-    assert not plan.options.force_on_timeout, "the window is days away: no pod deleted for it"
-    assert not plan.options.fit_grace_to_deadline
+    assert not approach.options.force_on_timeout, "the window is days away: no pod deleted for it"
+    assert not approach.options.fit_grace_to_deadline
 
 
 def test_deadline_of__state_change__a_minute_from_the_event_less_the_margin(
@@ -1288,11 +1290,11 @@ def test_deadline_of__state_change__a_minute_from_the_event_less_the_margin(
     settings = Settings.from_env({"SPOT_DEADLINE_MARGIN_SECONDS": "10"})
 
     deadline = ec2_events.deadline_of(found, settings, sent + 2)
-    plan = ec2_events.plan_for(found, settings, deadline, sent + 2)
+    approach = ec2_events.approach_for(found, settings, deadline, sent + 2)
 
     assert deadline.at == sent + STATE_CHANGE_NOTICE_SECONDS - 10
     assert deadline.source.startswith("instance shutting-down at 2026-11-22T02:20:30Z + 60 s")
-    assert plan.options.force_on_timeout and plan.options.fit_grace_to_deadline
+    assert approach.options.force_on_timeout and approach.options.fit_grace_to_deadline
 
 
 def test_scheduled_change__window_already_begun__budgets_respected_nothing_forced() -> None:
@@ -1305,7 +1307,7 @@ def test_scheduled_change__window_already_begun__budgets_respected_nothing_force
     deadline = ec2_events.deadline_of(found, settings, now)
 
     assert deadline == Deadline(now + 900, "DRAIN_TIMEOUT_SECONDS (900 s)")
-    assert not ec2_events.plan_for(found, settings, deadline, now).options.force_on_timeout
+    assert not ec2_events.approach_for(found, settings, deadline, now).options.force_on_timeout
 
 
 def test_deadline_of__state_change__the_margin_takes_half_the_minute_at_most(
@@ -1527,13 +1529,13 @@ def test_late_event__moment_passed_instance_still_running__own_deadline_budgets_
     now = acts + 15 * 60
 
     deadline = ec2_events.deadline_of(found, settings, now)
-    plan = ec2_events.plan_for(found, settings, deadline, now)
+    approach = ec2_events.approach_for(found, settings, deadline, now)
 
     assert late.is_late(found.event, found.identity, now)
     assert deadline.at == now + late.LATE_EVENT_DRAIN_SECONDS
     assert f"is still {state}" in deadline.source
-    assert not plan.options.force_on_timeout, "a late event's drain deletes nothing"
-    assert not plan.options.fit_grace_to_deadline
+    assert not approach.options.force_on_timeout, "a late event's drain deletes nothing"
+    assert not approach.options.fit_grace_to_deadline
     assert late.restarted(found.event, found.identity) is None
 
 
@@ -1548,7 +1550,7 @@ def test_late_event__instance_going_or_state_unknown__drained_as_ec2_fixes_it(
 
     assert not late.is_late(found.event, found.identity, now)
     assert deadline.at == WARNED_AT + 120 - 15
-    assert ec2_events.plan_for(found, Settings(), deadline, now).options.force_on_timeout
+    assert ec2_events.approach_for(found, Settings(), deadline, now).options.force_on_timeout
 
 
 def test_late_event__moment_not_passed__not_late(load_event: LoadEvent) -> None:

@@ -221,7 +221,7 @@ def _iso(seconds: float) -> str:
     return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def plan_for(
+def approach_for(
     found: Ec2Target,
     settings: Settings,
     deadline: Deadline,
@@ -229,7 +229,8 @@ def plan_for(
     *,
     fixed: bool | None = None,
 ) -> Plan:
-    """The engine's options. When EC2 fixes the deadline, the ordinary pods are evicted
+    """How the drain goes (its approach): the engine's options, and the live drains
+    it waits for. When EC2 fixes the deadline, the ordinary pods are evicted
     at once (as many as EVICTION_CONCURRENCY and their budgets allow), grace periods
     are cut to the deadline, the critical tier keeps the last third of the window at
     most, and a pod still held when only its grace is left is deleted then. Each
@@ -275,8 +276,8 @@ def drain(found: Ec2Target, tools: Tools, invocation: Invocation | None) -> Run:
     if found.event.kind is Ec2Kind.REBALANCE and settings.rebalance_action == "cordon":
         run = _cordon(tools, found, cluster)
     else:
-        plan = plan_for(found, settings, deadline, started, fixed=fixed)
-        run = run_job(tools, DrainJob(found.identity, cluster, Window(deadline), plan))
+        approach = approach_for(found, settings, deadline, started, fixed=fixed)
+        run = run_job(tools, DrainJob(found.identity, cluster, Window(deadline), approach))
     return replace(run, cluster=found.cluster, started_at=started, deadline=deadline)
 
 

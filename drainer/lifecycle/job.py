@@ -2,8 +2,8 @@
 
 A trigger (the terminate hook, a spot event) parses its event, decides whether the
 instance is the function's (drainer/lifecycle/admission.py), and builds one
-`DrainJob`: the instance, its cluster, the window of time it has and the plan of
-how it drains. What became of it is a `Run`.
+`DrainJob`: the instance, its cluster, the window of time it has and its approach
+(how it drains). What became of it is a `Run`.
 """
 
 from __future__ import annotations
@@ -36,12 +36,12 @@ class Plan:
 
 @dataclass(frozen=True)
 class DrainJob:
-    """One drain to run: the instance, its cluster, its window of time and its plan."""
+    """One drain to run: the instance, its cluster, its window of time and its approach."""
 
     identity: aws.NodeIdentity
     cluster: aws.ClusterInfo
     window: Window
-    plan: Plan
+    approach: Plan  # Plan: to be renamed Approach (lifecycle/scale_in.py imports it)
 
 
 def jitter() -> random.Random:

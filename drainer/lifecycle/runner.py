@@ -147,14 +147,14 @@ def _drain_once(tools: Tools, job: DrainJob) -> Run:
             tools,
             kube,
             node,
-            job.plan.waits_for,
+            job.approach.waits_for,
             limit=window.limit,
             deadline=window.deadline.at,
             known=found,
         )
         if waited is not None:
             return waited
-        if not job.plan.options.dry_run:
+        if not job.approach.options.dry_run:
             recorder = EventRecorder(kube, clock=tools.clock)
         report = _engine_drain(tools, kube, job, found, recorder)
     finally:
@@ -162,7 +162,7 @@ def _drain_once(tools: Tools, job: DrainJob) -> Run:
             recorder.close(then=kube.close)  # the client stays open for Events still queued
         else:
             kube.close()
-    policy = deadline_policy(job.plan.options, tools.settings)
+    policy = deadline_policy(job.approach.options, tools.settings)
     result, message = result_for(report, window.deadline, policy)
     return Run(result, message, node=node, report=report)
 
@@ -178,7 +178,7 @@ def _engine_drain(
     recorder (none in a dry run)."""
     node = str(found["metadata"]["name"])
     node_uid = str(found["metadata"].get("uid") or "")
-    options, window = job.plan.options, job.window
+    options, window = job.approach.options, job.window
     story = None if recorder is None else DrainStory(recorder, node, node_uid, options.trigger)
     _say_opt_out_ignored(found, options.trigger, story)
     drain = Drain(
