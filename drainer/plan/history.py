@@ -107,7 +107,7 @@ def new_node_wait(
         to_ready.append(ready - pods.parse_time(str(node["metadata"]["creationTimestamp"])))
     median = statistics.median(waits)
     detail = (
-        f"new nodes Ready ~{median:.0f} s after their launch: the median of the group's last "
+        f"~{median:.0f} s from a launch to its node Ready: the median of the group's last "
         f"{len(recent)} launch(es) (InService in ~{statistics.median(in_service):.0f} s"
     )
     if to_ready:
