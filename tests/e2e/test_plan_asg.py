@@ -14,7 +14,7 @@ from drainer.cli.main import main
 from drainer.engine.pods import parse_time
 from testbed import World
 from testbed import workloads as w
-from testbed.world import place_on, pods_on, wait_until
+from testbed.world import place_on, pods_on, wait_until, workloads_ready
 
 GRACE = (5, 12, 20)
 """Each node's one pod's grace period, in the refresh's order (by instance id)."""
@@ -216,3 +216,40 @@ def test_plan_asg__a_budget_that_allows_one_today__deadlocked_by_the_batchs_own_
     assert first["paced_by"].startswith("deadlock: PodDisruptionBudget default/web")
     assert second["paced_by"].startswith("deadlock: PodDisruptionBudget default/web")
     assert (first["eta_seconds"], third["blockers"]) == (3600, [])
+
+
+def test_plan_asg__pods_that_fit_only_on_the_batchs_own_nodes__deadlocked__fix_the_budget(
+    world: World,
+) -> None:
+    first, second, _ = (world.nodes[i] for i in sorted(world.instance_ids))
+    for node in (first, second):
+        world.cluster.patch("Node", node, {"metadata": {"labels": {"pool": "a"}}})
+    web = w.deployment("web", 2, labels={"app": "web"}, grace=1)
+    web["spec"]["template"]["spec"]["nodeSelector"] = {"pool": "a"}
+    world.cluster.apply([web, w.budget("web", {"app": "web"}, max_unavailable=1)])
+    wait_until(lambda: workloads_ready(world.cluster, [web]))
+    wait_until(
+        lambda: (
+            (world.cluster.get("PodDisruptionBudget", "web", "default").get("status") or {}).get(
+                "disruptionsAllowed"
+            )
+            == 1
+        )
+    )
+
+    # Both pool-a nodes in one batch: the replacements fit nowhere else (the third node
+    # is not in the pool), and the budget's one disruption goes to the first for good.
+    code, plan = _plan(world, "--batch", "2", "--instance-warmup", "0")
+
+    assert (code, plan["deadlocked"]) == (1, True), plan
+    stuck = [b for n in plan["nodes"] for b in n["blockers"] if b["budget"] == "default/web"]
+    assert len(stuck) == 2
+    assert {b["fix"] for b in stuck} == {
+        "--batch 1, or set maxUnavailable to 2 on PodDisruptionBudget default/web (it is 1)"
+    }
+    assert f"while batch 1 ({first}, {second}) is cordoned" in stuck[0]["reason"]
+    assert plan["nodes"][2]["blockers"] == []
+
+    # One at a time, the other pool-a node (then the first's new instance) takes them.
+    code, plan = _plan(world, "--batch", "1", "--instance-warmup", "0")
+    assert (code, plan["deadlocked"]) == (0, False), plan
