@@ -117,11 +117,19 @@ def test_the_make_variables_the_docs_name_are_the_makefiles():
 
 
 def test_the_metrics_table_is_what_the_handler_emits():
-    source = (ROOT / "drainer" / "lifecycle" / "ending.py").read_text()
-    emitted = re.findall(r'add_metric\(\s*name="(\w+)"', source)
+    lifecycle = ROOT / "drainer" / "lifecycle"
+    source = (lifecycle / "ending.py").read_text()
+
+    def counts(text: str) -> list[str]:  # the names of a `counts = {...}` table
+        (table,) = re.findall(r"counts = \{(.*?)\n    \}", text, re.DOTALL)
+        return re.findall(r'"(\w+)":', table)
+
+    fixed = re.findall(r'add_metric\(name="(\w+)", unit=MetricUnit.Seconds', source)
+    emitted = counts(source) + fixed + counts((lifecycle / "launch.py").read_text())
     metrics = section(REFERENCE, "## Metrics")
     documented = re.findall(r"^\| `(\w+)` \|", metrics, re.MULTILINE)
     assert documented == emitted
+    assert len(emitted) == 10, emitted
     assert 'METRICS_NAMESPACE = "EksNodeDrainer"' in source and "`EksNodeDrainer`" in metrics
 
 
