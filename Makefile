@@ -58,6 +58,7 @@ lint: $(STAMP)
 	$(VENV)/bin/lint-imports --no-cache
 	$(VENV)/bin/vulture drainer tools --min-confidence 60
 	$(PY) -m tools.sizes
+	$(PY) -m tools.words
 	@if grep -rn --include='*.py' 'kubesim\.io/' drainer/; then \
 		echo "drainer/ must not read the emulators' own annotations (kubesim.io/*): the plan forecasts from what a real cluster shows"; exit 1; fi
 
