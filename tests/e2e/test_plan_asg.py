@@ -253,3 +253,20 @@ def test_plan_asg__pods_that_fit_only_on_the_batchs_own_nodes__deadlocked__fix_t
     # One at a time, the other pool-a node (then the first's new instance) takes them.
     code, plan = _plan(world, "--batch", "1", "--instance-warmup", "0")
     assert (code, plan["deadlocked"]) == (0, False), plan
+
+
+def test_plan_asg__the_groups_history_refused__the_bound_and_why__on_stderr_too(
+    world: World, refresh_order: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    world.aws.fail_action("autoscaling", "DescribeScalingActivities", "AccessDenied")
+
+    code, plan = _plan(world, "--min-healthy-percentage", "0", "--timeout", "600")
+
+    assert code == 1
+    new_nodes = plan["refresh"]["new_nodes"]
+    assert (new_nodes["basis"], new_nodes["wait_seconds"]) == ("bound", 600)
+    assert new_nodes["detail"].startswith("the group's scaling activities could not be read (")
+    assert "counted as the drain's --timeout (600 s), a bound" in new_nodes["detail"]
+    err = capsys.readouterr().err
+    assert "note: the wait for new nodes is a bound: " in err
+    assert "autoscaling:DescribeScalingActivities" in err
