@@ -109,3 +109,12 @@ class AwsSimClient:
 
     def pop_invocation(self) -> dict[str, Any] | None:
         return cast(dict[str, Any] | None, self._call("POST", "invocations/pop")["invocation"])
+
+    def add_launch_activity(
+        self, asg_name: str, instance_id: str, start: float, end: float | None
+    ) -> None:
+        body = {"asg_name": asg_name, "instance_id": instance_id, "start": start, "end": end}
+        self._call("POST", "activities/launch", body)
+
+    def activity_calls(self) -> list[dict[str, Any]]:
+        return cast(list[dict[str, Any]], self._call("GET", "activities/calls")["calls"])

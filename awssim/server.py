@@ -20,6 +20,8 @@ The admin API lives under /awssim/ and speaks JSON. Every route takes optional
     POST /awssim/point-cluster      {"name", "endpoint", "ca_data_b64"}      -> {}
     GET  /awssim/invocations                                                 -> {"invocations"}
     POST /awssim/invocations/pop                                             -> {"invocation"}
+    POST /awssim/activities/launch  {"asg_name", "instance_id", "start", "end"} -> {}
+    GET  /awssim/activities/calls                                            -> {"calls"}
 
 A request the simulator refuses (unknown group, bad fault code) answers 400 with
 {"error": "..."}.
@@ -86,6 +88,8 @@ def _route(sim: AwsSim, method: str, route: str, body: dict[str, Any]) -> dict[s
             return {"actions": sim.actions()}
         if route == "invocations":
             return {"invocations": sim.pending_invocations()}
+        if route == "activities/calls":
+            return {"calls": sim.activity_calls()}
         return None
     if method != "POST":
         return None
@@ -119,6 +123,15 @@ def _route(sim: AwsSim, method: str, route: str, body: dict[str, Any]) -> dict[s
         return {}
     if route == "point-cluster":
         sim.point_cluster_at(body["name"], body["endpoint"], body["ca_data_b64"])
+        return {}
+    if route == "activities/launch":
+        end = body.get("end")
+        sim.add_launch_activity(
+            body["asg_name"],
+            body["instance_id"],
+            float(body["start"]),
+            None if end is None else float(end),
+        )
         return {}
     if route == "invocations/pop":
         return {"invocation": sim.pop_invocation()}

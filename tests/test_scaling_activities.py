@@ -11,6 +11,8 @@ import pytest
 from botocore.config import Config
 
 from awssim import AwsSim
+from awssim.client import AwsSimClient
+from awssim.server import AwsSimServer
 from awssim.world import create_node_group
 from drainer import aws
 from drainer.errors import DrainerError
@@ -89,3 +91,19 @@ def test_recent_launches__a_refusal_names_the_permission(autoscaling: Any) -> No
     AwsSim(region=REGION).fail_action("autoscaling", "DescribeScalingActivities", "AccessDenied")
     with pytest.raises(DrainerError, match="autoscaling:DescribeScalingActivities"):
         aws.recent_launches(autoscaling, "workers")
+
+
+def test_served__the_admin_api_gives_a_group_its_launches(
+    fake_aws_env: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with AwsSimServer() as server:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", server.url)
+        clients = aws.make_clients(boto3.Session(region_name=REGION))
+        create_node_group(clients.ec2, clients.autoscaling, asg_name="workers", size=1)
+        admin = AwsSimClient(server.url)
+
+        admin.add_launch_activity("workers", "i-0000000000000000a", T0, T0 + 50)
+
+        launches = aws.recent_launches(clients.autoscaling, "workers")
+        assert launches == [aws.Launch("i-0000000000000000a", T0, T0 + 50)]
+        assert [c["AutoScalingGroupName"] for c in admin.activity_calls()] == ["workers"]
