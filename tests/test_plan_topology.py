@@ -50,7 +50,9 @@ def test_anti_affinity_hostname__every_node_left_runs_a_replica__blocker_naming_
     [blocker] = result.blockers
     assert (blocker.pod, blocker.reason) == ("default/web-1", "no node can take it")
     assert "add a node whose kubernetes.io/hostname is none of a, b" in blocker.fix
-    assert "required pod anti-affinity keeps web out of those" in blocker.fix
+    assert "required pod anti-affinity keeps web out of those), or make web's anti-affinity " in (
+        blocker.fix
+    )
     assert "default/web-2 in kubernetes.io/hostname=a" in blocker.fix
     assert result.paced_by.startswith("waits for new nodes")
 
@@ -85,6 +87,10 @@ def test_anti_affinity_of_the_pods_already_there_refuses_the_newcomer() -> None:
     guard = pod("guard", "a", owner="guard", affinity=anti(HOST, matchLabels={"app": "web"}))
     [blocker] = plan([pod("web-1", "old")], nodes, [guard]).blockers
     assert "their term: default/guard in kubernetes.io/hostname=a" in blocker.fix
+    assert blocker.fix.startswith(
+        "add a node whose kubernetes.io/hostname is none of a (required pod anti-affinity "
+        "keeps web out of those), or make the anti-affinity of default/guard preferred"
+    )
 
 
 def test_anti_affinity_match_expressions_and_other_namespaces() -> None:
@@ -135,7 +141,15 @@ def test_pod_affinity__lands_only_in_the_zone_of_a_matching_pod() -> None:
     cache["spec"]["nodeName"] = "old"  # the cache is on the drained node: it goes too
     [blocker] = plan([pod("web-1", "old", affinity=near_cache())], nodes, [cache]).blockers
     assert "pod affinity (no pod matching app=cache" in blocker.fix
-    assert "add a node in topology.kubernetes.io/zone none (where pods matching app=cache run)" in (
+    assert "run a pod matching app=cache on a node that stays (none does), or make web's pod " in (
+        blocker.fix
+    )
+    cache["spec"]["nodeName"] = "b1"  # in zone b: that is where web may go
+    nodes[1] = host("b1", "b", cpu="0")
+    [blocker] = plan(
+        [pod("web-1", "old", cpu="100m", affinity=near_cache())], nodes, [cache]
+    ).blockers
+    assert "add a node in topology.kubernetes.io/zone b (where pods matching app=cache run)" in (
         blocker.fix
     )
 
@@ -271,3 +285,31 @@ def test_spread_match_label_keys_counts_only_the_same_revision(keys: list[str]) 
     # a1 has no cpu for it: b1 is the only place. With matchLabelKeys the older
     # revision's pod on b1 does not count (skew 1); without, b would be 2 over a.
     assert (plan(drained, nodes, [older]).blockers == []) is bool(keys)
+
+
+def test_a_namespace_selector_with_labels_adds_nothing() -> None:
+    """The plan does not read the namespaces' labels: such a term looks in the
+    namespaces it lists and no further (docs/cli.md says so)."""
+    nodes = [host("old"), host("a")]
+    db = pod("db-1", "a", owner="db")
+    db["metadata"]["namespace"] = "data"
+    drained = [pod("web-1", "old", affinity=anti(HOST, matchLabels={"app": "db"}))]
+    term = drained[0]["spec"]["affinity"]["podAntiAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"][0]  # fmt: skip
+    term["namespaceSelector"] = {"matchLabels": {"team": "data"}}
+    assert plan(drained, nodes, [db]).blockers == []
+    term["namespaces"] = ["data"]
+    assert plan(drained, nodes, [db]).blockers != []
+
+
+def test_a_refresh_reopens_the_replaced_nodes_as_empty_domains() -> None:
+    """Batch 1 (old) drained, then batch 2 (a): old's new instance is schedulable and
+    empty, a closed; the spread on hostname lets a's replica land on the new old."""
+    nodes = [host("old"), host("a"), host("b")]
+    everything = [spread_web("web-1", "old", key=HOST), spread_web("web-2", "a", key=HOST)]
+    everything.append(spread_web("web-3", "b", key=HOST))
+    room = Capacity(nodes, everything, planned={"old"})
+    assert room.place(everything[0]) is None  # old empty and closed: b and a would be 2
+    room.replaced(["old"])
+    room.leaving(["a"])
+    assert room.place(everything[1]) == "old"

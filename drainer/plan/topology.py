@@ -139,18 +139,35 @@ class Rules:
         found = []
         if "pod anti-affinity" in said:
             for key in sorted({key for key, where, _ in self.forbidden if where}):
-                taken = sorted({d for k, where, _ in self.forbidden if k == key for d in where})
-                found.append(
-                    f"add a node whose {key} is none of {', '.join(taken)} (required pod "
-                    f"anti-affinity keeps {self.owner} out of those), or make that "
-                    f"anti-affinity preferred"
-                )
+                found.append(self._anti_fix(key))
         if "pod affinity" in said:
             for key, domains, text in self.wanted:
-                where = ", ".join(sorted(domains)) or "none"
-                found.append(f"add a node in {key} {where} (where pods matching {text} run)")
+                if domains:
+                    where = f"{key} {', '.join(sorted(domains))}"
+                    found.append(f"add a node in {where} (where pods matching {text} run)")
+                else:
+                    found.append(
+                        f"run a pod matching {text} on a node that stays (none does), or make "
+                        f"{self.owner}'s pod affinity preferred"
+                    )
         found += [one.fix() for one in self.spread if one.refused]
         return found
+
+    def _anti_fix(self, key: str) -> str:
+        """A domain free of what the anti-affinity terms on `key` exclude, or whose term
+        to relax: the pod's own, or those of the pods already there."""
+        taken = sorted({d for k, where, _ in self.forbidden if k == key for d in where})
+        theirs = sorted(
+            {pod for k, where, whose in self.forbidden if k == key and whose == "their"
+             for pod in where.values()}
+        )  # fmt: skip
+        mine = any(k == key and where and whose == "its" for k, where, whose in self.forbidden)
+        relax = [f"make {self.owner}'s anti-affinity preferred"] if mine else []
+        relax += [f"make the anti-affinity of {', '.join(theirs)} preferred"] if theirs else []
+        return (
+            f"add a node whose {key} is none of {', '.join(taken)} (required pod "
+            f"anti-affinity keeps {self.owner} out of those), or {' and '.join(relax)}"
+        )
 
 
 @dataclass
