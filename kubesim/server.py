@@ -122,6 +122,22 @@ def _truthy(value: str | None) -> bool:
     return (value or "").lower() in ("true", "1")
 
 
+def _non_resource(method: str, user: User, path: str) -> Attributes:
+    return Attributes(user, method.lower() if method != "GET" else "get", path=path)
+
+
+def _denied(attributes: Attributes) -> ApiError:
+    """The authorizer's 403, in the real one's words and details."""
+    details: dict[str, Any] = {}
+    if attributes.is_resource:
+        details["kind"] = attributes.resource
+        if attributes.name:
+            details["name"] = attributes.name
+        if attributes.group:
+            details["group"] = attributes.group
+    return ApiError(403, forbidden_message(attributes), reason="Forbidden", details=details)
+
+
 class Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
@@ -309,7 +325,9 @@ class Handler(BaseHTTPRequestHandler):
             if route is None:
                 verb, resource_name = "get", path
                 self._record_fields = (started, method, path, verb, resource_name, user_name)
-                self._apply_faults(method, path, user_name, watch=False)
+                self._apply_faults(
+                    method, path, user_name, False, _non_resource(method, user, path)
+                )
                 self._non_resource(method, path, user)
                 return
             if route.name == "" and parts[-1] != route.resource.plural:
@@ -331,15 +349,8 @@ class Handler(BaseHTTPRequestHandler):
                 route.name,
             )
             if not sim.authorizer.allowed(attributes):
-                details: dict[str, Any] = {"kind": route.resource.plural}
-                if route.name:
-                    details["name"] = route.name
-                if route.resource.group:
-                    details["group"] = route.resource.group
-                raise ApiError(
-                    403, forbidden_message(attributes), reason="Forbidden", details=details
-                )
-            self._apply_faults(method, path, user_name, watch)
+                raise _denied(attributes)
+            self._apply_faults(method, path, user_name, watch, attributes)
             self._resource(method, route, verb, query=query, raw=raw, user=user)
         except _Drop:
             self._status = -1
@@ -370,7 +381,9 @@ class Handler(BaseHTTPRequestHandler):
                 )
             )
 
-    def _apply_faults(self, method: str, path: str, user: str, watch: bool) -> None:
+    def _apply_faults(
+        self, method: str, path: str, user: str, watch: bool, attributes: Attributes
+    ) -> None:
         self._break_after = None
         for fault in self.server.sim.faults.take(method, path, user, watch):
             if fault.kind == "latency":
@@ -387,11 +400,11 @@ class Handler(BaseHTTPRequestHandler):
                         int(fault.retry_after) if fault.retry_after >= 1 else 1
                     )
                     details["retryAfterSeconds"] = int(max(1, fault.retry_after))
+                if fault.status == 403 and not fault.message:
+                    # A 403 fault is the authorizer's refusal, in the real one's words
+                    # and details (an admission refusal is another fault: give a message).
+                    raise _denied(attributes)
                 default = f"injected fault: HTTP {fault.status}"
-                if fault.status == 403:
-                    # A 403 fault is the authorizer's refusal, worded as the real
-                    # one is (an admission refusal is another fault: give a message).
-                    default = f'injected fault: User "{user}" cannot {method.lower()} path "{path}"'
                 raise ApiError(
                     fault.status,
                     fault.message or default,
@@ -404,9 +417,9 @@ class Handler(BaseHTTPRequestHandler):
 
     def _non_resource(self, method: str, path: str, user: User) -> None:
         sim = self.server.sim
-        attributes = Attributes(user, method.lower() if method != "GET" else "get", path=path)
+        attributes = _non_resource(method, user, path)
         if not sim.authorizer.allowed(attributes):
-            raise ApiError(403, forbidden_message(attributes), reason="Forbidden", details={})
+            raise _denied(attributes)
         if method != "GET":
             raise ApiError(
                 405,

@@ -44,10 +44,11 @@ import pytest
 from drainer import errors
 from drainer.k8s.status import translate
 from kubesim import KubeSim, certs
+from kubesim.faults import Fault
 from testbed import World
 from testbed import workloads as w
 from testbed.cluster import ApiClient, Cluster
-from testbed.world import wait_until
+from testbed.world import rbac_manifests, wait_until
 
 from .conftest import CLUSTER_NAME, POLICY, POLICY_MESSAGE, SPEED, deny_evictions
 from .test_conformance import Scene
@@ -310,6 +311,23 @@ def test_real_answer__translated__kubesim_says_the_same_words(name: str, cluster
     assert emulated.words(emulated_scene.namespace, emulated_scene.node) == real.words(
         real_scene.namespace, real_scene.node
     ), f"kubesim's words differ from the real apiserver's: {name}"
+
+
+@pytest.mark.parametrize("backend", ["real"])
+def test_rbac_denial__kubesims_injected_403_has_the_real_words(cluster: Cluster) -> None:
+    """kubesim's scenarios inject an RBAC denial as a 403 fault on a request its
+    authorizer allows: the drainer must read it as it reads the real authorizer's."""
+    real_scene = _scene(cluster)
+    real = rbac_eviction(real_scene)
+    with KubeSim(speed=SPEED, cluster_name=CLUSTER_NAME) as sim:
+        s = _scene(Cluster.of_kubesim(sim))
+        s.cluster.apply(rbac_manifests())  # the eviction allowed, then refused by the fault
+        s.run_pod("p")
+        sim.faults.add(Fault(kind="status", method="POST", path="/pods/p/eviction$", status=403))
+        emulated = _eviction(s, "p", _as_drainer(s))
+
+    assert emulated.words(s.namespace, s.node) == real.words(real_scene.namespace, real_scene.node)
+    _rbac("create", "pods/eviction")(emulated.translated("create", "pods/eviction"), s)
 
 
 # -- admission: a ValidatingAdmissionPolicy and a webhook, on the real server --------
