@@ -1,5 +1,5 @@
 """EventBridge Scheduler: a drain asked for later (an AWS Health scheduled change
-drained a set time before its window) is a one-time schedule that invokes the
+drained a set time before its maintenance window) is a one-time schedule that invokes the
 function with the same event then, and deletes itself once it has."""
 
 from __future__ import annotations

@@ -10,10 +10,10 @@
   that it gets SIGTERM and that grace instead of dying with the instance.
 - A capacity reservation's interruption warning is the same, with the
   instance-termination-time the warning names.
-- An AWS Health scheduled change (instance retirement, maintenance) names a window
-  that may be days away: the drain's deadline is the window's start less the margin,
+- An AWS Health scheduled change (instance retirement, maintenance) names a maintenance
+  window that may be days away: the drain's deadline is its start less the margin,
   or DRAIN_TIMEOUT_SECONDS when that is sooner (budgets respected all along, no pod
-  deleted: the window is not here yet). An event naming several instances is
+  deleted: the maintenance window is not here yet). An event naming several instances is
   drained one invocation each.
 - A state change to stopping or shutting-down: the OS is going down already, so
   every pod is evicted at once in the minute that is left.
@@ -163,13 +163,13 @@ def _lifecycle_state(clients: aws.AwsClients, instance_id: str) -> str:
 
 def fixed_by_ec2(found: Ec2Target, settings: Settings, now: float) -> bool:
     """Whether EC2 takes the instance at a time its event fixes, whatever the pods'
-    budgets say: not a rebalance, nor a scheduled change whose window starts later
+    budgets say: not a rebalance, nor a scheduled change whose maintenance window starts later
     than DRAIN_TIMEOUT_SECONDS from now."""
     event = found.event
     if event.kind is Ec2Kind.REBALANCE or late.is_late(found.event, found.identity, now):
         return False
     if event.kind is Ec2Kind.SCHEDULED_CHANGE:
-        # A window already begun (Health's update of an open change): the change is
+        # A maintenance window already begun (Health's update of an open change): the change is
         # under way; the drain respects budgets rather than delete pods at once.
         margin, timeout = settings.spot_deadline_margin_seconds, settings.drain_timeout_seconds
         return event.acts_at is not None and now < event.acts_at - margin <= now + timeout
@@ -179,7 +179,7 @@ def fixed_by_ec2(found: Ec2Target, settings: Settings, now: float) -> bool:
 def deadline_of(found: Ec2Target, settings: Settings, now: float) -> Deadline:
     """When the drain must be over: the margin before EC2 acts, where the event fixes
     that time; DRAIN_TIMEOUT_SECONDS from now for a rebalance, and for a scheduled
-    change whose window is further away than that."""
+    change whose maintenance window is further away than that."""
     event = found.event
     margin = settings.spot_deadline_margin_seconds
     issued = event.issued_at if event.issued_at is not None else now
@@ -232,7 +232,7 @@ def approach_for(
     """How the drain goes (its approach): the engine's options, and the live drains
     it waits for. When EC2 fixes the deadline, the ordinary pods are evicted
     at once (as many as EVICTION_CONCURRENCY and their budgets allow), grace periods
-    are cut to the deadline, the critical tier keeps the last third of the window at
+    are cut to the deadline, the critical tier keeps the last third of the time left at
     most, and a pod still held when only its grace is left is deleted then. Each
     records its trigger so that a later event waits for it; a rebalance drain waits
     for any of EC2's drains under way, the others only for one of the same event
@@ -246,11 +246,11 @@ def approach_for(
         # A late event's instance still runs: no pod is deleted past its budget for it.
         force = base.force_on_timeout and not late.is_late(found.event, found.identity, now)
         return Plan(replace(base, trigger=str(kind), force_on_timeout=force), waits_for)
-    window = max(0.0, deadline.at - now)
+    time_left = max(0.0, deadline.at - now)
     options = replace(
         base,
         trigger=str(kind),
-        critical_reserve_seconds=min(base.critical_reserve_seconds, window / 3),
+        critical_reserve_seconds=min(base.critical_reserve_seconds, time_left / 3),
         fit_grace_to_deadline=True,
         force_on_timeout=True,
     )
@@ -320,7 +320,7 @@ def later(
     invocation: Invocation | None,
     raw_event: Mapping[str, Any] | None,
 ) -> dict[str, Any] | None:
-    """A scheduled change drained SCHEDULED_CHANGE_LEAD_SECONDS before its window: while
+    """A scheduled change drained SCHEDULED_CHANGE_LEAD_SECONDS before its maintenance window: while
     that moment is still ahead, a one-time EventBridge Scheduler schedule invokes the
     function with the same event then, marked with the schedule's name (and deletes
     itself). None when the drain is due now: the schedule's own invocation, whenever
@@ -436,7 +436,7 @@ def fan_out(
     changes: ScheduledChanges, tools: Tools, invocation: Invocation | None
 ) -> dict[str, Any]:
     """A scheduled change naming several instances: each is drained in an invocation
-    of its own, all at once (EC2 acts on all of them in the same window), or one
+    of its own, all at once (EC2 acts on all of them in the same maintenance window), or one
     after another here when there is no function to invoke (the CLI, a test). Every
     step of a drain is safe to repeat, so an invocation that fails half-way is retried
     whole."""

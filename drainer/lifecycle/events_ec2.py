@@ -81,7 +81,7 @@ class Ec2Event:
     """One of EC2's events about one instance: a spot interruption warning (the
     instance is reclaimed two minutes after the event's time), a rebalance
     recommendation (it is at higher risk of one), a scheduled change (EC2 acts when
-    its window starts), a state change (the OS is shutting down) or a capacity
+    its maintenance window starts), a state change (the OS is shutting down) or a capacity
     reservation's interruption warning. None has a lifecycle action: EC2, not Auto
     Scaling, decides the instance's end."""
 
@@ -101,7 +101,7 @@ class Ec2Event:
     change's state."""
     schedule: str = ""
     """The EventBridge Scheduler schedule that delivered this event (a scheduled
-    change drained before its window); empty when EventBridge's rule did."""
+    change drained before its maintenance window); empty when EventBridge's rule did."""
     change_id: str = ""
     """A scheduled change's eventArn: the same in every update AWS Health sends of it."""
 

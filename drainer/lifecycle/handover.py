@@ -78,7 +78,7 @@ def parse_handover(raw: object, event_time: float | None, now: float) -> Handove
         earliest = max(earliest, event_time - CLOCK_SKEW_SECONDS)
     if not earliest <= started_at <= now + CLOCK_SKEW_SECONDS:
         raise Malformed(
-            f"{where}.started_at {started_at:.0f} is {_window(started_at, event_time, now)}: "
+            f"{where}.started_at {started_at:.0f} is {_broken_bound(started_at, event_time, now)}: "
             "not the start of this lifecycle action's drain"
         )
     counts = []
@@ -112,7 +112,7 @@ def _number(raw: Mapping[str, Any], key: str) -> str:
     return shown(value) if isinstance(value, str) else repr(value)[:40]
 
 
-def _window(started_at: float, event_time: float | None, now: float) -> str:
+def _broken_bound(started_at: float, event_time: float | None, now: float) -> str:
     """Which bound a hand-over's start broke, in words."""
     if started_at > now + CLOCK_SKEW_SECONDS:
         return f"{started_at - now:.0f} s in the future"

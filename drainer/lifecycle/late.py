@@ -44,7 +44,7 @@ _NOTICE = {
 
 def acts_at(event: Ec2Event) -> float | None:
     """The moment EC2 acts on the instance as the event fixes it; None when the event
-    fixes none (a rebalance; a scheduled change, whose window is checked apart)."""
+    fixes none (a rebalance; a scheduled change, whose maintenance window is checked apart)."""
     if event.kind is Ec2Kind.CAPACITY_RESERVATION and event.acts_at is not None:
         return event.acts_at
     issued, notice = event.issued_at, _NOTICE.get(event.kind)
