@@ -35,6 +35,7 @@ class Flaky:
     url: str = ""
     received: list[dict[str, Any]] = field(default_factory=list)
     headers: dict[str, str] = field(default_factory=dict)
+    released: threading.Event = field(default_factory=threading.Event)
 
     def next(self) -> str:
         return self.script[min(len(self.received) - 1, len(self.script) - 1)]
@@ -49,6 +50,9 @@ def flaky_server(*script: str, headers: dict[str, str] | None = None) -> Iterato
             length = int(self.headers.get("Content-Length", "0"))
             flaky.received.append(json.loads(self.rfile.read(length)))
             what = flaky.next()
+            if what == "silent":  # reads the PUT, never answers (until the test ends)
+                flaky.released.wait(10)
+                return
             if what == "reset":  # no answer at all: the connection reset (RST)
                 self.connection.setsockopt(
                     socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0)
@@ -75,6 +79,7 @@ def flaky_server(*script: str, headers: dict[str, str] | None = None) -> Iterato
         )
         yield flaky
     finally:
+        flaky.released.set()
         server.shutdown()
         server.server_close()
 
@@ -144,3 +149,15 @@ def test_throttled_with_retry_after__waits_at_least_that_long() -> None:
     assert len(flaky.received) == 2
     assert pauses == _expected_pauses(1, retry_after=6.0)
     assert pauses[0] >= 6.0
+
+
+def test_put_never_answered__each_try_under_its_timeout__ends_naming_it() -> None:
+    pauses: list[float] = []
+    with flaky_server("silent") as flaky, pytest.raises(AwsError) as raised:
+        answer_custom_resource(
+            flaky.url, BODY, timeout=0.05, sleep=pauses.append, rng=random.Random(7)
+        )
+
+    assert f"({ANSWER_ATTEMPTS} tries)" in str(raised.value)
+    assert "timed out" in str(raised.value)
+    assert pauses == _expected_pauses(ANSWER_ATTEMPTS - 1)
