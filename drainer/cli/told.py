@@ -1,10 +1,10 @@
 """A drain run by hand, told in Kubernetes Events as the Lambda tells its own: the
-same story (drainer/lifecycle/told.py) over the same recorder (drainer/k8s/events.py),
+same story (drainer/lifecycle/told.py) through the same poster (drainer/k8s/events.py),
 so that `kubectl describe node` shows a teammate who drains the node (the kubeconfig
 user and the host, in the start Event and as every Event's reportingInstance) and
 how it ended. Loaded once a drain begins, not on the CLI's start-up.
 
-Never fatal: without the RBAC rule for Events the recorder stops at the first 403 and
+Never fatal: without the RBAC rule for Events the poster stops at the first 403 and
 its one warning line reaches stderr through the CLI's log handler; the drain goes
 on. A dry run writes no Event.
 """
@@ -61,5 +61,5 @@ class CliStory:
 
     def close(self) -> None:
         """No more Events; the last ones sent within FLUSH_SECONDS, before the verdict
-        (a warning that they are not recorded is printed before it too)."""
+        (a warning that they are not posted is printed before it too)."""
         self.recorder.close(FLUSH_SECONDS)

@@ -1,15 +1,17 @@
 """Kubernetes Events (events.k8s.io/v1): the drain told where `kubectl describe node`
 and `kubectl get events` show it, without AWS access.
 
-An `EventRecorder` writes from a thread of its own, so a drain never waits for an
-Event: `record` queues, the thread sends, `close` gives the queue a moment to empty
-and lets the thread send the rest (and close the client) after the drain's end.
+The Events' poster (`EventRecorder`, to be renamed `EventPoster`: the glossary keeps
+"record" for the node's progress record) posts from a thread of its own, so a drain
+never waits for an Event: `record` (to be `post`) queues, the thread sends, `close`
+gives the queue a moment to empty and lets the thread send the rest (and close the
+client) after the drain's end.
 An Event that repeats (the same object, reason and note) is one Event whose series
 counts it, as client-go's recorder aggregates. A drain
-records at most EVENTS_PER_DRAIN pod Events (the rest are counted in `folded`, for
+posts at most EVENTS_PER_DRAIN pod Events (the rest are counted in `folded`, for
 the node's end Event to say); an Event about the node (its start, cordon and end) is
 never dropped. An Event the API refuses is a log line,
-never a failed drain; after a 403 the recorder stops trying (the role lacks
+never a failed drain; after a 403 the poster stops trying (the role lacks
 `create` and `patch` on events.events.k8s.io: k8s-rbac/ grants them).
 """
 
@@ -34,11 +36,11 @@ log = logging.getLogger(__name__)
 CONTROLLER = "eks-node-drainer"
 """The Events' reportingController."""
 EVENTS_PER_DRAIN = 200
-"""The most pod Events one drain records (a thousand-pod node tells the rest in the
+"""The most pod Events one drain posts (a thousand-pod node tells the rest in the
 log); the node's own Events are not counted."""
 FLUSH_SECONDS = 0.5
 """How long `close` waits for queued Events before the drain's ending goes on (the
-rest are sent after it, by the recorder's thread)."""
+rest are sent after it, by the poster's thread)."""
 NODE_EVENTS_NAMESPACE = "default"
 """Where a node's Events go (a node has no namespace; the kubelet's go here too)."""
 NOTE_MAX = 1024
@@ -85,7 +87,7 @@ def _cut(note: str) -> str:
 
 
 def reporting_instance() -> str:
-    """Who records: the Lambda function, or this host (the CLI)."""
+    """Who posts the Events: the Lambda function, or this host (the CLI)."""
     name = os.environ.get("AWS_LAMBDA_FUNCTION_NAME") or socket.gethostname() or "local"
     return f"{CONTROLLER}-{name}"[:128]
 
@@ -115,9 +117,9 @@ class EventRecorder:
         self._taken = 0
         self._closed = False
         self.folded = 0
-        """Pod Events not recorded because the drain reached its bound."""
+        """Pod Events not posted because the drain reached its bound."""
         self.stopped = ""
-        """Why the recorder stopped recording (a 403), empty while it records."""
+        """Why the poster stopped posting (a 403), empty while it posts."""
         self.sent = 0
         self.failed = 0
         self._then: Callable[[], None] | None = None
@@ -126,7 +128,7 @@ class EventRecorder:
         self, regarding: Regarding, reason: str, action: str, note: str, *, warning: bool = False
     ) -> None:
         """Queue one Event; never blocks, never raises. A pod Event past the drain's
-        bound is folded (counted, not recorded); a node Event always goes."""
+        bound is folded (counted, not posted); a node Event always goes."""
         with self._lock:
             if self.stopped or self._closed:
                 return
@@ -147,7 +149,7 @@ class EventRecorder:
         self._queue.put(pending)
 
     def close(self, timeout: float = FLUSH_SECONDS, then: Callable[[], None] | None = None) -> None:
-        """Record no more; give the queue `timeout` to empty, then call `then` (closing
+        """Post no more; give the queue `timeout` to empty, then call `then` (closing
         the client). Events still queued then are sent after, by the thread, which
         calls `then` itself once it is done: the drain's ending never waits longer."""
         with self._lock:

@@ -279,7 +279,7 @@ class Kube(Client):
         )
 
     def create_event(self, namespace: str, event: Obj) -> Obj:
-        """Record an events.k8s.io/v1 Event (drainer/k8s/events.py)."""
+        """Post an events.k8s.io/v1 Event (drainer/k8s/events.py)."""
         created: Obj = self.request(
             "POST",
             f"/apis/events.k8s.io/v1/namespaces/{namespace}/events",

@@ -175,7 +175,7 @@ def _engine_drain(
     recorder: EventRecorder | None,
 ) -> DrainReport:
     """The engine's drain of the node, told as Kubernetes Events on it when there is a
-    recorder (none in a dry run)."""
+    poster (none in a dry run)."""
     node = str(found["metadata"]["name"])
     node_uid = str(found["metadata"].get("uid") or "")
     options, window = job.approach.options, job.window

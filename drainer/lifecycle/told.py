@@ -30,7 +30,7 @@ _POD_EVENTS: dict[Kind, tuple[str, str, bool]] = {
 
 
 class DrainStory:
-    """An on_event callback that records the drain's Events, and its ending."""
+    """An on_event callback that tells the drain in Events, and its ending."""
 
     def __init__(
         self, recorder: EventRecorder, node: str, node_uid: str, trigger: str, by: str = ""
@@ -98,7 +98,7 @@ class DrainStory:
 
     def ended(self, report: DrainReport, lifecycle: Callable[[Outcome], str | None]) -> None:
         """The drain's end on the node; `lifecycle` says what the group is told. It is
-        never dropped, and says how many pod Events the recorder's bound folded."""
+        never dropped, and says how many pod Events the poster's bound folded."""
         ending = _ENDINGS.get(report.outcome)
         if ending is None:
             return
