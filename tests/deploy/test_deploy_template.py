@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 import yaml
 from moto.events.models import EventPattern
+from support.metrics import metric_names
 
 from drainer.errors import SettingsError
 from drainer.lifecycle.settings import VARIABLES
@@ -693,8 +694,7 @@ def test_dashboard_on_and_off_by_its_parameter(moto_stack: MotoStack):
 def test_dashboard_reads_the_metrics_the_function_emits_with_the_alarms_dimensions():
     """Every metric widget names a metric drainer/lifecycle/ending.py writes, with the
     dimension set it writes (Cluster and service), and the log widgets the end line."""
-    source = (ROOT / "drainer" / "lifecycle" / "ending.py").read_text()
-    emitted = set(re.findall(r'add_metric\(\s*name="(\w+)"', source))
+    emitted = set(metric_names())
     body = json.loads(stack().resource("DrainsDashboard")["DashboardBody"])
     shown: set[str] = set()
     for widget in body["widgets"]:

@@ -4,12 +4,12 @@ CONTINUE; a node that never comes gets LAUNCH_TIMEOUT_RESULT."""
 
 from __future__ import annotations
 
-import json
 import time
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from support.metrics import emf_lines
 
 from testbed import World
 from testbed.world import wait_until
@@ -65,7 +65,7 @@ def test_node_never_joins__abandon_by_default__continue_when_set(
     assert "still waiting for its node to register" in summary["message"]
     (complete,) = world.completions()
     assert complete["LifecycleActionResult"] == "ABANDON"
-    (metrics,) = _metric_lines(capsys.readouterr().out)
+    (metrics,) = emf_lines(capsys.readouterr().out)
     counts = [metrics[name] for name in ("LaunchJoined", "LaunchNotJoined", "LaunchFailed")]
     assert counts == [[0], [1], [0]], "the dashboard counts a launch that never joined"
     assert metrics["Cluster"] == world.cluster_name
@@ -249,9 +249,3 @@ def test_taint_that_never_clears__abandon_at_the_timeout__the_taint_named_everyw
     )
     assert summary["lifecycle_result"] == "CONTINUE"
     assert summary["waiting_for"] == f"taint {UNINITIALIZED}"
-
-
-def _metric_lines(out: str) -> list[dict[str, Any]]:
-    """The embedded-metric-format lines (CloudWatch's `_aws` key) printed to stdout."""
-    lines = (json.loads(line) for line in out.splitlines() if line.startswith("{"))
-    return [line for line in lines if "_aws" in line]
