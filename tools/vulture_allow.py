@@ -36,8 +36,3 @@ _.short_grace
 _.find_node
 _.section
 
-# The plan's volume zone check (drainer/plan/volumes.py, issue 40): the command line
-# (drainer/cli/plan.py) is to pass ApiVolumes(kube) to the plan's capacity and print
-# its note; until then only tests/test_plan_volumes.py builds one. Remove once wired.
-_.ApiVolumes
-_.note

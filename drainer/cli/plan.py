@@ -27,6 +27,7 @@ from drainer.plan.history import NewNodes, new_node_wait
 from drainer.plan.model import Cluster, NodePlan, plan_node
 from drainer.plan.refresh import batch_times, batches
 from drainer.plan.timing import startups
+from drainer.plan.volumes import ApiVolumes
 
 HEADERS = ("NODE", "PODS", "ETA", "UP TO", "PACED BY", "BLOCKERS")
 
@@ -106,6 +107,8 @@ def _plan(kube: Kube, args: argparse.Namespace, terminal: Any) -> int:
     else:
         whole = _refresh_plan(reads, refresh, args, terminal)
         plans = whole.plans
+    if reads.volumes.note():
+        print(f"note: {reads.volumes.note()}", file=terminal.err)
     code = 1 if any(p.blockers for p in plans) else 0
     if args.output == "json":
         output.emit(terminal.out, _document(plans, code, whole))
@@ -126,6 +129,8 @@ class Reads:
     every_pod: list[dict[str, Any]]
     budgets: list[dict[str, Any]]
     on_node: dict[str, list[dict[str, Any]]]
+    volumes: ApiVolumes
+    """The evicted pods' claims' volumes, read as the plan asks (each once)."""
     listed: float
     """The wall clock at the listing: only for the deletion deadlines of pods already
     terminating."""
@@ -135,7 +140,8 @@ def _read(kube: Kube, args: argparse.Namespace, names: list[str]) -> Reads:
     every_pod = _all_pods(kube)
     budgets, _ = kube.list_budgets()
     on_node = {n: kube.list_pods_on_node(n, args.pod_selector or "")[0] for n in names}
-    return Reads(list(kube.list_nodes()), every_pod, budgets, on_node, time.time())
+    nodes = list(kube.list_nodes())
+    return Reads(nodes, every_pod, budgets, on_node, ApiVolumes(kube), time.time())
 
 
 def _walk(
@@ -145,7 +151,7 @@ def _walk(
     fits on no node left. A refresh drains batch by batch: the nodes of later batches
     still take pods until theirs comes, and each batch's new instances take the next
     batch's. Nodes named or selected are all cordoned first (drain -l): one batch."""
-    room = Placements(reads.nodes, reads.every_pod, planned=set(leaving[0]))
+    room = Placements(reads.nodes, reads.every_pod, planned=set(leaving[0]), volumes=reads.volumes)
     cluster = Cluster(reads.budgets, startups(reads.every_pod), room)
     options, overrides = options_from(args), overrides_from(args)
     plans, homeless = [], []

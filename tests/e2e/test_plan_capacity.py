@@ -9,7 +9,11 @@ And topology spread on kubernetes.io/hostname, maxSkew 1, one replica per node: 
 drained node stays an empty domain until it is deleted, so the replacement has
 nowhere to go; the plan says so, and on the real control plane the drain shows it
 (its replacement Pending, the scheduler naming the spread). The anti-affinity case
-is drained there too, its replacement Pending for the reason the plan gives."""
+is drained there too, its replacement Pending for the reason the plan gives.
+
+And a pod whose claim is bound to a volume in a zone with no other schedulable node
+(the drainer identity with the optional k8s-rbac/plan/, which lets it read the
+volume): a blocker naming the pod, the claim and the zone."""
 
 from __future__ import annotations
 
@@ -18,13 +22,15 @@ import json
 from typing import Any
 
 import pytest
+import yaml
 
 from drainer.cli.main import main
 from testbed import World
 from testbed import workloads as w
-from testbed.world import place_on, wait_until
+from testbed.world import RBAC_DIR, drainer_may, place_on, set_schedulable, wait_until
 
 HOSTNAME = "kubernetes.io/hostname"
+ZONE = "topology.kubernetes.io/zone"
 
 
 def _cli(world: World, *words: str) -> tuple[int, dict[str, Any]]:
@@ -135,3 +141,77 @@ def test_plan__spread_by_hostname_one_per_node__the_drained_node_holds_the_repla
         return  # kubesim's scheduler does not spread: what follows is the real one's
     message = _drained_then_pending(world, old)
     assert "didn't match pod topology spread constraints" in message, message
+
+
+def _plan_rbac() -> list[dict[str, Any]]:
+    """k8s-rbac/plan/: plan's optional read of PersistentVolumes."""
+    return [
+        document
+        for path in sorted((RBAC_DIR / "plan").glob("*.yaml"))
+        for document in yaml.safe_load_all(path.read_text())
+        if document
+    ]
+
+
+def _zoned_claim(zone: str) -> list[dict[str, Any]]:
+    """An EBS volume held to `zone`, bound to the claim `data` (statically: the claim
+    names it, it names the claim)."""
+    term = {"matchExpressions": [{"key": ZONE, "operator": "In", "values": [zone]}]}
+    volume = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {"name": "pv-plan-data"},
+        "spec": {
+            "capacity": {"storage": "1Gi"},
+            "accessModes": ["ReadWriteOnce"],
+            "storageClassName": "gp3",
+            "persistentVolumeReclaimPolicy": "Retain",
+            "csi": {"driver": "ebs.csi.aws.com", "volumeHandle": "vol-0plan0data0000001"},
+            "claimRef": {"namespace": "default", "name": "data"},
+            "nodeAffinity": {"required": {"nodeSelectorTerms": [term]}},
+        },
+    }
+    claim = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": "data", "namespace": "default"},
+        "spec": {
+            "accessModes": ["ReadWriteOnce"],
+            "storageClassName": "gp3",
+            "volumeName": "pv-plan-data",
+            "resources": {"requests": {"storage": "1Gi"}},
+        },
+    }
+    return [volume, claim]
+
+
+def test_plan__claim_bound_to_a_zone_with_no_other_node__blocker_naming_claim_and_zone(
+    world: World,
+) -> None:
+    old, *others = (world.nodes[i] for i in world.instance_ids)
+    zone = world.cluster.get("Node", old)["metadata"]["labels"][ZONE]
+    world.cluster.apply(_plan_rbac())
+    wait_until(lambda: drainer_may(world.cluster, "get", "persistentvolumes"), 10)
+    db = w.deployment("db", 1, grace=1)
+    db["spec"]["template"]["spec"]["volumes"] = [
+        {"name": "data", "persistentVolumeClaim": {"claimName": "data"}}
+    ]
+    world.cluster.apply(_zoned_claim(zone))
+    place_on(world, old, [db], timeout=30)
+    # A node in another zone, free: room enough, but not where the volume is.
+    world.cluster.apply(w.node("spare-other-zone", zone=f"{zone}-other", pods=110))
+
+    code, plan = _cli(world, "plan", old)
+    assert (code, plan["nodes"][0]["blockers"]) == (0, []), plan  # the zone has nodes left
+
+    set_schedulable(world.cluster, others, False)
+    code, plan = _cli(world, "plan", old)
+
+    assert (code, plan["result"]) == (1, "blocked"), plan
+    [blocker] = plan["nodes"][0]["blockers"]
+    assert blocker["pod"].startswith("default/db-")
+    assert blocker["reason"] == (
+        f"its PersistentVolumeClaim default/data is bound to volume pv-plan-data in zone "
+        f"{zone}, where no schedulable node is left"
+    )
+    assert blocker["fix"].startswith(f"add a node in zone {zone} first")
