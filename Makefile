@@ -20,7 +20,7 @@ help:
 	@echo "  make wheel         the CLI as a wheel in dist/: eks-node-drainer and kubectl-drainer"
 	@echo "Check and measure:"
 	@echo "  make test          every check: lint, types, unit and end-to-end tests, cfn-lint, checkov"
-	@echo "  make lint          ruff and the import contracts"
+	@echo "  make lint          ruff, the import contracts, dead code, sizes and the glossary's retired words"
 	@echo "  make types         mypy"
 	@echo "  make unit          pytest alone (PYTEST_WORKERS=2)"
 	@echo "  make cfn-lint      cfn-lint on template.yaml"
