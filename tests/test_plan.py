@@ -11,6 +11,8 @@ from hypothesis import strategies as st
 
 from drainer.engine.filters import FilterOptions, Overrides
 from drainer.engine.options import DrainOptions
+from drainer.plan.budgets import ForecastBudgets, matching
+from drainer.plan.forecast import Forecast, Going, forecast
 from drainer.plan.model import Cluster, NodePlan, plan_node
 from drainer.plan.timing import startups
 
@@ -284,3 +286,147 @@ def test_an_unhealthy_pods_replacement_frees_the_budget_for_the_next() -> None:
     # web-1 goes once web-0's replacement is Ready (5 s), web-2 once web-1's is (10 s).
     assert result.eta_seconds == 10 + 10
     assert result.paced_by.startswith("PodDisruptionBudget default/web: 3 waves")
+
+
+# -- the critical tier on the forecast clock (the engine's reserve) ----------------
+
+DNS_BUDGET = budget("dns", "dns", expected=2, allowed=1, maxUnavailable=1)
+
+
+def coredns() -> dict[str, Any]:
+    return pod("dns-a", "dns", owner="dns-rs", grace=1, priorityClassName="system-cluster-critical")
+
+
+def forecast_of(
+    pods: list[dict[str, Any]], budgets: list[dict[str, Any]], *, timeout: float, **kw: Any
+) -> Forecast:
+    """The forecast clock's run alone: when each pod is evicted and gone."""
+    going = [Going(p, matching(p, budgets)) for p in pods]
+    view = ForecastBudgets.of(budgets)
+    options = DrainOptions(filters=FilterOptions(), **kw)
+    return forecast(going, view, options, startups(pods), timeout=timeout)
+
+
+def test_ordinary_pods_deadlocked__critical_pod_evicted_at_the_reserve__no_blocker() -> None:
+    """As the engine does (schedule.py: start_critical): every ordinary pod left is
+    held by a budget at the deadline less the reserve, so the critical tier starts
+    then, and coredns goes through its own budget, which allows one."""
+    stuck = [pod(f"pay-{i}", "pay", owner="pay-rs") for i in range(2)]
+    pay = budget("pay", "pay", expected=2, allowed=0, minAvailable=2)
+
+    run = forecast_of([*stuck, coredns()], [pay, DNS_BUDGET], timeout=3600)
+    result = plan([*stuck, coredns()], [pay, DNS_BUDGET], timeout=3600)
+
+    assert (run.evicted["default/dns-a"], run.gone["default/dns-a"]) == (3480, 3481)
+    assert set(run.left) == {"default/pay-0", "default/pay-1"}
+    assert [(b.pod, b.deadlock) for b in result.blockers] == [
+        ("default/pay-0", True),
+        ("default/pay-1", True),
+    ]
+
+
+def test_drain_shorter_than_the_reserve__critical_tier_starts_once_the_budget_refuses() -> None:
+    """A 60 s drain under the default 120 s reserve: the engine starts the critical
+    tier as soon as the ordinary pods are held, right after the budget's refusal."""
+    stuck = pod("pay-0", "pay", owner="pay-rs")
+    pay = budget("pay", "pay", expected=1, allowed=0, minAvailable=1)
+
+    run = forecast_of([stuck, coredns()], [pay, DNS_BUDGET], timeout=60)
+
+    assert run.evicted["default/dns-a"] == 0
+    assert list(run.left) == ["default/pay-0"]
+
+
+def test_critical_reserve_option__the_tier_starts_at_the_deadline_less_it() -> None:
+    stuck = pod("pay-0", "pay", owner="pay-rs")
+    pay = budget("pay", "pay", expected=1, allowed=0, minAvailable=1)
+
+    run = forecast_of(
+        [stuck, coredns()], [pay, DNS_BUDGET], timeout=600, critical_reserve_seconds=45
+    )
+
+    assert run.evicted["default/dns-a"] == 555
+
+
+def test_ordinary_pod_terminating_past_the_timeout__critical_pod_waits__fix_the_timeout() -> None:
+    """An ordinary pod still terminating is not held (the engine waits for it:
+    tests/test_schedule.py), so coredns's tier starts once it is gone, after the
+    timeout: its fix is the longer --timeout, never a grace period 'under 0 s'."""
+    reindex = pod("reindex", "reindex", owner="re-rs", grace=5400)
+
+    result = plan([reindex, coredns()], [DNS_BUDGET], timeout=3600)
+
+    by_pod = {b.pod: b for b in result.blockers}
+    assert by_pod["default/reindex"].fix == (
+        "--timeout 5401s, or a terminationGracePeriodSeconds under 3600 s"
+    )
+    dns = by_pod["default/dns-a"]
+    assert dns.fix == "--timeout 5402s"
+    assert dns.reason == (
+        "not evicted before the timeout (3600 s): a critical pod, its tier starts at "
+        "~5400 s (the ordinary pods are gone)"
+    )
+
+
+def test_budget_waves_past_the_timeout__each_fix_means_something() -> None:
+    """Four pods, one at a time, each replacement Ready in 4 s, a 3 s grace period,
+    a 10 s timeout: web-2 is evicted at 8 s and stops at 11 s (a grace period under
+    2 s would do); web-3 waits for the budget until 12 s (only a longer timeout would)."""
+    four = [pod(f"web-{i}", grace=3) for i in range(4)]
+
+    result = plan(four, [budget("web", "web", expected=4, allowed=1, maxUnavailable=1)], timeout=10)
+
+    fixes = {b.pod: b.fix for b in result.blockers}
+    assert fixes == {
+        "default/web-2": "--timeout 12s, or a terminationGracePeriodSeconds under 2 s",
+        "default/web-3": "--timeout 16s",
+    }
+    [late] = [b for b in result.blockers if b.pod == "default/web-3"]
+    assert late.reason == (
+        "not evicted before the timeout (10 s): it waits for PodDisruptionBudget "
+        "default/web until ~12 s"
+    )
+
+
+@given(
+    replicas=st.integers(1, 8),
+    startup=st.integers(0, 40),
+    grace=st.integers(0, 60),
+    timeout=st.integers(1, 200),
+    critical=st.booleans(),
+)
+def test_a_late_pods_fix__never_a_grace_period_under_one_second(
+    replicas: int, startup: int, grace: int, timeout: int, critical: bool
+) -> None:
+    pods = [pod(f"web-{i}", grace=grace, ready_after=startup) for i in range(replicas)]
+    pods.append(pod("slow", "slow", owner="slow-rs", grace=grace * 3))
+    if critical:
+        pods.append(coredns())
+    budgets = [budget("web", "web", expected=replicas, allowed=1, maxUnavailable=1), DNS_BUDGET]
+
+    result = plan(pods, budgets, timeout=timeout)
+
+    for blocker in result.blockers:
+        assert "under 0 s" not in blocker.fix, blocker
+        assert "terminationGracePeriodSeconds under" not in blocker.fix or (
+            int(blocker.fix.rsplit("under ", 1)[1].split()[0]) >= 1
+        ), blocker
+
+
+def test_more_pods_than_the_concurrency__the_rest_go_as_the_answers_come() -> None:
+    """The engine sends the next eviction as soon as an answer frees a slot, not when
+    a pod is gone: 40 pods under a concurrency of 32 all go at once."""
+    many = [pod(f"web-{i}", grace=10) for i in range(40)]
+
+    run = forecast_of(many, [], timeout=3600)
+
+    assert set(run.evicted.values()) == {0}
+    assert run.eta == 10
+
+
+def test_paced_by__one_wave_is_singular() -> None:
+    """coredns after the node's ordinary pod, through its budget (docs/operations.md's
+    example): one wave, not '1 waves'."""
+    result = plan([pod("web-0", grace=3), coredns()], [DNS_BUDGET])
+
+    assert result.paced_by.startswith("PodDisruptionBudget default/dns: 1 wave ("), result

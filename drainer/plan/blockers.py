@@ -99,6 +99,9 @@ def _late(name: str, pod: Pod, run: Forecast, timeout: float) -> Blocker:
     why = f"evicted at ~{start:.0f} s, its grace period ({grace} s) ends at ~{end:.0f} s, "
     why += f"after the timeout ({timeout:g} s)"
     budget = run.paced_by.get(name)
-    fix = f"--timeout {math.ceil(end) + 1}s, or a terminationGracePeriodSeconds under "
-    fix += f"{max(0, math.floor(timeout - start))} s"
+    fix = f"--timeout {math.ceil(end) + 1}s"
+    if start >= timeout:  # no grace period would do: it is sent too late
+        why = f"not evicted before the timeout ({timeout:g} s): {run.waited(name, pod)}"
+    elif timeout - start >= 1:
+        fix += f", or a terminationGracePeriodSeconds under {math.floor(timeout - start)} s"
     return Blocker(name, why, budget, fix)

@@ -45,10 +45,24 @@ class Forecast:
     """Per pod evicted through a budget: that budget."""
     paced_by: dict[str, str] = field(default_factory=dict)
     """Per pod: the budget it waited for, when it did."""
+    critical_at: float | None = None
+    """When the critical tier started (None: it never did)."""
+    critical_why: str = ""
+    """Why it started then, in the schedule's words."""
 
     def waves(self, budget: str) -> int:
         """The rounds of evictions through the budget: each after a replacement is Ready."""
         return len({self.evicted[pod] for pod, b in self.through.items() if b == budget})
+
+    def waited(self, name: str, pod: Pod) -> str:
+        """What the pod's eviction waited for until it was sent, in words."""
+        at = self.evicted[name]
+        if pods.is_critical(pod) and self.critical_at == at:
+            return f"a critical pod, its tier starts at ~{at:.0f} s ({self.critical_why})"
+        budget = self.paced_by.get(name)
+        if budget:
+            return f"it waits for PodDisruptionBudget {budget} until ~{at:.0f} s"
+        return f"its eviction is sent at ~{at:.0f} s"
 
     @property
     def eta(self) -> float:
@@ -62,6 +76,8 @@ class _Run:
     options: DrainOptions
     startups: dict[Owner, Startup]
     slow: bool
+    bound: int
+    """The most passes `step` makes at one moment: one per pod, and one more."""
     several: set[str] = field(default_factory=set)
     """The pods under more than one budget: the eviction API refuses them."""
     result: Forecast = field(default_factory=Forecast)
@@ -95,6 +111,22 @@ class _Run:
         self.result.evicted[entry.name] = now
         self.push(now + self._stop(entry.pod), "gone", "", entry)
 
+    def step(self, now: float) -> None:
+        """What the drain sends at `now`. The engine looks again after each answer,
+        and here every answer is instant: the critical tier may start once the
+        ordinary pods are held, a slot freed takes the next pod. Until nothing more
+        goes; bounded, since a refused pod may be picked again while its budget
+        shows room the API server would not give."""
+        for _ in range(self.bound):
+            why = self.schedule.start_critical(now)
+            if why:
+                self.result.critical_at, self.result.critical_why = now, why
+            chosen = self.schedule.pick(now, self.options.concurrency - self.schedule.in_flight())
+            if not chosen:
+                return
+            for entry in chosen:
+                self.send(entry, now)
+
     def _stop(self, pod: Pod) -> float:
         grace = self.options.grace_period_seconds
         return float(pods.grace_period(pod) if grace is None else grace)
@@ -116,18 +148,17 @@ class _Run:
                 self.view.by_name[budget].replaced()
 
     def next_time(self, now: float) -> float | None:
-        """The next moment something changes; None: nothing ever will."""
-        due = [self.events[0][0]] if self.events else []
+        """The next moment something changes; None: nothing ever will. With nothing
+        in motion (no pod stopping, no replacement on its way) no budget can move,
+        and a refused pod's timer would only be refused again: the one moment left
+        is the critical tier's start at the deadline less the reserve, the engine's
+        wake (schedule.py) whatever timers come before it."""
+        if not self.events:
+            start = self.schedule.deadline - self.schedule.reserve
+            return start if start > now and not self.schedule.critical_started else None
+        due = self.events[0][0]
         wake = self.schedule.next_wake(now)
-        if wake is not None and math.isfinite(wake) and (self.events or self._tier_start(wake)):
-            due.append(wake)
-        return min(due, default=None)
-
-    def _tier_start(self, wake: float) -> bool:
-        """With nothing in motion, only the critical tier's start changes anything
-        (a refused pod's timer would be refused again by a budget that cannot move)."""
-        start = self.schedule.deadline - self.schedule.reserve
-        return not self.schedule.critical_started and wake == start
+        return min(due, wake) if wake is not None and math.isfinite(wake) else due
 
 
 def forecast(
@@ -143,7 +174,7 @@ def forecast(
     every pod gone, or nothing left that could move. `slow`: each replacement takes
     its workload's longest observed time to Ready instead of the median."""
     schedule = Schedule(view, deadline=timeout, reserve=options.critical_reserve_seconds)
-    run = _Run(schedule, view, options, startups, slow)
+    run = _Run(schedule, view, options, startups, slow, bound=len(going) + 1)
     for one in going:
         terminating = one.stopping is not None
         entry = schedule.add(one.pod, budgets=one.budgets, terminating=terminating, now=0.0)
@@ -158,9 +189,7 @@ def forecast(
     now: float | None = 0.0
     while now is not None and not schedule.settled():
         run.land(now)
-        schedule.start_critical(now)
-        for entry in schedule.pick(now, options.concurrency - schedule.in_flight()):
-            run.send(entry, now)
+        run.step(now)
         now = run.next_time(now)
     run.result.left = schedule.left()
     return run.result

@@ -137,10 +137,14 @@ def _paced_by(run: Forecast, going: list[Going], cluster: Cluster, timeout: floa
         return f"{last}, already terminating: its deletion deadline"
     if budget:
         return (
-            f"PodDisruptionBudget {budget}: {run.waves(budget)} waves "
+            f"PodDisruptionBudget {budget}: {_waves(run.waves(budget))} "
             f"({_observed(startup_of(pod, cluster.startups))}), then a {grace} s grace period"
         )
     return f"the grace period of {last} ({grace} s, an upper bound)"
+
+
+def _waves(count: int) -> str:
+    return f"{count} wave" if count == 1 else f"{count} waves"
 
 
 def _observed(startup: Startup | None) -> str:
