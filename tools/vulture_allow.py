@@ -35,4 +35,3 @@ _.short_grace
 # (tests/deploy/test_deploy_readme.py: the reference's generated section).
 _.find_node
 _.section
-
