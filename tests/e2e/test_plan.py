@@ -1,19 +1,21 @@
 """`plan` on both backends, as the drainer identity: the forecast of a node paced
 by its budget, then the same node drained by the CLI (the forecast within 25 % of
 the measured drain, plus 2 s); a node whose only replica no budget lets go,
-reported deadlocked with the budget and the pod named, exit 1."""
+reported deadlocked with the budget and the pod named, exit 1; a critical pod
+next to a deadlocked one, which the plan and the drain both let go at the reserve."""
 
 from __future__ import annotations
 
 import io
 import json
+import threading
 import time
 from typing import Any
 
 from drainer.cli.main import main
 from testbed import World
 from testbed import workloads as w
-from testbed.world import place_on, wait_until
+from testbed.world import place_on, pods_on, wait_until
 
 STARTUP = 60.0
 """Seconds of emulated time from binding to Ready (3 s at the tests' speed of 20):
@@ -28,11 +30,12 @@ def _cli(world: World, *words: str) -> tuple[int, str]:
     return code, out.getvalue()
 
 
-def _budget_counted(world: World, name: str, pods: int) -> None:
+def _budget_counted(world: World, name: str, pods: int, namespace: str = "default") -> None:
     """Until the disruption controller has written the budget's status for its pods."""
 
     def counted() -> bool:
-        status = world.cluster.get("PodDisruptionBudget", name, "default").get("status") or {}
+        budget = world.cluster.get("PodDisruptionBudget", name, namespace)
+        status = budget.get("status") or {}
         return status.get("expectedPods") == pods and status.get("currentHealthy") == pods
 
     wait_until(counted, 20)
@@ -90,3 +93,64 @@ def test_plan__single_replica_min_available_one__deadlocked_exit_1(world: World)
     code, table = _cli(world, "plan", node, "--ignore-daemonsets")
     assert code == 1
     assert "deadlock" in table and "default/solo" in table and "fix: scale" in table
+
+
+def test_plan__ordinary_pod_deadlocked__critical_pod_goes_at_the_reserve_as_drained(
+    world: World,
+) -> None:
+    """A 5 s timeout under the drain's 120 s critical reserve: once the ordinary pod's
+    budget refuses, the critical tier starts (the engine's rule, the forecast's
+    too). The plan names the deadlocked pod alone and says coredns goes before the
+    timeout; the drain evicts coredns within a second or two and times out on api."""
+    node = world.nodes[world.instance_ids[0]]
+    dns = w.deployment(
+        "dns", 1, namespace="kube-system", priority_class="system-cluster-critical", grace=1
+    )
+    place_on(
+        world,
+        node,
+        [
+            w.deployment("api", 1),
+            w.budget("api", {"app": "api"}, max_unavailable=0),
+            dns,
+            w.budget("dns", {"app": "dns"}, namespace="kube-system", max_unavailable=1),
+        ],
+    )
+    _budget_counted(world, "api", 1)
+    _budget_counted(world, "dns", 1, namespace="kube-system")
+    flags = ("--ignore-daemonsets", "--timeout", "5s")
+
+    code, out = _cli(world, "plan", node, *flags, "-o", "json")
+
+    plan = json.loads(out)
+    assert (code, plan["deadlocked"]) == (1, True), plan
+    [forecast] = plan["nodes"]
+    named = [x["pod"] for x in forecast["blockers"]]
+    assert len(named) == 1 and named[0].startswith("default/api-"), forecast["blockers"]
+    assert forecast["eta_seconds"] == 5  # api never goes: the drain runs to its timeout
+
+    [coredns] = [
+        p["metadata"]["name"] for p in pods_on(world.cluster, node)
+        if p["metadata"]["namespace"] == "kube-system"
+    ]  # fmt: skip
+    drained: dict[str, Any] = {}
+    started = time.monotonic()
+    drain = threading.Thread(
+        target=lambda: drained.update(out=_cli(world, "drain", node, *flags)), daemon=True
+    )
+    drain.start()
+
+    def evicted() -> bool:
+        pod = world.cluster.find("Pod", coredns, "kube-system")
+        return pod is None or bool(pod["metadata"].get("deletionTimestamp"))
+
+    wait_until(evicted, 5, what="coredns evicted before the drain's timeout")
+    measured = time.monotonic() - started
+    drain.join(30)
+    print(
+        f"coredns: planned to go before the 5 s timeout (no blocker), evicted at {measured:.1f} s"
+    )
+    assert measured <= 2, measured
+    code, text = drained["out"]
+    assert code != 0 and "default/api-" in text, text
+    assert world.cluster.find("Pod", named[0].split("/")[1], "default") is not None
