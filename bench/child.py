@@ -105,15 +105,15 @@ def _as_deployed(kube: Kube, node: str, settings: Settings, deadline: float) -> 
     from drainer import logs
     from drainer.engine.drain import Drain
     from drainer.k8s.cordon import ProgressRecord
-    from drainer.k8s.events import EventRecorder
+    from drainer.k8s.events import EventPoster
     from drainer.lifecycle.told import DrainStory
 
     logs.configure(settings.log_level, stream=sys.stderr)
-    recorder = EventRecorder(kube)
+    poster = EventPoster(kube)
     try:
         found = kube.get_node(node) or {}
         uid = str(found.get("metadata", {}).get("uid") or "")
-        story = DrainStory(recorder, node, uid, "bench")
+        story = DrainStory(poster, node, uid, "bench")
         options = settings.drain_options()
         record = ProgressRecord(options.trigger, options.destination)
         drain = Drain(kube, node, options, record=record, on_event=story, node_uid=uid)
@@ -121,7 +121,7 @@ def _as_deployed(kube: Kube, node: str, settings: Settings, deadline: float) -> 
         story.ended(report, lambda outcome: None)
         return report
     finally:
-        recorder.close(then=kube.close)
+        poster.close(then=kube.close)
 
 
 def _records(kube: Kube) -> dict[str, object]:

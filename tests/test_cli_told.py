@@ -41,7 +41,7 @@ def test_eks_user_arn_on_a_long_host__events_accepted__naming_both(
     story.close()
 
     assert [e.kind for e in shown] == [Kind.STARTED], "the terminal's progress sees it too"
-    assert story.recorder.failed == 0
+    assert story.poster.failed == 0
     started, drained = _ours(sim)
     assert (started["reason"], drained["reason"]) == ("DrainStarted", "Drained")
     said = f"(begun by cli, kubeconfig user {kube.user} on host {host}): 2 pods"

@@ -10,7 +10,7 @@ import pytest
 from support.clock import FakeClock
 
 from drainer.engine.report import DrainEvent, DrainReport, Kind
-from drainer.k8s.events import EventRecorder, Regarding, micro_time
+from drainer.k8s.events import EventPoster, Regarding, micro_time
 from drainer.k8s.kube import Kube
 from drainer.lifecycle.told import DrainStory
 from drainer.outcome import Outcome
@@ -32,10 +32,10 @@ NODE = Regarding("Node", "n1", uid="6f1d0c2e-0000-4000-8000-000000000001")
 
 def test_record__one_event_as_kubectl_reads_it(sim: KubeSim, kube: Kube) -> None:
     clock = FakeClock(1_800_000_000.0)
-    recorder = EventRecorder(kube, instance="eks-node-drainer-test", clock=clock)
+    poster = EventPoster(kube, instance="eks-node-drainer-test", clock=clock)
 
-    recorder.record(NODE, "Cordoned", "Cordon", "marked unschedulable")
-    recorder.close(timeout=10)
+    poster.post(NODE, "Cordoned", "Cordon", "marked unschedulable")
+    poster.close(timeout=10)
 
     (event,) = _ours(sim)
     assert event["metadata"]["namespace"] == "default"
@@ -49,21 +49,21 @@ def test_record__one_event_as_kubectl_reads_it(sim: KubeSim, kube: Kube) -> None
     assert event["message"] == "marked unschedulable"
     assert event["eventTime"] == micro_time(1_800_000_000.0)
     assert event["reportingInstance"] == "eks-node-drainer-test"
-    assert recorder.sent == 1
+    assert poster.sent == 1
 
 
 def test_record__the_same_event_again__one_event_whose_series_counts_it(
     sim: KubeSim, kube: Kube
 ) -> None:
     clock = FakeClock(1_800_000_000.0)
-    recorder = EventRecorder(kube, clock=clock)
+    poster = EventPoster(kube, clock=clock)
     pod = Regarding("Pod", "web-1", "kube-system", "uid-1")
 
     for _ in range(3):
-        recorder.record(pod, "StuckTerminating", "Drain", "still terminating", warning=True)
+        poster.post(pod, "StuckTerminating", "Drain", "still terminating", warning=True)
         clock.advance(5)
-    recorder.record(pod, "Evicted", "Evict", "evicted")
-    recorder.close(timeout=10)
+    poster.post(pod, "Evicted", "Evict", "evicted")
+    poster.close(timeout=10)
 
     events = {e["reason"]: e for e in _ours(sim)}
     assert set(events) == {"StuckTerminating", "Evicted"}
@@ -75,11 +75,11 @@ def test_record__the_same_event_again__one_event_whose_series_counts_it(
 
 
 def test_record__past_the_bound__no_more_events(sim: KubeSim, kube: Kube) -> None:
-    recorder = EventRecorder(kube, limit=3)
+    poster = EventPoster(kube, limit=3)
 
     for i in range(10):
-        recorder.record(Regarding("Pod", f"p{i}", "default"), "Evicted", "Evict", "evicted")
-    recorder.close(timeout=10)
+        poster.post(Regarding("Pod", f"p{i}", "default"), "Evicted", "Evict", "evicted")
+    poster.close(timeout=10)
 
     assert len(_ours(sim)) == 3
 
@@ -87,16 +87,16 @@ def test_record__past_the_bound__no_more_events(sim: KubeSim, kube: Kube) -> Non
 def test_close__nothing_recorded__no_thread_no_request(sim: KubeSim, kube: Kube) -> None:
     before = len(sim.requests())
 
-    EventRecorder(kube).close()
+    EventPoster(kube).close()
 
     assert len(sim.requests()) == before
 
 
 def test_record__note_cut_to_what_the_api_takes(sim: KubeSim, kube: Kube) -> None:
-    recorder = EventRecorder(kube)
+    poster = EventPoster(kube)
 
-    recorder.record(NODE, "DrainTimedOut", "Drain", "x" * 5000, warning=True)
-    recorder.close(timeout=10)
+    poster.post(NODE, "DrainTimedOut", "Drain", "x" * 5000, warning=True)
+    poster.close(timeout=10)
 
     (event,) = _ours(sim)
     assert len(event["message"]) == 1024
@@ -105,10 +105,10 @@ def test_record__note_cut_to_what_the_api_takes(sim: KubeSim, kube: Kube) -> Non
 def test_record__a_long_note_of_wide_characters__cut_to_1024_bytes_not_refused(
     sim: KubeSim, kube: Kube
 ) -> None:
-    recorder = EventRecorder(kube)
+    poster = EventPoster(kube)
 
-    recorder.record(NODE, "EvictionDenied", "Evict", "refusé " * 400, warning=True)
-    recorder.close(timeout=10)
+    poster.post(NODE, "EvictionDenied", "Evict", "refusé " * 400, warning=True)
+    poster.close(timeout=10)
 
     (event,) = _ours(sim)
     assert len(event["message"].encode()) <= 1024
@@ -118,13 +118,13 @@ def test_record__a_long_note_of_wide_characters__cut_to_1024_bytes_not_refused(
 def test_record__past_the_bound__node_events_still_recorded__pods_folded_counted(
     sim: KubeSim, kube: Kube
 ) -> None:
-    recorder = EventRecorder(kube, limit=3)
+    poster = EventPoster(kube, limit=3)
 
-    recorder.record(NODE, "DrainStarted", "Drain", "drains the node")
+    poster.post(NODE, "DrainStarted", "Drain", "drains the node")
     for i in range(10):
-        recorder.record(Regarding("Pod", f"p{i}", "default"), "Evicted", "Evict", "evicted")
-    recorder.record(NODE, "Drained", "Drain", "every pod is gone")
-    recorder.close(timeout=10)
+        poster.post(Regarding("Pod", f"p{i}", "default"), "Evicted", "Evict", "evicted")
+    poster.post(NODE, "Drained", "Drain", "every pod is gone")
+    poster.close(timeout=10)
 
     events = _ours(sim)
     assert sorted(e["reason"] for e in events if e["involvedObject"]["kind"] == "Node") == [
@@ -132,15 +132,15 @@ def test_record__past_the_bound__node_events_still_recorded__pods_folded_counted
         "Drained",
     ]
     assert len([e for e in events if e["involvedObject"]["kind"] == "Pod"]) == 3
-    assert recorder.folded == 7
+    assert poster.folded == 7
 
 
 def test_close__a_node_event_after_it__not_recorded(sim: KubeSim, kube: Kube) -> None:
-    recorder = EventRecorder(kube)
-    recorder.record(NODE, "DrainStarted", "Drain", "drains the node")
-    recorder.close(timeout=10)
+    poster = EventPoster(kube)
+    poster.post(NODE, "DrainStarted", "Drain", "drains the node")
+    poster.close(timeout=10)
 
-    recorder.record(NODE, "Drained", "Drain", "every pod is gone")
+    poster.post(NODE, "Drained", "Drain", "every pod is gone")
 
     assert [e["reason"] for e in _ours(sim)] == ["DrainStarted"]
 
@@ -148,15 +148,15 @@ def test_close__a_node_event_after_it__not_recorded(sim: KubeSim, kube: Kube) ->
 def test_story__timed_out_past_the_bound__the_end_event_says_how_many_were_folded(
     sim: KubeSim, kube: Kube
 ) -> None:
-    recorder = EventRecorder(kube, limit=2)
-    story = DrainStory(recorder, "n1", NODE.uid, "spot-interruption")
+    poster = EventPoster(kube, limit=2)
+    story = DrainStory(poster, "n1", NODE.uid, "spot-interruption")
     why = "PodDisruptionBudget default/db allows no disruption"
     left = {f"default/p{i}": why for i in range(5)}
     for pod in left:
         story(DrainEvent(Kind.LEFT, pod=pod, reason=why))
 
     story.ended(DrainReport("n1", Outcome.TIMED_OUT, left=left), lambda outcome: None)
-    recorder.close(timeout=10)
+    poster.close(timeout=10)
 
     (end,) = [e for e in _ours(sim) if e["reason"] == "DrainTimedOut"]
     assert end["type"] == "Warning"

@@ -70,18 +70,7 @@ RETIRED = (
     ),
 )
 
-PENDING: dict[str, frozenset[str]] = {
-    # Events' poster: EventRecorder -> EventPoster, recorder -> poster (launch.py imports it).
-    "drainer/k8s/events.py": frozenset({"recorder"}),
-    "drainer/lifecycle/told.py": frozenset({"recorder"}),
-    "drainer/cli/told.py": frozenset({"recorder"}),
-    "drainer/lifecycle/runner.py": frozenset({"recorder"}),
-    "drainer/lifecycle/launch.py": frozenset({"recorder"}),
-    # The drain job's approach: job.Plan -> Approach, scale_in.plan -> approach.
-    "drainer/lifecycle/job.py": frozenset({"plan"}),
-    "drainer/lifecycle/ec2_events.py": frozenset({"plan"}),
-    "drainer/lifecycle/scale_in.py": frozenset({"plan"}),
-}
+PENDING: dict[str, frozenset[str]] = {}
 
 _PARTS = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
 

@@ -15,7 +15,7 @@ import socket
 from collections.abc import Callable
 
 from drainer.engine.report import DrainEvent, DrainReport
-from drainer.k8s.events import EventRecorder
+from drainer.k8s.events import EventPoster
 from drainer.k8s.kube import Kube
 from drainer.lifecycle.told import DrainStory
 
@@ -46,8 +46,8 @@ class CliStory:
         host: str = "",
     ) -> None:
         said, instance = who(kube.user, host or socket.gethostname() or "localhost")
-        self.recorder = EventRecorder(kube, instance=instance)
-        self.story = DrainStory(self.recorder, node, node_uid, TRIGGER, by=said)
+        self.poster = EventPoster(kube, instance=instance)
+        self.story = DrainStory(self.poster, node, node_uid, TRIGGER, by=said)
         self.then = then
 
     def __call__(self, event: DrainEvent) -> None:
@@ -62,4 +62,4 @@ class CliStory:
     def close(self) -> None:
         """No more Events; the last ones sent within FLUSH_SECONDS, before the verdict
         (a warning that they are not posted is printed before it too)."""
-        self.recorder.close(FLUSH_SECONDS)
+        self.poster.close(FLUSH_SECONDS)

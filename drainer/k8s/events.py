@@ -1,9 +1,9 @@
 """Kubernetes Events (events.k8s.io/v1): the drain told where `kubectl describe node`
 and `kubectl get events` show it, without AWS access.
 
-The Events' poster (`EventRecorder`, to be renamed `EventPoster`: the glossary keeps
-"record" for the node's progress record) posts from a thread of its own, so a drain
-never waits for an Event: `record` (to be `post`) queues, the thread sends, `close`
+The Events' poster (`EventPoster`: the glossary keeps "record" for the node's
+progress record) posts from a thread of its own, so a drain
+never waits for an Event: `post` queues, the thread sends, `close`
 gives the queue a moment to empty and lets the thread send the rest (and close the
 client) after the drain's end.
 An Event that repeats (the same object, reason and note) is one Event whose series
@@ -97,7 +97,7 @@ def micro_time(seconds: float) -> str:
     return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-class EventRecorder:
+class EventPoster:
     def __init__(
         self,
         kube: Kube,
@@ -124,7 +124,7 @@ class EventRecorder:
         self.failed = 0
         self._then: Callable[[], None] | None = None
 
-    def record(
+    def post(
         self, regarding: Regarding, reason: str, action: str, note: str, *, warning: bool = False
     ) -> None:
         """Queue one Event; never blocks, never raises. A pod Event past the drain's

@@ -57,7 +57,7 @@ from drainer.lifecycle.events_ec2 import (
 )
 from drainer.lifecycle.events_fields import Skip
 from drainer.lifecycle.events_hook import TERMINATE_HOOK_TRIGGER
-from drainer.lifecycle.job import DrainJob, Plan, Run, Tools
+from drainer.lifecycle.job import Approach, DrainJob, Run, Tools
 from drainer.lifecycle.outcomes import Result
 from drainer.lifecycle.runner import node_for, run_job
 from drainer.lifecycle.settings import Settings
@@ -228,7 +228,7 @@ def approach_for(
     now: float,
     *,
     fixed: bool | None = None,
-) -> Plan:
+) -> Approach:
     """How the drain goes (its approach): the engine's options, and the live drains
     it waits for. When EC2 fixes the deadline, the ordinary pods are evicted
     at once (as many as EVICTION_CONCURRENCY and their budgets allow), grace periods
@@ -245,7 +245,7 @@ def approach_for(
         waits_for = EC2_TRIGGERS if kind is Ec2Kind.REBALANCE else frozenset({str(kind)})
         # A late event's instance still runs: no pod is deleted past its budget for it.
         force = base.force_on_timeout and not late.is_late(found.event, found.identity, now)
-        return Plan(replace(base, trigger=str(kind), force_on_timeout=force), waits_for)
+        return Approach(replace(base, trigger=str(kind), force_on_timeout=force), waits_for)
     time_left = max(0.0, deadline.at - now)
     options = replace(
         base,
@@ -254,7 +254,7 @@ def approach_for(
         fit_grace_to_deadline=True,
         force_on_timeout=True,
     )
-    return Plan(options, frozenset({str(kind)}))
+    return Approach(options, frozenset({str(kind)}))
 
 
 def drain(found: Ec2Target, tools: Tools, invocation: Invocation | None) -> Run:

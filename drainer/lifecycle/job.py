@@ -25,7 +25,7 @@ from drainer.lifecycle.window import Deadline, Window
 
 
 @dataclass(frozen=True)
-class Plan:
+class Approach:
     """How one drain goes: its engine options, and the triggers whose live drains
     (begun by other invocations for the same instance) it waits for rather than start
     its own (drainer/lifecycle/live.py)."""
@@ -41,7 +41,7 @@ class DrainJob:
     identity: aws.NodeIdentity
     cluster: aws.ClusterInfo
     window: Window
-    approach: Plan  # Plan: to be renamed Approach (lifecycle/scale_in.py imports it)
+    approach: Approach
 
 
 def jitter() -> random.Random:

@@ -33,7 +33,7 @@ from typing import Any
 from drainer import aws, logs
 from drainer.errors import AwsError, FatalKubeError, KubeError
 from drainer.k8s.cordon import live_drain, progress_of, release
-from drainer.k8s.events import EventRecorder, Regarding
+from drainer.k8s.events import EventPoster, Regarding
 from drainer.k8s.kube import Kube
 from drainer.lifecycle import ending, frame, joined, notices
 from drainer.lifecycle.events_ec2 import EC2_TRIGGERS
@@ -224,22 +224,22 @@ def _on_the_cluster(
     settings = tools.settings
     try:
         kube = tools.kube_factory(cluster, cluster.name, settings)
-        recorder = EventRecorder(kube, clock=tools.clock)
+        poster = EventPoster(kube, clock=tools.clock)
         try:
             restarted = event.out_of_warm_pool
             joining = _until_ready(kube, identity, tools, limit, began, restarted=restarted)
             if joining.result == "joined" and restarted:
                 joining = _release(kube, joining, began, tools.clock)
             told = _lifecycle_result(joining, settings.launch_timeout_result)
-            _tell_node(recorder, joining, told)
+            _tell_node(poster, joining, told)
         finally:
-            recorder.close(then=kube.close)
+            poster.close(then=kube.close)
     except FatalKubeError as e:  # TLS, a refused token: the cluster cannot be read
         joining = Joining("failed", f"the cluster cannot be read: {e}")
     return joining
 
 
-def _tell_node(recorder: EventRecorder, joining: Joining, told: str | None) -> None:
+def _tell_node(poster: EventPoster, joining: Joining, told: str | None) -> None:
     """The launch's end as an Event on the node (`kubectl describe node`): Joined,
     JoinedCordoned or NotJoined, with what the Auto Scaling group is told."""
     if not joining.node or told is None or joining.result == "failed":
@@ -252,7 +252,7 @@ def _tell_node(recorder: EventRecorder, joining: Joining, told: str | None) -> N
     else:
         reason, warning = "Joined", False
     regarding = Regarding("Node", joining.node, uid=joining.node_uid)
-    recorder.record(regarding, reason, "Launch", f"{joining.message}{group}", warning=warning)
+    poster.post(regarding, reason, "Launch", f"{joining.message}{group}", warning=warning)
 
 
 def _release(kube: Kube, joining: Joining, began: float, clock: Callable[[], float]) -> Joining:

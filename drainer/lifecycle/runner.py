@@ -17,7 +17,7 @@ from drainer.engine.pods import opted_out
 from drainer.engine.report import DrainEvent, DrainReport
 from drainer.errors import KubeError, KubeServerError, KubeTooManyRequests
 from drainer.k8s.cordon import ProgressRecord, progress_of
-from drainer.k8s.events import EventRecorder
+from drainer.k8s.events import EventPoster
 from drainer.k8s.kube import Kube
 from drainer.k8s.nodes import find_node_object, other_manager
 from drainer.lifecycle.events_hook import TERMINATE_HOOK_TRIGGER
@@ -137,7 +137,7 @@ def _drain_once(tools: Tools, job: DrainJob) -> Run:
     drain another invocation began on it for a spot event."""
     window = job.window
     kube = tools.kube_factory(job.cluster, job.cluster.name, tools.settings)
-    recorder: EventRecorder | None = None
+    poster: EventPoster | None = None
     try:
         found = node_for(kube, job.identity)
         if isinstance(found, Run):
@@ -155,11 +155,11 @@ def _drain_once(tools: Tools, job: DrainJob) -> Run:
         if waited is not None:
             return waited
         if not job.approach.options.dry_run:
-            recorder = EventRecorder(kube, clock=tools.clock)
-        report = _engine_drain(tools, kube, job, found, recorder)
+            poster = EventPoster(kube, clock=tools.clock)
+        report = _engine_drain(tools, kube, job, found, poster)
     finally:
-        if recorder is not None:
-            recorder.close(then=kube.close)  # the client stays open for Events still queued
+        if poster is not None:
+            poster.close(then=kube.close)  # the client stays open for Events still queued
         else:
             kube.close()
     policy = deadline_policy(job.approach.options, tools.settings)
@@ -172,14 +172,14 @@ def _engine_drain(
     kube: Kube,
     job: DrainJob,
     found: dict[str, Any],
-    recorder: EventRecorder | None,
+    poster: EventPoster | None,
 ) -> DrainReport:
     """The engine's drain of the node, told as Kubernetes Events on it when there is a
     poster (none in a dry run)."""
     node = str(found["metadata"]["name"])
     node_uid = str(found["metadata"].get("uid") or "")
     options, window = job.approach.options, job.window
-    story = None if recorder is None else DrainStory(recorder, node, node_uid, options.trigger)
+    story = None if poster is None else DrainStory(poster, node, node_uid, options.trigger)
     _say_opt_out_ignored(found, options.trigger, story)
     drain = Drain(
         kube,

@@ -24,7 +24,7 @@ from drainer.lifecycle import ending, frame, notices
 from drainer.lifecycle.events_ec2 import EC2_TRIGGERS
 from drainer.lifecycle.events_hook import TERMINATE_HOOK_TRIGGER, WARM_POOL_NAME, LifecycleEvent
 from drainer.lifecycle.handover import Handover
-from drainer.lifecycle.job import DrainJob, Plan, Run, Tools
+from drainer.lifecycle.job import Approach, DrainJob, Run, Tools
 from drainer.lifecycle.outcomes import Result, lifecycle_result
 from drainer.lifecycle.runner import run_job
 from drainer.lifecycle.settings import Settings
@@ -39,7 +39,7 @@ from drainer.lifecycle.window import (
 log = logging.getLogger(__name__)
 
 
-def plan(settings: Settings, event: LifecycleEvent) -> Plan:
+def approach(settings: Settings, event: LifecycleEvent) -> Approach:
     """The terminate hook's drain: it waits for a drain a spot event began, and
     records its trigger and deadline on the node (so a rebalance recommendation
     that comes meanwhile leaves its record alone). A scale-in into the warm pool is
@@ -49,7 +49,7 @@ def plan(settings: Settings, event: LifecycleEvent) -> Plan:
         trigger=TERMINATE_HOOK_TRIGGER,
         destination=WARM_POOL_NAME if event.into_warm_pool else "",
     )
-    return Plan(options, EC2_TRIGGERS)
+    return Approach(options, EC2_TRIGGERS)
 
 
 def drain_instance(
@@ -109,7 +109,7 @@ def _drain(tools: Tools, event: LifecycleEvent, admitted: frame.Admitted, window
     if isinstance(where, frame.NotLocated):
         result = Result.NO_NODE if where.no_instance else Result.FAILED
         return Run(result, where.message, cluster=where.cluster_name)
-    job = DrainJob(where.identity, where.cluster, window, plan(tools.settings, event))
+    job = DrainJob(where.identity, where.cluster, window, approach(tools.settings, event))
     return run_job(tools, job)
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from drainer.engine.report import DrainEvent, DrainReport, Kind
-from drainer.k8s.events import EventRecorder, Regarding
+from drainer.k8s.events import EventPoster, Regarding
 from drainer.outcome import Outcome
 
 # Kind -> (reason, action, warning): the pod events.
@@ -33,11 +33,11 @@ class DrainStory:
     """An on_event callback that tells the drain in Events, and its ending."""
 
     def __init__(
-        self, recorder: EventRecorder, node: str, node_uid: str, trigger: str, by: str = ""
+        self, poster: EventPoster, node: str, node_uid: str, trigger: str, by: str = ""
     ) -> None:
         """`by`: who runs the drain, for the start Event (the CLI's kubeconfig user and
         host); the trigger says it of the Lambda's."""
-        self.recorder = recorder
+        self.poster = poster
         self.node = Regarding("Node", node, uid=node_uid)
         self.trigger = trigger
         self.begun_by = f"{trigger}, {by}" if by else trigger
@@ -45,7 +45,7 @@ class DrainStory:
     def __call__(self, event: DrainEvent) -> None:
         if event.kind is Kind.STARTED:
             details = event.details
-            self.recorder.record(
+            self.poster.post(
                 self.node,
                 "DrainStarted",
                 "Drain",
@@ -55,9 +55,9 @@ class DrainStory:
                 f"({details.get('deadline_source', '')})",
             )
         elif event.kind is Kind.CORDONED:
-            self.recorder.record(self.node, "Cordoned", "Cordon", "marked unschedulable")
+            self.poster.post(self.node, "Cordoned", "Cordon", "marked unschedulable")
         elif event.kind is Kind.RECORDONED:
-            self.recorder.record(
+            self.poster.post(
                 self.node,
                 "Recordoned",
                 "Cordon",
@@ -67,7 +67,7 @@ class DrainStory:
         elif event.kind in _POD_EVENTS and event.pod:
             reason, action, warning = _POD_EVENTS[event.kind]
             namespace, _, name = event.pod.partition("/")
-            self.recorder.record(
+            self.poster.post(
                 Regarding("Pod", name, namespace, event.uid),
                 reason,
                 action,
@@ -77,7 +77,7 @@ class DrainStory:
 
     def opt_out_ignored(self, note: str) -> None:
         """The node's do-not-disrupt annotation, which this drain does not honour."""
-        self.recorder.record(self.node, "DoNotDisruptIgnored", "Drain", note, warning=True)
+        self.poster.post(self.node, "DoNotDisruptIgnored", "Drain", note, warning=True)
 
     def _pod_note(self, event: DrainEvent) -> str:
         on = f"draining node {self.node.name}"
@@ -112,13 +112,13 @@ class DrainStory:
         told = lifecycle(report.outcome)
         if told:
             note += f"; the Auto Scaling group is told {told}"
-        folded = self.recorder.folded
+        folded = self.poster.folded
         if folded:
             note += (
                 f"; {folded} pod Events not recorded "
-                f"({self.recorder.limit} per drain: the log has each)"
+                f"({self.poster.limit} per drain: the log has each)"
             )
-        self.recorder.record(self.node, reason, "Drain", note, warning=warning)
+        self.poster.post(self.node, reason, "Drain", note, warning=warning)
 
 
 # Outcome -> (reason, warning): the node's end Event.

@@ -1,5 +1,5 @@
 """A drain run by hand with the CLI, told in Kubernetes Events as the Lambda tells
-its own (the same recorder), on both backends: `kubectl describe node` shows a
+its own (the same poster), on both backends: `kubectl describe node` shows a
 teammate who drains the node (the kubeconfig user and the host) and how it ended.
 Never fatal: an identity without the Events rule drains all the same and says so
 once. A dry run writes no Event."""
