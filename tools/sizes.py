@@ -23,10 +23,10 @@ FUNCTION_LINES = 50
 
 def oversized(paths: Sequence[Path]) -> Iterator[str]:
     """One line for each module and function over its limit, by path and line."""
-    for path in sorted(p for root in paths for p in _modules(root)):
+    for path in sorted(p for root in paths for p in python_files(root)):
         text = path.read_text()
         lines = text.count("\n") + (0 if text.endswith("\n") or not text else 1)
-        shown = _shown(path)
+        shown = repo_path(path)
         if lines > MODULE_LINES:
             yield f"{shown}: {lines} lines (a module: at most {MODULE_LINES})"
         for node in ast.walk(ast.parse(text, filename=str(path))):
@@ -39,11 +39,13 @@ def oversized(paths: Sequence[Path]) -> Iterator[str]:
                     )
 
 
-def _modules(root: Path) -> Iterator[Path]:
+def python_files(root: Path) -> Iterator[Path]:
+    """The Python files at `root` (a file, or a folder searched below)."""
     return iter([root]) if root.is_file() else root.rglob("*.py")
 
 
-def _shown(path: Path) -> str:
+def repo_path(path: Path) -> str:
+    """`path` as it is shown: relative to the repository when inside it."""
     try:
         return str(path.resolve().relative_to(ROOT))
     except ValueError:

@@ -25,6 +25,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from tools.sizes import python_files, repo_path
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -83,8 +85,8 @@ def words_of(identifier: str) -> list[str]:
 
 def retired_uses(paths: Sequence[Path]) -> Iterator[str]:
     """One line for each retired word in an identifier, by path and line."""
-    for path in sorted(p for root in paths for p in _modules(root)):
-        shown = _shown(path)
+    for path in sorted(p for root in paths for p in python_files(root)):
+        shown = repo_path(path)
         for line, identifier in _identifiers(path):
             for word in words_of(identifier):
                 retired = _retired(word, shown)
@@ -122,17 +124,6 @@ def _identifiers(path: Path) -> Iterator[tuple[int, str]]:
                 yield line, asname or name.rsplit(".", 1)[-1]
             case ast.ImportFrom(module=str(module)):
                 yield line, module.rsplit(".", 1)[-1]
-
-
-def _modules(root: Path) -> Iterator[Path]:
-    return iter([root]) if root.is_file() else root.rglob("*.py")
-
-
-def _shown(path: Path) -> str:
-    try:
-        return str(path.resolve().relative_to(ROOT))
-    except ValueError:
-        return str(path)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
