@@ -111,7 +111,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     out: Path = args.out or DEFAULT_OUT[args.backend]
     backend: str = args.backend
 
-    from bench import coldstart, report, startup
+    from bench import coldstart, forecast, report, startup
     from bench.clients import find_kubectl, kubectl_version
     from bench.run import run_all, warm_up
     from bench.scenarios import many_pods, plan
@@ -192,6 +192,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if cpu:
         print(cpu)
         print()
+    forecasts = forecast.text(results, chosen.scenarios)
+    if forecasts:
+        print(forecasts)
+        print()
     head_of_line = report.head_of_line_text(summaries, chosen.scenarios)
     if head_of_line:
         print(head_of_line)
@@ -219,7 +223,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         "cpus": os.cpu_count(),
         "seconds": elapsed,
         "scenarios": [
-            {"key": s.key, "title": s.title, "pods": s.pods, "ideal": s.ideal, "note": s.ideal_note}
+            {
+                "key": s.key,
+                "title": s.title,
+                "pods": s.pods,
+                "ideal": s.ideal,
+                "note": s.ideal_note,
+                "forecast": forecast.document(results, s),
+            }
             for s in chosen.scenarios
         ],
         "summary": [asdict(s) for s in summaries],
@@ -229,6 +240,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "runs_detail": [asdict(r) for r in results],
     }
     out.write_text(json.dumps(document, indent=2) + "\n")
+    for result in forecast.flagged(results):
+        print(f"bench: {forecast.flag_text(result)}", file=sys.stderr)
     failed = [r for r in results if not r.ok]
     for result in failed:
         print(

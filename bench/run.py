@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bench import measure
+from bench import forecast, measure
 from bench.clients import (
     KUBECTL_USER,
     OURS_USER,
@@ -93,6 +93,16 @@ class RunResult:
     """Scenario 6: seconds from the client's cordon until the last budget-free pod was
     gone, as the bench saw it (kubesim: its store; real: a watch); None: some were
     still on the node when the client ended."""
+    forecasted: bool = False
+    """The plan ran before this drain (a scenario paced by a budget: bench/forecast.py)."""
+    forecast_eta: float | None = None
+    """The plan's ETA of the node's drain, seconds (None: no forecast)."""
+    forecast_max: float | None = None
+    """The plan's upper bound of it."""
+    forecast_paced_by: str = ""
+    forecast_deadlocked: bool = False
+    forecast_problem: str = ""
+    """Why the plan gave no forecast ("" when it did)."""
 
     @property
     def overhead(self) -> float | None:
@@ -196,6 +206,7 @@ def _requests_made(process: Process, client: str) -> int:
 
 
 def _records(sim: KubeSim, user: str, expected: int) -> list[Any]:
+    """The user's requests kubesim recorded, once there are `expected` (or 5 s on)."""
     deadline = time.monotonic() + RECORD_WAIT_SECONDS
     records = sim.requests(user)
     while len(records) < expected and time.monotonic() < deadline:
@@ -242,6 +253,7 @@ def drain_once(
     *,
     backend: str = "kubesim",
 ) -> RunResult:
+    speed = scenario.speed or speed
     if backend == "real":
         return _drain_real(scenario, client, run, speed, kubectl)
     result = RunResult(
@@ -254,7 +266,13 @@ def drain_once(
         started = time.perf_counter()
         prepared = scenario.prepare(SimSetup(sim))
         result.setup = time.perf_counter() - started
+        if scenario.forecast:
+            forecast.budgets_counted(lambda: sim.list("PodDisruptionBudget"))
+            forecast.record(
+                result, forecast.plan_node(sim.kubeconfig, prepared.node, scenario.timeout)
+            )
         gone = _sim_pods_gone(sim, prepared.node, scenario.tracked) if scenario.tracked else None
+        planned = len(sim.requests(OURS_USER))  # the plan's, as the same user: not the drain's
         if client == "ours":
             process = run_ours(
                 sim.kubeconfig, prepared.node, scenario.timeout, settings=scenario.env
@@ -268,7 +286,8 @@ def drain_once(
             process = run_kubectl(kubectl, sim.kubeconfig, prepared.node, scenario.timeout)
             user = KUBECTL_USER
         made = _requests_made(process, client) if client in ("ours", "floor") else 0
-        records = _records(sim, user, made)
+        skip = planned if user == OURS_USER else 0
+        records = _records(sim, user, made + skip)[skip:]
         window = measure.drain_window(records)
         _figures(result, records, window)
         _process(result, process, ends_on_timeout=bool(scenario.stays))
@@ -388,6 +407,11 @@ def _drain_real(
         started = time.perf_counter()
         prepared = scenario.prepare(ApiSetup(admin))
         result.setup = time.perf_counter() - started
+        if scenario.forecast:
+            forecast.budgets_counted(lambda: admin.list("PodDisruptionBudget"))
+            forecast.record(
+                result, forecast.plan_node(plane.kubeconfig, prepared.node, scenario.timeout)
+            )
         watch = NodeWatch(_admin(plane), prepared.node, scenario.timeout + 60)
         watch.start()
         tracked = None

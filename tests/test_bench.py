@@ -218,6 +218,47 @@ def test_quick_mode__every_scenario_drained_by_both_clients(
     assert "the floor's (python -S bench/floor.py" in printed
     for scenario in results["scenarios"]:
         assert scenario["title"] in printed
+    _forecast_beside_each_drain(results, printed, expected_clients={c for _, c in expected})
+
+
+BUDGET_PACED = ("3", "6")
+"""The scenarios paced by a budget: 3 by its waves, 6 deadlocked by one (its forecast:
+the timeout)."""
+
+
+def _forecast_beside_each_drain(
+    results: dict[str, Any], printed: str, *, expected_clients: set[str], within: bool = True
+) -> None:
+    """The plan ran before each drain of a budget-paced scenario: its ETA, upper bound
+    and measured/forecast beside each client's drain, printed and in results.json;
+    `within`: our engine's drains within the issue's bound (25 % + 2 s)."""
+    assert "Forecast against measured" in printed
+    ran = {s["scenario"] for s in results["summary"]}
+    by_key = {s["key"]: s for s in results["scenarios"] if s["key"] in ran}
+    for key, scenario in by_key.items():
+        if key not in BUDGET_PACED:
+            assert scenario["forecast"] is None, key
+            continue
+        forecast = scenario["forecast"]
+        assert forecast["bound"] == "within 25 % of the measured drain, plus 2 s"
+        clients = {r["client"] for r in forecast["runs"]}
+        assert clients == expected_clients & {"ours", "floor", "kubectl"}, (key, clients)
+        for run in forecast["runs"]:
+            assert run["problem"] == "", run
+            assert run["eta_seconds"] > 0 and run["eta_max_seconds"] >= run["eta_seconds"]
+            assert run["ratio"] == pytest.approx(run["measured_seconds"] / run["eta_seconds"], 0.01)
+            assert f"  {key:<5} {run['client']:<9}" in printed
+        (ours,) = [r for r in forecast["runs"] if r["client"] == "ours"]
+        if within:
+            assert ours["within_bound"] is True, ours
+    # Scenario 3's forecast is its budget's waves; scenario 6's, a deadlock to the timeout.
+    if "3" in by_key:
+        assert (
+            "PodDisruptionBudget default/api: 2 waves"
+            in by_key["3"]["forecast"]["runs"][0]["paced_by"]
+        )
+    if "6" in by_key:
+        assert all(r["deadlocked"] for r in by_key["6"]["forecast"]["runs"])
 
 
 @pytest.mark.kubectl
@@ -275,6 +316,10 @@ def test_quick_mode_on_the_real_control_plane__both_clients_drain_and_are_tabled
     assert rows == {key: {"ours", "floor", "kubectl"} for key in "13"}
     assert "ours/floor" in printed[printed.index("Against the floor") :]
     assert "Figures from the real control plane" in printed
+    # The forecast beside each drain here too (the bound is checked on kubesim above:
+    # two cores shared by the control plane and both clients make these figures noisy).
+    clients = {"ours", "floor", "kubectl"}
+    _forecast_beside_each_drain(results, printed, expected_clients=clients, within=False)
 
 
 def test_floor__standard_library_only__drains_past_a_budget_retrying_its_429s() -> None:
