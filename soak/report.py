@@ -7,6 +7,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from soak import forecast
 from soak.run import Outcome
 
 
@@ -163,6 +164,7 @@ def figures(outcome: Outcome) -> dict[str, Any]:
         ),
         "peak_rss_mb": round(outcome.rss_peak_mb, 1),
         "rss_at_start_mb": round(outcome.rss_start_mb, 1),
+        "forecast": forecast.figures(outcome, draining, limit),
         "per_batch": [
             {
                 "batch": b.index + 1,
@@ -237,6 +239,9 @@ def text(outcome: Outcome, picture: str) -> str:
             f"  {b['batch']:>5}  {b['drained_seconds']:>9.1f}  {b['settled_seconds']:>9.1f}  "
             f"{b['limit_seconds']:>7.1f}  {b['evictable_pods']:>4}"
         )
+    forecasted = forecast.text(f["forecast"], f["speed"])
+    if forecasted:
+        lines += ["", *forecasted]
     lines += ["", "Invariants"]
     for check in invariants(outcome):
         lines.append(f"  {'PASS' if check.ok else 'FAIL'}  {check.name}: {check.detail}")

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from kubesim.testing import eventually
 from soak import pacing
+from soak.forecast import RefreshForecast, plan_refresh
 from soak.requests import RequestLog
 from soak.timeline import Timeline
 from soak.workload import Service, mix, objects
@@ -112,6 +113,8 @@ class Outcome:
     rss_start_mb: float
     rss_peak_mb: float
     pods_at_start: int
+    forecast: RefreshForecast | None = None
+    """The plan of the refresh, made right before it began (soak/forecast.py)."""
 
 
 def _rss_mb() -> float:
@@ -283,6 +286,11 @@ def _refresh(config: Config, services: list[Service], cluster: Cluster, say: Any
     wait_for("the workload Ready", lambda: settled(cluster, services), SETTLE_TIMEOUT, 0.5)
     wait_for("the budgets' status", lambda: budgets_current(cluster), 120)
     pods_at_start = len(cluster.list("Pod"))
+    planned = plan_refresh(world, config)
+    say(
+        f"soak: the plan forecasts {planned.total_eta_seconds} s of drains "
+        f"(plan exit {planned.exit_code})"
+    )
     say(f"soak: {pods_at_start} pods Ready on {len(world.nodes)} nodes; the refresh begins")
 
     environment = world.env(
@@ -369,6 +377,7 @@ def _refresh(config: Config, services: list[Service], cluster: Cluster, say: Any
         rss_start_mb=rss_start,
         rss_peak_mb=_rss_mb(),
         pods_at_start=pods_at_start,
+        forecast=planned,
     )
 
 

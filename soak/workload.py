@@ -57,6 +57,12 @@ class Service:
         }.get(self.kind, Replaced.NEVER)
         return Pace(self.startup, self.shutdown, self.allowed(), replaced, self.critical)
 
+    @property
+    def grace(self) -> int:
+        """Its pods' terminationGracePeriodSeconds: their whole stop, so that the plan,
+        which bounds a pod's stop by its grace period, knows it (soak/forecast.py)."""
+        return max(1, math.ceil(self.shutdown))
+
     def objects(self) -> list[Obj]:
         if self.kind == "DaemonSet":
             return [w.daemonset(self.name, namespace=self.namespace)]
@@ -66,6 +72,7 @@ class Service:
                     f"{self.name}-{i}",
                     namespace=self.namespace,
                     shutdown=self.shutdown,
+                    grace=self.grace,
                     emptydir=True,
                     labels={"app": self.name},
                 )
@@ -80,6 +87,7 @@ class Service:
                 shutdown=self.shutdown,
                 detach=1.0,
             )
+            made["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] = self.grace
         else:
             made = w.deployment(
                 self.name,
@@ -87,6 +95,7 @@ class Service:
                 namespace=self.namespace,
                 startup=self.startup,
                 shutdown=self.shutdown,
+                grace=self.grace,
                 priority_class=CRITICAL if self.critical else "",
             )
         objects = [made]

@@ -112,6 +112,32 @@ def test_small_refresh__invariants_hold__report_agrees__png_drawn(small_soak: Ou
     assert (outcome.config.out / "report.json").is_file()
 
 
+def test_small_refresh__the_plan_forecast_beside_each_drain_and_the_pacing_limit(
+    small_soak: Outcome,
+) -> None:
+    """`plan --asg` ran before the refresh: its total beside the drains' own time and
+    the pacing limit, its ETA beside each node's drain, in report.json and the summary."""
+    figures = report.figures(small_soak)
+    forecast = figures["forecast"]
+    assert forecast["exit_code"] == 0, forecast["notes"]
+    assert "plan --asg soak-workers --batch 2 --instance-warmup 0" in forecast["command"]
+    assert forecast["total_eta_seconds"] == pytest.approx(sum(forecast["batch_eta_seconds"]))
+    assert forecast["measured_drain_seconds"] == figures["drain_seconds"]
+    assert forecast["pacing_limit_seconds"] == figures["pacing_limit_seconds"]
+    assert forecast["ratio"] == pytest.approx(
+        figures["drain_seconds"] / forecast["total_eta_seconds"], 0.01
+    )
+    drained = {d.node for d in small_soak.drains}
+    assert {n["node"] for n in forecast["nodes"]} == drained
+    for node in forecast["nodes"]:
+        assert node["eta_max_seconds"] >= node["eta_seconds"] > 0
+        assert node["measured_seconds"] > 0 and node["batch"] in (1, 2)
+    summary = report.text(small_soak, "soak.png")
+    assert "the plan's total" in summary and "the plan's total is" in summary
+    # At speed 20 the emulators shorten the grace periods the plan bounds stops by.
+    assert "compare at --speed 1" in summary
+
+
 def test_drain_seconds__each_batch_from_its_first_drain_start_to_its_last_drain_end(
     small_soak: Outcome,
 ) -> None:
