@@ -4,7 +4,8 @@ would take and what would block it (drainer/plan/), as a table for people or one
 JSON document (docs/cli-output.schema.json, `plan`). Reads only: the nodes, every
 pod (each workload's time to Ready comes from its pods anywhere in the cluster) and
 the budgets, which the drainer's ClusterRole (k8s-rbac/) already lets it list.
-Exit 0 nothing blocks, 1 something does (or a deadlock), 2 usage, 3 the API."""
+Exit 0 nothing blocks, 1 something does (or a deadlock), 2 usage, 3 the API or AWS
+(refused, unreachable, no credentials or region)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from drainer.cli.arguments import DEFAULTS, filter_options, overrides_from
 from drainer.cli.impersonate import from_args as impersonation_from
 from drainer.cli.refresh import NoGroup, RefreshNodes, refresh_nodes
 from drainer.engine.options import DrainOptions
-from drainer.errors import DrainerError, InstanceNotFound, KubeError
+from drainer.errors import AwsConfigError, AwsError, DrainerError, InstanceNotFound, KubeError
 from drainer.k8s.kube import Kube
 from drainer.plan.blockers import Blocker
 from drainer.plan.cordons import Placements, blockers, node_of, stuck
@@ -50,10 +51,21 @@ def run_plan(args: argparse.Namespace, terminal: Any) -> int:
         if e.status == 400 and (args.selector or args.pod_selector):  # a selector's syntax
             return _failed(terminal, args, 2, f"a label selector the API server refuses: {e}")
         return _failed(terminal, args, 3, str(e))
-    except DrainerError as e:
-        return _failed(terminal, args, 2, str(e))
+    except DrainerError as e:  # AWS's (--asg) is 3, as the API's; the rest a usage error
+        return _failed(terminal, args, 3 if isinstance(e, _aws_problems()) else 2, str(e))
     finally:
         kube.close()
+
+
+def _aws_problems() -> tuple[type[DrainerError], ...]:
+    """What keeps plan --asg from AWS's answers: a call denied, AWS unreachable, no
+    credentials (AwsError, its message naming the call and the IAM action: the same
+    as drain --instance-id's), or no region or profile to call it with. Exit 3, as a
+    Kubernetes API that refuses or cannot be reached: an access or connection
+    problem, not a usage error."""
+    from drainer.cli.main import NoRegion
+
+    return (AwsError, AwsConfigError, NoRegion)
 
 
 def _failed(terminal: Any, args: argparse.Namespace, code: int, message: str, **more: Any) -> int:

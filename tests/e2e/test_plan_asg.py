@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import time
 from typing import Any
 
 import pytest
@@ -270,3 +271,104 @@ def test_plan_asg__the_groups_history_refused__the_bound_and_why__on_stderr_too(
     err = capsys.readouterr().err
     assert "note: the wait for new nodes is a bound: " in err
     assert "autoscaling:DescribeScalingActivities" in err
+
+
+# --- AWS refuses or cannot be reached: exit 3, one line (issue 40: 3 for access or
+# connection problems, 2 is a usage error) ---------------------------------------------
+
+
+def _plan_failed(world: World, capsys: pytest.CaptureFixture[str]) -> str:
+    """The plan of the group, which AWS fails: exit 3 and its JSON error document;
+    the one line stderr carries."""
+    code, plan = _plan(world)
+    assert (code, plan["result"], plan["exit_code"]) == (3, "error", 3), plan
+    [line] = capsys.readouterr().err.splitlines()
+    assert line == f"error: {plan['message']}"
+    return line
+
+
+@pytest.mark.parametrize(
+    ("service", "action", "permission"),
+    [
+        ("autoscaling", "DescribeAutoScalingGroups", "autoscaling:DescribeAutoScalingGroups"),
+        ("ec2", "DescribeInstances", "ec2:DescribeInstances"),
+    ],
+    ids=["the-group", "its-instances"],
+)
+def test_plan_asg__aws_denies_a_read__exit_3__the_call_and_the_permission_to_grant(
+    world: World,
+    refresh_order: list[str],
+    capsys: pytest.CaptureFixture[str],
+    service: str,
+    action: str,
+    permission: str,
+) -> None:
+    world.aws.fail_action(service, action, "AccessDenied")
+
+    line = _plan_failed(world, capsys)
+
+    assert f"{action} " in line and "access denied (AccessDenied)" in line, line
+    assert f"grant {permission} to " in line, line
+
+
+def test_plan_asg__no_aws_credentials__exit_3__says_how_to_give_them(
+    world: World,
+    refresh_order: list[str],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for variable in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
+        monkeypatch.delenv(variable, raising=False)
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    for source in (
+        "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+        "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+        "AWS_WEB_IDENTITY_TOKEN_FILE",
+    ):
+        monkeypatch.delenv(source, raising=False)
+
+    line = _plan_failed(world, capsys)
+
+    assert "DescribeAutoScalingGroups eks-workers: no AWS credentials found" in line, line
+    assert "AWS_PROFILE" in line
+
+
+def test_plan_asg__aws_endpoint_unreachable__exit_3__after_botocores_retries__says_so(
+    world: World,
+    refresh_order: list[str],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import socket
+    import types
+
+    import botocore.endpoint
+
+    with socket.socket() as closed:  # a port of this machine that nothing listens on
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{port}")
+    pauses: list[float] = []  # botocore's backoff between its retries, not slept
+    monkeypatch.setattr(
+        botocore.endpoint, "time", types.SimpleNamespace(sleep=pauses.append, time=time.time)
+    )
+
+    line = _plan_failed(world, capsys)
+
+    assert "DescribeAutoScalingGroups eks-workers: EndpointConnectionError" in line, line
+    assert "check the network path to the AWS endpoint" in line
+    assert pauses, "botocore retried it first"
+
+
+def test_plan_asg__no_aws_region__exit_3__says_where_to_set_it(
+    world: World,
+    refresh_order: list[str],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for variable in ("AWS_REGION", "AWS_DEFAULT_REGION"):
+        monkeypatch.delenv(variable)
+
+    line = _plan_failed(world, capsys)
+
+    assert "set AWS_REGION" in line, line
