@@ -149,6 +149,7 @@ def figures(outcome: Outcome, drain_seconds: float, limit: float) -> dict[str, A
         "within_20_percent": None if total is None else within(drain_seconds, total),
         "pacing_limit_seconds": round(limit, 2),
         "plan_over_pacing_limit": round(total / limit, 3) if total and limit else None,
+        "below_pacing_limit": None if total is None else total < limit,
         "deadlocked": found.deadlocked,
         "batches": found.batches,
         "batch_eta_seconds": found.batch_eta_seconds,
@@ -170,7 +171,12 @@ def text(forecast: dict[str, Any] | None, speed: float) -> list[str]:
         f"(measured/forecast {forecast['ratio']}: {verdict}); "
         f"{forecast['measured_total_seconds']:.1f} s the whole refresh",
         f"    pacing limit    {forecast['pacing_limit_seconds']:.1f} s; the plan's total is "
-        f"{forecast['plan_over_pacing_limit']}x it",
+        f"{forecast['plan_over_pacing_limit']}x it"
+        + (
+            " (BELOW it, a lower bound no drain beats: the plan is too short; flagged)"
+            if forecast["below_pacing_limit"]
+            else ""
+        ),
     ]
     if speed != 1:
         lines.append(

@@ -124,6 +124,7 @@ def test_small_refresh__the_plan_forecast_beside_each_drain_and_the_pacing_limit
     assert forecast["total_eta_seconds"] == pytest.approx(sum(forecast["batch_eta_seconds"]))
     assert forecast["measured_drain_seconds"] == figures["drain_seconds"]
     assert forecast["pacing_limit_seconds"] == figures["pacing_limit_seconds"]
+    assert isinstance(forecast["below_pacing_limit"], bool)
     assert forecast["ratio"] == pytest.approx(
         figures["drain_seconds"] / forecast["total_eta_seconds"], 0.01
     )
