@@ -182,7 +182,10 @@ def text(results: Sequence[RunResult], scenarios: Sequence[Scenario]) -> str:
         "  scen  client    run  measured s  forecast s  up to s  measured/forecast",
     ]
     for key, scenario in keyed.items():
-        mine = [r for r in runs if r.scenario == key]
+        mine = sorted(
+            (r for r in runs if r.scenario == key),
+            key=lambda r: (r.client != "ours", r.client, r.run),
+        )
         if not mine:
             continue
         for result in mine:
