@@ -127,6 +127,15 @@ RESOURCES: tuple[Resource, ...] = (
     Resource(
         "",
         "v1",
+        "configmaps",
+        "ConfigMap",
+        namespaced=True,
+        singular="configmap",
+        short_names=("cm",),
+    ),
+    Resource(
+        "",
+        "v1",
         "persistentvolumeclaims",
         "PersistentVolumeClaim",
         namespaced=True,

@@ -42,13 +42,14 @@ from drainer.cli.terminal import Interruptible, Signalled, Terminal, signals_int
 from drainer.engine import filters
 from drainer.engine.options import DrainOptions
 from drainer.errors import DrainerError, InstanceNotFound, KubeError
-from drainer.k8s import cordon
+from drainer.k8s import cordon, observed
 from drainer.k8s.kube import Kube
 from drainer.k8s.nodes import find_node_object
 from drainer.outcome import Outcome
 
 if TYPE_CHECKING:
     from drainer import aws
+    from drainer.cli.told import CliStory
     from drainer.engine.report import DrainReport
 
 
@@ -251,8 +252,7 @@ def _drain(
                         time.time() + args.timeout,
                         deadline_source=f"--timeout ({args.timeout:g} s)",
                     )
-                if story is not None:
-                    story.end(report)
+                _ended(kube, story, report)
             finally:  # before the verdict: nothing about the drain is printed after it
                 if story is not None:
                     story.close()
@@ -267,6 +267,14 @@ def _drain(
         if args.output == "json":
             _emit_report(out, report, code, dry_run=bool(args.dry_run))
         return code
+
+
+def _ended(kube: Kube, story: CliStory | None, report: DrainReport) -> None:
+    """The drain's end told in an Event, and the stops it saw kept for the plan (neither
+    in a dry run: no story). Keeping them never fails the drain: a warning at most."""
+    if story is not None:
+        story.end(report)
+        observed.keep(kube, report.stopped)
 
 
 def _emit_report(out: SafeStream, report: DrainReport, code: int, *, dry_run: bool) -> None:

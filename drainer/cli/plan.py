@@ -26,6 +26,8 @@ from drainer.plan.blockers import Blocker
 from drainer.plan.cordons import Placements, blockers, node_of, stuck
 from drainer.plan.history import NewNodes, new_node_wait
 from drainer.plan.model import Cluster, NodePlan, plan_node
+from drainer.plan.observed import Stop, Stops
+from drainer.plan.observed import read as read_stops
 from drainer.plan.refresh import batch_times, batches
 from drainer.plan.timing import startups
 from drainer.plan.volumes import ApiVolumes
@@ -121,6 +123,8 @@ def _plan(kube: Kube, args: argparse.Namespace, terminal: Any) -> int:
         plans = whole.plans
     if reads.volumes.note():
         print(f"note: {reads.volumes.note()}", file=terminal.err)
+    if reads.stops.note:
+        print(f"note: {reads.stops.note}", file=terminal.err)
     code = 1 if any(p.blockers for p in plans) else 0
     if args.output == "json":
         output.emit(terminal.out, _document(plans, code, whole))
@@ -143,6 +147,8 @@ class Reads:
     on_node: dict[str, list[dict[str, Any]]]
     volumes: ApiVolumes
     """The evicted pods' claims' volumes, read as the plan asks (each once)."""
+    stops: Stops
+    """The stop times the drains observed (drainer/plan/observed.py)."""
     listed: float
     """The wall clock at the listing: only for the deletion deadlines of pods already
     terminating."""
@@ -153,7 +159,8 @@ def _read(kube: Kube, args: argparse.Namespace, names: list[str]) -> Reads:
     budgets, _ = kube.list_budgets()
     on_node = {n: kube.list_pods_on_node(n, args.pod_selector or "")[0] for n in names}
     nodes = list(kube.list_nodes())
-    return Reads(nodes, every_pod, budgets, on_node, ApiVolumes(kube), time.time())
+    stops = read_stops(kube)
+    return Reads(nodes, every_pod, budgets, on_node, ApiVolumes(kube), stops, time.time())
 
 
 def _walk(
@@ -164,7 +171,7 @@ def _walk(
     still take pods until theirs comes, and each batch's new instances take the next
     batch's. Nodes named or selected are all cordoned first (drain -l): one batch."""
     room = Placements(reads.nodes, reads.every_pod, planned=set(leaving[0]), volumes=reads.volumes)
-    cluster = Cluster(reads.budgets, startups(reads.every_pod), room)
+    cluster = Cluster(reads.budgets, startups(reads.every_pod), room, reads.stops)
     options, overrides = options_from(args), overrides_from(args)
     plans, homeless = [], []
     for number, batch in enumerate(leaving):
@@ -254,10 +261,20 @@ def table(plans: list[NodePlan]) -> str:
         for r in rows
     ]
     for p in plans:
+        seen = [s for s in p.stops if s.observed]
+        if seen:
+            lines.append(f"  {p.node}: {_stops(seen, len(p.stops) - len(seen))}")
         for blocker in p.blockers:
             lines.append(f"  {p.node}: {blocker.pod}: {blocker.reason}")
             lines.append(f"    fix: {blocker.fix}")
     return "\n".join(line.rstrip() for line in lines)
+
+
+def _stops(seen: list[Stop], bounds: int) -> str:
+    """The observed stop times the ETA uses, and how many owners' are bounds."""
+    words = ", ".join(f"{'/'.join(s.owner or ())} ~{s.seconds:.1f} s ({s.samples})" for s in seen)
+    rest = f"; {bounds} other owner(s): their grace period (a bound)" if bounds else ""
+    return f"stops observed in earlier drains (median, stops seen): {words}{rest}"
 
 
 def _verdict(plans: list[NodePlan], whole: RefreshPlan | None) -> str:

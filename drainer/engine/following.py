@@ -177,8 +177,11 @@ class Following:
 
     def _follow(self, entry: Entry, now: float) -> None:
         if self.tracker.gone(entry.pod) or _id(entry.pod) in self._listed_gone:
+            evicted = entry.state is State.EVICTED
             self.schedule.gone(entry)
             seconds = now - entry.since if entry.since is not None else None
+            if evicted and seconds is not None:
+                self._stopped(entry, seconds)
             self.ctx.emit(Kind.GONE, pod=entry.name, seconds=seconds, tier=entry.tier)
             return
         current = self.tracker.current(entry.pod)
@@ -199,6 +202,14 @@ class Following:
             self._stuck_check_at = min(self._stuck_check_at, stuck_at)
         elif entry.state in (State.EVICTED, State.TERMINATING):
             self._stuck(entry, now - due)
+
+    def _stopped(self, entry: Entry, seconds: float) -> None:
+        """An evicted pod is gone: its stop, for its owner's observed time (the report's)."""
+        ref = pods.controller(entry.pod)
+        if ref is not None:
+            namespace = entry.pod["metadata"].get("namespace", "")
+            owner = (namespace, str(ref.get("kind", "")), str(ref.get("name", "")))
+            self.ctx.report.stopped.append((owner, seconds))
 
     def _stuck(self, entry: Entry, late: float) -> None:
         self.schedule.stuck(entry)

@@ -16,6 +16,7 @@ from drainer.engine.options import DrainOptions
 from drainer.engine.pods import opted_out
 from drainer.engine.report import DrainEvent, DrainReport
 from drainer.errors import KubeError, KubeServerError, KubeTooManyRequests
+from drainer.k8s import observed
 from drainer.k8s.cordon import ProgressRecord, progress_of
 from drainer.k8s.events import EventPoster
 from drainer.k8s.kube import Kube
@@ -157,6 +158,8 @@ def _drain_once(tools: Tools, job: DrainJob) -> Run:
         if not job.approach.options.dry_run:
             poster = EventPoster(kube, clock=tools.clock)
         report = _engine_drain(tools, kube, job, found, poster)
+        if not job.approach.options.dry_run:  # for the plan: never fails the drain
+            observed.keep(kube, report.stopped, tools.clock())
     finally:
         if poster is not None:
             poster.close(then=kube.close)  # the client stays open for Events still queued

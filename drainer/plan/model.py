@@ -14,6 +14,7 @@ from drainer.plan import budgets as b
 from drainer.plan.blockers import Blocker, left, refused
 from drainer.plan.capacity import Capacity
 from drainer.plan.forecast import Forecast, Going, forecast
+from drainer.plan.observed import Stop, Stops
 from drainer.plan.timing import Owner, Startup, startup_of
 
 
@@ -26,6 +27,8 @@ class NodePlan:
     eta_max_seconds: float
     paced_by: str
     blockers: list[Blocker] = field(default_factory=list)
+    stops: list[Stop] = field(default_factory=list)
+    """Each owner's stop time in eta_seconds: observed by the drains, or a bound."""
 
     @property
     def deadlocked(self) -> bool:
@@ -39,17 +42,19 @@ class NodePlan:
             "eta_max_seconds": round(self.eta_max_seconds, 1),
             "paced_by": self.paced_by,
             "blockers": [x.doc() for x in self.blockers],
+            "stops": [x.doc() for x in self.stops],
         }
 
 
 @dataclass(frozen=True)
 class Cluster:
-    """What the plan reads: the budgets, each workload's time to Ready, and the
-    room on the nodes left (None: not checked)."""
+    """What the plan reads: the budgets, each workload's time to Ready, the room on
+    the nodes left (None: not checked), and the stops the drains observed."""
 
     budgets: list[b.Budget]
     startups: dict[Owner, Startup]
     capacity: Capacity | None = None
+    stops: Stops = field(default_factory=Stops)
 
 
 def plan_node(
@@ -72,7 +77,9 @@ def plan_node(
         if d.action == Action.EVICT
     ]
     going += [_stopping(d.pod, now) for d in decisions if d.action == Action.WAIT]
-    likely = _run(going, cluster, options, timeout, slow=False)
+    # The likely drain stops each pod in its owner's observed time; the slowest, in
+    # its grace period (the bound).
+    likely = _run([cluster.stops.timed(g) for g in going], cluster, options, timeout, slow=False)
     slowest = _run(going, cluster, options, timeout, slow=True)
     blocked += left(going, cluster.budgets, slowest, timeout)
     homeless = _homeless(going, likely, cluster.capacity)
@@ -87,6 +94,7 @@ def plan_node(
         timeout if slowest.left or slowest.eta > timeout else slowest.eta,
         paced_by,
         blocked + homeless,
+        cluster.stops.on_node(going),
     )
 
 
@@ -132,15 +140,15 @@ def _paced_by(run: Forecast, going: list[Going], cluster: Cluster, timeout: floa
     last = max(run.gone, key=lambda name: run.gone[name])
     budget = run.paced_by.get(last)
     last_going = next(g for g in going if pods.name(g.pod) == last)
-    pod, grace = last_going.pod, pods.grace_period(last_going.pod)
+    pod, stop = last_going.pod, cluster.stops.of(last_going.pod)
     if last_going.stopping is not None:
         return f"{last}, already terminating: its deletion deadline"
     if budget:
         return (
             f"PodDisruptionBudget {budget}: {_waves(run.waves(budget))} "
-            f"({_observed(startup_of(pod, cluster.startups))}), then a {grace} s grace period"
+            f"({_observed(startup_of(pod, cluster.startups))}), then {stop.then()}"
         )
-    return f"the grace period of {last} ({grace} s, an upper bound)"
+    return stop.last(last)
 
 
 def _waves(count: int) -> str:

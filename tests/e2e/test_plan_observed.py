@@ -1,0 +1,105 @@
+"""The stop times the drains observe, kept for `plan` (drainer/k8s/observed.py), on
+both backends as the drainer identity with k8s-rbac/: a drain of a node whose pods
+stop in ~2 s under a 60 s grace period keeps their owner's stops, and the plan of
+the next node with pods of that owner forecasts ~2 s, marked observed, not 60 s
+(which stays the bound, UP TO). And the RBAC both ways: that one ConfigMap may be
+read and updated, no other ConfigMap, and not created."""
+
+from __future__ import annotations
+
+import io
+import json
+from typing import Any
+
+import pytest
+
+from drainer.cli.main import main
+from drainer.errors import KubeForbidden
+from drainer.k8s import observed
+from drainer.k8s.kube import Kube
+from testbed import World
+from testbed import workloads as w
+from testbed.world import place_on, pods_on, wait_until
+
+GRACE = 60
+SHUTDOWN = 40.0
+"""Emulated seconds from the eviction to the pod's exit: 2 s at the tests' speed of 20
+(the grace period, 60 s as the plan reads it, would end at 3 s)."""
+
+
+def _cli(world: World, *words: str) -> tuple[int, str]:
+    out = io.StringIO()
+    where = ["--kubeconfig", str(world.cluster.kubeconfig), "--context", "drainer"]
+    code = main([*words, *where], stdout=out)
+    return code, out.getvalue()
+
+
+def _plan(world: World, node: str) -> dict[str, Any]:
+    code, out = _cli(world, "plan", node, "--ignore-daemonsets", "-o", "json")
+    assert code == 0, out
+    document: dict[str, Any] = json.loads(out)
+    return document
+
+
+@pytest.mark.parametrize("world", [{"size": 2}], indirect=True)
+def test_drain_keeps_stop_times__plan_of_the_next_node_uses_them(world: World) -> None:
+    first, second = (world.nodes[i] for i in world.instance_ids)
+    web = w.deployment("web", 2, shutdown=SHUTDOWN, grace=GRACE)
+    place_on(world, first, [web], timeout=30)
+    [before] = _plan(world, first)["nodes"]
+    assert before["eta_seconds"] == GRACE  # nothing observed yet: the grace period
+    assert [(s["observed"], s["seconds"]) for s in before["stops"]] == [(False, GRACE)]
+
+    code, out = _cli(world, "drain", first, "--ignore-daemonsets", "--timeout", "120s")
+    assert code == 0, out
+    wait_until(lambda: len(pods_on(world.cluster, second)) == 2, 30)
+    assert _cli(world, "release", "--node", first)[0] == 0  # room for the plan's replacements
+
+    [after] = _plan(world, second)["nodes"]
+
+    [stop] = after["stops"]
+    print(f"observed stop {stop['seconds']} s, ETA {after['eta_seconds']} s")
+    assert stop["owner"].startswith("default/ReplicaSet/web-")
+    assert (stop["pods"], stop["observed"], stop["samples"]) == (2, True, 2)
+    assert 1.5 <= stop["seconds"] <= 3.5, stop  # ~2 s, as the drain saw it
+    assert after["eta_seconds"] <= 4, after  # the observed stop, rounded up, not 60 s
+    assert after["eta_max_seconds"] == GRACE  # the bound stays the grace period
+    assert "observed" in after["paced_by"], after["paced_by"]
+    code, table = _cli(world, "plan", second, "--ignore-daemonsets")
+    assert code == 0 and "stops observed in earlier drains" in table, table
+
+
+def test_rbac__the_drainer_reads_and_updates_its_configmap__no_other(world: World) -> None:
+    world.cluster.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "someone-else", "namespace": observed.NAMESPACE},
+            "data": {"a": "b"},
+        }
+    )
+    kube = Kube.from_kubeconfig(str(world.cluster.kubeconfig), "drainer")
+    try:
+        assert observed.keep(kube, [(("default", "ReplicaSet", "web-1"), 2.0)])
+        found, _ = observed.parse(observed.get(kube))
+        assert found[("default", "ReplicaSet", "web-1")].seconds == (2.0,)
+
+        other = f"/api/v1/namespaces/{observed.NAMESPACE}/configmaps/someone-else"
+        for method, verb, body in (
+            ("GET", "get", None),
+            ("PUT", "update", {"metadata": {"name": "someone-else"}, "data": {}}),
+        ):
+            with pytest.raises(KubeForbidden):
+                kube.request(method, other, body=body, verb=verb, resource="configmaps")
+        create = {"metadata": {"name": "eks-node-drainer-other"}, "data": {}}
+        with pytest.raises(KubeForbidden):
+            kube.request(
+                "POST",
+                f"/api/v1/namespaces/{observed.NAMESPACE}/configmaps",
+                body=create,
+                verb="create",
+                resource="configmaps",
+            )
+    finally:
+        kube.close()
+    assert world.cluster.get("ConfigMap", "someone-else", observed.NAMESPACE)["data"] == {"a": "b"}
