@@ -21,6 +21,8 @@ from testbed import World
 from testbed import workloads as w
 from testbed.world import place_on, pods_on, wait_until
 
+from .conftest import Invoke
+
 GRACE = 60
 SHUTDOWN = 40.0
 """Emulated seconds from the eviction to the pod's exit: 2 s at the tests' speed of 20
@@ -67,6 +69,22 @@ def test_drain_keeps_stop_times__plan_of_the_next_node_uses_them(world: World) -
     assert "observed" in after["paced_by"], after["paced_by"]
     code, table = _cli(world, "plan", second, "--ignore-daemonsets")
     assert code == 0 and "stops observed in earlier drains" in table, table
+
+
+def test_lambda_drain_keeps_stop_times(world: World, invoke: Invoke) -> None:
+    """The function's drain keeps them too (drainer/lifecycle/runner.py), as its
+    identity: the owner's two stops, each ~2 s."""
+    node = world.nodes[world.instance_ids[0]]
+    place_on(world, node, [w.deployment("web", 2, shutdown=SHUTDOWN, grace=GRACE)], timeout=30)
+
+    summary = invoke(world.terminate(world.instance_ids[0]))
+
+    assert summary["result"] == "drained", summary
+    found, warning = observed.parse(world.cluster.get("ConfigMap", observed.NAME, "kube-system"))
+    [(owner, kept)] = found.items()
+    assert owner[:2] == ("default", "ReplicaSet") and owner[2].startswith("web-"), owner
+    assert len(kept.seconds) == 2 and all(1.5 <= s <= 3.5 for s in kept.seconds), kept
+    assert warning == ""
 
 
 def test_rbac__the_drainer_reads_and_updates_its_configmap__no_other(world: World) -> None:
