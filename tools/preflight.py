@@ -24,7 +24,11 @@ What it checks:
   certificate authority is the EKS cluster's: a tunnel or tls-server-name still
   passes, another cluster blocks), then that k8s-rbac/ is applied as it is in this
   repository: the role grants what a drain needs and no more, bound to the group
-  eks-node-drainer.
+  eks-node-drainer;
+- with a kubeconfig, for each group the function would drain, the plan of a refresh
+  of it as `eks-node-drainer plan --asg NAME` makes it (tools/preflight_plan.py): the
+  forecast, and each blocker with its fix, as warnings (a blocker holds a refresh,
+  not the deploy).
 
 Exit status: 0 ready (warnings allowed), 1 a check blocks, 2 bad arguments, 3 no
 region or credentials.
@@ -37,33 +41,20 @@ import base64
 import re
 import sys
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
-from enum import StrEnum
+from dataclasses import dataclass, replace
 from typing import Any
 
 from drainer import aws as drainer_aws
 from drainer.k8s.selfcheck import Permission, describe
 from drainer.lifecycle import managed
 from tools.common import Aws, connect, normalise_names, rbac_documents, run_tool
+from tools.preflight_plan import Where, check_plans
+from tools.preflight_rows import Check, Status
 
 GROUP = "eks-node-drainer"
 TERMINATING = "autoscaling:EC2_INSTANCE_TERMINATING"
 
 Client = Any
-
-
-class Status(StrEnum):
-    OK = "ok"
-    WARN = "warn"
-    FAIL = "FAIL"
-
-
-@dataclass(frozen=True)
-class Check:
-    what: str
-    status: Status
-    detail: str
-    fix: str = ""
 
 
 @dataclass(frozen=True)
@@ -274,6 +265,8 @@ def _group(
         belongs = _managed(name, nodegroup, options, tagged=tagged)
         if tagged and not options.allow_managed:
             return [belongs]
+    if belongs.status != Status.FAIL:  # a group the function would drain
+        belongs = replace(belongs, group=name)
     return [belongs, _hooks(name, hooks, options.hook_name)]
 
 
@@ -507,22 +500,38 @@ def run(aws: Aws, options: Options) -> list[Check]:
     if cluster is not None:
         checks += check_subnets(aws.client("ec2"), cluster, options)
     checks += check_groups(aws.client("autoscaling"), options)
-    if options.kubeconfig:
-        identity = check_kubeconfig(cluster, options)
-        checks.append(identity)
-    if options.kubeconfig and identity.status != Status.FAIL:
-        from drainer.errors import KubeError
-        from drainer.k8s.kube import Kube
-
-        try:
-            kube = Kube.from_kubeconfig(options.kubeconfig, options.context or None)
-            try:
-                checks += check_rbac(kube)
-            finally:
-                kube.close()
-        except KubeError as e:
-            checks.append(Check("k8s-rbac/", Status.FAIL, f"cannot check: {e}"))
+    if not options.kubeconfig:
+        return checks
+    identity = check_kubeconfig(cluster, options)
+    checks.append(identity)
+    if identity.status == Status.FAIL:
+        return checks
+    rbac, readable = check_cluster_rbac(options)
+    checks += rbac
+    groups = [c.group for c in checks if c.group]
+    if readable and groups:
+        where = Where(options.kubeconfig, options.context, aws.region, options.profile)
+        checks += check_plans(groups, where)
     return checks
+
+
+def check_cluster_rbac(options: Options) -> tuple[list[Check], bool]:
+    """k8s-rbac/ as applied to the cluster, and whether the cluster could be read
+    at all: an identity that may not read RBAC (403) still reads the rest, and the
+    groups are planned; an unreachable or unauthenticated API server is said once,
+    here, and nothing else is read."""
+    from drainer.errors import KubeError, KubeForbidden
+    from drainer.k8s.kube import Kube
+
+    try:
+        kube = Kube.from_kubeconfig(options.kubeconfig, options.context or None)
+        try:
+            return check_rbac(kube), True
+        finally:
+            kube.close()
+    except KubeError as e:
+        failed = Check("k8s-rbac/", Status.FAIL, f"cannot check: {e}")
+        return [failed], isinstance(e, KubeForbidden)
 
 
 def table(checks: Sequence[Check]) -> str:

@@ -3,6 +3,7 @@ its authentication mode and its groups, each check with the command that fixes i
 
 from __future__ import annotations
 
+import os
 import re
 from typing import Any
 
@@ -12,8 +13,9 @@ from moto.core.models import DEFAULT_ACCOUNT_ID
 
 from awssim.eks import set_cluster_config
 from awssim.world import create_node_group
-from tools import preflight
+from tools import preflight, preflight_plan
 from tools.common import connect
+from tools.preflight_plan import GroupPlan, Where, plan_group, plan_rows
 
 REGION = "us-east-1"
 CLUSTER = "prod"
@@ -405,3 +407,121 @@ def test_kubeconfig_through_a_tunnel__same_ca__passes(
 
     assert identity.status == preflight.Status.OK, identity
     assert "cluster prod's CA" in identity.detail
+
+
+# --- the plan of each group (issue 40, item 5; on a cluster: tests/e2e/test_preflight_rbac.py)
+
+
+def test_the_groups_planned__those_the_function_would_drain(moto_aws: None) -> None:
+    _cluster()
+    _group("nodes-good")
+    _group("nodes-staging", cluster="staging")
+    _managed_group("eks-ng-1-abcd")
+
+    checks = _run("nodes-good", "nodes-staging", "eks-ng-1-abcd", "nodes-missing")
+
+    assert [c.group for c in checks if c.group] == ["nodes-good"]
+    opted_in = _run("nodes-good", "eks-ng-1-abcd", allow_managed=True)
+    assert [c.group for c in opted_in if c.group] == ["nodes-good", "eks-ng-1-abcd"]
+
+
+def test_plan_in_preflights_region__not_the_environments__which_is_left_as_it_was(
+    moto_aws: None, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """make preflight REGION=us-east-1 from a shell whose AWS_REGION is another: the
+    plan looks the group up where preflight does. (A group with no instance: nothing
+    to plan, and nothing asked of the cluster.)"""
+    from kubesim.certs import generate
+
+    _group("nodes-empty")
+    monkeypatch.setenv("AWS_REGION", "eu-west-1")
+    kubeconfig = _kubeconfig(tmp_path, generate("prod-ca").ca_pem, "https://127.0.0.1:6443")
+
+    plan = plan_group("nodes-empty", Where(kubeconfig, "", REGION))
+
+    [row] = plan_rows(plan)
+    assert (row.what, row.status) == ("plan nodes-empty", preflight.Status.OK)
+    assert row.detail == (
+        "nothing to plan: no node for any InService instance of Auto Scaling group nodes-empty"
+    )
+    assert os.environ["AWS_REGION"] == "eu-west-1"
+
+
+def _planned(group: str, notes: list[str], **document: Any) -> GroupPlan:
+    refresh = {
+        "batch": 1, "instance_warmup_seconds": 30.0, "batches": [["n-1"], ["n-2"]],
+        "waits_for_new_nodes": [False, False], "new_nodes": None,
+    }  # fmt: skip
+    whole = {
+        "result": "planned",
+        "nodes": [{"node": "n-1", "blockers": []}, {"node": "n-2", "blockers": []}],
+        "total_eta_seconds": 75.0, "deadlocked": False, "refresh": refresh, **document,
+    }  # fmt: skip
+    return GroupPlan(group, 0, whole, notes)
+
+
+def test_plans__the_optional_volume_read_denied__said_once_for_every_group__other_notes_each(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    denied = (
+        "the zones of the volumes behind 1 PersistentVolumeClaim(s) ({}) are not checked: "
+        "RBAC denies get persistentvolumes (grant it: kubectl apply -f k8s-rbac/plan/)"
+    )
+    plans = {
+        "nodes-a": _planned("nodes-a", [denied.format("default/data-a")]),
+        "nodes-b": _planned(
+            "nodes-b",
+            [
+                "instance i-0bbbbbbbbbbbbbbb2 of nodes-b has no node: replaced without a drain",
+                denied.format("default/data-b"),
+            ],
+        ),
+    }
+    monkeypatch.setattr(preflight_plan, "plan_group", lambda group, where: plans[group])
+
+    rows = preflight_plan.check_plans(["nodes-a", "nodes-b"], Where("k", "", "r"))
+
+    assert [(r.what, r.status) for r in rows] == [
+        ("plan nodes-a", preflight.Status.OK),
+        ("plan nodes-b", preflight.Status.OK),
+        ("plan nodes-b", preflight.Status.WARN),
+        ("plan volumes", preflight.Status.WARN),
+    ]
+    assert rows[0].detail == (
+        "a refresh of 2 node(s), 2 batch(es) of up to 1 with a 30 s warm-up: forecast 75 s "
+        "in all; nothing blocks"
+    )
+    assert rows[2].detail == (
+        "note: instance i-0bbbbbbbbbbbbbbb2 of nodes-b has no node: replaced without a drain"
+    )
+    assert rows[3].detail == denied.format("default/data-a") + (" (and in 1 more group(s)' plans)")
+    assert rows[3].fix.startswith("kubectl apply -f k8s-rbac/plan/")
+
+
+def test_plan__aws_refuses_it__a_warning_naming_the_call__not_a_blocking_check() -> None:
+    said = (
+        "DescribeInstances i-0aaaaaaaaaaaaaaa1: access denied (AccessDenied); grant "
+        "ec2:DescribeInstances to the function's IAM role"
+    )
+    document = {"result": "error", "message": said, "exit_code": 3}
+
+    [row] = plan_rows(GroupPlan("nodes-a", 3, document))
+
+    assert (row.what, row.status) == ("plan nodes-a", preflight.Status.WARN)
+    assert row.detail == f"not planned: {said}"
+    assert "ec2:DescribeInstances" in row.fix
+    assert preflight.blocking([row]) == []
+
+
+def test_plan__batches_wait_for_new_nodes__how_long_and_from_what() -> None:
+    new_nodes = {"basis": "bound", "wait_seconds": 3600.0}
+    plan = _planned("nodes-a", [], total_eta_seconds=3720.0)
+    plan.document["refresh"].update(waits_for_new_nodes=[True, False], new_nodes=new_nodes)
+
+    [row] = plan_rows(plan)
+
+    assert row.detail == (
+        "a refresh of 2 node(s), 2 batch(es) of up to 1 with a 30 s warm-up: forecast 3720 s "
+        "(~62 min) in all, 1 batch(es) of it waiting for new nodes (3600 s each: a bound); "
+        "nothing blocks"
+    )
