@@ -602,19 +602,29 @@ def apply_rbac(kubeconfig: str, context: str, say: Say) -> None:
             "they were; apply it yourself (kubectl apply -f k8s-rbac/) and run make deploy again",
             1,
         ) from e
-    say("applied k8s-rbac/ (ClusterRole and ClusterRoleBinding eks-node-drainer)")
+    say(
+        "applied k8s-rbac/ (ClusterRole and ClusterRoleBinding eks-node-drainer; the "
+        "ConfigMap kube-system/eks-node-drainer-observed and its Role and RoleBinding)"
+    )
 
 
 def _create_or_replace(kube: Any, document: dict[str, Any]) -> None:
+    """Create the object, or replace it; a ConfigMap is only created: what the drains
+    wrote in it stays."""
     from drainer.errors import KubeNotFound
 
     plural = f"{document['kind'].lower()}s"
-    path = f"/apis/rbac.authorization.k8s.io/v1/{plural}"
+    version = document["apiVersion"]
+    namespace = document["metadata"].get("namespace")
+    path = f"/apis/{version}" if "/" in version else f"/api/{version}"
+    path += f"/namespaces/{namespace}/{plural}" if namespace else f"/{plural}"
     name = document["metadata"]["name"]
     try:
         found = kube.request("GET", f"{path}/{name}", verb="get", resource=plural)
     except KubeNotFound:
         kube.request("POST", path, body=document, verb="create", resource=plural)
+        return
+    if document["kind"] == "ConfigMap":
         return
     document["metadata"]["resourceVersion"] = found["metadata"]["resourceVersion"]
     kube.request("PUT", f"{path}/{name}", body=document, verb="update", resource=plural)

@@ -48,6 +48,8 @@ def function(world: World, monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Any
     # on a shared control plane must not find them.
     world.cluster.delete("ClusterRoleBinding", "eks-node-drainer")
     world.cluster.delete("ClusterRole", "eks-node-drainer")
+    for kind in ("RoleBinding", "Role", "ConfigMap"):
+        world.cluster.delete(kind, "eks-node-drainer-observed", "kube-system")
 
 
 def _deploy(
