@@ -149,7 +149,7 @@ def figures(outcome: Outcome, drain_seconds: float, limit: float) -> dict[str, A
         "within_20_percent": None if total is None else within(drain_seconds, total),
         "pacing_limit_seconds": round(limit, 2),
         "plan_over_pacing_limit": round(total / limit, 3) if total and limit else None,
-        "below_pacing_limit": None if total is None else total < limit,
+        "drains_over_pacing_limit": round(drain_seconds / limit, 3) if limit else None,
         "deadlocked": found.deadlocked,
         "batches": found.batches,
         "batch_eta_seconds": found.batch_eta_seconds,
@@ -170,13 +170,9 @@ def text(forecast: dict[str, Any] | None, speed: float) -> list[str]:
         f"    measured        {forecast['measured_drain_seconds']:.1f} s of drains "
         f"(measured/forecast {forecast['ratio']}: {verdict}); "
         f"{forecast['measured_total_seconds']:.1f} s the whole refresh",
-        f"    pacing limit    {forecast['pacing_limit_seconds']:.1f} s; the plan's total is "
-        f"{forecast['plan_over_pacing_limit']}x it"
-        + (
-            " (BELOW it, a lower bound no drain beats: the plan is too short; flagged)"
-            if forecast["below_pacing_limit"]
-            else ""
-        ),
+        f"    pacing limit    {forecast['pacing_limit_seconds']:.1f} s (to each batch's last "
+        f"replacement Ready): the plan's total {forecast['plan_over_pacing_limit']}x it, the "
+        f"measured drains {forecast['drains_over_pacing_limit']}x it",
     ]
     if speed != 1:
         lines.append(
