@@ -19,9 +19,12 @@ from drainer.k8s import observed
 from drainer.k8s.kube import Kube
 from testbed import World
 from testbed import workloads as w
-from testbed.world import place_on, pods_on, wait_until
+from testbed.world import place_on, pods_on, rbac_manifests, wait_until
 
-from .conftest import Invoke
+from .conftest import Invoke, LogCapture
+
+WITHOUT_OBSERVED = [d for d in rbac_manifests() if d["metadata"]["name"] != observed.NAME]
+"""k8s-rbac/ without observed.yaml: no ConfigMap, no Role."""
 
 GRACE = 60
 SHUTDOWN = 40.0
@@ -85,6 +88,21 @@ def test_lambda_drain_keeps_stop_times(world: World, invoke: Invoke) -> None:
     assert owner[:2] == ("default", "ReplicaSet") and owner[2].startswith("web-"), owner
     assert len(kept.seconds) == 2 and all(1.5 <= s <= 3.5 for s in kept.seconds), kept
     assert warning == ""
+
+
+@pytest.mark.parametrize("world", [{"rbac": WITHOUT_OBSERVED}], indirect=True)
+def test_without_observed_yaml__the_drain_goes_on__one_warning(
+    world: World, invoke: Invoke, drainer_logs: LogCapture
+) -> None:
+    node = world.nodes[world.instance_ids[0]]
+    place_on(world, node, [w.deployment("web", 2, shutdown=SHUTDOWN, grace=GRACE)], timeout=30)
+
+    summary = invoke(world.terminate(world.instance_ids[0]))
+
+    assert (summary["result"], summary["evicted"]) == ("drained", 2), summary
+    said = [m for m in drainer_logs.messages() if "stop times not kept" in m]
+    assert len(said) == 1, said
+    assert "not allowed" in said[0] or "kubectl apply -f k8s-rbac/" in said[0], said
 
 
 def test_rbac__the_drainer_reads_and_updates_its_configmap__no_other(world: World) -> None:
