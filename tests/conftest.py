@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import hypothesis
 import pytest
 from realapi import StaticToken
 
@@ -17,6 +18,16 @@ from kubesim import KubeSim
 
 EVENTS_DIR = Path(__file__).parent / "events"
 KUBECTL_BUILD = Path(__file__).resolve().parents[1] / "testbed" / "kubectl" / "build.sh"
+
+
+# The suite shares its machine (four workers on two cores, the control planes beside
+# them): a property's examples are what it checks, not how fast they are drawn, so
+# neither a slow draw nor a slow example fails a test. Settings a test gives itself
+# still apply over this profile.
+hypothesis.settings.register_profile(
+    "suite", deadline=None, suppress_health_check=[hypothesis.HealthCheck.too_slow]
+)
+hypothesis.settings.load_profile("suite")
 
 
 @pytest.fixture
