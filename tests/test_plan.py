@@ -13,7 +13,7 @@ from drainer.engine.filters import FilterOptions, Overrides
 from drainer.engine.options import DrainOptions
 from drainer.plan.budgets import ForecastBudgets, matching
 from drainer.plan.forecast import Forecast, Going, forecast
-from drainer.plan.model import Cluster, NodePlan, plan_node
+from drainer.plan.model import Cluster, NodePlan, batch_eta, plan_node
 from drainer.plan.timing import startups
 
 T0 = "2026-01-01T00:00:00Z"
@@ -93,6 +93,37 @@ def test_max_unavailable_one__one_wave_per_replacement() -> None:
     assert result.eta_seconds == 3 * 4 + 3  # three replacements waited for, then a stop
     assert result.blockers == []
     assert "PodDisruptionBudget default/web" in result.paced_by
+
+
+def test_a_batch_shares_its_budgets__two_nodes_drained_side_by_side_take_both_nodes_waves() -> None:
+    # Three pods on each of two nodes, Ready 4 s after creation, one budget of six
+    # allowing one at a time: alone, each node is three waves; side by side, six.
+    first = [pod(f"web-{i}", grace=3) for i in range(3)]
+    second = [pod(f"web-{i}", grace=3, nodeName="n2") for i in range(3, 6)]
+    budgets = [budget("web", "web", expected=6, allowed=1, maxUnavailable=1)]
+    cluster = Cluster(budgets, startups(first + second))
+
+    alone = plan(first, budgets).eta_seconds
+    together = batch_eta([first, second], cluster, OPTIONS, timeout=3600, now=NOW)
+
+    assert alone == 2 * 4 + 3
+    assert together == 5 * 4 + 3, "each wave of one node's pods holds the other's"
+    assert batch_eta([first], cluster, OPTIONS, timeout=3600, now=NOW) == alone
+    assert batch_eta([first, second], cluster, OPTIONS, timeout=10, now=NOW) == 10
+
+
+def test_statefulset__its_replacement_comes_once_the_old_pod_is_gone() -> None:
+    # The same name: the controller creates the replacement after the old pod has
+    # stopped (3 s), then it takes its 4 s to be Ready; a ReplicaSet's starts at once.
+    three = [pod(f"db-{i}", "db", grace=3, owner=None) for i in range(3)]
+    for each in three:
+        each["metadata"]["ownerReferences"] = [
+            {"kind": "StatefulSet", "name": "db", "controller": True}
+        ]
+
+    result = plan(three, [budget("db", "db", expected=3, allowed=1, maxUnavailable=1)])
+
+    assert result.eta_seconds == 2 * (3 + 4) + 3
 
 
 def test_the_upper_bound_takes_the_slowest_replacement() -> None:

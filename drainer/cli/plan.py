@@ -25,7 +25,7 @@ from drainer.k8s.kube import Kube
 from drainer.plan.blockers import Blocker
 from drainer.plan.cordons import Placements, blockers, node_of, stuck
 from drainer.plan.history import NewNodes, new_node_wait
-from drainer.plan.model import Cluster, NodePlan, plan_node
+from drainer.plan.model import Cluster, NodePlan, batch_eta, plan_node
 from drainer.plan.observed import Stop, Stops
 from drainer.plan.observed import read as read_stops
 from drainer.plan.refresh import batch_times, batches
@@ -337,10 +337,18 @@ def _refresh_plan(
         plans = [_waiting(p, new_nodes) for p in plans]
     eta = {p.node: p.eta_seconds for p in plans}
     wait = new_nodes.seconds if new_nodes is not None else 0.0
-    times = batch_times(
-        [[eta[n] for n in b] for b in grouped], refresh.warmup, [wait if w else 0.0 for w in waits]
-    )
+    etas = [[eta[n] for n in b] + [_together(reads, b, args)] for b in grouped]
+    times = batch_times(etas, refresh.warmup, [wait if w else 0.0 for w in waits])
     return RefreshPlan(refresh, plans, grouped, waits, new_nodes, times)
+
+
+def _together(reads: Reads, batch: list[str], args: argparse.Namespace) -> float:
+    """The batch's drains side by side, sharing their budgets (model.batch_eta): a
+    batch lasts at least that long, however fast each node alone would go."""
+    cluster = Cluster(reads.budgets, startups(reads.every_pod), None, reads.stops)
+    pod_lists = [reads.on_node[n] for n in batch]
+    options = options_from(args)
+    return batch_eta(pod_lists, cluster, options, timeout=args.timeout, now=reads.listed)
 
 
 WAITS = "waits for new nodes:"

@@ -105,7 +105,7 @@ class _Run:
                 self.result.paced_by[entry.name] = budget
             startup = self._startup(entry.pod)
             if math.isfinite(startup):  # a healthy replacement, even for a pod that was not
-                self.push(now + startup, "ready", budget, None)
+                self.push(now + self._created_after(entry.pod) + startup, "ready", budget, None)
             allowance.evicted(entry.pod)
         self.schedule.accepted(entry, now)
         self.result.evicted[entry.name] = now
@@ -130,6 +130,13 @@ class _Run:
     def _stop(self, pod: Pod) -> float:
         grace = self.options.grace_period_seconds
         return float(pods.grace_period(pod) if grace is None else grace)
+
+    def _created_after(self, pod: Pod) -> float:
+        """When the pod's replacement is created, from its eviction: at once for a
+        ReplicaSet's; a StatefulSet's takes the same name, so only once the old pod is
+        gone."""
+        ref = pods.controller(pod)
+        return self._stop(pod) if ref is not None and ref.get("kind") == "StatefulSet" else 0.0
 
     def _startup(self, pod: Pod) -> float:
         known = startup_of(pod, self.startups)

@@ -4,7 +4,7 @@ Ready), what paces it, and what blocks it."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from drainer.engine import filters, pods
 from drainer.engine.filters import Action
@@ -70,13 +70,7 @@ def plan_node(
     """The plan of one node's drain, its pods as listed at `now` (the wall clock:
     only for the deletion deadlines of pods already terminating)."""
     blocked = refused(pod_list, overrides)
-    decisions = [filters.decide(p, options.filters) for p in pod_list]
-    going = [
-        Going(d.pod, b.matching(d.pod, cluster.budgets))
-        for d in decisions
-        if d.action == Action.EVICT
-    ]
-    going += [_stopping(d.pod, now) for d in decisions if d.action == Action.WAIT]
+    going = _going(pod_list, cluster, options, now)
     # The likely drain stops each pod in its owner's observed time; the slowest, in
     # its grace period (the bound).
     likely = _run([cluster.stops.timed(g) for g in going], cluster, options, timeout, slow=False)
@@ -96,6 +90,35 @@ def plan_node(
         blocked + homeless,
         cluster.stops.on_node(going),
     )
+
+
+def batch_eta(
+    pod_lists: list[list[Pod]],
+    cluster: Cluster,
+    options: DrainOptions,
+    *,
+    timeout: float,
+    now: float,
+) -> float:
+    """How long a batch's drains take side by side: its nodes' pods forecast as one
+    drain, so that nodes under the same budget share its allowance (each node's own
+    plan has the whole of it), each node evicting at its own concurrency."""
+    together = [pod for pod_list in pod_lists for pod in pod_list]
+    going = _going(together, cluster, options, now)
+    wide = replace(options, concurrency=options.concurrency * max(1, len(pod_lists)))
+    likely = _run([cluster.stops.timed(g) for g in going], cluster, wide, timeout, slow=False)
+    return timeout if likely.left or likely.eta > timeout else likely.eta
+
+
+def _going(pod_list: list[Pod], cluster: Cluster, options: DrainOptions, now: float) -> list[Going]:
+    """The pods the drain evicts, with their budgets, and those already terminating."""
+    decisions = [filters.decide(p, options.filters) for p in pod_list]
+    going = [
+        Going(d.pod, b.matching(d.pod, cluster.budgets))
+        for d in decisions
+        if d.action == Action.EVICT
+    ]
+    return going + [_stopping(d.pod, now) for d in decisions if d.action == Action.WAIT]
 
 
 def _homeless(going: list[Going], run: Forecast, capacity: Capacity | None) -> list[Blocker]:
