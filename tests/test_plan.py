@@ -393,6 +393,7 @@ def test_ordinary_pod_terminating_past_the_timeout__critical_pod_waits__fix_the_
     )
     dns = by_pod["default/dns-a"]
     assert dns.fix == "--timeout 5402s"
+    assert dns.budget is None, "its budget allowed it: the critical tier held it"
     assert dns.reason == (
         "not evicted before the timeout (3600 s): a critical pod, its tier starts at "
         "~5400 s (the ordinary pods are gone)"
@@ -455,9 +456,28 @@ def test_more_pods_than_the_concurrency__the_rest_go_as_the_answers_come() -> No
     assert run.eta == 10
 
 
-def test_paced_by__one_wave_is_singular() -> None:
-    """coredns after the node's ordinary pod, through its budget (docs/operations.md's
-    example): one wave, not '1 waves'."""
+def test_paced_by__critical_pod_after_the_ordinary_tier__the_tier_paced_it_not_its_budget() -> None:
+    """coredns goes once the node's ordinary pod is gone (3 s), through a budget that
+    allows it at once: the critical tier paced it, its budget never held it (the
+    plan said 'PodDisruptionBudget default/dns: 1 wave', docs/operations.md's example)."""
     result = plan([pod("web-0", grace=3), coredns()], [DNS_BUDGET])
 
-    assert result.paced_by.startswith("PodDisruptionBudget default/dns: 1 wave ("), result
+    assert result.eta_seconds == 3 + 1
+    assert result.paced_by == (
+        "the critical tier from ~3 s (the ordinary pods are gone), then a 1 s grace period"
+    )
+
+
+def test_paced_by__critical_pods_waiting_for_their_budget__the_tier_then_the_budget() -> None:
+    """Two coredns pods under a budget of one, after a 3 s ordinary pod: the tier
+    starts at 3 s, dns-b waits for dns-a's replacement (4 s): both paced it."""
+    second = coredns()
+    second["metadata"].update(name="dns-b", uid="dns-b")
+
+    result = plan([pod("web-0", grace=3), coredns(), second], [DNS_BUDGET])
+
+    assert result.eta_seconds == 3 + 4 + 1
+    assert result.paced_by.startswith(
+        "the critical tier from ~3 s (the ordinary pods are gone), then PodDisruptionBudget "
+        "default/dns: 2 waves (replacements Ready in ~4 s"
+    ), result.paced_by

@@ -44,7 +44,8 @@ class Forecast:
     through: dict[str, str] = field(default_factory=dict)
     """Per pod evicted through a budget: that budget."""
     paced_by: dict[str, str] = field(default_factory=dict)
-    """Per pod: the budget it waited for, when it did."""
+    """Per pod: the budget it waited for, when it did (a critical pod: after its
+    tier started)."""
     critical_at: float | None = None
     """When the critical tier started (None: it never did)."""
     critical_why: str = ""
@@ -101,7 +102,7 @@ class _Run:
             return
         if allowance is not None:
             self.result.through[entry.name] = budget
-            if entry.refusals or now > 0:
+            if entry.refusals or now > self._free_at(entry):
                 self.result.paced_by[entry.name] = budget
             startup = self._startup(entry.pod)
             if math.isfinite(startup):  # a healthy replacement, even for a pod that was not
@@ -126,6 +127,13 @@ class _Run:
                 return
             for entry in chosen:
                 self.send(entry, now)
+
+    def _free_at(self, entry: Entry) -> float:
+        """When nothing but a budget held the pod any more: a critical pod waits for
+        its tier first (sent when the tier starts, its budget never held it)."""
+        if entry.critical:
+            return self.result.critical_at or 0.0
+        return 0.0
 
     def _stop(self, pod: Pod) -> float:
         grace = self.options.grace_period_seconds

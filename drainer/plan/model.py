@@ -166,12 +166,23 @@ def _paced_by(run: Forecast, going: list[Going], cluster: Cluster, timeout: floa
     pod, stop = last_going.pod, cluster.stops.of(last_going.pod)
     if last_going.stopping is not None:
         return f"{last}, already terminating: its deletion deadline"
+    tier = _tier(run, pod)
     if budget:
-        return (
+        return tier + (
             f"PodDisruptionBudget {budget}: {_waves(run.waves(budget))} "
             f"({_observed(startup_of(pod, cluster.startups))}), then {stop.then()}"
         )
-    return stop.last(last)
+    return tier + stop.then() if tier else stop.last(last)
+
+
+def _tier(run: Forecast, pod: Pod) -> str:
+    """PACED BY's start when the last pod is a critical one whose tier started late:
+    it waited for the ordinary pods to go (or for the reserve before the deadline)
+    before any budget of its own could hold it; "" otherwise."""
+    if not pods.is_critical(pod) or not run.critical_at:
+        return ""
+    why = run.critical_why.split(": ", 1)[0]  # not the held pods' list
+    return f"the critical tier from ~{run.critical_at:.0f} s ({why}), then "
 
 
 def _waves(count: int) -> str:
