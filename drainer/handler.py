@@ -29,6 +29,7 @@ from drainer.lifecycle.events_fields import Skip
 from drainer.lifecycle.job import Tools
 from drainer.lifecycle.settings import Settings
 from drainer.lifecycle.window import Invocation
+from drainer.plan.eta import forecast_node
 
 log = logging.getLogger(__name__)
 
@@ -115,7 +116,7 @@ def lambda_handler(event: Any, context: Any) -> dict[str, Any]:
             remaining_seconds=lambda: context.get_remaining_time_in_millis() / 1000.0,
             function_arn=str(getattr(context, "invoked_function_arn", "")),
         )
-    tools = Tools(settings, clients, kube_factory)
+    tools = Tools(settings, clients, kube_factory, forecaster=forecast_node)
     if isinstance(parsed, ScheduledChanges):
         return ec2_events.fan_out(parsed, tools, invocation)
     logs.bind(**parsed.log_keys())

@@ -69,7 +69,15 @@ def _stable_keys_documented() -> set[str]:
 
 def _every_field_set() -> DrainEvent:
     return DrainEvent(
-        Kind.LEFT, pod="a/b", budget="a/c", reason="r", seconds=1.0, refusals=1, tier="critical"
+        Kind.LEFT,
+        pod="a/b",
+        budget="a/c",
+        reason="r",
+        seconds=1.0,
+        refusals=1,
+        tier="critical",
+        eta_seconds=2.0,
+        paced_by="p",
     )
 
 

@@ -14,8 +14,8 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from drainer import logs
@@ -103,6 +103,10 @@ class DrainContext:
     """Why interrupt() stopped the drain."""
     replaced: str = ""
     """The UID of the node object that took this node's name mid-drain."""
+    pace: Callable[[DrainEvent, float], Mapping[str, Any]] | None = None
+    """Whoever runs the drain may keep its current ETA (drainer/engine/pace.py's
+    Eta.fields): it sees each event first, and the event takes the fields it gives
+    (eta_seconds, paced_by)."""
 
     def clock(self) -> float:
         return self.waits.now()
@@ -124,6 +128,9 @@ class DrainContext:
 
     def emit(self, kind: Kind, **values: Any) -> None:
         event = DrainEvent(kind, **values)
+        more = self._paced(event)
+        if more:
+            event = replace(event, **more)
         if log.isEnabledFor(event.level):  # a terminal's drain logs warnings only
             logs.drain_event(log, describe(event, self.node), event.fields(), event.level)
         if self.on_event is not None:
@@ -131,3 +138,15 @@ class DrainContext:
                 self.on_event(event)
             except Exception:  # a broken display must not break a drain
                 log.exception("progress callback failed")
+
+    def _paced(self, event: DrainEvent) -> Mapping[str, Any]:
+        """The current ETA's fields for the event (none without one). A fault in it
+        ends the ETA, said once, never the drain."""
+        if self.pace is None:
+            return {}
+        try:
+            return self.pace(event, self.clock())
+        except Exception:
+            self.pace = None
+            log.exception("the drain's ETA failed; the drain goes on without one")
+            return {}

@@ -118,6 +118,11 @@ class DrainEvent:
     """pod_evicted, pod_left: budget refusals this pod met."""
     tier: str = ""
     """ordinary or critical."""
+    eta_seconds: float | None = None
+    """drain_started, pod_evicted, pod_gone: the drain's current ETA, when it has one
+    (drainer/engine/pace.py)."""
+    paced_by: str = ""
+    """With eta_seconds: what paces the pods left (a budget, a pod's stop)."""
     details: Mapping[str, Any] = field(default_factory=dict)
     """drain_started and drain_finished only: their counts, deadline and so on."""
     uid: str = ""
@@ -143,6 +148,10 @@ class DrainEvent:
             out["refusals"] = self.refusals
         if self.tier:
             out["tier"] = self.tier
+        if self.eta_seconds is not None:
+            out["eta_seconds"] = round(self.eta_seconds, 1)
+        if self.paced_by:
+            out["paced_by"] = self.paced_by
         out.update(self.details)
         return out
 

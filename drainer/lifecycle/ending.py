@@ -165,6 +165,10 @@ def summary_of(
         summary.update(
             {k: v for k, v in run.report.summary().items() if k not in ("node", "seconds")}
         )
+    if run.accuracy is not None:
+        summary["forecast_seconds"] = round(run.accuracy.forecast_seconds, 1)
+        if run.accuracy.actual_seconds is not None:
+            summary["actual_seconds"] = round(run.accuracy.actual_seconds, 1)
     if run.targets is not None:
         summary["target_groups"] = len(run.targets.groups)
         summary["pod_target_groups"] = len(run.targets.pod_groups)
@@ -188,12 +192,20 @@ def _metrics(run: Run, summary: Mapping[str, Any], settings: Settings) -> None:
         "PodsEvicted": int(summary.get("evicted", 0)),
         "PdbRefusals": int(summary.get("pdb_refusals", 0)),
     }
-    write_metrics(run.cluster or settings.cluster_name, counts, float(summary["seconds"]))
+    error = None if run.accuracy is None else run.accuracy.error_seconds
+    timings = {} if error is None else {"ForecastErrorSeconds": round(error, 1)}
+    write_metrics(run.cluster or settings.cluster_name, counts, float(summary["seconds"]), timings)
 
 
-def write_metrics(cluster: str, counts: Mapping[str, int], seconds: float) -> None:
+def write_metrics(
+    cluster: str,
+    counts: Mapping[str, int],
+    seconds: float,
+    timings: Mapping[str, float] | None = None,
+) -> None:
     """One invocation's metrics line: `counts` as Count metrics, then
-    InvocationSeconds, under the Cluster dimension ("unknown" when none is known)."""
+    InvocationSeconds and `timings` in seconds, under the Cluster dimension ("unknown"
+    when none is known)."""
     from aws_lambda_powertools import Metrics
     from aws_lambda_powertools.metrics import MetricUnit
 
@@ -203,4 +215,6 @@ def write_metrics(cluster: str, counts: Mapping[str, int], seconds: float) -> No
         for name, value in counts.items():
             metrics.add_metric(name=name, unit=MetricUnit.Count, value=value)
         metrics.add_metric(name="InvocationSeconds", unit=MetricUnit.Seconds, value=seconds)
+        for timing, took in (timings or {}).items():
+            metrics.add_metric(name=timing, unit=MetricUnit.Seconds, value=took)
         metrics.flush_metrics()

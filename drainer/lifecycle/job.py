@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from drainer import aws
 from drainer.engine.options import DrainOptions
+from drainer.engine.pace import Accuracy, Forecaster
 from drainer.engine.report import DrainEvent, DrainReport
 from drainer.lifecycle.clients import KubeFactory
 from drainer.lifecycle.handover import Handover
@@ -60,6 +61,9 @@ class Tools:
     sleep: Callable[[float], None] = time.sleep
     rng: random.Random = field(default_factory=jitter)
     on_event: Callable[[DrainEvent], None] | None = None
+    forecaster: Forecaster | None = None
+    """Forecasts a node's drain at its start, for its ETA (the handler's and the CLI's:
+    drainer/plan/eta.py); None: no ETA."""
 
 
 @dataclass(frozen=True)
@@ -77,3 +81,4 @@ class Run:
     handover: Handover | None = None  # the next invocation's, when HANDED_OVER
     action_gone: bool = False  # the heartbeat found the lifecycle action completed or expired
     targets: TargetWait | None = None  # how the instance left its target groups
+    accuracy: Accuracy | None = None  # the drain's forecast against its span, when forecast

@@ -122,6 +122,8 @@ def end_notice(event: Subject, summary: Mapping[str, Any]) -> Notice:
         f"{_began_by(summary.get('trigger', ''))}.",
         f"Duration: {float(seconds):.0f} s. Pods evicted: {summary.get('evicted', 0)}.",
     ]
+    if "forecast_seconds" in summary:
+        lines.append(_forecast_line(summary))
     if summary.get("destination") == WARM_POOL_NAME and result in ("drained", "timed_out"):
         lines.append(
             "The instance goes to the warm pool (stopped and kept for reuse), not terminated: "
@@ -140,6 +142,17 @@ def end_notice(event: Subject, summary: Mapping[str, Any]) -> Notice:
         "\n".join(lines),
         _attributes(event, result, str(summary.get("cluster", ""))),
     )
+
+
+def _forecast_line(summary: Mapping[str, Any]) -> str:
+    """The drain's forecast against what it took (from its start to its last pod gone)."""
+    forecast = float(summary["forecast_seconds"])
+    if "actual_seconds" not in summary:
+        return f"Forecast: {forecast:.0f} s (not every pod went: nothing to compare)."
+    actual = float(summary["actual_seconds"])
+    off = actual - forecast
+    how = "as forecast" if abs(off) < 1 else f"{abs(off):.0f} s {'late' if off > 0 else 'early'}"
+    return f"Forecast: {forecast:.0f} s; took {actual:.0f} s ({how})."
 
 
 _LAUNCH_TITLES = {

@@ -5,6 +5,7 @@ the instance out of its target groups."""
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
@@ -13,6 +14,7 @@ from drainer import aws, logs
 from drainer.backoff import Backoff
 from drainer.engine.drain import Drain, RealWaits
 from drainer.engine.options import DrainOptions
+from drainer.engine.pace import Accuracy, Eta, NodeForecast
 from drainer.engine.pods import opted_out
 from drainer.engine.report import DrainEvent, DrainReport
 from drainer.errors import KubeError, KubeServerError, KubeTooManyRequests
@@ -36,6 +38,9 @@ log = logging.getLogger(__name__)
 API_RETRY = Backoff(first=4.0, cap=30.0)
 """Pauses before the whole drain starts again while the API server fails beyond the
 client's own retries: 2-4 s, doubling to 30 s, never before a Retry-After."""
+
+FORECAST_SECONDS = 5.0
+"""The longest the drain waits for its forecast (its ETA) before it starts without one."""
 
 
 def run_job(tools: Tools, job: DrainJob) -> Run:
@@ -157,7 +162,7 @@ def _drain_once(tools: Tools, job: DrainJob) -> Run:
             return waited
         if not job.approach.options.dry_run:
             poster = EventPoster(kube, clock=tools.clock)
-        report = _engine_drain(tools, kube, job, found, poster)
+        report, accuracy = _engine_drain(tools, kube, job, found, poster)
         if not job.approach.options.dry_run:  # for the plan: never fails the drain
             observed.keep(kube, report.stopped, tools.clock())
     finally:
@@ -167,7 +172,7 @@ def _drain_once(tools: Tools, job: DrainJob) -> Run:
             kube.close()
     policy = deadline_policy(job.approach.options, tools.settings)
     result, message = result_for(report, window.deadline, policy)
-    return Run(result, message, node=node, report=report)
+    return Run(result, message, node=node, report=report, accuracy=accuracy)
 
 
 def _engine_drain(
@@ -176,14 +181,16 @@ def _engine_drain(
     job: DrainJob,
     found: dict[str, Any],
     poster: EventPoster | None,
-) -> DrainReport:
+) -> tuple[DrainReport, Accuracy | None]:
     """The engine's drain of the node, told as Kubernetes Events on it when there is a
-    poster (none in a dry run)."""
+    poster (none in a dry run), with its ETA when it could be forecast; and the
+    forecast against the drain."""
     node = str(found["metadata"]["name"])
     node_uid = str(found["metadata"].get("uid") or "")
     options, window = job.approach.options, job.window
     story = None if poster is None else DrainStory(poster, node, node_uid, options.trigger)
     _say_opt_out_ignored(found, options.trigger, story)
+    eta = None if options.dry_run else _eta(tools, kube, node, job)
     drain = Drain(
         kube,
         node,
@@ -193,10 +200,45 @@ def _engine_drain(
         on_event=_both(story, tools.on_event),
         node_uid=node_uid,
     )
+    if eta is not None:
+        drain.ctx.pace = eta.fields
     report = drain.run(window.deadline.at, window.stop_at, deadline_source=window.deadline.source)
+    accuracy = None if eta is None else eta.accuracy()
     if story is not None:
         story.ended(report, lambda outcome: _told(outcome, options.trigger, tools.settings))
-    return report
+    return report, accuracy
+
+
+def _eta(tools: Tools, kube: Kube, node: str, job: DrainJob) -> Eta | None:
+    """The drain's ETA, from its forecast made now: within FORECAST_SECONDS, else none.
+    A forecast that cannot be made (a read denied or failing, a fault of the model) is
+    one warning line, never a failed or stalled drain."""
+    forecaster = tools.forecaster
+    if forecaster is None:
+        return None
+    now = tools.clock()
+    timeout = max(0.0, job.window.deadline.at - now)
+    made: list[NodeForecast | Exception] = []
+
+    def forecast() -> None:
+        try:
+            made.append(forecaster(kube, node, job.approach.options, timeout=timeout, now=now))
+        except Exception as e:  # the model's fault too: the drain goes on
+            made.append(e)
+
+    thread = threading.Thread(target=forecast, name=f"forecast-{node}", daemon=True)
+    thread.start()
+    thread.join(FORECAST_SECONDS)
+    if made and isinstance(made[0], NodeForecast):
+        return Eta(made[0])
+    if not made:
+        why = f"its forecast took longer than {FORECAST_SECONDS:g} s"
+    elif isinstance(made[0], KubeError):
+        why = f"its forecast could not read the cluster: {made[0]}"
+    else:
+        why = f"its forecast failed: {type(made[0]).__name__}: {made[0]}"
+    log.warning("no ETA for the drain of node %s: %s; the drain goes on without one", node, why)
+    return None
 
 
 def _say_opt_out_ignored(node: dict[str, Any], trigger: str, story: DrainStory | None) -> None:

@@ -52,7 +52,7 @@ class DrainStory:
                 f"eks-node-drainer drains the node (begun by {self.begun_by}): "
                 f"{details.get('ordinary', 0)} pods, then {details.get('critical', 0)} "
                 f"critical, by {details.get('deadline', '?')} "
-                f"({details.get('deadline_source', '')})",
+                f"({details.get('deadline_source', '')}){_eta(event)}",
             )
         elif event.kind is Kind.CORDONED:
             self.poster.post(self.node, "Cordoned", "Cordon", "marked unschedulable")
@@ -119,6 +119,13 @@ class DrainStory:
                 f"({self.poster.limit} per drain: the log has each)"
             )
         self.poster.post(self.node, reason, "Drain", note, warning=warning)
+
+
+def _eta(event: DrainEvent) -> str:
+    """The start Event's ETA and what paces it, when the drain has one."""
+    if event.eta_seconds is None:
+        return ""
+    return f"; ETA ~{event.eta_seconds:.0f} s, paced by {event.paced_by}"
 
 
 # Outcome -> (reason, warning): the node's end Event.

@@ -18,6 +18,7 @@ def emf_lines(text: str) -> list[dict[str, Any]]:
 
 def metric_names(*, launch: bool = False) -> list[str]:
     """The names, in order, of the metrics a drain's (or a launch's) invocation writes."""
+    from drainer.engine.pace import Accuracy
     from drainer.lifecycle import ending
     from drainer.lifecycle import launch as launches
     from drainer.lifecycle.job import Run
@@ -29,7 +30,9 @@ def metric_names(*, launch: bool = False) -> list[str]:
         if launch:
             launches._metrics(launches.Joining("joined", ""), {"seconds": 1.0}, "prod")
         else:
-            ending._metrics(Run(Result.DRAINED, ""), {"seconds": 1.0}, Settings())
+            # A drain with a forecast writes every metric of a drain's invocation.
+            run = Run(Result.DRAINED, "", accuracy=Accuracy(1.0, 1.0))
+            ending._metrics(run, {"seconds": 1.0}, Settings())
     (line,) = emf_lines(out.getvalue())
     (directive,) = line["_aws"]["CloudWatchMetrics"]
     return [metric["Name"] for metric in directive["Metrics"]]

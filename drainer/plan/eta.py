@@ -1,0 +1,50 @@
+"""One node's drain forecast from a live client, at the drain's start: the plan's
+own model (drainer/plan/model.py) over what a drain may read, so that the drain's
+live lines carry an ETA (drainer/engine/pace.py) and its end line the forecast
+against the actual.
+
+It reads less than `plan`: the node's pods, the budgets, the pods of the namespaces
+of the node's pods (their workloads' times to Ready: never every pod of the
+cluster) and the stops earlier drains observed. No capacity check: the drain does
+not wait on the plan's word, it only wants the time.
+"""
+
+from __future__ import annotations
+
+from drainer.engine import filters
+from drainer.engine.options import DrainOptions
+from drainer.engine.pace import NodeForecast
+from drainer.k8s.kube import Kube
+from drainer.plan import model
+from drainer.plan.observed import read as read_stops
+from drainer.plan.timing import startups
+
+_EVICTS_ALL = filters.Overrides(ignore_daemonsets=True, delete_emptydir_data=True, force=True)
+"""A drain's forecast lists no blockers: the plan's refusals (the CLI's kubectl-like
+checks) are not its concern, only when each pod goes."""
+
+
+def forecast_node(
+    kube: Kube, node: str, options: DrainOptions, *, timeout: float, now: float
+) -> NodeForecast:
+    """The drain of `node` with `options`, `timeout` seconds left, as the plan has it
+    at `now` (the wall clock, for pods already terminating). Raises KubeError when a
+    read fails."""
+    on_node, _ = kube.list_pods_on_node(node, options.pod_selector)
+    budgets, _ = kube.list_budgets()
+    namespaces = sorted({str(p["metadata"].get("namespace", "")) for p in on_node})
+    neighbours = [pod for ns in namespaces for pod in kube.list_pods_in(ns)[0]]
+    cluster = model.Cluster(budgets, startups(neighbours), None, read_stops(kube))
+    plan = model.plan_node(node, on_node, cluster, options, _EVICTS_ALL, timeout=timeout, now=now)
+    # The per-pod times of the same run plan_node's ETA comes from (its likely one),
+    # through model.py's own steps, so that the two cannot drift apart.
+    going = model._going(on_node, cluster, options, now)
+    timed = [cluster.stops.timed(g) for g in going]
+    run = model._run(timed, cluster, options, timeout, slow=False)
+    return NodeForecast(
+        plan.eta_seconds,
+        plan.paced_by,
+        evicted=dict(run.evicted),
+        gone=dict(run.gone),
+        budgets={**run.through, **run.paced_by},
+    )

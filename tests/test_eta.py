@@ -1,0 +1,329 @@
+"""The drain's live ETA (drainer/engine/pace.py) and its wiring: the arithmetic from
+a forecast and what has gone, the fields the live lines carry, the forecast that
+cannot be made (one warning, the drain goes on), the start and end Events, the end
+line's forecast against actual, the metric of the error and the end notice."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import threading
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from support.metrics import emf_lines
+
+from drainer.engine.context import DrainContext, RealWaits
+from drainer.engine.options import DrainOptions
+from drainer.engine.pace import Accuracy, Eta, NodeForecast
+from drainer.engine.report import DrainEvent, DrainReport, Kind
+from drainer.errors import KubeForbidden
+from drainer.lifecycle import ending, notices, runner
+from drainer.lifecycle.job import Run
+from drainer.lifecycle.outcomes import Result
+from drainer.lifecycle.settings import Settings
+from drainer.lifecycle.told import DrainStory
+
+T0 = 1_000.0
+
+# Three replicas under a budget of maxUnavailable 1: a wave every 5 s, each pod
+# stopping 1 s after its eviction.
+WAVES = NodeForecast(
+    eta_seconds=11.0,
+    paced_by="PodDisruptionBudget default/web: 3 waves (replacements Ready in ~4 s)",
+    evicted={"default/a": 0.0, "default/b": 5.0, "default/c": 10.0},
+    gone={"default/a": 1.0, "default/b": 6.0, "default/c": 11.0},
+    budgets={"default/a": "default/web", "default/b": "default/web", "default/c": "default/web"},
+)
+
+
+def _eta(forecast: NodeForecast = WAVES) -> Eta:
+    eta = Eta(forecast)
+    eta.fields(DrainEvent(Kind.STARTED), T0)
+    return eta
+
+
+def test_eta__at_the_start__the_forecast_and_the_plans_words() -> None:
+    eta = Eta(WAVES)
+
+    fields = eta.fields(DrainEvent(Kind.STARTED), T0)
+
+    assert fields == {"eta_seconds": 11.0, "paced_by": WAVES.paced_by}
+
+
+def test_eta__on_time__counts_down() -> None:
+    eta = _eta()
+    eta.fields(DrainEvent(Kind.EVICTED, pod="default/a"), T0)
+    fields = eta.fields(DrainEvent(Kind.GONE, pod="default/a"), T0 + 1)
+
+    assert fields["eta_seconds"] == 10.0
+    assert eta.remaining(T0 + 4) == 7.0
+
+
+def test_eta__a_pod_gone_late__the_rest_shifted_by_as_much() -> None:
+    eta = _eta()
+    eta.fields(DrainEvent(Kind.GONE, pod="default/a"), T0 + 4)  # 3 s late
+
+    assert eta.remaining(T0 + 4) == pytest.approx(11 + 3 - 4)
+
+
+def test_eta__a_pod_gone_early__not_counted_as_early() -> None:
+    eta = _eta()
+    eta.fields(DrainEvent(Kind.GONE, pod="default/a"), T0 + 0.5)
+
+    assert eta.remaining(T0 + 0.5) == pytest.approx(10.5)
+
+
+def test_eta__the_last_pod_left_not_the_forecasts_last__its_budget_paces() -> None:
+    eta = _eta()
+    eta.fields(DrainEvent(Kind.GONE, pod="default/c"), T0 + 11)
+
+    assert eta.paced_by() == "PodDisruptionBudget default/web"
+    assert eta.remaining(T0 + 11) == 0.0  # b was due at 6 s: overdue, never negative
+
+
+def test_eta__every_pod_gone__zero_nothing_left_and_the_actual_span() -> None:
+    eta = _eta()
+    for pod, at in (("default/a", 1.5), ("default/b", 7.0), ("default/c", 12.5)):
+        fields = eta.fields(DrainEvent(Kind.GONE, pod=pod), T0 + at)
+
+    assert fields == {"eta_seconds": 0.0, "paced_by": "nothing left"}
+    assert eta.accuracy() == Accuracy(11.0, 12.5)
+    assert eta.accuracy().error_seconds == pytest.approx(1.5)
+
+
+def test_eta__a_pod_still_there__no_actual() -> None:
+    eta = _eta()
+    eta.fields(DrainEvent(Kind.GONE, pod="default/a"), T0 + 1)
+
+    assert eta.accuracy() == Accuracy(11.0, None)
+    assert eta.accuracy().error_seconds is None
+
+
+def test_eta__only_the_live_lines_carry_it() -> None:
+    eta = _eta()
+
+    assert eta.fields(DrainEvent(Kind.REFUSED, pod="default/b", budget="default/web"), T0) == {}
+    assert eta.fields(DrainEvent(Kind.STUCK, pod="default/b"), T0 + 2) == {}
+    assert eta.remaining(T0 + 2) == 9.0  # b no longer waited for: c is the last
+
+
+_TIMES = st.floats(min_value=0, max_value=1_000, allow_nan=False)
+
+
+@st.composite
+def _drains(draw: st.DrawFn) -> tuple[NodeForecast, list[tuple[str, float]]]:
+    """A forecast of up to 8 pods and the order and times they go in."""
+    count = draw(st.integers(min_value=0, max_value=8))
+    names = [f"default/p{i}" for i in range(count)]
+    gone = {name: draw(_TIMES) for name in names}
+    evicted = {name: draw(st.floats(min_value=0, max_value=gone[name])) for name in names}
+    order = draw(st.permutations(names))
+    times = sorted(draw(st.lists(_TIMES, min_size=count, max_size=count)))
+    forecast = NodeForecast(max(gone.values(), default=0.0), "x", evicted, gone)
+    return forecast, list(zip(order, times, strict=True))
+
+
+@given(_drains())
+def test_eta__never_negative__zero_once_every_pod_is_gone(
+    drain: tuple[NodeForecast, list[tuple[str, float]]],
+) -> None:
+    forecast, goes = drain
+    eta = _eta(forecast)
+    for pod, at in goes:
+        assert eta.fields(DrainEvent(Kind.EVICTED, pod=pod), T0 + at)["eta_seconds"] >= 0
+        assert eta.fields(DrainEvent(Kind.GONE, pod=pod), T0 + at)["eta_seconds"] >= 0
+
+    assert eta.remaining(T0 + 2_000) == 0.0
+    assert eta.paced_by() == "nothing left"
+    assert eta.accuracy().actual_seconds == pytest.approx(goes[-1][1] if goes else 0.0)
+
+
+@given(_drains(), st.lists(st.floats(min_value=0, max_value=100), min_size=8, max_size=8))
+def test_eta__while_nothing_is_late__never_increases(
+    drain: tuple[NodeForecast, list[tuple[str, float]]], slack: list[float]
+) -> None:
+    forecast, _ = drain
+    eta = _eta(forecast)
+    before, now = eta.remaining(T0), 0.0
+    for i, pod in enumerate(sorted(forecast.gone, key=lambda p: forecast.gone[p])):
+        # Each pod goes at its forecast time or earlier, the clock never going back.
+        now = max(now, forecast.gone[pod] - slack[i])
+        assert eta.remaining(T0 + now) <= before + 1e-9
+        eta.fields(DrainEvent(Kind.GONE, pod=pod), T0 + now)
+        later = eta.remaining(T0 + now)
+        assert later <= before + 1e-9
+        before = later
+
+
+def test_context__the_eta_joins_the_live_lines_and_the_callback() -> None:
+    seen: list[DrainEvent] = []
+    ctx = DrainContext(
+        kube=None,  # type: ignore[arg-type]
+        node="n1",
+        options=DrainOptions(),
+        waits=RealWaits(lambda: T0),
+        report=DrainReport("n1"),
+        on_event=seen.append,
+    )
+    ctx.pace = Eta(WAVES).fields
+
+    ctx.emit(Kind.STARTED, details={"node": "n1"})
+
+    assert seen[0].fields() == {
+        "event": "drain_started",
+        "node": "n1",
+        "eta_seconds": 11.0,
+        "paced_by": WAVES.paced_by,
+    }
+
+
+def test_context__a_failing_eta__said_once__the_drain_goes_on(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    calls: list[Kind] = []
+
+    def broken(event: DrainEvent, now: float) -> dict[str, Any]:
+        calls.append(event.kind)
+        raise ZeroDivisionError("bug")
+
+    ctx = DrainContext(None, "n1", DrainOptions(), RealWaits(), DrainReport("n1"))  # type: ignore[arg-type]
+    ctx.pace = broken
+
+    ctx.emit(Kind.STARTED, details={"node": "n1"})
+    ctx.emit(Kind.GONE, pod="default/a")
+
+    assert calls == [Kind.STARTED]
+    assert [r.message for r in caplog.records if "ETA failed" in r.message] == [
+        "the drain's ETA failed; the drain goes on without one"
+    ]
+
+
+def _job(options: DrainOptions | None = None) -> Any:
+    window = SimpleNamespace(deadline=SimpleNamespace(at=T0 + 600))
+    return SimpleNamespace(
+        window=window, approach=SimpleNamespace(options=options or DrainOptions())
+    )
+
+
+def _tools(forecaster: Any) -> Any:
+    return SimpleNamespace(forecaster=forecaster, clock=lambda: T0)
+
+
+def test_forecast__made_with_the_time_left__an_eta() -> None:
+    asked: list[tuple[str, float, float]] = []
+
+    def forecaster(
+        kube: Any, node: str, options: DrainOptions, *, timeout: float, now: float
+    ) -> NodeForecast:
+        asked.append((node, timeout, now))
+        return WAVES
+
+    eta = runner._eta(_tools(forecaster), None, "n1", _job())  # type: ignore[arg-type]
+
+    assert eta is not None and eta.forecast is WAVES
+    assert asked == [("n1", 600.0, T0)]
+
+
+@pytest.mark.parametrize(
+    ("raised", "said"),
+    [
+        (
+            KubeForbidden("list pods in namespace default is forbidden"),
+            "its forecast could not read the cluster: list pods in namespace default is forbidden",
+        ),
+        (ValueError("no budgets"), "its forecast failed: ValueError: no budgets"),
+    ],
+)
+def test_forecast__fails__one_warning_no_eta(
+    raised: Exception, said: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    def forecaster(*args: Any, **kwargs: Any) -> NodeForecast:
+        raise raised
+
+    with caplog.at_level(logging.WARNING):
+        eta = runner._eta(_tools(forecaster), None, "n1", _job())  # type: ignore[arg-type]
+
+    assert eta is None
+    assert [r.getMessage() for r in caplog.records] == [
+        f"no ETA for the drain of node n1: {said}; the drain goes on without one"
+    ]
+
+
+def test_forecast__too_slow__the_drain_starts_without_it(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(runner, "FORECAST_SECONDS", 0.05)
+    release = threading.Event()
+
+    def forecaster(*args: Any, **kwargs: Any) -> NodeForecast:
+        release.wait(10)
+        return WAVES
+
+    try:
+        with caplog.at_level(logging.WARNING):
+            eta = runner._eta(_tools(forecaster), None, "n1", _job())  # type: ignore[arg-type]
+    finally:
+        release.set()
+
+    assert eta is None
+    assert [r.getMessage() for r in caplog.records] == [
+        "no ETA for the drain of node n1: its forecast took longer than 0.05 s; "
+        "the drain goes on without one"
+    ]
+
+
+class _Poster:
+    folded = 0
+    limit = 100
+
+    def __init__(self) -> None:
+        self.posted: list[tuple[str, str]] = []
+
+    def post(self, regarding: Any, reason: str, action: str, note: str, **_: Any) -> None:
+        self.posted.append((reason, note))
+
+
+def test_story__start_event_says_the_eta_and_what_paces_it() -> None:
+    poster = _Poster()
+    story = DrainStory(poster, "n1", "uid", "terminate-hook")  # type: ignore[arg-type]
+    details = {"ordinary": 3, "critical": 0, "deadline": "t", "deadline_source": "s"}
+
+    story(DrainEvent(Kind.STARTED, eta_seconds=11.0, paced_by="PDB", details=details))
+    story(DrainEvent(Kind.STARTED, details=details))  # no forecast: no ETA said
+
+    (_, start), (_, without) = poster.posted
+    assert start.endswith("(s); ETA ~11 s, paced by PDB"), start
+    assert without.endswith("(s)"), without
+
+
+def test_end_line_metric_and_notice__forecast_against_actual() -> None:
+    run = Run(Result.DRAINED, cluster="prod", accuracy=Accuracy(11.04, 12.56))
+    summary = ending.summary_of(run, "CONTINUE", True, 13.0)
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        ending._metrics(run, summary, Settings())
+
+    assert (summary["forecast_seconds"], summary["actual_seconds"]) == (11.0, 12.6)
+    (line,) = emf_lines(out.getvalue())
+    assert line["ForecastErrorSeconds"] in (1.5, [1.5])  # powertools' EMF: a value or a list
+    _, text, _ = notices.end_notice(SimpleNamespace(instance_id="i-1", asg_name="g"), summary)
+    assert "Forecast: 11 s; took 13 s (2 s late)." in text
+
+
+def test_end_line_and_metric__no_forecast__neither() -> None:
+    run = Run(Result.DRAINED, cluster="prod")
+    summary = ending.summary_of(run, "CONTINUE", True, 13.0)
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        ending._metrics(run, summary, Settings())
+
+    assert "forecast_seconds" not in summary and "actual_seconds" not in summary
+    (line,) = emf_lines(out.getvalue())
+    assert "ForecastErrorSeconds" not in line
