@@ -17,6 +17,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from support.metrics import emf_lines
 
+from drainer.cli.display import Progress
+from drainer.cli.pace import fields, said_against
 from drainer.engine.context import DrainContext, RealWaits
 from drainer.engine.options import DrainOptions
 from drainer.engine.pace import Accuracy, Eta, NodeForecast
@@ -327,3 +329,35 @@ def test_end_line_and_metric__no_forecast__neither() -> None:
     assert "forecast_seconds" not in summary and "actual_seconds" not in summary
     (line,) = emf_lines(out.getvalue())
     assert "ForecastErrorSeconds" not in line
+
+
+def test_cli_progress__the_eta_on_the_start_evicted_and_gone_lines() -> None:
+    stream = io.StringIO()
+    progress = Progress(stream, "n1")
+    progress(DrainEvent(Kind.STARTED, eta_seconds=11.0, paced_by="PDB default/web", details={}))
+    progress(DrainEvent(Kind.EVICTED, pod="default/a", eta_seconds=10.6, paced_by="x"))
+    progress(DrainEvent(Kind.GONE, pod="default/a", seconds=1.0, eta_seconds=0.0, paced_by="x"))
+    progress(DrainEvent(Kind.GONE, pod="default/b", seconds=1.0))  # no forecast: as before
+
+    lines = [line.split("] ", 1)[1].strip() for line in stream.getvalue().splitlines()]
+    assert lines == [
+        "started  n1; ETA ~11 s, paced by PDB default/web",
+        "evicted  default/a; ETA ~11 s",
+        "gone  default/a after 1.0 s; ETA ~0 s",
+        "gone  default/b after 1.0 s",
+    ]
+
+
+def test_cli_end__forecast_against_actual__a_line_and_the_documents_fields() -> None:
+    eta = _eta()
+    for pod, at in (("default/a", 1.0), ("default/b", 6.0), ("default/c", 12.4)):
+        eta.ended(pod, T0 + at)
+    out = io.StringIO()
+
+    accuracy = said_against(eta, out)
+
+    assert (
+        out.getvalue() == "forecast 11 s; took 12 s from the drain's start to its last pod gone\n"
+    )
+    assert fields(accuracy) == {"forecast_seconds": 11.0, "actual_seconds": 12.4}
+    assert said_against(None, out) is None and fields(None) == {}

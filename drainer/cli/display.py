@@ -62,6 +62,16 @@ def _started(event: DrainEvent) -> str:
     return f" ({details})" if details else ""
 
 
+def _eta(event: DrainEvent) -> str:
+    """The drain's current ETA, when it has one: with what paces it on the first line,
+    alone after that (drainer/engine/pace.py)."""
+    if event.eta_seconds is None:
+        return ""
+    if event.kind is Kind.STARTED:
+        return f"; ETA ~{event.eta_seconds:.0f} s, paced by {event.paced_by}"
+    return f"; ETA ~{event.eta_seconds:.0f} s"
+
+
 _DETAILS: dict[Kind, Callable[[DrainEvent], str]] = {
     Kind.STARTED: _started,
     Kind.EVICTED: _evicted,
@@ -101,7 +111,7 @@ class Progress:
             self._refused.add(event.pod)
         label = _LABELS.get(event.kind, str(event.kind))
         subject = event.pod or self.node
-        detail = _DETAILS.get(event.kind, _reason)(event)
+        detail = _DETAILS.get(event.kind, _reason)(event) + _eta(event)
         self.line(f"{label:>11}  {subject}{detail}")
 
     def line(self, text: str) -> None:

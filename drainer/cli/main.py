@@ -49,7 +49,10 @@ from drainer.outcome import Outcome
 
 if TYPE_CHECKING:
     from drainer import aws
+    from drainer.cli.display import Progress
     from drainer.cli.told import CliStory
+    from drainer.engine.drain import Drain
+    from drainer.engine.pace import Eta
     from drainer.engine.report import DrainReport
 
 
@@ -229,8 +232,7 @@ def _drain(
     # Imported here, not at the top: the first requests (the node, its pods, the
     # permission) go out without waiting for the engine's modules (issue 28).
     from drainer.cli.display import Progress, StatusTicker
-    from drainer.cli.told import CliStory
-    from drainer.engine.drain import Drain
+    from drainer.cli.pace import fields, said_against
 
     out, err = terminal.out, terminal.err
     node = str(found["metadata"]["name"])
@@ -239,10 +241,7 @@ def _drain(
     print(f"draining node {node}{' (dry run)' if args.dry_run else ''}", file=display, flush=True)
     live = display.isatty()
     progress = Progress(display, node, args.verbose, live=live)
-    uid = str(found["metadata"].get("uid") or "")  # the drain's node: not a later namesake
-    story = None if args.dry_run else CliStory(kube, node, uid, then=progress)  # Events
-    record = cordon.ProgressRecord(options.trigger, options.destination)
-    drain = Drain(kube, node, options, record=record, on_event=story or progress, node_uid=uid)
+    drain, story, eta = _built(kube, found, args, options, progress=progress, err=err)
     undo = _undo_command(args, node)
     with Interruptible(drain) as interruptible:
         try:
@@ -263,10 +262,37 @@ def _drain(
             if cordoned:
                 print(f"node {node} NOT drained; it stays cordoned; to undo: {undo}", file=display)
             return _failed(terminal, args, 3, str(e), node=node, cordoned=cordoned)
+        accuracy = said_against(eta, display)
         code = _conclude(report, node, display, err, undo, interrupted=interruptible.exit_code)
         if args.output == "json":
-            _emit_report(out, report, code, dry_run=bool(args.dry_run))
+            _emit_report(out, report, code, dry_run=bool(args.dry_run), more=fields(accuracy))
         return code
+
+
+def _built(
+    kube: Kube,
+    found: dict[str, Any],
+    args: argparse.Namespace,
+    options: DrainOptions,
+    *,
+    progress: Progress,
+    err: SafeStream,
+) -> tuple[Drain, CliStory | None, Eta | None]:
+    """The engine's drain of the node found, told in its Events (not in a dry run), and
+    its ETA, forecast now (none in a dry run, or when it cannot be forecast)."""
+    from drainer.cli.pace import eta_for
+    from drainer.cli.told import CliStory
+    from drainer.engine.drain import Drain
+
+    node = str(found["metadata"]["name"])
+    uid = str(found["metadata"].get("uid") or "")  # the drain's node: not a later namesake
+    story = None if args.dry_run else CliStory(kube, node, uid, then=progress)  # Events
+    record = cordon.ProgressRecord(options.trigger, options.destination)
+    drain = Drain(kube, node, options, record=record, on_event=story or progress, node_uid=uid)
+    eta = None if args.dry_run else eta_for(kube, node, options, args.timeout, err)
+    if eta is not None:
+        drain.ctx.pace = eta.fields
+    return drain, story, eta
 
 
 def _ended(kube: Kube, story: CliStory | None, report: DrainReport) -> None:
@@ -277,9 +303,12 @@ def _ended(kube: Kube, story: CliStory | None, report: DrainReport) -> None:
         observed.keep(kube, report.stopped)
 
 
-def _emit_report(out: SafeStream, report: DrainReport, code: int, *, dry_run: bool) -> None:
-    """The drain's one JSON document (docs/cli-output.schema.json)."""
-    summary = report.summary()
+def _emit_report(
+    out: SafeStream, report: DrainReport, code: int, *, dry_run: bool, more: dict[str, Any]
+) -> None:
+    """The drain's one JSON document (docs/cli-output.schema.json); `more`: its
+    forecast against the actual, when it had one."""
+    summary = {**report.summary(), **more}
     if dry_run:  # which pods would go, and which only after their turn
         summary.update(would_evict=report.would_evict, would_wait=report.would_wait)
     output.emit(out, output.document(summary.pop("outcome"), code, **summary))

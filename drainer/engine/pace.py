@@ -18,6 +18,7 @@ from typing import Any, Protocol
 
 from drainer.engine.options import DrainOptions
 from drainer.engine.report import DrainEvent, Kind
+from drainer.errors import KubeError
 from drainer.k8s.kube import Kube
 
 
@@ -139,3 +140,38 @@ class Eta:
             if not self._left and self._start is not None:
                 actual = (self._last_gone or self._start) - self._start
         return Accuracy(self.forecast.eta_seconds, actual)
+
+
+def forecast_within(
+    forecaster: Forecaster,
+    kube: Kube,
+    node: str,
+    options: DrainOptions,
+    *,
+    timeout: float,
+    now: float,
+    within: float,
+) -> Eta | str:
+    """The drain's ETA from a forecast made now, given `within` seconds (in a thread
+    left behind when it takes longer); else why there is none, in words. Whatever the
+    forecast raises (a read denied or failing, a fault of the model) is a reason,
+    never the drain's failure."""
+    made: list[NodeForecast | Exception] = []
+
+    def forecast() -> None:
+        try:
+            made.append(forecaster(kube, node, options, timeout=timeout, now=now))
+        except Exception as e:
+            made.append(e)
+
+    thread = threading.Thread(target=forecast, name=f"forecast-{node}", daemon=True)
+    thread.start()
+    thread.join(within)
+    if not made:
+        return f"its forecast took longer than {within:g} s"
+    found = made[0]
+    if isinstance(found, NodeForecast):
+        return Eta(found)
+    if isinstance(found, KubeError):
+        return f"its forecast could not read the cluster: {found}"
+    return f"its forecast failed: {type(found).__name__}: {found}"

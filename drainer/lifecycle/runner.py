@@ -5,7 +5,6 @@ the instance out of its target groups."""
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
@@ -14,7 +13,7 @@ from drainer import aws, logs
 from drainer.backoff import Backoff
 from drainer.engine.drain import Drain, RealWaits
 from drainer.engine.options import DrainOptions
-from drainer.engine.pace import Accuracy, Eta, NodeForecast
+from drainer.engine.pace import Accuracy, Eta, forecast_within
 from drainer.engine.pods import opted_out
 from drainer.engine.report import DrainEvent, DrainReport
 from drainer.errors import KubeError, KubeServerError, KubeTooManyRequests
@@ -210,35 +209,21 @@ def _engine_drain(
 
 
 def _eta(tools: Tools, kube: Kube, node: str, job: DrainJob) -> Eta | None:
-    """The drain's ETA, from its forecast made now: within FORECAST_SECONDS, else none.
-    A forecast that cannot be made (a read denied or failing, a fault of the model) is
-    one warning line, never a failed or stalled drain."""
-    forecaster = tools.forecaster
-    if forecaster is None:
+    """The drain's ETA, from its forecast made now, within FORECAST_SECONDS. A
+    forecast that cannot be made (a read denied or failing, a fault of the model, too
+    slow) is one warning line, never a failed or stalled drain."""
+    if tools.forecaster is None:
         return None
     now = tools.clock()
     timeout = max(0.0, job.window.deadline.at - now)
-    made: list[NodeForecast | Exception] = []
-
-    def forecast() -> None:
-        try:
-            made.append(forecaster(kube, node, job.approach.options, timeout=timeout, now=now))
-        except Exception as e:  # the model's fault too: the drain goes on
-            made.append(e)
-
-    thread = threading.Thread(target=forecast, name=f"forecast-{node}", daemon=True)
-    thread.start()
-    thread.join(FORECAST_SECONDS)
-    if made and isinstance(made[0], NodeForecast):
-        return Eta(made[0])
-    if not made:
-        why = f"its forecast took longer than {FORECAST_SECONDS:g} s"
-    elif isinstance(made[0], KubeError):
-        why = f"its forecast could not read the cluster: {made[0]}"
-    else:
-        why = f"its forecast failed: {type(made[0]).__name__}: {made[0]}"
-    log.warning("no ETA for the drain of node %s: %s; the drain goes on without one", node, why)
-    return None
+    options = job.approach.options
+    eta = forecast_within(
+        tools.forecaster, kube, node, options, timeout=timeout, now=now, within=FORECAST_SECONDS
+    )
+    if isinstance(eta, str):
+        log.warning("no ETA for the drain of node %s: %s; the drain goes on without one", node, eta)
+        return None
+    return eta
 
 
 def _say_opt_out_ignored(node: dict[str, Any], trigger: str, story: DrainStory | None) -> None:
