@@ -688,6 +688,7 @@ def test_dashboard_on_and_off_by_its_parameter(moto_stack: MotoStack):
         "Drains by result and trigger",
         "By node group",
         "Drains that left pods on the node",
+        "Forecast error (actual - forecast seconds)",
     ]
 
 
