@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from drainer.lifecycle.settings import Settings
+from drainer.plan.function_drain import plan_flags
 
 if TYPE_CHECKING:
     from demo.observe import Observer
@@ -60,21 +61,10 @@ class Plan:
 
 
 def flags(environment: Mapping[str, str], time_left: float) -> list[str]:
-    """The plan's flags for the drain the function's settings run: the pods its
-    filters evict (the function evicts unreplicated and emptyDir pods by default,
-    where kubectl's flags refuse them) and the time it has."""
-    settings = Settings.from_env(dict(environment))
-    chosen = ["--timeout", f"{max(1, round(time_left))}s"]
-    if settings.evict_unreplicated_pods:
-        chosen.append("--force")
-    if settings.evict_emptydir_pods:
-        chosen.append("--delete-emptydir-data")
-    chosen.append(
-        "--evict-daemonset-pods" if settings.evict_daemonset_pods else "--ignore-daemonsets"
-    )
-    if not settings.honor_do_not_disrupt:
-        chosen.append("--ignore-do-not-disrupt")
-    return chosen
+    """The plan's flags for the drain the function's settings run (its drain options,
+    Settings.drain_options, as drainer/plan/function_drain.py writes them) and the
+    time it has."""
+    return plan_flags(Settings.from_env(dict(environment)).drain_options(), time_left)
 
 
 def make(

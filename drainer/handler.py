@@ -30,6 +30,7 @@ from drainer.lifecycle.job import Tools
 from drainer.lifecycle.settings import Settings
 from drainer.lifecycle.window import Invocation
 from drainer.plan.eta import forecast_node
+from drainer.plan.groups import forecast_groups
 
 log = logging.getLogger(__name__)
 
@@ -102,7 +103,9 @@ def lambda_handler(event: Any, context: Any) -> dict[str, Any]:
         return ending.skipped(parsed)
     if isinstance(parsed, SelfCheckEvent):
         clients, kube_factory = _aws(settings, os.environ.get("AWS_REGION", ""))
-        return checks.handle(parsed, Tools(settings, clients, kube_factory))
+        return checks.handle(
+            parsed, Tools(settings, clients, kube_factory), forecast=forecast_groups
+        )
     if isinstance(parsed, StackRequest):
         region = os.environ.get("AWS_REGION", "")
         return stack_hooks.serve(parsed, settings, lambda: _aws(settings, region)[0])

@@ -47,12 +47,14 @@ class GroupPlan:
 
 
 def drain_flags() -> list[str]:
-    """The plan's flags for the drain the function's default settings make (the
-    demo's plan asks for the same: demo/forecast.py)."""
-    from demo.forecast import flags
+    """The plan's flags for the drain the function's default settings make: their
+    drain options (Settings.drain_options) as `plan`'s flags (the demo's plan asks
+    the same way: demo/forecast.py)."""
     from drainer.lifecycle.settings import Settings
+    from drainer.plan.function_drain import plan_flags
 
-    return flags({}, Settings().drain_timeout_seconds)
+    settings = Settings()
+    return plan_flags(settings.drain_options(), settings.drain_timeout_seconds)
 
 
 def plan_group(group: str, where: Where) -> GroupPlan:

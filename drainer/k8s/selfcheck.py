@@ -42,6 +42,9 @@ EVENTS: tuple[Permission, ...] = (
     ("patch", "events.k8s.io", "events"),
 )
 """The drain's Kubernetes Events (drainer/k8s/events.py): a drain goes on without them."""
+FORECAST_READS: tuple[Permission, ...] = (("get", "", "persistentvolumes"),)
+"""What only the plan reads (k8s-rbac/plan/, optional): the self-check plans the
+function's groups (drainer/plan/groups.py) only when it is granted."""
 
 
 def describe(permission: Permission) -> str:

@@ -1,28 +1,65 @@
 """The self-check event: whether this function, as its own identity, may drain
-(drainer/k8s/selfcheck.py), asked by `make deploy` before it turns the hooks on."""
+(drainer/k8s/selfcheck.py), asked by `make deploy` before it turns the hooks on; and,
+once it may, what would block the drains of the groups it drains (the plan's
+blockers, drainer/plan/groups.py, handed in by the handler: warnings, never a
+failed check)."""
 
 from __future__ import annotations
 
 import logging
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
 
 from drainer import aws, logs
+from drainer.engine.options import DrainOptions
 from drainer.errors import DrainerError
 from drainer.k8s import selfcheck
+from drainer.k8s.kube import Kube
 from drainer.lifecycle.events import SelfCheckEvent
+from drainer.lifecycle.hooks import covered_groups
 from drainer.lifecycle.job import Tools
 from drainer.lifecycle.settings_drain import TimeoutPolicy
 
 log = logging.getLogger(__name__)
 
 
-def handle(event: SelfCheckEvent, tools: Tools) -> dict[str, Any]:
-    """The check's answer for the event's cluster (CLUSTER_NAME when it names none)."""
+class GroupsForecast(Protocol):
+    """The answer's `plan` part (drainer/plan/groups.py:GroupsPlan)."""
+
+    @property
+    def warns(self) -> bool: ...
+
+    def doc(self) -> dict[str, Any]: ...
+
+    def lines(self) -> list[str]: ...
+
+
+class GroupsForecaster(Protocol):
+    """Plans the named groups' nodes as the function drains them (forecast_groups)."""
+
+    def __call__(
+        self,
+        kube: Kube,
+        clients: aws.AwsClients,
+        groups: Callable[[], Sequence[str]],
+        options: DrainOptions,
+        *,
+        timeout: float,
+        clock: Callable[[], float],
+    ) -> GroupsForecast: ...
+
+
+def handle(
+    event: SelfCheckEvent, tools: Tools, forecast: GroupsForecaster | None = None
+) -> dict[str, Any]:
+    """The check's answer for the event's cluster (CLUSTER_NAME when it names none);
+    with `forecast`, once the check passes, the answer's `plan` part."""
     settings = tools.settings
     name = event.cluster_name or settings.cluster_name
     if not name:
         return {"result": "check_failed", "message": "no cluster: set CLUSTER_NAME"}
     logs.bind(cluster=name)
+    part = None
     try:
         cluster = aws.describe_cluster(tools.clients.eks, name)
         kube = tools.kube_factory(cluster, name, settings)
@@ -32,7 +69,29 @@ def handle(event: SelfCheckEvent, tools: Tools) -> dict[str, Any]:
         try:
             force = settings.timeout_policy == TimeoutPolicy.FORCE
             result = selfcheck.check(kube, name, force=force)
+            if forecast is not None and result.passed:
+                part = _forecast(forecast, kube, tools)
         finally:
             kube.close()
     (log.info if result.passed else log.error)("self-check: %s", result.message())
-    return result.result()
+    answer = result.result()
+    if part is not None:
+        for line in part.lines():
+            (log.warning if part.warns else log.info)("self-check: %s", line)
+        answer["plan"] = part.doc()
+        answer["message"] = "\n".join([str(answer["message"]), *part.lines()])
+    return answer
+
+
+def _forecast(forecast: GroupsForecaster, kube: Kube, tools: Tools) -> GroupsForecast:
+    """The groups the function drains (those its hooks cover: ALLOWED_ASGS, and
+    ASG_TAG's), planned with its own drain options and timeout."""
+    settings = tools.settings
+    return forecast(
+        kube,
+        tools.clients,
+        lambda: covered_groups(tools.clients.autoscaling, settings)[0],
+        settings.drain_options(),
+        timeout=float(settings.drain_timeout_seconds),
+        clock=tools.clock,
+    )
