@@ -1,13 +1,35 @@
-"""The self-check asks for exactly what k8s-rbac/ grants, and its event parses."""
+"""The self-check asks for exactly what k8s-rbac/ grants, and its event parses; its
+plan part (the plan's blockers for the groups the function drains: warnings, never a
+failed check) on moto's group and kubesim, as the function's own identity."""
 
 from __future__ import annotations
 
-import pytest
+import logging
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
 
+import boto3
+import pytest
+import yaml
+
+from drainer import aws
+from drainer.cli import arguments
+from drainer.cli.plan import options_from
 from drainer.k8s import selfcheck
+from drainer.lifecycle import checks
+from drainer.lifecycle.clients import eks_kube
 from drainer.lifecycle.events import SelfCheckEvent, parse_event
 from drainer.lifecycle.events_fields import Skip
-from testbed.world import rbac_manifests
+from drainer.lifecycle.job import Tools
+from drainer.lifecycle.settings import Settings
+from drainer.plan.function_drain import plan_flags
+from drainer.plan.groups import PLAN_SECONDS, forecast_groups
+from kubesim import KubeSim
+from testbed import World
+from testbed import workloads as w
+from testbed.cluster import Cluster
+from testbed.world import RBAC_DIR, place_on, rbac_manifests, wait_until
 from tools.preflight import grants
 
 
@@ -55,4 +77,186 @@ def test_result__failed_check_names_what_is_missing_and_the_fix() -> None:
     assert result["message"] == (
         "cannot drain in cluster prod: not allowed to create pods/eviction. "
         "Apply the RBAC: kubectl apply -f k8s-rbac/"
+    )
+
+
+# -- the plan's blockers for the groups the function drains (drainer/plan/groups.py) ----
+
+
+def _plan_rbac() -> list[dict[str, Any]]:
+    return [
+        document
+        for path in sorted((RBAC_DIR / "plan").glob("*.yaml"))
+        for document in yaml.safe_load_all(path.read_text())
+        if document
+    ]
+
+
+def test_forecast_reads__exactly_what_k8s_rbac_plan_grants() -> None:
+    (role,) = [d for d in _plan_rbac() if d["kind"] == "ClusterRole"]
+    assert set(selfcheck.FORECAST_READS) == grants(role["rules"])
+
+
+@pytest.fixture
+def world(moto_aws: None) -> Iterator[World]:
+    """Two nodes, the instances of moto's group eks-workers; the drainer's identity
+    (an EKS token for moto's credentials) in k8s-rbac/'s group, on kubesim."""
+    with KubeSim(speed=20, cluster_name="demo") as running:
+        yield World(Cluster.of_kubesim(running), size=2)
+
+
+def _check(
+    world: World, clock: Callable[[], float] = time.monotonic, **settings: Any
+) -> dict[str, Any]:
+    session = boto3.Session(region_name=world.region)
+    chosen = Settings(
+        **{"cluster_name": "demo", "allowed_asgs": frozenset({"eks-workers"}), **settings}
+    )
+    tools = Tools(chosen, aws.make_clients(session), eks_kube(session, world.region), clock=clock)
+    return checks.handle(SelfCheckEvent(""), tools, forecast=forecast_groups)
+
+
+def _solo(world: World) -> str:
+    """A single replica under minAvailable 1 on the first node: a deadlocked budget."""
+    node = world.nodes[world.instance_ids[0]]
+    place_on(
+        world, node, [w.deployment("solo", 1), w.budget("solo", {"app": "solo"}, min_available=1)]
+    )
+    wait_until(
+        lambda: (
+            (world.cluster.get("PodDisruptionBudget", "solo", "default").get("status") or {}).get(
+                "currentHealthy"
+            )
+            == 1
+        ),
+        10,
+    )
+    return node
+
+
+def test_plan_part__deadlocked_budget__blocker_with_fix__check_still_passes(
+    world: World, caplog: pytest.LogCaptureFixture
+) -> None:
+    world.cluster.apply(_plan_rbac())
+    node = _solo(world)
+
+    with caplog.at_level(logging.INFO, logger="drainer.lifecycle.checks"):
+        answer = _check(world)
+
+    assert answer["result"] == "check_passed"
+    [group] = answer["plan"]["groups"]
+    assert (group["group"], group["deadlocked"], group["instances_without_node"]) == (
+        "eks-workers", True, [],
+    )  # fmt: skip
+    held = {n["node"]: n for n in group["nodes"]}
+    assert set(held) == set(world.nodes.values())
+    [blocker] = held[node]["blockers"]
+    assert (blocker["budget"], held[node]["deadlocked"]) == ("default/solo", True)
+    assert blocker["pod"].startswith("default/solo-")
+    assert "scale the workload to 2 replicas" in blocker["fix"]
+    [other] = [n for name, n in held.items() if name != node]
+    assert (other["blockers"], other["deadlocked"]) == ([], False)
+    # One line per group, in the message and as a WARNING in the log.
+    line = str(answer["message"]).splitlines()[1]
+    assert line.startswith("plan of group eks-workers: 2 node(s), 1 blocker(s), deadlocked on ")
+    warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert warned == [f"self-check: {line}"]
+
+
+def test_plan_part__nothing_blocks__said_per_group_at_info(
+    world: World, caplog: pytest.LogCaptureFixture
+) -> None:
+    world.cluster.apply(_plan_rbac())
+
+    with caplog.at_level(logging.INFO, logger="drainer.lifecycle.checks"):
+        answer = _check(world)
+
+    assert answer["result"] == "check_passed"
+    assert answer["plan"]["groups"][0]["deadlocked"] is False
+    assert str(answer["message"]).splitlines()[1] == (
+        "plan of group eks-workers: 2 node(s), nothing blocks their drains"
+    )
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+
+
+def test_plan_part__without_k8s_rbac_plan__not_planned_saying_how__check_passes(
+    world: World,
+) -> None:
+    _solo(world)
+
+    answer = _check(world)
+
+    assert answer["result"] == "check_passed"
+    assert answer["plan"] == {
+        "groups": [],
+        "not_planned": "not planned: this function may not get persistentvolumes, a read only "
+        "the plan makes; to see the plan's blockers here: kubectl apply -f k8s-rbac/plan/",
+        "notes": [],
+    }
+
+
+def test_plan_part__ec2_denied_for_the_group__that_group_not_planned__check_passes(
+    world: World,
+) -> None:
+    world.cluster.apply(_plan_rbac())
+    world.aws.fail_action("ec2", "DescribeInstances", "AccessDenied")
+
+    answer = _check(world)
+
+    assert answer["result"] == "check_passed"
+    [group] = answer["plan"]["groups"]
+    assert group["nodes"] == []
+    assert group["not_planned"].startswith("not planned: ")
+    assert "ec2:DescribeInstances" in group["not_planned"]
+
+
+def test_plan_part__past_its_time__groups_left_not_planned_with_the_command(
+    world: World,
+) -> None:
+    world.cluster.apply(_plan_rbac())
+    times = iter([0.0, PLAN_SECONDS + 1])
+
+    answer = _check(world, clock=lambda: next(times))
+
+    [group] = answer["plan"]["groups"]
+    assert group["not_planned"] == (
+        "not planned: the self-check plans for 60 s at most; plan it with "
+        "eks-node-drainer plan --asg eks-workers"
+    )
+
+
+def test_plan_part__no_group_named__not_planned_saying_why(world: World) -> None:
+    world.cluster.apply(_plan_rbac())
+
+    answer = _check(world, allowed_asgs=frozenset())
+
+    assert answer["result"] == "check_passed"
+    assert answer["plan"]["not_planned"].startswith(
+        "not planned: no group to plan: ALLOWED_ASGS and ASG_TAG name none"
+    )
+
+
+@pytest.mark.parametrize(
+    ("settings", "flags"),
+    [
+        ({}, ["--timeout", "3600s", "--force", "--delete-emptydir-data", "--ignore-daemonsets"]),
+        (
+            {"evict_unreplicated_pods": False, "evict_emptydir_pods": False,
+             "evict_daemonset_pods": True, "honor_do_not_disrupt": False,
+             "drain_timeout_seconds": 600},
+            ["--timeout", "600s", "--evict-daemonset-pods", "--ignore-do-not-disrupt"],
+        ),
+    ],
+)  # fmt: skip
+def test_plan_flags__the_functions_options__plan_parses_them_back(
+    settings: dict[str, Any], flags: list[str]
+) -> None:
+    options = Settings(**settings).drain_options()
+    chosen = plan_flags(options, Settings(**settings).drain_timeout_seconds)
+    assert chosen == flags
+    parsed = arguments.parse(["plan", "n1", *chosen], arguments.COMMAND)
+    again = options_from(parsed)
+    assert (again.filters, again.honor_do_not_disrupt) == (
+        options.filters,
+        options.honor_do_not_disrupt,
     )
