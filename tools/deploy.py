@@ -659,7 +659,34 @@ def self_check(lambda_client: Client, function: str, cluster: str) -> dict[str, 
     if isinstance(result, str):
         return {"passed": False, "message": result}
     passed = result.get("result") == "check_passed"
-    return {"passed": passed, "message": str(result.get("message", result))}
+    return {
+        "passed": passed,
+        "message": str(result.get("message", result)),
+        "plan": result.get("plan"),
+    }
+
+
+def forecast_lines(plan: object) -> list[str]:
+    """The self-check's plan part (drainer/plan/groups.py) as make deploy prints it:
+    a line per group the function drains, a warning where something would block a
+    drain or the group was not planned, each blocker under it with its fix. Never a
+    failure: a blocker holds a drain, not the deploy."""
+    if not isinstance(plan, Mapping):
+        return []
+    if plan.get("not_planned"):
+        return [f"warning: plan: {plan['not_planned']}"]
+    lines = []
+    for group in plan.get("groups", []):
+        nodes = group.get("nodes", [])
+        found = [(n["node"], b) for n in nodes for b in n.get("blockers", [])]
+        warn = "warning: " if found or group.get("not_planned") else ""
+        lines.append(f"{warn}{group.get('summary', group.get('group'))}")
+        for node, blocker in found:
+            budget = blocker.get("budget")
+            named = "" if not budget or budget in blocker["reason"] else f" (budget {budget})"
+            lines.append(f"  {blocker['pod']} on {node}: {blocker['reason']}{named}")
+            lines.append(f"    fix: {blocker['fix']}")
+    return lines
 
 
 def sync_hooks(lambda_client: Client, function: str) -> dict[str, Any]:
@@ -714,7 +741,9 @@ def wait_for_self_check(
     while True:
         check = self_check(lambda_client, function, values["ClusterName"])
         if check["passed"]:
-            say(f"self-check passed: {check['message']}")
+            say(f"self-check passed: {check['message'].splitlines()[0]}")
+            for line in forecast_lines(check.get("plan")):
+                say(line)
             return check
         # Missing RBAC (a person applying it now), or a 401 while the access entry the
         # stack just made reaches the cluster's authenticator.

@@ -63,6 +63,7 @@ class GroupPlan:
             "deadlocked": self.deadlocked,
             "instances_without_node": self.without_node,
             "not_planned": self.not_planned,
+            "summary": self.line(),
         }
 
     def line(self) -> str:
