@@ -361,3 +361,20 @@ def test_cli_end__forecast_against_actual__a_line_and_the_documents_fields() -> 
     )
     assert fields(accuracy) == {"forecast_seconds": 11.0, "actual_seconds": 12.4}
     assert said_against(None, out) is None and fields(None) == {}
+
+
+@pytest.mark.parametrize(
+    ("accuracy", "said"),
+    [
+        (Accuracy(11.0, 11.3), "Forecast: 11 s; took 11 s (as forecast)."),
+        (Accuracy(20.0, 14.0), "Forecast: 20 s; took 14 s (6 s early)."),
+        (Accuracy(11.0, None), "Forecast: 11 s (not every pod went: nothing to compare)."),
+    ],
+)
+def test_end_notice__forecast_line_by_how_the_drain_went(accuracy: Accuracy, said: str) -> None:
+    run = Run(Result.TIMED_OUT, cluster="prod", accuracy=accuracy)
+    summary = ending.summary_of(run, "CONTINUE", True, 30.0)
+
+    _, text, _ = notices.end_notice(SimpleNamespace(instance_id="i-1", asg_name="g"), summary)
+
+    assert said in text.splitlines(), text
