@@ -210,19 +210,46 @@ def test_plan_part__ec2_denied_for_the_group__that_group_not_planned__check_pass
     assert "ec2:DescribeInstances" in group["not_planned"]
 
 
-def test_plan_part__past_its_time__groups_left_not_planned_with_the_command(
+class _Clock:
+    """Reads these times in turn, then the last one for ever."""
+
+    def __init__(self, *times: float) -> None:
+        self.times = list(times)
+
+    def __call__(self) -> float:
+        return self.times.pop(0) if len(self.times) > 1 else self.times[0]
+
+
+def test_plan_part__past_its_time__group_left_not_planned_with_the_command(
     world: World,
 ) -> None:
     world.cluster.apply(_plan_rbac())
-    times = iter([0.0, PLAN_SECONDS + 1])
 
-    answer = _check(world, clock=lambda: next(times))
+    answer = _check(world, clock=_Clock(0.0, PLAN_SECONDS + 1))
 
     [group] = answer["plan"]["groups"]
-    assert group["not_planned"] == (
-        "not planned: the self-check plans for 60 s at most; plan it with "
-        "eks-node-drainer plan --asg eks-workers"
+    assert (group["nodes"], group["not_planned"]) == (
+        [],
+        "not planned: past the self-check's 60 s for its plan; plan it with "
+        "eks-node-drainer plan --asg eks-workers",
     )
+
+
+def test_plan_part__time_out_after_the_first_node__the_rest_said_not_planned(
+    world: World,
+) -> None:
+    world.cluster.apply(_plan_rbac())
+
+    # The start, the group, the first node; the second node is past the time.
+    answer = _check(world, clock=_Clock(0.0, 0.0, 0.0, PLAN_SECONDS + 1))
+
+    [group] = answer["plan"]["groups"]
+    assert len(group["nodes"]) == 1
+    assert group["not_planned"] == (
+        "not planned: 1 of its 2 node(s) past the self-check's 60 s for its plan; plan it "
+        "with eks-node-drainer plan --asg eks-workers"
+    )
+    assert group["summary"] == f"plan of group eks-workers: {group['not_planned']}"
 
 
 def test_plan_part__no_group_named__not_planned_saying_why(world: World) -> None:

@@ -16,6 +16,7 @@ each with the command that plans it.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -33,6 +34,8 @@ from drainer.plan.model import Cluster, NodePlan, plan_node
 from drainer.plan.observed import read as read_stops
 from drainer.plan.timing import startups
 from drainer.plan.volumes import PLAN_RBAC, ApiVolumes
+
+log = logging.getLogger(__name__)
 
 PLAN_SECONDS = 60.0
 """The longest the self-check's plan may take (its reads, its groups), so that a
@@ -161,16 +164,32 @@ def forecast_groups(
         return not_planned(f"the cluster could not be read ({e})")
     planned = []
     for group in names:
-        if clock() > deadline:
-            why = f"the self-check plans for {seconds:g} s at most; plan it with "
-            why += f"eks-node-drainer plan --asg {group}"
-            planned.append(GroupPlan(group, not_planned=f"not planned: {why}"))
-        else:
-            planned.append(
-                _plan_group(kube, clients, group, reads, options=options, timeout=timeout)
-            )
+        left = _Left(clock, deadline, seconds, group)
+        planned.append(
+            _plan_group(kube, clients, group, reads, options=options, timeout=timeout, left=left)
+        )
     notes = [n for n in (reads.cluster.stops.note, reads.volumes.note()) if n]
     return GroupsPlan(planned, notes=notes)
+
+
+@dataclass(frozen=True)
+class _Left:
+    """The plan's time left, checked before each group and each node."""
+
+    clock: Callable[[], float]
+    deadline: float
+    seconds: float
+    group: str
+
+    def out(self, done: int = 0, of: int = 0) -> str:
+        """ "" while there is time; else the group's not_planned text."""
+        if self.clock() <= self.deadline:
+            return ""
+        nodes = f"{of - done} of its {of} node(s) " if of else ""
+        return (
+            f"not planned: {nodes}past the self-check's {self.seconds:g} s for its plan; "
+            f"plan it with eks-node-drainer plan --asg {self.group}"
+        )
 
 
 def _enable(why: str) -> str:
@@ -193,14 +212,30 @@ def _plan_group(
     *,
     options: DrainOptions,
     timeout: float,
+    left: _Left,
 ) -> GroupPlan:
+    """The group's nodes planned while there is time; a node the model fails on is
+    said (a fault of ours must not fail the check), not passed over."""
+    if left.out():
+        return GroupPlan(group, not_planned=left.out())
     try:
         members = group_nodes(kube, clients, group)
     except (AwsError, KubeError) as e:
         return GroupPlan(group, not_planned=f"not planned: {e}")
     if members is None:
         return GroupPlan(group, not_planned="not planned: no Auto Scaling group of that name")
-    plans = [_plan_node(node, reads, options, timeout) for node in members.nodes]
+    plans: list[NodePlan] = []
+    for node in members.nodes:
+        if left.out(len(plans), len(members.nodes)):
+            return GroupPlan(
+                group, plans, members.without_node, left.out(len(plans), len(members.nodes))
+            )
+        try:
+            plans.append(_plan_node(node, reads, options, timeout))
+        except Exception as e:  # a fault of the model: said, the check goes on
+            log.exception("self-check: the plan of node %s failed", node)
+            why = f"not planned: the plan of node {node} failed ({type(e).__name__}: {e})"
+            return GroupPlan(group, plans, members.without_node, why)
     return GroupPlan(group, plans, members.without_node)
 
 
