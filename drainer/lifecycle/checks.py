@@ -26,12 +26,11 @@ log = logging.getLogger(__name__)
 class GroupsForecast(Protocol):
     """The answer's `plan` part (drainer/plan/groups.py:GroupsPlan)."""
 
-    @property
-    def warns(self) -> bool: ...
-
     def doc(self) -> dict[str, Any]: ...
 
-    def lines(self) -> list[str]: ...
+    def lines(self) -> list[tuple[str, bool]]:
+        """A line per group, each with whether it warns."""
+        ...
 
 
 class GroupsForecaster(Protocol):
@@ -76,10 +75,10 @@ def handle(
     (log.info if result.passed else log.error)("self-check: %s", result.message())
     answer = result.result()
     if part is not None:
-        for line in part.lines():
-            (log.warning if part.warns else log.info)("self-check: %s", line)
+        for line, warns in part.lines():
+            (log.warning if warns else log.info)("self-check: %s", line)
         answer["plan"] = part.doc()
-        answer["message"] = "\n".join([str(answer["message"]), *part.lines()])
+        answer["message"] = "\n".join([str(answer["message"]), *(s for s, _ in part.lines())])
     return answer
 
 

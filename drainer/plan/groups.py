@@ -104,15 +104,12 @@ class GroupsPlan:
             "notes": self.notes,
         }
 
-    def lines(self) -> list[str]:
+    def lines(self) -> list[tuple[str, bool]]:
+        """A line per group (or one for the part not planned), each with whether it
+        warns: a blocker, or something not planned."""
         if self.not_planned:
-            return [f"plan: {self.not_planned}"]
-        return [g.line() for g in self.groups]
-
-    @property
-    def warns(self) -> bool:
-        """Something to warn of: a blocker, or a part not planned."""
-        return bool(self.not_planned) or any(g.blockers or g.not_planned for g in self.groups)
+            return [(f"plan: {self.not_planned}", True)]
+        return [(g.line(), bool(g.blockers or g.not_planned)) for g in self.groups]
 
 
 def not_planned(why: str) -> GroupsPlan:
@@ -125,7 +122,7 @@ class _Reads:
     every_pod: list[dict[str, Any]]
     budgets: list[dict[str, Any]]
     cluster: Cluster
-    """Without capacity: each node's plan gets its own (its node leaving)."""
+    """Without capacity: each node's plan gets its own, with that node leaving."""
     volumes: ApiVolumes
     listed: float
 
