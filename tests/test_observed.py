@@ -8,17 +8,20 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
+from drainer.engine import pods
 from drainer.errors import KubeConflict
 from drainer.k8s import observed
 from drainer.k8s.kube import Kube
 from drainer.plan import observed as plan_observed
 from drainer.plan.forecast import Going
 from kubesim import KubeSim
+from kubesim.faults import Fault
 from testbed import workloads as w
 from testbed.cluster import Cluster
 from testbed.world import rbac_manifests
@@ -66,6 +69,13 @@ def test_merge__a_stop_no_drain_could_see_is_not_kept() -> None:
     merged = observed.merge({}, [(WEB, -1.0), (WEB, float("nan")), (WEB, 1e12), (API, 2.0)], "t")
 
     assert merged == {API: observed.Summary((2.0,), "t")}
+
+
+def test_merge__stops_kept_in_tenths_of_a_second() -> None:
+    merged = observed.merge({}, [(WEB, 0.44), (WEB, 0.06), (WEB, 2.37)], "t")
+
+    assert merged[WEB].seconds == (0.4, 0.1, 2.4)
+    assert '"seconds":[0.4,0.1,2.4]' in observed.encode(merged)  # readable as it is
 
 
 def test_parse__round_trip() -> None:
@@ -129,6 +139,61 @@ def test_plan_stop__observed_median__never_more_than_the_grace_period() -> None:
     assert timed.pod is not _pod(30) and _pod(30)["spec"]["terminationGracePeriodSeconds"] == 30
 
 
+def _deployment_pod(template_hash: str, grace: int = 30) -> dict[str, Any]:
+    reference = {"kind": "ReplicaSet", "name": f"web-{template_hash}", "controller": True}
+    pod = w.pod(f"web-{template_hash}-abcde", node_name="n1", grace=grace, owner=reference)
+    pod["metadata"]["labels"]["pod-template-hash"] = template_hash
+    return pod
+
+
+def test_plan_stop__a_deployment_s_pods__kept_and_read_under_the_deployment() -> None:
+    """A rollout makes a new ReplicaSet: the stops are the Deployment's, so its new
+    pods are forecast with them (before, under the old ReplicaSet's name, lost)."""
+    kept = observed.merge({}, [(observed_owner(_deployment_pod("5d8f9c")), 2.0)], "t")
+    assert list(kept) == [("default", "Deployment", "web")]
+
+    stop = plan_observed.Stops(kept).of(_deployment_pod("7b4c2d"))
+
+    assert (stop.owner, stop.seconds, stop.samples) == (("default", "Deployment", "web"), 2.0, 1)
+
+
+def test_plan_stop__an_old_configmap__its_replicasets_entries_read_for_the_deployment() -> None:
+    """A ConfigMap the drains kept before (whole and hundredths of seconds, under each
+    ReplicaSet's name) is still read: every ReplicaSet of the Deployment counts for
+    its pods, whichever ReplicaSet they are in now, oldest first, with what is kept
+    under the Deployment's name since."""
+    found, warning = observed.parse(
+        _kept(
+            {
+                "default/ReplicaSet/web-5d8f9c": {"seconds": [2, 3], "at": "2026-11-01T00:00:00Z"},
+                "default/ReplicaSet/web-11aa22": {"seconds": [2.37], "at": "2026-11-02T00:00:00Z"},
+                "default/Deployment/web": {"seconds": [4.5], "at": "2026-11-03T00:00:00Z"},
+                "default/ReplicaSet/webshop-5d8f9c": {
+                    "seconds": [40],
+                    "at": "2026-11-04T00:00:00Z",
+                },
+                "default/ReplicaSet/batch": {"seconds": [50], "at": "2026-11-04T00:00:00Z"},
+            }
+        )
+    )
+    assert warning == ""
+    stops = plan_observed.Stops(found)
+
+    stop = stops.of(_deployment_pod("7b4c2d"))
+
+    assert stops.summary(stop.owner) == observed.Summary(
+        (2.0, 3.0, 2.37, 4.5), "2026-11-03T00:00:00Z"
+    )
+    assert (stop.seconds, stop.samples, stop.observed) == (2.685, 4, True)
+    assert stop.doc()["owner"] == "default/Deployment/web"
+
+
+def observed_owner(pod: dict[str, Any]) -> observed.Owner:
+    owner = pods.workload(pod)
+    assert owner is not None
+    return owner
+
+
 # -- on kubesim, as the drainer identity ---------------------------------------
 
 
@@ -164,13 +229,15 @@ def test_keep__a_conflict__read_again_and_merged(
     put = observed._put
     raced = []
 
-    def another_drain_first(client: Kube, current: dict[str, Any], value: str) -> None:
+    def another_drain_first(
+        client: Kube, current: dict[str, Any], value: str, timeout: float | None = None
+    ) -> None:
         if not raced:  # another drain writes between our read and our write
             raced.append(True)
             put(client, observed.get(client), observed.encode({WEB: observed.Summary((5.0,), "t")}))
             put(client, current, value)  # on the version read: refused
             raise AssertionError("not reached")
-        put(client, current, value)
+        put(client, current, value, timeout)
 
     monkeypatch.setattr(observed, "_put", another_drain_first)
 
@@ -181,10 +248,13 @@ def test_keep__a_conflict__read_again_and_merged(
     assert found[API].seconds == (3.0,)  # ours on theirs (our first write was theirs' base)
 
 
-def test_keep__conflicts_every_time__one_warning_no_exception(
+def test_keep__conflicts_every_time__tried_twice__one_warning_no_exception(
     kube: Kube, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    def lost(*_: Any) -> None:
+    tried = []
+
+    def lost(*_: Any, **__: Any) -> None:
+        tried.append(True)
         raise KubeConflict("update configmap: conflict")
 
     monkeypatch.setattr(observed, "_put", lost)
@@ -192,9 +262,71 @@ def test_keep__conflicts_every_time__one_warning_no_exception(
     with caplog.at_level(logging.WARNING, logger="drainer.k8s.observed"):
         assert not observed.keep(kube, [(WEB, 2.0)])
 
+    assert len(tried) == 2  # a 409 is tried once more, not until the drain's answer is late
     [line] = caplog.records
     assert "stop times not kept for the plan" in line.getMessage()
-    assert "writes lost to others' updates" in line.getMessage()
+    assert "2 writes lost to others' updates" in line.getMessage()
+
+
+CONFIGMAP = f"/namespaces/{observed.NAMESPACE}/configmaps/{observed.NAME}$"
+
+
+@pytest.mark.parametrize(
+    ("status", "said"),
+    [(503, "503"), (500, "500"), (403, "forbidden"), (429, "429")],
+)
+def test_keep__the_api_server_failing__one_attempt__no_time_lost(
+    sim: KubeSim, kube: Kube, caplog: pytest.LogCaptureFixture, status: int, said: str
+) -> None:
+    """The keep comes after the engine's run, before the drain's answer: a failing API
+    server must not hold the answer back by the client's retries (6 attempts, ~8 s of
+    backoff before)."""
+    sim.faults.add(Fault(kind="status", path=CONFIGMAP, status=status, retry_after=2.0))
+    started = time.monotonic()
+
+    with caplog.at_level(logging.WARNING, logger="drainer.k8s.observed"):
+        assert not observed.keep(kube, [(WEB, 2.0)])
+
+    took = time.monotonic() - started
+    assert took < 1.5, took
+    assert sim.faults.counts("drainer").get("get configmaps") == 1
+    [line] = caplog.records
+    assert "stop times not kept for the plan" in line.getMessage()
+    assert said in line.getMessage().lower(), line.getMessage()
+
+
+def test_keep__the_api_server_slow__given_up_at_the_cap(
+    sim: KubeSim, kube: Kube, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An API server that does not answer: the keep gives up at its cap (here half a
+    second; KEEP_SECONDS in a drain), never the client's 10 s request timeout."""
+    sim.faults.add(Fault(kind="latency", method="GET", path=CONFIGMAP, latency=30.0))
+    started = time.monotonic()
+
+    with caplog.at_level(logging.WARNING, logger="drainer.k8s.observed"):
+        assert not observed.keep(kube, [(WEB, 2.0)], within=0.5)
+
+    took = time.monotonic() - started
+    assert 0.5 <= took < 1.5, took
+    [line] = caplog.records
+    assert "stop times not kept for the plan" in line.getMessage()
+    assert "0.5 s" in line.getMessage(), line.getMessage()  # the keep's cap or its request's
+    assert observed.KEEP_SECONDS <= 5
+
+
+def test_keep__a_fault_of_its_own__one_warning_never_raised(
+    kube: Kube, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    def broken(*_: Any) -> observed.Observations:
+        raise ValueError("a bug")
+
+    monkeypatch.setattr(observed, "merge", broken)
+
+    with caplog.at_level(logging.WARNING, logger="drainer.k8s.observed"):
+        assert not observed.keep(kube, [(WEB, 2.0)])
+
+    [line] = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert "stop times not kept for the plan: ValueError: a bug" in line.getMessage()
 
 
 def test_keep__configmap_missing__one_warning_and_the_plan_says_bounds(

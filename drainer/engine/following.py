@@ -205,10 +205,8 @@ class Following:
 
     def _stopped(self, entry: Entry, seconds: float) -> None:
         """An evicted pod is gone: its stop, for its owner's observed time (the report's)."""
-        ref = pods.controller(entry.pod)
-        if ref is not None:
-            namespace = entry.pod["metadata"].get("namespace", "")
-            owner = (namespace, str(ref.get("kind", "")), str(ref.get("name", "")))
+        owner = pods.workload(entry.pod)
+        if owner is not None:
             self.ctx.report.stopped.append((owner, seconds))
 
     def _stuck(self, entry: Entry, late: float) -> None:

@@ -39,6 +39,22 @@ def controller(pod: Pod) -> dict[str, Any] | None:
     return None
 
 
+def workload(pod: Pod) -> tuple[str, str, str] | None:
+    """What the pod belongs to, as what is learnt of it should outlive a rollout:
+    namespace, kind, name of its controller, a Deployment's pod by its Deployment (its
+    ReplicaSet's name less the pod's pod-template-hash suffix, as the Deployment
+    controller names them: a rollout makes a new ReplicaSet). None: no controller."""
+    ref = controller(pod)
+    if ref is None:
+        return None
+    metadata = pod["metadata"]
+    kind, owner = str(ref.get("kind", "")), str(ref.get("name", ""))
+    suffix = f"-{(metadata.get('labels') or {}).get('pod-template-hash', '')}"
+    if kind == "ReplicaSet" and len(suffix) > 1 and owner.endswith(suffix) and owner != suffix:
+        kind, owner = "Deployment", owner.removesuffix(suffix)
+    return metadata.get("namespace", ""), kind, owner
+
+
 def opted_out(pod: Pod) -> str:
     """The do-not-disrupt annotation set to "true" on the pod ("" when none is)."""
     annotations = pod["metadata"].get("annotations") or {}

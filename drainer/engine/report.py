@@ -207,7 +207,7 @@ class DrainReport:
     would_wait: dict[str, str] = field(default_factory=dict)  # dry run: pod -> its turn
     # pods the drain took off the node (evicted, forced, or going already) -> IP, grace
     addresses: dict[str, PodAddress] = field(default_factory=dict)
-    # pods evicted and seen gone: (namespace, controller kind, name), seconds from the
+    # pods evicted and seen gone: their pods.workload (a Deployment's by it), seconds from the
     # eviction accepted to gone (the plan's observed stops, drainer/k8s/observed.py)
     stopped: list[tuple[tuple[str, str, str], float]] = field(default_factory=list)
     stopped_by: str = ""  # FAILED: the fatal error that stopped the drain

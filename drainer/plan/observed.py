@@ -6,7 +6,9 @@ itself, an upper bound. Which is which is said in the plan's output."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
+import re
 from dataclasses import dataclass, field
 
 from drainer.engine import pods
@@ -16,6 +18,9 @@ from drainer.k8s import observed
 from drainer.k8s.kube import Kube
 from drainer.plan.forecast import Going
 from drainer.plan.timing import Owner, owner
+
+TEMPLATE_HASH = re.compile(r"[a-z0-9]{1,16}")
+"""The suffix a Deployment's controller adds to its ReplicaSets' names."""
 
 
 @dataclass(frozen=True)
@@ -64,12 +69,36 @@ class Stops:
     known: observed.Observations = field(default_factory=dict)
     note: str = ""
 
+    @functools.cached_property
+    def _by_deployment(self) -> dict[Owner, list[observed.Summary]]:
+        """The entries kept under a ReplicaSet's name (before the drains kept a
+        Deployment's pods under the Deployment's), by the Deployment that name tells
+        ("web-5d8f" -> "web"): a rollout's older ReplicaSets count for it too."""
+        found: dict[Owner, list[observed.Summary]] = {}
+        for (namespace, kind, name), summary in self.known.items():
+            deployment, _, suffix = name.rpartition("-")
+            if kind == "ReplicaSet" and deployment and TEMPLATE_HASH.fullmatch(suffix):
+                found.setdefault((namespace, "Deployment", deployment), []).append(summary)
+        return found
+
+    def summary(self, key: Owner | None) -> observed.Summary | None:
+        """The owner's stops: a Deployment's with those kept under its ReplicaSets'
+        names, oldest first, the last SAMPLES."""
+        if key is None:
+            return None
+        kept = [*self._by_deployment.get(key, []), *filter(None, [self.known.get(key)])]
+        if not kept:
+            return None
+        kept.sort(key=lambda one: one.at)
+        seconds = tuple(s for one in kept for s in one.seconds)[-observed.SAMPLES :]
+        return observed.Summary(seconds, kept[-1].at)
+
     def of(self, pod: Pod) -> Stop:
         """The pod's stop: its owner's observed median, capped by its grace period;
         its grace period when none was observed."""
         grace = pods.grace_period(pod)
         key = owner(pod)
-        summary = self.known.get(key) if key is not None else None
+        summary = self.summary(key)
         if summary is None:
             return Stop(key, 1, float(grace), 0)
         return Stop(key, 1, min(float(grace), summary.median), len(summary.seconds))

@@ -1,8 +1,8 @@
 """How long a workload's replacement takes to become Ready, observed from its
 current pods: each Ready pod's Ready condition's lastTransitionTime less its
 creationTimestamp (the first time it became Ready, when its readiness never
-flapped since), the median per controller. From the cluster's own pods only: no
-emulator's annotations, no constants."""
+flapped since), the median per workload (a Deployment's over all its ReplicaSets).
+From the cluster's own pods only: no emulator's annotations, no constants."""
 
 from __future__ import annotations
 
@@ -15,14 +15,14 @@ from drainer.engine import pods
 from drainer.engine.pods import Pod
 
 Owner = tuple[str, str, str]
-"""namespace, controller kind, controller name."""
+"""namespace, controller kind, controller name: a Deployment's pods under its own
+name, whichever of its ReplicaSets made them (drainer/engine/pods.py's workload)."""
 
 
 def owner(pod: Pod) -> Owner | None:
-    ref = pods.controller(pod)
-    if ref is None:
-        return None
-    return pod["metadata"].get("namespace", ""), str(ref.get("kind")), str(ref.get("name"))
+    """The workload the pod's times count for: a Deployment rolled out midway has
+    pods under two ReplicaSets, one workload."""
+    return pods.workload(pod)
 
 
 def time_to_ready(pod: Pod) -> float | None:

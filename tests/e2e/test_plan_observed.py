@@ -1,14 +1,16 @@
 """The stop times the drains observe, kept for `plan` (drainer/k8s/observed.py), on
 both backends as the drainer identity with k8s-rbac/: a drain of a node whose pods
-stop in ~2 s under a 60 s grace period keeps their owner's stops, and the plan of
-the next node with pods of that owner forecasts ~2 s, marked observed, not 60 s
-(which stays the bound, UP TO). And the RBAC both ways: that one ConfigMap may be
+stop in ~2 s under a 60 s grace period keeps their workload's stops, and the plan of
+the next node with pods of that workload forecasts ~2 s, marked observed, not 60 s
+(which stays the bound, UP TO), even after a rollout (a Deployment's stops are kept
+under the Deployment, not its ReplicaSet). And the RBAC both ways: that one ConfigMap may be
 read and updated, no other ConfigMap, and not created."""
 
 from __future__ import annotations
 
 import io
 import json
+from datetime import datetime
 from typing import Any
 
 import pytest
@@ -17,12 +19,21 @@ from drainer.cli.main import main
 from drainer.errors import KubeForbidden
 from drainer.k8s import observed
 from drainer.k8s.kube import Kube
+from kubesim import KubeSim
+from kubesim.faults import Fault
 from testbed import World
 from testbed import workloads as w
-from testbed.world import place_on, pods_on, rbac_manifests, wait_until
+from testbed.world import is_pod_ready, place_on, pods_on, rbac_manifests, wait_until
 
 from .conftest import Invoke, LogCapture
 
+
+def _at(record: dict[str, Any]) -> float:
+    """When the drainer's log line was written (its timestamp), epoch seconds."""
+    return datetime.strptime(str(record["timestamp"]), "%Y-%m-%d %H:%M:%S,%f%z").timestamp()
+
+
+CONFIGMAP = f"/namespaces/{observed.NAMESPACE}/configmaps/{observed.NAME}$"
 WITHOUT_OBSERVED = [d for d in rbac_manifests() if d["metadata"]["name"] != observed.NAME]
 """k8s-rbac/ without observed.yaml: no ConfigMap, no Role."""
 
@@ -58,13 +69,14 @@ def test_drain_keeps_stop_times__plan_of_the_next_node_uses_them(world: World) -
     code, out = _cli(world, "drain", first, "--ignore-daemonsets", "--timeout", "120s")
     assert code == 0, out
     wait_until(lambda: len(pods_on(world.cluster, second)) == 2, 30)
+    _roll_out(world, second)  # a new ReplicaSet: what was observed is the Deployment's
     assert _cli(world, "release", "--node", first)[0] == 0  # room for the plan's replacements
 
     [after] = _plan(world, second)["nodes"]
 
     [stop] = after["stops"]
     print(f"observed stop {stop['seconds']} s, ETA {after['eta_seconds']} s")
-    assert stop["owner"].startswith("default/ReplicaSet/web-")
+    assert stop["owner"] == "default/Deployment/web"
     assert (stop["pods"], stop["observed"], stop["samples"]) == (2, True, 2)
     assert 1.5 <= stop["seconds"] <= 3.5, stop  # ~2 s, as the drain saw it
     assert after["eta_seconds"] <= 4, after  # the observed stop, rounded up, not 60 s
@@ -72,6 +84,21 @@ def test_drain_keeps_stop_times__plan_of_the_next_node_uses_them(world: World) -
     assert "observed" in after["paced_by"], after["paced_by"]
     code, table = _cli(world, "plan", second, "--ignore-daemonsets")
     assert code == 0 and "stops observed in earlier drains" in table, table
+
+
+def _roll_out(world: World, node: str) -> None:
+    """Deployment web rolled out: its two pods, now of a new ReplicaSet, Ready on `node`
+    (the only node that takes pods), the old ones gone."""
+    before = {p["metadata"]["labels"]["pod-template-hash"] for p in pods_on(world.cluster, node)}
+    template = {"spec": {"template": {"metadata": {"annotations": {"rollout": "2"}}}}}
+    world.cluster.patch("Deployment", "web", template)
+
+    def rolled_out() -> bool:
+        there = pods_on(world.cluster, node)
+        hashes = {p["metadata"]["labels"]["pod-template-hash"] for p in there}
+        return len(there) == 2 and not hashes & before and all(map(is_pod_ready, there))
+
+    wait_until(rolled_out, 60, what="web rolled out")
 
 
 def test_lambda_drain_keeps_stop_times(world: World, invoke: Invoke) -> None:
@@ -85,7 +112,7 @@ def test_lambda_drain_keeps_stop_times(world: World, invoke: Invoke) -> None:
     assert summary["result"] == "drained", summary
     found, warning = observed.parse(world.cluster.get("ConfigMap", observed.NAME, "kube-system"))
     [(owner, kept)] = found.items()
-    assert owner[:2] == ("default", "ReplicaSet") and owner[2].startswith("web-"), owner
+    assert owner == ("default", "Deployment", "web"), owner
     assert len(kept.seconds) == 2 and all(1.5 <= s <= 3.5 for s in kept.seconds), kept
     assert warning == ""
 
@@ -139,3 +166,42 @@ def test_rbac__the_drainer_reads_and_updates_its_configmap__no_other(world: Worl
     finally:
         kube.close()
     assert world.cluster.get("ConfigMap", "someone-else", observed.NAMESPACE)["data"] == {"a": "b"}
+
+
+@pytest.mark.kubesim_only("makes the stop times' ConfigMap slow or failing, and times its requests")
+@pytest.mark.parametrize(
+    "fault",
+    [
+        Fault(kind="latency", method="GET", path=CONFIGMAP, latency=30.0),
+        Fault(kind="status", path=CONFIGMAP, status=503),
+    ],
+    ids=["slow", "failing"],
+)
+def test_configmap_slow_or_failing__the_drain_s_answer_is_not_held_back(
+    world: World,
+    sim: KubeSim,
+    invoke: Invoke,
+    drainer_logs: LogCapture,
+    monkeypatch: pytest.MonkeyPatch,
+    fault: Fault,
+) -> None:
+    """The stop times are kept after the engine's run, before the lifecycle answer:
+    an API server slow or failing there costs the answer at most the keep's cap
+    (KEEP_SECONDS, 1 s here), not the client's request timeout (10 s) or retries
+    (~8 s of backoff). The drain is drained all the same, one warning said."""
+    monkeypatch.setattr(observed, "KEEP_SECONDS", 1.0, raising=False)
+    node = world.nodes[world.instance_ids[0]]
+    place_on(world, node, [w.deployment("web", 2, shutdown=SHUTDOWN, grace=GRACE)], timeout=30)
+    sim.faults.add(fault)
+
+    summary = invoke(world.terminate(world.instance_ids[0]))
+
+    assert (summary["result"], summary["evicted"]) == ("drained", 2), summary
+    records = drainer_logs.records()
+    last_gone = max(_at(r) for r in records if r.get("event") == "pod_gone")
+    [answered] = [_at(r) for r in records if r.get("event") == "drain_finished"]
+    print(f"from the last pod gone to the drain's answer: {answered - last_gone:.2f} s")
+    assert answered - last_gone < 1.0 + 1.5  # the keep's cap, the answer and its line
+    assert [c["LifecycleActionResult"] for c in world.completions()] == ["CONTINUE"]
+    said = [m for m in drainer_logs.messages() if "stop times not kept" in m]
+    assert len(said) == 1, said
