@@ -26,7 +26,8 @@ class AwsError(DrainerError):
 
 class AwsConfigError(DrainerError):
     """This machine's AWS configuration cannot be used: a profile that does not exist,
-    a config file that does not parse. A usage error (the CLI exits 2)."""
+    a config file that does not parse. The CLI exits 3, as for AWS's other access
+    problems (drainer/cli/main.py AWS_PROBLEMS)."""
 
 
 class PermanentAwsError(AwsError):

@@ -336,7 +336,7 @@ def test_numbers_at_their_bounds__accepted() -> None:
     assert (low.timeout, low.concurrency, low.grace_period) == (0.5, 1, -1)
 
 
-def test_instance_id_without_a_region__clear_error_exit_2(
+def test_instance_id_without_a_region__clear_error_exit_3_as_plan(
     sim: KubeSim,
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
@@ -348,7 +348,7 @@ def test_instance_id_without_a_region__clear_error_exit_2(
 
     code, _ = _run(sim, "--instance-id", "i-0123456789abcdef0")
 
-    assert code == 2
+    assert code == 3  # an access problem, as plan --asg's (docs/cli.md), not a usage error
     assert "no AWS region" in capsys.readouterr().err
 
 
@@ -687,7 +687,7 @@ def test_abbreviations_and_typos__refused_with_the_drains_usage_and_a_suggestion
 
 
 @pytest.mark.parametrize("command", ["drain", "release"])
-def test_aws_profile_that_does_not_exist__one_line__exit_2(
+def test_aws_profile_that_does_not_exist__one_line__exit_3(
     command: str,
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
@@ -699,7 +699,7 @@ def test_aws_profile_that_does_not_exist__one_line__exit_2(
 
     code = main([command, "--instance-id", "i-0aaaaaaaaaaaaaaa1"], stdout=io.StringIO())
 
-    assert code == 2
+    assert code == 3
     error = capsys.readouterr().err
     assert error.splitlines() == [
         "error: AWS profile 'prod' (AWS_PROFILE) is not in ~/.aws/config or ~/.aws/credentials: "
@@ -707,12 +707,7 @@ def test_aws_profile_that_does_not_exist__one_line__exit_2(
     ]
 
 
-def test_no_aws_credentials__said_so__not_a_network_problem(
-    sim: KubeSim,
-    capsys: pytest.CaptureFixture[str],
-    monkeypatch: pytest.MonkeyPatch,
-    tmp_path: Path,
-) -> None:
+def _no_aws_credentials(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     for variable in (
         "AWS_PROFILE",
         "AWS_ACCESS_KEY_ID",
@@ -731,12 +726,66 @@ def test_no_aws_credentials__said_so__not_a_network_problem(
     ):
         monkeypatch.delenv(source, raising=False)
 
+
+def test_no_aws_credentials__said_so__not_a_network_problem__exit_3_as_plan(
+    sim: KubeSim,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    _no_aws_credentials(monkeypatch, tmp_path)
+
     code, _ = _run(sim, "--instance-id", "i-0aaaaaaaaaaaaaaa1")
 
-    assert code == 2
+    assert code == 3  # plan --asg exits 3 for the same problem (docs/cli.md)
     error = capsys.readouterr().err
     assert "no AWS credentials found" in error, error
     assert "network" not in error
+
+
+def test_no_aws_credentials__json__one_error_document_exit_3(
+    sim: KubeSim,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    _no_aws_credentials(monkeypatch, tmp_path)
+
+    code, out = _run(sim, "--instance-id", "i-0aaaaaaaaaaaaaaa1", "-o", "json")
+
+    document = json.loads(out)
+    assert (code, document["result"], document["exit_code"]) == (3, "error", 3), document
+    assert "no AWS credentials found" in document["message"]
+    assert not sim.get("Node", NODE)["spec"].get("unschedulable")  # nothing touched
+
+
+def test_aws_endpoint_unreachable__exit_3__says_so(
+    sim: KubeSim,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import socket
+    import types
+
+    import botocore.endpoint
+
+    with socket.socket() as closed:  # a port of this machine that nothing listens on
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{port}")
+    monkeypatch.setenv("AWS_REGION", "eu-west-1")
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    pauses: list[float] = []  # botocore's backoff between its retries, not slept
+    monkeypatch.setattr(
+        botocore.endpoint, "time", types.SimpleNamespace(sleep=pauses.append, time=time.time)
+    )
+
+    code, _ = _run(sim, "--instance-id", "i-0aaaaaaaaaaaaaaa1")
+
+    assert code == 3
+    [line] = capsys.readouterr().err.splitlines()
+    assert "EndpointConnectionError" in line and "check the network path" in line, line
 
 
 def test_dry_run__a_pod_its_budget_holds__reported_held_naming_the_budget(sim: KubeSim) -> None:

@@ -41,7 +41,7 @@ from drainer.cli.streams import SafeStream
 from drainer.cli.terminal import Interruptible, Signalled, Terminal, signals_interrupt
 from drainer.engine import filters
 from drainer.engine.options import DrainOptions
-from drainer.errors import DrainerError, InstanceNotFound, KubeError
+from drainer.errors import AwsConfigError, AwsError, DrainerError, InstanceNotFound, KubeError
 from drainer.k8s import cordon, observed
 from drainer.k8s.kube import Kube
 from drainer.k8s.nodes import find_node_object
@@ -58,6 +58,20 @@ if TYPE_CHECKING:
 
 class NoRegion(DrainerError):
     """No AWS region configured for an --instance-id lookup."""
+
+
+AWS_PROBLEMS: tuple[type[DrainerError], ...] = (AwsError, AwsConfigError, NoRegion)
+"""What keeps a command from AWS's answers (drain and release --instance-id, plan
+--asg): a call denied, AWS unreachable, no credentials (AwsError, its message naming
+the call and the IAM action), a profile that does not exist or a config file that
+does not parse (AwsConfigError), no region. Exit 3, as a Kubernetes API that refuses
+or cannot be reached: an access or connection problem, not a usage error."""
+
+
+def exit_status(error: DrainerError) -> int:
+    """A DrainerError's exit status before or instead of a drain: 3 for AWS's
+    problems (AWS_PROBLEMS), else 2, a usage or configuration error."""
+    return 3 if isinstance(error, AWS_PROBLEMS) else 2
 
 
 def _aws_session() -> aws.Session:
@@ -150,8 +164,8 @@ def _connect(args: argparse.Namespace, terminal: Terminal) -> int:
     if args.instance_id:
         try:
             _aws_session()
-        except DrainerError as e:  # no region, a profile that does not exist
-            return _failed(terminal, args, 2, str(e))
+        except DrainerError as e:  # no region, a profile that does not exist: 3
+            return _failed(terminal, args, exit_status(e), str(e))
     try:
         kube = Kube.from_kubeconfig(
             args.kubeconfig,
@@ -167,8 +181,8 @@ def _connect(args: argparse.Namespace, terminal: Terminal) -> int:
         return _failed(terminal, args, 3, str(e))
     except InstanceNotFound as e:
         return _failed(terminal, args, 1, str(e))
-    except DrainerError as e:
-        return _failed(terminal, args, 2, str(e))
+    except DrainerError as e:  # AWS's (--instance-id) is 3, as the API's
+        return _failed(terminal, args, exit_status(e), str(e))
     finally:
         kube.close()
 

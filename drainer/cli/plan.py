@@ -20,7 +20,7 @@ from drainer.cli.arguments import DEFAULTS, filter_options, overrides_from
 from drainer.cli.impersonate import from_args as impersonation_from
 from drainer.cli.refresh import NoGroup, RefreshNodes, refresh_nodes
 from drainer.engine.options import DrainOptions
-from drainer.errors import AwsConfigError, AwsError, DrainerError, InstanceNotFound, KubeError
+from drainer.errors import DrainerError, InstanceNotFound, KubeError
 from drainer.k8s.kube import Kube
 from drainer.plan.blockers import Blocker
 from drainer.plan.cordons import Placements, blockers, node_of, stuck
@@ -60,14 +60,11 @@ def run_plan(args: argparse.Namespace, terminal: Any) -> int:
 
 
 def _aws_problems() -> tuple[type[DrainerError], ...]:
-    """What keeps plan --asg from AWS's answers: a call denied, AWS unreachable, no
-    credentials (AwsError, its message naming the call and the IAM action: the same
-    as drain --instance-id's), or no region or profile to call it with. Exit 3, as a
-    Kubernetes API that refuses or cannot be reached: an access or connection
-    problem, not a usage error."""
-    from drainer.cli.main import NoRegion
+    """What keeps plan --asg from AWS's answers, exit 3: drain --instance-id's
+    (drainer/cli/main.py's AWS_PROBLEMS, the one definition)."""
+    from drainer.cli.main import AWS_PROBLEMS
 
-    return (AwsError, AwsConfigError, NoRegion)
+    return AWS_PROBLEMS
 
 
 def _failed(terminal: Any, args: argparse.Namespace, code: int, message: str, **more: Any) -> int:
