@@ -1,5 +1,5 @@
 """python -m soak --backend kubesim|real [--nodes 30 --batch 3 --pods 600 --speed S
---out build/soak]: an instance refresh of the whole node group, drained by the real
+--times T --out build/soak]: an instance refresh of the whole node group, drained by the real
 handler; prints the report, writes report.json, summary.txt, drainer.log and
 soak.png to --out. Exits 1 when an invariant fails."""
 
@@ -23,6 +23,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--drain-timeout", type=int, default=600, help="DRAIN_TIMEOUT_SECONDS of each drain"
     )
+    parser.add_argument(
+        "--times",
+        type=float,
+        default=1.0,
+        help="scale the workload's start and stop times by this (whole seconds, at least 1)",
+    )
     parser.add_argument("--out", type=Path, default=Path("build/soak"))
     args = parser.parse_args(argv)
 
@@ -38,6 +44,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             speed=args.speed,
             out=args.out,
             drain_timeout=args.drain_timeout,
+            times=args.times,
         )
     except ValueError as e:
         parser.error(str(e))

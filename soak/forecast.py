@@ -112,6 +112,34 @@ def measured_nodes(outcome: Outcome) -> dict[str, float]:
     return {d.node: d.ended - d.started for d in outcome.drains}
 
 
+def measured_batches(outcome: Outcome) -> list[dict[str, Any]]:
+    """Each of the plan's batches beside the soak's batch of the same nodes: from its
+    first drain's start to its last drain's end (None when its nodes were not
+    replaced together: the soak follows the plan's order when it has one)."""
+    found = outcome.forecast
+    if found is None:
+        return []
+    drains = {d.node: d for d in outcome.drains}
+    rows = []
+    for number, (nodes, eta) in enumerate(
+        zip(found.batches, found.batch_eta_seconds, strict=False), 1
+    ):
+        ours = [drains[n] for n in nodes if n in drains]
+        together = len(ours) == len(nodes) and len({d.batch for d in ours}) == 1
+        took = max(d.ended for d in ours) - min(d.started for d in ours) if together else None
+        rows.append(
+            {
+                "batch": number,
+                "nodes": nodes,
+                "eta_seconds": eta,
+                "measured_seconds": None if took is None else round(took, 3),
+                "ratio": round(took / eta, 3) if took and eta else None,
+                "within_20_percent": None if took is None else within(took, eta),
+            }
+        )
+    return rows
+
+
 def within(measured: float, forecast: float) -> bool:
     return abs(measured - forecast) <= BOUND_SHARE * measured
 
@@ -153,6 +181,7 @@ def figures(outcome: Outcome, drain_seconds: float, limit: float) -> dict[str, A
         "deadlocked": found.deadlocked,
         "batches": found.batches,
         "batch_eta_seconds": found.batch_eta_seconds,
+        "per_batch": measured_batches(outcome),
         "nodes": nodes,
     }
 
@@ -179,7 +208,17 @@ def text(forecast: dict[str, Any] | None, speed: float) -> list[str]:
             f"    (speed {speed:g}: the emulators divide the pods' grace periods by it, the plan "
             "cannot: its stops are bounds the speed times too long; compare at --speed 1)"
         )
-    lines.append("    node                                 batch  forecast s  up to s  measured s")
+    lines.append("    batch  nodes  forecast s  measured s  ratio")
+    for batch in forecast.get("per_batch") or []:
+        measured = batch["measured_seconds"]
+        lines.append(
+            f"    {batch['batch']:>5}  {len(batch['nodes']):>5}  {batch['eta_seconds']:>10.1f}  "
+            + ("-" if measured is None else f"{measured:>10.1f}  {batch['ratio']:>5}")
+        )
+    lines.append(
+        "    node                                 batch     alone s  up to s  measured s"
+        "  (alone: the node's plan by itself; in a batch its drain shares the budgets)"
+    )
     for node in forecast["nodes"]:
         measured = node["measured_seconds"]
         lines.append(

@@ -144,6 +144,7 @@ def figures(outcome: Outcome) -> dict[str, Any]:
         "batch": config.batch,
         "pods": outcome.pods_at_start,
         "speed": config.speed,
+        "times": config.times,
         "batches": len(outcome.batches),
         "drains": len(outcome.drains),
         "total_seconds": round(outcome.seconds, 2),
@@ -215,7 +216,8 @@ def text(outcome: Outcome, picture: str) -> str:
     )
     lines = [
         f"Instance refresh soak on {f['backend']}: {f['nodes']} nodes, {f['batch']} at a time "
-        f"({f['batches']} batches), {f['pods']} pods, pod times divided by {f['speed']:g}",
+        f"({f['batches']} batches), {f['pods']} pods, pod times divided by {f['speed']:g}"
+        + (f" (the workload's own scaled by {f['times']:g})" if f["times"] != 1 else ""),
         "",
         f"  total time        {f['total_seconds']:.1f} s "
         f"(= {f['simulated_total_seconds']:.0f} s of the workload's time)",

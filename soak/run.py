@@ -54,6 +54,8 @@ class Config:
     out: Path = Path("build/soak")
     drain_timeout: int = 600
     """DRAIN_TIMEOUT_SECONDS of every drain (the deadline invariant's)."""
+    times: float = 1.0
+    """The workload's start and stop times scaled by this (soak/workload.py's mix)."""
 
     def __post_init__(self) -> None:
         if self.backend not in ("kubesim", "real"):
@@ -62,6 +64,8 @@ class Config:
             raise ValueError(f"batch must be 1 to {self.nodes}, not {self.batch}")
         if self.speed <= 0:
             raise ValueError("speed must be positive")
+        if self.times <= 0:
+            raise ValueError("times must be positive")
 
 
 @dataclass
@@ -260,7 +264,7 @@ def run(config: Config, *, say: Any = None) -> Outcome:
     as Lambda wants them): they go to metrics.log; `say` (default: print to the
     terminal) tells the progress."""
     config.out.mkdir(parents=True, exist_ok=True)
-    services = mix(config.nodes, config.pods)
+    services = mix(config.nodes, config.pods, config.times)
     terminal = sys.stdout
 
     def tell(message: str) -> None:
@@ -325,7 +329,8 @@ def _refresh(config: Config, services: list[Service], cluster: Cluster, say: Any
     batches: list[BatchRecord] = []
     drains: list[DrainRecord] = []
     old = set(world.instance_ids)
-    refresh = _Refresh(world, config, services, filters, origin, old, drains)
+    order = _planned_order(world, planned)
+    refresh = _Refresh(world, config, services, filters, origin, old, drains, order)
     try:
         with requests.recording():
             while True:
@@ -381,6 +386,27 @@ def _refresh(config: Config, services: list[Service], cluster: Cluster, say: Any
     )
 
 
+def _planned_order(world: World, planned: RefreshForecast) -> list[list[str]]:
+    """The plan's batches as instances (none when the plan made none): the soak
+    replaces them in that order, so that each batch's forecast and measured time are
+    of the same nodes."""
+    instance_of = {node: instance for instance, node in world.nodes.items()}
+    return [[instance_of[n] for n in batch if n in instance_of] for batch in planned.batches]
+
+
+def _choose(world: World, chosen: list[str]) -> None:
+    """Auto Scaling's scale-in takes the instances not protected from it: every
+    instance of the group but `chosen` is protected, so the scale-in takes those."""
+    everyone = _group_instances(world)
+    for protected, ids in (True, [i for i in everyone if i not in chosen]), (False, chosen):
+        if ids:
+            world.autoscaling.set_instance_protection(
+                InstanceIds=ids,
+                AutoScalingGroupName=world.group.asg_name,
+                ProtectedFromScaleIn=protected,
+            )
+
+
 def _group_instances(world: World) -> list[str]:
     groups = world.autoscaling.describe_auto_scaling_groups(
         AutoScalingGroupNames=[world.group.asg_name]
@@ -399,6 +425,8 @@ class _Refresh:
     origin: float
     old: set[str]
     drains: list[DrainRecord]
+    order: list[list[str]] = field(default_factory=list)
+    """The batches as the plan has them, instance ids (empty: Auto Scaling's order)."""
 
 
 def _batch(refresh: _Refresh, index: int, size: int) -> BatchRecord:
@@ -426,7 +454,11 @@ def _batch(refresh: _Refresh, index: int, size: int) -> BatchRecord:
     launches, ready = _launch(world, fresh)
     launched = time.time() - origin
     # The group is above its desired capacity by `size` once it is lowered again: Auto
-    # Scaling terminates the oldest instances, each on hold on the terminate hook.
+    # Scaling terminates the oldest instances (here the plan's next batch: the others
+    # are protected from scale-in), each on hold on the terminate hook.
+    planned = [i for i in refresh.order[index] if i in old] if index < len(refresh.order) else []
+    if len(planned) == size:
+        _choose(world, planned)
     events = world.scale_in(size)
     instances = [e["detail"]["EC2InstanceId"] for e in events]
     if not set(instances) <= old:

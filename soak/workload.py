@@ -9,6 +9,7 @@ scratch space: evicted with a warning, and nothing recreates them.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -118,11 +119,26 @@ def _scaled(value: int | str, total: int) -> int:
     return math.ceil(int(value.rstrip("%")) * total / 100)
 
 
-def mix(nodes: int, pods: int) -> list[Service]:
+def mix(nodes: int, pods: int, times: float = 1.0) -> list[Service]:
     """About `pods` pods on `nodes` nodes: 2 node agents per node, DNS, a quorum of 5,
     one batch pod per node, and the rest web replicas in four services whose budgets
     pace the drains differently (a percentage, a count, minAvailable, one at a time),
-    each allowing at least one disruption."""
+    each allowing at least one disruption. `times` scales their start and stop times
+    (whole seconds, at least 1: a refresh short enough for a test at speed 1)."""
+    services = _mix(nodes, pods)
+    if times == 1:
+        return services
+
+    def scaled(seconds: float) -> float:
+        return float(max(1, round(seconds * times))) if seconds else 0.0
+
+    return [
+        dataclasses.replace(s, startup=scaled(s.startup), shutdown=scaled(s.shutdown))
+        for s in services
+    ]
+
+
+def _mix(nodes: int, pods: int) -> list[Service]:
     agents = 2 * nodes
     dns = max(2, nodes // 8)
     quorum = 5

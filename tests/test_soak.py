@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from soak import forecast as soak_forecast
 from soak import plot, report
 from soak.pacing import Pace, Replaced, batch_limit
 from soak.run import Config, DrainRecord, Outcome, run
@@ -75,11 +76,24 @@ def test_mix__the_pods_asked_for__every_budget_allows_one(nodes: int, pods: int)
     assert all((s.allowed() or 1) >= 1 for s in services)
 
 
+def test_mix__times_scaled__whole_seconds_at_least_one() -> None:
+    plain, short = mix(4, 40), mix(4, 40, times=0.2)
+    assert [(s.startup, s.shutdown) for s in short if s.name in ("db", "coredns")] == [
+        (3.0, 2.0),
+        (1.0, 1.0),
+    ]
+    assert [s.replicas for s in short] == [s.replicas for s in plain]
+    assert mix(4, 40, times=1) == plain
+
+
 @pytest.fixture(scope="module")
 def small_soak(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Outcome]:
     out = tmp_path_factory.mktemp("soak")
+    # At speed 1, so that the plan's forecast compares (the emulators divide grace
+    # periods by their speed, which the plan cannot know), the workload's times a
+    # tenth of the soak's (1 or 2 s) to keep it short: about 20 s in all.
     outcome = run(
-        Config(backend="kubesim", nodes=4, batch=2, pods=40, speed=20, out=out),
+        Config(backend="kubesim", nodes=4, batch=2, pods=40, speed=1, times=0.1, out=out),
         say=lambda message: None,
     )
     yield outcome
@@ -137,8 +151,26 @@ def test_small_refresh__the_plan_forecast_beside_each_drain_and_the_pacing_limit
         assert node["measured_seconds"] > 0 and node["batch"] in (1, 2)
     summary = report.text(small_soak, "soak.png")
     assert "the plan's total" in summary and "the measured drains" in summary
-    # At speed 20 the emulators shorten the grace periods the plan bounds stops by.
-    assert "compare at --speed 1" in summary
+    assert "compare at --speed 1" not in summary
+    # Above speed 1 the emulators shorten the grace periods the plan bounds stops by.
+    assert "compare at --speed 1" in "\n".join(soak_forecast.text(forecast, 20))
+
+
+def test_small_refresh__the_plan_within_20_percent_of_the_drains__batch_by_batch(
+    small_soak: Outcome,
+) -> None:
+    """The issue's bound for the soak's refresh (the plan's total within 20 % of the
+    drains'), on a refresh small enough for the suite: 4 nodes, 2 at a time, at
+    speed 1. The soak replaced the instances in the plan's order, so each batch has
+    its forecast too."""
+    forecast = report.figures(small_soak)["forecast"]
+    total, measured = forecast["total_eta_seconds"], forecast["measured_drain_seconds"]
+    assert forecast["within_20_percent"], f"plan {total} s, drains {measured} s"
+    batches = forecast["per_batch"]
+    node_of = {d.instance: d.node for d in small_soak.drains}
+    replaced = [sorted(node_of[i] for i in b.instances) for b in small_soak.batches]
+    assert replaced == [sorted(b["nodes"]) for b in batches], "the soak follows the plan"
+    assert all(b["measured_seconds"] for b in batches)
 
 
 def test_drain_seconds__each_batch_from_its_first_drain_start_to_its_last_drain_end(
