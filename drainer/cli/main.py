@@ -302,10 +302,11 @@ def _built(
     uid = str(found["metadata"].get("uid") or "")  # the drain's node: not a later namesake
     story = None if args.dry_run else CliStory(kube, node, uid, then=progress)  # Events
     record = cordon.ProgressRecord(options.trigger, options.destination)
-    drain = Drain(kube, node, options, record=record, on_event=story or progress, node_uid=uid)
     eta = None if args.dry_run else eta_for(kube, node, options, args.timeout, err)
-    if eta is not None:
-        drain.ctx.pace = eta.fields
+    pace = None if eta is None else eta.fields
+    drain = Drain(
+        kube, node, options, record=record, on_event=story or progress, node_uid=uid, pace=pace
+    )
     return drain, story, eta
 
 

@@ -82,6 +82,10 @@ class NodeRecord(Protocol):
         ...
 
 
+Pace = Callable[[DrainEvent, float], Mapping[str, Any]]
+"""What a drain's lines carry of its current ETA, given each event and the time."""
+
+
 @dataclass
 class DrainContext:
     """One drain's shared parts. `cond` is the one lock and condition: the watches
@@ -103,7 +107,7 @@ class DrainContext:
     """Why interrupt() stopped the drain."""
     replaced: str = ""
     """The UID of the node object that took this node's name mid-drain."""
-    pace: Callable[[DrainEvent, float], Mapping[str, Any]] | None = None
+    pace: Pace | None = None
     """Whoever runs the drain may keep its current ETA (drainer/engine/pace.py's
     Eta.fields): it sees each event first, and the event takes the fields it gives
     (eta_seconds, paced_by)."""

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from drainer.engine import filters, pods
-from drainer.engine.context import MAX_WAIT, DrainContext, NodeRecord, RealWaits, Waits
+from drainer.engine.context import MAX_WAIT, DrainContext, NodeRecord, Pace, RealWaits, Waits
 from drainer.engine.dryrun import dry_run
 from drainer.engine.evictions import Evictions
 from drainer.engine.filters import Action
@@ -96,13 +96,15 @@ class Drain:
         on_event: Callable[[DrainEvent], None] | None = None,
         rng: random.Random | None = None,
         node_uid: str = "",
+        pace: Pace | None = None,
     ) -> None:
         """`record`: how the node records the drain (the caller's: the engine writes
         the patches it gives). `waits`: the clock the drain reads and waits on (real
         time by default). `node_uid`: the node object the caller found (empty: the
         one cordon() reads). The drain is of that object: a node registered later
         under the same name is another machine, never cordoned, drained or recorded
-        on by this drain."""
+        on by this drain. `pace`: the caller's current ETA for the drain's lines
+        (drainer/engine/pace.py's Eta.fields), when it has one."""
         self.ctx = DrainContext(
             kube,
             node,
@@ -111,6 +113,7 @@ class Drain:
             DrainReport(node),
             on_event,
             rng or random.Random(),  # noqa: S311 - jitter
+            pace=pace,
         )
         self.report = self.ctx.report
         self._guard = NodeGuard(self.ctx, record, node_uid)

@@ -198,9 +198,8 @@ def _engine_drain(
         waits=RealWaits(tools.clock),
         on_event=_both(story, tools.on_event),
         node_uid=node_uid,
+        pace=None if eta is None else eta.fields,
     )
-    if eta is not None:
-        drain.ctx.pace = eta.fields
     report = drain.run(window.deadline.at, window.stop_at, deadline_source=window.deadline.source)
     accuracy = None if eta is None else eta.accuracy()
     if story is not None:
