@@ -135,8 +135,8 @@ def test_plan_stop__observed_median__never_more_than_the_grace_period() -> None:
     unseen = stops.of(_pod(30, owner="other"))
     assert (unseen.seconds, unseen.observed) == (30.0, False)
     timed = stops.timed(Going(_pod(30), []))
-    assert timed.pod["spec"]["terminationGracePeriodSeconds"] == 2
-    assert timed.pod is not _pod(30) and _pod(30)["spec"]["terminationGracePeriodSeconds"] == 30
+    assert timed.stop == 2.0
+    assert timed.pod["spec"]["terminationGracePeriodSeconds"] == 30  # the bound, untouched
 
 
 def _deployment_pod(template_hash: str, grace: int = 30) -> dict[str, Any]:
@@ -356,3 +356,24 @@ def test_keep__corrupted_configmap__warned_and_replaced_by_a_sound_one(
 
     assert any("is not JSON" in r.getMessage() for r in caplog.records)
     assert plan_observed.read(kube).known == {WEB: observed.Summary((2.0,), "1970-01-01T00:00:00Z")}
+
+
+def test_plan__a_pod_observed_to_stop_in_0_4_s__eta_0_4_s_not_a_whole_second() -> None:
+    """The forecast stops an observed pod in its tenths: three StatefulSet pods one at
+    a time (each replacement made once the pod it replaces is gone) stopping in 0.4 s
+    take 3 x 0.4 s, not 3 x 1 s."""
+    from drainer.engine.filters import FilterOptions, Overrides
+    from drainer.engine.options import DrainOptions
+    from drainer.plan import model
+
+    reference = {"kind": "StatefulSet", "name": "db", "controller": True}
+    pod = w.pod("db-0", node_name="n1", grace=30, owner=reference)
+    stops = plan_observed.Stops({("default", "StatefulSet", "db"): observed.Summary((0.4,), "t")})
+    cluster = model.Cluster([], {}, None, stops)
+    everything = Overrides(ignore_daemonsets=True, delete_emptydir_data=True, force=True)
+    options = DrainOptions(filters=FilterOptions())
+
+    plan = model.plan_node("n1", [pod], cluster, options, everything, timeout=600, now=0)
+
+    assert plan.doc()["eta_seconds"] == 0.4, plan.doc()
+    assert plan.doc()["eta_max_seconds"] == 30

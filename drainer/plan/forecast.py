@@ -31,6 +31,9 @@ class Going:
     stopping: float | None = None
     """Already terminating: the seconds until its deletion deadline (not evicted again,
     but waited for)."""
+    stop: float | None = None
+    """Once evicted, the seconds it takes to stop (drainer/plan/observed.py: its
+    owner's observed stop, in tenths); None: its grace period, the bound."""
 
 
 @dataclass
@@ -81,6 +84,8 @@ class _Run:
     """The most passes `step` makes at one moment: one per pod, and one more."""
     several: set[str] = field(default_factory=set)
     """The pods under more than one budget: the eviction API refuses them."""
+    stops: dict[str, float] = field(default_factory=dict)
+    """Per pod, its Going.stop, when it has one."""
     result: Forecast = field(default_factory=Forecast)
     events: list[tuple[float, int, str, str, Entry | None]] = field(default_factory=list)
     order: itertools.count[int] = field(default_factory=itertools.count)
@@ -137,6 +142,8 @@ class _Run:
 
     def _stop(self, pod: Pod) -> float:
         grace = self.options.grace_period_seconds
+        if grace is None and pods.name(pod) in self.stops:
+            return self.stops[pods.name(pod)]
         return float(pods.grace_period(pod) if grace is None else grace)
 
     def _created_after(self, pod: Pod) -> float:
@@ -198,6 +205,8 @@ def forecast(
             continue
         if len(one.budgets) > 1:
             run.several.add(entry.name)
+        if one.stop is not None:
+            run.stops[entry.name] = one.stop
         annotation = pods.opted_out(one.pod) if options.honor_do_not_disrupt else ""
         if annotation:
             schedule.hold(entry, f"annotated {annotation}=true: not evicted while there is time")

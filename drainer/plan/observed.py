@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import math
 import re
 from dataclasses import dataclass, field
 
@@ -104,15 +103,12 @@ class Stops:
         return Stop(key, 1, min(float(grace), summary.median), len(summary.seconds))
 
     def timed(self, going: Going) -> Going:
-        """The pod as the forecast should stop it (forecast.py stops a pod after its
-        grace period): with an observed stop, a copy whose grace period is that stop,
-        rounded up to the second; the pod itself otherwise."""
+        """The pod as the forecast should stop it: with its observed stop (in tenths of
+        a second, never more than its grace period); its grace period otherwise."""
         stop = self.of(going.pod)
         if not stop.observed or going.stopping is not None:
             return going
-        spec = {**(going.pod.get("spec") or {})}
-        spec["terminationGracePeriodSeconds"] = math.ceil(stop.seconds)
-        return dataclasses.replace(going, pod={**going.pod, "spec": spec})
+        return dataclasses.replace(going, stop=stop.seconds)
 
     def on_node(self, going: list[Going]) -> list[Stop]:
         """The stops of the pods a node's drain evicts, one per owner (and bound)."""
