@@ -23,7 +23,7 @@ from drainer.engine.context import DrainContext, RealWaits
 from drainer.engine.options import DrainOptions
 from drainer.engine.pace import Accuracy, Eta, NodeForecast
 from drainer.engine.report import DrainEvent, DrainReport, Kind
-from drainer.errors import KubeForbidden
+from drainer.errors import KubeForbidden, KubeNotFound
 from drainer.lifecycle import ending, notices, runner
 from drainer.lifecycle.job import Run
 from drainer.lifecycle.outcomes import Result
@@ -378,3 +378,63 @@ def test_end_notice__forecast_line_by_how_the_drain_went(accuracy: Accuracy, sai
     _, text, _ = notices.end_notice(SimpleNamespace(instance_id="i-1", asg_name="g"), summary)
 
     assert said in text.splitlines(), text
+
+
+@pytest.mark.parametrize("kind", [Kind.STUCK, Kind.FORCED, Kind.WITH_NAMESPACE])
+def test_eta__a_pod_that_did_not_go__no_actual_no_error(kind: Kind) -> None:
+    """A drain whose pod was stuck, force-deleted or left to its namespace did not
+    drain as forecast: no actual span, so no ForecastErrorSeconds on the dashboard."""
+    eta = _eta()
+    eta.fields(DrainEvent(Kind.GONE, pod="default/a"), T0 + 1)
+    eta.fields(DrainEvent(kind, pod="default/b"), T0 + 300)
+    eta.fields(DrainEvent(Kind.GONE, pod="default/c"), T0 + 301)
+
+    assert eta.remaining(T0 + 301) == 0.0
+    assert eta.accuracy() == Accuracy(11.0, None)
+
+
+def _not_found(*args: Any, **kwargs: Any) -> Any:
+    raise KubeNotFound("configmaps eks-node-drainer-observed not found")
+
+
+def test_forecast_node__a_pod_that_never_goes__its_eta_the_timeout_not_nothing_left() -> None:
+    """A single replica under minAvailable 1 never goes: the drain's live ETA counts
+    down to the timeout while it is there, never 'nothing left' once the others went."""
+    from drainer.plan.eta import forecast_node
+
+    def pod(name: str, owner: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "metadata": {
+                "name": name,
+                "namespace": "default",
+                "labels": {"app": name.split("-", maxsplit=1)[0]},
+                "ownerReferences": [owner],
+                "uid": name,
+            },
+            "spec": {"nodeName": "n1", "terminationGracePeriodSeconds": 2, "containers": []},
+            "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]},
+        }
+
+    owner = {"kind": "StatefulSet", "name": "x", "controller": True}
+    web, api = pod("web-0", {**owner, "name": "web"}), pod("api-0", {**owner, "name": "api"})
+    budget = {
+        "metadata": {"name": "web", "namespace": "default"},
+        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "web"}}},
+        "status": {"disruptionsAllowed": 0, "currentHealthy": 1, "desiredHealthy": 1},
+    }
+    kube = SimpleNamespace(
+        list_pods_on_node=lambda node, selector: ([web, api], ""),
+        list_budgets=lambda: ([budget], ""),
+        list_pods_in=lambda namespace: ([web, api], ""),
+        request=_not_found,
+    )
+
+    forecast = forecast_node(kube, "n1", DrainOptions(), timeout=600, now=0)  # type: ignore[arg-type]
+    eta = Eta(forecast)
+    eta.fields(DrainEvent(Kind.STARTED), T0)
+    fields = eta.fields(DrainEvent(Kind.GONE, pod="default/api-0"), T0 + 2)
+
+    assert forecast.eta_seconds == 600
+    assert fields["eta_seconds"] == pytest.approx(598.0)
+    assert fields["paced_by"] != "nothing left"
+    assert eta.accuracy().actual_seconds is None

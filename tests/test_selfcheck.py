@@ -287,3 +287,30 @@ def test_plan_flags__the_functions_options__plan_parses_them_back(
         options.filters,
         options.honor_do_not_disrupt,
     )
+
+
+def test_plan_part__planning_itself_fails__said_not_planned__check_passes(
+    world: World, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A fault of the planning (not a read refused: those are said by the planner) is
+    one error line with its traceback and a plan part saying so: never the check's
+    failure, nor a traceback out of the handler."""
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise ValueError("a quantity the model cannot read: '1.5.3Gi'")
+
+    session = boto3.Session(region_name=world.region)
+    settings = Settings(cluster_name="demo", allowed_asgs=frozenset({"eks-workers"}))
+    tools = Tools(settings, aws.make_clients(session), eks_kube(session, world.region))
+
+    with caplog.at_level(logging.INFO, logger="drainer.lifecycle.checks"):
+        answer = checks.handle(SelfCheckEvent(""), tools, forecast=broken)
+
+    assert answer["result"] == "check_passed"
+    assert answer["plan"]["not_planned"] == (
+        "not planned: planning the groups failed "
+        "(ValueError: a quantity the model cannot read: '1.5.3Gi')"
+    )
+    assert str(answer["message"]).splitlines()[1].startswith("plan: not planned: planning")
+    [error] = [r for r in caplog.records if r.levelno == logging.ERROR]
+    assert error.exc_info is not None

@@ -65,6 +65,9 @@ _LIVE = frozenset({Kind.STARTED, Kind.EVICTED, Kind.GONE})
 """The lines that carry the current ETA."""
 _ENDED = frozenset({Kind.GONE, Kind.STUCK, Kind.FORCED, Kind.WITH_NAMESPACE})
 """What ends a pod's wait: gone, no longer waited for, deleted, or going with its namespace."""
+_UNFINISHED = frozenset({Kind.STUCK, Kind.FORCED, Kind.WITH_NAMESPACE})
+"""What ends a pod's wait without its going as the forecast has it: the drain then has
+no actual span to hold against the forecast."""
 
 
 class Eta:
@@ -77,6 +80,7 @@ class Eta:
         self._late = 0.0
         self._start: float | None = None
         self._last_gone: float | None = None
+        self._unfinished = False
         self._lock = threading.Lock()
 
     def started(self, now: float) -> None:
@@ -129,15 +133,19 @@ class Eta:
             self.evicted(event.pod, now)
         elif event.kind in _ENDED:
             self.ended(event.pod, now)
+            if event.kind in _UNFINISHED:
+                with self._lock:
+                    self._unfinished = True
         if event.kind not in _LIVE:
             return {}
         return {"eta_seconds": self.remaining(now), "paced_by": self.paced_by()}
 
     def accuracy(self) -> Accuracy:
-        """The forecast against the drain's own span, start to last pod gone."""
+        """The forecast against the drain's own span, start to last pod gone: none when
+        a pod did not go (stuck, force-deleted, left to its namespace, still there)."""
         with self._lock:
             actual = None
-            if not self._left and self._start is not None:
+            if not self._left and self._start is not None and not self._unfinished:
                 actual = (self._last_gone or self._start) - self._start
         return Accuracy(self.forecast.eta_seconds, actual)
 

@@ -69,7 +69,7 @@ def handle(
             force = settings.timeout_policy == TimeoutPolicy.FORCE
             result = selfcheck.check(kube, name, force=force)
             if forecast is not None and result.passed:
-                part = _forecast(forecast, kube, tools)
+                part = _guarded(forecast, kube, tools)
         finally:
             kube.close()
     (log.info if result.passed else log.error)("self-check: %s", result.message())
@@ -80,6 +80,31 @@ def handle(
         answer["plan"] = part.doc()
         answer["message"] = "\n".join([str(answer["message"]), *(s for s, _ in part.lines())])
     return answer
+
+
+class _Failed:
+    """The plan part when planning the groups failed unexpectedly: said, never the
+    check's failure (a GroupsForecast)."""
+
+    def __init__(self, why: str) -> None:
+        self.why = f"not planned: {why}"
+
+    def doc(self) -> dict[str, Any]:
+        return {"groups": [], "not_planned": self.why, "notes": []}
+
+    def lines(self) -> list[tuple[str, bool]]:
+        return [(f"plan: {self.why}", True)]
+
+
+def _guarded(forecast: GroupsForecaster, kube: Kube, tools: Tools) -> GroupsForecast:
+    """The groups' plan; a fault of its own (not a read refused: the planner says
+    those) is one error line with its traceback and a part saying so, never the
+    check's failure: the check answers whether the function may drain."""
+    try:
+        return _forecast(forecast, kube, tools)
+    except Exception as e:
+        log.exception("self-check: planning the groups failed")
+        return _Failed(f"planning the groups failed ({type(e).__name__}: {e})")
 
 
 def _forecast(forecast: GroupsForecaster, kube: Kube, tools: Tools) -> GroupsForecast:

@@ -11,17 +11,13 @@ not wait on the plan's word, it only wants the time.
 
 from __future__ import annotations
 
-from drainer.engine import filters
 from drainer.engine.options import DrainOptions
 from drainer.engine.pace import NodeForecast
 from drainer.k8s.kube import Kube
 from drainer.plan import model
+from drainer.plan.function_drain import EVICTS_ALL
 from drainer.plan.observed import read as read_stops
 from drainer.plan.timing import startups
-
-_EVICTS_ALL = filters.Overrides(ignore_daemonsets=True, delete_emptydir_data=True, force=True)
-"""A drain's forecast lists no blockers: the plan's refusals (the CLI's kubectl-like
-checks) are not its concern, only when each pod goes."""
 
 
 def forecast_node(
@@ -35,16 +31,16 @@ def forecast_node(
     namespaces = sorted({str(p["metadata"].get("namespace", "")) for p in on_node})
     neighbours = [pod for ns in namespaces for pod in kube.list_pods_in(ns)[0]]
     cluster = model.Cluster(budgets, startups(neighbours), None, read_stops(kube))
-    plan = model.plan_node(node, on_node, cluster, options, _EVICTS_ALL, timeout=timeout, now=now)
-    # The per-pod times of the same run plan_node's ETA comes from (its likely one),
-    # through model.py's own steps, so that the two cannot drift apart.
-    going = model._going(on_node, cluster, options, now)
-    timed = [cluster.stops.timed(g) for g in going]
-    run = model._run(timed, cluster, options, timeout, slow=False)
+    plan = model.plan_node(node, on_node, cluster, options, EVICTS_ALL, timeout=timeout, now=now)
+    run = plan.likely
+    assert run is not None  # plan_node always keeps it
+    # A pod that never goes (a budget that allows none) is forecast to the timeout,
+    # as the node's eta_seconds is: never 'nothing left' while it is still there.
+    never = dict.fromkeys(run.left, float(timeout))
     return NodeForecast(
         plan.eta_seconds,
         plan.paced_by,
         evicted=dict(run.evicted),
-        gone=dict(run.gone),
+        gone={**never, **run.gone},
         budgets={**run.through, **run.paced_by},
     )

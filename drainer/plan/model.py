@@ -29,6 +29,9 @@ class NodePlan:
     blockers: list[Blocker] = field(default_factory=list)
     stops: list[Stop] = field(default_factory=list)
     """Each owner's stop time in eta_seconds: observed by the drains, or a bound."""
+    likely: Forecast | None = field(default=None, compare=False, repr=False)
+    """The run eta_seconds comes from, pod by pod (a drain's live ETA reads it:
+    drainer/plan/eta.py)."""
 
     @property
     def deadlocked(self) -> bool:
@@ -89,6 +92,7 @@ def plan_node(
         paced_by,
         blocked + homeless,
         cluster.stops.on_node(going),
+        likely,
     )
 
 
