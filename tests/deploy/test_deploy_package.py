@@ -137,6 +137,8 @@ def test_no_kubernetes_package_no_http_library_no_compiled_code(built: Built):
     shipped = {t for t in tops if not t.endswith(".dist-info")} - {"__pycache__"}
     assert shipped == {"drainer", "aws_lambda_powertools", "jmespath", "typing_extensions.py"}
     assert not [n for n in built.names if n.endswith(".so")]
+    # powertools' REST/GraphQL event handlers (their OpenAPI models): never imported.
+    assert not [n for n in built.names if n.startswith("aws_lambda_powertools/event_handler/")]
     assert built.manifest.size < 3_000_000, built.manifest.size
 
 
