@@ -41,6 +41,10 @@ GRACE = 60
 SHUTDOWN = 40.0
 """Emulated seconds from the eviction to the pod's exit: 2 s at the tests' speed of 20
 (the grace period, 60 s as the plan reads it, would end at 3 s)."""
+OBSERVED_MAX = 10.0
+"""The most a ~2 s stop may read as observed: the drain sees a pod gone at its next
+poll, later on a loaded machine (3.7 s in one CI run); a stop read as the grace period
+would be 60."""
 
 
 def _cli(world: World, *words: str) -> tuple[int, str]:
@@ -78,8 +82,10 @@ def test_drain_keeps_stop_times__plan_of_the_next_node_uses_them(world: World) -
     print(f"observed stop {stop['seconds']} s, ETA {after['eta_seconds']} s")
     assert stop["owner"] == "default/Deployment/web"
     assert (stop["pods"], stop["observed"], stop["samples"]) == (2, True, 2)
-    assert 1.5 <= stop["seconds"] <= 3.5, stop  # ~2 s, as the drain saw it
-    assert after["eta_seconds"] <= 4, after  # the observed stop, rounded up, not 60 s
+    # ~2 s as the drain saw it (its polling and a loaded machine add some), far from
+    # the 60 s grace period the plan read before
+    assert 1.5 <= stop["seconds"] <= OBSERVED_MAX, stop
+    assert after["eta_seconds"] <= OBSERVED_MAX + 1, after  # the observed stop, not 60 s
     assert after["eta_max_seconds"] == GRACE  # the bound stays the grace period
     assert "observed" in after["paced_by"], after["paced_by"]
     code, table = _cli(world, "plan", second, "--ignore-daemonsets")
@@ -113,7 +119,7 @@ def test_lambda_drain_keeps_stop_times(world: World, invoke: Invoke) -> None:
     found, warning = observed.parse(world.cluster.get("ConfigMap", observed.NAME, "kube-system"))
     [(owner, kept)] = found.items()
     assert owner == ("default", "Deployment", "web"), owner
-    assert len(kept.seconds) == 2 and all(1.5 <= s <= 3.5 for s in kept.seconds), kept
+    assert len(kept.seconds) == 2 and all(1.5 <= s <= OBSERVED_MAX for s in kept.seconds), kept
     assert warning == ""
 
 
