@@ -18,7 +18,17 @@ AWS_ENDPOINT_URL and drive it with `AwsSimClient`.
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+AMIS = Path(__file__).with_name("amis.json")
+"""moto's catalogue of images, cut to the one the node groups launch
+(awssim.world.AMI_ID). moto loads its whole catalogue, thousands of images per region,
+each time it makes an EC2 backend: ~0.25 s of every test that makes one (and of every
+demo, bench and soak world), for images nothing here reads. moto reads the path when
+it is imported, so it is set here, before: a caller's own MOTO_AMIS_PATH wins."""
+os.environ.setdefault("MOTO_AMIS_PATH", str(AMIS))
 
 if TYPE_CHECKING:
     from awssim.sim import AwsSim, install

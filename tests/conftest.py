@@ -13,6 +13,7 @@ import hypothesis
 import pytest
 from realapi import StaticToken
 
+import awssim  # before anything imports moto: its cut catalogue of images (awssim.AMIS)
 from drainer.k8s.kube import Kube
 from kubesim import KubeSim
 
@@ -66,8 +67,6 @@ def fake_aws_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 def moto_aws(fake_aws_env: None) -> Iterator[None]:
     """moto's in-process AWS with the awssim extension (lifecycle actions, async invoke)."""
     from moto import mock_aws
-
-    import awssim
 
     awssim.install()
     with mock_aws():
