@@ -31,6 +31,29 @@ hypothesis.settings.register_profile(
 hypothesis.settings.load_profile("suite")
 
 
+def _one_data_loader() -> None:
+    """Every botocore session of the test process shares one data loader, as the
+    function's clients do in a warm container (drainer/handler.py keeps its session
+    for the container's life). A session's loader reads and decodes the JSON of each
+    service model it is asked for (EC2's is megabytes); the tests make a session per
+    invocation (handler.reset) and moto makes more, and decoding the same models again
+    was the largest single cost of the AWS tests (cProfile of tests/test_aws.py: 466
+    model loads, 11.4 s of its 25 s). The models are read-only data: botocore already
+    shares them between the clients of one session."""
+    import botocore.loaders
+    import botocore.session
+
+    shared = botocore.loaders.create_loader()
+
+    def register(session: botocore.session.Session) -> None:
+        session._components.lazy_register_component("data_loader", lambda: shared)
+
+    botocore.session.Session._register_data_loader = register  # type: ignore[method-assign]
+
+
+_one_data_loader()
+
+
 @pytest.fixture
 def load_event() -> Callable[[str], dict[str, Any]]:
     """Load tests/events/<name>.json, a fresh copy each call."""
