@@ -82,6 +82,9 @@ def _drain(args: argparse.Namespace) -> dict[str, object]:
     return {
         "seconds": time.perf_counter() - started,
         "report": report.summary(),
+        # every request of the process: the drain's (the report's api_requests) and,
+        # as deployed, the node's lookup and the Events, which its records hold too
+        "requests": kube.requests,
         **_records(kube),
     }
 

@@ -200,7 +200,7 @@ def _requests_made(process: Process, client: str) -> int:
     if client == "floor":
         return len(answer.get("records") or [])
     try:
-        return int(answer["report"]["api_requests"])
+        return int(answer.get("requests", answer["report"]["api_requests"]))
     except (KeyError, ValueError, TypeError):
         return 0
 
