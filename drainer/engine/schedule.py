@@ -125,7 +125,7 @@ class Schedule:
         self._entries: dict[tuple[str, str, str], Entry] = {}
         self._by_name: dict[tuple[str, str], list[Entry]] = {}
         self._open = Counter[bool]()  # open entries by `critical`
-        self._todo = 0
+        self._todo: dict[int, Entry] = {}  # the TODO entries by `order`
         self._order = itertools.count()
         self._flying: Counter[str] = Counter()
         self._accepted: dict[str, tuple[int, int]] = {}  # budget -> (version, accepted at it)
@@ -145,7 +145,7 @@ class Schedule:
         self._entries[(*pods.key(pod), pods.uid(pod))] = entry
         self._by_name.setdefault(pods.key(pod), []).append(entry)
         self._open[entry.critical] += 1
-        self._todo += 1
+        self._todo[entry.order] = entry
         if terminating:
             self._move(entry, State.TERMINATING)
             entry.since = now
@@ -153,7 +153,10 @@ class Schedule:
 
     def _move(self, entry: Entry, state: State) -> None:
         """Every change of state goes through here, to keep the counts."""
-        self._todo += (state is State.TODO) - (entry.state is State.TODO)
+        if state is State.TODO:
+            self._todo[entry.order] = entry
+        elif entry.state is State.TODO:
+            del self._todo[entry.order]
         self._open[entry.critical] += (state in OPEN) - (entry.state in OPEN)
         entry.state = state
 
@@ -213,10 +216,7 @@ class Schedule:
         chosen: list[Entry] = []
         if slots <= 0 or not self._todo:
             return chosen
-        waiting = sorted(
-            (e for e in self._entries.values() if e.state is State.TODO),
-            key=lambda e: (bool(e.budget), e.order),
-        )
+        waiting = sorted(self._todo.values(), key=lambda e: (bool(e.budget), e.order))
         for entry in waiting:
             if len(chosen) >= slots:
                 break
@@ -231,8 +231,7 @@ class Schedule:
 
     def next_wake(self, now: float) -> float | None:
         """The next moment a timer makes something eligible (None: only a change will)."""
-        todo = (e for e in self._entries.values() if e.state is State.TODO) if self._todo else ()
-        times = [e.not_before for e in todo if e.not_before > now]
+        times = [e.not_before for e in self._todo.values() if e.not_before > now]
         start = self.deadline - self.reserve
         if not self.critical_started and start > now:
             times.append(start)
