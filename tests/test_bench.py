@@ -178,13 +178,15 @@ def test_head_of_line__says_where_the_time_went() -> None:
     assert "floor    1.90 s (ideal 1.00 s)\n" in text + "\n"
 
 
-@pytest.mark.kubectl
 def test_quick_mode__every_scenario_drained_by_both_clients(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """Ours and the floor on every scenario. kubectl's drains, a third of this run's
+    time, are driven and tabled on the real control plane below (scenarios 1 and 3),
+    and by `make bench` on every scenario."""
     out = tmp_path / "results.json"
 
-    status = main(["--quick", "--out", str(out)])
+    status = main(["--quick", "--no-kubectl", "--out", str(out)])
 
     printed = capsys.readouterr().out
     results = json.loads(out.read_text())
@@ -192,8 +194,6 @@ def test_quick_mode__every_scenario_drained_by_both_clients(
     clients = {(s["scenario"], s["client"]) for s in results["summary"]}
     expected = {(key, client) for key in "123467" for client in ("ours", "floor")}
     expected |= {("5", "ours (PrivateDnsName)"), ("5", "ours (providerID)")}
-    if find_kubectl() is not None:
-        expected |= {(key, "kubectl") for key in "123467"}
     assert clients == expected
     for summary in results["summary"]:
         assert summary["requests"] > 0
