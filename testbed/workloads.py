@@ -36,6 +36,7 @@ def node(
     annotations: dict[str, str] | None = None,
     unschedulable: bool = False,
     taints: list[Obj] | None = None,
+    allocatable: dict[str, str] | None = None,
 ) -> Obj:
     """A worker node. instance: the EC2 instance its providerID names (None: one
     made up from the name). hostname: its kubernetes.io/hostname label.
@@ -44,7 +45,8 @@ def node(
     pods, its zone label, and its volumes attached by the attach-detach controller
     (the annotation the kubelet sets, which kwok does not: without it the real
     controller never attaches a volume to the node). None: the bare object, as the
-    unit tests hand the engine and kubesim's tests apply."""
+    unit tests hand the engine and kubesim's tests apply.
+    allocatable: its status.allocatable as given (the plan's capacity tests)."""
     instance = instance or f"i-{abs(hash(name)) % 10**17:017x}"
     all_labels = {**({"kubernetes.io/hostname": hostname} if hostname else {}), **(labels or {})}
     all_annotations = dict(annotations or {})
@@ -70,6 +72,8 @@ def node(
             "capacity": {"pods": str(pods), "cpu": "4", "memory": "16Gi"},
             "allocatable": {"pods": str(pods), "cpu": "3920m", "memory": "15Gi"},
         }
+    if allocatable is not None:
+        manifest.setdefault("status", {})["allocatable"] = dict(allocatable)
     return manifest
 
 
@@ -217,6 +221,10 @@ def pod(
     claims: tuple[str, ...] = (),
     mirror: bool = False,
     terminating: bool = False,
+    created: str = "",
+    ready_since: str = "",
+    requests: dict[str, str] | None = None,
+    spec_fields: Obj | None = None,
 ) -> Obj:
     """A pod of one pause container (a bare pod unless `owner` says otherwise).
 
@@ -227,7 +235,12 @@ def pod(
     phase, ready: its status (None: no status, as a pod not yet seen by a kubelet).
     claims: the PersistentVolumeClaims it mounts.
     mirror: a static pod's mirror (its config.mirror annotation).
-    terminating: deleted, not yet gone (a deletionTimestamp)."""
+    terminating: deleted, not yet gone (a deletionTimestamp).
+    created: its creationTimestamp; ready_since: its Ready condition's
+        lastTransitionTime (the plan reads both: how long a pod took to be Ready).
+    requests: its container's resource requests.
+    spec_fields: more fields of its spec, over the built ones (tolerations,
+        affinity, nodeSelector, containers...)."""
     metadata: Obj = {"name": name, "namespace": namespace, "labels": dict(labels or {})}
     all_annotations = {
         **_annotations(0.0, shutdown),
@@ -246,7 +259,12 @@ def pod(
         metadata["ownerReferences"] = [owner]
     if terminating:
         metadata["deletionTimestamp"] = DELETED_AT
-    spec: Obj = {"containers": [{"name": "main", "image": PAUSE}]}
+    if created:
+        metadata["creationTimestamp"] = created
+    container: Obj = {"name": "main", "image": PAUSE}
+    if requests:
+        container["resources"] = {"requests": dict(requests)}
+    spec: Obj = {"containers": [container]}
     if node_name:
         spec["nodeName"] = node_name
     if grace is not None:
@@ -257,12 +275,16 @@ def pod(
     volumes += [{"name": c, "persistentVolumeClaim": {"claimName": c}} for c in claims]
     if volumes:
         spec["volumes"] = volumes
+    spec.update(spec_fields or {})
     manifest: Obj = {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
     status: Obj = {}
     if phase is not None:
         status["phase"] = phase
     if ready is not None:
-        status["conditions"] = [{"type": "Ready", "status": "True" if ready else "False"}]
+        condition = {"type": "Ready", "status": "True" if ready else "False"}
+        if ready_since:
+            condition["lastTransitionTime"] = ready_since
+        status["conditions"] = [condition]
     if status:
         manifest["status"] = status
     return manifest

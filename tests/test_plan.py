@@ -15,6 +15,7 @@ from drainer.plan.budgets import ForecastBudgets, matching
 from drainer.plan.forecast import Forecast, Going, forecast
 from drainer.plan.model import Cluster, NodePlan, batch_eta, plan_node
 from drainer.plan.timing import startups
+from testbed import workloads as w
 
 T0 = "2026-01-01T00:00:00Z"
 NOW = 1_767_225_600.0  # T0, as epoch seconds
@@ -31,28 +32,22 @@ def pod(
     owner: str | None = "web-rs",
     **spec: Any,
 ) -> dict[str, Any]:
-    ready = ready_after is not None
-    conditions = [
-        {
-            "type": "Ready",
-            "status": "True" if ready else "False",
-            "lastTransitionTime": f"2026-01-01T00:00:{int(ready_after or 0):02d}Z",
-        }
-    ]
-    metadata: dict[str, Any] = {
-        "name": name,
-        "namespace": "default",
-        "uid": name,
-        "labels": {"app": app},
-        "creationTimestamp": T0,
-    }
-    if owner:
-        metadata["ownerReferences"] = [{"kind": "ReplicaSet", "name": owner, "controller": True}]
-    return {
-        "metadata": metadata,
-        "spec": {"terminationGracePeriodSeconds": grace, "nodeName": "n1", **spec},
-        "status": {"phase": "Running", "conditions": conditions},
-    }
+    """A running pod on n1 of ReplicaSet `owner` (None: a bare pod), Ready
+    `ready_after` s after its creation at T0 (None: not Ready); `spec`: more fields of
+    its spec."""
+    return w.pod(
+        name,
+        uid=name,
+        node_name="n1",
+        labels={"app": app},
+        grace=grace,
+        created=T0,
+        owner={"kind": "ReplicaSet", "name": owner, "controller": True} if owner else None,
+        phase="Running",
+        ready=ready_after is not None,
+        ready_since=f"2026-01-01T00:00:{int(ready_after or 0):02d}Z",
+        spec_fields=spec,
+    )
 
 
 def budget(name: str, app: str, *, expected: int, allowed: int, **spec: Any) -> dict[str, Any]:

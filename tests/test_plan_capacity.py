@@ -13,39 +13,33 @@ from drainer.engine.options import DrainOptions
 from drainer.plan.capacity import Capacity, quantity
 from drainer.plan.model import Cluster, NodePlan, plan_node
 from drainer.plan.timing import startups
+from testbed import workloads as w
 
 NOW = 1_767_225_600.0
 OPTIONS = DrainOptions(filters=FilterOptions())
 OVERRIDES = Overrides(ignore_daemonsets=True, delete_emptydir_data=True, force=True)
 
 
-def node(name: str, cpu: str = "2", memory: str = "4Gi", **spec: Any) -> dict[str, Any]:
-    labels = spec.pop("labels", {})
-    return {
-        "metadata": {"name": name, "labels": labels},
-        "spec": spec,
-        "status": {"allocatable": {"cpu": cpu, "memory": memory, "pods": "110"}},
-    }
+def node(name: str, cpu: str = "2", memory: str = "4Gi", **keywords: Any) -> dict[str, Any]:
+    return w.node(name, allocatable={"cpu": cpu, "memory": memory, "pods": "110"}, **keywords)
 
 
 def pod(name: str, on: str, cpu: str = "0", owner: str = "web", **spec: Any) -> dict[str, Any]:
-    return {
-        "metadata": {
-            "name": name,
-            "namespace": "default",
-            "uid": name,
-            "labels": {"app": owner},
-            "creationTimestamp": "2026-01-01T00:00:00Z",
-            "ownerReferences": [{"kind": "ReplicaSet", "name": owner, "controller": True}],
-        },
-        "spec": {
-            "nodeName": on,
-            "terminationGracePeriodSeconds": 5,
-            "containers": [{"name": "main", "resources": {"requests": {"cpu": cpu}}}],
-            **spec,
-        },
-        "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]},
-    }
+    """A Ready pod of ReplicaSet `owner` on node `on`, requesting `cpu`; `spec`: more
+    fields of its spec."""
+    return w.pod(
+        name,
+        uid=name,
+        node_name=on,
+        labels={"app": owner},
+        grace=5,
+        created="2026-01-01T00:00:00Z",
+        owner={"kind": "ReplicaSet", "name": owner, "controller": True},
+        phase="Running",
+        ready=True,
+        requests={"cpu": cpu},
+        spec_fields=spec,
+    )
 
 
 def plan(drained: list[dict[str, Any]], nodes: list[dict[str, Any]], others: list[Any]) -> NodePlan:

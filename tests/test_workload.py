@@ -11,6 +11,7 @@ import pytest
 
 from drainer.engine import pods
 from drainer.plan.timing import startup_of, startups
+from testbed import workloads as w
 
 T0 = "2026-01-01T00:00:00Z"
 
@@ -18,20 +19,16 @@ T0 = "2026-01-01T00:00:00Z"
 def _pod(
     name: str, kind: str = "ReplicaSet", owner: str = "web-5d8f9c", template_hash: str = "5d8f9c"
 ) -> dict[str, Any]:
-    labels = {"app": "web"}
-    if template_hash:
-        labels["pod-template-hash"] = template_hash
-    return {
-        "metadata": {
-            "name": name,
-            "namespace": "shop",
-            "labels": labels,
-            "creationTimestamp": T0,
-            "ownerReferences": [{"kind": kind, "name": owner, "controller": True}],
-        },
-        "spec": {"nodeName": "n1"},
-        "status": {"phase": "Running", "conditions": []},
-    }
+    labels = {"app": "web", **({"pod-template-hash": template_hash} if template_hash else {})}
+    return w.pod(
+        name,
+        namespace="shop",
+        node_name="n1",
+        labels=labels,
+        created=T0,
+        owner={"kind": kind, "name": owner, "controller": True},
+        phase="Running",
+    )
 
 
 def _ready(pod: dict[str, Any], after: int, restarts: int = 0) -> dict[str, Any]:
