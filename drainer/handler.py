@@ -15,7 +15,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from drainer import aws, logs
@@ -25,6 +25,7 @@ from drainer.errors import SettingsError
 from drainer.k8s import proxy as proxies
 from drainer.k8s.kube import Kube
 from drainer.lifecycle import checks, ec2_events, ending, hooks, launch, scale_in, stack_hooks
+from drainer.lifecycle.checks import GroupsForecast
 from drainer.lifecycle.clients import KubeFactory, eks_kube
 from drainer.lifecycle.events import HookSyncEvent, SelfCheckEvent, StackRequest, parse_event
 from drainer.lifecycle.events_ec2 import Ec2Event, ScheduledChanges
@@ -141,9 +142,17 @@ def _forecast_node(
     return forecast_node(kube, node, options, timeout=timeout, now=now)
 
 
-def _forecast_groups(*args: Any, **kwargs: Any) -> Any:
+def _forecast_groups(
+    kube: Kube,
+    clients: aws.AwsClients,
+    groups: Callable[[], Sequence[str]],
+    options: DrainOptions,
+    *,
+    timeout: float,
+    clock: Callable[[], float],
+) -> GroupsForecast:
     """drainer/plan/groups.py's plan of the function's groups, imported only by a
     self-check."""
     from drainer.plan.groups import forecast_groups
 
-    return forecast_groups(*args, **kwargs)
+    return forecast_groups(kube, clients, groups, options, timeout=timeout, clock=clock)
