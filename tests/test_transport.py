@@ -6,6 +6,7 @@ stream another thread ends is ended even when its answer took the socket
 from __future__ import annotations
 
 import contextlib
+import http.client
 import http.server
 import socket
 import socketserver
@@ -316,3 +317,156 @@ def test_proxy_trickles_its_connect_answer__the_request_ends_at_its_deadline() -
 
         took = time.monotonic() - began
     assert took < 0.5 + 0.5, f"ended after {took:.2f} s"
+
+
+# -- the request and the answer's head, as the transport writes and reads them --------
+
+
+class _Recording(socketserver.BaseRequestHandler):
+    """A server that keeps each request's bytes (`self.server.seen`) and answers
+    each with the scripted bytes in turn (`self.server.answers`), on one connection."""
+
+    def handle(self) -> None:
+        server = self.server
+        for answer in server.answers:  # type: ignore[attr-defined]
+            got = b""
+            while b"\r\n\r\n" not in got:
+                piece = self.request.recv(65536)
+                if not piece:
+                    return
+                got += piece
+            head, _, body = got.partition(b"\r\n\r\n")
+            length = int(dict(
+                line.split(b": ", 1) for line in head.split(b"\r\n")[1:]
+            ).get(b"Content-Length", b"0"))  # fmt: skip
+            while len(body) < length:
+                body += self.request.recv(65536)
+            server.seen.append(head + b"\r\n\r\n" + body)  # type: ignore[attr-defined]
+            self.request.sendall(answer)
+
+
+@contextlib.contextmanager
+def _recording(*answers: bytes) -> Iterator[tuple[Transport, list[bytes]]]:
+    server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), _Recording)
+    server.daemon_threads = True
+    server.answers = answers  # type: ignore[attr-defined]
+    server.seen = []  # type: ignore[attr-defined]
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        port = server.server_address[1]
+        yield Transport(Endpoint(f"http://127.0.0.1:{port}/prefix")), server.seen  # type: ignore[attr-defined]
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+OK_BODY = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"
+
+
+def test_request__host_length_and_headers_in_one_request__connection_kept() -> None:
+    with _recording(OK_BODY, OK_BODY) as (transport, seen):
+        first = transport.send("POST", "/api/v1/x", body={"a": 1}, bearer="tok", timeout=5)
+        assert (first.status, first.read()) == (200, b"{}")
+        second = transport.send("GET", "/api/v1/y", query=[("a", "b c")], timeout=5)
+        assert second.read() == b"{}"
+        port = transport.server.rsplit(":", 1)[1].split("/")[0]
+
+    head, _, body = seen[0].partition(b"\r\n\r\n")
+    lines = head.decode().split("\r\n")
+    assert lines[0] == "POST /prefix/api/v1/x HTTP/1.1"
+    assert f"Host: 127.0.0.1:{port}" in lines
+    assert "Authorization: Bearer tok" in lines
+    assert "Content-Length: 8" in lines and body == b'{"a": 1}'
+    assert seen[1].split(b"\r\n")[0] == b"GET /prefix/api/v1/y?a=b+c HTTP/1.1"
+    assert len(seen) == 2, "both requests on the one kept connection"
+
+
+@pytest.mark.parametrize(
+    "bearer", ["tok\r\nX-Evil: 1", "tok\nX-Evil: 1", "tok\x00"], ids=["crlf", "lf", "nul"]
+)
+def test_request__a_credential_with_a_line_break__refused_before_anything_is_sent(
+    bearer: str,
+) -> None:
+    refused = pytest.raises(ValueError, match="'Authorization' header has a line break")
+    with _recording(OK_BODY) as (transport, seen), refused:
+        transport.send("GET", "/api/v1/nodes", bearer=bearer, timeout=5)
+    assert seen == []
+
+
+def test_request__a_target_with_a_space_or_line_break__refused() -> None:
+    with _recording(OK_BODY) as (transport, seen), pytest.raises(http.client.InvalidURL):
+        transport.send("GET", "/api/v1/nodes/a b\r\nX: y", timeout=5)
+    assert seen == []
+
+
+@pytest.mark.parametrize(
+    ("answer", "status", "headers", "body"),
+    [
+        (b"HTTP/1.1 200\r\nContent-Length: 2\r\n\r\nok", 200, {"Content-Length": "2"}, b"ok"),
+        (
+            b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 201 Created\r\ncontent-length: 2\r\n\r\nok",
+            201,
+            {"Content-Length": "2"},
+            b"ok",
+        ),
+        (
+            b"HTTP/1.1 200 OK\r\nX-Long: a\r\n b\r\nTransfer-Encoding: chunked\r\n\r\n"
+            b"2\r\nok\r\n0\r\n\r\n",
+            200,
+            {"X-Long": "a b", "Transfer-Encoding": "chunked"},
+            b"ok",
+        ),
+    ],
+    ids=["no-reason", "interim-100", "folded-chunked"],
+)
+def test_answer_head__status_headers_and_body_read(
+    answer: bytes, status: int, headers: dict[str, str], body: bytes
+) -> None:
+    with _recording(answer) as (transport, _):
+        response = transport.send("GET", "/x", timeout=5)
+        assert response.status == status
+        assert headers.items() <= dict(response.headers).items()
+        assert response.read() == body
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\nok",
+        b"HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok",
+        b"HTTP/1.1 200 OK\r\n\r\nok",  # no length: the body ends with the connection
+    ],
+    ids=["close", "http-1.0", "no-length"],
+)
+def test_answer_head__a_closing_answer__its_socket_not_reused(answer: bytes) -> None:
+    def script(sock: socket.socket) -> None:  # one answer per connection, then closed
+        sock.sendall(answer)
+        sock.close()
+
+    with _serving(script) as transport:
+        assert transport.send("GET", "/x", timeout=5).read() == b"ok"
+        assert transport.send("GET", "/x", timeout=5).read() == b"ok", "a new connection"
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [b"", b"SSH-2.0-OpenSSH\r\n\r\n", b"HTTP/1.1 2000 OK\r\n\r\n"],
+    ids=["nothing", "not-http", "bad-code"],
+)
+def test_answer_head__no_answer_or_not_http__an_error_the_client_retries(answer: bytes) -> None:
+    def script(sock: socket.socket) -> None:
+        sock.sendall(answer)
+        sock.close()
+
+    with _serving(script) as transport, pytest.raises(ERRORS):
+        transport.send("GET", "/x", timeout=5)
+
+
+def test_answer_head__more_than_100_headers__refused() -> None:
+    many = b"".join(b"X-%d: v\r\n" % i for i in range(101))
+    refused = pytest.raises(http.client.HTTPException, match="more than 100 headers")
+    with (
+        _serving(lambda sock: sock.sendall(b"HTTP/1.1 200 OK\r\n" + many + b"\r\n")) as transport,
+        refused,
+    ):
+        transport.send("GET", "/x", timeout=5)

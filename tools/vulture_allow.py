@@ -14,9 +14,11 @@ _ = object()
 _.lambda_handler
 _.kubectl_plugin
 
-# The standard library's protocols: http.client's response class, io.RawIOBase's
+# The standard library's protocols: http.client's answer (its headers' get_all, read
+# by getheader; its chunk_left, read by its chunked body), io.RawIOBase's
 # readable, logging's handler list, zipfile's entry attributes.
-_.response_class
+_.get_all
+_.chunk_left
 _.readable
 _.handlers
 _.external_attr

@@ -16,8 +16,8 @@ import io
 import math
 import socket
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Any, cast
 
 ANSWER_LIMIT_BYTES = 64 << 20
 """The largest answer read (64 MiB): far above a page of a list (the drainer reads
@@ -110,13 +110,131 @@ class _TimedReader(io.RawIOBase):
         super().close()
 
 
+MAX_LINE = 65536
+"""The longest status or header line read (http.client's own bound)."""
+MAX_HEADERS = 100
+
+
+class Head:
+    """An answer's header lines, as http.client's answer reads them (`get`, `get_all`,
+    `items`), without the email package's parser and policies: those were about a
+    quarter of the drainer's CPU for each request (issue 39, item 10)."""
+
+    __slots__ = ("_pairs",)
+
+    def __init__(self, pairs: list[tuple[str, str]]) -> None:
+        self._pairs = pairs
+
+    def get(self, name: str, default: Any = None) -> Any:
+        wanted = name.lower()
+        for key, value in self._pairs:
+            if key.lower() == wanted:
+                return value
+        return default
+
+    def get_all(self, name: str, default: Any = None) -> Any:
+        wanted = name.lower()
+        return [v for k, v in self._pairs if k.lower() == wanted] or default
+
+    def items(self) -> list[tuple[str, str]]:
+        return list(self._pairs)
+
+    def keys(self) -> list[str]:
+        return [k for k, _ in self._pairs]
+
+    def __getitem__(self, name: str) -> Any:
+        return self.get(name)
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and self.get(name) is not None
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.keys())
+
+    def __len__(self) -> int:
+        return len(self._pairs)
+
+
 class TimedResponse(http.client.HTTPResponse):
-    """http.client's answer, its headers and body read against `timing`."""
+    """http.client's answer, its headers and body read against `timing`; its status
+    line and headers read by `begin` here (the body by http.client, chunked or not)."""
 
     def __init__(self, sock: socket.socket, *args: Any, timing: Timing, **kwargs: Any) -> None:
         super().__init__(sock, *args, **kwargs)
         raw = self.fp.detach()  # nothing read yet: no buffered byte is lost
         self.fp = io.BufferedReader(_TimedReader(raw, sock, timing))
+
+    def begin(self) -> None:
+        if self.headers is not None:
+            return
+        version, status, reason = self._status()
+        head = self._head()
+        while status == http.client.CONTINUE:  # an interim answer: the real one follows
+            version, status, reason = self._status()
+            head = self._head()
+        self.code = self.status = status
+        self.reason = reason
+        if version == "HTTP/1.0":
+            self.version = 10
+        elif version.startswith("HTTP/1."):
+            self.version = 11
+        else:
+            raise http.client.UnknownProtocol(version)
+        self.headers = self.msg = cast(http.client.HTTPMessage, head)
+        self.chunked = str(head.get("transfer-encoding", "")).lower() == "chunked"
+        self.chunk_left = None
+        self.length = None if self.chunked else _length(head.get("content-length"))
+        if status in (204, 304) or status < 200 or self._method == "HEAD":
+            self.length = 0
+        self.will_close = _closes(self.version, head) or (not self.chunked and self.length is None)
+
+    def _line(self) -> str:
+        line = self.fp.readline(MAX_LINE + 1)
+        if len(line) > MAX_LINE:
+            raise http.client.LineTooLong("status or header line")
+        return line.decode("iso-8859-1")
+
+    def _status(self) -> tuple[str, int, str]:
+        line = self._line()
+        if not line:
+            raise http.client.RemoteDisconnected("the server closed the connection unanswered")
+        version, _, rest = line.rstrip("\r\n").partition(" ")
+        code, _, reason = rest.partition(" ")
+        if not version.startswith("HTTP/") or len(code) != 3 or not code.isdigit():
+            self.close()
+            raise http.client.BadStatusLine(line)
+        return version, int(code), reason.strip()
+
+    def _head(self) -> Head:
+        pairs: list[tuple[str, str]] = []
+        while True:
+            line = self._line()
+            if line in ("\r\n", "\n", ""):
+                return Head(pairs)
+            if line[0] in " \t" and pairs:  # a folded line continues the last header
+                key, value = pairs[-1]
+                pairs[-1] = (key, f"{value} {line.strip()}")
+                continue
+            key, _, value = line.partition(":")
+            pairs.append((key.strip(), value.strip()))
+            if len(pairs) > MAX_HEADERS:
+                raise http.client.HTTPException(f"got more than {MAX_HEADERS} headers")
+
+
+def _length(value: Any) -> int | None:
+    try:
+        length = int(value)
+    except (TypeError, ValueError):
+        return None
+    return length if length >= 0 else None
+
+
+def _closes(version: int, head: Head) -> bool:
+    """Whether the server closes the connection after this answer."""
+    connection = str(head.get("connection", "")).lower()
+    if version == 11:
+        return "close" in connection
+    return "keep-alive" not in connection and head.get("keep-alive") is None
 
 
 def read_capped(raw: http.client.HTTPResponse, limit: int) -> bytes:

@@ -1,5 +1,8 @@
 """The wire under drainer.k8s.kube: the standard library's http.client over a pool
-of kept connections per API server, TLS always verified against the cluster's CA,
+of kept connections per API server (its connection and its reading of a body; each
+request is written in one piece here, and an answer's status line and headers are
+read by drainer/k8s/deadline.py, not by the email package, which cost about a quarter
+of the CPU of each request), TLS always verified against the cluster's CA,
 no retries of its own (the caller's are the only ones), and no third-party HTTP
 library: importing urllib3 alone costs the CLI about 0.09 s before its first
 request, and the kubernetes package a quarter of a second more (issue 28). The
@@ -16,12 +19,12 @@ HTTP_PROXY and NO_PROXY): drainer/k8s/proxy.py.
 from __future__ import annotations
 
 import contextlib
-import functools
 import http.client
 import json
 import math
 import os
 import queue
+import re
 import select
 import socket
 import ssl
@@ -40,6 +43,11 @@ from drainer.k8s.deadline import (
     read_capped,
 )
 from drainer.k8s.impersonation import Headers
+
+_UNSAFE = re.compile(r"[\x00-\x20\x7f]")
+"""What may not be in a request's target (a space would end it; a line break would
+start a header)."""
+_BREAK = re.compile(r"[\r\n\x00]")
 
 ERRORS = (OSError, http.client.HTTPException)
 """What a request can raise on the wire: no connection, TLS, a timeout, a
@@ -109,9 +117,6 @@ class _Connection(http.client.HTTPSConnection):
         self._proxy = proxy
         self._target = (host, port)
         self.timing = Timing()  # the deadline of the request under way, for every read
-        self.response_class = cast(
-            "type[http.client.HTTPResponse]", functools.partial(TimedResponse, timing=self.timing)
-        )
 
     def connect(self) -> None:
         where = f"{self.host}:{self.port}"
@@ -136,6 +141,39 @@ class _Connection(http.client.HTTPSConnection):
                 self.close()
                 self.timing.left()  # DeadlineExceeded, when it was the request's deadline
                 raise
+
+    def exchange(self, method: str, target: str, host: str,
+                 headers: Mapping[str, str], body: bytes | None,
+                 ) -> tuple[TimedResponse, socket.socket]:  # fmt: skip
+        """Send one request (connecting first when not connected) and read its answer's
+        status and headers: the request in one write, as http.client would send it
+        (Host, Accept-Encoding: identity, Content-Length with a body or for a method
+        that carries one), each value checked for line breaks first."""
+        if _UNSAFE.search(target):
+            raise http.client.InvalidURL(f"a request target with a control character: {target!r}")
+        lines = [f"{method} {target} HTTP/1.1", f"Host: {host}", "Accept-Encoding: identity"]
+        for name, value in headers.items():
+            if _BREAK.search(name) or _BREAK.search(value):
+                raise ValueError(f"the {name!r} header has a line break or NUL in it")
+            lines.append(f"{name}: {value}")
+        if body is not None or method in ("POST", "PUT", "PATCH"):
+            lines.append(f"Content-Length: {len(body or b'')}")
+        message = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + (body or b"")
+        if self.sock is None:
+            self.connect()
+        else:
+            self.sock.settimeout(self.timing.left())
+        sock = cast(socket.socket, self.sock)
+        sock.sendall(message)
+        answer = TimedResponse(sock, method=method, timing=self.timing)
+        try:
+            answer.begin()
+        except BaseException:
+            answer.close()
+            raise
+        if answer.will_close:
+            self.close()  # the answer keeps the socket open until it is read
+        return answer, sock
 
     def _bounded(self) -> None:
         """The socket's timeout cut to what the request has left: the tunnel's answer
@@ -246,6 +284,7 @@ class Transport:
         self._host = url.hostname or ""
         self._port = url.port or (443 if url.scheme == "https" else 80)
         self._prefix = url.path.rstrip("/")
+        self._netloc = url.netloc.rpartition("@")[2]  # the Host header
         self._context: ssl.SSLContext | None = None
         self._certificate_version = 0
         self._lock = threading.Lock()
@@ -321,11 +360,7 @@ class Transport:
         connection = self._take(min(connect, whole))
         connection.timing.start(whole)
         try:
-            if connection.sock is not None:
-                connection.sock.settimeout(connection.timing.left())
-            connection.request(method, target, body=data, headers=headers)
-            sock = connection.sock
-            raw = connection.getresponse()
+            raw, sock = connection.exchange(method, target, self._netloc, headers, data)
             if idle is not None:
                 connection.timing.idle(idle)
         except BaseException:
