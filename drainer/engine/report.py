@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol
 
@@ -299,8 +299,7 @@ _MESSAGES = {
 
 def describe(event: DrainEvent, node: str) -> str:
     """The event as a sentence for people (the log line's message)."""
-    values = {f.name: getattr(event, f.name) for f in fields(event)}
-    text = _MESSAGES.get(event.kind, str(event.kind)).format(node=node, **values)
+    text = _MESSAGES.get(event.kind, str(event.kind)).format(node=node, **vars(event))
     if event.kind == Kind.GONE and event.seconds is not None:
         text += f" after {event.seconds:.1f} s"
     if event.kind == Kind.EVICTED and event.refusals:

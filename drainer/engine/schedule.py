@@ -27,7 +27,7 @@ from __future__ import annotations
 import itertools
 from collections import Counter
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Protocol
 
@@ -96,13 +96,13 @@ class Entry:
     force_after: float = 0.0
     """Its early deletion failed: not tried again before this."""
 
-    @property
-    def uid(self) -> str:
-        return pods.uid(self.pod)
+    uid: str = field(init=False, default="")
+    name: str = field(init=False, default="")
+    """namespace/name. Both read once: a newer version of the pod keeps its UID."""
 
-    @property
-    def name(self) -> str:
-        return pods.name(self.pod)
+    def __post_init__(self) -> None:
+        self.uid = pods.uid(self.pod)
+        self.name = pods.name(self.pod)
 
     @property
     def tier(self) -> str:
