@@ -102,14 +102,17 @@ def _engine_only(kube: Kube, node: str, settings: Settings, deadline: float) -> 
 
 
 def _as_deployed(kube: Kube, node: str, settings: Settings, deadline: float) -> DrainReport:
-    """As the function drains: its JSON log lines at its log level (on stderr here;
-    CloudWatch there) and the node's and pods' Events, so that the CPU it takes is
-    the deployed drain's (issue 39, item 10)."""
+    """As the function drains: its forecast and the live ETA on its lines, its JSON
+    log lines at its log level (on stderr here; CloudWatch there) and the node's and
+    pods' Events, so that the CPU it takes is the deployed drain's (issue 39, item 10)."""
     from drainer import logs
     from drainer.engine.drain import Drain
+    from drainer.engine.pace import forecast_within
     from drainer.k8s.cordon import ProgressRecord
     from drainer.k8s.events import EventPoster
+    from drainer.lifecycle.runner import FORECAST_SECONDS
     from drainer.lifecycle.told import DrainStory
+    from drainer.plan.eta import forecast_node
 
     logs.configure(settings.log_level, stream=sys.stderr)
     poster = EventPoster(kube)
@@ -119,7 +122,16 @@ def _as_deployed(kube: Kube, node: str, settings: Settings, deadline: float) -> 
         story = DrainStory(poster, node, uid, "bench")
         options = settings.drain_options()
         record = ProgressRecord(options.trigger, options.destination)
-        drain = Drain(kube, node, options, record=record, on_event=story, node_uid=uid)
+        now = time.time()
+        eta = forecast_within(
+            forecast_node, kube, node, options, timeout=deadline - now, now=now,
+            within=FORECAST_SECONDS,
+        )  # fmt: skip
+        if isinstance(eta, str):
+            raise RuntimeError(f"no ETA for the drain: {eta}")
+        drain = Drain(
+            kube, node, options, record=record, on_event=story, node_uid=uid, pace=eta.fields
+        )
         report = drain.run(deadline)
         story.ended(report, lambda outcome: None)
         return report

@@ -162,6 +162,30 @@ def test_eta__while_nothing_is_late__never_increases(
         before = later
 
 
+@given(_drains(), st.integers(min_value=0, max_value=3))
+def test_eta__the_last_pod_left_kept_as_pods_go__as_a_scan_of_every_pod_left_says(
+    drain: tuple[NodeForecast, list[tuple[str, float]]], ties: int
+) -> None:
+    # The ETA keeps its pods in order instead of scanning the pods left on every line
+    # (a drain's lines cost its pods squared); what it says must be the scan's.
+    forecast, goes = drain
+    gone = dict(forecast.gone)
+    for pod in list(gone)[:ties]:  # pods forecast to go at the same moment
+        gone[pod] = 5.0
+    forecast = NodeForecast(max(gone.values(), default=0.0), "the plan", forecast.evicted, gone)
+    eta = _eta(forecast)
+    left = dict(gone)
+    for pod, at in goes:
+        eta.fields(DrainEvent(Kind.GONE, pod=pod), T0 + at)
+        left.pop(pod)
+        if not left:
+            break
+        last = max(left, key=lambda p: (left[p], p))
+        expected = "the plan" if gone[last] >= max(gone.values()) else f"the stop of {last}"
+        assert eta.paced_by() == expected
+        assert eta.remaining(T0 + at) == pytest.approx(max(0.0, left[last] + eta._late - at))
+
+
 def test_context__the_eta_joins_the_live_lines_and_the_callback() -> None:
     seen: list[DrainEvent] = []
     ctx = DrainContext(
