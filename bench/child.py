@@ -83,7 +83,8 @@ def _drain(args: argparse.Namespace) -> dict[str, object]:
         "seconds": time.perf_counter() - started,
         "report": report.summary(),
         # every request of the process: the drain's (the report's api_requests) and,
-        # as deployed, the node's lookup and the Events, which its records hold too
+        # as deployed, the node's lookup, the forecast's reads and the Events, which
+        # its records hold too
         "requests": kube.requests,
         **_records(kube),
     }

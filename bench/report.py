@@ -471,7 +471,10 @@ def cpu_text(summaries: Sequence[Summary]) -> str:
     slopes = cpu_slopes(summaries)
     if not slopes:
         return ""
-    lines = ["CPU per drain (user + system of the process; ours as deployed: Events, JSON log):"]
+    lines = [
+        "CPU per drain (user + system of the process; ours as deployed: forecast and ETA, "
+        "Events, JSON log):"
+    ]
     for client, slope in slopes.items():
         walls = [_find(summaries, f"cpu{n}", client) for n in slope.pods]
         lines.append(

@@ -243,7 +243,7 @@ def cpu_pods(count: int) -> Scenario:
     scenario = many_pods(count, 10, key=f"cpu{count}")
     return dataclasses.replace(
         scenario,
-        title=f"{count} pods, no PDB, as deployed (Events, JSON log): CPU per drain",
+        title=f"{count} pods, no PDB, as deployed (ETA, Events, JSON log): CPU per drain",
         env={"BENCH_AS_DEPLOYED": "1"},
     )
 
