@@ -304,3 +304,62 @@ def test_reset__a_warm_containers_next_event_keeps_no_key_of_the_last() -> None:
     (line,) = [json.loads(text) for text in stream.getvalue().splitlines()]
     assert line["instance_id"] == "i-2"
     assert "trigger" not in line and "event_id" not in line
+
+
+def _json_lines(
+    emit: Any, monkeypatch: pytest.MonkeyPatch, trace: str = ""
+) -> list[dict[str, Any]]:
+    stream = io.StringIO()
+    handler = logs.configure("DEBUG", stream=stream)
+    before = handler.stream
+    if trace:
+        monkeypatch.setenv("_X_AMZN_TRACE_ID", trace)
+    else:
+        monkeypatch.delenv("_X_AMZN_TRACE_ID", raising=False)
+    try:
+        emit(logging.getLogger("drainer.test"))
+    finally:
+        logs.reset()
+        handler.setStream(before)
+    return [json.loads(text) for text in stream.getvalue().splitlines()]
+
+
+def test_line__keys_in_order__invocation_keys_then_the_records__none_left_out(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def emit(log: logging.Logger) -> None:
+        logs.bind(instance_id="i-1", asg_name="", cluster="prod")
+        log.info("evicted %s", "a/b", extra={"event": "pod_evicted", "seconds": None, "n": 3})
+        log.info("42")
+
+    trace = "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1"
+    first, second = _json_lines(emit, monkeypatch, trace)
+    assert list(first) == [
+        "level", "location", "message", "timestamp", "service",
+        "instance_id", "cluster", "event", "n", "xray_trace_id",
+    ]  # fmt: skip
+    assert first["level"] == "INFO" and first["location"].startswith("emit:")
+    assert first["message"] == "evicted a/b" and first["service"] == "eks-node-drainer"
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}[+-]\d{4}", first["timestamp"])
+    assert first["xray_trace_id"] == "1-5759e988-bd862e3fe1be46a994272793"
+    assert second["message"] == "42", "a message stays the string it is"
+
+
+def test_line__an_exception__its_text_name_and_frames__a_token_in_it_redacted(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def emit(log: logging.Logger) -> None:
+        try:
+            raise ValueError("boom")
+        except ValueError:
+            log.exception("failed with k8s-aws-v1.abcdef")
+
+    (line,) = _json_lines(emit, monkeypatch)
+    assert line["level"] == "ERROR"
+    assert line["message"] == "failed with k8s-aws-v1.[redacted]"
+    assert line["exception_name"] == "ValueError"
+    assert line["exception"].startswith("Traceback") and "ValueError: boom" in line["exception"]
+    stack = line["stack_trace"]
+    assert (stack["type"], stack["value"], stack["module"]) == ("ValueError", "boom", "builtins")
+    assert stack["frames"][-1]["statement"] == 'raise ValueError("boom")'
+    assert "xray_trace_id" not in line

@@ -32,10 +32,10 @@ from tools.runtime import (
 
 # What a cold start imports before its first drain can talk to Kubernetes: the
 # handler (at init), then, inside the first invocation, the drainer's client and
-# engine and powertools' logger and metrics (imported lazily).
+# engine and powertools' metrics (imported lazily; the JSON log lines are the
+# drainer's own, drainer/logs.py).
 DEFAULT_MODULES = (
-    "drainer.handler,drainer.lifecycle.clients,drainer.engine.drain,"
-    "aws_lambda_powertools.logging,aws_lambda_powertools.metrics"
+    "drainer.handler,drainer.lifecycle.clients,drainer.engine.drain,aws_lambda_powertools.metrics"
 )
 _TIMER = """
 import importlib, sys, time

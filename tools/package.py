@@ -62,8 +62,8 @@ ARCHITECTURES = {"arm64": "aarch64", "x86_64": "x86_64"}
 RUNTIME_GLIBC = (2, 34)
 _DIST_INFO_NOISE = ("RECORD", "INSTALLER", "REQUESTED", "direct_url.json")
 UNUSED = ("aws_lambda_powertools/event_handler",)
-"""Parts of the pinned wheels the function never imports (it uses powertools' Logger
-and Metrics only; nothing they import reaches the REST/GraphQL event handlers, whose
+"""Parts of the pinned wheels the function never imports (it uses powertools'
+Metrics only; nothing they import reaches the REST/GraphQL event handlers, whose
 OpenAPI models were a fifth of the zip): left out."""
 # zlib's default: half the time of level 9 for a zip 1% larger.
 COMPRESSLEVEL = 6

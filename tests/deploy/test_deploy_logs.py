@@ -22,7 +22,7 @@ NODE_A, NODE_B = "ip-10-0-1-1.ec2.internal", "ip-10-0-1-2.ec2.internal"
 def _drainer_lines(instance: str, node: str) -> list[str]:
     """JSON lines exactly as the function writes them for one drain."""
     stream = io.StringIO()
-    handler = drainer_logs.configure("INFO").registered_handler
+    handler = drainer_logs.configure("INFO")
     before = handler.stream
     drainer_logs.configure("INFO", stream=stream)
     drainer_logs.bind(instance_id=instance, node_name=node, cluster="prod")
