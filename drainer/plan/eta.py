@@ -15,7 +15,6 @@ from drainer.engine.options import DrainOptions
 from drainer.engine.pace import NodeForecast
 from drainer.k8s.kube import Kube
 from drainer.plan import model
-from drainer.plan.function_drain import EVICTS_ALL
 from drainer.plan.observed import read as read_stops
 from drainer.plan.timing import startups
 
@@ -31,15 +30,13 @@ def forecast_node(
     namespaces = sorted({str(p["metadata"].get("namespace", "")) for p in on_node})
     neighbours = [pod for ns in namespaces for pod in kube.list_pods_in(ns)[0]]
     cluster = model.Cluster(budgets, startups(neighbours), None, read_stops(kube))
-    plan = model.plan_node(node, on_node, cluster, options, EVICTS_ALL, timeout=timeout, now=now)
-    run = plan.likely
-    assert run is not None  # plan_node always keeps it
+    eta, paced_by, run = model.likely_drain(on_node, cluster, options, timeout=timeout, now=now)
     # A pod that never goes (a budget that allows none) is forecast to the timeout,
-    # as the node's eta_seconds is: never 'nothing left' while it is still there.
+    # as the node's eta is: never 'nothing left' while it is still there.
     never = dict.fromkeys(run.left, float(timeout))
     return NodeForecast(
-        plan.eta_seconds,
-        plan.paced_by,
+        eta,
+        paced_by,
         evicted=dict(run.evicted),
         gone={**never, **run.gone},
         budgets={**run.through, **run.paced_by},
