@@ -33,9 +33,11 @@ FIXED_KEYS = ("instance_id", "node_name", "asg_name", "lifecycle_hook_name", "cl
 _TOKEN = re.compile(r"k8s-aws-v1\.[A-Za-z0-9_\-]+")
 _SIGNATURE = re.compile(r"(X-Amz-Signature=|X-Amz-Credential=|X-Amz-Security-Token=)[^&\s\"']+")
 _RECORD_ATTRIBUTES = frozenset(
-    set(logging.makeLogRecord({}).__dict__) | {"message", "asctime", "taskName"}
+    set(logging.makeLogRecord({}).__dict__)
+    | {"message", "asctime", "taskName", "level", "location", "timestamp"}
 )
-"""A LogRecord's own attributes: every other one is an `extra`, a key of the line."""
+"""A LogRecord's own attributes: every other one is an `extra`, a key of the line
+(an extra named as one of the line's first keys is dropped, as powertools did)."""
 
 
 class JsonLines(logging.Formatter):

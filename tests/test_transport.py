@@ -416,8 +416,9 @@ def test_request__a_target_with_a_space_or_line_break__refused() -> None:
             {"X-Long": "a b", "Transfer-Encoding": "chunked"},
             b"ok",
         ),
+        (b"HTTP/1.1  200 OK\r\nContent-Length: 2\r\n\r\nok", 200, {}, b"ok"),
     ],
-    ids=["no-reason", "interim-100", "folded-chunked"],
+    ids=["no-reason", "interim-100", "folded-chunked", "two-spaces"],
 )
 def test_answer_head__status_headers_and_body_read(
     answer: bytes, status: int, headers: dict[str, str], body: bytes
@@ -450,8 +451,14 @@ def test_answer_head__a_closing_answer__its_socket_not_reused(answer: bytes) -> 
 
 @pytest.mark.parametrize(
     "answer",
-    [b"", b"SSH-2.0-OpenSSH\r\n\r\n", b"HTTP/1.1 2000 OK\r\n\r\n"],
-    ids=["nothing", "not-http", "bad-code"],
+    [
+        b"",
+        b"SSH-2.0-OpenSSH\r\n\r\n",
+        b"HTTP/1.1 2000 OK\r\n\r\n",
+        "HTTP/1.1 2\u00b20 OK\r\n\r\n".encode("latin-1"),
+        b"HTTP/1.1 099 Low\r\n\r\n",
+    ],
+    ids=["nothing", "not-http", "bad-code", "not-ascii-digit", "below-100"],
 )
 def test_answer_head__no_answer_or_not_http__an_error_the_client_retries(answer: bytes) -> None:
     def script(sock: socket.socket) -> None:
@@ -470,3 +477,25 @@ def test_answer_head__more_than_100_headers__refused() -> None:
         refused,
     ):
         transport.send("GET", "/x", timeout=5)
+
+
+def test_answer_head__folded_lines_count_against_the_header_limit() -> None:
+    # A server that folds one header without end must not make a huge header out of it.
+    folds = b"".join(b" " + b"b" * 1000 + b"\r\n" for _ in range(200))
+    answer = b"HTTP/1.1 200 OK\r\nX-A: a\r\n" + folds + b"\r\n"
+    refused = pytest.raises(http.client.HTTPException, match="more than 100 headers")
+    with _serving(lambda sock: sock.sendall(answer)) as transport, refused:
+        transport.send("GET", "/x", timeout=5)
+
+
+@pytest.mark.parametrize(
+    ("server", "host"),
+    [
+        ("https://[::1]:6443/prefix", "[::1]:6443"),
+        ("https://API.example.com", "api.example.com"),
+        ("https://b\u00fccher.example:6443", "xn--bcher-kva.example:6443"),
+    ],
+    ids=["ipv6", "no-port", "idna"],
+)
+def test_request__host_header_of_the_server_url(server: str, host: str) -> None:
+    assert Transport(Endpoint(server))._netloc == host

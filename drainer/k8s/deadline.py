@@ -174,7 +174,7 @@ class TimedResponse(http.client.HTTPResponse):
             head = self._head()
         self.code = self.status = status
         self.reason = reason
-        if version == "HTTP/1.0":
+        if version in ("HTTP/1.0", "HTTP/0.9"):
             self.version = 10
         elif version.startswith("HTTP/1."):
             self.version = 11
@@ -198,27 +198,30 @@ class TimedResponse(http.client.HTTPResponse):
         line = self._line()
         if not line:
             raise http.client.RemoteDisconnected("the server closed the connection unanswered")
-        version, _, rest = line.rstrip("\r\n").partition(" ")
-        code, _, reason = rest.partition(" ")
-        if not version.startswith("HTTP/") or len(code) != 3 or not code.isdigit():
+        version, code, reason = [*line.split(None, 2), "", ""][:3]
+        if (
+            not version.startswith("HTTP/")
+            or not (len(code) == 3 and code.isascii() and code.isdigit())
+            or int(code) < 100
+        ):
             self.close()
             raise http.client.BadStatusLine(line)
         return version, int(code), reason.strip()
 
     def _head(self) -> Head:
-        pairs: list[tuple[str, str]] = []
-        while True:
+        """The header lines, a folded line joined to the one it continues; every line,
+        folded or not, counts against MAX_HEADERS."""
+        pairs: list[tuple[str, list[str]]] = []
+        for _ in range(MAX_HEADERS + 1):
             line = self._line()
             if line in ("\r\n", "\n", ""):
-                return Head(pairs)
+                return Head([(key, " ".join(pieces)) for key, pieces in pairs])
             if line[0] in " \t" and pairs:  # a folded line continues the last header
-                key, value = pairs[-1]
-                pairs[-1] = (key, f"{value} {line.strip()}")
+                pairs[-1][1].append(line.strip())
                 continue
             key, _, value = line.partition(":")
-            pairs.append((key.strip(), value.strip()))
-            if len(pairs) > MAX_HEADERS:
-                raise http.client.HTTPException(f"got more than {MAX_HEADERS} headers")
+            pairs.append((key.strip(), [value.strip()]))
+        raise http.client.HTTPException(f"got more than {MAX_HEADERS} headers")
 
 
 def _length(value: Any) -> int | None:

@@ -264,6 +264,17 @@ class Response:
         self.release_conn()
 
 
+def _host_header(url: urllib.parse.SplitResult) -> str:
+    """The Host header of a server's URL: its name (IDNA, when not ASCII), bracketed
+    when an IPv6 address, and its port when it names one."""
+    host = url.hostname or ""
+    if not host.isascii():
+        host = host.encode("idna").decode("ascii")
+    if ":" in host:
+        host = f"[{host}]"
+    return f"{host}:{url.port}" if url.port else host
+
+
 class Transport:
     """Requests to one API server over a pool of up to `pool_size` kept connections
     (more are opened when more requests are in flight, and closed after)."""
@@ -284,7 +295,7 @@ class Transport:
         self._host = url.hostname or ""
         self._port = url.port or (443 if url.scheme == "https" else 80)
         self._prefix = url.path.rstrip("/")
-        self._netloc = url.netloc.rpartition("@")[2]  # the Host header
+        self._netloc = _host_header(url)
         self._context: ssl.SSLContext | None = None
         self._certificate_version = 0
         self._lock = threading.Lock()
