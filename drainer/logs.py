@@ -32,12 +32,13 @@ SERVICE = "eks-node-drainer"
 FIXED_KEYS = ("instance_id", "node_name", "asg_name", "lifecycle_hook_name", "cluster")
 _TOKEN = re.compile(r"k8s-aws-v1\.[A-Za-z0-9_\-]+")
 _SIGNATURE = re.compile(r"(X-Amz-Signature=|X-Amz-Credential=|X-Amz-Security-Token=)[^&\s\"']+")
-_RECORD_ATTRIBUTES = frozenset(
-    set(logging.makeLogRecord({}).__dict__)
-    | {"message", "asctime", "taskName", "level", "location", "timestamp"}
+_RECORD_OWN = frozenset(
+    set(logging.makeLogRecord({}).__dict__) | {"message", "asctime", "taskName"}
 )
-"""A LogRecord's own attributes: every other one is an `extra`, a key of the line
-(an extra named as one of the line's first keys is dropped, as powertools did)."""
+"""A LogRecord's own attributes: every other one is an `extra`, a key of the line."""
+_NOT_EXTRAS = _RECORD_OWN | {"level", "location", "timestamp"}
+"""Left out of a line's extras: an extra named as one of the line's first keys is
+dropped, as powertools did."""
 
 
 class JsonLines(logging.Formatter):
@@ -58,7 +59,7 @@ class JsonLines(logging.Formatter):
             **self.keys,
         }
         for key, value in record.__dict__.items():
-            if key not in _RECORD_ATTRIBUTES:
+            if key not in _NOT_EXTRAS:
                 line[key] = value
         if isinstance(record.exc_info, tuple) and record.exc_info[0] is not None:
             for key, value in _exception(self, record.exc_info).items():
@@ -157,8 +158,8 @@ def reset() -> None:
 # that names a LogRecord attribute (KeyError: "Attempt to overwrite 'name' in
 # LogRecord"), and a line's own keys (message, level, timestamp...: those of the
 # format powertools' Logger wrote, kept) would be overwritten. A contract key never
-# is one of these (tests/test_logs.py); one
-# that slips through is renamed with a trailing underscore rather than lost.
+# is one of these (tests/test_logs.py); one that slips through is renamed with a
+# trailing underscore rather than lost.
 POWERTOOLS_KEYS = frozenset(
     {
         "level",
@@ -179,9 +180,7 @@ POWERTOOLS_KEYS = frozenset(
         "function_request_id",
     }
 )
-RESERVED_KEYS = frozenset(
-    set(logging.makeLogRecord({}).__dict__) | {"message", "asctime", "taskName"} | POWERTOOLS_KEYS
-)
+RESERVED_KEYS = _RECORD_OWN | POWERTOOLS_KEYS
 
 
 def safe_fields(fields: Mapping[str, Any]) -> dict[str, Any]:

@@ -499,3 +499,13 @@ def test_answer_head__folded_lines_count_against_the_header_limit() -> None:
 )
 def test_request__host_header_of_the_server_url(server: str, host: str) -> None:
     assert Transport(Endpoint(server))._netloc == host
+
+
+@pytest.mark.parametrize(
+    "server", ["https://a b:6443", "https://h\x00st:6443", "https://a..b\u00fc.example"]
+)
+def test_request__a_server_url_no_host_header_may_carry__refused_before_any_request(
+    server: str,
+) -> None:
+    with pytest.raises(ValueError, match="host name"):
+        Transport(Endpoint(server))

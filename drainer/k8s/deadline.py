@@ -16,7 +16,7 @@ import io
 import math
 import socket
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any, cast
 
 ANSWER_LIMIT_BYTES = 64 << 20
@@ -116,9 +116,10 @@ MAX_HEADERS = 100
 
 
 class Head:
-    """An answer's header lines, as http.client's answer reads them (`get`, `get_all`,
-    `items`), without the email package's parser and policies: those were about a
-    quarter of the drainer's CPU for each request (issue 39, item 10)."""
+    """An answer's header lines, with what http.client's answer reads of them (`get`;
+    `get_all` for getheader, `items` for getheaders), without the email package's
+    parser and policies: those were about a quarter of the drainer's CPU for each
+    request (issue 39, item 10)."""
 
     __slots__ = ("_pairs",)
 
@@ -138,21 +139,6 @@ class Head:
 
     def items(self) -> list[tuple[str, str]]:
         return list(self._pairs)
-
-    def keys(self) -> list[str]:
-        return [k for k, _ in self._pairs]
-
-    def __getitem__(self, name: str) -> Any:
-        return self.get(name)
-
-    def __contains__(self, name: object) -> bool:
-        return isinstance(name, str) and self.get(name) is not None
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.keys())
-
-    def __len__(self) -> int:
-        return len(self._pairs)
 
 
 class TimedResponse(http.client.HTTPResponse):

@@ -266,10 +266,16 @@ class Response:
 
 def _host_header(url: urllib.parse.SplitResult) -> str:
     """The Host header of a server's URL: its name (IDNA, when not ASCII), bracketed
-    when an IPv6 address, and its port when it names one."""
+    when an IPv6 address, and its port when it names one. ValueError for a name no
+    header may carry (a space or a control character; a name IDNA refuses)."""
     host = url.hostname or ""
+    if _UNSAFE.search(host):
+        raise ValueError(f"{url.geturl()!r}: a space or control character in the host name")
     if not host.isascii():
-        host = host.encode("idna").decode("ascii")
+        try:
+            host = host.encode("idna").decode("ascii")
+        except UnicodeError as e:
+            raise ValueError(f"{url.geturl()!r}: not a valid host name ({e})") from e
     if ":" in host:
         host = f"[{host}]"
     return f"{host}:{url.port}" if url.port else host

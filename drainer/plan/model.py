@@ -29,9 +29,6 @@ class NodePlan:
     blockers: list[Blocker] = field(default_factory=list)
     stops: list[Stop] = field(default_factory=list)
     """Each owner's stop time in eta_seconds: observed by the drains, or a bound."""
-    likely: Forecast | None = field(default=None, compare=False, repr=False)
-    """The run eta_seconds comes from, pod by pod (a drain's live ETA reads it:
-    drainer/plan/eta.py)."""
 
     @property
     def deadlocked(self) -> bool:
@@ -80,19 +77,17 @@ def plan_node(
     slowest = _run(going, cluster, options, timeout, slow=True)
     blocked += left(going, cluster.budgets, slowest, timeout)
     homeless = _homeless(going, likely, cluster.capacity)
-    stuck = bool(likely.left) or likely.eta > timeout
     paced_by = _paced_by(likely, going, cluster, timeout)
     if homeless:
         paced_by = f"waits for new nodes: {len(homeless)} pod(s) fit on no node left; {paced_by}"
     return NodePlan(
         node,
         sum(1 for g in going if g.stopping is None),
-        timeout if stuck else likely.eta,
-        timeout if slowest.left or slowest.eta > timeout else slowest.eta,
+        _within(likely, timeout),
+        _within(slowest, timeout),
         paced_by,
         blocked + homeless,
         cluster.stops.on_node(going),
-        likely,
     )
 
 
@@ -103,8 +98,7 @@ def likely_drain(
     ETA, what paces it and its run; half the work of `plan_node`."""
     going = _going(pod_list, cluster, options, now)
     likely = _likely(going, cluster, options, timeout)
-    eta = timeout if likely.left or likely.eta > timeout else likely.eta
-    return eta, _paced_by(likely, going, cluster, timeout), likely
+    return _within(likely, timeout), _paced_by(likely, going, cluster, timeout), likely
 
 
 def _likely(
@@ -112,6 +106,11 @@ def _likely(
 ) -> Forecast:
     """Each pod stopping in its owner's observed time."""
     return _run([cluster.stops.timed(g) for g in going], cluster, options, timeout, slow=False)
+
+
+def _within(run: Forecast, timeout: float) -> float:
+    """A run's ETA, the timeout when a pod never goes or the run outlasts it."""
+    return timeout if run.left or run.eta > timeout else run.eta
 
 
 def batch_eta(
@@ -128,8 +127,7 @@ def batch_eta(
     together = [pod for pod_list in pod_lists for pod in pod_list]
     going = _going(together, cluster, options, now)
     wide = replace(options, concurrency=options.concurrency * max(1, len(pod_lists)))
-    likely = _run([cluster.stops.timed(g) for g in going], cluster, wide, timeout, slow=False)
-    return timeout if likely.left or likely.eta > timeout else likely.eta
+    return _within(_likely(going, cluster, wide, timeout), timeout)
 
 
 def _going(pod_list: list[Pod], cluster: Cluster, options: DrainOptions, now: float) -> list[Going]:
