@@ -318,6 +318,31 @@ def set_schedulable(cluster: Cluster, nodes: Iterable[str], schedulable: bool) -
 def workloads_ready(cluster: Cluster, objects: Iterable[dict[str, Any]]) -> bool:
     """Every workload among `objects` has all its replicas Ready (a real controller
     makes pods after the create returns: "every pod Ready" alone may hold of none)."""
+    return not workloads_short(cluster, objects)
+
+
+def not_ready(cluster: Cluster, objects: Iterable[dict[str, Any]]) -> list[str]:
+    """What keeps `place_on` waiting, in words for its timeout's message: every pod
+    not Ready or terminating (its phase, node and Ready condition's reason), then the
+    workloads among `objects` short of Ready replicas."""
+    waiting = []
+    for pod in cluster.list("Pod"):
+        metadata, status = pod["metadata"], pod.get("status") or {}
+        if is_pod_ready(pod) and not metadata.get("deletionTimestamp"):
+            continue
+        ready = [c for c in status.get("conditions") or [] if c.get("type") == "Ready"]
+        why = (ready[0].get("reason") or ready[0].get("status")) if ready else "no Ready condition"
+        going = " terminating" if metadata.get("deletionTimestamp") else ""
+        waiting.append(
+            f"pod {metadata.get('namespace')}/{metadata['name']}{going} "
+            f"({status.get('phase')}, on {pod.get('spec', {}).get('nodeName') or 'no node'}: {why})"
+        )
+    return waiting + workloads_short(cluster, objects)
+
+
+def workloads_short(cluster: Cluster, objects: Iterable[dict[str, Any]]) -> list[str]:
+    """The workloads among `objects` (and bare pods) short of Ready replicas."""
+    short = []
     for obj in objects:
         kind, metadata = obj.get("kind"), obj["metadata"]
         if kind not in ("Deployment", "StatefulSet", "ReplicaSet", "DaemonSet", "Pod"):
@@ -333,8 +358,8 @@ def workloads_ready(cluster: Cluster, objects: Iterable[dict[str, Any]]) -> bool
             wanted = int(current["spec"].get("replicas", 1))
             ready = int(status.get("readyReplicas") or 0) == wanted
         if not ready:
-            return False
-    return True
+            short.append(f"{kind} {metadata['name']} (status {status or 'empty'})")
+    return short
 
 
 def node_tainted(cluster: Cluster, node: str) -> bool:
@@ -355,9 +380,13 @@ def place_on(world: World, node: str, objects: list[dict[str, Any]], timeout: fl
     try:
         world.cluster.apply(objects)
         world.cluster.settle()
-        wait_until(
-            lambda: all_ready(world.cluster) and workloads_ready(world.cluster, objects), timeout
-        )
+
+        def placed() -> bool:
+            waiting = not_ready(world.cluster, objects)
+            assert not waiting, f"not Ready after {timeout} s: {'; '.join(waiting)}"
+            return True
+
+        wait_until(placed, timeout)
     finally:
         set_schedulable(world.cluster, others, True)
     # As on the way in: the scheduler goes by the taint, which the node lifecycle
