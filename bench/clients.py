@@ -33,6 +33,11 @@ class Process:
     timed_out: bool
     maxrss_mb: float
     cpu: float
+    system_cpu: float
+    """The kernel's share of `cpu`: system calls, and waking and parking threads."""
+    switches: int
+    """Voluntary context switches: how often a thread of the process waited (a lock,
+    the GIL, a socket, a queue) and was woken; the kernel's share follows them."""
     output: str
 
 
@@ -56,6 +61,8 @@ def launch(command: list[str], timeout: float, env: dict[str, str] | None = None
         timed_out=figures["timed_out"],
         maxrss_mb=figures["maxrss_kb"] / 1024,
         cpu=figures["user_cpu"] + figures["system_cpu"],
+        system_cpu=figures["system_cpu"],
+        switches=figures.get("switches", 0),
         output=text,
     )
 

@@ -46,6 +46,7 @@ def main(argv: list[str]) -> int:
                 "maxrss_kb": usage.ru_maxrss,
                 "user_cpu": usage.ru_utime,
                 "system_cpu": usage.ru_stime,
+                "switches": usage.ru_nvcsw,
             }
         ),
         flush=True,

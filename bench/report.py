@@ -36,6 +36,8 @@ class Summary:
     peak_mb: float = 0.0
     peak_mb_max: float = 0.0
     cpu: float = 0.0
+    system_cpu: float = 0.0
+    switches: float = 0.0
     requests: float = 0.0
     verbs: dict[str, float] = field(default_factory=dict)
     latency_p50_ms: float = 0.0
@@ -100,6 +102,8 @@ def summarise(results: Sequence[RunResult]) -> list[Summary]:
         summary.peak_mb = _median([r.maxrss_mb for r in good])
         summary.peak_mb_max = max(r.maxrss_mb for r in good)
         summary.cpu = _median([r.cpu for r in good])
+        summary.system_cpu = _median([r.system_cpu for r in good])
+        summary.switches = _median([r.switches for r in good])
         summary.requests = _median([r.requests for r in good])
         verbs = {v for r in good for v in r.verbs}
         summary.verbs = {v: _median([r.verbs.get(v, 0) for r in good]) for v in verbs}
@@ -446,11 +450,26 @@ class CpuSlope:
     small: float
     large: float
     pods: tuple[int, int]
+    system: tuple[float, float] = (0.0, 0.0)
+    """The kernel's CPU seconds at the two sizes (part of small and large)."""
+    switches: tuple[float, float] = (0.0, 0.0)
+    """Voluntary context switches at the two sizes."""
 
     @property
     def per_pod_ms(self) -> float:
         """CPU milliseconds per pod, the start-up apart: the slope between the sizes."""
-        return 1000 * (self.large - self.small) / (self.pods[1] - self.pods[0])
+        return self._slope(self.small, self.large) * 1000
+
+    @property
+    def system_per_pod_ms(self) -> float:
+        return self._slope(*self.system) * 1000
+
+    @property
+    def switches_per_pod(self) -> float:
+        return self._slope(*self.switches)
+
+    def _slope(self, small: float, large: float) -> float:
+        return (large - small) / (self.pods[1] - self.pods[0])
 
 
 def cpu_slopes(summaries: Sequence[Summary]) -> dict[str, CpuSlope]:
@@ -461,13 +480,22 @@ def cpu_slopes(summaries: Sequence[Summary]) -> dict[str, CpuSlope]:
         low = _find(summaries, f"cpu{small}", client)
         high = _find(summaries, f"cpu{large}", client)
         if low is not None and high is not None and low.cpu and high.cpu:
-            found[client] = CpuSlope(client, low.cpu, high.cpu, CPU_PODS)
+            found[client] = CpuSlope(
+                client,
+                low.cpu,
+                high.cpu,
+                CPU_PODS,
+                (low.system_cpu, high.system_cpu),
+                (low.switches, high.switches),
+            )
     return found
 
 
 def cpu_text(summaries: Sequence[Summary]) -> str:
     """CPU seconds (user + system, the child's getrusage) per drain beside the wall
-    time, and the CPU per pod, for ours as deployed and the floor."""
+    time, and per pod: the CPU, the kernel's share of it, and the voluntary context
+    switches (a thread waiting and woken: the GIL, a lock, a socket), for ours as
+    deployed and the floor."""
     slopes = cpu_slopes(summaries)
     if not slopes:
         return ""
@@ -481,11 +509,15 @@ def cpu_text(summaries: Sequence[Summary]) -> str:
             f"  {client:<6} {slope.pods[0]} pods {slope.small:.2f} s CPU "
             f"(wall {walls[0].wall if walls[0] else 0:.2f} s), {slope.pods[1]} pods "
             f"{slope.large:.2f} s CPU (wall {walls[1].wall if walls[1] else 0:.2f} s): "
-            f"{slope.per_pod_ms:.2f} ms per pod"
+            f"{slope.per_pod_ms:.2f} ms per pod ({slope.system_per_pod_ms:.2f} ms of it "
+            f"in the kernel), {slope.switches_per_pod:.1f} context switches per pod"
         )
     if len(slopes) == 2 and slopes["floor"].per_pod_ms > 0:
-        ratio = slopes["ours"].per_pod_ms / slopes["floor"].per_pod_ms
-        lines.append(f"  ours/floor per pod: {ratio:.2f}x")
+        ours, floor = slopes["ours"], slopes["floor"]
+        ratio = f"  ours/floor per pod: {ours.per_pod_ms / floor.per_pod_ms:.2f}x"
+        if floor.switches_per_pod > 0:
+            ratio += f" (context switches {ours.switches_per_pod / floor.switches_per_pod:.1f}x)"
+        lines.append(ratio)
     return "\n".join(lines)
 
 

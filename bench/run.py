@@ -65,6 +65,8 @@ class RunResult:
     ideal: float | None = None
     wall: float = 0.0
     cpu: float = 0.0
+    system_cpu: float = 0.0
+    switches: int = 0
     maxrss_mb: float = 0.0
     requests: int = 0
     verbs: dict[str, int] = field(default_factory=dict)
@@ -236,6 +238,7 @@ def _process(result: RunResult, process: Process, *, ends_on_timeout: bool = Fal
     drain reports its --timeout with exit status 1."""
     result.wall = process.wall
     result.cpu = process.cpu
+    result.system_cpu, result.switches = process.system_cpu, process.switches
     result.maxrss_mb = process.maxrss_mb
     if process.timed_out:
         result.ok, result.problem = False, "timed out"

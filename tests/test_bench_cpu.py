@@ -1,0 +1,73 @@
+"""bench's CPU per pod (issue 39, item 10): the table `make bench` prints for ours as
+deployed and the floor, and the launcher's figures behind it."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from bench.clients import launch
+from bench.report import Summary, cpu_text
+
+
+def _cpu(client: str, pods: int, cpu: float, system: float, switches: float) -> Summary:
+    return Summary(
+        f"cpu{pods}",
+        client,
+        3,
+        0,
+        None,
+        window=1.5,
+        wall=2.0,
+        cpu=cpu,
+        system_cpu=system,
+        switches=switches,
+    )
+
+
+def test_cpu_text__per_pod_the_cpu_the_kernels_share_and_the_switches() -> None:
+    summaries = [
+        _cpu("ours", 100, 0.50, 0.07, 1900),
+        _cpu("ours", 400, 0.89, 0.16, 5800),
+        _cpu("floor", 100, 0.15, 0.03, 600),
+        _cpu("floor", 400, 0.33, 0.04, 1950),
+    ]
+
+    lines = cpu_text(summaries).splitlines()
+
+    assert lines[1] == (
+        "  ours   100 pods 0.50 s CPU (wall 2.00 s), 400 pods 0.89 s CPU (wall 2.00 s): "
+        "1.30 ms per pod (0.30 ms of it in the kernel), 13.0 context switches per pod"
+    )
+    assert lines[2].endswith(
+        "0.60 ms per pod (0.03 ms of it in the kernel), 4.5 context switches per pod"
+    )
+    assert lines[3] == "  ours/floor per pod: 2.17x (context switches 2.9x)"
+
+
+def test_cpu_text__nothing_without_both_sizes() -> None:
+    assert cpu_text([_cpu("ours", 100, 0.5, 0.07, 1900)]) == ""
+
+
+def test_launcher__counts_the_waits_of_a_process_threads(tmp_path: Path) -> None:
+    """A process whose two threads hand a token back and forth 500 times: each hand-over
+    is a wait and a wake-up, which the launcher's getrusage counts."""
+    script = tmp_path / "pingpong.py"
+    script.write_text(
+        "import threading\n"
+        "ping, pong = threading.Semaphore(0), threading.Semaphore(0)\n"
+        "def other():\n"
+        "    for _ in range(500):\n"
+        "        ping.acquire(); pong.release()\n"
+        "threading.Thread(target=other).start()\n"
+        "for _ in range(500):\n"
+        "    ping.release(); pong.acquire()\n"
+    )
+    quiet = tmp_path / "quiet.py"
+    quiet.write_text("print(sum(range(1000)))\n")
+
+    busy, idle = (launch([sys.executable, "-S", str(s)], 30.0) for s in (script, quiet))
+
+    assert busy.returncode == idle.returncode == 0
+    assert busy.switches >= 500 > idle.switches, (busy.switches, idle.switches)
+    assert 0 <= busy.system_cpu <= busy.cpu
