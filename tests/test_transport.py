@@ -509,3 +509,58 @@ def test_request__a_server_url_no_host_header_may_carry__refused_before_any_requ
 ) -> None:
     with pytest.raises(ValueError, match="host name"):
         Transport(Endpoint(server))
+
+
+class _CountingSocket(socket.socket):
+    """A real socket that counts its settimeout calls (each a system call that lets go
+    of the GIL)."""
+
+    sets = 0
+
+    def settimeout(self, value: float | None) -> None:
+        self.sets += 1
+        super().settimeout(value)
+
+
+def test_bound__a_timeout_set_moments_ago_kept__a_longer_or_shorter_one_set() -> None:
+    from drainer.k8s.deadline import TIMEOUT_SLACK, bound
+
+    a, b = socket.socketpair()
+    sock = _CountingSocket(fileno=a.detach())
+    with sock, b:
+        bound(sock, 5.0)
+        bound(sock, 5.0 - TIMEOUT_SLACK / 2)  # the same deadline, a moment later
+        assert (sock.sets, sock.gettimeout()) == (1, 5.0)
+        bound(sock, 5.0 - TIMEOUT_SLACK * 2)  # would overrun by more than the slack
+        assert (sock.sets, sock.gettimeout()) == (2, 5.0 - TIMEOUT_SLACK * 2)
+        bound(sock, 10.0)  # a new request's longer deadline: never cut short
+        assert (sock.sets, sock.gettimeout()) == (3, 10.0)
+        sock.settimeout(None)
+        bound(sock, 1.0)  # a blocking socket gets its bound
+        assert sock.gettimeout() == 1.0
+
+
+def test_answer_read_in_many_chunks__one_timeout_set_per_request() -> None:
+    """A 64 KiB answer read chunk by chunk under one deadline: the socket's timeout is
+    set when the request goes, not again for each read."""
+    body = b"x" * 65536
+    answer = b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(body)
+
+    def script(sock: socket.socket) -> None:
+        for offset in range(0, len(answer + body), 4096):
+            sock.sendall((answer + body)[offset : offset + 4096])
+        sock.recv(1)
+
+    counted: list[_CountingSocket] = []
+    real = socket.create_connection
+
+    def connect(*args: object, **kwargs: object) -> socket.socket:
+        plain = real(*args, **kwargs)  # type: ignore[arg-type]
+        counting = _CountingSocket(plain.family, plain.type, fileno=plain.detach())
+        counted.append(counting)
+        return counting
+
+    with _serving(script) as transport, pytest.MonkeyPatch.context() as patch:
+        patch.setattr(socket, "create_connection", connect)
+        assert transport.send("GET", "/api/v1/nodes/n1", timeout=5.0).read() == body
+    assert len(counted) == 1 and counted[0].sets <= 2, counted[0].sets

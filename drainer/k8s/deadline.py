@@ -30,6 +30,22 @@ bookmark interval (it sends a BOOKMARK about every minute to a watch that asks f
 them, as the drainer's do), so a live watch with nothing to say is never cut."""
 
 
+TIMEOUT_SLACK = 0.05
+"""How far past its deadline a read may wait rather than set the socket's timeout
+again (see `bound`)."""
+
+
+def bound(sock: socket.socket, left: float) -> None:
+    """The socket's timeout set to `left`, unless the one it has, set moments ago, ends
+    no more than TIMEOUT_SLACK after it. Each settimeout is a system call (FIONBIO)
+    that lets go of the GIL; a read of each chunk of an answer made one, and among a
+    drain's eviction threads each of those was a hand-over of the GIL and a context
+    switch (issue 39, item 10)."""
+    current = sock.gettimeout()
+    if current is None or not left <= current <= left + TIMEOUT_SLACK:
+        sock.settimeout(left)
+
+
 class DeadlineExceeded(TimeoutError):
     """The answer did not come whole within the request's deadline, or a stream was
     silent longer than its idle deadline."""
@@ -99,7 +115,7 @@ class _TimedReader(io.RawIOBase):
     def readinto(self, buffer: Any) -> int | None:
         left = self._timing.left()
         if left is not None:
-            self._sock.settimeout(left)
+            bound(self._sock, left)
         try:
             return self._raw.readinto(buffer)
         except TimeoutError as e:

@@ -40,6 +40,7 @@ from drainer.k8s.deadline import (
     DeadlineExceeded,
     TimedResponse,
     Timing,
+    bound,
     read_capped,
 )
 from drainer.k8s.impersonation import Headers
@@ -161,8 +162,10 @@ class _Connection(http.client.HTTPSConnection):
         message = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + (body or b"")
         if self.sock is None:
             self.connect()
+        elif (left := self.timing.left()) is not None:
+            bound(self.sock, left)
         else:
-            self.sock.settimeout(self.timing.left())
+            self.sock.settimeout(None)
         sock = cast(socket.socket, self.sock)
         sock.sendall(message)
         answer = TimedResponse(sock, method=method, timing=self.timing)
