@@ -52,10 +52,9 @@ def instance_id(index: int) -> str:
 
 
 def node(name: str, index: int, capacity: int, *, hostname: str = "") -> Obj:
+    """w.node of the bench's zone and instance ids, a Linux node."""
     labels = {"kubernetes.io/os": "linux"}
-    if hostname:
-        labels["kubernetes.io/hostname"] = hostname
-    return w.node(name, instance_id(index), ZONE, pods=capacity, labels=labels)
+    return w.node(name, instance_id(index), ZONE, pods=capacity, hostname=hostname, labels=labels)
 
 
 class Setup(Protocol):

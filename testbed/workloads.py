@@ -37,6 +37,9 @@ def node(
     unschedulable: bool = False,
     taints: list[Obj] | None = None,
     allocatable: dict[str, str] | None = None,
+    created: str = "",
+    ready: bool | None = None,
+    ready_since: str = "",
 ) -> Obj:
     """A worker node. instance: the EC2 instance its providerID names (None: one
     made up from the name). hostname: its kubernetes.io/hostname label.
@@ -46,7 +49,9 @@ def node(
     (the annotation the kubelet sets, which kwok does not: without it the real
     controller never attaches a volume to the node). None: the bare object, as the
     unit tests hand the engine and kubesim's tests apply.
-    allocatable: its status.allocatable as given (the plan's capacity tests)."""
+    allocatable: its status.allocatable as given (the plan's capacity tests).
+    created: its creationTimestamp; ready: its Ready condition (None: none), whose
+        lastTransitionTime is ready_since (the plan's refresh tests read both)."""
     instance = instance or f"i-{abs(hash(name)) % 10**17:017x}"
     all_labels = {**({"kubernetes.io/hostname": hostname} if hostname else {}), **(labels or {})}
     all_annotations = dict(annotations or {})
@@ -61,6 +66,8 @@ def node(
         metadata["labels"] = all_labels
     if all_annotations:
         metadata["annotations"] = all_annotations
+    if created:
+        metadata["creationTimestamp"] = created
     spec: Obj = {"providerID": f"aws:///{zone}/{instance}"}
     if unschedulable:
         spec["unschedulable"] = True
@@ -74,7 +81,17 @@ def node(
         }
     if allocatable is not None:
         manifest.setdefault("status", {})["allocatable"] = dict(allocatable)
+    if ready is not None:
+        manifest.setdefault("status", {})["conditions"] = [_ready(ready, ready_since)]
     return manifest
+
+
+def _ready(ready: bool, since: str) -> Obj:
+    """A Ready condition, its lastTransitionTime `since` when given."""
+    condition: Obj = {"type": "Ready", "status": "True" if ready else "False"}
+    if since:
+        condition["lastTransitionTime"] = since
+    return condition
 
 
 def _annotations(startup: float, shutdown: float, detach: float = 0.0) -> dict[str, str]:
@@ -141,15 +158,20 @@ def budget(
     namespace: str = "default",
     max_unavailable: int | str | None = None,
     min_available: int | str | None = None,
+    unhealthy_pod_eviction_policy: str = "",
     status: Obj | None = None,
 ) -> Obj:
     """A PodDisruptionBudget selecting pods by `selector` (matchLabels); `status` as
-    the disruption controller would have written it, for tests without a server."""
+    the disruption controller would have written it, for tests without a server.
+    unhealthy_pod_eviction_policy: its spec's unhealthyPodEvictionPolicy
+    ("": none, the API's IfHealthyBudget)."""
     spec: Obj = {"selector": {"matchLabels": dict(selector)}}
     if max_unavailable is not None:
         spec["maxUnavailable"] = max_unavailable
     if min_available is not None:
         spec["minAvailable"] = min_available
+    if unhealthy_pod_eviction_policy:
+        spec["unhealthyPodEvictionPolicy"] = unhealthy_pod_eviction_policy
     return {
         "apiVersion": "policy/v1",
         "kind": "PodDisruptionBudget",
@@ -281,10 +303,7 @@ def pod(
     if phase is not None:
         status["phase"] = phase
     if ready is not None:
-        condition = {"type": "Ready", "status": "True" if ready else "False"}
-        if ready_since:
-            condition["lastTransitionTime"] = ready_since
-        status["conditions"] = [condition]
+        status["conditions"] = [_ready(ready, ready_since)]
     if status:
         manifest["status"] = status
     return manifest

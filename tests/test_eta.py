@@ -29,6 +29,7 @@ from drainer.lifecycle.job import Run
 from drainer.lifecycle.outcomes import Result
 from drainer.lifecycle.settings import Settings
 from drainer.lifecycle.told import DrainStory
+from testbed import workloads as w
 
 T0 = 1_000.0
 
@@ -427,25 +428,23 @@ def test_forecast_node__a_pod_that_never_goes__its_eta_the_timeout_not_nothing_l
     from drainer.plan.eta import forecast_node
 
     def pod(name: str, owner: dict[str, Any]) -> dict[str, Any]:
-        return {
-            "metadata": {
-                "name": name,
-                "namespace": "default",
-                "labels": {"app": name.split("-", maxsplit=1)[0]},
-                "ownerReferences": [owner],
-                "uid": name,
-            },
-            "spec": {"nodeName": "n1", "terminationGracePeriodSeconds": 2, "containers": []},
-            "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]},
-        }
+        """A Ready pod on n1 of `owner`, labelled app=<name up to its first '-'>."""
+        app = name.split("-", maxsplit=1)[0]
+        return w.pod(
+            name,
+            uid=name,
+            node_name="n1",
+            labels={"app": app},
+            grace=2,
+            owner=owner,
+            phase="Running",
+            ready=True,
+        )
 
     owner = {"kind": "StatefulSet", "name": "x", "controller": True}
     web, api = pod("web-0", {**owner, "name": "web"}), pod("api-0", {**owner, "name": "api"})
-    budget = {
-        "metadata": {"name": "web", "namespace": "default"},
-        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "web"}}},
-        "status": {"disruptionsAllowed": 0, "currentHealthy": 1, "desiredHealthy": 1},
-    }
+    status = {"disruptionsAllowed": 0, "currentHealthy": 1, "desiredHealthy": 1}
+    budget = w.budget("web", {"app": "web"}, min_available=1, status=status)
     kube = SimpleNamespace(
         list_pods_on_node=lambda node, selector: ([web, api], ""),
         list_budgets=lambda: ([budget], ""),

@@ -51,17 +51,15 @@ def pod(
 
 
 def budget(name: str, app: str, *, expected: int, allowed: int, **spec: Any) -> dict[str, Any]:
-    healthy = expected
-    return {
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": {"selector": {"matchLabels": {"app": app}}, **spec},
-        "status": {
-            "disruptionsAllowed": allowed,
-            "currentHealthy": healthy,
-            "desiredHealthy": healthy - allowed,
-            "expectedPods": expected,
-        },
+    """w.budget of pods labelled app=`app`, all `expected` healthy and `allowed`
+    disruptions; `spec`: its keywords (max_unavailable, min_available, ...)."""
+    status = {
+        "disruptionsAllowed": allowed,
+        "currentHealthy": expected,
+        "desiredHealthy": expected - allowed,
+        "expectedPods": expected,
     }
+    return w.budget(name, {"app": app}, status=status, **spec)
 
 
 def plan(pods: list[dict[str, Any]], budgets: list[dict[str, Any]], **kw: Any) -> NodePlan:
@@ -83,7 +81,7 @@ def test_max_unavailable_one__one_wave_per_replacement() -> None:
     # Four pods, each Ready 4 s after creation; the budget lets one go at a time.
     four = [pod(f"web-{i}", grace=3) for i in range(4)]
 
-    result = plan(four, [budget("web", "web", expected=4, allowed=1, maxUnavailable=1)])
+    result = plan(four, [budget("web", "web", expected=4, allowed=1, max_unavailable=1)])
 
     assert result.eta_seconds == 3 * 4 + 3  # three replacements waited for, then a stop
     assert result.blockers == []
@@ -95,7 +93,7 @@ def test_a_batch_shares_its_budgets__two_nodes_drained_side_by_side_take_both_no
     # allowing one at a time: alone, each node is three waves; side by side, six.
     first = [pod(f"web-{i}", grace=3) for i in range(3)]
     second = [pod(f"web-{i}", grace=3, nodeName="n2") for i in range(3, 6)]
-    budgets = [budget("web", "web", expected=6, allowed=1, maxUnavailable=1)]
+    budgets = [budget("web", "web", expected=6, allowed=1, max_unavailable=1)]
     cluster = Cluster(budgets, startups(first + second))
 
     alone = plan(first, budgets).eta_seconds
@@ -116,7 +114,7 @@ def test_statefulset__its_replacement_comes_once_the_old_pod_is_gone() -> None:
             {"kind": "StatefulSet", "name": "db", "controller": True}
         ]
 
-    result = plan(three, [budget("db", "db", expected=3, allowed=1, maxUnavailable=1)])
+    result = plan(three, [budget("db", "db", expected=3, allowed=1, max_unavailable=1)])
 
     assert result.eta_seconds == 2 * (3 + 4) + 3
 
@@ -124,7 +122,7 @@ def test_statefulset__its_replacement_comes_once_the_old_pod_is_gone() -> None:
 def test_the_upper_bound_takes_the_slowest_replacement() -> None:
     pods = [pod(f"web-{i}", grace=1, ready_after=after) for i, after in enumerate((2, 2, 8))]
 
-    result = plan(pods, [budget("web", "web", expected=3, allowed=1, maxUnavailable=1)])
+    result = plan(pods, [budget("web", "web", expected=3, allowed=1, max_unavailable=1)])
 
     assert (result.eta_seconds, result.eta_max_seconds) == (2 * 2 + 1, 2 * 8 + 1)
 
@@ -150,8 +148,10 @@ def test_budget_waves__ceil_of_pods_over_allowance(
 
 def test_unhealthy_pod_goes_through_a_budget_that_allows_none_when_always_allow() -> None:
     sick = pod("web-0", ready_after=None)
-    spec = {"unhealthyPodEvictionPolicy": "AlwaysAllow", "minAvailable": 2}
-    shut = budget("web", "web", expected=3, allowed=0, **spec)
+    policy = "AlwaysAllow"
+    shut = budget(
+        "web", "web", expected=3, allowed=0, min_available=2, unhealthy_pod_eviction_policy=policy
+    )
     shut["status"]["currentHealthy"], shut["status"]["desiredHealthy"] = 2, 3  # unhealthy
 
     result = plan([sick, pod("web-other", owner="other", app="other")], [shut])
@@ -162,7 +162,7 @@ def test_unhealthy_pod_goes_through_a_budget_that_allows_none_when_always_allow(
 def test_blocker__single_replica_min_available_one__deadlock_with_the_replica_fix() -> None:
     only = pod("web-0")
 
-    result = plan([only], [budget("web", "web", expected=1, allowed=0, minAvailable=1)])
+    result = plan([only], [budget("web", "web", expected=1, allowed=0, min_available=1)])
 
     assert result.deadlocked
     [blocker] = result.blockers
@@ -175,7 +175,7 @@ def test_blocker__single_replica_min_available_one__deadlock_with_the_replica_fi
 def test_blocker__max_unavailable_zero__fix_sets_it_to_one() -> None:
     two = [pod("web-0"), pod("web-1")]
 
-    result = plan(two, [budget("web", "web", expected=2, allowed=0, maxUnavailable=0)])
+    result = plan(two, [budget("web", "web", expected=2, allowed=0, max_unavailable=0)])
 
     assert result.deadlocked
     assert {b.pod for b in result.blockers} == {"default/web-0", "default/web-1"}
@@ -263,7 +263,7 @@ def test_a_pod_already_terminating_is_waited_for_until_its_deletion_deadline() -
 
 
 def test_blocker__budget_waiting_for_unready_pods_elsewhere__not_a_deadlock() -> None:
-    waiting = budget("web", "web", expected=3, allowed=0, minAvailable=3)
+    waiting = budget("web", "web", expected=3, allowed=0, min_available=3)
     waiting["status"]["currentHealthy"] = 2  # one of its pods, on another node, not Ready
 
     result = plan([pod("web-0")], [waiting])
@@ -277,8 +277,8 @@ def test_blocker__budget_waiting_for_unready_pods_elsewhere__not_a_deadlock() ->
 def test_deadlock_fix__percentages__the_value_that_lets_one_pod_go() -> None:
     from drainer.plan.budgets import fix
 
-    none = budget("web", "web", expected=4, allowed=0, maxUnavailable="0%")
-    every = budget("web", "web", expected=4, allowed=0, minAvailable="100%")
+    none = budget("web", "web", expected=4, allowed=0, max_unavailable="0%")
+    every = budget("web", "web", expected=4, allowed=0, min_available="100%")
 
     assert fix(none).startswith("set maxUnavailable to 25% (or 1)")
     assert "below 100% (with 4 pods, to 75%)" in fix(every)
@@ -286,7 +286,7 @@ def test_deadlock_fix__percentages__the_value_that_lets_one_pod_go() -> None:
 
 def test_unhealthy_pod_under_an_unhealthy_budget__if_healthy_budget__waits() -> None:
     sick = pod("web-0", ready_after=None)
-    shut = budget("web", "web", expected=3, allowed=0, minAvailable=3)
+    shut = budget("web", "web", expected=3, allowed=0, min_available=3)
     shut["status"]["currentHealthy"] = 2  # the default policy, IfHealthyBudget: not healthy
 
     result = plan([sick], [shut])
@@ -303,7 +303,7 @@ def test_an_unhealthy_pods_replacement_frees_the_budget_for_the_next() -> None:
         pod("web-1", ready_after=5),
         pod("web-2", ready_after=5),
     ]
-    spare = budget("web", "web", expected=3, allowed=0, minAvailable=2)
+    spare = budget("web", "web", expected=3, allowed=0, min_available=2)
     spare["status"]["currentHealthy"], spare["status"]["desiredHealthy"] = 2, 2
 
     result = plan(pods, [spare])
@@ -316,7 +316,7 @@ def test_an_unhealthy_pods_replacement_frees_the_budget_for_the_next() -> None:
 
 # -- the critical tier on the forecast clock (the engine's reserve) ----------------
 
-DNS_BUDGET = budget("dns", "dns", expected=2, allowed=1, maxUnavailable=1)
+DNS_BUDGET = budget("dns", "dns", expected=2, allowed=1, max_unavailable=1)
 
 
 def coredns() -> dict[str, Any]:
@@ -338,7 +338,7 @@ def test_ordinary_pods_deadlocked__critical_pod_evicted_at_the_reserve__no_block
     held by a budget at the deadline less the reserve, so the critical tier starts
     then, and coredns goes through its own budget, which allows one."""
     stuck = [pod(f"pay-{i}", "pay", owner="pay-rs") for i in range(2)]
-    pay = budget("pay", "pay", expected=2, allowed=0, minAvailable=2)
+    pay = budget("pay", "pay", expected=2, allowed=0, min_available=2)
 
     run = forecast_of([*stuck, coredns()], [pay, DNS_BUDGET], timeout=3600)
     result = plan([*stuck, coredns()], [pay, DNS_BUDGET], timeout=3600)
@@ -355,7 +355,7 @@ def test_drain_shorter_than_the_reserve__critical_tier_starts_once_the_budget_re
     """A 60 s drain under the default 120 s reserve: the engine starts the critical
     tier as soon as the ordinary pods are held, right after the budget's refusal."""
     stuck = pod("pay-0", "pay", owner="pay-rs")
-    pay = budget("pay", "pay", expected=1, allowed=0, minAvailable=1)
+    pay = budget("pay", "pay", expected=1, allowed=0, min_available=1)
 
     run = forecast_of([stuck, coredns()], [pay, DNS_BUDGET], timeout=60)
 
@@ -365,7 +365,7 @@ def test_drain_shorter_than_the_reserve__critical_tier_starts_once_the_budget_re
 
 def test_critical_reserve_option__the_tier_starts_at_the_deadline_less_it() -> None:
     stuck = pod("pay-0", "pay", owner="pay-rs")
-    pay = budget("pay", "pay", expected=1, allowed=0, minAvailable=1)
+    pay = budget("pay", "pay", expected=1, allowed=0, min_available=1)
 
     run = forecast_of(
         [stuck, coredns()], [pay, DNS_BUDGET], timeout=600, critical_reserve_seconds=45
@@ -401,7 +401,9 @@ def test_budget_waves_past_the_timeout__each_fix_means_something() -> None:
     2 s would do); web-3 waits for the budget until 12 s (only a longer timeout would)."""
     four = [pod(f"web-{i}", grace=3) for i in range(4)]
 
-    result = plan(four, [budget("web", "web", expected=4, allowed=1, maxUnavailable=1)], timeout=10)
+    result = plan(
+        four, [budget("web", "web", expected=4, allowed=1, max_unavailable=1)], timeout=10
+    )
 
     fixes = {b.pod: b.fix for b in result.blockers}
     assert fixes == {
@@ -429,7 +431,7 @@ def test_a_late_pods_fix__never_a_grace_period_under_one_second(
     pods.append(pod("slow", "slow", owner="slow-rs", grace=grace * 3))
     if critical:
         pods.append(coredns())
-    budgets = [budget("web", "web", expected=replicas, allowed=1, maxUnavailable=1), DNS_BUDGET]
+    budgets = [budget("web", "web", expected=replicas, allowed=1, max_unavailable=1), DNS_BUDGET]
 
     result = plan(pods, budgets, timeout=timeout)
 

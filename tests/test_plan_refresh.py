@@ -61,13 +61,14 @@ def _stamp(at: float) -> str:
 
 
 def _node(instance: str, created: float, ready: float | None) -> dict[str, Any]:
-    made = w.node(f"n-{instance}", instance, pods=110)
-    made["metadata"]["creationTimestamp"] = _stamp(created)
-    status = "True" if ready is not None else "False"
-    made["status"]["conditions"] = [
-        {"type": "Ready", "status": status, "lastTransitionTime": _stamp(ready or created)}
-    ]
-    return made
+    return w.node(
+        f"n-{instance}",
+        instance,
+        pods=110,
+        created=_stamp(created),
+        ready=ready is not None,
+        ready_since=_stamp(ready or created),
+    )
 
 
 def test_new_node_wait__from_each_launch_to_the_later_of_in_service_and_its_node_ready() -> None:
