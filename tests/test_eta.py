@@ -29,6 +29,7 @@ from drainer.lifecycle.job import Run
 from drainer.lifecycle.outcomes import Result
 from drainer.lifecycle.settings import Settings
 from drainer.lifecycle.told import DrainStory
+from drainer.plan import timing
 from testbed import workloads as w
 
 T0 = 1_000.0
@@ -448,7 +449,7 @@ def test_forecast_node__a_pod_that_never_goes__its_eta_the_timeout_not_nothing_l
     kube = SimpleNamespace(
         list_pods_on_node=lambda node, selector: ([web, api], ""),
         list_budgets=lambda: ([budget], ""),
-        list_pods_in=lambda namespace: ([web, api], ""),
+        list_pods_in=lambda namespace, off_node="": ([] if off_node else [web, api], ""),
         request=_not_found,
     )
 
@@ -461,3 +462,49 @@ def test_forecast_node__a_pod_that_never_goes__its_eta_the_timeout_not_nothing_l
     assert fields["eta_seconds"] == pytest.approx(598.0)
     assert fields["paced_by"] != "nothing left"
     assert eta.accuracy().actual_seconds is None
+
+
+@pytest.mark.parametrize("selector", ["", "app=web"])
+def test_forecast_node__the_nodes_pods_read_once__the_others_of_their_namespaces_beside(
+    selector: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The replacement times come from every pod of the node's namespaces. Without a
+    pod selector the node's own pods are not read twice: the namespace's list leaves
+    them out (spec.nodeName!=). With one, the node's pods it leaves out are only in
+    the namespace's whole list."""
+    from drainer.plan import eta
+
+    def ready(name: str, node: str, at: str) -> dict[str, Any]:
+        app = name.split("-", maxsplit=1)[0]
+        return w.pod(name, node_name=node, labels={"app": app}, owner="web",
+                     ready=True, created="2026-11-22T00:00:00Z", ready_since=at)  # fmt: skip
+
+    here, skipped = ready("web-1", "n1", "2026-11-22T00:00:04Z"), ready("db-1", "n1", "")
+    there = ready("web-2", "n2", "2026-11-22T00:00:08Z")
+    reads: list[tuple[str, str]] = []
+    timed: list[list[str]] = []
+
+    def pods_in(namespace: str, off_node: str = "") -> tuple[list[dict[str, Any]], str]:
+        reads.append((namespace, off_node))
+        return [p for p in (here, skipped, there) if p["spec"]["nodeName"] != off_node], ""
+
+    def startups(cluster_pods: list[dict[str, Any]]) -> Any:
+        timed.append(sorted(p["metadata"]["name"] for p in cluster_pods))
+        return timing.startups(cluster_pods)
+
+    on_node = [here] if selector else [here, skipped]
+    kube = SimpleNamespace(
+        list_pods_on_node=lambda node, selector: (on_node, ""),
+        list_budgets=lambda: ([], ""),
+        list_pods_in=pods_in,
+        request=_not_found,
+    )
+    monkeypatch.setattr(eta, "startups", startups)
+
+    forecast = eta.forecast_node(
+        kube, "n1", DrainOptions(pod_selector=selector), timeout=600, now=T0
+    )  # type: ignore[arg-type]
+
+    assert reads == [("default", "" if selector else "n1")]
+    assert timed == [["db-1", "web-1", "web-2"]]
+    assert set(forecast.gone) == {f"default/{p['metadata']['name']}" for p in on_node}

@@ -210,9 +210,11 @@ class Kube(Client):
         """Every pod in the cluster, paged (the refresh plan's replacement times)."""
         return self._list_all("/api/v1/pods", "pods")
 
-    def list_pods_in(self, namespace: str) -> tuple[list[Obj], str]:
-        """The namespace's pods, paged (a drain's ETA: its workloads' replacement times)."""
-        return self._list_all(f"/api/v1/namespaces/{namespace}/pods", "pods")
+    def list_pods_in(self, namespace: str, off_node: str = "") -> tuple[list[Obj], str]:
+        """The namespace's pods, paged (a drain's ETA: its workloads' replacement
+        times); with `off_node`, only those not on that node."""
+        query = {"fieldSelector": f"spec.nodeName!={off_node}"} if off_node else None
+        return self._list_all(f"/api/v1/namespaces/{namespace}/pods", "pods", query)
 
     def list_pods_on_node(self, node: str, label_selector: str = "") -> tuple[list[Obj], str]:
         """The node's pods (paged; only those `label_selector` selects, when given)

@@ -28,7 +28,11 @@ def forecast_node(
     on_node, _ = kube.list_pods_on_node(node, options.pod_selector)
     budgets, _ = kube.list_budgets()
     namespaces = sorted({str(p["metadata"].get("namespace", "")) for p in on_node})
-    neighbours = [pod for ns in namespaces for pod in kube.list_pods_in(ns)[0]]
+    if options.pod_selector:  # the node's pods it leaves out are neighbours too
+        neighbours = [pod for ns in namespaces for pod in kube.list_pods_in(ns)[0]]
+    else:  # the node's pods read once: on a large node, half of what the forecast reads
+        off = [pod for ns in namespaces for pod in kube.list_pods_in(ns, off_node=node)[0]]
+        neighbours = on_node + off
     cluster = model.Cluster(budgets, startups(neighbours), None, read_stops(kube))
     eta, paced_by, run = model.likely_drain(on_node, cluster, options, timeout=timeout, now=now)
     # A pod that never goes (a budget that allows none) is forecast to the timeout,
