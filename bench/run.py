@@ -556,6 +556,7 @@ def run_all(
     *,
     runs: int,
     kubectl_runs: dict[str, int],
+    scenario_runs: dict[str, int] | None = None,
     speed: float,
     kubectl: Path | None,
     lookup_nodes: int,
@@ -563,11 +564,12 @@ def run_all(
     progress: Progress = _stderr,
 ) -> list[RunResult]:
     """Every scenario, our engine, the floor (bench/floor.py) and kubectl in turn, run
-    by run, the order rotated each run so that none always goes first."""
+    by run, the order rotated each run so that none always goes first. `runs` each
+    (`scenario_runs`: a scenario's own count instead), kubectl `kubectl_runs` at most."""
     results: list[RunResult] = []
     for scenario in scenarios:
         progress(f"scenario {scenario.key}: {scenario.title} (ideal {scenario.ideal:.2f} s)")
-        for run in range(1, runs + 1):
+        for run in range(1, (scenario_runs or {}).get(scenario.key, runs) + 1):
             clients = ["ours", "floor"]
             if kubectl is not None and run <= kubectl_runs.get(scenario.key, runs):
                 clients.append("kubectl")

@@ -5,9 +5,16 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
+import pytest
+
+from bench import run
+from bench.__main__ import CPU_RUNS
 from bench.clients import launch
 from bench.report import Summary, cpu_text
+from bench.run import RunResult, run_all
+from bench.scenarios import CPU_PODS, cpu_pods, many_pods
 
 
 def _cpu(client: str, pods: int, cpu: float, system: float, switches: float) -> Summary:
@@ -71,3 +78,29 @@ def test_launcher__counts_the_waits_of_a_process_threads(tmp_path: Path) -> None
     assert busy.returncode == idle.returncode == 0
     assert busy.switches >= 500 > idle.switches, (busy.switches, idle.switches)
     assert 0 <= busy.system_cpu <= busy.cpu
+
+
+def test_run_all__the_cpu_scenarios_run_their_own_count__ours_and_the_floor_each(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`make bench` runs the CPU scenarios 7 times (their medians; 3 could not tell
+    1.5x from 2x), the others `--runs`; kubectl never on the CPU scenarios."""
+    drained: list[tuple[str, str, int]] = []
+
+    def drain_once(scenario: Any, client: str, number: int, *args: Any, **kwargs: Any) -> RunResult:
+        drained.append((scenario.key, client, number))
+        return RunResult(scenario.key, client, number, True)
+
+    monkeypatch.setattr(run, "drain_once", drain_once)
+    scenarios = (many_pods(5, 5, key="1"), cpu_pods(CPU_PODS[0]))
+
+    results = run_all(
+        scenarios, runs=3, kubectl_runs={"cpu100": 0}, scenario_runs=CPU_RUNS, speed=1.0,
+        kubectl=Path("/usr/bin/kubectl"), lookup_nodes=0, progress=lambda line: None,
+    )  # fmt: skip
+
+    assert len(results) == len(drained)
+    counts = {(k, c): sum(1 for d in drained if d[:2] == (k, c)) for k, c, _ in drained}
+    assert counts == {("1", "ours"): 3, ("1", "floor"): 3, ("1", "kubectl"): 3,
+                      ("cpu100", "ours"): 7, ("cpu100", "floor"): 7}  # fmt: skip
+    assert set(CPU_RUNS) == {f"cpu{n}" for n in CPU_PODS}
