@@ -39,6 +39,7 @@ import argparse
 import hashlib
 import json
 import re
+import secrets
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -361,7 +362,10 @@ def apply_change_set(
     Shown: the resources it changes and its parameters (`before`: the stack's, for
     "old -> new"). `confirm`, when given, decides after the showing: False deletes the
     change set (and a stack that was only just begun) and stops the deploy."""
-    name = f"deploy-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}{purpose}"
+    # The second alone would give two deploys in one second the same name: CloudFormation
+    # refuses the second, and a declined one's clean-up would delete the other's.
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+    name = f"deploy-{stamp}-{secrets.token_hex(3)}{purpose}"
     cfn.create_change_set(
         StackName=stack_name,
         ChangeSetName=name,

@@ -198,3 +198,22 @@ def test_logs_and_undeploy__find_the_clusters_stack(
     status = undeploy.undeploy(connect(REGION), undeploy.Options(cluster_name="prod"), lines.append)
     assert status == 0
     assert any("eks-node-drainer" in line for line in lines), lines
+
+
+def test_two_deploys_in_one_second__each_its_own_change_set(
+    moto_aws: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A change set's name is unique even when two deploys start in the same second:
+    CloudFormation refuses a second change set of the same name on a stack, and the
+    declined deploy's clean-up must delete its own change set, not the one before."""
+    second = deploy.time.gmtime()
+    monkeypatch.setattr(deploy.time, "gmtime", lambda *_: second)
+    _cluster("prod")
+    _deploy(tmp_path, "prod")
+    with pytest.raises(DeployError, match="not deployed"):
+        _deploy(tmp_path, "prod", "DrainTimeoutSeconds=7200", answer="no")
+
+    summaries = _client("cloudformation").list_change_sets(StackName="eks-node-drainer-prod")
+    names = [c["ChangeSetName"] for c in summaries["Summaries"]]
+    assert len(names) == len(set(names))
+    assert [c for c in summaries["Summaries"] if c["ExecutionStatus"] == "AVAILABLE"] == []
