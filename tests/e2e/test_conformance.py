@@ -136,9 +136,16 @@ def budget_allows_zero(s: Scene) -> Obj:
     pod = s.run_pod("p", labels={"app": "x"})
     s.cluster.apply(w.budget("b1", {"app": "x"}, namespace=s.namespace, min_available=1))
     s.settled_budget("b1", allowed=0)
+    # Its phase and readiness as the eviction finds them: the server lets a pod that is
+    # Pending, or not Ready under a healthy budget, go without asking the budget.
+    before = s.api.get("Pod", "p", s.namespace)
     answer = s.evict(pod)
     after = s.api.get("Pod", "p", s.namespace)
-    return {"answer": answer, "deleting": bool(after["metadata"].get("deletionTimestamp"))}
+    return {
+        "answer": answer,
+        "deleting": bool(after["metadata"].get("deletionTimestamp")),
+        "before": (before["status"].get("phase"), is_pod_ready(before)),
+    }
 
 
 def two_budgets(s: Scene) -> Obj:
@@ -394,6 +401,7 @@ def _expect_eviction_created(seen: Obj) -> None:
 
 def _expect_blocked(seen: Obj) -> None:
     answer = seen["answer"]
+    assert seen["before"] == ("Running", True), f"not the scene: the pod was {seen['before']}"
     assert (answer.status, answer.reason) == (429, "TooManyRequests")
     assert answer.causes[0][0] == "DisruptionBudget"
     assert (
