@@ -99,6 +99,7 @@ def small_soak(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Outcome]:
     yield outcome
 
 
+@pytest.mark.alone
 def test_small_refresh__invariants_hold__report_agrees__png_drawn(small_soak: Outcome) -> None:
     outcome = small_soak
     checks = report.invariants(outcome)
@@ -126,6 +127,7 @@ def test_small_refresh__invariants_hold__report_agrees__png_drawn(small_soak: Ou
     assert (outcome.config.out / "report.json").is_file()
 
 
+@pytest.mark.alone
 def test_small_refresh__the_plan_forecast_beside_each_drain_and_the_pacing_limit(
     small_soak: Outcome,
 ) -> None:
@@ -156,6 +158,7 @@ def test_small_refresh__the_plan_forecast_beside_each_drain_and_the_pacing_limit
     assert "compare at --speed 1" in "\n".join(soak_forecast.text(forecast, 20))
 
 
+@pytest.mark.alone
 def test_small_refresh__the_plan_within_20_percent_of_the_drains__batch_by_batch(
     small_soak: Outcome,
 ) -> None:
