@@ -35,11 +35,8 @@ DEFAULT_OUT = {"kubesim": RESULTS / "results.json", "real": RESULTS / "results-r
 # figures barely move between runs (its own sleeps and throttle set them): fewer
 # runs of those keep `make bench` under ten minutes. Our engine always gets --runs.
 # Scenario 6 lasts its drain timeout for both clients (its budget-blocked pods never go).
-KUBECTL_RUNS = {"1": 2, "2": 1, "3": 2, "4": 2, "6": 2, "7": 1, "cpu100": 0, "cpu400": 0}
-# The CPU scenarios compare ours with the floor only (kubectl's CPU is not the question),
-# and more often than the others: a drain's CPU moves by about 0.15 ms per pod from run
-# to run, so the median of 3 could not tell 1.5x the floor's from 2x (issue 39, item 10).
-CPU_RUNS = {"cpu100": 7, "cpu400": 7}
+# The CPU scenarios (bench.scenarios.CPU_RUNS) compare ours with the floor only: none.
+KUBECTL_RUNS = {"1": 2, "2": 1, "3": 2, "4": 2, "6": 2, "7": 1}
 
 
 # Where each figure comes from, by backend: printed under the table, and in the JSON.
@@ -117,7 +114,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from bench import coldstart, forecast, report, startup
     from bench.clients import find_kubectl, kubectl_version
     from bench.run import run_all, warm_up
-    from bench.scenarios import many_pods, plan
+    from bench.scenarios import CPU_RUNS, many_pods, plan
 
     started = time.perf_counter()
     chosen = plan(quick=args.quick, runs=args.runs, backend=backend)
@@ -125,7 +122,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     scenarios = tuple(s for s in chosen.scenarios if not only or s.key in only)
     lookup_nodes = chosen.lookup_nodes if not only or "5" in only else 0
     kubectl = None if args.no_kubectl else find_kubectl()
-    kubectl_runs = {} if args.quick else dict(KUBECTL_RUNS)
+    kubectl_runs = {} if args.quick else {**KUBECTL_RUNS, **dict.fromkeys(CPU_RUNS, 0)}
     scenario_runs = {} if args.quick or args.runs is not None else dict(CPU_RUNS)
     where = "kubesim" if backend == "kubesim" else "the real control plane, one per drain"
     print(

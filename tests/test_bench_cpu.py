@@ -10,11 +10,10 @@ from typing import Any
 import pytest
 
 from bench import run
-from bench.__main__ import CPU_RUNS
 from bench.clients import launch
 from bench.report import Summary, cpu_text
 from bench.run import RunResult, run_all
-from bench.scenarios import CPU_PODS, cpu_pods, many_pods
+from bench.scenarios import CPU_PODS, CPU_RUNS, cpu_pods, many_pods
 
 
 def _cpu(client: str, pods: int, cpu: float, system: float, switches: float) -> Summary:
