@@ -11,7 +11,7 @@ from typing import Any
 
 from moto.core.models import DEFAULT_ACCOUNT_ID
 
-from awssim import activities, apifaults, eks, elbv2, instances, invocations, lifecycle
+from awssim import activities, apifaults, eks, elbv2, instances, invocations, lifecycle, routing
 
 DEFAULT_REGION = "us-east-1"
 
@@ -24,6 +24,7 @@ def install() -> None:
     apifaults.register()
     instances.register()
     activities.register()
+    routing.register()
 
 
 class AwsSim:

@@ -851,3 +851,51 @@ def test_client__non_loopback_url__is_refused() -> None:
 def test_cli__non_loopback_host__is_refused() -> None:
     with pytest.raises(SystemExit):
         awssim_main(["serve", "--host", "0.0.0.0"])
+
+
+def test_twenty_threads_calling_eks_first_at_once__its_model_and_router_built_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """moto caches a service's model and router without a lock: twenty handler threads
+    making their first DescribeCluster together each built their own (awssim.routing)."""
+    from moto.core import routing, utils
+
+    AwsSim()  # installs awssim's extensions, the lock among them
+    routing.get_service_router.cache_clear()  # as in a fresh process
+    utils.get_service_model.cache_clear()
+    routers: list[str] = []
+    models: list[str] = []
+    build_router = routing.RestRouter.__init__
+    load_model = utils._load_service_model
+
+    def counting_router(router: Any, service: Any) -> None:
+        routers.append(service.service_name)
+        build_router(router, service)
+
+    def counting_model(service: str, model: str) -> Any:
+        models.append(f"{service}/{model}")
+        return load_model(service, model)
+
+    monkeypatch.setattr(routing.RestRouter, "__init__", counting_router)
+    monkeypatch.setattr(utils, "_load_service_model", counting_model)
+    with mock_aws():
+        eks = boto3.client("eks", region_name=REGION, config=NO_RETRIES)
+        start = threading.Barrier(20)
+        answers: list[str] = []
+
+        def describe() -> None:
+            start.wait()
+            try:
+                eks.describe_cluster(name="nowhere")
+            except ClientError as e:
+                answers.append(e.response["Error"]["Code"])
+
+        threads = [threading.Thread(target=describe) for _ in range(20)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+
+    assert answers == ["ResourceNotFoundException"] * 20
+    assert routers == ["eks"]
+    assert models.count("eks/service-2") == 1, models
