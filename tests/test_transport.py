@@ -10,6 +10,7 @@ import http.client
 import http.server
 import socket
 import socketserver
+import ssl
 import threading
 import time
 import tracemalloc
@@ -379,6 +380,26 @@ def test_request__host_length_and_headers_in_one_request__connection_kept() -> N
     assert "Content-Length: 8" in lines and body == b'{"a": 1}'
     assert seen[1].split(b"\r\n")[0] == b"GET /prefix/api/v1/y?a=b+c HTTP/1.1"
     assert len(seen) == 2, "both requests on the one kept connection"
+
+
+def test_plain_http__each_new_connection_without_a_tls_context(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An http server (kubectl proxy's, an emulator's): http.client's HTTPS connection
+    would make a default TLS context for each connection, reading the system's CA
+    bundle (about 10 ms of CPU each) for a socket that never speaks TLS."""
+    closing = OK_BODY.replace(b"\r\n\r\n", b"\r\nConnection: close\r\n\r\n", 1)
+    with _recording(closing, closing, closing) as (transport, seen):
+
+        def refused(*args: object, **kwargs: object) -> ssl.SSLContext:
+            raise AssertionError("a TLS context made for a plain http connection")
+
+        monkeypatch.setattr(ssl, "_create_default_https_context", refused)
+        monkeypatch.setattr(ssl, "create_default_context", refused)
+        answers = [transport.send("GET", f"/api/v1/{n}", timeout=5).read() for n in range(3)]
+
+    assert answers == [b"{}"] * 3
+    assert len(seen) == 3
 
 
 @pytest.mark.parametrize(

@@ -112,7 +112,10 @@ class _Connection(http.client.HTTPSConnection):
                  server_name: str, connect_timeout: float, *,
                  proxy: proxies.Proxy | None = None) -> None:  # fmt: skip
         via = (proxy.host, proxy.port) if proxy is not None else (host, port)
-        super().__init__(*via, timeout=connect_timeout, context=context)
+        if context is None:  # http: HTTPSConnection would read the CA bundle for nothing
+            http.client.HTTPConnection.__init__(self, *via, timeout=connect_timeout)
+        else:
+            super().__init__(*via, timeout=connect_timeout, context=context)
         self.tls = context
         self._server_name = server_name or host
         self._proxy = proxy
