@@ -79,8 +79,12 @@ def installed() -> Installed:
         base = Path(sys.base_prefix) / "bin" / "python3"
         _run([str(base), "-m", "venv", str(here / "venv")], "creating a fresh venv")
         _run(
+            # --no-compile: pip would byte-compile every module of every dependency
+            # (botocore's thousands) for 14 of the install's 30 s of CPU; the commands
+            # compile what they import on their first run, as Python does.
             [str(here / "venv" / "bin" / "python"), "-m", "pip", "install", "--quiet",
-             "--disable-pip-version-check", "--constraint", str(CONSTRAINTS), str(wheel)],
+             "--disable-pip-version-check", "--no-compile", "--constraint", str(CONSTRAINTS),
+             str(wheel)],
             "pip install of the wheel",
         )  # fmt: skip
         (here / ".complete").touch()
