@@ -9,7 +9,8 @@ lock, so threads that miss one at the same moment each build their own. Twenty
 handler threads making their first calls together (tests/e2e/test_concurrency.py)
 built them about twenty times: 22 of the test's 34 s of CPU under a profiler,
 enough to push its drains past their bound on a loaded machine. Here each first
-build happens under one lock; every later call is the cache's lookup.
+build happens under one lock, which every later call takes briefly around the
+cache's lookup (so a first build holds up requests to other services meanwhile).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from moto.core import responses, routing
+from moto.core import responses, routing, utils
 
 _LOCK = threading.RLock()
 
@@ -41,7 +42,11 @@ def register() -> None:
     if _REGISTERED:
         return
     _REGISTERED.append(True)
-    for name in ("get_service_router", "get_service_model"):  # as moto.core.responses calls them
-        setattr(responses, name, _locked(getattr(responses, name)))
+    for module, name in (
+        (responses, "get_service_router"),  # as moto.core.responses calls them
+        (responses, "get_service_model"),
+        (utils, "get_service_model"),  # as moto.core.errors imports it, for an error's model
+    ):
+        setattr(module, name, _locked(getattr(module, name)))
     router = routing.ServiceOperationRouter
     router._get_router = _locked(router._get_router)  # type: ignore[method-assign]

@@ -147,7 +147,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"bench: {e}", file=sys.stderr)
             return 2
     # On the real control plane each drain starts one of its own, so a warm-up drain
-    # there warms only the page cache: worth its 20 s for figures, not in quick mode.
+    # there warms the page cache and this process's own code paths (set-up, forecast),
+    # not the drains' processes: worth its 20 s for figures, not in quick mode.
     if scenarios and not (args.quick and backend == "real"):
         warm_up(chosen.speed, kubectl, many_pods(5, 5), backend)
     results = run_all(

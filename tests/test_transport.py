@@ -386,8 +386,9 @@ def test_plain_http__each_new_connection_without_a_tls_context(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """An http server (kubectl proxy's, an emulator's): http.client's HTTPS connection
-    would make a default TLS context for each connection, reading the system's CA
-    bundle (about 10 ms of CPU each) for a socket that never speaks TLS."""
+    would make a default TLS context for each connection object the pool makes,
+    reading the system's CA bundle (about 10 ms of CPU each) for a socket that never
+    speaks TLS."""
     closing = OK_BODY.replace(b"\r\n\r\n", b"\r\nConnection: close\r\n\r\n", 1)
     with _recording(closing, closing, closing) as (transport, seen):
 
