@@ -18,6 +18,11 @@ from testbed.world import all_ready, set_schedulable, wait_until
 
 from .conftest import SPEED, BudgetWatcher
 
+# Its bound is on wall time, and twenty drains, the in-process kubesim and moto share
+# one interpreter: with three workers beside it the window came to 20-32 s against
+# the bound of 30, with four 34 s. Alone (after the others) it is 13-15 s.
+pytestmark = pytest.mark.alone
+
 DRAINED = 20
 SPARE = 5
 APPS = 4
@@ -96,6 +101,6 @@ def test_twenty_nodes_at_once__all_drained__budgets_hold__time_close_to_budget_p
         requests = world.cluster.kubesim.requests("eks-node-drainer")
         window = max(r.done for r in requests) - min(r.at for r in requests)
     print(f"20 concurrent drains: window {window:.2f} s, pace {ideal:.2f} s, wall {elapsed:.2f} s")
-    # 4x + 10 s leaves room for two loaded cores (a neighbouring worker may be running
-    # a real control plane) and still fails a blind 5 s sleep per refusal (> 50 s).
+    # 4x + 10 s leaves room for a slow or shared machine (coverage alone makes it
+    # 13-15 s) and still fails a blind 5 s sleep per refusal (> 50 s).
     assert window < 4 * ideal + 10, f"{window:.1f} s is far from the {ideal:.1f} s budgets allow"
