@@ -31,7 +31,9 @@ from typing import IO, Any
 SERVICE = "eks-node-drainer"
 FIXED_KEYS = ("instance_id", "node_name", "asg_name", "lifecycle_hook_name", "cluster")
 _TOKEN = re.compile(r"k8s-aws-v1\.[A-Za-z0-9_\-]+")
-_SIGNATURE = re.compile(r"(X-Amz-Signature=|X-Amz-Credential=|X-Amz-Security-Token=)[^&\s\"']+")
+_SIGNATURE = re.compile(r"(X-Amz-Signature=|X-Amz-Credential=|X-Amz-Security-Token=)[^&\s\"'\\]+")
+"""Stops at a backslash too: in a JSON line a quote after the value is escaped (\\"),
+and the escape must stay or the line breaks."""
 _RECORD_OWN = frozenset(
     set(logging.makeLogRecord({}).__dict__) | {"message", "asctime", "taskName"}
 )
@@ -67,12 +69,21 @@ class JsonLines(logging.Formatter):
         trace = os.environ.get("_X_AMZN_TRACE_ID")
         if trace:
             line["xray_trace_id"] = trace.split(";")[0].replace("Root=", "")
-        return json.dumps(
-            {k: v for k, v in line.items() if v is not None},
-            default=str,
-            separators=(",", ":"),
-            ensure_ascii=False,
+        # The filter redacted the message; an exception's text or an extra may hold a
+        # token or a signature too, so the whole line is redacted as well.
+        return redact(
+            json.dumps(
+                {k: v for k, v in line.items() if v is not None},
+                default=str,
+                separators=(",", ":"),
+                ensure_ascii=False,
+            )
         )
+
+
+def redact(text: str) -> str:
+    """`text` with every EKS bearer token and presigned URL's signature replaced."""
+    return _SIGNATURE.sub(r"\1[redacted]", _TOKEN.sub("k8s-aws-v1.[redacted]", text))
 
 
 def _timestamp(record: logging.LogRecord) -> str:
@@ -115,7 +126,7 @@ class RedactTokens(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()
-        redacted = _SIGNATURE.sub(r"\1[redacted]", _TOKEN.sub("k8s-aws-v1.[redacted]", message))
+        redacted = redact(message)
         if redacted != message:
             record.msg = redacted
             record.args = None

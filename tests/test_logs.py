@@ -363,3 +363,28 @@ def test_line__an_exception__its_text_name_and_frames__a_token_in_it_redacted(
     assert (stack["type"], stack["value"], stack["module"]) == ("ValueError", "boom", "builtins")
     assert stack["frames"][-1]["statement"] == 'raise ValueError("boom")'
     assert "xray_trace_id" not in line
+
+
+def test_line__a_token_or_signature_outside_the_message__redacted_and_the_line_still_json(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The filter redacts the message; a token or a presigned URL's signature in an
+    exception's text or in an extra key is redacted in the line as well, and a quote
+    right after the signature keeps its escape (the line stays one JSON object)."""
+    url = "https://s3.amazonaws.com/b/k?X-Amz-Credential=AKIA%2Fx&X-Amz-Signature=abc123"
+
+    def emit(log: logging.Logger) -> None:
+        try:
+            raise RuntimeError(f'exec plugin said "k8s-aws-v1.secretpart" for "{url}"')
+        except RuntimeError:
+            log.exception("failed", extra={"where": f'"{url}"', "token": "k8s-aws-v1.xyz_9-"})
+
+    (line,) = _json_lines(emit, monkeypatch)
+    text = json.dumps(line)
+    for secret in ("secretpart", "abc123", "AKIA", "xyz_9"):
+        assert secret not in text, secret
+    assert line["where"] == (
+        '"https://s3.amazonaws.com/b/k?X-Amz-Credential=[redacted]&X-Amz-Signature=[redacted]"'
+    )
+    assert line["token"] == "k8s-aws-v1.[redacted]"
+    assert line["stack_trace"]["value"].startswith('exec plugin said "k8s-aws-v1.[redacted]"')
