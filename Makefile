@@ -69,27 +69,25 @@ types: $(STAMP)
 # so they run side by side. Most of a test's time is waiting (on a watch, a pod's
 # grace, a budget's controller), so on these 2-core machines three workers keep the
 # cores busier than two: the pytest step took 700-726 s with 3, 965 s with 2 (two
-# runs, issue 39). Four were faster again (692 and 715 s against 830 s with 3, one
-# run each, in turn), but each of those runs failed a test that waits on the real
-# control plane's controllers or holds a wall time. Work stealing: a worker that runs
-# out takes tests from another's queue, so a minute-long test near the end of one
-# queue leaves no worker idle.
+# runs, issue 39). Four were faster again, in a clone, one run each: the pytest step
+# took 715 and 692 s where three took 830 s that day, but each of those runs failed
+# a test that waits on the real control plane's controllers or holds a wall time.
+# Work stealing: a worker that runs out takes tests from another's queue, so a
+# minute-long test near the end of one queue leaves no worker idle.
 # The tests marked `alone` hold a drain's wall time to a forecast within 20 % or to
-# the budgets' pace: they run after the others, on a machine no other worker loads (with 3 workers
-# the soak's small refresh once took 13.7 s against a 10 s plan). That run collects
-# only the files that mark tests `alone` (ALONE; all of tests/ if none would): 0.8 s
-# against 10 s for the whole suite.
-# PYTHONDONTWRITEBYTECODE is dropped for pytest and every process it starts: with it
-# set, nothing of this tree is ever cached as .pyc (__pycache__/ is ignored by git),
-# so each worker rewrote every test module's asserts (a collection of 10-12 s, 5 s
-# once cached) and each Python the tests start compiled drainer/ anew (about 0.4 s).
+# the budgets' pace: they run after the others, on a machine no other worker loads
+# (with 3 workers the soak's small refresh once took 13.7 s against a 10 s plan).
+# PYTHONDONTWRITEBYTECODE is dropped for pytest and every process that inherits its
+# environment: with it set, nothing of this tree is ever cached as .pyc (__pycache__/
+# is ignored by git), so each of the four collections rewrote every test module's
+# asserts (10-12 s each, 5 s once cached) and each Python the tests start compiled
+# drainer/ anew (about 0.4 s of CPU).
 PYTEST_WORKERS ?= 3
-ALONE = $(shell grep -rl --include='*.py' 'pytest.mark.alone' tests)
-PYTEST = env -u PYTHONDONTWRITEBYTECODE $(PY) -m pytest
+PYTEST = PYTHONDONTWRITEBYTECODE= $(PY) -m pytest
 
 unit: $(STAMP)
 	$(PYTEST) --cov --cov-report= -n $(PYTEST_WORKERS) --dist worksteal --durations=20 -m "not alone"
-	$(PYTEST) --cov --cov-append --cov-report=term -m alone $(ALONE)
+	$(PYTEST) --cov --cov-append --cov-report=term -m alone
 
 cfn-lint: $(STAMP)
 	@if [ -f template.yaml ]; then $(VENV)/bin/cfn-lint template.yaml; fi

@@ -31,9 +31,12 @@ from typing import IO, Any
 SERVICE = "eks-node-drainer"
 FIXED_KEYS = ("instance_id", "node_name", "asg_name", "lifecycle_hook_name", "cluster")
 _TOKEN = re.compile(r"k8s-aws-v1\.[A-Za-z0-9_\-]+")
-_SIGNATURE = re.compile(r"(X-Amz-Signature=|X-Amz-Credential=|X-Amz-Security-Token=)[^&\s\"'\\]+")
-"""Stops at a backslash too: in a JSON line a quote after the value is escaped (\\"),
-and the escape must stay or the line breaks."""
+_SIGNATURE = re.compile(r"(X-Amz-Signature=|X-Amz-Credential=|X-Amz-Security-Token=)[^&\s\"']+")
+_SIGNATURE_IN_JSON = re.compile(
+    r"(X-Amz-Signature=|X-Amz-Credential=|X-Amz-Security-Token=)[^&\s\"'\\]+"
+)
+"""In a JSON line the value also stops at a backslash: a character after it comes
+escaped (\\", \\n), and the escape must stay or the line breaks."""
 _RECORD_OWN = frozenset(
     set(logging.makeLogRecord({}).__dict__) | {"message", "asctime", "taskName"}
 )
@@ -71,19 +74,19 @@ class JsonLines(logging.Formatter):
             line["xray_trace_id"] = trace.split(";")[0].replace("Root=", "")
         # The filter redacted the message; an exception's text or an extra may hold a
         # token or a signature too, so the whole line is redacted as well.
-        return redact(
-            json.dumps(
-                {k: v for k, v in line.items() if v is not None},
-                default=str,
-                separators=(",", ":"),
-                ensure_ascii=False,
-            )
+        text = json.dumps(
+            {k: v for k, v in line.items() if v is not None},
+            default=str,
+            separators=(",", ":"),
+            ensure_ascii=False,
         )
+        return redact(text, _SIGNATURE_IN_JSON)
 
 
-def redact(text: str) -> str:
-    """`text` with every EKS bearer token and presigned URL's signature replaced."""
-    return _SIGNATURE.sub(r"\1[redacted]", _TOKEN.sub("k8s-aws-v1.[redacted]", text))
+def redact(text: str, signature: re.Pattern[str] = _SIGNATURE) -> str:
+    """`text` with every EKS bearer token and every presigned URL's signature,
+    credential and session token replaced."""
+    return signature.sub(r"\1[redacted]", _TOKEN.sub("k8s-aws-v1.[redacted]", text))
 
 
 def _timestamp(record: logging.LogRecord) -> str:

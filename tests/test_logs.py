@@ -377,12 +377,21 @@ def test_line__a_token_or_signature_outside_the_message__redacted_and_the_line_s
         try:
             raise RuntimeError(f'exec plugin said "k8s-aws-v1.secretpart" for "{url}"')
         except RuntimeError:
-            log.exception("failed", extra={"where": f'"{url}"', "token": "k8s-aws-v1.xyz_9-"})
+            log.exception(
+                "failed",
+                extra={
+                    "where": f'"{url}"',
+                    "token": "k8s-aws-v1.xyz_9-",
+                    "escaped": [f"{url}\nnext", f"{url}\\x"],
+                },
+            )
 
     (line,) = _json_lines(emit, monkeypatch)
     text = json.dumps(line)
     for secret in ("secretpart", "abc123", "AKIA", "xyz_9"):
         assert secret not in text, secret
+    redacted = url.replace("AKIA%2Fx", "[redacted]").replace("abc123", "[redacted]")
+    assert line["escaped"] == [f"{redacted}\nnext", f"{redacted}\\x"]
     assert line["where"] == (
         '"https://s3.amazonaws.com/b/k?X-Amz-Credential=[redacted]&X-Amz-Signature=[redacted]"'
     )
