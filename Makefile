@@ -77,11 +77,11 @@ types: $(STAMP)
 # The tests marked `alone` hold a drain's wall time to a forecast within 20 % or to
 # the budgets' pace: they run after the others, on a machine no other worker loads
 # (with 3 workers the soak's small refresh once took 13.7 s against a 10 s plan).
-# PYTHONDONTWRITEBYTECODE is dropped for pytest and every process that inherits its
-# environment: with it set, nothing of this tree is ever cached as .pyc (__pycache__/
-# is ignored by git), so each of the four collections rewrote every test module's
-# asserts (10-12 s each, 5 s once cached) and each Python the tests start compiled
-# drainer/ anew (about 0.4 s of CPU).
+# PYTHONDONTWRITEBYTECODE is set empty (off) for pytest and every process that
+# inherits its environment: with it set, nothing of this tree is ever cached as .pyc
+# (__pycache__/ is ignored by git), so each collection (a worker's, the alone run's)
+# rewrote every test module's asserts (10-12 s each, 5 s once cached) and each Python
+# the tests start compiled drainer/ anew (about 0.4 s of CPU).
 PYTEST_WORKERS ?= 3
 PYTEST = PYTHONDONTWRITEBYTECODE= $(PY) -m pytest
 

@@ -19,8 +19,8 @@ from testbed.world import all_ready, set_schedulable, wait_until
 from .conftest import SPEED, BudgetWatcher
 
 # Its bound is on wall time, and twenty drains, the in-process kubesim and moto share
-# one interpreter: with three workers beside it the window came to 20-32 s against
-# the bound of 30, with four 34 s. Alone (after the others) it is 13-15 s.
+# one interpreter: beside the other workers (three in all) the window came to 20-32 s
+# against the bound of 30, with four in all 34 s. Alone (after the others) 13-15 s.
 pytestmark = pytest.mark.alone
 
 DRAINED = 20
