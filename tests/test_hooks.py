@@ -403,3 +403,32 @@ def test_sync__the_hooks_it_puts_name_the_stack__another_stacks_hook_left_saying
         "nodes-b": "its NotificationMetadata names the stack eks-node-drainer-b"
     }
     assert "1 not ours" in caplog.text
+
+
+def test_listing_fails__nothing_put__not_even_on_a_named_managed_node_group(
+    account: Account,
+) -> None:
+    # An EKS managed node group named in ALLOWED_ASGS without ALLOW_MANAGED_NODE_GROUPS:
+    # a sync leaves it to EKS. When Auto Scaling's listing fails (throttled after
+    # botocore's retries), the sync cannot tell a managed group from another, or a
+    # group that is gone: it puts nothing, says why, and the next sync does the work.
+    account.group("mng", **{"eks:nodegroup-name": "mng"})
+    named = settings(asg_tag="", allowed_asgs=frozenset({"mng"}))
+    assert "mng" in hooks.sync_hooks(account.autoscaling, named).skipped
+
+    def throttled(**_: Any) -> None:
+        from botocore.exceptions import ClientError
+
+        raise ClientError(
+            {"Error": {"Code": "Throttling", "Message": "Rate exceeded"}},
+            "DescribeAutoScalingGroups",
+        )
+
+    account.autoscaling.meta.events.register(
+        "before-parameter-build.autoscaling.DescribeAutoScalingGroups", throttled
+    )
+    sync = hooks.sync_hooks(account.autoscaling, named, "schedule")
+
+    assert "Rate exceeded" in sync.failed["(listing)"]
+    assert sync.covered == ()
+    assert account.puts == [], "our terminate hook put beside EKS's on a managed node group"

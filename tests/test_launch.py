@@ -340,3 +340,45 @@ def _launch_event() -> dict[str, Any]:
             "LifecycleTransition": "autoscaling:EC2_INSTANCE_LAUNCHING",
         },
     }
+
+
+def _no_kube(*_: object) -> Kube:
+    raise AssertionError("no cluster is read for a group that is not the function's")
+
+
+def test_into_the_warm_pool__a_group_not_the_functions__its_action_left_alone(
+    moto_aws: None,
+) -> None:
+    """A warmed instance's launch is answered at once, but only for a group the
+    function covers: another group's hook of the same name (another stack, another
+    tool warming its instances) is not ours to answer, nor a join to count."""
+    import boto3
+
+    from awssim import AwsSim
+    from awssim.world import create_node_group
+
+    clients = aws.make_clients(boto3.Session(region_name="us-east-1"))
+    group = create_node_group(
+        clients.ec2, clients.autoscaling, asg_name="someone-elses", size=1, hook_name="x",
+        cluster_name="other",
+    )  # fmt: skip
+    clients.autoscaling.put_lifecycle_hook(
+        AutoScalingGroupName="someone-elses",
+        LifecycleHookName="eks-node-drainer-launch",
+        LifecycleTransition="autoscaling:EC2_INSTANCE_LAUNCHING",
+        HeartbeatTimeout=600,
+        DefaultResult="ABANDON",
+    )
+    sim = AwsSim(region="us-east-1")
+    token = sim.begin_launch("someone-elses", group.instance_ids[0], "eks-node-drainer-launch")
+    raw = sim.event_for(token)
+    raw["detail"].update({"Origin": "EC2", "Destination": "WarmPool"})
+    event = events.parse_event(raw)
+    assert isinstance(event, events_hook.LifecycleEvent) and event.into_warm_pool
+    settings = Settings(launch_hook=True, allowed_asgs=frozenset({"prod-nodes"}))
+
+    summary = launch.handle(event, Tools(settings, clients, _no_kube), None)
+
+    assert summary["result"] == "not_allowed", summary
+    assert "someone-elses is not in ALLOWED_ASGS" in summary["message"]
+    assert sim.calls("complete") == [], "another group's launch answered CONTINUE"

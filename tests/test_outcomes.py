@@ -25,6 +25,7 @@ from drainer.outcome import Outcome
         (Result.HANDED_OVER, TimeoutPolicy.CONTINUE, "ABANDON", None),
         (Result.NOT_ALLOWED, TimeoutPolicy.CONTINUE, "ABANDON", None),
         (Result.NOT_OURS, TimeoutPolicy.ABANDON, "ABANDON", "CONTINUE"),
+        (Result.STALE, TimeoutPolicy.CONTINUE, "CONTINUE", None),
     ],
 )
 def test_outcome_table(
@@ -56,7 +57,7 @@ def test_lambda_outcome__an_interrupted_drain_is_a_failed_one(
 
 
 def test_outcome__the_engine_has_no_trigger_only_ending() -> None:
-    trigger_only = {Result.NOT_ALLOWED, Result.NOT_OURS, Result.CORDONED}
+    trigger_only = {Result.NOT_ALLOWED, Result.NOT_OURS, Result.CORDONED, Result.STALE}
 
     assert {str(o) for o in Outcome}.isdisjoint(str(r) for r in trigger_only)
     assert {str(o) for o in Outcome} | {str(r) for r in trigger_only} == {str(r) for r in Result}, (

@@ -697,3 +697,165 @@ def test_hook_limit_cuts_the_drain__timed_out__message_names_the_hook_and_the_po
     assert "lifecycle hook GlobalTimeout (65 s) minus 60 s margin" in run.message
     assert "default/guarded" in run.message
     assert run.report is not None and set(run.report.left) == {"default/guarded"}
+
+
+@pytest.mark.parametrize(
+    ("code", "status", "ends"),
+    [
+        ("TooManyRequestsException", 429, False),  # Lambda's throttling: retried
+        ("ServiceException", 500, False),
+        ("AccessDeniedException", 403, True),  # the role lacks lambda:InvokeFunction
+    ],
+)
+def test_hand_over_refused__for_now_raised_for_lambda_to_retry__for_good_ends_the_drain(
+    scene_for: Callable[..., Scene], code: str, status: int, ends: bool
+) -> None:
+    """A drain held by a budget past the invocation's time hands over; when Lambda's
+    Invoke fails for now (throttled, a 5xx, after botocore's retries) the invocation
+    raises as every other AWS call does, so that Lambda runs the event again while the
+    hook's heartbeat timeout keeps the instance: the action is not ended with the pod
+    still on it. Refused for good, the drain ends FAILED (FAILURE_RESULT)."""
+    from botocore.exceptions import ClientError
+
+    from drainer.errors import AwsError
+
+    scene = scene_for()
+    _guarded_pod(scene)
+    invoke = boto3.Session(region_name=REGION).client("lambda")
+
+    def refuse(**_: Any) -> None:
+        error = {"Error": {"Code": code, "Message": "no"}, "ResponseMetadata": {}}
+        error["ResponseMetadata"]["HTTPStatusCode"] = status
+        raise ClientError(error, "Invoke")
+
+    invoke.meta.events.register("before-parameter-build.lambda.Invoke", refuse)
+    c = scene.clients
+    clients = aws.AwsClients(c.ec2, c.autoscaling, c.eks, lambda: invoke)
+    invocation = Invocation(
+        remaining_seconds=lambda: 60.5, function_arn="arn:aws:lambda:us-east-1:1:function:f"
+    )
+    tools = Tools(Settings(handover_margin_seconds=60), clients, scene.kube)
+
+    if ends:
+        summary = scale_in.handle(scene.event, tools, invocation, raw_event=scene.raw_event)
+        assert summary["result"] == Result.FAILED, summary
+        assert "could not hand over to a new invocation" in summary["message"]
+        assert [c["LifecycleActionResult"] for c in scene.sim.calls("complete")] == ["ABANDON"]
+        return
+    with pytest.raises(AwsError, match=f"asynchronous hand-over.*{code}"):
+        scale_in.handle(scene.event, tools, invocation, raw_event=scene.raw_event)
+    assert scene.sim.calls("complete") == [], "the instance let go with its pod still held"
+
+
+STACK_A = "arn:aws:cloudformation:us-east-1:123456789012:stack/eks-node-drainer-prod/aaaa"
+STACK_B = "arn:aws:cloudformation:us-east-1:123456789012:stack/eks-node-drainer-staging/bbbb"
+
+
+@pytest.mark.parametrize(
+    ("hook_cluster", "hook_stack", "why"),
+    [
+        # Stack A put the hook first on a group both stacks' ASG_TAG admit (no cluster
+        # tag): its function drains the node; B's must not answer the action.
+        (CLUSTER, STACK_A, f"was put by the stack {STACK_A}, not this one"),
+        # ... nor drain a cluster it cannot read and ABANDON the action (B's role may
+        # not describe A's cluster: moto knows no prod-a).
+        ("prod-a", STACK_A, f"was put by the stack {STACK_A}, not this one"),
+        # A 0.1.0 hook names only its cluster.
+        (CLUSTER, "", f"names the cluster {CLUSTER}, not staging (CLUSTER_NAME)"),
+    ],
+)
+def test_hook_of_another_deployment__its_action_left_alone(
+    scene_for: Callable[..., Scene], hook_cluster: str, hook_stack: str, why: str
+) -> None:
+    from drainer.lifecycle.hooks import HookSpec
+
+    put = Settings(cluster_name=hook_cluster, stack_id=hook_stack)
+    scene = scene_for(metadata=HookSpec.from_settings(put).notification_metadata)
+    _tag(scene, **{"eks-node-drainer/enabled": "true"})
+    ours = Settings(
+        cluster_name="staging", asg_tag="eks-node-drainer/enabled=true", stack_id=STACK_B
+    )
+    tools = Tools(ours, scene.clients, scene.kube, clock=FakeClock(time.time()))
+
+    summary = scale_in.handle(scene.event, tools, None, raw_event=scene.raw_event)
+
+    assert summary["result"] == Result.NOT_ALLOWED, summary
+    assert why in summary["message"] and "leaving its lifecycle action alone" in summary["message"]
+    assert scene.sim.calls("complete") == [] and scene.sim.calls("heartbeat") == []
+
+
+@pytest.mark.parametrize("stack", [STACK_B, ""])
+def test_hook_of_this_stack_or_of_no_stack__drained_as_before(
+    scene_for: Callable[..., Scene], stack: str
+) -> None:
+    from drainer.lifecycle.hooks import HookSpec
+
+    put = Settings(cluster_name=CLUSTER, stack_id=stack)
+    scene = scene_for(metadata=HookSpec.from_settings(put).notification_metadata)
+
+    run = scene.drain(Settings(cluster_name=CLUSTER, stack_id=STACK_B), FakeClock(time.time()))
+
+    assert (run.result, run.cluster) == (Outcome.NO_NODE, CLUSTER), run.message
+
+
+def _late_into_the_warm_pool(moto_aws: None, kubesim: KubeSim, back: bool) -> Scene:
+    """A scale-in into the warm pool whose event reaches the function late (Lambda's
+    queue keeps an event up to 6 h while the function is throttled): meanwhile the
+    action timed out (DefaultResult CONTINUE) and, when `back`, the instance came out
+    of the pool, InService, its node Ready and running a pod again."""
+    from testbed import workloads as w
+
+    clients = aws.make_clients(boto3.Session(region_name=REGION))
+    group = create_node_group(
+        clients.ec2, clients.autoscaling, asg_name="eks-workers", size=2, hook_name="drain",
+        heartbeat_timeout=600, default_result="CONTINUE", cluster_name=CLUSTER,
+        notification_metadata='{"cluster_name": "prod"}',
+    )  # fmt: skip
+    clients.autoscaling.put_warm_pool(
+        AutoScalingGroupName="eks-workers",
+        PoolState="Stopped",
+        InstanceReusePolicy={"ReuseOnScaleIn": True},
+    )
+    sim = AwsSim(region=REGION)
+    sim.point_cluster_at(CLUSTER, kubesim.url, kubesim.ca_data)
+    (late,) = sim.scale_in("eks-workers")
+    instance = late["detail"]["EC2InstanceId"]
+    sim.expire_action(instance)
+    if back:
+        assert sim.scale_out_from_warm_pool("eks-workers")[0] == instance
+    scene = Scene(clients, sim, kubesim, group, late)
+    node = scene.node_name
+    bare = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": node}}
+    kubesim.apply([bare, w.pod("web", node_name=node, owner="ReplicaSet")])
+    return scene
+
+
+def test_late_scale_in_into_the_warm_pool__instance_back_in_service__node_left_alone(
+    moto_aws: None, kubesim: KubeSim
+) -> None:
+    scene = _late_into_the_warm_pool(moto_aws, kubesim, back=True)
+    assert scene.event.into_warm_pool
+    tools = Tools(Settings(cluster_name=CLUSTER), scene.clients, scene.kube, sleep=_no_sleep)
+
+    summary = scale_in.handle(scene.event, tools, None, raw_event=scene.raw_event)
+
+    assert summary["result"] == Result.STALE, summary
+    assert "is InService again: the event is stale" in summary["message"]
+    assert summary["lifecycle_result"] == "none" and scene.sim.calls("complete") == []
+    node = kubesim.get("Node", scene.node_name)
+    assert not node["spec"].get("unschedulable"), "an InService node cordoned by a stale event"
+    assert kubesim.get("Pod", "web", namespace="default") is not None
+
+
+def test_late_scale_in__action_gone__instance_not_in_service__drained_as_before(
+    moto_aws: None, kubesim: KubeSim
+) -> None:
+    """Only both signals make an event stale: an action gone with its instance still
+    in the pool (or terminating) drains as it did."""
+    scene = _late_into_the_warm_pool(moto_aws, kubesim, back=False)
+    tools = Tools(Settings(cluster_name=CLUSTER), scene.clients, scene.kube)
+
+    summary = scale_in.handle(scene.event, tools, None, raw_event=scene.raw_event)
+
+    assert summary["result"] == Result.DRAINED, summary
+    assert kubesim.get("Node", scene.node_name)["spec"].get("unschedulable") is True

@@ -4,13 +4,18 @@ every trigger applies before it acts (ALLOWED_ASGS, ASG_TAG, the cluster's name)
 from __future__ import annotations
 
 import functools
+import json
 from collections.abc import Callable, Mapping
+from typing import Any
 
 from drainer import aws
 from drainer.lifecycle.events_hook import LifecycleEvent
 from drainer.lifecycle.settings import Settings
 
 Tags = Callable[[], Mapping[str, str]]
+
+STACK_KEY = "stack_id"
+"""The key of a hook's NotificationMetadata that names the stack (its ARN) that put it."""
 
 
 def group_tags(autoscaling: aws.Client, asg_name: str) -> Tags:
@@ -64,3 +69,34 @@ def resolve_cluster(
     if from_metadata:
         return from_metadata
     return aws.cluster_name_for(metadata, tags(), settings.cluster_name)
+
+
+def metadata_fields(metadata: str) -> dict[str, Any]:
+    """A hook's NotificationMetadata as JSON fields; empty when it is not a JSON object
+    (a plain cluster name, another tool's text)."""
+    try:
+        parsed = json.loads(metadata) if metadata.strip().startswith("{") else None
+    except json.JSONDecodeError:
+        return {}
+    return parsed if isinstance(parsed, dict) else {}
+
+
+def hook_refused(settings: Settings, event: LifecycleEvent, hook: aws.HookInfo) -> str:
+    """Why the action's hook is not the function's to answer; "" when it is. A hook
+    whose metadata names another stack (STACK_ID) or another cluster (CLUSTER_NAME)
+    is another deployment's, on a group both admit (a shared ASG_TAG): that one
+    drains the node and answers the action. A hook that names neither (0.1.0's, or
+    one put by hand) is the function's when its group is."""
+    metadata = hook.notification_metadata or event.notification_metadata
+    owner = metadata_fields(metadata).get(STACK_KEY)
+    if settings.stack_id and isinstance(owner, str) and owner and owner != settings.stack_id:
+        return (
+            f"the hook {hook.name} of {event.asg_name} was put by the stack {owner}, not this one"
+        )
+    cluster = aws.cluster_name_for(metadata, {}, "")
+    if settings.cluster_name and cluster and cluster != settings.cluster_name:
+        return (
+            f"the hook {hook.name} of {event.asg_name} names the cluster {cluster}, not "
+            f"{settings.cluster_name} (CLUSTER_NAME)"
+        )
+    return ""

@@ -96,20 +96,30 @@ _NOTIFIED = frozenset(
 def hand_over(
     run: Run, raw_event: Mapping[str, Any], clients: aws.AwsClients, invocation: Invocation | None
 ) -> Run:
-    """Re-invoke the function with the event and the drain's state; a hand-over that
-    cannot happen is a failure, like any other that stops the drain."""
+    """Re-invoke the function with the event and the drain's state. A hand-over Lambda
+    refuses for good (or with no function to hand over to) is a failure, like any
+    other that stops the drain; one that fails for now (throttled, a 5xx, after
+    botocore's retries) is raised, as every AWS call's is, for Lambda to run this
+    event again while the hook's heartbeat timeout keeps the instance."""
+    if invocation is None or not invocation.function_arn or run.handover is None:
+        return _not_handed_over(run, "no function to hand over to")
     try:
-        if invocation is None or not invocation.function_arn or run.handover is None:
-            raise AwsError("no function to hand over to")
         aws.invoke_self_async(
             clients.lambda_, invocation.function_arn, with_handover(raw_event, run.handover)
         )
     except AwsError as e:
-        return replace(
-            run, result=Result.FAILED, message=f"could not hand over to a new invocation: {e}"
-        )
+        if not aws.is_permanent(e):
+            log.error("the hand-over failed for now; the invocation will be retried: %s", e)
+            raise
+        return _not_handed_over(run, str(e))
     log.info("handed over to a new invocation (hand-over %d)", run.handover.handovers)
     return run
+
+
+def _not_handed_over(run: Run, why: str) -> Run:
+    return replace(
+        run, result=Result.FAILED, message=f"could not hand over to a new invocation: {why}"
+    )
 
 
 def log_end_line(summary: Mapping[str, Any]) -> None:

@@ -28,7 +28,13 @@ from typing import Any
 from drainer import aws, logs
 from drainer.errors import AwsError, ClusterNotFound, InstanceNotFound
 from drainer.lifecycle import ending
-from drainer.lifecycle.admission import Tags, group_refused, group_tags, resolve_cluster
+from drainer.lifecycle.admission import (
+    Tags,
+    group_refused,
+    group_tags,
+    hook_refused,
+    resolve_cluster,
+)
 from drainer.lifecycle.events_hook import TERMINATE_HOOK_TRIGGER, LifecycleEvent
 from drainer.lifecycle.job import Run, Tools
 
@@ -94,7 +100,11 @@ def admit_hook(event: LifecycleEvent, tools: Tools) -> Admitted | str:
     refused = group_refused(tools.settings, autoscaling, event.asg_name, tags=tags)
     if refused:
         return f"{refused}; leaving its lifecycle action alone"
-    return Admitted(tags, aws.lifecycle_hook(autoscaling, event.asg_name, event.hook_name))
+    hook = aws.lifecycle_hook(autoscaling, event.asg_name, event.hook_name)
+    refused = hook_refused(tools.settings, event, hook)
+    if refused:
+        return f"{refused}; leaving its lifecycle action alone"
+    return Admitted(tags, hook)
 
 
 @dataclass(frozen=True)

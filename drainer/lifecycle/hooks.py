@@ -39,27 +39,13 @@ from typing import Any
 from drainer import aws, logs
 from drainer.errors import AwsError
 from drainer.lifecycle import managed
-from drainer.lifecycle.admission import tag_admits
+from drainer.lifecycle.admission import STACK_KEY, metadata_fields, tag_admits
 from drainer.lifecycle.events_hook import LAUNCHING, TERMINATING
 from drainer.lifecycle.settings import Settings
 
 log = logging.getLogger(__name__)
 
 DEFAULT_RESULT = "CONTINUE"
-
-
-STACK_KEY = "stack_id"
-"""The key of a hook's NotificationMetadata that names the stack (its ARN) that put it."""
-
-
-def metadata_fields(metadata: str) -> dict[str, Any]:
-    """A hook's NotificationMetadata as JSON fields; empty when it is not a JSON object
-    (a plain cluster name, another tool's text)."""
-    try:
-        parsed = json.loads(metadata) if metadata.strip().startswith("{") else None
-    except json.JSONDecodeError:
-        return {}
-    return parsed if isinstance(parsed, dict) else {}
 
 
 def owner_of(found: Mapping[str, Any]) -> str:
@@ -234,7 +220,9 @@ def sync_hooks(
     try:
         covered, skipped = groups or covered_groups(autoscaling, settings)
     except AwsError as e:
-        covered, skipped = sorted(settings.allowed_asgs), {}
+        # Without the listing a named group cannot be told from an EKS managed node
+        # group or a group that is gone: nothing is put, the next sync does the work.
+        covered, skipped = [], {}
         failed["(listing)"] = str(e)
     kept = _keep_hooks(autoscaling, covered, HookSpec.all_from_settings(settings), adopt)
     sync = replace(

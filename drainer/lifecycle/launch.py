@@ -180,16 +180,16 @@ def _lifecycle_result(joining: Joining, on_timeout: str) -> str | None:
 
 def _wait(event: LifecycleEvent, tools: Tools, invocation: Invocation | None) -> Joining:
     settings, clients, clock = tools.settings, tools.clients, tools.clock
-    if event.into_warm_pool:
-        return Joining(
-            "joined",
-            f"instance {event.instance_id} goes to the warm pool: no node to wait for (a "
-            "node it registers while warmed is left alone)",
-        )
     try:
         admitted = frame.admit_hook(event, tools)
         if isinstance(admitted, str):
             return Joining("not_allowed", admitted)
+        if event.into_warm_pool:  # answered at once, but only for a group of ours
+            return Joining(
+                "joined",
+                f"instance {event.instance_id} goes to the warm pool: no node to wait for "
+                "(a node it registers while warmed is left alone)",
+            )
         where = frame.locate(event, admitted, tools)
     except AwsError as e:
         if not aws.is_permanent(e):

@@ -32,6 +32,9 @@ class Result(StrEnum):
     Auto Mode): left alone."""
     CORDONED = "cordoned"
     """A spot rebalance recommendation: the node cordoned, not drained."""
+    STALE = "stale"
+    """A terminate event that came after its lifecycle action ended, its instance in
+    service again (back from the warm pool): its node left alone."""
 
 
 _RESULTS: dict[Outcome, Result] = {
@@ -75,5 +78,6 @@ def lifecycle_result(result: Result, settings: Settings) -> str | None:
         Result.NOT_ALLOWED: None,  # not our Auto Scaling group
         Result.NOT_OURS: "CONTINUE",  # its own manager drains it: nothing to wait for
         Result.CORDONED: None,  # a spot event's: there is no lifecycle action
+        Result.STALE: None,  # the action is gone: nothing to answer
     }
     return table[result]

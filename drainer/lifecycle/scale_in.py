@@ -20,6 +20,7 @@ from dataclasses import replace
 from typing import Any
 
 from drainer import aws
+from drainer.errors import AwsError, LifecycleActionGone
 from drainer.lifecycle import ending, frame, notices
 from drainer.lifecycle.events_ec2 import EC2_TRIGGERS
 from drainer.lifecycle.events_hook import TERMINATE_HOOK_TRIGGER, WARM_POOL_NAME, LifecycleEvent
@@ -74,6 +75,9 @@ def drain_instance(
             "instance runs no pods of the cluster's, nothing to drain",
             started_at=started_at,
         )
+    stale = _serving_again(event, clients.autoscaling)
+    if stale:
+        return Run(Result.STALE, stale, started_at=started_at)
     if on_start is not None:
         on_start()
     deadline = effective_deadline(now, event, admitted.hook, settings)
@@ -84,6 +88,38 @@ def drain_instance(
     if heartbeat.gone:
         log.info("the lifecycle action is gone (completed elsewhere or timed out)")
     return _with_heartbeat(run, heartbeat, event, started_at)
+
+
+SERVING = ("InService", "Pending", "Standby")
+"""Auto Scaling lifecycle states (and their prefixes: Pending:Wait, ...) of an
+instance that serves, or is about to: not one being terminated."""
+
+
+def _serving_again(event: LifecycleEvent, autoscaling: aws.Client) -> str:
+    """Why the event is stale, "" when it is not: its lifecycle action is gone (a
+    heartbeat finds none) and the instance serves again (a scale-in into the warm
+    pool whose event came after the action timed out, the instance since back in
+    service). Its node is left alone: draining it would cordon and empty a node in
+    service, with no launch to release it. Both signals must agree; any other answer
+    (the action alive, a failed call) drains as before."""
+    try:
+        aws.record_heartbeat(autoscaling, event)
+        return ""
+    except LifecycleActionGone:
+        pass
+    except AwsError:
+        return ""  # the heartbeat ticker tries again; the drain goes on
+    try:
+        state = aws.instance_lifecycle_state(autoscaling, event.instance_id)
+    except AwsError:
+        return ""
+    if not state.startswith(SERVING):
+        return ""
+    return (
+        f"the lifecycle action of instance {event.instance_id} is gone and the instance is "
+        f"{state} again: the event is stale (it came after the action ended), so its node "
+        "is left alone"
+    )
 
 
 def _with_heartbeat(
