@@ -19,6 +19,7 @@ from realapi import (
     TWO_BUDGETS_201,
     ApiFront,
     RealAnswer,
+    budget_blocks_429,
     budget_lags_429,
     front_kube,
     namespace_terminating_403,
@@ -757,3 +758,81 @@ def test_do_not_disrupt__released_under_a_budget_that_refused__asked_at_once(
     asked = front.requests("POST", eviction_path("default", "batch-0"))
     assert asked, "never asked for after its release"
     assert asked[0].at - waits.lifted_at < 2, "asked for at once, not on a fallback timer"
+
+
+# -- a 409 on an eviction: the pod untouched, not gone ---------------------------------
+
+
+def test_eviction_409_from_a_budget_conflict__pod_kept__evicted_on_a_later_try(
+    sim: KubeSim, front: ApiFront, clock: FakeClock
+) -> None:
+    """kube-apiserver's eviction handler retries a budget's status update that keeps
+    conflicting (EvictionsRetry), then answers with that 409: the pod is untouched.
+    Taken for gone, the drain said DRAINED with the pod still on the node."""
+    place(sim, objects.pod("web-0", namespace="shop", node_name=NODE))
+    conflict = RealAnswer(
+        409,
+        status_body(
+            'Operation cannot be fulfilled on poddisruptionbudgets.policy "web": the object '
+            "has been modified; please apply your changes to the latest version and try again",
+            409,
+            "Conflict",
+            {"name": "web", "group": "policy", "kind": "poddisruptionbudgets"},
+        ),
+    )
+    front.script("POST", eviction_path("shop", "web-0"), conflict)
+
+    _, report = drain(front, clock, 60)
+
+    assert report.outcome == Outcome.DRAINED
+    assert gone(sim, "shop", "web-0"), "reported drained with shop/web-0 still on the node"
+    assert len(front.requests("POST", eviction_path("shop", "web-0"))) == 2
+    assert report.evicted == 1
+
+
+# -- a re-cordon refused for a moment: tried again, not left to chance -----------------
+
+NODE_PATH = f"/api/v1/nodes/{NODE}$"
+UNAVAILABLE = RealAnswer(503, status_body("etcdserver: leader changed", 503, "ServiceUnavailable"))
+
+
+def test_recordon_refused_for_a_moment__cordoned_again_once_the_server_answers(
+    sim: KubeSim, front: ApiFront, clock: FakeClock
+) -> None:
+    """Someone uncordons the node mid-drain while the API server refuses writes: the
+    re-cordon fails (its client's retries spent). It used to wait for the watch to see
+    the node change again (minutes, or never), and the drain ended with its node
+    schedulable while saying it had cordoned it again."""
+    place(
+        sim,
+        objects.budget("web", {"app": "web"}, min_available=1),
+        objects.pod("web-0", node_name=NODE, labels={"app": "web"}),
+    )
+
+    def uncordon_while_writes_fail() -> None:
+        front.script("PATCH", NODE_PATH, UNAVAILABLE, count=None)
+        admin(sim).patch("Node", NODE, {"spec": {"unschedulable": False}}, namespace="")
+        sim.settle()
+
+    def writes_answer_again() -> None:
+        for script in front.scripts:
+            if script.path == NODE_PATH:
+                script.count = script.hits  # the blip is over
+
+    # The budget refuses the first eviction (someone uncordons the node meanwhile,
+    # while node writes fail), and the second (by then writes work again).
+    refused = budget_blocks_429("web", 1, 1)
+    front.script(
+        "POST", eviction_path("default", "web-0"), refused, then=uncordon_while_writes_fail
+    )
+    front.script("POST", eviction_path("default", "web-0"), refused, then=writes_answer_again)
+
+    _, report = drain(front, clock, 120)
+
+    assert report.outcome == Outcome.TIMED_OUT
+    patches = front.requests("PATCH", NODE_PATH)
+    assert any(p.status == 503 for p in patches), "the re-cordon met the outage"
+    assert sim.get("Node", NODE)["spec"].get("unschedulable") is True, (
+        "the drain ended with its node uncordoned, never cordoned again after the outage"
+    )
+    assert report.recordons == 1, "a refused re-cordon is not one"

@@ -302,7 +302,7 @@ class Drain:
         def wake() -> float:
             now = self.ctx.clock()
             timers = [parts.schedule.next_wake(now), parts.following.next_stuck()]
-            timers.append(parts.force.next_at())
+            timers += [parts.force.next_at(), self._guard.next_recordon()]
             return min([limit, *(t for t in timers if t is not None)])
 
         busy = bool(parts.schedule.in_flight())

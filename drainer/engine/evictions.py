@@ -54,10 +54,16 @@ class Evictions:
             return
         try:
             self.ctx.kube.evict(entry.pod, grace_period_seconds=self._grace_period(entry.pod))
-        except (KubeNotFound, KubeConflict):
-            # 404: already gone; 409: the name now belongs to a new pod, so ours is gone.
+        except KubeNotFound:  # already gone
             with self.ctx.cond:
                 self._gone_now(entry)
+            return
+        except KubeConflict as e:
+            # Not a sign the pod is gone: the API server also answers 409 for a pod it
+            # left untouched (a budget's status update that kept conflicting, a pod
+            # modified since the handler read it). Tried again later; a pod replaced
+            # under its name (the UID precondition) is gone from the watch meanwhile.
+            self._failed(entry, e)
             return
         except EvictionBlocked as e:
             self._refused(entry, e)

@@ -34,6 +34,8 @@ class NodeGuard:
         self.tracker: NodeTracker | None = None
         self._cordoned: Obj | None = None  # the node as the cordon left it
         self._recordoned_at = ""  # the node version an uncordon was last undone from
+        self._recordon_failures = 0  # re-cordons refused in a row (a 5xx, a timeout)
+        self._recordon_retry_at = 0.0  # after a refused re-cordon: when it is tried again
 
     def cordon(self, deadline: float) -> bool:
         """Cordon, exclude from load balancers and record the drain begun (the
@@ -85,11 +87,21 @@ class NodeGuard:
         return bool(uid)
 
     def uncordoned(self) -> bool:
-        """Whether someone uncordoned the node since the drain last cordoned it (hold the lock)."""
+        """Whether the node needs cordoning again now (hold the lock): someone
+        uncordoned it since the drain last cordoned it, and no refused re-cordon waits
+        for its retry."""
         assert self.tracker is not None
         node = self.tracker.node or {}
         version = str(node.get("metadata", {}).get("resourceVersion", ""))
-        return self.tracker.uncordoned() and version != self._recordoned_at
+        if not self.tracker.uncordoned() or version == self._recordoned_at:
+            return False
+        return self.ctx.clock() >= self._recordon_retry_at
+
+    def next_recordon(self) -> float | None:
+        """When a refused re-cordon is tried again (hold the lock); None when none waits."""
+        if self._recordon_failures and self.tracker is not None and self.tracker.uncordoned():
+            return self._recordon_retry_at
+        return None
 
     def patch(self, patch: Obj, *, dry_run: bool = False) -> Obj:
         """Write to the node this drain is of, and to no other: the patch carries the
@@ -138,7 +150,6 @@ class NodeGuard:
             node = dict(self.tracker.node or {}) if self.tracker is not None else {}
             self._recordoned_at = str(node.get("metadata", {}).get("resourceVersion", ""))
         who = last_writer(node)
-        ctx.report.recordons += 1
         try:
             self.patch({"spec": {"unschedulable": True}})
         except KubeNotFound:
@@ -147,14 +158,28 @@ class NodeGuard:
             ctx.fail(e)
             return
         except KubeError as e:
-            log.warning(
-                "could not cordon %s again (%s); retrying when the watch sees it", ctx.node, e
-            )
+            self._recordon_refused(e)
             return
+        with ctx.cond:
+            self._recordon_failures = 0
+            self._recordon_retry_at = 0.0
+            ctx.report.recordons += 1
         ctx.emit(
             Kind.RECORDONED,
             reason=f"the node was uncordoned mid-drain ({who}); cordoned again",
         )
+
+    def _recordon_refused(self, error: KubeError) -> None:
+        """The re-cordon failed (its client's retries spent): tried again after a
+        backoff, whether or not the watch sees the node change meanwhile."""
+        ctx = self.ctx
+        with ctx.cond:
+            self._recordoned_at = ""
+            self._recordon_failures += 1
+            delay = ctx.options.retry.delay(self._recordon_failures - 1, ctx.rng)
+            self._recordon_retry_at = ctx.clock() + delay
+            ctx.cond.notify_all()
+        log.warning("could not cordon %s again (%s); retrying in %.1f s", ctx.node, error, delay)
 
     def record_end(self, outcome: Outcome) -> None:
         """The drain's end in the node's record, through the record's patch: `release`
