@@ -125,3 +125,42 @@ def test_selector_json__refused_on_a_node__one_document_naming_its_pods(sim: Kub
     assert sorted(d["node"] for d in document["nodes"]) == sorted(POOL)
     assert all(d["refusals"] for d in document["nodes"])
     assert not any(_unschedulable(sim, n) for n in POOL)
+
+
+def _node_patch_answers(
+    sim: KubeSim, node: str, status: int, reason: str, count: int | None
+) -> None:
+    from kubesim.faults import Fault
+
+    message = f'nodes "{node}" not found' if status == 404 else "etcdserver: request timed out"
+    sim.faults.add(
+        Fault(kind="status", method="PATCH", path=f"/api/v1/nodes/{node}$", status=status,
+              reason=reason, message=message, count=count)
+    )  # fmt: skip
+
+
+def test_selector__a_node_gone_before_its_cordon__the_others_drained_as_before(
+    sim: KubeSim,
+) -> None:
+    """The cluster autoscaler deleted the second node after the list: its cordon is a
+    404. The run stopped there (exit 3), the first node cordoned and undrained, with
+    nothing saying so; the node gone is now its drain's to say."""
+    _node_patch_answers(sim, POOL[1], 404, "NotFound", count=1)
+
+    code, output = _run(sim, "-l", "pool=old", "--force", "--timeout", "60s")
+
+    assert code == 0, output
+    assert f"node {POOL[0]} drained" in output
+
+
+def test_selector__a_cordon_failing__the_nodes_already_cordoned_named_with_their_undo(
+    sim: KubeSim, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _node_patch_answers(sim, POOL[1], 500, "InternalError", count=None)
+
+    code, output = _run(sim, "-l", "pool=old", "--force", "--timeout", "60s")
+
+    assert code == 3, output
+    assert _unschedulable(sim, POOL[0]) and not _unschedulable(sim, POOL[1])
+    assert f"node {POOL[0]} not drained, left cordoned; to undo: " in output
+    assert f"node {POOL[1]} not drained, left cordoned" not in output, "it never was"

@@ -168,6 +168,44 @@ def test_kubeconfig_not_yaml__says_which_file_and_where(tmp_path: Path) -> None:
     assert "line 3" in str(raised.value)
 
 
+@pytest.mark.parametrize("key", ["user", "cluster", "context"])
+def test_kubeconfig_entry_not_a_mapping__says_which_one__not_a_traceback(
+    sim: KubeSim, tmp_path: Path, key: str
+) -> None:
+    document = _config(sim, {"token": "t"})
+    document[f"{key}s"][0][key] = "u"  # a string where kubectl wants a mapping
+    config = tmp_path / "kubeconfig"
+    config.write_text(yaml.safe_dump(document))
+
+    with pytest.raises(KubeError) as raised:
+        Kube.from_kubeconfig(str(config))
+
+    assert f"{config}: the {key} " in str(raised.value) and "is not a mapping" in str(raised.value)
+
+
+def test_kubeconfig_a_symbolic_link__relative_paths_from_the_links_directory(
+    sim: KubeSim, tmp_path: Path
+) -> None:
+    """A dotfiles manager's ~/.kube/config, a link to the real file elsewhere: kubectl
+    reads a relative certificate-authority from ~/.kube (client-go's
+    ResolveLocalPaths does not follow the link), and so does the drainer. It read it
+    from the link's target's directory: another file, or none."""
+    kube_dir, dotfiles = tmp_path / "home" / ".kube", tmp_path / "dotfiles"
+    kube_dir.mkdir(parents=True)
+    dotfiles.mkdir()
+    (kube_dir / "ca.pem").write_bytes(sim.ca_pem)
+    document = _config(sim, {"token": sim.admin_token}, **{"certificate-authority": "ca.pem"})
+    del document["clusters"][0]["cluster"]["certificate-authority-data"]
+    (dotfiles / "config").write_text(yaml.safe_dump(document))
+    (kube_dir / "config").symlink_to(dotfiles / "config")
+
+    kube = Kube.from_kubeconfig(str(kube_dir / "config"))
+    try:
+        assert kube.get_node("n1") is not None
+    finally:
+        kube.close()
+
+
 def test_auth_provider__loaded_by_the_kubernetes_package(sim: KubeSim, tmp_path: Path) -> None:
     """The legacy OIDC helper, which only the package's loader reads: its id-token
     (unexpired, so no refresh) is the bearer token."""

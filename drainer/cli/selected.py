@@ -70,7 +70,7 @@ def drain_selected(
         why = "this identity may not evict pods (RBAC: create pods/eviction); no node cordoned"
         return main._failed(terminal, args, 3, why, result="forbidden")
     if not args.dry_run:
-        nodes = [_cordon(kube, node, run.say) for node in nodes]
+        nodes = _cordon_all(kube, nodes, args, run.say)
     for node in nodes:
         terminal.log.quiet = False  # each drain's lines, until its verdict
         drain = functools.partial(main._drain, kube, node, args, options)
@@ -146,6 +146,28 @@ def _cordon(kube: Kube, node: dict[str, Any], say: Stream) -> dict[str, Any]:
     cordoned = kube.patch_node(name, patch)
     print(f"cordoned node {name}", file=say)
     return cordoned
+
+
+def _cordon_all(
+    kube: Kube, nodes: list[dict[str, Any]], args: argparse.Namespace, say: Stream
+) -> list[dict[str, Any]]:
+    """Every node cordoned before any is drained. A node deleted or replaced since it
+    was listed (404; 409 or 422 on its UID) is left as it is: its drain says it is
+    gone. Any other failure names the nodes already cordoned, and how to undo them,
+    before it ends the run."""
+    done: list[dict[str, Any]] = []
+    cordoned: list[str] = []
+    for node in nodes:
+        try:
+            done.append(_cordon(kube, node, say))
+        except KubeError as e:
+            if e.status in (404, 409, 422):
+                done.append(node)  # its drain finds it gone, or another node: left alone
+                continue
+            _left_cordoned(args, cordoned, say)
+            raise
+        cordoned.append(str(node["metadata"]["name"]))
+    return done
 
 
 def _left_cordoned(args: argparse.Namespace, names: list[str], say: Stream) -> list[str]:

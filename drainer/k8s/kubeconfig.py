@@ -106,7 +106,9 @@ class Merged:
                 raise KubeconfigError(f"{path} does not read as YAML: {e}") from e
             if not isinstance(document, dict):
                 raise KubeconfigError(f"{path} is not a kubeconfig (no mapping at its top)")
-            directory = path.resolve().parent
+            # As kubectl resolves relative paths (client-go's ResolveLocalPaths): from the
+            # file's own directory, a symbolic link's not followed.
+            directory = Path(os.path.abspath(path)).parent
             for key, found in (
                 ("clusters", self.clusters),
                 ("users", self.users),
@@ -115,7 +117,13 @@ class Merged:
                 inner = key[:-1]  # cluster, user, context
                 for item in document.get(key) or []:
                     if isinstance(item, dict) and item.get("name") and item["name"] not in found:
-                        found[item["name"]] = Entry(item.get(inner) or {}, directory)
+                        body = item.get(inner) or {}
+                        if not isinstance(body, dict):
+                            raise KubeconfigError(
+                                f"{path}: the {inner} {item['name']!r} is not a mapping "
+                                f"(its {inner}: holds {type(body).__name__} {body!r:.40})"
+                            )
+                        found[item["name"]] = Entry(body, directory)
             self.current = self.current or str(document.get("current-context") or "")
 
 
