@@ -127,16 +127,15 @@ def test_selector_json__refused_on_a_node__one_document_naming_its_pods(sim: Kub
     assert not any(_unschedulable(sim, n) for n in POOL)
 
 
-def _node_patch_answers(
-    sim: KubeSim, node: str, status: int, reason: str, count: int | None
-) -> None:
+def _node_answers(sim: KubeSim, node: str, status: int, reason: str, *methods: str) -> None:
     from kubesim.faults import Fault
 
     message = f'nodes "{node}" not found' if status == 404 else "etcdserver: request timed out"
-    sim.faults.add(
-        Fault(kind="status", method="PATCH", path=f"/api/v1/nodes/{node}$", status=status,
-              reason=reason, message=message, count=count)
-    )  # fmt: skip
+    for method in methods:
+        sim.faults.add(
+            Fault(kind="status", method=method, path=f"/api/v1/nodes/{node}$", status=status,
+                  reason=reason, message=message, count=None)
+        )  # fmt: skip
 
 
 def test_selector__a_node_gone_before_its_cordon__the_others_drained_as_before(
@@ -145,18 +144,23 @@ def test_selector__a_node_gone_before_its_cordon__the_others_drained_as_before(
     """The cluster autoscaler deleted the second node after the list: its cordon is a
     404. The run stopped there (exit 3), the first node cordoned and undrained, with
     nothing saying so; the node gone is now its drain's to say."""
-    _node_patch_answers(sim, POOL[1], 404, "NotFound", count=1)
+    _node_answers(sim, POOL[1], 404, "NotFound", "PATCH", "GET")  # gone, to this run
 
     code, output = _run(sim, "-l", "pool=old", "--force", "--timeout", "60s")
 
     assert code == 0, output
     assert f"node {POOL[0]} drained" in output
+    assert f"node {POOL[1]} is gone: nothing to drain" in output
 
 
+@pytest.mark.parametrize(
+    ("status", "reason"),
+    [(500, "InternalError"), (409, "Conflict")],  # a 409 on the node itself (admission's)
+)
 def test_selector__a_cordon_failing__the_nodes_already_cordoned_named_with_their_undo(
-    sim: KubeSim, capsys: pytest.CaptureFixture[str]
+    sim: KubeSim, status: int, reason: str
 ) -> None:
-    _node_patch_answers(sim, POOL[1], 500, "InternalError", count=None)
+    _node_answers(sim, POOL[1], status, reason, "PATCH")
 
     code, output = _run(sim, "-l", "pool=old", "--force", "--timeout", "60s")
 
@@ -164,3 +168,19 @@ def test_selector__a_cordon_failing__the_nodes_already_cordoned_named_with_their
     assert _unschedulable(sim, POOL[0]) and not _unschedulable(sim, POOL[1])
     assert f"node {POOL[0]} not drained, left cordoned; to undo: " in output
     assert f"node {POOL[1]} not drained, left cordoned" not in output, "it never was"
+
+
+def test_selector_json__a_cordon_failing__the_document_names_the_nodes_left_cordoned(
+    sim: KubeSim,
+) -> None:
+    from support.cli_schema import problems
+
+    _node_answers(sim, POOL[1], 500, "InternalError", "PATCH")
+
+    code, output = _run(sim, "-l", "pool=old", "--force", "-o", "json")
+
+    document = json.loads(output)  # stdout is the one document, nothing else
+    assert code == 3 == document["exit_code"]
+    assert document["result"] == "error" and document["selector"] == "pool=old"
+    assert document["left_cordoned"] == [POOL[0]]
+    assert problems(document) == []

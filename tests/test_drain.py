@@ -796,43 +796,63 @@ NODE_PATH = f"/api/v1/nodes/{NODE}$"
 UNAVAILABLE = RealAnswer(503, status_body("etcdserver: leader changed", 503, "ServiceUnavailable"))
 
 
-def test_recordon_refused_for_a_moment__cordoned_again_once_the_server_answers(
+def _uncordon_while_node_writes_fail(sim: KubeSim, front: ApiFront, calls: int) -> None:
+    """Someone uncordons the node while the API server refuses its next `calls`
+    node writes (each of the client's 3 attempts per call)."""
+    front.script("PATCH", NODE_PATH, UNAVAILABLE, count=3 * calls)
+    admin(sim).patch("Node", NODE, {"spec": {"unschedulable": False}}, namespace="")
+    sim.settle()
+
+
+def test_recordon_refused_for_a_moment__tried_again_after_a_backoff_not_a_budgets_timer(
     sim: KubeSim, front: ApiFront, clock: FakeClock
 ) -> None:
     """Someone uncordons the node mid-drain while the API server refuses writes: the
     re-cordon fails (its client's retries spent). It used to wait for the watch to see
-    the node change again (minutes, or never), and the drain ended with its node
-    schedulable while saying it had cordoned it again."""
+    the node change again (minutes, or never): the drain ended with its node
+    schedulable while saying it had cordoned it again. Now it is tried again after a
+    backoff, the loop woken for it: here nothing else would wake it for 15 s or more
+    (the budget's fallback timer)."""
     place(
         sim,
         objects.budget("web", {"app": "web"}, min_available=1),
         objects.pod("web-0", node_name=NODE, labels={"app": "web"}),
     )
-
-    def uncordon_while_writes_fail() -> None:
-        front.script("PATCH", NODE_PATH, UNAVAILABLE, count=None)
-        admin(sim).patch("Node", NODE, {"spec": {"unschedulable": False}}, namespace="")
-        sim.settle()
-
-    def writes_answer_again() -> None:
-        for script in front.scripts:
-            if script.path == NODE_PATH:
-                script.count = script.hits  # the blip is over
-
-    # The budget refuses the first eviction (someone uncordons the node meanwhile,
-    # while node writes fail), and the second (by then writes work again).
     refused = budget_blocks_429("web", 1, 1)
-    front.script(
-        "POST", eviction_path("default", "web-0"), refused, then=uncordon_while_writes_fail
-    )
-    front.script("POST", eviction_path("default", "web-0"), refused, then=writes_answer_again)
+    first = lambda: _uncordon_while_node_writes_fail(sim, front, calls=1)  # noqa: E731
+    front.script("POST", eviction_path("default", "web-0"), refused, then=first)
+    front.script("POST", eviction_path("default", "web-0"), refused, count=None)
 
-    _, report = drain(front, clock, 120)
+    _, report = drain(front, clock, 60)
 
     assert report.outcome == Outcome.TIMED_OUT
-    patches = front.requests("PATCH", NODE_PATH)
-    assert any(p.status == 503 for p in patches), "the re-cordon met the outage"
-    assert sim.get("Node", NODE)["spec"].get("unschedulable") is True, (
-        "the drain ended with its node uncordoned, never cordoned again after the outage"
-    )
+    failed = [p for p in front.requests("PATCH", NODE_PATH) if p.status == 503]
+    took = [p for p in front.requests("PATCH", NODE_PATH) if p.status == 200][1:]
+    assert len(failed) == 3 and took, "the re-cordon met the outage, then took"
+    assert took[0].at - failed[-1].at < 10, "the retry waited for another timer"
+    assert sim.get("Node", NODE)["spec"].get("unschedulable") is True
     assert report.recordons == 1, "a refused re-cordon is not one"
+
+
+def test_recordon_refused__the_pods_gone_before_its_retry__the_ends_patch_cordons(
+    sim: KubeSim, front: ApiFront, clock: FakeClock
+) -> None:
+    """The node's last pod goes while a refused re-cordon waits for its retry: the
+    drain's end record cordons the node too, so a drain never ends with its node open."""
+    from drainer.backoff import Backoff
+
+    place(sim, objects.pod("web-0", node_name=NODE))
+
+    def evicted() -> None:
+        _uncordon_while_node_writes_fail(sim, front, calls=1)
+        admin(sim).delete("Pod", "web-0", "default")
+
+    front.script("POST", eviction_path("default", "web-0"), EVICTED_201, then=evicted)
+    never = Backoff(first=3600.0, cap=3600.0)
+
+    _, report = drain(front, clock, 60, denied_retry=never)
+
+    assert report.outcome == Outcome.DRAINED
+    assert [p.status for p in front.requests("PATCH", NODE_PATH)][1:4] == [503] * 3
+    assert sim.get("Node", NODE)["spec"].get("unschedulable") is True
+    assert report.recordons == 1

@@ -8,6 +8,7 @@ workflow's pauses between retries advance it, and nothing sleeps for real.
 from __future__ import annotations
 
 import base64
+import json
 import random
 import time
 from collections.abc import Callable, Iterator
@@ -702,8 +703,7 @@ def test_hook_limit_cuts_the_drain__timed_out__message_names_the_hook_and_the_po
 @pytest.mark.parametrize(
     ("code", "status", "ends"),
     [
-        ("TooManyRequestsException", 429, False),  # Lambda's throttling: retried
-        ("ServiceException", 500, False),
+        ("TooManyRequestsException", 429, False),  # Lambda's throttling: retried (a 5xx too)
         ("AccessDeniedException", 403, True),  # the role lacks lambda:InvokeFunction
     ],
 )
@@ -731,8 +731,8 @@ def test_hand_over_refused__for_now_raised_for_lambda_to_retry__for_good_ends_th
     invoke.meta.events.register("before-parameter-build.lambda.Invoke", refuse)
     c = scene.clients
     clients = aws.AwsClients(c.ec2, c.autoscaling, c.eks, lambda: invoke)
-    invocation = Invocation(
-        remaining_seconds=lambda: 60.5, function_arn="arn:aws:lambda:us-east-1:1:function:f"
+    invocation = Invocation(  # half of the 2 s left to drain (window.work_time), then hand over
+        remaining_seconds=lambda: 2.0, function_arn="arn:aws:lambda:us-east-1:1:function:f"
     )
     tools = Tools(Settings(handover_margin_seconds=60), clients, scene.kube)
 
@@ -859,3 +859,32 @@ def test_late_scale_in__action_gone__instance_not_in_service__drained_as_before(
 
     assert summary["result"] == Result.DRAINED, summary
     assert kubesim.get("Node", scene.node_name)["spec"].get("unschedulable") is True
+
+
+@pytest.mark.parametrize(
+    ("metadata", "refused"),
+    [
+        (json.dumps({"cluster_name": "prod", "stack_id": STACK_B}), ""),
+        (json.dumps({"cluster_name": "prod", "stack_id": STACK_A}), f"stack {STACK_A}"),
+        ('{"cluster_name": "prod-a"}', "names the cluster prod-a, not prod (CLUSTER_NAME)"),
+        ('{"cluster_name": "prod"}', ""),
+        # A hook made by hand (CREATE_LIFECYCLE_HOOKS=false) may hold any text: it
+        # names no cluster of ours or another's, so the group decides, as before.
+        ("drain before terminate", ""),
+        ("staging", ""),
+        ("", ""),
+    ],
+)
+def test_hook_refused__only_json_metadata_naming_another_stack_or_cluster(
+    load_event: Callable[[str], dict[str, Any]], metadata: str, refused: str
+) -> None:
+    hook = aws.HookInfo("drain", "eks-workers", 600, "CONTINUE", metadata, None)
+    raw = load_event("terminate")
+    raw["detail"].pop("NotificationMetadata", None)
+    event = parse_event(raw)
+    assert isinstance(event, LifecycleEvent)
+    settings = Settings(cluster_name=CLUSTER, stack_id=STACK_B)
+
+    why = admission.hook_refused(settings, event, hook)
+
+    assert (refused in why and bool(why)) if refused else why == "", why

@@ -70,7 +70,11 @@ def drain_selected(
         why = "this identity may not evict pods (RBAC: create pods/eviction); no node cordoned"
         return main._failed(terminal, args, 3, why, result="forbidden")
     if not args.dry_run:
-        nodes = _cordon_all(kube, nodes, args, run.say)
+        left: list[str] = []
+        try:
+            nodes = _cordon_all(kube, nodes, args, run.say, left)
+        except CordonFailed as e:  # the nodes cordoned before it were named, with their undo
+            return _cordon_failed(terminal, run, e, left)
     for node in nodes:
         terminal.log.quiet = False  # each drain's lines, until its verdict
         drain = functools.partial(main._drain, kube, node, args, options)
@@ -149,25 +153,61 @@ def _cordon(kube: Kube, node: dict[str, Any], say: Stream) -> dict[str, Any]:
 
 
 def _cordon_all(
-    kube: Kube, nodes: list[dict[str, Any]], args: argparse.Namespace, say: Stream
+    kube: Kube,
+    nodes: list[dict[str, Any]],
+    args: argparse.Namespace,
+    say: Stream,
+    cordoned: list[str],
 ) -> list[dict[str, Any]]:
     """Every node cordoned before any is drained. A node deleted or replaced since it
     was listed (404; 409 or 422 on its UID) is left as it is: its drain says it is
-    gone. Any other failure names the nodes already cordoned, and how to undo them,
-    before it ends the run."""
+    gone. Any other failure names the nodes already cordoned (`cordoned` keeps them),
+    and how to undo them, before CordonFailed is raised."""
     done: list[dict[str, Any]] = []
-    cordoned: list[str] = []
     for node in nodes:
         try:
             done.append(_cordon(kube, node, say))
         except KubeError as e:
-            if e.status in (404, 409, 422):
+            if e.status == 404 or (e.status in (409, 422) and _replaced(kube, node)):
                 done.append(node)  # its drain finds it gone, or another node: left alone
                 continue
             _left_cordoned(args, cordoned, say)
-            raise
+            raise CordonFailed(str(node["metadata"]["name"]), e) from e
         cordoned.append(str(node["metadata"]["name"]))
     return done
+
+
+class CordonFailed(Exception):
+    """A selected node's cordon failed (not because it is gone): the run stops."""
+
+    def __init__(self, node: str, error: KubeError) -> None:
+        super().__init__(str(error))
+        self.node = node
+
+
+def _cordon_failed(terminal: Any, run: _Run, failure: CordonFailed, left: list[str]) -> int:
+    """Exit 3 for a cordon that failed; with -o json the run's document names the
+    node that failed (an error of its own) and the nodes left cordoned."""
+    print(f"error: {failure}", file=terminal.err)
+    if run.json:
+        failed = output.document("error", 3, node=failure.node, message=str(failure))
+        more = {"left_cordoned": left} if left else {}
+        document = output.document(
+            "error", 3, message=str(failure), selector=run.selector, nodes=[failed], **more
+        )
+        output.emit(terminal.out, document)
+    return 3
+
+
+def _replaced(kube: Kube, node: dict[str, Any]) -> bool:
+    """Whether the node's name now belongs to no node, or to another node object (a
+    409 or 422 on the cordon's UID; admission may answer those codes too)."""
+    try:
+        current = kube.get_node(str(node["metadata"]["name"]))
+    except KubeError:
+        return False
+    uid = ((current or {}).get("metadata") or {}).get("uid")
+    return current is None or uid != node["metadata"].get("uid")
 
 
 def _left_cordoned(args: argparse.Namespace, names: list[str], say: Stream) -> list[str]:

@@ -212,7 +212,10 @@ class Evictions:
         retry_after = error.retry_after if isinstance(error, KubeTooManyRequests) else None
         delay = self.ctx.options.retry.delay(entry.attempts - 1, self.ctx.rng, retry_after)
         if isinstance(error, KubeError):
-            level = logging.DEBUG if error.said else logging.WARNING  # the client said it
+            # Said once: the client said it, or a 409 said at its first try (one kept
+            # while the watch catches up with a pod replaced under its name).
+            again = isinstance(error, KubeConflict) and entry.attempts > 1
+            level = logging.DEBUG if error.said or again else logging.WARNING
             log.log(level, "evicting %s failed (%s); retrying in %.1f s", entry.name, error, delay)
         else:
             log.exception("evicting %s failed unexpectedly; retrying in %.1f s", entry.name, delay)

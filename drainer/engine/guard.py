@@ -171,27 +171,39 @@ class NodeGuard:
 
     def _recordon_refused(self, error: KubeError) -> None:
         """The re-cordon failed (its client's retries spent): tried again after a
-        backoff, whether or not the watch sees the node change meanwhile."""
+        backoff (as an admission refusal is: up to 30 s), whether or not the watch
+        sees the node change meanwhile; said once for each series of failures."""
         ctx = self.ctx
         with ctx.cond:
             self._recordoned_at = ""
             self._recordon_failures += 1
-            delay = ctx.options.retry.delay(self._recordon_failures - 1, ctx.rng)
+            failures = self._recordon_failures
+            delay = ctx.options.denied_retry.delay(failures - 1, ctx.rng)
             self._recordon_retry_at = ctx.clock() + delay
             ctx.cond.notify_all()
-        log.warning("could not cordon %s again (%s); retrying in %.1f s", ctx.node, error, delay)
+        level = logging.WARNING if failures == 1 else logging.DEBUG
+        log.log(level, "could not cordon %s again (%s, %d time(s)); retrying in %.1f s",
+                ctx.node, error, failures, delay)  # fmt: skip
 
     def record_end(self, outcome: Outcome) -> None:
         """The drain's end in the node's record, through the record's patch: `release`
         reads it. A refusal is a log line: the drain is over."""
         ctx = self.ctx
         patch = self.record.end(outcome, ctx.clock(), ctx.report.evicted)
+        pending = self.next_recordon() is not None  # a refused re-cordon not yet retried
+        if pending:  # the end's patch cordons too: a drain never ends with its node open
+            patch = {**patch, "spec": {**patch.get("spec", {}), "unschedulable": True}}
         try:
             self.patch(patch)
         except KubeNotFound:
             pass
         except KubeError as e:  # the drain is over; a failed record is only a log line
             log.warning("could not record the %s state on node %s: %s", outcome, ctx.node, e)
+        else:
+            if pending:
+                with ctx.cond:
+                    ctx.report.recordons += 1
+                log.info("cordoned %s again with the drain's end record", ctx.node)
 
 
 def last_writer(node: Obj) -> str:

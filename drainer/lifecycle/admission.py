@@ -83,18 +83,20 @@ def metadata_fields(metadata: str) -> dict[str, Any]:
 
 def hook_refused(settings: Settings, event: LifecycleEvent, hook: aws.HookInfo) -> str:
     """Why the action's hook is not the function's to answer; "" when it is. A hook
-    whose metadata names another stack (STACK_ID) or another cluster (CLUSTER_NAME)
-    is another deployment's, on a group both admit (a shared ASG_TAG): that one
-    drains the node and answers the action. A hook that names neither (0.1.0's, or
-    one put by hand) is the function's when its group is."""
-    metadata = hook.notification_metadata or event.notification_metadata
-    owner = metadata_fields(metadata).get(STACK_KEY)
+    whose JSON metadata names another stack (STACK_ID) or another cluster
+    (CLUSTER_NAME: its "cluster_name") is another deployment's, on a group both
+    admit (a shared ASG_TAG): that one drains the node and answers the action. A
+    hook that names neither (0.1.0's names only its cluster; one put by hand may hold
+    any text) is the function's when its group is."""
+    fields = metadata_fields(hook.notification_metadata or event.notification_metadata)
+    owner = fields.get(STACK_KEY)
     if settings.stack_id and isinstance(owner, str) and owner and owner != settings.stack_id:
         return (
             f"the hook {hook.name} of {event.asg_name} was put by the stack {owner}, not this one"
         )
-    cluster = aws.cluster_name_for(metadata, {}, "")
-    if settings.cluster_name and cluster and cluster != settings.cluster_name:
+    # Only the JSON the function's hooks carry: a hook made by hand may hold any text.
+    cluster = fields.get("cluster_name")
+    if settings.cluster_name and isinstance(cluster, str) and cluster != settings.cluster_name:
         return (
             f"the hook {hook.name} of {event.asg_name} names the cluster {cluster}, not "
             f"{settings.cluster_name} (CLUSTER_NAME)"
