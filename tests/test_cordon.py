@@ -118,16 +118,51 @@ def test_release__drain_still_under_way__warns() -> None:
     ("progress", "added"),
     [
         ({"phase": "drained", "at": 5, "evicted": 3}, {ADDED_CORDON, ADDED_LABEL}),
-        ("not json", {ADDED_CORDON, ADDED_LABEL}),
         ({"phase": "drained", "added": []}, set()),
         (None, set()),
+        # Not a record the drainer wrote (empty, cut short, edited by hand, another
+        # tool's): nothing is undone on its word. They meant both, and `release`
+        # uncordoned a node an operator had cordoned.
+        ("not json", set()),
+        ("", set()),
+        ("null", set()),
+        ("[]", set()),
+        ('"drained"', set()),
+        ({"added": ["cordon"]}, set()),
     ],
-    ids=["older-version", "unreadable", "nothing-added", "no-annotation"],
+    ids=[
+        "older-version",
+        "nothing-added",
+        "no-annotation",
+        "unreadable",
+        "empty",
+        "null",
+        "a-list",
+        "a-string",
+        "no-phase",
+    ],
 )
-def test_added_by_drainer__older_or_unreadable_records_mean_both(
+def test_added_by_drainer__older_records_mean_both__unreadable_ones_nothing(
     progress: Any, added: set[str]
 ) -> None:
     assert added_by_drainer(_node(progress=progress)) == added
+
+
+@pytest.mark.parametrize(
+    "progress", ["not json", "", '{"added": ["cordon", "exclude-from-lb-label"]}']
+)
+def test_release__a_record_the_drainer_did_not_write__an_operators_cordon_and_label_kept(
+    progress: str,
+) -> None:
+    node = _node(unschedulable=True, labels={EXCLUDE_LB_LABEL: "true"}, progress=progress)
+
+    patch, release = release_patch(node)
+
+    assert "spec" not in patch and "labels" not in patch["metadata"], patch
+    assert release.changed == [f"removed annotation {PROGRESS_ANNOTATION}"]
+    assert release.kept == [
+        f"{PROGRESS_ANNOTATION} is not a record the drainer wrote: nothing on its word"
+    ]
 
 
 @pytest.mark.parametrize("phase", ["drained", "interrupted", "timed_out"])

@@ -47,11 +47,13 @@ def progress_of(node: Obj) -> Obj | None:
 
 
 def added_by_drainer(node: Obj) -> frozenset[str]:
-    """What a drain changed on this node itself, as its annotation records. An
-    annotation from a version that did not record it means both: that version
-    always cordoned and labelled."""
+    """What a drain changed on this node itself, as its annotation records. A record
+    from a version that did not list it (0.1.0's: a phase, no `added`) means both:
+    that version always cordoned and labelled. An annotation that is not such a
+    record (empty, cut short, edited by hand, another tool's) says nothing was: an
+    operator's cordon and label are never undone on its word."""
     progress = progress_of(node)
-    if progress is None:
+    if not progress or not isinstance(progress.get("phase"), str):
         return frozenset()
     added = progress.get("added")
     if not isinstance(added, list):
@@ -173,15 +175,18 @@ def release_patch(node: Obj) -> tuple[Obj, Release]:
     labelled = EXCLUDE_LB_LABEL in _metadata(node, "labels")
     patch: Obj = {"metadata": {"annotations": {PROGRESS_ANNOTATION: None}}}
     changed, kept = [], []
+    recorded = isinstance(progress.get("phase"), str)
+    if not recorded and (cordoned or labelled):
+        kept.append(f"{PROGRESS_ANNOTATION} is not a record the drainer wrote: nothing on its word")
     if cordoned and ADDED_CORDON in added:
         patch["spec"] = {"unschedulable": False}
         changed.append("uncordoned")
-    elif cordoned:
+    elif cordoned and recorded:
         kept.append("cordoned before the drain: left cordoned")
     if labelled and ADDED_LABEL in added:
         patch["metadata"]["labels"] = {EXCLUDE_LB_LABEL: None}
         changed.append(f"removed label {EXCLUDE_LB_LABEL}")
-    elif labelled:
+    elif labelled and recorded:
         kept.append(f"label {EXCLUDE_LB_LABEL} set before the drain: kept")
     changed.append(f"removed annotation {PROGRESS_ANNOTATION}")
     warning = ""
