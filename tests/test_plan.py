@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -282,6 +283,44 @@ def test_deadlock_fix__percentages__the_value_that_lets_one_pod_go() -> None:
 
     assert fix(none).startswith("set maxUnavailable to 25% (or 1)")
     assert "below 100% (with 4 pods, to 75%)" in fix(every)
+
+
+@given(st.integers(min_value=1, max_value=400))
+def test_deadlock_fix__max_unavailable_percentage__lets_exactly_one_pod_go(expected: int) -> None:
+    """The disruption controller rounds maxUnavailable up: the value suggested must let
+    exactly one of `expected` pods go (ceil(100/n)% let two: 34% of 3)."""
+    import math
+    import re
+
+    from drainer.plan.budgets import fix
+
+    none = budget("web", "web", expected=expected, allowed=0, max_unavailable="0%")
+
+    text = fix(none)
+
+    found = re.match(r"set maxUnavailable to (\d+)(%?)", text)
+    assert found, text
+    value, percent = int(found[1]), found[2] == "%"
+    assert (math.ceil(expected * value / 100) if percent else value) == 1, text
+    if percent:  # the largest such percentage: the budget keeps scaling with the workload
+        assert math.ceil(expected * (value + 1) / 100) > 1, text
+
+
+@pytest.mark.parametrize("spec", [{"max_unavailable": "100%"}, {"min_available": 0}])
+def test_unready_pods_under_a_budget_desiring_none__need_an_allowed_disruption(
+    spec: dict[str, Any],
+) -> None:
+    """The eviction API spares a pod that is not Ready only while its budget desires
+    some pods (eviction.go: desiredHealthy > 0); a budget desiring none (maxUnavailable
+    100%, minAvailable 0) whose status allows no disruption refuses it. The plan said
+    nothing blocked."""
+    sick = [pod("web-0", ready_after=None), pod("web-1", ready_after=None)]
+    none = budget("web", "web", expected=2, allowed=0, **spec)
+    none["status"].update(currentHealthy=0, desiredHealthy=0)
+
+    result = plan(sick, [none])
+
+    assert {b.pod for b in result.blockers} == {"default/web-0", "default/web-1"}, result
 
 
 def test_unhealthy_pod_under_an_unhealthy_budget__if_healthy_budget__waits() -> None:

@@ -52,17 +52,25 @@ class Allowance:
             always_allow_unhealthy=policy == "AlwaysAllow",
         )
 
+    def spares(self, pod: Pod) -> bool:
+        """Whether the eviction API lets this pod go without using the budget (as
+        eviction.go decides it): not Ready, and the policy AlwaysAllow or (the
+        default, IfHealthyBudget) the budget healthy while it desires some pods. A
+        budget desiring none (maxUnavailable 100%, minAvailable 0) spares nothing."""
+        if pods.is_ready(pod):
+            return False
+        healthy = self.desired > 0 and self.healthy >= self.desired
+        return self.always_allow_unhealthy or healthy
+
     def admits(self, pod: Pod) -> bool:
-        """Whether the eviction API would accept this pod's eviction now: a pod that
-        is not Ready goes when the policy is AlwaysAllow, or (IfHealthyBudget, the
-        default) while the budget is healthy; any other needs an allowed disruption."""
-        if not pods.is_ready(pod):
-            return self.always_allow_unhealthy or self.healthy >= self.desired
-        return self.allowed > 0
+        """Whether the eviction API would accept this pod's eviction now: spared, or
+        an allowed disruption left."""
+        return self.spares(pod) or self.allowed > 0
 
     def evicted(self, pod: Pod) -> None:
-        if pods.is_ready(pod):
+        if not self.spares(pod):
             self.allowed -= 1
+        if pods.is_ready(pod):
             self.healthy -= 1
         self.version += 1
 
@@ -111,8 +119,12 @@ def fix(budget: Budget) -> str:
     if "maxUnavailable" in spec:
         value = spec["maxUnavailable"]
         if isinstance(value, str) and value.endswith("%"):
-            least = -(-100 // max(expected, 1))  # the smallest percentage that rounds up to 1
-            return f"set maxUnavailable to {least}% (or 1) on PodDisruptionBudget {where}"
+            # The controller rounds maxUnavailable up: the largest percentage that lets
+            # exactly one pod through is floor(100/n) (33% of 3; 34% lets 2 go).
+            most = 100 // max(expected, 1)
+            if most == 0:  # over 100 pods: any percentage lets more than one through
+                return f"set maxUnavailable to 1 on PodDisruptionBudget {where} (it is {value})"
+            return f"set maxUnavailable to {most}% (or 1) on PodDisruptionBudget {where}"
         return f"set maxUnavailable to 1 on PodDisruptionBudget {where} (it is {value})"
     value = spec.get("minAvailable")
     if isinstance(value, str) and value.endswith("%"):
