@@ -1448,6 +1448,45 @@ def test_later__window_days_away__one_schedule_at_its_start_less_the_lead__event
     assert [s["Name"] for s in listed] == [name], "one schedule, however often it came"
 
 
+def _moved(raw: dict[str, Any], start: str, updated: str, event_id: str) -> dict[str, Any]:
+    """AWS Health's update of the same change (its eventArn), its window at `start`."""
+    moved = json.loads(json.dumps(raw))
+    moved["id"] = event_id
+    moved["detail"].update(startTime=start, lastUpdatedTime=updated)
+    return moved
+
+
+def test_later__health_moves_the_window__the_schedule_moves__an_older_update_never_back(
+    clients: aws.AwsClients, load_event: LoadEvent
+) -> None:
+    """The schedule is named after the change, so an update of it found the schedule
+    there and kept it: its old time and its old event. A window moved a day earlier
+    was drained after EC2 acted (the log said the new time); one moved later was
+    drained early, forced at the old start on a running instance."""
+    raw = load_event("health-scheduled-change")  # window 2026-11-24T09:00Z
+    tools = _lead_tools(clients, HEALTH_SENT_AT, lead=3600)
+    first = ec2_events.later(_found(_spot_event(raw)), tools, _invocation(), raw)
+    assert first is not None
+    earlier = _moved(
+        raw, "Mon, 23 Nov 2026 09:00:00 GMT", "Sun, 22 Nov 2026 03:00:00 GMT",
+        "0f0e0d0c-0000-4000-8000-000000000002",
+    )  # fmt: skip
+
+    again = ec2_events.later(_found(_spot_event(earlier)), tools, _invocation(), earlier)
+
+    assert again is not None and again["drain_at"] == "2026-11-23T08:00:00Z"
+    schedule = clients.scheduler.get_schedule(Name=again["schedule"])
+    assert again["schedule"] == first["schedule"]
+    assert schedule["ScheduleExpression"] == "at(2026-11-23T08:00:00)", "the old time kept"
+    assert json.loads(schedule["Target"]["Input"])["id"] == earlier["id"], "the old event kept"
+    # The first update, delivered again after the second (EventBridge retries, out of
+    # order): older, so the schedule stays where the newer one put it.
+    ec2_events.later(_found(_spot_event(raw)), tools, _invocation(), raw)
+    schedule = clients.scheduler.get_schedule(Name=again["schedule"])
+    assert schedule["ScheduleExpression"] == "at(2026-11-23T08:00:00)"
+    assert json.loads(schedule["Target"]["Input"])["id"] == earlier["id"]
+
+
 def test_later__cannot_schedule_for_good__drains_now_saying_why(
     clients: aws.AwsClients, load_event: LoadEvent, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -51,6 +51,9 @@ from drainer.aws.elbv2 import (
 from drainer.aws.errors import is_permanent, is_transient
 from drainer.aws.heartbeat import Heartbeat
 from drainer.aws.lambda_ import invoke_self_async
+from drainer.aws.scheduler import CREATED as SCHEDULE_CREATED
+from drainer.aws.scheduler import KEPT as SCHEDULE_KEPT
+from drainer.aws.scheduler import MOVED as SCHEDULE_MOVED
 from drainer.aws.scheduler import SCHEDULE_PREFIX, schedule_invocation
 from drainer.aws.session import (
     AwsClients,
@@ -67,6 +70,9 @@ __all__ = [
     "CLUSTER_NAME_TAG",
     "CLUSTER_TAG_PREFIX",
     "LIFECYCLE_ACTION_MAX_SECONDS",
+    "SCHEDULE_CREATED",
+    "SCHEDULE_KEPT",
+    "SCHEDULE_MOVED",
     "SCHEDULE_PREFIX",
     "AwsClients",
     "Client",

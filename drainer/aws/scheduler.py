@@ -5,7 +5,7 @@ function with the same event then, and deletes itself once it has."""
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -19,6 +19,9 @@ INPUT_MAX_CHARS = 8192
 """The longest Input a schedule's target takes."""
 
 
+CREATED, KEPT, MOVED = "created", "kept", "moved"
+
+
 def schedule_invocation(
     scheduler: Client,
     name: str,
@@ -27,10 +30,13 @@ def schedule_invocation(
     function_arn: str,
     role_arn: str,
     payload: Mapping[str, Any],
-) -> bool:
+    supersedes: Callable[[Mapping[str, Any]], bool] | None = None,
+) -> str:
     """Have EventBridge Scheduler invoke `function_arn` with `payload` at `at` (epoch
-    seconds, to the second), once. False when the schedule exists already (the same
-    event delivered again)."""
+    seconds, to the second), once: CREATED. When the schedule exists already: KEPT
+    (the same event delivered again), or MOVED to `at` and `payload` when
+    `supersedes(the payload it holds)` says this one replaces it (a change AWS
+    Health moved: a newer update of it)."""
     what = f"CreateSchedule {name} at {_at(at)}"
     text = json.dumps(payload, separators=(",", ":"))
     if len(text) > INPUT_MAX_CHARS:
@@ -38,22 +44,59 @@ def schedule_invocation(
             f"{what}: the event is {len(text)} characters, more than a schedule's "
             f"input takes ({INPUT_MAX_CHARS})"
         )
+    definition = {
+        "Name": name,
+        "GroupName": "default",
+        "ScheduleExpression": f"at({_at(at)})",
+        "ScheduleExpressionTimezone": "UTC",
+        "FlexibleTimeWindow": {"Mode": "OFF"},
+        "Target": {"Arn": function_arn, "RoleArn": role_arn, "Input": text},
+        "ActionAfterCompletion": "DELETE",
+        "Description": "A drain eks-node-drainer asked for before an EC2 scheduled change",
+    }
     try:
-        scheduler.create_schedule(
-            Name=name,
-            GroupName="default",
-            ScheduleExpression=f"at({_at(at)})",
-            ScheduleExpressionTimezone="UTC",
-            FlexibleTimeWindow={"Mode": "OFF"},
-            Target={"Arn": function_arn, "RoleArn": role_arn, "Input": text},
-            ActionAfterCompletion="DELETE",
-            Description="A drain eks-node-drainer asked for before an EC2 scheduled change",
-        )
+        scheduler.create_schedule(**definition)
     except AWS_FAILURES as e:
-        if error_code(e) == "ConflictException":
-            return False
-        raise translate(e, "scheduler:CreateSchedule", what) from e
-    return True
+        if error_code(e) != "ConflictException":
+            raise translate(e, "scheduler:CreateSchedule", what) from e
+        return _moved(scheduler, definition, supersedes)
+    return CREATED
+
+
+def _moved(
+    scheduler: Client,
+    definition: Mapping[str, Any],
+    supersedes: Callable[[Mapping[str, Any]], bool] | None,
+) -> str:
+    """The existing schedule given `definition`'s time and input when `supersedes`
+    its payload (MOVED); else KEPT. One gone meanwhile (it fired) is KEPT too."""
+    if supersedes is None:
+        return KEPT
+    name = definition["Name"]
+    try:
+        found = scheduler.get_schedule(Name=name, GroupName="default")
+    except AWS_FAILURES as e:
+        if error_code(e) == "ResourceNotFoundException":
+            return KEPT
+        raise translate(e, "scheduler:GetSchedule", f"GetSchedule {name}") from e
+    if not supersedes(_input_of(found)):
+        return KEPT
+    try:
+        scheduler.update_schedule(**definition)
+    except AWS_FAILURES as e:
+        if error_code(e) == "ResourceNotFoundException":
+            return KEPT
+        raise translate(e, "scheduler:UpdateSchedule", f"UpdateSchedule {name}") from e
+    return MOVED
+
+
+def _input_of(schedule: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The payload a schedule holds; empty when it is not a JSON object."""
+    try:
+        held = json.loads((schedule.get("Target") or {}).get("Input") or "{}")
+    except ValueError:
+        return {}
+    return held if isinstance(held, dict) else {}
 
 
 def _at(seconds: float) -> str:

@@ -54,6 +54,7 @@ from drainer.lifecycle.events_ec2 import (
     Ec2Event,
     Ec2Kind,
     ScheduledChanges,
+    updated_at,
 )
 from drainer.lifecycle.events_fields import Skip
 from drainer.lifecycle.events_hook import TERMINATE_HOOK_TRIGGER
@@ -347,7 +348,7 @@ def later(
     scheduled = _schedule(found, tools, function_arn, raw_event, drain_at)
     if scheduled is None:
         return None
-    name, created = scheduled
+    name, done = scheduled
     log.info(
         "scheduled change %s of instance %s starts %s: its drain is scheduled for %s "
         "(SCHEDULED_CHANGE_LEAD_SECONDS=%d)%s",
@@ -356,10 +357,17 @@ def later(
         _iso(event.acts_at),
         _iso(drain_at),
         lead,
-        "" if created else "; the schedule existed already",
+        _SCHEDULE_DONE[done],
         extra={"schedule": name, "drain_at": _iso(drain_at)},
     )
     return {"result": "scheduled", "drain_at": _iso(drain_at), "schedule": name}
+
+
+_SCHEDULE_DONE = {
+    aws.SCHEDULE_CREATED: "",
+    aws.SCHEDULE_KEPT: "; the schedule existed already",
+    aws.SCHEDULE_MOVED: "; the schedule existed for an earlier update of the change: moved",
+}
 
 
 def _schedule(
@@ -368,10 +376,11 @@ def _schedule(
     function_arn: str,
     raw_event: Mapping[str, Any],
     drain_at: float,
-) -> tuple[str, bool] | None:
+) -> tuple[str, str] | None:
     """The one-time schedule that invokes the function with the event at `drain_at`:
-    its name and whether it was made now (False: it existed already); None when AWS
-    refuses it for good (the drain runs now then, saying why)."""
+    its name and what was done (created; kept: it existed already; moved: it held an
+    older update of the change, whose window AWS Health may have moved); None when
+    AWS refuses it for good (the drain runs now then, saying why)."""
     event = found.event
     # Named after the change (its eventArn, the same in each update Health sends):
     # a change announced twice is scheduled once.
@@ -379,20 +388,21 @@ def _schedule(
     digest = hashlib.sha256(f"{function_arn} {change}".encode()).hexdigest()[:10]
     name = f"{aws.SCHEDULE_PREFIX}{event.instance_id}-{digest}"
     try:
-        created = aws.schedule_invocation(
+        done = aws.schedule_invocation(
             tools.clients.scheduler,
             name,
             drain_at,
             function_arn=function_arn,
             role_arn=tools.settings.scheduler_role_arn,
             payload={**raw_event, SCHEDULED_KEY: name},
+            supersedes=lambda held: updated_at(raw_event) > updated_at(held),
         )
     except AwsError as e:
         if not aws.is_permanent(e):
             raise  # EventBridge delivers the event again
         log.error("the drain cannot be scheduled (%s): draining now", e)
         return None
-    return name, created
+    return name, done
 
 
 def handle(

@@ -248,6 +248,20 @@ def _affected_instances(detail: Mapping[str, Any]) -> list[str]:
     )
 
 
+def updated_at(raw: Mapping[str, Any]) -> float:
+    """When AWS Health last updated the change an event tells (its lastUpdatedTime,
+    else the event's own time), in epoch seconds: of two updates of one change, the
+    later says where its window is. 0 when the event says neither."""
+    detail = raw.get("detail")
+    if isinstance(detail, Mapping) and isinstance(detail.get("lastUpdatedTime"), str):
+        try:
+            return _time_field(detail, "lastUpdatedTime")
+        except Malformed:
+            pass
+    sent = raw.get("time")
+    return (epoch(sent) if isinstance(sent, str) else None) or 0.0
+
+
 def _time_field(detail: Mapping[str, Any], key: str) -> float:
     """A time in an event's detail: RFC 3339 (EC2's) or RFC 1123 (AWS Health's
     "Sat, 05 Jun 2026 15:10:09 GMT"), in epoch seconds."""

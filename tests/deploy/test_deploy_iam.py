@@ -50,9 +50,14 @@ LEAD = {"ScheduledChangeLeadSeconds": "86400"}
 CONFIGURED = {
     "sns:Publish": {"NotificationTopicArn": "arn:aws:sns:eu-west-1:123456789012:drains"},
     "scheduler:CreateSchedule": LEAD,
+    "scheduler:GetSchedule": LEAD,
+    "scheduler:UpdateSchedule": LEAD,
 }
 # What a call needs beside its own action: CreateSchedule hands the schedule a role.
-PASSES_A_ROLE = {"scheduler:CreateSchedule": "iam:PassRole"}
+PASSES_A_ROLE = {
+    "scheduler:CreateSchedule": "iam:PassRole",
+    "scheduler:UpdateSchedule": "iam:PassRole",
+}
 # botocore methods that name an operation in their first argument.
 BY_NAME = ("generate_presigned_url", "get_paginator", "get_waiter")
 # IAM actions whose name is not the API operation's.
@@ -90,6 +95,8 @@ RESOURCE_LEVEL = {
     "elasticloadbalancing:DescribeTargetGroupAttributes": False,
     "elasticloadbalancing:DeregisterTargets": True,
     "scheduler:CreateSchedule": True,
+    "scheduler:GetSchedule": True,
+    "scheduler:UpdateSchedule": True,
     "iam:PassRole": True,
     "cloudformation:DescribeStacks": True,
 }
@@ -261,7 +268,7 @@ def test_scheduled_drains__create_only_our_schedules__pass_only_the_schedulers_r
     statements = policy(**LEAD)
     create = statements["ScheduleADrainBeforeTheWindow"]
     assert (create["Action"], create["Resource"]) == (
-        "scheduler:CreateSchedule",
+        ["scheduler:CreateSchedule", "scheduler:GetSchedule", "scheduler:UpdateSchedule"],
         f"arn:aws:scheduler:{REGION}:{ACCOUNT}:schedule/default/eks-node-drainer-*",
     )
     passing = statements["LetTheScheduleInvokeIt"]
