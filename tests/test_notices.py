@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import boto3
+import pytest
 from botocore.stub import Stubber
 
 from drainer.lifecycle import notices
@@ -92,3 +93,46 @@ def test_warm_pool__start_and_end_notices_say_where_the_instance_goes() -> None:
     assert "goes to the warm pool (stopped and kept for reuse), not terminated" in start
     assert "The instance goes to the warm pool" in end
     assert "warm pool" not in terminated
+
+
+def _ec2_target(kind: str, **fields: str) -> object:
+    from drainer import aws
+    from drainer.lifecycle.ec2_events import Ec2Target
+    from drainer.lifecycle.events_ec2 import Ec2Event, Ec2Kind
+
+    event = Ec2Event(Ec2Kind(kind), "i-1", "e1", "2026-11-28T06:00:00Z", "us-east-1", "1", **fields)
+    identity = aws.NodeIdentity(instance_id="i-1", private_dns_name="n1", availability_zone="a")
+    return Ec2Target(event, identity, "prod", "workers")
+
+
+@pytest.mark.parametrize(
+    ("kind", "fields", "says"),
+    [
+        ("spot-interruption", {"instance_action": "terminate"}, "EC2 ends the instance"),
+        ("spot-interruption", {"instance_action": "stop"}, "EC2 stops the instance"),
+        ("spot-interruption", {"instance_action": "hibernate"}, "EC2 hibernates the instance"),
+        ("rebalance-recommendation", {}, "EC2 may interrupt the instance"),
+        ("state-change", {"detail_code": "stopping"}, "EC2 stops the instance"),
+        ("state-change", {"detail_code": "shutting-down"}, "EC2 ends the instance"),
+        ("scheduled-change", {"detail_code": "AWS_EC2_INSTANCE_REBOOT_MAINTENANCE_SCHEDULED"},
+         "EC2 reboots the instance"),
+        ("scheduled-change", {"detail_code": "AWS_EC2_INSTANCE_STOP_SCHEDULED"},
+         "EC2 stops the instance"),
+        ("scheduled-change", {"detail_code": "AWS_EC2_INSTANCE_RETIREMENT_SCHEDULED"},
+         "EC2 ends the instance"),
+    ],
+)  # fmt: skip
+def test_end_notice__what_ec2_does__and_a_node_that_may_come_back_to_release(
+    kind: str, fields: dict[str, str], says: str
+) -> None:
+    """Every EC2 trigger's notice said "EC2 ends the instance": a reboot, a stop, a
+    hibernation or a rebalance recommendation too, whose instance may come back to a
+    node left cordoned that nobody then thought to release."""
+    summary = {"result": "drained", "node": "n1", "trigger": kind, "lifecycle_result": "none"}
+
+    _, text, _ = notices.end_notice(_ec2_target(kind, **fields), summary)  # type: ignore[arg-type]
+
+    assert f"(begun by the {kind}: {says})" in text
+    back = "its node stays cordoned and out of the load balancers until it is released"
+    assert (back in text) == (says != "EC2 ends the instance"), text
+    assert ("release --node n1" in text) == (back in text)

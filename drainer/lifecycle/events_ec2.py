@@ -110,6 +110,24 @@ class Ec2Event:
         """The event's time in epoch seconds; None when it does not parse."""
         return epoch(self.event_time)
 
+    @property
+    def fate(self) -> tuple[str, bool]:
+        """What EC2 does to the instance, in words, and whether it may come back (a
+        reboot, a stop or hibernation it may be started from, a rebalance that may
+        come to nothing): its node then stays cordoned until it is released."""
+        code = self.detail_code.upper()
+        if self.kind is Ec2Kind.REBALANCE:
+            return "EC2 may interrupt the instance", True
+        if self.kind is Ec2Kind.SCHEDULED_CHANGE and "REBOOT" in code:
+            return "EC2 reboots the instance", True
+        stops = self.kind is Ec2Kind.SCHEDULED_CHANGE and "_STOP_" in code
+        stops = stops or (self.kind is Ec2Kind.STATE_CHANGE and self.detail_code == "stopping")
+        if stops or self.instance_action == "stop":
+            return "EC2 stops the instance", True
+        if self.instance_action == "hibernate":
+            return "EC2 hibernates the instance", True
+        return "EC2 ends the instance", False
+
     def log_keys(self) -> dict[str, str]:
         return {
             "instance_id": self.instance_id,

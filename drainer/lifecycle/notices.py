@@ -114,12 +114,14 @@ def end_notice(event: Subject, summary: Mapping[str, Any]) -> Notice:
     result = str(summary.get("result", ""))
     node = summary.get("node") or "(no node)"
     subject = f"eks-node-drainer: {node} {_TITLES.get(result, result)}"
+    ec2 = getattr(event, "event", None)  # an EC2 event's target: what EC2 does
+    fate = ec2.fate if isinstance(ec2, Ec2Event) else ("EC2 ends the instance", False)
     seconds = summary.get("drain_seconds_total", summary.get("seconds", 0))
     lines = [
         f"Instance {event.instance_id} of {event.asg_name or 'no group'}, node {node}, cluster "
         f"{summary.get('cluster') or '?'}: {result}.",
         f"Lifecycle action: {summary.get('lifecycle_result', 'none')}"
-        f"{_began_by(summary.get('trigger', ''))}.",
+        f"{_began_by(summary.get('trigger', ''), fate[0])}.",
         f"Duration: {float(seconds):.0f} s. Pods evicted: {summary.get('evicted', 0)}.",
     ]
     if "forecast_seconds" in summary:
@@ -129,6 +131,8 @@ def end_notice(event: Subject, summary: Mapping[str, Any]) -> Notice:
             "The instance goes to the warm pool (stopped and kept for reuse), not terminated: "
             "its node stays, cordoned, until it is released when the instance comes back."
         )
+    if fate[1] and result in ("drained", "timed_out"):
+        lines.append(comes_back(str(node)))
     if summary.get("budgets_holding"):
         lines.append("Budgets that held pods back: " + ", ".join(summary["budgets_holding"]) + ".")
     left = summary.get("left") or {}
@@ -192,10 +196,18 @@ def launch_notice(event: Subject, summary: Mapping[str, Any], advice: str) -> No
     return f"eks-node-drainer: {node} {title}", "\n".join(lines), attributes
 
 
-def _began_by(trigger: str) -> str:
+def _began_by(trigger: str, fate: str) -> str:
     if not trigger or trigger == TERMINATE_HOOK_TRIGGER:
         return ""
-    return f" (begun by the {trigger}: EC2 ends the instance)"
+    return f" (begun by the {trigger}: {fate})"
+
+
+def comes_back(node: str) -> str:
+    """What to do about a node whose instance may come back after EC2's action."""
+    return (
+        f"The instance may come back: its node stays cordoned and out of the load "
+        f"balancers until it is released (`release --node {node}` once it is Ready)."
+    )
 
 
 def _attributes(event: Subject, result: str, cluster: str) -> dict[str, str]:
