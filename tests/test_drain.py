@@ -34,7 +34,7 @@ from support.clock import FakeClock, SteppedWaits
 from drainer.engine.drain import Drain
 from drainer.engine.options import DrainOptions
 from drainer.engine.report import DrainReport
-from drainer.k8s.cordon import ProgressRecord
+from drainer.k8s.cordon import PROGRESS_ANNOTATION, ProgressRecord
 from drainer.outcome import Outcome
 from kubesim import KubeSim
 from kubesim import testing as k
@@ -834,17 +834,19 @@ def test_recordon_refused_for_a_moment__tried_again_after_a_backoff_not_a_budget
     assert report.recordons == 1, "a refused re-cordon is not one"
 
 
+@pytest.mark.parametrize("refused", [1, 2], ids=["cordoned-with-the-record", "record-alone"])
 def test_recordon_refused__the_pods_gone_before_its_retry__the_ends_patch_cordons(
-    sim: KubeSim, front: ApiFront, clock: FakeClock
+    sim: KubeSim, front: ApiFront, clock: FakeClock, refused: int
 ) -> None:
     """The node's last pod goes while a refused re-cordon waits for its retry: the
-    drain's end record cordons the node too, so a drain never ends with its node open."""
+    drain's end record cordons the node too, so a drain does not end with its node
+    open; should that patch be refused as well, the record goes alone."""
     from drainer.backoff import Backoff
 
     place(sim, objects.pod("web-0", node_name=NODE))
 
     def evicted() -> None:
-        _uncordon_while_node_writes_fail(sim, front, calls=1)
+        _uncordon_while_node_writes_fail(sim, front, calls=refused)
         admin(sim).delete("Pod", "web-0", "default")
 
     front.script("POST", eviction_path("default", "web-0"), EVICTED_201, then=evicted)
@@ -854,5 +856,7 @@ def test_recordon_refused__the_pods_gone_before_its_retry__the_ends_patch_cordon
 
     assert report.outcome == Outcome.DRAINED
     assert [p.status for p in front.requests("PATCH", NODE_PATH)][1:4] == [503] * 3
-    assert sim.get("Node", NODE)["spec"].get("unschedulable") is True
-    assert report.recordons == 1
+    node = sim.get("Node", NODE)
+    assert json.loads(node["metadata"]["annotations"][PROGRESS_ANNOTATION])["phase"] == "drained"
+    assert node["spec"].get("unschedulable") is (refused == 1)
+    assert report.recordons == (refused == 1)

@@ -1487,6 +1487,37 @@ def test_later__health_moves_the_window__the_schedule_moves__an_older_update_nev
     assert json.loads(schedule["Target"]["Input"])["id"] == earlier["id"]
 
 
+def test_later__the_schedule_cannot_be_read_for_good__kept_where_it_is__not_drained_now(
+    clients: aws.AwsClients, load_event: LoadEvent
+) -> None:
+    """A role without GetSchedule yet (a stack updated from before schedules moved, IAM
+    still propagating): an update of the change keeps its schedule, as before; the
+    refusal never makes the drain run now, days early."""
+    from botocore.exceptions import ClientError
+
+    raw = load_event("health-scheduled-change")
+    tools = _lead_tools(clients, HEALTH_SENT_AT, lead=3600)
+    first = ec2_events.later(_found(_spot_event(raw)), tools, _invocation(), raw)
+    assert first is not None
+
+    def refuse(**_: Any) -> None:
+        error = {"Error": {"Code": "AccessDeniedException", "Message": "not authorized"}}
+        raise ClientError({**error, "ResponseMetadata": {"HTTPStatusCode": 403}}, "GetSchedule")
+
+    clients.scheduler.meta.events.register("before-parameter-build.scheduler.GetSchedule", refuse)
+    earlier = _moved(
+        raw, "Mon, 23 Nov 2026 09:00:00 GMT", "Sun, 22 Nov 2026 03:00:00 GMT",
+        "0f0e0d0c-0000-4000-8000-000000000003",
+    )  # fmt: skip
+
+    again = ec2_events.later(_found(_spot_event(earlier)), tools, _invocation(), earlier)
+
+    assert again is not None and again["result"] == "scheduled", "drained now, days early"
+    clients.scheduler.meta.events.unregister("before-parameter-build.scheduler.GetSchedule", refuse)
+    kept = clients.scheduler.get_schedule(Name=first["schedule"])
+    assert kept["ScheduleExpression"] == "at(2026-11-24T08:00:00)"
+
+
 def test_later__cannot_schedule_for_good__drains_now_saying_why(
     clients: aws.AwsClients, load_event: LoadEvent, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -119,7 +119,10 @@ def _ec2_target(kind: str, **fields: str) -> object:
         ("scheduled-change", {"detail_code": "AWS_EC2_INSTANCE_STOP_SCHEDULED"},
          "EC2 stops the instance"),
         ("scheduled-change", {"detail_code": "AWS_EC2_INSTANCE_RETIREMENT_SCHEDULED"},
-         "EC2 ends the instance"),
+         "EC2 retires the instance (stops it, or ends it)"),
+        ("scheduled-change", {"detail_code": "AWS_EC2_INSTANCE_NETWORK_MAINTENANCE_SCHEDULED"},
+         "EC2 maintains the instance"),
+        ("capacity-reservation-interruption", {}, "EC2 ends the instance"),
     ],
 )  # fmt: skip
 def test_end_notice__what_ec2_does__and_a_node_that_may_come_back_to_release(

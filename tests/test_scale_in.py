@@ -868,10 +868,12 @@ def test_late_scale_in__action_gone__instance_not_in_service__drained_as_before(
         (json.dumps({"cluster_name": "prod", "stack_id": STACK_A}), f"stack {STACK_A}"),
         ('{"cluster_name": "prod-a"}', "names the cluster prod-a, not prod (CLUSTER_NAME)"),
         ('{"cluster_name": "prod"}', ""),
-        # A hook made by hand (CREATE_LIFECYCLE_HOOKS=false) may hold any text: it
-        # names no cluster of ours or another's, so the group decides, as before.
+        # A hook made by hand (CREATE_LIFECYCLE_HOOKS=false) may hold a plain name,
+        # read as the drain reads it (it would be drained against that cluster), or
+        # text that names no cluster: the group decides, as before.
+        ("staging", "names the cluster staging, not prod (CLUSTER_NAME)"),
+        (" prod ", ""),
         ("drain before terminate", ""),
-        ("staging", ""),
         ("", ""),
     ],
 )

@@ -5,13 +5,16 @@ function with the same event then, and deletes itself once it has."""
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from drainer.aws.errors import AWS_FAILURES, error_code, translate
+from drainer.aws.errors import AWS_FAILURES, error_code, is_permanent, translate
 from drainer.aws.session import Client
 from drainer.errors import PermanentAwsError
+
+log = logging.getLogger(__name__)
 
 SCHEDULE_PREFIX = "eks-node-drainer-"
 """Every schedule the function creates is named so (the role may create no other)."""
@@ -75,18 +78,19 @@ def _moved(
     name = definition["Name"]
     try:
         found = scheduler.get_schedule(Name=name, GroupName="default")
-    except AWS_FAILURES as e:
-        if error_code(e) == "ResourceNotFoundException":
+        if not supersedes(_input_of(found)):
             return KEPT
-        raise translate(e, "scheduler:GetSchedule", f"GetSchedule {name}") from e
-    if not supersedes(_input_of(found)):
-        return KEPT
-    try:
         scheduler.update_schedule(**definition)
     except AWS_FAILURES as e:
         if error_code(e) == "ResourceNotFoundException":
-            return KEPT
-        raise translate(e, "scheduler:UpdateSchedule", f"UpdateSchedule {name}") from e
+            return KEPT  # it fired meanwhile
+        error = translate(e, "scheduler:GetSchedule and UpdateSchedule", f"moving {name}")
+        if not is_permanent(e):
+            raise error from e  # EventBridge delivers the event again
+        # Refused for good (a role without the permissions yet): the schedule stays
+        # where it was, as it did before schedules moved; never a drain days early.
+        log.error("the schedule %s stays at its time: %s", name, error)
+        return KEPT
     return MOVED
 
 

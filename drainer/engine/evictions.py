@@ -12,7 +12,7 @@ TLS, a refused token) ends the drain.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from drainer.engine import pods
 from drainer.engine.context import DrainContext
@@ -47,6 +47,9 @@ class Evictions:
     ctx: DrainContext
     schedule: Schedule
     budgets: BudgetTracker
+    conflicts_said: set[str] = field(default_factory=set)
+    """The pods whose 409 was warned of (once each: the pod is tried again while the
+    watch catches up with one replaced under its name)."""
 
     def evict(self, entry: Entry) -> None:
         """Send `entry`'s eviction and act on the answer."""
@@ -212,10 +215,10 @@ class Evictions:
         retry_after = error.retry_after if isinstance(error, KubeTooManyRequests) else None
         delay = self.ctx.options.retry.delay(entry.attempts - 1, self.ctx.rng, retry_after)
         if isinstance(error, KubeError):
-            # Said once: the client said it, or a 409 said at its first try (one kept
-            # while the watch catches up with a pod replaced under its name).
-            again = isinstance(error, KubeConflict) and entry.attempts > 1
-            level = logging.DEBUG if error.said or again else logging.WARNING
+            again = isinstance(error, KubeConflict) and entry.name in self.conflicts_said
+            if isinstance(error, KubeConflict):
+                self.conflicts_said.add(entry.name)
+            level = logging.DEBUG if error.said or again else logging.WARNING  # said once
             log.log(level, "evicting %s failed (%s); retrying in %.1f s", entry.name, error, delay)
         else:
             log.exception("evicting %s failed unexpectedly; retrying in %.1f s", entry.name, delay)

@@ -90,12 +90,16 @@ class NodeGuard:
         """Whether the node needs cordoning again now (hold the lock): someone
         uncordoned it since the drain last cordoned it, and no refused re-cordon waits
         for its retry."""
-        assert self.tracker is not None
+        return self._open() and self.ctx.clock() >= self._recordon_retry_at
+
+    def _open(self) -> bool:
+        """The node is schedulable, and the drain has not cordoned it again since it
+        saw it so (hold the lock)."""
+        if self.tracker is None:
+            return False
         node = self.tracker.node or {}
         version = str(node.get("metadata", {}).get("resourceVersion", ""))
-        if not self.tracker.uncordoned() or version == self._recordoned_at:
-            return False
-        return self.ctx.clock() >= self._recordon_retry_at
+        return self.tracker.uncordoned() and version != self._recordoned_at
 
     def next_recordon(self) -> float | None:
         """When a refused re-cordon is tried again (hold the lock); None when none waits."""
@@ -187,23 +191,36 @@ class NodeGuard:
 
     def record_end(self, outcome: Outcome) -> None:
         """The drain's end in the node's record, through the record's patch: `release`
-        reads it. A refusal is a log line: the drain is over."""
+        reads it. A node still open (a re-cordon refused and not yet retried, or an
+        uncordon the loop had not seen) is cordoned by the same patch, or, should that
+        be refused, the record goes alone. A refusal is a log line: the drain is over."""
         ctx = self.ctx
         patch = self.record.end(outcome, ctx.clock(), ctx.report.evicted)
-        pending = self.next_recordon() is not None  # a refused re-cordon not yet retried
-        if pending:  # the end's patch cordons too: a drain never ends with its node open
-            patch = {**patch, "spec": {**patch.get("spec", {}), "unschedulable": True}}
+        with ctx.cond:
+            still_open = self._open()
         try:
+            if still_open and self._cordon_with(patch):
+                return
             self.patch(patch)
         except KubeNotFound:
             pass
         except KubeError as e:  # the drain is over; a failed record is only a log line
             log.warning("could not record the %s state on node %s: %s", outcome, ctx.node, e)
-        else:
-            if pending:
-                with ctx.cond:
-                    ctx.report.recordons += 1
-                log.info("cordoned %s again with the drain's end record", ctx.node)
+
+    def _cordon_with(self, patch: Obj) -> bool:
+        """The end's patch with the cordon: True when it took (or the node is gone)."""
+        ctx = self.ctx
+        try:
+            self.patch({**patch, "spec": {**patch.get("spec", {}), "unschedulable": True}})
+        except KubeNotFound:
+            return True
+        except KubeError as e:
+            log.warning("could not cordon %s again with its end record (%s)", ctx.node, e)
+            return False
+        with ctx.cond:
+            ctx.report.recordons += 1
+        log.info("cordoned %s again with the drain's end record", ctx.node)
+        return True
 
 
 def last_writer(node: Obj) -> str:

@@ -48,8 +48,8 @@ def progress_of(node: Obj) -> Obj | None:
 
 def added_by_drainer(node: Obj) -> frozenset[str]:
     """What a drain changed on this node itself, as its annotation records. A record
-    from a version that did not list it (0.1.0's: a phase, no `added`) means both:
-    that version always cordoned and labelled. An annotation that is not such a
+    from a version that did not list it (before 0.1.0: a phase, no `added`) means
+    both: that version always cordoned and labelled. An annotation that is not such a
     record (empty, cut short, edited by hand, another tool's) says nothing was: an
     operator's cordon and label are never undone on its word."""
     progress = progress_of(node)

@@ -83,20 +83,22 @@ def metadata_fields(metadata: str) -> dict[str, Any]:
 
 def hook_refused(settings: Settings, event: LifecycleEvent, hook: aws.HookInfo) -> str:
     """Why the action's hook is not the function's to answer; "" when it is. A hook
-    whose JSON metadata names another stack (STACK_ID) or another cluster
-    (CLUSTER_NAME: its "cluster_name") is another deployment's, on a group both
-    admit (a shared ASG_TAG): that one drains the node and answers the action. A
-    hook that names neither (0.1.0's names only its cluster; one put by hand may hold
-    any text) is the function's when its group is."""
+    whose metadata names another stack (STACK_ID) or another cluster (CLUSTER_NAME;
+    as resolve_cluster reads it) is another deployment's, on a group both admit (a
+    shared ASG_TAG): that one drains the node and answers the action. A hook that
+    names neither is the function's when its group is."""
     fields = metadata_fields(hook.notification_metadata or event.notification_metadata)
     owner = fields.get(STACK_KEY)
     if settings.stack_id and isinstance(owner, str) and owner and owner != settings.stack_id:
         return (
             f"the hook {hook.name} of {event.asg_name} was put by the stack {owner}, not this one"
         )
-    # Only the JSON the function's hooks carry: a hook made by hand may hold any text.
-    cluster = fields.get("cluster_name")
-    if settings.cluster_name and isinstance(cluster, str) and cluster != settings.cluster_name:
+    # Read as resolve_cluster reads it (JSON's cluster_name, or a plain name), so that
+    # a hook this check admits is never drained against another cluster.
+    cluster = aws.cluster_name_for(
+        hook.notification_metadata or event.notification_metadata, {}, ""
+    )
+    if settings.cluster_name and cluster and cluster != settings.cluster_name:
         return (
             f"the hook {hook.name} of {event.asg_name} names the cluster {cluster}, not "
             f"{settings.cluster_name} (CLUSTER_NAME)"

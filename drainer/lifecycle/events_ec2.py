@@ -115,14 +115,13 @@ class Ec2Event:
         """What EC2 does to the instance, in words, and whether it may come back (a
         reboot, a stop or hibernation it may be started from, a rebalance that may
         come to nothing): its node then stays cordoned until it is released."""
-        code = self.detail_code.upper()
         if self.kind is Ec2Kind.REBALANCE:
             return "EC2 may interrupt the instance", True
-        if self.kind is Ec2Kind.SCHEDULED_CHANGE and "REBOOT" in code:
-            return "EC2 reboots the instance", True
-        stops = self.kind is Ec2Kind.SCHEDULED_CHANGE and "_STOP_" in code
-        stops = stops or (self.kind is Ec2Kind.STATE_CHANGE and self.detail_code == "stopping")
-        if stops or self.instance_action == "stop":
+        if self.kind is Ec2Kind.SCHEDULED_CHANGE:
+            return _scheduled_fate(self.detail_code.upper())
+        if self.instance_action == "stop" or (
+            self.kind is Ec2Kind.STATE_CHANGE and self.detail_code == "stopping"
+        ):
             return "EC2 stops the instance", True
         if self.instance_action == "hibernate":
             return "EC2 hibernates the instance", True
@@ -264,6 +263,22 @@ def _affected_instances(detail: Mapping[str, Any]) -> list[str]:
             and INSTANCE_ID.fullmatch(entity["entityValue"])
         }
     )
+
+
+def _scheduled_fate(code: str) -> tuple[str, bool]:
+    """A scheduled change's fate by its eventTypeCode: most leave the instance (a
+    reboot, a stop it may be started from, network or power maintenance it runs
+    through); a retirement stops an EBS-backed instance (an EKS node's) and ends one
+    with instance storage; only a termination surely ends it."""
+    if "TERMINATION" in code:
+        return "EC2 ends the instance", False
+    if "RETIREMENT" in code:
+        return "EC2 retires the instance (stops it, or ends it)", True
+    if "REBOOT" in code:
+        return "EC2 reboots the instance", True
+    if "_STOP_" in code:
+        return "EC2 stops the instance", True
+    return "EC2 maintains the instance", True
 
 
 def updated_at(raw: Mapping[str, Any]) -> float:

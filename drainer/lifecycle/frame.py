@@ -102,7 +102,8 @@ def admit_hook(event: LifecycleEvent, tools: Tools) -> Admitted | str:
         return f"{refused}; leaving its lifecycle action alone"
     hook = aws.lifecycle_hook(autoscaling, event.asg_name, event.hook_name)
     refused = hook_refused(tools.settings, event, hook)
-    if refused:
+    if refused:  # said aloud: a hook made by hand naming no cluster of ours lands here too
+        log.warning("%s; leaving its lifecycle action alone", refused)
         return f"{refused}; leaving its lifecycle action alone"
     return Admitted(tags, hook)
 

@@ -14,7 +14,7 @@ CLUSTER_NAME = env(
     "str",
     "",
     "EKS cluster to drain nodes of when neither the hook's NotificationMetadata "
-    "nor the ASG's tags name one; a hook whose JSON metadata names another "
+    "nor the ASG's tags name one; a hook whose metadata names another "
     "cluster is another deployment's, left alone. Empty: the cluster must come "
     "from those.",
     pattern=r"[0-9A-Za-z][A-Za-z0-9_-]{0,99}",
