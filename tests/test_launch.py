@@ -382,3 +382,40 @@ def test_into_the_warm_pool__a_group_not_the_functions__its_action_left_alone(
     assert summary["result"] == "not_allowed", summary
     assert "someone-elses is not in ALLOWED_ASGS" in summary["message"]
     assert sim.calls("complete") == [], "another group's launch answered CONTINUE"
+
+
+def test_release__a_record_of_a_drain_after_this_launch_began__not_undone(
+    sim: KubeSim, kube: Kube
+) -> None:
+    """A launch event from the warm pool that comes late (a duplicate, Lambda's retry):
+    since it began, the instance went back into service and was drained into the pool
+    again. That record is a later trip's: releasing it put pods on a node being
+    stopped."""
+    node = objects.node(NODE, instance=INSTANCE)
+    node["spec"]["unschedulable"] = True
+    record = {"phase": "drained", "destination": "warm-pool", "since": int(NOW + 60),
+              "at": int(NOW + 100), "added": ["cordon"]}  # fmt: skip
+    node["metadata"].setdefault("annotations", {})[PROGRESS_ANNOTATION] = json.dumps(record)
+    sim.apply(node)
+
+    joining = launch._release(kube, launch.Joining("joined", "Ready", NODE), NOW, lambda: NOW + 130)
+
+    assert sim.get("Node", NODE)["spec"].get("unschedulable"), "a later trip's cordon undone"
+    assert "drained again since: kept" in joining.message
+
+
+def test_until_ready__back_from_the_warm_pool_cordoned_without_a_record__told_cordoned(
+    sim: KubeSim, kube: Kube
+) -> None:
+    """Back from the warm pool, Ready, cordoned by someone else and no record of ours
+    (it went into the pool without our drain): nothing releases it, so the launch says
+    it joined cordoned (JoinedCordoned, the notice), as a new node's does."""
+    _taint(sim, cordoned=True)
+    clock = FakeClock(NOW)
+    tools = _tools(clock, launch_wait_daemonsets=False)
+
+    joining = launch._until_ready(kube, IDENTITY, tools, NOW + 600, NOW - 40, restarted=True)
+    joining = launch._release(kube, joining, NOW - 40, clock)
+
+    assert sim.get("Node", NODE)["spec"].get("unschedulable")
+    assert joining.cordoned, f"a node left cordoned, told as simply joined: {joining.message!r}"

@@ -173,6 +173,24 @@ def test_hooks_not_ours__nothing_touched(account: Account, answers: cfn.Response
     assert HOOK in hooks_of(account, "nodes-a")
 
 
+def test_delete__after_create_lifecycle_hooks_turned_off__the_stacks_hooks_deleted(
+    account: Account, answers: cfn.ResponseServer
+) -> None:
+    """An Update from CreateLifecycleHooks=true to false deletes the resource (its
+    Condition), and its Delete comes with the setting already off: it answered
+    SUCCESS, "the hooks are yours", and left the hooks it had put, naming the stack,
+    to hold every later termination for its HeartbeatTimeout."""
+    account.group("nodes-a")
+    account.group("nodes-b")
+    assert send(account, answers, "Create", settings())["Status"] == "SUCCESS"
+
+    off = settings(create_lifecycle_hooks=False)
+    deleted = send(account, answers, "Delete", off, physical_id=OURS)
+
+    assert deleted["Status"] == "SUCCESS", deleted
+    assert hooks_of(account, "nodes-a") == {} and hooks_of(account, "nodes-b") == {}
+
+
 @pytest.mark.parametrize(("kind", "status"), [("Create", "FAILED"), ("Delete", "SUCCESS")])
 def test_settings_unreadable__answered_not_left_to_time_out(
     kind: str,

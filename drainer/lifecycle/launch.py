@@ -255,6 +255,37 @@ def _tell_node(poster: EventPoster, joining: Joining, told: str | None) -> None:
     poster.post(regarding, reason, "Launch", f"{joining.message}{group}", warning=warning)
 
 
+def _not_released(
+    node: dict[str, Any], joining: Joining, began: float, clock: Callable[[], float]
+) -> Joining | None:
+    """Why the node is not released, as the launch's end (None: release it): no record
+    of ours (a cordon someone else set is told), a record of a drain begun or ended
+    after this launch began (a late or repeated launch event: the instance went in
+    and out of service since), or a drain under way."""
+    record = progress_of(node)
+    if record is None:  # never drained by us: nothing to release
+        log.info("node %s has no eks-node-drainer record: nothing to release", joining.node)
+        cordoned = bool((node.get("spec") or {}).get("unschedulable"))
+        return replace(joining, cordoned=joining.cordoned or cordoned)
+    times = [record.get(k) for k in ("since", "at")]
+    if any(isinstance(t, int | float) and t > began for t in times):
+        log.warning(
+            "node %s was drained again after this launch began (a late launch event): not released",
+            joining.node,
+        )
+        return replace(joining, message=f"{joining.message}; drained again since: kept")
+    live = live_drain(node, clock(), EC2_TRIGGERS | {TERMINATE_HOOK_TRIGGER})
+    if live is not None:
+        log.warning(
+            "node %s back from the warm pool is being drained (%s, begun %.0f s ago): not released",
+            joining.node,
+            live.trigger,
+            clock() - live.since,
+        )
+        return replace(joining, message=f"{joining.message}; a {live.trigger} drain is under way")
+    return None
+
+
 def _release(kube: Kube, joining: Joining, began: float, clock: Callable[[], float]) -> Joining:
     """Back from the warm pool and Ready: undo what the drain that sent it there added
     (release), leaving what someone else set. A release that fails is said, and the
@@ -264,21 +295,9 @@ def _release(kube: Kube, joining: Joining, began: float, clock: Callable[[], flo
         node = kube.get_node(joining.node)
         if node is None:
             return replace(joining, message=f"{joining.message}; the node went away meanwhile")
-        if progress_of(node) is None:  # never drained: it joined on its way into service
-            log.info("node %s has no eks-node-drainer record: nothing to release", joining.node)
-            return joining
-        live = live_drain(node, clock(), EC2_TRIGGERS | {TERMINATE_HOOK_TRIGGER})
-        if live is not None:
-            log.warning(
-                "node %s back from the warm pool is being drained (%s, begun %.0f s ago): "
-                "not released",
-                joining.node,
-                live.trigger,
-                clock() - live.since,
-            )
-            return replace(
-                joining, message=f"{joining.message}; a {live.trigger} drain is under way"
-            )
+        kept = _not_released(node, joining, began, clock)
+        if kept is not None:
+            return kept
         done = release(kube, node)
     except KubeError as e:
         log.error(

@@ -140,10 +140,12 @@ def _act(
     refused = _not_this_stack(request, settings)
     if refused is not None:
         return refused
+    if request.kind == "Delete":  # whatever CREATE_LIFECYCLE_HOOKS says now: the resource
+        # existed, so it may have put hooks (an Update turning the setting off deletes
+        # it with the setting already off); only those naming this stack go
+        return _delete(request, autoscaling, settings)
     if not settings.create_lifecycle_hooks:
         return reply(request, SUCCESS, "CREATE_LIFECYCLE_HOOKS is false: the hooks are yours")
-    if request.kind == "Delete":
-        return _delete(request, autoscaling, settings)
     covered, skipped = hooks.covered_groups(autoscaling, settings)
     missing = sorted(g for g, why in skipped.items() if why == hooks.NO_SUCH_GROUP)
     if request.kind == "Create" and missing:  # a group named wrong fails before any change
