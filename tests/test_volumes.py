@@ -205,3 +205,31 @@ def test_attached_at_the_start__another_volume__not_counted(sim: KubeSim, kube: 
 
     assert result == Detach()
     assert told == []
+
+    assert told == []
+
+
+def test_volumes_of__a_generic_ephemeral_volume__its_claim_named_pod_dash_volume(
+    sim: KubeSim, kube: Kube
+) -> None:
+    """A generic ephemeral volume (spec.volumes[].ephemeral.volumeClaimTemplate) is an
+    EBS volume like any other: the ephemeral controller makes its claim, named
+    <pod>-<volume>, and the node's attachment must detach before the instance goes."""
+    sim.apply([claim("p0-scratch")])  # as the ephemeral volume controller names it
+    bound = bound_volume(sim, "p0-scratch")
+    drained = pod("p0", node_name=NODE)
+    drained["spec"]["volumes"] = [
+        {
+            "name": "scratch",
+            "ephemeral": {
+                "volumeClaimTemplate": {
+                    "spec": {
+                        "accessModes": ["ReadWriteOnce"],
+                        "resources": {"requests": {"storage": "1Gi"}},
+                    }
+                }
+            },
+        }
+    ]
+
+    assert volumes_of(kube, [drained]) == {bound}

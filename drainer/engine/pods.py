@@ -126,12 +126,17 @@ def has_emptydir(pod: Pod) -> bool:
 
 
 def claim_names(pod: Pod) -> list[str]:
-    """The PersistentVolumeClaims the pod mounts."""
-    return [
-        volume["persistentVolumeClaim"]["claimName"]
-        for volume in (pod.get("spec") or {}).get("volumes") or []
-        if (volume.get("persistentVolumeClaim") or {}).get("claimName")
-    ]
+    """The PersistentVolumeClaims the pod mounts: those it names, and those of its
+    generic ephemeral volumes, which Kubernetes names <pod>-<volume>."""
+    name = str((pod.get("metadata") or {}).get("name") or "")
+    claims = []
+    for volume in (pod.get("spec") or {}).get("volumes") or []:
+        named = (volume.get("persistentVolumeClaim") or {}).get("claimName")
+        if named:
+            claims.append(str(named))
+        elif isinstance(volume.get("ephemeral"), dict) and volume.get("name") and name:
+            claims.append(f"{name}-{volume['name']}")
+    return claims
 
 
 def parse_time(stamp: str) -> float:
