@@ -96,25 +96,23 @@ instance that serves, or is about to: not one being terminated."""
 
 
 def _serving_again(event: LifecycleEvent, autoscaling: aws.Client) -> str:
-    """Why the event is stale, "" when it is not: its lifecycle action is gone (a
-    heartbeat finds none) and the instance serves again (a scale-in into the warm
-    pool whose event came after the action timed out, the instance since back in
-    service). Its node is left alone: draining it would cordon and empty a node in
-    service, with no launch to release it. Both signals must agree; any other answer
-    (the action alive, a failed call) drains as before."""
+    """Why the event is stale, "" when it is not: its instance serves again and its
+    lifecycle action is gone (a scale-in into the warm pool whose event came after
+    the action timed out, the instance since back in service). Its node is left
+    alone: draining it would cordon and empty a node in service, with no launch to
+    release it. Both signals must agree, the state first (one call; a heartbeat is
+    tried only for an instance that serves); any other answer (the instance being
+    terminated, the action alive, a failed call) drains as before."""
     try:
+        state = aws.instance_lifecycle_state(autoscaling, event.instance_id)
+        if not state.startswith(SERVING):
+            return ""
         aws.record_heartbeat(autoscaling, event)
-        return ""
+        return ""  # the action is alive: an instance in Standby, say, is still drained
     except LifecycleActionGone:
         pass
     except AwsError:
         return ""  # the heartbeat ticker tries again; the drain goes on
-    try:
-        state = aws.instance_lifecycle_state(autoscaling, event.instance_id)
-    except AwsError:
-        return ""
-    if not state.startswith(SERVING):
-        return ""
     return (
         f"the lifecycle action of instance {event.instance_id} is gone and the instance is "
         f"{state} again: the event is stale (it came after the action ended), so its node "
