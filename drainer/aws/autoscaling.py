@@ -299,12 +299,20 @@ class GroupInstance:
 @dataclass(frozen=True)
 class GroupShape:
     """What an instance refresh's plan needs of a group: its size, its instances,
-    and its health check grace period (the warm-up a refresh uses when given none)."""
+    and what a refresh given no preferences takes from it: the warm-up (its
+    DefaultInstanceWarmup, else its health check grace period) and the minimum
+    healthy percentage (its instance maintenance policy's; None: AWS's 90)."""
 
     name: str
     desired: int
     grace_period: int
     instances: tuple[GroupInstance, ...]
+    default_warmup: int | None = None
+    min_healthy_percentage: int | None = None
+
+    @property
+    def warmup(self) -> int:
+        return self.grace_period if self.default_warmup is None else self.default_warmup
 
 
 def describe_group(autoscaling: Client, asg_name: str) -> GroupShape | None:
@@ -322,6 +330,10 @@ def describe_group(autoscaling: Client, asg_name: str) -> GroupShape | None:
         name=asg_name,
         desired=int(group.get("DesiredCapacity") or 0),
         grace_period=int(group.get("HealthCheckGracePeriod") or 0),
+        default_warmup=_int_or_none(group.get("DefaultInstanceWarmup")),
+        min_healthy_percentage=_int_or_none(
+            (group.get("InstanceMaintenancePolicy") or {}).get("MinHealthyPercentage")
+        ),
         instances=tuple(
             GroupInstance(
                 instance_id=str(i["InstanceId"]),
@@ -331,6 +343,13 @@ def describe_group(autoscaling: Client, asg_name: str) -> GroupShape | None:
             for i in group.get("Instances", [])
         ),
     )
+
+
+def _int_or_none(value: object) -> int | None:
+    """An integer of an answer, None when absent (or AWS's -1: "not set")."""
+    if isinstance(value, int) and value >= 0:
+        return value
+    return None
 
 
 @dataclass(frozen=True)

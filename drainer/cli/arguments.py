@@ -241,7 +241,8 @@ def _refresh_flags(plan: argparse.ArgumentParser) -> None:
         "--min-healthy-percentage",
         type=_percentage,
         metavar="P",
-        help="the refresh's MinHealthyPercentage (default 90, AWS's): each batch is "
+        help="the refresh's MinHealthyPercentage (default: the group's instance "
+        "maintenance policy's, else 90, as AWS takes it): each batch is "
         "max(1, floor(size * (100 - P) / 100)) instances",
     )
     refresh.add_argument(
@@ -249,7 +250,7 @@ def _refresh_flags(plan: argparse.ArgumentParser) -> None:
         type=_non_negative_int,
         metavar="SECONDS",
         help="seconds after each batch before the next (default: the group's "
-        "HealthCheckGracePeriod, or 0)",
+        "DefaultInstanceWarmup, else its HealthCheckGracePeriod, as AWS takes it)",
     )
 
 

@@ -41,8 +41,10 @@ def refresh_nodes(kube: Kube, args: argparse.Namespace) -> RefreshNodes:
         )
     group = members.group
     healthy = args.min_healthy_percentage
+    if healthy is None:  # as StartInstanceRefresh takes it: the group's policy, else 90
+        healthy = group.min_healthy_percentage
     if healthy is None:
         healthy = DEFAULT_MIN_HEALTHY_PERCENTAGE
     size = batch_size(group.desired, batch=args.batch, min_healthy_percentage=healthy)
-    warmup = group.grace_period if args.instance_warmup is None else args.instance_warmup
+    warmup = group.warmup if args.instance_warmup is None else args.instance_warmup
     return RefreshNodes(args.asg, members.nodes, members.without_node, size, float(warmup))
