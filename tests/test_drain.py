@@ -454,7 +454,12 @@ def test_evicted_pod_whose_watch_events_are_lost__looked_at_again__drained_not_t
     its deletion): the drain looks again when the pod's grace period and
     STUCK_POD_SECONDS have passed, and a fresh list shows it gone."""
     place(sim, objects.pod("batch-0", node_name=NODE, grace=30))
-    front.drop_event = lambda event: event["object"]["metadata"]["name"] == "batch-0"
+    # Only the pod's events are lost: a BOOKMARK has no metadata name and passes (the
+    # stream stays up and silent; a KeyError there broke the stream, and the re-list
+    # that followed saw the pod gone at once, never reaching the stuck check).
+    front.drop_event = lambda event: (
+        ((event.get("object") or {}).get("metadata") or {}).get("name") == "batch-0"
+    )
     start = clock()
 
     _, report = drain(front, clock, 300)
@@ -463,6 +468,7 @@ def test_evicted_pod_whose_watch_events_are_lost__looked_at_again__drained_not_t
     assert report.evicted == 1
     assert gone(sim, "default", "batch-0")
     assert clock() - start <= 30 + 60 + 5, "at the stuck check, not the deadline"
+    assert report.stuck == [], "gone (a fresh list says so), not stuck"
 
 
 # -- a node replaced by another of the same name: another machine, left alone -------

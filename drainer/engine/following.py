@@ -242,8 +242,19 @@ class Following:
                 if _id(entry.pod) not in listed:
                     self._listed_gone.add(_id(entry.pod))  # the list is newer than the watch
                     self.mark(entry.pod)
+            for entry in self.schedule:
+                if entry.state is State.STUCK and _id(entry.pod) not in listed:
+                    self._gone_not_stuck(entry)
             self.take_in(pod_list)
             return not self._unchecked and self.schedule.settled()
+
+    def _gone_not_stuck(self, entry: Entry) -> None:
+        """A pod called stuck from the watch's view that a fresh list shows gone (its
+        events were lost): gone, and no longer in the report's stuck pods."""
+        self.schedule.gone(entry)
+        if entry.name in self.ctx.report.stuck:
+            self.ctx.report.stuck.remove(entry.name)
+        self.ctx.emit(Kind.GONE, pod=entry.name, seconds=None, tier=entry.tier)
 
 
 def _comes_back(pod: Pod) -> bool:
