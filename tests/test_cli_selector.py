@@ -184,3 +184,63 @@ def test_selector_json__a_cordon_failing__the_document_names_the_nodes_left_cord
     assert document["result"] == "error" and document["selector"] == "pool=old"
     assert document["left_cordoned"] == [POOL[0]]
     assert problems(document) == []
+
+
+# -- a signal outside a node's own drain, after nodes were cordoned --------------------
+
+
+def _sigterm_on_second_call(monkeypatch: pytest.MonkeyPatch, target: object, name: str) -> None:
+    import os
+    import signal
+
+    real = getattr(target, name)
+    calls: list[int] = []
+
+    def wrapped(*args: object, **kwargs: object) -> object:
+        calls.append(1)
+        if len(calls) == 2:
+            os.kill(os.getpid(), signal.SIGTERM)  # the CLI's handler raises here
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(target, name, wrapped)
+
+
+@pytest.mark.parametrize("during", ["the second cordon", "the second drain's forecast"])
+def test_selector__a_signal_between_drains_or_cordons__names_the_nodes_left_cordoned(
+    sim: KubeSim, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], during: str
+) -> None:
+    import drainer.cli.pace
+    from drainer.k8s.kube import Kube
+
+    if during == "the second cordon":  # POOL[0] cordoned, POOL[1] not yet
+        _sigterm_on_second_call(monkeypatch, Kube, "patch_node")
+        left = POOL[0]
+    else:  # POOL[0] drained; POOL[1] cordoned, its drain not begun
+        _sigterm_on_second_call(monkeypatch, drainer.cli.pace, "eta_for")
+        left = POOL[1]
+
+    code, output = _run(sim, "-l", "pool=old", "--force", "--timeout", "60s")
+
+    err = capsys.readouterr().err
+    assert code == 143, output + err
+    assert _unschedulable(sim, left)  # cordoned by this run, not drained, and left so
+    assert "interrupted before anything changed" not in err, err
+    assert f"release --node {left}" in output + err, output + err
+
+
+def test_selector_json__a_signal_between_drains__one_document_naming_the_nodes_left(
+    sim: KubeSim, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from support.cli_schema import problems
+
+    import drainer.cli.pace
+
+    _sigterm_on_second_call(monkeypatch, drainer.cli.pace, "eta_for")
+
+    code, output = _run(sim, "-l", "pool=old", "--force", "--timeout", "60s", "-o", "json")
+
+    document = json.loads(output)
+    assert code == 143 == document["exit_code"] and document["result"] == "interrupted"
+    assert document["left_cordoned"] == [POOL[1]]
+    assert [d["result"] for d in document["nodes"]] == ["drained", "interrupted"]
+    assert problems(document) == []

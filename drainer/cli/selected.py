@@ -16,12 +16,14 @@ import dataclasses
 import functools
 import io
 import json
+import signal
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from drainer.cli import output
 from drainer.cli.streams import Stream
+from drainer.cli.terminal import Signalled
 from drainer.errors import KubeError
 
 if TYPE_CHECKING:
@@ -69,18 +71,25 @@ def drain_selected(
     if not args.dry_run and not main._may_evict(kube):
         why = "this identity may not evict pods (RBAC: create pods/eviction); no node cordoned"
         return main._failed(terminal, args, 3, why, result="forbidden")
-    if not args.dry_run:
-        left: list[str] = []
-        try:
-            nodes = _cordon_all(kube, nodes, args, run.say, left)
-        except CordonFailed as e:  # the nodes cordoned before it were named, with their undo
-            return _cordon_failed(terminal, run, e, left)
-    for node in nodes:
-        terminal.log.quiet = False  # each drain's lines, until its verdict
-        drain = functools.partial(main._drain, kube, node, args, options)
-        code = run.drained(str(node["metadata"]["name"]), drain)
-        if code >= 128:  # interrupted: the rest are left as they are, cordoned
-            return run.end(code, left=_left_cordoned(args, names[len(run.codes) :], run.say))
+    cordoned: list[str] = []
+    try:
+        if not args.dry_run:
+            try:
+                nodes = _cordon_all(kube, nodes, args, run.say, cordoned)
+            except CordonFailed as e:  # those cordoned before it were named, with their undo
+                return _cordon_failed(terminal, run, e, cordoned)
+        for node in nodes:
+            terminal.log.quiet = False  # each drain's lines, until its verdict
+            drain = functools.partial(main._drain, kube, node, args, options)
+            code = run.drained(str(node["metadata"]["name"]), drain)
+            if code >= 128:  # interrupted: the rest are left as they are, cordoned
+                left = _left_cordoned(args, names[len(run.codes) :], run.say)
+                return run.end(code, left=left)
+    except KeyboardInterrupt as e:  # a signal between drains, or while cordoning
+        code = 128 + (e.signum if isinstance(e, Signalled) else signal.SIGINT)
+        print("\ninterrupted", file=terminal.err)
+        left = [n for n in cordoned if n not in run.codes]  # cordoned, not drained
+        return run.end(code, left=_left_cordoned(args, left, run.say))
     return run.end(_verdict(args.selector, run.codes, run.say))
 
 
@@ -112,7 +121,11 @@ class _Run:
 
     def end(self, code: int, left: list[str] | None = None) -> int:
         if self.json:
-            worst = next(d for d in self.documents if d["exit_code"] == code)
+            worst = next((d for d in self.documents if d["exit_code"] == code), None)
+            if worst is None:  # interrupted between drains: no node's drain says so
+                said = "interrupted between the nodes' drains"
+                worst = output.document("interrupted", code, message=said)
+                self.documents.append(worst)
             more = {"left_cordoned": left} if left else {}
             doc = output.document(
                 worst["result"], code, selector=self.selector, nodes=self.documents, **more
