@@ -206,7 +206,23 @@ def test_attached_at_the_start__another_volume__not_counted(sim: KubeSim, kube: 
     assert result == Detach()
     assert told == []
 
-    assert told == []
+
+def test_claim_names__an_ephemeral_claim_is_the_pods_own__the_plan_leaves_it_out(
+    sim: KubeSim,
+) -> None:
+    """The ephemeral claim is the pod's own, deleted with it: its replacement gets a
+    new one wherever it lands, so the plan must not tie it to the old volume's zone
+    (the drain still waits for that volume to detach)."""
+    from drainer.engine import pods as podlib
+
+    drained = pod("p0", node_name=NODE)
+    drained["spec"]["volumes"] = [
+        {"name": "scratch", "ephemeral": {"volumeClaimTemplate": {}}},
+        {"name": "data", "persistentVolumeClaim": {"claimName": "d"}},
+    ]
+
+    assert podlib.claim_names(drained) == ["p0-scratch", "d"]
+    assert podlib.claim_names(drained, ephemeral=False) == ["d"]
 
 
 def test_volumes_of__a_generic_ephemeral_volume__its_claim_named_pod_dash_volume(

@@ -83,14 +83,17 @@ def drain_selected(
             drain = functools.partial(main._drain, kube, node, args, options)
             code = run.drained(str(node["metadata"]["name"]), drain)
             if code >= 128:  # interrupted: the rest are left as they are, cordoned
-                left = _left_cordoned(args, names[len(run.codes) :], run.say)
-                return run.end(code, left=left)
+                break
+        else:
+            code = _verdict(args.selector, run.codes, run.say)
     except KeyboardInterrupt as e:  # a signal between drains, or while cordoning
         code = 128 + (e.signum if isinstance(e, Signalled) else signal.SIGINT)
         print("\ninterrupted", file=terminal.err)
-        left = [n for n in cordoned if n not in run.codes]  # cordoned, not drained
-        return run.end(code, left=_left_cordoned(args, left, run.say))
-    return run.end(_verdict(args.selector, run.codes, run.say))
+    if code < 128:
+        return run.end(code)
+    # Cordoned by this run and never drained (an interrupted drain names its own node).
+    left = [n for n in cordoned if n not in run.codes]
+    return run.end(code, left=_left_cordoned(args, left, run.say))
 
 
 class _Run:

@@ -125,16 +125,18 @@ def has_emptydir(pod: Pod) -> bool:
     return any("emptyDir" in volume for volume in (pod.get("spec") or {}).get("volumes") or [])
 
 
-def claim_names(pod: Pod) -> list[str]:
-    """The PersistentVolumeClaims the pod mounts: those it names, and those of its
-    generic ephemeral volumes, which Kubernetes names <pod>-<volume>."""
+def claim_names(pod: Pod, *, ephemeral: bool = True) -> list[str]:
+    """The PersistentVolumeClaims the pod mounts: those it names and, with
+    `ephemeral`, those of its generic ephemeral volumes, which Kubernetes names
+    <pod>-<volume> and deletes with the pod (a replacement gets a claim of its own,
+    wherever it lands: they hold no replacement to a zone)."""
     name = str((pod.get("metadata") or {}).get("name") or "")
     claims = []
     for volume in (pod.get("spec") or {}).get("volumes") or []:
         named = (volume.get("persistentVolumeClaim") or {}).get("claimName")
         if named:
             claims.append(str(named))
-        elif isinstance(volume.get("ephemeral"), dict) and volume.get("name") and name:
+        elif ephemeral and isinstance(volume.get("ephemeral"), dict) and volume.get("name"):
             claims.append(f"{name}-{volume['name']}")
     return claims
 

@@ -99,7 +99,7 @@ def held(pod: Pod, volumes: Volumes | None) -> list[Held]:
         return []
     namespace = str(pod["metadata"].get("namespace") or "default")
     found = []
-    for claim in pods.claim_names(pod):
+    for claim in pods.claim_names(pod, ephemeral=False):  # the pod's own: not its replacement's
         volume = volumes.bound(namespace, claim)
         if volume is None:
             continue

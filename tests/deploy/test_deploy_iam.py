@@ -429,9 +429,16 @@ def test_tag_with_odd_characters__still_one_valid_statement():
     }
 
 
-def test_no_hooks_of_ours__no_put_or_delete_lifecycle_hook():
-    hook_actions = {"autoscaling:PutLifecycleHook", "autoscaling:DeleteLifecycleHook"}
+def test_no_hooks_of_ours__no_put_lifecycle_hook__delete_kept_for_those_put_before():
+    """CreateLifecycleHooks=false: the function puts no hook. It may still delete:
+    an update turning the setting off deletes the hooks the stack had put, and the
+    custom resource's Delete runs under the updated policy (its cleanup phase)."""
+    put = "autoscaling:PutLifecycleHook"
     for statement in policy(CreateLifecycleHooks="false", AsgTag=TAG).values():
-        assert not hook_actions & set(as_list(statement["Action"]))
+        assert put not in as_list(statement["Action"])
+    tagged = policy(CreateLifecycleHooks="false", AsgTag=TAG)[
+        "HoldAndReleaseInstancesOfTheTaggedGroups"
+    ]
+    assert "autoscaling:DeleteLifecycleHook" in as_list(tagged["Action"])
     listed = policy(CreateLifecycleHooks="false")["HoldAndReleaseInstancesOfTheListedGroups"]
-    assert set(listed["Action"]) == LIFECYCLE_ACTIONS - hook_actions
+    assert set(listed["Action"]) == LIFECYCLE_ACTIONS - {put}
