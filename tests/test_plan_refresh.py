@@ -201,11 +201,11 @@ def test_placements__records_the_pods_that_fit_on_no_node_left() -> None:
 # -- what a refresh takes from its group when given no preferences ----------------------
 
 
-def test_refresh_nodes__no_instance_warmup_flag__the_groups_default_instance_warmup(
-    fake_aws_env: None, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """StartInstanceRefresh without InstanceWarmup uses the group's DefaultInstanceWarmup
-    when it has one, and its HealthCheckGracePeriod only otherwise (AWS's defaults)."""
+def _refresh_of(monkeypatch: pytest.MonkeyPatch, **group: Any) -> Any:
+    """refresh_nodes for a group of no instances, as DescribeAutoScalingGroups answers
+    it with `group`'s fields (botocore's Stubber checks the answer against the
+    service model; moto keeps neither DefaultInstanceWarmup nor the maintenance
+    policy), given no flags."""
     import argparse
 
     import boto3
@@ -215,14 +215,11 @@ def test_refresh_nodes__no_instance_warmup_flag__the_groups_default_instance_war
     from drainer.cli.refresh import refresh_nodes
 
     autoscaling = boto3.client("autoscaling", region_name="us-east-1")
-    group = {
-        "AutoScalingGroupName": "workers",
-        "MinSize": 0, "MaxSize": 3, "DesiredCapacity": 0,
+    answer = {
+        "AutoScalingGroupName": "workers", "MinSize": 0, "MaxSize": 10,
         "DefaultCooldown": 300, "AvailabilityZones": ["us-east-1a"],
         "HealthCheckType": "EC2", "CreatedTime": datetime(2026, 1, 1, tzinfo=UTC),
-        "HealthCheckGracePeriod": 300,
-        "DefaultInstanceWarmup": 60,
-        "Instances": [],
+        "Instances": [], **group,
     }  # fmt: skip
     real = aws.make_clients
 
@@ -235,10 +232,21 @@ def test_refresh_nodes__no_instance_warmup_flag__the_groups_default_instance_war
     args = argparse.Namespace(asg="workers", batch=None, min_healthy_percentage=None,
                               instance_warmup=None)  # fmt: skip
     with Stubber(autoscaling) as stub:
-        stub.add_response("describe_auto_scaling_groups", {"AutoScalingGroups": [group]})
-        refresh = refresh_nodes(kube=None, args=args)  # type: ignore[arg-type]
+        stub.add_response("describe_auto_scaling_groups", {"AutoScalingGroups": [answer]})
+        return refresh_nodes(kube=None, args=args)  # type: ignore[arg-type]
 
-    assert refresh.warmup == 60.0  # not the grace period's 300
+
+def test_refresh_nodes__no_instance_warmup_flag__the_groups_default_instance_warmup(
+    fake_aws_env: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """StartInstanceRefresh without InstanceWarmup uses the group's DefaultInstanceWarmup
+    when it has one, and its HealthCheckGracePeriod only otherwise (AWS's defaults)."""
+    warm = _refresh_of(
+        monkeypatch, DesiredCapacity=0, HealthCheckGracePeriod=300, DefaultInstanceWarmup=60
+    )
+    graced = _refresh_of(monkeypatch, DesiredCapacity=0, HealthCheckGracePeriod=300)
+
+    assert (warm.warmup, graced.warmup) == (60.0, 300.0)
 
 
 def test_refresh_nodes__no_batch_flags__the_groups_maintenance_policy_min_healthy(
@@ -246,36 +254,10 @@ def test_refresh_nodes__no_batch_flags__the_groups_maintenance_policy_min_health
 ) -> None:
     """Without MinHealthyPercentage, a refresh uses the group's instance maintenance
     policy's when it has one, 90 only otherwise (AWS's defaults)."""
-    import argparse
+    policy = {"MinHealthyPercentage": 50, "MaxHealthyPercentage": 100}
+    halved = _refresh_of(
+        monkeypatch, DesiredCapacity=4, HealthCheckGracePeriod=0, InstanceMaintenancePolicy=policy
+    )
+    default = _refresh_of(monkeypatch, DesiredCapacity=4, HealthCheckGracePeriod=0)
 
-    import boto3
-    from botocore.stub import Stubber
-
-    from drainer import aws
-    from drainer.cli.refresh import refresh_nodes
-
-    autoscaling = boto3.client("autoscaling", region_name="us-east-1")
-    group = {
-        "AutoScalingGroupName": "workers",
-        "MinSize": 0, "MaxSize": 10, "DesiredCapacity": 4,
-        "DefaultCooldown": 300, "AvailabilityZones": ["us-east-1a"],
-        "HealthCheckType": "EC2", "CreatedTime": datetime(2026, 1, 1, tzinfo=UTC),
-        "HealthCheckGracePeriod": 0,
-        "InstanceMaintenancePolicy": {"MinHealthyPercentage": 50, "MaxHealthyPercentage": 100},
-        "Instances": [],
-    }  # fmt: skip
-    real = aws.make_clients
-
-    def clients(session: Any, region: str | None = None) -> aws.AwsClients:
-        made = real(session, region)
-        made.autoscaling = autoscaling
-        return made
-
-    monkeypatch.setattr(aws, "make_clients", clients)
-    args = argparse.Namespace(asg="workers", batch=None, min_healthy_percentage=None,
-                              instance_warmup=None)  # fmt: skip
-    with Stubber(autoscaling) as stub:
-        stub.add_response("describe_auto_scaling_groups", {"AutoScalingGroups": [group]})
-        refresh = refresh_nodes(kube=None, args=args)  # type: ignore[arg-type]
-
-    assert refresh.batch == 2  # 4 x (100 - 50) / 100, not 90 %'s one at a time
+    assert (halved.batch, default.batch) == (2, 1)  # 4 x (100 - 50) / 100; 90 %: one at a time
