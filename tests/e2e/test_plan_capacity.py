@@ -197,6 +197,12 @@ def test_plan__claim_bound_to_a_zone_with_no_other_node__blocker_naming_claim_an
         {"name": "data", "persistentVolumeClaim": {"claimName": "data"}}
     ]
     world.cluster.apply(_zoned_claim(zone))
+    if world.cluster.backend != "kubesim":  # whose scheduler does not wait on a claim
+        # The claim bound before its pod exists: on the real control plane a pod whose
+        # claim the volume controller has not bound yet is unschedulable, and its retry
+        # waited past place_on's 30 s once, on a loaded machine (a fresh clone's run).
+        claim = lambda: world.cluster.get("PersistentVolumeClaim", "data", "default")  # noqa: E731
+        wait_until(lambda: (claim().get("status") or {}).get("phase") == "Bound", 30)
     place_on(world, old, [db], timeout=30)
     # A node in another zone, free: room enough, but not where the volume is.
     world.cluster.apply(w.node("spare-other-zone", zone=f"{zone}-other", pods=110))
