@@ -103,7 +103,7 @@ class NodeGuard:
 
     def next_recordon(self) -> float | None:
         """When a refused re-cordon is tried again (hold the lock); None when none waits."""
-        if self._recordon_failures and self.tracker is not None and self.tracker.uncordoned():
+        if self._recordon_failures and self._open():
             return self._recordon_retry_at
         return None
 

@@ -87,17 +87,15 @@ def hook_refused(settings: Settings, event: LifecycleEvent, hook: aws.HookInfo) 
     as resolve_cluster reads it) is another deployment's, on a group both admit (a
     shared ASG_TAG): that one drains the node and answers the action. A hook that
     names neither is the function's when its group is."""
-    fields = metadata_fields(hook.notification_metadata or event.notification_metadata)
-    owner = fields.get(STACK_KEY)
+    metadata = hook.notification_metadata or event.notification_metadata
+    owner = metadata_fields(metadata).get(STACK_KEY)
     if settings.stack_id and isinstance(owner, str) and owner and owner != settings.stack_id:
         return (
             f"the hook {hook.name} of {event.asg_name} was put by the stack {owner}, not this one"
         )
     # Read as resolve_cluster reads it (JSON's cluster_name, or a plain name), so that
     # a hook this check admits is never drained against another cluster.
-    cluster = aws.cluster_name_for(
-        hook.notification_metadata or event.notification_metadata, {}, ""
-    )
+    cluster = aws.cluster_name_for(metadata, {}, "")
     if settings.cluster_name and cluster and cluster != settings.cluster_name:
         return (
             f"the hook {hook.name} of {event.asg_name} names the cluster {cluster}, not "

@@ -439,8 +439,9 @@ def handle(
     run = frame.aws_guarded(lambda: drain(found, tools, invocation))
     run = replace(run, cluster=found.cluster)
     summary = frame.end_summary(run, None, None, started, trigger=str(event.kind))
-    if event.fate[1] and run.result in (Result.DRAINED, Result.TIMED_OUT, Result.CORDONED):
-        log.warning("%s: %s", event.fate[0], notices.comes_back(run.node or "NODE"))
+    fate, may_come_back = event.fate
+    if may_come_back and run.result in (Result.DRAINED, Result.TIMED_OUT, Result.CORDONED):
+        log.warning("%s: %s", fate, notices.comes_back(run.node or "NODE"))
     return ending.finish(run, summary, found, settings, clients)
 
 
