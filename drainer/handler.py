@@ -24,11 +24,20 @@ from drainer.engine.pace import NodeForecast
 from drainer.errors import SettingsError
 from drainer.k8s import proxy as proxies
 from drainer.k8s.kube import Kube
-from drainer.lifecycle import checks, ec2_events, ending, hooks, launch, scale_in, stack_hooks
+from drainer.lifecycle import (
+    checks,
+    ec2_events,
+    ending,
+    hooks,
+    launch,
+    scale_in,
+    scheduled,
+    stack_hooks,
+)
 from drainer.lifecycle.checks import GroupsForecast
 from drainer.lifecycle.clients import KubeFactory, eks_kube
 from drainer.lifecycle.events import HookSyncEvent, SelfCheckEvent, StackRequest, parse_event
-from drainer.lifecycle.events_ec2 import Ec2Event, ScheduledChanges
+from drainer.lifecycle.events_ec2 import ChangeClosed, Ec2Event, ScheduledChanges
 from drainer.lifecycle.events_fields import Skip
 from drainer.lifecycle.job import Tools
 from drainer.lifecycle.settings import Settings
@@ -124,6 +133,9 @@ def lambda_handler(event: Any, context: Any) -> dict[str, Any]:
     tools = Tools(settings, clients, kube_factory, forecaster=_forecast_node)
     if isinstance(parsed, ScheduledChanges):
         return ec2_events.fan_out(parsed, tools, invocation)
+    if isinstance(parsed, ChangeClosed):
+        logs.bind(**parsed.log_keys())
+        return scheduled.closed(parsed, tools, invocation)
     logs.bind(**parsed.log_keys())
     if isinstance(parsed, Ec2Event):
         return ec2_events.handle(parsed, tools, invocation, raw_event=event)

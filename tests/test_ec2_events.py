@@ -154,6 +154,21 @@ def _without(section: str, key: str) -> Callable[[dict[str, Any]], None]:
     return change
 
 
+def _closed(
+    schedule: str = "", entities: list[Any] | None = None
+) -> Callable[[dict[str, Any]], None]:
+    """The change closed: delivered by its own schedule, or naming `entities`."""
+
+    def change(raw: dict[str, Any]) -> None:
+        raw["detail"]["statusCode"] = "closed"
+        if schedule:
+            raw["drainer_schedule"] = schedule
+        if entities is not None:
+            raw["detail"]["affectedEntities"] = entities
+
+    return change
+
+
 def _set(section: str, key: str, value: Any) -> Callable[[dict[str, Any]], None]:
     def change(raw: dict[str, Any]) -> None:
         (raw[section] if section else raw)[key] = value
@@ -1103,7 +1118,19 @@ def test_parse_event__health_change_naming_several_instances__one_event_each(
         (_set("detail", "startTime", "next Tuesday"), "'next Tuesday', not a time", True),
         (_set("detail", "affectedEntities", "i-1"), "not a list", True),
         (_without("detail", "eventTypeCode"), "field 'detail.eventTypeCode' is missing", True),
-        (_set("detail", "statusCode", "closed"), "closed, the change is over", False),
+        (_closed(schedule="eks-node-drainer-x"), "closed, the change is over", False),
+        (_closed(entities=[]), "closed, the change is over", False),
+    ],
+    ids=[
+        "other-service",
+        "not-a-scheduled-change",
+        "no-instance",
+        "no-start-time",
+        "start-time-not-a-time",
+        "entities-not-a-list",
+        "no-event-type",
+        "closed-delivered-by-its-schedule",
+        "closed-naming-no-instance",
     ],
 )
 def test_parse_event__health_events_we_do_not_act_on_or_malformed__skip_says_why(
@@ -1403,176 +1430,6 @@ def test_fan_out__each_instance_in_an_invocation_of_its_own__narrowed_to_it(
         assert isinstance(single, Ec2Event), single
         drained.append(single.instance_id)
     assert sorted(drained) == sorted([INSTANCE, *others])
-
-
-# --- a scheduled change drained a set time before its window ------------------------------
-
-ROLE = "arn:aws:iam::123456789012:role/eks-node-drainer-SchedulerRole-ABC123"
-FUNCTION_ARN = "arn:aws:lambda:us-east-1:123456789012:function:eks-node-drainer"
-
-
-def _lead_tools(clients: aws.AwsClients, now: float, lead: int, role: str = ROLE) -> Tools:
-    settings = Settings(scheduled_change_lead_seconds=lead, scheduler_role_arn=role)
-    return Tools(settings, clients, _no_kube, clock=FakeClock(now))
-
-
-def _invocation(arn: str = FUNCTION_ARN) -> Invocation:
-    return Invocation(remaining_seconds=lambda: 900.0, function_arn=arn)
-
-
-def test_later__window_days_away__one_schedule_at_its_start_less_the_lead__event_as_input(
-    clients: aws.AwsClients, load_event: LoadEvent
-) -> None:
-    raw = load_event("health-scheduled-change")
-    found = _found(_spot_event(raw))
-    tools = _lead_tools(clients, HEALTH_SENT_AT, lead=3600)
-
-    first = ec2_events.later(found, tools, _invocation(), raw)
-    # Health's update of the same change: a new event id, the same eventArn.
-    update = {**raw, "id": "0f0e0d0c-0000-4000-8000-000000000001"}
-    again = ec2_events.later(found, tools, _invocation(), update)
-
-    assert first is not None and first == again
-    assert first["result"] == "scheduled"
-    assert first["drain_at"] == "2026-11-24T08:00:00Z", "an hour before the 09:00 window"
-    name = first["schedule"]
-    assert name.startswith(f"eks-node-drainer-{INSTANCE}-") and len(name) <= 64
-    schedule = clients.scheduler.get_schedule(Name=name)
-    assert schedule["ScheduleExpression"] == "at(2026-11-24T08:00:00)"
-    assert schedule["ScheduleExpressionTimezone"] == "UTC"
-    assert schedule["ActionAfterCompletion"] == "DELETE"
-    assert schedule["Target"]["Arn"] == FUNCTION_ARN
-    assert schedule["Target"]["RoleArn"] == ROLE
-    assert json.loads(schedule["Target"]["Input"]) == {**raw, "drainer_schedule": name}
-    listed = clients.scheduler.list_schedules()["Schedules"]
-    assert [s["Name"] for s in listed] == [name], "one schedule, however often it came"
-
-
-def _moved(raw: dict[str, Any], start: str, updated: str, event_id: str) -> dict[str, Any]:
-    """AWS Health's update of the same change (its eventArn), its window at `start`."""
-    moved = json.loads(json.dumps(raw))
-    moved["id"] = event_id
-    moved["detail"].update(startTime=start, lastUpdatedTime=updated)
-    return moved
-
-
-def test_later__health_moves_the_window__the_schedule_moves__an_older_update_never_back(
-    clients: aws.AwsClients, load_event: LoadEvent
-) -> None:
-    """The schedule is named after the change, so an update of it found the schedule
-    there and kept it: its old time and its old event. A window moved a day earlier
-    was drained after EC2 acted (the log said the new time); one moved later was
-    drained early, forced at the old start on a running instance."""
-    raw = load_event("health-scheduled-change")  # window 2026-11-24T09:00Z
-    tools = _lead_tools(clients, HEALTH_SENT_AT, lead=3600)
-    first = ec2_events.later(_found(_spot_event(raw)), tools, _invocation(), raw)
-    assert first is not None
-    earlier = _moved(
-        raw, "Mon, 23 Nov 2026 09:00:00 GMT", "Sun, 22 Nov 2026 03:00:00 GMT",
-        "0f0e0d0c-0000-4000-8000-000000000002",
-    )  # fmt: skip
-
-    again = ec2_events.later(_found(_spot_event(earlier)), tools, _invocation(), earlier)
-
-    assert again is not None and again["drain_at"] == "2026-11-23T08:00:00Z"
-    schedule = clients.scheduler.get_schedule(Name=again["schedule"])
-    assert again["schedule"] == first["schedule"]
-    assert schedule["ScheduleExpression"] == "at(2026-11-23T08:00:00)", "the old time kept"
-    assert json.loads(schedule["Target"]["Input"])["id"] == earlier["id"], "the old event kept"
-    # The first update, delivered again after the second (EventBridge retries, out of
-    # order): older, so the schedule stays where the newer one put it.
-    ec2_events.later(_found(_spot_event(raw)), tools, _invocation(), raw)
-    schedule = clients.scheduler.get_schedule(Name=again["schedule"])
-    assert schedule["ScheduleExpression"] == "at(2026-11-23T08:00:00)"
-    assert json.loads(schedule["Target"]["Input"])["id"] == earlier["id"]
-
-
-def test_later__the_schedule_cannot_be_read_for_good__kept_where_it_is__not_drained_now(
-    clients: aws.AwsClients, load_event: LoadEvent
-) -> None:
-    """A role without GetSchedule yet (a stack updated from before schedules moved, IAM
-    still propagating): an update of the change keeps its schedule, as before; the
-    refusal never makes the drain run now, days early."""
-    from botocore.exceptions import ClientError
-
-    raw = load_event("health-scheduled-change")
-    tools = _lead_tools(clients, HEALTH_SENT_AT, lead=3600)
-    first = ec2_events.later(_found(_spot_event(raw)), tools, _invocation(), raw)
-    assert first is not None
-
-    def refuse(**_: Any) -> None:
-        error = {"Error": {"Code": "AccessDeniedException", "Message": "not authorized"}}
-        raise ClientError({**error, "ResponseMetadata": {"HTTPStatusCode": 403}}, "GetSchedule")
-
-    clients.scheduler.meta.events.register("before-parameter-build.scheduler.GetSchedule", refuse)
-    earlier = _moved(
-        raw, "Mon, 23 Nov 2026 09:00:00 GMT", "Sun, 22 Nov 2026 03:00:00 GMT",
-        "0f0e0d0c-0000-4000-8000-000000000003",
-    )  # fmt: skip
-
-    again = ec2_events.later(_found(_spot_event(earlier)), tools, _invocation(), earlier)
-
-    assert again is not None and again["result"] == "scheduled", "drained now, days early"
-    clients.scheduler.meta.events.unregister("before-parameter-build.scheduler.GetSchedule", refuse)
-    kept = clients.scheduler.get_schedule(Name=first["schedule"])
-    assert kept["ScheduleExpression"] == "at(2026-11-24T08:00:00)"
-
-
-def test_later__cannot_schedule_for_good__drains_now_saying_why(
-    clients: aws.AwsClients, load_event: LoadEvent, caplog: pytest.LogCaptureFixture
-) -> None:
-    raw = load_event("health-scheduled-change")
-    raw["detail"]["eventDescription"][0]["latestDescription"] = "x" * 9000  # over the input limit
-    found = _found(_spot_event(raw))
-
-    later = ec2_events.later(found, _lead_tools(clients, HEALTH_SENT_AT, 3600), _invocation(), raw)
-
-    assert later is None
-    assert "the drain cannot be scheduled" in caplog.text and "draining now" in caplog.text
-
-
-def test_later__the_schedules_own_invocation__drains_whenever_it_comes(
-    clients: aws.AwsClients, load_event: LoadEvent
-) -> None:
-    """A schedule may fire late, or a little early: its event drains, never schedules
-    itself again (that name exists until the invocation ends)."""
-    raw = load_event("health-scheduled-change")
-    raw["drainer_schedule"] = f"eks-node-drainer-{INSTANCE}-0123456789"
-    found = _found(_spot_event(raw))
-
-    for now in (RETIRES_AT - 3600 - 90, RETIRES_AT - 3600 + 300):
-        assert ec2_events.later(found, _lead_tools(clients, now, 3600), _invocation(), raw) is None
-    assert clients.scheduler.list_schedules()["Schedules"] == []
-
-
-@pytest.mark.parametrize(
-    ("now", "lead", "role", "arn"),
-    [
-        (RETIRES_AT - 3600 - 30, 3600, ROLE, FUNCTION_ARN),  # due within the slack: drain now
-        (HEALTH_SENT_AT, 0, ROLE, FUNCTION_ARN),  # no lead: at once
-        (HEALTH_SENT_AT, 3600, "", FUNCTION_ARN),  # no role to schedule with
-        (HEALTH_SENT_AT, 3600, ROLE, ""),  # no function to invoke (the CLI)
-    ],
-    ids=["due", "no-lead", "no-role", "no-function"],
-)
-def test_later__drains_now_when_due_or_when_it_cannot_schedule(
-    clients: aws.AwsClients,
-    load_event: LoadEvent,
-    caplog: pytest.LogCaptureFixture,
-    now: float,
-    lead: int,
-    role: str,
-    arn: str,
-) -> None:
-    raw = load_event("health-scheduled-change")
-    found = _found(_spot_event(raw))
-
-    later = ec2_events.later(found, _lead_tools(clients, now, lead, role), _invocation(arn), raw)
-
-    assert later is None
-    if not role or not arn:
-        assert "draining now" in caplog.text
-    assert clients.scheduler.list_schedules()["Schedules"] == []
 
 
 # --- an event that comes late: checked against EC2's state of the instance now ----------

@@ -51,6 +51,21 @@ def test_event_not_for_us__skipped_without_any_aws_call(
     assert result["reason"]
 
 
+def test_health_change_closed__through_the_handler__skipped_without_any_aws_call(
+    load_event: Callable[[str], dict[str, Any]],
+    clean_handler: Callable[..., dict[str, Any]],
+) -> None:
+    """A closed change reaches drainer/lifecycle/scheduled.py; with no function to
+    invoke (no context), nothing was ever scheduled, and nothing is asked of AWS."""
+    event = load_event("health-scheduled-change")
+    event["detail"]["statusCode"] = "closed"
+
+    result = clean_handler(event, SCHEDULED_CHANGE_LEAD_SECONDS="3600")
+
+    assert result["result"] == "skipped"
+    assert "closed, the change is over" in result["reason"]
+
+
 @pytest.mark.parametrize("garbage", [None, "text", 42, [], {"detail": "not a dict"}])
 def test_garbage_event__skipped(garbage: Any, clean_handler: Callable[..., dict[str, Any]]) -> None:
     assert clean_handler(garbage)["result"] == "skipped"

@@ -26,7 +26,7 @@ from drainer.k8s.cordon import (
     release_patch,
 )
 from drainer.k8s.kube import Kube
-from drainer.lifecycle import ec2_events
+from drainer.lifecycle import ec2_events, scheduled
 from drainer.lifecycle.events import parse_event
 from drainer.lifecycle.events_ec2 import EC2_TRIGGERS, Ec2Event, Ec2Kind
 from drainer.lifecycle.events_hook import TERMINATE_HOOK_TRIGGER, LifecycleEvent
@@ -123,7 +123,7 @@ def test_a_0_1_0_schedule_input_is_drained_now__never_scheduled_again(moto_aws: 
     found = ec2_events.Ec2Target(event, identity, "prod", "eks-workers-a")
     invocation = Invocation(remaining_seconds=lambda: 900.0, function_arn=FUNCTION_ARN)
 
-    later = ec2_events.later(found, tools, invocation, schedule["input"])
+    later = scheduled.later(found.event, tools, invocation, schedule["input"])
 
     assert later is None, "the schedule's own invocation drains"
     assert clients.scheduler.list_schedules()["Schedules"] == []

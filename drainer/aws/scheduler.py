@@ -23,6 +23,7 @@ INPUT_MAX_CHARS = 8192
 
 
 CREATED, KEPT, MOVED = "created", "kept", "moved"
+ABSENT, SETTLED, REFUSED = "absent", "settled", "refused"
 
 
 def schedule_invocation(
@@ -92,6 +93,54 @@ def _moved(
         log.error("the schedule %s stays at its time: %s", name, error)
         return KEPT
     return MOVED
+
+
+def settle_schedule(
+    scheduler: Client,
+    name: str,
+    *,
+    payload: Mapping[str, Any],
+    supersedes: Callable[[Mapping[str, Any]], bool],
+) -> str:
+    """Give the schedule `name` `payload` to deliver instead, at its own time, when
+    `supersedes(the payload it holds)`: SETTLED (its invocation then finds nothing to
+    do: the change closed, or drained already on a later update). ABSENT when there is
+    no such schedule (never made, or it fired); KEPT when it holds a newer update,
+    which stands. Raised when AWS fails for now; REFUSED (logged) when AWS refuses
+    for good: the schedule is as it was."""
+    text = json.dumps(payload, separators=(",", ":"))
+    try:
+        found = scheduler.get_schedule(Name=name, GroupName="default")
+        if not supersedes(_input_of(found)):
+            return KEPT
+        if len(text) > INPUT_MAX_CHARS:
+            raise PermanentAwsError(
+                f"settling {name}: the event is {len(text)} characters, more than a "
+                f"schedule's input takes ({INPUT_MAX_CHARS})"
+            )
+        target = {**found["Target"], "Input": text}
+        scheduler.update_schedule(
+            Name=name,
+            GroupName="default",
+            ScheduleExpression=found["ScheduleExpression"],
+            ScheduleExpressionTimezone=found.get("ScheduleExpressionTimezone") or "UTC",
+            FlexibleTimeWindow=found.get("FlexibleTimeWindow") or {"Mode": "OFF"},
+            Target=target,
+            ActionAfterCompletion=found.get("ActionAfterCompletion") or "DELETE",
+            Description=found.get("Description") or "",
+        )
+    except PermanentAwsError as e:
+        log.error("the schedule %s is left as it is: %s", name, e)
+        return REFUSED
+    except AWS_FAILURES as e:
+        if error_code(e) == "ResourceNotFoundException":
+            return ABSENT
+        error = translate(e, "scheduler:GetSchedule and UpdateSchedule", f"settling {name}")
+        if not is_permanent(e):
+            raise error from e
+        log.error("the schedule %s is left as it is: %s", name, error)
+        return REFUSED
+    return SETTLED
 
 
 def _input_of(schedule: Mapping[str, Any]) -> Mapping[str, Any]:

@@ -32,12 +32,10 @@ instance waits for that drain instead of starting another
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
 from typing import Any
 
 from drainer import aws, logs
@@ -48,19 +46,18 @@ from drainer.lifecycle.admission import group_refused, group_tags
 from drainer.lifecycle.events_ec2 import (
     EC2_EVENT_NAMES,
     EC2_TRIGGERS,
-    SCHEDULED_KEY,
     SPOT_NOTICE_SECONDS,
     STATE_CHANGE_NOTICE_SECONDS,
     Ec2Event,
     Ec2Kind,
     ScheduledChanges,
-    updated_at,
 )
-from drainer.lifecycle.events_fields import Skip
+from drainer.lifecycle.events_fields import Skip, iso
 from drainer.lifecycle.events_hook import TERMINATE_HOOK_TRIGGER
 from drainer.lifecycle.job import Approach, DrainJob, Run, Tools
 from drainer.lifecycle.outcomes import Result
 from drainer.lifecycle.runner import node_for, run_job
+from drainer.lifecycle.scheduled import later
 from drainer.lifecycle.settings import Settings
 from drainer.lifecycle.window import Deadline, Invocation, Window, hand_over_at, log_deadline
 
@@ -212,14 +209,10 @@ def deadline_of(found: Ec2Target, settings: Settings, now: float) -> Deadline:
     if event.kind is Ec2Kind.SCHEDULED_CHANGE:
         starts = event.acts_at if event.acts_at is not None else now
         return Deadline(
-            starts - margin, f"scheduled change {event.detail_code} starting {_iso(starts)} {less}"
+            starts - margin, f"scheduled change {event.detail_code} starting {iso(starts)} {less}"
         )
     acts = event.acts_at if event.acts_at is not None else issued + SPOT_NOTICE_SECONDS
-    return Deadline(acts - margin, f"capacity reservation's termination at {_iso(acts)} {less}")
-
-
-def _iso(seconds: float) -> str:
-    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return Deadline(acts - margin, f"capacity reservation's termination at {iso(acts)} {less}")
 
 
 def approach_for(
@@ -310,101 +303,6 @@ def _cordon(tools: Tools, found: Ec2Target, cluster: aws.ClusterInfo) -> Run:
     )
 
 
-SCHEDULE_SLACK_SECONDS = 60.0
-"""A scheduled change's drain due within this is run now, not scheduled (a schedule
-for less than a minute ahead may fire late)."""
-
-
-def later(
-    found: Ec2Target,
-    tools: Tools,
-    invocation: Invocation | None,
-    raw_event: Mapping[str, Any] | None,
-) -> dict[str, Any] | None:
-    """A scheduled change drained SCHEDULED_CHANGE_LEAD_SECONDS before its maintenance window: while
-    that moment is still ahead, a one-time EventBridge Scheduler schedule invokes the
-    function with the same event then, marked with the schedule's name (and deletes
-    itself). None when the drain is due now: the schedule's own invocation, whenever
-    it comes, or a drain that cannot be scheduled (no role, no function to invoke;
-    it runs now then, saying why)."""
-    settings, event = tools.settings, found.event
-    lead = settings.scheduled_change_lead_seconds
-    if event.kind is not Ec2Kind.SCHEDULED_CHANGE or not lead or event.acts_at is None:
-        return None
-    if event.schedule:
-        log.info("schedule %s delivered the scheduled change: draining now", event.schedule)
-        return None
-    drain_at = event.acts_at - lead
-    if drain_at <= tools.clock() + SCHEDULE_SLACK_SECONDS:
-        return None
-    function_arn = invocation.function_arn if invocation is not None else ""
-    if not settings.scheduler_role_arn or not function_arn or raw_event is None:
-        log.warning(
-            "SCHEDULED_CHANGE_LEAD_SECONDS asks to drain at %s, but %s: draining now",
-            _iso(drain_at),
-            "SCHEDULER_ROLE_ARN is empty" if function_arn else "there is no function to invoke",
-        )
-        return None
-    scheduled = _schedule(found, tools, function_arn, raw_event, drain_at)
-    if scheduled is None:
-        return None
-    name, done = scheduled
-    log.info(
-        "scheduled change %s of instance %s starts %s: its drain is scheduled for %s "
-        "(SCHEDULED_CHANGE_LEAD_SECONDS=%d)%s",
-        event.detail_code,
-        event.instance_id,
-        _iso(event.acts_at),
-        _iso(drain_at),
-        lead,
-        _SCHEDULE_DONE[done],
-        extra={"schedule": name, "drain_at": _iso(drain_at)},
-    )
-    return {"result": "scheduled", "drain_at": _iso(drain_at), "schedule": name}
-
-
-_SCHEDULE_DONE = {
-    aws.SCHEDULE_CREATED: "",
-    aws.SCHEDULE_KEPT: "; the schedule existed already",
-    aws.SCHEDULE_MOVED: "; the schedule existed for an earlier update of the change: moved",
-}
-
-
-def _schedule(
-    found: Ec2Target,
-    tools: Tools,
-    function_arn: str,
-    raw_event: Mapping[str, Any],
-    drain_at: float,
-) -> tuple[str, str] | None:
-    """The one-time schedule that invokes the function with the event at `drain_at`:
-    its name and what was done (created; kept: it existed already; moved: it held an
-    older update of the change, whose window AWS Health may have moved); None when
-    AWS refuses it for good (the drain runs now then, saying why)."""
-    event = found.event
-    # Named after the change (its eventArn, the same in each update Health sends):
-    # a change announced twice is scheduled once.
-    change = event.change_id or event.event_id
-    digest = hashlib.sha256(f"{function_arn} {change}".encode()).hexdigest()[:10]
-    name = f"{aws.SCHEDULE_PREFIX}{event.instance_id}-{digest}"
-    try:
-        done = aws.schedule_invocation(
-            tools.clients.scheduler,
-            name,
-            drain_at,
-            function_arn=function_arn,
-            role_arn=tools.settings.scheduler_role_arn,
-            payload={**raw_event, SCHEDULED_KEY: name},
-            supersedes=lambda held: updated_at(raw_event) > updated_at(held),
-        )
-    except AwsError as e:
-        if not aws.is_permanent(e):
-            raise  # EventBridge delivers the event again
-        log.error("the drain cannot be scheduled (%s): draining now", e)
-        return None
-    return name, done
-
-
 def handle(
     event: Ec2Event,
     tools: Tools,
@@ -431,9 +329,10 @@ def handle(
     if stale is not None:
         ending.notify(settings, clients, notices.stale_event_notice(found, stale.reason))
         return ending.skipped(stale)
-    scheduled = later(found, tools, invocation, raw_event)
-    if scheduled is not None:
-        return scheduled
+    if event.kind is Ec2Kind.SCHEDULED_CHANGE:
+        scheduled = later(found.event, tools, invocation, raw_event)
+        if scheduled is not None:
+            return scheduled
     if settings.notify_on_start:
         ending.notify(settings, clients, notices.ec2_start_notice(found, found.cluster))
     run = frame.aws_guarded(lambda: drain(found, tools, invocation))

@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from drainer.lifecycle.events_ec2 import Ec2Event, ScheduledChanges, parse_ec2
+from drainer.lifecycle.events_ec2 import ChangeClosed, Ec2Event, ScheduledChanges, parse_ec2
 from drainer.lifecycle.events_fields import Skip
 from drainer.lifecycle.events_hook import (
     SOURCE,
@@ -93,6 +93,7 @@ def parse_event(
     LifecycleEvent
     | Ec2Event
     | ScheduledChanges
+    | ChangeClosed
     | SelfCheckEvent
     | HookSyncEvent
     | StackRequest

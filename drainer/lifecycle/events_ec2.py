@@ -48,6 +48,10 @@ CAPACITY_INTERRUPTION_DETAIL_TYPE = "EC2 Capacity Reservation Instance Interrupt
 SCHEDULED_KEY = "drainer_schedule"
 """Top-level key of a scheduled change's event as its schedule delivers it: the
 schedule's name. Such an event is drained at once, never scheduled again."""
+SETTLED_KEY = "drainer_settled"
+"""Top-level key of the event a schedule holds once its drain is no longer needed
+(the change was drained already, on an update that moved its window within the
+lead): why. Its schedule's invocation then does nothing."""
 
 
 class Ec2Kind(StrEnum):
@@ -150,15 +154,37 @@ class ScheduledChanges:
     def for_instance(self, instance_id: str) -> dict[str, Any]:
         """The same event about `instance_id` alone, to drain it in an invocation of
         its own."""
-        narrowed = copy.deepcopy(dict(self.raw))
-        narrowed.pop(SCHEDULED_KEY, None)
-        narrowed["resources"] = [instance_id]
-        narrowed["detail"]["affectedEntities"] = [
-            entity
-            for entity in narrowed["detail"]["affectedEntities"]
-            if isinstance(entity, dict) and entity.get("entityValue") == instance_id
-        ]
-        return narrowed
+        return narrowed(self.raw, instance_id)
+
+
+@dataclass(frozen=True)
+class ChangeClosed:
+    """AWS Health's word that a scheduled change is over: carried out, or cancelled.
+    Nothing is drained; a schedule made for an earlier update of it is settled
+    (drainer/lifecycle/scheduled.py), so that it drains nothing either."""
+
+    change_id: str
+    detail_code: str
+    event_id: str
+    region: str
+    instances: tuple[str, ...]
+    raw: Mapping[str, Any]
+
+    def log_keys(self) -> dict[str, str]:
+        return {"trigger": str(Ec2Kind.SCHEDULED_CHANGE), "event_id": self.event_id}
+
+
+def narrowed(raw: Mapping[str, Any], instance_id: str) -> dict[str, Any]:
+    """A scheduled change's event about `instance_id` alone."""
+    event = copy.deepcopy(dict(raw))
+    event.pop(SCHEDULED_KEY, None)
+    event["resources"] = [instance_id]
+    event["detail"]["affectedEntities"] = [
+        entity
+        for entity in event["detail"]["affectedEntities"]
+        if isinstance(entity, dict) and entity.get("entityValue") == instance_id
+    ]
+    return event
 
 
 _EC2_KINDS = {
@@ -169,7 +195,9 @@ _EC2_KINDS = {
 }
 
 
-def parse_ec2(event: dict[str, Any]) -> Ec2Event | ScheduledChanges | Skip | None:
+def parse_ec2(
+    event: dict[str, Any],
+) -> Ec2Event | ScheduledChanges | ChangeClosed | Skip | None:
     """The event as one of EC2's (or AWS Health's) events, a Skip saying why it is not
     one to drain for, or None when it comes from neither."""
     source, detail_type = event.get("source"), event.get("detail-type")
@@ -209,7 +237,7 @@ def _ec2_event(event: dict[str, Any], kind: Ec2Kind) -> Ec2Event | Skip:
     return parsed
 
 
-def _scheduled_change(event: dict[str, Any]) -> Ec2Event | ScheduledChanges | Skip:
+def _scheduled_change(event: dict[str, Any]) -> Ec2Event | ScheduledChanges | ChangeClosed | Skip:
     """An AWS Health event: a scheduled change for EC2 instances (retirement,
     maintenance) drains every instance it names; any other is skipped."""
     detail = event.get("detail")
@@ -223,7 +251,12 @@ def _scheduled_change(event: dict[str, Any]) -> Ec2Event | ScheduledChanges | Sk
         )
     kind = Ec2Kind.SCHEDULED_CHANGE
     if detail.get("statusCode") == "closed":
-        return Skip(f"{kind} {detail.get('eventTypeCode')}: closed, the change is over")
+        return _closed(event, detail)
+    settled = event.get(SETTLED_KEY)
+    if event.get(SCHEDULED_KEY) and isinstance(settled, str):
+        return Skip(
+            f"{kind} {detail.get('eventTypeCode')}, schedule {event[SCHEDULED_KEY]}: {settled}"
+        )
     try:
         instances = _affected_instances(detail)
         template = Ec2Event(
@@ -246,6 +279,28 @@ def _scheduled_change(event: dict[str, Any]) -> Ec2Event | ScheduledChanges | Sk
         return Skip(f"{kind} {template.detail_code}: it names no EC2 instance")
     events = tuple(replace(template, instance_id=i) for i in instances)
     return events[0] if len(events) == 1 else ScheduledChanges(events, event)
+
+
+def _closed(event: dict[str, Any], detail: Mapping[str, Any]) -> ChangeClosed | Skip:
+    """A closed change: its instances, to settle their schedules; a Skip when it
+    names none, or when its own schedule delivers it."""
+    over = Skip(
+        f"{Ec2Kind.SCHEDULED_CHANGE} {detail.get('eventTypeCode')}: closed, the change is over"
+    )
+    if event.get(SCHEDULED_KEY):
+        return over
+    try:
+        closed = ChangeClosed(
+            change_id=required(detail, "eventArn", "detail."),
+            detail_code=required(detail, "eventTypeCode", "detail."),
+            event_id=required(event, "id"),
+            region=required(event, "region"),
+            instances=tuple(_affected_instances(detail)),
+            raw=event,
+        )
+    except Malformed:
+        return over
+    return closed if closed.instances else over
 
 
 def _affected_instances(detail: Mapping[str, Any]) -> list[str]:

@@ -48,6 +48,11 @@ def epoch(text: str) -> float | None:
     return moment.timestamp()
 
 
+def iso(seconds: float) -> str:
+    """Epoch seconds as an event writes a time: RFC 3339, UTC, to the second."""
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def required(source: Mapping[str, Any], key: str, prefix: str = "") -> str:
     """A string field that must be there and not blank; `prefix` names where it sits
     in the event ("detail.") for the message."""

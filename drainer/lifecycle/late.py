@@ -16,8 +16,6 @@ EC2's events (drainer/lifecycle/ec2_events.py):
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
 from drainer import aws
 from drainer.lifecycle.events_ec2 import (
     EC2_EVENT_NAMES,
@@ -26,7 +24,7 @@ from drainer.lifecycle.events_ec2 import (
     Ec2Event,
     Ec2Kind,
 )
-from drainer.lifecycle.events_fields import Skip
+from drainer.lifecycle.events_fields import Skip, iso
 
 LATE_EVENT_DRAIN_SECONDS = float(SPOT_NOTICE_SECONDS)
 """A late event's drain time: EC2 may carry out an interruption a little late, so
@@ -64,7 +62,7 @@ def restarted(event: Ec2Event, instance: aws.NodeIdentity) -> Skip | None:
     launched, issued = instance.launched_at, event.issued_at
     if launched is None or issued is None or launched <= issued:
         return None
-    started = datetime.fromtimestamp(launched, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    started = iso(launched)
     return Skip(
         f"{EC2_EVENT_NAMES[event.kind]} of {event.event_time} about instance "
         f"{instance.instance_id}, which was started again at {started}, after it: "
