@@ -56,3 +56,16 @@ def register() -> None:
     Instance.__init__ = __init__  # type: ignore[method-assign]
     Instance.start = start  # type: ignore[method-assign]
     Instance._awssim_launch_time = True  # type: ignore[attr-defined]
+
+
+def schedule_events(
+    account: str, region: str, instance_id: str, events: list[dict[str, Any]]
+) -> None:
+    """Give an instance EC2's scheduled events (DescribeInstanceStatus's `Events`:
+    Code, Description, NotBefore...), which moto never schedules: its serializer
+    answers them from the instance's `events`. A description beginning "[Completed]"
+    or "[Canceled]" is one that is over, as EC2 writes it."""
+    from moto.ec2.models import ec2_backends
+
+    instance = ec2_backends[account][region].get_instance(instance_id)
+    instance.events = [dict(event) for event in events]  # type: ignore[attr-defined]

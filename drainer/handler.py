@@ -26,12 +26,12 @@ from drainer.k8s import proxy as proxies
 from drainer.k8s.kube import Kube
 from drainer.lifecycle import (
     checks,
+    closed,
     ec2_events,
     ending,
     hooks,
     launch,
     scale_in,
-    scheduled,
     stack_hooks,
 )
 from drainer.lifecycle.checks import GroupsForecast
@@ -135,7 +135,7 @@ def lambda_handler(event: Any, context: Any) -> dict[str, Any]:
         return ec2_events.fan_out(parsed, tools, invocation)
     if isinstance(parsed, ChangeClosed):
         logs.bind(**parsed.log_keys())
-        return scheduled.closed(parsed, tools, invocation)
+        return closed.handle(parsed, tools, invocation)
     logs.bind(**parsed.log_keys())
     if isinstance(parsed, Ec2Event):
         return ec2_events.handle(parsed, tools, invocation, raw_event=event)

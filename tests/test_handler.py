@@ -51,19 +51,27 @@ def test_event_not_for_us__skipped_without_any_aws_call(
     assert result["reason"]
 
 
-def test_health_change_closed__through_the_handler__skipped_without_any_aws_call(
+def test_health_change_closed__through_the_handler__nothing_asked_of_aws_when_off(
     load_event: Callable[[str], dict[str, Any]],
     clean_handler: Callable[..., dict[str, Any]],
 ) -> None:
-    """A closed change reaches drainer/lifecycle/scheduled.py; with no function to
-    invoke (no context), nothing was ever scheduled, and nothing is asked of AWS."""
+    """A closed change reaches drainer/lifecycle/closed.py; with no function to invoke
+    (no context), nothing was ever scheduled, and with SCHEDULED_CHANGE_DRAIN off no
+    node is released: nothing is asked of AWS."""
     event = load_event("health-scheduled-change")
     event["detail"]["statusCode"] = "closed"
 
-    result = clean_handler(event, SCHEDULED_CHANGE_LEAD_SECONDS="3600")
+    result = clean_handler(
+        event, SCHEDULED_CHANGE_LEAD_SECONDS="3600", SCHEDULED_CHANGE_DRAIN="false"
+    )
 
-    assert result["result"] == "skipped"
-    assert "closed, the change is over" in result["reason"]
+    assert result == {
+        "result": "closed",
+        "reason": "AWS_EC2_INSTANCE_RETIREMENT_SCHEDULED: closed, the change is over",
+        "settled": [],
+        "released": [],
+        "kept": {},
+    }
 
 
 @pytest.mark.parametrize("garbage", [None, "text", 42, [], {"detail": "not a dict"}])

@@ -136,6 +136,8 @@ def test_end_notice__what_ec2_does__and_a_node_that_may_come_back_to_release(
     _, text, _ = notices.end_notice(_ec2_target(kind, **fields), summary)  # type: ignore[arg-type]
 
     assert f"(begun by the {kind}: {says})" in text
-    back = "its node stays cordoned and out of the load balancers until it is released"
+    back = "its node stays cordoned and out of the load balancers until "
     assert (back in text) == (says != "EC2 ends the instance"), text
     assert ("release --node n1" in text) == (back in text)
+    closes = "until AWS Health closes the change, which releases it if the instance runs"
+    assert (closes in text) == (back in text and kind == "scheduled-change"), text

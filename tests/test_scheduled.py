@@ -248,7 +248,9 @@ def test_later__an_update_brings_the_drain_due_now__drains_now__old_schedule_dra
     assert at == "at(2026-11-24T08:00:00)", "its time kept"
     delivered = parse_event(payload)
     assert isinstance(delivered, Skip), "the old schedule would drain the node again"
-    assert "drained at 2026-11-22T02:10:00Z on a later update" in delivered.reason
+    assert "drained at 2026-11-22T02:10:00Z on an update of the change" in delivered.reason
+    # That drain failed for now: Lambda delivers the same update again. It drains.
+    assert scheduled.later(_spot_event(soon), tools, _invocation(), soon) is None
     # The first update delivered again now (out of order) moves nothing back.
     assert scheduled.later(_spot_event(raw), tools, _invocation(), raw) == first
     assert isinstance(parse_event(_held(clients, first["schedule"])[1]), Skip)
@@ -273,7 +275,7 @@ def test_later__an_older_update_comes_due_while_the_schedule_holds_a_newer__not_
         "at(2026-11-24T08:00:00)",
         {**first, "drainer_schedule": made["schedule"]},
     )
-    assert "not newer than the one its schedule" in caplog.text
+    assert "is older than the one its schedule" in caplog.text
 
 
 def test_later__due_now__the_schedule_cannot_be_read_for_good__drains_now_saying_why(
@@ -293,6 +295,27 @@ def test_later__due_now__the_schedule_cannot_be_read_for_good__drains_now_saying
 
     assert scheduled.later(_spot_event(soon), tools, _invocation(), soon) is None
     assert "is left as it is" in caplog.text and "GetSchedule" in caplog.text
+
+
+def test_later__due_now__scheduler_fails_for_now__drains_all_the_same(
+    clients: aws.AwsClients, load_event: LoadEvent, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The window starts within the lead: the drain never waits on EventBridge
+    Scheduler, whose throttling raised for Lambda to retry, minutes before the window."""
+    from botocore.exceptions import ClientError
+
+    raw = load_event("health-scheduled-change")
+    soon = _moved(raw, WITHIN_LEAD, "Sun, 22 Nov 2026 02:09:59 GMT", "0f0e-soon")
+
+    def throttle(**_: Any) -> None:
+        error = {"Error": {"Code": "ThrottlingException", "Message": "Rate exceeded"}}
+        raise ClientError({**error, "ResponseMetadata": {"HTTPStatusCode": 400}}, "GetSchedule")
+
+    clients.scheduler.meta.events.register("before-parameter-build.scheduler.GetSchedule", throttle)
+    tools = _lead_tools(clients, HEALTH_SENT_AT, lead=3600)
+
+    assert scheduled.later(_spot_event(soon), tools, _invocation(), soon) is None
+    assert "draining now" in caplog.text
 
 
 def _closing(raw: dict[str, Any], updated: str = "Wed, 25 Nov 2026 10:00:00 GMT") -> ChangeClosed:
@@ -317,9 +340,9 @@ def test_closed__a_cancelled_change__its_schedule_drains_nothing__an_older_updat
     assert made is not None
     closing = _closing(raw)
 
-    result = scheduled.closed(closing, tools, _invocation())
+    settled = scheduled.settle_closed(closing, tools, _invocation())
 
-    assert result == {"result": "skipped", "reason": result["reason"], "settled": [INSTANCE]}
+    assert settled == [INSTANCE]
     at, payload = _held(clients, made["schedule"])
     assert at == "at(2026-11-24T08:00:00)"
     assert isinstance(parse_event(payload), Skip), "its invocation drains nothing"
@@ -328,7 +351,7 @@ def test_closed__a_cancelled_change__its_schedule_drains_nothing__an_older_updat
     assert scheduled.later(_spot_event(raw), tools, _invocation(), raw) == made
     assert isinstance(parse_event(_held(clients, made["schedule"])[1]), Skip)
     # The close again: nothing newer to settle.
-    assert scheduled.closed(closing, tools, _invocation())["settled"] == []
+    assert scheduled.settle_closed(closing, tools, _invocation()) == []
 
 
 def test_closed__several_instances__each_schedule_settled_with_its_own_instance(
@@ -343,13 +366,15 @@ def test_closed__several_instances__each_schedule_settled_with_its_own_instance(
         one["detail"]["affectedEntities"] = [{"entityValue": instance}]
         assert scheduled.later(_spot_event(one), tools, _invocation(), one) is not None
 
-    result = scheduled.closed(_closing(raw), tools, _invocation())
+    settled = scheduled.settle_closed(_closing(raw), tools, _invocation())
 
-    assert result["settled"] == [INSTANCE, other]
-    for listed in clients.scheduler.list_schedules()["Schedules"]:
-        payload = _held(clients, listed["Name"])[1]
-        entities = payload["detail"]["affectedEntities"]
-        assert len(entities) == 1 and entities[0]["entityValue"] in listed["Name"]
+    assert settled == [INSTANCE, other]
+    listed = clients.scheduler.list_schedules()["Schedules"]
+    assert len(listed) == 2
+    for schedule in listed:
+        payload = _held(clients, schedule["Name"])[1]
+        assert payload["drainer_schedule"] == schedule["Name"]
+        assert isinstance(parse_event(payload), Skip)
 
 
 @pytest.mark.parametrize(
@@ -357,7 +382,7 @@ def test_closed__several_instances__each_schedule_settled_with_its_own_instance(
     [(0, ROLE, FUNCTION_ARN), (3600, "", FUNCTION_ARN), (3600, ROLE, "")],
     ids=["no-lead", "no-role", "no-function"],
 )
-def test_closed__nothing_is_ever_scheduled__skipped_without_asking_aws(
+def test_closed__nothing_is_ever_scheduled__nothing_asked_of_aws(
     load_event: LoadEvent, lead: int, role: str, arn: str
 ) -> None:
     from test_ec2_events import NO_AWS
@@ -369,8 +394,6 @@ def test_closed__nothing_is_ever_scheduled__skipped_without_asking_aws(
         clock=FakeClock(HEALTH_SENT_AT),
     )
 
-    result = scheduled.closed(
-        _closing(load_event("health-scheduled-change")), tools, _invocation(arn)
-    )
+    closing = _closing(load_event("health-scheduled-change"))
 
-    assert result["result"] == "skipped" and "closed, the change is over" in result["reason"]
+    assert scheduled.settle_closed(closing, tools, _invocation(arn)) == []

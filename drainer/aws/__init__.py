@@ -40,7 +40,7 @@ from drainer.aws.autoscaling import (
     record_heartbeat,
 )
 from drainer.aws.cloudformation import answer_custom_resource, stack_status
-from drainer.aws.ec2 import NodeIdentity, describe_instance
+from drainer.aws.ec2 import NodeIdentity, describe_instance, pending_events
 from drainer.aws.eks import ClusterInfo, TokenSource, cluster_name_for, describe_cluster
 from drainer.aws.elbv2 import (
     deregister_targets,
@@ -112,6 +112,7 @@ __all__ = [
     "is_transient",
     "lifecycle_hook",
     "make_clients",
+    "pending_events",
     "publish_to_topic",
     "put_lifecycle_hook",
     "recent_launches",

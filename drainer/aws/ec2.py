@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 
 from botocore.exceptions import ClientError
 
@@ -86,3 +86,31 @@ def describe_instance(ec2: Client, instance_id: str) -> NodeIdentity:
 def _epoch(moment: object) -> float | None:
     """botocore's LaunchTime (an aware datetime) in epoch seconds."""
     return moment.timestamp() if isinstance(moment, datetime) else None
+
+
+EVENT_DONE = ("[Completed]", "[Canceled]")
+"""How EC2 begins the description of a scheduled event that is over."""
+
+
+def pending_events(ec2: Client, instance_id: str) -> list[str]:
+    """EC2's scheduled events for the instance that are neither completed nor
+    canceled (a reboot, a stop, a retirement to come), each as its code and when it
+    may begin."""
+    what = f"DescribeInstanceStatus {instance_id}"
+    try:
+        response = ec2.describe_instance_status(InstanceIds=[instance_id], IncludeAllInstances=True)
+    except AWS_FAILURES as e:
+        raise translate(e, "ec2:DescribeInstanceStatus", what) from e
+    pending = []
+    for status in response.get("InstanceStatuses", []):
+        for event in status.get("Events") or []:
+            if str(event.get("Description", "")).startswith(EVENT_DONE):
+                continue
+            begins = event.get("NotBefore")
+            when = (
+                f" from {begins.astimezone(UTC):%Y-%m-%dT%H:%M:%SZ}"
+                if isinstance(begins, datetime)
+                else ""
+            )
+            pending.append(f"{event.get('Code', 'an event')}{when}")
+    return pending

@@ -125,7 +125,12 @@ class ProgressRecord:
 
     def end(self, outcome: Outcome, now: float, evicted: int) -> Obj:
         progress = progress_value(
-            outcome, self.added, destination=self.destination, at=now, evicted=evicted
+            outcome,
+            self.added,
+            trigger=self.trigger,
+            destination=self.destination,
+            at=now,
+            evicted=evicted,
         )
         return {"metadata": {"annotations": {PROGRESS_ANNOTATION: progress}}}
 

@@ -340,7 +340,7 @@ def handle(
     summary = frame.end_summary(run, None, None, started, trigger=str(event.kind))
     fate, may_come_back = event.fate
     if may_come_back and run.result in (Result.DRAINED, Result.TIMED_OUT, Result.CORDONED):
-        log.warning("%s: %s", fate, notices.comes_back(run.node or "NODE"))
+        log.warning("%s: %s", fate, notices.comes_back(run.node or "NODE", str(event.kind)))
     return ending.finish(run, summary, found, settings, clients)
 
 

@@ -161,17 +161,23 @@ class ScheduledChanges:
 class ChangeClosed:
     """AWS Health's word that a scheduled change is over: carried out, or cancelled.
     Nothing is drained; a schedule made for an earlier update of it is settled
-    (drainer/lifecycle/scheduled.py), so that it drains nothing either."""
+    (drainer/lifecycle/scheduled.py), so that it drains nothing either, and the node
+    its drain left cordoned is released (drainer/lifecycle/closed.py). One Ec2Event
+    per instance it names, each with the change's eventArn."""
 
-    change_id: str
-    detail_code: str
-    event_id: str
-    region: str
-    instances: tuple[str, ...]
+    events: tuple[Ec2Event, ...]
     raw: Mapping[str, Any]
 
+    @property
+    def first(self) -> Ec2Event:
+        return self.events[0]
+
+    @property
+    def region(self) -> str:
+        return self.first.region
+
     def log_keys(self) -> dict[str, str]:
-        return {"trigger": str(Ec2Kind.SCHEDULED_CHANGE), "event_id": self.event_id}
+        return {"trigger": str(Ec2Kind.SCHEDULED_CHANGE), "event_id": self.first.event_id}
 
 
 def narrowed(raw: Mapping[str, Any], instance_id: str) -> dict[str, Any]:
@@ -282,25 +288,33 @@ def _scheduled_change(event: dict[str, Any]) -> Ec2Event | ScheduledChanges | Ch
 
 
 def _closed(event: dict[str, Any], detail: Mapping[str, Any]) -> ChangeClosed | Skip:
-    """A closed change: its instances, to settle their schedules; a Skip when it
-    names none, or when its own schedule delivers it."""
+    """A closed change: one event per instance it names, to settle their schedules
+    and release their nodes; a Skip when it names none, names no change, or when its
+    own schedule delivers it."""
     over = Skip(
         f"{Ec2Kind.SCHEDULED_CHANGE} {detail.get('eventTypeCode')}: closed, the change is over"
     )
     if event.get(SCHEDULED_KEY):
         return over
     try:
-        closed = ChangeClosed(
-            change_id=required(detail, "eventArn", "detail."),
-            detail_code=required(detail, "eventTypeCode", "detail."),
+        acts_at = _time_field(detail, "startTime") if "startTime" in detail else None
+        template = Ec2Event(
+            kind=Ec2Kind.SCHEDULED_CHANGE,
+            instance_id="",
             event_id=required(event, "id"),
+            event_time=required(event, "time"),
             region=required(event, "region"),
-            instances=tuple(_affected_instances(detail)),
-            raw=event,
+            account=required(event, "account"),
+            acts_at=acts_at,
+            detail_code=required(detail, "eventTypeCode", "detail."),
+            change_id=required(detail, "eventArn", "detail."),
         )
+        instances = _affected_instances(detail)
     except Malformed:
         return over
-    return closed if closed.instances else over
+    if not instances or template.issued_at is None:
+        return over
+    return ChangeClosed(tuple(replace(template, instance_id=i) for i in instances), event)
 
 
 def _affected_instances(detail: Mapping[str, Any]) -> list[str]:

@@ -132,7 +132,7 @@ def end_notice(event: Subject, summary: Mapping[str, Any]) -> Notice:
             "its node stays, cordoned, until it is released when the instance comes back."
         )
     if fate[1] and result in ("drained", "timed_out"):
-        lines.append(comes_back(str(node)))
+        lines.append(comes_back(str(node), str(summary.get("trigger", ""))))
     if summary.get("budgets_holding"):
         lines.append("Budgets that held pods back: " + ", ".join(summary["budgets_holding"]) + ".")
     left = summary.get("left") or {}
@@ -202,8 +202,15 @@ def _began_by(trigger: str, fate: str) -> str:
     return f" (begun by the {trigger}: {fate})"
 
 
-def comes_back(node: str) -> str:
+def comes_back(node: str, trigger: str = "") -> str:
     """What to do about a node whose instance may come back after EC2's action."""
+    if trigger == Ec2Kind.SCHEDULED_CHANGE:
+        return (
+            "The instance may come back: its node stays cordoned and out of the load "
+            "balancers until AWS Health closes the change, which releases it if the "
+            "instance runs and EC2 has nothing else scheduled for it (or `release --node "
+            f"{node}` once it is Ready)."
+        )
     return (
         f"The instance may come back: its node stays cordoned and out of the load "
         f"balancers until it is released (`release --node {node}` once it is Ready)."

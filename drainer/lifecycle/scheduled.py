@@ -25,17 +25,15 @@ from typing import Any
 
 from drainer import aws
 from drainer.errors import AwsError
-from drainer.lifecycle import ending
 from drainer.lifecycle.events_ec2 import (
     SCHEDULED_KEY,
     SETTLED_KEY,
     ChangeClosed,
     Ec2Event,
     Ec2Kind,
-    narrowed,
     updated_at,
 )
-from drainer.lifecycle.events_fields import Skip, iso
+from drainer.lifecycle.events_fields import iso
 from drainer.lifecycle.job import Tools
 from drainer.lifecycle.window import Invocation
 
@@ -112,25 +110,30 @@ def _due_now(
     event: Ec2Event, tools: Tools, name: str, raw_event: Mapping[str, Any]
 ) -> dict[str, Any] | None:
     """An update whose drain is due now: None (drain now), with the schedule of an
-    earlier update settled; the schedule's answer when it holds a newer update (this
-    one came late: the newer says when)."""
+    earlier update, or of this one, settled; the schedule's answer when it holds a
+    strictly newer update (this one came late: the newer says when). The drain never
+    waits on Scheduler: when it fails, the drain goes on and the schedule is as it was."""
     why = (
-        f"drained at {iso(tools.clock())} on a later update of the change "
+        f"drained at {iso(tools.clock())} on an update of the change "
         f"(event {event.event_id}), which brought its drain due then"
     )
-    payload = {**raw_event, SCHEDULED_KEY: name, SETTLED_KEY: why}
-    done = aws.settle_schedule(
-        tools.clients.scheduler,
-        name,
-        payload=payload,
-        supersedes=lambda held: updated_at(raw_event) > updated_at(held),
-    )
+    try:
+        done = aws.settle_schedule(
+            tools.clients.scheduler,
+            name,
+            payload=settled_payload(raw_event, name, why),
+            # The same update again (a retry of a drain that failed) drains again.
+            supersedes=lambda held: updated_at(raw_event) >= updated_at(held),
+        )
+    except AwsError as e:
+        log.error("the schedule %s is left as it is (%s): draining now", name, e)
+        return None
     if done != aws.SCHEDULE_KEPT:
         if done == aws.SCHEDULE_SETTLED:
-            log.info("the schedule %s of an earlier update of the change is settled", name)
+            log.info("the schedule %s of the change is settled: draining now", name)
         return None
     log.warning(
-        "scheduled change %s of instance %s: this update (event %s) is not newer than "
+        "scheduled change %s of instance %s: this update (event %s) is older than "
         "the one its schedule %s holds; the schedule says when to drain",
         event.detail_code,
         event.instance_id,
@@ -139,6 +142,21 @@ def _due_now(
         extra={"schedule": name},
     )
     return {"result": "scheduled", "schedule": name, "superseded": True}
+
+
+def settled_payload(raw_event: Mapping[str, Any], name: str, why: str) -> dict[str, Any]:
+    """What a settled schedule delivers: enough of the change's event for the parser
+    to skip it (drainer/lifecycle/events_ec2.py) and to order a later update against
+    it (its lastUpdatedTime), well within a schedule's input size."""
+    detail = raw_event.get("detail")
+    detail = detail if isinstance(detail, Mapping) else {}
+    kept = ("service", "eventTypeCategory", "eventTypeCode", "eventArn", "statusCode")
+    return {
+        **{k: raw_event[k] for k in ("id", "source", "detail-type", "time") if k in raw_event},
+        "detail": {k: detail[k] for k in (*kept, "lastUpdatedTime") if k in detail},
+        SCHEDULED_KEY: name,
+        SETTLED_KEY: why,
+    }
 
 
 def _schedule(
@@ -169,34 +187,33 @@ def _schedule(
         return None
 
 
-def closed(change: ChangeClosed, tools: Tools, invocation: Invocation | None) -> dict[str, Any]:
-    """A change AWS Health closed: no drain; each of its instances' schedules, where
-    one holds an earlier update, delivers the closed event instead, which drains
-    nothing. Only the function's own schedules are read (their names come from its
-    ARN), so an instance that is not one of ours costs one read."""
-    over = f"{change.detail_code}: closed, the change is over"
+def settle_closed(change: ChangeClosed, tools: Tools, invocation: Invocation | None) -> list[str]:
+    """A change AWS Health closed: each of its instances' schedules, where one holds an
+    earlier update, delivers the closed event instead, which drains nothing. The
+    instances whose schedule was settled. Only the function's own schedules are read
+    (their names come from its ARN), and none where nothing is ever scheduled."""
     function_arn = invocation.function_arn if invocation is not None else ""
     settings = tools.settings
     if not (settings.scheduled_change_lead_seconds and settings.scheduler_role_arn):
-        return ending.skipped(Skip(over))
+        return []
     if not function_arn:
-        return ending.skipped(Skip(over))
+        return []
     settled = []
-    for instance_id in change.instances:
-        name = schedule_name(function_arn, change.change_id, instance_id)
+    for event in change.events:
+        name = schedule_name(function_arn, event.change_id, event.instance_id)
         done = aws.settle_schedule(
             tools.clients.scheduler,
             name,
-            payload={**narrowed(change.raw, instance_id), SCHEDULED_KEY: name},
+            payload=settled_payload(change.raw, name, "the change is closed"),
             supersedes=lambda held: updated_at(change.raw) > updated_at(held),
         )
         if done == aws.SCHEDULE_SETTLED:
-            settled.append(instance_id)
+            settled.append(event.instance_id)
     if settled:
         log.info(
-            "%s: the drains scheduled for %s will do nothing",
-            over,
+            "%s closed: the drains scheduled for %s will do nothing",
+            change.first.detail_code,
             ", ".join(settled),
             extra={"settled": settled},
         )
-    return {"result": "skipped", "reason": over, "settled": settled}
+    return settled

@@ -76,6 +76,7 @@ CLI_ONLY = {"autoscaling:DescribeScalingActivities": "recent_launches"}  # plan 
 # Reference and add it.
 RESOURCE_LEVEL = {
     "ec2:DescribeInstances": False,
+    "ec2:DescribeInstanceStatus": False,
     "autoscaling:DescribeAutoScalingGroups": False,
     "autoscaling:DescribeAutoScalingInstances": False,
     "autoscaling:DescribeLifecycleHooks": False,

@@ -174,3 +174,34 @@ def test_scheduled_change_with_a_lead__schedule_first__its_invocation_drains_the
     assert summary["result"] == "drained", summary
     assert summary["trigger"] == "scheduled-change"
     assert pods_on(world.cluster, node) == []
+
+
+def test_scheduled_change_closed__instance_runs__the_node_its_drain_cordoned_released(
+    world: World, invoke: Invoke
+) -> None:
+    """A retirement drained at once when announced, then cancelled: AWS Health closes
+    the change while the instance runs. The node stayed cordoned and out of the load
+    balancers until someone ran `release`; now the close releases it. A node another
+    drain cordoned is left as it is."""
+    instance, other = world.instance_ids[0], world.instance_ids[1]
+    node = world.nodes[instance]
+    place_on(world, node, [w.deployment("web", 2)])
+    event = world.scheduled_change([instance], starts_in=600)
+    assert invoke(event)["result"] == "drained"
+    assert _unschedulable(world, node) and _record(world, node)["trigger"] == "scheduled-change"
+    world.cluster.client.patch("Node", world.nodes[other], {"spec": {"unschedulable": True}})
+    closed = json.loads(json.dumps(event))
+    closed["id"] = "5d0c-closed"
+    closed["detail"]["statusCode"] = "closed"
+    closed["detail"]["affectedEntities"].append({"entityValue": other})
+
+    result = invoke(closed)
+
+    assert result["result"] == "closed", result
+    assert result["released"] == [instance]
+    assert "no eks-node-drainer record" in result["kept"][other]
+    assert not _unschedulable(world, node)
+    labels = world.cluster.client.get("Node", node)["metadata"].get("labels") or {}
+    assert "node.kubernetes.io/exclude-from-external-load-balancers" not in labels
+    assert _record(world, node) == {}, "the record is gone, as `release` leaves it"
+    assert _unschedulable(world, world.nodes[other]), "an operator's cordon is kept"
