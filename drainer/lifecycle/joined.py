@@ -111,6 +111,12 @@ def advice(missing: str) -> str:
                 f"The cloud controller manager removes {key} once it has initialised the "
                 "node: see that it runs and may read the instance."
             )
+        if key == SHUTDOWN_TAINT:
+            return (
+                f"The cloud controller manager removes {key} once the instance back from "
+                "the warm pool runs again: see that the instance runs and that the cloud "
+                "controller manager runs and may read it."
+            )
         if key in STARTUP_TAINTS:
             return (
                 f"The node lifecycle controller removes {key} once the node's conditions "

@@ -13,6 +13,10 @@ someone else set stays, said in a log line), then answers CONTINUE. An instance
 launched into the warm pool is answered at once: it is stopped once warmed, and a
 node it registers meanwhile is left alone.
 
+An event whose action is gone before its first heartbeat (a duplicate delivery of
+one answered already, a late one after the hook's timeout) is stale: its node is not
+waited for, nothing is answered, and no notice says it did not join.
+
 A node that cannot take pods within LAUNCH_TIMEOUT_SECONDS of the action's start (or
 by the end of this invocation) gets LAUNCH_TIMEOUT_RESULT: ABANDON (Auto Scaling
 terminates the instance and launches another; an instance refresh stops) or CONTINUE
@@ -25,6 +29,7 @@ launching. The hook's own DefaultResult is CONTINUE for the same reason.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -52,6 +57,10 @@ READY_POLL_SECONDS = 0.5
 """How often once it has registered (a GET of the node, a list of its pods): the
 launch action goes on as soon as the node can take pods."""
 SHUTDOWN_TAINT = joined.SHUTDOWN_TAINT
+FIRST_BEAT_SECONDS = 5.0
+"""How long the first heartbeat's answer is waited for before the node is looked at
+(one RecordLifecycleActionHeartbeat: well under a second). Past it the wait begins,
+and still ends stale when that answer says the action is gone."""
 
 
 @dataclass(frozen=True)
@@ -59,7 +68,8 @@ class Joining:
     """What became of a new instance's wait for its node."""
 
     result: str
-    """joined, not_joined, failed or not_allowed."""
+    """joined, not_joined, failed, not_allowed or stale (the action was gone before
+    its first heartbeat: answered already)."""
     message: str
     node: str = ""
     heartbeats: int = 0
@@ -94,7 +104,8 @@ def handle(event: LifecycleEvent, tools: Tools, invocation: Invocation | None) -
     result = _lifecycle_result(joining, settings.launch_timeout_result)
     completed = frame.answer(clients, event, result, action_gone=joining.action_gone)
     summary = _summary(event, joining, result, completed, time.monotonic() - started)
-    level = logging.INFO if joining.result == "joined" and not joining.cordoned else logging.WARNING
+    quiet = joining.result == "stale" or (joining.result == "joined" and not joining.cordoned)
+    level = logging.INFO if quiet else logging.WARNING
     log.log(
         level,
         "launch finished: %s; lifecycle result %s",
@@ -104,14 +115,15 @@ def handle(event: LifecycleEvent, tools: Tools, invocation: Invocation | None) -
     )
     _metrics(joining, summary, settings.cluster_name)
     if joining.result in ("not_joined", "failed") or joining.cordoned:
-        ending.notify(settings, clients, notices.launch_notice(event, summary, _advice(joining)))
+        advice = _advice(joining, from_warm_pool=event.out_of_warm_pool)
+        ending.notify(settings, clients, notices.launch_notice(event, summary, advice))
     return summary
 
 
 def _metrics(joining: Joining, summary: dict[str, Any], cluster_name: str) -> None:
     """The launch's metrics line, as a drain's: LaunchJoined, LaunchNotJoined (not
     ready by the limit), LaunchFailed (the cluster could not be read), none for a
-    group that is not the function's."""
+    group that is not the function's; a stale event counts none of them."""
     if joining.result == "not_allowed":
         return
     counts = {
@@ -160,7 +172,14 @@ def _summary(
     return summary
 
 
-def _advice(joining: Joining) -> str:
+def _advice(joining: Joining, *, from_warm_pool: bool) -> str:
+    """What the notice tells an operator to do. Back from the warm pool, a cordon is
+    told only once the node joined: at the timeout it is the drain's, which the
+    release undoes, and what it lacked is the advice."""
+    if from_warm_pool:
+        if joining.cordoned and joining.result == "joined":
+            return _warm_pool_cordon(joining.node)
+        return joined.advice(joining.missing)
     if joining.cordoned:
         return (
             "The node takes no pods until it is uncordoned (kubectl uncordon "
@@ -170,8 +189,17 @@ def _advice(joining: Joining) -> str:
     return joined.advice(joining.missing)
 
 
+def _warm_pool_cordon(node: str) -> str:
+    return (
+        f"The node takes no pods until it is uncordoned (kubectl uncordon {node}): it came "
+        "back from the warm pool cordoned, not by eks-node-drainer (cordoned before it went "
+        "into the warm pool, or by someone else since), so the launch left the cordon; "
+        f"`eks-node-drainer release --node {node}` leaves it too."
+    )
+
+
 def _lifecycle_result(joining: Joining, on_timeout: str) -> str | None:
-    if joining.result == "not_allowed":
+    if joining.result in ("not_allowed", "stale"):
         return None
     if joining.result == "not_joined":
         return "ABANDON" if on_timeout == "abandon" else "CONTINUE"
@@ -202,32 +230,72 @@ def _wait(event: LifecycleEvent, tools: Tools, invocation: Invocation | None) ->
     stop = hand_over_at(invocation, settings, clock)
     limit = until if stop is None else min(until, stop)
     with frame.heartbeating(clients.autoscaling, event, admitted.hook) as heartbeat:
-        joining = _on_the_cluster(
-            event, tools, where.cluster, where.identity, began=began, limit=limit
-        )
+        if _first_beat_settled(heartbeat) and _answered(heartbeat):
+            joining = _stale(event.instance_id)
+        else:
+            joining = _on_the_cluster(
+                event,
+                tools,
+                where,
+                began=began,
+                limit=limit,
+                answered=lambda: _answered(heartbeat),
+            )
     return replace(
         joining, heartbeats=heartbeat.beats, action_gone=heartbeat.gone, cluster=where.cluster_name
+    )
+
+
+def _first_beat_settled(heartbeat: aws.Heartbeat) -> bool:
+    """Wait (FIRST_BEAT_SECONDS at most, in real time: the ticker's thread calls AWS)
+    until the heartbeat's first beat has an answer: recorded, failed, or the action
+    gone. False when it has none by then."""
+    pause = threading.Event()
+    until = time.monotonic() + FIRST_BEAT_SECONDS
+    while not (heartbeat.beats or heartbeat.failures or heartbeat.gone):
+        if time.monotonic() >= until:
+            return False
+        pause.wait(0.01)
+    return True
+
+
+def _answered(heartbeat: aws.Heartbeat) -> bool:
+    """The action was gone before any heartbeat was recorded: answered before this
+    event came (an earlier delivery of it, its timeout, someone by hand)."""
+    return heartbeat.gone and heartbeat.beats == 0
+
+
+def _stale(instance_id: str) -> Joining:
+    return Joining(
+        "stale",
+        f"the launch lifecycle action of instance {instance_id} was already answered "
+        "(no action for its first heartbeat: a duplicate or late delivery of the event, "
+        "answered by an earlier one, by its timeout or by hand): its node is not waited "
+        "for and nothing is answered",
+        action_gone=True,
     )
 
 
 def _on_the_cluster(
     event: LifecycleEvent,
     tools: Tools,
-    cluster: aws.ClusterInfo,
-    identity: aws.NodeIdentity,
+    where: frame.Located,
     *,
     began: float,
     limit: float,
+    answered: Callable[[], bool],
 ) -> Joining:
     """Wait for the node, release it when it is back from the warm pool, and tell the
-    end on it as an Event."""
-    settings = tools.settings
+    end on it as an Event. `answered`: the action turned out gone from the start."""
+    settings, cluster = tools.settings, where.cluster
     try:
         kube = tools.kube_factory(cluster, cluster.name, settings)
         poster = EventPoster(kube, clock=tools.clock)
         try:
             restarted = event.out_of_warm_pool
-            joining = _until_ready(kube, identity, tools, limit, began, restarted=restarted)
+            joining = _until_ready(
+                kube, where.identity, tools, limit, began, restarted=restarted, answered=answered
+            )
             if joining.result == "joined" and restarted:
                 joining = _release(kube, joining, began, tools.clock)
             told = _lifecycle_result(joining, settings.launch_timeout_result)
@@ -333,8 +401,10 @@ def _until_ready(
     began: float,
     *,
     restarted: bool = False,
+    answered: Callable[[], bool] = lambda: False,
 ) -> Joining:
-    """Look at the instance's node until it can take pods or `limit` passes.
+    """Look at the instance's node until it can take pods or `limit` passes, or
+    `answered` says the action was answered before this event came (stale).
     `restarted`: the instance comes back from the warm pool (joined.look)."""
     clock = tools.clock
     seen = joined.Look()
@@ -346,6 +416,8 @@ def _until_ready(
             return Joining("failed", f"the cluster cannot be read: {e}", seen.node)
         except KubeError as e:
             log.info("looking at the new node failed for now: %s", e)
+        if answered():
+            return _stale(identity.instance_id)
         now = clock()
         if seen.waiting_for and seen.waiting_for != said:
             log.info("instance %s: waiting for %s", identity.instance_id, seen.waiting_for)
