@@ -5,6 +5,7 @@ the real handler on both backends, is in tests/e2e/test_ec2_events.py."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from datetime import UTC, datetime
 from typing import Any
@@ -82,9 +83,58 @@ def test_closed__ec2_has_another_event_scheduled__node_left_cordoned_for_it(
 
     assert result["released"] == []
     assert result["kept"][instance] == (
-        f"EC2 still has instance-retirement from 2026-12-03T09:00:00Z scheduled for "
+        f"EC2 still has instance-retirement at 2026-12-03T09:00:00Z scheduled for "
         f"instance {instance}: its node stays cordoned for it"
     )
+
+
+class LookedAt(Exception):
+    """The release went on to the cluster."""
+
+
+def _looked_at(*args: Any) -> Kube:
+    raise LookedAt
+
+
+def test_closed__ec2s_own_event_for_this_change_not_yet_marked_over__not_counted(
+    clients: aws.AwsClients,
+) -> None:
+    """EC2 may not have marked its event for the closing change completed yet: that
+    event, beginning at the change's start, is not a second change to wait for."""
+    instance = _instance(clients)
+    closing = _closing(instance)
+    starts = closing.first.acts_at
+    assert starts is not None
+    schedule_events(
+        ACCOUNT,
+        REGION,
+        instance,
+        [{"Code": "system-reboot", "Description": "scheduled reboot",
+          "NotBefore": datetime.fromtimestamp(starts, UTC)}],
+    )  # fmt: skip
+    tools = Tools(Settings(cluster_name=CLUSTER), clients, _looked_at)
+
+    clients.eks.create_cluster(
+        name=CLUSTER, roleArn=f"arn:aws:iam::{ACCOUNT}:role/eks", resourcesVpcConfig={}
+    )
+
+    with pytest.raises(LookedAt):
+        closed.handle(closing, tools, None)
+
+
+def test_closed__instance_in_standby__its_node_stays_cordoned(clients: aws.AwsClients) -> None:
+    """Not in service in its group (standby; terminating, whose drain may not have
+    written its record yet): released, pods were placed on an instance on its way out."""
+    instance = _instance(clients)
+    clients.autoscaling.enter_standby(
+        InstanceIds=[instance], AutoScalingGroupName="eks-workers",
+        ShouldDecrementDesiredCapacity=True,
+    )  # fmt: skip
+
+    result = closed.handle(_closing(instance), _tools(clients), None)
+
+    assert result["released"] == []
+    assert "is Standby in eks-workers, not InService" in result["kept"][instance]
 
 
 def test_closed__instance_not_running__nothing_to_release(clients: aws.AwsClients) -> None:
@@ -120,27 +170,39 @@ def _node(record: dict[str, Any] | None) -> dict[str, Any]:
 CLOSED_AT = 1_800_000_000.0
 
 
+CHANGE = "arn:aws:health:us-east-1::event/EC2/X/X_1"
+OTHER = "arn:aws:health:us-east-1::event/EC2/Y/Y_2"
+
+
 @pytest.mark.parametrize(
     ("record", "why"),
     [
         (None, "no eks-node-drainer record"),
         ({"phase": "drained", "trigger": "terminate-hook", "added": ["cordon"]}, "terminate-hook"),
         ({"phase": "drained", "added": ["cordon"]}, "the command line or an earlier version"),
-        ({"phase": "draining", "trigger": "scheduled-change", "since": 1}, "is being drained"),
+        ({"phase": "drained", "trigger": "scheduled-change"}, "another drain (scheduled-change)"),
+        ({"phase": "drained", "trigger": "scheduled-change", "change": OTHER}, "another drain"),
+        ({"phase": "draining", "trigger": "scheduled-change", "change": CHANGE}, "being drained"),
         (
-            {"phase": "drained", "trigger": "scheduled-change", "at": CLOSED_AT + 5},
+            {"phase": "drained", "trigger": "scheduled-change", "change": CHANGE,
+             "at": CLOSED_AT + 5},
             "ended after the change closed",
         ),
-        ({"phase": "drained", "trigger": "scheduled-change", "at": CLOSED_AT - 5}, ""),
-        ({"phase": "timed_out", "trigger": "scheduled-change", "at": CLOSED_AT - 5}, ""),
+        ({"phase": "drained", "trigger": "scheduled-change", "change": CHANGE,
+          "at": CLOSED_AT - 5}, ""),
+        ({"phase": "timed_out", "trigger": "scheduled-change", "change": CHANGE,
+          "at": CLOSED_AT - 5}, ""),
     ],
-    ids=["none", "terminate-hook", "no-trigger", "draining", "after", "drained", "timed-out"],
-)
-def test_closed__only_the_record_of_an_ended_scheduled_change_drain_is_released(
+    ids=["none", "terminate-hook", "no-trigger", "no-change", "another-change", "draining",
+         "after", "drained", "timed-out"],
+)  # fmt: skip
+def test_closed__only_the_record_of_this_changes_ended_drain_is_released(
     record: dict[str, Any] | None, why: str
 ) -> None:
+    """A node drained for a second change still to come (its record names that
+    change) was released by the first one's close."""
     event = _closing("i-0a1b2c3d4e5f60718").first
-    event = type(event)(**{**event.__dict__, "event_time": "2027-01-15T08:00:00Z"})
+    event = dataclasses.replace(event, event_time="2027-01-15T08:00:00Z", change_id=CHANGE)
     assert event.issued_at == CLOSED_AT
 
     said = closed._not_its_drain(_node(record), event)

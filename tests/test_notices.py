@@ -140,4 +140,7 @@ def test_end_notice__what_ec2_does__and_a_node_that_may_come_back_to_release(
     assert (back in text) == (says != "EC2 ends the instance"), text
     assert ("release --node n1" in text) == (back in text)
     closes = "until AWS Health closes the change, which releases it if the instance runs"
-    assert (closes in text) == (back in text and kind == "scheduled-change"), text
+    runs_through = says in ("EC2 reboots the instance", "EC2 maintains the instance")
+    assert (closes in text) == (kind == "scheduled-change" and runs_through), text
+    cancelled = "Should AWS cancel the change before its window, its close releases it."
+    assert (cancelled in text) == (kind == "scheduled-change" and not runs_through), text

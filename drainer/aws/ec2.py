@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 
 from botocore.exceptions import ClientError
 
@@ -92,10 +92,10 @@ EVENT_DONE = ("[Completed]", "[Canceled]")
 """How EC2 begins the description of a scheduled event that is over."""
 
 
-def pending_events(ec2: Client, instance_id: str) -> list[str]:
+def pending_events(ec2: Client, instance_id: str) -> list[tuple[str, float | None]]:
     """EC2's scheduled events for the instance that are neither completed nor
-    canceled (a reboot, a stop, a retirement to come), each as its code and when it
-    may begin."""
+    canceled (a reboot, a stop, a retirement to come): each one's code and the moment
+    it may begin (epoch seconds; None when EC2 does not say)."""
     what = f"DescribeInstanceStatus {instance_id}"
     try:
         response = ec2.describe_instance_status(InstanceIds=[instance_id], IncludeAllInstances=True)
@@ -106,11 +106,5 @@ def pending_events(ec2: Client, instance_id: str) -> list[str]:
         for event in status.get("Events") or []:
             if str(event.get("Description", "")).startswith(EVENT_DONE):
                 continue
-            begins = event.get("NotBefore")
-            when = (
-                f" from {begins.astimezone(UTC):%Y-%m-%dT%H:%M:%SZ}"
-                if isinstance(begins, datetime)
-                else ""
-            )
-            pending.append(f"{event.get('Code', 'an event')}{when}")
+            pending.append((str(event.get("Code", "an event")), _epoch(event.get("NotBefore"))))
     return pending

@@ -62,7 +62,13 @@ def added_by_drainer(node: Obj) -> frozenset[str]:
 
 
 def cordon_patch(
-    node: Obj, now: float, *, trigger: str = "", until: float | None = None, phase: str = DRAINING
+    node: Obj,
+    now: float,
+    *,
+    trigger: str = "",
+    until: float | None = None,
+    phase: str = DRAINING,
+    change: str = "",
 ) -> tuple[Obj, frozenset[str]]:
     """The merge patch that cordons `node` for a drain, and what it changes that was
     not there before (added to what an earlier drain of the node recorded). A drain
@@ -78,9 +84,11 @@ def cordon_patch(
         metadata["labels"] = {EXCLUDE_LB_LABEL: "true"}
     recorded = frozenset(added)
     if until is None:
-        progress = progress_value(phase, recorded, trigger=trigger, since=now)
+        progress = progress_value(phase, recorded, trigger=trigger, change=change, since=now)
     else:
-        progress = progress_value(phase, recorded, trigger=trigger, since=now, until=until)
+        progress = progress_value(
+            phase, recorded, trigger=trigger, change=change, since=now, until=until
+        )
     metadata["annotations"][PROGRESS_ANNOTATION] = progress
     return {"metadata": metadata, "spec": {"unschedulable": True}}, recorded
 
@@ -91,13 +99,17 @@ def progress_value(
     *,
     trigger: str = "",
     destination: str = "",
+    change: str = "",
     **values: float | int,
 ) -> str:
-    """The annotation's text: the phase, what began it, where the instance goes (when
-    it is kept: "warm-pool"), its figures and what the drainer added."""
+    """The annotation's text: the phase, what began it (and, for an AWS Health
+    scheduled change, which change: its eventArn), where the instance goes (when it
+    is kept: "warm-pool"), its figures and what the drainer added."""
     record: Obj = {"phase": phase}
     if trigger:
         record["trigger"] = trigger
+    if change:
+        record["change"] = change
     if destination:
         record["destination"] = destination
     record.update({k: int(v) for k, v in values.items()})
@@ -112,15 +124,20 @@ class ProgressRecord:
     drain begun by an event, its deadline; the end's records the outcome, where the
     instance goes (`destination`) and what the cordon added, for `release`."""
 
-    def __init__(self, trigger: str = "", destination: str = "") -> None:
+    def __init__(self, trigger: str = "", destination: str = "", change: str = "") -> None:
         self.trigger = trigger
         self.destination = destination
+        self.change = change
+        """The AWS Health change a scheduled change's drain is for: its close releases
+        the node only when the record names it (drainer/lifecycle/closed.py)."""
         self.added: frozenset[str] = frozenset()
         """What the cordon changed on the node (with what earlier drains recorded)."""
 
     def begin(self, node: Obj, now: float, deadline: float) -> Obj:
         until = deadline if self.trigger else None
-        patch, self.added = cordon_patch(node, now, trigger=self.trigger, until=until)
+        patch, self.added = cordon_patch(
+            node, now, trigger=self.trigger, until=until, change=self.change
+        )
         return patch
 
     def end(self, outcome: Outcome, now: float, evicted: int) -> Obj:
@@ -129,6 +146,7 @@ class ProgressRecord:
             self.added,
             trigger=self.trigger,
             destination=self.destination,
+            change=self.change,
             at=now,
             evicted=evicted,
         )

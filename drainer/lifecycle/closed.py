@@ -4,12 +4,17 @@ there: a reboot or a maintenance it ran through, a change drained ahead of a win
 that never came. Such a node is released as `release` does (only what the drainer
 added), when each of these holds:
 
-- the instance is one of the function's (`ec2_events.target`, as for the drain) and
-  running;
-- EC2 has no other event scheduled for it (DescribeInstanceStatus): a node drained
-  ahead of a second change stays cordoned for it;
-- the node's record is of a drain begun by a scheduled change, ended, and begun
-  before the change closed.
+- the instance is one of the function's (`ec2_events.target`, as for the drain),
+  running, and in service in its Auto Scaling group (not terminating, not in
+  standby or a warm pool);
+- the node's record is of this change's drain (its eventArn), ended, and ended
+  before the change closed: a node drained for another change, or by any other
+  trigger, stays as it is;
+- EC2 has no other event scheduled for the instance (DescribeInstanceStatus): a node
+  drained for this change stays cordoned for a second change EC2 announced, whose
+  own drain may not have come yet. EC2's event for this change itself (the one that
+  begins at this change's start) is not counted: EC2 may not have marked it
+  completed or canceled yet.
 
 Any other node is left as it is, saying why. The change's schedules are settled
 first (drainer/lifecycle/scheduled.py).
@@ -24,8 +29,8 @@ from drainer import aws, logs
 from drainer.errors import AwsError, ClusterNotFound, KubeError
 from drainer.k8s.cordon import progress_of, release
 from drainer.lifecycle import ec2_events, scheduled
-from drainer.lifecycle.events_ec2 import ChangeClosed, Ec2Event, Ec2Kind
-from drainer.lifecycle.events_fields import Skip
+from drainer.lifecycle.events_ec2 import ChangeClosed, Ec2Event
+from drainer.lifecycle.events_fields import Skip, iso
 from drainer.lifecycle.job import Run, Tools
 from drainer.lifecycle.runner import node_for
 from drainer.lifecycle.window import Invocation
@@ -33,7 +38,8 @@ from drainer.outcome import DRAINING
 
 log = logging.getLogger(__name__)
 
-TRIGGER = str(Ec2Kind.SCHEDULED_CHANGE)
+SAME_EVENT_SECONDS = 60.0
+"""An EC2 event that begins within this of the change's start is the change's own."""
 
 
 def handle(change: ChangeClosed, tools: Tools, invocation: Invocation | None) -> dict[str, Any]:
@@ -62,20 +68,15 @@ def handle(change: ChangeClosed, tools: Tools, invocation: Invocation | None) ->
 
 def _release(event: Ec2Event, tools: Tools) -> str:
     """Release the instance's node; why not, or "" once released."""
-    settings, clients = tools.settings, tools.clients
+    settings = tools.settings
     try:
-        found = ec2_events.target(event, settings, clients)
+        found = ec2_events.target(event, settings, tools.clients)
         if isinstance(found, Skip):
             return found.reason
-        if found.identity.state != "running":
-            return f"instance {event.instance_id} is {found.identity.state}: nothing to release"
-        pending = aws.pending_events(clients.ec2, event.instance_id)
-        if pending:
-            return (
-                f"EC2 still has {', '.join(pending)} scheduled for instance "
-                f"{event.instance_id}: its node stays cordoned for it"
-            )
-        cluster = aws.describe_cluster(clients.eks, found.cluster)
+        why = _not_in_service(found, tools.clients)
+        if why:
+            return why
+        cluster = aws.describe_cluster(tools.clients.eks, found.cluster)
     except ClusterNotFound as e:
         return str(e)
     except AwsError as e:
@@ -92,9 +93,36 @@ def _release(event: Ec2Event, tools: Tools) -> str:
             return why
         release(kube, node, dry_run=settings.dry_run)
     except KubeError as e:
+        log.warning("the node of instance %s is not released: %s", event.instance_id, e)
         return f"could not release the node: {e}"
     finally:
         kube.close()
+    return ""
+
+
+def _not_in_service(found: ec2_events.Ec2Target, clients: aws.AwsClients) -> str:
+    """Why the instance is not one to release now; "" when it is."""
+    instance_id = found.instance_id
+    if found.identity.state != "running":
+        return f"instance {instance_id} is {found.identity.state}: nothing to release"
+    if found.asg_name:
+        state = aws.instance_lifecycle_state(clients.autoscaling, instance_id)
+        if state != "InService":
+            return (
+                f"instance {instance_id} is {state or 'in no known state'} in "
+                f"{found.asg_name}, not InService: its node stays cordoned"
+            )
+    starts = found.event.acts_at
+    pending = [
+        f"{code}" + (f" at {iso(at)}" if at is not None else "")
+        for code, at in aws.pending_events(clients.ec2, instance_id)
+        if at is None or starts is None or abs(at - starts) > SAME_EVENT_SECONDS
+    ]
+    if pending:
+        return (
+            f"EC2 still has {', '.join(pending)} scheduled for instance {instance_id}: "
+            "its node stays cordoned for it"
+        )
     return ""
 
 
@@ -104,9 +132,9 @@ def _not_its_drain(node: dict[str, Any], event: Ec2Event) -> str:
     record = progress_of(node)
     if record is None:
         return f"node {name} has no eks-node-drainer record: nothing to release"
-    if record.get("trigger") != TRIGGER:
+    if record.get("change") != event.change_id:
         began = record.get("trigger") or "the command line or an earlier version"
-        return f"node {name}'s record is of a drain begun by {began}: left as it is"
+        return f"node {name}'s record is of another drain ({began}): left as it is"
     if record.get("phase") == DRAINING:
         return f"node {name} is being drained: left as it is"
     ended, closed_at = record.get("at"), event.issued_at

@@ -239,7 +239,8 @@ def approach_for(
         waits_for = EC2_TRIGGERS if kind is Ec2Kind.REBALANCE else frozenset({str(kind)})
         # A late event's instance still runs: no pod is deleted past its budget for it.
         force = base.force_on_timeout and not late.is_late(found.event, found.identity, now)
-        return Approach(replace(base, trigger=str(kind), force_on_timeout=force), waits_for)
+        options = replace(base, trigger=str(kind), force_on_timeout=force)
+        return Approach(options, waits_for, found.event.change_id)
     time_left = max(0.0, deadline.at - now)
     options = replace(
         base,
@@ -248,7 +249,7 @@ def approach_for(
         fit_grace_to_deadline=True,
         force_on_timeout=True,
     )
-    return Approach(options, frozenset({str(kind)}))
+    return Approach(options, frozenset({str(kind)}), found.event.change_id)
 
 
 def drain(found: Ec2Target, tools: Tools, invocation: Invocation | None) -> Run:
@@ -340,7 +341,7 @@ def handle(
     summary = frame.end_summary(run, None, None, started, trigger=str(event.kind))
     fate, may_come_back = event.fate
     if may_come_back and run.result in (Result.DRAINED, Result.TIMED_OUT, Result.CORDONED):
-        log.warning("%s: %s", fate, notices.comes_back(run.node or "NODE", str(event.kind)))
+        log.warning("%s: %s", fate, notices.comes_back(run.node or "NODE", str(event.kind), fate))
     return ending.finish(run, summary, found, settings, clients)
 
 

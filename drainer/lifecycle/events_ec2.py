@@ -334,6 +334,11 @@ def _affected_instances(detail: Mapping[str, Any]) -> list[str]:
     )
 
 
+REBOOTS, MAINTAINS = "EC2 reboots the instance", "EC2 maintains the instance"
+RUNS_THROUGH = frozenset({REBOOTS, MAINTAINS})
+"""The scheduled changes an instance runs through: it is there, running, after."""
+
+
 def _scheduled_fate(code: str) -> tuple[str, bool]:
     """A scheduled change's fate by its eventTypeCode: most leave the instance (a
     reboot, a stop it may be started from, network or power maintenance it runs
@@ -344,10 +349,10 @@ def _scheduled_fate(code: str) -> tuple[str, bool]:
     if "RETIREMENT" in code:
         return "EC2 retires the instance (stops it, or ends it)", True
     if "REBOOT" in code:
-        return "EC2 reboots the instance", True
+        return REBOOTS, True
     if "_STOP_" in code:
         return "EC2 stops the instance", True
-    return "EC2 maintains the instance", True
+    return MAINTAINS, True
 
 
 def updated_at(raw: Mapping[str, Any]) -> float:

@@ -33,6 +33,8 @@ class Approach:
 
     options: DrainOptions
     waits_for: frozenset[str]
+    change: str = ""
+    """An AWS Health scheduled change's eventArn, for the node's record."""
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 
 from drainer import aws
 from drainer.errors import AwsError
-from drainer.lifecycle.events_ec2 import Ec2Event, Ec2Kind
+from drainer.lifecycle.events_ec2 import RUNS_THROUGH, Ec2Event, Ec2Kind
 from drainer.lifecycle.events_hook import TERMINATE_HOOK_TRIGGER, WARM_POOL_NAME, LifecycleEvent
 
 log = logging.getLogger(__name__)
@@ -132,7 +132,7 @@ def end_notice(event: Subject, summary: Mapping[str, Any]) -> Notice:
             "its node stays, cordoned, until it is released when the instance comes back."
         )
     if fate[1] and result in ("drained", "timed_out"):
-        lines.append(comes_back(str(node), str(summary.get("trigger", ""))))
+        lines.append(comes_back(str(node), str(summary.get("trigger", "")), fate[0]))
     if summary.get("budgets_holding"):
         lines.append("Budgets that held pods back: " + ", ".join(summary["budgets_holding"]) + ".")
     left = summary.get("left") or {}
@@ -202,19 +202,25 @@ def _began_by(trigger: str, fate: str) -> str:
     return f" (begun by the {trigger}: {fate})"
 
 
-def comes_back(node: str, trigger: str = "") -> str:
-    """What to do about a node whose instance may come back after EC2's action."""
-    if trigger == Ec2Kind.SCHEDULED_CHANGE:
-        return (
-            "The instance may come back: its node stays cordoned and out of the load "
-            "balancers until AWS Health closes the change, which releases it if the "
-            "instance runs and EC2 has nothing else scheduled for it (or `release --node "
-            f"{node}` once it is Ready)."
-        )
-    return (
+def comes_back(node: str, trigger: str = "", fate: str = "") -> str:
+    """What to do about a node whose instance may come back after EC2's action. A
+    scheduled change's close releases it (drainer/lifecycle/closed.py) where the
+    instance runs through the change (a reboot, a maintenance), or where the change
+    is cancelled before its window; a stopped or retired instance's node is not."""
+    released = (
         f"The instance may come back: its node stays cordoned and out of the load "
         f"balancers until it is released (`release --node {node}` once it is Ready)."
     )
+    if trigger != Ec2Kind.SCHEDULED_CHANGE:
+        return released
+    if fate in RUNS_THROUGH:
+        return (
+            "The instance runs through the change: its node stays cordoned and out of the "
+            "load balancers until AWS Health closes the change, which releases it if the "
+            "instance runs and EC2 has nothing else scheduled for it (or `release --node "
+            f"{node}` once it is Ready)."
+        )
+    return f"{released} Should AWS cancel the change before its window, its close releases it."
 
 
 def _attributes(event: Subject, result: str, cluster: str) -> dict[str, str]:

@@ -194,7 +194,7 @@ def _engine_drain(
         kube,
         node,
         options,
-        record=ProgressRecord(options.trigger, options.destination),
+        record=ProgressRecord(options.trigger, options.destination, job.approach.change),
         waits=RealWaits(tools.clock),
         on_event=_both(story, tools.on_event),
         node_uid=node_uid,

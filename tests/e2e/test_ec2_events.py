@@ -188,10 +188,13 @@ def test_scheduled_change_closed__instance_runs__the_node_its_drain_cordoned_rel
     place_on(world, node, [w.deployment("web", 2)])
     event = world.scheduled_change([instance], starts_in=600)
     assert invoke(event)["result"] == "drained"
-    assert _unschedulable(world, node) and _record(world, node)["trigger"] == "scheduled-change"
+    record = _record(world, node)
+    assert _unschedulable(world, node) and record["trigger"] == "scheduled-change"
+    assert record["change"] == event["detail"]["eventArn"], "the record names its change"
     world.cluster.client.patch("Node", world.nodes[other], {"spec": {"unschedulable": True}})
     closed = json.loads(json.dumps(event))
     closed["id"] = "5d0c-closed"
+    closed["time"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 1))
     closed["detail"]["statusCode"] = "closed"
     closed["detail"]["affectedEntities"].append({"entityValue": other})
 
