@@ -35,6 +35,7 @@ ERRORS: dict[str, tuple[int, str]] = {
     "ResourceContention": (500, "You already have a pending update to an Auto Scaling resource."),
     "AccessDenied": (403, "User is not authorized to perform this action (injected by awssim)"),
     "ValidationError": (400, "Injected validation error (awssim)"),
+    "InvalidInstanceID.NotFound": (400, "The instance ID does not exist (injected by awssim)"),
 }
 _AUTOSCALING_XMLNS = "http://autoscaling.amazonaws.com/doc/2011-01-01/"
 

@@ -21,6 +21,7 @@ from support.metrics import emf_lines
 from awssim import AwsSim
 from awssim.world import create_node_group
 from drainer import aws
+from drainer.errors import AwsError
 from drainer.k8s.cordon import PROGRESS_ANNOTATION
 from drainer.k8s.kube import Kube
 from drainer.lifecycle import events, events_hook, launch
@@ -250,3 +251,173 @@ def test_back_from_the_warm_pool_never_untainted__the_notice_advises_what_it_lac
     assert "cloud controller" in text and "runs again" in text, text
     for wrong in ("LAUNCH_WAIT_FOR_UNCORDON", "LAUNCH_STARTUP_TAINTS", "not by eks-node-drainer"):
         assert wrong not in text, text
+
+
+# -- an instance EC2 does not know ----------------------------------------------------
+
+
+def test_late_launch_event__instance_gone_from_ec2__stale_no_failure_notice(
+    launching: Launch, caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Lambda's queue held the event past the action's timeout, and EC2 has since
+    forgotten the terminated instance: no node can join and no action waits, so the
+    launch ends stale, saying EC2 no longer knows the instance: not `failed`, no
+    failure notice, no launch failure counted."""
+    instance = launching.event.instance_id
+    launching.sim.expire_action(instance)
+    launching.sim.fail_action("ec2", "DescribeInstances", "InvalidInstanceID.NotFound", 10)
+    clock = FakeClock(time.time())
+
+    with caplog.at_level(logging.INFO):
+        summary = launching.handle(clock)
+
+    assert summary["result"] == "stale", summary
+    assert (summary["lifecycle_result"], summary["completed"]) == ("none", None)
+    assert "no longer knows" in summary["message"], summary["message"]
+    said = [r.getMessage() for r in caplog.records if "no longer knows" in r.getMessage()]
+    assert said and instance in said[0], "no log line says EC2 no longer knows the instance"
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING], "a warning"
+    assert clock.sleeps == [], "it waited for an instance that is gone"
+    assert launching.sns.sent == [], f"a notice: {launching.sns.sent}"
+    assert launching.sim.calls("complete") == []
+    assert _launch_counts(capsys.readouterr().out) == [[0], [0], [0]]
+
+
+def test_just_launched_instance_not_yet_known_to_ec2__looked_for_again__joined(
+    launching: Launch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """EC2's eventual consistency: DescribeInstances may answer NotFound for an
+    instance launched a moment ago. Its action is alive (the heartbeat says so): the
+    launch looks again, finds it, waits for its node and answers CONTINUE."""
+    launching.register()
+    launching.sim.fail_action("ec2", "DescribeInstances", "InvalidInstanceID.NotFound", 1)
+    clock = FakeClock(time.time())
+
+    summary = launching.handle(clock)
+
+    assert (summary["result"], summary["lifecycle_result"]) == ("joined", "CONTINUE"), summary
+    assert summary["completed"] is True
+    assert launching.sim.pending_faults() == {}
+    assert clock.sleeps, "looked again without a pause"
+    assert launching.sns.sent == [], f"a notice: {launching.sns.sent}"
+    assert _launch_counts(capsys.readouterr().out) == [[1], [0], [0]]
+
+
+def test_instance_ec2_keeps_not_knowing__action_alive__raised_for_lambda_to_retry(
+    launching: Launch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An action alive for an instance EC2 still does not know after a few looks:
+    neither skipped nor abandoned nor told as failed; the invocation fails for Lambda
+    to deliver the event again (the hook's timeout, DefaultResult, is the backstop)."""
+    launching.sim.fail_action("ec2", "DescribeInstances", "InvalidInstanceID.NotFound", 50)
+
+    with caplog.at_level(logging.INFO), pytest.raises(AwsError) as raised:
+        launching.handle(FakeClock(time.time()))
+
+    assert not aws.is_permanent(raised.value), raised.value
+    assert launching.event.instance_id in str(raised.value)
+    assert launching.sim.calls("complete") == [], "answered an action it could not place"
+    assert launching.sns.sent == [], f"a notice: {launching.sns.sent}"
+    (action,) = launching.sim.actions()
+    assert action["closed_at"] is None and action["heartbeats"] >= 1, action
+    assert [r for r in caplog.records if "retr" in r.getMessage()], "no line says it retries"
+
+
+# -- a duplicate of a launch into the warm pool ---------------------------------------
+
+
+def test_duplicate_of_a_launch_into_the_warm_pool__answered_already_said__not_counted(
+    launching: Launch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Into the warm pool the action is answered at once, with no heartbeat. A second
+    delivery finds it gone when it answers: it says so and counts no second launch."""
+    launching.raw_event["detail"]["Destination"] = "WarmPool"
+    first = launching.handle(FakeClock(time.time()))
+    assert (first["result"], first["completed"]) == ("joined", True), first
+    assert _launch_counts(capsys.readouterr().out) == [[1], [0], [0]]
+
+    again = launching.handle(FakeClock(time.time()))
+
+    assert again["result"] == "stale", again
+    assert again["completed"] is False
+    assert "answered already" in again["message"], again["message"]
+    assert launching.sns.sent == []
+    assert _launch_counts(capsys.readouterr().out) == [[0], [0], [0]]
+
+
+# -- the action ends while the node is waited for -------------------------------------
+
+
+class QuickBeats(aws.Heartbeat):
+    """The real ticker, beating every few real milliseconds (not half the hook's
+    HeartbeatTimeout), so that the test sees the beat that finds the action gone."""
+
+    made: list[aws.Heartbeat] = []
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, wait=lambda stopped, _: stopped.wait(0.005), **kwargs)
+        QuickBeats.made.append(self)
+
+
+class EndsAtFirstPause(FakeClock):
+    """The fake clock of a launch whose action ends (`end`) at its first pause, once a
+    heartbeat was recorded: the pause returns when the ticker has seen it gone."""
+
+    def __init__(self, end: Any) -> None:
+        super().__init__(time.time())
+        self.end = end
+
+    def sleep(self, seconds: float) -> None:
+        if self.end is not None:
+            (heartbeat,) = QuickBeats.made
+            assert heartbeat.beats >= 1, "the action ends before any heartbeat"
+            self.end()
+            self.end = None
+            until = time.monotonic() + 5
+            while not heartbeat.gone and time.monotonic() < until:
+                time.sleep(0.005)
+        super().sleep(seconds)
+
+
+@pytest.mark.parametrize("how", ["completed by hand", "timed out"])
+def test_action_ends_during_the_wait__the_wait_stops__no_not_joined_notice(
+    launching: Launch,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    capsys: pytest.CaptureFixture[str],
+    how: str,
+) -> None:
+    """Someone completes the action by hand (`aws autoscaling complete-lifecycle-action`)
+    or the hook times out while the node is waited for: the wait stops when the
+    heartbeat finds the action gone, answers nothing, and tells no one the node did
+    not join."""
+    monkeypatch.setattr(QuickBeats, "made", [])
+    monkeypatch.setattr(aws, "Heartbeat", QuickBeats)
+    event = launching.event
+
+    def end() -> None:
+        if how == "timed out":
+            launching.sim.expire_action(event.instance_id)
+            return
+        launching.clients.autoscaling.complete_lifecycle_action(
+            AutoScalingGroupName=event.asg_name,
+            LifecycleHookName=event.hook_name,
+            LifecycleActionToken=event.action_token,
+            LifecycleActionResult="CONTINUE",
+        )
+
+    clock = EndsAtFirstPause(end)
+    with caplog.at_level(logging.INFO):
+        summary = launching.handle(clock)
+
+    assert summary["result"] == "action_gone", summary
+    assert (summary["lifecycle_result"], summary["completed"]) == ("none", None)
+    assert summary["heartbeats"] >= 1
+    assert "answered elsewhere or timed out" in summary["message"], summary["message"]
+    said = [r for r in caplog.records if "answered elsewhere or timed out" in r.getMessage()]
+    assert said, "no log line says the action ended elsewhere"
+    assert len(clock.sleeps) <= 2, f"waited on after the action ended: {len(clock.sleeps)}"
+    assert launching.sns.sent == [], f"a notice: {launching.sns.sent}"
+    by_hand = 1 if how == "completed by hand" else 0
+    assert len(launching.sim.calls("complete")) == by_hand, "answered an action gone"
+    assert _launch_counts(capsys.readouterr().out) == [[0], [0], [0]]

@@ -140,3 +140,22 @@ def advice(missing: str) -> str:
             "its user data and its role's access to the cluster."
         )
     return ""
+
+
+def cordon_advice(node: str, *, from_warm_pool: bool) -> str:
+    """What an operator can do about a node Ready but cordoned, not by the drainer,
+    for the notice: a new one was cordoned when it registered; one back from the warm
+    pool was cordoned before it went there, or by someone since (the launch's release
+    leaves such a cordon, and LAUNCH_WAIT_FOR_UNCORDON does nothing for it)."""
+    if from_warm_pool:
+        return (
+            f"The node takes no pods until it is uncordoned (kubectl uncordon {node}): it "
+            "came back from the warm pool cordoned, not by eks-node-drainer (cordoned "
+            "before it went into the warm pool, or by someone else since), so the launch "
+            f"left the cordon; `eks-node-drainer release --node {node}` leaves it too."
+        )
+    return (
+        f"The node takes no pods until it is uncordoned (kubectl uncordon {node}): it was "
+        "cordoned, not by eks-node-drainer. LAUNCH_WAIT_FOR_UNCORDON=true makes a launch "
+        "wait for the uncordon instead."
+    )

@@ -15,7 +15,13 @@ node it registers meanwhile is left alone.
 
 An event whose action is gone before its first heartbeat (a duplicate delivery of
 one answered already, a late one after the hook's timeout) is stale: its node is not
-waited for, nothing is answered, and no notice says it did not join.
+waited for, nothing is answered, and no notice says it did not join. So is one into
+the warm pool whose answer finds the action gone (answered at once, no heartbeat),
+and one of an instance EC2 no longer knows whose action is gone too; while its action
+is alive, an instance EC2 does not know is one EC2 has not caught up with yet:
+looked for again, then retried by Lambda, never skipped (launch_locate.py). An action
+that ends during the wait (completed by hand, the hook's timeout) stops it: the
+launch ends `action_gone`, answering nothing, with no notice.
 
 A node that cannot take pods within LAUNCH_TIMEOUT_SECONDS of the action's start (or
 by the end of this invocation) gets LAUNCH_TIMEOUT_RESULT: ABANDON (Auto Scaling
@@ -40,7 +46,7 @@ from drainer.errors import AwsError, FatalKubeError, KubeError
 from drainer.k8s.cordon import live_drain, progress_of, release
 from drainer.k8s.events import EventPoster, Regarding
 from drainer.k8s.kube import Kube
-from drainer.lifecycle import ending, frame, joined, notices
+from drainer.lifecycle import ending, frame, joined, launch_locate, notices
 from drainer.lifecycle.events_ec2 import EC2_TRIGGERS
 from drainer.lifecycle.events_fields import Skip
 from drainer.lifecycle.events_hook import TERMINATE_HOOK_TRIGGER, WARM_POOL_NAME, LifecycleEvent
@@ -68,8 +74,8 @@ class Joining:
     """What became of a new instance's wait for its node."""
 
     result: str
-    """joined, not_joined, failed, not_allowed or stale (the action was gone before
-    its first heartbeat: answered already)."""
+    """joined, not_joined, failed, not_allowed, stale (the action was gone before
+    its first heartbeat: answered already) or action_gone (it ended during the wait)."""
     message: str
     node: str = ""
     heartbeats: int = 0
@@ -103,8 +109,12 @@ def handle(event: LifecycleEvent, tools: Tools, invocation: Invocation | None) -
     joining = _wait(event, tools, invocation)
     result = _lifecycle_result(joining, settings.launch_timeout_result)
     completed = frame.answer(clients, event, result, action_gone=joining.action_gone)
+    if completed is False and event.into_warm_pool and not joining.action_gone:
+        joining = _into_warm_pool_again(event.instance_id)
     summary = _summary(event, joining, result, completed, time.monotonic() - started)
-    quiet = joining.result == "stale" or (joining.result == "joined" and not joining.cordoned)
+    quiet = joining.result in ("stale", "action_gone") or (
+        joining.result == "joined" and not joining.cordoned
+    )
     level = logging.INFO if quiet else logging.WARNING
     log.log(
         level,
@@ -123,7 +133,8 @@ def handle(event: LifecycleEvent, tools: Tools, invocation: Invocation | None) -
 def _metrics(joining: Joining, summary: dict[str, Any], cluster_name: str) -> None:
     """The launch's metrics line, as a drain's: LaunchJoined, LaunchNotJoined (not
     ready by the limit), LaunchFailed (the cluster could not be read), none for a
-    group that is not the function's; a stale event counts none of them."""
+    group that is not the function's; a stale event, or one whose action ended
+    during the wait, counts none of them."""
     if joining.result == "not_allowed":
         return
     counts = {
@@ -160,7 +171,8 @@ def _summary(
         summary["origin"] = WARM_POOL_NAME
         summary["released"] = list(joining.released)
         summary["kept"] = list(joining.kept)
-        if joining.result != "joined" and result == "CONTINUE" and joining.node:
+        not_released = joining.result != "joined" and result == "CONTINUE"
+        if joining.node and (not_released or joining.result == "action_gone"):
             # In service all the same: the drain's cordon and label are still there.
             log.error(
                 "node %s comes back from the warm pool not released (%s): it stays cordoned "
@@ -176,30 +188,13 @@ def _advice(joining: Joining, *, from_warm_pool: bool) -> str:
     """What the notice tells an operator to do. Back from the warm pool, a cordon is
     told only once the node joined: at the timeout it is the drain's, which the
     release undoes, and what it lacked is the advice."""
-    if from_warm_pool:
-        if joining.cordoned and joining.result == "joined":
-            return _warm_pool_cordon(joining.node)
-        return joined.advice(joining.missing)
-    if joining.cordoned:
-        return (
-            "The node takes no pods until it is uncordoned (kubectl uncordon "
-            f"{joining.node}): it was cordoned, not by eks-node-drainer. "
-            "LAUNCH_WAIT_FOR_UNCORDON=true makes a launch wait for the uncordon instead."
-        )
+    if joining.cordoned and (joining.result == "joined" or not from_warm_pool):
+        return joined.cordon_advice(joining.node, from_warm_pool=from_warm_pool)
     return joined.advice(joining.missing)
 
 
-def _warm_pool_cordon(node: str) -> str:
-    return (
-        f"The node takes no pods until it is uncordoned (kubectl uncordon {node}): it came "
-        "back from the warm pool cordoned, not by eks-node-drainer (cordoned before it went "
-        "into the warm pool, or by someone else since), so the launch left the cordon; "
-        f"`eks-node-drainer release --node {node}` leaves it too."
-    )
-
-
 def _lifecycle_result(joining: Joining, on_timeout: str) -> str | None:
-    if joining.result in ("not_allowed", "stale"):
+    if joining.result in ("not_allowed", "stale", "action_gone"):
         return None
     if joining.result == "not_joined":
         return "ABANDON" if on_timeout == "abandon" else "CONTINUE"
@@ -218,28 +213,29 @@ def _wait(event: LifecycleEvent, tools: Tools, invocation: Invocation | None) ->
                 f"instance {event.instance_id} goes to the warm pool: no node to wait for "
                 "(a node it registers while warmed is left alone)",
             )
-        where = frame.locate(event, admitted, tools)
+        where = launch_locate.locate(event, admitted, tools)
     except AwsError as e:
         if not aws.is_permanent(e):
             raise  # Lambda retries the event; the hook's heartbeat timeout is the backstop
         return Joining("failed", str(e))
     if isinstance(where, frame.NotLocated):
+        if where.no_instance:  # and its action is gone (launch_locate.locate)
+            return replace(_unknown(event.instance_id), cluster=where.cluster_name)
         return Joining("failed", where.message, cluster=where.cluster_name)
     began = event.waiting_since or clock()
     until = began + settings.launch_timeout_seconds
     stop = hand_over_at(invocation, settings, clock)
     limit = until if stop is None else min(until, stop)
     with frame.heartbeating(clients.autoscaling, event, admitted.hook) as heartbeat:
-        if _first_beat_settled(heartbeat) and _answered(heartbeat):
-            joining = _stale(event.instance_id)
-        else:
+        joining = _ended(heartbeat, event.instance_id) if _first_beat_settled(heartbeat) else None
+        if joining is None:
             joining = _on_the_cluster(
                 event,
                 tools,
                 where,
                 began=began,
                 limit=limit,
-                answered=lambda: _answered(heartbeat),
+                ended=lambda: _ended(heartbeat, event.instance_id),
             )
     return replace(
         joining, heartbeats=heartbeat.beats, action_gone=heartbeat.gone, cluster=where.cluster_name
@@ -259,10 +255,44 @@ def _first_beat_settled(heartbeat: aws.Heartbeat) -> bool:
     return True
 
 
-def _answered(heartbeat: aws.Heartbeat) -> bool:
-    """The action was gone before any heartbeat was recorded: answered before this
-    event came (an earlier delivery of it, its timeout, someone by hand)."""
-    return heartbeat.gone and heartbeat.beats == 0
+def _ended(heartbeat: aws.Heartbeat, instance_id: str) -> Joining | None:
+    """The launch's end once the heartbeat found its action gone, None while it is
+    alive: stale before any beat was recorded (answered before this event came: an
+    earlier delivery of it, its timeout, someone by hand); action_gone after one
+    (it ended during the wait), when waiting on would only end in a "not joined"
+    that nobody waits for."""
+    if not heartbeat.gone:
+        return None
+    if heartbeat.beats == 0:
+        return _stale(instance_id)
+    return Joining(
+        "action_gone",
+        f"the launch lifecycle action of instance {instance_id} ended during the wait for "
+        "its node, answered elsewhere or timed out (completed by hand or by another tool, "
+        "or the hook's timeout applied its DefaultResult): the wait stopped and nothing "
+        "is answered",
+        action_gone=True,
+    )
+
+
+def _unknown(instance_id: str) -> Joining:
+    return Joining(
+        "stale",
+        f"EC2 no longer knows instance {instance_id} (terminated and gone) and its launch "
+        "lifecycle action is gone with it (a late or duplicate delivery of the event): no "
+        "node to wait for, nothing to answer",
+        action_gone=True,
+    )
+
+
+def _into_warm_pool_again(instance_id: str) -> Joining:
+    return Joining(
+        "stale",
+        f"the launch lifecycle action of instance {instance_id} into the warm pool was "
+        "answered already (a duplicate or late delivery of the event): its answer found "
+        "the action gone",
+        action_gone=True,
+    )
 
 
 def _stale(instance_id: str) -> Joining:
@@ -283,10 +313,10 @@ def _on_the_cluster(
     *,
     began: float,
     limit: float,
-    answered: Callable[[], bool],
+    ended: Callable[[], Joining | None],
 ) -> Joining:
     """Wait for the node, release it when it is back from the warm pool, and tell the
-    end on it as an Event. `answered`: the action turned out gone from the start."""
+    end on it as an Event. `ended`: the launch's end once its action is gone."""
     settings, cluster = tools.settings, where.cluster
     try:
         kube = tools.kube_factory(cluster, cluster.name, settings)
@@ -294,7 +324,7 @@ def _on_the_cluster(
         try:
             restarted = event.out_of_warm_pool
             joining = _until_ready(
-                kube, where.identity, tools, limit, began, restarted=restarted, answered=answered
+                kube, where.identity, tools, limit, began, restarted=restarted, ended=ended
             )
             if joining.result == "joined" and restarted:
                 joining = _release(kube, joining, began, tools.clock)
@@ -401,10 +431,10 @@ def _until_ready(
     began: float,
     *,
     restarted: bool = False,
-    answered: Callable[[], bool] = lambda: False,
+    ended: Callable[[], Joining | None] = lambda: None,
 ) -> Joining:
     """Look at the instance's node until it can take pods or `limit` passes, or
-    `answered` says the action was answered before this event came (stale).
+    `ended` gives the launch's end because its action is gone (_ended).
     `restarted`: the instance comes back from the warm pool (joined.look)."""
     clock = tools.clock
     seen = joined.Look()
@@ -416,8 +446,9 @@ def _until_ready(
             return Joining("failed", f"the cluster cannot be read: {e}", seen.node)
         except KubeError as e:
             log.info("looking at the new node failed for now: %s", e)
-        if answered():
-            return _stale(identity.instance_id)
+        gone = ended()
+        if gone is not None:
+            return replace(gone, node=seen.node)
         now = clock()
         if seen.waiting_for and seen.waiting_for != said:
             log.info("instance %s: waiting for %s", identity.instance_id, seen.waiting_for)
