@@ -28,6 +28,7 @@ from drainer.lifecycle import events, events_hook, launch
 from drainer.lifecycle.job import Tools
 from drainer.lifecycle.settings import Settings
 from kubesim import KubeSim
+from kubesim.testing import eventually
 from testbed import workloads as objects
 
 REGION = "us-east-1"
@@ -163,17 +164,22 @@ def test_duplicate_of_a_launch_that_joined__stale__the_node_told_once(
     first = launching.handle(FakeClock(time.time()))
     assert (first["result"], first["completed"], first["heartbeats"]) == ("joined", True, 1)
 
+    def told() -> list[dict[str, Any]]:
+        return [
+            e
+            for e in launching.kubesim.list("Event", "default")
+            if e.get("involvedObject", {}).get("name") == launching.node
+        ]
+
+    # The Event is posted by the poster's thread, which may finish after the answer.
+    eventually(told, timeout=10.0, what="the first delivery's Event on the node")
+
     again = launching.handle(FakeClock(time.time()))
 
     assert again["result"] == "stale", again
     assert len(launching.sim.calls("complete")) == 1
     assert launching.sns.sent == []
-    told = [
-        e
-        for e in launching.kubesim.list("Event", "default")
-        if e.get("involvedObject", {}).get("name") == launching.node
-    ]
-    assert len(told) == 1, told
+    assert len(told()) == 1, told()
 
 
 def test_late_launch_event__action_timed_out__stale_not_not_joined(
