@@ -265,17 +265,12 @@ def _scheduled_change(event: dict[str, Any]) -> Ec2Event | ScheduledChanges | Ch
         )
     try:
         instances = _affected_instances(detail)
-        template = Ec2Event(
-            kind=kind,
-            instance_id="",
-            event_id=required(event, "id"),
-            event_time=required(event, "time"),
-            region=required(event, "region"),
-            account=required(event, "account"),
+        template = _change(
+            event,
+            detail,
             acts_at=_time_field(detail, "startTime"),
-            detail_code=required(detail, "eventTypeCode", "detail."),
-            schedule=optional(event, SCHEDULED_KEY),
             change_id=optional(detail, "eventArn", "detail."),
+            schedule=optional(event, SCHEDULED_KEY),
         )
     except Malformed as malformed:
         return Skip(f"malformed {kind} event: {malformed}", malformed=True)
@@ -298,16 +293,8 @@ def _closed(event: dict[str, Any], detail: Mapping[str, Any]) -> ChangeClosed | 
         return over
     try:
         acts_at = _time_field(detail, "startTime") if "startTime" in detail else None
-        template = Ec2Event(
-            kind=Ec2Kind.SCHEDULED_CHANGE,
-            instance_id="",
-            event_id=required(event, "id"),
-            event_time=required(event, "time"),
-            region=required(event, "region"),
-            account=required(event, "account"),
-            acts_at=acts_at,
-            detail_code=required(detail, "eventTypeCode", "detail."),
-            change_id=required(detail, "eventArn", "detail."),
+        template = _change(
+            event, detail, acts_at=acts_at, change_id=required(detail, "eventArn", "detail.")
         )
         instances = _affected_instances(detail)
     except Malformed:
@@ -315,6 +302,30 @@ def _closed(event: dict[str, Any], detail: Mapping[str, Any]) -> ChangeClosed | 
     if not instances or template.issued_at is None:
         return over
     return ChangeClosed(tuple(replace(template, instance_id=i) for i in instances), event)
+
+
+def _change(
+    event: Mapping[str, Any],
+    detail: Mapping[str, Any],
+    *,
+    acts_at: float | None,
+    change_id: str,
+    schedule: str = "",
+) -> Ec2Event:
+    """A scheduled change's event for no instance yet (Malformed when a field it needs
+    is missing): each instance it names gets a copy."""
+    return Ec2Event(
+        kind=Ec2Kind.SCHEDULED_CHANGE,
+        instance_id="",
+        event_id=required(event, "id"),
+        event_time=required(event, "time"),
+        region=required(event, "region"),
+        account=required(event, "account"),
+        acts_at=acts_at,
+        detail_code=required(detail, "eventTypeCode", "detail."),
+        schedule=schedule,
+        change_id=change_id,
+    )
 
 
 def _affected_instances(detail: Mapping[str, Any]) -> list[str]:
