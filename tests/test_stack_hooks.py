@@ -533,3 +533,70 @@ def test_an_unexpected_exception__answered_failed_with_its_text(
     (error,) = [line for line in lines if line["message"].endswith("unexpected error")]
     assert error["level"] == "ERROR"
     assert "Traceback" in error["exception"] and "KeyError" in error["exception"]
+
+
+TAGGED = {**PROPERTIES, "AsgNames": "nodes-a", "AsgTag": "eks-node-drainer/enabled=true"}
+
+
+def test_update_dropping_asg_tag__its_groups_hooks_deleted(
+    account: Account, answers: cfn.ResponseServer
+) -> None:
+    """An Update from AsgTag=k=v to no tag: the groups that only the tag covered
+    kept this stack's hooks, which the function then refused to answer (their group
+    no longer admitted): each termination there waited HeartbeatTimeout, undrained.
+    The old tag's policy still stands during the Update (removed in its cleanup)."""
+    account.group("nodes-a")
+    account.tagged("tagged-x")
+    tagged = settings(allowed_asgs=("nodes-a",), asg_tag=TAGGED["AsgTag"])
+    assert send(account, answers, "Create", tagged, properties=TAGGED)["Status"] == "SUCCESS"
+    assert owner_of(account, "tagged-x") == cfn.STACK_ID
+
+    untagged = {**TAGGED, "AsgTag": ""}
+    updated = send(
+        account,
+        answers,
+        "Update",
+        settings(allowed_asgs=("nodes-a",)),
+        properties=untagged,
+        old=TAGGED,
+        physical_id=OURS,
+    )
+
+    assert updated["Status"] == "SUCCESS", updated
+    assert owner_of(account, "nodes-a") == cfn.STACK_ID
+    assert hooks_of(account, "tagged-x") == {}, "a group no longer tagged keeps our hook"
+    assert "tagged-x/eks-node-drainer" in updated["Reason"]
+
+
+def test_update_changing_asg_tag__a_hook_it_may_no_longer_delete__said__not_failed(
+    account: Account, answers: cfn.ResponseServer
+) -> None:
+    """The tag's policy names the new tag by the time the Update runs: the old tag's
+    groups refuse the deletion. A rollback would not help, so the Update succeeds and
+    names the hooks to delete by hand."""
+    from awssim.apifaults import api_faults
+
+    account.tagged("tagged-x")
+    old = {**TAGGED, "AsgNames": ""}
+    first = settings(allowed_asgs=(), asg_tag=old["AsgTag"])
+    assert send(account, answers, "Create", first, properties=old)["Status"] == "SUCCESS"
+    moved = {**old, "AsgTag": "eks-node-drainer/enabled=yes"}
+    region = account.autoscaling.meta.region_name
+    api_faults("123456789012", region).fail_next(
+        "autoscaling", "DeleteLifecycleHook", "AccessDenied"
+    )
+
+    updated = send(
+        account,
+        answers,
+        "Update",
+        settings(allowed_asgs=(), asg_tag=moved["AsgTag"]),
+        properties=moved,
+        old=old,
+        physical_id=OURS,
+    )
+
+    assert updated["Status"] == "SUCCESS", updated
+    assert owner_of(account, "tagged-x") == cfn.STACK_ID
+    assert "tagged-x/eks-node-drainer" in updated["Reason"]
+    assert "delete-lifecycle-hook" in updated["Reason"]

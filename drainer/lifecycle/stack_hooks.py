@@ -11,8 +11,10 @@ resource depends on the function) and answers at the request's ResponseURL:
   reason, when a group named in AsgNames does not exist or an AWS call fails: the
   stack rolls back instead of leaving a group without its hook.
 - Update: the same, then delete the hooks of ours no longer wanted: a hook renamed,
-  the launch hook turned off, a group no longer named. A named group deleted since
-  is not a failure (a rollback must not fail on it).
+  the launch hook turned off, a group no longer named, a group only the old AsgTag
+  covered (one the new tag's policy no longer lets it delete is named in the reason,
+  not a failure). A named group deleted since is not a failure (a rollback must not
+  fail on it).
 - Delete: delete this stack's hooks (hooks.remove_hooks: by name and
   NotificationMetadata, as `make undeploy` decides), on the groups still there; a
   hook of the same name that another tool made stays. A deleted group is nothing
@@ -196,6 +198,7 @@ def _put(
             return reply(request, FAILED, _failed_removal(removal))
         if removal.removed:
             reason += f"; {_removed(removal)}"
+        reason += _untagged(request, autoscaling, settings, sync.covered)
     return reply(request, SUCCESS, reason, {"Groups": str(len(sync.covered))})
 
 
@@ -303,14 +306,43 @@ def _stale(
     still there). remove_hooks deletes those that are ours."""
     old = request.old_properties
     wanted = {spec.name for spec in hooks.HookSpec.all_from_settings(settings)}
-    former = {str(old.get("LifecycleHookName") or ""), str(old.get("LaunchHookName") or "")}
-    every = (former | wanted | {settings.launch_hook_name}) - {""}
+    every = _every_name(request, settings)
     dropped = {g.strip() for g in str(old.get("AsgNames") or "").split(",")} - set(covered) - {""}
     still_there = aws.existing_groups(autoscaling, sorted(dropped)) if dropped else set()
     return [
         *itertools.product(covered, every - wanted),
         *itertools.product(still_there, every),
     ]
+
+
+def _every_name(request: StackRequest, settings: Settings) -> set[str]:
+    """Every name a hook of this stack's may have: the old properties' and today's."""
+    old = request.old_properties
+    former = {str(old.get("LifecycleHookName") or ""), str(old.get("LaunchHookName") or "")}
+    wanted = {spec.name for spec in hooks.HookSpec.all_from_settings(settings)}
+    return (former | wanted | {settings.launch_hook_name}) - {""}
+
+
+def _untagged(
+    request: StackRequest, autoscaling: aws.Client, settings: Settings, covered: tuple[str, ...]
+) -> str:
+    """Delete this stack's hooks on the groups only the old AsgTag covered (an Update
+    dropping or changing it): left, their actions would wait HeartbeatTimeout, refused
+    as no group of ours. What cannot be deleted (the tag's policy names the new tag
+    already) is said, never a failure: a rollback would not help. The reason's tail."""
+    old_tag = str(request.old_properties.get("AsgTag") or "").strip()
+    key, sep, value = old_tag.partition("=")
+    if not sep or old_tag == settings.asg_tag:
+        return ""
+    left = sorted(set(aws.groups_with_tag(autoscaling, key, value)) - set(covered))
+    candidates = itertools.product(left, sorted(_every_name(request, settings)))
+    removal = hooks.remove_hooks(autoscaling, settings, candidates)
+    tail = f"; no longer tagged {old_tag}: {_removed(removal)}" if removal.removed else ""
+    if removal.failed:
+        tail += "; not deleted (delete by hand, aws autoscaling delete-lifecycle-hook): " + (
+            "; ".join(f"{g}/{n}: {e}" for (g, n), e in sorted(removal.failed.items()))
+        )
+    return tail
 
 
 def _named(hooks_: Iterable[hooks.Hook]) -> str:
