@@ -5,7 +5,9 @@ group's deregistration delay (the `deregistration_delay.timeout_seconds` attribu
 300 s by default) while connections finish, and DescribeTargetHealth lists it so.
 Here a deregistered target drains for that delay divided by `set_speed`'s factor,
 then becomes unregistered; `released()` says when each one let go, so a test can
-check that the instance was completed only after every group let it go.
+check that the instance was completed only after every group let it go. And, as
+ELB does, DescribeTags of a target group deleted since it was listed fails with
+TargetGroupNotFound (moto answers it with no tags).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from moto.elbv2.exceptions import InvalidTargetError
+from moto.elbv2.exceptions import InvalidTargetError, TargetGroupNotFoundError
 from moto.elbv2.models import ELBv2Backend, FakeHealthStatus, FakeTargetGroup
 
 _lock = threading.Lock()
@@ -102,7 +104,21 @@ def _describe_target_health(
     ]
 
 
+_original_tags = ELBv2Backend.describe_tags
+
+
+def _describe_tags(self: ELBv2Backend, resource_arns: list[str]) -> dict[str, dict[str, str]]:
+    """DescribeTags as ELB answers it: one target group that does not exist (deleted
+    since it was listed) fails the whole call with TargetGroupNotFound, where moto
+    answers with no tags."""
+    for arn in resource_arns:
+        if ":targetgroup/" in arn and arn not in self.target_groups:
+            raise TargetGroupNotFoundError()
+    return _original_tags(self, resource_arns)
+
+
 def register() -> None:
-    """Deregistration with a delay (idempotent)."""
+    """Deregistration with a delay, DescribeTags of a deleted group (idempotent)."""
     FakeTargetGroup.deregister = _deregister  # type: ignore[method-assign]
+    ELBv2Backend.describe_tags = _describe_tags  # type: ignore[method-assign]
     ELBv2Backend.describe_target_health = _describe_target_health  # type: ignore[method-assign]

@@ -13,6 +13,9 @@ from drainer.aws.session import Client
 from drainer.aws.tags import tag_map
 
 _TAGS_PER_CALL = 20  # DescribeTags takes at most 20 ARNs
+_GROUP_NOT_FOUND = "TargetGroupNotFound"
+"""ELB's answer about a target group deleted since it was listed (by its owner: a
+Service removed, another cluster's stack torn down)."""
 _TARGET_KEYS = ("Id", "Port", "AvailabilityZone")
 """What DeregisterTargets takes of a target that DescribeTargetHealth described."""
 
@@ -37,11 +40,20 @@ def target_group_types(elbv2: Client) -> dict[str, str]:
         ) from e
 
 
-def deregistration_delay(elbv2: Client, group: str) -> int:
+def deregistration_delay(elbv2: Client, group: str) -> int | None:
     """The group's deregistration delay (`deregistration_delay.timeout_seconds`, 300 s
-    unless set): how long ELB drains a target once it is deregistered."""
+    unless set): how long ELB drains a target once it is deregistered; None when ELB
+    does not know the group (deleted since it was listed)."""
     try:
         answer = elbv2.describe_target_group_attributes(TargetGroupArn=group)
+    except ClientError as e:
+        if error_code(e) == _GROUP_NOT_FOUND:
+            return None
+        raise translate(
+            e,
+            "elasticloadbalancing:DescribeTargetGroupAttributes",
+            f"DescribeTargetGroupAttributes {group}",
+        ) from e
     except ANSWERED_OR_UNREACHED as e:
         raise translate(
             e,
@@ -55,16 +67,30 @@ def deregistration_delay(elbv2: Client, group: str) -> int:
 
 
 def target_group_tags(elbv2: Client, arns: list[str]) -> dict[str, dict[str, str]]:
-    """The tags of each target group in `arns`: ARN -> its tags."""
+    """The tags of each target group in `arns`: ARN -> its tags. A group deleted since
+    it was listed fails its whole call of 20 (TargetGroupNotFound): those 20 are then
+    read one by one, and the deleted one is left out."""
     tags: dict[str, dict[str, str]] = {}
     for start in range(0, len(arns), _TAGS_PER_CALL):
-        try:
-            answer = elbv2.describe_tags(ResourceArns=arns[start : start + _TAGS_PER_CALL])
-        except ANSWERED_OR_UNREACHED as e:
-            raise translate(e, "elasticloadbalancing:DescribeTags", "DescribeTags") from e
-        for described in answer["TagDescriptions"]:
-            tags[described["ResourceArn"]] = tag_map(described.get("Tags", []))
+        batch = arns[start : start + _TAGS_PER_CALL]
+        described = _tags_of(elbv2, batch)
+        if described is None:
+            described = [d for arn in batch for d in _tags_of(elbv2, [arn]) or []]
+        for one in described:
+            tags[one["ResourceArn"]] = tag_map(one.get("Tags", []))
     return tags
+
+
+def _tags_of(elbv2: Client, arns: list[str]) -> list[dict[str, Any]] | None:
+    """The TagDescriptions of `arns`; None when one of them is a group ELB does not know."""
+    try:
+        return list(elbv2.describe_tags(ResourceArns=arns)["TagDescriptions"])
+    except ClientError as e:
+        if error_code(e) == _GROUP_NOT_FOUND:
+            return None
+        raise translate(e, "elasticloadbalancing:DescribeTags", "DescribeTags") from e
+    except ANSWERED_OR_UNREACHED as e:
+        raise translate(e, "elasticloadbalancing:DescribeTags", "DescribeTags") from e
 
 
 def target_health(elbv2: Client, group: str) -> list[dict[str, Any]] | None:
@@ -74,7 +100,7 @@ def target_health(elbv2: Client, group: str) -> list[dict[str, Any]] | None:
     try:
         answer = elbv2.describe_target_health(TargetGroupArn=group)
     except ClientError as e:
-        if error_code(e) == "TargetGroupNotFound":
+        if error_code(e) == _GROUP_NOT_FOUND:
             return None
         raise translate(e, "elasticloadbalancing:DescribeTargetHealth", what) from e
     except ANSWERED_OR_UNREACHED as e:
@@ -82,15 +108,20 @@ def target_health(elbv2: Client, group: str) -> list[dict[str, Any]] | None:
     return list(answer["TargetHealthDescriptions"])
 
 
-def deregister_targets(elbv2: Client, group: str, targets: Iterable[Mapping[str, Any]]) -> None:
+def deregister_targets(elbv2: Client, group: str, targets: Iterable[Mapping[str, Any]]) -> bool:
     """Take `targets` (the "Target" of a TargetHealthDescription) out of the group;
-    ELB then drains them for the group's deregistration delay."""
+    ELB then drains them for the group's deregistration delay. False when ELB does not
+    know the group (deleted since it was described: nothing left to take them out of)."""
+    what = f"DeregisterTargets {group}"
     try:
         elbv2.deregister_targets(
             TargetGroupArn=group,
             Targets=[{k: v for k, v in t.items() if k in _TARGET_KEYS} for t in targets],
         )
+    except ClientError as e:
+        if error_code(e) == _GROUP_NOT_FOUND:
+            return False
+        raise translate(e, "elasticloadbalancing:DeregisterTargets", what) from e
     except ANSWERED_OR_UNREACHED as e:
-        raise translate(
-            e, "elasticloadbalancing:DeregisterTargets", f"DeregisterTargets {group}"
-        ) from e
+        raise translate(e, "elasticloadbalancing:DeregisterTargets", what) from e
+    return True

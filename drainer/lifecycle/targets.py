@@ -121,7 +121,7 @@ def leave_target_groups(
         groups = dict.fromkeys([*_of_cluster(elbv2, list(types), cluster), *extra])
         ids = {g: set(addresses) if types.get(g) == "ip" else {instance} for g in groups}
         holding = {g: targets for g in groups if (targets := _targets(elbv2, g, ids[g]))}
-        deregistered = [g for g, targets in holding.items() if _deregister(elbv2, g, targets)]
+        deregistered = _deregister_all(elbv2, holding)
         pod_groups = [g for g in holding if types.get(g) == "ip"]
         short = _short_grace(elbv2, {g: holding[g] for g in pod_groups}, pods or {}, addresses)
         pending = list(holding)
@@ -155,6 +155,8 @@ def _short_grace(
     short: dict[str, str] = {}
     for group, targets in holding.items():
         delay = deregistration_delay(elbv2, group)
+        if delay is None:
+            continue  # deleted meanwhile: it sends nobody requests any more
         for target in targets:
             pod = addresses[target["Target"]["Id"]]
             if pods[pod].grace < delay and pod not in short:
@@ -173,9 +175,19 @@ def _short_grace(
     return short
 
 
-def _deregister(elbv2: aws.Client, group: str, targets: list[dict[str, Any]]) -> bool:
-    """Deregister the targets still registered (not already draining); True if any."""
-    registered = [t["Target"] for t in targets if t["TargetHealth"]["State"] != "draining"]
-    if registered:
-        aws.deregister_targets(elbv2, group, registered)
-    return bool(registered)
+def _deregister_all(elbv2: aws.Client, holding: dict[str, list[dict[str, Any]]]) -> list[str]:
+    """Deregister the targets still registered (not already draining) in each group of
+    `holding`; the groups where some were. A group deleted since it was described is
+    dropped from `holding` (nothing to leave or wait for), and the others are still
+    left: its owner may remove it at any time."""
+    deregistered = []
+    for group, targets in list(holding.items()):
+        registered = [t["Target"] for t in targets if t["TargetHealth"]["State"] != "draining"]
+        if not registered:
+            continue
+        if aws.deregister_targets(elbv2, group, registered):
+            deregistered.append(group)
+        else:
+            log.warning("target group %s was deleted while the instance left it", group)
+            del holding[group]
+    return deregistered
