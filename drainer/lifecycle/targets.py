@@ -96,6 +96,19 @@ def _targets(elbv2: aws.Client, group: str, ids: Collection[str]) -> list[dict[s
     ]
 
 
+def _still_holds(elbv2: aws.Client, group: str, ids: Collection[str]) -> bool:
+    """Whether the group still holds one of `ids` (registered or draining); True, to
+    look again, while ELB fails for now (throttled beyond botocore's retries, a 5xx):
+    a wait given up then would CONTINUE while the targets drain."""
+    try:
+        return bool(_targets(elbv2, group, ids))
+    except AwsError as e:
+        if aws.is_permanent(e):
+            raise
+        log.warning("could not look at target group %s for now (%s); looking again", group, e)
+        return True
+
+
 def leave_target_groups(
     elbv2: aws.Client,
     instance: str,
@@ -113,7 +126,8 @@ def leave_target_groups(
     off: the controller deregisters them too, in its time); wait until every group
     lets them go, or `until`, looking again after 1, 2, 4 s and then every `poll` s.
     An AWS error ends the wait with `error` set: the drain is done, and the log says
-    what was not checked."""
+    what was not checked; but a look that fails for now (throttled) only counts the
+    group as still draining."""
     started = clock()
     addresses = {a.ip: pod for pod, a in (pods or {}).items()}
     try:
@@ -129,7 +143,7 @@ def leave_target_groups(
         while pending and clock() < until:
             sleep(min(poll, 2.0**looks, max(0.0, until - clock())))
             looks += 1
-            pending = [g for g in pending if _targets(elbv2, g, ids[g])]
+            pending = [g for g in pending if _still_holds(elbv2, g, ids[g])]
     except AwsError as e:
         log.warning("could not take %s out of its target groups: %s", instance, e)
         return TargetWait(seconds=clock() - started, error=str(e)[:300])

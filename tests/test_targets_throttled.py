@@ -1,0 +1,83 @@
+"""drainer/lifecycle/targets.py when ELB throttles the wait's looks beyond
+botocore's retries: the wait goes on (the instance is still draining), it does not
+end at once with CONTINUE while connections are in flight."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import boto3
+import pytest
+from botocore.awsrequest import AWSResponse
+from support.clock import FakeClock
+
+from awssim import elbv2 as elb_sim
+from drainer.lifecycle.targets import CLUSTER_TAG, leave_target_groups
+
+INSTANCE = "i-0000000000000005"
+
+
+@pytest.fixture
+def elbv2(moto_aws: None) -> Iterator[Any]:
+    elb_sim.reset()
+    yield boto3.client("elbv2", region_name="us-east-1")
+    elb_sim.reset()
+
+
+def _group(elbv2: Any, delay: int) -> str:
+    vpc = boto3.client("ec2", region_name="us-east-1").create_vpc(CidrBlock="10.0.0.0/16")
+    arn = str(
+        elbv2.create_target_group(
+            Name="k8s-web",
+            Protocol="HTTP",
+            Port=80,
+            VpcId=vpc["Vpc"]["VpcId"],
+            Tags=[{"Key": CLUSTER_TAG, "Value": "prod"}],
+        )["TargetGroups"][0]["TargetGroupArn"]
+    )
+    elbv2.register_targets(TargetGroupArn=arn, Targets=[{"Id": INSTANCE}])
+    elbv2.modify_target_group_attributes(
+        TargetGroupArn=arn,
+        Attributes=[{"Key": "deregistration_delay.timeout_seconds", "Value": str(delay)}],
+    )
+    return arn
+
+
+def _throttle_looks(elbv2: Any, looks: set[int]) -> list[int]:
+    """DescribeTargetHealth answered Throttling (as after botocore's retries) on the
+    calls numbered in `looks` (1: the first); every call's number."""
+    calls: list[int] = []
+
+    def throttled(model: Any, **_: Any) -> tuple[AWSResponse, dict[str, Any]] | None:
+        if model.name != "DescribeTargetHealth":
+            return None
+        calls.append(len(calls) + 1)
+        if calls[-1] not in looks:
+            return None
+        error = {"Error": {"Code": "Throttling", "Message": "Rate exceeded"}}
+        return AWSResponse("https://elasticloadbalancing", 400, {}, None), error
+
+    elbv2.meta.events.register("before-call.*", throttled)
+    return calls
+
+
+def test_throttled_while_waiting__the_wait_goes_on_until_the_instance_has_drained(
+    elbv2: Any,
+) -> None:
+    arn = _group(elbv2, delay=20)
+    calls = _throttle_looks(elbv2, {2, 3})  # the first two looks after deregistering
+    clock = FakeClock(1000.0)
+    elb_sim.set_clock(clock)
+    try:
+        found = leave_target_groups(
+            elbv2, INSTANCE, "prod", [], until=clock() + 60, clock=clock, sleep=clock.sleep
+        )
+    finally:
+        elb_sim.set_clock(time.time)
+
+    assert found.error == ""
+    assert (found.groups, found.deregistered, found.pending) == ([arn], [arn], [])
+    assert 20 <= found.seconds < 30, "waited until the instance had drained"
+    assert len(calls) > 3
