@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 import random
 import time
 from collections.abc import Callable, Iterator
@@ -890,3 +891,32 @@ def test_hook_refused__only_json_metadata_naming_another_stack_or_cluster(
     why = admission.hook_refused(settings, event, hook)
 
     assert (refused in why and bool(why)) if refused else why == "", why
+
+
+def test_this_stacks_hook_on_a_group_no_longer_tagged__said_with_the_fix(
+    scene_for: Callable[..., Scene], caplog: pytest.LogCaptureFixture
+) -> None:
+    """A group tagged, hooked by the sync, then untagged: the function may no longer
+    delete the hook (its role acts on tagged groups only), so each termination waits
+    the hook's HeartbeatTimeout, undrained. It was an INFO line naming the group;
+    the hook is this stack's own, and the way out is the operator's."""
+    from drainer.lifecycle.hooks import HookSpec
+
+    stack = "arn:aws:cloudformation:us-east-1:123456789012:stack/eks-node-drainer/5b3f4c60"
+    settings = Settings(
+        cluster_name=CLUSTER, asg_tag="eks-node-drainer/enabled=true", stack_id=stack
+    )
+    scene = scene_for(metadata=HookSpec.from_settings(settings).notification_metadata)
+
+    with caplog.at_level(logging.INFO, logger="drainer.lifecycle"):
+        run = scene.drain(settings, FakeClock(time.time()))
+
+    assert run.result == Result.NOT_ALLOWED
+    assert "its hook drain is this stack's" in run.message
+    assert "HeartbeatTimeout" in run.message
+    assert "aws autoscaling delete-lifecycle-hook --auto-scaling-group-name eks-workers" in (
+        run.message
+    )
+    assert any(
+        r.levelno == logging.WARNING and "this stack's" in r.getMessage() for r in caplog.records
+    )

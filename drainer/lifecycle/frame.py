@@ -36,6 +36,7 @@ from drainer.lifecycle.admission import (
     resolve_cluster,
 )
 from drainer.lifecycle.events_hook import TERMINATE_HOOK_TRIGGER, LifecycleEvent
+from drainer.lifecycle.hooks import owner_of
 from drainer.lifecycle.job import Run, Tools
 
 log = logging.getLogger(__name__)
@@ -99,13 +100,37 @@ def admit_hook(event: LifecycleEvent, tools: Tools) -> Admitted | str:
     tags = group_tags(autoscaling, event.asg_name)
     refused = group_refused(tools.settings, autoscaling, event.asg_name, tags=tags)
     if refused:
-        return f"{refused}; leaving its lifecycle action alone"
+        return f"{refused}; leaving its lifecycle action alone{_left_behind(event, tools)}"
     hook = aws.lifecycle_hook(autoscaling, event.asg_name, event.hook_name)
     refused = hook_refused(tools.settings, event, hook)
     if refused:  # said aloud: a hook made by hand naming no cluster of ours lands here too
         log.warning("%s; leaving its lifecycle action alone", refused)
         return f"{refused}; leaving its lifecycle action alone"
     return Admitted(tags, hook)
+
+
+def _left_behind(event: LifecycleEvent, tools: Tools) -> str:
+    """When the refused group's hook names this stack (STACK_ID: put while the group
+    was covered, tagged then untagged), what it costs and the way out, said as a warning
+    (the role may no longer delete it); "" otherwise, or when the hook cannot be read."""
+    stack = tools.settings.stack_id
+    if not stack:  # without it, a hook's metadata names no stack
+        return ""
+    try:
+        found = aws.describe_hook(tools.clients.autoscaling, event.asg_name, event.hook_name)
+    except AwsError:
+        return ""
+    if found is None or owner_of(found) != stack:
+        return ""
+    why = (
+        f"; its hook {event.hook_name} is this stack's, put while the group was covered: "
+        f"each termination of the group waits its HeartbeatTimeout "
+        f"({found.get('HeartbeatTimeout')} s) and goes undrained. Name or tag the group "
+        "again, or delete the hook: aws autoscaling delete-lifecycle-hook "
+        f"--auto-scaling-group-name {event.asg_name} --lifecycle-hook-name {event.hook_name}"
+    )
+    log.warning("group %s is no longer covered%s", event.asg_name, why)
+    return why
 
 
 @dataclass(frozen=True)
