@@ -314,3 +314,22 @@ def test_plan_part__planning_itself_fails__said_not_planned__check_passes(
     assert str(answer["message"]).splitlines()[1].startswith("plan: not planned: planning")
     [error] = [r for r in caplog.records if r.levelno == logging.ERROR]
     assert error.exc_info is not None
+
+
+def test_no_delete_on_pods__spot_drains_on__said__not_every_permission_granted(
+    world: World,
+) -> None:
+    """The role without its pods/delete rule (docs/operations.md, "Dropping delete on
+    pods"), TIMEOUT_POLICY continue, the EC2 drains on as by default: a spot drain that
+    reaches its deadline deletes the pods still held, and is refused. The check passed
+    saying "every permission granted"."""
+    (role,) = [d for d in rbac_manifests() if d["kind"] == "ClusterRole"]
+    role["rules"] = [r for r in role["rules"] if r["verbs"] != ["delete"]]
+    world.cluster.apply([role], replace=True)
+
+    answer = _check(world)
+
+    assert answer["result"] == "check_passed"
+    assert "every permission granted" not in answer["message"]
+    assert "not allowed to delete pods" in answer["message"]
+    assert "SPOT_INTERRUPTION_DRAIN" in answer["message"]

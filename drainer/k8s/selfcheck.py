@@ -36,7 +36,7 @@ NEEDED: tuple[Permission, ...] = (
     ("watch", "storage.k8s.io", "volumeattachments"),
 )
 FORCE: Permission = ("delete", "", "pods")
-"""Only TIMEOUT_POLICY=force deletes pods."""
+"""TIMEOUT_POLICY=force deletes pods, and the drains whose deadline EC2 sets do at it."""
 EVENTS: tuple[Permission, ...] = (
     ("create", "events.k8s.io", "events"),
     ("patch", "events.k8s.io", "events"),
@@ -61,6 +61,9 @@ class SelfCheck:
     error: str = ""
     no_events: list[str] = field(default_factory=list)
     """Event permissions missing: drains go on, without Kubernetes Events."""
+    no_delete: tuple[str, ...] = ()
+    """The settings on whose drains delete pods at EC2's deadline, when delete pods is
+    not granted (without TIMEOUT_POLICY=force: a drain goes on until that deadline)."""
 
     @property
     def passed(self) -> bool:
@@ -80,7 +83,13 @@ class SelfCheck:
             if self.no_events
             else ""
         )
-        granted = "every permission granted" if not self.no_events else "may drain"
+        if self.no_delete:
+            events += (
+                f"; not allowed to {describe(FORCE)}: a drain of {', '.join(self.no_delete)} "
+                "still holding pods at EC2's deadline fails there (put the rule back: "
+                "docs/operations.md, Dropping delete on pods)"
+            )
+        granted = "may drain" if self.no_events or self.no_delete else "every permission granted"
         return f"can drain in cluster {self.cluster}: {granted}; {self.cordon}{events}"
 
     def result(self) -> dict[str, object]:
@@ -92,15 +101,19 @@ class SelfCheck:
         }
 
 
-def check(kube: Kube, cluster: str, *, force: bool) -> SelfCheck:
-    """Ask the API server, as this function, whether it may do what a drain does."""
+def check(kube: Kube, cluster: str, *, force: bool, deadlines: tuple[str, ...] = ()) -> SelfCheck:
+    """Ask the API server, as this function, whether it may do what a drain does.
+    `deadlines`: the settings on whose drains delete pods at EC2's deadline whatever
+    TIMEOUT_POLICY says (SPOT_INTERRUPTION_DRAIN, ...): without delete, said, not failed."""
     needed = (*NEEDED, FORCE) if force else NEEDED
     try:
         missing = [describe(p) for p in needed if not kube.can_i(*p)]
         if missing:
             return SelfCheck(cluster, missing)
         no_events = [describe(p) for p in EVENTS if not kube.can_i(*p)]
-        return SelfCheck(cluster, cordon=_dry_run_cordon(kube), no_events=no_events)
+        no_delete = deadlines if deadlines and not force and not kube.can_i(*FORCE) else ()
+        cordon = _dry_run_cordon(kube)
+        return SelfCheck(cluster, cordon=cordon, no_events=no_events, no_delete=no_delete)
     except KubeError as e:
         return SelfCheck(cluster, error=str(e))
 

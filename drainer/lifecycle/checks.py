@@ -18,6 +18,7 @@ from drainer.k8s.kube import Kube
 from drainer.lifecycle.events import SelfCheckEvent
 from drainer.lifecycle.hooks import covered_groups
 from drainer.lifecycle.job import Tools
+from drainer.lifecycle.settings import Settings
 from drainer.lifecycle.settings_drain import TimeoutPolicy
 
 log = logging.getLogger(__name__)
@@ -67,7 +68,7 @@ def handle(
     else:
         try:
             force = settings.timeout_policy == TimeoutPolicy.FORCE
-            result = selfcheck.check(kube, name, force=force)
+            result = selfcheck.check(kube, name, force=force, deadlines=_deadlines(settings))
             if forecast is not None and result.passed:
                 part = _guarded(forecast, kube, tools)
         finally:
@@ -80,6 +81,17 @@ def handle(
         answer["plan"] = part.doc()
         answer["message"] = "\n".join([str(answer["message"]), *(s for s, _ in part.lines())])
     return answer
+
+
+def _deadlines(settings: Settings) -> tuple[str, ...]:
+    """The settings on whose drains delete pods at EC2's deadline (ec2_events.approach)."""
+    on = {
+        "SPOT_INTERRUPTION_DRAIN": settings.spot_interruption_drain,
+        "SCHEDULED_CHANGE_DRAIN": settings.scheduled_change_drain,
+        "STATE_CHANGE_DRAIN": settings.state_change_drain,
+        "CAPACITY_RESERVATION_DRAIN": settings.capacity_reservation_drain,
+    }
+    return tuple(name for name, enabled in on.items() if enabled)
 
 
 class _Failed:
