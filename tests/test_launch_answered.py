@@ -427,3 +427,95 @@ def test_action_ends_during_the_wait__the_wait_stops__no_not_joined_notice(
     by_hand = 1 if how == "completed by hand" else 0
     assert len(launching.sim.calls("complete")) == by_hand, "answered an action gone"
     assert _launch_counts(capsys.readouterr().out) == [[0], [0], [0]]
+
+
+# --- a node back from the warm pool is released, whatever became of its action -----------
+
+
+def _back_from_the_pool(launching: Launch, *, ready: bool) -> None:
+    """The instance back from the warm pool; its node cordoned by the drain that sent
+    it there, as its record says."""
+    launching.raw_event["detail"]["Origin"] = "WarmPool"
+    record = {"phase": "drained", "destination": "warm-pool", "added": ["cordon"],
+              "since": time.time() - 3600, "at": time.time() - 3500}  # fmt: skip
+    node = objects.node(
+        launching.node,
+        instance=launching.event.instance_id,
+        ready=ready,
+        unschedulable=True,
+        annotations={PROGRESS_ANNOTATION: json.dumps(record)},
+    )
+    launching.kubesim.apply(node)
+
+
+def _cordoned(launching: Launch) -> bool:
+    return bool(launching.kubesim.get("Node", launching.node)["spec"].get("unschedulable"))
+
+
+def test_warm_pool_return_late_past_the_hooks_timeout__node_released_all_the_same(
+    launching: Launch,
+) -> None:
+    """Lambda's queue held the return past the hook's timeout: its DefaultResult put
+    the instance in service, cordoned by the drain. The event ended stale and left
+    the node cordoned, with nothing said."""
+    _back_from_the_pool(launching, ready=True)
+    launching.sim.expire_action(launching.event.instance_id)
+
+    summary = launching.handle(FakeClock(time.time()))
+
+    assert not _cordoned(launching), summary
+    assert summary["result"] == "joined" and "uncordoned" in summary["released"], summary
+    assert launching.sim.calls("complete") == [] or summary["completed"] is not True
+
+
+def test_warm_pool_return_action_ends_mid_wait__released_once_ready(
+    launching: Launch, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The action ends before the node is back: the wait goes on to release it (it
+    stopped with the node cordoned, an ERROR line the only sign)."""
+    monkeypatch.setattr(QuickBeats, "made", [])
+    monkeypatch.setattr(aws, "Heartbeat", QuickBeats)
+    launching.raw_event["detail"]["Origin"] = "WarmPool"
+
+    def ends_then_ready() -> None:  # the node registers again only after the action ended
+        launching.sim.expire_action(launching.event.instance_id)
+        _back_from_the_pool(launching, ready=True)
+
+    class AfterABeat(EndsAtFirstPause):
+        def sleep(self, seconds: float) -> None:
+            if self.end is not None:
+                (heartbeat,) = QuickBeats.made
+                eventually(lambda: heartbeat.beats, what="a first beat recorded")
+            super().sleep(seconds)
+
+    summary = launching.handle(AfterABeat(ends_then_ready))
+
+    assert summary["result"] == "joined", summary
+    assert not _cordoned(launching)
+    assert launching.sns.sent == []
+
+
+def test_first_beat_failed_then_the_action_ended__said_ended_during_the_wait(
+    launching: Launch, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first beat was refused (AccessDenied), the action completed by hand before
+    the next: the wait did begin, so not 'a duplicate or late delivery'."""
+    monkeypatch.setattr(QuickBeats, "made", [])
+    monkeypatch.setattr(aws, "Heartbeat", QuickBeats)
+    launching.sim.fail_next("heartbeat", "AccessDenied", 1)
+
+    class FailedThenEnds(EndsAtFirstPause):
+        def sleep(self, seconds: float) -> None:
+            if self.end is not None:
+                (heartbeat,) = QuickBeats.made
+                eventually(lambda: heartbeat.failures or heartbeat.beats, what="a first beat")
+                self.end()
+                self.end = None
+                eventually(lambda: heartbeat.gone, what="the action seen gone")
+            FakeClock.sleep(self, seconds)
+
+    summary = launching.handle(
+        FailedThenEnds(lambda: launching.sim.expire_action(launching.event.instance_id))
+    )
+
+    assert summary["result"] == "action_gone", summary

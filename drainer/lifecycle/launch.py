@@ -226,8 +226,13 @@ def _wait(event: LifecycleEvent, tools: Tools, invocation: Invocation | None) ->
     until = began + settings.launch_timeout_seconds
     stop = hand_over_at(invocation, settings, clock)
     limit = until if stop is None else min(until, stop)
+    # A node back from the warm pool is released whether or not its action is still
+    # there: the hook's timeout may have put the instance in service, cordoned.
+    warm = event.out_of_warm_pool
     with frame.heartbeating(clients.autoscaling, event, admitted.hook) as heartbeat:
-        joining = _ended(heartbeat, event.instance_id) if _first_beat_settled(heartbeat) else None
+        joining = None
+        if not warm and _first_beat_settled(heartbeat):
+            joining = _ended(heartbeat, event.instance_id)
         if joining is None:
             joining = _on_the_cluster(
                 event,
@@ -235,7 +240,7 @@ def _wait(event: LifecycleEvent, tools: Tools, invocation: Invocation | None) ->
                 where,
                 began=began,
                 limit=limit,
-                ended=lambda: _ended(heartbeat, event.instance_id),
+                ended=(lambda: None) if warm else (lambda: _ended(heartbeat, event.instance_id)),
             )
     return replace(
         joining, heartbeats=heartbeat.beats, action_gone=heartbeat.gone, cluster=where.cluster_name
@@ -256,14 +261,13 @@ def _first_beat_settled(heartbeat: aws.Heartbeat) -> bool:
 
 
 def _ended(heartbeat: aws.Heartbeat, instance_id: str) -> Joining | None:
-    """The launch's end once the heartbeat found its action gone, None while it is
-    alive: stale before any beat was recorded (answered before this event came: an
-    earlier delivery of it, its timeout, someone by hand); action_gone after one
-    (it ended during the wait), when waiting on would only end in a "not joined"
-    that nobody waits for."""
+    """The launch's end once the heartbeat found its action gone during the wait
+    (action_gone: waiting on would only end in a "not joined" that nobody waits
+    for), None while it is alive. Gone at the very first beat (none recorded, none
+    failed) is stale: answered before this event came."""
     if not heartbeat.gone:
         return None
-    if heartbeat.beats == 0:
+    if heartbeat.beats == 0 and heartbeat.failures == 0:
         return _stale(instance_id)
     return Joining(
         "action_gone",
