@@ -913,10 +913,11 @@ def test_this_stacks_hook_on_a_group_no_longer_tagged__said_with_the_fix(
 
     assert run.result == Result.NOT_ALLOWED
     assert "its hook drain is this stack's" in run.message
-    assert "HeartbeatTimeout" in run.message
+    assert "each termination of the group waits its HeartbeatTimeout" in run.message
     assert "aws autoscaling delete-lifecycle-hook --auto-scaling-group-name eks-workers" in (
         run.message
     )
+    assert "--lifecycle-hook-name drain --region " in run.message
     assert any(
         r.levelno == logging.WARNING and "this stack's" in r.getMessage() for r in caplog.records
     )

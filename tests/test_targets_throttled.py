@@ -81,3 +81,42 @@ def test_throttled_while_waiting__the_wait_goes_on_until_the_instance_has_draine
     assert (found.groups, found.deregistered, found.pending) == ([arn], [arn], [])
     assert 20 <= found.seconds < 30, "waited until the instance had drained"
     assert len(calls) > 3
+
+
+def test_throttled_forever__the_wait_ends_at_its_limit__not_a_round_of_retries_later(
+    elbv2: Any,
+) -> None:
+    """Each look ELB throttles costs botocore's retries (seconds each): the round went
+    on through every group, so eight groups ended the wait a minute past its limit,
+    past the invocation's hand-over point. A round now ends at the first throttle."""
+    vpc = boto3.client("ec2", region_name="us-east-1").create_vpc(CidrBlock="10.1.0.0/16")
+    groups = []
+    for n in range(8):
+        arn = elbv2.create_target_group(
+            Name=f"k8s-web-{n}", Protocol="HTTP", Port=80, VpcId=vpc["Vpc"]["VpcId"],
+            Tags=[{"Key": CLUSTER_TAG, "Value": "prod"}],
+        )["TargetGroups"][0]["TargetGroupArn"]  # fmt: skip
+        elbv2.register_targets(TargetGroupArn=arn, Targets=[{"Id": INSTANCE}])
+        groups.append(arn)
+    clock = FakeClock(1000.0)
+    calls: list[str] = []
+
+    def slow_throttle(model: Any, **_: Any) -> tuple[AWSResponse, dict[str, Any]] | None:
+        if model.name != "DescribeTargetHealth":
+            return None
+        calls.append(model.name)
+        if len(calls) <= len(groups):  # the first look at each, before deregistering
+            return None
+        clock.sleep(15.0)  # botocore's retries of a throttled call
+        error = {"Error": {"Code": "Throttling", "Message": "Rate exceeded"}}
+        return AWSResponse("https://elasticloadbalancing", 400, {}, None), error
+
+    elbv2.meta.events.register("before-call.*", slow_throttle)
+
+    found = leave_target_groups(
+        elbv2, INSTANCE, "prod", [], until=clock() + 60, clock=clock, sleep=clock.sleep
+    )
+
+    assert found.error == ""
+    assert sorted(found.pending) == sorted(groups), "still draining, as far as anyone knows"
+    assert found.seconds <= 60 + 15, f"the wait ended {found.seconds - 60:.0f} s past its limit"

@@ -122,12 +122,17 @@ def _left_behind(event: LifecycleEvent, tools: Tools) -> str:
         return ""
     if found is None or owner_of(found) != stack:
         return ""
+    cost = (
+        "each launch into the group waits its HeartbeatTimeout before it goes on"
+        if event.launching
+        else "each termination of the group waits its HeartbeatTimeout and goes undrained"
+    )
     why = (
         f"; its hook {event.hook_name} is this stack's, put while the group was covered: "
-        f"each termination of the group waits its HeartbeatTimeout "
-        f"({found.get('HeartbeatTimeout')} s) and goes undrained. Name or tag the group "
+        f"{cost} ({found.get('HeartbeatTimeout')} s). Name or tag the group "
         "again, or delete the hook: aws autoscaling delete-lifecycle-hook "
         f"--auto-scaling-group-name {event.asg_name} --lifecycle-hook-name {event.hook_name}"
+        f" --region {event.region}"
     )
     log.warning("group %s is no longer covered%s", event.asg_name, why)
     return why

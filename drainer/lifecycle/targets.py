@@ -96,17 +96,32 @@ def _targets(elbv2: aws.Client, group: str, ids: Collection[str]) -> list[dict[s
     ]
 
 
-def _still_holds(elbv2: aws.Client, group: str, ids: Collection[str]) -> bool:
-    """Whether the group still holds one of `ids` (registered or draining); True, to
-    look again, while ELB fails for now (throttled beyond botocore's retries, a 5xx):
-    a wait given up then would CONTINUE while the targets drain."""
-    try:
-        return bool(_targets(elbv2, group, ids))
-    except AwsError as e:
-        if aws.is_permanent(e):
-            raise
-        log.warning("could not look at target group %s for now (%s); looking again", group, e)
-        return True
+def _still_pending(
+    elbv2: aws.Client,
+    pending: list[str],
+    ids: Mapping[str, set[str]],
+    until: float,
+    clock: Callable[[], float],
+) -> list[str]:
+    """The groups of `pending` that still hold one of their ids (registered or
+    draining), each looked at in turn until `until`. When ELB fails for now
+    (throttled beyond botocore's retries, a 5xx) the round ends there: the group and
+    those not looked at count as still draining (a wait given up would CONTINUE while
+    the targets drain; more looks would only add to the throttling, and past the
+    wait's limit to the invocation's time)."""
+    left: list[str] = []
+    for at, group in enumerate(pending):
+        if clock() >= until:
+            return left + pending[at:]
+        try:
+            if _targets(elbv2, group, ids[group]):
+                left.append(group)
+        except AwsError as e:
+            if aws.is_permanent(e):
+                raise
+            log.warning("could not look at target group %s for now (%s); looking again", group, e)
+            return left + pending[at:]
+    return left
 
 
 def leave_target_groups(
@@ -143,7 +158,7 @@ def leave_target_groups(
         while pending and clock() < until:
             sleep(min(poll, 2.0**looks, max(0.0, until - clock())))
             looks += 1
-            pending = [g for g in pending if _still_holds(elbv2, g, ids[g])]
+            pending = _still_pending(elbv2, pending, ids, until, clock)
     except AwsError as e:
         log.warning("could not take %s out of its target groups: %s", instance, e)
         return TargetWait(seconds=clock() - started, error=str(e)[:300])
