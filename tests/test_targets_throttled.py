@@ -120,3 +120,25 @@ def test_throttled_forever__the_wait_ends_at_its_limit__not_a_round_of_retries_l
     assert found.error == ""
     assert sorted(found.pending) == sorted(groups), "still draining, as far as anyone knows"
     assert found.seconds <= 60 + 15, f"the wait ended {found.seconds - 60:.0f} s past its limit"
+
+
+def test_throttled_before_the_wait__tried_again__the_instance_deregistered(
+    elbv2: Any,
+) -> None:
+    """The first look at a group (before deregistering) throttled beyond botocore's
+    retries ended the step at once: CONTINUE, the instance still registered and
+    taking requests when it went."""
+    arn = _group(elbv2, delay=20)
+    calls = _throttle_looks(elbv2, {1})
+    clock = FakeClock(1000.0)
+    elb_sim.set_clock(clock)
+    try:
+        found = leave_target_groups(
+            elbv2, INSTANCE, "prod", [], until=clock() + 60, clock=clock, sleep=clock.sleep
+        )
+    finally:
+        elb_sim.set_clock(time.time)
+
+    assert found.error == "", found.error
+    assert (found.groups, found.deregistered, found.pending) == ([arn], [arn], [])
+    assert len(calls) >= 2

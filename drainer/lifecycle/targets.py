@@ -146,11 +146,12 @@ def leave_target_groups(
     started = clock()
     addresses = {a.ip: pod for pod, a in (pods or {}).items()}
     try:
-        types = target_group_types(elbv2)
-        groups = dict.fromkeys([*_of_cluster(elbv2, list(types), cluster), *extra])
-        ids = {g: set(addresses) if types.get(g) == "ip" else {instance} for g in groups}
-        holding = {g: targets for g in groups if (targets := _targets(elbv2, g, ids[g]))}
-        deregistered = _deregister_all(elbv2, holding)
+        types, ids, holding, deregistered = _until_answered(
+            lambda: _take_out(elbv2, instance, cluster, extra, addresses),
+            until=until,
+            clock=clock,
+            sleep=sleep,
+        )
         pod_groups = [g for g in holding if types.get(g) == "ip"]
         short = _short_grace(elbv2, {g: holding[g] for g in pod_groups}, pods or {}, addresses)
         pending = list(holding)
@@ -171,6 +172,48 @@ def leave_target_groups(
         pod_groups=pod_groups,
         short_grace=short,
     )
+
+
+_TakenOut = tuple[dict[str, str], dict[str, set[str]], dict[str, list[dict[str, Any]]], list[str]]
+
+
+def _take_out(
+    elbv2: aws.Client,
+    instance: str,
+    cluster: str,
+    extra: Iterable[str],
+    addresses: Mapping[str, str],
+) -> _TakenOut:
+    """The groups' types, the ids each should let go, the groups that hold some, and
+    those where some were deregistered now (deregistering again is harmless)."""
+    types = target_group_types(elbv2)
+    groups = dict.fromkeys([*_of_cluster(elbv2, list(types), cluster), *extra])
+    ids = {g: set(addresses) if types.get(g) == "ip" else {instance} for g in groups}
+    holding = {g: targets for g in groups if (targets := _targets(elbv2, g, ids[g]))}
+    return types, ids, holding, _deregister_all(elbv2, holding)
+
+
+def _until_answered(
+    step: Callable[[], _TakenOut],
+    *,
+    until: float,
+    clock: Callable[[], float],
+    sleep: Callable[[float], None],
+) -> _TakenOut:
+    """`step`, again after 1, 2, 4... s (8 at most) while ELB fails for now
+    (throttled beyond botocore's retries, a 5xx) and the wait's time lasts: given up
+    at the first failure, the drain answered CONTINUE with the instance still
+    registered. A permanent error, or one at the wait's limit, is raised."""
+    pause = 1.0
+    while True:
+        try:
+            return step()
+        except AwsError as e:
+            if aws.is_permanent(e) or clock() + pause >= until:
+                raise
+            log.warning("could not take the instance out of its target groups yet: %s", e)
+        sleep(pause)
+        pause = min(pause * 2, 8.0)
 
 
 def _short_grace(
