@@ -66,7 +66,11 @@ class ApiFaults(BaseBackend):
         self.queued: dict[tuple[str, str], deque[str]] = {}
         self.answered: list[dict[str, Any]] = []
 
-    def fail_next(self, service: str, action: str, code: str, count: int = 1) -> None:
+    def fail_next(
+        self, service: str, action: str, code: str, count: int = 1, *, after: int = 0
+    ) -> None:
+        """Answer the next `count` calls of `action` with `code`, once `after` calls of
+        it were let through to moto."""
         if service not in SERVICES:
             raise ValueError(f"service must be one of {SERVICES}, not {service!r}")
         if code not in ERRORS:
@@ -74,7 +78,8 @@ class ApiFaults(BaseBackend):
         if count < 1:
             raise ValueError(f"count must be at least 1, not {count}")
         with self.lock:
-            self.queued.setdefault((service, action), deque()).extend([code] * count)
+            queue = self.queued.setdefault((service, action), deque())
+            queue.extend([""] * after + [code] * count)
 
     def take(self, service: str, action: str) -> str | None:
         """The code to answer this call with, or None to let moto answer it."""
@@ -83,6 +88,8 @@ class ApiFaults(BaseBackend):
             if not queue:
                 return None
             code = queue.popleft()
+            if not code:  # one of `after`'s: moto answers it
+                return None
             self.answered.append(
                 {"service": service, "action": action, "code": code, "time": time.time()}
             )
@@ -91,7 +98,8 @@ class ApiFaults(BaseBackend):
     def pending(self) -> dict[str, int]:
         """Faults not answered yet, by "service:Action"."""
         with self.lock:
-            return {f"{s}:{a}": len(q) for (s, a), q in self.queued.items() if q}
+            counts = {f"{s}:{a}": len([c for c in q if c]) for (s, a), q in self.queued.items()}
+            return {key: count for key, count in counts.items() if count}
 
     def injected(self) -> list[dict[str, Any]]:
         with self.lock:

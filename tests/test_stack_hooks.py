@@ -600,3 +600,35 @@ def test_update_changing_asg_tag__a_hook_it_may_no_longer_delete__said__not_fail
     assert owner_of(account, "tagged-x") == cfn.STACK_ID
     assert "tagged-x/eks-node-drainer" in updated["Reason"]
     assert "delete-lifecycle-hook" in updated["Reason"]
+
+
+def test_update_dropping_asg_tag__its_groups_cannot_be_listed__said__not_failed(
+    account: Account, answers: cfn.ResponseServer
+) -> None:
+    """The old tag's groups could not be listed (throttled, refused): the Update
+    failed after everything else was done, and CloudFormation rolled it back."""
+    from awssim.apifaults import api_faults
+
+    account.group("nodes-a")
+    account.tagged("tagged-x")
+    tagged = settings(allowed_asgs=("nodes-a",), asg_tag=TAGGED["AsgTag"])
+    assert send(account, answers, "Create", tagged, properties=TAGGED)["Status"] == "SUCCESS"
+    region = account.autoscaling.meta.region_name
+    # The third DescribeAutoScalingGroups: the listing of the old tag's groups.
+    api_faults("123456789012", region).fail_next(
+        "autoscaling", "DescribeAutoScalingGroups", "AccessDenied", after=2
+    )
+
+    updated = send(
+        account,
+        answers,
+        "Update",
+        settings(allowed_asgs=("nodes-a",)),
+        properties={**TAGGED, "AsgTag": ""},
+        old=TAGGED,
+        physical_id=OURS,
+    )
+
+    assert updated["Status"] == "SUCCESS", updated
+    assert "could not be listed" in updated["Reason"], updated["Reason"]
+    assert owner_of(account, "tagged-x") == cfn.STACK_ID, "left, and said"

@@ -35,7 +35,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from drainer import aws, logs
-from drainer.errors import DrainerError
+from drainer.errors import AwsError, DrainerError
 from drainer.lifecycle import hooks, managed
 from drainer.lifecycle.events import StackRequest
 from drainer.lifecycle.settings import Settings
@@ -334,7 +334,11 @@ def _untagged(
     key, sep, value = old_tag.partition("=")
     if not sep or old_tag == settings.asg_tag:
         return ""
-    left = sorted(set(aws.groups_with_tag(autoscaling, key, value)) - set(covered))
+    try:
+        left = sorted(set(aws.groups_with_tag(autoscaling, key, value)) - set(covered))
+    except AwsError as e:
+        log.error("the groups tagged %s could not be listed: %s", old_tag, e)
+        return f"; the groups tagged {old_tag} could not be listed ({e}): their hooks stay"
     candidates = itertools.product(left, sorted(_every_name(request, settings)))
     removal = hooks.remove_hooks(autoscaling, settings, candidates)
     tail = f"; no longer tagged {old_tag}: {_removed(removal)}" if removal.removed else ""
