@@ -111,3 +111,43 @@ def test_ip_group_deleted_before_its_delay_is_read__the_wait_goes_on(elbv2: Any)
     assert found.error == ""
     assert found.groups == [mine] and mine in found.pending, "the instance still waited for"
     assert found.short_grace == {}
+
+
+def test_group_deleted_before_its_deregistration__iam_refuses__skipped_all_the_same(
+    elbv2: Any,
+) -> None:
+    """The role may deregister only from groups tagged with its cluster (template.yaml,
+    aws:ResourceTag): a group deleted meanwhile has no tag, so IAM answers AccessDenied
+    before ELB could say TargetGroupNotFound (moto enforces no IAM: that answer is
+    made here). The wait ended with "target groups not checked"."""
+    first = _group(elbv2, "k8s-a", "prod", (INSTANCE,), "instance")
+    second = _group(elbv2, "k8s-b", "prod", (INSTANCE,), "instance")
+    deleted = _delete_before(elbv2, "DeregisterTargets", lambda p: p["TargetGroupArn"])
+
+    asked: list[str] = []
+
+    def note(params: dict[str, Any], model: Any, **_: Any) -> None:
+        if model.name == "DeregisterTargets":
+            asked.append(params["TargetGroupArn"])
+
+    def iam_denies(model: Any, **_: Any) -> Any:
+        if model.name == "DeregisterTargets" and asked[-1] in deleted:
+            from botocore.awsrequest import AWSResponse
+
+            error = {"Error": {"Code": "AccessDenied", "Message": "not authorized"}}
+            return AWSResponse("https://elasticloadbalancing", 403, {}, None), error
+        return None
+
+    elbv2.meta.events.register("before-parameter-build.*", note)
+    elbv2.meta.events.register("before-call.*", iam_denies)
+    clock = FakeClock(1000.0)
+
+    found = leave_target_groups(
+        elbv2, INSTANCE, "prod", [], until=clock(), clock=clock, sleep=clock.sleep
+    )
+
+    (kept,) = {first, second} - set(deleted)
+    assert deleted[0] in asked, "the deleted group's deregistration was refused"
+    assert found.error == "", found.error
+    assert _states(elbv2, kept) == ["draining"]
+    assert found.groups == [kept] and found.deregistered == [kept]

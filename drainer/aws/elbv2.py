@@ -121,7 +121,25 @@ def deregister_targets(elbv2: Client, group: str, targets: Iterable[Mapping[str,
     except ClientError as e:
         if error_code(e) == _GROUP_NOT_FOUND:
             return False
+        if error_code(e) in _DENIED and not _exists(elbv2, group):
+            return False  # IAM's tag condition finds no tag on a group that is gone
         raise translate(e, "elasticloadbalancing:DeregisterTargets", what) from e
     except ANSWERED_OR_UNREACHED as e:
         raise translate(e, "elasticloadbalancing:DeregisterTargets", what) from e
+    return True
+
+
+_DENIED = ("AccessDenied", "AccessDeniedException")
+
+
+def _exists(elbv2: Client, group: str) -> bool:
+    """Whether ELB still knows the group: the function's role may deregister only from
+    groups tagged with its cluster, and a group deleted since it was described has no
+    tag, so IAM refuses before ELB would say it is gone. True when it cannot tell."""
+    try:
+        elbv2.describe_target_groups(TargetGroupArns=[group])
+    except ClientError as e:
+        return error_code(e) != _GROUP_NOT_FOUND
+    except ANSWERED_OR_UNREACHED:
+        return True
     return True
