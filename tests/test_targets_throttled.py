@@ -142,3 +142,22 @@ def test_throttled_before_the_wait__tried_again__the_instance_deregistered(
     assert found.error == "", found.error
     assert (found.groups, found.deregistered, found.pending) == ([arn], [arn], [])
     assert len(calls) >= 2
+
+
+def test_the_last_look_at_the_limit_is_taken__a_target_drained_just_in_time_is_left(
+    elbv2: Any,
+) -> None:
+    """The wait sleeps until its limit, then looks once more: a target that finished
+    draining in the last seconds was reported still draining, unlooked at."""
+    arn = _group(elbv2, delay=58)
+    clock = FakeClock(1000.0)
+    elb_sim.set_clock(clock)
+    try:
+        found = leave_target_groups(
+            elbv2, INSTANCE, "prod", [], until=clock() + 60, clock=clock, sleep=clock.sleep
+        )
+    finally:
+        elb_sim.set_clock(time.time)
+
+    assert found.pending == [], found.describe()
+    assert found.seconds == 60

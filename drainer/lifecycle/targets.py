@@ -111,7 +111,7 @@ def _still_pending(
     wait's limit to the invocation's time)."""
     left: list[str] = []
     for at, group in enumerate(pending):
-        if clock() >= until:
+        if at and clock() >= until:  # the round's first look is the wait's last
             return left + pending[at:]
         try:
             if _targets(elbv2, group, ids[group]):
@@ -174,6 +174,8 @@ def leave_target_groups(
     )
 
 
+TRIES = 10
+"""The most tries of taking the instance out of its groups (about a minute)."""
 _TakenOut = tuple[dict[str, str], dict[str, set[str]], dict[str, list[dict[str, Any]]], list[str]]
 
 
@@ -200,20 +202,22 @@ def _until_answered(
     clock: Callable[[], float],
     sleep: Callable[[float], None],
 ) -> _TakenOut:
-    """`step`, again after 1, 2, 4... s (8 at most) while ELB fails for now
-    (throttled beyond botocore's retries, a 5xx) and the wait's time lasts: given up
-    at the first failure, the drain answered CONTINUE with the instance still
+    """`step`, again after 1, 2, 4... s (8 at most; TRIES in all) while ELB fails for
+    now (throttled beyond botocore's retries, a 5xx) and the wait's time lasts: given
+    up at the first failure, the drain answered CONTINUE with the instance still
     registered. A permanent error, or one at the wait's limit, is raised."""
     pause = 1.0
-    while True:
+    for _ in range(TRIES - 1):
         try:
             return step()
         except AwsError as e:
-            if aws.is_permanent(e) or clock() + pause >= until:
+            left = until - clock()
+            if aws.is_permanent(e) or left <= 0:
                 raise
             log.warning("could not take the instance out of its target groups yet: %s", e)
-        sleep(pause)
-        pause = min(pause * 2, 8.0)
+            sleep(min(pause, left))
+            pause = min(pause * 2, 8.0)
+    return step()
 
 
 def _short_grace(
