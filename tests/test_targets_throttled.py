@@ -159,5 +159,5 @@ def test_the_last_look_at_the_limit_is_taken__a_target_drained_just_in_time_is_l
     finally:
         elb_sim.set_clock(time.time)
 
-    assert found.pending == [], found.describe()
+    assert (found.groups, found.pending) == ([arn], []), found.describe()
     assert found.seconds == 60
