@@ -69,8 +69,8 @@ class ApiFaults(BaseBackend):
     def fail_next(
         self, service: str, action: str, code: str, count: int = 1, *, after: int = 0
     ) -> None:
-        """Answer the next `count` calls of `action` with `code`, once `after` calls of
-        it were let through to moto."""
+        """Answer `count` calls of `action` with `code`, once `after` more calls of it
+        were let through to moto (counted after the faults already queued for it)."""
         if service not in SERVICES:
             raise ValueError(f"service must be one of {SERVICES}, not {service!r}")
         if code not in ERRORS:
