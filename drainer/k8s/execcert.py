@@ -5,7 +5,8 @@ API server refuses the certificate (401), and the transport presents the new one
 its next connections (drainer/k8s/transport.py `Endpoint.certificate`).
 
 It stands where a token provider stands (drainer.k8s.client.TokenProvider): `token()`
-renews when due and gives no bearer token (""), `invalidate()` after a 401; a plugin
+renews when due and gives no bearer token ("") unless the plugin printed one beside
+the certificate (client-go sends both), `invalidate()` after a 401; a plugin
 that fails after it has worked is retried as an exec plugin's token is.
 """
 
@@ -39,13 +40,16 @@ class ExecCertificate(ExecToken):
         outage: float | None = None,
     ) -> None:
         self._files = ("", "")
+        self._bearer = ""  # the token a plugin may print beside its certificate
         self.version = 0
         super().__init__(run, command=command, clock=clock, status=status, outage=outage)
 
     def token(self) -> str:
-        """Renew the certificate when it is near its expiry or was refused; no bearer."""
+        """Renew the certificate when it is near its expiry or was refused; the bearer
+        token the plugin printed beside it, as client-go sends both, else ""."""
         super().token()
-        return ""
+        with self._lock:
+            return self._bearer
 
     def current(self) -> tuple[int, str, str]:
         """(version, certificate file, key file)."""
@@ -64,6 +68,8 @@ class ExecCertificate(ExecToken):
         stamp = status.get("expirationTimestamp")
         super()._accept({"token": f"certificate {self.version + 1}", "expirationTimestamp": stamp})
         self._files = (secret_file(cert), secret_file(key))
+        token = status.get("token")
+        self._bearer = token if isinstance(token, str) else ""
         self.version += 1
 
     def __repr__(self) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import os
+import shutil
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -34,6 +35,15 @@ def command(spec: Mapping[str, Any], user_directory: Path) -> str:
     if os.sep in name and not os.path.isabs(name):
         return str(user_directory / name)
     return name
+
+
+def located(name: str) -> str:
+    """The program a bare name runs: found on our own PATH, as client-go's exec.Command
+    finds it, not on the PATH the kubeconfig's `env` may give the plugin (which
+    subprocess would search). A name not found there is left as it is (to fail)."""
+    if os.sep in name:
+        return name
+    return shutil.which(name) or name
 
 
 def environment(spec: Mapping[str, Any]) -> dict[str, str]:

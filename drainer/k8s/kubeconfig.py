@@ -272,12 +272,14 @@ def _with_user(
     elif isinstance(value.get("exec"), Mapping):
         plugin = Plugin(value["exec"], name, cluster, user.directory)
         status = plugin.run()
-        if "token" in status:
-            token = ExecToken(plugin.run, command=plugin.command, clock=clock, status=status)
-        elif "clientCertificateData" in status:
+        # As client-go: a certificate (with the token beside it, if any, sent too);
+        # an empty or null token is none.
+        if status.get("clientCertificateData") or status.get("clientKeyData"):
             token = ExecCertificate(plugin.run, command=plugin.command, clock=clock, status=status)
             _, cert_file, key_file = token.current()
             endpoint = replace(endpoint, certificate=token)
+        elif status.get("token"):
+            token = ExecToken(plugin.run, command=plugin.command, clock=clock, status=status)
         else:
             raise CredentialsUnavailable(
                 f"the exec credential plugin `{plugin.command}` of kubeconfig user '{name}' "
@@ -335,7 +337,7 @@ class Plugin:
 
         try:
             code, stdout = capped.run(
-                self.argv,
+                [execinfo.located(self.argv[0]), *self.argv[1:]],
                 env=env,
                 stdin=sys.stdin if interactive else subprocess.DEVNULL,
                 timeout=None if interactive else EXEC_TIMEOUT_SECONDS,  # a person answers
