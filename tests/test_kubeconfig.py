@@ -437,3 +437,26 @@ def test_exec_plugin_printing_without_end__cut_at_the_output_limit__killed__memo
     assert peak < 2 * limit, f"{peak / 2**20:.0f} MiB held"
     with pytest.raises(ProcessLookupError):  # killed, and waited for
         os.kill(int(pid_file.read_text()), 0)
+
+
+@pytest.mark.parametrize("field", ["certificate-authority", "client-certificate", "client-key"])
+def test_a_file_the_kubeconfig_names_missing__the_error_names_it(
+    sim: KubeSim, tmp_path: Path, field: str
+) -> None:
+    """As kubectl ("unable to read client-cert /x/c.pem ..."): the ssl module's own
+    error was a bare "[Errno 2] No such file or directory", naming no file."""
+    (tmp_path / "ca.pem").write_bytes(sim.ca_pem)
+    (tmp_path / "c.pem").write_bytes(sim.tls.cert_pem)
+    (tmp_path / "k.pem").write_bytes(sim.tls.key_pem)
+    user = {"token": sim.admin_token, "client-certificate": "c.pem", "client-key": "k.pem"}
+    config = _config(sim, user, **{"certificate-authority-data": None})
+    config["clusters"][0]["cluster"]["certificate-authority"] = "ca.pem"
+    missing = {"certificate-authority": "ca.pem", "client-certificate": "c.pem"}
+    (tmp_path / missing.get(field, "k.pem")).unlink()
+    path = tmp_path / "kubeconfig"
+    path.write_text(yaml.safe_dump(config))
+
+    with pytest.raises(KubeError) as raised:
+        Kube.from_kubeconfig(str(path))
+
+    assert f"{field} {tmp_path / missing.get(field, 'k.pem')}" in str(raised.value)

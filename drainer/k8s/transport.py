@@ -287,6 +287,19 @@ def _host_header(url: urllib.parse.SplitResult) -> str:
     return f"{host}:{url.port}" if url.port else host
 
 
+def _readable(*files: tuple[str, str]) -> None:
+    """Each (kubeconfig field, file) it names readable; else an OSError naming both,
+    as kubectl names them (the ssl module's own error names no file)."""
+    for field, path in files:
+        if not path:
+            continue
+        try:
+            with open(path, "rb"):
+                pass
+        except OSError as e:
+            raise OSError(e.errno, f"unable to read {field} {path}: {e.strerror}") from e
+
+
 class Transport:
     """Requests to one API server over a pool of up to `pool_size` kept connections
     (more are opened when more requests are in flight, and closed after)."""
@@ -330,6 +343,11 @@ class Transport:
         """The largest answer `Response.read()` reads (drainer/k8s/deadline.py)."""
 
     def _tls_context(self, cert_file: str, key_file: str) -> ssl.SSLContext:
+        _readable(
+            ("certificate-authority", self.endpoint.ca_file),
+            ("client-certificate", cert_file),
+            ("client-key", key_file),
+        )
         context = ssl.create_default_context(
             cafile=self.endpoint.ca_file or None, cadata=self.endpoint.ca_pem or None
         )
