@@ -397,6 +397,33 @@ def test_retry_after_beyond_the_deadline__no_retry_before_it__drain_times_out(
     assert "shop/web" in report.timeout_message()
 
 
+def test_budget_refuses_while_the_watch_shows_room__paced_not_hot__timeout_names_it(
+    sim: KubeSim, front: ApiFront, clock: FakeClock
+) -> None:
+    """The budget watch lags the server (a broken watch re-listing, another drainer's
+    eviction not seen yet): the watch says the budget allows one, the server refuses.
+    A refusal at the version the drain sees means that version's room is not the
+    server's: the pod waits for a change or its fallback timer, never re-sent at once."""
+    place(
+        sim,
+        objects.pod("web-0", namespace="shop", node_name=NODE, labels={"app": "web"}),
+        objects.budget("web", {"app": "web"}, namespace="shop", min_available=0),
+    )
+    refused = budget_blocks_429("web", desired=1, current=1)
+    front.script("POST", eviction_path("shop", "web-0"), refused, count=40)
+
+    _, report = drain(front, clock, 30)
+
+    attempts = [r.at for r in front.requests("POST", eviction_path("shop", "web-0"))]
+    assert report.outcome == Outcome.TIMED_OUT, (report.outcome, len(attempts))
+    assert 1 <= len(attempts) <= 3, attempts
+    assert all(b - a >= 15.0 for a, b in itertools.pairwise(attempts)), attempts
+    assert report.blocked_by == {"shop/web": ["shop/web-0"]}
+    assert "PodDisruptionBudget shop/web allows no disruption: shop/web-0" in (
+        report.timeout_message()
+    )
+
+
 # -- pods that tolerate the cordon: each evicted once, replacements not chased -----
 
 

@@ -130,6 +130,7 @@ class Schedule:
         self._flying: Counter[str] = Counter()
         self._accepted: dict[str, tuple[int, int]] = {}  # budget -> (version, accepted at it)
         self._closed: dict[str, int] = {}  # budget -> version at which it last refused
+        self._refused_at: dict[str, int] = {}  # budget -> its version when a refused pod was sent
 
     # -- the pods ---------------------------------------------------------------
 
@@ -201,7 +202,7 @@ class Schedule:
         if entry.hard or not entry.budget:
             return now >= entry.not_before
         budget = entry.budget
-        if self.room(budget) > 0:
+        if self.room(budget) > 0 and not self._refused_as_seen(budget):
             return True
         if self._flying[budget]:
             return False  # one probe at a time through a budget that allows none
@@ -210,6 +211,13 @@ class Schedule:
         if entry.attempts == 0 and not pods.is_ready(entry.pod):
             return True  # an unhealthy pod may go through a budget with none allowed
         return 0 < entry.not_before <= now  # the fallback timer, should a change be missed
+
+    def _refused_as_seen(self, budget: str) -> bool:
+        """The server refused through the budget at the version the watch shows: the
+        room that version shows is not the server's (the watch lags: broken and
+        re-listing, or behind another's eviction), and trusting it re-sends the pod
+        at once, refusal after refusal. Its pods wait for a change or their timer."""
+        return self._refused_at.get(budget, -1) == self.budgets.seen(*_split(budget))
 
     def pick(self, now: float, slots: int) -> list[Entry]:
         """Up to `slots` pods to send an eviction for now; they are in flight from here."""
@@ -277,6 +285,10 @@ class Schedule:
             return
         self._move(entry, State.TODO)
         entry.refusals += 1
+        if entry.budget and budget in ("", entry.budget):
+            # The version the request was sent at, not the answer's: a change the
+            # watch saw since may be newer than the refusal.
+            self._refused_at[entry.budget] = entry.sent_at
         entry.budget = budget or entry.budget
         entry.held = f"PodDisruptionBudget {entry.budget or '(unnamed)'} allows no disruption"
         if not entry.budget:
