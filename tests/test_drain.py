@@ -424,6 +424,83 @@ def test_budget_refuses_while_the_watch_shows_room__paced_not_hot__timeout_names
     )
 
 
+def test_pod_lands_under_a_budget_that_refused__held_by_it__probed__critical_tier_starts(
+    sim: KubeSim, front: ApiFront, clock: FakeClock
+) -> None:
+    """A rollout while the node was open: the new pod of a budget allowing nothing
+    (maxUnavailable 0) lands on the node after the budget refused the old one, which
+    the rollout then deletes. The new pod is held by that budget as the old one was:
+    probed on its timer, named at the end, and no hostage-taker of the critical
+    tier, which starts at its reserve."""
+    place(
+        sim,
+        objects.pod("web-0", namespace="shop", node_name=NODE, labels={"app": "web"}, grace=0),
+        objects.pod("dns-0", node_name=NODE, priority_class="system-cluster-critical"),
+        objects.budget("web", {"app": "web"}, namespace="shop", max_unavailable=0),
+    )
+    late = objects.pod(
+        "web-1", namespace="shop", node_name=NODE, labels={"app": "web"}, phase="Running"
+    )
+    late["status"]["conditions"] = [{"type": "Ready", "status": "True"}]
+    engine: list[Drain] = []
+    settling = Settling(clock, front)
+
+    def hold() -> bool:
+        if not front.requests("POST", eviction_path("shop", "web-0")):
+            return settling.settling()
+        if not engine[0].report.appeared:
+            if not any(p["metadata"]["name"] == "web-1" for p in sim.list("Pod", "shop")):
+                sim.apply([late])
+            return True  # the drain takes it in before the clock moves on
+        if not gone(sim, "shop", "web-0"):
+            admin(sim).delete("Pod", "web-0", "shop")
+        return settling.settling()
+
+    kube = front_kube(front, sleep=clock.sleep)
+    engine.append(
+        Drain(
+            kube,
+            NODE,
+            DrainOptions(critical_reserve_seconds=100),
+            record=ProgressRecord(),
+            waits=SteppedWaits(clock, hold=hold),
+        )
+    )
+    try:
+        report = engine[0].run(clock() + 200)
+    finally:
+        kube.close()
+
+    assert report.outcome == Outcome.TIMED_OUT
+    assert report.appeared == ["shop/web-1"]
+    assert report.left == {"shop/web-1": "PodDisruptionBudget shop/web allows no disruption"}
+    assert front.requests("POST", eviction_path("shop", "web-1")), "probed on its timer"
+    assert gone(sim, "default", "dns-0"), "the critical tier started at its reserve"
+
+
+def test_budget_allows_one_then_never__the_next_pod_held_by_it__critical_tier_starts(
+    sim: KubeSim, front: ApiFront, clock: FakeClock
+) -> None:
+    """A budget allows one disruption, the first eviction spends it, and it never
+    allows another (its pods are not replaced). The pod left was never refused, yet
+    the budget holds it: the end names the budget, and the critical tier starts at
+    its reserve rather than wait for a pod only the budget can let go."""
+    place(
+        sim,
+        objects.pod("web-0", namespace="shop", node_name=NODE, labels={"app": "web"}, grace=0),
+        objects.pod("web-1", namespace="shop", node_name=NODE, labels={"app": "web"}, grace=0),
+        objects.pod("dns-0", node_name=NODE, priority_class="system-cluster-critical"),
+        objects.budget("web", {"app": "web"}, namespace="shop", min_available=1),
+    )
+
+    _, report = drain(front, clock, 200, critical_reserve_seconds=100)
+
+    assert report.outcome == Outcome.TIMED_OUT
+    (left,) = [p for p in ("shop/web-0", "shop/web-1") if not gone(sim, "shop", p[5:])]
+    assert report.left == {left: "PodDisruptionBudget shop/web allows no disruption"}
+    assert gone(sim, "default", "dns-0"), "the critical tier started at its reserve"
+
+
 # -- pods that tolerate the cordon: each evicted once, replacements not chased -----
 
 
