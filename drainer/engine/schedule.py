@@ -131,7 +131,6 @@ class Schedule:
         self._accepted: dict[str, tuple[int, int]] = {}  # budget -> (version, accepted at it)
         self._closed: dict[str, int] = {}  # budget -> version at which it last refused
         self._refused_at: dict[str, int] = {}  # budget -> its version when a refused pod was sent
-        self._retry_at: dict[str, float] = {}  # budget -> when its held pods are probed again
 
     # -- the pods ---------------------------------------------------------------
 
@@ -151,19 +150,7 @@ class Schedule:
         if terminating:
             self._move(entry, State.TERMINATING)
             entry.since = now
-        elif entry.budget in self._closed or entry.budget in self._accepted:
-            self._held_as_refused(entry, now)
         return entry
-
-    def _held_as_refused(self, entry: Entry, now: float) -> None:
-        """A pod new to a budget that refused others or spent its room (landed on the
-        node since, the node open for a moment): held by it as they are, and probed on
-        their timer, not left unsent and unexplained until the budget changes."""
-        if self.room(entry.budget) > 0 and not self._refused_as_seen(entry.budget):
-            return
-        entry.held = f"PodDisruptionBudget {entry.budget} allows no disruption"
-        if entry.budget in self._retry_at:
-            entry.not_before = max(now, self._retry_at[entry.budget])
 
     def _move(self, entry: Entry, state: State) -> None:
         """Every change of state goes through here, to keep the counts."""
@@ -282,18 +269,6 @@ class Schedule:
             version = entry.sent_at
             at, count = self._accepted.get(entry.budget, (-1, 0))
             self._accepted[entry.budget] = (version, (count if at == version else 0) + 1)
-            if self.room(entry.budget) <= 0:
-                self._spent_all(entry.budget)
-
-    def _spent_all(self, budget: str) -> None:
-        """The budget's room is spent: its pods not yet sent are held by it, though
-        none was refused (for the end's words, and for the critical tier, which starts
-        at its reserve when only such holds are left), until the watch shows it
-        allows again."""
-        why = f"PodDisruptionBudget {budget} allows no disruption"
-        for other in self._todo.values():
-            if other.budget == budget and not other.held:
-                other.held = why
 
     def refused(
         self,
@@ -323,12 +298,8 @@ class Schedule:
         entry.seen = self._closed[entry.budget] = version
         entry.hard = bool(retry_after)
         entry.not_before = now + (retry_after or fallback())
-        self._retry_at[entry.budget] = now + fallback()
         for other in self._entries.values():
-            if other.budget != entry.budget or other.state is not State.TODO:
-                continue
-            # Not held yet, or held with no timer (its room spent: `_spent_all`).
-            if not other.held or (other.held == entry.held and not other.not_before):
+            if other.budget == entry.budget and other.state is State.TODO and not other.held:
                 other.held = entry.held
                 other.not_before = max(other.not_before, now + fallback())
 
