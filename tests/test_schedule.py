@@ -356,3 +356,22 @@ def test_pods_without_a_budget__as_many_go_as_there_are_slots(free: int, slots: 
 
     assert names(picked) == [f"web-{i}" for i in range(min(free, max(slots, 0)))]
     assert schedule.in_flight() == len(picked)
+
+
+def test_a_late_refusal_of_an_older_request__the_newer_refusal_still_holds_the_budget() -> None:
+    """y sent at the budget's first version, x at its second; x refused, then y's
+    refusal comes late: the budget stays closed at the second version (the late
+    answer reset it to the first, and x and z were sent again at once, refused)."""
+    budgets = Budgets(shop__web=3)
+    schedule = schedule_of(budgets)
+    y = add(schedule, "y", "shop/web")
+    assert names(schedule.pick(now=0, slots=1)) == ["y"]
+    budgets.change("shop/web", 3)  # a new version of the budget, room still shown
+    x = add(schedule, "x", "shop/web")
+    add(schedule, "z", "shop/web")
+    assert names(schedule.pick(now=0, slots=1)) == ["x"]
+
+    refuse(schedule, x, now=0)
+    refuse(schedule, y, now=0)
+
+    assert schedule.pick(now=1, slots=5) == [], "sent again at a version the server refused"

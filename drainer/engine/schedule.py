@@ -287,8 +287,10 @@ class Schedule:
         entry.refusals += 1
         if entry.budget and budget in ("", entry.budget):
             # The version the request was sent at, not the answer's: a change the
-            # watch saw since may be newer than the refusal.
-            self._refused_at[entry.budget] = entry.sent_at
+            # watch saw since may be newer than the refusal. The latest such: a late
+            # answer to an older request never lowers it.
+            seen = self._refused_at.get(entry.budget, -1)
+            self._refused_at[entry.budget] = max(seen, entry.sent_at)
         entry.budget = budget or entry.budget
         entry.held = f"PodDisruptionBudget {entry.budget or '(unnamed)'} allows no disruption"
         if not entry.budget:
