@@ -133,10 +133,9 @@ def lambda_handler(event: Any, context: Any) -> dict[str, Any]:
     tools = Tools(settings, clients, kube_factory, forecaster=_forecast_node)
     if isinstance(parsed, ScheduledChanges):
         return ec2_events.fan_out(parsed, tools, invocation)
-    if isinstance(parsed, ChangeClosed):
-        logs.bind(**parsed.log_keys())
-        return closed.handle(parsed, tools, invocation)
     logs.bind(**parsed.log_keys())
+    if isinstance(parsed, ChangeClosed):
+        return closed.handle(parsed, tools, invocation)
     if isinstance(parsed, Ec2Event):
         return ec2_events.handle(parsed, tools, invocation, raw_event=event)
     if parsed.launching:

@@ -51,11 +51,9 @@ from drainer.aws.elbv2 import (
 from drainer.aws.errors import is_permanent, is_transient
 from drainer.aws.heartbeat import Heartbeat
 from drainer.aws.lambda_ import invoke_self_async
-from drainer.aws.scheduler import ABSENT as SCHEDULE_ABSENT
 from drainer.aws.scheduler import CREATED as SCHEDULE_CREATED
 from drainer.aws.scheduler import KEPT as SCHEDULE_KEPT
 from drainer.aws.scheduler import MOVED as SCHEDULE_MOVED
-from drainer.aws.scheduler import REFUSED as SCHEDULE_REFUSED
 from drainer.aws.scheduler import SCHEDULE_PREFIX, schedule_invocation, settle_schedule
 from drainer.aws.scheduler import SETTLED as SCHEDULE_SETTLED
 from drainer.aws.session import (
@@ -73,12 +71,10 @@ __all__ = [
     "CLUSTER_NAME_TAG",
     "CLUSTER_TAG_PREFIX",
     "LIFECYCLE_ACTION_MAX_SECONDS",
-    "SCHEDULE_ABSENT",
     "SCHEDULE_CREATED",
     "SCHEDULE_KEPT",
     "SCHEDULE_MOVED",
     "SCHEDULE_PREFIX",
-    "SCHEDULE_REFUSED",
     "SCHEDULE_SETTLED",
     "AwsClients",
     "Client",

@@ -3,12 +3,12 @@ an instance out of one."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from botocore.exceptions import ClientError
 
-from drainer.aws.errors import ANSWERED_OR_UNREACHED, error_code, translate
+from drainer.aws.errors import ANSWERED_OR_UNREACHED, error_code, is_access_denied, translate
 from drainer.aws.session import Client
 from drainer.aws.tags import tag_map
 
@@ -44,22 +44,13 @@ def deregistration_delay(elbv2: Client, group: str) -> int | None:
     """The group's deregistration delay (`deregistration_delay.timeout_seconds`, 300 s
     unless set): how long ELB drains a target once it is deregistered; None when ELB
     does not know the group (deleted since it was listed)."""
-    try:
-        answer = elbv2.describe_target_group_attributes(TargetGroupArn=group)
-    except ClientError as e:
-        if error_code(e) == _GROUP_NOT_FOUND:
-            return None
-        raise translate(
-            e,
-            "elasticloadbalancing:DescribeTargetGroupAttributes",
-            f"DescribeTargetGroupAttributes {group}",
-        ) from e
-    except ANSWERED_OR_UNREACHED as e:
-        raise translate(
-            e,
-            "elasticloadbalancing:DescribeTargetGroupAttributes",
-            f"DescribeTargetGroupAttributes {group}",
-        ) from e
+    answer = _unless_gone(
+        "DescribeTargetGroupAttributes",
+        f"DescribeTargetGroupAttributes {group}",
+        lambda: elbv2.describe_target_group_attributes(TargetGroupArn=group),
+    )
+    if answer is None:
+        return None
     for attribute in answer["Attributes"]:
         if attribute.get("Key") == "deregistration_delay.timeout_seconds":
             return int(attribute.get("Value") or 0)
@@ -83,29 +74,32 @@ def target_group_tags(elbv2: Client, arns: list[str]) -> dict[str, dict[str, str
 
 def _tags_of(elbv2: Client, arns: list[str]) -> list[dict[str, Any]] | None:
     """The TagDescriptions of `arns`; None when one of them is a group ELB does not know."""
-    try:
-        return list(elbv2.describe_tags(ResourceArns=arns)["TagDescriptions"])
-    except ClientError as e:
-        if error_code(e) == _GROUP_NOT_FOUND:
-            return None
-        raise translate(e, "elasticloadbalancing:DescribeTags", "DescribeTags") from e
-    except ANSWERED_OR_UNREACHED as e:
-        raise translate(e, "elasticloadbalancing:DescribeTags", "DescribeTags") from e
+    answer = _unless_gone(
+        "DescribeTags", "DescribeTags", lambda: elbv2.describe_tags(ResourceArns=arns)
+    )
+    return None if answer is None else list(answer["TagDescriptions"])
 
 
 def target_health(elbv2: Client, group: str) -> list[dict[str, Any]] | None:
     """The group's TargetHealthDescriptions (each target, with its state); None when
     ELB does not know the group (deleted, or a mistyped ARN)."""
-    what = f"DescribeTargetHealth {group}"
+    answer = _unless_gone(
+        "DescribeTargetHealth",
+        f"DescribeTargetHealth {group}",
+        lambda: elbv2.describe_target_health(TargetGroupArn=group),
+    )
+    return None if answer is None else list(answer["TargetHealthDescriptions"])
+
+
+def _unless_gone(action: str, what: str, call: Callable[[], Any]) -> Any:
+    """`call`'s answer; None when ELB does not know the group it names (deleted since
+    it was listed: its owner may remove it at any time)."""
     try:
-        answer = elbv2.describe_target_health(TargetGroupArn=group)
-    except ClientError as e:
+        return call()
+    except ANSWERED_OR_UNREACHED as e:
         if error_code(e) == _GROUP_NOT_FOUND:
             return None
-        raise translate(e, "elasticloadbalancing:DescribeTargetHealth", what) from e
-    except ANSWERED_OR_UNREACHED as e:
-        raise translate(e, "elasticloadbalancing:DescribeTargetHealth", what) from e
-    return list(answer["TargetHealthDescriptions"])
+        raise translate(e, f"elasticloadbalancing:{action}", what) from e
 
 
 def deregister_targets(elbv2: Client, group: str, targets: Iterable[Mapping[str, Any]]) -> bool:
@@ -118,18 +112,13 @@ def deregister_targets(elbv2: Client, group: str, targets: Iterable[Mapping[str,
             TargetGroupArn=group,
             Targets=[{k: v for k, v in t.items() if k in _TARGET_KEYS} for t in targets],
         )
-    except ClientError as e:
+    except ANSWERED_OR_UNREACHED as e:
         if error_code(e) == _GROUP_NOT_FOUND:
             return False
-        if error_code(e) in _DENIED and not _exists(elbv2, group):
+        if is_access_denied(e) and not _exists(elbv2, group):
             return False  # IAM's tag condition finds no tag on a group that is gone
         raise translate(e, "elasticloadbalancing:DeregisterTargets", what) from e
-    except ANSWERED_OR_UNREACHED as e:
-        raise translate(e, "elasticloadbalancing:DeregisterTargets", what) from e
     return True
-
-
-_DENIED = ("AccessDenied", "AccessDeniedException")
 
 
 def _exists(elbv2: Client, group: str) -> bool:

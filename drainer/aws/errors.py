@@ -114,6 +114,11 @@ def _status(error: ClientError) -> int:
     return int(error.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
 
 
+def is_access_denied(error: BaseException) -> bool:
+    """Whether AWS refused the call to the caller's identity (IAM, an SCP)."""
+    return error_code(error) in _ACCESS_DENIED
+
+
 def translate(error: Exception, action: str, what: str) -> AwsError:
     """An AwsError for a failed `action` (an IAM action name) that says what to do; a
     PermanentAwsError when `is_permanent` says retrying cannot help. `error` is one

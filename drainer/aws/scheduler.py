@@ -109,15 +109,19 @@ def settle_schedule(
     which stands. Raised when AWS fails for now; REFUSED (logged) when AWS refuses
     for good: the schedule is as it was."""
     text = json.dumps(payload, separators=(",", ":"))
+    if len(text) > INPUT_MAX_CHARS:
+        log.error(
+            "the schedule %s is left as it is: the event is %d characters, more than a "
+            "schedule's input takes (%d)",
+            name,
+            len(text),
+            INPUT_MAX_CHARS,
+        )
+        return REFUSED
     try:
         found = scheduler.get_schedule(Name=name, GroupName="default")
         if not supersedes(_input_of(found)):
             return KEPT
-        if len(text) > INPUT_MAX_CHARS:
-            raise PermanentAwsError(
-                f"settling {name}: the event is {len(text)} characters, more than a "
-                f"schedule's input takes ({INPUT_MAX_CHARS})"
-            )
         target = {**found["Target"], "Input": text}
         scheduler.update_schedule(
             Name=name,
@@ -129,9 +133,6 @@ def settle_schedule(
             ActionAfterCompletion=found.get("ActionAfterCompletion") or "DELETE",
             Description=found.get("Description") or "",
         )
-    except PermanentAwsError as e:
-        log.error("the schedule %s is left as it is: %s", name, e)
-        return REFUSED
     except AWS_FAILURES as e:
         if error_code(e) == "ResourceNotFoundException":
             return ABSENT

@@ -27,7 +27,6 @@ import argparse
 import logging
 import os
 import shlex
-import signal
 import sys
 import time
 from collections.abc import Sequence
@@ -38,7 +37,7 @@ from drainer.cli.arguments import COMMAND, DEFAULTS, KUBECTL_PLUGIN, options_fro
 from drainer.cli.impersonate import from_args as impersonation_from
 from drainer.cli.impersonate import words as impersonation_words
 from drainer.cli.streams import SafeStream
-from drainer.cli.terminal import Interruptible, Signalled, Terminal, signals_interrupt
+from drainer.cli.terminal import Interruptible, Terminal, exit_code, signals_interrupt
 from drainer.engine import filters
 from drainer.engine.options import DrainOptions
 from drainer.errors import AwsConfigError, AwsError, DrainerError, InstanceNotFound, KubeError
@@ -135,7 +134,7 @@ def main(
     except KeyboardInterrupt as e:  # before the drain began (its own signals are handled)
         said = "interrupted before anything changed"
         print(f"\n{said}", file=err)
-        code = 128 + (e.signum if isinstance(e, Signalled) else signal.SIGINT)
+        code = exit_code(e)
         if args.output == "json":
             output.emit(terminal.out, output.document("interrupted", code, message=said))
         return code

@@ -16,14 +16,13 @@ import dataclasses
 import functools
 import io
 import json
-import signal
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from drainer.cli import output
 from drainer.cli.streams import Stream
-from drainer.cli.terminal import Signalled
+from drainer.cli.terminal import exit_code
 from drainer.errors import KubeError
 
 if TYPE_CHECKING:
@@ -87,7 +86,7 @@ def drain_selected(
         else:
             code = _verdict(args.selector, run.codes, run.say)
     except KeyboardInterrupt as e:  # a signal between drains, or while cordoning
-        code = 128 + (e.signum if isinstance(e, Signalled) else signal.SIGINT)
+        code = exit_code(e)
         print("\ninterrupted", file=terminal.err)
     if code < 128:
         return run.end(code)

@@ -70,6 +70,11 @@ class Signalled(KeyboardInterrupt):
         self.signum = signum
 
 
+def exit_code(interrupt: KeyboardInterrupt) -> int:
+    """The shell's exit code for a run a signal stopped: 128 + its number."""
+    return 128 + (interrupt.signum if isinstance(interrupt, Signalled) else signal.SIGINT)
+
+
 class signals_interrupt:
     """SIGTERM and SIGHUP raise Signalled, as SIGINT raises KeyboardInterrupt (only
     the main thread can set a handler: elsewhere, as they were)."""

@@ -49,9 +49,10 @@ def handle(change: ChangeClosed, tools: Tools, invocation: Invocation | None) ->
     released: list[str] = []
     kept: dict[str, str] = {}
     if tools.settings.scheduled_change_drain:
+        clusters: dict[str, aws.ClusterInfo] = {}  # one description per cluster named
         for event in change.events:
             logs.bind(instance_id=event.instance_id)
-            why = _release(event, tools)
+            why = _release(event, tools, clusters)
             if why:
                 kept[event.instance_id] = why
                 log.info("%s: %s", over, why)
@@ -66,7 +67,7 @@ def handle(change: ChangeClosed, tools: Tools, invocation: Invocation | None) ->
     }
 
 
-def _release(event: Ec2Event, tools: Tools) -> str:
+def _release(event: Ec2Event, tools: Tools, clusters: dict[str, aws.ClusterInfo]) -> str:
     """Release the instance's node; why not, or "" once released."""
     settings = tools.settings
     try:
@@ -76,7 +77,11 @@ def _release(event: Ec2Event, tools: Tools) -> str:
         why = _not_in_service(found, tools.clients)
         if why:
             return why
-        cluster = aws.describe_cluster(tools.clients.eks, found.cluster)
+        cluster = clusters.get(found.cluster)
+        if cluster is None:
+            cluster = clusters[found.cluster] = aws.describe_cluster(
+                tools.clients.eks, found.cluster
+            )
     except ClusterNotFound as e:
         return str(e)
     except AwsError as e:
@@ -105,13 +110,11 @@ def _not_in_service(found: ec2_events.Ec2Target, clients: aws.AwsClients) -> str
     instance_id = found.instance_id
     if found.identity.state != "running":
         return f"instance {instance_id} is {found.identity.state}: nothing to release"
-    if found.asg_name:
-        state = aws.instance_lifecycle_state(clients.autoscaling, instance_id)
-        if state != "InService":
-            return (
-                f"instance {instance_id} is {state or 'in no known state'} in "
-                f"{found.asg_name}, not InService: its node stays cordoned"
-            )
+    if found.asg_name and found.lifecycle_state != "InService":
+        return (
+            f"instance {instance_id} is {found.lifecycle_state or 'in no known state'} in "
+            f"{found.asg_name}, not InService: its node stays cordoned"
+        )
     starts = found.event.acts_at
     pending = [
         f"{code}" + (f" at {iso(at)}" if at is not None else "")

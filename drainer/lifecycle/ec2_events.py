@@ -75,6 +75,9 @@ class Ec2Target:
     identity: aws.NodeIdentity
     cluster: str
     asg_name: str
+    lifecycle_state: str = ""
+    """Its Auto Scaling lifecycle state as admission read it ("" outside a group, or
+    when it could not be read)."""
 
     @property
     def instance_id(self) -> str:
@@ -109,7 +112,7 @@ def target(event: Ec2Event, settings: Settings, clients: aws.AwsClients) -> Ec2T
         identity = aws.describe_instance(clients.ec2, event.instance_id)
     except InstanceNotFound as e:
         return Skip(f"{event.kind}: {e}")
-    group = identity.asg_name
+    group, state = identity.asg_name, ""
     tags = group_tags(clients.autoscaling, group)
     if group:
         refused = group_refused(settings, clients.autoscaling, group, tags=tags)
@@ -143,7 +146,7 @@ def target(event: Ec2Event, settings: Settings, clients: aws.AwsClients) -> Ec2T
             f"{event.kind}: instance {event.instance_id} names no EKS cluster in its tags "
             "(eks:cluster-name, kubernetes.io/cluster/<name>) and is in no listed group"
         )
-    return Ec2Target(event, identity, cluster, group)
+    return Ec2Target(event, identity, cluster, group, state)
 
 
 def _lifecycle_state(clients: aws.AwsClients, instance_id: str) -> str:

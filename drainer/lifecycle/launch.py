@@ -110,7 +110,7 @@ def handle(event: LifecycleEvent, tools: Tools, invocation: Invocation | None) -
     result = _lifecycle_result(joining, settings.launch_timeout_result)
     completed = frame.answer(clients, event, result, action_gone=joining.action_gone)
     if completed is False and event.into_warm_pool and not joining.action_gone:
-        joining = _into_warm_pool_again(event.instance_id)
+        joining = _stale(event.instance_id, "into_warm_pool")
     summary = _summary(event, joining, result, completed, time.monotonic() - started)
     quiet = joining.result in ("stale", "action_gone") or (
         joining.result == "joined" and not joining.cordoned
@@ -220,7 +220,7 @@ def _wait(event: LifecycleEvent, tools: Tools, invocation: Invocation | None) ->
         return Joining("failed", str(e))
     if isinstance(where, frame.NotLocated):
         if where.no_instance:  # and its action is gone (launch_locate.locate)
-            return replace(_unknown(event.instance_id), cluster=where.cluster_name)
+            return replace(_stale(event.instance_id, "unknown"), cluster=where.cluster_name)
         return Joining("failed", where.message, cluster=where.cluster_name)
     began = event.waiting_since or clock()
     until = began + settings.launch_timeout_seconds
@@ -279,35 +279,29 @@ def _ended(heartbeat: aws.Heartbeat, instance_id: str) -> Joining | None:
     )
 
 
-def _unknown(instance_id: str) -> Joining:
-    return Joining(
-        "stale",
-        f"EC2 no longer knows instance {instance_id} (terminated and gone) and its launch "
-        "lifecycle action is gone with it (a late or duplicate delivery of the event): no "
-        "node to wait for, nothing to answer",
-        action_gone=True,
-    )
+_STALE = {
+    "answered": (
+        "the launch lifecycle action of instance {} was already answered (no action for "
+        "its first heartbeat: a duplicate or late delivery of the event, answered by an "
+        "earlier one, by its timeout or by hand): its node is not waited for and nothing "
+        "is answered"
+    ),
+    "unknown": (
+        "EC2 no longer knows instance {} (terminated and gone) and its launch lifecycle "
+        "action is gone with it (a late or duplicate delivery of the event): no node to "
+        "wait for, nothing to answer"
+    ),
+    "into_warm_pool": (
+        "the launch lifecycle action of instance {} into the warm pool was answered "
+        "already (a duplicate or late delivery of the event): its answer found the "
+        "action gone"
+    ),
+}
+"""Why a launch event is stale: its action was gone before it could be answered."""
 
 
-def _into_warm_pool_again(instance_id: str) -> Joining:
-    return Joining(
-        "stale",
-        f"the launch lifecycle action of instance {instance_id} into the warm pool was "
-        "answered already (a duplicate or late delivery of the event): its answer found "
-        "the action gone",
-        action_gone=True,
-    )
-
-
-def _stale(instance_id: str) -> Joining:
-    return Joining(
-        "stale",
-        f"the launch lifecycle action of instance {instance_id} was already answered "
-        "(no action for its first heartbeat: a duplicate or late delivery of the event, "
-        "answered by an earlier one, by its timeout or by hand): its node is not waited "
-        "for and nothing is answered",
-        action_gone=True,
-    )
+def _stale(instance_id: str, why: str = "answered") -> Joining:
+    return Joining("stale", _STALE[why].format(instance_id), action_gone=True)
 
 
 def _on_the_cluster(

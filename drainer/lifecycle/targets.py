@@ -21,12 +21,14 @@ The pods of an earlier invocation of a handed-over drain are not known here.
 from __future__ import annotations
 
 import logging
+import random
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from drainer import aws
 from drainer.aws.elbv2 import deregistration_delay, target_group_types
+from drainer.backoff import Backoff
 from drainer.engine.report import PodAddress
 from drainer.errors import AwsError
 
@@ -176,6 +178,8 @@ def leave_target_groups(
 
 TRIES = 10
 """The most tries of taking the instance out of its groups (about a minute)."""
+_RETRY = Backoff(first=1.0, cap=8.0)
+_JITTER = random.Random()  # noqa: S311 - jitter, not cryptography
 _TakenOut = tuple[dict[str, str], dict[str, set[str]], dict[str, list[dict[str, Any]]], list[str]]
 
 
@@ -202,12 +206,11 @@ def _until_answered(
     clock: Callable[[], float],
     sleep: Callable[[float], None],
 ) -> _TakenOut:
-    """`step`, again after 1, 2, 4... s (8 at most; TRIES in all) while ELB fails for
+    """`step`, again after 1, 2, 4... s (8 at most, jittered; TRIES in all) while ELB fails for
     now (throttled beyond botocore's retries, a 5xx) and the wait's time lasts: given
     up at the first failure, the drain answered CONTINUE with the instance still
     registered. A permanent error, or one at the wait's limit, is raised."""
-    pause = 1.0
-    for _ in range(TRIES - 1):
+    for attempt in range(TRIES - 1):
         try:
             return step()
         except AwsError as e:
@@ -215,8 +218,7 @@ def _until_answered(
             if aws.is_permanent(e) or left <= 0:
                 raise
             log.warning("could not take the instance out of its target groups yet: %s", e)
-            sleep(min(pause, left))
-            pause = min(pause * 2, 8.0)
+            sleep(min(_RETRY.delay(attempt, _JITTER), left))
     return step()
 
 
