@@ -348,7 +348,9 @@ def test_closed__a_cancelled_change__its_schedule_drains_nothing__an_older_updat
     assert isinstance(parse_event(payload), Skip), "its invocation drains nothing"
     assert "will do nothing" in caplog.text
     # The first update again, after the close (out of order): the schedule stays closed.
-    assert scheduled.later(_spot_event(raw), tools, _invocation(), raw) == made
+    late = scheduled.later(_spot_event(raw), tools, _invocation(), raw)
+    assert late is not None and late["result"] == "skipped" and late["schedule"] == made["schedule"]
+    assert "AWS Health closed the change" in late["reason"]
     assert isinstance(parse_event(_held(clients, made["schedule"])[1]), Skip)
     # The close again: nothing newer to settle.
     assert scheduled.settle_closed(closing, tools, _invocation()) == []
@@ -397,3 +399,121 @@ def test_closed__nothing_is_ever_scheduled__nothing_asked_of_aws(
     closing = _closing(load_event("health-scheduled-change"))
 
     assert scheduled.settle_closed(closing, tools, _invocation(arn)) == []
+
+
+# --- the change closed before any schedule of it: a late update drains nothing -----------
+
+CLOSED_UPDATED = "Sun, 22 Nov 2026 03:00:00 GMT"
+"""The close's lastUpdatedTime: after the first update's (02:09:58)."""
+CLOSED_AT = datetime(2026, 11, 22, 3, 0, 5, tzinfo=UTC).timestamp()
+"""When the close is delivered."""
+MARKER_AT = "at(2026-11-24T03:00:05)"
+"""CLOSED_AT + 48 hours: the marker outlives EventBridge's and Lambda's retries."""
+
+
+def _late(raw: dict[str, Any], which: str) -> dict[str, Any]:
+    """An update of the change, delivered after its close: one whose drain is days
+    away, one due now (its window within the lead), one as new as the close."""
+    if which == "days-away":
+        return raw
+    if which == "due-now":
+        return _moved(raw, "Sun, 22 Nov 2026 03:30:00 GMT", "Sun, 22 Nov 2026 02:30:00 GMT", "0f")
+    return _moved(raw, "Tue, 24 Nov 2026 09:00:00 GMT", CLOSED_UPDATED, "0f0e-as-new")
+
+
+@pytest.mark.parametrize("which", ["days-away", "due-now", "as-new-as-the-close"])
+def test_closed__before_any_schedule__an_update_delivered_after_it_drains_nothing(
+    clients: aws.AwsClients, load_event: LoadEvent, caplog: pytest.LogCaptureFixture, which: str
+) -> None:
+    """EventBridge delivers out of order, its retries hours late: an update of a change
+    AWS Health had closed already (carried out, cancelled), with no schedule made
+    before the close, scheduled a drain, or drained at once, for nothing: the node
+    was left cordoned."""
+    raw = load_event("health-scheduled-change")
+    tools = _lead_tools(clients, CLOSED_AT, lead=3600)
+    closing = _closing(raw, updated=CLOSED_UPDATED)
+
+    assert scheduled.settle_closed(closing, tools, _invocation()) == []
+
+    late = _late(raw, which)
+    result = scheduled.later(_spot_event(late), tools, _invocation(), late)
+
+    assert result is not None, "drained now"
+    assert result["result"] == "skipped", result
+    assert "AWS Health closed the change" in result["reason"]
+    assert "already closed" in caplog.text
+    name = result["schedule"]
+    assert name == scheduled.schedule_name(FUNCTION_ARN, closing.first.change_id, INSTANCE)
+    at, payload = _held(clients, name)
+    assert at == MARKER_AT, "the marker stays as the close left it"
+    assert isinstance(parse_event(payload), Skip), "the marker's own invocation drains nothing"
+    assert payload["detail"]["statusCode"] == "closed"
+    schedule = clients.scheduler.get_schedule(Name=name)
+    assert schedule["ActionAfterCompletion"] == "DELETE"
+    assert schedule["Target"]["Arn"] == FUNCTION_ARN
+    assert "closed" in schedule["Description"], "the console tells it from a drain's"
+
+
+def test_closed__before_any_schedule__a_newer_update_is_scheduled_as_ever(
+    clients: aws.AwsClients, load_event: LoadEvent
+) -> None:
+    """The marker orders by lastUpdatedTime, as a schedule does: an update newer than
+    the close (Health reopened the change) is the change's latest word."""
+    raw = load_event("health-scheduled-change")
+    tools = _lead_tools(clients, CLOSED_AT, lead=3600)
+    scheduled.settle_closed(_closing(raw, updated=CLOSED_UPDATED), tools, _invocation())
+    newer = _moved(raw, "Tue, 24 Nov 2026 09:00:00 GMT", "Sun, 22 Nov 2026 03:00:01 GMT", "0f")
+
+    result = scheduled.later(_spot_event(newer), tools, _invocation(), newer)
+
+    assert result is not None and result["result"] == "scheduled", result
+    assert _held(clients, result["schedule"]) == (
+        "at(2026-11-24T08:00:00)",
+        {**newer, "drainer_schedule": result["schedule"]},
+    )
+
+
+def test_closed__delivered_twice_before_any_schedule__one_marker_where_the_first_put_it(
+    clients: aws.AwsClients, load_event: LoadEvent
+) -> None:
+    raw = load_event("health-scheduled-change")
+    closing = _closing(raw, updated=CLOSED_UPDATED)
+    scheduled.settle_closed(closing, _lead_tools(clients, CLOSED_AT, 3600), _invocation())
+
+    again = _lead_tools(clients, CLOSED_AT + 7200, 3600)  # Lambda's retry, two hours on
+
+    assert scheduled.settle_closed(closing, again, _invocation()) == []
+    listed = clients.scheduler.list_schedules()["Schedules"]
+    assert len(listed) == 1
+    at, payload = _held(clients, listed[0]["Name"])
+    assert at == MARKER_AT
+    assert isinstance(parse_event(payload), Skip)
+
+
+def test_closed__scheduler_refuses_the_marker__said_in_the_log__the_close_goes_on(
+    clients: aws.AwsClients, load_event: LoadEvent, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A role without CreateSchedule (a stack updated from before schedules): the close
+    still settles and releases; the log says a late update may yet drain."""
+    from botocore.exceptions import ClientError
+
+    from drainer.lifecycle import closed
+
+    def refuse(**_: Any) -> None:
+        error = {"Error": {"Code": "AccessDeniedException", "Message": "not authorized"}}
+        raise ClientError({**error, "ResponseMetadata": {"HTTPStatusCode": 403}}, "CreateSchedule")
+
+    clients.scheduler.meta.events.register(
+        "before-parameter-build.scheduler.CreateSchedule", refuse
+    )
+    settings = Settings(
+        scheduled_change_lead_seconds=3600, scheduler_role_arn=ROLE, scheduled_change_drain=False
+    )
+    tools = Tools(settings, clients, _no_kube, clock=FakeClock(CLOSED_AT))
+    closing = _closing(load_event("health-scheduled-change"), updated=CLOSED_UPDATED)
+
+    result = closed.handle(closing, tools, _invocation())
+
+    assert result["result"] == "closed"
+    assert "not marked closed" in caplog.text and "CreateSchedule" in caplog.text
+    assert clients.scheduler.list_schedules()["Schedules"] == []

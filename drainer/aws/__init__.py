@@ -30,6 +30,8 @@ from drainer.aws.autoscaling import (
     delete_lifecycle_hook,
     describe_group,
     describe_hook,
+    describe_hooks,
+    every_group,
     existing_groups,
     groups_tags,
     groups_with_tag,
@@ -51,6 +53,7 @@ from drainer.aws.elbv2 import (
 from drainer.aws.errors import is_permanent, is_transient
 from drainer.aws.heartbeat import Heartbeat
 from drainer.aws.lambda_ import invoke_self_async
+from drainer.aws.scheduler import ABSENT as SCHEDULE_ABSENT
 from drainer.aws.scheduler import CREATED as SCHEDULE_CREATED
 from drainer.aws.scheduler import KEPT as SCHEDULE_KEPT
 from drainer.aws.scheduler import MOVED as SCHEDULE_MOVED
@@ -71,6 +74,7 @@ __all__ = [
     "CLUSTER_NAME_TAG",
     "CLUSTER_TAG_PREFIX",
     "LIFECYCLE_ACTION_MAX_SECONDS",
+    "SCHEDULE_ABSENT",
     "SCHEDULE_CREATED",
     "SCHEDULE_KEPT",
     "SCHEDULE_MOVED",
@@ -98,7 +102,9 @@ __all__ = [
     "describe_cluster",
     "describe_group",
     "describe_hook",
+    "describe_hooks",
     "describe_instance",
+    "every_group",
     "existing_groups",
     "groups_tags",
     "groups_with_tag",

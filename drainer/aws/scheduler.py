@@ -18,6 +18,8 @@ log = logging.getLogger(__name__)
 
 SCHEDULE_PREFIX = "eks-node-drainer-"
 """Every schedule the function creates is named so (the role may create no other)."""
+DESCRIPTION = "A drain eks-node-drainer asked for before an EC2 scheduled change"
+"""A schedule's description, unless it says otherwise."""
 INPUT_MAX_CHARS = 8192
 """The longest Input a schedule's target takes."""
 
@@ -35,12 +37,14 @@ def schedule_invocation(
     role_arn: str,
     payload: Mapping[str, Any],
     supersedes: Callable[[Mapping[str, Any]], bool] | None = None,
+    description: str = DESCRIPTION,
 ) -> str:
     """Have EventBridge Scheduler invoke `function_arn` with `payload` at `at` (epoch
     seconds, to the second), once: CREATED. When the schedule exists already: KEPT
     (the same event delivered again), or MOVED to `at` and `payload` when
     `supersedes(the payload it holds)` says this one replaces it (a change AWS
-    Health moved: a newer update of it)."""
+    Health moved: a newer update of it). `description`: what the schedule is, as
+    the console shows it."""
     what = f"CreateSchedule {name} at {_at(at)}"
     text = json.dumps(payload, separators=(",", ":"))
     if len(text) > INPUT_MAX_CHARS:
@@ -56,7 +60,7 @@ def schedule_invocation(
         "FlexibleTimeWindow": {"Mode": "OFF"},
         "Target": {"Arn": function_arn, "RoleArn": role_arn, "Input": text},
         "ActionAfterCompletion": "DELETE",
-        "Description": "A drain eks-node-drainer asked for before an EC2 scheduled change",
+        "Description": description,
     }
     try:
         scheduler.create_schedule(**definition)

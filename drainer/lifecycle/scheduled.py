@@ -13,7 +13,11 @@ named after the change, so it holds one update, the latest seen:
 - an older update that comes due now, while the schedule holds a newer one, drains
   nothing: the schedule says when;
 - the change closed (carried out or cancelled) settles its schedules too: a
-  cancelled change drains no node.
+  cancelled change drains no node;
+- the change closed where it has no schedule (none made yet, or it fired) leaves one
+  that marks it closed, holding the close, for CLOSED_MARK_SECONDS: an update of the
+  change delivered after the close (EventBridge's and Lambda's retries come up to a
+  day late), not newer than it, drains nothing and says the change is closed already.
 """
 
 from __future__ import annotations
@@ -42,6 +46,16 @@ log = logging.getLogger(__name__)
 SCHEDULE_SLACK_SECONDS = 60.0
 """A scheduled change's drain due within this is run now, not scheduled (a schedule
 for less than a minute ahead may fire late)."""
+CLOSED_MARK_SECONDS = 48 * 3600.0
+"""How long a closed change with no schedule keeps one marking it closed: twice the
+day an update of it may come late (EventBridge retries a delivery for up to 24 hours,
+Lambda an asynchronous invocation for up to 6). The mark then delivers the close,
+which drains nothing, and deletes itself."""
+CLOSED_MARK_DESCRIPTION = (
+    "eks-node-drainer: an EC2 scheduled change AWS Health closed; "
+    "a late update of it drains nothing"
+)
+"""The description of a schedule that marks a change closed."""
 
 _SCHEDULE_DONE = {
     aws.SCHEDULE_CREATED: "",
@@ -89,9 +103,12 @@ def later(
     name = schedule_name(function_arn, event.change_id or event.event_id, event.instance_id)
     if drain_at <= tools.clock() + SCHEDULE_SLACK_SECONDS:
         return _due_now(event, tools, name, raw_event)
-    done = _schedule(tools, name, function_arn, raw_event, drain_at)
+    against = _Against(raw_event, name)
+    done = _schedule(tools, name, function_arn, raw_event, drain_at, against=against)
     if done is None:
         return None
+    if against.closed_at is not None:
+        return _closed_already(event, name, against)
     log.info(
         "scheduled change %s of instance %s starts %s: its drain is scheduled for %s "
         "(SCHEDULED_CHANGE_LEAD_SECONDS=%d)%s",
@@ -123,11 +140,13 @@ def _due_now(
             name,
             payload=settled_payload(raw_event, name, why),
             # The same update again (a retry of a drain that failed) drains again.
-            supersedes=lambda held: updated_at(raw_event) >= updated_at(held),
+            supersedes=(against := _Against(raw_event, name, again=True)),
         )
     except AwsError as e:
         log.error("the schedule %s is left as it is (%s): draining now", name, e)
         return None
+    if against.closed_at is not None:
+        return _closed_already(event, name, against)
     if done != aws.SCHEDULE_KEPT:
         if done == aws.SCHEDULE_SETTLED:
             log.info("the schedule %s of the change is settled: draining now", name)
@@ -142,6 +161,47 @@ def _due_now(
         extra={"schedule": name},
     )
     return {"result": "scheduled", "schedule": name, "superseded": True}
+
+
+class _Against:
+    """Whether an update of a change replaces what its schedule holds: when it is
+    newer (`again`: or the same update again). A close the schedule holds, as new as
+    the update or newer, is never replaced: `closed_at` says when it was updated."""
+
+    def __init__(self, raw_event: Mapping[str, Any], name: str, *, again: bool = False):
+        self.raw_event, self.name, self.again = raw_event, name, again
+        self.closed_at: float | None = None
+
+    def __call__(self, held: Mapping[str, Any]) -> bool:
+        mine, theirs = updated_at(self.raw_event), updated_at(held)
+        if _holds_close(held, self.name) and mine <= theirs:
+            self.closed_at = theirs
+            return False
+        return mine > theirs or (self.again and mine == theirs)
+
+
+def _holds_close(held: Mapping[str, Any], name: str) -> bool:
+    """Whether a schedule's payload is the change's close, settled by this function
+    under this name (settle_closed): a schedule settled or marked on the close."""
+    detail = held.get("detail")
+    return (
+        held.get(SCHEDULED_KEY) == name
+        and isinstance(held.get(SETTLED_KEY), str)
+        and isinstance(detail, Mapping)
+        and detail.get("statusCode") == "closed"
+    )
+
+
+def _closed_already(event: Ec2Event, name: str, against: _Against) -> dict[str, Any]:
+    """An update delivered after the change's close, and not newer: nothing to drain."""
+    reason = (
+        f"scheduled change {event.detail_code} of instance {event.instance_id} is already "
+        f"closed: AWS Health closed the change (updated {iso(against.closed_at or 0.0)}), and "
+        f"this update (event {event.event_id}, updated {iso(updated_at(against.raw_event))}) "
+        "is not newer; nothing to drain"
+    )
+    log.warning("%s (schedule %s)", reason, name, extra={"schedule": name})
+    return {"result": "skipped", "reason": reason, "schedule": name}
 
 
 def settled_payload(raw_event: Mapping[str, Any], name: str, why: str) -> dict[str, Any]:
@@ -165,6 +225,8 @@ def _schedule(
     function_arn: str,
     raw_event: Mapping[str, Any],
     drain_at: float,
+    *,
+    against: _Against,
 ) -> str | None:
     """The one-time schedule that invokes the function with the event at `drain_at`:
     what was done (created; kept: it existed already; moved: it held an older update
@@ -178,7 +240,7 @@ def _schedule(
             function_arn=function_arn,
             role_arn=tools.settings.scheduler_role_arn,
             payload={**raw_event, SCHEDULED_KEY: name},
-            supersedes=lambda held: updated_at(raw_event) > updated_at(held),
+            supersedes=against,
         )
     except AwsError as e:
         if not aws.is_permanent(e):
@@ -189,26 +251,33 @@ def _schedule(
 
 def settle_closed(change: ChangeClosed, tools: Tools, invocation: Invocation | None) -> list[str]:
     """A change AWS Health closed: each of its instances' schedules, where one holds an
-    earlier update, delivers the closed event instead, which drains nothing. The
+    earlier update, delivers the closed event instead, which drains nothing; where
+    there is none, one is made to mark the change closed (`_mark_closed`). The
     instances whose schedule was settled. Only the function's own schedules are read
-    (their names come from its ARN), and none where nothing is ever scheduled."""
+    and made (their names come from its ARN), and none where nothing is ever
+    scheduled."""
     function_arn = invocation.function_arn if invocation is not None else ""
     settings = tools.settings
     if not (settings.scheduled_change_lead_seconds and settings.scheduler_role_arn):
         return []
     if not function_arn:
         return []
-    settled = []
+    settled, marked = [], []
     for event in change.events:
         name = schedule_name(function_arn, event.change_id, event.instance_id)
+        payload = settled_payload(change.raw, name, "the change is closed")
         done = aws.settle_schedule(
             tools.clients.scheduler,
             name,
-            payload=settled_payload(change.raw, name, "the change is closed"),
+            payload=payload,
             supersedes=lambda held: updated_at(change.raw) > updated_at(held),
         )
         if done == aws.SCHEDULE_SETTLED:
             settled.append(event.instance_id)
+        elif done == aws.SCHEDULE_ABSENT and _mark_closed(
+            change, tools, name, function_arn, payload
+        ):
+            marked.append(event.instance_id)
     if settled:
         log.info(
             "%s closed: the drains scheduled for %s will do nothing",
@@ -216,4 +285,47 @@ def settle_closed(change: ChangeClosed, tools: Tools, invocation: Invocation | N
             ", ".join(settled),
             extra={"settled": settled},
         )
+    if marked:
+        log.info(
+            "%s closed with no drain scheduled for %s: marked closed until %s, so that an "
+            "update of the change delivered late drains nothing",
+            change.first.detail_code,
+            ", ".join(marked),
+            iso(tools.clock() + CLOSED_MARK_SECONDS),
+            extra={"marked": marked},
+        )
     return settled
+
+
+def _mark_closed(
+    change: ChangeClosed, tools: Tools, name: str, function_arn: str, payload: Mapping[str, Any]
+) -> bool:
+    """A schedule under the change's name, CLOSED_MARK_SECONDS from now, that holds
+    its close (`payload`, with its lastUpdatedTime): an update delivered later and not
+    newer finds it and drains nothing (`_Against`). It then delivers the close, which
+    drains nothing, and deletes itself. False when it is there already (the close
+    delivered again), or Scheduler refuses it for good: said in the log, the close
+    goes on. Raised when Scheduler fails for now: the close is delivered again, and
+    each of its steps is safe to repeat."""
+    try:
+        done = aws.schedule_invocation(
+            tools.clients.scheduler,
+            name,
+            tools.clock() + CLOSED_MARK_SECONDS,
+            function_arn=function_arn,
+            role_arn=tools.settings.scheduler_role_arn,
+            payload=payload,
+            supersedes=lambda held: updated_at(change.raw) > updated_at(held),
+            description=CLOSED_MARK_DESCRIPTION,
+        )
+    except AwsError as e:
+        if not aws.is_permanent(e):
+            raise
+        log.error(
+            "the change is not marked closed for its schedule %s (%s): an update of it "
+            "delivered late may still drain the node",
+            name,
+            e,
+        )
+        return False
+    return done != aws.SCHEDULE_KEPT
