@@ -110,9 +110,9 @@ def test_look__registered_not_ready__then_its_daemonset_pods__then_ready(
 )
 def test_startup_taint__the_fixed_ones_and_the_default_agents(key: str) -> None:
     node = {"spec": {"taints": [{"key": "example.com/someone-elses"}, {"key": key}]}}
-    assert joined.startup_taint(node, Settings()) == key
+    assert joined.startup_taints(node, Settings()) == [key]
     only_others = {"spec": {"taints": [{"key": "example.com/someone-elses"}]}}
-    assert joined.startup_taint(only_others, Settings()) == "", "not a startup taint"
+    assert joined.startup_taints(only_others, Settings()) == [], "not a startup taint"
 
 
 @pytest.mark.parametrize(
@@ -164,6 +164,44 @@ def test_look__cordoned__told_by_default__waited_for_when_asked(sim: KubeSim, ku
     assert _look(kube, launch_wait_for_uncordon=True, restarted=True) == (NODE, ""), (
         "back from the warm pool the cordon is the drain's, which the release undoes"
     )
+
+
+def test_look__several_lacks__each_named(sim: KubeSim, kube: Kube) -> None:
+    """Ready, keeping a CNI's startup taint, cordoned at registration with
+    LAUNCH_WAIT_FOR_UNCORDON=true, its DaemonSet pod not Ready: each is named, in
+    the order they are looked at (only the first was, and the advice followed it)."""
+    cilium = "node.cilium.io/agent-not-ready"
+    _taint(sim, cilium, cordoned=True)
+    agent = workloads.daemonset("cni")
+    agent["spec"]["template"]["metadata"]["annotations"] = {STARTUP: "3600"}
+    agent["spec"]["template"]["spec"]["tolerations"] = [{"operator": "Exists"}]
+    sim.apply(agent)
+    cni = _one_pod(sim, "kube-system")
+
+    seen = joined.look(kube, IDENTITY, Settings(launch_wait_for_uncordon=True), restarted=False)
+
+    assert seen.missing == f"taint {cilium}, uncordon, daemonset pods"
+    assert seen.waiting_for == (
+        f"node {NODE} to lose the taint {cilium} and to be uncordoned "
+        f"(LAUNCH_WAIT_FOR_UNCORDON), and its DaemonSet pods to be Ready (kube-system/{cni})"
+    )
+    advice = joined.advice(seen.missing)
+    for words in ("LAUNCH_STARTUP_TAINTS", "waits for the uncordon", "DaemonSet pods"):
+        assert words in advice, advice
+
+
+def test_look__not_ready__its_not_ready_taint_is_not_a_second_lack(
+    sim: KubeSim, kube: Kube
+) -> None:
+    """The node lifecycle controller's not-ready and unreachable taints mark a node
+    that is not Ready: named once, as `ready`; a taint of another owner is named too."""
+    node = objects.node(NODE, instance=INSTANCE, ready=False, unschedulable=True)
+    keys = ["node.kubernetes.io/not-ready", "node.cloudprovider.kubernetes.io/uninitialized"]
+    node["spec"]["taints"] = [{"key": key, "effect": "NoSchedule"} for key in keys]
+    sim.apply(node)
+
+    assert _look(kube) == (NODE, "ready, taint node.cloudprovider.kubernetes.io/uninitialized")
+    assert _look(kube, launch_wait_for_uncordon=True)[1].endswith(", uncordon")
 
 
 def test_look__back_from_the_warm_pool__waits_for_the_shutdown_taint_to_go(

@@ -519,3 +519,104 @@ def test_first_beat_failed_then_the_action_ended__said_ended_during_the_wait(
     )
 
     assert summary["result"] == "action_gone", summary
+
+
+# --- the notice names what the node lacked, not a cordon it was not waiting on ----------
+
+
+def _why(text: str) -> str:
+    (line,) = [line for line in text.splitlines() if line.startswith("Why: ")]
+    return line
+
+
+@pytest.mark.parametrize(
+    ("wait_for_uncordon", "missing", "said", "not_said"),
+    [
+        (
+            True,
+            "ready, uncordon",
+            ["never Ready", "LAUNCH_WAIT_FOR_UNCORDON=true waits for the uncordon",
+             "to be Ready and to be uncordoned"],
+            ["makes a launch wait for the uncordon instead"],
+        ),
+        (
+            False,
+            "ready",
+            ["never Ready", "also cordoned", "kubectl uncordon"],
+            ["waits for the uncordon", "to be uncordoned"],
+        ),
+    ],
+)  # fmt: skip
+def test_fresh_launch_cordoned_at_registration_never_ready__the_notice_names_what_it_lacked(
+    launching: Launch,
+    wait_for_uncordon: bool,
+    missing: str,
+    said: list[str],
+    not_said: list[str],
+) -> None:
+    """A fresh node registered cordoned (--register-schedulable=false), then never
+    Ready: the launch timed out for want of Ready (and, when it waits for the
+    uncordon, of that too). The notice named only the cordon, and told the operator
+    who had set LAUNCH_WAIT_FOR_UNCORDON=true to set it."""
+    node = objects.node(
+        launching.node, instance=launching.event.instance_id, ready=False, unschedulable=True
+    )
+    launching.kubesim.apply(node)
+
+    summary = launching.handle(FakeClock(time.time()), launch_wait_for_uncordon=wait_for_uncordon)
+
+    assert (summary["result"], summary["waiting_for"]) == ("not_joined", missing), summary
+    (notice,) = launching.sns.sent
+    text = notice["Message"]
+    assert f"Still missing: {missing}." in text, text
+    for words in said:
+        assert words in text, text
+    for words in not_said:
+        assert words not in text, text
+
+
+def test_fresh_launch_cordoned_with_a_startup_taint__every_lack_named_and_advised(
+    launching: Launch,
+) -> None:
+    """Ready, cordoned at registration and keeping its CNI's startup taint past the
+    timeout, LAUNCH_WAIT_FOR_UNCORDON=true: both are named, each with its advice."""
+    taint = "node.cilium.io/agent-not-ready"
+    node = objects.node(
+        launching.node, instance=launching.event.instance_id, ready=True, unschedulable=True,
+        taints=[{"key": taint, "effect": "NoSchedule"}],
+    )  # fmt: skip
+    launching.kubesim.apply(node)
+
+    summary = launching.handle(FakeClock(time.time()), launch_wait_for_uncordon=True)
+
+    assert summary["waiting_for"] == f"taint {taint}, uncordon", summary
+    text = launching.sns.sent[0]["Message"]
+    assert "take it out of LAUNCH_STARTUP_TAINTS" in text, text
+    assert "LAUNCH_WAIT_FOR_UNCORDON=true waits for the uncordon" in text, text
+    assert f"to lose the taint {taint} and to be uncordoned" in _why(text), text
+
+
+@pytest.mark.parametrize("record", [False, True])
+def test_back_from_the_warm_pool_cordoned_by_someone__the_why_line_says_cordoned(
+    launching: Launch, record: bool
+) -> None:
+    """Back from the warm pool, Ready, cordoned not by the drainer (no record of a
+    drain of ours; or a record whose drain found it cordoned already): the notice is
+    about the cordon, and its Why line says so, not only that the node is Ready."""
+    launching.raw_event["detail"]["Origin"] = "WarmPool"
+    annotations = {}
+    if record:  # the drain found it cordoned: its record does not add the cordon
+        drained = {"phase": "drained", "destination": "warm-pool", "added": []}
+        annotations = {PROGRESS_ANNOTATION: json.dumps(drained)}
+    node = objects.node(
+        launching.node, instance=launching.event.instance_id, ready=True, unschedulable=True,
+        annotations=annotations,
+    )  # fmt: skip
+    launching.kubesim.apply(node)
+
+    summary = launching.handle(FakeClock(time.time()))
+
+    assert (summary["result"], summary["cordoned"]) == ("joined", True), summary
+    why = _why(launching.sns.sent[0]["Message"])
+    assert "back from the warm pool" in why and "cordoned" in why, why
+    assert "not by eks-node-drainer" in why or "not by the drainer" in why, why

@@ -48,16 +48,24 @@ class Look:
     waiting_for: str = "its node to register"
     """What it still lacks, in words for the log; "" once it can take pods."""
     missing: str = "registration"
-    """The same for the end line, short: `registration`, `ready`, `taint KEY`,
-    `uncordon` or `daemonset pods`; "" once it can take pods."""
+    """The same for the end line, short, each lack named, in the order they are
+    looked at and joined by ", ": `registration`, or some of `ready`, `taint KEY`,
+    `uncordon` and `daemonset pods`; "" once it can take pods."""
     cordoned: bool = False
     """spec.unschedulable: cordoned (by someone else: a new node has no drain of ours)."""
 
 
+NOT_READY_TAINTS = frozenset({"node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"})
+"""The node lifecycle controller's taints on a node that is not Ready: while it is
+not, they are that same lack, not another one."""
+
+
 def look(kube: Kube, identity: aws.NodeIdentity, settings: Settings, *, restarted: bool) -> Look:
-    """Look at the instance's node once. `restarted`: it comes back from the warm pool,
-    its node must also have lost EC2's shutdown taint, and its cordon is the drain's
-    that sent it there (the release undoes it), so never waited for."""
+    """Look at the instance's node once, naming every lack (Ready, each startup taint,
+    the uncordon when waited for, its DaemonSet pods when waited for and the node is
+    Ready: on a node that is not, they cannot be). `restarted`: it comes back from
+    the warm pool, its node must also have lost EC2's shutdown taint, and its cordon
+    is the drain's that sent it there (the release undoes it), so never waited for."""
     found = find_node_object(
         kube, identity.private_dns_name, identity.hostname_candidates, identity.provider_id_suffix
     )
@@ -65,45 +73,54 @@ def look(kube: Kube, identity: aws.NodeIdentity, settings: Settings, *, restarte
         return Look()
     name = str(found["metadata"]["name"])
     uid = str(found["metadata"].get("uid") or "")
-    spec = found.get("spec") or {}
-    cordoned = bool(spec.get("unschedulable"))
-
-    def lacking(words: str, missing: str) -> Look:
-        return Look(name, uid, words, missing, cordoned)
-
-    if not pods.is_ready(found):
-        return lacking(f"node {name} to be Ready", "ready")
-    taint = startup_taint(found, settings, restarted=restarted)
-    if taint:
-        return lacking(f"node {name} to lose the taint {taint}", f"taint {taint}")
+    cordoned = bool((found.get("spec") or {}).get("unschedulable"))
+    ready = pods.is_ready(found)
+    lacks: list[tuple[str, str]] = [] if ready else [("to be Ready", "ready")]
+    for taint in startup_taints(found, settings, restarted=restarted):
+        if ready or taint not in NOT_READY_TAINTS:
+            lacks.append((f"to lose the taint {taint}", f"taint {taint}"))
     if cordoned and settings.launch_wait_for_uncordon and not restarted:
-        return lacking(f"node {name} to be uncordoned (LAUNCH_WAIT_FOR_UNCORDON)", "uncordon")
-    if settings.launch_wait_daemonsets:
+        lacks.append(("to be uncordoned (LAUNCH_WAIT_FOR_UNCORDON)", "uncordon"))
+    words = [f"node {name} {_and([w for w, _ in lacks])}"] if lacks else []
+    if ready and settings.launch_wait_daemonsets:
         on_node, _ = kube.list_pods_on_node(name)
         waiting = sorted(
             pods.name(p) for p in on_node if pods.is_daemonset_pod(p) and not pods.is_ready(p)
         )
         if waiting:
-            words = f"its DaemonSet pods to be Ready ({', '.join(waiting[:5])})"
-            return lacking(words, "daemonset pods")
-    return Look(name, uid, "", "", cordoned)
+            words.append(f"its DaemonSet pods to be Ready ({', '.join(waiting[:5])})")
+            lacks.append(("", "daemonset pods"))
+    missing = ", ".join(m for _, m in lacks)
+    return Look(name, uid, ", and ".join(words), missing, cordoned)
 
 
-def startup_taint(node: dict[str, Any], settings: Settings, *, restarted: bool = False) -> str:
-    """The first taint on the node that keeps a new node's pods off and that its owner
-    removes in time (STARTUP_TAINTS, then LAUNCH_STARTUP_TAINTS, then the shutdown
-    taint of a node back from the warm pool); "" when there is none. The cordon's own
-    taint (node.kubernetes.io/unschedulable) is the cordon's, told as such."""
+def _and(parts: list[str]) -> str:
+    """The parts in words: a; a and b; a, b and c."""
+    return " and ".join([", ".join(parts[:-1]), parts[-1]] if len(parts) > 2 else parts)
+
+
+def startup_taints(
+    node: dict[str, Any], settings: Settings, *, restarted: bool = False
+) -> list[str]:
+    """The taints on the node that keep a new node's pods off and that their owners
+    remove in time (STARTUP_TAINTS, then LAUNCH_STARTUP_TAINTS, then the shutdown
+    taint of a node back from the warm pool), in that order. The cordon's own taint
+    (node.kubernetes.io/unschedulable) is the cordon's, told as such."""
     keys = {str(t.get("key")) for t in (node.get("spec") or {}).get("taints") or []}
     waited = [*STARTUP_TAINTS, *sorted(settings.launch_startup_taints)]
     if restarted:
         waited.append(SHUTDOWN_TAINT)
-    return next((key for key in waited if key in keys), "")
+    return [key for key in waited if key in keys]
 
 
 def advice(missing: str) -> str:
-    """What an operator can do about a node that still lacked `missing` at the
-    timeout, for the notice."""
+    """What an operator can do about a node that still lacked `missing` (Look.missing:
+    one lack or several) at the timeout, for the notice: each lack's advice, once."""
+    said = dict.fromkeys(_advice(one) for one in missing.split(", "))
+    return " ".join(words for words in said if words)
+
+
+def _advice(missing: str) -> str:
     if missing.startswith("taint "):
         key = missing.removeprefix("taint ")
         if key == STARTUP_TAINTS[0]:
@@ -134,12 +151,27 @@ def advice(missing: str) -> str:
         )
     if missing == "daemonset pods":
         return "Its DaemonSet pods were not Ready (LAUNCH_WAIT_DAEMONSETS=true)."
-    if missing in ("registration", "ready"):
+    if missing == "registration":
         return (
-            "The node never registered or was never Ready: see the instance's kubelet, "
-            "its user data and its role's access to the cluster."
+            "The node never registered: see the instance's kubelet, its user data and its "
+            "role's access to the cluster."
+        )
+    if missing == "ready":
+        return (
+            "The node registered but was never Ready: see its kubelet and its CNI on the "
+            "instance (the Ready condition's reason, in kubectl describe node)."
         )
     return ""
+
+
+def also_cordoned(node: str) -> str:
+    """For the notice of a new node that timed out for want of something else, while
+    cordoned with LAUNCH_WAIT_FOR_UNCORDON=false (the cordon was not waited for)."""
+    return (
+        f"The node is also cordoned, not by eks-node-drainer: it takes no pods until it is "
+        f"uncordoned (kubectl uncordon {node}); LAUNCH_WAIT_FOR_UNCORDON=false, so the "
+        "launch did not wait for that."
+    )
 
 
 def cordon_advice(node: str, *, from_warm_pool: bool) -> str:

@@ -9,9 +9,9 @@ An instance that comes back from the warm pool (Origin "WarmPool") has kept its
 Node object, cordoned and labelled by the drain that sent it there: once the node
 is Ready again (and EC2's shutdown taint is gone), the function releases it as
 `release` does (uncordon, label, record: only what the drainer added; a cordon
-someone else set stays, said in a log line), then answers CONTINUE. An instance
-launched into the warm pool is answered at once: it is stopped once warmed, and a
-node it registers meanwhile is left alone.
+someone else set stays, said in a log line and the notice; launch_release.py), then
+answers CONTINUE. An instance launched into the warm pool is answered at once: it is
+stopped once warmed, and a node it registers meanwhile is left alone.
 
 An event whose action is gone before its first heartbeat (a duplicate delivery of
 one answered already, a late one after the hook's timeout) is stale: its node is not
@@ -27,7 +27,8 @@ A node that cannot take pods within LAUNCH_TIMEOUT_SECONDS of the action's start
 by the end of this invocation) gets LAUNCH_TIMEOUT_RESULT: ABANDON (Auto Scaling
 terminates the instance and launches another; an instance refresh stops) or CONTINUE
 with a warning; the end line, an Event on the node and the notice say what it still
-lacked. When the cluster cannot be read at all (RBAC, TLS, no such cluster), the
+lacked, each thing it lacked when several (joined.look), with the notice's advice
+for each. When the cluster cannot be read at all (RBAC, TLS, no such cluster), the
 function says so and answers CONTINUE: a broken drainer must not stop a group from
 launching. The hook's own DefaultResult is CONTINUE for the same reason.
 """
@@ -43,13 +44,11 @@ from typing import Any
 
 from drainer import aws, logs
 from drainer.errors import AwsError, FatalKubeError, KubeError
-from drainer.k8s.cordon import live_drain, progress_of, release
 from drainer.k8s.events import EventPoster, Regarding
 from drainer.k8s.kube import Kube
-from drainer.lifecycle import ending, frame, joined, launch_locate, notices
-from drainer.lifecycle.events_ec2 import EC2_TRIGGERS
+from drainer.lifecycle import ending, frame, joined, launch_locate, launch_release, notices
 from drainer.lifecycle.events_fields import Skip
-from drainer.lifecycle.events_hook import TERMINATE_HOOK_TRIGGER, WARM_POOL_NAME, LifecycleEvent
+from drainer.lifecycle.events_hook import WARM_POOL_NAME, LifecycleEvent
 from drainer.lifecycle.job import Tools
 from drainer.lifecycle.window import Invocation, hand_over_at
 
@@ -81,7 +80,7 @@ class Joining:
     heartbeats: int = 0
     action_gone: bool = False
     missing: str = ""
-    """Not joined: what the node still lacked (joined.Look.missing)."""
+    """Not joined: what the node still lacked, each lack (joined.Look.missing)."""
     cordoned: bool = False
     """Joined cordoned (not by the drainer): it takes no pods until someone uncordons it."""
     cluster: str = ""
@@ -185,12 +184,19 @@ def _summary(
 
 
 def _advice(joining: Joining, *, from_warm_pool: bool) -> str:
-    """What the notice tells an operator to do. Back from the warm pool, a cordon is
-    told only once the node joined: at the timeout it is the drain's, which the
-    release undoes, and what it lacked is the advice."""
-    if joining.cordoned and (joining.result == "joined" or not from_warm_pool):
+    """What the notice tells an operator to do. Joined cordoned: the cordon. At the
+    timeout: each thing the node still lacked; a fresh node's cordon that was not
+    waited for (LAUNCH_WAIT_FOR_UNCORDON=false) is told besides. Back from the warm
+    pool, a cordon at the timeout is the drain's, which the release undoes: not told."""
+    if joining.result == "joined":
+        if not joining.cordoned:
+            return ""
         return joined.cordon_advice(joining.node, from_warm_pool=from_warm_pool)
-    return joined.advice(joining.missing)
+    said = joined.advice(joining.missing)
+    lacks = joining.missing.split(", ")
+    if joining.cordoned and not from_warm_pool and "uncordon" not in lacks:
+        said = f"{said} {joined.also_cordoned(joining.node)}".strip()
+    return said
 
 
 def _lifecycle_result(joining: Joining, on_timeout: str) -> str | None:
@@ -351,73 +357,16 @@ def _tell_node(poster: EventPoster, joining: Joining, told: str | None) -> None:
     poster.post(regarding, reason, "Launch", f"{joining.message}{group}", warning=warning)
 
 
-def _not_released(
-    node: dict[str, Any], joining: Joining, began: float, clock: Callable[[], float]
-) -> Joining | None:
-    """Why the node is not released, as the launch's end (None: release it): no record
-    of ours (a cordon someone else set is told), a record of a drain begun or ended
-    after this launch began (a late or repeated launch event: the instance went in
-    and out of service since), or a drain under way."""
-    record = progress_of(node)
-    if record is None:  # never drained by us: nothing to release
-        log.info("node %s has no eks-node-drainer record: nothing to release", joining.node)
-        cordoned = bool((node.get("spec") or {}).get("unschedulable"))
-        return replace(joining, cordoned=joining.cordoned or cordoned)
-    times = [record.get(k) for k in ("since", "at")]
-    if any(isinstance(t, int | float) and t > began for t in times):
-        log.warning(
-            "node %s was drained again after this launch began (a late launch event): not released",
-            joining.node,
-        )
-        return replace(joining, message=f"{joining.message}; drained again since: kept")
-    live = live_drain(node, clock(), EC2_TRIGGERS | {TERMINATE_HOOK_TRIGGER})
-    if live is not None:
-        log.warning(
-            "node %s back from the warm pool is being drained (%s, begun %.0f s ago): not released",
-            joining.node,
-            live.trigger,
-            clock() - live.since,
-        )
-        return replace(joining, message=f"{joining.message}; a {live.trigger} drain is under way")
-    return None
-
-
 def _release(kube: Kube, joining: Joining, began: float, clock: Callable[[], float]) -> Joining:
-    """Back from the warm pool and Ready: undo what the drain that sent it there added
-    (release), leaving what someone else set. A release that fails is said, and the
-    launch goes on all the same: the node is there, cordoned, and `release` by hand
-    undoes it."""
-    try:
-        node = kube.get_node(joining.node)
-        if node is None:
-            return replace(joining, message=f"{joining.message}; the node went away meanwhile")
-        kept = _not_released(node, joining, began, clock)
-        if kept is not None:
-            return kept
-        done = release(kube, node)
-    except KubeError as e:
-        log.error(
-            "node %s is back from the warm pool but could not be released (run `release %s` "
-            "by hand): %s",
-            joining.node,
-            joining.node,
-            e,
-        )
-        return replace(joining, message=f"{joining.message}; release failed: {e}")
-    for what in done.kept:
-        log.warning("node %s back from the warm pool: %s", joining.node, what)
-    cordoned = bool((node.get("spec") or {}).get("unschedulable"))
-    schedulable = not cordoned or "uncordoned" in done.changed
-    said = "schedulable" if schedulable else "still cordoned (not by the drainer)"
+    """Back from the warm pool and Ready: undo what the drain that sent it there added,
+    leaving what someone else set (launch_release.py)."""
+    back = launch_release.release_back(kube, joining.node, joining.message, began, clock)
     return replace(
         joining,
-        message=(
-            f"node {joining.node} is back from the warm pool, Ready and {said} "
-            f"{clock() - began:.0f} s after the launch began"
-        ),
-        released=tuple(done.changed),
-        kept=tuple(done.kept),
-        cordoned=not schedulable,
+        message=back.message,
+        released=back.released,
+        kept=back.kept,
+        cordoned=joining.cordoned or back.cordoned,
     )
 
 
