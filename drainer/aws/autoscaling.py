@@ -89,6 +89,25 @@ def describe_hook(autoscaling: Client, asg_name: str, hook_name: str) -> dict[st
     return None
 
 
+def describe_hooks(
+    autoscaling: Client, asg_name: str, hook_names: list[str]
+) -> list[dict[str, Any]]:
+    """The group's lifecycle hooks of these names (at most 50), in one call; empty
+    when it has none of them."""
+    what = f"DescribeLifecycleHooks {asg_name} {hook_names}"
+    try:
+        response = autoscaling.describe_lifecycle_hooks(
+            AutoScalingGroupName=asg_name, LifecycleHookNames=hook_names
+        )
+    except AWS_FAILURES as e:
+        raise translate(e, "autoscaling:DescribeLifecycleHooks", what) from e
+    return [
+        dict(hook)
+        for hook in response.get("LifecycleHooks", [])
+        if hook.get("LifecycleHookName") in hook_names
+    ]
+
+
 def lifecycle_hook(autoscaling: Client, asg_name: str, hook_name: str) -> HookInfo:
     """Describe one lifecycle hook of an Auto Scaling group."""
     hook = describe_hook(autoscaling, asg_name, hook_name)
@@ -141,19 +160,26 @@ def instance_lifecycle_state(autoscaling: Client, instance_id: str) -> str:
 
 def groups_with_tag(autoscaling: Client, key: str, value: str) -> dict[str, dict[str, str]]:
     """Every Auto Scaling group tagged `key`=`value`, all pages: name -> its tags."""
+    return _listed_groups(
+        autoscaling, f"tagged {key}={value}", Filters=[{"Name": f"tag:{key}", "Values": [value]}]
+    )
+
+
+def every_group(autoscaling: Client) -> dict[str, dict[str, str]]:
+    """Every Auto Scaling group of the region, all pages of 100: name -> its tags."""
+    return _listed_groups(autoscaling, "(every group)", PaginationConfig={"PageSize": 100})
+
+
+def _listed_groups(autoscaling: Client, what: str, **params: Any) -> dict[str, dict[str, str]]:
     groups: dict[str, dict[str, str]] = {}
     try:
-        pages = autoscaling.get_paginator("describe_auto_scaling_groups").paginate(
-            Filters=[{"Name": f"tag:{key}", "Values": [value]}]
-        )
+        pages = autoscaling.get_paginator("describe_auto_scaling_groups").paginate(**params)
         for page in pages:
             for group in page.get("AutoScalingGroups", []):
                 groups[str(group["AutoScalingGroupName"])] = tag_map(group.get("Tags", []))
     except ANSWERED_OR_UNREACHED as e:
         raise translate(
-            e,
-            "autoscaling:DescribeAutoScalingGroups",
-            f"DescribeAutoScalingGroups tagged {key}={value}",
+            e, "autoscaling:DescribeAutoScalingGroups", f"DescribeAutoScalingGroups {what}"
         ) from e
     return groups
 

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -291,6 +292,43 @@ def others_hooks(
 
 Hook = tuple[str, str]
 """(group, hook name)."""
+
+
+@dataclass(frozen=True)
+class HookSearch:
+    """What a look for this stack's hooks on groups it does not cover found."""
+
+    ours: tuple[Hook, ...] = ()
+    """The hooks whose metadata names this stack (HookSpec.made, as remove_hooks)."""
+    unlooked: tuple[str, ...] = ()
+    """Groups not looked at: out of time, or their hooks could not be read (logged)."""
+
+
+def find_ours(
+    autoscaling: aws.Client,
+    settings: Settings,
+    groups: Iterable[str],
+    names: Collection[str],
+    deadline: float,
+) -> HookSearch:
+    """This stack's hooks of `names` on `groups`: one DescribeLifecycleHooks per group,
+    every name at once; the groups left when time.monotonic() passes `deadline` are
+    not looked at. A group whose hooks cannot be read is not looked at either."""
+    spec = HookSpec.from_settings(settings)
+    ours: list[Hook] = []
+    unlooked: list[str] = []
+    for group in sorted(groups):
+        if time.monotonic() >= deadline:
+            unlooked.append(group)
+            continue
+        try:
+            found = aws.describe_hooks(autoscaling, group, sorted(names))
+        except AwsError as e:
+            log.error("the hooks of %s could not be read: %s", group, e)
+            unlooked.append(group)
+            continue
+        ours += [(group, str(h["LifecycleHookName"])) for h in found if spec.made(h)]
+    return HookSearch(tuple(ours), tuple(unlooked))
 
 
 @dataclass(frozen=True)

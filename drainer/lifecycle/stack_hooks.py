@@ -12,14 +12,20 @@ resource depends on the function) and answers at the request's ResponseURL:
   stack rolls back instead of leaving a group without its hook.
 - Update: the same, then delete the hooks of ours no longer wanted: a hook renamed,
   the launch hook turned off, a group no longer named, a group only the old AsgTag
-  covered (one the new tag's policy no longer lets it delete is named in the reason,
-  not a failure). A named group deleted since is not a failure (a rollback must not
-  fail on it).
+  covered, an EKS managed node group left alone once AllowManagedNodeGroups is
+  false. One the policy no longer lets it delete (the new tag's) is named in the
+  reason with the command, not a failure. A named group deleted since is not a
+  failure (a rollback must not fail on it).
 - Delete: delete this stack's hooks (hooks.remove_hooks: by name and
-  NotificationMetadata, as `make undeploy` decides), on the groups still there; a
-  hook of the same name that another tool made stays. A deleted group is nothing
-  to do. Only an AWS call that fails (access denied) answers FAILED, naming the
-  hooks to delete by hand.
+  NotificationMetadata, as `make undeploy` decides), on the covered groups still
+  there; a hook of the same name that another tool made stays. A deleted group is
+  nothing to do. Only an AWS call on those that fails (access denied) answers
+  FAILED, naming the hooks to delete by hand. Then it looks for this stack's hooks on
+  every other group of the region (one untagged by hand, a managed node group left
+  alone), but those tagged for another cluster, one DescribeLifecycleHooks a group
+  within LOOK_SECONDS: those found are deleted where the policy lets it, else named
+  with the command (the tagged groups' policy holds only while the tag does); never
+  a failure, which would block the stack's deletion.
 
 Every answer is sent, a failure included: CloudFormation would otherwise wait an
 hour. The schedule and the API-call rule stay as the safety net, and depend on
@@ -31,6 +37,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -47,6 +54,10 @@ _REASON_LIMIT = 1500
 _CREATE_GOES_ON = frozenset({"CREATE_IN_PROGRESS", "UPDATE_IN_PROGRESS"})
 """The stack's states in which a Create of this resource is still awaited (the stack
 created, or updated with the resource added)."""
+LOOK_SECONDS = 150.0
+"""How long a Delete (from its start) or an Update's look at the groups it now leaves
+alone may spend looking for this stack's hooks, one DescribeLifecycleHooks a group
+(hundreds of groups: tens of seconds): the resource's ServiceTimeout is 300 s."""
 
 
 def physical_id(request: StackRequest) -> str:
@@ -199,6 +210,7 @@ def _put(
         if removal.removed:
             reason += f"; {_removed(removal)}"
         reason += _untagged(request, autoscaling, settings, sync.covered)
+        reason += _left_alone(request, autoscaling, settings, groups[1])
     return reply(request, SUCCESS, reason, {"Groups": str(len(sync.covered))})
 
 
@@ -220,8 +232,10 @@ def _not_this_stack(request: StackRequest, settings: Settings) -> dict[str, Any]
 
 
 def _delete(request: StackRequest, autoscaling: aws.Client, settings: Settings) -> dict[str, Any]:
-    """Delete this stack's hooks on the covered groups. A Delete of another id than
-    the stack's own is a replaced resource's cleanup: its hooks are the new one's."""
+    """Delete this stack's hooks on the covered groups, then on any other group
+    (_elsewhere). A Delete of another id than the stack's own is a replaced
+    resource's cleanup: its hooks are the new one's."""
+    deadline = time.monotonic() + LOOK_SECONDS
     if request.physical_id and request.physical_id != physical_id(request):
         why = (
             f"{request.physical_id} is not this stack's resource ({physical_id(request)}): "
@@ -233,7 +247,49 @@ def _delete(request: StackRequest, autoscaling: aws.Client, settings: Settings) 
     removal = hooks.remove_hooks(autoscaling, settings, itertools.product(covered, names))
     if removal.failed:
         return reply(request, FAILED, _failed_removal(removal))
-    return reply(request, SUCCESS, _removed(removal), {"Removed": str(len(removal.removed))})
+    tail, more = _elsewhere(autoscaling, settings, set(covered), deadline)
+    count = str(len(removal.removed) + more)
+    return reply(request, SUCCESS, _removed(removal) + tail, {"Removed": count})
+
+
+def _elsewhere(
+    autoscaling: aws.Client, settings: Settings, covered: set[str], deadline: float
+) -> tuple[str, int]:
+    """Delete this stack's hooks on the region's other groups (untagged by hand, a
+    managed node group left alone, an Update's deletion refused), but those tagged
+    for another cluster, which ASG_TAG never admitted: (the reason's tail, how many
+    deleted). The tagged groups' policy refuses a deletion once the tag is gone:
+    named with the command, not a failure."""
+    try:
+        every = aws.every_group(autoscaling)
+    except AwsError as e:
+        log.error("the other groups could not be listed: %s", e)
+        return (
+            f"; the other groups could not be listed ({e}): a hook of this stack's on a "
+            "group it no longer covers stays (aws autoscaling describe-lifecycle-hooks)",
+            0,
+        )
+    others = [g for g, t in every.items() if g not in covered and not _foreign(settings, t)]
+    names = {settings.lifecycle_hook_name, settings.launch_hook_name}
+    search = hooks.find_ours(autoscaling, settings, others, names, deadline)
+    tail = _unlooked(search.unlooked, "other group(s)")
+    if not search.ours:
+        return tail, 0
+    removal = hooks.remove_hooks(autoscaling, settings, search.ours)
+    done = f": {_removed(removal)}" if removal.removed else ""
+    found = f"; this stack's hooks on groups it does not cover{done}{_by_hand(removal.failed)}"
+    return found + tail, len(removal.removed)
+
+
+def _foreign(settings: Settings, tags: Mapping[str, str]) -> bool:
+    """Do the group's tags name another cluster than CLUSTER_NAME (tag_admits' rule)?"""
+    owner = aws.cluster_name_for("", tags, settings.cluster_name)
+    return bool(settings.cluster_name and owner and owner != settings.cluster_name)
+
+
+def _named_before(request: StackRequest) -> set[str]:
+    """The groups the old properties named (AsgNames)."""
+    return {g.strip() for g in str(request.old_properties.get("AsgNames") or "").split(",")} - {""}
 
 
 def _adoptable(
@@ -244,9 +300,8 @@ def _adoptable(
     covered group when it had an AsgTag). A Create adopts nothing."""
     if request.kind != "Update":
         return set()
-    old = request.old_properties
-    named_before = {g.strip() for g in str(old.get("AsgNames") or "").split(",")} - {""}
-    tagged_before = bool(str(old.get("AsgTag") or "").strip())
+    named_before = _named_before(request)
+    tagged_before = bool(str(request.old_properties.get("AsgTag") or "").strip())
     specs = {spec.name: spec for spec in hooks.HookSpec.all_from_settings(settings)}
     return {
         (group, name)
@@ -304,10 +359,9 @@ def _stale(
     """The hooks an update may have made unwanted: on the covered groups, a former
     name or the launch hook turned off; every name on a group no longer named (and
     still there). remove_hooks deletes those that are ours."""
-    old = request.old_properties
     wanted = {spec.name for spec in hooks.HookSpec.all_from_settings(settings)}
     every = _every_name(request, settings)
-    dropped = {g.strip() for g in str(old.get("AsgNames") or "").split(",")} - set(covered) - {""}
+    dropped = _named_before(request) - set(covered)
     still_there = aws.existing_groups(autoscaling, sorted(dropped)) if dropped else set()
     return [
         *itertools.product(covered, every - wanted),
@@ -347,6 +401,59 @@ def _untagged(
             "; ".join(f"{g}/{n}: {e}" for (g, n), e in sorted(removal.failed.items()))
         )
     return tail
+
+
+def _left_alone(
+    request: StackRequest, autoscaling: aws.Client, settings: Settings, skipped: Mapping[str, str]
+) -> str:
+    """Delete this stack's hooks on the EKS managed node groups the Update leaves alone
+    now, AllowManagedNodeGroups being false (a named one is a dropped name: _stale).
+    Left, their actions would wait HeartbeatTimeout, refused. What the policy refuses
+    is named with the command, never a failure. The reason's tail."""
+    named_before = _named_before(request)
+    groups = [
+        g
+        for g, why in skipped.items()
+        if why.startswith(managed.REFUSED_PREFIX) and g not in named_before
+    ]
+    if not groups:
+        return ""
+    names = _every_name(request, settings)
+    search = hooks.find_ours(autoscaling, settings, groups, names, time.monotonic() + LOOK_SECONDS)
+    tail = _unlooked(search.unlooked, "group(s) left alone")
+    if not search.ours:
+        return tail
+    removal = hooks.remove_hooks(autoscaling, settings, search.ours)
+    why = ", ".join(f"{g}: {skipped[g].split(':')[0]}" for g in sorted({g for g, _ in search.ours}))
+    done = f": {_removed(removal)}" if removal.removed else ""
+    return f"; left alone now ({why}){done}{_by_hand(removal.failed)}{tail}"
+
+
+def _by_hand(failed: Mapping[hooks.Hook, str]) -> str:
+    """The hooks the role could not delete, each with the command (the log has why)."""
+    if not failed:
+        return ""
+    commands = "; ".join(
+        f"aws autoscaling delete-lifecycle-hook --auto-scaling-group-name {group} "
+        f"--lifecycle-hook-name {name}"
+        for group, name in sorted(failed)
+    )
+    return (
+        "; not deleted (the role's policy lets it delete only on the groups named or "
+        f"still tagged; the log has each error): {_named(failed)}; delete by hand: {commands}"
+    )
+
+
+def _unlooked(groups: tuple[str, ...], what: str) -> str:
+    """The groups not looked at for this stack's hooks, with the command to."""
+    if not groups:
+        return ""
+    shown = ", ".join(groups[:10]) + (", ..." if len(groups) > 10 else "")
+    return (
+        f"; {len(groups)} {what} not looked at for this stack's hooks (out of time, or "
+        f"unreadable: the log says): {shown}; look with aws autoscaling "
+        "describe-lifecycle-hooks --auto-scaling-group-name GROUP"
+    )
 
 
 def _named(hooks_: Iterable[hooks.Hook]) -> str:

@@ -1,0 +1,256 @@
+"""The stack's hooks on groups it no longer covers (drainer/lifecycle/stack_hooks.py):
+an Update turning AllowManagedNodeGroups off, a Delete after someone untagged a group
+by hand. Left, each such hook names the stack and holds every termination of its group
+for its HeartbeatTimeout, undrained: the function refuses a group it does not cover."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from support import cfn
+from test_hooks import HOOK, TAG, Account
+from test_managed import managed_group
+from test_stack_hooks import OURS, TAGGED, hooks_of, owner_of, send, settings
+
+from drainer.lifecycle import stack_hooks
+
+TAG_KEY = TAG.split("=")[0]
+ALLOWED = {**TAGGED, "AsgNames": "", "AllowManagedNodeGroups": "true"}
+"""A stack covering the tagged groups, EKS managed node groups among them."""
+
+
+@pytest.fixture
+def account(moto_aws: None) -> Iterator[Account]:
+    yield Account()
+
+
+@pytest.fixture
+def answers() -> Iterator[cfn.ResponseServer]:
+    with cfn.response_server() as server:
+        yield server
+
+
+def refuse(account: Account, action: str, *, after: int = 0) -> None:
+    """A call of `action` answered AccessDenied (the role's policy refusing it), once
+    `after` more calls of it went through."""
+    from awssim.apifaults import api_faults
+
+    region = account.autoscaling.meta.region_name
+    api_faults("123456789012", region).fail_next("autoscaling", action, "AccessDenied", after=after)
+
+
+def untag(account: Account, group: str) -> None:
+    account.autoscaling.delete_tags(
+        Tags=[{"ResourceId": group, "ResourceType": "auto-scaling-group", "Key": TAG_KEY}]
+    )
+
+
+# --- Update: AllowManagedNodeGroups true -> false ---------------------------------------
+
+
+def _allow_then_disallow(
+    account: Account, answers: cfn.ResponseServer, **given: Any
+) -> dict[str, Any]:
+    properties = {**ALLOWED, **given.pop("properties", {})}
+    before = settings(allow_managed_node_groups=True, **given)
+    created = send(account, answers, "Create", before, properties=properties)
+    assert created["Status"] == "SUCCESS", created
+    assert owner_of(account, "eks-ng-1") == cfn.STACK_ID
+    return send(
+        account,
+        answers,
+        "Update",
+        settings(allow_managed_node_groups=False, **given),
+        properties={**properties, "AllowManagedNodeGroups": "false"},
+        old=properties,
+        physical_id=OURS,
+    )
+
+
+def test_update_disallowing_managed_node_groups__tagged_ones_lose_our_hook__eks_own_stays(
+    account: Account, answers: cfn.ResponseServer
+) -> None:
+    managed_group(account, "eks-ng-1", **{TAG_KEY: "true"})
+    account.tagged("self-managed")
+
+    updated = _allow_then_disallow(account, answers, allowed_asgs=(), asg_tag=TAG)
+
+    assert updated["Status"] == "SUCCESS", updated
+    assert set(hooks_of(account, "eks-ng-1")) == {"Terminate-LC-Hook"}, "our hook was left"
+    assert owner_of(account, "self-managed") == cfn.STACK_ID
+    assert "eks-ng-1/eks-node-drainer" in updated["Reason"]
+    assert "EKS managed node group ng-1" in updated["Reason"]
+
+
+def test_update_disallowing_managed_node_groups__named_ones_lose_our_hook(
+    account: Account, answers: cfn.ResponseServer
+) -> None:
+    """Through _stale's path: a named group no longer covered is a dropped name."""
+    managed_group(account, "eks-ng-1")
+    account.group("self-managed")
+    named = {"AsgNames": "eks-ng-1,self-managed", "AsgTag": ""}
+
+    updated = _allow_then_disallow(
+        account, answers, allowed_asgs=("eks-ng-1", "self-managed"), properties=named
+    )
+
+    assert updated["Status"] == "SUCCESS", updated
+    assert set(hooks_of(account, "eks-ng-1")) == {"Terminate-LC-Hook"}, "our hook was left"
+    assert owner_of(account, "self-managed") == cfn.STACK_ID
+    assert "eks-ng-1/eks-node-drainer" in updated["Reason"]
+
+
+def test_update_disallowing_managed_node_groups__a_hook_it_may_not_delete__said_not_failed(
+    account: Account, answers: cfn.ResponseServer
+) -> None:
+    managed_group(account, "eks-ng-1", **{TAG_KEY: "true"})
+    before = settings(allowed_asgs=(), asg_tag=TAG, allow_managed_node_groups=True)
+    assert send(account, answers, "Create", before, properties=ALLOWED)["Status"] == "SUCCESS"
+    refuse(account, "DeleteLifecycleHook")
+
+    updated = send(
+        account,
+        answers,
+        "Update",
+        settings(allowed_asgs=(), asg_tag=TAG),
+        properties={**ALLOWED, "AllowManagedNodeGroups": "false"},
+        old=ALLOWED,
+        physical_id=OURS,
+    )
+
+    assert updated["Status"] == "SUCCESS", updated
+    assert owner_of(account, "eks-ng-1") == cfn.STACK_ID, "left, and said"
+    assert "eks-ng-1/eks-node-drainer" in updated["Reason"]
+    assert (
+        "aws autoscaling delete-lifecycle-hook --auto-scaling-group-name eks-ng-1 "
+        "--lifecycle-hook-name eks-node-drainer"
+    ) in updated["Reason"]
+
+
+def test_update_left_alone_groups_of_another_stack__their_hooks_stay(
+    account: Account, answers: cfn.ResponseServer
+) -> None:
+    """A managed node group that this stack never covered keeps another's hook."""
+    managed_group(account, "eks-ng-1", **{TAG_KEY: "true"})
+    account.put_hook("eks-ng-1")  # metadata naming the cluster and no stack: not ours
+
+    updated = send(
+        account,
+        answers,
+        "Update",
+        settings(allowed_asgs=(), asg_tag=TAG),
+        properties={**ALLOWED, "AllowManagedNodeGroups": "false"},
+        old={**ALLOWED, "AllowManagedNodeGroups": "false"},
+        physical_id=OURS,
+    )
+
+    assert updated["Status"] == "SUCCESS", updated
+    assert set(hooks_of(account, "eks-ng-1")) == {"Terminate-LC-Hook", HOOK}
+
+
+# --- Delete: a group untagged by hand ---------------------------------------------------
+
+
+def _create_tagged(account: Account, answers: cfn.ResponseServer) -> Any:
+    given = settings(allowed_asgs=(), asg_tag=TAG)
+    properties = {**TAGGED, "AsgNames": ""}
+    assert send(account, answers, "Create", given, properties=properties)["Status"] == "SUCCESS"
+    return given
+
+
+def test_delete__a_group_untagged_by_hand__its_hook_deleted_too(
+    account: Account, answers: cfn.ResponseServer
+) -> None:
+    for i in range(105):  # more than a page of DescribeAutoScalingGroups (100)
+        account.group(f"filler-{i:02}")
+    account.tagged("tagged-x")
+    account.tagged("zz-untagged")
+    account.group("elsewhere")
+    account.put_hook("elsewhere")  # the cluster's, no stack: not this stack's
+    given = _create_tagged(account, answers)
+    untag(account, "zz-untagged")
+
+    deleted = send(account, answers, "Delete", given, physical_id=OURS)
+
+    assert deleted["Status"] == "SUCCESS", deleted
+    assert hooks_of(account, "tagged-x") == {}
+    assert hooks_of(account, "zz-untagged") == {}, "a group untagged by hand keeps our hook"
+    assert HOOK in hooks_of(account, "elsewhere"), "a hook the stack never put"
+    assert "zz-untagged/eks-node-drainer" in deleted["Reason"]
+
+
+def test_delete__a_group_untagged_by_hand__the_policy_refuses__named__not_failed(
+    account: Account, answers: cfn.ResponseServer
+) -> None:
+    """The tagged groups' policy lets the role delete a hook only on a group still
+    tagged: the Delete succeeds (a failed Delete blocks the stack's deletion) and
+    names the hook with the command to delete it by hand."""
+    account.tagged("tagged-x")
+    account.tagged("untagged-y")
+    given = _create_tagged(account, answers)
+    untag(account, "untagged-y")
+    refuse(account, "DeleteLifecycleHook", after=1)  # tagged-x's goes through
+
+    deleted = send(account, answers, "Delete", given, physical_id=OURS)
+
+    assert deleted["Status"] == "SUCCESS", deleted
+    assert hooks_of(account, "tagged-x") == {}
+    assert owner_of(account, "untagged-y") == cfn.STACK_ID
+    assert (
+        "aws autoscaling delete-lifecycle-hook --auto-scaling-group-name untagged-y "
+        "--lifecycle-hook-name eks-node-drainer"
+    ) in deleted["Reason"], deleted["Reason"]
+
+
+def test_delete__the_groups_cannot_all_be_listed__said__not_failed(
+    account: Account, answers: cfn.ResponseServer
+) -> None:
+    account.tagged("tagged-x")
+    given = _create_tagged(account, answers)
+    # The third DescribeAutoScalingGroups: the listing of every group (the first
+    # lists the tagged ones, the second reads their tags: managed node groups?).
+    refuse(account, "DescribeAutoScalingGroups", after=2)
+
+    deleted = send(account, answers, "Delete", given, physical_id=OURS)
+
+    assert deleted["Status"] == "SUCCESS", deleted
+    assert hooks_of(account, "tagged-x") == {}
+    assert "could not be listed" in deleted["Reason"], deleted["Reason"]
+
+
+def test_delete__out_of_time_to_look__the_groups_not_looked_at_said(
+    account: Account, answers: cfn.ResponseServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    account.tagged("tagged-x")
+    account.group("other-a")
+    account.group("other-b")
+    given = _create_tagged(account, answers)
+    monkeypatch.setattr(stack_hooks, "LOOK_SECONDS", 0.0)
+
+    deleted = send(account, answers, "Delete", given, physical_id=OURS)
+
+    assert deleted["Status"] == "SUCCESS", deleted
+    assert hooks_of(account, "tagged-x") == {}
+    assert "2 other group(s) not looked at" in deleted["Reason"], deleted["Reason"]
+
+
+def test_delete__groups_of_another_cluster__not_looked_at(
+    account: Account, answers: cfn.ResponseServer
+) -> None:
+    """A group tagged for another cluster was never the stack's (ASG_TAG does not
+    admit it): an account shared by many clusters costs no call per their groups."""
+    account.tagged("tagged-x")
+    account.group("theirs", **{"eks:cluster-name": "staging"})
+    given = _create_tagged(account, answers)
+    looked: list[str] = []
+    account.autoscaling.meta.events.register(
+        "before-parameter-build.autoscaling.DescribeLifecycleHooks",
+        lambda params, **_: looked.append(params["AutoScalingGroupName"]),
+    )
+
+    deleted = send(account, answers, "Delete", given, physical_id=OURS)
+
+    assert deleted["Status"] == "SUCCESS", deleted
+    assert "theirs" not in looked
