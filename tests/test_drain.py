@@ -893,3 +893,55 @@ def test_recordon_refused__the_pods_gone_before_its_retry__the_ends_patch_cordon
     assert json.loads(node["metadata"]["annotations"][PROGRESS_ANNOTATION])["phase"] == "drained"
     assert node["spec"].get("unschedulable") is (refused == 1)
     assert report.recordons == (refused == 1)
+
+
+# -- a pod that lands under a budget that refused -------------------------------------
+
+
+class _LandsAfterARefusal(Settling):
+    """db-1 lands on the node (the cordon briefly undone, a pod bound before it) once
+    db-0's first eviction was refused."""
+
+    def __init__(self, clock: FakeClock, front: ApiFront) -> None:
+        super().__init__(clock, front)
+        self.landed_at: float | None = None
+
+    def wait(self, cond: Any, until: Any, busy: bool = False) -> None:
+        if (
+            self.landed_at is None
+            and not busy
+            and self.front.requests("POST", eviction_path("default", "db-0"))
+        ):
+            self.landed_at = self.clock()
+            late = objects.pod(
+                "db-1", node_name=NODE, labels={"app": "db"}, grace=30, phase="Running", ready=True
+            )
+            self.front.sim.apply([late])
+            cond.wait(0.2)
+            return
+        super().wait(cond, until, busy)
+
+
+def test_force__pod_landing_under_a_budget_that_refused__asked_on_its_timer_before_deleted(
+    sim: KubeSim, front: ApiFront, clock: FakeClock
+) -> None:
+    """db-0's budget refuses; db-1 lands under it, and db-0 is deleted early by the
+    force policy (its grace before the deadline). db-1 is asked on the budget's timer
+    (it waited for a budget change that never came, and was deleted at the deadline
+    never asked); never deleted early before it was asked: a pod never asked is not
+    held (the force policy deletes only pods refused, or opted out, before the end)."""
+    place_held(sim, grace=30)
+    waits = _LandsAfterARefusal(clock, front)
+    start = clock()
+
+    _, report = drain(
+        front, clock, 40, waits=waits, force_on_timeout=True, force_grace_period_seconds=30
+    )
+
+    assert waits.landed_at is not None
+    asked = [r.at - start for r in front.requests("POST", eviction_path("default", "db-1"))]
+    deleted = [r.at - start for r in front.requests("DELETE", "/pods/db-1$")]
+    assert asked, f"db-1 never asked for; deleted at {deleted}"
+    assert 15 <= asked[0] < 40 - 1, asked
+    assert deleted and deleted[0] >= asked[0], (asked, deleted)
+    assert report.forced == 2 and report.outcome == Outcome.TIMED_OUT

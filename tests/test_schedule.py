@@ -375,3 +375,70 @@ def test_a_late_refusal_of_an_older_request__the_newer_refusal_still_holds_the_b
     refuse(schedule, y, now=0)
 
     assert schedule.pick(now=1, slots=5) == [], "sent again at a version the server refused"
+
+
+# -- pods a budget holds that were never asked for --------------------------------
+
+
+def test_pod_landing_under_a_budget_that_refused__sent_on_the_budgets_timer() -> None:
+    """A pod that lands on the node mid-drain under a budget that refused, whose
+    refused pod went meanwhile (deleted by its owner, or by the force policy): probed
+    on the budget's timer, as the pods parked there are. It waited for a budget change
+    that may never come, and sat "not evicted yet" until the deadline."""
+    budgets = Budgets(shop__api=0)
+    schedule = schedule_of(budgets)
+    first = add(schedule, "api-0", "shop/api")
+    schedule.pick(now=1.0, slots=4)
+    refuse(schedule, first, 1.0)  # the budget's timer: 31
+    schedule.gone(first)
+    late = schedule.add(pod("api-9"), budgets=["shop/api"], terminating=False, now=5.0)
+
+    assert schedule.pick(now=5.0, slots=4) == [], "refused at this version: not at once"
+    assert schedule.next_wake(5.0) == 31.0
+    assert schedule.pick(now=31.0, slots=4) == [late]
+
+
+def test_pod_landing_beside_pods_a_budget_refused__probed_after_them__never_held_unasked() -> None:
+    """Never `held` before it is asked: the force policy reads that as asked, and
+    deletes such pods early."""
+    budgets = Budgets(shop__api=0)
+    schedule = schedule_of(budgets)
+    first = add(schedule, "api-0", "shop/api")
+    schedule.pick(now=1.0, slots=4)
+    refuse(schedule, first, 1.0)  # the budget's timer: 31
+    late = schedule.add(pod("api-9"), budgets=["shop/api"], terminating=False, now=5.0)
+
+    assert schedule.pick(now=5.0, slots=4) == []
+    assert schedule.pick(now=31.0, slots=4) == [first], "one probe at a time"
+    refuse(schedule, first, 31.0)
+    assert late.held == "" and late.attempts == 0, "held, never asked"
+    assert schedule.pick(now=31.0, slots=4) == [late], "its timer was not pushed back"
+
+
+@pytest.mark.parametrize("landed", [False, True], ids=["listed", "landed-mid-drain"])
+def test_budget_spent_by_one_acceptance__its_other_pods_named__critical_tier_at_the_reserve(
+    landed: bool,
+) -> None:
+    """The budget allowed one eviction, and never another (the replacement never
+    becomes Ready): its other pods wait for it, said so, and the critical tier starts
+    at its reserve instead of waiting for them until the deadline."""
+    budgets = Budgets(shop__web=1)
+    schedule = schedule_of(budgets)
+    first = add(schedule, "web-0", "shop/web")
+    other = None if landed else add(schedule, "web-1", "shop/web")
+    add(schedule, "dns-0", critical=True)
+    schedule.pick(now=1.0, slots=8)
+    schedule.accepted(first, 1.2)
+    budgets.change("shop/web", 0)  # the eviction's own write; no Ready replacement since
+    schedule.gone(first)
+    if other is None:
+        other = schedule.add(pod("web-1"), budgets=["shop/web"], terminating=False, now=5.0)
+
+    assert schedule.pick(now=DEADLINE - 121, slots=8) == []
+    assert schedule.left()["shop/web-1"] == (
+        "PodDisruptionBudget shop/web allows no disruption (not asked yet)"
+    )
+    why = schedule.start_critical(DEADLINE - 120)
+    assert "shop/web-1 (PodDisruptionBudget shop/web allows no disruption" in why
+    assert names(schedule.pick(now=DEADLINE - 120, slots=8)) == ["dns-0"]
+    assert other.held == "" and other.attempts == 0, "words only: never asked"

@@ -11,13 +11,19 @@ The rules, as kubectl drain and the eviction API would have them:
 - A budget that allows none, and that nothing was sent through yet, gets one
   probe (the server is the judge). After that its pods wait until the watch shows
   it allows again, or for their own fallback timer, in the order they were
-  refused. A pod that is not Ready may go through a budget with none allowed
+  refused; a pod that lands on the node since waits for the budget's timer too.
+  A pod that is not Ready may go through a budget with none allowed
   (unhealthyPodEvictionPolicy), so it is tried once whatever the budget says.
 - A Retry-After, or the backoff after a failure, binds: no request before it.
 - Critical pods go last, but not held hostage: their tier starts when the
   ordinary pods are gone, or at `reserve` seconds before the deadline when every
   ordinary pod left is held by something the drain cannot hurry (a budget, a
   terminating namespace).
+- TIMEOUT_POLICY=force (force.py) deletes `held` pods before the deadline: a pod
+  refused, or parked by a refusal of its budget while it was there. One that
+  landed since, or that waits for a budget whose room is spent, was never asked:
+  it is named as such (`_unasked`) for the end's words and the critical tier,
+  never held.
 
 Nothing here talks to the API or reads the clock: the caller passes `now`.
 """
@@ -131,6 +137,7 @@ class Schedule:
         self._accepted: dict[str, tuple[int, int]] = {}  # budget -> (version, accepted at it)
         self._closed: dict[str, int] = {}  # budget -> version at which it last refused
         self._refused_at: dict[str, int] = {}  # budget -> its version when a refused pod was sent
+        self._retry_at: dict[str, float] = {}  # budget -> its last refusal's timer
 
     # -- the pods ---------------------------------------------------------------
 
@@ -150,6 +157,11 @@ class Schedule:
         if terminating:
             self._move(entry, State.TERMINATING)
             entry.since = now
+        elif entry.budget in self._retry_at:
+            # Landed under a budget that refused: it waits for a change, or for the
+            # budget's timer like the pods parked there (not for a change alone: the
+            # budget's refused pods may be gone, and their refusals with them).
+            entry.not_before = max(now, self._retry_at[entry.budget])
         return entry
 
     def _move(self, entry: Entry, state: State) -> None:
@@ -299,11 +311,13 @@ class Schedule:
         version = self.budgets.seen(*_split(entry.budget))
         entry.seen = self._closed[entry.budget] = version
         entry.hard = bool(retry_after)
-        entry.not_before = now + (retry_after or fallback())
-        for other in self._entries.values():
-            if other.budget == entry.budget and other.state is State.TODO and not other.held:
+        entry.not_before = self._retry_at[entry.budget] = now + (retry_after or fallback())
+        for other in self._todo.values():
+            # Not those on a timer already: parked before, or landed since the budget
+            # refused (never asked: not `held`, which force.py deletes early).
+            if other.budget == entry.budget and not (other.held or other.not_before):
                 other.held = entry.held
-                other.not_before = max(other.not_before, now + fallback())
+                other.not_before = now + fallback()
 
     def wait(self, entry: Entry, until: float, why: str) -> None:
         """No request for this pod before `until` (a failure's backoff, a budget
@@ -353,7 +367,8 @@ class Schedule:
         if now < self.deadline - self.reserve:
             return ""
         ordinary = [e for e in self._entries.values() if not e.critical and e.state in OPEN]
-        if all(e.state in (State.TODO, State.TERMINATING) and e.held for e in ordinary):
+        held = {e.name: e.held or self._unasked(e) for e in ordinary}
+        if all(e.state in (State.TODO, State.TERMINATING) and held[e.name] for e in ordinary):
             left = max(0.0, self.deadline - now)
             when = (
                 f"{left:.0f} s before the deadline (the critical reserve is {self.reserve:g} s)"
@@ -361,9 +376,22 @@ class Schedule:
                 else f"{self.reserve:g} s before the deadline"
             )
             self.critical_started = f"{when}, the ordinary pods left are held: " + "; ".join(
-                f"{e.name} ({e.held})" for e in ordinary
+                f"{e.name} ({held[e.name]})" for e in ordinary
             )
         return self.critical_started
+
+    def _unasked(self, entry: Entry) -> str:
+        """What keeps a pod never asked for waiting, in words: its budget, when that
+        refused others or its room is spent (the budget's timer, or a change, sends
+        it). Words only, never `held`: the force policy deletes held pods early."""
+        budget = entry.budget
+        if entry.state is not State.TODO or entry.attempts or entry.opted_out or not budget:
+            return ""
+        if budget not in self._closed and budget not in self._accepted:
+            return ""  # nothing sent through it yet: one request finds out
+        if self.room(budget) > 0 and not self._refused_as_seen(budget):
+            return ""  # it may go now
+        return f"PodDisruptionBudget {budget} allows no disruption (not asked yet)"
 
     def left(self) -> dict[str, str]:
         """Each pod still on the node, and why."""
@@ -372,7 +400,7 @@ class Schedule:
             if entry.state is State.TODO and entry.critical and not self.critical_started:
                 why = "critical pod: its tier waits for the ordinary pods, which are still held"
             elif entry.state is State.TODO:
-                why = entry.held or "not evicted yet"
+                why = entry.held or self._unasked(entry) or "not evicted yet"
             elif entry.state is State.IN_FLIGHT:
                 why = "eviction request unanswered"
             elif entry.state is State.EVICTED:
