@@ -259,6 +259,7 @@ def test_release__a_drain_under_way__not_released(sim: KubeSim, kube: Kube) -> N
 
     assert released.released == ()
     assert "a scheduled-change drain is under way" in released.message
+    assert released.not_released == "drain_under_way"
     assert sim.get("Node", NODE)["spec"].get("unschedulable"), "left to that drain"
 
 
@@ -439,7 +440,8 @@ def test_release__a_record_of_a_drain_after_this_launch_began__not_undone(
     joining = launch._release(kube, launch.Joining("joined", "Ready", NODE), NOW, lambda: NOW + 130)
 
     assert sim.get("Node", NODE)["spec"].get("unschedulable"), "a later trip's cordon undone"
-    assert "drained again since: kept" in joining.message
+    assert "drained again since" in joining.message
+    assert joining.not_released == "drained_since"
 
 
 def test_until_ready__back_from_the_warm_pool_cordoned_without_a_record__told_cordoned(

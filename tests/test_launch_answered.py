@@ -28,6 +28,7 @@ from drainer.lifecycle import events, events_hook, launch
 from drainer.lifecycle.job import Tools
 from drainer.lifecycle.settings import Settings
 from kubesim import KubeSim
+from kubesim.faults import Fault
 from kubesim.testing import eventually
 from testbed import workloads as objects
 
@@ -257,6 +258,32 @@ def test_back_from_the_warm_pool_never_untainted__the_notice_advises_what_it_lac
     assert "cloud controller" in text and "runs again" in text, text
     for wrong in ("LAUNCH_WAIT_FOR_UNCORDON", "LAUNCH_STARTUP_TAINTS", "not by eks-node-drainer"):
         assert wrong not in text, text
+    assert "release --node" not in text, "ABANDON: the instance is terminated, nothing to release"
+
+
+def test_back_from_the_warm_pool_never_untainted_continue__the_notice_says_to_release_it(
+    launching: Launch,
+) -> None:
+    """The same with LAUNCH_TIMEOUT_RESULT=continue: the instance goes into service
+    with its node still cordoned by the drain (never released, not being usable in
+    time). The notice named the taint only, an ERROR line the release."""
+    launching.raw_event["detail"]["Origin"] = "WarmPool"
+    record = {"phase": "drained", "destination": "warm-pool", "added": ["cordon"]}
+    node = objects.node(
+        launching.node, instance=launching.event.instance_id, ready=True, unschedulable=True,
+        taints=[{"key": launch.SHUTDOWN_TAINT, "effect": "NoSchedule"}],
+        annotations={PROGRESS_ANNOTATION: json.dumps(record)},
+    )  # fmt: skip
+    launching.kubesim.apply(node)
+
+    summary = launching.handle(FakeClock(time.time()), launch_timeout_result="continue")
+
+    assert (summary["result"], summary["lifecycle_result"]) == ("not_joined", "CONTINUE")
+    (notice,) = launching.sns.sent
+    text = notice["Message"]
+    assert f"taint {launch.SHUTDOWN_TAINT}" in text, text
+    assert f"eks-node-drainer release --node {launching.node}" in text, text
+    assert summary["not_released"] == "not_joined", summary
 
 
 # -- an instance EC2 does not know ----------------------------------------------------
@@ -620,3 +647,113 @@ def test_back_from_the_warm_pool_cordoned_by_someone__the_why_line_says_cordoned
     why = _why(launching.sns.sent[0]["Message"])
     assert "back from the warm pool" in why and "cordoned" in why, why
     assert "not by eks-node-drainer" in why or "not by the drainer" in why, why
+
+
+# --- a node back from the warm pool that the launch does not release is told ------------
+
+
+def _node_events(launching: Launch) -> list[dict[str, Any]]:
+    return [
+        e
+        for e in launching.kubesim.list("Event", "default")
+        if e.get("involvedObject", {}).get("name") == launching.node
+    ]
+
+
+def _end_line(caplog: pytest.LogCaptureFixture) -> logging.LogRecord:
+    (line,) = [r for r in caplog.records if r.getMessage().startswith("launch finished")]
+    return line
+
+
+def test_warm_pool_return_release_refused__the_notice_event_and_end_line_say_so(
+    launching: Launch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """RBAC refuses the release's patch: the launch answers CONTINUE all the same (the
+    node is there, Ready), but the node stays cordoned and out of the load balancers.
+    An ERROR line was the only sign; the end line said `joined` at INFO."""
+    _back_from_the_pool(launching, ready=True)
+    refused = (
+        f'nodes "{launching.node}" is forbidden: User "system:serviceaccount:kube-system:'
+        'eks-node-drainer" cannot patch resource "nodes" in API group "" at the cluster scope'
+    )
+    launching.kubesim.faults.add(
+        Fault(kind="status", method="PATCH", path=f"/api/v1/nodes/{launching.node}$",
+              status=403, reason="Forbidden", message=refused)
+    )  # fmt: skip
+
+    with caplog.at_level(logging.INFO, logger="drainer.lifecycle.launch"):
+        summary = launching.handle(FakeClock(time.time()))
+
+    assert _cordoned(launching)
+    assert (summary["result"], summary["lifecycle_result"]) == ("joined", "CONTINUE"), summary
+    assert len(launching.sns.sent) == 1, "a node left cordoned, and no notice"
+    (notice,) = launching.sns.sent
+    assert launching.node in notice["Subject"] and "NOT RELEASED" in notice["Subject"], notice
+    text = notice["Message"]
+    assert "cannot patch" in text, text
+    assert f"eks-node-drainer release --node {launching.node}" in text, text
+    assert notice["MessageAttributes"]["result"]["StringValue"] == "not_released", notice
+    (told,) = eventually(lambda: _node_events(launching), timeout=10.0, what="the node's Event")
+    assert (told["reason"], told["type"]) == ("ReleaseFailed", "Warning"), told
+    assert f"eks-node-drainer release --node {launching.node}" in told["message"], told
+    assert summary["not_released"] == "release_failed", summary
+    assert summary["released"] == [], summary
+    assert _end_line(caplog).levelno == logging.WARNING
+
+
+def test_warm_pool_return_record_of_a_later_drain__not_released_and_said(
+    launching: Launch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The node's record is of a drain of ours begun and ended after this launch began
+    (a late or repeated launch event): the release is rightly skipped, but the node
+    stays cordoned, a WARNING line the only sign."""
+    launching.raw_event["detail"]["Origin"] = "WarmPool"
+    now = time.time()
+    record = {"phase": "drained", "destination": "warm-pool", "added": ["cordon"],
+              "since": int(now + 60), "at": int(now + 100)}  # fmt: skip
+    node = objects.node(
+        launching.node, instance=launching.event.instance_id, ready=True, unschedulable=True,
+        annotations={PROGRESS_ANNOTATION: json.dumps(record)},
+    )  # fmt: skip
+    launching.kubesim.apply(node)
+
+    with caplog.at_level(logging.INFO, logger="drainer.lifecycle.launch"):
+        summary = launching.handle(FakeClock(now + 130))
+
+    assert _cordoned(launching), "a later trip's cordon undone"
+    assert len(launching.sns.sent) == 1, "a node left cordoned, and no notice"
+    (notice,) = launching.sns.sent
+    assert "NOT RELEASED" in notice["Subject"], notice
+    assert f"eks-node-drainer release --node {launching.node}" in notice["Message"], notice
+    (told,) = eventually(lambda: _node_events(launching), timeout=10.0, what="the node's Event")
+    assert (told["reason"], told["type"]) == ("NotReleased", "Warning"), told
+    assert summary["not_released"] == "drained_since", summary
+    assert _end_line(caplog).levelno == logging.WARNING
+
+
+@pytest.mark.parametrize("begun", [-600, 5])
+def test_warm_pool_return_a_drain_under_way__left_to_it__no_notice(
+    launching: Launch, begun: int
+) -> None:
+    """A drain of ours is under way on the node (an AWS Health retirement, begun
+    before the launch or during its wait): not a failure, and that drain tells its
+    own end. The end line says why the node was not released; no notice; the Event
+    is not a Warning. Begun during the wait, it was taken for a later trip's drain."""
+    launching.raw_event["detail"]["Origin"] = "WarmPool"
+    now = time.time()
+    record = {"phase": "draining", "trigger": "scheduled-change", "added": ["cordon"],
+              "since": int(now + begun), "until": int(now + 900)}  # fmt: skip
+    node = objects.node(
+        launching.node, instance=launching.event.instance_id, ready=True, unschedulable=True,
+        annotations={PROGRESS_ANNOTATION: json.dumps(record)},
+    )  # fmt: skip
+    launching.kubesim.apply(node)
+
+    summary = launching.handle(FakeClock(now + 10))
+
+    assert _cordoned(launching), "left to that drain"
+    assert "a scheduled-change drain is under way" in summary["message"], summary
+    assert launching.sns.sent == []
+    assert summary["not_released"] == "drain_under_way", summary
+    (told,) = eventually(lambda: _node_events(launching), timeout=10.0, what="the node's Event")
+    assert (told["reason"], told["type"]) == ("NotReleased", "Normal"), told

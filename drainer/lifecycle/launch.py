@@ -10,8 +10,12 @@ Node object, cordoned and labelled by the drain that sent it there: once the nod
 is Ready again (and EC2's shutdown taint is gone), the function releases it as
 `release` does (uncordon, label, record: only what the drainer added; a cordon
 someone else set stays, said in a log line and the notice; launch_release.py), then
-answers CONTINUE. An instance launched into the warm pool is answered at once: it is
-stopped once warmed, and a node it registers meanwhile is left alone.
+answers CONTINUE. A node it does not release stays cordoned and is never left so
+without a word: the end line's `not_released` says why; a release that failed or was
+skipped for a later drain's record is told by a notice and a Warning Event that name
+the command that releases it (one left to a drain under way, by that drain's own
+end). An instance launched into the warm pool is answered at once: it is stopped
+once warmed, and a node it registers meanwhile is left alone.
 
 An event whose action is gone before its first heartbeat (a duplicate delivery of
 one answered already, a late one after the hook's timeout) is stale: its node is not
@@ -89,6 +93,8 @@ class Joining:
     """Back from the warm pool: what the release undid on the node."""
     kept: tuple[str, ...] = ()
     """...and what it left, not the drainer's (a cordon someone else set)."""
+    not_released: str = ""
+    """Back from the warm pool and Ready, but not released: why (launch_release.Back)."""
 
 
 def handle(event: LifecycleEvent, tools: Tools, invocation: Invocation | None) -> dict[str, Any]:
@@ -112,7 +118,7 @@ def handle(event: LifecycleEvent, tools: Tools, invocation: Invocation | None) -
         joining = _stale(event.instance_id, "into_warm_pool")
     summary = _summary(event, joining, result, completed, time.monotonic() - started)
     quiet = joining.result in ("stale", "action_gone") or (
-        joining.result == "joined" and not joining.cordoned
+        joining.result == "joined" and not joining.cordoned and not joining.not_released
     )
     level = logging.INFO if quiet else logging.WARNING
     log.log(
@@ -123,8 +129,10 @@ def handle(event: LifecycleEvent, tools: Tools, invocation: Invocation | None) -
         extra=logs.safe_fields({"event": "launch_finished", **summary}),
     )
     _metrics(joining, summary, settings.cluster_name)
-    if joining.result in ("not_joined", "failed") or joining.cordoned:
-        advice = _advice(joining, from_warm_pool=event.out_of_warm_pool)
+    told = joining.not_released in launch_release.TOLD
+    if joining.result in ("not_joined", "failed") or joining.cordoned or told:
+        unreleased = summary.get("not_released") == "not_joined"  # CONTINUE, cordoned
+        advice = _advice(joining, from_warm_pool=event.out_of_warm_pool, unreleased=unreleased)
         ending.notify(settings, clients, notices.launch_notice(event, summary, advice))
     return summary
 
@@ -170,29 +178,37 @@ def _summary(
         summary["origin"] = WARM_POOL_NAME
         summary["released"] = list(joining.released)
         summary["kept"] = list(joining.kept)
-        not_released = joining.result != "joined" and result == "CONTINUE"
-        if joining.node and (not_released or joining.result == "action_gone"):
+        summary["not_released"] = joining.not_released
+        unready = joining.result != "joined" and result == "CONTINUE"
+        if joining.node and (unready or joining.result == "action_gone"):
             # In service all the same: the drain's cordon and label are still there.
+            summary["not_released"] = joining.result
             log.error(
                 "node %s comes back from the warm pool not released (%s): it stays cordoned "
-                "and out of the load balancers; run `release %s` once it is Ready",
+                "and out of the load balancers; run `%s` once it is Ready",
                 joining.node,
                 joining.result,
-                joining.node,
+                launch_release.release_command(joining.node),
             )
     return summary
 
 
-def _advice(joining: Joining, *, from_warm_pool: bool) -> str:
-    """What the notice tells an operator to do. Joined cordoned: the cordon. At the
-    timeout: each thing the node still lacked; a fresh node's cordon that was not
-    waited for (LAUNCH_WAIT_FOR_UNCORDON=false) is told besides. Back from the warm
-    pool, a cordon at the timeout is the drain's, which the release undoes: not told."""
+def _advice(joining: Joining, *, from_warm_pool: bool, unreleased: bool = False) -> str:
+    """What the notice tells an operator to do. Joined cordoned: the cordon; not
+    released: how to release it. At the timeout: each thing the node still lacked; a
+    fresh node's cordon that was not waited for (LAUNCH_WAIT_FOR_UNCORDON=false) is
+    told besides. Back from the warm pool, a cordon at the timeout is the drain's,
+    which the release undoes once the node is usable: told only when the instance
+    goes into service all the same (`unreleased`: CONTINUE at the timeout)."""
+    if joining.not_released in launch_release.TOLD:
+        return launch_release.advice(joining.node, joining.not_released)
     if joining.result == "joined":
         if not joining.cordoned:
             return ""
         return joined.cordon_advice(joining.node, from_warm_pool=from_warm_pool)
     said = joined.advice(joining.missing)
+    if unreleased:
+        said = f"{said} {launch_release.unready_advice(joining.node)}"
     lacks = joining.missing.split(", ")
     if joining.cordoned and not from_warm_pool and "uncordon" not in lacks:
         said = f"{said} {joined.also_cordoned(joining.node)}".strip()
@@ -343,12 +359,18 @@ def _on_the_cluster(
 
 def _tell_node(poster: EventPoster, joining: Joining, told: str | None) -> None:
     """The launch's end as an Event on the node (`kubectl describe node`): Joined,
-    JoinedCordoned or NotJoined, with what the Auto Scaling group is told."""
+    JoinedCordoned or NotJoined, with what the Auto Scaling group is told; back from
+    the warm pool and not released, ReleaseFailed or NotReleased (a Warning but for a
+    drain under way, whose own Events tell it)."""
     if not joining.node or told is None or joining.result == "failed":
         return
     group = f"; the Auto Scaling group is told {told}"
     if joining.result == "not_joined":
         reason, warning = "NotJoined", True
+    elif joining.not_released:  # back from the warm pool, still cordoned by a drain
+        failed = joining.not_released == launch_release.RELEASE_FAILED
+        reason = "ReleaseFailed" if failed else "NotReleased"
+        warning = joining.not_released in launch_release.TOLD
     elif joining.cordoned:
         reason, warning = "JoinedCordoned", True
     else:
@@ -367,6 +389,7 @@ def _release(kube: Kube, joining: Joining, began: float, clock: Callable[[], flo
         released=back.released,
         kept=back.kept,
         cordoned=joining.cordoned or back.cordoned,
+        not_released=back.not_released,
     )
 
 

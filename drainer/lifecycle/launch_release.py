@@ -4,6 +4,12 @@ the cordon, the label, the record), leaving what someone else set, and say what
 became of it in words true of it: released and schedulable, still cordoned by
 someone else (with or without a record of ours), or not released and why (a later
 drain's record, a drain under way, the release failed).
+
+A node not released stays cordoned and out of the load balancers, and is never left
+so without a word (`not_released`): a release that failed (RBAC, the API) and one
+skipped for a later drain's record are told as the launch's notice and a Warning
+Event, with the command that releases it; one left to a drain under way is said in
+the end line and a Normal Event only: that drain tells its own end.
 """
 
 from __future__ import annotations
@@ -21,6 +27,18 @@ from drainer.lifecycle.events_hook import TERMINATE_HOOK_TRIGGER
 
 log = logging.getLogger(__name__)
 
+RELEASE_FAILED = "release_failed"
+DRAINED_SINCE = "drained_since"
+DRAIN_UNDER_WAY = "drain_under_way"
+TOLD = frozenset({RELEASE_FAILED, DRAINED_SINCE})
+"""The `not_released` reasons an operator is told of (the notice, a Warning Event): a
+drain under way is that drain's to tell."""
+
+
+def release_command(node: str) -> str:
+    """The command that releases `node` by hand (the CLI's `release`)."""
+    return f"eks-node-drainer release --node {node}"
+
 
 @dataclass(frozen=True)
 class Back:
@@ -34,6 +52,9 @@ class Back:
     """...and what it left, not the drainer's (a cordon someone else set)."""
     cordoned: bool = False
     """It stays cordoned, not by the drainer: it takes no pods until someone uncordons it."""
+    not_released: str = ""
+    """Why what the drainer added stays (RELEASE_FAILED, DRAINED_SINCE, DRAIN_UNDER_WAY);
+    "" when released, or when there was nothing to release."""
 
 
 def release_back(
@@ -52,13 +73,16 @@ def release_back(
         done = release(kube, node)
     except KubeError as e:
         log.error(
-            "node %s is back from the warm pool but could not be released (run `release %s` "
-            "by hand): %s",
+            "node %s is back from the warm pool but could not be released (run `%s` by hand): %s",
             name,
-            name,
+            release_command(name),
             e,
         )
-        return Back(f"{message}; release failed: {e}")
+        return Back(
+            f"{message}; not released, the release failed ({e}): it stays cordoned and out "
+            f"of the load balancers until `{release_command(name)}` runs",
+            not_released=RELEASE_FAILED,
+        )
     for what in done.kept:
         log.warning("node %s back from the warm pool: %s", name, what)
     schedulable = not _cordoned(node) or "uncordoned" in done.changed
@@ -76,9 +100,9 @@ def _not_released(
     node: dict[str, Any], name: str, message: str, began: float, clock: Callable[[], float]
 ) -> Back | None:
     """Why the node is not released (None: release it): no record of ours (a cordon
-    someone else set is told), a record of a drain begun or ended after this launch
-    began (a late or repeated launch event: the instance went in and out of service
-    since), or a drain under way."""
+    someone else set is told), a drain under way (begun before this launch or during
+    its wait), or a record of a drain begun or ended after this launch began (a late
+    or repeated launch event: the instance went in and out of service since)."""
     record = progress_of(node)
     if record is None:  # never drained by us: nothing to release
         log.info("node %s has no eks-node-drainer record: nothing to release", name)
@@ -90,23 +114,63 @@ def _not_released(
             f"{clock() - began:.0f} s after the launch began",
             cordoned=True,
         )
-    times = [record.get(k) for k in ("since", "at")]
-    if any(isinstance(t, int | float) and t > began for t in times):
-        log.warning(
-            "node %s was drained again after this launch began (a late launch event): not released",
-            name,
-        )
-        return Back(f"{message}; drained again since: kept")
     live = live_drain(node, clock(), EC2_TRIGGERS | {TERMINATE_HOOK_TRIGGER})
-    if live is not None:
+    if live is not None:  # begun before this launch or during its wait: that drain's
         log.warning(
             "node %s back from the warm pool is being drained (%s, begun %.0f s ago): not released",
             name,
             live.trigger,
             clock() - live.since,
         )
-        return Back(f"{message}; a {live.trigger} drain is under way")
+        return Back(
+            f"{message}; not released: a {live.trigger} drain is under way, which tells "
+            "its own end",
+            not_released=DRAIN_UNDER_WAY,
+        )
+    times = [record.get(k) for k in ("since", "at")]
+    if any(isinstance(t, int | float) and t > began for t in times):
+        log.warning(
+            "node %s was drained again after this launch began (a late launch event): not released",
+            name,
+        )
+        return Back(
+            f"{message}; not released: drained again since this launch began (a late or "
+            "repeated launch event), it stays cordoned and out of the load balancers; "
+            "unless a later launch releases it or a drain of ours runs on it, run "
+            f"`{release_command(name)}`",
+            not_released=DRAINED_SINCE,
+        )
     return None
+
+
+def advice(node: str, not_released: str) -> str:
+    """What the notice tells an operator to do about a node not released (TOLD)."""
+    if not_released == RELEASE_FAILED:
+        return (
+            "The node takes no pods and stays out of the load balancers until it is "
+            "released: fix what refused the release (the error above; RBAC: kubectl apply "
+            f"-f k8s-rbac/), then run `{release_command(node)}` (`kubectl drainer release "
+            f"{node}`), which undoes only what the drainer added; `kubectl uncordon {node}` "
+            "alone leaves it out of the load balancers."
+        )
+    return (
+        "The node's record is of a drain of ours begun or ended after this launch began: "
+        "this launch event came late, or the instance went out of service and back since, "
+        "and its release is that later return's. If the node is still cordoned once the "
+        "instance is in service, and no drain of ours runs on it, run "
+        f"`{release_command(node)}` (`kubectl drainer release {node}`), which undoes only "
+        "what the drainer added."
+    )
+
+
+def unready_advice(node: str) -> str:
+    """For the notice of a node back from the warm pool that was not usable in time,
+    its instance in service all the same (CONTINUE): the drain's cordon stays."""
+    return (
+        "The node stays cordoned and out of the load balancers by the drain that sent it "
+        "to the warm pool: the release waits for the node to be usable, and it was not in "
+        f"time. Once it is Ready and free of the taints named above, run `{release_command(node)}`."
+    )
 
 
 def _cordoned(node: dict[str, Any]) -> bool:

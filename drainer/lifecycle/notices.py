@@ -21,6 +21,7 @@ from drainer import aws
 from drainer.errors import AwsError
 from drainer.lifecycle.events_ec2 import RUNS_THROUGH, Ec2Event, Ec2Kind
 from drainer.lifecycle.events_hook import TERMINATE_HOOK_TRIGGER, WARM_POOL_NAME, LifecycleEvent
+from drainer.lifecycle.launch_release import TOLD
 
 log = logging.getLogger(__name__)
 
@@ -172,16 +173,20 @@ _LAUNCH_RESULTS = {
 
 def launch_notice(event: Subject, summary: Mapping[str, Any], advice: str) -> Notice:
     """The notice for a launch that did not simply join (drainer/lifecycle/launch.py):
-    its node cordoned, not able to take pods in time, or not checked at all."""
+    its node cordoned, back from the warm pool but not released (launch_release.TOLD),
+    not able to take pods in time, or not checked at all."""
     result = str(summary.get("result", ""))
     node = summary.get("node") or "(no node)"
     cordoned = bool(summary.get("cordoned")) and result == "joined"
+    kept = result == "joined" and summary.get("not_released") in TOLD
     title = "joined cordoned" if cordoned else _LAUNCH_TITLES.get(result, result)
+    if kept:
+        title, result = "back from the warm pool NOT RELEASED: still cordoned", "not_released"
     told = str(summary.get("lifecycle_result", "none"))
     lines = [
         f"New instance {event.instance_id} of {event.asg_name or 'no group'}, node {node}, "
         f"cluster {summary.get('cluster') or '?'}: {result}"
-        f"{' (cordoned)' if cordoned else ''}.",
+        f"{' (cordoned)' if cordoned or kept else ''}.",
         f"Lifecycle action (launch hook): {told}: {_LAUNCH_RESULTS.get(told, 'none sent.')}",
     ]
     if summary.get("waiting_for"):

@@ -10,13 +10,20 @@ import json
 from typing import Any
 
 import boto3
+import pytest
 
 from drainer.k8s.cordon import EXCLUDE_LB_LABEL, PROGRESS_ANNOTATION
+from kubesim import KubeSim
+from kubesim.faults import Fault
 from testbed import World
 from testbed import workloads as w
-from testbed.world import SHUTDOWN_TAINT, place_on, pods_on, wait_until
+from testbed.world import DRAINER_USER, SHUTDOWN_TAINT, place_on, pods_on, wait_until
 
 from .conftest import Invoke, LogCapture, invoke_meanwhile
+from .test_notices import Inbox
+from .test_notices import inbox as notices_inbox
+
+inbox = notices_inbox  # the fixture: an SNS topic read back through SQS
 
 LAUNCH = {"LAUNCH_HOOK": "true"}
 HOSTNAME = "kubernetes.io/hostname"
@@ -45,7 +52,7 @@ def _record(world: World, node: str) -> dict[str, Any] | None:
 
 
 def _back_from_the_pool(
-    world: World, invoke: Invoke, drainer_logs: LogCapture, instance: str
+    world: World, invoke: Invoke, drainer_logs: LogCapture, instance: str, **env: Any
 ) -> tuple[dict[str, Any], dict[str, Any], float]:
     """The instance stopped in the pool, then taken back: the function waits for its
     node (EC2's shutdown taint goes once the instance runs) and releases it. The end
@@ -62,6 +69,7 @@ def _back_from_the_pool(
         "to lose the taint",
         lambda: world.instance_started(instance),
         **LAUNCH,
+        **env,
     )
     return summary, event, started
 
@@ -203,6 +211,45 @@ def test_launch_hook_off__the_drain_says_to_release_by_hand__a_return_never_read
     assert back["released"] == []
     assert (
         f"node {node} comes back from the warm pool not released (not_joined): it stays "
-        f"cordoned and out of the load balancers; run `release {node}` once it is Ready"
+        "cordoned and out of the load balancers; run "
+        f"`eks-node-drainer release --node {node}` once it is Ready"
     ) in drainer_logs.text
     assert world.cluster.get("Node", node)["spec"].get("unschedulable")
+
+
+@pytest.mark.kubesim_only("RBAC refusing the release's patch of the node, to the function alone")
+def test_release_refused__the_node_stays_cordoned__the_notice_and_a_warning_event_say_so(
+    world: World, invoke: Invoke, drainer_logs: LogCapture, sim: KubeSim, inbox: Inbox
+) -> None:
+    """The instance comes back from the warm pool and its node is Ready, but the
+    release is refused: CONTINUE all the same, and the node stays cordoned and out of
+    the load balancers. An ERROR line was the only sign; the end line said `joined`."""
+    instance, node, summary = _into_the_pool(world, invoke, **LAUNCH)
+    assert summary["result"] == "drained", summary
+    sim.faults.add(
+        Fault(kind="status", method="PATCH", path=f"/api/v1/nodes/{node}$", status=403,
+              reason="Forbidden", user=DRAINER_USER,
+              message=f'nodes "{node}" is forbidden: User "{DRAINER_USER}" cannot patch '
+              'resource "nodes" in API group "" at the cluster scope')
+    )  # fmt: skip
+
+    back, _, _ = _back_from_the_pool(
+        world, invoke, drainer_logs, instance, NOTIFICATION_TOPIC_ARN=inbox.topic
+    )
+
+    assert world.cluster.get("Node", node)["spec"].get("unschedulable")
+    assert (back["result"], back["lifecycle_result"]) == ("joined", "CONTINUE"), back
+    notices = [n for n in inbox.notices() if "NOT RELEASED" in n["Subject"]]
+    assert len(notices) == 1, "a node left cordoned, and no notice"
+    assert f"eks-node-drainer release --node {node}" in notices[0]["Message"], notices
+    wait_until(lambda: _release_events(world, node), 10)
+    (told,) = _release_events(world, node)
+    assert told["type"] == "Warning" and "eks-node-drainer release" in told["message"], told
+    assert back["not_released"] == "release_failed", back
+    assert back["released"] == [], back
+
+
+def _release_events(world: World, node: str) -> list[dict[str, Any]]:
+    selector = f"involvedObject.kind=Node,involvedObject.name={node}"
+    found = world.cluster.client.call("GET", "/api/v1/events", query={"fieldSelector": selector})
+    return [e for e in found["items"] if e.get("reason") == "ReleaseFailed"]
