@@ -190,6 +190,31 @@ def test_look__several_lacks__each_named(sim: KubeSim, kube: Kube) -> None:
         assert words in advice, advice
 
 
+def test_look__before_the_last__daemonset_pods_listed_only_once_nothing_else_lacks(
+    sim: KubeSim, kube: Kube
+) -> None:
+    """The wait's looks before its last do not list the node's pods while a taint or
+    the uncordon still lacks (a pod LIST twice a second for up to 840 s a launching
+    node); its last look names them too."""
+    cilium = "node.cilium.io/agent-not-ready"
+    _taint(sim, cilium, cordoned=True)
+    agent = workloads.daemonset("cni")
+    agent["spec"]["template"]["metadata"]["annotations"] = {STARTUP: "3600"}
+    agent["spec"]["template"]["spec"]["tolerations"] = [{"operator": "Exists"}]
+    sim.apply(agent)
+    _one_pod(sim, "kube-system")
+    settings = Settings(launch_wait_for_uncordon=True)
+
+    before = kube.requests
+    seen = joined.look(kube, IDENTITY, settings, restarted=False, every=False)
+    looked = kube.requests - before
+
+    assert seen.missing == f"taint {cilium}, uncordon"
+    last = joined.look(kube, IDENTITY, settings, restarted=False, every=True)
+    assert last.missing == f"taint {cilium}, uncordon, daemonset pods"
+    assert kube.requests - before - looked > looked, "the last look listed the pods too"
+
+
 def test_look__not_ready__its_not_ready_taint_is_not_a_second_lack(
     sim: KubeSim, kube: Kube
 ) -> None:

@@ -60,12 +60,22 @@ NOT_READY_TAINTS = frozenset({"node.kubernetes.io/not-ready", "node.kubernetes.i
 not, they are that same lack, not another one."""
 
 
-def look(kube: Kube, identity: aws.NodeIdentity, settings: Settings, *, restarted: bool) -> Look:
+def look(
+    kube: Kube,
+    identity: aws.NodeIdentity,
+    settings: Settings,
+    *,
+    restarted: bool,
+    every: bool = True,
+) -> Look:
     """Look at the instance's node once, naming every lack (Ready, each startup taint,
     the uncordon when waited for, its DaemonSet pods when waited for and the node is
-    Ready: on a node that is not, they cannot be). `restarted`: it comes back from
-    the warm pool, its node must also have lost EC2's shutdown taint, and its cordon
-    is the drain's that sent it there (the release undoes it), so never waited for."""
+    Ready: on a node that is not, they cannot be). `every` false (the wait's looks
+    before its last): the DaemonSet pods only once nothing else lacks, so that a wait
+    for a taint or the uncordon lists no pods twice a second. `restarted`: it comes
+    back from the warm pool, its node must also have lost EC2's shutdown taint, and
+    its cordon is the drain's that sent it there (the release undoes it), so never
+    waited for."""
     found = find_node_object(
         kube, identity.private_dns_name, identity.hostname_candidates, identity.provider_id_suffix
     )
@@ -82,7 +92,7 @@ def look(kube: Kube, identity: aws.NodeIdentity, settings: Settings, *, restarte
     if cordoned and settings.launch_wait_for_uncordon and not restarted:
         lacks.append(("to be uncordoned (LAUNCH_WAIT_FOR_UNCORDON)", "uncordon"))
     words = [f"node {name} {_and([w for w, _ in lacks])}"] if lacks else []
-    if ready and settings.launch_wait_daemonsets:
+    if ready and settings.launch_wait_daemonsets and (every or not lacks):
         on_node, _ = kube.list_pods_on_node(name)
         waiting = sorted(
             pods.name(p) for p in on_node if pods.is_daemonset_pod(p) and not pods.is_ready(p)

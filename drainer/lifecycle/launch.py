@@ -411,7 +411,8 @@ def _until_ready(
     said = ""
     while True:
         try:
-            seen = joined.look(kube, identity, tools.settings, restarted=restarted)
+            last = clock() >= limit  # the last look names every lack
+            seen = joined.look(kube, identity, tools.settings, restarted=restarted, every=last)
         except FatalKubeError as e:
             return Joining("failed", f"the cluster cannot be read: {e}", seen.node)
         except KubeError as e:
