@@ -14,6 +14,7 @@ import boto3
 import pytest
 from support.clock import FakeClock
 
+from awssim.world import create_node_group
 from drainer import aws
 from drainer.k8s.kube import Kube
 from drainer.lifecycle import scheduled
@@ -506,14 +507,49 @@ def test_closed__scheduler_refuses_the_marker__said_in_the_log__the_close_goes_o
     clients.scheduler.meta.events.register(
         "before-parameter-build.scheduler.CreateSchedule", refuse
     )
+    ours = _our_instance(clients)
     settings = Settings(
-        scheduled_change_lead_seconds=3600, scheduler_role_arn=ROLE, scheduled_change_drain=False
+        cluster_name="prod", scheduled_change_lead_seconds=3600, scheduler_role_arn=ROLE
     )
     tools = Tools(settings, clients, _no_kube, clock=FakeClock(CLOSED_AT))
-    closing = _closing(load_event("health-scheduled-change"), updated=CLOSED_UPDATED)
+    raw = json.loads(json.dumps(load_event("health-scheduled-change")).replace(INSTANCE, ours))
+    closing = _closing(raw, updated=CLOSED_UPDATED)
 
     result = closed.handle(closing, tools, _invocation())
 
     assert result["result"] == "closed"
     assert "not marked closed" in caplog.text and "CreateSchedule" in caplog.text
     assert clients.scheduler.list_schedules()["Schedules"] == []
+    assert ours in result["kept"], "the release went on (the EKS cluster is not there)"
+
+
+def _our_instance(clients: aws.AwsClients) -> str:
+    """An instance of a group tagged for the cluster "prod": the function's."""
+    group = create_node_group(
+        clients.ec2, clients.autoscaling, asg_name="eks-workers", size=1, cluster_name="prod"
+    )
+    return str(group.instance_ids[0])
+
+
+def test_closed__an_instance_not_the_functions__no_marker_is_made(
+    clients: aws.AwsClients, load_event: LoadEvent
+) -> None:
+    """Review of da731a1: the rule delivers every EC2 scheduled change of the account
+    to each stack's function, and later() schedules only for an instance it admits
+    (ec2_events.target). A close of a change of an instance that is not the
+    function's (another cluster's, no cluster's) left a 48 h schedule, and a Lambda
+    invocation at its end, per instance and per stack, guarding nothing."""
+    from drainer.lifecycle import closed
+
+    settings = Settings(
+        cluster_name="prod",
+        scheduled_change_lead_seconds=3600,
+        scheduler_role_arn=ROLE,
+        scheduled_change_drain=False,
+    )
+    tools = Tools(settings, clients, _no_kube, clock=FakeClock(CLOSED_AT))
+    closing = _closing(load_event("health-scheduled-change"), updated=CLOSED_UPDATED)
+
+    closed.handle(closing, tools, _invocation())  # EC2 knows no such instance here
+
+    assert clients.scheduler.list_schedules()["Schedules"] == [], "a marker for no node of ours"

@@ -45,14 +45,15 @@ SAME_EVENT_SECONDS = 60.0
 def handle(change: ChangeClosed, tools: Tools, invocation: Invocation | None) -> dict[str, Any]:
     """Settle the change's schedules, release its nodes; what was done, by instance."""
     over = f"{change.first.detail_code}: closed, the change is over"
-    settled = scheduled.settle_closed(change, tools, invocation)
+    targets = _Targets(tools)
+    settled = scheduled.settle_closed(change, tools, invocation, targets.admitted)
     released: list[str] = []
     kept: dict[str, str] = {}
     if tools.settings.scheduled_change_drain:
         clusters: dict[str, aws.ClusterInfo] = {}  # one description per cluster named
         for event in change.events:
             logs.bind(instance_id=event.instance_id)
-            why = _release(event, tools, clusters)
+            why = _release(event, tools, clusters, targets)
             if why:
                 kept[event.instance_id] = why
                 log.info("%s: %s", over, why)
@@ -67,11 +68,43 @@ def handle(change: ChangeClosed, tools: Tools, invocation: Invocation | None) ->
     }
 
 
-def _release(event: Ec2Event, tools: Tools, clusters: dict[str, aws.ClusterInfo]) -> str:
+class _Targets:
+    """Each instance's admission (ec2_events.target, as for its drain), looked up once:
+    the close's mark (scheduled.settle_closed) and its release both ask."""
+
+    def __init__(self, tools: Tools) -> None:
+        self._tools = tools
+        self._found: dict[str, ec2_events.Ec2Target | Skip] = {}
+
+    def get(self, event: Ec2Event) -> ec2_events.Ec2Target | Skip:
+        found = self._found.get(event.instance_id)
+        if found is None:
+            tools = self._tools
+            found = self._found[event.instance_id] = ec2_events.target(
+                event, tools.settings, tools.clients
+            )
+        return found
+
+    def admitted(self, event: Ec2Event) -> bool:
+        """Is the instance the function's? Not when AWS cannot say for good (the
+        release says why); raised when it fails for now (the close comes again)."""
+        try:
+            return not isinstance(self.get(event), Skip)
+        except ClusterNotFound:
+            return False
+        except AwsError as e:
+            if not aws.is_permanent(e):
+                raise
+            return False
+
+
+def _release(
+    event: Ec2Event, tools: Tools, clusters: dict[str, aws.ClusterInfo], targets: _Targets
+) -> str:
     """Release the instance's node; why not, or "" once released."""
     settings = tools.settings
     try:
-        found = ec2_events.target(event, settings, tools.clients)
+        found = targets.get(event)
         if isinstance(found, Skip):
             return found.reason
         why = _not_in_service(found, tools.clients)

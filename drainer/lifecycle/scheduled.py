@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from drainer import aws
@@ -249,10 +249,16 @@ def _schedule(
         return None
 
 
-def settle_closed(change: ChangeClosed, tools: Tools, invocation: Invocation | None) -> list[str]:
+def settle_closed(
+    change: ChangeClosed,
+    tools: Tools,
+    invocation: Invocation | None,
+    admitted: Callable[[Ec2Event], bool] = lambda event: True,
+) -> list[str]:
     """A change AWS Health closed: each of its instances' schedules, where one holds an
     earlier update, delivers the closed event instead, which drains nothing; where
-    there is none, one is made to mark the change closed (`_mark_closed`). The
+    there is none, one is made to mark the change closed (`_mark_closed`), for an
+    instance `admitted` (the function's: an update of another's schedules nothing). The
     instances whose schedule was settled. Only the function's own schedules are read
     and made (their names come from its ARN), and none where nothing is ever
     scheduled."""
@@ -262,7 +268,8 @@ def settle_closed(change: ChangeClosed, tools: Tools, invocation: Invocation | N
         return []
     if not function_arn:
         return []
-    settled, marked = [], []
+    settled: list[str] = []
+    marked: list[str] = []
     for event in change.events:
         name = schedule_name(function_arn, event.change_id, event.instance_id)
         payload = settled_payload(change.raw, name, "the change is closed")
@@ -274,10 +281,18 @@ def settle_closed(change: ChangeClosed, tools: Tools, invocation: Invocation | N
         )
         if done == aws.SCHEDULE_SETTLED:
             settled.append(event.instance_id)
-        elif done == aws.SCHEDULE_ABSENT and _mark_closed(
-            change, tools, name, function_arn, payload
+        elif (
+            done == aws.SCHEDULE_ABSENT
+            and admitted(event)
+            and _mark_closed(change, tools, name, function_arn, payload)
         ):
             marked.append(event.instance_id)
+    _say_settled(change, tools, settled, marked)
+    return settled
+
+
+def _say_settled(change: ChangeClosed, tools: Tools, settled: list[str], marked: list[str]) -> None:
+    """The close's log lines: the schedules settled, the instances marked closed."""
     if settled:
         log.info(
             "%s closed: the drains scheduled for %s will do nothing",
@@ -294,7 +309,6 @@ def settle_closed(change: ChangeClosed, tools: Tools, invocation: Invocation | N
             iso(tools.clock() + CLOSED_MARK_SECONDS),
             extra={"marked": marked},
         )
-    return settled
 
 
 def _mark_closed(
