@@ -254,3 +254,58 @@ def test_delete__groups_of_another_cluster__not_looked_at(
 
     assert deleted["Status"] == "SUCCESS", deleted
     assert "theirs" not in looked
+
+
+def test_update_disallowing_managed_node_groups__the_look_counts_the_updates_time(
+    account: Account, answers: cfn.ResponseServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Review of 2a65a58: LOOK_SECONDS (150) is to keep the answer within the
+    resource's ServiceTimeout (300 s), but an Update's look at the groups it leaves
+    alone got 150 s of its own, after the sync and the other removals: an Update whose
+    sync took 200 s (many groups, throttled) then looked on for up to 150 s more, and
+    CloudFormation failed the resource before the answer came."""
+    import types
+
+    from drainer.lifecycle import hooks
+
+    managed_group(account, "eks-ng-0", **{TAG_KEY: "true"})
+    account.tagged("self-managed")
+    before = settings(allowed_asgs=(), asg_tag=TAG, allow_managed_node_groups=True)
+    assert send(account, answers, "Create", before, properties=ALLOWED)["Status"] == "SUCCESS"
+    for i in range(1, 13):  # tagged since: none has our hook, each is looked at
+        managed_group(account, f"eks-ng-{i}", **{TAG_KEY: "true"})
+
+    clock = types.SimpleNamespace(now=0.0, slow=False)
+    fake_time = types.SimpleNamespace(monotonic=lambda: clock.now)
+    monkeypatch.setattr(stack_hooks, "time", fake_time)
+    monkeypatch.setattr(hooks, "time", fake_time)
+    real_sync = hooks.sync_hooks
+
+    def slow_sync(*args: Any, **kwargs: Any) -> Any:
+        clock.now += 200.0
+        try:
+            return real_sync(*args, **kwargs)
+        finally:
+            clock.slow = True
+
+    def slow_call(**_: Any) -> None:
+        if clock.slow:
+            clock.now += 10.0
+
+    monkeypatch.setattr(hooks, "sync_hooks", slow_sync)
+    account.autoscaling.meta.events.register(
+        "before-parameter-build.autoscaling.DescribeLifecycleHooks", slow_call
+    )
+
+    updated = send(
+        account,
+        answers,
+        "Update",
+        settings(allowed_asgs=(), asg_tag=TAG),
+        properties={**ALLOWED, "AllowManagedNodeGroups": "false"},
+        old=ALLOWED,
+        physical_id=OURS,
+    )
+
+    assert updated["Status"] == "SUCCESS", updated
+    assert clock.now < 300.0, f"answered {clock.now:.0f} s after the Update began"

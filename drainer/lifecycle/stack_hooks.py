@@ -55,9 +55,9 @@ _CREATE_GOES_ON = frozenset({"CREATE_IN_PROGRESS", "UPDATE_IN_PROGRESS"})
 """The stack's states in which a Create of this resource is still awaited (the stack
 created, or updated with the resource added)."""
 LOOK_SECONDS = 150.0
-"""How long a Delete (from its start) or an Update's look at the groups it now leaves
-alone may spend looking for this stack's hooks, one DescribeLifecycleHooks a group
-(hundreds of groups: tens of seconds): the resource's ServiceTimeout is 300 s."""
+"""How long after a request's start a Delete, or an Update's look at the groups it
+now leaves alone, may go on looking for this stack's hooks, one DescribeLifecycleHooks
+a group (hundreds of groups: tens of seconds): the resource's ServiceTimeout is 300 s."""
 
 
 def physical_id(request: StackRequest) -> str:
@@ -150,13 +150,14 @@ def _act(
     settings: Settings,
     cloudformation: aws.Client | None,
 ) -> dict[str, Any]:
+    looks_until = time.monotonic() + LOOK_SECONDS  # from the request's start
     refused = _not_this_stack(request, settings)
     if refused is not None:
         return refused
     if request.kind == "Delete":  # whatever CREATE_LIFECYCLE_HOOKS says now: the resource
         # existed, so it may have put hooks (an Update turning the setting off deletes
         # it with the setting already off); only those naming this stack go
-        return _delete(request, autoscaling, settings)
+        return _delete(request, autoscaling, settings, looks_until)
     if not settings.create_lifecycle_hooks:
         return reply(request, SUCCESS, "CREATE_LIFECYCLE_HOOKS is false: the hooks are yours")
     covered, skipped = hooks.covered_groups(autoscaling, settings)
@@ -172,7 +173,9 @@ def _act(
     taken = {hook: hooks.whose(found) for hook, found in others.items() if hook not in adopt}
     if taken:
         return reply(request, FAILED, _not_ours(taken))
-    answer = _put(request, autoscaling, settings, (covered, skipped), adopt)
+    answer = _put(
+        request, autoscaling, settings, (covered, skipped), adopt, looks_until=looks_until
+    )
     if answer["Status"] == SUCCESS and missing:
         answer["Reason"] += f"; gone: {', '.join(missing)}"
     if answer["Status"] == SUCCESS and request.kind == "Create":
@@ -188,9 +191,11 @@ def _put(
     settings: Settings,
     groups: tuple[list[str], dict[str, str]],
     adopt: set[hooks.Hook],
+    *,
+    looks_until: float,
 ) -> dict[str, Any]:
     """Put the hooks (adopting `adopt`); on an Update, delete this stack's that it
-    made unwanted."""
+    made unwanted, looking for them until `looks_until` (time.monotonic)."""
     cause = f"cloudformation-{request.kind.lower()}"
     sync = hooks.sync_hooks(autoscaling, settings, cause, groups, adopt)
     if sync.failed or sync.not_ours:  # not_ours: one put by someone else since we looked
@@ -210,7 +215,7 @@ def _put(
         if removal.removed:
             reason += f"; {_removed(removal)}"
         reason += _untagged(request, autoscaling, settings, sync.covered)
-        reason += _left_alone(request, autoscaling, settings, groups[1])
+        reason += _left_alone(request, autoscaling, settings, groups[1], looks_until)
     return reply(request, SUCCESS, reason, {"Groups": str(len(sync.covered))})
 
 
@@ -231,11 +236,12 @@ def _not_this_stack(request: StackRequest, settings: Settings) -> dict[str, Any]
     return None
 
 
-def _delete(request: StackRequest, autoscaling: aws.Client, settings: Settings) -> dict[str, Any]:
+def _delete(
+    request: StackRequest, autoscaling: aws.Client, settings: Settings, deadline: float
+) -> dict[str, Any]:
     """Delete this stack's hooks on the covered groups, then on any other group
-    (_elsewhere). A Delete of another id than the stack's own is a replaced
-    resource's cleanup: its hooks are the new one's."""
-    deadline = time.monotonic() + LOOK_SECONDS
+    (_elsewhere), looking until `deadline`. A Delete of another id than the stack's
+    own is a replaced resource's cleanup: its hooks are the new one's."""
     if request.physical_id and request.physical_id != physical_id(request):
         why = (
             f"{request.physical_id} is not this stack's resource ({physical_id(request)}): "
@@ -404,7 +410,11 @@ def _untagged(
 
 
 def _left_alone(
-    request: StackRequest, autoscaling: aws.Client, settings: Settings, skipped: Mapping[str, str]
+    request: StackRequest,
+    autoscaling: aws.Client,
+    settings: Settings,
+    skipped: Mapping[str, str],
+    deadline: float,
 ) -> str:
     """Delete this stack's hooks on the EKS managed node groups the Update leaves alone
     now, AllowManagedNodeGroups being false (a named one is a dropped name: _stale).
@@ -419,7 +429,7 @@ def _left_alone(
     if not groups:
         return ""
     names = _every_name(request, settings)
-    search = hooks.find_ours(autoscaling, settings, groups, names, time.monotonic() + LOOK_SECONDS)
+    search = hooks.find_ours(autoscaling, settings, groups, names, deadline)
     tail = _unlooked(search.unlooked, "group(s) left alone")
     if not search.ours:
         return tail
