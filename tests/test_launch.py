@@ -465,7 +465,7 @@ def test_release__a_record_of_a_drain_after_this_launch_began__not_undone(
     joining = launch._release(kube, launch.Joining("joined", "Ready", NODE), NOW, lambda: NOW + 130)
 
     assert sim.get("Node", NODE)["spec"].get("unschedulable"), "a later trip's cordon undone"
-    assert "drained again since" in joining.message
+    assert "drain of ours begun or ended since this launch began" in joining.message
     assert joining.not_released == "drained_since"
 
 
@@ -484,3 +484,39 @@ def test_until_ready__back_from_the_warm_pool_cordoned_without_a_record__told_co
 
     assert sim.get("Node", NODE)["spec"].get("unschedulable")
     assert joining.cordoned, f"a node left cordoned, told as simply joined: {joining.message!r}"
+
+
+def test_until_ready__a_look_that_ends_past_the_limit__its_lacks_still_name_the_daemonset_pods(
+    sim: KubeSim, kube: Kube, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Review of a76e0b5: "the last look still names every lack" holds only when the
+    last look begins at or past `limit`. A look begun just before it (every=False, so
+    no pod list while a taint lacks) that takes the API server's time and ends past it
+    is the one the timeout reports: its `missing`, the end line's `waiting_for`, the
+    NotJoined Event and the notice's advice leave out the DaemonSet pods that were not
+    Ready either. With a 0.5 s poll, a look of 0.1 s straddles the limit about one
+    timeout in six."""
+    cilium = "node.cilium.io/agent-not-ready"
+    _taint(sim, cilium)
+    agent = workloads.daemonset("cni")
+    agent["spec"]["template"]["metadata"]["annotations"] = {STARTUP: "3600"}
+    agent["spec"]["template"]["spec"]["tolerations"] = [{"operator": "Exists"}]
+    sim.apply(agent)
+    _one_pod(sim, "kube-system")
+    clock = FakeClock(NOW)
+    real_find = joined.find_node_object
+
+    def slow_find(*args: Any, **kwargs: Any) -> Any:
+        found = real_find(*args, **kwargs)
+        clock.advance(0.4)  # the node's GET: a slow API server, a retried call
+        return found
+
+    monkeypatch.setattr(joined, "find_node_object", slow_find)
+
+    # looks at NOW (ends +0.4), sleeps 0.5, looks at +0.9 < limit (ends +1.3 >= limit)
+    joining = launch._until_ready(kube, IDENTITY, _tools(clock), NOW + 1.0, NOW)
+
+    assert joining.result == "not_joined"
+    assert joining.missing == f"taint {cilium}, daemonset pods", (
+        "the timeout's report leaves out the DaemonSet pods that were not Ready"
+    )

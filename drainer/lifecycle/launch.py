@@ -201,7 +201,7 @@ def _advice(joining: Joining, *, from_warm_pool: bool, unreleased: bool = False)
     which the release undoes once the node is usable: told only when the instance
     goes into service all the same (`unreleased`: CONTINUE at the timeout)."""
     if joining.not_released in launch_release.TOLD:
-        return launch_release.advice(joining.node, joining.not_released)
+        return launch_release.advice(joining.node)
     if joining.result == "joined":
         if not joining.cordoned:
             return ""
@@ -393,6 +393,19 @@ def _release(kube: Kube, joining: Joining, began: float, clock: Callable[[], flo
     )
 
 
+def _last_look(
+    kube: Kube, identity: aws.NodeIdentity, tools: Tools, seen: joined.Look, *, restarted: bool
+) -> joined.Look:
+    """The timeout's look, naming every lack (joined.look's `every`); `seen`, the one
+    before it, when it fails (the timeout's report is said all the same)."""
+    try:
+        last = joined.look(kube, identity, tools.settings, restarted=restarted, every=True)
+    except KubeError as e:
+        log.info("looking at the new node at the timeout failed: %s", e)
+        return seen
+    return last
+
+
 def _until_ready(
     kube: Kube,
     identity: aws.NodeIdentity,
@@ -421,6 +434,8 @@ def _until_ready(
         if gone is not None:
             return replace(gone, node=seen.node)
         now = clock()
+        if now >= limit and not last and seen.waiting_for:  # begun before it, ended past it
+            seen = _last_look(kube, identity, tools, seen, restarted=restarted)
         if seen.waiting_for and seen.waiting_for != said:
             log.info("instance %s: waiting for %s", identity.instance_id, seen.waiting_for)
             said = seen.waiting_for

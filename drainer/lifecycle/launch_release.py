@@ -6,10 +6,14 @@ someone else (with or without a record of ours), or not released and why (a late
 drain's record, a drain under way, the release failed).
 
 A node not released stays cordoned and out of the load balancers, and is never left
-so without a word (`not_released`): a release that failed (RBAC, the API) and one
-skipped for a later drain's record are told as the launch's notice and a Warning
-Event, with the command that releases it; one left to a drain under way is said in
-the end line and a Normal Event only: that drain tells its own end.
+so without a word (`not_released`): a release that failed (RBAC, the API) is told as
+the launch's notice and a Warning Event, with the command that releases it; one left
+to a drain under way, or to the record of a later drain of ours (begun or ended since
+this launch began: its cordon is that drain's, which `release` must not undo early),
+is said in the end line and a Normal Event only: that drain tells its own end. The
+terminate hook's drain that sent the instance to the pool is over, whatever its
+record says: a record of it still `draining` (it died mid-way, and the hook's timeout
+put the instance in the pool all the same) is released like one that ended.
 """
 
 from __future__ import annotations
@@ -30,9 +34,9 @@ log = logging.getLogger(__name__)
 RELEASE_FAILED = "release_failed"
 DRAINED_SINCE = "drained_since"
 DRAIN_UNDER_WAY = "drain_under_way"
-TOLD = frozenset({RELEASE_FAILED, DRAINED_SINCE})
+TOLD = frozenset({RELEASE_FAILED})
 """The `not_released` reasons an operator is told of (the notice, a Warning Event): a
-drain under way is that drain's to tell."""
+drain under way, or a later one's record, is that drain's to tell."""
 
 
 def release_command(node: str) -> str:
@@ -115,7 +119,9 @@ def _not_released(
             cordoned=True,
         )
     live = live_drain(node, clock(), EC2_TRIGGERS | {TERMINATE_HOOK_TRIGGER})
-    if live is not None:  # begun before this launch or during its wait: that drain's
+    if live is not None and live.trigger == TERMINATE_HOOK_TRIGGER and live.since <= began:
+        live = None  # the drain that sent it to the pool: over, its action ended
+    if live is not None:  # an EC2 event's, or begun during this launch's wait: that drain's
         log.warning(
             "node %s back from the warm pool is being drained (%s, begun %.0f s ago): not released",
             name,
@@ -130,36 +136,27 @@ def _not_released(
     times = [record.get(k) for k in ("since", "at")]
     if any(isinstance(t, int | float) and t > began for t in times):
         log.warning(
-            "node %s was drained again after this launch began (a late launch event): not released",
+            "node %s was drained again after this launch began: not released, its cordon is "
+            "that drain's",
             name,
         )
         return Back(
-            f"{message}; not released: drained again since this launch began (a late or "
-            "repeated launch event), it stays cordoned and out of the load balancers; "
-            "unless a later launch releases it or a drain of ours runs on it, run "
-            f"`{release_command(name)}`",
+            f"{message}; not released: its record is of a {record.get('trigger') or 'later'} "
+            "drain of ours begun or ended since this launch began: its cordon is that "
+            "drain's, whose own end says what becomes of the node",
             not_released=DRAINED_SINCE,
         )
     return None
 
 
-def advice(node: str, not_released: str) -> str:
-    """What the notice tells an operator to do about a node not released (TOLD)."""
-    if not_released == RELEASE_FAILED:
-        return (
-            "The node takes no pods and stays out of the load balancers until it is "
-            "released: fix what refused the release (the error above; RBAC: kubectl apply "
-            f"-f k8s-rbac/), then run `{release_command(node)}` (`kubectl drainer release "
-            f"{node}`), which undoes only what the drainer added; `kubectl uncordon {node}` "
-            "alone leaves it out of the load balancers."
-        )
+def advice(node: str) -> str:
+    """What the notice tells an operator to do about a node whose release failed (TOLD)."""
     return (
-        "The node's record is of a drain of ours begun or ended after this launch began: "
-        "this launch event came late, or the instance went out of service and back since, "
-        "and its release is that later return's. If the node is still cordoned once the "
-        "instance is in service, and no drain of ours runs on it, run "
-        f"`{release_command(node)}` (`kubectl drainer release {node}`), which undoes only "
-        "what the drainer added."
+        "The node takes no pods and stays out of the load balancers until it is "
+        "released: fix what refused the release (the error above; RBAC: kubectl apply "
+        f"-f k8s-rbac/), then run `{release_command(node)}` (`kubectl drainer release "
+        f"{node}`), which undoes only what the drainer added; `kubectl uncordon {node}` "
+        "alone leaves it out of the load balancers."
     )
 
 
