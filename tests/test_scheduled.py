@@ -545,7 +545,6 @@ def test_closed__an_instance_not_the_functions__no_marker_is_made(
         cluster_name="prod",
         scheduled_change_lead_seconds=3600,
         scheduler_role_arn=ROLE,
-        scheduled_change_drain=False,
     )
     tools = Tools(settings, clients, _no_kube, clock=FakeClock(CLOSED_AT))
     closing = _closing(load_event("health-scheduled-change"), updated=CLOSED_UPDATED)
@@ -553,3 +552,30 @@ def test_closed__an_instance_not_the_functions__no_marker_is_made(
     closed.handle(closing, tools, _invocation())  # EC2 knows no such instance here
 
     assert clients.scheduler.list_schedules()["Schedules"] == [], "a marker for no node of ours"
+
+
+def test_closed__an_instance_of_ours_in_the_warm_pool__still_marked_closed(
+    clients: aws.AwsClients, load_event: LoadEvent, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Review of 8dbe3a8: admission is of the moment, the mark is for 48 h. An instance
+    of the function's group that sits in the warm pool when its change closes is not
+    admitted (ec2_events.target: "in the warm pool ... left alone"), so no mark is
+    made; once it comes back into service (hours later), an update of the change
+    delivered late (EventBridge and Lambda retry for up to a day) is admitted and, with
+    no mark to find, schedules or runs a drain for a change AWS already closed: the
+    very case da731a1's mark exists for."""
+    from drainer.lifecycle import closed, ec2_events
+
+    monkeypatch.setattr(ec2_events, "_lifecycle_state", lambda *_: "Warmed:Stopped")
+    ours = _our_instance(clients)
+    settings = Settings(
+        cluster_name="prod", scheduled_change_lead_seconds=3600, scheduler_role_arn=ROLE
+    )
+    tools = Tools(settings, clients, _no_kube, clock=FakeClock(CLOSED_AT))
+    raw = json.loads(json.dumps(load_event("health-scheduled-change")).replace(INSTANCE, ours))
+    closing = _closing(raw, updated=CLOSED_UPDATED)
+
+    closed.handle(closing, tools, _invocation())
+
+    listed = clients.scheduler.list_schedules()["Schedules"]
+    assert len(listed) == 1, "no mark: a late update drains the node once it is back in service"

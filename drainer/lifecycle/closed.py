@@ -86,10 +86,12 @@ class _Targets:
         return found
 
     def admitted(self, event: Ec2Event) -> bool:
-        """Is the instance the function's? Not when AWS cannot say for good (the
-        release says why); raised when it fails for now (the close comes again)."""
+        """Is the instance the function's (in its warm pool too: it may come back within
+        the mark's hours)? Not when AWS cannot say for good (the release says why);
+        raised when it fails for now (the close comes again)."""
         try:
-            return not isinstance(self.get(event), Skip)
+            found = self.get(event)
+            return not isinstance(found, Skip) or found.ours
         except ClusterNotFound:
             return False
         except AwsError as e:

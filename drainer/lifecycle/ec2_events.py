@@ -120,13 +120,7 @@ def target(event: Ec2Event, settings: Settings, clients: aws.AwsClients) -> Ec2T
             return Skip(f"{event.kind}: instance {event.instance_id}: {refused}")
         state = _lifecycle_state(clients, event.instance_id)
         if state.startswith(WARMED):
-            # Stopped once warmed (or on its way into the pool after a drain): a node
-            # it registered while warming serves nothing; the launch hook releases a
-            # drained one when it comes back.
-            return Skip(
-                f"{event.kind}: instance {event.instance_id} is in the warm pool of {group} "
-                f"({state}): left alone"
-            )
+            return _in_warm_pool(event, group, state)
     elif settings.allowed_asgs or settings.asg_tag:
         return Skip(
             f"{event.kind}: instance {event.instance_id} is in no Auto Scaling group "
@@ -147,6 +141,17 @@ def target(event: Ec2Event, settings: Settings, clients: aws.AwsClients) -> Ec2T
             "(eks:cluster-name, kubernetes.io/cluster/<name>) and is in no listed group"
         )
     return Ec2Target(event, identity, cluster, group, state)
+
+
+def _in_warm_pool(event: Ec2Event, group: str, state: str) -> Skip:
+    """Stopped once warmed (or on its way into the pool after a drain): a node it
+    registered while warming serves nothing; the launch hook releases a drained one
+    when it comes back. Ours all the same (a change's close marks it closed)."""
+    return Skip(
+        f"{event.kind}: instance {event.instance_id} is in the warm pool of {group} "
+        f"({state}): left alone",
+        ours=True,
+    )
 
 
 def _lifecycle_state(clients: aws.AwsClients, instance_id: str) -> str:

@@ -30,6 +30,9 @@ class Skip:
     malformed: bool = False
     """The event claims to be one the drainer acts on but a field is missing, of the
     wrong type or out of bounds: logged as an error, never retried."""
+    ours: bool = False
+    """The instance is the function's, left alone for now (in a warm pool): a change's
+    close still marks the change closed for it (drainer/lifecycle/closed.py)."""
 
 
 class Malformed(Exception):
