@@ -100,6 +100,11 @@ def test_update_disallowing_managed_node_groups__named_ones_lose_our_hook(
     assert set(hooks_of(account, "eks-ng-1")) == {"Terminate-LC-Hook"}, "our hook was left"
     assert owner_of(account, "self-managed") == cfn.STACK_ID
     assert "eks-ng-1/eks-node-drainer" in updated["Reason"]
+    assert "eks-ng-1 (EKS managed node group" in updated["Reason"], (
+        "the group named in AsgNames is no longer drained: the reason says why, as a "
+        "Create's failure does"
+    )
+    assert "AllowManagedNodeGroups" in updated["Reason"]
 
 
 def test_update_disallowing_managed_node_groups__a_hook_it_may_not_delete__said_not_failed(

@@ -178,6 +178,8 @@ def _act(
     )
     if answer["Status"] == SUCCESS and missing:
         answer["Reason"] += f"; gone: {', '.join(missing)}"
+    if answer["Status"] == SUCCESS and refused_managed:  # an Update: named, not drained
+        answer["Reason"] += f"; not covered: {refused_managed}"
     if answer["Status"] == SUCCESS and request.kind == "Create":
         moved_on = _stack_moved_on(request, cloudformation)
         if moved_on is not None:
