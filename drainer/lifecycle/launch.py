@@ -11,11 +11,12 @@ is Ready again (and EC2's shutdown taint is gone), the function releases it as
 `release` does (uncordon, label, record: only what the drainer added; a cordon
 someone else set stays, said in a log line and the notice; launch_release.py), then
 answers CONTINUE. A node it does not release stays cordoned and is never left so
-without a word: the end line's `not_released` says why; a release that failed or was
-skipped for a later drain's record is told by a notice and a Warning Event that name
-the command that releases it (one left to a drain under way, by that drain's own
-end). An instance launched into the warm pool is answered at once: it is stopped
-once warmed, and a node it registers meanwhile is left alone.
+without a word: the end line's `not_released` says why; a release that failed, or
+one held by the record of the drain into the pool still saying draining, is told by
+a notice and a Warning Event that name the command that releases it (one left to a
+later or running drain of ours, by that drain's own end). An instance launched into
+the warm pool is answered at once: it is stopped once warmed, and a node it
+registers meanwhile is left alone.
 
 An event whose action is gone before its first heartbeat (a duplicate delivery of
 one answered already, a late one after the hook's timeout) is stale: its node is not
@@ -201,7 +202,7 @@ def _advice(joining: Joining, *, from_warm_pool: bool, unreleased: bool = False)
     which the release undoes once the node is usable: told only when the instance
     goes into service all the same (`unreleased`: CONTINUE at the timeout)."""
     if joining.not_released in launch_release.TOLD:
-        return launch_release.advice(joining.node)
+        return launch_release.advice(joining.node, joining.not_released)
     if joining.result == "joined":
         if not joining.cordoned:
             return ""
@@ -360,8 +361,8 @@ def _on_the_cluster(
 def _tell_node(poster: EventPoster, joining: Joining, told: str | None) -> None:
     """The launch's end as an Event on the node (`kubectl describe node`): Joined,
     JoinedCordoned or NotJoined, with what the Auto Scaling group is told; back from
-    the warm pool and not released, ReleaseFailed or NotReleased (a Warning but for a
-    drain under way, whose own Events tell it)."""
+    the warm pool and not released, ReleaseFailed or NotReleased (a Warning when the
+    notice tells it: launch_release.TOLD; Normal when a later or running drain's)."""
     if not joining.node or told is None or joining.result == "failed":
         return
     group = f"; the Auto Scaling group is told {told}"
@@ -393,19 +394,6 @@ def _release(kube: Kube, joining: Joining, began: float, clock: Callable[[], flo
     )
 
 
-def _last_look(
-    kube: Kube, identity: aws.NodeIdentity, tools: Tools, seen: joined.Look, *, restarted: bool
-) -> joined.Look:
-    """The timeout's look, naming every lack (joined.look's `every`); `seen`, the one
-    before it, when it fails (the timeout's report is said all the same)."""
-    try:
-        last = joined.look(kube, identity, tools.settings, restarted=restarted, every=True)
-    except KubeError as e:
-        log.info("looking at the new node at the timeout failed: %s", e)
-        return seen
-    return last
-
-
 def _until_ready(
     kube: Kube,
     identity: aws.NodeIdentity,
@@ -426,6 +414,8 @@ def _until_ready(
         try:
             last = clock() >= limit  # the last look names every lack
             seen = joined.look(kube, identity, tools.settings, restarted=restarted, every=last)
+            if not last and seen.waiting_for and clock() >= limit:  # it ended past the limit
+                seen = joined.look(kube, identity, tools.settings, restarted=restarted)
         except FatalKubeError as e:
             return Joining("failed", f"the cluster cannot be read: {e}", seen.node)
         except KubeError as e:
@@ -434,8 +424,6 @@ def _until_ready(
         if gone is not None:
             return replace(gone, node=seen.node)
         now = clock()
-        if now >= limit and not last and seen.waiting_for:  # begun before it, ended past it
-            seen = _last_look(kube, identity, tools, seen, restarted=restarted)
         if seen.waiting_for and seen.waiting_for != said:
             log.info("instance %s: waiting for %s", identity.instance_id, seen.waiting_for)
             said = seen.waiting_for

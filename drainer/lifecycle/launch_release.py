@@ -10,10 +10,12 @@ so without a word (`not_released`): a release that failed (RBAC, the API) is tol
 the launch's notice and a Warning Event, with the command that releases it; one left
 to a drain under way, or to the record of a later drain of ours (begun or ended since
 this launch began: its cordon is that drain's, which `release` must not undo early),
-is said in the end line and a Normal Event only: that drain tells its own end. The
-terminate hook's drain that sent the instance to the pool is over, whatever its
-record says: a record of it still `draining` (it died mid-way, and the hook's timeout
-put the instance in the pool all the same) is released like one that ended.
+is said in the end line and a Normal Event only: that drain tells its own end. A
+record of the terminate hook's drain into the pool still `draining` (`drain_recorded`)
+is told too: that drain may run on after its action ended (the engine does not stop
+when the heartbeat finds the action gone), and releasing under it would let it evict
+what lands on the node since, or it died, and nothing else will tell it; the notice
+says how to tell which, and how to release.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from drainer.errors import KubeError
 from drainer.k8s.cordon import live_drain, progress_of, release
 from drainer.k8s.kube import Kube
 from drainer.lifecycle.events_ec2 import EC2_TRIGGERS
+from drainer.lifecycle.events_fields import iso
 from drainer.lifecycle.events_hook import TERMINATE_HOOK_TRIGGER
 
 log = logging.getLogger(__name__)
@@ -34,7 +37,8 @@ log = logging.getLogger(__name__)
 RELEASE_FAILED = "release_failed"
 DRAINED_SINCE = "drained_since"
 DRAIN_UNDER_WAY = "drain_under_way"
-TOLD = frozenset({RELEASE_FAILED})
+DRAIN_RECORDED = "drain_recorded"
+TOLD = frozenset({RELEASE_FAILED, DRAIN_RECORDED})
 """The `not_released` reasons an operator is told of (the notice, a Warning Event): a
 drain under way, or a later one's record, is that drain's to tell."""
 
@@ -120,7 +124,7 @@ def _not_released(
         )
     live = live_drain(node, clock(), EC2_TRIGGERS | {TERMINATE_HOOK_TRIGGER})
     if live is not None and live.trigger == TERMINATE_HOOK_TRIGGER and live.since <= began:
-        live = None  # the drain that sent it to the pool: over, its action ended
+        return _drain_recorded(name, message, live.since, live.until)
     if live is not None:  # an EC2 event's, or begun during this launch's wait: that drain's
         log.warning(
             "node %s back from the warm pool is being drained (%s, begun %.0f s ago): not released",
@@ -149,8 +153,31 @@ def _not_released(
     return None
 
 
-def advice(node: str) -> str:
-    """What the notice tells an operator to do about a node whose release failed (TOLD)."""
+def _drain_recorded(name: str, message: str, since: float, until: float) -> Back:
+    """The record of the drain into the pool still says draining: not released."""
+    log.warning(
+        "node %s back from the warm pool: the record of the drain into the pool still says "
+        "draining: not released",
+        name,
+    )
+    return Back(
+        f"{message}; not released: the record of the drain into the warm pool (begun "
+        f"{iso(since)}, its deadline {iso(until)}) still says draining",
+        not_released=DRAIN_RECORDED,
+    )
+
+
+def advice(node: str, not_released: str) -> str:
+    """What the notice tells an operator to do about a node not released (TOLD)."""
+    if not_released == DRAIN_RECORDED:
+        return (
+            "The drain that sent the instance to the warm pool may still run (it goes on "
+            "after its lifecycle action ends, to its deadline) or have died: the function's "
+            "log tells (the instance's drain lines). Released under a drain that runs, the "
+            "node would be cordoned again and what lands on it evicted; once no drain runs "
+            f"(or at the deadline above), run `{release_command(node)}` (`kubectl drainer "
+            f"release {node}`), which undoes only what the drainer added."
+        )
     return (
         "The node takes no pods and stays out of the load balancers until it is "
         "released: fix what refused the release (the error above; RBAC: kubectl apply "
