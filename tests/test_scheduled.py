@@ -579,3 +579,33 @@ def test_closed__an_instance_of_ours_in_the_warm_pool__still_marked_closed(
 
     listed = clients.scheduler.list_schedules()["Schedules"]
     assert len(listed) == 1, "no mark: a late update drains the node once it is back in service"
+
+
+def test_closed__another_clusters_instance_in_its_warm_pool__no_marker_is_made(
+    clients: aws.AwsClients,
+    load_event: LoadEvent,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With neither ALLOWED_ASGS nor ASG_TAG (any group admitted), another cluster's
+    instance in its group's warm pool was counted the function's (the warm pool was
+    looked at before the cluster): the close made it a 48 h mark, guarding nothing."""
+    from drainer.lifecycle import closed, ec2_events
+
+    monkeypatch.setattr(ec2_events, "_lifecycle_state", lambda *_: "Warmed:Stopped")
+    group = create_node_group(
+        clients.ec2, clients.autoscaling, asg_name="staging-workers", size=1,
+        cluster_name="staging",
+    )  # fmt: skip
+    theirs = str(group.instance_ids[0])
+    settings = Settings(
+        cluster_name="prod", scheduled_change_lead_seconds=3600, scheduler_role_arn=ROLE
+    )
+    tools = Tools(settings, clients, _no_kube, clock=FakeClock(CLOSED_AT))
+    raw = json.loads(json.dumps(load_event("health-scheduled-change")).replace(INSTANCE, theirs))
+    closing = _closing(raw, updated=CLOSED_UPDATED)
+
+    closed.handle(closing, tools, _invocation())
+
+    assert clients.scheduler.list_schedules()["Schedules"] == [], (
+        "a 48 h marker for another cluster's instance (in its warm pool)"
+    )

@@ -119,8 +119,6 @@ def target(event: Ec2Event, settings: Settings, clients: aws.AwsClients) -> Ec2T
         if refused:
             return Skip(f"{event.kind}: instance {event.instance_id}: {refused}")
         state = _lifecycle_state(clients, event.instance_id)
-        if state.startswith(WARMED):
-            return _in_warm_pool(event, group, state)
     elif settings.allowed_asgs or settings.asg_tag:
         return Skip(
             f"{event.kind}: instance {event.instance_id} is in no Auto Scaling group "
@@ -140,6 +138,8 @@ def target(event: Ec2Event, settings: Settings, clients: aws.AwsClients) -> Ec2T
             f"{event.kind}: instance {event.instance_id} names no EKS cluster in its tags "
             "(eks:cluster-name, kubernetes.io/cluster/<name>) and is in no listed group"
         )
+    if state.startswith(WARMED):  # after the cluster's check: another's is not `ours`
+        return _in_warm_pool(event, group, state)
     return Ec2Target(event, identity, cluster, group, state)
 
 
