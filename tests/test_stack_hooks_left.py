@@ -314,3 +314,28 @@ def test_update_disallowing_managed_node_groups__the_look_counts_the_updates_tim
 
     assert updated["Status"] == "SUCCESS", updated
     assert clock.now < 300.0, f"answered {clock.now:.0f} s after the Update began"
+
+
+def test_update_not_covered__the_reason_kept_within_the_limit(
+    account: Account,
+    answers: cfn.ResponseServer,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A long Update reason (hundreds of groups' hooks deleted: _put's reason cut to
+    _REASON_LIMIT by reply()) gets "; not covered: ..." appended past the limit,
+    after a word cut in two."""
+    managed_group(account, "eks-ng-1")
+    account.group("self-managed")
+    real_put = stack_hooks._put
+
+    def long_put(request: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        answer = real_put(request, *args, **kwargs)
+        return stack_hooks.reply(request, answer["Status"], answer["Reason"] + " x" * 2000)
+
+    monkeypatch.setattr(stack_hooks, "_put", long_put)
+    named = {"AsgNames": "eks-ng-1,self-managed", "AsgTag": ""}
+    updated = _allow_then_disallow(
+        account, answers, allowed_asgs=("eks-ng-1", "self-managed"), properties=named
+    )
+    assert updated["Status"] == "SUCCESS", updated
+    assert len(updated["Reason"]) <= stack_hooks._REASON_LIMIT, len(updated["Reason"])

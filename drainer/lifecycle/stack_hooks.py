@@ -180,6 +180,7 @@ def _act(
         answer["Reason"] += f"; gone: {', '.join(missing)}"
     if answer["Status"] == SUCCESS and refused_managed:  # an Update: named, not drained
         answer["Reason"] += f"; not covered: {refused_managed}"
+    answer["Reason"] = answer["Reason"][:_REASON_LIMIT]  # the tails above too
     if answer["Status"] == SUCCESS and request.kind == "Create":
         moved_on = _stack_moved_on(request, cloudformation)
         if moved_on is not None:
