@@ -339,3 +339,30 @@ def test_update_not_covered__the_reason_kept_within_the_limit(
     )
     assert updated["Status"] == "SUCCESS", updated
     assert len(updated["Reason"]) <= stack_hooks._REASON_LIMIT, len(updated["Reason"])
+
+
+def test_update_not_covered__a_long_reason_still_says_not_covered(
+    account: Account,
+    answers: cfn.ResponseServer,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Review of 993efd7: the reason is cut to _REASON_LIMIT after its tails are added,
+    so a head already at the limit (hundreds of groups' hooks: reply() cut it) loses
+    "; not covered: ..." entirely: the Update succeeds and never says the managed node
+    group named in AsgNames is not drained, nor what to do (b967771's promise)."""
+    managed_group(account, "eks-ng-1")
+    account.group("self-managed")
+    real_put = stack_hooks._put
+
+    def long_put(request: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        answer = real_put(request, *args, **kwargs)
+        return stack_hooks.reply(request, answer["Status"], answer["Reason"] + " x" * 2000)
+
+    monkeypatch.setattr(stack_hooks, "_put", long_put)
+    named = {"AsgNames": "eks-ng-1,self-managed", "AsgTag": ""}
+    updated = _allow_then_disallow(
+        account, answers, allowed_asgs=("eks-ng-1", "self-managed"), properties=named
+    )
+    assert updated["Status"] == "SUCCESS", updated
+    assert len(updated["Reason"]) <= stack_hooks._REASON_LIMIT, len(updated["Reason"])
+    assert "not covered: eks-ng-1" in updated["Reason"], updated["Reason"][-200:]

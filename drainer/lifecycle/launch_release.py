@@ -3,7 +3,8 @@ launch.py): undo what the drain that sent it there added (k8s/cordon.py `release
 the cordon, the label, the record), leaving what someone else set, and say what
 became of it in words true of it: released and schedulable, still cordoned by
 someone else (with or without a record of ours), or not released and why (a later
-drain's record, a drain under way, the release failed).
+drain's record, a drain under way, the record of the drain into the pool still
+draining, the release failed).
 
 A node not released stays cordoned and out of the load balancers, and is never left
 so without a word (`not_released`): a release that failed (RBAC, the API) is told as
@@ -61,7 +62,8 @@ class Back:
     cordoned: bool = False
     """It stays cordoned, not by the drainer: it takes no pods until someone uncordons it."""
     not_released: str = ""
-    """Why what the drainer added stays (RELEASE_FAILED, DRAINED_SINCE, DRAIN_UNDER_WAY);
+    """Why what the drainer added stays (RELEASE_FAILED, DRAINED_SINCE, DRAIN_UNDER_WAY,
+    DRAIN_RECORDED);
     "" when released, or when there was nothing to release."""
 
 

@@ -176,16 +176,21 @@ def _act(
     answer = _put(
         request, autoscaling, settings, (covered, skipped), adopt, looks_until=looks_until
     )
-    if answer["Status"] == SUCCESS and missing:
-        answer["Reason"] += f"; gone: {', '.join(missing)}"
-    if answer["Status"] == SUCCESS and refused_managed:  # an Update: named, not drained
-        answer["Reason"] += f"; not covered: {refused_managed}"
-    answer["Reason"] = answer["Reason"][:_REASON_LIMIT]  # the tails above too
+    if answer["Status"] == SUCCESS:  # named groups gone; an Update's named, not drained
+        gone = f"; gone: {', '.join(missing)}" if missing else ""
+        _with_tail(answer, gone + (f"; not covered: {refused_managed}" if refused_managed else ""))
     if answer["Status"] == SUCCESS and request.kind == "Create":
         moved_on = _stack_moved_on(request, cloudformation)
         if moved_on is not None:
             return _undone(request, autoscaling, settings, covered, moved_on)
     return answer
+
+
+def _with_tail(answer: dict[str, Any], tail: str) -> None:
+    """`tail` added to the answer's reason, the head cut so that both fit the limit."""
+    if tail:
+        head = answer["Reason"][: max(0, _REASON_LIMIT - len(tail))]
+        answer["Reason"] = (head + tail)[:_REASON_LIMIT]
 
 
 def _put(
