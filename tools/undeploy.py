@@ -13,6 +13,12 @@ LAUNCH_HOOK_NAME), its NotificationMetadata naming this stack's ARN
 another stack, 0.1.0 or another tool made is left, with a line saying so; with
 CREATE_LIFECYCLE_HOOKS false every hook is yours and none is deleted.
 
+Besides the covered groups it looks, as the custom resource's Delete does
+(hooks.find_ours_elsewhere), on every other group of the region but those tagged
+for another cluster (one untagged by hand: the function's role may no longer delete
+there, the operator's credentials can), one DescribeLifecycleHooks a group, for at
+most LOOK_SECONDS; the groups it had no time to look at are named.
+
 Without --yes (make: YES=1) it only says what it would delete. Which stack:
 `--stack-name`, else `--cluster-name`'s (tools/stacks.py), else the region's one
 stack of ours.
@@ -42,6 +48,10 @@ from tools.deploy import function_name, stack_outputs, wait_for_stack
 Client = Any
 Say = Callable[[str], None]
 
+LOOK_SECONDS = 150.0
+"""How long undeploy looks for the stack's hooks on the groups it does not cover."""
+UNCOVERED = "the stack does not cover"
+
 
 @dataclass(frozen=True)
 class Options:
@@ -52,6 +62,8 @@ class Options:
     poll_seconds: float = 5.0
     cluster_name: str = ""
     """Find the stack by its cluster when no stack name is given."""
+    look_seconds: float = LOOK_SECONDS
+    """How long to look for the stack's hooks on the groups it does not cover."""
 
 
 @dataclass(frozen=True)
@@ -63,6 +75,11 @@ class Plan:
     ours: hooks.HookRemoval = field(default_factory=hooks.HookRemoval)
     """The dry run of hooks.remove_hooks on the covered groups: the stack's hooks
     (terminate and launch), those another tool made, those that could not be read."""
+    elsewhere: hooks.HookSearch = field(default_factory=hooks.HookSearch)
+    """The stack's hooks on the region's other groups (hooks.find_ours_elsewhere),
+    and the groups not looked at."""
+    unlisted: str = ""
+    """Why the other groups could not be listed; "" when they were."""
 
 
 def the_stack(cfn: Client, stack_name: str) -> dict[str, Any]:
@@ -92,7 +109,7 @@ def function_settings(lambda_client: Client, stack: dict[str, Any]) -> Settings:
         raise DeployError(f"function {name}'s settings do not read: {e}", 1) from e
 
 
-def plan(aws: Aws, stack_name: str) -> Plan:
+def plan(aws: Aws, stack_name: str, look_seconds: float = LOOK_SECONDS) -> Plan:
     stack = the_stack(aws.client("cloudformation"), stack_name)
     # Ours: the hooks whose metadata names this stack (hooks.HookSpec.made), whatever
     # the function's environment says.
@@ -108,7 +125,41 @@ def plan(aws: Aws, stack_name: str) -> Plan:
     found = hooks.remove_hooks(
         autoscaling, settings, itertools.product(covered, names), dry_run=True
     )
-    return Plan(str(stack["StackId"]), settings, found)
+    deadline = time.monotonic() + look_seconds
+    try:
+        elsewhere = hooks.find_ours_elsewhere(autoscaling, settings, covered, deadline)
+    except AwsError as e:
+        return Plan(str(stack["StackId"]), settings, found, unlisted=str(e))
+    return Plan(str(stack["StackId"]), settings, found, elsewhere)
+
+
+def show(found: Plan, kind: Callable[[str], str], say: Say) -> None:
+    """What undeploy deletes after the stack, what it leaves, what it did not see."""
+    terminate = found.settings.lifecycle_hook_name
+    for name in dict.fromkeys((terminate, found.settings.launch_hook_name)):
+        groups = [g for g, n in found.ours.removed if n == name]
+        if groups or name == terminate:
+            say(f"{kind(name)} {name} on {len(groups)} group(s): {', '.join(groups) or 'none'}")
+        groups = [g for g, n in found.elsewhere.ours if n == name]
+        if groups:
+            say(f"{kind(name)} {name} on {len(groups)} group(s) {UNCOVERED}: {', '.join(groups)}")
+    for (group, name), why in sorted(found.ours.left.items()):
+        say(f"left alone: {name} on {group} ({why})")
+    for (group, name), error in sorted(found.ours.failed.items()):
+        say(f"left alone: {name} on {group} (not read: {error})")
+    unlooked = found.elsewhere.unlooked
+    if unlooked:
+        shown = ", ".join(unlooked[:20]) + (", ..." if len(unlooked) > 20 else "")
+        say(
+            f"{len(unlooked)} group(s) {UNCOVERED} not looked at: {shown} (out of time, or "
+            "their hooks unreadable); a hook of the stack's there stays: look with `aws "
+            "autoscaling describe-lifecycle-hooks --auto-scaling-group-name GROUP`"
+        )
+    if found.unlisted:
+        say(
+            f"the groups {UNCOVERED} could not be listed ({found.unlisted}): a hook of the "
+            "stack's there stays (aws autoscaling describe-lifecycle-hooks)"
+        )
 
 
 def undeploy(aws: Aws, options: Options, say: Say) -> int:
@@ -119,21 +170,14 @@ def undeploy(aws: Aws, options: Options, say: Say) -> int:
     )
     if note:
         say(note)
-    found = plan(aws, stack_name)
+    found = plan(aws, stack_name, options.look_seconds)
     terminate = found.settings.lifecycle_hook_name
 
     def kind(name: str) -> str:
         return "hook" if name == terminate else "launch hook"
 
     say(f"stack {stack_name} ({aws.region}), cluster {found.settings.cluster_name}")
-    for name in dict.fromkeys((terminate, found.settings.launch_hook_name)):
-        groups = [g for g, n in found.ours.removed if n == name]
-        if groups or name == terminate:
-            say(f"{kind(name)} {name} on {len(groups)} group(s): {', '.join(groups) or 'none'}")
-    for (group, name), why in sorted(found.ours.left.items()):
-        say(f"left alone: {name} on {group} ({why})")
-    for (group, name), error in sorted(found.ours.failed.items()):
-        say(f"left alone: {name} on {group} (not read: {error})")
+    show(found, kind, say)
     if not options.yes:
         say(
             "dry run: nothing deleted. Run again with --yes (make undeploy YES=1) to delete "
@@ -150,12 +194,16 @@ def undeploy(aws: Aws, options: Options, say: Say) -> int:
         return 1
     # The stack's custom resource (drainer/lifecycle/stack_hooks.py) deleted its hooks
     # with the stack; what is left is a stack's from before it, or a Delete that failed.
-    removal = hooks.remove_hooks(aws.client("autoscaling"), found.settings, found.ours.removed)
+    # With the operator's credentials: also where the function's role may not delete
+    # (a group untagged by hand), which the Delete could only name.
+    expected = (*found.ours.removed, *found.elsewhere.ours)
+    removal = hooks.remove_hooks(aws.client("autoscaling"), found.settings, expected)
     for group, name in removal.removed:
-        say(f"deleted {kind(name)} {name} on {group}")
+        where = f" (a group {UNCOVERED})" if (group, name) in found.elsewhere.ours else ""
+        say(f"deleted {kind(name)} {name} on {group}{where}")
     for (group, name), error in sorted(removal.failed.items()):
         say(f"could not delete {name} on {group}: {error}")
-    if found.ours.removed and not removal.removed and not removal.failed:
+    if expected and not removal.removed and not removal.failed:
         say("the stack's custom resource had deleted its hooks already")
     say("left: the RBAC objects (kubectl delete -f k8s-rbac/) and the code bucket")
     return 1 if removal.failed else 0

@@ -331,6 +331,26 @@ def find_ours(
     return HookSearch(tuple(ours), tuple(unlooked))
 
 
+def find_ours_elsewhere(
+    autoscaling: aws.Client, settings: Settings, covered: Collection[str], deadline: float
+) -> HookSearch:
+    """This stack's hooks (either name) on the region's groups but `covered` (one
+    untagged by hand, a managed node group left alone), and but those tagged for
+    another cluster, which ASG_TAG never admitted: find_ours until `deadline`. The
+    custom resource's Delete and `make undeploy` look the same way. AwsError when
+    the groups cannot be listed."""
+    every = aws.every_group(autoscaling)
+    others = [g for g, t in every.items() if g not in covered and not _foreign(settings, t)]
+    names = {settings.lifecycle_hook_name, settings.launch_hook_name}
+    return find_ours(autoscaling, settings, others, names, deadline)
+
+
+def _foreign(settings: Settings, tags: Mapping[str, str]) -> bool:
+    """Do the group's tags name another cluster than CLUSTER_NAME (tag_admits' rule)?"""
+    owner = aws.cluster_name_for("", tags, settings.cluster_name)
+    return bool(settings.cluster_name and owner and owner != settings.cluster_name)
+
+
 @dataclass(frozen=True)
 class HookRemoval:
     """What one removal of this stack's hooks found and did (or, dry, would do)."""

@@ -275,7 +275,7 @@ def _elsewhere(
     deleted). The tagged groups' policy refuses a deletion once the tag is gone:
     named with the command, not a failure."""
     try:
-        every = aws.every_group(autoscaling)
+        search = hooks.find_ours_elsewhere(autoscaling, settings, covered, deadline)
     except AwsError as e:
         log.error("the other groups could not be listed: %s", e)
         return (
@@ -283,9 +283,6 @@ def _elsewhere(
             "group it no longer covers stays (aws autoscaling describe-lifecycle-hooks)",
             0,
         )
-    others = [g for g, t in every.items() if g not in covered and not _foreign(settings, t)]
-    names = {settings.lifecycle_hook_name, settings.launch_hook_name}
-    search = hooks.find_ours(autoscaling, settings, others, names, deadline)
     tail = _unlooked(search.unlooked, "other group(s)")
     if not search.ours:
         return tail, 0
@@ -293,12 +290,6 @@ def _elsewhere(
     done = f": {_removed(removal)}" if removal.removed else ""
     found = f"; this stack's hooks on groups it does not cover{done}{_by_hand(removal.failed)}"
     return found + tail, len(removal.removed)
-
-
-def _foreign(settings: Settings, tags: Mapping[str, str]) -> bool:
-    """Do the group's tags name another cluster than CLUSTER_NAME (tag_admits' rule)?"""
-    owner = aws.cluster_name_for("", tags, settings.cluster_name)
-    return bool(settings.cluster_name and owner and owner != settings.cluster_name)
 
 
 def _named_before(request: StackRequest) -> set[str]:

@@ -21,7 +21,7 @@ HOOK = "eks-node-drainer"  # LifecycleHookName's default
 def groups(moto_stack: MotoStack) -> dict[str, str]:
     """The stack's two named groups, the first with this stack's hook, the second
     with a hook of the same name that names the cluster but no stack (0.1.0's, or
-    another stack's); a third group, not the stack's, with this stack's hook."""
+    another stack's); a third group, no longer the stack's, with this stack's hook."""
     ec2, autoscaling = moto_stack.client("ec2"), moto_stack.client("autoscaling")
     stack_id = moto_stack.client("cloudformation").describe_stacks(StackName=STACK)["Stacks"][0][
         "StackId"
@@ -89,7 +89,7 @@ def test_yes__stack_deleted_then_its_hooks__others_left(
     assert STACK not in _stacks(moto_stack)
     assert _hooks(moto_stack, ASGS[0]) == [], "the stack's hook is left behind"
     assert _hooks(moto_stack, ASGS[1]) == [HOOK], "a hook that names no stack was deleted"
-    assert _hooks(moto_stack, "not-listed") == [HOOK], "a group the stack never covered"
+    assert _hooks(moto_stack, "not-listed") == [], "the stack's hook on a group it left"
     assert f"deleted hook {HOOK} on {ASGS[0]}" in lines
 
 
@@ -135,3 +135,77 @@ def test_yes__with_the_launch_hook__both_hooks_deleted(
     assert status == 0, lines
     assert _hooks(moto_stack, ASGS[0]) == [], "a hook of the stack's is left behind"
     assert f"deleted launch hook eks-node-drainer-launch on {ASGS[0]}" in lines
+
+
+@pytest.fixture
+def uncovered(moto_stack: MotoStack, groups: dict[str, str]) -> str:
+    """A group the stack no longer covers (untagged by hand, no cluster tag) with
+    this stack's hook; another cluster's group with a hook naming this stack too,
+    which the look leaves alone (ASG_TAG never admitted it). The first's name."""
+    ec2, autoscaling = moto_stack.client("ec2"), moto_stack.client("autoscaling")
+    (ours,) = autoscaling.describe_lifecycle_hooks(AutoScalingGroupName=ASGS[0])["LifecycleHooks"]
+    for name, cluster, tag in (
+        ("untagged-by-hand", CLUSTER, ""),
+        ("another-cluster", "staging", "eks:cluster-name"),
+    ):
+        create_node_group(
+            ec2,
+            autoscaling,
+            asg_name=name,
+            size=0,
+            hook_name=HOOK,
+            cluster_name=cluster,
+            cluster_tag=tag,
+            notification_metadata=ours["NotificationMetadata"],  # names this stack
+        )
+    return "untagged-by-hand"
+
+
+def test_yes__the_stacks_hook_on_an_uncovered_group__deleted_another_clusters_left(
+    moto_stack: MotoStack, uncovered: str
+) -> None:
+    lines: list[str] = []
+
+    status = undeploy.undeploy(
+        connect("us-east-1"),
+        undeploy.Options(stack_name=STACK, yes=True, poll_seconds=0.01),
+        lines.append,
+    )
+
+    assert status == 0, lines
+    assert _hooks(moto_stack, uncovered) == [], "the stack's hook on an uncovered group is left"
+    assert _hooks(moto_stack, "another-cluster") == [HOOK], "another cluster's group was touched"
+    assert f"deleted hook {HOOK} on {uncovered} (a group the stack does not cover)" in lines
+
+
+def test_dry_run__lists_the_stacks_hooks_on_uncovered_groups(
+    moto_stack: MotoStack, uncovered: str
+) -> None:
+    lines: list[str] = []
+
+    status = undeploy.undeploy(
+        connect("us-east-1"), undeploy.Options(stack_name=STACK), lines.append
+    )
+
+    assert status == 0
+    text = "\n".join(lines)
+    assert f"hook {HOOK} on 2 group(s) the stack does not cover: not-listed, {uncovered}" in text
+    assert "another-cluster" not in text
+    assert _hooks(moto_stack, uncovered) == [HOOK]
+
+
+def test_yes__out_of_time__the_uncovered_groups_named_not_looked_at(
+    moto_stack: MotoStack, uncovered: str
+) -> None:
+    lines: list[str] = []
+
+    status = undeploy.undeploy(
+        connect("us-east-1"),
+        undeploy.Options(stack_name=STACK, yes=True, poll_seconds=0.01, look_seconds=0.0),
+        lines.append,
+    )
+
+    assert status == 0, lines
+    assert _hooks(moto_stack, uncovered) == [HOOK]
+    text = "\n".join(lines)
+    assert f"2 group(s) the stack does not cover not looked at: not-listed, {uncovered}" in text
