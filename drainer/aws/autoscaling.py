@@ -77,16 +77,8 @@ def describe_hook(autoscaling: Client, asg_name: str, hook_name: str) -> dict[st
     """One lifecycle hook of an Auto Scaling group as Auto Scaling describes it;
     None when the group has no hook of that name."""
     what = f"DescribeLifecycleHooks {asg_name}/{hook_name}"
-    try:
-        response = autoscaling.describe_lifecycle_hooks(
-            AutoScalingGroupName=asg_name, LifecycleHookNames=[hook_name]
-        )
-    except AWS_FAILURES as e:
-        raise translate(e, "autoscaling:DescribeLifecycleHooks", what) from e
-    for hook in response.get("LifecycleHooks", []):
-        if hook.get("LifecycleHookName") == hook_name:
-            return dict(hook)
-    return None
+    found = _described_hooks(autoscaling, asg_name, [hook_name], what)
+    return found[0] if found else None
 
 
 def describe_hooks(
@@ -95,6 +87,12 @@ def describe_hooks(
     """The group's lifecycle hooks of these names (at most 50), in one call; empty
     when it has none of them."""
     what = f"DescribeLifecycleHooks {asg_name} {hook_names}"
+    return _described_hooks(autoscaling, asg_name, hook_names, what)
+
+
+def _described_hooks(
+    autoscaling: Client, asg_name: str, hook_names: list[str], what: str
+) -> list[dict[str, Any]]:
     try:
         response = autoscaling.describe_lifecycle_hooks(
             AutoScalingGroupName=asg_name, LifecycleHookNames=hook_names

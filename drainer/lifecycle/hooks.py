@@ -315,6 +315,7 @@ def find_ours(
     every name at once; the groups left when time.monotonic() passes `deadline` are
     not looked at. A group whose hooks cannot be read is not looked at either."""
     spec = HookSpec.from_settings(settings)
+    wanted = sorted(names)
     ours: list[Hook] = []
     unlooked: list[str] = []
     for group in sorted(groups):
@@ -322,7 +323,7 @@ def find_ours(
             unlooked.append(group)
             continue
         try:
-            found = aws.describe_hooks(autoscaling, group, sorted(names))
+            found = aws.describe_hooks(autoscaling, group, wanted)
         except AwsError as e:
             log.error("the hooks of %s could not be read: %s", group, e)
             unlooked.append(group)

@@ -63,8 +63,7 @@ class Back:
     """It stays cordoned, not by the drainer: it takes no pods until someone uncordons it."""
     not_released: str = ""
     """Why what the drainer added stays (RELEASE_FAILED, DRAINED_SINCE, DRAIN_UNDER_WAY,
-    DRAIN_RECORDED);
-    "" when released, or when there was nothing to release."""
+    DRAIN_RECORDED); "" when released, or when there was nothing to release."""
 
 
 def release_back(
