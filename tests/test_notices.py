@@ -138,7 +138,7 @@ def test_end_notice__what_ec2_does__and_a_node_that_may_come_back_to_release(
     assert f"(begun by the {kind}: {says})" in text
     back = "its node stays cordoned and out of the load balancers until "
     assert (back in text) == (says != "EC2 ends the instance"), text
-    assert ("release --node n1" in text) == (back in text)
+    assert ("`eks-node-drainer release --node n1` once it is Ready" in text) == (back in text)
     closes = "until AWS Health closes the change, which releases it if the instance runs"
     runs_through = says in ("EC2 reboots the instance", "EC2 maintains the instance")
     assert (closes in text) == (kind == "scheduled-change" and runs_through), text

@@ -52,11 +52,19 @@ def tag_admits(tags: Mapping[str, str], settings: Settings) -> tuple[bool, str]:
     key, value = pair
     if tags.get(key) != value:
         return False, f"not tagged {key}={value}"
-    if settings.cluster_name:
-        owner = aws.cluster_name_for("", tags, settings.cluster_name)
-        if owner and owner != settings.cluster_name:
-            return False, f"tagged for cluster {owner}, not {settings.cluster_name}"
+    owner = other_cluster(tags, settings)
+    if owner:
+        return False, f"tagged for cluster {owner}, not {settings.cluster_name}"
     return True, ""
+
+
+def other_cluster(tags: Mapping[str, str], settings: Settings) -> str:
+    """The other cluster than CLUSTER_NAME the group's tags name; "" when they name
+    none, or CLUSTER_NAME's, or CLUSTER_NAME is not set."""
+    if not settings.cluster_name:
+        return ""
+    owner = aws.cluster_name_for("", tags, settings.cluster_name)
+    return owner if owner and owner != settings.cluster_name else ""
 
 
 def resolve_cluster(

@@ -40,7 +40,7 @@ from typing import Any
 from drainer import aws, logs
 from drainer.errors import AwsError
 from drainer.lifecycle import managed
-from drainer.lifecycle.admission import STACK_KEY, metadata_fields, tag_admits
+from drainer.lifecycle.admission import STACK_KEY, metadata_fields, other_cluster, tag_admits
 from drainer.lifecycle.events_hook import LAUNCHING, TERMINATING
 from drainer.lifecycle.settings import Settings
 
@@ -341,15 +341,9 @@ def find_ours_elsewhere(
     custom resource's Delete and `make undeploy` look the same way. AwsError when
     the groups cannot be listed."""
     every = aws.every_group(autoscaling)
-    others = [g for g, t in every.items() if g not in covered and not _foreign(settings, t)]
+    others = [g for g, t in every.items() if g not in covered and not other_cluster(t, settings)]
     names = {settings.lifecycle_hook_name, settings.launch_hook_name}
     return find_ours(autoscaling, settings, others, names, deadline)
-
-
-def _foreign(settings: Settings, tags: Mapping[str, str]) -> bool:
-    """Do the group's tags name another cluster than CLUSTER_NAME (tag_admits' rule)?"""
-    owner = aws.cluster_name_for("", tags, settings.cluster_name)
-    return bool(settings.cluster_name and owner and owner != settings.cluster_name)
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from drainer import aws
 from drainer.errors import AwsError
 from drainer.lifecycle.events_ec2 import RUNS_THROUGH, Ec2Event, Ec2Kind
 from drainer.lifecycle.events_hook import TERMINATE_HOOK_TRIGGER, WARM_POOL_NAME, LifecycleEvent
-from drainer.lifecycle.launch_release import TOLD
+from drainer.lifecycle.launch_release import TOLD, release_command
 
 log = logging.getLogger(__name__)
 
@@ -214,7 +214,7 @@ def comes_back(node: str, trigger: str = "", fate: str = "") -> str:
     is cancelled before its window; a stopped or retired instance's node is not."""
     released = (
         f"The instance may come back: its node stays cordoned and out of the load "
-        f"balancers until it is released (`release --node {node}` once it is Ready)."
+        f"balancers until it is released (`{release_command(node)}` once it is Ready)."
     )
     if trigger != Ec2Kind.SCHEDULED_CHANGE:
         return released
@@ -222,8 +222,8 @@ def comes_back(node: str, trigger: str = "", fate: str = "") -> str:
         return (
             "The instance runs through the change: its node stays cordoned and out of the "
             "load balancers until AWS Health closes the change, which releases it if the "
-            "instance runs and EC2 has nothing else scheduled for it (or `release --node "
-            f"{node}` once it is Ready)."
+            "instance runs and EC2 has nothing else scheduled for it (or "
+            f"`{release_command(node)}` once it is Ready)."
         )
     return f"{released} Should AWS cancel the change before its window, its close releases it."
 
