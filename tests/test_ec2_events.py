@@ -1294,10 +1294,13 @@ def test_scheduled_change__window_within_the_drain_timeout__deadline_is_its_star
     assert approach.waits_for == frozenset({"scheduled-change"})
 
 
-def test_scheduled_change__window_days_away__drain_timeout_budgets_respected_nothing_forced() -> (
-    None
-):
-    settings = Settings.from_env({"DRAIN_TIMEOUT_SECONDS": "900"})
+@pytest.mark.parametrize("policy", ["continue", "force"])
+def test_scheduled_change__window_days_away__drain_timeout_budgets_respected_nothing_forced(
+    policy: str,
+) -> None:
+    """TIMEOUT_POLICY=force too: the window is days away, EC2 takes nothing at the
+    drain's deadline (force deleted the held pods there)."""
+    settings = Settings.from_env({"DRAIN_TIMEOUT_SECONDS": "900", "TIMEOUT_POLICY": policy})
     now = HEALTH_SENT_AT
     found = _scheduled(RETIRES_AT)
 
@@ -1306,6 +1309,22 @@ def test_scheduled_change__window_days_away__drain_timeout_budgets_respected_not
 
     assert deadline == Deadline(now + 900, "DRAIN_TIMEOUT_SECONDS (900 s)")
     assert not approach.options.force_on_timeout, "the window is days away: no pod deleted for it"
+    assert not approach.options.fit_grace_to_deadline
+
+
+def test_rebalance_drain__timeout_policy_force__pods_still_held_stay(
+    load_event: LoadEvent,
+) -> None:
+    """A rebalance recommendation's drain ends within its invocation; EC2 has decided
+    nothing: the pods a budget still holds then stay (force deleted them)."""
+    found = _found(_spot_event(load_event("rebalance")))
+    settings = Settings.from_env({"REBALANCE_ACTION": "drain", "TIMEOUT_POLICY": "force"})
+    now = found.event.issued_at or 0.0
+
+    deadline = ec2_events.deadline_of(found, settings, now)
+    approach = ec2_events.approach_for(found, settings, deadline, now)
+
+    assert not approach.options.force_on_timeout
     assert not approach.options.fit_grace_to_deadline
 
 

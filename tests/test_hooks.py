@@ -286,6 +286,20 @@ def test_summary_line__one_json_line_of_what_was_done(
     assert fields["failed"] == {}
 
 
+def test_sync__a_group_tagged_for_two_other_clusters__gets_no_hook(account: Account) -> None:
+    """Cluster tags that name other clusters only: the group was taken for
+    CLUSTER_NAME's (its name assumed where the tags picked none), and got our hook."""
+    account.tagged(
+        "shared-nodes",
+        **{"kubernetes.io/cluster/staging": "owned", "kubernetes.io/cluster/dev": "owned"},
+    )
+
+    sync = hooks.sync_hooks(account.autoscaling, settings(), "api:CreateOrUpdateTags")
+
+    assert account.hook("shared-nodes") is None
+    assert sync.skipped["shared-nodes"] == "tagged for cluster dev, staging, not prod"
+
+
 @pytest.mark.parametrize(
     ("tags", "admitted", "why"),
     [
@@ -306,6 +320,15 @@ def test_summary_line__one_json_line_of_what_was_done(
             },
             True,
             "",
+        ),
+        (  # several cluster tags, none prod's: neither's to take (prod was assumed)
+            {
+                "eks-node-drainer/enabled": "true",
+                "kubernetes.io/cluster/staging": "owned",
+                "kubernetes.io/cluster/dev": "owned",
+            },
+            False,
+            "tagged for cluster dev, staging, not prod",
         ),
     ],
 )

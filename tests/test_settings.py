@@ -168,6 +168,16 @@ def test_from_env__invalid_value__names_variable_value_and_allowed(
     assert allowed in message
 
 
+def test_from_env__launch_hook_named_as_the_terminate_hook__refused_saying_why() -> None:
+    """A group holds one hook per name: each hook sync turned the terminate hook into
+    the launch hook, and scale-ins terminated nodes undrained."""
+    with pytest.raises(SettingsError) as caught:
+        Settings.from_env({"LIFECYCLE_HOOK_NAME": "drain", "LAUNCH_HOOK_NAME": "drain"})
+
+    assert caught.value.variable == "LAUNCH_HOOK_NAME"
+    assert "the launch hook would replace the terminate hook" in str(caught.value)
+
+
 def test_from_env__unrelated_variables__are_ignored() -> None:
     assert Settings.from_env({"PATH": "/bin", "AWS_REGION": "eu-west-1"}) == Settings()
 

@@ -43,7 +43,13 @@ from drainer.aws.autoscaling import (
 )
 from drainer.aws.cloudformation import answer_custom_resource, stack_status
 from drainer.aws.ec2 import NodeIdentity, describe_instance, pending_events
-from drainer.aws.eks import ClusterInfo, TokenSource, cluster_name_for, describe_cluster
+from drainer.aws.eks import (
+    ClusterInfo,
+    TokenSource,
+    cluster_name_for,
+    describe_cluster,
+    tagged_clusters,
+)
 from drainer.aws.elbv2 import (
     deregister_targets,
     target_group_arns,
@@ -123,6 +129,7 @@ __all__ = [
     "settle_schedule",
     "stack_status",
     "tag_map",
+    "tagged_clusters",
     "target_group_arns",
     "target_group_tags",
     "target_health",

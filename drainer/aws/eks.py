@@ -89,14 +89,9 @@ def cluster_name_for(
     from_metadata = _cluster_from_metadata(hook_metadata)
     if from_metadata:
         return from_metadata
-    tagged = asg_tags.get(CLUSTER_NAME_TAG, "").strip()
-    if tagged:
-        return tagged
-    owners = sorted(
-        key.removeprefix(CLUSTER_TAG_PREFIX)
-        for key in asg_tags
-        if key.startswith(CLUSTER_TAG_PREFIX) and key != CLUSTER_TAG_PREFIX
-    )
+    owners = tagged_clusters(asg_tags)
+    if asg_tags.get(CLUSTER_NAME_TAG, "").strip():
+        return owners[0]
     if configured and configured in owners:
         return configured
     if len(owners) == 1:
@@ -107,6 +102,19 @@ def cluster_name_for(
             owners,
         )
     return configured or None
+
+
+def tagged_clusters(asg_tags: Mapping[str, str]) -> list[str]:
+    """The clusters a group's tags name: its eks:cluster-name tag alone when it has
+    one, else every kubernetes.io/cluster/<name> tag's name, sorted."""
+    tagged = asg_tags.get(CLUSTER_NAME_TAG, "").strip()
+    if tagged:
+        return [tagged]
+    return sorted(
+        key.removeprefix(CLUSTER_TAG_PREFIX)
+        for key in asg_tags
+        if key.startswith(CLUSTER_TAG_PREFIX) and key != CLUSTER_TAG_PREFIX
+    )
 
 
 def _cluster_from_metadata(metadata: str) -> str | None:

@@ -59,12 +59,14 @@ def tag_admits(tags: Mapping[str, str], settings: Settings) -> tuple[bool, str]:
 
 
 def other_cluster(tags: Mapping[str, str], settings: Settings) -> str:
-    """The other cluster than CLUSTER_NAME the group's tags name; "" when they name
-    none, or CLUSTER_NAME's, or CLUSTER_NAME is not set."""
-    if not settings.cluster_name:
+    """The other clusters than CLUSTER_NAME the group's tags name, when they name
+    clusters and CLUSTER_NAME is not among them (a group tagged for staging and dev
+    is neither's to take for prod); "" when they name none, or CLUSTER_NAME, or
+    CLUSTER_NAME is not set."""
+    owners = aws.tagged_clusters(tags)
+    if not settings.cluster_name or not owners or settings.cluster_name in owners:
         return ""
-    owner = aws.cluster_name_for("", tags, settings.cluster_name)
-    return owner if owner and owner != settings.cluster_name else ""
+    return ", ".join(owners)
 
 
 def resolve_cluster(

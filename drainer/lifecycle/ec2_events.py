@@ -245,9 +245,10 @@ def approach_for(
     kind = found.event.kind
     if not (fixed_by_ec2(found, settings, now) if fixed is None else fixed):
         waits_for = EC2_TRIGGERS if kind is Ec2Kind.REBALANCE else frozenset({str(kind)})
-        # A late event's instance still runs: no pod is deleted past its budget for it.
-        force = base.force_on_timeout and not late.is_late(found.event, found.identity, now)
-        options = replace(base, trigger=str(kind), force_on_timeout=force)
+        # EC2 does not take the instance at this deadline (a rebalance, a window days
+        # away, a late event's instance that still runs, this invocation's end): no pod
+        # is deleted past its budget for it, whatever TIMEOUT_POLICY says.
+        options = replace(base, trigger=str(kind), force_on_timeout=False)
         return Approach(options, waits_for, found.event.change_id)
     time_left = max(0.0, deadline.at - now)
     options = replace(

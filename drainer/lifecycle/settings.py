@@ -26,6 +26,7 @@ from typing import Any, Literal, cast
 
 from drainer.engine.filters import FilterOptions
 from drainer.engine.options import DrainOptions
+from drainer.errors import SettingsError
 from drainer.lifecycle import settings_drain, settings_groups, settings_notices, settings_triggers
 from drainer.lifecycle.settings_drain import TimeoutPolicy
 from drainer.lifecycle.settings_variable import Variable
@@ -161,7 +162,15 @@ class Settings:
         for variable in VARIABLES:
             raw = env.get(variable.name, "").strip()
             values[variable.field] = variable.parse(raw if raw else variable.default)
-        return cls(**values)
+        settings = cls(**values)
+        if settings.launch_hook_name == settings.lifecycle_hook_name:
+            raise SettingsError(
+                "LAUNCH_HOOK_NAME",
+                f"{settings.launch_hook_name!r} is LIFECYCLE_HOOK_NAME too: a group holds one "
+                "hook per name, so the launch hook would replace the terminate hook and "
+                "scale-ins would terminate nodes undrained; give it a name of its own",
+            )
+        return settings
 
     def allows_group(self, asg_name: str) -> bool:
         """ALLOWED_ASGS: may the function act on this Auto Scaling group's instances,

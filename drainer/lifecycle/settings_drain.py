@@ -50,7 +50,10 @@ TIMEOUT_POLICY = env(
     "FORCE_GRACE_PERIOD_SECONDS) is left before the deadline, so every pod gets "
     "SIGTERM and its grace before the node goes, then CONTINUE; "
     "abandon = stop heartbeating and leave the action to the hook's timeout "
-    "and DefaultResult (the node stays cordoned for an operator).",
+    "and DefaultResult (the node stays cordoned for an operator). A drain an EC2 "
+    "event began deletes held pods only where EC2 takes the instance at the deadline: "
+    "a rebalance recommendation's, or a scheduled change's whose window is further "
+    "than DRAIN_TIMEOUT_SECONDS, deletes none, whatever this says.",
     choices=("continue", "force", "abandon"),
     enum=TimeoutPolicy,
 )

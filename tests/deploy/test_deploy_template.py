@@ -415,6 +415,19 @@ def test_rule__names_or_tag_or_both(names: str, tag: str, accepted: bool):
 
 
 @pytest.mark.parametrize(
+    ("launch", "accepted"), [("eks-node-drainer-launch", True), ("eks-node-drainer", False)]
+)
+def test_rule__the_launch_hook_named_as_the_terminate_hook__refused(launch: str, accepted: bool):
+    """One hook per name on a group: the launch hook would replace the terminate hook
+    (the function refuses the pair too: SettingsError)."""
+    failures = stack(AsgNames="nodes-a", LaunchHookName=launch).rule_failures()
+    assert (failures == []) is accepted
+    if not accepted:
+        (failure,) = failures
+        assert failure.startswith("LaunchHookName must differ from LifecycleHookName")
+
+
+@pytest.mark.parametrize(
     ("value", "accepted"),
     [
         ("nodes-a", True),
