@@ -7,8 +7,10 @@ from __future__ import annotations
 import io
 import json
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
+from test_drain import admin
 
 from drainer.cli.main import main
 from kubesim import KubeSim
@@ -37,9 +39,13 @@ def sim() -> Iterator[KubeSim]:
 
 
 def _run(sim: KubeSim, *args: str) -> tuple[int, str]:
+    return _cli(sim, "drain", *args)
+
+
+def _cli(sim: KubeSim, command: str, *args: str) -> tuple[int, str]:
     out = io.StringIO()
     flags = ["--kubeconfig", str(sim.kubeconfig), "--context", "drainer"]
-    return main(["drain", *flags, *args], stdout=out), out.getvalue()
+    return main([command, *flags, *args], stdout=out), out.getvalue()
 
 
 def _unschedulable(sim: KubeSim, node: str) -> bool:
@@ -244,3 +250,128 @@ def test_selector_json__a_signal_between_drains__one_document_naming_the_nodes_l
     assert document["left_cordoned"] == [POOL[1]]
     assert [d["result"] for d in document["nodes"]] == ["drained", "interrupted"]
     assert problems(document) == []
+
+
+# -- the node as it is at its cordon, not as listed ----------------------------------------
+
+
+def test_selector__node_cordoned_by_an_operator_after_the_list__release_keeps_that_cordon(
+    sim: KubeSim, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`drain -l` lists the nodes, checks every one's pods, then cordons each. An
+    operator cordons the second node meanwhile (after the list, before its cordon):
+    the cordon's patch, built from the node as listed, recorded that cordon as the
+    run's, and `release` then uncordoned the operator's node."""
+    from drainer.k8s.cordon import PROGRESS_ANNOTATION
+    from drainer.k8s.kube import Kube
+
+    real = Kube.list_pods_on_node
+
+    def checked(self: Kube, node: str, label_selector: str = "") -> Any:
+        if node == POOL[1] and not _unschedulable(sim, node):
+            admin(sim).patch("Node", node, {"spec": {"unschedulable": True}}, namespace="")
+            sim.settle()
+        return real(self, node, label_selector)
+
+    monkeypatch.setattr(Kube, "list_pods_on_node", checked)
+
+    code, output = _run(sim, "-l", "pool=old", "--force", "--timeout", "60s")
+    assert code == 0, output
+    monkeypatch.setattr(Kube, "list_pods_on_node", real)
+
+    record = json.loads(sim.get("Node", POOL[1])["metadata"]["annotations"][PROGRESS_ANNOTATION])
+    code, output = _cli(sim, "release", "--node", POOL[1])
+    assert code == 0, output
+    assert _unschedulable(sim, POOL[1]), (record, output)
+
+
+def test_selector__the_node_changed_between_its_read_and_its_cordon__read_again_and_cordoned(
+    sim: KubeSim, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The cordon's patch is written on the version read just before it: a change in
+    between (an operator's cordon) answers 409, and the node is read again, its
+    patch built anew."""
+    from drainer.k8s.cordon import added_by_drainer
+    from drainer.k8s.kube import Kube
+
+    real = Kube.get_node
+    changed: list[str] = []
+
+    def read(self: Kube, name: str) -> Any:
+        node = real(self, name)
+        if name == POOL[1] and not changed:  # the operator's cordon, just after the read
+            changed.append(name)
+            admin(sim).patch("Node", name, {"spec": {"unschedulable": True}}, namespace="")
+            sim.settle()
+        return node
+
+    monkeypatch.setattr(Kube, "get_node", read)
+
+    code, output = _run(sim, "-l", "pool=old", "--force", "--timeout", "60s")
+
+    assert code == 0, output
+    assert changed == [POOL[1]]
+    assert "cordon" not in added_by_drainer(sim.get("Node", POOL[1])), "the operator's"
+    assert "cordon" in added_by_drainer(sim.get("Node", POOL[0]))
+
+
+def test_selector__a_node_changing_at_every_cordon__named_run_stops_exit_3(
+    sim: KubeSim, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A node that changes between every read and its cordon (409 each time) is
+    tried a few times, then named: the run stops as on any failed cordon."""
+    from drainer.cli.selected import CORDON_TRIES
+    from drainer.k8s.kube import Kube
+
+    real = Kube.get_node
+    reads: list[str] = []
+
+    def read(self: Kube, name: str) -> Any:
+        node = real(self, name)
+        if name == POOL[1] and node is not None:
+            reads.append(name)
+            labels = {"touched": str(len(reads))}
+            admin(sim).patch("Node", name, {"metadata": {"labels": labels}}, namespace="")
+        return node
+
+    monkeypatch.setattr(Kube, "get_node", read)
+
+    code, output = _run(sim, "-l", "pool=old", "--force", "--timeout", "60s")
+
+    assert code == 3, output
+    assert len(reads) >= CORDON_TRIES
+    assert _unschedulable(sim, POOL[0]) and not _unschedulable(sim, POOL[1])
+    assert f"node {POOL[0]} not drained, left cordoned; to undo: " in output
+    assert f"node {POOL[1]} not drained, left cordoned" not in output, "it never was"
+
+
+def test_selector__signal_as_a_cordon_is_answered__that_node_named_left_cordoned(
+    sim: KubeSim, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Ctrl-C/SIGTERM lands while the second node's cordon is on the wire: the API
+    server has applied it, the handler raises as the answer is read (or as the
+    `cordoned node` line is printed). The run named only the nodes in its list, so
+    the second node stayed cordoned and out of the load balancers with no undo said."""
+    import os
+    import signal
+
+    from drainer.k8s.kube import Kube
+
+    real = Kube.patch_node
+    calls: list[str] = []
+
+    def patched(self: Kube, name: str, patch: Any, **kwargs: Any) -> Any:
+        answer = real(self, name, patch, **kwargs)
+        calls.append(name)
+        if len(calls) == 2:
+            os.kill(os.getpid(), signal.SIGTERM)  # the CLI's handler raises here
+        return answer
+
+    monkeypatch.setattr(Kube, "patch_node", patched)
+
+    code, output = _run(sim, "-l", "pool=old", "--force", "--timeout", "60s")
+
+    err = capsys.readouterr().err
+    assert code == 143, output + err
+    assert _unschedulable(sim, POOL[1])
+    assert f"release --node {POOL[1]}" in output + err, output + err

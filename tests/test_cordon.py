@@ -13,10 +13,12 @@ from drainer.k8s.cordon import (
     ADDED_LABEL,
     EXCLUDE_LB_LABEL,
     PROGRESS_ANNOTATION,
+    ProgressRecord,
     added_by_drainer,
     cordon_patch,
     release_patch,
 )
+from drainer.outcome import Outcome
 
 
 def _node(
@@ -88,6 +90,25 @@ def test_second_cordon__keeps_what_the_first_added() -> None:
     after, _ = release_patch(_apply(once, second_patch))
     assert after["spec"] == {"unschedulable": False}
     assert after["metadata"]["labels"] == {EXCLUDE_LB_LABEL: None}
+
+
+def test_recordon__the_drains_cordon_from_then_on__the_begun_record_kept() -> None:
+    """An operator's cordon, lifted mid-drain and put back by the drain: the record
+    (the drain still under way, then its end) names that cordon as the drain's, and
+    keeps what began the drain and its deadline."""
+    record = ProgressRecord(trigger="spot-interruption")
+    node = _apply(_node(unschedulable=True), record.begin(_node(unschedulable=True), 10, 130))
+    assert ADDED_CORDON not in added_by_drainer(node)
+
+    node = _apply(node, {**record.recordon(), "spec": {"unschedulable": True}})
+
+    progress = json.loads(node["metadata"]["annotations"][PROGRESS_ANNOTATION])
+    begun = {"phase": "draining", "trigger": "spot-interruption", "since": 10, "until": 130}
+    assert progress == {**begun, "added": [ADDED_CORDON, ADDED_LABEL]}
+    node = _apply(node, record.end(Outcome.DRAINED, 20, 1))
+    assert added_by_drainer(node) == {ADDED_CORDON, ADDED_LABEL}
+    undo, _ = release_patch(node)
+    assert _apply(node, undo)["spec"] == {"unschedulable": False}
 
 
 def test_release__no_record__nothing_to_undo() -> None:

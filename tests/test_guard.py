@@ -9,13 +9,13 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from realapi import ApiFront, front_kube
+from realapi import ApiFront, budget_blocks_429, front_kube
 from support.clock import FakeClock
-from test_drain import NODE, Settling, place
+from test_drain import NODE, Settling, admin, drain, eviction_path, place
 
 from drainer.engine.drain import Drain
 from drainer.engine.options import DrainOptions
-from drainer.k8s.cordon import PROGRESS_ANNOTATION
+from drainer.k8s.cordon import PROGRESS_ANNOTATION, release_patch
 from drainer.outcome import Outcome
 from kubesim import KubeSim
 from testbed import workloads as objects
@@ -32,6 +32,10 @@ class Ledger:
     def begin(self, node: dict[str, Any], now: float, deadline: float) -> dict[str, Any]:
         self.asked.append(("begin", node["metadata"]["uid"], deadline))
         return {"metadata": {"annotations": {ANNOTATION: "begun"}}, "spec": {"unschedulable": True}}
+
+    def recordon(self) -> dict[str, Any]:
+        self.asked.append(("recordon",))
+        return {"metadata": {"annotations": {ANNOTATION: "cordoned again"}}}
 
     def end(self, outcome: Outcome, now: float, evicted: int) -> dict[str, Any]:
         self.asked.append(("end", outcome, evicted))
@@ -98,3 +102,34 @@ def test_timed_out__the_end_recorded_as_timed_out_with_the_pods_left(
     assert record.asked[-1] == ("end", Outcome.TIMED_OUT, 0)
     annotations = sim.get("Node", NODE)["metadata"]["annotations"]
     assert annotations[ANNOTATION] == "timed_out, 0 evicted"
+
+
+# -- an operator's cordon, lifted mid-drain: the re-cordon is the drainer's ---------------
+
+
+def test_operator_cordon_lifted_mid_drain__recordon_is_the_drainers__release_undoes_it(
+    sim: KubeSim, front: ApiFront, clock: FakeClock
+) -> None:
+    """The node was cordoned by an operator before the drain (the record: the drain
+    added no cordon); mid-drain the operator uncordons it, and the drain cordons it
+    again. That cordon is the drainer's: its record says so, and `release` undoes it
+    (before, it was left, 'cordoned before the drain')."""
+    admin(sim).patch("Node", NODE, {"spec": {"unschedulable": True}}, namespace="")
+    sim.settle()
+    place(sim, objects.pod("web-0", node_name=NODE))
+
+    def uncordon() -> None:
+        admin(sim).patch("Node", NODE, {"spec": {"unschedulable": False}}, namespace="")
+        sim.settle()
+
+    refused = budget_blocks_429("web", 1, 1)
+    front.script("POST", eviction_path("default", "web-0"), refused, then=uncordon)
+
+    _, report = drain(front, clock, 120)
+
+    assert report.outcome == Outcome.DRAINED
+    assert report.recordons == 1
+    node = sim.get("Node", NODE)
+    assert node["spec"].get("unschedulable") is True  # the drainer's re-cordon
+    _, released = release_patch(node)
+    assert "uncordoned" in released.changed, (released.changed, released.kept)

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from drainer.cli import output
 from drainer.cli.streams import Stream
 from drainer.cli.terminal import exit_code
-from drainer.errors import KubeError
+from drainer.errors import KubeConflict, KubeError, KubeNotFound
 
 if TYPE_CHECKING:
     from drainer.engine.options import DrainOptions
@@ -155,16 +155,45 @@ def _refused(kube: Kube, args: argparse.Namespace, names: list[str], run: _Run) 
     return refused
 
 
-def _cordon(kube: Kube, node: dict[str, Any], say: Stream) -> dict[str, Any]:
-    """The node cordoned, as its drain will find it (its drain records it the same)."""
+CORDON_TRIES = 3
+"""How many times a node's cordon is tried when the node changes between its read
+and its patch (409 on the version read), before the run stops on it."""
+
+
+def _cordon(kube: Kube, listed: dict[str, Any], say: Stream) -> dict[str, Any]:
+    """The node cordoned, as its drain will find it (its drain records it the same).
+    Its patch is built from the node read just before it, not as listed (an operator
+    may have cordoned it since: that cordon is theirs, and `release` keeps it), and
+    is written on that version only: a change in between answers 409, and the node
+    is read and tried again. A node gone since the list raises KubeNotFound; another
+    node object under its name, or a node that keeps changing, KubeConflict."""
     from drainer.k8s.cordon import cordon_patch
 
-    name = str(node["metadata"]["name"])
-    patch, _ = cordon_patch(node, time.time())
-    patch["metadata"]["uid"] = node["metadata"].get("uid")  # this node, not a new one
-    cordoned = kube.patch_node(name, patch)
-    print(f"cordoned node {name}", file=say)
-    return cordoned
+    name, uid = str(listed["metadata"]["name"]), listed["metadata"].get("uid")
+    tries = 0
+    while True:
+        tries += 1
+        node = kube.get_node(name)
+        if node is None:
+            raise KubeNotFound(f"node {name} not found", 404)
+        if node["metadata"].get("uid") != uid:
+            raise KubeConflict(f"node {name} was replaced since it was listed", 409)
+        patch, _ = cordon_patch(node, time.time())
+        patch["metadata"]["uid"] = uid  # this node, not a new one
+        patch["metadata"]["resourceVersion"] = node["metadata"].get("resourceVersion")
+        try:
+            cordoned = kube.patch_node(name, patch)
+        except KubeConflict as e:
+            if tries < CORDON_TRIES:
+                continue
+            raise KubeConflict(
+                f"node {name} changed each time it was read to be cordoned ({tries} tries, "
+                f"the last answered: {e}); not cordoned",
+                409,
+                e.reason,
+            ) from e
+        print(f"cordoned node {name}", file=say)
+        return cordoned
 
 
 def _cordon_all(
@@ -177,18 +206,22 @@ def _cordon_all(
     """Every node cordoned before any is drained. A node deleted or replaced since it
     was listed (404; 409 or 422 on its UID) is left as it is: its drain says it is
     gone. Any other failure names the nodes already cordoned (`cordoned` keeps them),
-    and how to undo them, before CordonFailed is raised."""
+    and how to undo them, before CordonFailed is raised. A node is in `cordoned` from
+    before its cordon is sent until an error answers it: a signal that lands once the
+    server applied it, before its answer is read, names it too, with its undo."""
     done: list[dict[str, Any]] = []
     for node in nodes:
+        name = str(node["metadata"]["name"])
+        cordoned.append(name)
         try:
             done.append(_cordon(kube, node, say))
         except KubeError as e:
+            cordoned.remove(name)  # answered: not cordoned by this run
             if e.status == 404 or (e.status in (409, 422) and _replaced(kube, node)):
                 done.append(node)  # its drain finds it gone, or another node: left alone
                 continue
             _left_cordoned(args, cordoned, say)
-            raise CordonFailed(str(node["metadata"]["name"]), e) from e
-        cordoned.append(str(node["metadata"]["name"]))
+            raise CordonFailed(name, e) from e
     return done
 
 

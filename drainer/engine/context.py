@@ -76,6 +76,12 @@ class NodeRecord(Protocol):
         begun, with its `deadline`."""
         ...
 
+    def recordon(self) -> Obj:
+        """The merge patch that records the node cordoned again by the drain (someone
+        uncordoned it mid-drain): that cordon is the drain's own from then on, and the
+        end's patch records it so too. The engine adds `spec.unschedulable` to it."""
+        ...
+
     def end(self, outcome: Outcome, now: float, evicted: int) -> Obj:
         """The merge patch that records how the drain ended ("drained",
         "interrupted", "timed_out", "failed") and how many pods it evicted."""

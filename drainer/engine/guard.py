@@ -148,14 +148,15 @@ class NodeGuard:
         ctx.emit(Kind.STOPPED, reason=ctx.report.stopped_by)
 
     def recordon(self) -> None:
-        """Someone uncordoned the node mid-drain: cordon it again, and say who did it."""
+        """Someone uncordoned the node mid-drain: cordon it again, the record saying
+        that cordon is the drain's (for `release` to undo), and say who uncordoned it."""
         ctx = self.ctx
         with ctx.cond:
             node = dict(self.tracker.node or {}) if self.tracker is not None else {}
             self._recordoned_at = str(node.get("metadata", {}).get("resourceVersion", ""))
         who = last_writer(node)
         try:
-            self.patch({"spec": {"unschedulable": True}})
+            self.patch(_cordoning(self.record.recordon()))
         except KubeNotFound:
             return
         except FatalKubeError as e:
@@ -192,12 +193,15 @@ class NodeGuard:
     def record_end(self, outcome: Outcome) -> None:
         """The drain's end in the node's record, through the record's patch: `release`
         reads it. A node still open (a re-cordon refused and not yet retried, or an
-        uncordon the loop had not seen) is cordoned by the same patch, or, should that
-        be refused, the record goes alone. A refusal is a log line: the drain is over."""
+        uncordon the loop had not seen) is cordoned by the same patch, its record
+        saying that cordon is the drain's, or, should that be refused, the record goes
+        alone. A refusal is a log line: the drain is over."""
         ctx = self.ctx
-        patch = self.record.end(outcome, ctx.clock(), ctx.report.evicted)
         with ctx.cond:
             still_open = self._open()
+        if still_open:  # the cordon put back is the drain's: the end's record says so
+            self.record.recordon()
+        patch = self.record.end(outcome, ctx.clock(), ctx.report.evicted)
         try:
             if still_open and self._cordon_with(patch):
                 return
@@ -211,7 +215,7 @@ class NodeGuard:
         """The end's patch with the cordon: True when it took (or the node is gone)."""
         ctx = self.ctx
         try:
-            self.patch({**patch, "spec": {**patch.get("spec", {}), "unschedulable": True}})
+            self.patch(_cordoning(patch))
         except KubeNotFound:
             return True
         except KubeError as e:
@@ -221,6 +225,11 @@ class NodeGuard:
             ctx.report.recordons += 1
         log.info("cordoned %s again with the drain's end record", ctx.node)
         return True
+
+
+def _cordoning(patch: Obj) -> Obj:
+    """The record's patch, cordoning the node as well."""
+    return {**patch, "spec": {**patch.get("spec", {}), "unschedulable": True}}
 
 
 def last_writer(node: Obj) -> str:

@@ -121,8 +121,9 @@ class ProgressRecord:
     """The progress annotation as one drain's record, the NodeRecord its caller (the
     Lambda's runner, the CLI) hands the engine (drainer/engine/context.py): the
     cordon's patch records the drain begun, what began it (`trigger`) and, for a
-    drain begun by an event, its deadline; the end's records the outcome, where the
-    instance goes (`destination`) and what the cordon added, for `release`."""
+    drain begun by an event, its deadline; a re-cordon's (the node uncordoned
+    mid-drain) records that cordon as the drainer's; the end's records the outcome,
+    where the instance goes (`destination`) and what the drain added, for `release`."""
 
     def __init__(self, trigger: str = "", destination: str = "", change: str = "") -> None:
         self.trigger = trigger
@@ -132,13 +133,26 @@ class ProgressRecord:
         the node only when the record names it (drainer/lifecycle/closed.py)."""
         self.added: frozenset[str] = frozenset()
         """What the cordon changed on the node (with what earlier drains recorded)."""
+        self._begun = ""
+        """The record the cordon's patch wrote (the drain begun)."""
 
     def begin(self, node: Obj, now: float, deadline: float) -> Obj:
         until = deadline if self.trigger else None
         patch, self.added = cordon_patch(
             node, now, trigger=self.trigger, until=until, change=self.change
         )
+        self._begun = patch["metadata"]["annotations"][PROGRESS_ANNOTATION]
         return patch
+
+    def recordon(self) -> Obj:
+        """Someone uncordoned the node mid-drain and the drain cordons it again: that
+        cordon is the drainer's now, whoever's the one lifted was (an operator's, there
+        before the drain), so the record names it among what the drainer added, for
+        `release` to undo. The patch of the record alone: the caller adds the cordon."""
+        self.added = self.added | {ADDED_CORDON}
+        record = json.loads(self._begun) if self._begun else {"phase": DRAINING}
+        record["added"] = sorted(self.added)
+        return {"metadata": {"annotations": {PROGRESS_ANNOTATION: json.dumps(record)}}}
 
     def end(self, outcome: Outcome, now: float, evicted: int) -> Obj:
         progress = progress_value(
