@@ -522,6 +522,31 @@ def test_warm_pool_return_action_ends_mid_wait__released_once_ready(
     assert launching.sns.sent == []
 
 
+def test_late_warm_pool_return__action_gone_instance_terminated__stale_not_a_timeout_notice(
+    launching: Launch,
+) -> None:
+    """A warm-pool return event delivered late (Lambda's queue held it, or a duplicate):
+    its action is gone at the first heartbeat and EC2 says the instance is terminated
+    (terminated from the pool, or replaced since). The return path skips the first-beat
+    check (so that a node put in service by the hook's timeout is still released), and
+    never looked at the instance's state: it waited the whole LAUNCH_TIMEOUT_SECONDS for a
+    node that cannot come back, then sent a 'cannot take pods: launch TIMED OUT'
+    notice and counted a LaunchNotJoined for an instance that no longer exists."""
+    _back_from_the_pool(launching, ready=False)
+    shutdown = [{"key": "node.cloudprovider.kubernetes.io/shutdown", "effect": "NoSchedule"}]
+    launching.kube().patch_node(launching.node, {"spec": {"taints": shutdown}})
+    launching.sim.expire_action(launching.event.instance_id)
+    launching.clients.ec2.terminate_instances(InstanceIds=[launching.event.instance_id])
+    clock = FakeClock(time.time())
+
+    summary = launching.handle(clock)
+
+    assert launching.sns.sent == [], launching.sns.sent[0]["Subject"]
+    assert summary["result"] == "stale", summary
+    assert "EC2 says the instance is terminated" in summary["message"], summary["message"]
+    assert sum(clock.sleeps) < 60, "waited for the node of a terminated instance"
+
+
 def test_first_beat_failed_then_the_action_ended__said_ended_during_the_wait(
     launching: Launch, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -621,6 +646,39 @@ def test_fresh_launch_cordoned_with_a_startup_taint__every_lack_named_and_advise
     assert "take it out of LAUNCH_STARTUP_TAINTS" in text, text
     assert "LAUNCH_WAIT_FOR_UNCORDON=true waits for the uncordon" in text, text
     assert f"to lose the taint {taint} and to be uncordoned" in _why(text), text
+
+
+@pytest.mark.parametrize("wait_for_uncordon", [False, True])
+def test_fresh_launch_cordoned_by_our_own_drain__not_told_as_someone_elses_cordon(
+    launching: Launch, wait_for_uncordon: bool
+) -> None:
+    """A new spot instance gets a rebalance recommendation (or its interruption) while
+    its launch action waits: the drainer's own EC2-event path cordons the node and
+    records it. The launch hook never read that record: it said the node is 'cordoned,
+    not by eks-node-drainer (spec.unschedulable, set when it registered)', a Warning
+    JoinedCordoned Event and a notice telling the operator to find who cordons new
+    nodes and to `kubectl uncordon` it (undoing the drainer's own rebalance cordon);
+    with LAUNCH_WAIT_FOR_UNCORDON=true it waited for that uncordon to its timeout."""
+    record = {"phase": "cordoned", "trigger": "rebalance-recommendation",
+              "since": int(time.time()), "added": ["cordon", "exclude-from-lb-label"]}  # fmt: skip
+    node = objects.node(
+        launching.node, instance=launching.event.instance_id, ready=True, unschedulable=True,
+        annotations={PROGRESS_ANNOTATION: json.dumps(record)},
+    )  # fmt: skip
+    launching.kubesim.apply(node)
+    clock = FakeClock(time.time())
+
+    summary = launching.handle(clock, launch_wait_for_uncordon=wait_for_uncordon)
+
+    assert "not by eks-node-drainer" not in summary["message"], summary["message"]
+    for notice in launching.sns.sent:
+        assert "kubectl uncordon" not in notice["Message"], notice["Message"]
+    assert (summary["result"], summary["lifecycle_result"]) == ("joined", "CONTINUE"), summary
+    assert "rebalance-recommendation drain of eks-node-drainer" in summary["message"], summary
+    assert (summary["cordoned"], launching.sns.sent) == (False, []), summary
+    assert sum(clock.sleeps) < 60, "waited for the uncordon of the drainer's own cordon"
+    (told,) = eventually(lambda: _node_events(launching), timeout=10.0, what="the node's Event")
+    assert (told["reason"], told["type"]) == ("Joined", "Normal"), told
 
 
 @pytest.mark.parametrize("record", [False, True])

@@ -10,7 +10,10 @@ refresh that moves on while one of them is there terminates the next old node wi
 nowhere for its pods to go. A node cordoned when it registered (the kubelet's
 `--register-schedulable=false`, someone's `kubectl cordon`) takes no pods either,
 but that is someone's decision, as on the warm-pool path: it is told, and waited
-for only with LAUNCH_WAIT_FOR_UNCORDON.
+for only with LAUNCH_WAIT_FOR_UNCORDON. A cordon the drainer's own record on the node
+says a drain of ours set (an EC2 event's, e.g. a rebalance recommendation or a spot
+interruption warning during the launch's wait: k8s/cordon.py) is that drain's: told
+as such (`drain`), never waited for, and never advised to be undone.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from typing import Any
 
 from drainer import aws
 from drainer.engine import pods
+from drainer.k8s.cordon import ADDED_CORDON, added_by_drainer, progress_of
 from drainer.k8s.kube import Kube
 from drainer.k8s.nodes import find_node_object
 from drainer.lifecycle.settings import Settings
@@ -52,7 +56,10 @@ class Look:
     looked at and joined by ", ": `registration`, or some of `ready`, `taint KEY`,
     `uncordon` and `daemonset pods`; "" once it can take pods."""
     cordoned: bool = False
-    """spec.unschedulable: cordoned (by someone else: a new node has no drain of ours)."""
+    """spec.unschedulable: cordoned (by someone else, unless `drain` names a drain of ours)."""
+    drain: str = ""
+    """A new node cordoned by a drain of ours, as its record says: that drain, in words
+    (drain_cordon); "" when the cordon is not the drainer's, or not looked at (restarted)."""
 
 
 NOT_READY_TAINTS = frozenset({"node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"})
@@ -84,12 +91,13 @@ def look(
     name = str(found["metadata"]["name"])
     uid = str(found["metadata"].get("uid") or "")
     cordoned = bool((found.get("spec") or {}).get("unschedulable"))
+    drain = drain_cordon(found) if cordoned and not restarted else ""
     ready = pods.is_ready(found)
     lacks: list[tuple[str, str]] = [] if ready else [("to be Ready", "ready")]
     for taint in startup_taints(found, settings, restarted=restarted):
         if ready or taint not in NOT_READY_TAINTS:
             lacks.append((f"to lose the taint {taint}", f"taint {taint}"))
-    if cordoned and settings.launch_wait_for_uncordon and not restarted:
+    if cordoned and settings.launch_wait_for_uncordon and not restarted and not drain:
         lacks.append(("to be uncordoned (LAUNCH_WAIT_FOR_UNCORDON)", "uncordon"))
     words = [f"node {name} {_and([w for w, _ in lacks])}"] if lacks else []
     if ready and settings.launch_wait_daemonsets and (every or not lacks):
@@ -101,7 +109,20 @@ def look(
             words.append(f"its DaemonSet pods to be Ready ({', '.join(waiting[:5])})")
             lacks.append(("", "daemonset pods"))
     missing = ", ".join(m for _, m in lacks)
-    return Look(name, uid, ", and ".join(words), missing, cordoned)
+    return Look(name, uid, ", and ".join(words), missing, cordoned, drain)
+
+
+def drain_cordon(node: dict[str, Any]) -> str:
+    """The drain of ours whose cordon the node carries, in words (its trigger and the
+    phase its record says: "a rebalance-recommendation drain of eks-node-drainer (its
+    record says cordoned)"), from the record it left (k8s/cordon.py: the record says
+    the drainer added the cordon, as `release` reads it); "" when it is not ours."""
+    if ADDED_CORDON not in added_by_drainer(node):
+        return ""
+    record = progress_of(node) or {}
+    trigger = record.get("trigger")
+    kind = f"{trigger} " if isinstance(trigger, str) and trigger else ""
+    return f"a {kind}drain of eks-node-drainer (its record says {record.get('phase')})"
 
 
 def _and(parts: list[str]) -> str:

@@ -20,13 +20,17 @@ registers meanwhile is left alone.
 
 An event whose action is gone before its first heartbeat (a duplicate delivery of
 one answered already, a late one after the hook's timeout) is stale: its node is not
-waited for, nothing is answered, and no notice says it did not join. So is one into
-the warm pool whose answer finds the action gone (answered at once, no heartbeat),
-and one of an instance EC2 no longer knows whose action is gone too; while its action
-is alive, an instance EC2 does not know is one EC2 has not caught up with yet:
-looked for again, then retried by Lambda, never skipped (launch_locate.py). An action
-that ends during the wait (completed by hand, the hook's timeout) stops it: the
-launch ends `action_gone`, answering nothing, with no notice.
+waited for, nothing is answered, and no notice says it did not join. Back from the
+warm pool, such an event is waited for all the same (the hook's timeout may have put
+the instance in service, cordoned) unless EC2 says the instance is not running
+(terminated, stopped, or on the way: launch_locate.NOT_RUNNING): then it is stale too.
+So is one into the warm pool whose answer finds the action gone (answered at once,
+no heartbeat), and one of an instance EC2 no longer knows whose action is gone too;
+while its action is alive, an instance EC2 does not know is one EC2 has not caught
+up with yet: looked for again, then retried by Lambda, never skipped
+(launch_locate.py). An action that ends during the wait (completed by hand, the
+hook's timeout) stops it: the launch ends `action_gone`, answering nothing, with no
+notice.
 
 A node that cannot take pods within LAUNCH_TIMEOUT_SECONDS of the action's start (or
 by the end of this invocation) gets LAUNCH_TIMEOUT_RESULT: ABANDON (Auto Scaling
@@ -253,9 +257,7 @@ def _wait(event: LifecycleEvent, tools: Tools, invocation: Invocation | None) ->
     # there: the hook's timeout may have put the instance in service, cordoned.
     warm = event.out_of_warm_pool
     with frame.heartbeating(clients.autoscaling, event, admitted.hook) as heartbeat:
-        joining = None
-        if not warm and _first_beat_settled(heartbeat):
-            joining = _ended(heartbeat, event.instance_id)
+        joining = _at_first_beat(heartbeat, event, where.identity)
         if joining is None:
             joining = _on_the_cluster(
                 event,
@@ -268,6 +270,22 @@ def _wait(event: LifecycleEvent, tools: Tools, invocation: Invocation | None) ->
     return replace(
         joining, heartbeats=heartbeat.beats, action_gone=heartbeat.gone, cluster=where.cluster_name
     )
+
+
+def _at_first_beat(
+    heartbeat: aws.Heartbeat, event: LifecycleEvent, identity: aws.NodeIdentity
+) -> Joining | None:
+    """The launch's end when its action is gone at the first heartbeat (stale), None to
+    wait for the node. Back from the warm pool, only when EC2 says the instance is not
+    running (launch_locate.NOT_RUNNING: terminated, stopped, or on the way): one that
+    runs may be in service by the hook's timeout, cordoned, and is released all the same."""
+    if not event.out_of_warm_pool:
+        return _ended(heartbeat, event.instance_id) if _first_beat_settled(heartbeat) else None
+    if identity.state not in launch_locate.NOT_RUNNING or not _first_beat_settled(heartbeat):
+        return None
+    if heartbeat.gone and heartbeat.beats == 0 and heartbeat.failures == 0:
+        return _stale(event.instance_id, "not_running", identity.state)
+    return None
 
 
 def _first_beat_settled(heartbeat: aws.Heartbeat) -> bool:
@@ -302,29 +320,10 @@ def _ended(heartbeat: aws.Heartbeat, instance_id: str) -> Joining | None:
     )
 
 
-_STALE = {
-    "answered": (
-        "the launch lifecycle action of instance {} was already answered (no action for "
-        "its first heartbeat: a duplicate or late delivery of the event, answered by an "
-        "earlier one, by its timeout or by hand): its node is not waited for and nothing "
-        "is answered"
-    ),
-    "unknown": (
-        "EC2 no longer knows instance {} (terminated and gone) and its launch lifecycle "
-        "action is gone with it (a late or duplicate delivery of the event): no node to "
-        "wait for, nothing to answer"
-    ),
-    "into_warm_pool": (
-        "the launch lifecycle action of instance {} into the warm pool was answered "
-        "already (a duplicate or late delivery of the event): its answer found the "
-        "action gone"
-    ),
-}
-"""Why a launch event is stale: its action was gone before it could be answered."""
-
-
-def _stale(instance_id: str, why: str = "answered") -> Joining:
-    return Joining("stale", _STALE[why].format(instance_id), action_gone=True)
+def _stale(instance_id: str, why: str = "answered", state: str = "") -> Joining:
+    return Joining(
+        "stale", launch_locate.STALE[why].format(instance_id, state=state), action_gone=True
+    )
 
 
 def _on_the_cluster(
@@ -434,14 +433,19 @@ def _until_ready(
                 "not_joined",
                 f"instance {identity.instance_id}: still waiting for {seen.waiting_for} "
                 f"{now - began:.0f} s after the launch began (LAUNCH_TIMEOUT_SECONDS or the "
-                "invocation's end)",
+                f"invocation's end){_drains(seen)}",
                 seen.node,
                 missing=seen.missing,
-                cordoned=seen.cordoned,
+                cordoned=seen.cordoned and not seen.drain,
                 node_uid=seen.uid,
             )
         pause = READY_POLL_SECONDS if seen.node else POLL_SECONDS
         tools.sleep(max(0.0, min(pause, limit - now)))
+
+
+def _drains(seen: joined.Look) -> str:
+    """A new node's cordon set by a drain of ours, for the message (joined.drain_cordon)."""
+    return f"; cordoned by {seen.drain}: that drain's cordon" if seen.drain else ""
 
 
 def _joined(
@@ -449,6 +453,14 @@ def _joined(
 ) -> Joining:
     ready = f"node {seen.node} of instance {identity.instance_id} is Ready"
     after = f"{seconds:.0f} s after the launch began"
+    if seen.drain and not restarted:  # the cordon of a drain of ours: that drain's to tell
+        return Joining(
+            "joined",
+            f"{ready} and cordoned by {seen.drain}: that drain's cordon, whose own end "
+            f"says what becomes of the node; not waited for, CONTINUE, {after}",
+            seen.node,
+            node_uid=seen.uid,
+        )
     if seen.cordoned and not restarted:  # back from the pool: the release decides
         return Joining(
             "joined",

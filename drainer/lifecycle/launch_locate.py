@@ -18,6 +18,11 @@ recorded (RecordLifecycleActionHeartbeat, which also keeps the action alive):
 
 A heartbeat that fails otherwise is the caller's, as any AWS error of the launch:
 raised to retry, or failed when no retry can help (a denied permission).
+
+An instance EC2 knows but says is not running (NOT_RUNNING: terminated, stopped, or
+on the way) cannot come back from the warm pool either: a return event whose action
+is gone at its first heartbeat is then stale too (launch.py), rather than waited for
+to the timeout as a return that the hook's timeout put in service.
 """
 
 from __future__ import annotations
@@ -37,6 +42,35 @@ LOCATE_TRIES = 4
 in one invocation."""
 LOCATE_PAUSE_SECONDS = 5.0
 """The pause between two looks (EC2 catches up within seconds)."""
+NOT_RUNNING = frozenset({"shutting-down", "terminated", "stopping", "stopped"})
+"""EC2's states of an instance that is not (or no longer) on its way into service."""
+
+STALE = {
+    "answered": (
+        "the launch lifecycle action of instance {} was already answered (no action for "
+        "its first heartbeat: a duplicate or late delivery of the event, answered by an "
+        "earlier one, by its timeout or by hand): its node is not waited for and nothing "
+        "is answered"
+    ),
+    "unknown": (
+        "EC2 no longer knows instance {} (terminated and gone) and its launch lifecycle "
+        "action is gone with it (a late or duplicate delivery of the event): no node to "
+        "wait for, nothing to answer"
+    ),
+    "into_warm_pool": (
+        "the launch lifecycle action of instance {} into the warm pool was answered "
+        "already (a duplicate or late delivery of the event): its answer found the "
+        "action gone"
+    ),
+    "not_running": (
+        "the launch lifecycle action of instance {} back from the warm pool was already "
+        "answered (no action for its first heartbeat: a duplicate or late delivery of the "
+        "event) and EC2 says the instance is {state}: its node cannot come back, it is not "
+        "waited for and nothing is answered"
+    ),
+}
+"""Why a launch event is stale (launch.py): its action was gone before it could be
+answered; each text is formatted with the instance's id (and `state`: EC2's)."""
 
 
 class NotYetKnown(AwsError):
