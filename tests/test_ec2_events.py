@@ -733,6 +733,38 @@ def test_wait_for_live_drain__live_drain_ends__its_result_without_an_eviction(
     assert clock.sleeps == [LIVE_DRAIN_POLL_SECONDS] * 3
 
 
+@pytest.mark.parametrize(
+    ("trigger", "phase", "deadline", "drains_here"),
+    [
+        (REBALANCE, "timed_out", NOW + 3600, True),  # cut to its invocation: time left
+        (str(Ec2Kind.SCHEDULED_CHANGE), "timed_out", NOW + 3600, True),
+        (REBALANCE, "timed_out", NOW + 100, False),  # its deadline was this drain's own
+        (REBALANCE, "drained", NOW + 3600, False),
+        (str(Ec2Kind.STATE_CHANGE), "timed_out", NOW + 3600, False),  # EC2 acts then
+        (str(Ec2Kind.CAPACITY_RESERVATION), "timed_out", NOW + 3600, False),
+    ],
+    ids=["rebalance", "scheduled", "same-deadline", "drained", "state-change", "reservation"],
+)
+def test_wait_for_live_drain__timed_out_before_this_drains_deadline__drained_here_unless_ec2s(
+    trigger: str, phase: str, deadline: float, drains_here: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A drain whose deadline was not EC2's taking of the instance (a rebalance's, cut
+    to its one invocation; a scheduled change's) that timed out before this drain's
+    own deadline is not this drain's answer: None, said in a log line, and the caller
+    drains with its own deadline. A spot warning's (tested above), a state change's
+    or a capacity reservation's timeout is taken: EC2 takes the instance then."""
+    kube = ScriptedNode(_draining(trigger, until=NOW + 100), _ended(phase))
+    clock = FakeClock(NOW + 5)
+    caplog.set_level(logging.INFO, logger="drainer.lifecycle.live")
+
+    run = _wait(kube, clock, deadline=deadline)
+
+    assert (run is None) == drains_here, run
+    assert ("draining here until this drain's deadline" in caplog.text) == drains_here
+    if run is not None:
+        assert run.result == Outcome(phase)
+
+
 def test_wait_for_live_drain__node_disappears__no_node() -> None:
     kube = ScriptedNode(_draining(), _draining(), None)
     clock = FakeClock(NOW + 5)

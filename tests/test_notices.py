@@ -10,9 +10,12 @@ import boto3
 import pytest
 from botocore.stub import Stubber
 
-from drainer.lifecycle import notices
+from drainer.lifecycle import ending, frame, notices
 from drainer.lifecycle.events import parse_event
 from drainer.lifecycle.events_hook import LifecycleEvent
+from drainer.lifecycle.job import Run
+from drainer.lifecycle.outcomes import Result, lifecycle_result
+from drainer.lifecycle.settings import Settings
 
 EVENTS = Path(__file__).parent / "events"
 TOPIC = "arn:aws:sns:eu-west-1:123456789012:drains"
@@ -144,3 +147,39 @@ def test_end_notice__what_ec2_does__and_a_node_that_may_come_back_to_release(
     assert (closes in text) == (kind == "scheduled-change" and runs_through), text
     cancelled = "Should AWS cancel the change before its window, its close releases it."
     assert (cancelled in text) == (kind == "scheduled-change" and not runs_through), text
+
+
+def test_action_gone__notice_does_not_claim_the_group_was_told_continue() -> None:
+    """The action timed out (or was completed elsewhere) during the drain: the heartbeat
+    saw it gone, frame.answer sends nothing (completed False), and the hook's
+    DefaultResult decided. The end line said `completed: false`; the notice, which
+    had no such field, said "Lifecycle action: CONTINUE", the one thing that did
+    not happen."""
+    event = _event()
+    run = Run(Result.DRAINED, cluster="prod", node="n1", action_gone=True)
+    told = lifecycle_result(run.result, Settings())
+    completed = frame.answer(None, event, told, action_gone=True)  # type: ignore[arg-type]
+    assert completed is False
+
+    summary = ending.summary_of(run, told, completed, 1.0)
+    _, text, _ = notices.end_notice(event, summary)
+
+    assert summary["action_gone"] is True
+    assert "Lifecycle action: CONTINUE" not in text, text
+    assert text.splitlines()[1] == (
+        "Lifecycle action: no answer sent (the action was gone: the hook's DefaultResult "
+        "or whoever completed it decided)."
+    )
+
+
+def test_answer_sent_but_not_completed__notice_says_what_was_sent() -> None:
+    """An answer Auto Scaling refused for good, or found the action gone only then
+    (`completed: false`, the heartbeat never saw it gone): CONTINUE was sent, and the
+    notice says so, not that nothing was."""
+    run = Run(Result.DRAINED, cluster="prod", node="n1")
+    summary = ending.summary_of(run, "CONTINUE", False, 1.0)
+
+    _, text, _ = notices.end_notice(_event(), summary)
+
+    assert "action_gone" not in summary
+    assert text.splitlines()[1] == "Lifecycle action: CONTINUE."

@@ -31,14 +31,15 @@ from drainer import aws
 from drainer.engine.options import DrainOptions
 from drainer.engine.report import DrainReport
 from drainer.k8s.client import RetryPolicy
-from drainer.k8s.cordon import PROGRESS_ANNOTATION
+from drainer.k8s.cordon import PROGRESS_ANNOTATION, cordon_patch, progress_value
 from drainer.k8s.kube import Kube
 from drainer.lifecycle import admission, runner, scale_in, window
 from drainer.lifecycle.events import parse_event
+from drainer.lifecycle.events_ec2 import Ec2Kind
 from drainer.lifecycle.events_hook import TERMINATE_HOOK_TRIGGER, LifecycleEvent
 from drainer.lifecycle.handover import Handover, with_handover
 from drainer.lifecycle.job import Run, Tools
-from drainer.lifecycle.outcomes import Result
+from drainer.lifecycle.outcomes import Result, lifecycle_result
 from drainer.lifecycle.runner import API_RETRY
 from drainer.lifecycle.settings import Settings
 from drainer.lifecycle.settings_drain import TimeoutPolicy
@@ -862,6 +863,34 @@ def test_late_scale_in__action_gone__instance_not_in_service__drained_as_before(
     assert kubesim.get("Node", scene.node_name)["spec"].get("unschedulable") is True
 
 
+def test_into_warm_pool_timed_out_launch_hook_off__end_line_still_says_to_release(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """docs/operations.md (Warm pools): without the launch hook nothing releases the
+    node, and "the drain's end line and its warning line say so". The advice was put
+    in with `setdefault("message", ...)`: any run with a message of its own (every
+    timed_out run, a drained run with errors) kept that one, and the end line, the
+    notice built from it and the warning line never said the node stays cordoned
+    until someone runs `release`."""
+    timed_out = (
+        "drain timed out at its deadline, DRAIN_TIMEOUT_SECONDS (3600 s) "
+        "(TIMEOUT_POLICY=continue): 1 pod left"
+    )
+    run = Run(Result.TIMED_OUT, timed_out, cluster="prod", node="ip-10-0-0-1.ec2.internal")
+    summary = {"result": "timed_out", "message": run.message}
+
+    with caplog.at_level(logging.WARNING, logger="drainer.lifecycle.scale_in"):
+        said = scale_in._into_warm_pool(summary, run, Settings(launch_hook=False))
+
+    assert said["message"].startswith(timed_out + "; "), "the run's own message kept, first"
+    assert "`eks-node-drainer release --node ip-10-0-0-1.ec2.internal`" in said["message"], said
+    (warning,) = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert (
+        warning.startswith("LAUNCH_HOOK is off")
+        and "`eks-node-drainer release --node ip-10-0-0-1.ec2.internal`" in warning
+    )
+
+
 @pytest.mark.parametrize(
     ("metadata", "refused"),
     [
@@ -921,3 +950,57 @@ def test_this_stacks_hook_on_a_group_no_longer_tagged__said_with_the_fix(
     assert any(
         r.levelno == logging.WARNING and "this stack's" in r.getMessage() for r in caplog.records
     )
+
+
+def test_live_rebalance_drain_timed_out_at_its_invocations_end__hook_with_time_left_drains_itself(
+    scene_for: Callable[..., Scene], caplog: pytest.LogCaptureFixture
+) -> None:
+    """RebalanceAction=drain: the rebalance drain's deadline is cut to its one
+    invocation (ec2_events.drain), so it records `timed_out` after at most ~14 min.
+    The terminate hook's event for the same instance (Capacity Rebalancing terminates
+    the at-risk instance) waited for it and took that `timed_out` as its own, though
+    its own deadline (DRAIN_TIMEOUT_SECONDS from its event) was most of an hour away:
+    under TIMEOUT_POLICY=continue it answered CONTINUE and the instance was terminated
+    with the pods the budgets held, which its own drain would have waited for."""
+    scene = scene_for()
+    node = scene.node_name
+    clock = FakeClock(time.time())
+    now = clock()
+    rebalance = str(Ec2Kind.REBALANCE)
+    bare: dict[str, Any] = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": node}}
+    patch, _ = cordon_patch(bare, now - 60, trigger=rebalance, until=now + 300)
+    scene.kubesim.apply(
+        {**bare, "metadata": {"name": node, **patch["metadata"]}, "spec": {"unschedulable": True}}
+    )
+    ended = False
+
+    def sleep(seconds: float) -> None:
+        """While the hook waits, the rebalance drain's invocation runs out of time and
+        records its end: timed_out (an empty node here: the pods it waited for went
+        since, their budget free again)."""
+        nonlocal ended
+        if not ended:
+            ended = True
+            current = scene.kubesim.get("Node", node)
+            current["metadata"]["annotations"][PROGRESS_ANNOTATION] = progress_value(
+                str(Outcome.TIMED_OUT), frozenset({"cordon", "label"}), trigger=rebalance
+            )
+            resource = scene.kubesim.resource_for(current)
+            scene.kubesim.api.update(resource, current, "", node)
+        clock.sleep(seconds)
+
+    settings = Settings(drain_timeout_seconds=3600, timeout_policy=TimeoutPolicy.CONTINUE)
+    tools = Tools(
+        settings, scene.clients, scene.kube, clock=clock, sleep=sleep, rng=random.Random(7)
+    )
+
+    with caplog.at_level(logging.INFO, logger="drainer.lifecycle.live"):
+        run = scale_in.drain_instance(scene.event, tools, None)
+
+    assert ended, "the hook waited for the rebalance drain"
+    assert run.deadline is not None and run.deadline.at - clock() > 3000, "an hour left"
+    assert run.result == Result.DRAINED, (
+        f"the hook ended {run.result} {run.deadline.at - clock():.0f} s before its own "
+        f"deadline, answering {lifecycle_result(run.result, settings)}: {run.message}"
+    )
+    assert "timed out at its own deadline" in caplog.text and "draining here" in caplog.text

@@ -167,6 +167,8 @@ def summary_of(
         "remaining": 0,
         "left": {},
     }
+    if run.action_gone:  # the heartbeat found the action ended: nothing was sent
+        summary["action_gone"] = True
     if run.deadline is not None:
         summary["deadline_source"] = run.deadline.source
     if run.handover is not None:

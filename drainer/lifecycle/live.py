@@ -7,8 +7,9 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from drainer.k8s.cordon import live_drain, progress_of
+from drainer.k8s.cordon import LiveDrain, live_drain, progress_of
 from drainer.k8s.kube import Kube
+from drainer.lifecycle.events_ec2 import Ec2Kind
 from drainer.lifecycle.job import Run, Tools
 from drainer.lifecycle.outcomes import Result, lambda_outcome
 from drainer.outcome import DRAINING, Outcome
@@ -27,6 +28,11 @@ _DRAIN_ENDINGS = frozenset(
 cordon) is taken for drained."""
 LIVE_DRAIN_SLACK_SECONDS = 10.0
 """How long past its deadline a live drain may take to record its end."""
+ENDS_WITH_THE_INSTANCE = frozenset(
+    str(kind) for kind in (Ec2Kind.INTERRUPTION, Ec2Kind.CAPACITY_RESERVATION, Ec2Kind.STATE_CHANGE)
+)
+"""The triggers whose drain's deadline is EC2's taking of the instance: their
+timeout is the follower's too (see wait_for_live_drain)."""
 
 
 def wait_for_live_drain(
@@ -42,8 +48,11 @@ def wait_for_live_drain(
     """When the node's record shows a live drain begun by one of `triggers` (another
     invocation, for a spot event of the same instance), wait for it to end, reading
     the record, and take its result: the same drain is not started twice. None when
-    there is no such drain, or it went stale (its invocation died): drain then.
-    `known`: the node as the caller just read it (saves a GET)."""
+    there is no such drain, or it went stale (its invocation died): drain then. None
+    too when it timed out before this drain's own deadline (`deadline`) and the
+    instance may outlive it (`_drains_on`): a rebalance's drain, cut to its one
+    invocation, or a scheduled change's. `known`: the node as the caller just read
+    it (saves a GET)."""
     current = known if known is not None else kube.get_node(node)
     live = live_drain(current or {}, tools.clock(), triggers)
     if live is None:
@@ -58,7 +67,7 @@ def wait_for_live_drain(
     until = min(live.until + LIVE_DRAIN_SLACK_SECONDS, limit)
     ended = _wait_for_end(tools, kube, node, current, trigger=live.trigger, until=until)
     if ended is not None:
-        return ended
+        return None if _drains_on(ended, live, node, deadline) else ended
     if until < live.until + LIVE_DRAIN_SLACK_SECONDS:  # this drain's own time ran out first
         result = Result.HANDED_OVER if limit < deadline else Result.TIMED_OUT
         return Run(
@@ -73,6 +82,32 @@ def wait_for_live_drain(
         node,
     )
     return None
+
+
+def _drains_on(ended: Run, live: LiveDrain, node: str, deadline: float) -> bool:
+    """Whether this drain goes on where the followed one timed out: its deadline came
+    before this drain's own, and the instance may outlive it. A rebalance's drain
+    (REBALANCE_ACTION=drain) is cut to its one invocation, a scheduled change's to
+    DRAIN_TIMEOUT_SECONDS from its start when the window is further away: the pods
+    their budgets held may still go by this drain's deadline (a scheduled change's
+    deadline at its window's start is EC2's, but draining on then is harmless, and
+    the record does not tell the two apart). A spot warning's (a capacity
+    reservation's, a state change's) deadline is always EC2's: the instance is
+    reclaimed then, whatever this drain's deadline says, so draining on would be
+    harmless but pointless, and its timeout is taken as this drain's too."""
+    if ended.result != Result.TIMED_OUT or live.trigger in ENDS_WITH_THE_INSTANCE:
+        return False
+    if live.until >= deadline:
+        return False
+    log.info(
+        "the drain begun by the %s event on node %s timed out at its own deadline, %.0f s "
+        "before this drain's; draining here until this drain's deadline",
+        live.trigger,
+        node,
+        deadline - live.until,
+        extra={"followed_trigger": live.trigger},
+    )
+    return True
 
 
 def _wait_for_end(

@@ -121,8 +121,7 @@ def end_notice(event: Subject, summary: Mapping[str, Any]) -> Notice:
     lines = [
         f"Instance {event.instance_id} of {event.asg_name or 'no group'}, node {node}, cluster "
         f"{summary.get('cluster') or '?'}: {result}.",
-        f"Lifecycle action: {summary.get('lifecycle_result', 'none')}"
-        f"{_began_by(summary.get('trigger', ''), fate[0])}.",
+        f"Lifecycle action: {_told(summary)}{_began_by(summary.get('trigger', ''), fate[0])}.",
         f"Duration: {float(seconds):.0f} s. Pods evicted: {summary.get('evicted', 0)}.",
     ]
     if "forecast_seconds" in summary:
@@ -199,6 +198,19 @@ def launch_notice(event: Subject, summary: Mapping[str, Any], advice: str) -> No
         event, "cordoned" if cordoned else result, str(summary.get("cluster", ""))
     )
     return f"eks-node-drainer: {node} {title}", "\n".join(lines), attributes
+
+
+def _told(summary: Mapping[str, Any]) -> str:
+    """What the group was told: the end line's `lifecycle_result`; nothing when the
+    action was gone before the answer (`action_gone`, `completed: false`), which its
+    hook's DefaultResult, or whoever completed it, decided. An answer that was sent
+    and not completed (refused, or found gone only then) is still the one sent."""
+    if summary.get("action_gone") and summary.get("completed") is False:
+        return (
+            "no answer sent (the action was gone: the hook's DefaultResult or whoever "
+            "completed it decided)"
+        )
+    return str(summary.get("lifecycle_result", "none"))
 
 
 def _began_by(trigger: str, fate: str) -> str:

@@ -26,6 +26,7 @@ from drainer.lifecycle.events_ec2 import EC2_TRIGGERS
 from drainer.lifecycle.events_hook import TERMINATE_HOOK_TRIGGER, WARM_POOL_NAME, LifecycleEvent
 from drainer.lifecycle.handover import Handover
 from drainer.lifecycle.job import Approach, DrainJob, Run, Tools
+from drainer.lifecycle.launch_release import release_command
 from drainer.lifecycle.outcomes import Result, lifecycle_result
 from drainer.lifecycle.runner import run_job
 from drainer.lifecycle.settings import Settings
@@ -214,15 +215,18 @@ def _answer(
 
 def _into_warm_pool(summary: dict[str, Any], run: Run, settings: Settings) -> dict[str, Any]:
     """The end line of a scale-in into the warm pool: where the instance goes and, when
-    nothing of ours will see it come back (LAUNCH_HOOK off), what to run then."""
+    nothing of ours will see it come back (LAUNCH_HOOK off), what to run then: said
+    in a warning line and added to the end line's message (after the run's own, a
+    timeout's say), which the notice carries too."""
     summary = {**summary, "destination": WARM_POOL_NAME}
     if not settings.launch_hook and run.node and run.result != Result.NO_NODE:
-        summary.setdefault(
-            "message",
+        advice = (
             f"LAUNCH_HOOK is off: when the instance comes back from the warm pool, run "
-            f"`release {run.node}` (its node stays cordoned until then)",
+            f"`{release_command(run.node)}` (its node stays cordoned until then)"
         )
-        log.warning("%s", summary["message"])
+        said = summary.get("message")
+        summary["message"] = f"{said}; {advice}" if said else advice
+        log.warning("%s", advice)
     return summary
 
 

@@ -197,7 +197,7 @@ def test_launch_hook_off__the_drain_says_to_release_by_hand__a_return_never_read
     assert summary["result"] == "drained"
     assert summary["message"] == (
         "LAUNCH_HOOK is off: when the instance comes back from the warm pool, run "
-        f"`release {node}` (its node stays cordoned until then)"
+        f"`eks-node-drainer release --node {node}` (its node stays cordoned until then)"
     )
 
     world.instance_stopped(instance)
