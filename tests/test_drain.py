@@ -17,6 +17,7 @@ import pytest
 from realapi import (
     EVICTED_201,
     TWO_BUDGETS_201,
+    TWO_BUDGETS_500,
     ApiFront,
     RealAnswer,
     budget_blocks_429,
@@ -346,6 +347,35 @@ def test_dry_run_pod_under_two_budgets__changes_nothing__names_both_budgets(
             assert json.loads(request.body)["deleteOptions"]["dryRun"] == ["All"]
 
 
+def test_two_budgets_fixed_mid_drain__pod_evicted__report_no_longer_says_it_cannot_be(
+    sim: KubeSim, front: ApiFront, clock: FakeClock
+) -> None:
+    """The eviction API refuses a pod two budgets select (500); someone deletes one of
+    them, as the drain's own message asks, and the next try evicts the pod. The report
+    no longer says it cannot be evicted: neither `errors` (the runner's reason for a
+    drained result, the node's Event, the notice) nor the end line's
+    `multiple_budgets` name it, as an admission denial lifted the same way is cleared."""
+    place(
+        sim,
+        objects.pod("web-0", namespace="shop", node_name=NODE, labels={"app": "web", "t": "f"}),
+        objects.budget("web-a", {"app": "web"}, namespace="shop", min_available=0),
+        objects.budget("web-b", {"t": "f"}, namespace="shop", min_available=0),
+    )
+    front.script(
+        "POST",
+        eviction_path("shop", "web-0"),
+        TWO_BUDGETS_500,
+        then=lambda: admin(sim).delete("PodDisruptionBudget", "web-b", "shop"),
+    )
+
+    _, report = drain(front, clock, 120)
+
+    assert report.outcome == Outcome.DRAINED
+    assert report.evicted == 1 and gone(sim, "shop", "web-0")
+    assert report.multiple_budgets == {}, report.multiple_budgets
+    assert report.errors == [], report.errors
+
+
 # -- 429: never retried before its Retry-After ----------------------------------------
 
 
@@ -424,6 +454,40 @@ def test_budget_refuses_while_the_watch_shows_room__paced_not_hot__timeout_names
     )
 
 
+PODS_LIST = "^/api/v1/pods$"
+
+
+def test_verify_list_throttled_with_retry_after__not_relisted_before_it(
+    sim: KubeSim, front: ApiFront, clock: FakeClock
+) -> None:
+    """Every pod is gone and the drain lists the node's pods to agree; API priority and
+    fairness answers 429 with Retry-After: 60 (longer than one call waits, so the
+    client raises at once). The drain lists again after the Retry-After, not at once
+    in a hot loop of LISTs against a server that asked for a minute's rest."""
+    place(sim, objects.pod("web-0", node_name=NODE))
+
+    def throttle_lists() -> None:
+        front.script("GET", PODS_LIST, throttled_429(60), count=20)
+
+    # The eviction is accepted (kubesim deletes the pod); from then on the LIST of the
+    # node's pods is throttled, 20 times (the open watch is not a new request).
+    front.script(
+        "POST",
+        eviction_path("default", "web-0"),
+        EVICTED_201,
+        then=lambda: (admin(sim).delete("Pod", "web-0", "default"), throttle_lists()),
+    )
+
+    drain(front, clock, 600)
+
+    throttled = [r.at for r in front.requests("GET", PODS_LIST) if r.status == 429]
+    assert throttled, "the final list was never throttled"
+    gaps = [b - a for a, b in itertools.pairwise(throttled)]
+    assert all(gap >= 60 for gap in gaps), (
+        f"{len(throttled)} LISTs throttled with Retry-After 60, re-sent after {gaps} s"
+    )
+
+
 # -- pods that tolerate the cordon: each evicted once, replacements not chased -----
 
 
@@ -496,6 +560,32 @@ def test_evicted_pod_whose_watch_events_are_lost__looked_at_again__drained_not_t
     assert gone(sim, "default", "batch-0")
     assert clock() - start <= 30 + 60 + 5, "at the stuck check, not the deadline"
     assert report.stuck == [], "gone (a fresh list says so), not stuck"
+
+
+def test_pod_going_with_its_namespace__events_lost__looked_at_again_not_waited_to_the_deadline(
+    sim: KubeSim, front: ApiFront, clock: FakeClock
+) -> None:
+    """As the evicted pod whose watch events are lost, for the pod the drain leaves to
+    its terminating namespace (403 NamespaceTerminating): it gets a due time (its
+    grace from now) and is looked at again at the stuck check, not waited for to the
+    deadline naming a pod long gone ("going with its terminating namespace")."""
+    place(sim, objects.pod("web-0", namespace="shop", node_name=NODE, grace=30))
+    front.drop_event = lambda event: (
+        ((event.get("object") or {}).get("metadata") or {}).get("name") == "web-0"
+    )
+    front.script(
+        "POST",
+        eviction_path("shop", "web-0"),
+        namespace_terminating_403("web-0", "shop"),
+        then=lambda: admin(sim).delete("Namespace", "shop"),
+    )
+    start = clock()
+
+    _, report = drain(front, clock, 600)
+
+    assert gone(sim, "shop", "web-0")
+    assert report.outcome == Outcome.DRAINED, (report.outcome, report.left)
+    assert clock() - start <= 30 + 60 + 5, "at the stuck check, not the deadline"
 
 
 # -- a node replaced by another of the same name: another machine, left alone -------

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
 from unittest.mock import create_autospec
 
 from realapi import StaticToken
@@ -59,3 +63,44 @@ def test_budget_tracker__names_every_budget_that_selects_a_pod_once_listed() -> 
         finally:
             tracker.stop()
             kube.close()
+
+
+class _OneBadEvent:
+    """A client whose budget watch sends one event the tracker cannot apply (no name),
+    then, re-listed, a healthy watch that stays open until stopped."""
+
+    def __init__(self) -> None:
+        self.watches = 0
+        self.lists = 0
+        self.stop = threading.Event()
+
+    def list_budgets(self) -> tuple[list[dict[str, Any]], str]:
+        self.lists += 1
+        return [], str(self.lists)
+
+    def watch_budgets(self, version: str, timeout: int, streams: Any) -> Iterator[dict[str, Any]]:
+        self.watches += 1
+        if self.watches == 1:
+            yield {"type": "ADDED", "object": {"metadata": {"namespace": "shop"}}}
+        while not self.stop.wait(0.05):
+            yield {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": version}}}
+
+
+def test_budget_watch_recovered_from_an_unexpected_error__synced_again() -> None:
+    """An unexpected error sets `error` and re-lists; once re-listed and watching, the
+    tracker is `synced` again: else Evictions._fallback paces every budget refusal on
+    the failure backoff (0.25-4 s) instead of RETRY_WATCHED (15-30 s), for the rest
+    of the drain."""
+    kube = _OneBadEvent()
+    tracker = BudgetTracker(kube, cond=threading.Condition())  # type: ignore[arg-type]
+    tracker.start([], "0")
+    try:
+        until = time.monotonic() + 5
+        while kube.watches < 2 and time.monotonic() < until:
+            time.sleep(0.05)
+        time.sleep(0.2)
+        assert kube.lists >= 1 and kube.watches >= 2, "re-listed and watching again"
+        assert tracker.synced, f"re-listed and watching, yet not synced: error={tracker.error!r}"
+    finally:
+        kube.stop.set()
+        tracker.stop()

@@ -278,7 +278,7 @@ class Drain:
                     return _Step(over=True)
                 if parts.following.unchecked:
                     return _Step(check_name=True, recordon=recordon)
-                if schedule.settled():
+                if schedule.settled() and parts.following.may_verify(now):
                     return _Step(verify=True, recordon=recordon)
                 if now >= limit:
                     return _Step(over=True)
@@ -301,7 +301,7 @@ class Drain:
 
         def wake() -> float:
             now = self.ctx.clock()
-            timers = [parts.schedule.next_wake(now), parts.following.next_stuck()]
+            timers = [parts.schedule.next_wake(now), parts.following.next_wake(now)]
             timers += [parts.force.next_at(), self._guard.next_recordon()]
             return min([limit, *(t for t in timers if t is not None)])
 

@@ -103,6 +103,7 @@ class Evictions:
                 self.schedule.accepted(entry, self.ctx.clock())
                 self.ctx.report.evicted += 1
                 self.ctx.report.denied.pop(entry.name, None)  # the policy let it go after all
+                self._forget_several_budgets(entry.name)  # all but one budget went
                 self.ctx.emit(
                     Kind.EVICTED,
                     pod=entry.name,
@@ -162,10 +163,7 @@ class Evictions:
                 entry, until, f"more than one PodDisruptionBudget selects it ({', '.join(names)})"
             )
             if self.ctx.report.multiple_budgets.get(entry.name) != names:
-                prefix = f"cannot evict {entry.name}: more than one"
-                self.ctx.report.errors = [
-                    e for e in self.ctx.report.errors if not e.startswith(prefix)
-                ]
+                self._forget_several_budgets(entry.name)
                 self.ctx.report.errors.append(message)
                 self.ctx.report.multiple_budgets[entry.name] = names
                 self.ctx.emit(
@@ -177,12 +175,22 @@ class Evictions:
                 )
             self.ctx.cond.notify_all()
 
+    def _forget_several_budgets(self, name: str) -> None:
+        """The report no longer says several budgets keep `name` from being evicted
+        (hold the lock)."""
+        report = self.ctx.report
+        prefix = f"cannot evict {name}: more than one"
+        report.errors = [e for e in report.errors if not e.startswith(prefix)]
+        report.multiple_budgets.pop(name, None)
+
     def _going_with_namespace(self, entry: Entry, error: NamespaceTerminating) -> None:
         namespace = error.namespace or entry.pod["metadata"].get("namespace", "")
         with self.ctx.cond:
-            self.schedule.going(
-                entry, self.ctx.clock(), f"going with its terminating namespace {namespace}"
-            )
+            now = self.ctx.clock()
+            why = f"going with its terminating namespace {namespace}"
+            # Its grace from now, as an evicted pod's: its events lost, it is looked at
+            # again at the stuck check, not waited for until the deadline.
+            self.schedule.going(entry, now, why, due=now + pods.grace_period(entry.pod))
             if entry.name not in self.ctx.report.going_with_namespace:
                 self.ctx.report.going_with_namespace.append(entry.name)
                 self.ctx.emit(

@@ -20,7 +20,7 @@ from drainer.engine.pods import Pod
 from drainer.engine.report import Kind
 from drainer.engine.schedule import OPEN, Entry, Schedule, State
 from drainer.engine.watchers import BudgetTracker, PodTracker
-from drainer.errors import FatalKubeError, KubeError
+from drainer.errors import FatalKubeError, KubeError, KubeTooManyRequests
 
 # The drain's logger: its name is part of every line (the CLI prints it).
 log = logging.getLogger("drainer.engine.drain")
@@ -54,6 +54,8 @@ class Following:
         self._listed_gone: set[PodId] = set()
         self._dirty: set[tuple[str, str]] = set()  # pods to look at again, beyond the watch's
         self._stuck_check_at = float("inf")  # when the next terminating pod may be stuck
+        self._list_failures = 0  # verifying lists failed in a row
+        self._list_at = 0.0  # a verifying list failed: no list before this (Retry-After)
 
     @property
     def unchecked(self) -> bool:
@@ -64,9 +66,15 @@ class Following:
         """Look at `pod` again at the loop's next turn (hold the lock)."""
         self._dirty.add(pods.key(pod))
 
-    def next_stuck(self) -> float | None:
-        """When the next terminating pod would be stuck (hold the lock)."""
-        return self._stuck_check_at if self._stuck_check_at != float("inf") else None
+    def next_wake(self, now: float) -> float | None:
+        """When the next terminating pod would be stuck, or a verifying list that
+        failed may be made again, whichever is first (hold the lock)."""
+        at = min(self._stuck_check_at, self._list_at if self._list_at > now else float("inf"))
+        return at if at != float("inf") else None
+
+    def may_verify(self, now: float) -> bool:
+        """No verifying list failed, or its pause is over (hold the lock)."""
+        return now >= self._list_at
 
     # -- taking pods in -------------------------------------------------------
 
@@ -225,18 +233,20 @@ class Following:
 
     def verify(self) -> bool:
         """Every pod is gone or stuck: a fresh list must agree before "drained". A list
-        that failed through its call's retries (an outage, a 5xx) is no verdict: False,
-        and the loop's next turn lists again, until its limit; a fatal error is raised."""
+        that failed through its call's retries (an outage, a 5xx, a throttling 429) is
+        no verdict: False, and the loop lists again after a pause (`may_verify`: the
+        server's Retry-After, else a growing backoff), until its limit; a fatal error
+        is raised."""
         ctx = self.ctx
         try:
             pod_list, _ = ctx.kube.list_pods_on_node(ctx.node, ctx.options.pod_selector)
         except FatalKubeError:
             raise
         except KubeError as e:
-            level = logging.DEBUG if e.said else logging.WARNING  # the client said it
-            log.log(level, "listing the node's pods failed (%s); listing again", e)
+            self._list_failed(e)
             return False
         with ctx.cond:
+            self._list_failures, self._list_at = 0, 0.0
             listed = {_id(p) for p in pod_list}
             for entry in self.schedule.open():
                 if _id(entry.pod) not in listed:
@@ -247,6 +257,17 @@ class Following:
                     self._gone_not_stuck(entry)
             self.take_in(pod_list)
             return not self._unchecked and self.schedule.settled()
+
+    def _list_failed(self, error: KubeError) -> None:
+        """No verifying list before the server's Retry-After, or a growing backoff."""
+        ctx = self.ctx
+        retry_after = error.retry_after if isinstance(error, KubeTooManyRequests) else None
+        delay = ctx.options.retry.delay(self._list_failures, ctx.rng, retry_after)
+        level = logging.DEBUG if error.said else logging.WARNING  # the client said it
+        log.log(level, "listing the node's pods failed (%s); listing again in %.1f s", error, delay)
+        with ctx.cond:
+            self._list_failures += 1
+            self._list_at = ctx.clock() + delay
 
     def _gone_not_stuck(self, entry: Entry) -> None:
         """A pod called stuck from the watch's view that a fresh list shows gone (its

@@ -340,12 +340,16 @@ class Schedule:
             entry.opted_out, entry.held = False, ""
             entry.not_before = max(entry.not_before, now)
 
-    def going(self, entry: Entry, now: float, why: str) -> None:
-        """The pod goes without our eviction (its namespace is being deleted)."""
+    def going(self, entry: Entry, now: float, why: str, *, due: float | None = None) -> None:
+        """The pod goes without our eviction (its namespace is being deleted); `due`:
+        when it should be gone, until the watch tells of its deletionTimestamp (as
+        `accepted` gives an evicted pod: looked at again at the stuck check)."""
         if entry.state is State.IN_FLIGHT:
             self._landed(entry)
         self._move(entry, State.TERMINATING)
         entry.since, entry.held = now, why
+        if entry.due is None:
+            entry.due = due
 
     def gone(self, entry: Entry) -> None:
         if entry.state is State.IN_FLIGHT:

@@ -115,7 +115,9 @@ class _Tracker:
                 self._replace(items)
                 self.listed = True
                 self._changed()
-        self._watching = True
+        with self.cond:
+            self._watching = True
+            self.error = None  # listed and watching again: an unexpected error is behind it
         for event in self._watch(resource_version):
             if self._stop.is_set():
                 break
@@ -161,6 +163,7 @@ class _Tracker:
                 if self._stop.is_set():
                     return
                 log.exception("%s: unexpected error; re-listing", self.name)
+                self._watching = False
                 with self.cond:
                     self.error = KubeError(f"{self.name}: unexpected error: {e}")
                 resource_version = ""
