@@ -51,6 +51,13 @@ def pod(
     )
 
 
+def phased(p: dict[str, Any], phase: str) -> dict[str, Any]:
+    """The pod `p` in `phase` (Pending, Succeeded, Failed: the eviction API deletes it
+    without reading its budgets, eviction.go's canIgnorePDB)."""
+    p["status"]["phase"] = phase
+    return p
+
+
 def budget(name: str, app: str, *, expected: int, allowed: int, **spec: Any) -> dict[str, Any]:
     """w.budget of pods labelled app=`app`, all `expected` healthy and `allowed`
     disruptions; `spec`: its keywords (max_unavailable, min_available, ...)."""
@@ -194,6 +201,19 @@ def test_blocker__several_budgets__both_named() -> None:
     assert result.deadlocked
 
 
+@pytest.mark.parametrize("phase", ["Pending", "Failed"])
+def test_pending_or_failed_pod_under_two_budgets__not_a_deadlock(phase: str) -> None:
+    """The eviction API deletes a Pending/Failed pod before it counts its budgets: the
+    plan said deadlocked (exit 1, 'the drain waits for its timeout')."""
+    stuck = phased(pod("web-0", ready_after=None), phase)
+    budgets = [budget("a", "web", expected=3, allowed=1), budget("b", "web", expected=3, allowed=1)]
+
+    result = plan([stuck], budgets)
+
+    assert not result.deadlocked, [b.reason for b in result.blockers]
+    assert result.blockers == []
+
+
 def test_blocker__do_not_disrupt() -> None:
     held = pod("job-0", owner="job")
     held["metadata"]["annotations"] = {"karpenter.sh/do-not-disrupt": "true"}
@@ -275,6 +295,22 @@ def test_blocker__budget_waiting_for_unready_pods_elsewhere__not_a_deadlock() ->
     assert blocker.budget == "default/web"
 
 
+def test_max_unavailable_zero_with_one_pod_unready__fix_is_not_make_them_ready() -> None:
+    """maxUnavailable 0 (desiredHealthy == expectedPods): allowed stays 0 even once
+    every pod is Ready. The fix was only 'make the workload's unhealthy pods Ready':
+    the operator does so and the drain still hangs to its timeout."""
+    shut = budget("web", "web", expected=3, allowed=0, max_unavailable=0)
+    shut["status"].update(currentHealthy=2, desiredHealthy=3)
+
+    result = plan([pod("web-0")], [shut])
+
+    [blocker] = result.blockers
+    assert not result.deadlocked  # a pod not Ready elsewhere: not all of it is the budget's
+    assert "2 of 3 pods healthy" in blocker.reason and "desires all 3" in blocker.reason
+    assert "set maxUnavailable to 1 on PodDisruptionBudget default/web" in blocker.fix, blocker
+    assert "unhealthy pods Ready" in blocker.fix  # both: 2 of 3 healthy, 2 desired, none allowed
+
+
 def test_deadlock_fix__percentages__the_value_that_lets_one_pod_go() -> None:
     from drainer.plan.budgets import fix
 
@@ -306,6 +342,27 @@ def test_deadlock_fix__max_unavailable_percentage__lets_exactly_one_pod_go(expec
         assert math.ceil(expected * (value + 1) / 100) > 1, text
 
 
+def test_sync_failed_budget__fix_is_not_the_value_it_already_has() -> None:
+    """maxUnavailable 1 over pods whose controller has no scale the disruption
+    controller can read (a custom resource): it fails safe, disruptionsAllowed 0 under
+    a DisruptionAllowed=False/SyncFailed condition, the rest of the status as before.
+    The plan told the operator to 'set maxUnavailable to ... 1', what it already is."""
+    failed = budget("web", "web", expected=3, allowed=0, max_unavailable=1)
+    failed["status"].update(currentHealthy=3, desiredHealthy=2)
+    message = 'found no controllers for pod "web-0"'
+    failed["status"]["conditions"] = [
+        {"type": "DisruptionAllowed", "status": "False", "reason": "SyncFailed", "message": message}
+    ]
+
+    result = plan([pod("web-0")], [failed])
+
+    [blocker] = result.blockers
+    assert "set maxUnavailable to 1" not in blocker.fix and "(or 1)" not in blocker.fix, blocker
+    assert f"SyncFailed: {message}" in blocker.reason
+    assert "controller" in blocker.fix and "scale subresource" in blocker.fix
+    assert result.deadlocked and blocker.budget == "default/web"
+
+
 @pytest.mark.parametrize("spec", [{"max_unavailable": "100%"}, {"min_available": 0}])
 def test_unready_pods_under_a_budget_desiring_none__need_an_allowed_disruption(
     spec: dict[str, Any],
@@ -332,6 +389,49 @@ def test_unhealthy_pod_under_an_unhealthy_budget__if_healthy_budget__waits() -> 
 
     [blocker] = result.blockers
     assert blocker.pod == "default/web-0" and blocker.budget == "default/web"
+
+
+@pytest.mark.parametrize("phase", ["Pending", "Failed"])
+def test_pending_or_failed_pod_under_an_unhealthy_budget__no_blocker(phase: str) -> None:
+    """A Deployment of 3 whose rollout is stuck: web-0 in ImagePullBackOff (Pending),
+    or a pod the kubelet evicted (Failed) left on the node; maxUnavailable 0, 2 of 3
+    healthy. The API deletes that pod at once; the plan called it a blocker that
+    'waits for the others to become Ready'."""
+    stuck = phased(pod("web-0", ready_after=None), phase)
+    shut = budget("web", "web", expected=3, allowed=0, max_unavailable=0)
+    shut["status"].update(currentHealthy=2, desiredHealthy=3)
+
+    result = plan([stuck], [shut])
+
+    assert result.blockers == [], [b.reason for b in result.blockers]
+    assert result.eta_seconds == 10  # deleted at once: its grace period
+
+
+def test_a_pending_pods_replacement_still_frees_its_budget() -> None:
+    """A Pending pod is deleted without its budget read, but its replacement, once
+    Ready, counts in that budget: the next pod goes then (5 s), not at the timeout."""
+    pods = [phased(pod("web-0", ready_after=None), "Pending"), pod("web-1", ready_after=5)]
+    spare = budget("web", "web", expected=3, allowed=0, min_available=2)
+    spare["status"]["currentHealthy"], spare["status"]["desiredHealthy"] = 2, 2
+
+    result = plan(pods, [spare])
+
+    assert result.blockers == [], result.blockers
+    assert result.eta_seconds == 5 + 10
+
+
+def test_a_failed_pods_deletion_frees_no_budget() -> None:
+    """A Failed pod was replaced when it failed (its controller counts only the pods
+    still running): deleting it makes no replacement to free the budget. Under a budget
+    waiting for a pod not Ready elsewhere, the next pod waits for that one."""
+    pods = [phased(pod("web-0", ready_after=None), "Failed"), pod("web-1", ready_after=5)]
+    spare = budget("web", "web", expected=3, allowed=0, min_available=2)
+    spare["status"]["currentHealthy"], spare["status"]["desiredHealthy"] = 2, 2
+
+    result = plan(pods, [spare])
+
+    [blocker] = result.blockers
+    assert blocker.pod == "default/web-1" and "2 of 3 pods healthy" in blocker.reason
 
 
 def test_an_unhealthy_pods_replacement_frees_the_budget_for_the_next() -> None:

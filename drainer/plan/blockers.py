@@ -75,6 +75,9 @@ def _held(name: str, one: Going, by_name: dict[str, b.Budget]) -> Blocker:
     budget = by_name.get(one.budgets[0]) if one.budgets else None
     if budget is None:
         return Blocker(name, "never sent before the timeout", None, "a longer --timeout")
+    failed = b.sync_failed(budget)
+    if failed is not None:
+        return _unsized(name, b.name(budget), failed)
     status = budget.get("status") or {}
     allowed = int(status.get("disruptionsAllowed") or 0)
     healthy, expected = status.get("currentHealthy", 0), status.get("expectedPods", 0)
@@ -83,9 +86,26 @@ def _held(name: str, one: Going, by_name: dict[str, b.Budget]) -> Blocker:
         why += f"{expected} of its pods healthy: nothing the drain does can raise it (deadlock)"
         return Blocker(name, why, b.name(budget), b.fix(budget), deadlock=True)
     why = f"PodDisruptionBudget {b.name(budget)} allows {allowed} disruptions: {healthy} of "
-    why += f"{expected} pods healthy; it waits for the others to become Ready"
+    why += f"{expected} pods healthy"
     fix = "make the workload's unhealthy pods Ready (or delete them) before the refresh"
-    return Blocker(name, why, b.name(budget), fix)
+    if int(status.get("desiredHealthy") or 0) < int(expected or 0):
+        return Blocker(name, f"{why}; it waits for the others to become Ready", b.name(budget), fix)
+    # It desires every pod healthy (maxUnavailable 0, minAvailable the replicas).
+    why += f", and it desires all {expected}: it allows none even once the others are Ready"
+    return Blocker(name, why, b.name(budget), f"{b.fix(budget)}, and {fix}")
+
+
+def _unsized(name: str, budget: str, message: str) -> Blocker:
+    """A budget the disruption controller could not compute (SyncFailed): it allows no
+    disruption until it can, whatever its value or the pods' health."""
+    why = f"PodDisruptionBudget {budget} allows no disruption: the disruption controller "
+    why += f"could not compute it (SyncFailed: {message}), whatever its value; nothing the "
+    why += "drain does can raise it (deadlock)"
+    fix = "fix what the message names: give the pods a controller whose scale the "
+    fix += "disruption controller can read (a Deployment, ReplicaSet, StatefulSet, or a "
+    fix += "custom resource with a scale subresource), or give PodDisruptionBudget "
+    fix += f"{budget} an integer minAvailable, which counts the pods without a scale"
+    return Blocker(name, why, budget, fix, deadlock=True)
 
 
 def _late(name: str, pod: Pod, run: Forecast, timeout: float) -> Blocker:

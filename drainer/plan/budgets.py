@@ -99,6 +99,27 @@ class ForecastBudgets:
         return 0 if found is None else found.version
 
 
+IGNORED_PHASES = ("Pending", "Succeeded", "Failed")
+
+
+def ignores(pod: Pod) -> bool:
+    """Whether the eviction API deletes the pod without reading its budgets (eviction.go's
+    canIgnorePDB): its phase Pending, Succeeded or Failed. No budget holds it, and the
+    number of budgets selecting it does not matter."""
+    return (pod.get("status") or {}).get("phase") in IGNORED_PHASES
+
+
+def sync_failed(budget: Budget) -> str | None:
+    """The message of the budget's DisruptionAllowed=False condition when its reason is
+    SyncFailed (the disruption controller could not compute it: pods with no controller,
+    one with no scale it can read; it allows nothing until it can); None otherwise."""
+    for condition in (budget.get("status") or {}).get("conditions") or []:
+        kind = (condition.get("type"), condition.get("status"), condition.get("reason"))
+        if kind == ("DisruptionAllowed", "False", "SyncFailed"):
+            return str(condition.get("message") or "no message")
+    return None
+
+
 def deadlocked(budget: Budget) -> bool:
     """The budget allows no disruption, and nothing a drain does can raise it: every
     pod it expects is healthy already, so no replacement will come to free one."""

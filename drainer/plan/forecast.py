@@ -24,7 +24,8 @@ SEVERAL_BUDGETS = "it is selected by more than one PodDisruptionBudget: the evic
 
 @dataclass(frozen=True)
 class Going:
-    """A pod the forecast sends, with the budgets that select it."""
+    """A pod the forecast sends, with the budgets that select it (none for one the
+    eviction API deletes without reading them: budgets.ignores)."""
 
     pod: Pod
     budgets: list[str]
@@ -34,6 +35,9 @@ class Going:
     stop: float | None = None
     """Once evicted, the seconds it takes to stop (drainer/plan/observed.py: its
     owner's observed stop, in tenths); None: its grace period, the bound."""
+    replaced_in: list[str] = field(default_factory=list)
+    """The budgets its replacement counts in, once Ready, though the eviction API
+    deletes it without reading them (a Pending pod: budgets.ignores)."""
 
 
 @dataclass
@@ -86,6 +90,8 @@ class _Run:
     """The pods under more than one budget: the eviction API refuses them."""
     stops: dict[str, float] = field(default_factory=dict)
     """Per pod, its Going.stop, when it has one."""
+    replaced_in: dict[str, list[str]] = field(default_factory=dict)
+    """Per pod, its Going.replaced_in, when it has one."""
     result: Forecast = field(default_factory=Forecast)
     events: list[tuple[float, int, str, str, Entry | None]] = field(default_factory=list)
     order: itertools.count[int] = field(default_factory=itertools.count)
@@ -109,10 +115,10 @@ class _Run:
             self.result.through[entry.name] = budget
             if entry.refusals or now > self._free_at(entry):
                 self.result.paced_by[entry.name] = budget
-            startup = self._startup(entry.pod)
-            if math.isfinite(startup):  # a healthy replacement, even for a pod that was not
-                self.push(now + self._created_after(entry.pod) + startup, "ready", budget, None)
+            self._replace(entry.pod, now, [budget])
             allowance.evicted(entry.pod)
+        else:  # deleted without its budgets read (a Pending pod's are counted in)
+            self._replace(entry.pod, now, self.replaced_in.get(entry.name, []))
         self.schedule.accepted(entry, now)
         self.result.evicted[entry.name] = now
         self.push(now + self._stop(entry.pod), "gone", "", entry)
@@ -132,6 +138,14 @@ class _Run:
                 return
             for entry in chosen:
                 self.send(entry, now)
+
+    def _replace(self, pod: Pod, now: float, budgets: list[str]) -> None:
+        """The pod's replacement, healthy when its workload's time to Ready says (even
+        for a pod that was not), counted in `budgets`."""
+        startup = self._startup(pod)
+        if math.isfinite(startup):
+            for budget in budgets:
+                self.push(now + self._created_after(pod) + startup, "ready", budget, None)
 
     def _free_at(self, entry: Entry) -> float:
         """When nothing but a budget held the pod any more: a critical pod waits for
@@ -207,6 +221,8 @@ def forecast(
             run.several.add(entry.name)
         if one.stop is not None:
             run.stops[entry.name] = one.stop
+        if one.replaced_in:
+            run.replaced_in[entry.name] = one.replaced_in
         annotation = pods.opted_out(one.pod) if options.honor_do_not_disrupt else ""
         if annotation:
             schedule.hold(entry, f"annotated {annotation}=true: not evicted while there is time")

@@ -133,12 +133,19 @@ def batch_eta(
 def _going(pod_list: list[Pod], cluster: Cluster, options: DrainOptions, now: float) -> list[Going]:
     """The pods the drain evicts, with their budgets, and those already terminating."""
     decisions = [filters.decide(p, options.filters) for p in pod_list]
-    going = [
-        Going(d.pod, b.matching(d.pod, cluster.budgets))
-        for d in decisions
-        if d.action == Action.EVICT
-    ]
+    going = [_evicted(d.pod, cluster.budgets) for d in decisions if d.action == Action.EVICT]
     return going + [_stopping(d.pod, now) for d in decisions if d.action == Action.WAIT]
+
+
+def _evicted(pod: Pod, budget_list: list[b.Budget]) -> Going:
+    """A pod the drain evicts, with its budgets: none for one the eviction API deletes
+    without reading them (Pending, Succeeded, Failed); a Pending one's replacement, once
+    Ready, still counts in them (a finished one's was made when it finished)."""
+    matched = b.matching(pod, budget_list)
+    if not b.ignores(pod):
+        return Going(pod, matched)
+    pending = (pod.get("status") or {}).get("phase") == "Pending"
+    return Going(pod, [], replaced_in=matched if pending else [])
 
 
 def _homeless(going: list[Going], run: Forecast, capacity: Capacity | None) -> list[Blocker]:
