@@ -217,6 +217,9 @@ TWO_BUDGETS_201 = RealAnswer(201, status_body(TWO_BUDGETS_MESSAGE, 500))
 # returned Failure Status written with its own code, HTTP 500, no reason.
 TWO_BUDGETS_500 = RealAnswer(500, status_body(TWO_BUDGETS_MESSAGE, 500))
 EVICTED_201 = RealAnswer(201, status_body("", 201, outcome="Success"))
+# Not the API server's: an auth proxy's or an SSO gateway's redirect to its login
+# page, with an empty body (the API server never redirects an API call).
+LOGIN_REDIRECT_302 = RealAnswer(302, b"", {"Location": "https://sso.example.com/login"})
 
 
 # -- a front that serves them before kubesim ---------------------------------

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from realapi import (
     EVICTED_201,
+    LOGIN_REDIRECT_302,
     TWO_BUDGETS_201,
     TWO_BUDGETS_500,
     ApiFront,
@@ -35,6 +36,7 @@ from support.clock import FakeClock, SteppedWaits
 from drainer.engine.drain import Drain
 from drainer.engine.options import DrainOptions
 from drainer.engine.report import DrainReport
+from drainer.errors import KubeError
 from drainer.k8s.cordon import PROGRESS_ANNOTATION, ProgressRecord
 from drainer.outcome import Outcome
 from kubesim import KubeSim
@@ -1035,3 +1037,90 @@ def test_force__pod_landing_under_a_budget_that_refused__asked_on_its_timer_befo
     assert 15 <= asked[0] < 40 - 1, asked
     assert deleted and deleted[0] >= asked[0], (asked, deleted)
     assert report.forced == 2 and report.outcome == Outcome.TIMED_OUT
+
+
+# -- answers that are not what they seem: a redirect, a 404 of the route -------------
+
+
+def test_redirect_on_the_pod_list__the_drain_raises__never_drained_with_a_pod_running(
+    sim: KubeSim, front: ApiFront, clock: FakeClock
+) -> None:
+    """A proxy's 302 with an empty body on the list of the node's pods was read as an
+    empty list: the drain ended DRAINED, evicted 0, while web-0 ran on the node. It is
+    an error now, raised as any failure of the drain's first list is (to retry)."""
+    place(sim, objects.pod("web-0", namespace="shop", node_name=NODE))
+    front.script("GET", PODS_LIST, LOGIN_REDIRECT_302, count=None)
+
+    with pytest.raises(KubeError, match="redirect"):
+        drain(front, clock, 60)
+
+    assert [p["metadata"]["name"] for p in sim.list("Pod", "shop")] == ["web-0"]
+
+
+def test_redirect_on_eviction__not_counted_evicted__retried_until_the_deadline(
+    sim: KubeSim, front: ApiFront, clock: FakeClock
+) -> None:
+    place(sim, objects.pod("web-0", namespace="shop", node_name=NODE))
+    front.script("POST", eviction_path("shop", "web-0"), LOGIN_REDIRECT_302, count=None)
+
+    _, report = drain(front, clock, 60)
+
+    assert report.outcome == Outcome.TIMED_OUT
+    assert report.evicted == 0
+    assert not gone(sim, "shop", "web-0")
+    assert "redirect" in report.left["shop/web-0"]
+
+
+ROUTE_NOT_FOUND_404 = RealAnswer(
+    404, status_body("the server could not find the requested resource", 404, "NotFound")
+)
+
+
+def test_eviction_route_404__the_pod_still_running_is_not_reported_drained(
+    sim: KubeSim, front: ApiFront, clock: FakeClock
+) -> None:
+    """A 404 that names no pod (the route is not there: 'the server could not find the
+    requested resource'; a gateway's '404 page not found') was read as "already
+    gone": the pod marked GONE, never looked at again, and the drain ended DRAINED
+    with it on the node. A 404 is gone only when the pod watch agrees; else the
+    eviction is tried again, past the stuck check (no pod is "stuck terminating"
+    that was never deleted)."""
+    place(sim, objects.pod("web-0", namespace="shop", node_name=NODE))
+    front.script("POST", eviction_path("shop", "web-0"), ROUTE_NOT_FOUND_404, count=None)
+
+    _, report = drain(front, clock, 300)
+
+    assert not gone(sim, "shop", "web-0")
+    assert report.outcome == Outcome.TIMED_OUT, (
+        f"reported {report.outcome} while web-0 still runs on the node"
+    )
+    assert report.stuck == []
+    assert len(front.requests("POST", eviction_path("shop", "web-0"))) > 1
+
+
+def test_pod_deleted_between_the_list_and_its_eviction__404__gone_at_once(
+    sim: KubeSim, front: ApiFront, clock: FakeClock
+) -> None:
+    """The pod is deleted just before its eviction arrives (the eviction answers 404
+    naming it): the watch confirms it gone, and the drain ends DRAINED at once."""
+    place(sim, objects.pod("web-0", namespace="shop", node_name=NODE, grace=0))
+    not_found = RealAnswer(
+        404,
+        status_body(
+            'pods "web-0" not found', 404, "NotFound", details={"name": "web-0", "kind": "pods"}
+        ),
+    )
+    front.script(
+        "POST",
+        eviction_path("shop", "web-0"),
+        not_found,
+        then=lambda: admin(sim).delete("Pod", "web-0", "shop"),
+    )
+    started = clock()
+
+    _, report = drain(front, clock, 300)
+
+    assert report.outcome == Outcome.DRAINED
+    assert report.evicted == 0
+    assert gone(sim, "shop", "web-0")
+    assert clock() - started < 10, "gone when the watch said so, not at a stuck check"

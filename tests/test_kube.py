@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from realapi import (
     EVICTED_201,
+    LOGIN_REDIRECT_302,
     TWO_BUDGETS_201,
     TWO_BUDGETS_500,
     ApiFront,
@@ -205,6 +206,51 @@ def test_translate__throttling_keeps_retry_after() -> None:
 
     assert isinstance(error, errors.KubeTooManyRequests)
     assert error.retry_after == 7.0
+
+
+@pytest.mark.parametrize(
+    ("header", "details", "expected"),
+    [
+        pytest.param("inf", None, None, id="header-inf"),
+        pytest.param("nan", None, None, id="header-nan"),
+        pytest.param("-5", None, None, id="header-negative"),
+        pytest.param("99999999999", None, 600.0, id="header-huge-capped"),
+        pytest.param("1e400", None, None, id="header-overflows-to-inf"),
+        pytest.param("", 99999999999, 600.0, id="details-huge-capped"),
+        pytest.param("", float("inf"), None, id="details-inf"),
+        pytest.param("", True, None, id="details-bool"),
+        pytest.param("junk", 12, 12.0, id="bad-header-then-details"),
+    ],
+)
+def test_translate__retry_after_only_finite_positive_and_capped(
+    header: str, details: Any, expected: float | None
+) -> None:
+    """A Retry-After of inf or 1e11 (a proxy's, a forged one) made threading.Event.wait
+    raise OverflowError in a tracker's thread, which died; it is now a finite positive
+    number, at most 600 s (status.MAX_RETRY_AFTER), from the header and
+    details.retryAfterSeconds alike."""
+    body: dict[str, Any] = {"kind": "Status", "code": 429, "message": "slow down"}
+    if details is not None:
+        body["details"] = {"retryAfterSeconds": details}
+    headers = {"Retry-After": header} if header else {}
+
+    error = translate(
+        429, json.dumps(body).encode(), headers, verb="list", resource="pods", what="x"
+    )
+
+    assert isinstance(error, errors.KubeTooManyRequests)
+    assert error.retry_after == expected
+
+
+@pytest.mark.parametrize("code", [301, 302, 303, 307, 308])
+def test_translate__a_redirect_is_an_error_naming_it_and_where_it_points(code: int) -> None:
+    location = {"Location": "https://sso.example.com/login"}
+    error = translate(code, b"", location, verb="list", resource="pods", what="list pods")
+
+    assert type(error) is errors.KubeError, "not retried: the same request meets the same"
+    assert error.status == code
+    assert f"redirect (HTTP {code} to https://sso.example.com/login)" in str(error)
+    assert "proxy or gateway" in str(error)
 
 
 def test_translate__forbidden_names_verb_resource_and_fix() -> None:
@@ -580,6 +626,41 @@ def test_dry_run_eviction__dry_run_in_query_and_body(sim: KubeSim, front: ApiFro
     assert request.query == {"dryRun": ["All"]}
     assert json.loads(request.body)["deleteOptions"]["dryRun"] == ["All"]
     assert request.status == 201
+    assert not _web_0(sim)["metadata"].get("deletionTimestamp"), "nothing evicted"
+
+
+def test_redirect_with_no_body__a_list_of_pods_is_an_error_not_an_empty_list(
+    sim: KubeSim, front: ApiFront
+) -> None:
+    """A 302 (an auth proxy's or gateway's redirect to its login page) with an empty
+    body was read as the JSON `{}`: the node's pods listed as none. Any non-2xx is an
+    error (client-go's rule), named a redirect, and not retried."""
+    front.script("GET", r"^/api/v1/pods$", LOGIN_REDIRECT_302, count=None)
+    kube = front_kube(front)
+    try:
+        with pytest.raises(errors.KubeError, match="redirect") as raised:
+            pods, _ = kube.list_pods_on_node("n1")
+            pytest.fail(f"a 302 read as a success: {len(pods)} pods on the node")
+    finally:
+        kube.close()
+
+    assert "https://sso.example.com/login" in str(raised.value)
+    assert len(front.requests("GET", r"^/api/v1/pods$")) == 1, "a redirect is no outage"
+
+
+def test_redirect_on_eviction__the_pod_is_not_counted_evicted(
+    sim: KubeSim, front: ApiFront
+) -> None:
+    """The same 302 on an eviction's POST returned {} from Kube.evict: the eviction
+    passed for accepted, though nothing was evicted."""
+    front.script("POST", EVICTION, LOGIN_REDIRECT_302, count=None)
+    kube = front_kube(front)
+    try:
+        with pytest.raises(errors.KubeError, match="redirect"):
+            kube.evict(_web_0(sim))
+    finally:
+        kube.close()
+
     assert not _web_0(sim)["metadata"].get("deletionTimestamp"), "nothing evicted"
 
 

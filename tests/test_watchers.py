@@ -8,11 +8,15 @@ from collections.abc import Iterator
 from typing import Any
 from unittest.mock import create_autospec
 
-from realapi import StaticToken
+import pytest
+from realapi import StaticToken, status_body
 from support.views import wait_listed
 
+from drainer import errors
+from drainer.backoff import Backoff
 from drainer.engine.watchers import BudgetTracker, PodTracker
 from drainer.k8s.kube import Kube
+from drainer.k8s.status import translate
 from testbed import workloads as objects
 from testbed.workloads import Obj
 
@@ -104,3 +108,96 @@ def test_budget_watch_recovered_from_an_unexpected_error__synced_again() -> None
     finally:
         kube.stop.set()
         tracker.stop()
+
+
+class _Instant:
+    """A client whose pod watch ends (or says 410) the moment it is opened; or, with
+    `events`, after sending that many bookmarks."""
+
+    def __init__(self, gone: bool, events: int = 0) -> None:
+        self.gone = gone
+        self.events = events
+        self.lists = 0
+        self.watches = 0
+
+    def list_pods_on_node(self, node: str, selector: str = "") -> tuple[list[Any], str]:
+        self.lists += 1
+        return [], "7"
+
+    def watch_pods_on_node(self, *args: Any, **kwargs: Any) -> Iterator[dict[str, Any]]:
+        self.watches += 1
+        for _ in range(self.events):
+            yield {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "8"}}}
+        if self.gone:
+            raise errors.KubeGone("watch pods: too old resource version", 410)
+
+
+@pytest.mark.parametrize("gone", [False, True], ids=["closes-at-once", "410-at-once"])
+def test_watch_ending_at_once__reopened_with_a_pause__not_in_a_tight_loop(gone: bool) -> None:
+    """_Tracker._run reset its failures after a watch that ended "normally" and
+    re-listed at once after a 410, with no pause either way: a server (or proxy) that
+    ends every watch at once got thousands of requests a second from each tracker.
+    Both are paced by the relist backoff now, as client-go's reflector does (a watch
+    shorter than a second with no event is an error)."""
+    kube = _Instant(gone)
+    tracker = PodTracker(kube, "node-1")  # type: ignore[arg-type]
+    tracker.start([], "1")
+    time.sleep(1.0)
+    tracker.stop()
+
+    assert kube.watches + kube.lists <= 20, (
+        f"{kube.watches} watches and {kube.lists} lists in one second"
+    )
+
+
+def test_watch_with_events__reopened_at_once__no_pause() -> None:
+    """A watch that brought events and ended (the server's timeout) is re-opened at
+    once: the pause is for watches that end at once with nothing, never the normal
+    case (here the relist backoff is 5 s: one pause would show)."""
+    kube = _Instant(gone=False, events=1)
+    tracker = PodTracker(kube, "node-1")  # type: ignore[arg-type]
+    tracker.relist = Backoff(first=5.0, cap=5.0, jitter=0.0)
+    tracker.start([], "1")
+    time.sleep(0.5)
+    tracker.stop()
+
+    assert kube.watches >= 3, f"{kube.watches} watches in half a second"
+
+
+class _Throttled:
+    def __init__(self, retry_after: str) -> None:
+        self.retry_after = retry_after
+        self.lists = 0
+
+    def list_budgets(self) -> tuple[list[Any], str]:
+        self.lists += 1
+        raise translate(
+            429,
+            status_body("too many requests, please try again later", 429, "TooManyRequests"),
+            {"Retry-After": self.retry_after},
+            verb="list",
+            resource="poddisruptionbudgets",
+            what="list poddisruptionbudgets",
+        )
+
+
+@pytest.mark.parametrize("value", ["inf", "99999999999"])
+def test_huge_retry_after__the_tracker_thread_survives(value: str) -> None:
+    """status.retry_after took any positive float (`inf`, 1e11); _Tracker._run then
+    waited `self._stop.wait(delay)`, which raised OverflowError ("timestamp out of
+    range for platform time_t"): the thread died, its view frozen, `error` still None
+    (so the drain was not told)."""
+    died: list[BaseException | None] = []
+    previous = threading.excepthook
+    threading.excepthook = lambda args: died.append(args.exc_value)
+    kube = _Throttled(value)
+    tracker = BudgetTracker(kube)  # type: ignore[arg-type]
+    try:
+        tracker.start()
+        time.sleep(0.5)
+        thread = tracker._thread
+        assert thread is not None
+        assert thread.is_alive() and not died, f"the tracker's thread died: {died!r}"
+    finally:
+        tracker.stop()
+        threading.excepthook = previous

@@ -390,7 +390,7 @@ def _parts(ctx: DrainContext, budgets: BudgetTracker) -> _Parts:
         budgets=budgets,
         schedule=schedule,
         following=following,
-        evictions=Evictions(ctx, schedule, budgets),
+        evictions=Evictions(ctx, schedule, budgets, following.tracker),
         force=ForcePolicy(ctx, schedule, look_again=following.mark),
     )
 

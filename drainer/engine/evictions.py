@@ -19,7 +19,7 @@ from drainer.engine.context import DrainContext
 from drainer.engine.pods import Pod
 from drainer.engine.report import Kind, several_budgets_message
 from drainer.engine.schedule import Entry, Schedule, State
-from drainer.engine.watchers import BudgetTracker
+from drainer.engine.watchers import BudgetTracker, PodTracker
 from drainer.errors import (
     AdmissionDenied,
     EvictionBlocked,
@@ -47,6 +47,8 @@ class Evictions:
     ctx: DrainContext
     schedule: Schedule
     budgets: BudgetTracker
+    pods: PodTracker
+    """The node's pods as the watch has them: whether a pod answered 404 is gone."""
     conflicts_said: set[str] = field(default_factory=set)
     """The pods whose 409 was warned of (once each: the pod is tried again while the
     watch catches up with one replaced under its name)."""
@@ -57,9 +59,8 @@ class Evictions:
             return
         try:
             self.ctx.kube.evict(entry.pod, grace_period_seconds=self._grace_period(entry.pod))
-        except KubeNotFound:  # already gone
-            with self.ctx.cond:
-                self._gone_now(entry)
+        except KubeNotFound as e:  # gone, or a route or gateway that is not there
+            self._not_found(entry, e)
             return
         except KubeConflict as e:
             # Not a sign the pod is gone: the API server also answers 409 for a pod it
@@ -113,11 +114,19 @@ class Evictions:
                 )
             self.ctx.cond.notify_all()
 
-    def _gone_now(self, entry: Entry) -> None:
-        if entry.state is State.IN_FLIGHT:
-            self.schedule.gone(entry)
-            self.ctx.emit(Kind.GONE, pod=entry.name, tier=entry.tier)
-        self.ctx.cond.notify_all()
+    def _not_found(self, entry: Entry, error: KubeNotFound) -> None:
+        """A 404 is no proof the pod is gone: a missing eviction route, a gateway's
+        "404 page not found" answer it too, the pod still running. Gone when the pod
+        watch agrees (deleted between the list and the eviction); else tried again
+        after a backoff, and the watch's DELETED event, when it comes, ends it then."""
+        with self.ctx.cond:
+            gone = entry.state is State.IN_FLIGHT and self.pods.gone(entry.pod)
+            if gone:
+                self.schedule.gone(entry)
+                self.ctx.emit(Kind.GONE, pod=entry.name, tier=entry.tier)
+                self.ctx.cond.notify_all()
+        if not gone:  # the drain's loop looks at the pod again after this (Drain._send)
+            self._failed(entry, error)
 
     def _refused(self, entry: Entry, error: EvictionBlocked) -> None:
         namespace = entry.pod["metadata"].get("namespace", "")

@@ -11,8 +11,12 @@ A drain hands all its trackers one Condition: every change any of them sees (and
 every eviction answer) wakes the one loop that decides what to do next.
 
 A watch that breaks is re-listed and re-watched after a short backoff; a
-410 Gone re-lists at once. That re-list is the polling fallback: nothing is missed,
-because the list is the truth and the watch resumes from its resourceVersion.
+410 Gone re-lists after a short pause. That re-list is the polling fallback: nothing
+is missed, because the list is the truth and the watch resumes from its
+resourceVersion. A watch that ends (or says 410) at once, with no event, is paced
+by the same backoff, growing while it keeps doing so, as client-go's reflector
+does: a server or proxy that ends every watch at once is not asked again in a
+tight loop. A watch that ran its course is re-opened at once.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from __future__ import annotations
 import logging
 import random
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -31,6 +36,10 @@ from drainer.k8s.client import Streams
 from drainer.k8s.kube import Kube, Obj
 
 log = logging.getLogger(__name__)
+
+BRIEF_WATCH = 1.0
+"""A watch that ends sooner than this with no event (not even a bookmark) ended at
+once: paced as a failure, not re-opened at once (client-go's reflector's rule)."""
 
 
 class _Tracker:
@@ -58,6 +67,8 @@ class _Tracker:
         self._thread: threading.Thread | None = None
         self._rng = rng or random.Random()  # noqa: S311 - jitter
         self._watch_timeout = watch_timeout
+        self._opened = 0.0  # monotonic: when the last watch was opened
+        self._events = 0  # the events the last watch brought
 
     # Subclasses: the list, the watch, and how to apply what they return.
     def _list(self) -> tuple[list[Obj], str]:
@@ -118,7 +129,9 @@ class _Tracker:
         with self.cond:
             self._watching = True
             self.error = None  # listed and watching again: an unexpected error is behind it
+        self._opened, self._events = time.monotonic(), 0
         for event in self._watch(resource_version):
+            self._events += 1
             if self._stop.is_set():
                 break
             obj = event.get("object") or {}
@@ -132,16 +145,41 @@ class _Tracker:
                 self._changed()
         return resource_version
 
+    def _brief(self) -> bool:
+        """The last watch ended at once, with no event: a server or proxy that ends
+        every watch so must not be asked again in a tight loop."""
+        return not self._events and time.monotonic() - self._opened < BRIEF_WATCH
+
+    def _pause(self, failures: int, what: str) -> int:
+        """Wait before re-opening the watch (or re-listing) after one that ended at
+        once or said 410: `failures` counts the brief ones in a row (1 after a watch
+        that ran its course: a short first pause). Its new count."""
+        failures = failures + 1 if self._brief() else 1
+        delay = self.relist.delay(failures - 1, self._rng)
+        if what:
+            log.info("%s: %s in %.1f s", self.name, what, delay)
+        else:
+            log.debug(
+                "%s: the watch ended at once, with no event; re-opening it in %.1f s",
+                self.name,
+                delay,
+            )
+        self._stop.wait(delay)  # stopped: the loop ends
+        return failures
+
     def _run(self, resource_version: str) -> None:
         failures = 0
         while not self._stop.is_set():
+            self._opened, self._events = time.monotonic(), 0
             try:
                 resource_version = self._list_and_watch(resource_version)
-                failures = 0  # the server ended the watch normally: resume from where it was
+                # The server ended the watch normally: resume from where it was, at
+                # once unless it ended at once.
+                failures = self._pause(failures, "") if self._brief() else 0
             except KubeGone:
-                log.info("%s: watch history expired; re-listing", self.name)
                 self._watching = False
                 resource_version = ""
+                failures = self._pause(failures, "watch history expired; re-listing")
             except FatalKubeError as e:
                 with self.cond:
                     self.error = e

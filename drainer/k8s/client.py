@@ -358,7 +358,12 @@ class Client:
             )
         except ERRORS as e:
             raise transport_error(e, call.what) from e
-        if raw.status >= 400:
+        if not 200 <= raw.status < 300:
+            # Any non-2xx is an error, as in client-go: a 3xx (a proxy's or an SSO
+            # gateway's redirect, with an empty or HTML body) must not pass for `{}`,
+            # an empty list or an accepted eviction. translate() names the redirect, a
+            # plain KubeError: not retried here (no outage: the same request meets the
+            # same redirect); the drain's own loops try again with their backoff.
             try:
                 data = raw.read()
             except ERRORS:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import http.client
 import json
 import logging
+import math
 import re
 import ssl
 from collections.abc import Mapping
@@ -84,21 +85,35 @@ def status_body(data: bytes) -> Obj:
     return body if isinstance(body, dict) else {}
 
 
+MAX_RETRY_AFTER = 600.0
+"""The longest Retry-After taken as said: a larger one (a proxy's, a forged one) is
+cut to this, so no wait overflows (threading.Event.wait raises OverflowError on
+inf or 1e11) and no loop sleeps for hours on one answer."""
+
+
+def _seconds(value: Any) -> float | None:
+    """A Retry-After's seconds: a finite positive number, at most MAX_RETRY_AFTER;
+    None for anything else (nan, inf, zero, negative, not a number)."""
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        return None
+    try:
+        seconds = float(value)
+    except (ValueError, OverflowError):
+        return None
+    if not math.isfinite(seconds) or seconds <= 0:
+        return None
+    return min(seconds, MAX_RETRY_AFTER)
+
+
 def retry_after(headers: Mapping[str, str], body: Obj) -> float | None:
     """Seconds the server asked the client to wait: the Retry-After header (as the
     apiserver and its priority-and-fairness filter send it), else the Status's
-    details.retryAfterSeconds."""
-    value = headers.get("Retry-After")
-    if value:
-        try:
-            seconds = float(value)
-        except ValueError:
-            pass
-        else:
-            if seconds > 0:
-                return seconds
+    details.retryAfterSeconds; capped at MAX_RETRY_AFTER."""
+    seconds = _seconds(headers.get("Retry-After") or None)
+    if seconds is not None:
+        return seconds
     detail = (body.get("details") or {}).get("retryAfterSeconds")
-    return float(detail) if isinstance(detail, int | float) and detail > 0 else None
+    return None if isinstance(detail, str) else _seconds(detail)
 
 
 def _causes(body: Obj, cause_type: str) -> list[Obj]:
@@ -159,11 +174,29 @@ def translate_status(
         return _forbidden(body, message, verb=verb, resource=resource, what=what)
     if status == 429:
         return _too_many_requests(body, message, headers, what=what)
+    if 300 <= status < 400:
+        return _redirect(status, headers, what=what)
     if status == 500 and _SEVERAL_BUDGETS in message:
         return MultipleBudgets(f"{what}: {message}", 500, reason)
     if status >= 500:
         return KubeServerError(f"{what}: API server error {status}: {message}", status, reason)
     return KubeError(f"{what}: HTTP {status} {reason}: {message}", status, reason)
+
+
+def _redirect(status: int, headers: Mapping[str, str], *, what: str) -> KubeError:
+    """A 3xx: the API server never redirects an API call (client-go takes any
+    non-2xx for an error); a proxy, gateway or SSO front sent its own answer, often
+    a login page's Location. A plain KubeError: not retried by the client (it is no
+    outage, the same request meets the same redirect), retried by the drain's own
+    loops with backoff until its deadline, so a fixed proxy is seen again."""
+    location = headers.get("Location") or ""
+    to = f" to {location[:200]}" if location else ""
+    return KubeError(
+        f"{what}: the server answered a redirect (HTTP {status}{to}), which the API server "
+        "never sends: is a proxy or gateway in front of the API server (check the cluster "
+        "endpoint, HTTPS_PROXY and NO_PROXY)?",
+        status,
+    )
 
 
 def _forbidden(body: Obj, message: str, *, verb: str, resource: str, what: str) -> KubeError:
