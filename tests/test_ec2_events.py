@@ -1326,6 +1326,25 @@ def test_scheduled_change__window_within_the_drain_timeout__deadline_is_its_star
     assert approach.waits_for == frozenset({"scheduled-change"})
 
 
+@pytest.mark.parametrize(("policy", "forced"), [("continue", False), ("force", True)])
+def test_scheduled_change__window_within_the_timeout__cut_to_this_invocation__policy_at_its_end(
+    policy: str, forced: bool
+) -> None:
+    """A window 30 minutes away, the drain cut to this invocation's end (EC2 drains do
+    not hand over): EC2's grace-fitting does not apply at that end, but TIMEOUT_POLICY
+    does, the last moment this drain has before EC2 acts (the review's fix of the
+    rebalance case had taken it away here too)."""
+    settings = Settings.from_env({"TIMEOUT_POLICY": policy})
+    now = RETIRES_AT - 1800
+    found = _scheduled(RETIRES_AT)
+    cut = Deadline(now + 840, "cut to this invocation's time")
+
+    approach = ec2_events.approach_for(found, settings, cut, now, fixed=False)
+
+    assert approach.options.force_on_timeout is forced
+    assert not approach.options.fit_grace_to_deadline
+
+
 @pytest.mark.parametrize("policy", ["continue", "force"])
 def test_scheduled_change__window_days_away__drain_timeout_budgets_respected_nothing_forced(
     policy: str,

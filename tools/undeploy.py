@@ -103,6 +103,11 @@ def function_settings(lambda_client: Client, stack: dict[str, Any]) -> Settings:
         ) from e
     variables = (config.get("Environment") or {}).get("Variables") or {}
     environment = {str(k): str(v) for k, v in variables.items()}
+    if environment.get("LAUNCH_HOOK_NAME") == environment.get("LIFECYCLE_HOOK_NAME"):
+        # Deployed before the two names had to differ (the settings refuse the pair
+        # now): its one hook name is LIFECYCLE_HOOK_NAME's, found by this stack's
+        # metadata whichever transition it has.
+        environment.pop("LAUNCH_HOOK_NAME", None)
     try:
         return Settings.from_env(environment)
     except SettingsError as e:

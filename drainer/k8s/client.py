@@ -363,7 +363,8 @@ class Client:
             # gateway's redirect, with an empty or HTML body) must not pass for `{}`,
             # an empty list or an accepted eviction. translate() names the redirect, a
             # plain KubeError: not retried here (no outage: the same request meets the
-            # same redirect); the drain's own loops try again with their backoff.
+            # same redirect); an eviction or a watch is tried again by the engine, a
+            # node's lookup or cordon fails the drain, naming the redirect.
             try:
                 data = raw.read()
             except ERRORS:

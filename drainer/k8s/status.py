@@ -187,8 +187,9 @@ def _redirect(status: int, headers: Mapping[str, str], *, what: str) -> KubeErro
     """A 3xx: the API server never redirects an API call (client-go takes any
     non-2xx for an error); a proxy, gateway or SSO front sent its own answer, often
     a login page's Location. A plain KubeError: not retried by the client (it is no
-    outage, the same request meets the same redirect), retried by the drain's own
-    loops with backoff until its deadline, so a fixed proxy is seen again."""
+    outage, the same request meets the same redirect). Where it lands decides what
+    follows: an eviction or a watch is tried again with the engine's backoff; the
+    node's lookup or its cordon ends the drain failed, naming it."""
     location = headers.get("Location") or ""
     to = f" to {location[:200]}" if location else ""
     return KubeError(

@@ -243,12 +243,18 @@ def approach_for(
     when this invocation's end cut it short)."""
     base = settings.drain_options()
     kind = found.event.kind
-    if not (fixed_by_ec2(found, settings, now) if fixed is None else fixed):
+    by_ec2 = fixed_by_ec2(found, settings, now)
+    if not (by_ec2 if fixed is None else fixed):
         waits_for = EC2_TRIGGERS if kind is Ec2Kind.REBALANCE else frozenset({str(kind)})
-        # EC2 does not take the instance at this deadline (a rebalance, a window days
-        # away, a late event's instance that still runs, this invocation's end): no pod
-        # is deleted past its budget for it, whatever TIMEOUT_POLICY says.
-        options = replace(base, trigger=str(kind), force_on_timeout=False)
+        # Cut to this invocation's end before EC2's moment (a window within
+        # DRAIN_TIMEOUT_SECONDS, further than this invocation's time): TIMEOUT_POLICY
+        # applies at that end, the last this drain has before EC2 acts. Where EC2 does
+        # not take the instance at all by this deadline (a rebalance, a window further
+        # away, a late event's instance that still runs), no pod is deleted past its
+        # budget, whatever TIMEOUT_POLICY says.
+        options = replace(
+            base, trigger=str(kind), force_on_timeout=base.force_on_timeout and by_ec2
+        )
         return Approach(options, waits_for, found.event.change_id)
     time_left = max(0.0, deadline.at - now)
     options = replace(
@@ -271,7 +277,7 @@ def drain(found: Ec2Target, tools: Tools, invocation: Invocation | None) -> Run:
     stop = hand_over_at(invocation, settings, clock)
     if stop is not None and stop < deadline.at:  # no hand-over: it ends in this invocation
         deadline = Deadline(stop, f"{deadline.source}, cut to this invocation's time")
-        fixed = False  # EC2 does not act then: no pod is deleted for it
+        fixed = False  # EC2 does not act then: its grace-fitting and forcing do not apply
     log_deadline(deadline, started)
     try:
         cluster = aws.describe_cluster(clients.eks, found.cluster)

@@ -337,7 +337,7 @@ def find_ours_elsewhere(
 ) -> HookSearch:
     """This stack's hooks (either name) on the region's groups but `covered` (one
     untagged by hand, a managed node group left alone), and but those tagged for
-    another cluster, which ASG_TAG never admitted: find_ours until `deadline`. The
+    another cluster, which ASG_TAG does not admit: find_ours until `deadline`. The
     custom resource's Delete and `make undeploy` look the same way. AwsError when
     the groups cannot be listed."""
     every = aws.every_group(autoscaling)

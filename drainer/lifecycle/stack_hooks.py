@@ -271,7 +271,7 @@ def _elsewhere(
 ) -> tuple[str, int]:
     """Delete this stack's hooks on the region's other groups (untagged by hand, a
     managed node group left alone, an Update's deletion refused), but those tagged
-    for another cluster, which ASG_TAG never admitted: (the reason's tail, how many
+    for another cluster, which ASG_TAG does not admit: (the reason's tail, how many
     deleted). The tagged groups' policy refuses a deletion once the tag is gone:
     named with the command, not a failure."""
     try:

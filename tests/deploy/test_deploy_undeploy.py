@@ -137,6 +137,30 @@ def test_yes__with_the_launch_hook__both_hooks_deleted(
     assert f"deleted launch hook eks-node-drainer-launch on {ASGS[0]}" in lines
 
 
+def test_yes__a_stack_deployed_with_both_hook_names_equal__its_hook_deleted(
+    moto_stack: MotoStack, groups: dict[str, str]
+) -> None:
+    """A stack deployed before LAUNCH_HOOK_NAME had to differ from LIFECYCLE_HOOK_NAME
+    (the settings refuse the pair now): undeploy still reads its function's settings."""
+    stack = undeploy.the_stack(moto_stack.client("cloudformation"), STACK)
+    name = undeploy.function_name(undeploy.stack_outputs(stack), STACK)
+    lambda_client = moto_stack.client("lambda")
+    variables = lambda_client.get_function_configuration(FunctionName=name)["Environment"]
+    same = {k: str(v) for k, v in variables["Variables"].items()}
+    same |= {"LIFECYCLE_HOOK_NAME": HOOK, "LAUNCH_HOOK_NAME": HOOK}
+    lambda_client.update_function_configuration(FunctionName=name, Environment={"Variables": same})
+    lines: list[str] = []
+
+    status = undeploy.undeploy(
+        connect("us-east-1"),
+        undeploy.Options(stack_name=STACK, yes=True, poll_seconds=0.01),
+        lines.append,
+    )
+
+    assert status == 0, lines
+    assert _hooks(moto_stack, ASGS[0]) == [], "the stack's hook is left behind"
+
+
 @pytest.fixture
 def uncovered(moto_stack: MotoStack, groups: dict[str, str]) -> str:
     """A group the stack no longer covers (untagged by hand, no cluster tag) with
