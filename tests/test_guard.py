@@ -37,7 +37,9 @@ class Ledger:
         self.asked.append(("recordon",))
         return {"metadata": {"annotations": {ANNOTATION: "cordoned again"}}}
 
-    def end(self, outcome: Outcome, now: float, evicted: int) -> dict[str, Any]:
+    def end(
+        self, outcome: Outcome, now: float, evicted: int, *, cordoned: bool = False
+    ) -> dict[str, Any]:
         self.asked.append(("end", outcome, evicted))
         return {"metadata": {"annotations": {ANNOTATION: f"{outcome}, {evicted} evicted"}}}
 
@@ -128,7 +130,10 @@ def test_operator_cordon_lifted_mid_drain__recordon_is_the_drainers__release_und
     _, report = drain(front, clock, 120)
 
     assert report.outcome == Outcome.DRAINED
-    assert report.recordons == 1
+    # At least once: the end cordons again when the node's watch has not yet shown
+    # the first re-cordon (an intermediate version of the uncordoned node): seen in 1
+    # run of 8. Cordoning twice is harmless; what matters is whose cordon it is.
+    assert report.recordons >= 1
     node = sim.get("Node", NODE)
     assert node["spec"].get("unschedulable") is True  # the drainer's re-cordon
     _, released = release_patch(node)
