@@ -105,10 +105,26 @@ def test_recordon__the_drains_cordon_from_then_on__the_begun_record_kept() -> No
     progress = json.loads(node["metadata"]["annotations"][PROGRESS_ANNOTATION])
     begun = {"phase": "draining", "trigger": "spot-interruption", "since": 10, "until": 130}
     assert progress == {**begun, "added": [ADDED_CORDON, ADDED_LABEL]}
-    node = _apply(node, record.end(Outcome.DRAINED, 20, 1))
+    node = _apply(node, record.end(Outcome.DRAINED, 20, 1, cordoned=True))
     assert added_by_drainer(node) == {ADDED_CORDON, ADDED_LABEL}
     undo, _ = release_patch(node)
     assert _apply(node, undo)["spec"] == {"unschedulable": False}
+
+
+def test_recordon_refused__the_end_not_told_it_took__no_cordon_claimed() -> None:
+    """Review of d512e9f: the re-cordon's record claimed the cordon before its patch
+    was known to have taken. Refused, and the operator's own cordon put back, the end
+    record said the drain added it, and `release` undid the operator's cordon. The
+    record keeps nothing of a re-cordon: the engine tells the end whether one took."""
+    record = ProgressRecord(trigger="spot-interruption")
+    node = _apply(_node(unschedulable=True), record.begin(_node(unschedulable=True), 10, 130))
+    record.recordon()  # its patch refused: never applied
+
+    node = _apply(node, record.end(Outcome.DRAINED, 20, 1))
+
+    assert ADDED_CORDON not in added_by_drainer(node)
+    undo, _ = release_patch(node)
+    assert _apply(node, undo)["spec"] == {"unschedulable": True}
 
 
 def test_release__no_record__nothing_to_undo() -> None:

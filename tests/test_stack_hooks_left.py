@@ -316,14 +316,11 @@ def test_update_disallowing_managed_node_groups__the_look_counts_the_updates_tim
     assert clock.now < 300.0, f"answered {clock.now:.0f} s after the Update began"
 
 
-def test_update_not_covered__the_reason_kept_within_the_limit(
-    account: Account,
-    answers: cfn.ResponseServer,
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """A long Update reason (hundreds of groups' hooks deleted: _put's reason cut to
-    _REASON_LIMIT by reply()) gets "; not covered: ..." appended past the limit,
-    after a word cut in two."""
+def _long_reason_update(
+    account: Account, answers: cfn.ResponseServer, monkeypatch: pytest.MonkeyPatch
+) -> dict[str, Any]:
+    """An Update leaving the managed node group eks-ng-1 uncovered, its put's reason
+    made long (hundreds of groups' hooks: reply() cuts it to _REASON_LIMIT): the answer."""
     managed_group(account, "eks-ng-1")
     account.group("self-managed")
     real_put = stack_hooks._put
@@ -334,9 +331,20 @@ def test_update_not_covered__the_reason_kept_within_the_limit(
 
     monkeypatch.setattr(stack_hooks, "_put", long_put)
     named = {"AsgNames": "eks-ng-1,self-managed", "AsgTag": ""}
-    updated = _allow_then_disallow(
+    return _allow_then_disallow(
         account, answers, allowed_asgs=("eks-ng-1", "self-managed"), properties=named
     )
+
+
+def test_update_not_covered__the_reason_kept_within_the_limit(
+    account: Account,
+    answers: cfn.ResponseServer,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A long Update reason (hundreds of groups' hooks deleted: _put's reason cut to
+    _REASON_LIMIT by reply()) gets "; not covered: ..." appended past the limit,
+    after a word cut in two."""
+    updated = _long_reason_update(account, answers, monkeypatch)
     assert updated["Status"] == "SUCCESS", updated
     assert len(updated["Reason"]) <= stack_hooks._REASON_LIMIT, len(updated["Reason"])
 
@@ -350,19 +358,7 @@ def test_update_not_covered__a_long_reason_still_says_not_covered(
     so a head already at the limit (hundreds of groups' hooks: reply() cut it) loses
     "; not covered: ..." entirely: the Update succeeds and never says the managed node
     group named in AsgNames is not drained, nor what to do (b967771's promise)."""
-    managed_group(account, "eks-ng-1")
-    account.group("self-managed")
-    real_put = stack_hooks._put
-
-    def long_put(request: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
-        answer = real_put(request, *args, **kwargs)
-        return stack_hooks.reply(request, answer["Status"], answer["Reason"] + " x" * 2000)
-
-    monkeypatch.setattr(stack_hooks, "_put", long_put)
-    named = {"AsgNames": "eks-ng-1,self-managed", "AsgTag": ""}
-    updated = _allow_then_disallow(
-        account, answers, allowed_asgs=("eks-ng-1", "self-managed"), properties=named
-    )
+    updated = _long_reason_update(account, answers, monkeypatch)
     assert updated["Status"] == "SUCCESS", updated
     assert len(updated["Reason"]) <= stack_hooks._REASON_LIMIT, len(updated["Reason"])
     assert "not covered: eks-ng-1" in updated["Reason"], updated["Reason"][-200:]

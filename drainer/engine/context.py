@@ -78,13 +78,15 @@ class NodeRecord(Protocol):
 
     def recordon(self) -> Obj:
         """The merge patch that records the node cordoned again by the drain (someone
-        uncordoned it mid-drain): that cordon is the drain's own from then on, and the
-        end's patch records it so too. The engine adds `spec.unschedulable` to it."""
+        uncordoned it mid-drain): that cordon is the drain's own from then on. The
+        engine adds `spec.unschedulable` to it; the record keeps nothing of it (the
+        patch may be refused): the end's patch is told."""
         ...
 
-    def end(self, outcome: Outcome, now: float, evicted: int) -> Obj:
+    def end(self, outcome: Outcome, now: float, evicted: int, *, cordoned: bool = False) -> Obj:
         """The merge patch that records how the drain ended ("drained",
-        "interrupted", "timed_out", "failed") and how many pods it evicted."""
+        "interrupted", "timed_out", "failed") and how many pods it evicted;
+        `cordoned`: the cordon on the node is the drain's own (a re-cordon took)."""
         ...
 
 

@@ -195,17 +195,20 @@ class NodeGuard:
         reads it. A node still open (a re-cordon refused and not yet retried, or an
         uncordon the loop had not seen) is cordoned by the same patch, its record
         saying that cordon is the drain's, or, should that be refused, the record goes
-        alone. A refusal is a log line: the drain is over."""
+        alone, claiming the cordon only if a re-cordon took (`report.recordons`): one
+        refused and followed by an operator's own cordon is not ours to undo. A
+        refusal is a log line: the drain is over."""
         ctx = self.ctx
         with ctx.cond:
             still_open = self._open()
-        if still_open:  # the cordon put back is the drain's: the end's record says so
-            self.record.recordon()
-        patch = self.record.end(outcome, ctx.clock(), ctx.report.evicted)
+            recordoned = ctx.report.recordons > 0  # a re-cordon took: that cordon is ours
+        now, evicted = ctx.clock(), ctx.report.evicted
         try:
-            if still_open and self._cordon_with(patch):
+            if still_open and self._cordon_with(
+                self.record.end(outcome, now, evicted, cordoned=True)
+            ):
                 return
-            self.patch(patch)
+            self.patch(self.record.end(outcome, now, evicted, cordoned=recordoned))
         except KubeNotFound:
             pass
         except KubeError as e:  # the drain is over; a failed record is only a log line

@@ -148,16 +148,16 @@ class ProgressRecord:
         """Someone uncordoned the node mid-drain and the drain cordons it again: that
         cordon is the drainer's now, whoever's the one lifted was (an operator's, there
         before the drain), so the record names it among what the drainer added, for
-        `release` to undo. The patch of the record alone: the caller adds the cordon."""
-        self.added = self.added | {ADDED_CORDON}
+        `release` to undo. The patch of the record alone: the caller adds the cordon,
+        and tells `end` whether it took."""
         record = json.loads(self._begun) if self._begun else {"phase": DRAINING}
-        record["added"] = sorted(self.added)
+        record["added"] = sorted(self.added | {ADDED_CORDON})
         return {"metadata": {"annotations": {PROGRESS_ANNOTATION: json.dumps(record)}}}
 
-    def end(self, outcome: Outcome, now: float, evicted: int) -> Obj:
+    def end(self, outcome: Outcome, now: float, evicted: int, *, cordoned: bool = False) -> Obj:
         progress = progress_value(
             outcome,
-            self.added,
+            self.added | {ADDED_CORDON} if cordoned else self.added,
             trigger=self.trigger,
             destination=self.destination,
             change=self.change,

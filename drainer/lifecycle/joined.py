@@ -26,6 +26,7 @@ from drainer.engine import pods
 from drainer.k8s.cordon import ADDED_CORDON, added_by_drainer, progress_of
 from drainer.k8s.kube import Kube
 from drainer.k8s.nodes import find_node_object
+from drainer.lifecycle.launch_release import release_command
 from drainer.lifecycle.settings import Settings
 
 STARTUP_TAINTS = (
@@ -215,7 +216,7 @@ def cordon_advice(node: str, *, from_warm_pool: bool) -> str:
             f"The node takes no pods until it is uncordoned (kubectl uncordon {node}): it "
             "came back from the warm pool cordoned, not by eks-node-drainer (cordoned "
             "before it went into the warm pool, or by someone else since), so the launch "
-            f"left the cordon; `eks-node-drainer release --node {node}` leaves it too."
+            f"left the cordon; `{release_command(node)}` leaves it too."
         )
     return (
         f"The node takes no pods until it is uncordoned (kubectl uncordon {node}): it was "

@@ -50,6 +50,15 @@ def _hooks(moto_stack: MotoStack, group: str) -> list[str]:
     return [h["LifecycleHookName"] for h in found["LifecycleHooks"]]
 
 
+def _undeploy(**options: Any) -> tuple[int, list[str]]:
+    """make undeploy of STACK with `options` (undeploy.Options'), and its lines."""
+    lines: list[str] = []
+    status = undeploy.undeploy(
+        connect("us-east-1"), undeploy.Options(stack_name=STACK, **options), lines.append
+    )
+    return status, lines
+
+
 def _stacks(moto_stack: MotoStack) -> list[str]:
     listed = moto_stack.client("cloudformation").list_stacks()["StackSummaries"]
     return [s["StackName"] for s in listed if s["StackStatus"] != "DELETE_COMPLETE"]
@@ -58,11 +67,7 @@ def _stacks(moto_stack: MotoStack) -> list[str]:
 def test_dry_run__says_what_it_would_delete__deletes_nothing(
     moto_stack: MotoStack, groups: dict[str, str]
 ) -> None:
-    lines: list[str] = []
-
-    status = undeploy.undeploy(
-        connect("us-east-1"), undeploy.Options(stack_name=STACK), lines.append
-    )
+    status, lines = _undeploy()
 
     assert status == 0
     text = "\n".join(lines)
@@ -77,13 +82,7 @@ def test_dry_run__says_what_it_would_delete__deletes_nothing(
 def test_yes__stack_deleted_then_its_hooks__others_left(
     moto_stack: MotoStack, groups: dict[str, str]
 ) -> None:
-    lines: list[str] = []
-
-    status = undeploy.undeploy(
-        connect("us-east-1"),
-        undeploy.Options(stack_name=STACK, yes=True, poll_seconds=0.01),
-        lines.append,
-    )
+    status, lines = _undeploy(yes=True, poll_seconds=0.01)
 
     assert status == 0, lines
     assert STACK not in _stacks(moto_stack)
@@ -124,13 +123,7 @@ def test_yes__with_the_launch_hook__both_hooks_deleted(
         DefaultResult="CONTINUE",
         NotificationMetadata=ours["NotificationMetadata"],  # names this stack
     )
-    lines: list[str] = []
-
-    status = undeploy.undeploy(
-        connect("us-east-1"),
-        undeploy.Options(stack_name=STACK, yes=True, poll_seconds=0.01),
-        lines.append,
-    )
+    status, lines = _undeploy(yes=True, poll_seconds=0.01)
 
     assert status == 0, lines
     assert _hooks(moto_stack, ASGS[0]) == [], "a hook of the stack's is left behind"
@@ -149,13 +142,7 @@ def test_yes__a_stack_deployed_with_both_hook_names_equal__its_hook_deleted(
     same = {k: str(v) for k, v in variables["Variables"].items()}
     same |= {"LIFECYCLE_HOOK_NAME": HOOK, "LAUNCH_HOOK_NAME": HOOK}
     lambda_client.update_function_configuration(FunctionName=name, Environment={"Variables": same})
-    lines: list[str] = []
-
-    status = undeploy.undeploy(
-        connect("us-east-1"),
-        undeploy.Options(stack_name=STACK, yes=True, poll_seconds=0.01),
-        lines.append,
-    )
+    status, lines = _undeploy(yes=True, poll_seconds=0.01)
 
     assert status == 0, lines
     assert _hooks(moto_stack, ASGS[0]) == [], "the stack's hook is left behind"
@@ -188,13 +175,7 @@ def uncovered(moto_stack: MotoStack, groups: dict[str, str]) -> str:
 def test_yes__the_stacks_hook_on_an_uncovered_group__deleted_another_clusters_left(
     moto_stack: MotoStack, uncovered: str
 ) -> None:
-    lines: list[str] = []
-
-    status = undeploy.undeploy(
-        connect("us-east-1"),
-        undeploy.Options(stack_name=STACK, yes=True, poll_seconds=0.01),
-        lines.append,
-    )
+    status, lines = _undeploy(yes=True, poll_seconds=0.01)
 
     assert status == 0, lines
     assert _hooks(moto_stack, uncovered) == [], "the stack's hook on an uncovered group is left"
@@ -205,11 +186,7 @@ def test_yes__the_stacks_hook_on_an_uncovered_group__deleted_another_clusters_le
 def test_dry_run__lists_the_stacks_hooks_on_uncovered_groups(
     moto_stack: MotoStack, uncovered: str
 ) -> None:
-    lines: list[str] = []
-
-    status = undeploy.undeploy(
-        connect("us-east-1"), undeploy.Options(stack_name=STACK), lines.append
-    )
+    status, lines = _undeploy()
 
     assert status == 0
     text = "\n".join(lines)
@@ -221,13 +198,7 @@ def test_dry_run__lists_the_stacks_hooks_on_uncovered_groups(
 def test_yes__out_of_time__the_uncovered_groups_named_not_looked_at(
     moto_stack: MotoStack, uncovered: str
 ) -> None:
-    lines: list[str] = []
-
-    status = undeploy.undeploy(
-        connect("us-east-1"),
-        undeploy.Options(stack_name=STACK, yes=True, poll_seconds=0.01, look_seconds=0.0),
-        lines.append,
-    )
+    status, lines = _undeploy(yes=True, poll_seconds=0.01, look_seconds=0.0)
 
     assert status == 0, lines
     assert _hooks(moto_stack, uncovered) == [HOOK]
