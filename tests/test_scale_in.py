@@ -863,6 +863,58 @@ def test_late_scale_in__action_gone__instance_not_in_service__drained_as_before(
     assert kubesim.get("Node", scene.node_name)["spec"].get("unschedulable") is True
 
 
+def test_late_event_past_its_deadline__action_gone__instance_in_a_new_action__left_alone(
+    moto_aws: None, kubesim: KubeSim
+) -> None:
+    """A scale-in into the warm pool whose event comes hours late, after its deadline:
+    meanwhile its action timed out, the instance came back and was scaled in again
+    (a new action, its own token and its own event). The late event's deadline is
+    past, and under TIMEOUT_POLICY=force a drain on it force-deleted every pod at
+    once, budgets bypassed, on an instance whose own action had barely begun. Its
+    action is gone (the heartbeat with its token is refused): the event is stale,
+    the node left to the new action's own drain, that action left unanswered."""
+    scene = _late_into_the_warm_pool(moto_aws, kubesim, back=True)
+    instance = scene.event.instance_id
+    token = scene.sim.begin_termination("eks-workers", instance, "drain")
+    settings = Settings(cluster_name=CLUSTER, timeout_policy=TimeoutPolicy.FORCE)
+    hours_later = FakeClock(time.time() + 2 * 3600)
+    tools = Tools(settings, scene.clients, scene.kube, clock=hours_later, sleep=_no_sleep)
+
+    summary = scale_in.handle(scene.event, tools, None, raw_event=scene.raw_event)
+
+    assert summary["result"] == Result.STALE, summary
+    assert "came after its deadline" in summary["message"], summary["message"]
+    assert summary["lifecycle_result"] == "none" and scene.sim.calls("complete") == []
+    assert kubesim.get("Pod", "web", namespace="default") is not None, "a pod force-deleted"
+    assert not kubesim.get("Node", scene.node_name)["spec"].get("unschedulable")
+    (current,) = [a for a in scene.sim.actions() if a["token"] == token]
+    assert current["closed_at"] is None, "the new action was answered by the old event"
+
+
+def test_event_past_its_deadline__action_alive__drained_with_its_timeout_policy(
+    moto_aws: None, kubesim: KubeSim
+) -> None:
+    """An event that comes after its deadline while its own action is still alive (a
+    retry after a crash, just past DRAIN_TIMEOUT_SECONDS): the drain is the action's,
+    and TIMEOUT_POLICY applies at once, as before."""
+    scene = _late_into_the_warm_pool(moto_aws, kubesim, back=False)
+    instance = scene.event.instance_id
+    scene.sim.scale_out_from_warm_pool("eks-workers")
+    token = scene.sim.begin_termination("eks-workers", instance, "drain")
+    event = parse_event(scene.sim.event_for(token))
+    assert isinstance(event, LifecycleEvent)
+    settings = Settings(
+        cluster_name=CLUSTER, timeout_policy=TimeoutPolicy.FORCE, drain_timeout_seconds=60
+    )
+    later = FakeClock(time.time() + 120)
+    tools = Tools(settings, scene.clients, scene.kube, clock=later, sleep=_no_sleep)
+
+    summary = scale_in.handle(event, tools, None, raw_event=scene.sim.event_for(token))
+
+    assert summary["result"] == Result.TIMED_OUT, summary
+    assert kubesim.get("Node", scene.node_name)["spec"].get("unschedulable") is True
+
+
 def test_into_warm_pool_timed_out_launch_hook_off__end_line_still_says_to_release(
     caplog: pytest.LogCaptureFixture,
 ) -> None:

@@ -31,6 +31,7 @@ from drainer.lifecycle.outcomes import Result, lifecycle_result
 from drainer.lifecycle.runner import run_job
 from drainer.lifecycle.settings import Settings
 from drainer.lifecycle.window import (
+    Deadline,
     Invocation,
     Window,
     effective_deadline,
@@ -76,12 +77,12 @@ def drain_instance(
             "instance runs no pods of the cluster's, nothing to drain",
             started_at=started_at,
         )
-    stale = _serving_again(event, clients.autoscaling)
+    deadline = effective_deadline(now, event, admitted.hook, settings)
+    stale = _stale(event, clients.autoscaling, deadline, now)
     if stale:
         return Run(Result.STALE, stale, started_at=started_at)
     if on_start is not None:
         on_start()
-    deadline = effective_deadline(now, event, admitted.hook, settings)
     log_deadline(deadline, clock())
     with frame.heartbeating(clients.autoscaling, event, admitted.hook) as heartbeat:
         window = Window(deadline, hand_over_at(invocation, settings, clock))
@@ -96,17 +97,23 @@ SERVING = ("InService", "Pending", "Standby")
 instance that serves, or is about to: not one being terminated."""
 
 
-def _serving_again(event: LifecycleEvent, autoscaling: aws.Client) -> str:
-    """Why the event is stale, "" when it is not: its instance serves again and its
-    lifecycle action is gone (a scale-in into the warm pool whose event came after
-    the action timed out, the instance since back in service). Its node is left
-    alone: draining it would cordon and empty a node in service, with no launch to
-    release it. Both signals must agree, the state first (one call; a heartbeat is
-    tried only for an instance that serves); any other answer (the instance being
-    terminated, the action alive, a failed call) drains as before."""
+def _stale(event: LifecycleEvent, autoscaling: aws.Client, deadline: Deadline, now: float) -> str:
+    """Why the event is stale, "" when it is not. Its lifecycle action is gone, and
+    either its instance serves again (a scale-in into the warm pool whose event came
+    after the action timed out, the instance since back in service: draining it would
+    cordon and empty a node in service, with no launch to release it), or the event
+    came after its own deadline: hours late (Lambda's queue keeps an event up to 6 h),
+    the instance maybe in a new action since (back from the warm pool, scaled in
+    again) whose own event drains it to its own deadline; a drain to the old, past
+    one would apply TIMEOUT_POLICY at once (force: every pod deleted, budgets
+    bypassed). Either way its node is left alone. Both signals must agree, the state
+    (or the deadline) first: a heartbeat is tried only then, and any other answer
+    (the action alive, a retry just past the deadline, a failed call) drains as
+    before."""
+    late = deadline.at <= now
     try:
         state = aws.instance_lifecycle_state(autoscaling, event.instance_id)
-        if not state.startswith(SERVING):
+        if not (state.startswith(SERVING) or late):
             return ""
         aws.record_heartbeat(autoscaling, event)
         return ""  # the action is alive: an instance in Standby, say, is still drained
@@ -114,10 +121,16 @@ def _serving_again(event: LifecycleEvent, autoscaling: aws.Client) -> str:
         pass
     except AwsError:
         return ""  # the heartbeat ticker tries again; the drain goes on
+    gone = f"the lifecycle action of instance {event.instance_id} is gone and "
+    if state.startswith(SERVING):
+        return (
+            f"{gone}the instance is {state} again: the event is stale (it came after the "
+            "action ended), so its node is left alone"
+        )
     return (
-        f"the lifecycle action of instance {event.instance_id} is gone and the instance is "
-        f"{state} again: the event is stale (it came after the action ended), so its node "
-        "is left alone"
+        f"{gone}the event came after its deadline ({deadline.source}): the event is "
+        "stale, so its node is left alone (a new lifecycle action of the instance "
+        "drains it by its own event)"
     )
 
 
