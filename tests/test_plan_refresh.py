@@ -161,6 +161,19 @@ def test_stuck__a_pod_under_two_budgets_is_left_to_its_own_blocker() -> None:
     assert stuck([_web("web-0"), _web("web-1")], [_budget(1, min_available=2), other]) == []
 
 
+@pytest.mark.parametrize("phase", ["Pending", "Succeeded", "Failed"])
+def test_stuck__a_pod_the_eviction_api_deletes_past_its_budget_takes_no_disruption(
+    phase: str,
+) -> None:
+    """A Pending, Succeeded or Failed pod is deleted without its budget being read
+    (eviction.go's canIgnorePDB): it takes none of the budget's disruptions, so one
+    Running pod that fits nowhere beside it, under a budget that allows one, is no
+    deadlock the cordons make. Counted, the plan reported one and exited 1."""
+    other = w.pod("web-1", node_name="n1", labels={"app": "web"}, owner="ReplicaSet")
+    other["status"] = {"phase": phase}
+    assert stuck([_web("web-0"), other], [_budget(1, min_available=2)]) == []
+
+
 WEB = "on PodDisruptionBudget default/web"
 
 

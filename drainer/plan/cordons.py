@@ -52,10 +52,13 @@ class Stuck:
 
 def stuck(homeless: list[Pod], budget_list: list[b.Budget]) -> list[Stuck]:
     """The budgets that allow a disruption today but fewer than their pods on the batch
-    that fit nowhere (a pod under several budgets is a deadlock of its own)."""
+    that fit nowhere (a pod under several budgets is a deadlock of its own; a Pending,
+    Succeeded or Failed pod, deleted without its budgets read, takes none)."""
     by_name = {b.name(x): x for x in budget_list}
     under: dict[str, list[Pod]] = {}
     for pod in homeless:
+        if b.ignores(pod):  # deleted past its budgets: it takes none of their disruptions
+            continue
         matched = b.matching(pod, budget_list)
         if len(matched) == 1:
             under.setdefault(matched[0], []).append(pod)
