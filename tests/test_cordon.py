@@ -16,6 +16,7 @@ from drainer.k8s.cordon import (
     ProgressRecord,
     added_by_drainer,
     cordon_patch,
+    live_drain,
     release_patch,
 )
 from drainer.outcome import Outcome
@@ -109,6 +110,23 @@ def test_recordon__the_drains_cordon_from_then_on__the_begun_record_kept() -> No
     assert added_by_drainer(node) == {ADDED_CORDON, ADDED_LABEL}
     undo, _ = release_patch(node)
     assert _apply(node, undo)["spec"] == {"unschedulable": False}
+
+
+@pytest.mark.parametrize("own_deadline", [True, False])
+def test_begin__a_deadline_ec2_does_not_keep__recorded__read_by_the_follower(
+    own_deadline: bool,
+) -> None:
+    """A late spot warning's drain has 120 s of its own, which EC2 does not keep: its
+    record says so, and the terminate hook that follows it reads it (live_drain),
+    to drain on where that drain timed out. A drain whose deadline is EC2's records
+    nothing more (nor did earlier versions: a record without it is EC2's)."""
+    record = ProgressRecord(trigger="spot-interruption", own_deadline=own_deadline)
+    node = _apply(_node(), record.begin(_node(), 10, 130))
+
+    progress = json.loads(node["metadata"]["annotations"][PROGRESS_ANNOTATION])
+    assert ("own_deadline" in progress) is own_deadline
+    live = live_drain(node, 20, frozenset({"spot-interruption"}))
+    assert live is not None and live.own_deadline is own_deadline
 
 
 def test_recordon_refused__the_end_not_told_it_took__no_cordon_claimed() -> None:

@@ -1533,6 +1533,7 @@ def test_late_event__moment_passed_instance_still_running__own_deadline_budgets_
     assert f"is still {state}" in deadline.source
     assert not approach.options.force_on_timeout, "a late event's drain deletes nothing"
     assert not approach.options.fit_grace_to_deadline
+    assert approach.own_deadline, "its record says EC2 does not keep its deadline"
     assert late.restarted(found.event, found.identity) is None
 
 
@@ -1547,7 +1548,8 @@ def test_late_event__instance_going_or_state_unknown__drained_as_ec2_fixes_it(
 
     assert not late.is_late(found.event, found.identity, now)
     assert deadline.at == WARNED_AT + 120 - 15
-    assert ec2_events.approach_for(found, Settings(), deadline, now).options.force_on_timeout
+    approach = ec2_events.approach_for(found, Settings(), deadline, now)
+    assert approach.options.force_on_timeout and not approach.own_deadline
 
 
 def test_late_event__moment_not_passed__not_late(load_event: LoadEvent) -> None:

@@ -1004,6 +1004,61 @@ def test_this_stacks_hook_on_a_group_no_longer_tagged__said_with_the_fix(
     )
 
 
+@pytest.mark.parametrize(
+    ("own_deadline", "drains_on"),
+    [
+        # A late warning (EC2's moment passed, the instance still running): its drain
+        # has 120 s of its own, which EC2 does not keep.
+        (True, True),
+        # A warning on time: its deadline is EC2's; the instance goes then.
+        (False, False),
+    ],
+)
+def test_live_spot_drain_timed_out__hook_drains_on_only_past_a_deadline_of_its_own(
+    scene_for: Callable[..., Scene], own_deadline: bool, drains_on: bool
+) -> None:
+    """A spot warning that comes after EC2's moment, its instance still running, is
+    drained with 120 s of its own, nothing forced (lifecycle/late.py). Its drain timed
+    out with the budget-held pods on the node, and the terminate hook's event that
+    followed (the group scaling in the instance EC2 had not taken) took that timeout
+    as its own, as if EC2 had taken the instance: CONTINUE with the pods its own drain,
+    an hour from its deadline, would have waited for."""
+    scene = scene_for()
+    node = scene.node_name
+    clock = FakeClock(time.time())
+    now = clock()
+    spot = str(Ec2Kind.INTERRUPTION)
+    bare: dict[str, Any] = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": node}}
+    patch, _ = cordon_patch(bare, now - 60, trigger=spot, until=now + 60, own_deadline=own_deadline)
+    scene.kubesim.apply(
+        {**bare, "metadata": {"name": node, **patch["metadata"]}, "spec": {"unschedulable": True}}
+    )
+    ended = False
+
+    def sleep(seconds: float) -> None:
+        nonlocal ended
+        if not ended:
+            ended = True
+            current = scene.kubesim.get("Node", node)
+            current["metadata"]["annotations"][PROGRESS_ANNOTATION] = progress_value(
+                str(Outcome.TIMED_OUT), frozenset({"cordon", "label"}), trigger=spot
+            )
+            resource = scene.kubesim.resource_for(current)
+            scene.kubesim.api.update(resource, current, "", node)
+        clock.sleep(seconds)
+
+    settings = Settings(drain_timeout_seconds=3600, timeout_policy=TimeoutPolicy.CONTINUE)
+    tools = Tools(
+        settings, scene.clients, scene.kube, clock=clock, sleep=sleep, rng=random.Random(7)
+    )
+
+    run = scale_in.drain_instance(scene.event, tools, None)
+
+    assert ended, "the hook waited for the spot drain"
+    expected = Result.DRAINED if drains_on else Result.TIMED_OUT
+    assert run.result == expected, run.message
+
+
 def test_live_rebalance_drain_timed_out_at_its_invocations_end__hook_with_time_left_drains_itself(
     scene_for: Callable[..., Scene], caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -69,12 +69,14 @@ def cordon_patch(
     until: float | None = None,
     phase: str = DRAINING,
     change: str = "",
+    own_deadline: bool = False,
 ) -> tuple[Obj, frozenset[str]]:
     """The merge patch that cordons `node` for a drain, and what it changes that was
     not there before (added to what an earlier drain of the node recorded). A drain
     begun by an event (the terminate hook's, EC2's spot events) records its `trigger`
     and deadline (`until`), so that another event for the same instance recognises
-    it (`live_drain`)."""
+    it (`live_drain`); `own_deadline`: EC2's event, but a deadline EC2 does not keep
+    (a late warning's own 120 s), which the follower drains on past."""
     added = set(added_by_drainer(node))
     if not (node.get("spec") or {}).get("unschedulable"):
         added.add(ADDED_CORDON)
@@ -84,10 +86,18 @@ def cordon_patch(
         metadata["labels"] = {EXCLUDE_LB_LABEL: "true"}
     recorded = frozenset(added)
     if until is None:
-        progress = progress_value(phase, recorded, trigger=trigger, change=change, since=now)
+        progress = progress_value(
+            phase, recorded, trigger=trigger, change=change, own_deadline=own_deadline, since=now
+        )
     else:
         progress = progress_value(
-            phase, recorded, trigger=trigger, change=change, since=now, until=until
+            phase,
+            recorded,
+            trigger=trigger,
+            change=change,
+            own_deadline=own_deadline,
+            since=now,
+            until=until,
         )
     metadata["annotations"][PROGRESS_ANNOTATION] = progress
     return {"metadata": metadata, "spec": {"unschedulable": True}}, recorded
@@ -100,6 +110,7 @@ def progress_value(
     trigger: str = "",
     destination: str = "",
     change: str = "",
+    own_deadline: bool = False,
     **values: float | int,
 ) -> str:
     """The annotation's text: the phase, what began it (and, for an AWS Health
@@ -112,6 +123,8 @@ def progress_value(
         record["change"] = change
     if destination:
         record["destination"] = destination
+    if own_deadline:
+        record["own_deadline"] = True
     record.update({k: int(v) for k, v in values.items()})
     record["added"] = sorted(added)
     return json.dumps(record)
@@ -125,8 +138,17 @@ class ProgressRecord:
     mid-drain) records that cordon as the drainer's; the end's records the outcome,
     where the instance goes (`destination`) and what the drain added, for `release`."""
 
-    def __init__(self, trigger: str = "", destination: str = "", change: str = "") -> None:
+    def __init__(
+        self,
+        trigger: str = "",
+        destination: str = "",
+        change: str = "",
+        *,
+        own_deadline: bool = False,
+    ) -> None:
         self.trigger = trigger
+        self.own_deadline = own_deadline
+        """An EC2 event's drain whose deadline EC2 does not keep (LiveDrain.own_deadline)."""
         self.destination = destination
         self.change = change
         """The AWS Health change a scheduled change's drain is for: its close releases
@@ -139,7 +161,12 @@ class ProgressRecord:
     def begin(self, node: Obj, now: float, deadline: float) -> Obj:
         until = deadline if self.trigger else None
         patch, self.added = cordon_patch(
-            node, now, trigger=self.trigger, until=until, change=self.change
+            node,
+            now,
+            trigger=self.trigger,
+            until=until,
+            change=self.change,
+            own_deadline=self.own_deadline,
         )
         self._begun = patch["metadata"]["annotations"][PROGRESS_ANNOTATION]
         return patch
@@ -175,6 +202,9 @@ class LiveDrain:
     since: float
     until: float
     """Its deadline (epoch seconds): past it, the record is stale (its invocation died)."""
+    own_deadline: bool = False
+    """A deadline EC2 does not keep, though an EC2 event began the drain (a late
+    warning's own 120 s, its instance still running): the instance may outlive it."""
 
 
 def live_drain(node: Obj, now: float, triggers: frozenset[str]) -> LiveDrain | None:
@@ -186,7 +216,8 @@ def live_drain(node: Obj, now: float, triggers: frozenset[str]) -> LiveDrain | N
     trigger, since, until = progress.get("trigger"), progress.get("since"), progress.get("until")
     if trigger not in triggers or not isinstance(until, int | float) or until <= now:
         return None
-    return LiveDrain(str(trigger), float(since) if isinstance(since, int | float) else now, until)
+    begun = float(since) if isinstance(since, int | float) else now
+    return LiveDrain(str(trigger), begun, until, progress.get("own_deadline") is True)
 
 
 @dataclass(frozen=True)

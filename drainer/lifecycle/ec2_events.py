@@ -255,7 +255,7 @@ def approach_for(
         options = replace(
             base, trigger=str(kind), force_on_timeout=base.force_on_timeout and by_ec2
         )
-        return Approach(options, waits_for, found.event.change_id)
+        return Approach(options, waits_for, found.event.change_id, own_deadline=True)
     time_left = max(0.0, deadline.at - now)
     options = replace(
         base,

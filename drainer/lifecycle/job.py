@@ -35,6 +35,10 @@ class Approach:
     waits_for: frozenset[str]
     change: str = ""
     """An AWS Health scheduled change's eventArn, for the node's record."""
+    own_deadline: bool = False
+    """An EC2 event's drain to a deadline EC2 does not keep (a late warning's own time,
+    a rebalance's, a window further away): the node's record says so, for the
+    terminate hook that follows it (drainer/lifecycle/live.py)."""
 
 
 @dataclass(frozen=True)

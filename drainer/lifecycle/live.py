@@ -94,8 +94,12 @@ def _drains_on(ended: Run, live: LiveDrain, node: str, deadline: float) -> bool:
     the record does not tell the two apart). A spot warning's (a capacity
     reservation's, a state change's) deadline is always EC2's: the instance is
     reclaimed then, whatever this drain's deadline says, so draining on would be
-    harmless but pointless, and its timeout is taken as this drain's too."""
-    if ended.result != Result.TIMED_OUT or live.trigger in ENDS_WITH_THE_INSTANCE:
+    harmless but pointless, and its timeout is taken as this drain's too; unless its
+    record says EC2 does not keep it (a late warning's own 120 s, the instance still
+    running when it came: the instance may outlive it)."""
+    if ended.result != Result.TIMED_OUT:
+        return False
+    if live.trigger in ENDS_WITH_THE_INSTANCE and not live.own_deadline:
         return False
     if live.until >= deadline:
         return False

@@ -194,7 +194,12 @@ def _engine_drain(
         kube,
         node,
         options,
-        record=ProgressRecord(options.trigger, options.destination, job.approach.change),
+        record=ProgressRecord(
+            options.trigger,
+            options.destination,
+            job.approach.change,
+            own_deadline=job.approach.own_deadline,
+        ),
         waits=RealWaits(tools.clock),
         on_event=_both(story, tools.on_event),
         node_uid=node_uid,
