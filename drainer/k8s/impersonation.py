@@ -32,15 +32,17 @@ class Impersonation:
 
     @classmethod
     def of_user(cls, user: Mapping[str, Any]) -> Impersonation:
-        """What a kubeconfig user's fields ask for."""
+        """What a kubeconfig user's fields ask for; ImpersonationError for a field
+        that is not of its kind, as kubectl refuses the file (a string where a list
+        belongs would otherwise be one group per letter)."""
         extra = user.get("as-user-extra") or {}
         if not isinstance(extra, Mapping):
             raise ImpersonationError("as-user-extra is not a mapping of lists")
         return cls(
             user=str(user.get("as") or ""),
             uid=str(user.get("as-uid") or ""),
-            groups=tuple(str(g) for g in user.get("as-groups") or ()),
-            extra=tuple((str(k), _strings(v)) for k, v in extra.items()),
+            groups=_strings(user.get("as-groups") or (), "as-groups"),
+            extra=tuple((str(k), _strings(v, "as-user-extra")) for k, v in extra.items()),
         )
 
     def overridden_by(self, flags: Impersonation | None) -> Impersonation:
@@ -85,9 +87,16 @@ class Headers(dict[str, str]):
         return [*super().items(), *self.repeated]
 
 
-def _strings(value: Any) -> tuple[str, ...]:
-    if isinstance(value, str) or not isinstance(value, Iterable):
-        raise ImpersonationError("as-user-extra is not a mapping of lists")
+def _strings(value: Any, field: str) -> tuple[str, ...]:
+    """A list of strings (as-groups, or one of as-user-extra's values)."""
+    if isinstance(value, str | Mapping) or not isinstance(value, Iterable):
+        kind, example = ("a list", "[system:masters]")
+        if field != "as-groups":
+            kind, example = ("a mapping of lists", "{scopes: [view]}")
+        raise ImpersonationError(
+            f"the kubeconfig user's {field} is not {kind} ({type(value).__name__} "
+            f"{value!r:.40}): write it as `{field}: {example}`"
+        )
     return tuple(str(v) for v in value)
 
 

@@ -4,14 +4,15 @@ current-context, wins), the context's cluster and user, relative paths taken fro
 the file that wrote them.
 
 What it understands: a cluster's server, certificate-authority(-data) and
-tls-server-name; a user's token, tokenFile, client-certificate(-data) and
-client-key(-data), username and password, and an exec credential plugin (run as
-client-go runs it: drainer/k8s/execinfo.py), whose token is renewed by drainer.k8s.auth.ExecToken. A
-user with the oidc auth-provider is loaded by the kubernetes package's own loader
-instead (`library_endpoint`); the gcp and azure ones are refused, as kubectl refuses
-them since they were removed. With no kubeconfig file, a pod's in-cluster
-configuration (drainer/k8s/incluster.py), as kubectl. A
-cluster's proxy-url is read here and applied by the transport, as are the
+tls-server-name; a user's token, tokenFile (the file's token over an inline one:
+drainer/k8s/tokenfile.py), client-certificate(-data) and client-key(-data) (of the
+data, its PEM blocks alone: drainer/k8s/pem.py), username and password, and an exec
+credential plugin (run as client-go runs it: drainer/k8s/execinfo.py), whose token
+is renewed by drainer.k8s.auth.ExecToken. A user with the oidc auth-provider is
+loaded by the kubernetes package's own loader instead (`library_endpoint`); the gcp
+and azure ones are refused, as kubectl refuses them since they were removed. With no
+kubeconfig file, a pod's in-cluster configuration (drainer/k8s/incluster.py), as
+kubectl. A cluster's proxy-url is read here and applied by the transport, as are the
 environment's proxies (drainer/k8s/proxy.py).
 
 insecure-skip-tls-verify is refused: the drainer always verifies the API server. So is
@@ -33,11 +34,12 @@ from pathlib import Path
 from typing import Any
 
 from drainer.errors import CredentialsUnavailable, KubeError, TlsVerificationError
-from drainer.k8s import execinfo, incluster
+from drainer.k8s import execinfo, incluster, pem
 from drainer.k8s.auth import ExecToken, FileToken
 from drainer.k8s.execcert import ExecCertificate, secret_file
 from drainer.k8s.impersonation import Impersonation
 from drainer.k8s.provider import ProviderToken
+from drainer.k8s.tokenfile import FileOrInlineToken
 from drainer.k8s.transport import Endpoint
 
 log = logging.getLogger(__name__)
@@ -77,6 +79,12 @@ class Loaded:
 
 
 def files(path: str | None) -> list[Path]:
+    """The files to read, as kubectl: --kubeconfig's one file (a ':' in its path is
+    part of the path; `found` has checked that it is a file), else KUBECONFIG's list,
+    else ~/.kube/config. A `path` that names no file is read as a list (`load` called
+    with one, as tests/test_kubeconfig.py calls it)."""
+    if path and os.path.isfile(os.path.expanduser(path)):
+        return [Path(os.path.expanduser(path))]
     where = path or os.environ.get("KUBECONFIG") or "~/.kube/config"
     return [Path(os.path.expanduser(p)) for p in where.split(os.pathsep) if p]
 
@@ -141,7 +149,7 @@ def found(
     # list skips the files it names that do not.
     where = [Path(os.path.expanduser(path))] if path else files(path)
     if any(f.is_file() for f in where):
-        return load(path, context, clock=clock, impersonate=impersonate)
+        return _paired(load(path, context, clock=clock, impersonate=impersonate))
     if not path and incluster.possible():
         endpoint, token = incluster.load(clock)
         headers = (impersonate or Impersonation()).headers()
@@ -150,6 +158,21 @@ def found(
         f"no kubeconfig file at {', '.join(str(f) for f in where)}: write one with "
         "`aws eks update-kubeconfig --name <cluster>`, or name one with --kubeconfig "
         "or KUBECONFIG"
+    )
+
+
+def _paired(loaded: Loaded) -> Loaded:
+    """As kubectl's validation: a client certificate without its key, or a key without
+    its certificate, is refused by name (the ssl module would say "PEM lib"), before
+    any connection."""
+    cert, key = bool(loaded.endpoint.cert_file), bool(loaded.endpoint.key_file)
+    if cert == key:
+        return loaded
+    missing, present = ("client-key", "certificate") if cert else ("client-certificate", "key")
+    raise KubeconfigError(
+        f"{missing}-data or {missing} must be specified for {loaded.user} to use the "
+        f"clientCert authentication method (kubeconfig user '{loaded.user}' has a client "
+        f"{present} and nothing to pair it with)"
     )
 
 
@@ -179,9 +202,11 @@ def load(
     proxy_url = str(cluster.value.get("proxy-url") or "")
     if "auth-provider" in user.value:
         _refuse_auth_provider(user.value["auth-provider"], user_name)
-        library = replace(library_endpoint(path, name), proxy_url=proxy_url)
+        library = replace(library_endpoint(path, name, user_name), proxy_url=proxy_url)
         token = ProviderToken(
-            lambda: library_endpoint(path, name).authorization, user=user_name, clock=clock
+            lambda: library_endpoint(path, name, user_name).authorization,
+            user=user_name,
+            clock=clock,
         )
         token.token()  # now: an id-token that cannot be had is an error before any request
         endpoint = replace(library, impersonate=impersonating, authorization="")
@@ -189,7 +214,7 @@ def load(
     server = str(cluster.value.get("server") or "")
     if not server:
         raise KubeconfigError(f"cluster '{cluster_name}' has no server")
-    ca_pem = _decoded(cluster.value.get("certificate-authority-data"))
+    ca_pem = _pem(cluster.value, "certificate-authority-data", f"cluster '{cluster_name}'")
     ca_file = _path(cluster.value.get("certificate-authority"), cluster.directory)
     endpoint = Endpoint(
         server,
@@ -248,24 +273,21 @@ def _data_over_file(value: Mapping[str, Any], field: str, owner: str) -> None:
 def _with_user(
     endpoint: Endpoint, name: str, user: Entry, cluster: Entry, clock: Callable[[], float]
 ) -> Loaded:
-    """The user's credentials, by kubectl's precedence: a token (or token file)
-    before a plugin; a client certificate beside either."""
+    """The user's credentials, by kubectl's precedence: a token file (its token
+    over an inline one, as client-go) or a token before a plugin; a client
+    certificate beside either."""
     value = user.value
-    for field in ("client-certificate", "client-key"):
-        _data_over_file(value, field, f"user '{name}'")
-    cert_file = _path(value.get("client-certificate"), user.directory)
-    key_file = _path(value.get("client-key"), user.directory)
-    if value.get("client-certificate-data"):
-        cert_file = secret_file(_decoded(value["client-certificate-data"]))
-    if value.get("client-key-data"):
-        key_file = secret_file(_decoded(value["client-key-data"]))
+    cert_file, key_file = _client_certificate(value, name, user.directory)
     authorization = ""
     token: ExecToken | FileToken | ExecCertificate | None = None
-    if value.get("token"):
-        authorization = f"Bearer {value['token']}"
-    elif value.get("tokenFile"):
-        token = FileToken(_path(value["tokenFile"], user.directory), clock=clock)
+    if value.get("tokenFile"):
+        path = _path(value["tokenFile"], user.directory)
+        token = FileToken(path, clock=clock)
+        if value.get("token"):
+            token = FileOrInlineToken(path, inline=str(value["token"]), clock=clock)
         token.token()  # read now: a file that cannot be is an error before any request
+    elif value.get("token"):
+        authorization = f"Bearer {value['token']}"
     elif value.get("username") is not None and value.get("password") is not None:
         pair = f"{value['username']}:{value['password']}".encode()
         authorization = f"Basic {base64.b64encode(pair).decode()}"
@@ -289,6 +311,21 @@ def _with_user(
         endpoint, cert_file=cert_file, key_file=key_file, authorization=authorization
     )
     return Loaded(credentials, name, token)
+
+
+def _client_certificate(value: Mapping[str, Any], name: str, directory: Path) -> tuple[str, str]:
+    """The user's client certificate and key files (the `-data` written to files only
+    this user may read); one without the other is refused by `found` (`_paired`)."""
+    owner = f"user '{name}'"
+    for field in ("client-certificate", "client-key"):
+        _data_over_file(value, field, owner)
+    cert_file = _path(value.get("client-certificate"), directory)
+    key_file = _path(value.get("client-key"), directory)
+    if value.get("client-certificate-data"):
+        cert_file = secret_file(_pem(value, "client-certificate-data", owner))
+    if value.get("client-key-data"):
+        key_file = secret_file(_pem(value, "client-key-data", owner))
+    return cert_file, key_file
 
 
 class Plugin:
@@ -360,19 +397,35 @@ class Plugin:
         return dict(credential["status"])
 
 
-def library_endpoint(path: str | None, context: str) -> Endpoint:
+def library_endpoint(path: str | None, context: str, user: str = "") -> Endpoint:
     """The kubernetes package's own loader, for what this module does not read
-    itself (an auth-provider): its configuration as an Endpoint."""
+    itself (an auth-provider): its configuration as an Endpoint. What the loader
+    refuses (an oidc user with no id-token, a refresh the identity provider
+    declines) is CredentialsUnavailable, at the first load and at each reload."""
     from kubernetes.client import Configuration
-    from kubernetes.config import kube_config
+    from kubernetes.config import ConfigException, kube_config
 
-    where = path or os.environ.get("KUBECONFIG") or "~/.kube/config"
     configuration = Configuration()
-    merged = kube_config.KubeConfigMerger(where)  # type: ignore[no-untyped-call]
-    loader = kube_config.KubeConfigLoader(  # type: ignore[no-untyped-call]
-        config_dict=merged.config, active_context=context, config_base_path=None
-    )
-    loader.load_and_set(configuration)  # type: ignore[no-untyped-call]
+    try:
+        # The files `files` reads (--kubeconfig's one, whatever ':' its path holds),
+        # each given to the merger alone: it would split a path on ':'.
+        merged = kube_config.KubeConfigMerger("")  # type: ignore[no-untyped-call]
+        for file in files(path):
+            if file.is_file():
+                merged.load_config(str(file))  # type: ignore[no-untyped-call]
+        loader = kube_config.KubeConfigLoader(  # type: ignore[no-untyped-call]
+            config_dict=merged.config, active_context=context, config_base_path=None
+        )
+        loader.load_and_set(configuration)  # type: ignore[no-untyped-call]
+    except ConfigException as e:
+        # Never what follows " in ": the loader names the user's entry whole, its
+        # tokens and client-secret with it.
+        why = str(e).split(" in ", 1)[0]
+        raise CredentialsUnavailable(
+            f"kubeconfig user '{user}': its oidc auth-provider gives no token ({why}); "
+            "sign in again (kubectl oidc-login, or your identity provider's tool), which "
+            "writes an id-token (and refresh-token) into the kubeconfig"
+        ) from e
     return Endpoint(
         configuration.host,
         ca_file=configuration.ssl_ca_cert or "",
@@ -392,13 +445,12 @@ def _authorization(api_key: Mapping[str, Any]) -> str:
     return value
 
 
-def _decoded(data: Any) -> str:
-    if not data:
-        return ""
+def _pem(value: Mapping[str, Any], field: str, owner: str) -> str:
+    """A `-data` field's PEM blocks, as ASCII text (drainer/k8s/pem.py)."""
     try:
-        return base64.b64decode(str(data), validate=False).decode()
-    except (ValueError, UnicodeDecodeError) as e:
-        raise KubeconfigError(f"base64 data that does not decode: {e}") from e
+        return pem.decoded(value.get(field), field)
+    except ValueError as e:
+        raise KubeconfigError(f"kubeconfig {owner}: {e}") from e
 
 
 def _path(value: Any, directory: Path) -> str:
