@@ -15,9 +15,10 @@ CREATE_LIFECYCLE_HOOKS false every hook is yours and none is deleted.
 
 Besides the covered groups it looks, as the custom resource's Delete does
 (hooks.find_ours_elsewhere), on every other group of the region but those tagged
-for another cluster (one untagged by hand: the function's role may no longer delete
-there, the operator's credentials can), one DescribeLifecycleHooks a group, for at
-most LOOK_SECONDS; the groups it had no time to look at are named.
+for another cluster without ASG_TAG's key (one untagged by hand: the function's role
+may no longer delete there, the operator's credentials can), one
+DescribeLifecycleHooks a group, for at most LOOK_SECONDS; the groups it had no time
+to look at are named.
 
 Without --yes (make: YES=1) it only says what it would delete. Which stack:
 `--stack-name`, else `--cluster-name`'s (tools/stacks.py), else the region's one

@@ -336,12 +336,20 @@ def find_ours_elsewhere(
     autoscaling: aws.Client, settings: Settings, covered: Collection[str], deadline: float
 ) -> HookSearch:
     """This stack's hooks (either name) on the region's groups but `covered` (one
-    untagged by hand, a managed node group left alone), and but those tagged for
-    another cluster, which ASG_TAG does not admit: find_ours until `deadline`. The
-    custom resource's Delete and `make undeploy` look the same way. AwsError when
-    the groups cannot be listed."""
+    untagged by hand, a managed node group left alone, a group of the cluster the
+    stack covered before an Update of ClusterName): find_ours until `deadline`. A
+    hook naming this stack is ours on any group; only to save the calls are the
+    groups tagged for another cluster left out when they do not carry ASG_TAG's key
+    (the stack's tag never covered them, whatever its cluster). The custom
+    resource's Delete and `make undeploy` look the same way. AwsError when the
+    groups cannot be listed."""
+    key = (settings.asg_tag_pair or ("", ""))[0]
     every = aws.every_group(autoscaling)
-    others = [g for g, t in every.items() if g not in covered and not other_cluster(t, settings)]
+    others = [
+        g
+        for g, tags in every.items()
+        if g not in covered and (not other_cluster(tags, settings) or (key and key in tags))
+    ]
     names = {settings.lifecycle_hook_name, settings.launch_hook_name}
     return find_ours(autoscaling, settings, others, names, deadline)
 

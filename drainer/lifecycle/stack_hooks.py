@@ -12,7 +12,8 @@ resource depends on the function) and answers at the request's ResponseURL:
   stack rolls back instead of leaving a group without its hook.
 - Update: the same, then delete the hooks of ours no longer wanted: a hook renamed,
   the launch hook turned off, a group no longer named, a group only the old AsgTag
-  covered, an EKS managed node group left alone once AllowManagedNodeGroups is
+  covered or the old ClusterName's (a tagged group of the cluster the stack moved
+  from), an EKS managed node group left alone once AllowManagedNodeGroups is
   false. One the policy no longer lets it delete (the new tag's) is named in the
   reason with the command, not a failure. A named group deleted since is not a
   failure (a rollback must not fail on it).
@@ -22,10 +23,20 @@ resource depends on the function) and answers at the request's ResponseURL:
   nothing to do. Only an AWS call on those that fails (access denied) answers
   FAILED, naming the hooks to delete by hand. Then it looks for this stack's hooks on
   every other group of the region (one untagged by hand, a managed node group left
-  alone), but those tagged for another cluster, one DescribeLifecycleHooks a group
-  within LOOK_SECONDS: those found are deleted where the policy lets it, else named
-  with the command (the tagged groups' policy holds only while the tag does); never
-  a failure, which would block the stack's deletion.
+  alone, a group of a cluster the stack covered before), but those tagged for
+  another cluster without ASG_TAG's key, one DescribeLifecycleHooks a group within
+  LOOK_SECONDS: those found are deleted where the policy lets it, else named with
+  the command (the tagged groups' policy holds only while the tag does); never a
+  failure, which would block the stack's deletion. The same for a rollback's Delete
+  of a Create CloudFormation gave up on (cancelled, or past its ServiceTimeout),
+  which carries an id CloudFormation made up, not the stack's: only while the stack
+  is UPDATE_COMPLETE_CLEANUP_IN_PROGRESS is a Delete of another id a replaced
+  resource's cleanup (that of such a Create, retried by the update), and deletes
+  nothing; nor does it when the status cannot be read (DescribeStacks), saying how
+  to find the hooks.
+
+A reason that would pass the limit is cut in what was done, never in what the
+operator must act on (stack_reasons.py).
 
 Every answer is sent, a failure included: CloudFormation would otherwise wait an
 hour. The schedule and the API-call rule stay as the safety net, and depend on
@@ -42,18 +53,22 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from drainer import aws, logs
-from drainer.errors import AwsError, DrainerError
-from drainer.lifecycle import hooks, managed
+from drainer.errors import DrainerError
+from drainer.lifecycle import hooks, managed, stack_reasons
+from drainer.lifecycle import stack_leftovers as leftovers
 from drainer.lifecycle.events import StackRequest
 from drainer.lifecycle.settings import Settings
+from drainer.lifecycle.stack_reasons import Told, failed_removal, named, removed
 
 log = logging.getLogger(__name__)
 
 SUCCESS, FAILED = "SUCCESS", "FAILED"
-_REASON_LIMIT = 1500
+_REASON_LIMIT = stack_reasons.REASON_LIMIT
 _CREATE_GOES_ON = frozenset({"CREATE_IN_PROGRESS", "UPDATE_IN_PROGRESS"})
 """The stack's states in which a Create of this resource is still awaited (the stack
 created, or updated with the resource added)."""
+_REPLACED = "UPDATE_COMPLETE_CLEANUP_IN_PROGRESS"
+"""The stack's state while CloudFormation deletes the resources an update replaced."""
 LOOK_SECONDS = 150.0
 """How long after a request's start a Delete, or an Update's look at the groups it
 now leaves alone, may go on looking for this stack's hooks, one DescribeLifecycleHooks
@@ -62,7 +77,10 @@ a group (hundreds of groups: tens of seconds): the resource's ServiceTimeout is 
 
 def physical_id(request: StackRequest) -> str:
     """The resource's id, the same in every answer for the stack's life: a changed id
-    would make CloudFormation replace the resource and send a Delete for the old one."""
+    would make CloudFormation replace the resource and send a Delete for the old one.
+    It has never changed (f96ab73 on: an Update answers the id it was sent, a Create
+    this one), so a Delete of another id has CloudFormation's: that of a Create it
+    got no answer from (_delete)."""
     return f"{request.stack_name}-lifecycle-hooks"
 
 
@@ -157,7 +175,7 @@ def _act(
     if request.kind == "Delete":  # whatever CREATE_LIFECYCLE_HOOKS says now: the resource
         # existed, so it may have put hooks (an Update turning the setting off deletes
         # it with the setting already off); only those naming this stack go
-        return _delete(request, autoscaling, settings, looks_until)
+        return _delete(request, autoscaling, settings, looks_until, cloudformation)
     if not settings.create_lifecycle_hooks:
         return reply(request, SUCCESS, "CREATE_LIFECYCLE_HOOKS is false: the hooks are yours")
     covered, skipped = hooks.covered_groups(autoscaling, settings)
@@ -173,24 +191,24 @@ def _act(
     taken = {hook: hooks.whose(found) for hook, found in others.items() if hook not in adopt}
     if taken:
         return reply(request, FAILED, _not_ours(taken))
-    answer = _put(
-        request, autoscaling, settings, (covered, skipped), adopt, looks_until=looks_until
-    )
-    if answer["Status"] == SUCCESS:  # named groups gone; an Update's named, not drained
-        gone = f"; gone: {', '.join(missing)}" if missing else ""
-        _with_tail(answer, gone + (f"; not covered: {refused_managed}" if refused_managed else ""))
-    if answer["Status"] == SUCCESS and request.kind == "Create":
+    answer = _put(request, autoscaling, settings, (covered, skipped), adopt)
+    if answer["Status"] != SUCCESS:
+        return answer
+    told = Told(answer["Reason"])
+    if request.kind == "Update":
+        tidied = _tidy(request, autoscaling, settings, (tuple(covered), skipped), looks_until)
+        if not isinstance(tidied, Told):
+            return tidied
+        told += tidied
+    # Named groups gone, an Update's named and not drained: said whatever the length.
+    gone = f"; gone: {', '.join(missing)}" if missing else ""
+    told += Told(todo=gone + (f"; not covered: {refused_managed}" if refused_managed else ""))
+    answer["Reason"] = told.text()
+    if request.kind == "Create":
         moved_on = _stack_moved_on(request, cloudformation)
         if moved_on is not None:
             return _undone(request, autoscaling, settings, covered, moved_on)
     return answer
-
-
-def _with_tail(answer: dict[str, Any], tail: str) -> None:
-    """`tail` added to the answer's reason, the head cut so that both fit the limit."""
-    if tail:
-        head = answer["Reason"][: max(0, _REASON_LIMIT - len(tail))]
-        answer["Reason"] = (head + tail)[:_REASON_LIMIT]
 
 
 def _put(
@@ -199,11 +217,8 @@ def _put(
     settings: Settings,
     groups: tuple[list[str], dict[str, str]],
     adopt: set[hooks.Hook],
-    *,
-    looks_until: float,
 ) -> dict[str, Any]:
-    """Put the hooks (adopting `adopt`); on an Update, delete this stack's that it
-    made unwanted, looking for them until `looks_until` (time.monotonic)."""
+    """Put the hooks (adopting `adopt`): the answer."""
     cause = f"cloudformation-{request.kind.lower()}"
     sync = hooks.sync_hooks(autoscaling, settings, cause, groups, adopt)
     if sync.failed or sync.not_ours:  # not_ours: one put by someone else since we looked
@@ -214,17 +229,29 @@ def _put(
         return reply(request, FAILED, "; ".join(f"{g}: {e}" for g, e in sorted(failures.items())))
     reason = f"hooks on {len(sync.covered)} group(s): {', '.join(sync.covered) or 'none yet'}"
     if adopt:
-        reason += f"; adopted from 0.1.0: {_named(adopt)}"
-    if request.kind == "Update":
-        stale = _stale(request, autoscaling, settings, sync.covered)
-        removal = hooks.remove_hooks(autoscaling, settings, stale)
-        if removal.failed:
-            return reply(request, FAILED, _failed_removal(removal))
-        if removal.removed:
-            reason += f"; {_removed(removal)}"
-        reason += _untagged(request, autoscaling, settings, sync.covered)
-        reason += _left_alone(request, autoscaling, settings, groups[1], looks_until)
+        reason += f"; adopted from 0.1.0: {named(adopt)}"
     return reply(request, SUCCESS, reason, {"Groups": str(len(sync.covered))})
+
+
+def _tidy(
+    request: StackRequest,
+    autoscaling: aws.Client,
+    settings: Settings,
+    groups: tuple[tuple[str, ...], dict[str, str]],
+    deadline: float,
+) -> Told | dict[str, Any]:
+    """After an Update's put: delete this stack's hooks that it made unwanted
+    (stack_leftovers), looking for them until `deadline` (time.monotonic). What was
+    done and what the operator must do; the FAILED answer when a stale hook on a
+    group it may delete on could not be."""
+    covered, skipped = groups
+    stale = leftovers.stale(request, autoscaling, settings, covered)
+    removal = hooks.remove_hooks(autoscaling, settings, stale)
+    if removal.failed:
+        return reply(request, FAILED, failed_removal(removal))
+    told = Told(f"; {removed(removal)}" if removal.removed else "")
+    told += leftovers.untagged(request, autoscaling, settings, covered)
+    return told + leftovers.left_alone(request, autoscaling, settings, skipped, deadline)
 
 
 def _not_this_stack(request: StackRequest, settings: Settings) -> dict[str, Any] | None:
@@ -245,56 +272,57 @@ def _not_this_stack(request: StackRequest, settings: Settings) -> dict[str, Any]
 
 
 def _delete(
-    request: StackRequest, autoscaling: aws.Client, settings: Settings, deadline: float
+    request: StackRequest,
+    autoscaling: aws.Client,
+    settings: Settings,
+    deadline: float,
+    cloudformation: aws.Client | None = None,
 ) -> dict[str, Any]:
     """Delete this stack's hooks on the covered groups, then on any other group
-    (_elsewhere), looking until `deadline`. A Delete of another id than the stack's
-    own is a replaced resource's cleanup: its hooks are the new one's."""
+    (stack_leftovers.elsewhere), looking until `deadline`. A Delete of another id than
+    the stack's own is a rollback's, of a Create CloudFormation gave up on (its hooks
+    go too), but while the stack replaces resources (_replaced)."""
+    rollback = ""
     if request.physical_id and request.physical_id != physical_id(request):
-        why = (
-            f"{request.physical_id} is not this stack's resource ({physical_id(request)}): "
-            "a replaced resource's cleanup; no hook deleted"
-        )
-        return reply(request, SUCCESS, why)
+        status, kept = _replaced(request, cloudformation)
+        if kept:
+            return reply(request, SUCCESS, kept)
+        rollback = f"{request.physical_id} is CloudFormation's id, the stack {status}: "
     covered, _ = hooks.covered_groups(autoscaling, settings)
     names = (settings.lifecycle_hook_name, settings.launch_hook_name)
     removal = hooks.remove_hooks(autoscaling, settings, itertools.product(covered, names))
     if removal.failed:
-        return reply(request, FAILED, _failed_removal(removal))
-    tail, more = _elsewhere(autoscaling, settings, set(covered), deadline)
+        return reply(request, FAILED, failed_removal(removal))
+    told, more = leftovers.elsewhere(autoscaling, settings, set(covered), deadline)
+    told = Told(rollback + removed(removal)) + told
     count = str(len(removal.removed) + more)
-    return reply(request, SUCCESS, _removed(removal) + tail, {"Removed": count})
+    return reply(request, SUCCESS, told.text(), {"Removed": count})
 
 
-def _elsewhere(
-    autoscaling: aws.Client, settings: Settings, covered: set[str], deadline: float
-) -> tuple[str, int]:
-    """Delete this stack's hooks on the region's other groups (untagged by hand, a
-    managed node group left alone, an Update's deletion refused), but those tagged
-    for another cluster, which ASG_TAG does not admit: (the reason's tail, how many
-    deleted). The tagged groups' policy refuses a deletion once the tag is gone:
-    named with the command, not a failure."""
+def _replaced(request: StackRequest, cloudformation: aws.Client | None) -> tuple[str, str]:
+    """A Delete of another id than the stack's: (the stack's status, why it deletes
+    nothing; "" when it deletes this stack's hooks). The id never changes: another is
+    CloudFormation's own, given to a Create that it got no answer from (cancelled
+    when another resource failed, or past its ServiceTimeout), whose hooks its
+    rollback must delete. Only in an update's cleanup (_REPLACED) is it a replaced
+    resource's (such a Create, retried by the update, which put the hooks again).
+    When the stack's status cannot be read, nothing is deleted, and said so."""
+    why = f"{request.physical_id} is not this stack's resource id ({physical_id(request)})"
     try:
-        search = hooks.find_ours_elsewhere(autoscaling, settings, covered, deadline)
-    except AwsError as e:
-        log.error("the other groups could not be listed: %s", e)
-        return (
-            f"; the other groups could not be listed ({e}): a hook of this stack's on a "
-            "group it no longer covers stays (aws autoscaling describe-lifecycle-hooks)",
-            0,
+        status = aws.stack_status(cloudformation, request.stack_id) if cloudformation else None
+    except DrainerError as e:
+        log.warning("cannot tell what the stack does with this Delete: %s", e)
+        status, why = None, f"{why}, and the stack's status could not be read ({e})"
+    if status == _REPLACED:
+        return status, f"{why}: a replaced resource's cleanup ({status}); no hook deleted"
+    if status is None:
+        return "", (
+            f"{why}: taken for a replaced resource's cleanup; no hook deleted. If the "
+            "stack is rolling back or being deleted, its hooks stay: delete those whose "
+            "NotificationMetadata names it (aws autoscaling describe-lifecycle-hooks, "
+            "delete-lifecycle-hook)"
         )
-    tail = _unlooked(search.unlooked, "other group(s)")
-    if not search.ours:
-        return tail, 0
-    removal = hooks.remove_hooks(autoscaling, settings, search.ours)
-    done = f": {_removed(removal)}" if removal.removed else ""
-    found = f"; this stack's hooks on groups it does not cover{done}{_by_hand(removal.failed)}"
-    return found + tail, len(removal.removed)
-
-
-def _named_before(request: StackRequest) -> set[str]:
-    """The groups the old properties named (AsgNames)."""
-    return {g.strip() for g in str(request.old_properties.get("AsgNames") or "").split(",")} - {""}
+    return status, ""
 
 
 def _adoptable(
@@ -305,7 +333,7 @@ def _adoptable(
     covered group when it had an AsgTag). A Create adopts nothing."""
     if request.kind != "Update":
         return set()
-    named_before = _named_before(request)
+    named_before = leftovers.named_before(request)
     tagged_before = bool(str(request.old_properties.get("AsgTag") or "").strip())
     specs = {spec.name: spec for spec in hooks.HookSpec.all_from_settings(settings)}
     return {
@@ -349,138 +377,10 @@ def _undone(
 ) -> dict[str, Any]:
     names = (settings.lifecycle_hook_name, settings.launch_hook_name)
     removal = hooks.remove_hooks(autoscaling, settings, itertools.product(covered, names))
-    done = _failed_removal(removal) if removal.failed else _removed(removal)
+    done = failed_removal(removal) if removal.failed else removed(removal)
     return reply(
         request,
         FAILED,
         f"the stack is {status}: CloudFormation gave up on this Create while it ran; "
         f"the hooks it put are removed again: {done}",
-    )
-
-
-def _stale(
-    request: StackRequest, autoscaling: aws.Client, settings: Settings, covered: tuple[str, ...]
-) -> list[hooks.Hook]:
-    """The hooks an update may have made unwanted: on the covered groups, a former
-    name or the launch hook turned off; every name on a group no longer named (and
-    still there). remove_hooks deletes those that are ours."""
-    wanted = {spec.name for spec in hooks.HookSpec.all_from_settings(settings)}
-    every = _every_name(request, settings)
-    dropped = _named_before(request) - set(covered)
-    still_there = aws.existing_groups(autoscaling, sorted(dropped)) if dropped else set()
-    return [
-        *itertools.product(covered, every - wanted),
-        *itertools.product(still_there, every),
-    ]
-
-
-def _every_name(request: StackRequest, settings: Settings) -> set[str]:
-    """Every name a hook of this stack's may have: the old properties' and today's."""
-    old = request.old_properties
-    former = {str(old.get("LifecycleHookName") or ""), str(old.get("LaunchHookName") or "")}
-    wanted = {spec.name for spec in hooks.HookSpec.all_from_settings(settings)}
-    return (former | wanted | {settings.launch_hook_name}) - {""}
-
-
-def _untagged(
-    request: StackRequest, autoscaling: aws.Client, settings: Settings, covered: tuple[str, ...]
-) -> str:
-    """Delete this stack's hooks on the groups only the old AsgTag covered (an Update
-    dropping or changing it): left, their actions would wait HeartbeatTimeout, refused
-    as no group of ours. What cannot be deleted (the tag's policy names the new tag
-    already) is said, never a failure: a rollback would not help. The reason's tail."""
-    old_tag = str(request.old_properties.get("AsgTag") or "").strip()
-    key, sep, value = old_tag.partition("=")
-    if not sep or old_tag == settings.asg_tag:
-        return ""
-    try:
-        left = sorted(set(aws.groups_with_tag(autoscaling, key, value)) - set(covered))
-    except AwsError as e:
-        log.error("the groups tagged %s could not be listed: %s", old_tag, e)
-        return f"; the groups tagged {old_tag} could not be listed ({e}): their hooks stay"
-    candidates = itertools.product(left, sorted(_every_name(request, settings)))
-    removal = hooks.remove_hooks(autoscaling, settings, candidates)
-    tail = f"; no longer tagged {old_tag}: {_removed(removal)}" if removal.removed else ""
-    if removal.failed:
-        tail += "; not deleted (delete by hand, aws autoscaling delete-lifecycle-hook): " + (
-            "; ".join(f"{g}/{n}: {e}" for (g, n), e in sorted(removal.failed.items()))
-        )
-    return tail
-
-
-def _left_alone(
-    request: StackRequest,
-    autoscaling: aws.Client,
-    settings: Settings,
-    skipped: Mapping[str, str],
-    deadline: float,
-) -> str:
-    """Delete this stack's hooks on the EKS managed node groups the Update leaves alone
-    now, AllowManagedNodeGroups being false (a named one is a dropped name: _stale).
-    Left, their actions would wait HeartbeatTimeout, refused. What the policy refuses
-    is named with the command, never a failure. The reason's tail."""
-    named_before = _named_before(request)
-    groups = [
-        g
-        for g, why in skipped.items()
-        if why.startswith(managed.REFUSED_PREFIX) and g not in named_before
-    ]
-    if not groups:
-        return ""
-    names = _every_name(request, settings)
-    search = hooks.find_ours(autoscaling, settings, groups, names, deadline)
-    tail = _unlooked(search.unlooked, "group(s) left alone")
-    if not search.ours:
-        return tail
-    removal = hooks.remove_hooks(autoscaling, settings, search.ours)
-    why = ", ".join(f"{g}: {skipped[g].split(':')[0]}" for g in sorted({g for g, _ in search.ours}))
-    done = f": {_removed(removal)}" if removal.removed else ""
-    return f"; left alone now ({why}){done}{_by_hand(removal.failed)}{tail}"
-
-
-def _by_hand(failed: Mapping[hooks.Hook, str]) -> str:
-    """The hooks the role could not delete, each with the command (the log has why)."""
-    if not failed:
-        return ""
-    commands = "; ".join(
-        f"aws autoscaling delete-lifecycle-hook --auto-scaling-group-name {group} "
-        f"--lifecycle-hook-name {name}"
-        for group, name in sorted(failed)
-    )
-    return (
-        "; not deleted (the role's policy lets it delete only on the groups named or "
-        f"still tagged; the log has each error): {_named(failed)}; delete by hand: {commands}"
-    )
-
-
-def _unlooked(groups: tuple[str, ...], what: str) -> str:
-    """The groups not looked at for this stack's hooks, with the command to."""
-    if not groups:
-        return ""
-    shown = ", ".join(groups[:10]) + (", ..." if len(groups) > 10 else "")
-    return (
-        f"; {len(groups)} {what} not looked at for this stack's hooks (out of time, or "
-        f"unreadable: the log says): {shown}; look with aws autoscaling "
-        "describe-lifecycle-hooks --auto-scaling-group-name GROUP"
-    )
-
-
-def _named(hooks_: Iterable[hooks.Hook]) -> str:
-    return ", ".join(f"{group}/{name}" for group, name in sorted(hooks_))
-
-
-def _removed(removal: hooks.HookRemoval) -> str:
-    text = f"deleted {len(removal.removed)} hook(s): {_named(removal.removed) or 'none'}"
-    if removal.left:
-        text += f"; left to their owners: {_named(removal.left)}"
-    return text
-
-
-def _failed_removal(removal: hooks.HookRemoval) -> str:
-    failures = "; ".join(
-        f"{group}/{name}: {error}" for (group, name), error in sorted(removal.failed.items())
-    )
-    return (
-        f"{failures}. Delete these hooks by hand (aws autoscaling delete-lifecycle-hook), "
-        "then delete the stack again, retaining this resource"
     )

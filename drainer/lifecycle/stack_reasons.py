@@ -1,0 +1,130 @@
+"""The reasons the stack's custom resource (stack_hooks.py) answers CloudFormation
+with, and how they fit its limit.
+
+CloudFormation shows a reason in the stack's events and refuses an answer over 4 KiB:
+a reason is cut to REASON_LIMIT characters. A reason has two parts. What was done
+(the hooks put, the hooks deleted: hundreds of groups' names) is cut first, at a
+name, saying so; the function's log has every list. What the operator must act on
+(a hook not deleted and the command to delete it by hand, the groups not looked at,
+a named group gone or not covered) comes last and is kept: each of its lists is
+shortened to its first names and a count, so that together they fit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from drainer.lifecycle import hooks
+
+REASON_LIMIT = 1500
+_CUT = " ... (cut; the function's log has every list)"
+_NAMES_ROOM = 300
+"""Characters for a list of names the operator must act on, before 'and N more'."""
+_COMMANDS_ROOM = 450
+"""Characters for the by-hand commands (about four), before 'and N more'."""
+
+
+@dataclass(frozen=True)
+class Told:
+    """A reason in two parts: `done`, cut when too long, and `todo`, kept."""
+
+    done: str = ""
+    todo: str = ""
+
+    def __add__(self, other: Told) -> Told:
+        return Told(self.done + other.done, self.todo + other.todo)
+
+    def text(self) -> str:
+        return fitted(self.done, self.todo)
+
+
+def fitted(head: str, tail: str) -> str:
+    """`head` then `tail` within REASON_LIMIT: the head cut at a list's separator,
+    saying so, to leave the tail whole (itself cut only past the limit)."""
+    room = REASON_LIMIT - len(tail)
+    if len(head) <= room:
+        return head + tail
+    keep = max(0, room - len(_CUT))
+    cut = head[:keep]
+    at = max(cut.rfind(", "), cut.rfind("; "))
+    if at > keep // 2:
+        cut = cut[:at]
+    return cut + _CUT + tail if room > len(_CUT) else tail[:REASON_LIMIT]
+
+
+def listed(items: Sequence[str], room: int = _NAMES_ROOM, sep: str = ", ", *, most: int = 0) -> str:
+    """The items joined, as many as fit in `room` characters (the first always) and
+    at most `most` (0: any number), then 'and N more'."""
+    shown: list[str] = []
+    used = 0
+    for item in items:
+        used += len(item) + (len(sep) if shown else 0)
+        if shown and (used > room or len(shown) == most):
+            break
+        shown.append(item)
+    rest = len(items) - len(shown)
+    return sep.join(shown) + (f"{sep}and {rest} more" if rest else "")
+
+
+def named(hooks_: Iterable[hooks.Hook]) -> str:
+    return ", ".join(f"{group}/{name}" for group, name in sorted(hooks_))
+
+
+def removed(removal: hooks.HookRemoval) -> str:
+    text = f"deleted {len(removal.removed)} hook(s): {named(removal.removed) or 'none'}"
+    if removal.left:
+        text += f"; left to their owners: {named(removal.left)}"
+    return text
+
+
+def failed_removal(removal: hooks.HookRemoval) -> str:
+    """A removal's failures, for a FAILED answer: each with its error, as many as fit."""
+    failures = listed(
+        [f"{g}/{n}: {error}" for (g, n), error in sorted(removal.failed.items())],
+        REASON_LIMIT - 200,
+        "; ",
+    )
+    return (
+        f"{failures}. Delete these hooks by hand (aws autoscaling delete-lifecycle-hook; "
+        "the log names each), then delete the stack again, retaining this resource"
+    )
+
+
+def not_deleted(failed: Mapping[hooks.Hook, str]) -> str:
+    """The hooks an Update could not delete, each with its error, as many as fit."""
+    if not failed:
+        return ""
+    each = [f"{g}/{n}: {e}" for (g, n), e in sorted(failed.items())]
+    return "; not deleted (delete by hand, aws autoscaling delete-lifecycle-hook): " + (
+        listed(each, _NAMES_ROOM + _COMMANDS_ROOM, "; ")
+    )
+
+
+def by_hand(failed: Mapping[hooks.Hook, str]) -> str:
+    """The hooks the role could not delete, each with the command (the log has why),
+    as many as fit: the first names and commands, and how many more."""
+    if not failed:
+        return ""
+    commands = [
+        f"aws autoscaling delete-lifecycle-hook --auto-scaling-group-name {group} "
+        f"--lifecycle-hook-name {name}"
+        for group, name in sorted(failed)
+    ]
+    names = [f"{group}/{name}" for group, name in sorted(failed)]
+    return (
+        "; not deleted (the role's policy lets it delete only on the groups named or "
+        f"still tagged; the log has each error): {listed(names)}; delete by hand: "
+        f"{listed(commands, _COMMANDS_ROOM, '; ')}"
+    )
+
+
+def unlooked(groups: tuple[str, ...], what: str) -> str:
+    """The groups not looked at for this stack's hooks, with the command to."""
+    if not groups:
+        return ""
+    return (
+        f"; {len(groups)} {what} not looked at for this stack's hooks (out of time, or "
+        f"unreadable: the log says): {listed(groups, most=10)}; look with aws autoscaling "
+        "describe-lifecycle-hooks --auto-scaling-group-name GROUP"
+    )
