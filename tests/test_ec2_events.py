@@ -76,6 +76,7 @@ CLUSTER = "prod"
 NODE = "n1"
 INTERRUPTION = str(Ec2Kind.INTERRUPTION)
 REBALANCE = str(Ec2Kind.REBALANCE)
+SCHEDULED = str(Ec2Kind.SCHEDULED_CHANGE)
 
 
 def _spot_event(raw: dict[str, Any]) -> Ec2Event:
@@ -565,6 +566,24 @@ def test_approach_for__interruption__cuts_grace_reserves_at_most_a_third_waits_f
     assert approach.waits_for == frozenset({"spot-interruption"})
 
 
+def test_approach_for__waits_for__fixed_by_ec2_only_where_ec2_keeps_the_deadline(
+    load_event: LoadEvent,
+) -> None:
+    """The warning's drain waits only for a drain that acts by EC2's moment (fixed_by_ec2);
+    cut to this invocation's end (EC2 does not act then), for any of its trigger."""
+    found = _found(_spot_event(load_event("spot-interruption")))
+    now = WARNED_AT + 10
+    deadline = Deadline(now + 90, "the warning's")
+
+    kept = ec2_events.approach_for(found, Settings(), deadline, now)
+    cut = ec2_events.approach_for(found, Settings(), deadline, now, fixed=False)
+
+    assert kept.fixed_by_ec2
+    assert not cut.fixed_by_ec2
+    assert cut.waits_for == kept.waits_for == frozenset({INTERRUPTION})
+    assert cut.own_deadline and not kept.own_deadline
+
+
 def test_approach_for__rebalance__waits_for_every_ec2_trigger(load_event: LoadEvent) -> None:
     found = _found(_spot_event(load_event("rebalance")))
     settings = Settings(rebalance_action="drain")
@@ -710,8 +729,12 @@ def _wait(
     triggers: frozenset[str] = EC2_TRIGGERS,
     limit: float = NOW + 3600,
     deadline: float = NOW + 3600,
+    fixed_by_ec2: bool = False,
 ) -> Run | None:
-    return wait_for_live_drain(_tools(clock), kube, NODE, triggers, limit=limit, deadline=deadline)
+    return wait_for_live_drain(
+        _tools(clock), kube, NODE, triggers, limit=limit, deadline=deadline,
+        fixed_by_ec2=fixed_by_ec2,
+    )  # fmt: skip
 
 
 @pytest.mark.parametrize(
@@ -849,6 +872,46 @@ def test_wait_for_live_drain__limit_before_the_live_drains_end__handed_over_or_t
     assert run.result == result
     assert "still waiting for the drain begun by the spot-interruption event" in run.message
     assert clock() == NOW + 30, "waited until the limit, not past it"
+
+
+@pytest.mark.parametrize(
+    ("own_deadline", "until"),
+    [(True, NOW + 20), (False, NOW + 100)],
+    ids=["own-deadline", "later-deadline"],
+)
+def test_wait_for_live_drain__deadline_fixed_by_ec2__live_drain_not_acting_by_it__drains_beside(
+    own_deadline: bool, until: float, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A drain whose deadline EC2 fixes does not wait for a live drain that will not act
+    by that deadline (its own deadline, or a later one: a scheduled change's window
+    moved earlier): None at once, said in a warning, and the caller drains."""
+    patch, _ = cordon_patch(
+        objects.node(NODE), NOW, trigger=SCHEDULED, until=until, own_deadline=own_deadline
+    )
+    kube = ScriptedNode(_recorded(patch))
+    clock = FakeClock(NOW + 5)
+    caplog.set_level(logging.INFO, logger="drainer.lifecycle.live")
+
+    run = _wait(kube, clock, triggers=frozenset({SCHEDULED}), deadline=NOW + 30, fixed_by_ec2=True)
+
+    assert run is None
+    assert clock() == NOW + 5, "not waited for"
+    assert "draining here beside it" in caplog.text
+    assert "waiting for it instead" not in caplog.text
+
+
+@pytest.mark.parametrize("fixed", [True, False], ids=["fixed-by-ec2", "plain"])
+def test_wait_for_live_drain__duplicate_to_the_same_deadline__waited_for(fixed: bool) -> None:
+    """EventBridge's duplicate of the event: the live drain's deadline is this one's,
+    EC2's: waited for, its result taken, fixed deadline or not."""
+    kube = ScriptedNode(_draining(until=NOW + 30), _ended("drained"))
+    clock = FakeClock(NOW + 5)
+    triggers = frozenset({INTERRUPTION})
+
+    run = _wait(kube, clock, triggers=triggers, deadline=NOW + 30.7, fixed_by_ec2=fixed)
+
+    assert run is not None
+    assert run.result == Outcome.DRAINED
 
 
 # --- kubesim: the record a spot drain writes, and its grace periods ------------------------
@@ -1095,6 +1158,95 @@ def test_rebalance_cordon__terminate_hook_drain_under_way__record_left_as_it_is(
     assert run.result == Result.CORDONED
     assert "being drained already" in run.message
     assert sim.get("Node", NODE)["metadata"]["annotations"][PROGRESS_ANNOTATION] == before
+
+
+def _cordon_after(
+    sim: KubeSim, load_event: LoadEvent, record: str, launched_at: float | None = None
+) -> Run:
+    """The rebalance recommendation's cordon (REBALANCE_ACTION=cordon) of the node
+    cordoned with `record` (a drain's end)."""
+    kube = _kube(sim)
+    try:
+        kube.patch_node(
+            NODE,
+            {
+                "metadata": {"annotations": {PROGRESS_ANNOTATION: record}},
+                "spec": {"unschedulable": True},
+            },
+        )
+    finally:
+        kube.close()
+    event = _spot_event(load_event("rebalance"))
+    identity = aws.NodeIdentity(event.instance_id, NODE, "us-east-1a", launched_at=launched_at)
+    found = ec2_events.Ec2Target(event, identity, CLUSTER, "eks-spot-workers")
+    tools = Tools(
+        Settings(rebalance_action="cordon"),
+        None,  # type: ignore[arg-type]  # no AWS call on this path
+        lambda cluster, name, settings: _kube(sim),
+        time.time,
+        time.sleep,
+        random.Random(1),
+        None,
+    )
+    return ec2_events._cordon(tools, found, aws.ClusterInfo(CLUSTER, sim.url, "", "ACTIVE", ""))
+
+
+@pytest.mark.parametrize(
+    ("trigger", "phase"),
+    [
+        (INTERRUPTION, "drained"),
+        (INTERRUPTION, "timed_out"),
+        (str(Ec2Kind.CAPACITY_RESERVATION), "drained"),
+        (str(Ec2Kind.STATE_CHANGE), "failed"),
+    ],
+)
+def test_rebalance_cordon__drain_that_ends_with_the_instance_ended__node_and_record_left(
+    sim: KubeSim, load_event: LoadEvent, caplog: pytest.LogCaptureFixture, trigger: str, phase: str
+) -> None:
+    """A recommendation delivered after the warning's drain ended: the record stays
+    the drain's (not rewound to a cordon whose pods wait for that warning), and no
+    `release` advice for an instance EC2 takes."""
+    record = progress_value(phase, frozenset({"cordon"}), trigger=trigger, at=time.time() - 5)
+    caplog.set_level(logging.INFO, logger="drainer.lifecycle.ec2_events")
+
+    run = _cordon_after(sim, load_event, record)
+
+    assert run.result == Result.CORDONED
+    assert f"drained already by the {trigger} drain (it ended: {phase})" in run.message
+    assert "left as they are" in run.message
+    assert sim.get("Node", NODE)["metadata"]["annotations"][PROGRESS_ANNOTATION] == record
+    assert "release --node" not in caplog.text
+
+
+@pytest.mark.parametrize(
+    ("trigger", "ended_ago", "launched_ago"),
+    [
+        (INTERRUPTION, 600, 60),  # stopped by the warning, started again since
+        (str(Ec2Kind.REBALANCE), 5, None),  # a rebalance's own drain: EC2 has not decided
+        (TERMINATE_HOOK_TRIGGER, 5, None),
+    ],
+    ids=["earlier-life", "rebalance-drain", "terminate-hook"],
+)
+def test_rebalance_cordon__other_ended_record__cordoned_with_release_advice(
+    sim: KubeSim,
+    load_event: LoadEvent,
+    caplog: pytest.LogCaptureFixture,
+    trigger: str,
+    ended_ago: float,
+    launched_ago: float | None,
+) -> None:
+    now = time.time()
+    record = progress_value("drained", frozenset({"cordon"}), trigger=trigger, at=now - ended_ago)
+    launched = None if launched_ago is None else now - launched_ago
+    caplog.set_level(logging.INFO, logger="drainer.lifecycle.ec2_events")
+
+    run = _cordon_after(sim, load_event, record, launched_at=launched)
+
+    assert run.result == Result.CORDONED
+    assert run.message.startswith(f"cordoned node {NODE} on the rebalance recommendation")
+    after = json.loads(sim.get("Node", NODE)["metadata"]["annotations"][PROGRESS_ANNOTATION])
+    assert (after["phase"], after["trigger"]) == ("cordoned", REBALANCE)
+    assert f"release --node {NODE}" in caplog.text
 
 
 # --- EC2's other events: scheduled changes, state changes, capacity reservations ----------

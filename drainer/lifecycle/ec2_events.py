@@ -40,7 +40,7 @@ from typing import Any
 
 from drainer import aws, logs
 from drainer.errors import AwsError, ClusterNotFound, InstanceNotFound, KubeError
-from drainer.k8s.cordon import cordon_patch, live_drain
+from drainer.k8s.cordon import cordon_patch, live_drain, progress_of
 from drainer.lifecycle import ending, frame, late, notices
 from drainer.lifecycle.admission import group_refused, group_tags
 from drainer.lifecycle.events_ec2 import (
@@ -55,6 +55,7 @@ from drainer.lifecycle.events_ec2 import (
 from drainer.lifecycle.events_fields import Skip, iso
 from drainer.lifecycle.events_hook import TERMINATE_HOOK_TRIGGER
 from drainer.lifecycle.job import Approach, DrainJob, Run, Tools
+from drainer.lifecycle.live import DRAIN_ENDINGS, ENDS_WITH_THE_INSTANCE
 from drainer.lifecycle.outcomes import Result
 from drainer.lifecycle.runner import node_for, run_job
 from drainer.lifecycle.scheduled import later
@@ -239,8 +240,10 @@ def approach_for(
     records its trigger so that a later event waits for it; a rebalance drain waits
     for any of EC2's drains under way, the others only for one of the same event
     (EventBridge delivers at least once: a slower drain under way would not end in
-    time). `fixed`: whether EC2 acts at the deadline (fixed_by_ec2 when None; False
-    when this invocation's end cut it short)."""
+    time); one whose deadline EC2 fixes only for such a drain that acts by that
+    deadline (Approach.fixed_by_ec2: not one to its own deadline, nor a later one).
+    `fixed`: whether EC2 acts at the deadline (fixed_by_ec2 when None; False when
+    this invocation's end cut it short)."""
     base = settings.drain_options()
     kind = found.event.kind
     by_ec2 = fixed_by_ec2(found, settings, now)
@@ -264,7 +267,7 @@ def approach_for(
         fit_grace_to_deadline=True,
         force_on_timeout=True,
     )
-    return Approach(options, frozenset({str(kind)}), found.event.change_id)
+    return Approach(options, frozenset({str(kind)}), found.event.change_id, fixed_by_ec2=True)
 
 
 def drain(found: Ec2Target, tools: Tools, invocation: Invocation | None) -> Run:
@@ -293,7 +296,9 @@ def drain(found: Ec2Target, tools: Tools, invocation: Invocation | None) -> Run:
 
 def _cordon(tools: Tools, found: Ec2Target, cluster: aws.ClusterInfo) -> Run:
     """A rebalance recommendation with REBALANCE_ACTION=cordon: no new pods on the
-    node; its pods stay until the interruption warning or the terminate hook."""
+    node; its pods stay until the interruption warning or the terminate hook. A node
+    being drained, or drained already by a drain that ends with the instance, is left
+    as it is (`_drained_already`)."""
     kube = tools.kube_factory(cluster, cluster.name, tools.settings)
     try:
         current = node_for(kube, found.identity)
@@ -302,8 +307,14 @@ def _cordon(tools: Tools, found: Ec2Target, cluster: aws.ClusterInfo) -> Run:
         node = str(current["metadata"]["name"])
         # Any drain under way, the terminate hook's too: its record stays as it is.
         draining = EC2_TRIGGERS | {TERMINATE_HOOK_TRIGGER}
-        if live_drain(current, tools.clock(), draining) is not None:
+        live = live_drain(current, tools.clock(), draining)
+        if live is not None:
+            if live.trigger not in ENDS_WITH_THE_INSTANCE:
+                _may_come_back(found, node)
             return Run(Result.CORDONED, f"node {node} is being drained already", node=node)
+        drained = _drained_already(current, found)
+        if drained:
+            return Run(Result.CORDONED, drained, node=node)
         trigger = str(found.event.kind)
         patch, _ = cordon_patch(current, tools.clock(), trigger=trigger, phase=Result.CORDONED)
         kube.patch_node(node, patch, dry_run=tools.settings.dry_run)
@@ -311,12 +322,43 @@ def _cordon(tools: Tools, found: Ec2Target, cluster: aws.ClusterInfo) -> Run:
         return Run(Result.FAILED, f"could not cordon the node: {e}")
     finally:
         kube.close()
+    _may_come_back(found, node)
     return Run(
         Result.CORDONED,
         f"cordoned node {node} on the rebalance recommendation; its pods stay until the "
         "interruption warning or the terminate hook drains it",
         node=node,
     )
+
+
+def _drained_already(current: dict[str, Any], found: Ec2Target) -> str:
+    """Why the recommendation leaves the node as it is: its record shows the end of a
+    drain that ends with the instance (a spot warning's, a capacity reservation's, a
+    state change's), in this life of it: EC2 has said more than a recommendation
+    does, and the drain did what it asked. Its record stays (rewound to a rebalance
+    cordon, it would say the pods stay until a warning that came and went), and there
+    is no `release` advice. The same for a late warning's drain (its own 120 s; its ended
+    record does not say so): EC2 may still act a little late, and should it not, the
+    node is cordoned by that drain, not by this recommendation. "" otherwise."""
+    record = progress_of(current) or {}
+    trigger, phase, at = record.get("trigger"), record.get("phase"), record.get("at")
+    if trigger not in ENDS_WITH_THE_INSTANCE or phase not in DRAIN_ENDINGS:
+        return ""
+    launched = found.identity.launched_at
+    if launched is not None and isinstance(at, int | float) and at < launched:
+        return ""  # ended in an earlier life of the instance (stopped, started again)
+    return (
+        f"node {current['metadata']['name']} was drained already by the {trigger} drain "
+        f"(it ended: {phase}), which EC2's taking of the instance ends: the node and its "
+        "record are left as they are"
+    )
+
+
+def _may_come_back(found: Ec2Target, node: str) -> None:
+    """The warning line for a node the recommendation leaves cordoned: EC2 may never
+    act on it."""
+    fate, _ = found.event.fate
+    log.warning("%s: %s", fate, notices.comes_back(node, str(found.event.kind), fate))
 
 
 def handle(
@@ -355,7 +397,8 @@ def handle(
     run = replace(run, cluster=found.cluster)
     summary = frame.end_summary(run, None, None, started, trigger=str(event.kind))
     fate, may_come_back = event.fate
-    if may_come_back and run.result in (Result.DRAINED, Result.TIMED_OUT, Result.CORDONED):
+    # A rebalance's cordon says so itself (_cordon): not for a node drained already.
+    if may_come_back and run.result in (Result.DRAINED, Result.TIMED_OUT):
         log.warning("%s: %s", fate, notices.comes_back(run.node or "NODE", str(event.kind), fate))
     return ending.finish(run, summary, found, settings, clients)
 

@@ -39,6 +39,10 @@ class Approach:
     """An EC2 event's drain to a deadline EC2 does not keep (a late warning's own time,
     a rebalance's, a window further away): the node's record says so, for the
     terminate hook that follows it (drainer/lifecycle/live.py)."""
+    fixed_by_ec2: bool = False
+    """EC2 takes the instance at the drain's deadline (a warning's, a capacity
+    reservation's, a state change's, a near scheduled change's): it waits only for a
+    live drain that acts by then as it would (drainer/lifecycle/live.py)."""
 
 
 @dataclass(frozen=True)

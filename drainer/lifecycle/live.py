@@ -1,6 +1,7 @@
 """Waiting for a drain another invocation began on the same node (a spot event's,
 which the terminate hook's event that follows it must not start again), reading the
-node's record until it ends."""
+node's record until it ends. A drain whose deadline EC2 fixes (Approach.fixed_by_ec2)
+waits only for a drain that acts by that deadline; beside any other it drains itself."""
 
 from __future__ import annotations
 
@@ -21,9 +22,7 @@ LIVE_DRAIN_POLL_SECONDS = 2.0
 
 # What a drain that another invocation ran means for this one, by the phase it
 # recorded on the node at its end.
-_DRAIN_ENDINGS = frozenset(
-    {Outcome.DRAINED, Outcome.TIMED_OUT, Outcome.FAILED, Outcome.INTERRUPTED}
-)
+DRAIN_ENDINGS = frozenset({Outcome.DRAINED, Outcome.TIMED_OUT, Outcome.FAILED, Outcome.INTERRUPTED})
 """The phases a drain's record ends in; any other (the record removed, a rebalance's
 cordon) is taken for drained."""
 LIVE_DRAIN_SLACK_SECONDS = 10.0
@@ -44,6 +43,7 @@ def wait_for_live_drain(
     limit: float,
     deadline: float,
     known: dict[str, Any] | None = None,
+    fixed_by_ec2: bool = False,
 ) -> Run | None:
     """When the node's record shows a live drain begun by one of `triggers` (another
     invocation, for a spot event of the same instance), wait for it to end, reading
@@ -52,10 +52,11 @@ def wait_for_live_drain(
     too when it timed out before this drain's own deadline (`deadline`) and the
     instance may outlive it (`_drains_on`): a rebalance's drain, cut to its one
     invocation, or a scheduled change's. `known`: the node as the caller just read
-    it (saves a GET)."""
+    it (saves a GET). `fixed_by_ec2` (Approach's): a live drain that will not act by
+    this deadline as this one would is not waited for (`_beside`)."""
     current = known if known is not None else kube.get_node(node)
     live = live_drain(current or {}, tools.clock(), triggers)
-    if live is None:
+    if live is None or (fixed_by_ec2 and _beside(live, node, deadline)):
         return None
     log.info(
         "a drain begun by the %s event is under way on node %s; waiting for it instead "
@@ -82,6 +83,31 @@ def wait_for_live_drain(
         node,
     )
     return None
+
+
+def _beside(live: LiveDrain, node: str, deadline: float) -> bool:
+    """Whether a drain whose deadline EC2 fixes (`deadline`) drains the node itself
+    beside the live one rather than wait for it: the live drain's deadline is its own
+    (it deletes no pod its budget holds, nor fits a grace to EC2's moment) or later
+    than this one's. Both then run: this one records itself on the node (the record
+    names it, so that a later event waits for it) and ends at its deadline with its
+    own end line; the other goes on to its own end, evicting what is left (a pod both
+    evict goes once), and its end, which may come after, is recorded over this one's
+    and has its own end line."""
+    if not live.own_deadline and live.until <= deadline:
+        return False
+    why = "its own deadline" if live.own_deadline else "a later deadline"
+    log.warning(
+        "a drain begun by the %s event is under way on node %s, to %s (%+.0f s from "
+        "this drain's, which EC2 fixes): it will not act by then as this drain must; draining "
+        "here beside it, until this drain's deadline (the other goes on to its own end, "
+        "with its own end line)",
+        live.trigger,
+        node,
+        why,
+        live.until - deadline,
+    )
+    return True
 
 
 def _drains_on(ended: Run, live: LiveDrain, node: str, deadline: float) -> bool:
@@ -131,7 +157,7 @@ def _wait_for_end(
         progress = progress_of(current) or {}
         phase = str(progress.get("phase", ""))
         if phase != DRAINING:
-            ended = Outcome(phase) if phase in _DRAIN_ENDINGS else Outcome.DRAINED
+            ended = Outcome(phase) if phase in DRAIN_ENDINGS else Outcome.DRAINED
             return Run(
                 lambda_outcome(ended),
                 f"the drain begun by the {trigger} event ended: {phase or 'record removed'}",

@@ -156,6 +156,7 @@ def _drain_once(tools: Tools, job: DrainJob) -> Run:
             limit=window.limit,
             deadline=window.deadline.at,
             known=found,
+            fixed_by_ec2=job.approach.fixed_by_ec2,
         )
         if waited is not None:
             return waited
