@@ -23,6 +23,7 @@ from drainer.k8s import kubeconfig
 from drainer.k8s.kube import Kube
 from kubesim import KubeSim
 from tests.support.clock import FakeClock
+from tests.test_kubeconfig import _config
 
 RELEASE = ["release", "--node", "n1", "--dry-run=client"]
 """The nearest read-only equivalent of `kubectl get node n1`: one GET of the node."""
@@ -33,26 +34,6 @@ def sim() -> Iterator[KubeSim]:
     with KubeSim(speed=20.0) as running:
         running.apply({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"}})
         yield running
-
-
-def _config(sim: KubeSim, user: dict[str, Any], **cluster: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [
-            {
-                "name": "sim",
-                "cluster": {
-                    "server": sim.url,
-                    "certificate-authority-data": sim.ca_data,
-                    **cluster,
-                },
-            }
-        ],
-        "users": [{"name": "u", "user": user}],
-        "contexts": [{"name": "sim", "context": {"cluster": "sim", "user": "u"}}],
-        "current-context": "sim",
-    }
 
 
 def _write(path: Path, document: dict[str, Any]) -> Path:

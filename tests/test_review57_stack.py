@@ -154,6 +154,3 @@ def test_update_of_cluster_name__the_old_clusters_tagged_groups_lose_this_stacks
         "this stack's hook, naming the old cluster, left on a group it no longer covers: "
         + updated["Reason"]
     )
-
-
-# --- 4. the ServiceTimeout: a Create's sync has no deadline -------------------------------

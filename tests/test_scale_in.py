@@ -1004,6 +1004,27 @@ def test_this_stacks_hook_on_a_group_no_longer_tagged__said_with_the_fix(
     )
 
 
+class _FollowedDrainEnds:
+    """The hook's sleep while it waits for a live drain: the first time it sleeps, the
+    followed drain's invocation records its end, timed_out (an empty node here: the
+    pods it waited for went since, their budget free again)."""
+
+    def __init__(self, scene: Scene, clock: FakeClock, trigger: str) -> None:
+        self.scene, self.clock, self.trigger = scene, clock, trigger
+        self.ended = False
+
+    def __call__(self, seconds: float) -> None:
+        if not self.ended:
+            self.ended = True
+            sim, node = self.scene.kubesim, self.scene.node_name
+            current = sim.get("Node", node)
+            current["metadata"]["annotations"][PROGRESS_ANNOTATION] = progress_value(
+                str(Outcome.TIMED_OUT), frozenset({"cordon", "label"}), trigger=self.trigger
+            )
+            sim.api.update(sim.resource_for(current), current, "", node)
+        self.clock.sleep(seconds)
+
+
 @pytest.mark.parametrize(
     ("own_deadline", "drains_on"),
     [
@@ -1033,20 +1054,7 @@ def test_live_spot_drain_timed_out__hook_drains_on_only_past_a_deadline_of_its_o
     scene.kubesim.apply(
         {**bare, "metadata": {"name": node, **patch["metadata"]}, "spec": {"unschedulable": True}}
     )
-    ended = False
-
-    def sleep(seconds: float) -> None:
-        nonlocal ended
-        if not ended:
-            ended = True
-            current = scene.kubesim.get("Node", node)
-            current["metadata"]["annotations"][PROGRESS_ANNOTATION] = progress_value(
-                str(Outcome.TIMED_OUT), frozenset({"cordon", "label"}), trigger=spot
-            )
-            resource = scene.kubesim.resource_for(current)
-            scene.kubesim.api.update(resource, current, "", node)
-        clock.sleep(seconds)
-
+    sleep = _FollowedDrainEnds(scene, clock, spot)
     settings = Settings(drain_timeout_seconds=3600, timeout_policy=TimeoutPolicy.CONTINUE)
     tools = Tools(
         settings, scene.clients, scene.kube, clock=clock, sleep=sleep, rng=random.Random(7)
@@ -1054,7 +1062,7 @@ def test_live_spot_drain_timed_out__hook_drains_on_only_past_a_deadline_of_its_o
 
     run = scale_in.drain_instance(scene.event, tools, None)
 
-    assert ended, "the hook waited for the spot drain"
+    assert sleep.ended, "the hook waited for the spot drain"
     expected = Result.DRAINED if drains_on else Result.TIMED_OUT
     assert run.result == expected, run.message
 
@@ -1079,23 +1087,7 @@ def test_live_rebalance_drain_timed_out_at_its_invocations_end__hook_with_time_l
     scene.kubesim.apply(
         {**bare, "metadata": {"name": node, **patch["metadata"]}, "spec": {"unschedulable": True}}
     )
-    ended = False
-
-    def sleep(seconds: float) -> None:
-        """While the hook waits, the rebalance drain's invocation runs out of time and
-        records its end: timed_out (an empty node here: the pods it waited for went
-        since, their budget free again)."""
-        nonlocal ended
-        if not ended:
-            ended = True
-            current = scene.kubesim.get("Node", node)
-            current["metadata"]["annotations"][PROGRESS_ANNOTATION] = progress_value(
-                str(Outcome.TIMED_OUT), frozenset({"cordon", "label"}), trigger=rebalance
-            )
-            resource = scene.kubesim.resource_for(current)
-            scene.kubesim.api.update(resource, current, "", node)
-        clock.sleep(seconds)
-
+    sleep = _FollowedDrainEnds(scene, clock, rebalance)  # its invocation ran out of time
     settings = Settings(drain_timeout_seconds=3600, timeout_policy=TimeoutPolicy.CONTINUE)
     tools = Tools(
         settings, scene.clients, scene.kube, clock=clock, sleep=sleep, rng=random.Random(7)
@@ -1104,7 +1096,7 @@ def test_live_rebalance_drain_timed_out_at_its_invocations_end__hook_with_time_l
     with caplog.at_level(logging.INFO, logger="drainer.lifecycle.live"):
         run = scale_in.drain_instance(scene.event, tools, None)
 
-    assert ended, "the hook waited for the rebalance drain"
+    assert sleep.ended, "the hook waited for the rebalance drain"
     assert run.deadline is not None and run.deadline.at - clock() > 3000, "an hour left"
     assert run.result == Result.DRAINED, (
         f"the hook ended {run.result} {run.deadline.at - clock():.0f} s before its own "
