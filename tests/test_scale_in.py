@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from types import SimpleNamespace
 from typing import Any
 
 import boto3
@@ -37,8 +38,9 @@ from drainer.lifecycle import admission, runner, scale_in, window
 from drainer.lifecycle.events import parse_event
 from drainer.lifecycle.events_ec2 import Ec2Kind
 from drainer.lifecycle.events_hook import TERMINATE_HOOK_TRIGGER, LifecycleEvent
-from drainer.lifecycle.handover import Handover, with_handover
+from drainer.lifecycle.handover import HANDOVER_KEY, Handover, parse_handover, with_handover
 from drainer.lifecycle.job import Run, Tools
+from drainer.lifecycle.notices import end_notice
 from drainer.lifecycle.outcomes import Result, lifecycle_result
 from drainer.lifecycle.runner import API_RETRY
 from drainer.lifecycle.settings import Settings
@@ -1103,3 +1105,37 @@ def test_live_rebalance_drain_timed_out_at_its_invocations_end__hook_with_time_l
         f"deadline, answering {lifecycle_result(run.result, settings)}: {run.message}"
     )
     assert "timed out at its own deadline" in caplog.text and "draining here" in caplog.text
+
+
+# --- the drain as a whole, across hand-overs ---------------------------------------------
+
+
+@dataclass
+class _Beats:
+    beats: int
+    gone: bool = False
+
+
+def test_drain_handed_over__the_end_counts_every_invocation_s_evictions() -> None:
+    """A drain evicts 40 pods, hands over, and its next invocation evicts 3 more: the
+    end line keeps the invocation's own `evicted` (3: the PodsEvicted metric) and
+    says the drain's `evicted_total` (43), which the notice's "Pods evicted" tells,
+    beside the total Duration."""
+    began = time.time() - 3600
+    first = Run(Result.HANDED_OVER, report=DrainReport("n1", Outcome.INTERRUPTED, evicted=40))
+    event = SimpleNamespace(handover=None)  # the first invocation's: no hand-over yet
+    handed = scale_in._with_heartbeat(first, _Beats(4), event, began).handover  # type: ignore[arg-type]
+    assert handed is not None
+    payload = json.loads(json.dumps(with_handover({"time": WAITED_AT}, handed)))
+    last = Run(Result.DRAINED, report=DrainReport("n1", evicted=3), heartbeats=1)
+
+    claim = parse_handover(payload[HANDOVER_KEY], None, time.time())
+    assert claim is not None
+    summary = scale_in._across_invocations(
+        {"result": "drained", "evicted": 3, "seconds": 20.0}, claim, last
+    )
+
+    assert (summary["evicted"], summary["evicted_total"]) == (3, 43)
+    subject = SimpleNamespace(instance_id="i-1", asg_name="g")
+    _, text, _ = end_notice(subject, summary)
+    assert "Pods evicted: 43." in text, text

@@ -165,6 +165,7 @@ def _hook_sync(event: Mapping[str, Any]) -> HookSyncEvent | None:
         and event.get("detail-type") == CLOUDTRAIL_DETAIL_TYPE
         and isinstance(detail, dict)
         and detail.get("eventSource") == "autoscaling.amazonaws.com"
+        and isinstance(detail.get("eventName"), str)  # a list is no call: skipped, no TypeError
         and detail.get("eventName") in HOOK_SYNC_API_CALLS
     ):
         request = detail.get("requestParameters")

@@ -207,7 +207,8 @@ def parse_ec2(
     """The event as one of EC2's (or AWS Health's) events, a Skip saying why it is not
     one to drain for, or None when it comes from neither."""
     source, detail_type = event.get("source"), event.get("detail-type")
-    if source == EC2_SOURCE and detail_type in _EC2_KINDS:
+    # A detail-type of another JSON type (a list) is no kind: skipped, never a TypeError.
+    if source == EC2_SOURCE and isinstance(detail_type, str) and detail_type in _EC2_KINDS:
         return _ec2_event(event, _EC2_KINDS[str(detail_type)])
     if source == HEALTH_SOURCE and detail_type == HEALTH_DETAIL_TYPE:
         return _scheduled_change(event)

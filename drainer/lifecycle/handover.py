@@ -39,17 +39,37 @@ class Handover:
     """How many times the drain has been handed on so far."""
     heartbeats: int
     """Lifecycle heartbeats recorded by all previous invocations."""
+    evicted: int = 0
+    """Pods evicted by all previous invocations (0 in a hand-over of a version before)."""
+    target_wait_began: float | None = None
+    """Epoch seconds when the wait for the target groups began, in an invocation before
+    (None: it has not), so TARGET_GROUP_WAIT_SECONDS bounds it across invocations."""
 
-    def handed_on(self, heartbeats: int) -> Handover:
-        """The hand-over for the next invocation, after `heartbeats` more beats."""
-        return Handover(self.started_at, self.handovers + 1, self.heartbeats + heartbeats)
+    def handed_on(
+        self, heartbeats: int, evicted: int = 0, target_wait_began: float | None = None
+    ) -> Handover:
+        """The hand-over for the next invocation, after `heartbeats` more beats and
+        `evicted` more pods; the target wait's start, once one began it."""
+        return Handover(
+            self.started_at,
+            self.handovers + 1,
+            self.heartbeats + heartbeats,
+            self.evicted + evicted,
+            self.target_wait_began if target_wait_began is None else target_wait_began,
+        )
 
     def as_dict(self) -> dict[str, object]:
-        return {
+        """The "drainer" key; the fields a version before knew nothing of only when set."""
+        said: dict[str, object] = {
             "started_at": self.started_at,
             "handovers": self.handovers,
             "heartbeats": self.heartbeats,
         }
+        if self.evicted:
+            said["evicted"] = self.evicted
+        if self.target_wait_began is not None:
+            said["target_wait_began"] = self.target_wait_began
+        return said
 
 
 def with_handover(event: Mapping[str, Any], handover: Handover) -> dict[str, Any]:
@@ -62,34 +82,66 @@ def with_handover(event: Mapping[str, Any], handover: Handover) -> dict[str, Any
 def parse_handover(raw: object, event_time: float | None, now: float) -> Handover | None:
     """The hand-over claim, its numbers bounded: a start no earlier than the event
     (less the clock skew), not in the future, not older than a lifecycle action can
-    live; counters that fit in 48 hours. Raises Malformed for a claim out of bounds."""
+    live; counters that fit in 48 hours; a target wait begun no earlier than the
+    drain (less the clock skew) and not in the future. Raises Malformed for a claim
+    out of bounds. A hand-over of a version before has no `evicted` (0) and no
+    `target_wait_began` (None)."""
     if raw is None:
         return None
-    where = f"field '{HANDOVER_KEY}'"
     if not isinstance(raw, dict):
-        raise Malformed(f"{where} is a {type(raw).__name__}, not an object")
+        raise Malformed(f"{_WHERE} is a {type(raw).__name__}, not an object")
     started_at = _seconds(raw.get("started_at"))
     if started_at is None:
         raise Malformed(
-            f"{where}.started_at must be positive epoch seconds, got {_number(raw, 'started_at')}"
+            f"{_WHERE}.started_at must be positive epoch seconds, got {_number(raw, 'started_at')}"
         )
     earliest = now - LIFECYCLE_ACTION_MAX_SECONDS - CLOCK_SKEW_SECONDS
     if event_time is not None:
         earliest = max(earliest, event_time - CLOCK_SKEW_SECONDS)
     if not earliest <= started_at <= now + CLOCK_SKEW_SECONDS:
         raise Malformed(
-            f"{where}.started_at {started_at:.0f} is {_broken_bound(started_at, event_time, now)}: "
+            f"{_WHERE}.started_at {started_at:.0f} is "
+            f"{_broken_bound(started_at, event_time, now)}: "
             "not the start of this lifecycle action's drain"
         )
-    counts = []
-    for key in ("handovers", "heartbeats"):
-        value = raw.get(key)
-        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_COUNT:
-            raise Malformed(
-                f"{where}.{key} must be an integer from 0 to {MAX_COUNT}, got {_number(raw, key)}"
-            )
-        counts.append(value)
-    return Handover(started_at=started_at, handovers=counts[0], heartbeats=counts[1])
+    handovers, heartbeats, evicted = (_count(raw, key, required) for key, required in _COUNTS)
+    started_at = min(started_at, now)  # a start within the skew ahead: now, never a negative span
+    return Handover(
+        started_at, handovers, heartbeats, evicted, _target_wait_began(raw, started_at, now)
+    )
+
+
+_WHERE = f"field '{HANDOVER_KEY}'"
+_COUNTS = (("handovers", True), ("heartbeats", True), ("evicted", False))
+"""The hand-over's counters, and whether a hand-over of a version before has each."""
+
+
+def _count(raw: Mapping[str, Any], key: str, required: bool) -> int:
+    """A counter of the claim, from 0 to MAX_COUNT (0 when it is not required and absent)."""
+    value = raw.get(key)
+    if value is None and not required:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_COUNT:
+        raise Malformed(
+            f"{_WHERE}.{key} must be an integer from 0 to {MAX_COUNT}, got {_number(raw, key)}"
+        )
+    return value
+
+
+def _target_wait_began(raw: Mapping[str, Any], started_at: float, now: float) -> float | None:
+    """When the claim says the target wait began; None when it says nothing. Bounded
+    like the start: after the drain's start (less the clock skew) and not in the
+    future (plus the skew; the runner counts a start past its own clock as now, so a
+    claim can only shorten the wait, never lengthen it past one begun now)."""
+    if raw.get("target_wait_began") is None:
+        return None
+    began = _seconds(raw.get("target_wait_began"))
+    if began is None or not started_at - CLOCK_SKEW_SECONDS <= began <= now + CLOCK_SKEW_SECONDS:
+        raise Malformed(
+            f"{_WHERE}.target_wait_began must be epoch seconds between the drain's start "
+            f"and now, got {_number(raw, 'target_wait_began')}"
+        )
+    return began
 
 
 def _seconds(value: object) -> float | None:

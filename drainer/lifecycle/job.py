@@ -53,6 +53,10 @@ class DrainJob:
     cluster: aws.ClusterInfo
     window: Window
     approach: Approach
+    handed_over: Handover | None = None
+    """The progress of the invocations before this one, when the drain was handed
+    over (a claim, bounded by drainer/lifecycle/handover.py): the pods they evicted,
+    when the wait for the target groups began."""
 
 
 def jitter() -> random.Random:

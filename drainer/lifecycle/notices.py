@@ -117,12 +117,14 @@ def end_notice(event: Subject, summary: Mapping[str, Any]) -> Notice:
     subject = f"eks-node-drainer: {node} {_TITLES.get(result, result)}"
     ec2 = getattr(event, "event", None)  # an EC2 event's target: what EC2 does
     fate = ec2.fate if isinstance(ec2, Ec2Event) else ("EC2 ends the instance", False)
+    # The drain as a whole, across hand-overs, when it was handed over (scale_in's totals).
     seconds = summary.get("drain_seconds_total", summary.get("seconds", 0))
+    evicted = summary.get("evicted_total", summary.get("evicted", 0))
     lines = [
         f"Instance {event.instance_id} of {event.asg_name or 'no group'}, node {node}, cluster "
         f"{summary.get('cluster') or '?'}: {result}.",
         f"Lifecycle action: {_told(summary)}{_began_by(summary.get('trigger', ''), fate[0])}.",
-        f"Duration: {float(seconds):.0f} s. Pods evicted: {summary.get('evicted', 0)}.",
+        f"Duration: {float(seconds):.0f} s. Pods evicted: {evicted}.",
     ]
     if "forecast_seconds" in summary:
         lines.append(_forecast_line(summary))

@@ -188,7 +188,8 @@ def _engine_drain(
     node = str(found["metadata"]["name"])
     node_uid = str(found["metadata"].get("uid") or "")
     options, window = job.approach.options, job.window
-    story = None if poster is None else DrainStory(poster, node, node_uid, options.trigger)
+    before = job.handed_over.evicted if job.handed_over else 0
+    story = None if poster is None else DrainStory(poster, node, node_uid, options.trigger, before)
     _say_opt_out_ignored(found, options.trigger, story)
     eta = None if options.dry_run else _eta(tools, kube, node, job)
     drain = Drain(
@@ -279,22 +280,25 @@ def _told(outcome: Outcome, trigger: str, settings: Settings) -> str | None:
 
 def _leave_target_groups(tools: Tools, run: Run, job: DrainJob) -> Run:
     """Once the pods are gone, the instance leaves the load balancers' target groups
-    before CONTINUE (drainer/lifecycle/targets.py), within TARGET_GROUP_WAIT_SECONDS, the
+    before CONTINUE (drainer/lifecycle/targets.py), within TARGET_GROUP_WAIT_SECONDS
+    of the wait's start (in an invocation before, when it handed the wait over), the
     deadline and this invocation's time (past which the next one waits on)."""
     wait = tools.settings.target_group_wait_seconds
     if run.result not in (Result.DRAINED, Result.NO_NODE) or wait <= 0:
         return run
     window = job.window
+    began = _target_wait_began(job, tools.clock())
     found = leave_target_groups(
         tools.clients.elbv2,
         job.identity.instance_id,
         job.cluster.name,
         sorted(tools.settings.target_group_arns),
-        until=min(tools.clock() + wait, window.limit),
+        until=min(began + wait, window.limit),
         clock=tools.clock,
         sleep=tools.sleep,
         pods=run.report.addresses if run.report is not None else None,
     )
+    found = replace(found, began_at=began)
     log.info(
         "%s",
         found.describe(),
@@ -308,3 +312,12 @@ def _leave_target_groups(tools: Tools, run: Run, job: DrainJob) -> Run:
     if found.pending and window.hands_over and tools.clock() >= window.limit:
         return replace(run, result=Result.HANDED_OVER, message=found.describe(), targets=found)
     return replace(run, targets=found)
+
+
+def _target_wait_began(job: DrainJob, now: float) -> float:
+    """When the wait for the target groups began: now, or in an invocation before that
+    handed it over (the hand-over's claim). A claimed start past this invocation's
+    clock counts as now: a claim may shorten the wait, never lengthen it past one
+    begun now."""
+    claimed = job.handed_over.target_wait_began if job.handed_over else None
+    return now if claimed is None else min(claimed, now)

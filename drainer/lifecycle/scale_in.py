@@ -141,7 +141,11 @@ def _with_heartbeat(
     hands over (the drain's start and its counts carried across invocations)."""
     handover = None
     if run.result == Result.HANDED_OVER:
-        handover = (event.handover or Handover(started_at, 0, 0)).handed_on(heartbeat.beats)
+        handover = (event.handover or Handover(started_at, 0, 0)).handed_on(
+            heartbeat.beats,
+            evicted=run.report.evicted if run.report is not None else 0,
+            target_wait_began=None if run.targets is None else run.targets.began_at,
+        )
     return replace(
         run,
         started_at=started_at,
@@ -157,7 +161,9 @@ def _drain(tools: Tools, event: LifecycleEvent, admitted: frame.Admitted, window
     if isinstance(where, frame.NotLocated):
         result = Result.NO_NODE if where.no_instance else Result.FAILED
         return Run(result, where.message, cluster=where.cluster_name)
-    job = DrainJob(where.identity, where.cluster, window, approach(tools.settings, event))
+    job = DrainJob(
+        where.identity, where.cluster, window, approach(tools.settings, event), event.handover
+    )
     return run_job(tools, job)
 
 
@@ -245,10 +251,11 @@ def _into_warm_pool(summary: dict[str, Any], run: Run, settings: Settings) -> di
 
 def _across_invocations(summary: dict[str, Any], handover: Handover, run: Run) -> dict[str, Any]:
     """The end line with the drain as a whole, across invocations: the state carried
-    by the hand-over."""
+    by the hand-over (`heartbeats`, `evicted` and `seconds` stay this invocation's)."""
     return {
         **summary,
         "handovers_so_far": handover.handovers,
         "heartbeats_total": handover.heartbeats + run.heartbeats,
+        "evicted_total": handover.evicted + (run.report.evicted if run.report else 0),
         "drain_seconds_total": round(time.time() - handover.started_at, 3),
     }

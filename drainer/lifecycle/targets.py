@@ -56,6 +56,10 @@ class TargetWait:
     """The target groups of type ip where an IP of a pod the drain took off was a target."""
     short_grace: dict[str, str] = field(default_factory=dict)
     """Pods whose grace period is shorter than such a group's deregistration delay."""
+    began_at: float | None = None
+    """Epoch seconds when the wait began: in this invocation, or in one before that
+    handed the drain over mid-wait (the next hand-over carries it on); set by the
+    runner."""
 
     def describe(self) -> str:
         if self.error:
@@ -232,9 +236,9 @@ def _short_grace(
     delay: ELB may still send them requests after they exit. One warning line."""
     short: dict[str, str] = {}
     for group, targets in holding.items():
-        delay = deregistration_delay(elbv2, group)
+        delay = _delay(elbv2, group)
         if delay is None:
-            continue  # deleted meanwhile: it sends nobody requests any more
+            continue  # deleted meanwhile (it sends nobody requests any more), or unread
         for target in targets:
             pod = addresses[target["Target"]["Id"]]
             if pods[pod].grace < delay and pod not in short:
@@ -251,6 +255,23 @@ def _short_grace(
             extra={"short_grace": short},
         )
     return short
+
+
+def _delay(elbv2: aws.Client, group: str) -> int | None:
+    """The group's deregistration delay, read only for the short-grace warning: None
+    when the group is gone, or when ELB does not answer (throttled beyond botocore's
+    retries, a 5xx, the read denied). That costs the warning about the group's pods,
+    a log line, never the wait: the targets were deregistered and are draining."""
+    try:
+        return deregistration_delay(elbv2, group)
+    except AwsError as e:
+        log.warning(
+            "could not read the deregistration delay of target group %s (%s): its pods' "
+            "grace periods are not checked against it; the wait goes on",
+            group,
+            e,
+        )
+        return None
 
 
 def _deregister_all(elbv2: aws.Client, holding: dict[str, list[dict[str, Any]]]) -> list[str]:

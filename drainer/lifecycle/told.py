@@ -33,11 +33,21 @@ class DrainStory:
     """An on_event callback that tells the drain in Events, and its ending."""
 
     def __init__(
-        self, poster: EventPoster, node: str, node_uid: str, trigger: str, by: str = ""
+        self,
+        poster: EventPoster,
+        node: str,
+        node_uid: str,
+        trigger: str,
+        evicted_before: int = 0,
+        *,
+        by: str = "",
     ) -> None:
         """`by`: who runs the drain, for the start Event (the CLI's kubeconfig user and
-        host); the trigger says it of the Lambda's."""
+        host); the trigger says it of the Lambda's. `evicted_before`: the pods the
+        invocations before this one evicted, when the drain was handed over (the end
+        Event counts the drain's evictions, not only this invocation's)."""
         self.poster = poster
+        self.evicted_before = evicted_before
         self.node = Regarding("Node", node, uid=node_uid)
         self.trigger = trigger
         self.begun_by = f"{trigger}, {by}" if by else trigger
@@ -104,7 +114,9 @@ class DrainStory:
             return
         reason, warning = ending
         if report.outcome is Outcome.DRAINED:
-            note = f"every pod is gone: {report.evicted} evicted"
+            note = f"every pod is gone: {report.evicted + self.evicted_before} evicted"
+            if self.evicted_before:
+                note += f" ({self.evicted_before} before a hand-over)"
         elif report.outcome is Outcome.TIMED_OUT:
             note = report.timeout_message()
         else:
