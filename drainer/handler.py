@@ -122,7 +122,12 @@ def lambda_handler(event: Any, context: Any) -> dict[str, Any]:
         return stack_hooks.serve(parsed, settings, lambda: _aws(settings, region)[0])
     if isinstance(parsed, HookSyncEvent):
         clients, _ = _aws(settings, os.environ.get("AWS_REGION", ""))
-        return hooks.sync_hooks(clients.autoscaling, settings, parsed.cause).result()
+        return hooks.sync_hooks(
+            clients.autoscaling,
+            settings,
+            parsed.cause,
+            cloudformation=lambda: clients.cloudformation,  # built only when asked for
+        ).result()
     clients, kube_factory = _aws(settings, os.environ.get("AWS_REGION", "") or parsed.region)
     invocation = None
     if context is not None and hasattr(context, "get_remaining_time_in_millis"):

@@ -39,7 +39,7 @@ from typing import Any
 
 from drainer import aws, logs
 from drainer.errors import AwsError
-from drainer.lifecycle import managed
+from drainer.lifecycle import hooks_stack, managed
 from drainer.lifecycle.admission import STACK_KEY, metadata_fields, other_cluster, tag_admits
 from drainer.lifecycle.events_hook import LAUNCHING, TERMINATING
 from drainer.lifecycle.settings import Settings
@@ -142,20 +142,30 @@ class HookSync:
     not_ours: dict[str, str] = field(default_factory=dict)
     """Group -> whose hook of the name it has: left as it is."""
     enabled: bool = True
+    unreached: tuple[str, ...] = ()
+    """Covered groups not looked at: the sync's deadline had passed."""
+    made: tuple[Hook, ...] = ()
+    """The hooks `created` names, as (group, hook name)."""
+    withdrawn: str = ""
+    """The stack's status when the hooks created were deleted again (hooks_stack)."""
 
     def result(self) -> dict[str, Any]:
         """The invocation's answer and the summary line's fields."""
-        return {
-            "result": "hooks_synced" if self.enabled else "hooks_not_managed",
-            "trigger": self.cause,
-            "groups": len(self.covered),
-            "covered": list(self.covered),
-            "hooks_created": list(self.created),
-            "hooks_updated": dict(self.updated),
-            "skipped": dict(self.skipped),
-            "failed": dict(self.failed),
-            "not_ours": dict(self.not_ours),
-        }
+        return (
+            {
+                "result": "hooks_synced" if self.enabled else "hooks_not_managed",
+                "trigger": self.cause,
+                "groups": len(self.covered),
+                "covered": list(self.covered),
+                "hooks_created": list(self.created),
+                "hooks_updated": dict(self.updated),
+                "skipped": dict(self.skipped),
+                "failed": dict(self.failed),
+                "not_ours": dict(self.not_ours),
+            }
+            | ({"unreached": list(self.unreached)} if self.unreached else {})
+            | ({"withdrawn": self.withdrawn} if self.withdrawn else {})
+        )
 
 
 def tagged_groups(autoscaling: aws.Client, settings: Settings) -> tuple[list[str], dict[str, str]]:
@@ -208,11 +218,19 @@ def sync_hooks(
     cause: str = "",
     groups: tuple[list[str], dict[str, str]] | None = None,
     adopt: Collection[Hook] = (),
+    *,
+    deadline: float | None = None,
+    own_stack: bool = True,
+    cloudformation: hooks_stack.CloudFormation | None = None,
 ) -> HookSync:
     """Give every covered group the hook; log one summary line; return what happened.
     `groups`: covered_groups' answer, when the caller has it already. A hook of the
     name that this stack did not put is left as it is (`not_ours`), unless it is in
-    `adopt` (an Update taking over 0.1.0's hooks): then it is rewritten as ours."""
+    `adopt` (an Update taking over 0.1.0's hooks): then it is rewritten as ours. The
+    groups left when time.monotonic() passes `deadline` are `unreached`. Hooks created
+    with STACK_ID are deleted again when the stack is going (hooks_stack), asked with
+    `cloudformation` (None: a client built); not with `own_stack` False (the stack's
+    custom resource, which asks itself)."""
     if not settings.create_lifecycle_hooks:
         sync = HookSync(cause, enabled=False)
         log.info("hook sync: CREATE_LIFECYCLE_HOOKS is false, the hooks are not ours; nothing done")
@@ -225,40 +243,77 @@ def sync_hooks(
         # group or a group that is gone: nothing is put, the next sync does the work.
         covered, skipped = [], {}
         failed["(listing)"] = str(e)
-    kept = _keep_hooks(autoscaling, covered, HookSpec.all_from_settings(settings), adopt)
+    kept = _keep_hooks(autoscaling, covered, HookSpec.all_from_settings(settings), adopt, deadline)
+    if own_stack and settings.stack_id and kept.made:
+        kept = _unless_going(autoscaling, settings, kept, cloudformation)
     sync = replace(
         kept, cause=cause, covered=tuple(covered), skipped=skipped, failed=failed | kept.failed
     )
-    summary = sync.result()
-    text = (
-        f"hook sync ({cause or 'direct'}): {len(covered)} group(s) covered, "
-        f"{len(sync.created)} hook(s) created, {len(sync.updated)} updated, "
-        f"{len(skipped)} skipped, {len(sync.not_ours)} not ours, {len(sync.failed)} failed"
-    )
     level = logging.ERROR if sync.failed else logging.WARNING if sync.not_ours else logging.INFO
-    log.log(level, text, extra=logs.safe_fields({"event": "hooks_synced", **summary}))
+    log.log(
+        level, _summary(sync), extra=logs.safe_fields({"event": "hooks_synced", **sync.result()})
+    )
     return sync
 
 
-def _keep_hooks(
-    autoscaling: aws.Client, covered: list[str], specs: list[HookSpec], adopt: Collection[Hook]
+def _summary(sync: HookSync) -> str:
+    """The sync's summary line."""
+    late = f", {len(sync.unreached)} out of time" if sync.unreached else ""
+    if sync.withdrawn:
+        late += f"; the stack is {sync.withdrawn}: the hooks created deleted again"
+    return (
+        f"hook sync ({sync.cause or 'direct'}): {len(sync.covered)} group(s) covered, "
+        f"{len(sync.created)} hook(s) created, {len(sync.updated)} updated, "
+        f"{len(sync.skipped)} skipped, {len(sync.not_ours)} not ours, "
+        f"{len(sync.failed)} failed{late}"
+    )
+
+
+def _unless_going(
+    autoscaling: aws.Client,
+    settings: Settings,
+    kept: HookSync,
+    cloudformation: hooks_stack.CloudFormation | None,
 ) -> HookSync:
-    """Put each spec's hook on each group where it is missing, or ours and differs."""
+    """`kept`, its created hooks deleted again when the stack is being deleted."""
+    region = str(getattr(getattr(autoscaling, "meta", None), "region_name", "") or "")
+    status = hooks_stack.going(settings.stack_id, region, cloudformation)
+    if not status:
+        return kept
+    removal = remove_hooks(autoscaling, settings, kept.made)
+    failed = {
+        f"{g}/{n}": f"the stack is {status}; not deleted: {e}"
+        for (g, n), e in removal.failed.items()
+    }
+    return replace(kept, withdrawn=status, failed=kept.failed | failed)
+
+
+def _keep_hooks(
+    autoscaling: aws.Client,
+    covered: list[str],
+    specs: list[HookSpec],
+    adopt: Collection[Hook],
+    deadline: float | None = None,
+) -> HookSync:
+    """Put each spec's hook on each group where it is missing, or ours and differs,
+    until `deadline` (time.monotonic; None: none): the groups left are `unreached`."""
     created: list[str] = []
+    made: list[Hook] = []
     updated: dict[str, list[str]] = {}
     not_ours: dict[str, str] = {}
     failed: dict[str, str] = {}
-    for asg_name in covered:
+    unreached: tuple[str, ...] = ()
+    for at, asg_name in enumerate(covered):
+        if deadline is not None and time.monotonic() >= deadline:
+            unreached = tuple(covered[at:])
+            break
         for spec in specs:
             # The launch hook is named after its group and hook in what the sync says.
             what = asg_name if spec.transition == TERMINATING else f"{asg_name}/{spec.name}"
             try:
                 found = aws.describe_hook(autoscaling, asg_name, spec.name)
-                if (
-                    found is not None
-                    and not spec.made(found)
-                    and (asg_name, spec.name) not in adopt
-                ):
+                ours = found is None or spec.made(found) or (asg_name, spec.name) in adopt
+                if found is not None and not ours:
                     not_ours[what] = whose(found)
                     continue
                 differs = spec.differences(found) if found is not None else []
@@ -270,22 +325,38 @@ def _keep_hooks(
                 break
             if found is None:
                 created.append(what)
+                made.append((asg_name, spec.name))
             else:
                 updated[what] = differs
-    return HookSync("", created=tuple(created), updated=updated, not_ours=not_ours, failed=failed)
+    return HookSync(
+        "",
+        created=tuple(created),
+        updated=updated,
+        not_ours=not_ours,
+        failed=failed,
+        unreached=unreached,
+        made=tuple(made),
+    )
 
 
 def others_hooks(
-    autoscaling: aws.Client, settings: Settings, groups: Iterable[str]
+    autoscaling: aws.Client,
+    settings: Settings,
+    groups: Iterable[str],
+    deadline: float | None = None,
 ) -> dict[Hook, dict[str, Any]]:
     """The hooks of this stack's names on `groups` that it did not put, as described:
-    (group, name) -> the hook. Raises AwsError when one cannot be read."""
+    (group, name) -> the hook; one DescribeLifecycleHooks a group, until `deadline`
+    (time.monotonic; the groups left are not looked at). Raises AwsError when one
+    cannot be read."""
     found_by_hook: dict[Hook, dict[str, Any]] = {}
-    specs = HookSpec.all_from_settings(settings)
+    specs = {spec.name: spec for spec in HookSpec.all_from_settings(settings)}
     for group in groups:
-        for spec in specs:
-            found = aws.describe_hook(autoscaling, group, spec.name)
-            if found is not None and not spec.made(found):
+        if deadline is not None and time.monotonic() >= deadline:
+            break
+        for found in aws.describe_hooks(autoscaling, group, sorted(specs)):
+            spec = specs[str(found["LifecycleHookName"])]
+            if not spec.made(found):
                 found_by_hook[(group, spec.name)] = found
     return found_by_hook
 

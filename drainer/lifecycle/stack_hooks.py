@@ -40,8 +40,10 @@ operator must act on (stack_reasons.py).
 
 Every answer is sent, a failure included: CloudFormation would otherwise wait an
 hour. The schedule and the API-call rule stay as the safety net, and depend on
-this resource: they are created after it and deleted before it, so neither puts a
-hook back once the Delete has removed them.
+this resource: they are created after it and deleted before it, so neither starts
+a sync after the Delete; a sync already running that puts a hook back deletes it
+again once it reads the stack being deleted (hooks_stack.py). A Create or an Update
+puts hooks for WORK_SECONDS at most, naming the groups left to the hook sync.
 """
 
 from __future__ import annotations
@@ -58,7 +60,7 @@ from drainer.lifecycle import hooks, managed, stack_reasons
 from drainer.lifecycle import stack_leftovers as leftovers
 from drainer.lifecycle.events import StackRequest
 from drainer.lifecycle.settings import Settings
-from drainer.lifecycle.stack_reasons import Told, failed_removal, named, removed
+from drainer.lifecycle.stack_reasons import Told, failed_removal, late_groups, named, removed
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +71,15 @@ _CREATE_GOES_ON = frozenset({"CREATE_IN_PROGRESS", "UPDATE_IN_PROGRESS"})
 created, or updated with the resource added)."""
 _REPLACED = "UPDATE_COMPLETE_CLEANUP_IN_PROGRESS"
 """The stack's state while CloudFormation deletes the resources an update replaced."""
+WORK_SECONDS = 180.0
+"""How long after a request's start the hooks may be read, put (Create, Update) and
+deleted (Delete, an Update's stale ones): the resource's ServiceTimeout is 300 s, the
+answer's own retries take up to some 80 s, and a call in flight at the deadline ends
+first. What is left is named: a Create's or an Update's groups are left to the hook
+sync (every 10 minutes), a Delete's hooks fail it (deleting the stack again goes on
+where it stopped)."""
+_LATE = "late"
+"""_put's answer's key for what it had no time for: popped before the answer goes."""
 LOOK_SECONDS = 150.0
 """How long after a request's start a Delete, or an Update's look at the groups it
 now leaves alone, may go on looking for this stack's hooks, one DescribeLifecycleHooks
@@ -168,7 +179,8 @@ def _act(
     settings: Settings,
     cloudformation: aws.Client | None,
 ) -> dict[str, Any]:
-    looks_until = time.monotonic() + LOOK_SECONDS  # from the request's start
+    started = time.monotonic()  # the request's start
+    looks_until, until = started + LOOK_SECONDS, started + WORK_SECONDS
     refused = _not_this_stack(request, settings)
     if refused is not None:
         return refused
@@ -186,15 +198,15 @@ def _act(
     refused_managed = managed.named_refused(settings, skipped)
     if request.kind == "Create" and refused_managed:
         return reply(request, FAILED, f"{refused_managed}; no hook was put")
-    others = hooks.others_hooks(autoscaling, settings, covered)
+    others = hooks.others_hooks(autoscaling, settings, covered, until)
     adopt = _adoptable(request, settings, others)
     taken = {hook: hooks.whose(found) for hook, found in others.items() if hook not in adopt}
     if taken:
         return reply(request, FAILED, _not_ours(taken))
-    answer = _put(request, autoscaling, settings, (covered, skipped), adopt)
+    answer = _put(request, autoscaling, settings, (covered, skipped), adopt, until=until)
     if answer["Status"] != SUCCESS:
         return answer
-    told = Told(answer["Reason"])
+    told = Told(answer["Reason"], answer.pop(_LATE, ""))
     if request.kind == "Update":
         tidied = _tidy(request, autoscaling, settings, (tuple(covered), skipped), looks_until)
         if not isinstance(tidied, Told):
@@ -217,20 +229,28 @@ def _put(
     settings: Settings,
     groups: tuple[list[str], dict[str, str]],
     adopt: set[hooks.Hook],
+    *,
+    until: float | None = None,
 ) -> dict[str, Any]:
-    """Put the hooks (adopting `adopt`): the answer."""
+    """Put the hooks (adopting `adopt`) until `until` (time.monotonic): the answer,
+    under _LATE the groups not reached in time (left to the hook sync)."""
     cause = f"cloudformation-{request.kind.lower()}"
-    sync = hooks.sync_hooks(autoscaling, settings, cause, groups, adopt)
+    sync = hooks.sync_hooks(
+        autoscaling, settings, cause, groups, adopt, deadline=until, own_stack=False
+    )
     if sync.failed or sync.not_ours:  # not_ours: one put by someone else since we looked
         failures = {
             **sync.failed,
             **{g: f"not this stack's: {w}" for g, w in sync.not_ours.items()},
         }
-        return reply(request, FAILED, "; ".join(f"{g}: {e}" for g, e in sorted(failures.items())))
-    reason = f"hooks on {len(sync.covered)} group(s): {', '.join(sync.covered) or 'none yet'}"
+        each = "; ".join(f"{g}: {e}" for g, e in sorted(failures.items()))
+        return reply(request, FAILED, each)
+    done = [g for g in sync.covered if g not in sync.unreached]
+    reason = f"hooks on {len(done)} group(s): {', '.join(done) or 'none yet'}"
     if adopt:
         reason += f"; adopted from 0.1.0: {named(adopt)}"
-    return reply(request, SUCCESS, reason, {"Groups": str(len(sync.covered))})
+    answer = reply(request, SUCCESS, reason, {"Groups": str(len(done))})
+    return answer | ({_LATE: late_groups(sync.unreached)} if sync.unreached else {})
 
 
 def _tidy(

@@ -128,3 +128,13 @@ def unlooked(groups: tuple[str, ...], what: str) -> str:
         f"unreadable: the log says): {listed(groups, most=10)}; look with aws autoscaling "
         "describe-lifecycle-hooks --auto-scaling-group-name GROUP"
     )
+
+
+def late_groups(groups: tuple[str, ...]) -> str:
+    """The covered groups a Create or an Update had no time to put the hooks on."""
+    if not groups:
+        return ""
+    return (
+        f"; out of time before {len(groups)} group(s), left to the hook sync (every 10 "
+        f"minutes; its log line says when it put theirs): {listed(groups, most=10)}"
+    )
