@@ -157,7 +157,8 @@ TARGET_GROUP_WAIT_SECONDS = env(
     "TARGET_GROUP_WAIT_SECONDS",
     "int",
     "300",
-    "After the pods are gone, how long to wait for the instance to leave the "
+    "After the pods are gone, how long to wait (in all, across hand-overs) for the "
+    "instance to leave the "
     "load balancer target groups it is a target of (the cluster's, found by the "
     "AWS Load Balancer Controller's elbv2.k8s.aws/cluster tag, and "
     "TARGET_GROUP_ARNS): deregistered where still registered, and done draining "
