@@ -190,7 +190,7 @@ deploy: $(STAMP)
 	  $(if $(YES),--yes) $(if $(CHANGE_CLUSTER),--change-cluster) \
 	  $(if $(ALLOW_MANAGED_NODE_GROUPS),AllowManagedNodeGroups=true) $(PARAMS)
 
-# make preflight CLUSTER_NAME=... ASG_NAMES=a,b and/or ASG_TAG=key=value [REGION=] [SUBNET_IDS=a,b]
+# make preflight CLUSTER_NAME=... ASG_NAMES=a,b and/or ASG_TAG=key=value [REGION=] [SUBNET_IDS=a,b] [STACK_NAME=]
 #   [KUBECONFIG=path [CONTEXT=name]]: read-only checks of the cluster, its groups and,
 #   with a kubeconfig, k8s-rbac/ (tools/preflight.py); make deploy runs them first.
 # ALLOW_MANAGED_NODE_GROUPS=1 (preflight and deploy): put our hook on EKS managed node
@@ -205,6 +205,7 @@ preflight: $(STAMP)
 	  --asg-tag "$(ASG_TAG)" \
 	  --region "$(REGION)" --subnet-ids "$(SUBNET_IDS)" \
 	  $(if $(ALLOW_MANAGED_NODE_GROUPS),--allow-managed-node-groups) \
+	  $(if $(STACK_NAME),--stack-name "$(STACK_NAME)") \
 	  $(if $(KUBECONFIG),--kubeconfig "$(KUBECONFIG)") $(if $(CONTEXT),--context "$(CONTEXT)")
 
 # make logs [CLUSTER_NAME= | STACK_NAME=] [REGION=] [SINCE=1h] [FOLLOW=1] [INSTANCE=i-... | NODE=...]:

@@ -13,10 +13,12 @@ In this order, and each step only once the one before has succeeded:
    the template's own constraints, so a typo fails here and not half-way through
    a stack update.
 2. the region and the credentials (sts get-caller-identity);
-3. the stack as it is (by default the cluster's, tools/stacks.py), and not another
-   cluster's (--change-cluster lets its ClusterName change): a parameter given
-   nowhere keeps the stack's current value (the template default for a new
-   stack), like `aws cloudformation deploy`; then
+3. the stack as it is (by default the cluster's, tools/stacks.py): one of this
+   template's (a ClusterName parameter, a FunctionName output), not another
+   cluster's (--change-cluster lets its ClusterName change), and in a state
+   CloudFormation takes a change set in (a *_FAILED one stops with the command that
+   fixes it): a parameter given nowhere keeps the stack's current value (the
+   template default for a new stack), like `aws cloudformation deploy`; then
    make preflight's checks of the cluster and its groups (tools/preflight.py): a
    blocking one stops here;
 4. the zip (tools.package) for the stack's architecture;
@@ -24,13 +26,15 @@ In this order, and each step only once the one before has succeeded:
    new build changes CodeS3Key and CloudFormation updates the code, and a rebuild
    of the same sources uploads nothing;
 6. a change set (create or update), shown (its resources, its parameters before
-   and after), executed on a person's yes on stdin (--yes: unasked; neither a
-   terminal nor --yes stops the deploy before step 4), with the stack's events
-   printed as they come;
+   and after; a resource CloudFormation may replace marked so), executed on a
+   person's yes on stdin (--yes: unasked; neither a terminal nor --yes stops the
+   deploy before step 4), with the stack's events printed as they come. A "no"
+   deletes the change set, and a new stack this deploy began unless another
+   deploy's change set is on it too;
 7. what to do next: the RBAC command, a scale-in to try it, the logs.
 
-Exit status: 0 deployed (or nothing to change), 2 bad parameters, 3 no region or
-credentials, 1 anything else.
+Exit status: 0 deployed (or nothing to change), 2 bad parameters (a stack of another
+cluster or application among them), 3 no region or credentials, 1 anything else.
 """
 
 from __future__ import annotations
@@ -83,16 +87,11 @@ Say = Callable[[str], None]
 # --- 1. parameters ----------------------------------------------------------------------
 
 
-class _CfnLoader(yaml.SafeLoader):
-    """Reads a CloudFormation template: intrinsic-function tags load as None."""
-
-
-_CfnLoader.add_multi_constructor("!", lambda loader, suffix, node: None)
-
-
 def template_parameters(template_text: str) -> dict[str, dict[str, Any]]:
     """The template's Parameters section."""
-    loaded = yaml.load(template_text, Loader=_CfnLoader)  # noqa: S506 - a SafeLoader subclass
+    from tools.stacks import CfnLoader
+
+    loaded = yaml.load(template_text, Loader=CfnLoader)  # noqa: S506 - a SafeLoader subclass
     parameters: dict[str, dict[str, Any]] = loaded["Parameters"]
     return parameters
 
@@ -211,22 +210,63 @@ def function_name(outputs: Mapping[str, str], stack_name: str) -> str:
     return outputs.get("FunctionName") or stack_name
 
 
+_STUCK = {
+    "ROLLBACK_COMPLETE": "it failed to create and was rolled back; see why with `aws "
+    "cloudformation describe-stack-events --stack-name {name}`, delete it with `aws "
+    "cloudformation delete-stack --stack-name {name}`, then deploy again",
+    "UPDATE_ROLLBACK_FAILED": "an update failed and so did its rollback, and CloudFormation "
+    "takes no change set until the rollback ends: `aws cloudformation continue-update-rollback "
+    "--stack-name {name}` (with --resources-to-skip for a resource that cannot roll back: "
+    "describe-stack-events names it), then deploy again",
+    "ROLLBACK_FAILED": "it failed to create and so did its rollback; it can only be deleted: "
+    "`aws cloudformation delete-stack --stack-name {name}` (should that end DELETE_FAILED, "
+    "again with --retain-resources and the resources it could not delete), then deploy again",
+    "DELETE_FAILED": "its deletion failed (describe-stack-events says why); delete it again "
+    "with `make undeploy STACK_NAME={name} YES=1` (also its hooks), or `aws cloudformation "
+    "delete-stack --stack-name {name} --retain-resources <the resources it could not delete>`, "
+    "then deploy again",
+}
+"""The stacks CloudFormation takes no change set on, and what makes them deployable."""
+
+
 def current_stack(cfn: Client, stack_name: str) -> dict[str, Any] | None:
     """The stack to deploy over, or None when there is none (or only a
-    never-executed change set); a stack in no state to update is a DeployError."""
+    never-executed change set); a stack in no state to update is a DeployError that
+    says how to get it into one, before anything is built."""
     stack = describe_stack(cfn, stack_name)
     if stack is None:
         return None
     status = stack["StackStatus"]
-    if status == "ROLLBACK_COMPLETE":
+    if status in _STUCK:
         raise DeployError(
-            f"stack {stack_name} failed to create and was rolled back; see why with "
-            f"`aws cloudformation describe-stack-events --stack-name {stack_name}`, delete it "
-            f"with `aws cloudformation delete-stack --stack-name {stack_name}`, then deploy again"
+            f"stack {stack_name} is {status}: {_STUCK[status].format(name=stack_name)}; "
+            "nothing was built, uploaded or changed"
         )
     if status.endswith("_IN_PROGRESS") and status != "REVIEW_IN_PROGRESS":
         raise DeployError(f"stack {stack_name} is {status}; wait for it to finish, then deploy")
     return stack
+
+
+def stack_to_deploy(
+    aws: Aws, options: Options, cluster: str, say: Say
+) -> tuple[str, dict[str, Any] | None]:
+    """The stack's name (tools/stacks.py resolve) and the stack as it is (None: a new
+    one), said; a DeployError when it is in no state to update, not this template's,
+    or another cluster's (unless options.change_cluster)."""
+    from tools import stacks
+
+    cfn = aws.client("cloudformation")
+    stack_name, note = stacks.resolve(cfn, options.stack_name, cluster)
+    say(f"deploying stack {stack_name} to {aws.account} {aws.region} as {aws.caller}")
+    if note:
+        say(note)
+    stack = current_stack(cfn, stack_name)
+    stacks.refuse_foreign(cfn, stack_name, stack, cluster)
+    if not options.change_cluster:
+        stacks.refuse_cluster_change(stack_name, stack, cluster)
+    if stack is not None and stack["StackStatus"] == "REVIEW_IN_PROGRESS":
+        say(stacks.review_note(cfn, stack_name))
+    return stack_name, stack
 
 
 def effective_parameters(
@@ -361,51 +401,28 @@ def apply_change_set(
     """Create, show and execute a change set; False when there was nothing to change.
     Shown: the resources it changes and its parameters (`before`: the stack's, for
     "old -> new"). `confirm`, when given, decides after the showing: False deletes the
-    change set (and a stack that was only just begun) and stops the deploy."""
+    change set (and a stack this deploy began, when no other deploy's change set is
+    on it: tools/stacks.py leave_declined) and stops the deploy."""
+    from tools.stacks import leave_declined
+
+    made = creating and describe_stack(cfn, stack_name) is None
     # The second alone would give two deploys in one second the same name: CloudFormation
     # refuses the second, and a declined one's clean-up would delete the other's.
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
     name = f"deploy-{stamp}-{secrets.token_hex(3)}{purpose}"
-    cfn.create_change_set(
-        StackName=stack_name,
-        ChangeSetName=name,
-        ChangeSetType="CREATE" if creating else "UPDATE",
-        TemplateURL=template_url,
+    change_set = _created_change_set(
+        cfn, stack_name, name, poll, kind="CREATE" if creating else "UPDATE",
+        TemplateURL=template_url, Capabilities=CAPABILITIES, Description="make deploy",
         Parameters=[{"ParameterKey": k, "ParameterValue": v} for k, v in parameters.items()],
-        Capabilities=CAPABILITIES,
-        Description="make deploy",
-    )
-    while True:
-        change_set = cfn.describe_change_set(StackName=stack_name, ChangeSetName=name)
-        if change_set["Status"] in ("CREATE_COMPLETE", "FAILED"):
-            break
-        time.sleep(poll)
-    if change_set["Status"] == "FAILED":
-        reason = str(change_set.get("StatusReason", ""))
-        if any(text in reason for text in _NO_CHANGES):
-            cfn.delete_change_set(StackName=stack_name, ChangeSetName=name)
-            return False
-        raise DeployError(f"CloudFormation refused the change set: {reason}")
+    )  # fmt: skip
+    if change_set is None:
+        return False
     say(f"{'creating' if creating else 'updating'} stack {stack_name}:")
-    for change in change_set.get("Changes", []):
-        rc = change.get("ResourceChange", {})
-        replacement = " (replacement)" if rc.get("Replacement") == "True" else ""
-        say(
-            f"  {rc.get('Action', '?'):8} {rc.get('LogicalResourceId')} "
-            f"{rc.get('ResourceType')}{replacement}"
-        )
-    from tools.stacks import parameter_changes
-
-    changed = parameter_changes(before or {}, parameters)
-    say("  parameters:" if changed else "  parameters: unchanged")
-    for line in changed:
-        say(f"    {line}")
+    show_change_set(change_set, before or {}, parameters, say)
     if confirm is not None and not confirm():
-        cfn.delete_change_set(StackName=stack_name, ChangeSetName=name)
-        if creating:  # only the change set's empty stack (REVIEW_IN_PROGRESS) is there
-            cfn.delete_stack(StackName=stack_name)
+        left = leave_declined(cfn, stack_name, name, creating=creating, made=made)
         raise DeployError(
-            f"not deployed: the change set was not executed; stack {stack_name} is as it was"
+            f"not deployed: the change set was not executed; stack {stack_name} {left}"
         )
     started = time.time()
     cfn.execute_change_set(StackName=stack_name, ChangeSetName=name)
@@ -416,6 +433,52 @@ def apply_change_set(
             f"cloudformation describe-stack-events --stack-name {stack_name})"
         )
     return True
+
+
+def _created_change_set(
+    cfn: Client, stack_name: str, name: str, poll: float, *, kind: str, **more: Any
+) -> Mapping[str, Any] | None:
+    """The change set `name` of ChangeSetType `kind` (CreateChangeSet's `more`
+    arguments) once CloudFormation has made it; None (and it deleted) when it
+    changes nothing; a DeployError when refused."""
+    cfn.create_change_set(StackName=stack_name, ChangeSetName=name, ChangeSetType=kind, **more)
+    while True:
+        change_set = cfn.describe_change_set(StackName=stack_name, ChangeSetName=name)
+        if change_set["Status"] in ("CREATE_COMPLETE", "FAILED"):
+            break
+        time.sleep(poll)
+    if change_set["Status"] == "FAILED":
+        reason = str(change_set.get("StatusReason", ""))
+        if any(text in reason for text in _NO_CHANGES):
+            cfn.delete_change_set(StackName=stack_name, ChangeSetName=name)
+            return None
+        raise DeployError(f"CloudFormation refused the change set: {reason}")
+    return dict(change_set)
+
+
+_REPLACEMENT = {"True": " (replacement)", "Conditional": " (may be replaced)"}
+"""A resource change's Replacement as shown: "Conditional" when CloudFormation can
+tell only during the update (a property that requires it, set from another
+resource's value)."""
+
+
+def show_change_set(
+    change_set: Mapping[str, Any], before: Mapping[str, str], after: Mapping[str, str], say: Say
+) -> None:
+    """A line per resource the change set changes, then its parameters, old -> new."""
+    from tools.stacks import parameter_changes
+
+    for change in change_set.get("Changes", []):
+        rc = change.get("ResourceChange", {})
+        replacement = _REPLACEMENT.get(str(rc.get("Replacement")), "")
+        say(
+            f"  {rc.get('Action', '?'):8} {rc.get('LogicalResourceId')} "
+            f"{rc.get('ResourceType')}{replacement}"
+        )
+    changed = parameter_changes(before, after)
+    say("  parameters:" if changed else "  parameters: unchanged")
+    for line in changed:
+        say(f"    {line}")
 
 
 def wait_for_stack(cfn: Client, stack_name: str, since: float, poll: float, say: Say) -> str:
@@ -775,9 +838,9 @@ def _list_parameter(value: str) -> tuple[str, ...]:
     return tuple(item for item in (v.strip(" []'\"") for v in value.split(",")) if item)
 
 
-def _preflight(aws: Aws, values: Mapping[str, str], say: Say) -> None:
-    """make preflight's checks (tools/preflight.py), before anything is built: a
-    blocking one stops the deploy."""
+def _preflight(aws: Aws, values: Mapping[str, str], say: Say, stack_name: str = "") -> None:
+    """make preflight's checks (tools/preflight.py) of the stack `stack_name`, before
+    anything is built: a blocking one stops the deploy."""
     from tools import preflight
 
     checks = preflight.run(
@@ -790,6 +853,8 @@ def _preflight(aws: Aws, values: Mapping[str, str], say: Say) -> None:
             subnet_ids=_list_parameter(values.get("SubnetIds", "")),
             access_entry=values.get("CreateAccessEntry", "true") == "true",
             allow_managed=values.get("AllowManagedNodeGroups", "false") == "true",
+            stack_name=stack_name,
+            create_hooks=values.get("CreateLifecycleHooks", "true") == "true",
         ),
     )
     say("preflight:\n" + preflight.table(checks))
@@ -836,17 +901,9 @@ def deploy(
     aws = connect(options.region, options.profile)
     confirm = _confirmer(options, ask)
     cfn = aws.client("cloudformation")
-    from tools import stacks
-
-    stack_name, note = stacks.resolve(cfn, name_given, given["ClusterName"])
-    say(f"deploying stack {stack_name} to {aws.account} {aws.region} as {aws.caller}")
-    if note:
-        say(note)
-    stack = current_stack(cfn, stack_name)
-    if not options.change_cluster:
-        stacks.refuse_cluster_change(stack_name, stack, given["ClusterName"])
+    stack_name, stack = stack_to_deploy(aws, options, given["ClusterName"], say)
     values = effective_parameters(spec, given, stack)
-    _preflight(aws, values, say)
+    _preflight(aws, values, say, stack_name)
 
     zip_path, manifest = the_zip(values["Architecture"], options.zip_path, say)
     s3 = aws.client("s3")

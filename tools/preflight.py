@@ -3,6 +3,7 @@
     python -m tools.preflight --cluster-name prod --asg-names ng-a,ng-b [--region R]
         [--subnet-ids subnet-a,subnet-b] [--hook-name eks-node-drainer]
         [--no-access-entry] [--allow-managed-node-groups] [--kubeconfig PATH [--context NAME]]
+        [--stack-name NAME] [--no-lifecycle-hooks]
 
 Read-only: every call is a Describe, a List or a Kubernetes GET. It prints a table
 of checks, each with the command that fixes it, and exits 1 when one blocks (a
@@ -11,7 +12,9 @@ checks first and stops on a blocking one.
 
 What it checks:
 - the cluster exists and is ACTIVE; its authentication mode allows access entries
-  (API or API_AND_CONFIG_MAP), unless the role is mapped in aws-auth instead;
+  (API or API_AND_CONFIG_MAP), unless the role is mapped in aws-auth instead; with
+  --no-access-entry, a warning to map the role after the deploy: by an access entry
+  in mode API (which reads no aws-auth), in aws-auth or by an entry otherwise;
 - its API endpoint is reachable from where the function runs: public (and open to
   AWS's addresses), or private with SubnetIds in the cluster's VPC;
 - each group exists, belongs to this cluster (its eks:cluster-name or
@@ -19,7 +22,13 @@ What it checks:
   eks:nodegroup-name tag or EKS's hooks Terminate-LC-Hook, Launch-LC-Hook: EKS
   drains those nodes itself, so naming one blocks unless --allow-managed-node-groups,
   and EKS's hooks are never to be deleted), and has no other terminate lifecycle
-  hook, which would complete or time out the same action as ours;
+  hook, which would complete or time out the same action as ours; a hook of our name
+  already there is the stack's to keep (its NotificationMetadata names the stack, or
+  it is 0.1.0's on a group an update covered before), else the stack's custom
+  resource refuses it and the deploy rolls back (drainer/lifecycle/stack_hooks.py):
+  another stack's, 0.1.0's elsewhere or another tool's blocks. The stack is
+  --stack-name, else the cluster's as make deploy finds it; unless named, a live
+  stack of this cluster that put the hook only warns (it is that stack's update);
 - with a kubeconfig (an admin's), that its context is the named cluster (its
   certificate authority is the EKS cluster's: a tunnel or tls-server-name still
   passes, another cluster blocks), then that k8s-rbac/ is applied as it is in this
@@ -38,16 +47,19 @@ from __future__ import annotations
 
 import argparse
 import base64
+import json
 import re
 import sys
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from drainer import aws as drainer_aws
 from drainer.k8s.selfcheck import Permission, describe
+from drainer.lifecycle import hooks as drainer_hooks
 from drainer.lifecycle import managed
-from tools.common import Aws, connect, normalise_names, rbac_documents, run_tool
+from drainer.lifecycle.admission import STACK_KEY
+from tools.common import Aws, connect, describe_stack, normalise_names, rbac_documents, run_tool
 from tools.preflight_plan import Where, check_plans
 from tools.preflight_rows import Check, Status
 
@@ -73,6 +85,12 @@ class Options:
     context: str = ""
     allow_managed: bool = False
     """AllowManagedNodeGroups=true: our hook goes on EKS managed node groups too."""
+    stack_name: str = ""
+    """STACK_NAME, the stack to deploy; "" the cluster's, as make deploy finds it
+    without STACK_NAME (tools/stacks.py)."""
+    create_hooks: bool = True
+    """CreateLifecycleHooks=true (the default): the stack's custom resource puts the
+    hooks, and refuses a hook of the name that it did not put."""
 
 
 # --- the cluster --------------------------------------------------------------------------
@@ -110,12 +128,10 @@ def check_access(cluster: dict[str, Any], options: Options) -> Check:
             "not reported: access entries need API or API_AND_CONFIG_MAP",
             f"aws eks describe-cluster --name {options.cluster_name} --query cluster.accessConfig",
         )
+    if not options.access_entry:
+        return _mapped_by_hand(mode, options)
     if mode in ("API", "API_AND_CONFIG_MAP"):
         return Check(what, Status.OK, f"{mode}: the stack's access entry maps the function")
-    if not options.access_entry:
-        return Check(
-            what, Status.WARN, f"{mode}: map the function's role in aws-auth to group {GROUP}"
-        )
     return Check(
         what,
         Status.FAIL,
@@ -124,6 +140,36 @@ def check_access(cluster: dict[str, Any], options: Options) -> Check:
         "--access-config authenticationMode=API_AND_CONFIG_MAP   "
         f"(or deploy with CreateAccessEntry=false and map the role in aws-auth to {GROUP})",
     )
+
+
+def _mapped_by_hand(mode: str, options: Options) -> Check:
+    """CreateAccessEntry=false: the stack maps the function's role nowhere; the
+    operator does, after the deploy (the role is the stack's): in aws-auth, which
+    mode API never reads, or with an access entry like the stack's own. A warning,
+    as the role to map does not exist before the deploy."""
+    entry = (
+        f"aws eks create-access-entry --cluster-name {options.cluster_name} "
+        f"--principal-arn <the stack's RoleArn output> --type STANDARD --kubernetes-groups {GROUP}"
+    )
+    what = "authentication mode"
+    if mode == "API":
+        return Check(
+            what,
+            Status.WARN,
+            "API, and CreateAccessEntry=false: the stack creates no access entry and "
+            "aws-auth is not read in this mode, so nothing maps the function's role "
+            "until you create its entry after the deploy",
+            f"{entry}   (or deploy with CreateAccessEntry=true)",
+        )
+    if mode == "API_AND_CONFIG_MAP":
+        return Check(
+            what,
+            Status.WARN,
+            f"{mode}, and CreateAccessEntry=false: map the function's role in aws-auth "
+            f"to group {GROUP}, or create its access entry, after the deploy",
+            entry,
+        )
+    return Check(what, Status.WARN, f"{mode}: map the function's role in aws-auth to group {GROUP}")
 
 
 _SUBNET_FIX = (
@@ -188,14 +234,15 @@ def check_subnets(ec2: Client, cluster: dict[str, Any], options: Options) -> lis
 # --- the node groups ------------------------------------------------------------------------
 
 
-def check_groups(autoscaling: Client, options: Options) -> list[Check]:
-    checks = check_named_groups(autoscaling, options) if options.asg_names else []
+def check_groups(autoscaling: Client, options: Options, home: Home | None = None) -> list[Check]:
+    home = home or Home("")
+    checks = check_named_groups(autoscaling, options, home) if options.asg_names else []
     if options.asg_tag:
-        checks += check_tagged_groups(autoscaling, options)
+        checks += check_tagged_groups(autoscaling, options, home)
     return checks
 
 
-def check_tagged_groups(autoscaling: Client, options: Options) -> list[Check]:
+def check_tagged_groups(autoscaling: Client, options: Options, home: Home) -> list[Check]:
     """The groups carrying AsgTag: another cluster's are left alone by the function
     (not blocking); none yet is a warning (groups may be tagged later)."""
     key, _, value = options.asg_tag.partition("=")
@@ -219,11 +266,11 @@ def check_tagged_groups(autoscaling: Client, options: Options) -> list[Check]:
         ]
     checks: list[Check] = []
     for group in groups:
-        checks += _group(autoscaling, group, options, tagged=True)
+        checks += _group(autoscaling, group, (options, home), tagged=True)
     return checks
 
 
-def check_named_groups(autoscaling: Client, options: Options) -> list[Check]:
+def check_named_groups(autoscaling: Client, options: Options, home: Home) -> list[Check]:
     found = {
         g["AutoScalingGroupName"]: g
         for page in autoscaling.get_paginator("describe_auto_scaling_groups").paginate(
@@ -245,15 +292,16 @@ def check_named_groups(autoscaling: Client, options: Options) -> list[Check]:
                 )
             )
             continue
-        checks += _group(autoscaling, group, options, tagged=False)
+        checks += _group(autoscaling, group, (options, home), tagged=False)
     return checks
 
 
 def _group(
-    autoscaling: Client, group: dict[str, Any], options: Options, *, tagged: bool
+    autoscaling: Client, group: dict[str, Any], context: tuple[Options, Home], *, tagged: bool
 ) -> list[Check]:
     """A group's rows: whose it is (its cluster, an EKS managed node group), its hooks.
     A tagged group that the function leaves alone is one row, never blocking."""
+    options, home = context
     name = group["AutoScalingGroupName"]
     hooks = autoscaling.describe_lifecycle_hooks(AutoScalingGroupName=name)["LifecycleHooks"]
     tags = drainer_aws.tag_map(group.get("Tags", []))
@@ -267,7 +315,7 @@ def _group(
             return [belongs]
     if belongs.status != Status.FAIL:  # a group the function would drain
         belongs = replace(belongs, group=name)
-    return [belongs, _hooks(name, hooks, options.hook_name)]
+    return [belongs, _hooks(name, hooks, options, home)]
 
 
 def _managed(name: str, nodegroup: str, options: Options, *, tagged: bool) -> Check:
@@ -328,7 +376,8 @@ def _belongs(name: str, tags: dict[str, str], cluster: str) -> Check:
     return Check(what, Status.OK, f"self-managed, in cluster {cluster}")
 
 
-def _hooks(name: str, hooks: list[dict[str, Any]], ours: str) -> Check:
+def _hooks(name: str, hooks: list[dict[str, Any]], options: Options, home: Home) -> Check:
+    ours = options.hook_name
     terminating = [
         h["LifecycleHookName"]
         for h in hooks
@@ -347,11 +396,190 @@ def _hooks(name: str, hooks: list[dict[str, Any]], ours: str) -> Check:
             f"remove that tool, then: aws autoscaling delete-lifecycle-hook "
             f"--auto-scaling-group-name {name} --lifecycle-hook-name {others[0]}",
         )
-    mine = any(h["LifecycleHookName"] == ours for h in hooks)
-    detail = f"hook {ours} already there" if mine else "no other tool's terminate hook"
+    mine = [h for h in hooks if h["LifecycleHookName"] == ours]
+    found = (
+        _whose_hook(name, mine[0], options, home)
+        if mine
+        else Check(what, Status.OK, "no other tool's terminate hook")
+    )
     if eks:
-        detail += f"; EKS's own {', '.join(sorted(eks))}: EKS's drain, left in place"
-    return Check(what, Status.OK, detail)
+        detail = f"{found.detail}; EKS's own {', '.join(sorted(eks))}: EKS's drain, left in place"
+        found = replace(found, detail=detail)
+    return replace(found, what=what)
+
+
+# --- whose hook of our name -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Home:
+    """The stack the deploy acts on, as preflight finds it, and what its custom
+    resource takes for its own (drainer/lifecycle/stack_hooks.py)."""
+
+    name: str
+    stack_id: str = ""
+    """"" when it does not exist yet: the deploy is a Create, which adopts nothing."""
+    named_before: frozenset[str] = frozenset()
+    tagged_before: bool = False
+    told: bool = False
+    """STACK_NAME was given: another stack's hook can be no update's own."""
+    cfn: Any = field(default=None, compare=False, repr=False)
+
+
+def find_home(cfn: Client, options: Options) -> Home:
+    """The stack make deploy would create or update: STACK_NAME, else the cluster's."""
+    from tools import stacks
+
+    name, _ = stacks.resolve(cfn, options.stack_name, options.cluster_name)
+    told = bool(options.stack_name)
+    stack = describe_stack(cfn, name)
+    if stack is None or stack.get("StackStatus") in ("REVIEW_IN_PROGRESS", "DELETE_COMPLETE"):
+        return Home(name, told=told, cfn=cfn)
+    values = {p["ParameterKey"]: str(p.get("ParameterValue") or "") for p in stack["Parameters"]}
+    named = {g.strip(" []'\"") for g in values.get("AsgNames", "").split(",")} - {""}
+    tagged = bool(values.get("AsgTag", "").strip(" []'\""))
+    return Home(name, str(stack["StackId"]), frozenset(named), tagged, told, cfn)
+
+
+def _whose_hook(group: str, found: dict[str, Any], options: Options, home: Home) -> Check:
+    """Our hook name on `group`: is it the stack's to keep? The custom resource's rule
+    (HookSpec.made, from_0_1_0, stack_hooks._adoptable): this stack's (its metadata
+    names it), or 0.1.0's ({"cluster_name"} only) on a group an update covered before;
+    any other one (another stack's, 0.1.0's elsewhere, another tool's) is a warning:
+    the stack's Create or Update may refuse it and roll back."""
+    ours, cluster = options.hook_name, options.cluster_name
+    fields = {"cluster_name": cluster, STACK_KEY: home.stack_id}
+    spec = drainer_hooks.HookSpec(
+        ours, 0, json.dumps({k: v for k, v in fields.items() if v}), owner=home.stack_id
+    )
+    there = f"hook {ours} already there"
+    owner = drainer_hooks.owner_of(found)
+    if home.stack_id and spec.made(found):
+        return Check("", Status.OK, f"{there}, put by this stack ({home.name})")
+    if not options.create_hooks:
+        return _yours(found, options, home)
+    if owner:
+        return _another_stacks(group, owner, options, home)
+    if spec.from_0_1_0(found):
+        return _from_0_1_0(group, options, home)
+    if not str(found.get("NotificationMetadata") or "").strip():
+        return Check("", Status.OK, there)
+    return Check(
+        "",
+        Status.WARN,
+        f"{there}, not this stack's ({drainer_hooks.whose(found)}: another tool's or "
+        f"another cluster's): the stack's custom resource refuses it, and {_ROLLS_BACK}",
+        _delete_or_leave(group, ours),
+    )
+
+
+_ROLLS_BACK = (
+    "a Create or Update that does not adopt it may fail and roll back (make deploy's "
+    "staged deploy adopts 0.1.0's on the groups it names)"
+)
+"""A warning, never a block: what the stack makes of the hook depends on how it is
+deployed (make deploy creates the stack with its hooks off, then turns them on)."""
+
+
+def _yours(found: dict[str, Any], options: Options, home: Home) -> Check:
+    """CreateLifecycleHooks=false: the hooks are the operator's; the function leaves
+    the actions of one naming another stack or cluster to that one (admission.py)."""
+    there = f"hook {options.hook_name} already there (CreateLifecycleHooks=false: yours)"
+    owner = drainer_hooks.owner_of(found)
+    metadata = str(found.get("NotificationMetadata") or "")
+    cluster = drainer_aws.cluster_name_for(metadata, {}, "")
+    if (owner and owner != home.stack_id) or (cluster and cluster != options.cluster_name):
+        return Check(
+            "",
+            Status.WARN,
+            f"{there}, but {drainer_hooks.whose(found)}: the function leaves its lifecycle "
+            "actions to that deployment, and drains nothing on this group",
+            f'put the hook with NotificationMetadata {{"cluster_name": '
+            f'"{options.cluster_name}"}} (aws autoscaling put-lifecycle-hook), or '
+            "deploy with CreateLifecycleHooks=true",
+        )
+    return Check("", Status.OK, there)
+
+
+def _delete_or_leave(group: str, hook: str) -> str:
+    return (
+        f"aws autoscaling delete-lifecycle-hook --auto-scaling-group-name {group} "
+        f"--lifecycle-hook-name {hook}   (once what put it no longer needs it), or leave "
+        f"{group} out of ASG_NAMES and ASG_TAG"
+    )
+
+
+def _from_0_1_0(group: str, options: Options, home: Home) -> Check:
+    """0.1.0's hook: an Update adopts it on a group the stack covered before."""
+    there = (
+        f"hook {options.hook_name} already there, put by 0.1.0 (its NotificationMetadata "
+        f"names cluster {options.cluster_name} and no stack)"
+    )
+    if home.stack_id and (group in home.named_before or home.tagged_before):
+        return Check("", Status.OK, f"{there}: this update of {home.name} adopts it")
+    why = (
+        f"{home.name} did not cover {group} before"
+        if home.stack_id
+        else f"{home.name} does not exist yet, and a Create adopts nothing"
+    )
+    return Check(
+        "",
+        Status.WARN,
+        f"{there}: only an update of the stack that covered the group adopts it; {why}, "
+        f"so {_ROLLS_BACK}",
+        "update the 0.1.0 stack instead (STACK_NAME=<its name>), or "
+        + _delete_or_leave(group, options.hook_name),
+    )
+
+
+def _another_stacks(group: str, owner: str, options: Options, home: Home) -> Check:
+    """A hook whose metadata names a stack other than this one."""
+    parts = owner.split("/")
+    name = parts[1] if len(parts) > 2 else owner
+    stack = _described(home.cfn, owner)
+    live = stack is not None and stack.get("StackStatus") != "DELETE_COMPLETE"
+    cluster = _cluster_of(stack) if live and stack is not None else ""
+    there = f"hook {options.hook_name} already there, put by the stack {name}"
+    if live and cluster == options.cluster_name and not home.told:
+        return Check(
+            "",
+            Status.WARN,
+            f"{there}, another stack of cluster {cluster}: an update of {name} keeps it, "
+            f"but the stack {home.name} refuses it and {_ROLLS_BACK}",
+            f"make deploy STACK_NAME={name} ... (make preflight --stack-name {name} "
+            f"checks it), or first make undeploy STACK_NAME={name} YES=1 (its hooks go)",
+        )
+    state = f"of cluster {cluster}" if live else "that no longer exists"
+    fix = (
+        f"make undeploy STACK_NAME={name} YES=1 (its hooks go), or leave {group} out of "
+        "ASG_NAMES and ASG_TAG"
+        if live
+        else _delete_or_leave(group, options.hook_name)
+    )
+    return Check(
+        "",
+        Status.WARN,
+        f"{there}, {state}: the stack {home.name}'s custom resource refuses it, and {_ROLLS_BACK}",
+        fix,
+    )
+
+
+def _described(cfn: Client, stack: str) -> dict[str, Any] | None:
+    """The stack by name or ARN; None when it is not there or cannot be read."""
+    from botocore.exceptions import ClientError
+
+    if cfn is None:
+        return None
+    try:
+        return describe_stack(cfn, stack)
+    except ClientError:
+        return None
+
+
+def _cluster_of(stack: dict[str, Any]) -> str:
+    from tools import stacks
+
+    return stacks.cluster_of(stack)
 
 
 # --- Kubernetes RBAC ------------------------------------------------------------------------
@@ -499,7 +727,8 @@ def run(aws: Aws, options: Options) -> list[Check]:
     checks, cluster = check_cluster(aws.client("eks"), options)
     if cluster is not None:
         checks += check_subnets(aws.client("ec2"), cluster, options)
-    checks += check_groups(aws.client("autoscaling"), options)
+    home = find_home(aws.client("cloudformation"), options)
+    checks += check_groups(aws.client("autoscaling"), options, home)
     if not options.kubeconfig:
         return checks
     identity = check_kubeconfig(cluster, options)
@@ -562,6 +791,10 @@ def parse_args(argv: Sequence[str] | None) -> Options:
     parser.add_argument(
         "--no-access-entry", action="store_true", help="CreateAccessEntry=false (aws-auth)"
     )
+    parser.add_argument("--stack-name", default="", help="STACK_NAME: default the cluster's")
+    parser.add_argument(
+        "--no-lifecycle-hooks", action="store_true", help="CreateLifecycleHooks=false"
+    )
     parser.add_argument("--kubeconfig", default="", help="check k8s-rbac/ too (KUBECONFIG)")
     parser.add_argument("--context", default="", help="kubeconfig context (CONTEXT)")
     parser.add_argument(
@@ -585,6 +818,8 @@ def parse_args(argv: Sequence[str] | None) -> Options:
         kubeconfig=args.kubeconfig,
         context=args.context,
         allow_managed=args.allow_managed_node_groups,
+        stack_name=args.stack_name.strip(),
+        create_hooks=not args.no_lifecycle_hooks,
     )
 
 

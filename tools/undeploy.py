@@ -24,8 +24,13 @@ Without --yes (make: YES=1) it only says what it would delete. Which stack:
 `--stack-name`, else `--cluster-name`'s (tools/stacks.py), else the region's one
 stack of ours.
 
+With --cluster-name, a stack whose ClusterName is another cluster's (one named by
+--stack-name too, or one of the cluster's default name moved with CHANGE_CLUSTER)
+is not deleted, nor shown as to be: exit 2, naming both clusters.
+
 Exit status: 0 done (or the dry run), 1 an AWS call failed or the stack did not
-delete, 2 bad arguments, 3 no region or credentials, 4 no such stack.
+delete, 2 bad arguments (or a stack of another cluster than --cluster-name's), 3 no
+region or credentials, 4 no such stack.
 """
 
 from __future__ import annotations
@@ -88,6 +93,25 @@ def the_stack(cfn: Client, stack_name: str) -> dict[str, Any]:
     if stack is None:
         raise DeployError(f"no stack {stack_name} in this region; nothing to undeploy", 4)
     return stack
+
+
+def other_cluster(cfn: Client, stack_name: str, cluster: str) -> str:
+    """Why not to delete the stack, when CLUSTER_NAME is given and the stack drains
+    another cluster (STACK_NAME=drainer-test CLUSTER_NAME=staging, drainer-test
+    draining prod-eu); "" when it is the cluster's, or none was given."""
+    from tools.stacks import cluster_of, default_stack_name
+
+    if not cluster:
+        return ""
+    drains = cluster_of(the_stack(cfn, stack_name))
+    if drains == cluster:
+        return ""
+    return (
+        f"stack {stack_name} drains cluster {drains or '(none: it has no ClusterName)'}, "
+        f"not {cluster}: nothing deleted. To delete {stack_name}, name it alone "
+        f"(STACK_NAME={stack_name} without CLUSTER_NAME); {cluster}'s own stack is found "
+        f"with CLUSTER_NAME={cluster} alone (by default {default_stack_name(cluster)})"
+    )
 
 
 def function_settings(lambda_client: Client, stack: dict[str, Any]) -> Settings:
@@ -176,6 +200,10 @@ def undeploy(aws: Aws, options: Options, say: Say) -> int:
     )
     if note:
         say(note)
+    other = other_cluster(aws.client("cloudformation"), stack_name, options.cluster_name)
+    if other:
+        say(other)
+        return 2
     found = plan(aws, stack_name, options.look_seconds)
     terminate = found.settings.lifecycle_hook_name
 
