@@ -161,6 +161,14 @@ def bind(**keys: str) -> None:
         _STATE.formatter.keys.update({k: v for k, v in keys.items() if v})
 
 
+def bound() -> dict[str, Any]:
+    """The invocation's keys now, each of them (None: not bound), for a line logged
+    later by a thread that outlives the invocation: passed as its `extra`, they name
+    the invocation it came from, not the container's next one."""
+    keys = _STATE.formatter.keys if _STATE.formatter is not None else {}
+    return {key: keys.get(key) for key in (*FIXED_KEYS, "event_id", "trigger")}
+
+
 def reset() -> None:
     """Forget the keys of the previous invocation (containers are reused)."""
     if _STATE.formatter is not None:

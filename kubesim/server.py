@@ -639,7 +639,12 @@ class Handler(BaseHTTPRequestHandler):
             with api.store.lock:
                 current = eventsv1.from_core(api.get(core, route.namespace, route.name))
                 patched = eventsv1.to_core(self._apply_patch(current, document))
-                patched["metadata"]["resourceVersion"] = ""
+                if not (
+                    isinstance(document, dict)
+                    and (document.get("metadata") or {}).get("resourceVersion")
+                ):
+                    # As _patch: a patch's resourceVersion is a precondition (409).
+                    patched["metadata"]["resourceVersion"] = ""
                 updated = api.update(
                     core, self._decode(core, patched, query), route.namespace, route.name,
                     dry_run=dry_run,

@@ -77,6 +77,8 @@ def render(message: str, options: Options) -> str | None:
         record = None
     if not isinstance(record, dict):  # a line the runtime printed (a crash's traceback)
         return None if options.instance_id or options.node else text
+    if "_aws" in record:  # the metrics line (CloudWatch's embedded format), no sentence
+        return None
     if options.instance_id and record.get("instance_id") != options.instance_id:
         return None
     if options.node and record.get("node_name") != options.node:

@@ -6,8 +6,13 @@ progress record) posts from a thread of its own, so a drain
 never waits for an Event: `post` queues, the thread sends, `close`
 gives the queue a moment to empty and lets the thread send the rest (and close the
 client) after the drain's end.
-An Event that repeats (the same object, reason and note) is one Event whose series
-counts it, as client-go's recorder aggregates. A drain
+An Event that repeats (the same object, reason, action and note) is one Event whose
+series counts it, as client-go's recorder aggregates: its name is a hash of what
+makes it the same (`event_name`), so the invocation a drain is handed over to, or
+one posting at the same moment, finds it (409 AlreadyExists), reads it and counts
+one more on the version read (a merge patch with its resourceVersion: the verbs are
+the role's `create` and `patch`, no `get`). An Event gone with the server's TTL is
+posted anew. A drain
 posts at most EVENTS_PER_DRAIN pod Events (the rest are counted in `folded`, for
 the node's end Event to say); an Event about the node (its start, cordon and end) is
 never dropped. An Event the API refuses is a log line,
@@ -17,9 +22,11 @@ never a failed drain; after a 403 the poster stops trying (the role lacks
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import queue
+import re
 import socket
 import threading
 import time
@@ -28,7 +35,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from drainer.errors import KubeError, KubeForbidden
+from drainer import logs
+from drainer.errors import KubeConflict, KubeError, KubeForbidden, KubeNotFound
 from drainer.k8s.kube import Kube
 
 log = logging.getLogger(__name__)
@@ -44,6 +52,11 @@ rest are sent after it, by the poster's thread)."""
 NODE_EVENTS_NAMESPACE = "default"
 """Where a node's Events go (a node has no namespace; the kubelet's go here too)."""
 NOTE_MAX = 1024
+SERIES_TRIES = 3
+"""Writes of one Event tried when another invocation's write comes first (409)."""
+NAME_MAX = 253
+_DIGEST_CHARS = 16
+_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 
 
 @dataclass(frozen=True)
@@ -76,6 +89,49 @@ class _Pending:
     note: str
     warning: bool
     at: float
+
+
+@dataclass(frozen=True)
+class _Seen:
+    """What this poster knows of a posted Event: its count and resourceVersion."""
+
+    count: int
+    version: str
+
+
+_UNREAD = _Seen(0, "")
+"""The Event exists (409 AlreadyExists) but is not read yet."""
+
+
+def event_name(regarding: Regarding, reason: str, action: str, note: str, kind: str) -> str:
+    """The same Event's name in every invocation: the object's name (cut to leave room)
+    and a hash of the object (its uid too), reason, action, note, type and controller.
+    A valid DNS subdomain of NAME_MAX characters at most."""
+    same = (regarding.kind, regarding.namespace, regarding.name, regarding.uid)
+    key = "\0".join((*same, reason, action, note, kind, CONTROLLER))
+    digest = hashlib.sha256(key.encode()).hexdigest()[:_DIGEST_CHARS]
+    prefix = regarding.name[: NAME_MAX - _DIGEST_CHARS - 1].rstrip(".-")
+    if not _SUBDOMAIN.fullmatch(prefix):
+        return digest
+    return f"{prefix}.{digest}"
+
+
+def _seen(event: Any) -> _Seen:
+    """The count (1 without a series) and version of an Event the API answered with."""
+    count = ((event.get("series") if isinstance(event, dict) else None) or {}).get("count")
+    if not isinstance(count, int) or isinstance(count, bool) or count < 1:
+        count = 1
+    return _Seen(count, str(((event or {}).get("metadata") or {}).get("resourceVersion") or ""))
+
+
+def _one_more(seen: _Seen, at: float) -> dict[str, Any]:
+    """The merge patch counting one more occurrence, on the version read (409 if not)."""
+    patch: dict[str, Any] = {
+        "series": {"count": seen.count + 1, "lastObservedTime": micro_time(at)}
+    }
+    if seen.version:
+        patch["metadata"] = {"resourceVersion": seen.version}
+    return patch
 
 
 def _cut(note: str) -> str:
@@ -113,7 +169,7 @@ class EventPoster:
         self._queue: queue.Queue[_Pending | None] = queue.Queue()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
-        self._series: dict[tuple[str, ...], tuple[str, int]] = {}
+        self._series: dict[tuple[str, str], _Seen] = {}
         self._taken = 0
         self._closed = False
         self.folded = 0
@@ -123,6 +179,9 @@ class EventPoster:
         self.sent = 0
         self.failed = 0
         self._then: Callable[[], None] | None = None
+        self._keys = logs.bound()
+        """The invocation's log keys: the thread may log after it returned, when the
+        container's next invocation has bound its own."""
 
     def post(
         self, regarding: Regarding, reason: str, action: str, note: str, *, warning: bool = False
@@ -189,27 +248,44 @@ class EventPoster:
                     "Kubernetes Events are not recorded: %s (k8s-rbac/ grants create and "
                     "patch on events.events.k8s.io); the drain goes on",
                     e,
+                    extra=self._keys,
                 )
             except (KubeError, OSError) as e:
                 self.failed += 1
-                log.info("a Kubernetes Event was not recorded: %s", e)
+                log.info("a Kubernetes Event was not recorded: %s", e, extra=self._keys)
 
     def _send(self, pending: _Pending) -> None:
-        regarding = pending.regarding
-        key = (regarding.kind, regarding.namespace, regarding.name, pending.reason, pending.note)
-        namespace = regarding.event_namespace
-        known = self._series.get(key)
-        if known is not None:
-            name, count = known
-            self._kube.patch_event(
-                namespace,
-                name,
-                {"series": {"count": count + 1, "lastObservedTime": micro_time(pending.at)}},
-            )
-            self._series[key] = (name, count + 1)
-            return
-        name = f"{regarding.name}.{time.time_ns():x}"
-        event: dict[str, Any] = {
+        """Create the Event, or count one more in its series: known here, or posted
+        by an invocation before (409 AlreadyExists: read it). A 409 Conflict (another
+        write came first) reads it again; a 404 (gone with the TTL) posts it anew."""
+        type_ = "Warning" if pending.warning else "Normal"
+        name = event_name(pending.regarding, pending.reason, pending.action, pending.note, type_)
+        namespace = pending.regarding.event_namespace
+        known = self._series.get((namespace, name))
+        for tries_left in range(SERIES_TRIES - 1, -1, -1):
+            try:
+                self._series[(namespace, name)] = self._write(namespace, name, pending, known)
+                return
+            except KubeNotFound:
+                if tries_left == 0:
+                    raise
+                known = None
+            except KubeConflict:
+                if tries_left == 0:
+                    raise
+                known = _UNREAD
+
+    def _write(self, namespace: str, name: str, pending: _Pending, known: _Seen | None) -> _Seen:
+        if known is None:
+            return _seen(self._kube.create_event(namespace, self._event(namespace, name, pending)))
+        if known is _UNREAD:
+            # An empty merge patch changes nothing and answers the Event: a read with
+            # the role's `patch`, which has no `get`.
+            known = _seen(self._kube.patch_event(namespace, name, {}))
+        return _seen(self._kube.patch_event(namespace, name, _one_more(known, pending.at)))
+
+    def _event(self, namespace: str, name: str, pending: _Pending) -> dict[str, Any]:
+        return {
             "apiVersion": "events.k8s.io/v1",
             "kind": "Event",
             "metadata": {"name": name, "namespace": namespace},
@@ -218,9 +294,7 @@ class EventPoster:
             "reportingInstance": self._instance,
             "action": pending.action,
             "reason": pending.reason,
-            "regarding": regarding.reference(),
+            "regarding": pending.regarding.reference(),
             "note": pending.note,
             "type": "Warning" if pending.warning else "Normal",
         }
-        self._kube.create_event(namespace, event)
-        self._series[key] = (name, 1)
