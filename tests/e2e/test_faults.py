@@ -188,8 +188,12 @@ def test_watch_broken__relist_and_rewatch__no_pod_missed(
     def watches() -> list[Any]:
         return [r for r in drainer_requests(world) if r.verb == "watch" and r.resource == "pods"]
 
-    # Watch requests are recorded when they end; the last one ends when the drain stops it.
-    wait_until(lambda: len(watches()) >= 3, timeout=3)
+    # Watch requests are recorded when they end; the last one ends when the drain stops
+    # it. The first break comes mid-drain: its watch is re-opened (a second watch). The
+    # second may come with the last pod's events, and the tracker's pause before it
+    # re-opens (a growing backoff, so that a server breaking every watch is not asked
+    # again in a tight loop) then outlasts the drain: no third watch is owed.
+    wait_until(lambda: len(watches()) >= 2, timeout=3)
     if break_kind == "history-expired":
         lists = [r for r in drainer_requests(world) if r.verb == "list" and r.resource == "pods"]
         assert len(lists) >= 2, "a 410 Gone makes the drainer re-list"
