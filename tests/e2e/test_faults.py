@@ -328,7 +328,15 @@ def test_same_event_twice_at_once__both_end_well__pods_evicted_once(
     terminations = [e for e in budgets.pod_events() if e.evicted and e.app == "web"]
     assert len(terminations) == 4, "each pod was deleted once"
     if world.cluster.backend == "kubesim":  # request records: kubesim keeps them
-        errors = [r for r in drainer_requests(world) if r.status >= 400 and r.status != 429]
+        # An Event both invocations tell (the node's DrainStarted, Cordoned...) has one
+        # name: the second create is answered 409 AlreadyExists and counted in the
+        # Event's series (drainer/k8s/events.py), an answer, not an error.
+        errors = [
+            r
+            for r in drainer_requests(world)
+            if r.status >= 400 and r.status != 429
+            and not (r.resource == "events" and r.verb == "create" and r.status == 409)
+        ]  # fmt: skip
         assert len(errors) <= 4, f"no error storm: {[(r.path, r.status) for r in errors]}"
     check_invariants(world, budgets, instance, "CONTINUE")
 
