@@ -225,6 +225,21 @@ def test_blocker__do_not_disrupt() -> None:
     assert "karpenter.sh/do-not-disrupt-" in blocker.fix
 
 
+def test_blocker__do_not_disrupt_over_a_deadlocked_budget__both_named() -> None:
+    """The annotation holds it; once it goes, its budget (minAvailable 1, one replica)
+    still would: both are named, the budget's as the deadlock it is."""
+    held = pod("web-0")
+    held["metadata"]["annotations"] = {"karpenter.sh/do-not-disrupt": "true"}
+    solo = budget("web", "web", expected=1, allowed=0, min_available=1)
+
+    result = plan([held], [solo])
+
+    annotation, deadlock = result.blockers
+    assert "karpenter.sh/do-not-disrupt" in annotation.reason and not annotation.deadlock
+    assert deadlock.budget == "default/web" and "deadlock" in deadlock.reason
+    assert result.deadlocked
+
+
 def test_blocker__no_controller_without_force() -> None:
     bare = pod("bare", owner=None)
 

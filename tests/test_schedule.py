@@ -160,6 +160,56 @@ def test_unready_pod__tried_once_through_a_budget_that_refused() -> None:
     assert schedule.pick(now=2.0, slots=4) == [sick]
 
 
+@pytest.mark.parametrize(
+    ("ready", "phase"),
+    [
+        pytest.param(False, "Running", id="not-ready"),
+        pytest.param(True, "Pending", id="pending"),
+        pytest.param(True, "Succeeded", id="succeeded"),
+        pytest.param(True, "Failed", id="failed"),
+    ],
+)
+def test_eviction_the_server_did_not_charge__leaves_the_budget_room_to_the_others(
+    ready: bool, phase: str
+) -> None:
+    """eviction.go deletes a Pending, Succeeded or Failed pod without reading its
+    budget (whatever its Ready condition), and lets one not Ready go without using it
+    (a healthy budget): nothing writes the budget, its version stays, and the room it
+    shows is still there for the Ready pod."""
+    schedule = schedule_of(Budgets(shop__web=1))
+    spared = schedule.add(
+        objects.pod("web-0", namespace="shop", uid="uid-web-0", phase=phase, ready=ready),
+        budgets=["shop/web"],
+        terminating=False,
+        now=0,
+    )
+    healthy = add(schedule, "web-1", "shop/web")
+    assert schedule.pick(now=1.0, slots=1) == [spared]
+    schedule.accepted(spared, 1.0)
+
+    assert schedule.pick(now=2.0, slots=4) == [healthy]
+
+
+def test_unready_pod_charged_after_all__one_refusal_then_the_budget_write_rules() -> None:
+    """A pod not Ready under a budget desiring none is charged (eviction.go spares it
+    only while the budget desires some): the server writes the budget, which the
+    watch may show only later. Not counted, the drain sends one more pod on the room
+    it still shows: refused, parked, sent again once the budget allows again."""
+    budgets = Budgets(shop__web=1)
+    schedule = schedule_of(budgets)
+    sick = add(schedule, "web-0", "shop/web", ready=False)
+    healthy = add(schedule, "web-1", "shop/web")
+    assert schedule.pick(now=1.0, slots=1) == [sick]
+    schedule.accepted(sick, 1.0)
+    assert schedule.pick(now=1.5, slots=4) == [healthy], "the watch still shows 1 allowed"
+    refuse(schedule, healthy, 2.0)
+    budgets.change("shop/web", 0)  # the charge's own write, seen now
+
+    assert schedule.pick(now=3.0, slots=4) == []
+    budgets.change("shop/web", 1)  # web-0's replacement Ready
+    assert schedule.pick(now=4.0, slots=4) == [healthy]
+
+
 def test_several_answers_for_one_pod__only_the_first_counts() -> None:
     schedule = schedule_of(Budgets())
     entry = add(schedule, "web-0")

@@ -7,7 +7,10 @@ of requests at once, so budget-free pods go at once however many others wait.
 
 The rules, as kubectl drain and the eviction API would have them:
 - A budget that allows N disruptions gets at most N evictions in flight for it
-  (fewer once some were accepted since it last changed).
+  (fewer once some were accepted since it last changed). An accepted eviction the
+  server did not charge to the budget (`_charged`: the pod not Ready, or Pending,
+  Succeeded or Failed) is not counted: nothing writes the budget for it, and
+  counting it would spend the budget's room until a change that may never come.
 - A budget that allows none, and that nothing was sent through yet, gets one
   probe (the server is the judge). After that its pods wait until the watch shows
   it allows again, or for their own fallback timer, in the order they were
@@ -114,6 +117,19 @@ class Entry:
     def tier(self) -> str:
         """Its tier, in the words of the drain's events."""
         return "critical" if self.critical else "ordinary"
+
+
+def _charged(pod: Pod) -> bool:
+    """Whether the eviction API charged the pod's budget for accepting its eviction,
+    as far as the pod tells (eviction.go): it deletes a pod Pending, Succeeded or
+    Failed without reading its budgets, and lets a pod that is not Ready go without
+    using them while its budget is healthy (or its policy AlwaysAllow). One not Ready
+    under a budget short of healthy pods is charged, so refused while the budget
+    allows none; accepted all the same (a budget desiring no pod, or figures not yet
+    recomputed), the server wrote the budget: the watch's next version counts it,
+    and until then at most one request through it is refused, and parked."""
+    phase = (pod.get("status") or {}).get("phase")
+    return pods.is_ready(pod) and phase not in ("Pending", "Succeeded", "Failed")
 
 
 def _split(budget: str) -> tuple[str, str]:
@@ -277,7 +293,7 @@ class Schedule:
             # stream) is then looked at again at the stuck check, not waited for until
             # the deadline.
             entry.due = now + pods.grace_period(entry.pod)
-        if entry.budget:
+        if entry.budget and _charged(entry.pod):  # the pod as sent: not followed in flight
             version = entry.sent_at
             at, count = self._accepted.get(entry.budget, (-1, 0))
             self._accepted[entry.budget] = (version, (count if at == version else 0) + 1)

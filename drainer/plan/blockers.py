@@ -42,26 +42,39 @@ def refused(pod_list: list[Pod], overrides: filters.Overrides) -> list[Blocker]:
 
 
 def left(
-    going: list[Going], budget_list: list[b.Budget], run: Forecast, timeout: float
+    going: list[Going],
+    budget_list: list[b.Budget],
+    run: Forecast,
+    timeout: float,
+    *,
+    honor_do_not_disrupt: bool,
 ) -> list[Blocker]:
-    """The pods the forecast leaves on the node, or that go after the timeout."""
+    """The pods the forecast leaves on the node, or that go after the timeout. A pod
+    the run held for its do-not-disrupt annotation (honoured) is named for it, and
+    for its budget too when that deadlocks: what holds it once the annotation goes."""
     by_name = {b.name(x): x for x in budget_list}
     found = []
     for one in going:
         name = pods.name(one.pod)
+        annotation = pods.opted_out(one.pod) if honor_do_not_disrupt else ""
         if len(one.budgets) > 1:
             found.append(_several(name, one.budgets))
-        elif pods.opted_out(one.pod) and name in run.left:
-            annotation = pods.opted_out(one.pod)
-            why = f"annotated {annotation}=true: held until the timeout, then left on the node"
-            fix = "remove the annotation once it may go (kubectl annotate pod -n "
-            fix += f"{one.pod['metadata'].get('namespace')} {one.pod['metadata']['name']} "
-            found.append(Blocker(name, why, None, fix + f"{annotation}-)"))
+        elif annotation and name in run.left:
+            found.append(_annotated(name, one.pod, annotation))
+            budget = _held(name, one, by_name)
+            found += [budget] if budget.deadlock else []
         elif name in run.left:
             found.append(_held(name, one, by_name))
         elif run.gone.get(name, 0.0) > timeout:
             found.append(_late(name, one.pod, run, timeout))
     return found
+
+
+def _annotated(name: str, pod: Pod, annotation: str) -> Blocker:
+    why = f"annotated {annotation}=true: held until the timeout, then left on the node"
+    fix = "remove the annotation once it may go (kubectl annotate pod -n "
+    fix += f"{pod['metadata'].get('namespace')} {pod['metadata']['name']} "
+    return Blocker(name, why, None, fix + f"{annotation}-)")
 
 
 def _several(name: str, under: list[str]) -> Blocker:

@@ -75,7 +75,8 @@ def plan_node(
     # its grace period (the bound).
     likely = _likely(going, cluster, options, timeout)
     slowest = _run(going, cluster, options, timeout, slow=True)
-    blocked += left(going, cluster.budgets, slowest, timeout)
+    honor = options.honor_do_not_disrupt
+    blocked += left(going, cluster.budgets, slowest, timeout, honor_do_not_disrupt=honor)
     homeless = _homeless(going, likely, cluster.capacity)
     paced_by = _paced_by(likely, going, cluster, timeout)
     if homeless:
