@@ -30,16 +30,22 @@ while its action is alive, an instance EC2 does not know is one EC2 has not caug
 up with yet: looked for again, then retried by Lambda, never skipped
 (launch_locate.py). An action that ends during the wait (completed by hand, the
 hook's timeout) stops it: the launch ends `action_gone`, answering nothing, with no
-notice.
+notice. A return from the warm pool waited for with its action gone is told by what
+the hook's DefaultResult did, not by the answer it could not send (launch_summary.py):
+put in service (CONTINUE) with its node not usable in time, the node is said not
+released, as when the launch answers CONTINUE.
 
 A node that cannot take pods within LAUNCH_TIMEOUT_SECONDS of the action's start (or
 by the end of this invocation) gets LAUNCH_TIMEOUT_RESULT: ABANDON (Auto Scaling
 terminates the instance and launches another; an instance refresh stops) or CONTINUE
 with a warning; the end line, an Event on the node and the notice say what it still
 lacked, each thing it lacked when several (joined.look), with the notice's advice
-for each. When the cluster cannot be read at all (RBAC, TLS, no such cluster), the
-function says so and answers CONTINUE: a broken drainer must not stop a group from
-launching. The hook's own DefaultResult is CONTINUE for the same reason.
+for each. When the cluster cannot be read at all (RBAC, TLS, no such cluster), or
+its API server could not be reached for the wait's last look (a 5xx, a connection
+refused, a timeout: each such look is tried again until the limit, and one that
+succeeded before is no answer then), the function says so and answers CONTINUE
+(`failed`): a broken drainer must not stop a group from launching. The hook's own
+DefaultResult is CONTINUE for the same reason.
 """
 
 from __future__ import annotations
@@ -48,22 +54,31 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from drainer import aws, logs
 from drainer.errors import AwsError, FatalKubeError, KubeError
 from drainer.k8s.events import EventPoster, Regarding
 from drainer.k8s.kube import Kube
-from drainer.lifecycle import ending, frame, joined, launch_locate, launch_release, notices
+from drainer.lifecycle import (
+    ending,
+    frame,
+    joined,
+    launch_locate,
+    launch_release,
+    launch_summary,
+    notices,
+)
 from drainer.lifecycle.events_fields import Skip
-from drainer.lifecycle.events_hook import WARM_POOL_NAME, LifecycleEvent
+from drainer.lifecycle.events_hook import LifecycleEvent
 from drainer.lifecycle.job import Tools
+from drainer.lifecycle.launch_summary import Joining
 from drainer.lifecycle.window import Invocation, hand_over_at
 
 log = logging.getLogger(__name__)
 
-LAUNCH_TRIGGER = "launch-hook"
+LAUNCH_TRIGGER = launch_summary.LAUNCH_TRIGGER
 POLL_SECONDS = 2.0
 """How often the new node is looked at until it registers (a GET by its DNS name,
 then a list by label or providerID)."""
@@ -71,35 +86,17 @@ READY_POLL_SECONDS = 0.5
 """How often once it has registered (a GET of the node, a list of its pods): the
 launch action goes on as soon as the node can take pods."""
 SHUTDOWN_TAINT = joined.SHUTDOWN_TAINT
+AGAIN = (
+    "looked at again until the limit; should it still fail then, the cluster could not "
+    "be read: `failed`, CONTINUE"
+)
+"""What a look that failed for now (not fatal: a 5xx, a timeout) leads to, for its log line."""
+LIMIT = "LAUNCH_TIMEOUT_SECONDS or the invocation's end"
+GONE = "the action was gone (the hook's DefaultResult or whoever completed it decided)"
 FIRST_BEAT_SECONDS = 5.0
 """How long the first heartbeat's answer is waited for before the node is looked at
 (one RecordLifecycleActionHeartbeat: well under a second). Past it the wait begins,
 and still ends stale when that answer says the action is gone."""
-
-
-@dataclass(frozen=True)
-class Joining:
-    """What became of a new instance's wait for its node."""
-
-    result: str
-    """joined, not_joined, failed, not_allowed, stale (the action was gone before
-    its first heartbeat: answered already) or action_gone (it ended during the wait)."""
-    message: str
-    node: str = ""
-    heartbeats: int = 0
-    action_gone: bool = False
-    missing: str = ""
-    """Not joined: what the node still lacked, each lack (joined.Look.missing)."""
-    cordoned: bool = False
-    """Joined cordoned (not by the drainer): it takes no pods until someone uncordons it."""
-    cluster: str = ""
-    node_uid: str = ""
-    released: tuple[str, ...] = ()
-    """Back from the warm pool: what the release undid on the node."""
-    kept: tuple[str, ...] = ()
-    """...and what it left, not the drainer's (a cordon someone else set)."""
-    not_released: str = ""
-    """Back from the warm pool and Ready, but not released: why (launch_release.Back)."""
 
 
 def handle(event: LifecycleEvent, tools: Tools, invocation: Invocation | None) -> dict[str, Any]:
@@ -121,23 +118,26 @@ def handle(event: LifecycleEvent, tools: Tools, invocation: Invocation | None) -
     completed = frame.answer(clients, event, result, action_gone=joining.action_gone)
     if completed is False and event.into_warm_pool and not joining.action_gone:
         joining = _stale(event.instance_id, "into_warm_pool")
-    summary = _summary(event, joining, result, completed, time.monotonic() - started)
+    summary = launch_summary.summary(event, joining, result, completed, time.monotonic() - started)
     quiet = joining.result in ("stale", "action_gone") or (
         joining.result == "joined" and not joining.cordoned and not joining.not_released
     )
     level = logging.INFO if quiet else logging.WARNING
     log.log(
         level,
-        "launch finished: %s; lifecycle result %s",
+        "launch finished: %s; lifecycle result %s%s",
         joining.message,
         result or "none",
+        f", not sent: {GONE}" if summary.get("action_gone") else "",
         extra=logs.safe_fields({"event": "launch_finished", **summary}),
     )
     _metrics(joining, summary, settings.cluster_name)
     told = joining.not_released in launch_release.TOLD
     if joining.result in ("not_joined", "failed") or joining.cordoned or told:
-        unreleased = summary.get("not_released") == "not_joined"  # CONTINUE, cordoned
-        advice = _advice(joining, from_warm_pool=event.out_of_warm_pool, unreleased=unreleased)
+        unreleased = summary.get("not_released") == "not_joined"  # in service, cordoned
+        advice = launch_summary.advice(
+            joining, from_warm_pool=event.out_of_warm_pool, unreleased=unreleased
+        )
         ending.notify(settings, clients, notices.launch_notice(event, summary, advice))
     return summary
 
@@ -155,69 +155,6 @@ def _metrics(joining: Joining, summary: dict[str, Any], cluster_name: str) -> No
         "LaunchFailed": int(joining.result == "failed"),
     }
     ending.write_metrics(joining.cluster or cluster_name, counts, float(summary["seconds"]))
-
-
-def _summary(
-    event: LifecycleEvent,
-    joining: Joining,
-    result: str | None,
-    completed: bool | None,
-    seconds: float,
-) -> dict[str, Any]:
-    """The end line's keys (launch_finished)."""
-    summary: dict[str, Any] = {
-        "result": joining.result,
-        "lifecycle_result": result or "none",
-        "completed": completed,
-        "trigger": LAUNCH_TRIGGER,
-        "cluster": joining.cluster,
-        "node": joining.node,
-        "cordoned": joining.cordoned,
-        "heartbeats": joining.heartbeats,
-        "seconds": round(seconds, 3),
-        "message": joining.message,
-    }
-    if joining.result == "not_joined":
-        summary["waiting_for"] = joining.missing
-    if event.out_of_warm_pool:
-        summary["origin"] = WARM_POOL_NAME
-        summary["released"] = list(joining.released)
-        summary["kept"] = list(joining.kept)
-        summary["not_released"] = joining.not_released
-        unready = joining.result != "joined" and result == "CONTINUE"
-        if joining.node and (unready or joining.result == "action_gone"):
-            # In service all the same: the drain's cordon and label are still there.
-            summary["not_released"] = joining.result
-            log.error(
-                "node %s comes back from the warm pool not released (%s): it stays cordoned "
-                "and out of the load balancers; run `%s` once it is Ready",
-                joining.node,
-                joining.result,
-                launch_release.release_command(joining.node),
-            )
-    return summary
-
-
-def _advice(joining: Joining, *, from_warm_pool: bool, unreleased: bool = False) -> str:
-    """What the notice tells an operator to do. Joined cordoned: the cordon; not
-    released: how to release it. At the timeout: each thing the node still lacked; a
-    fresh node's cordon that was not waited for (LAUNCH_WAIT_FOR_UNCORDON=false) is
-    told besides. Back from the warm pool, a cordon at the timeout is the drain's,
-    which the release undoes once the node is usable: told only when the instance
-    goes into service all the same (`unreleased`: CONTINUE at the timeout)."""
-    if joining.not_released in launch_release.TOLD:
-        return launch_release.advice(joining.node, joining.not_released)
-    if joining.result == "joined":
-        if not joining.cordoned:
-            return ""
-        return joined.cordon_advice(joining.node, from_warm_pool=from_warm_pool)
-    said = joined.advice(joining.missing)
-    if unreleased:
-        said = f"{said} {launch_release.unready_advice(joining.node)}"
-    lacks = joining.missing.split(", ")
-    if joining.cordoned and not from_warm_pool and "uncordon" not in lacks:
-        said = f"{said} {joined.also_cordoned(joining.node)}".strip()
-    return said
 
 
 def _lifecycle_result(joining: Joining, on_timeout: str) -> str | None:
@@ -266,9 +203,14 @@ def _wait(event: LifecycleEvent, tools: Tools, invocation: Invocation | None) ->
                 began=began,
                 limit=limit,
                 ended=(lambda: None) if warm else (lambda: _ended(heartbeat, event.instance_id)),
+                gone=lambda: heartbeat.gone,
             )
     return replace(
-        joining, heartbeats=heartbeat.beats, action_gone=heartbeat.gone, cluster=where.cluster_name
+        joining,
+        heartbeats=heartbeat.beats,
+        action_gone=heartbeat.gone,
+        cluster=where.cluster_name,
+        default_result=admitted.hook.default_result,
     )
 
 
@@ -334,9 +276,11 @@ def _on_the_cluster(
     began: float,
     limit: float,
     ended: Callable[[], Joining | None],
+    gone: Callable[[], bool],
 ) -> Joining:
     """Wait for the node, release it when it is back from the warm pool, and tell the
-    end on it as an Event. `ended`: the launch's end once its action is gone."""
+    end on it as an Event. `ended`: the launch's end once its action is gone; `gone`:
+    whether it is (back from the warm pool, waited for all the same: nothing is sent)."""
     settings, cluster = tools.settings, where.cluster
     try:
         kube = tools.kube_factory(cluster, cluster.name, settings)
@@ -349,6 +293,8 @@ def _on_the_cluster(
             if joining.result == "joined" and restarted:
                 joining = _release(kube, joining, began, tools.clock)
             told = _lifecycle_result(joining, settings.launch_timeout_result)
+            if told is not None and gone():
+                told = f"nothing: {GONE}"
             _tell_node(poster, joining, told)
         finally:
             poster.close(then=kube.close)
@@ -405,42 +351,83 @@ def _until_ready(
 ) -> Joining:
     """Look at the instance's node until it can take pods or `limit` passes, or
     `ended` gives the launch's end because its action is gone (_ended).
-    `restarted`: the instance comes back from the warm pool (joined.look)."""
+    `restarted`: the instance comes back from the warm pool (joined.look). A look
+    that fails for now (not fatal) is looked again; one that fails at the limit
+    ends the wait `failed` (_at_limit)."""
     clock = tools.clock
     seen = joined.Look()
     said = ""
+    read: float | None = None  # when a look last succeeded
+    error: KubeError | None = None  # the last look's, None when it succeeded
     while True:
         try:
             last = clock() >= limit  # the last look names every lack
             seen = joined.look(kube, identity, tools.settings, restarted=restarted, every=last)
             if not last and seen.waiting_for and clock() >= limit:  # it ended past the limit
                 seen = joined.look(kube, identity, tools.settings, restarted=restarted)
+            read, error = clock(), None
         except FatalKubeError as e:
             return Joining("failed", f"the cluster cannot be read: {e}", seen.node)
         except KubeError as e:
-            log.info("looking at the new node failed for now: %s", e)
+            level = logging.INFO if error is not None else logging.WARNING  # a run's first aloud
+            log.log(
+                level, "looking at the node of %s failed: %s; %s", identity.instance_id, e, AGAIN
+            )
+            error = e
         gone = ended()
         if gone is not None:
             return replace(gone, node=seen.node)
         now = clock()
-        if seen.waiting_for and seen.waiting_for != said:
+        if error is None and seen.waiting_for and seen.waiting_for != said:
             log.info("instance %s: waiting for %s", identity.instance_id, seen.waiting_for)
             said = seen.waiting_for
         if not seen.waiting_for:
             return _joined(seen, identity, now - began, restarted=restarted)
         if now >= limit:
-            return Joining(
-                "not_joined",
-                f"instance {identity.instance_id}: still waiting for {seen.waiting_for} "
-                f"{now - began:.0f} s after the launch began (LAUNCH_TIMEOUT_SECONDS or the "
-                f"invocation's end){_drains(seen)}",
-                seen.node,
-                missing=seen.missing,
-                cordoned=seen.cordoned and not seen.drain,
-                node_uid=seen.uid,
+            return _at_limit(
+                seen, identity, now - began, error, None if read is None else now - read
             )
         pause = READY_POLL_SECONDS if seen.node else POLL_SECONDS
         tools.sleep(max(0.0, min(pause, limit - now)))
+
+
+def _at_limit(
+    seen: joined.Look,
+    identity: aws.NodeIdentity,
+    seconds: float,
+    error: KubeError | None,
+    ago: float | None,
+) -> Joining:
+    """The wait's end at its limit, the node not able to take pods by the last look
+    that succeeded (`seen`, `ago` seconds before; None: none did): not_joined. When
+    the last look failed (`error`: a 5xx, a connection refused, a timeout), whether
+    the node can take pods is not known, and a look before is no answer (the node may
+    have come up since): the cluster could not be read, `failed` (CONTINUE), as when
+    it cannot be read at all."""
+    if error is not None:
+        node = f"the node of instance {identity.instance_id}"
+        when = f"{seconds:.0f} s after the launch began ({LIMIT})"
+        said = (
+            f"the last look at {node}, {when}, failed; the last that succeeded, {ago:.0f} s "
+            f"before, found it waiting for {seen.waiting_for}"
+            if ago is not None
+            else f"no look at {node} succeeded by {when}"
+        )
+        return Joining(
+            "failed",
+            f"the cluster could not be read: {error}: {said}",
+            seen.node,
+            node_uid=seen.uid,
+        )
+    return Joining(
+        "not_joined",
+        f"instance {identity.instance_id}: still waiting for {seen.waiting_for} "
+        f"{seconds:.0f} s after the launch began ({LIMIT}){_drains(seen)}",
+        seen.node,
+        missing=seen.missing,
+        cordoned=seen.cordoned and not seen.drain,
+        node_uid=seen.uid,
+    )
 
 
 def _drains(seen: joined.Look) -> str:

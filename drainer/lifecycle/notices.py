@@ -183,12 +183,13 @@ def launch_notice(event: Subject, summary: Mapping[str, Any], advice: str) -> No
     title = "joined cordoned" if cordoned else _LAUNCH_TITLES.get(result, result)
     if kept:
         title, result = "back from the warm pool NOT RELEASED: still cordoned", "not_released"
-    told = str(summary.get("lifecycle_result", "none"))
+    told = _told(summary)  # nothing sent when the action was gone
+    fate = _LAUNCH_RESULTS.get(told)
     lines = [
         f"New instance {event.instance_id} of {event.asg_name or 'no group'}, node {node}, "
         f"cluster {summary.get('cluster') or '?'}: {result}"
         f"{' (cordoned)' if cordoned or kept else ''}.",
-        f"Lifecycle action (launch hook): {told}: {_LAUNCH_RESULTS.get(told, 'none sent.')}",
+        f"Lifecycle action (launch hook): {f'{told}: {fate}' if fate else f'{told}.'}",
     ]
     if summary.get("waiting_for"):
         lines.append(f"Still missing: {summary['waiting_for']}.")
