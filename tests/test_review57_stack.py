@@ -263,3 +263,64 @@ def test_sync_running_through_the_stacks_delete__puts_no_hook_back(
     assert HOOK not in hooks_of(account, "nodes-b"), (
         "the deleted stack's hook put back by its own sync after the Delete removed it"
     )
+
+
+# --- 6. the ServiceTimeout: a Delete's removals had no deadline ---------------------------
+
+
+def test_delete_on_many_groups__answered_within_the_service_timeout__again_goes_on(
+    account: Account, answers: cfn.ResponseServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Create's and an Update's puts stop at WORK_SECONDS (review 57); a Delete's
+    removals did not: one DescribeLifecycleHooks and one DeleteLifecycleHook for each
+    group and name, 160 tagged groups with the launch hook on a throttled account (0.5
+    s a call) answered after some 325 s, past the resource's ServiceTimeout (300 s):
+    CloudFormation no longer waited, the Delete failed as timed out, saying nothing of
+    which hooks were left. Now it answers FAILED within the timeout, naming what is
+    left and that deleting the stack again goes on where it stopped; and it does."""
+    from types import SimpleNamespace
+
+    from drainer import aws
+    from drainer.lifecycle import hooks, stack_hooks
+
+    groups = [f"nodes-{i:03}" for i in range(160)]
+    for group in groups:
+        account.tagged(group)
+    given = settings(allowed_asgs=(), asg_tag=TAG, launch_hook=True)
+    properties = {**TAGGED, "AsgNames": ""}
+    created = send(account, answers, "Create", given, properties=properties)
+    assert created["Status"] == "SUCCESS", created
+    clock = [1000.0]
+    fake_time = SimpleNamespace(monotonic=lambda: clock[0], time=lambda: clock[0])
+    monkeypatch.setattr(stack_hooks, "time", fake_time)
+    monkeypatch.setattr(hooks, "time", fake_time)
+
+    def slow(**_: Any) -> None:
+        clock[0] += 0.5
+
+    account.autoscaling.meta.events.register("before-call.autoscaling", slow)
+    answered_at: list[float] = []
+    original = aws.answer_custom_resource
+
+    def timed(url: str, body: Any, **kw: Any) -> None:
+        answered_at.append(clock[0])
+        original(url, body, **kw)
+
+    monkeypatch.setattr(aws, "answer_custom_resource", timed)
+    started = clock[0]
+
+    deleted = send(account, answers, "Delete", given, properties=properties, physical_id=OURS)
+
+    (at,) = answered_at
+    assert at - started < 300, f"answered {at - started:.0f} s after the request: too late"
+    assert deleted["Status"] == "FAILED", deleted
+    assert "delete the stack again" in deleted["Reason"].lower(), deleted["Reason"]
+    assert "not reached" in deleted["Reason"], "what is left, named"
+    left = [g for g in groups if owner_of(account, g) is not None]
+    assert left, "all deleted in time: the test's pace no longer shows the bound"
+    account.autoscaling.meta.events.unregister("before-call.autoscaling", slow)
+
+    again = send(account, answers, "Delete", given, properties=properties, physical_id=OURS)
+
+    assert again["Status"] == "SUCCESS", again
+    assert not [g for g in groups if hooks_of(account, g)], "a hook of ours left behind"

@@ -434,6 +434,8 @@ class HookRemoval:
     """Hooks of the name that another tool made, and why they are not ours."""
     failed: dict[Hook, str] = field(default_factory=dict)
     """Hooks that could not be read or deleted: the AWS error."""
+    unreached: tuple[Hook, ...] = ()
+    """Candidates not looked at: the deadline came first."""
 
 
 def remove_hooks(
@@ -442,16 +444,21 @@ def remove_hooks(
     candidates: Iterable[Hook],
     *,
     dry_run: bool = False,
+    deadline: float | None = None,
 ) -> HookRemoval:
     """Delete those of the `candidates` that this stack put (with `dry_run`, only say
     which). Ours: its NotificationMetadata names this stack (HookSpec.made); another
     stack's, 0.1.0's or another tool's hook of the name stays. A group or hook already
-    gone is nothing to do."""
+    gone is nothing to do. Those left when time.monotonic() passes `deadline` (None:
+    none) are `unreached`."""
     spec = HookSpec.from_settings(settings)
     removed: list[Hook] = []
     left: dict[Hook, str] = {}
     failed: dict[Hook, str] = {}
-    for group, name in sorted(set(candidates)):
+    todo = sorted(set(candidates))
+    for at, (group, name) in enumerate(todo):
+        if deadline is not None and time.monotonic() >= deadline:
+            return _removed(HookRemoval(tuple(removed), left, failed, tuple(todo[at:])), dry_run)
         try:
             found = aws.describe_hook(autoscaling, group, name)
             if found is None:
@@ -462,18 +469,25 @@ def remove_hooks(
                 removed.append((group, name))
         except AwsError as e:
             failed[(group, name)] = str(e)
-    removal = HookRemoval(tuple(removed), left, failed)
+    return _removed(HookRemoval(tuple(removed), left, failed), dry_run)
+
+
+def _removed(removal: HookRemoval, dry_run: bool) -> HookRemoval:
+    """The removal, its line logged (but on a dry run)."""
     if not dry_run:
+        bad = removal.failed or removal.unreached
         log.log(
-            logging.ERROR if failed else logging.INFO,
-            f"hook removal: {len(removed)} hook(s) deleted, {len(left)} left to their owners, "
-            f"{len(failed)} failed",
+            logging.ERROR if bad else logging.INFO,
+            f"hook removal: {len(removal.removed)} hook(s) deleted, {len(removal.left)} left "
+            f"to their owners, {len(removal.failed)} failed, {len(removal.unreached)} not "
+            "reached in time",
             extra=logs.safe_fields(
                 {
                     "event": "hooks_removed",
-                    "removed": [f"{g}/{n}" for g, n in removed],
-                    "left": {f"{g}/{n}": why for (g, n), why in left.items()},
-                    "failed": {f"{g}/{n}": why for (g, n), why in failed.items()},
+                    "removed": [f"{g}/{n}" for g, n in removal.removed],
+                    "left": {f"{g}/{n}": why for (g, n), why in removal.left.items()},
+                    "failed": {f"{g}/{n}": why for (g, n), why in removal.failed.items()},
+                    "unreached": [f"{g}/{n}" for g, n in removal.unreached],
                 }
             ),
         )

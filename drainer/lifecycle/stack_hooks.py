@@ -71,13 +71,7 @@ _CREATE_GOES_ON = frozenset({"CREATE_IN_PROGRESS", "UPDATE_IN_PROGRESS"})
 created, or updated with the resource added)."""
 _REPLACED = "UPDATE_COMPLETE_CLEANUP_IN_PROGRESS"
 """The stack's state while CloudFormation deletes the resources an update replaced."""
-WORK_SECONDS = 180.0
-"""How long after a request's start the hooks may be read, put (Create, Update) and
-deleted (Delete, an Update's stale ones): the resource's ServiceTimeout is 300 s, the
-answer's own retries take up to some 80 s, and a call in flight at the deadline ends
-first. What is left is named: a Create's or an Update's groups are left to the hook
-sync (every 10 minutes), a Delete's hooks fail it (deleting the stack again goes on
-where it stopped)."""
+WORK_SECONDS = stack_reasons.WORK_SECONDS
 _LATE = "late"
 """_put's answer's key for what it had no time for: popped before the answer goes."""
 LOOK_SECONDS = 150.0
@@ -187,7 +181,7 @@ def _act(
     if request.kind == "Delete":  # whatever CREATE_LIFECYCLE_HOOKS says now: the resource
         # existed, so it may have put hooks (an Update turning the setting off deletes
         # it with the setting already off); only those naming this stack go
-        return _delete(request, autoscaling, settings, looks_until, cloudformation)
+        return _delete(request, autoscaling, settings, (looks_until, until), cloudformation)
     if not settings.create_lifecycle_hooks:
         return reply(request, SUCCESS, "CREATE_LIFECYCLE_HOOKS is false: the hooks are yours")
     covered, skipped = hooks.covered_groups(autoscaling, settings)
@@ -295,13 +289,15 @@ def _delete(
     request: StackRequest,
     autoscaling: aws.Client,
     settings: Settings,
-    deadline: float,
+    deadlines: tuple[float, float],
     cloudformation: aws.Client | None = None,
 ) -> dict[str, Any]:
-    """Delete this stack's hooks on the covered groups, then on any other group
-    (stack_leftovers.elsewhere), looking until `deadline`. A Delete of another id than
-    the stack's own is a rollback's, of a Create CloudFormation gave up on (its hooks
-    go too), but while the stack replaces resources (_replaced)."""
+    """Delete this stack's hooks on the covered groups until the second of
+    `deadlines` (the hooks left then fail the Delete, which deleting the stack again
+    takes up), then on any other group (stack_leftovers.elsewhere), looking until the
+    first. A Delete of another id than the stack's own is a rollback's, of a Create
+    CloudFormation gave up on (its hooks go too), but while the stack replaces
+    resources (_replaced)."""
     rollback = ""
     if request.physical_id and request.physical_id != physical_id(request):
         status, kept = _replaced(request, cloudformation)
@@ -310,10 +306,11 @@ def _delete(
         rollback = f"{request.physical_id} is CloudFormation's id, the stack {status}: "
     covered, _ = hooks.covered_groups(autoscaling, settings)
     names = (settings.lifecycle_hook_name, settings.launch_hook_name)
-    removal = hooks.remove_hooks(autoscaling, settings, itertools.product(covered, names))
-    if removal.failed:
+    candidates = itertools.product(covered, names)
+    removal = hooks.remove_hooks(autoscaling, settings, candidates, deadline=deadlines[1])
+    if removal.failed or removal.unreached:
         return reply(request, FAILED, failed_removal(removal))
-    told, more = leftovers.elsewhere(autoscaling, settings, set(covered), deadline)
+    told, more = leftovers.elsewhere(autoscaling, settings, set(covered), deadlines[0])
     told = Told(rollback + removed(removal)) + told
     count = str(len(removal.removed) + more)
     return reply(request, SUCCESS, told.text(), {"Removed": count})

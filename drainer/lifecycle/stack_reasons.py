@@ -18,6 +18,13 @@ from dataclasses import dataclass
 from drainer.lifecycle import hooks
 
 REASON_LIMIT = 1500
+WORK_SECONDS = 180.0
+"""How long after a request's start the hooks may be read, put (Create, Update) and
+deleted (Delete, an Update's stale ones): the resource's ServiceTimeout is 300 s, the
+answer's own retries take up to some 80 s, and a call in flight at the deadline ends
+first. What is left is named: a Create's or an Update's groups are left to the hook
+sync (every 10 minutes), a Delete's hooks fail it (deleting the stack again goes on
+where it stopped)."""
 _CUT = " ... (cut; the function's log has every list)"
 _NAMES_ROOM = 300
 """Characters for a list of names the operator must act on, before 'and N more'."""
@@ -79,7 +86,18 @@ def removed(removal: hooks.HookRemoval) -> str:
 
 
 def failed_removal(removal: hooks.HookRemoval) -> str:
-    """A removal's failures, for a FAILED answer: each with its error, as many as fit."""
+    """A removal's failures, for a FAILED answer: each with its error, as many as fit;
+    or, when time ran out first, what was not reached (deleting the stack again goes
+    on where this Delete stopped)."""
+    if removal.unreached and not removal.failed:
+        done = removed(removal) if removal.removed else ""
+        return fitted(
+            done,
+            f"{'; ' if done else ''}not reached in the request's {WORK_SECONDS:.0f} s (a "
+            "throttled account): "
+            f"{listed([f'{g}/{n}' for g, n in removal.unreached])}. Delete the stack "
+            "again: the Delete goes on where this one stopped",
+        )
     failures = listed(
         [f"{g}/{n}: {error}" for (g, n), error in sorted(removal.failed.items())],
         REASON_LIMIT - 200,
