@@ -60,7 +60,14 @@ from drainer.lifecycle import hooks, managed, stack_reasons
 from drainer.lifecycle import stack_leftovers as leftovers
 from drainer.lifecycle.events import StackRequest
 from drainer.lifecycle.settings import Settings
-from drainer.lifecycle.stack_reasons import Told, failed_removal, late_groups, named, removed
+from drainer.lifecycle.stack_reasons import (
+    Told,
+    failed_removal,
+    late_groups,
+    named,
+    not_deleted,
+    removed,
+)
 
 log = logging.getLogger(__name__)
 
@@ -257,13 +264,16 @@ def _tidy(
     """After an Update's put: delete this stack's hooks that it made unwanted
     (stack_leftovers), looking for them until `deadline` (time.monotonic). What was
     done and what the operator must do; the FAILED answer when a stale hook on a
-    group it may delete on could not be."""
+    group it still covers could not be deleted. On a group it no longer covers (a
+    name AsgNames dropped) the role, updated before this resource, may no longer
+    delete: said with the command, never a failure (a rollback would not help)."""
     covered, skipped = groups
     stale = leftovers.stale(request, autoscaling, settings, covered)
     removal = hooks.remove_hooks(autoscaling, settings, stale)
-    if removal.failed:
+    dropped = {hook: e for hook, e in removal.failed.items() if hook[0] not in covered}
+    if len(dropped) < len(removal.failed):
         return reply(request, FAILED, failed_removal(removal))
-    told = Told(f"; {removed(removal)}" if removal.removed else "")
+    told = Told(f"; {removed(removal)}" if removal.removed else "", not_deleted(dropped))
     told += leftovers.untagged(request, autoscaling, settings, covered)
     return told + leftovers.left_alone(request, autoscaling, settings, skipped, deadline)
 
