@@ -6,12 +6,13 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import re
+import sys
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
 from drainer import __version__
 from drainer.cli import output
-from drainer.cli.dry_run import add_dry_run
+from drainer.cli.dry_run import add_dry_run, bare_dry_run
 from drainer.cli.durations import seconds, whole_seconds
 from drainer.cli.impersonate import add_impersonation
 from drainer.cli.refused import add_refused
@@ -135,7 +136,8 @@ def parse(argv: Sequence[str] | None, prog: str) -> argparse.Namespace:
     """The arguments; an unknown one is the subcommand's usage error (exit 2), with
     the flags it may have meant."""
     made = parser(prog)
-    args, unknown = made.parse_known_args(argv)
+    words = bare_dry_run(sys.argv[1:] if argv is None else argv)  # kubectl's bare --dry-run
+    args, unknown = made.parse_known_args(words)
     if unknown:
         command = made.commands[args.command]
         command.error(f"unrecognized arguments: {' '.join(unknown)}{_suggestion(unknown, command)}")

@@ -27,6 +27,24 @@ class _DryRun(argparse.Action):
         namespace.dry_run = values != "none"
 
 
+def bare_dry_run(argv: Sequence[str]) -> list[str]:
+    """The command line, a bare `--dry-run` followed by a word that is not a mode
+    (`drain --dry-run NODE`) spelled `--dry-run=client`, as kubectl reads it (pflag:
+    a bare --dry-run takes no value after a space); argparse's nargs="?" would take
+    NODE as the mode. `--dry-run server`, a mode after a space, stays as it was."""
+    words = list(argv)
+    command = next((w for w in words if not w.startswith("-")), None)  # no flag takes one
+    if command not in ("drain", "release"):  # the commands with --dry-run
+        return words
+    for i, word in enumerate(words):
+        if word == "--":  # positional arguments only, from here
+            break
+        after = words[i + 1] if i + 1 < len(words) else None
+        if word == "--dry-run" and after not in MODES:
+            words[i] = "--dry-run=client"
+    return words
+
+
 def add_dry_run(parser: argparse.ArgumentParser, what: str) -> None:
     parser.add_argument(
         "--dry-run",

@@ -157,6 +157,22 @@ def _failed(
     return code
 
 
+class BadPodSelector(DrainerError):
+    """A --pod-selector the API server could not read (400): a usage error, exit 2."""
+
+
+def pods_on(kube: Kube, node: str, args: argparse.Namespace) -> list[dict[str, Any]]:
+    """The node's pods (those --pod-selector selects). A 400 while a --pod-selector
+    is given is the selector's syntax: BadPodSelector, naming the flag."""
+    try:
+        pod_list, _ = kube.list_pods_on_node(node, args.pod_selector or "")
+    except KubeError as e:
+        if e.status == 400 and args.pod_selector:
+            raise BadPodSelector(f"--pod-selector {args.pod_selector!r}: {e}") from e
+        raise
+    return pod_list
+
+
 def _connect(args: argparse.Namespace, terminal: Terminal) -> int:
     """The client, the command, and the exit status of what went wrong before a drain."""
     options = options_from(args) if args.command == "drain" else DEFAULTS
@@ -180,7 +196,7 @@ def _connect(args: argparse.Namespace, terminal: Terminal) -> int:
         return _failed(terminal, args, 3, str(e))
     except InstanceNotFound as e:
         return _failed(terminal, args, 1, str(e))
-    except DrainerError as e:  # AWS's (--instance-id) is 3, as the API's
+    except DrainerError as e:  # AWS's (--instance-id) is 3, as the API's; BadPodSelector 2
         return _failed(terminal, args, exit_status(e), str(e))
     finally:
         kube.close()
@@ -206,12 +222,7 @@ def _command(
     node = str(found["metadata"]["name"])
     if args.command == "release":
         return _release(kube, found, args, out)
-    try:
-        pod_list, _ = kube.list_pods_on_node(node, args.pod_selector or "")
-    except KubeError as e:
-        if e.status == 400 and args.pod_selector:  # a usage error: the selector's syntax
-            return _failed(terminal, args, 2, f"--pod-selector {args.pod_selector!r}: {e}")
-        raise
+    pod_list = pods_on(kube, node, args)
     if args.pod_selector and not pod_list:  # kubectl's answer: nothing to evict, no error
         print(f"warning: --pod-selector {args.pod_selector} matches no pod on {node}", file=err)
     refused = filters.refusals(pod_list, overrides_from(args))

@@ -8,6 +8,10 @@ import argparse
 from collections.abc import Sequence
 from typing import Any
 
+from drainer.engine.options import STUCK_POD_RANGE, DrainOptions
+
+_STUCK = int(DrainOptions().stuck_pod_seconds)
+
 REFUSED: dict[tuple[str, ...], str] = {
     ("--disable-eviction",): (
         "not taken: this tool never bypasses PodDisruptionBudgets (kubectl's "
@@ -23,6 +27,12 @@ REFUSED: dict[tuple[str, ...], str] = {
     ("--chunk-size",): (
         "not needed: lists are read in pages already (the API server's limit and "
         "continue), so leave it out"
+    ),
+    ("--skip-wait-for-delete-timeout",): (
+        "use --stuck-pod-seconds N, which stops waiting for a pod still terminating N s past "
+        "its grace period (its deletionTimestamp), as this flag does in kubectl; it defaults "
+        f"to {_STUCK} s, where kubectl's default, 0, never stops waiting (here 0 stops at the "
+        f"grace period; at most {STUCK_POD_RANGE[1]} s, and --timeout bounds the drain)"
     ),
 }
 

@@ -62,7 +62,8 @@ def drain_selected(
             return main._failed(terminal, args, 2, f"--selector {args.selector!r}: {e}")
         raise
     if not nodes:
-        return main._failed(terminal, args, 1, f"no node matches --selector {args.selector}")
+        why = f"no node matches --selector {args.selector}"
+        return main._failed(terminal, args, 1, why, result="no_node")
     run = _Run(args, terminal)
     names = [str(n["metadata"]["name"]) for n in nodes]
     if _refused(kube, args, names, run):
@@ -137,13 +138,15 @@ class _Run:
 
 
 def _refused(kube: Kube, args: argparse.Namespace, names: list[str], run: _Run) -> bool:
-    """kubectl's refusals on any selected node, said; nothing is changed then."""
+    """kubectl's refusals on any selected node, said; nothing is changed then. A
+    --pod-selector the API server cannot read is main's BadPodSelector (exit 2)."""
     from drainer.cli.arguments import overrides_from
+    from drainer.cli.main import pods_on
     from drainer.engine import filters
 
     refused = False
     for name in names:
-        pod_list, _ = kube.list_pods_on_node(name, args.pod_selector or "")
+        pod_list = pods_on(kube, name, args)
         found = filters.refusals(pod_list, overrides_from(args))
         for message, pods in found.items():
             print(f"error: {name}: {message}: {', '.join(pods)}", file=run.terminal.err)
