@@ -590,6 +590,69 @@ def test_pod_going_with_its_namespace__events_lost__looked_at_again_not_waited_t
     assert clock() - start <= 30 + 60 + 5, "at the stuck check, not the deadline"
 
 
+def test_terminating_namespace_pod_never_deleted__tried_again_every_5s__forced_by_the_deadline(
+    sim: KubeSim, front: ApiFront, clock: FakeClock
+) -> None:
+    """A pod the namespace controller has not reached (no deletionTimestamp) is tried
+    again every 5 s from its due time, as kubectl drain does, never faster, and counts
+    once as going with its namespace; TIMEOUT_POLICY=force deletes it like any pod
+    left, and the drain times out instead of calling it stuck."""
+    place(sim, objects.pod("web-0", namespace="shop", node_name=NODE, grace=5))
+    front.script(
+        "POST",
+        eviction_path("shop", "web-0"),
+        namespace_terminating_403("web-0", "shop"),
+        count=None,
+    )
+
+    _, report = drain(
+        front, clock, 60, stuck_pod_seconds=10, force_on_timeout=True, force_grace_period_seconds=3
+    )
+
+    assert report.outcome == Outcome.TIMED_OUT
+    assert report.forced == 1 and gone(sim, "shop", "web-0")
+    assert report.forced_pods == {
+        "shop/web-0": "going with its terminating namespace, not deleted yet"
+    }
+    assert report.stuck == []
+    assert report.going_with_namespace == ["shop/web-0"]
+    assert report.summary()["going_with_namespace"] == 1
+    attempts = [r.at for r in front.requests("POST", eviction_path("shop", "web-0"))]
+    assert len(attempts) >= 5, attempts
+    assert all(b - a >= 5.0 for a, b in itertools.pairwise(attempts)), attempts
+
+
+def test_terminating_namespace_pod_deleted_later__no_more_evictions__stuck_clock_from_then(
+    sim: KubeSim, front: ApiFront, clock: FakeClock
+) -> None:
+    """Once the watch shows the namespace controller's deletion (a finalizer keeps the
+    pod), the pod is terminating: not evicted again, and stuck STUCK_POD_SECONDS past
+    its deletion's deadline, as any terminating pod."""
+    pod = objects.pod("web-0", namespace="shop", node_name=NODE, grace=5)
+    pod["metadata"]["finalizers"] = ["example.com/hold"]
+    place(sim, pod)
+    answered = itertools.count(1)
+
+    def namespace_controller() -> None:
+        if next(answered) == 3:
+            admin(sim).delete("Pod", "web-0", "shop")
+
+    front.script(
+        "POST",
+        eviction_path("shop", "web-0"),
+        namespace_terminating_403("web-0", "shop"),
+        count=None,
+        then=namespace_controller,
+    )
+
+    _, report = drain(front, clock, 300, stuck_pod_seconds=10)
+
+    assert report.outcome == Outcome.DRAINED
+    assert report.stuck == ["shop/web-0"]
+    assert report.going_with_namespace == ["shop/web-0"]
+    assert 3 <= len(front.requests("POST", eviction_path("shop", "web-0"))) <= 5
+
+
 # -- a node replaced by another of the same name: another machine, left alone -------
 
 

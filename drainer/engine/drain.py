@@ -278,7 +278,7 @@ class Drain:
                     return _Step(over=True)
                 if parts.following.unchecked:
                     return _Step(check_name=True, recordon=recordon)
-                if schedule.settled() and parts.following.may_verify(now):
+                if parts.following.list_due(now):
                     return _Step(verify=True, recordon=recordon)
                 if now >= limit:
                     return _Step(over=True)

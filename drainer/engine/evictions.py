@@ -104,7 +104,7 @@ class Evictions:
                 self.schedule.accepted(entry, self.ctx.clock())
                 self.ctx.report.evicted += 1
                 self.ctx.report.denied.pop(entry.name, None)  # the policy let it go after all
-                self._forget_several_budgets(entry.name)  # all but one budget went
+                self.ctx.report.forget_several_budgets(entry.name)  # all but one budget went
                 self.ctx.emit(
                     Kind.EVICTED,
                     pod=entry.name,
@@ -123,6 +123,7 @@ class Evictions:
             gone = entry.state is State.IN_FLIGHT and self.pods.gone(entry.pod)
             if gone:
                 self.schedule.gone(entry)
+                self.ctx.report.forget_several_budgets(entry.name)
                 self.ctx.emit(Kind.GONE, pod=entry.name, tier=entry.tier)
                 self.ctx.cond.notify_all()
         if not gone:  # the drain's loop looks at the pod again after this (Drain._send)
@@ -172,7 +173,7 @@ class Evictions:
                 entry, until, f"more than one PodDisruptionBudget selects it ({', '.join(names)})"
             )
             if self.ctx.report.multiple_budgets.get(entry.name) != names:
-                self._forget_several_budgets(entry.name)
+                self.ctx.report.forget_several_budgets(entry.name)
                 self.ctx.report.errors.append(message)
                 self.ctx.report.multiple_budgets[entry.name] = names
                 self.ctx.emit(
@@ -184,22 +185,21 @@ class Evictions:
                 )
             self.ctx.cond.notify_all()
 
-    def _forget_several_budgets(self, name: str) -> None:
-        """The report no longer says several budgets keep `name` from being evicted
-        (hold the lock)."""
-        report = self.ctx.report
-        prefix = f"cannot evict {name}: more than one"
-        report.errors = [e for e in report.errors if not e.startswith(prefix)]
-        report.multiple_budgets.pop(name, None)
-
     def _going_with_namespace(self, entry: Entry, error: NamespaceTerminating) -> None:
+        """The namespace's controller deletes the pod when its queue reaches it. Until
+        the watch shows it deleted, the pod is not terminating, so never stuck: looked
+        at again at its due time (following.py), then tried again every few seconds."""
         namespace = error.namespace or entry.pod["metadata"].get("namespace", "")
         with self.ctx.cond:
             now = self.ctx.clock()
-            why = f"going with its terminating namespace {namespace}"
-            # Its grace from now, as an evicted pod's: its events lost, it is looked at
-            # again at the stuck check, not waited for until the deadline.
-            self.schedule.going(entry, now, why, due=now + pods.grace_period(entry.pod))
+            if entry.with_namespace:  # tried again, and still not deleted
+                self.schedule.not_deleted_yet(entry, now + self.ctx.options.namespace_retry)
+            else:
+                # Its grace from now, as an evicted pod's: looked at again then, not
+                # waited for until the deadline, should its events be lost.
+                entry.with_namespace = True
+                why = f"going with its terminating namespace {namespace}"
+                self.schedule.going(entry, now, why, due=now + pods.grace_period(entry.pod))
             if entry.name not in self.ctx.report.going_with_namespace:
                 self.ctx.report.going_with_namespace.append(entry.name)
                 self.ctx.emit(

@@ -56,6 +56,7 @@ class Following:
         self._stuck_check_at = float("inf")  # when the next terminating pod may be stuck
         self._list_failures = 0  # verifying lists failed in a row
         self._list_at = 0.0  # a verifying list failed: no list before this (Retry-After)
+        self._list_wanted = False  # a list now: the watch may have lost a pod's end
 
     @property
     def unchecked(self) -> bool:
@@ -72,9 +73,10 @@ class Following:
         at = min(self._stuck_check_at, self._list_at if self._list_at > now else float("inf"))
         return at if at != float("inf") else None
 
-    def may_verify(self, now: float) -> bool:
-        """No verifying list failed, or its pause is over (hold the lock)."""
-        return now >= self._list_at
+    def list_due(self, now: float) -> bool:
+        """A fresh list is due (`verify`): every pod is gone or stuck, or the watch may
+        have lost a pod's end; and no list failed, or its pause is over (hold the lock)."""
+        return (self.schedule.settled() or self._list_wanted) and now >= self._list_at
 
     # -- taking pods in -------------------------------------------------------
 
@@ -187,6 +189,7 @@ class Following:
         if self.tracker.gone(entry.pod) or _id(entry.pod) in self._listed_gone:
             evicted = entry.state is State.EVICTED
             self.schedule.gone(entry)
+            self.ctx.report.forget_several_budgets(entry.name)  # gone all the same
             seconds = now - entry.since if entry.since is not None else None
             if evicted and seconds is not None:
                 self._stopped(entry, seconds)
@@ -203,6 +206,10 @@ class Following:
         due = entry.due
         if due is None:
             return
+        left_to_namespace = entry.with_namespace and entry.state is State.TERMINATING
+        if left_to_namespace and pods.deletion_deadline(entry.pod) is None:
+            self._not_deleted_yet(entry, now, due)
+            return
         if entry.state is State.TODO:  # deleted by someone else: wait for it like ours
             self.schedule.going(entry, now, "deleted by someone else")
         stuck_at = due + self.ctx.options.stuck_pod_seconds
@@ -210,6 +217,18 @@ class Following:
             self._stuck_check_at = min(self._stuck_check_at, stuck_at)
         elif entry.state in (State.EVICTED, State.TERMINATING):
             self._stuck(entry, now - due)
+
+    def _not_deleted_yet(self, entry: Entry, now: float, due: float) -> None:
+        """A pod left to its terminating namespace with no deletionTimestamp is not
+        terminating, so never stuck: at its due time it is evicted again after a few
+        seconds (the 403 again: every few seconds, evictions.py), until the watch
+        shows it deleted and the stuck clock runs from that. A fresh list looks first,
+        should the watch have lost its end."""
+        if now < due:
+            self._stuck_check_at = min(self._stuck_check_at, due)
+            return
+        self.schedule.not_deleted_yet(entry, now + self.ctx.options.namespace_retry)
+        self._list_wanted = True
 
     def _stopped(self, entry: Entry, seconds: float) -> None:
         """An evicted pod is gone: its stop, for its owner's observed time (the report's)."""
@@ -232,9 +251,11 @@ class Following:
         )
 
     def verify(self) -> bool:
-        """Every pod is gone or stuck: a fresh list must agree before "drained". A list
-        that failed through its call's retries (an outage, a 5xx, a throttling 429) is
-        no verdict: False, and the loop lists again after a pause (`may_verify`: the
+        """Every pod is gone or stuck: a fresh list must agree before "drained". Made
+        mid-drain too, when the watch may have lost a pod's end (`_not_deleted_yet`):
+        False then, and the pods it shows gone are followed to their end. A list that
+        failed through its call's retries (an outage, a 5xx, a throttling 429) is no
+        verdict: False, and the loop lists again after a pause (`list_due`: the
         server's Retry-After, else a growing backoff), until its limit; a fatal error
         is raised."""
         ctx = self.ctx
@@ -246,7 +267,7 @@ class Following:
             self._list_failed(e)
             return False
         with ctx.cond:
-            self._list_failures, self._list_at = 0, 0.0
+            self._list_failures, self._list_at, self._list_wanted = 0, 0.0, False
             listed = {_id(p) for p in pod_list}
             for entry in self.schedule.open():
                 if _id(entry.pod) not in listed:
@@ -273,6 +294,7 @@ class Following:
         """A pod called stuck from the watch's view that a fresh list shows gone (its
         events were lost): gone, and no longer in the report's stuck pods."""
         self.schedule.gone(entry)
+        self.ctx.report.forget_several_budgets(entry.name)
         if entry.name in self.ctx.report.stuck:
             self.ctx.report.stuck.remove(entry.name)
         self.ctx.emit(Kind.GONE, pod=entry.name, seconds=None, tier=entry.tier)

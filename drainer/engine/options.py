@@ -54,6 +54,9 @@ class DrainOptions:
     policy that never does costs one request per pod every 15-30 s."""
     several_budgets_retry: float = 8.0
     """How often a pod under more than one budget is tried again (someone may fix them)."""
+    namespace_retry: float = 5.0
+    """How often a pod whose namespace is being deleted, and that its namespace's
+    controller has not deleted yet, is tried again (kubectl drain's 5 s)."""
     watch_timeout_seconds: int = 240
     trigger: str = ""
     """What began the drain, for the Lambda's drains ("terminate-hook",

@@ -247,6 +247,17 @@ class DrainReport:
             "seconds": round(self.seconds, 3),
         }
 
+    def forget_several_budgets(self, pod: str) -> None:
+        """`pod` no longer waits for its budgets to be fixed: evicted after all, or gone
+        another way (a person's `kubectl delete pod`). Its "cannot evict" error and its
+        budgets leave the report, unless the drain force-deleted it for them (its
+        reason stays)."""
+        if pod in self.forced_pods:
+            return
+        prefix = f"cannot evict {pod}: more than one"
+        self.errors = [e for e in self.errors if not e.startswith(prefix)]
+        self.multiple_budgets.pop(pod, None)
+
     def budgets_holding(self) -> list[str]:
         """Budgets that refused at least one eviction, sorted."""
         return sorted(self.blocked_by)

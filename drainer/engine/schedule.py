@@ -104,6 +104,9 @@ class Entry:
     """TIMEOUT_POLICY=force is deleting it before the deadline: no eviction any more."""
     force_after: float = 0.0
     """Its early deletion failed: not tried again before this."""
+    with_namespace: bool = False
+    """Its eviction was refused because its namespace is being deleted (403
+    NamespaceTerminating): it goes when the namespace's controller deletes it."""
 
     uid: str = field(init=False, default="")
     name: str = field(init=False, default="")
@@ -366,6 +369,16 @@ class Schedule:
         entry.since, entry.held = now, why
         if entry.due is None:
             entry.due = due
+
+    def not_deleted_yet(self, entry: Entry, until: float) -> None:
+        """A pod going with its terminating namespace that is not deleted yet (no
+        deletionTimestamp): evicted again, not before `until`, as kubectl drain does
+        until the namespace's controller deletes it. Its due time goes with it."""
+        if not (self._landed(entry) or entry.state is State.TERMINATING):
+            return
+        self._move(entry, State.TODO)
+        entry.hard, entry.not_before, entry.due = True, until, None
+        entry.held = "going with its terminating namespace, not deleted yet"
 
     def gone(self, entry: Entry) -> None:
         if entry.state is State.IN_FLIGHT:
