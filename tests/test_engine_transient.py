@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from support.clock import FakeClock
@@ -43,9 +44,26 @@ def test_volumes_wait__claims_unreadable__skipped_with_a_line__the_drain_not_fai
         "spec": {"volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": "data"}}]},
     }
 
-    Volumes(ctx).wait(clock() + 60, [pod])  # raised KubeServerError before
+    sim.apply([_attachment("va-1", "pv-a")])  # something on the node to wait for
+
+    # db-0 stays on the node: its claim is read to leave its volume out of the wait.
+    Volumes(ctx).wait(clock() + 60, lambda: [pod])  # raised KubeServerError before
 
     assert not ctx.over()
     assert report.errors == []
     said = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert any("not waiting for volumes to detach from n1" in line for line in said), said
+
+
+def _attachment(name: str, volume: str) -> dict[str, Any]:
+    """A VolumeAttachment on n1 that kubesim's attach-detach controller keeps an hour."""
+    return {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "VolumeAttachment",
+        "metadata": {"name": name, "annotations": {"kubesim.io/detach-seconds": "3600"}},
+        "spec": {
+            "attacher": "ebs.csi.aws.com",
+            "nodeName": "n1",
+            "source": {"persistentVolumeName": volume},
+        },
+    }

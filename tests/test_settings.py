@@ -38,8 +38,30 @@ def test_from_env__empty_environment__gives_documented_defaults() -> None:
     assert settings.log_level == "INFO"
 
 
-def test_from_env__every_variable_empty__gives_defaults() -> None:
-    assert Settings.from_env({v.name: "" for v in VARIABLES}) == Settings()
+def test_from_env__every_variable_empty__gives_defaults__but_an_empty_list_is_empty() -> None:
+    settings = Settings.from_env({v.name: "" for v in VARIABLES})
+    assert settings == dataclasses.replace(Settings(), launch_startup_taints=frozenset())
+
+
+def test_from_env__launch_startup_taints__empty_is_none__unset_is_the_default() -> None:
+    """LaunchStartupTaints emptied in the stack waits for none of the three taints;
+    the stack's default passes the default list itself."""
+    assert Settings.from_env({"LAUNCH_STARTUP_TAINTS": ""}).launch_startup_taints == frozenset()
+    assert Settings.from_env({"LAUNCH_STARTUP_TAINTS": " "}).launch_startup_taints == frozenset()
+    assert Settings.from_env({}).launch_startup_taints == Settings().launch_startup_taints
+    assert len(Settings().launch_startup_taints) == 3
+
+
+@pytest.mark.parametrize(
+    "variable", [v for v in VARIABLES if v.kind == "int"], ids=lambda v: v.name
+)
+def test_from_env__an_integer_with_a_decimal_point__is_read_when_whole(variable: Variable) -> None:
+    """CloudFormation's Number parameters pass "5400.0" on as written."""
+    value = f"{variable.default}.0"
+    assert getattr(Settings.from_env({variable.name: value}), variable.field) == int(
+        variable.default
+    )
+    assert isinstance(getattr(Settings.from_env({variable.name: value}), variable.field), int)
 
 
 def test_variables__documented_default__equals_dataclass_default() -> None:
@@ -126,7 +148,10 @@ def test_from_env__falsy_spelling__is_false(raw: str) -> None:
         ("DRAIN_TIMEOUT_SECONDS", "59", "an integer from 60 to 172800"),
         ("DRAIN_TIMEOUT_SECONDS", "172801", "an integer from 60 to 172800"),
         ("DRAIN_TIMEOUT_SECONDS", "1h", "an integer from 60 to 172800"),
-        ("DRAIN_TIMEOUT_SECONDS", "3600.5", "an integer from 60 to 172800"),
+        ("DRAIN_TIMEOUT_SECONDS", "3600.5", "(not a whole number); expected an integer from 60"),
+        ("DRAIN_TIMEOUT_SECONDS", "nan", "an integer from 60 to 172800"),
+        ("DRAIN_TIMEOUT_SECONDS", "inf", "an integer from 60 to 172800"),
+        ("DRAIN_TIMEOUT_SECONDS", "59.0", "(out of range)"),
         ("TIMEOUT_POLICY", "drop", "one of continue, force, abandon"),
         ("FAILURE_RESULT", "RETRY", "one of CONTINUE, ABANDON"),
         ("EVICTION_CONCURRENCY", "0", "an integer from 1 to 256"),

@@ -10,13 +10,16 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from support.clock import FakeClock
+from support.clock import FakeClock, SteppedWaits
 
 from drainer.engine.context import DrainContext
+from drainer.engine.drain import Drain
 from drainer.engine.options import DrainOptions
 from drainer.engine.report import DrainReport
 from drainer.engine.volumes import Detach, attachments_on, volumes_of, wait_for_detach
+from drainer.k8s.cordon import ProgressRecord
 from drainer.k8s.kube import Kube
+from drainer.outcome import Outcome
 from kubesim import KubeSim
 from kubesim import testing as k
 from testbed.workloads import node, pod
@@ -249,3 +252,40 @@ def test_volumes_of__a_generic_ephemeral_volume__its_claim_named_pod_dash_volume
     ]
 
     assert volumes_of(kube, [drained]) == {bound}
+
+
+@pytest.mark.parametrize(
+    ("case", "stays", "options"),
+    [
+        (
+            "a DaemonSet's pod, skipped",
+            pod("agent-0", node_name=NODE, owner="DaemonSet", claims=("keep",)),
+            DrainOptions(),
+        ),
+        (
+            "a pod the selector leaves out",
+            pod("other-0", node_name=NODE, claims=("keep",)),
+            DrainOptions(pod_selector="app=web"),
+        ),
+    ],
+)
+def test_drain__the_volume_of_a_pod_that_stays_on_the_node__not_waited_for(
+    sim: KubeSim, kube: Kube, case: str, stays: dict[str, Any], options: DrainOptions
+) -> None:
+    """The wait is for every attachment on the node but those of the pods that stay on
+    it (Karpenter's terminator's rule): theirs never detach while they run."""
+    sim.apply([claim("keep"), stays, pod("web-0", node_name=NODE, labels={"app": "web"})])
+    sim.settle()
+    k.eventually(
+        lambda: [a for a in sim.list("VolumeAttachment") if a["spec"]["nodeName"] == NODE],
+        what="the volume attached",
+    )
+    clock = FakeClock()
+    start = clock()
+    engine = Drain(kube, NODE, options, record=ProgressRecord(), waits=SteppedWaits(clock))
+
+    report = engine.run(start + 3600)
+
+    assert report.outcome == Outcome.DRAINED, case
+    assert (report.volumes_pending, report.volumes_detached) == ([], 0), case
+    assert clock() < start + 60, "no wait for a volume that cannot detach"

@@ -42,6 +42,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import math
 import re
 import secrets
 import sys
@@ -53,6 +54,7 @@ from typing import Any
 
 import yaml
 
+from drainer.lifecycle.settings import VARIABLES
 from tools import package
 from tools.common import (
     Aws,
@@ -63,6 +65,7 @@ from tools.common import (
     rbac_documents,
     run_tool,
 )
+from tools.settings_table import parameter_for
 
 ROOT = Path(__file__).resolve().parent.parent
 TEMPLATE = ROOT / "template.yaml"
@@ -78,6 +81,15 @@ GROUPS = {"AsgNames": "ASG_NAMES", "AsgTag": "ASG_TAG"}
 # Set by this script from the upload, never by the user.
 MANAGED = ("CodeS3Bucket", "CodeS3Key")
 _NO_CHANGES = ("didn't contain changes", "No updates are to be performed")
+# The parameters the function reads as integers: CloudFormation's Number takes 5400.5.
+INTEGER_PARAMETERS = frozenset(parameter_for(v.name) for v in VARIABLES if v.kind == "int")
+# IAM's limit on all of a role's inline policies together (whitespace is not counted),
+# the fewest of them the role's other statements take (tests/deploy measure both), and
+# what each AsgNames group adds: its ARN, "arn:*:autoscaling:*:*:autoScalingGroup:*:
+# autoScalingGroupName/<name>" (62 characters and the name), quoted, with a comma.
+ROLE_POLICY_LIMIT = 10_240
+POLICY_BESIDE_THE_GROUPS = 1_950
+GROUP_ARN_CHARACTERS = 65
 _DONE = re.compile(r"^(CREATE|UPDATE|DELETE|ROLLBACK|UPDATE_ROLLBACK|IMPORT)_(COMPLETE|FAILED)$")
 
 Client = Any
@@ -184,6 +196,10 @@ def check_value(key: str, value: str, spec: Mapping[str, Any]) -> str | None:
             number = float(value)
         except ValueError:
             return f"{key}={value!r}: must be a number"
+        if not math.isfinite(number):
+            return f"{key}={value!r}: must be a number"
+        if key in INTEGER_PARAMETERS and not number.is_integer():
+            return f"{key}={value!r}: must be a whole number (the function reads an integer)"
         low, high = spec.get("MinValue"), spec.get("MaxValue")
         if (low is not None and number < float(low)) or (high is not None and number > float(high)):
             return f"{key}={value!r}: must be from {low} to {high}"
@@ -192,7 +208,26 @@ def check_value(key: str, value: str, spec: Mapping[str, Any]) -> str | None:
         return f"{key}={value!r}: {why or f'must match {pattern}'}"
     if len(value) < int(spec.get("MinLength", 0)):
         return f"{key}={value!r}: must not be empty"
+    if key == "AsgNames":
+        return _too_many_groups(value)
     return None
+
+
+def _too_many_groups(names: str) -> str | None:
+    """Why the role's policy cannot name these groups; None when it may. Only what
+    cannot fit is refused: the other statements take 2,000 to 3,500 characters."""
+    groups = [name for name in names.split(",") if name]
+    size = sum(len(name) + GROUP_ARN_CHARACTERS for name in groups)
+    room = ROLE_POLICY_LIMIT - POLICY_BESIDE_THE_GROUPS
+    if size <= room:
+        return None
+    return (
+        f"AsgNames: {len(groups)} groups take {size:,} characters of the role's policy, "
+        f"which IAM limits to {ROLE_POLICY_LIMIT:,} in all, {POLICY_BESIDE_THE_GROUPS:,} "
+        "or more of them its other statements' (some 60 groups of eksctl's 55-character "
+        "names fit): name fewer and tag the others (AsgTag, e.g. "
+        "ASG_TAG=eks-node-drainer/enabled=true), which has no limit"
+    )
 
 
 # --- 2. region and credentials -----------------------------------------------------------

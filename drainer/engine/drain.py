@@ -199,7 +199,9 @@ class Drain:
             elif ctx.fatal is None:
                 self._not_drained(parts, deadline)
             return
-        self._volumes.wait(limit, (e.pod for e in parts.schedule))
+        if self._volumes.wait(limit, parts.following.tracker.pods):  # the pods left stay
+            self.report.outcome = Outcome.HANDED_OVER  # a volume attached at the hand-over
+            return
         if ctx.interrupted:
             self._not_drained(parts, deadline)
             return

@@ -42,7 +42,7 @@ class Settings:
     """Everything the drainer can be told through its environment.
 
     Defaults are the dataclass defaults; `from_env` applies the same defaults to
-    unset or empty variables.
+    unset or empty variables, but for a list: set but empty, it is the empty list.
     """
 
     cluster_name: str = field(default="", metadata=settings_groups.CLUSTER_NAME)
@@ -154,14 +154,18 @@ class Settings:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> Settings:
-        """Read and validate every variable; unset or empty means the default.
+        """Read and validate every variable; unset or empty means the default, but
+        a list ("names") set empty is empty: LAUNCH_STARTUP_TAINTS="" waits for none
+        of its default taints (the stack passes the default list itself).
 
         Raises SettingsError naming the first variable that cannot be used.
         """
         values: dict[str, Any] = {}
         for variable in VARIABLES:
-            raw = env.get(variable.name, "").strip()
-            values[variable.field] = variable.parse(raw if raw else variable.default)
+            given = env.get(variable.name)
+            raw = given.strip() if given is not None else ""
+            as_given = raw or (given is not None and variable.kind == "names")
+            values[variable.field] = variable.parse(raw if as_given else variable.default)
         settings = cls(**values)
         if settings.launch_hook_name == settings.lifecycle_hook_name:
             raise SettingsError(

@@ -147,8 +147,13 @@ VOLUME_DETACH_TIMEOUT_SECONDS = env(
     "VOLUME_DETACH_TIMEOUT_SECONDS",
     "int",
     "120",
-    "How long to wait for the VolumeAttachments of evicted pods to go, so EBS "
-    "volumes detach cleanly before the instance dies. 0: do not wait.",
+    "How long to wait, at a drain's end, for the VolumeAttachments on the node to go "
+    "(all but those of the pods that stay on it: skipped, tolerating the cordon, "
+    "stuck, or left out by a pod selector; so those of pods an earlier invocation "
+    "evicted too), so EBS volumes detach cleanly before the instance dies. Within the "
+    "drain's deadline: an invocation whose hand-over comes first hands the drain over "
+    "with a volume still attached, and the next one waits on, for its own "
+    "`VOLUME_DETACH_TIMEOUT_SECONDS`. 0: do not wait.",
     minimum=0,
     maximum=3600,
 )

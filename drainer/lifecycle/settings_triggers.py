@@ -48,7 +48,8 @@ LAUNCH_STARTUP_TAINTS = env(
     "they run on it (Cilium's, the EBS and EFS CSI drivers'): a new node counts as "
     "ready once they are gone, as it always waits for "
     "node.cloudprovider.kubernetes.io/uninitialized, node.kubernetes.io/not-ready, "
-    "node.kubernetes.io/unreachable and node.kubernetes.io/network-unavailable to go.",
+    "node.kubernetes.io/unreachable and node.kubernetes.io/network-unavailable to go. "
+    "Set empty: none of them (unset: the default).",
 )
 
 LAUNCH_WAIT_FOR_UNCORDON = env(

@@ -113,13 +113,26 @@ class Variable:
         try:
             value = kind(raw)
         except ValueError:
-            raise self._invalid(raw) from None
+            if kind is not int:
+                raise self._invalid(raw) from None
+            value = self._whole(raw)
         if isinstance(value, float) and not math.isfinite(value):
             raise self._invalid(raw)
         assert self.minimum is not None and self.maximum is not None
         if not self.minimum <= value <= self.maximum:
             raise self._invalid(raw, "out of range")
         return value
+
+    def _whole(self, raw: str) -> int:
+        """An integer written with a decimal point ("5400.0"): CloudFormation's Number
+        parameters take it, and pass the function the text as given."""
+        try:
+            value = float(raw)
+        except ValueError:
+            raise self._invalid(raw) from None
+        if not value.is_integer():  # 5400.5, and inf and nan
+            raise self._invalid(raw, "not a whole number")
+        return int(value)
 
     def _invalid(self, raw: str, why: str = "") -> SettingsError:
         reason = f" ({why})" if why else ""

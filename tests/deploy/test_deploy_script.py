@@ -72,6 +72,21 @@ def collect(named: dict[str, str] | None = None, *overrides: str, params_file: P
         (REQUIRED, ("TimeoutPolicy=maybe",), "must be one of continue, force, abandon"),
         (REQUIRED, ("Architecture=riscv",), "must be one of arm64, x86_64"),
         (REQUIRED, ("MemorySize=lots",), "must be a number"),
+        (REQUIRED, ("DrainTimeoutSeconds=5400.5",), "'5400.5': must be a whole number"),
+        (REQUIRED, ("HeartbeatTimeout=nan",), "HeartbeatTimeout='nan': must be a number"),
+        (
+            REQUIRED,
+            ("FailureTopicArn=arn:aws:sns:eu-west-1:123456789012:failures.fifo",),
+            "a standard SNS topic (not FIFO: Lambda cannot deliver failed invocations",
+        ),
+        (
+            REQUIRED,
+            (
+                "AsgNames="
+                + ",".join(f"eksctl-prod-nodegroup-ng-{i:03d}-NodeGroup-1A2B3C" for i in range(80)),
+            ),
+            "AsgNames: 80 groups take",
+        ),
         ({"ClusterName": "prod"}, (), "missing ASG_NAMES (parameter AsgNames) or ASG_TAG"),
         (REQUIRED, ("AsgNames=a b",), "names separated by commas, without spaces"),
         (REQUIRED, ("AsgTag=enabled",), "AsgTag='enabled': key=value"),
@@ -110,12 +125,18 @@ def test_parameters_come_from_the_file_then_variables_then_pairs(tmp_path: Path)
     [
         {"AsgTag": "eks-node-drainer/enabled=true"},
         {"AsgNames": "nodes-a", "AsgTag": "eks-node-drainer/enabled=true"},
-        {"AsgNames": ",".join(f"nodes-{i}" for i in range(40))},  # no limit any more
+        {"AsgNames": ",".join(f"nodes-{i}" for i in range(40))},
     ],
     ids=["tag-only", "names-and-tag", "forty-names"],
 )
 def test_groups_by_name_or_tag_or_both(groups: dict[str, str]):
     assert collect({"ClusterName": "prod", **groups}) == {"ClusterName": "prod", **groups}
+
+
+def test_a_whole_number_with_a_decimal_point_is_taken():
+    """As CloudFormation takes it; the function reads it as the integer it is."""
+    given = collect(REQUIRED, "DrainTimeoutSeconds=5400.0", "KubeRequestTimeoutSeconds=2.5")
+    assert (given["DrainTimeoutSeconds"], given["KubeRequestTimeoutSeconds"]) == ("5400.0", "2.5")
 
 
 def test_describe_sync__says_where_the_hooks_are_and_what_was_left_alone():

@@ -16,7 +16,13 @@ from support.metrics import metric_names
 
 from drainer.errors import SettingsError
 from drainer.lifecycle.settings import VARIABLES
-from tools.deploy import TEMPLATE_URL_LIMIT
+from tools.deploy import (
+    GROUP_ARN_CHARACTERS,
+    POLICY_BESIDE_THE_GROUPS,
+    ROLE_POLICY_LIMIT,
+    TEMPLATE_URL_LIMIT,
+    check_value,
+)
 from tools.settings_table import parameter_for
 
 from .cfn import ROOT, TEMPLATE, Stack
@@ -338,13 +344,15 @@ def event(name: str, **detail: str) -> dict[str, Any]:
         ("a terminate action of a listed group", "terminate", {}, True),
         ("the second listed group", "terminate", {"AutoScalingGroupName": ASGS[1]}, True),
         ("a launch action", "launch", {"LifecycleHookName": "eks-node-drainer"}, False),
-        ("a group not listed", "terminate", {"AutoScalingGroupName": "other-nodes"}, False),
+        # the function refuses it (frame.admit_hook), as with AsgTag: the rule names no
+        # group, so that it fits EventBridge's 2,048 characters whatever AsgNames holds
+        ("a group not listed", "terminate", {"AutoScalingGroupName": "other-nodes"}, True),
         ("another tool's hook", "terminate", {"LifecycleHookName": "other-hook"}, False),
         ("a test notification", "test-notification", {}, False),
         ("an EC2 state change", "ec2-state-change", {}, False),
     ],
 )
-def test_rule_passes_on_only_terminate_actions_of_our_hook_on_listed_groups(
+def test_rule_passes_on_only_terminate_actions_of_our_hook(
     moto_stack: MotoStack, why: str, name: str, detail: dict[str, str], matches: bool
 ):
     terminate = event(name, **detail)
@@ -374,7 +382,7 @@ def test_hook_sync_rules_only_when_the_hooks_are_ours():
 
 
 @pytest.mark.parametrize("count", [1, 10, 11, 40])
-def test_policy_names_every_listed_group__no_limit(count: int):
+def test_policy_names_every_listed_group(count: int):
     names = [f"nodes-{i}" for i in range(1, count + 1)]
     s = stack(AsgNames=",".join(names))
     statements = {st["Sid"]: st for st in s.policy_statements()}
@@ -382,18 +390,73 @@ def test_policy_names_every_listed_group__no_limit(count: int):
     assert [arn.rsplit("/", 1)[1] for arn in lifecycle["Resource"]] == names
 
 
-def test_terminate_rule_filters_the_names_only_without_a_tag():
-    def detail(**parameters: str) -> dict[str, Any]:
-        pattern: dict[str, Any] = stack(**parameters).resource("TerminateRule")["EventPattern"]
-        return dict(pattern["detail"])
+def policy_size(s: Stack) -> int:
+    """What IAM counts against a role's 10,240 characters: all its inline policies (the
+    role's own and the AWS::IAM::Policy attached to it), whitespace left out."""
+    documents = [p["PolicyDocument"] for p in s.resource("DrainerRole")["Policies"]]
+    documents += [p["PolicyDocument"] for p in s.resources("AWS::IAM::Policy").values()]
+    texts = [d if isinstance(d, str) else json.dumps(d, separators=(",", ":")) for d in documents]
+    return sum(len("".join(text.split())) for text in texts)
 
-    assert detail() == {
-        "AutoScalingGroupName": list(ASGS),
-        "LifecycleHookName": ["eks-node-drainer"],
-    }
+
+EKSCTL_NAMES = [f"eksctl-prod-eu-nodegroup-ng-{i:02d}-NodeGroup-1A2B3C4D5E6F" for i in range(90)]
+"""Group names as eksctl makes them, 53 characters."""
+
+
+def test_policy_size__each_listed_group_adds_its_arn__the_rest_is_as_deploy_assumes(
+    template: dict[str, Any],
+):
+    """make deploy refuses AsgNames that cannot fit in the role's policy
+    (tools/deploy.py _too_many_groups), on the fewest characters the other statements
+    take: a short stack and cluster name, every option off."""
+    least = {"ClusterName": "c", "CreateLifecycleHooks": "false", "CodeS3Bucket": "code"}
+    least |= {"CodeS3Key": "k"}
+
+    def size(names: list[str]) -> int:
+        return policy_size(Stack(least | {"AsgNames": ",".join(names)}, stack_name="s"))
+
+    one, two = size(EKSCTL_NAMES[:1]), size(EKSCTL_NAMES[:2])
+    assert two - one == GROUP_ARN_CHARACTERS + len(EKSCTL_NAMES[1])
+    assert one - (GROUP_ARN_CHARACTERS + len(EKSCTL_NAMES[0])) >= POLICY_BESIDE_THE_GROUPS
+    # the fewest names deploy refuses cannot fit even so; the most it takes can
+    spec = template["Parameters"]["AsgNames"]
+    taken = max(
+        n for n in range(1, 90) if check_value("AsgNames", ",".join(EKSCTL_NAMES[:n]), spec) is None
+    )
+    assert size(EKSCTL_NAMES[: taken + 1]) > ROLE_POLICY_LIMIT
+    assert size(EKSCTL_NAMES[:taken]) <= ROLE_POLICY_LIMIT
+    # with the stack's defaults and AsgTag, some 60 (as the docs say)
+    full = stack(AsgNames=",".join(EKSCTL_NAMES[:60]), AsgTag="eks-node-drainer/enabled=true")
+    assert policy_size(full) <= ROLE_POLICY_LIMIT
+    assert policy_size(stack(AsgNames=",".join(EKSCTL_NAMES[:70]))) > ROLE_POLICY_LIMIT
+
+
+def test_deploy_refuses_more_named_groups_than_the_policy_holds__pointing_to_the_tag(
+    template: dict[str, Any],
+):
+    spec = template["Parameters"]["AsgNames"]
+    assert check_value("AsgNames", ",".join(EKSCTL_NAMES[:60]), spec) is None
+    refused = check_value("AsgNames", ",".join(EKSCTL_NAMES[:90]), spec)
+    assert refused is not None
+    assert "AsgNames: 90 groups take 10,620 characters of the role's policy" in refused
+    assert "AsgTag" in refused
+
+
+@pytest.mark.parametrize("rule", ["TerminateRule", "LaunchRule"])
+def test_lifecycle_rules_filter_the_hook_name_only__whatever_the_groups(rule: str):
+    """No group names in the pattern: EventBridge refuses one over 2,048 characters
+    (some 30 of eksctl's names); the function refuses a group neither named nor tagged."""
+    hook = "eks-node-drainer" if rule == "TerminateRule" else "eks-node-drainer-launch"
+
+    def detail(**parameters: str) -> dict[str, Any]:
+        s = stack(LaunchHook="true", **parameters)
+        return dict(s.resource(rule)["EventPattern"]["detail"])
+
     tag = "eks-node-drainer/enabled=true"
-    assert detail(AsgTag=tag) == {"LifecycleHookName": ["eks-node-drainer"]}
-    assert detail(AsgTag=tag, AsgNames="") == {"LifecycleHookName": ["eks-node-drainer"]}
+    assert detail() == {"LifecycleHookName": [hook]}
+    assert detail(AsgNames=",".join(EKSCTL_NAMES)) == {"LifecycleHookName": [hook]}
+    assert detail(AsgTag=tag) == {"LifecycleHookName": [hook]}
+    assert detail(AsgTag=tag, AsgNames="") == {"LifecycleHookName": [hook]}
 
 
 @pytest.mark.parametrize(
