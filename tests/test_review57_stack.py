@@ -46,6 +46,42 @@ def refuse(account: Account, action: str, *, after: int = 0) -> None:
     api_faults("123456789012", region).fail_next("autoscaling", action, "AccessDenied", after=after)
 
 
+class Throttled:
+    """A throttled account on a clock of its own: each Auto Scaling call takes `pace`
+    seconds (botocore's retries), the custom resource's time reads that clock, and the
+    moments its answers are sent are kept."""
+
+    def __init__(self, account: Account, monkeypatch: pytest.MonkeyPatch, pace: float) -> None:
+        from types import SimpleNamespace
+
+        from drainer import aws
+        from drainer.lifecycle import hooks, stack_hooks
+
+        self.clock = [1000.0]
+        self.started = self.clock[0]
+        self.answered_at: list[float] = []
+        self._account = account
+        fake_time = SimpleNamespace(monotonic=lambda: self.clock[0], time=lambda: self.clock[0])
+        monkeypatch.setattr(stack_hooks, "time", fake_time)
+        monkeypatch.setattr(hooks, "time", fake_time)
+        account.autoscaling.meta.events.register("before-call.autoscaling", self._slow)
+        self._pace = pace
+        original = aws.answer_custom_resource
+
+        def timed(url: str, body: Any, **kw: Any) -> None:
+            self.answered_at.append(self.clock[0])
+            original(url, body, **kw)
+
+        monkeypatch.setattr(aws, "answer_custom_resource", timed)
+
+    def _slow(self, **_: Any) -> None:
+        self.clock[0] += self._pace
+
+    def stop(self) -> None:
+        """Calls take no time from here."""
+        self._account.autoscaling.meta.events.unregister("before-call.autoscaling", self._slow)
+
+
 # --- 1. the rollback's Delete of a Create CloudFormation gave up on ---------------------
 
 
@@ -170,36 +206,15 @@ def test_create_on_many_groups__answered_within_the_service_timeout(
     group and name, without any deadline. 120 tagged groups with the launch hook, each
     Auto Scaling call taking 0.5 s (a throttled account, botocore's standard retries):
     the answer goes out after some 360 s, when CloudFormation no longer waits."""
-    from types import SimpleNamespace
-
-    from drainer import aws
-    from drainer.lifecycle import hooks, stack_hooks
-
     for i in range(120):
         account.tagged(f"nodes-{i:03}")
-    clock = [1000.0]
-    fake_time = SimpleNamespace(monotonic=lambda: clock[0], time=lambda: clock[0])
-    monkeypatch.setattr(stack_hooks, "time", fake_time)
-    monkeypatch.setattr(hooks, "time", fake_time)
-
-    def slow(**_: Any) -> None:
-        clock[0] += 0.5
-
-    account.autoscaling.meta.events.register("before-call.autoscaling", slow)
-    answered_at: list[float] = []
-    original = aws.answer_custom_resource
-
-    def timed(url: str, body: Any, **kw: Any) -> None:
-        answered_at.append(clock[0])
-        original(url, body, **kw)
-
-    monkeypatch.setattr(aws, "answer_custom_resource", timed)
+    throttled = Throttled(account, monkeypatch, pace=0.5)
     given = settings(allowed_asgs=(), asg_tag=TAG, launch_hook=True)
-    started = clock[0]
 
     send(account, answers, "Create", given, properties={**TAGGED, "AsgNames": ""})
 
-    (at,) = answered_at
+    (at,) = throttled.answered_at
+    started = throttled.started
     assert at - started < 300, f"answered {at - started:.0f} s after the request: too late"
 
 
@@ -273,52 +288,31 @@ def test_delete_on_many_groups__answered_within_the_service_timeout__again_goes_
 ) -> None:
     """A Create's and an Update's puts stop at WORK_SECONDS (review 57); a Delete's
     removals did not: one DescribeLifecycleHooks and one DeleteLifecycleHook for each
-    group and name, 160 tagged groups with the launch hook on a throttled account (0.5
-    s a call) answered after some 325 s, past the resource's ServiceTimeout (300 s):
+    group and name, 60 tagged groups with the launch hook on a throttled account (1.5 s
+    a call) answered after some 370 s, past the resource's ServiceTimeout (300 s):
     CloudFormation no longer waited, the Delete failed as timed out, saying nothing of
     which hooks were left. Now it answers FAILED within the timeout, naming what is
     left and that deleting the stack again goes on where it stopped; and it does."""
-    from types import SimpleNamespace
-
-    from drainer import aws
-    from drainer.lifecycle import hooks, stack_hooks
-
-    groups = [f"nodes-{i:03}" for i in range(160)]
+    groups = [f"nodes-{i:03}" for i in range(60)]
     for group in groups:
         account.tagged(group)
     given = settings(allowed_asgs=(), asg_tag=TAG, launch_hook=True)
     properties = {**TAGGED, "AsgNames": ""}
     created = send(account, answers, "Create", given, properties=properties)
     assert created["Status"] == "SUCCESS", created
-    clock = [1000.0]
-    fake_time = SimpleNamespace(monotonic=lambda: clock[0], time=lambda: clock[0])
-    monkeypatch.setattr(stack_hooks, "time", fake_time)
-    monkeypatch.setattr(hooks, "time", fake_time)
-
-    def slow(**_: Any) -> None:
-        clock[0] += 0.5
-
-    account.autoscaling.meta.events.register("before-call.autoscaling", slow)
-    answered_at: list[float] = []
-    original = aws.answer_custom_resource
-
-    def timed(url: str, body: Any, **kw: Any) -> None:
-        answered_at.append(clock[0])
-        original(url, body, **kw)
-
-    monkeypatch.setattr(aws, "answer_custom_resource", timed)
-    started = clock[0]
+    throttled = Throttled(account, monkeypatch, pace=1.5)
+    started = throttled.started
 
     deleted = send(account, answers, "Delete", given, properties=properties, physical_id=OURS)
 
-    (at,) = answered_at
+    (at,) = throttled.answered_at
     assert at - started < 300, f"answered {at - started:.0f} s after the request: too late"
     assert deleted["Status"] == "FAILED", deleted
     assert "delete the stack again" in deleted["Reason"].lower(), deleted["Reason"]
     assert "not reached" in deleted["Reason"], "what is left, named"
     left = [g for g in groups if owner_of(account, g) is not None]
     assert left, "all deleted in time: the test's pace no longer shows the bound"
-    account.autoscaling.meta.events.unregister("before-call.autoscaling", slow)
+    throttled.stop()
 
     again = send(account, answers, "Delete", given, properties=properties, physical_id=OURS)
 
