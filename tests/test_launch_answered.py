@@ -22,6 +22,7 @@ from awssim import AwsSim
 from awssim.world import create_node_group
 from drainer import aws
 from drainer.errors import AwsError
+from drainer.k8s.client import RetryPolicy
 from drainer.k8s.cordon import PROGRESS_ANNOTATION
 from drainer.k8s.kube import Kube
 from drainer.lifecycle import events, events_hook, launch, launch_release
@@ -57,6 +58,7 @@ class Launch:
     clients: aws.AwsClients
     sns: RecordingSns
     raw_event: dict[str, Any]
+    retry: RetryPolicy | None = None
 
     @property
     def event(self) -> events_hook.LifecycleEvent:
@@ -69,9 +71,12 @@ class Launch:
         return aws.describe_instance(self.clients.ec2, self.event.instance_id).private_dns_name
 
     def kube(self, *_: object) -> Kube:
-        return Kube.for_cluster(
+        client = Kube.for_cluster(
             self.kubesim.url, self.kubesim.ca_pem, StaticToken(self.kubesim.admin_token)
         )
+        if self.retry is not None:
+            client.retry = self.retry
+        return client
 
     def register(self, *, cordoned: bool = False) -> None:
         """The instance's node registers, Ready (cordoned: by someone, not the drainer)."""

@@ -6,12 +6,11 @@ the drain's clock is a fake one its pauses move."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
 from realapi import TWO_BUDGETS_500, ApiFront, front_kube, namespace_terminating_403
 from support.clock import FakeClock, SteppedWaits
+from test_drain import NODE, admin, clock, eviction_path, front, place, sim  # noqa: F401  (fixtures)
 
 from drainer.engine.drain import Drain
 from drainer.engine.options import DrainOptions
@@ -19,56 +18,14 @@ from drainer.engine.report import DrainReport
 from drainer.k8s.cordon import ProgressRecord
 from drainer.outcome import Outcome
 from kubesim import KubeSim
-from kubesim import testing as k
 from testbed import workloads as objects
-from testbed.cluster import ApiClient
-
-NODE = "n1"
-
-
-@pytest.fixture
-def sim() -> Iterator[KubeSim]:
-    with KubeSim() as running:
-        running.apply(
-            [
-                objects.node(NODE),
-                objects.node("n2"),
-                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "shop"}},
-            ]
-        )
-        yield running
-
-
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock(time.time())
-
-
-@pytest.fixture
-def front(sim: KubeSim, clock: FakeClock) -> Iterator[ApiFront]:
-    running = ApiFront(sim, clock)
-    yield running
-    running.close()
-
-
-def place(sim: KubeSim, *objs: dict[str, Any]) -> None:
-    sim.apply(list(objs))
-    sim.settle()
-    k.eventually(
-        lambda: all(
-            (p.get("status") or {}).get("phase") == "Running"
-            for p in sim.list("Pod")
-            if p["spec"].get("nodeName") == NODE
-        ),
-        what="pods running",
-    )
 
 
 class Settling(SteppedWaits):
     """The clock does not jump while a pod on the node is being deleted by kubesim
     (no finalizer): its DELETED event comes in real time (as tests/test_drain.py)."""
 
-    def __init__(self, clock: FakeClock, sim: KubeSim, cap: float = 5.0) -> None:
+    def __init__(self, clock: FakeClock, sim: KubeSim, cap: float = 5.0) -> None:  # noqa: F811
         super().__init__(clock, hold=self.settling)
         self.sim, self.cap = sim, cap
         self.since: float | None = None
@@ -90,7 +47,11 @@ class Settling(SteppedWaits):
 
 
 def drain(
-    front: ApiFront, sim: KubeSim, clock: FakeClock, seconds: float, **options: Any
+    front: ApiFront,  # noqa: F811
+    sim: KubeSim,  # noqa: F811
+    clock: FakeClock,  # noqa: F811
+    seconds: float,
+    **options: Any,
 ) -> DrainReport:
     kube = front_kube(front, sleep=clock.sleep)
     engine = Drain(
@@ -102,15 +63,7 @@ def drain(
         kube.close()
 
 
-def admin(sim: KubeSim) -> ApiClient:
-    return ApiClient(sim.url, sim.ca_pem, sim.admin_token)
-
-
-def eviction_path(namespace: str, name: str) -> str:
-    return f"/namespaces/{namespace}/pods/{name}/eviction$"
-
-
-def still_there(sim: KubeSim, namespace: str, name: str) -> dict[str, Any] | None:
+def still_there(sim: KubeSim, namespace: str, name: str) -> dict[str, Any] | None:  # noqa: F811
     return next((p for p in sim.list("Pod", namespace) if p["metadata"]["name"] == name), None)
 
 
@@ -118,7 +71,9 @@ def still_there(sim: KubeSim, namespace: str, name: str) -> dict[str, Any] | Non
 
 
 def test_pod_under_two_budgets_deleted_by_a_person__drained_report_no_longer_says_it_cannot_be(
-    sim: KubeSim, front: ApiFront, clock: FakeClock
+    sim: KubeSim,  # noqa: F811
+    front: ApiFront,  # noqa: F811
+    clock: FakeClock,  # noqa: F811
 ) -> None:
     """The eviction API refuses a pod two budgets select (500). The drain tells
     people so; one of them deletes the pod (`kubectl delete pod`, the usual answer
@@ -155,7 +110,9 @@ def test_pod_under_two_budgets_deleted_by_a_person__drained_report_no_longer_say
 
 
 def test_terminating_namespace_pod_never_deleted__not_called_stuck__drain_not_drained(
-    sim: KubeSim, front: ApiFront, clock: FakeClock
+    sim: KubeSim,  # noqa: F811
+    front: ApiFront,  # noqa: F811
+    clock: FakeClock,  # noqa: F811
 ) -> None:
     """The namespace lifecycle admission refuses the eviction (403 NamespaceTerminating)
     from the moment the namespace is deleted; the namespace controller deletes its

@@ -6,115 +6,18 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass
-from typing import Any
 
-import boto3
-import pytest
-from realapi import StaticToken
 from support.clock import FakeClock
+from test_launch_answered import Launch, kubesim, launching  # noqa: F401  (fixtures)
 
-from awssim import AwsSim
-from awssim.world import create_node_group
-from drainer import aws
 from drainer.k8s.client import RetryPolicy
 from drainer.k8s.cordon import PROGRESS_ANNOTATION
-from drainer.k8s.kube import Kube
-from drainer.lifecycle import events, events_hook, launch
-from drainer.lifecycle.job import Tools
-from drainer.lifecycle.settings import Settings
-from kubesim import KubeSim
 from kubesim.faults import Fault
 from testbed import workloads as objects
 
-REGION = "us-east-1"
-CLUSTER = "prod"
-HOOK = "eks-node-drainer-launch"
-TOPIC = "arn:aws:sns:us-east-1:123456789012:drains"
-
-
-class RecordingSns:
-    def __init__(self) -> None:
-        self.sent: list[dict[str, Any]] = []
-
-    def publish(self, **request: Any) -> dict[str, str]:
-        self.sent.append(request)
-        return {"MessageId": "1"}
-
-
-@dataclass
-class Launch:
-    """A new instance in Pending:Wait on the launch hook (moto), its cluster
-    (kubesim), and what the function publishes."""
-
-    sim: AwsSim
-    kubesim: KubeSim
-    clients: aws.AwsClients
-    sns: RecordingSns
-    raw_event: dict[str, Any]
-    retry: RetryPolicy | None = None
-
-    @property
-    def event(self) -> events_hook.LifecycleEvent:
-        parsed = events.parse_event(self.raw_event)
-        assert isinstance(parsed, events_hook.LifecycleEvent)
-        return parsed
-
-    @property
-    def node(self) -> str:
-        return aws.describe_instance(self.clients.ec2, self.event.instance_id).private_dns_name
-
-    def kube(self, *_: object) -> Kube:
-        client = Kube.for_cluster(
-            self.kubesim.url, self.kubesim.ca_pem, StaticToken(self.kubesim.admin_token)
-        )
-        if self.retry is not None:
-            client.retry = self.retry
-        return client
-
-    def handle(self, clock: FakeClock, **settings: Any) -> dict[str, Any]:
-        chosen = Settings(
-            launch_hook=True,
-            cluster_name=CLUSTER,
-            notification_topic_arn=TOPIC,
-            launch_wait_daemonsets=False,
-            **settings,
-        )
-        tools = Tools(chosen, self.clients, self.kube, clock, clock.sleep)
-        return launch.handle(self.event, tools, None)
-
-
-@pytest.fixture
-def kubesim() -> Iterator[KubeSim]:
-    with KubeSim() as running:
-        yield running
-
-
-@pytest.fixture
-def launching(moto_aws: None, kubesim: KubeSim) -> Launch:
-    made = aws.make_clients(boto3.Session(region_name=REGION))
-    sns = RecordingSns()
-    clients = aws.AwsClients(made.ec2, made.autoscaling, made.eks, lambda: None, sns=lambda: sns)
-    group = create_node_group(
-        clients.ec2, clients.autoscaling, asg_name="eks-workers", size=1, hook_name="drain",
-        cluster_name=CLUSTER,
-    )  # fmt: skip
-    clients.autoscaling.put_lifecycle_hook(
-        AutoScalingGroupName="eks-workers",
-        LifecycleHookName=HOOK,
-        LifecycleTransition="autoscaling:EC2_INSTANCE_LAUNCHING",
-        HeartbeatTimeout=600,
-        DefaultResult="CONTINUE",
-    )
-    sim = AwsSim(region=REGION)
-    sim.point_cluster_at(CLUSTER, kubesim.url, kubesim.ca_data)
-    token = sim.begin_launch("eks-workers", group.instance_ids[0], HOOK)
-    return Launch(sim, kubesim, clients, sns, sim.event_for(token))
-
 
 def test_api_server_unreachable_for_the_whole_wait__not_abandoned_as_never_registered(
-    launching: Launch,
+    launching: Launch,  # noqa: F811
 ) -> None:
     """The node registered and is Ready, but the function cannot reach the API server
     for the whole wait (the Lambda's VPC cannot route to a private endpoint, a
@@ -144,7 +47,7 @@ def test_api_server_unreachable_for_the_whole_wait__not_abandoned_as_never_regis
 
 
 def test_warm_pool_return_action_gone_then_not_ready_in_time__not_told_as_abandoned(
-    launching: Launch,
+    launching: Launch,  # noqa: F811
 ) -> None:
     """A return from the warm pool whose action is gone (Lambda's queue held the event
     past the hook's timeout: DefaultResult CONTINUE put the instance in service) is

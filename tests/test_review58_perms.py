@@ -12,22 +12,21 @@ condition; anything else is AccessDenied.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
-import pytest
 from deploy.cfn import ACCOUNT, REGION, Stack
 from support import cfn
 from test_hooks import CLUSTER, HOOK, Account
+from test_stack_hooks import OURS, account, answers  # noqa: F401  (fixtures)
 
 from drainer.lifecycle import stack_hooks
 from drainer.lifecycle.events import StackRequest, parse_event
 from drainer.lifecycle.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[1]
-OURS = "eks-node-drainer-lifecycle-hooks"
 GATED = (
     "PutLifecycleHook",
     "DeleteLifecycleHook",
@@ -77,7 +76,7 @@ class Gate:
     """The account's Auto Scaling client answering as IAM would for the role of a
     stack of the parameters last given to `policy`; `refused`: the calls it denied."""
 
-    def __init__(self, account: Account) -> None:
+    def __init__(self, account: Account) -> None:  # noqa: F811
         self.client = account.autoscaling
         self.statements: list[dict[str, Any]] = []
         self.refused: list[str] = []
@@ -114,20 +113,9 @@ def _keep(params: dict[str, Any], context: dict[str, Any], **_: Any) -> None:
     context["review58"] = dict(params)
 
 
-@pytest.fixture
-def account(moto_aws: None) -> Iterator[Account]:
-    yield Account()
-
-
-@pytest.fixture
-def answers() -> Iterator[cfn.ResponseServer]:
-    with cfn.response_server() as server:
-        yield server
-
-
 def _send(
-    account: Account,
-    answers: cfn.ResponseServer,
+    account: Account,  # noqa: F811
+    answers: cfn.ResponseServer,  # noqa: F811
     kind: str,
     given: Settings,
     properties: Mapping[str, str],
@@ -150,7 +138,8 @@ def _properties(names: str) -> dict[str, str]:
 
 
 def test_update_leaving_a_group_out_of_asg_names__succeeds_under_the_updated_policy(
-    account: Account, answers: cfn.ResponseServer
+    account: Account,  # noqa: F811
+    answers: cfn.ResponseServer,  # noqa: F811
 ) -> None:
     """AsgNames nodes-a,nodes-b -> nodes-a. The role CloudFormation updated first names
     only nodes-a; the Update's tidy deletes the stack's hook on nodes-b, IAM refuses,

@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from support.clock import FakeClock, SteppedWaits
+from support.clock import FakeClock
+from test_drain import place as place_running
+from test_review58_engine import Settling
+from test_volumes import claim
+from test_warm_pool_drain_recorded import clock, sim  # noqa: F401  (fixtures)
 
 from drainer.engine.drain import Drain
 from drainer.engine.options import DrainOptions
@@ -34,28 +36,7 @@ STUCK = {"kubesim.io/detach-seconds": "3600"}
 """The pod's attachment outlives it by an hour: the CSI controller is down."""
 
 
-@pytest.fixture
-def sim() -> Iterator[KubeSim]:
-    with KubeSim() as running:
-        running.apply([objects.node(NODE), objects.node("n2")])
-        yield running
-
-
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock(time.time())
-
-
-def claim(name: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "PersistentVolumeClaim",
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}},
-    }
-
-
-def attached_here(sim: KubeSim) -> set[str]:
+def attached_here(sim: KubeSim) -> set[str]:  # noqa: F811
     return {
         a["spec"]["source"].get("persistentVolumeName")
         for a in sim.list("VolumeAttachment")
@@ -63,47 +44,30 @@ def attached_here(sim: KubeSim) -> set[str]:
     }
 
 
-def place(sim: KubeSim, *objs: dict[str, Any], volumes: int) -> set[str]:
+def place(sim: KubeSim, *objs: dict[str, Any], volumes: int) -> set[str]:  # noqa: F811
     """Apply, wait for the node's pods to run and `volumes` attachments on the node."""
-    sim.apply(list(objs))
-    sim.settle()
-    k.eventually(
-        lambda: all(
-            (p.get("status") or {}).get("phase") == "Running"
-            for p in sim.list("Pod")
-            if p["spec"].get("nodeName") == NODE
-        ),
-        what="pods running",
-    )
+    place_running(sim, *objs)
     k.eventually(lambda: len(attached_here(sim)) == volumes, what="volumes attached")
     return attached_here(sim)
 
 
-class Settling(SteppedWaits):
-    """The clock does not jump while a pod on the node is being deleted by kubesim:
-    its DELETED event comes in real time (as tests/test_review58_engine.py)."""
-
-    def __init__(self, clock: FakeClock, sim: KubeSim, cap: float = 5.0) -> None:
-        super().__init__(clock, hold=self.settling)
-        self.sim, self.cap = sim, cap
-        self.since: float | None = None
-
-    def settling(self) -> bool:
-        stopping = any(
-            p["spec"].get("nodeName") == NODE and p["metadata"].get("deletionTimestamp")
-            for p in self.sim.list("Pod")
-        )
-        if not stopping:
-            self.since = None
-            return False
-        now = time.monotonic()
-        if self.since is None:
-            self.since = now
-        return now - self.since < self.cap
+def one_stuck_volume(sim: KubeSim) -> str:  # noqa: F811
+    """db-0 on the node, its claim's volume attached, to stay attached an hour."""
+    (volume,) = place(
+        sim,
+        claim("data"),
+        objects.pod("db-0", node_name=NODE, claims=("data",), annotations=STUCK, grace=1),
+        volumes=1,
+    )
+    return volume
 
 
 def drain(
-    kube: Kube, sim: KubeSim, clock: FakeClock, deadline: float, stop_at: float | None = None
+    kube: Kube,
+    sim: KubeSim,  # noqa: F811
+    clock: FakeClock,  # noqa: F811
+    deadline: float,
+    stop_at: float | None = None,
 ) -> DrainReport:
     engine = Drain(kube, NODE, DrainOptions(), record=ProgressRecord(), waits=Settling(clock, sim))
     return engine.run(deadline, stop_at)
@@ -113,7 +77,9 @@ def drain(
 
 
 def test_hand_over_moment_comes_during_the_volume_wait__not_drained_while_the_volume_is_attached(
-    sim: KubeSim, kube: Kube, clock: FakeClock
+    sim: KubeSim,  # noqa: F811
+    kube: Kube,
+    clock: FakeClock,  # noqa: F811
 ) -> None:
     """The Lambda's invocation must hand over 60 s in; the drain's deadline is an hour
     away. The pod goes at once, its EBS volume does not detach: the wait is cut by
@@ -121,12 +87,7 @@ def test_hand_over_moment_comes_during_the_volume_wait__not_drained_while_the_vo
     deadline. The drain must hand over (the next invocation waits on), as the wait for
     the target groups does (runner._leave_target_groups); `drained` is CONTINUE, and
     the instance is terminated under the attached volume with 59 minutes left."""
-    (volume,) = place(
-        sim,
-        claim("data"),
-        objects.pod("db-0", node_name=NODE, claims=("data",), annotations=STUCK, grace=1),
-        volumes=1,
-    )
+    volume = one_stuck_volume(sim)
     start = clock()
 
     report = drain(kube, sim, clock, deadline=start + 3600, stop_at=start + 60)
@@ -142,7 +103,9 @@ def test_hand_over_moment_comes_during_the_volume_wait__not_drained_while_the_vo
 
 
 def test_drain_handed_over__the_next_invocation_waits_for_the_volume_of_a_pod_evicted_before(
-    sim: KubeSim, kube: Kube, clock: FakeClock
+    sim: KubeSim,  # noqa: F811
+    kube: Kube,
+    clock: FakeClock,  # noqa: F811
 ) -> None:
     """A drain spans invocations. The first evicts db-0 (its EBS volume stays
     attached: the CSI controller is down) and hands over while a budget holds web-0.
@@ -181,7 +144,9 @@ def test_drain_handed_over__the_next_invocation_waits_for_the_volume_of_a_pod_ev
 
 
 def test_generic_ephemeral_volume__its_claim_collected_before_the_wait__still_waited_for(
-    sim: KubeSim, kube: Kube, clock: FakeClock
+    sim: KubeSim,  # noqa: F811
+    kube: Kube,
+    clock: FakeClock,  # noqa: F811
 ) -> None:
     """A generic ephemeral volume's claim (<pod>-<volume>) is owned by its pod: the
     garbage collector deletes it once the pod is gone, seconds before its EBS volume
@@ -255,19 +220,17 @@ def test_generic_ephemeral_volume__its_claim_collected_before_the_wait__still_wa
 
 
 def test_deadline_cuts_the_volume_wait__the_warning_does_not_blame_the_detach_timeout(
-    sim: KubeSim, kube: Kube, clock: FakeClock, caplog: pytest.LogCaptureFixture
+    sim: KubeSim,  # noqa: F811
+    kube: Kube,
+    clock: FakeClock,  # noqa: F811
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     """The deadline (here 20 s away, as a spot interruption's) ends the wait long
     before VOLUME_DETACH_TIMEOUT_SECONDS (120 s). The warning says the volume is
     still attached "after 120 s", which it was not: the operator is sent to raise
     the timeout (docs/reference.md's advice for this line), which changes nothing;
     the deadline cut the wait, and the line must say so."""
-    (volume,) = place(
-        sim,
-        claim("data"),
-        objects.pod("db-0", node_name=NODE, claims=("data",), annotations=STUCK, grace=1),
-        volumes=1,
-    )
+    volume = one_stuck_volume(sim)
     start = clock()
 
     with caplog.at_level(logging.WARNING, logger="drainer.engine.drain"):
