@@ -133,14 +133,14 @@ kubectl:
 	@command -v kubectl >/dev/null || bash testbed/kubectl/build.sh >/dev/null
 
 # Each step in turn, with the time it took (issue 39: the suite is kept fast by
-# knowing where its time goes); the first that fails stops the run. The template's
-# checks (BESIDE_STEPS: about 30 s, nothing the tests need) run beside the others
-# once .venv is there, while the unit step's workers leave a core idle a third of
-# the time; their output and times are printed at the end, and their failure fails
-# the run. They are done long before the unit step's `alone` tests, which want the
-# machine to themselves.
-TEST_STEPS = lint types controlplane lambdarie kubectl unit
-BESIDE_STEPS = cfn-lint checkov
+# knowing where its time goes); the first that fails stops the run. mypy and the
+# template's checks (BESIDE_STEPS: about 65 s of one core, nothing the tests need)
+# run beside the others once .venv is there, while the unit step's workers leave a
+# core idle part of the time (a fifth, with four workers); their output and times
+# are printed at the end, and their failure fails the run. They are done long before
+# the unit step's `alone` tests, which want the machine to themselves.
+TEST_STEPS = lint controlplane lambdarie kubectl unit
+BESIDE_STEPS = types cfn-lint checkov
 BESIDE_LOG = build/beside.log
 test:
 	@run() { began=$$(date +%s); $(MAKE) --no-print-directory $$1 || return $$?; \
