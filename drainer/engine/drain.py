@@ -205,7 +205,7 @@ class Drain:
         if ctx.interrupted:
             self._not_drained(parts, deadline)
             return
-        if self.report.forced:  # gone because the deadline's policy deleted them
+        if self.report.forced or self.ctx.options.forced_before:  # the policy deleted them
             self.report.outcome = Outcome.TIMED_OUT
             self._guard.record_end(Outcome.TIMED_OUT)
             return

@@ -79,3 +79,9 @@ class DrainOptions:
     pod_selector: str = ""
     """kubectl drain's --pod-selector: only the pods this label selector selects are
     drained (the CLI's; the Lambda drains every pod, since the node goes away)."""
+    forced_before: int = 0
+    """Pods force-deleted past their budgets by the drain's invocations before (its
+    hand-over): with any, a drain that ends with the node empty ends timed_out."""
+    volume_wait_began: float | None = None
+    """Epoch seconds when an invocation before began the wait for the volumes to
+    detach (its hand-over): VOLUME_DETACH_TIMEOUT_SECONDS counts from it."""

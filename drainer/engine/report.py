@@ -201,6 +201,7 @@ class DrainReport:
     forced_pods: dict[str, str] = field(default_factory=dict)  # pod -> what held it
     volumes_detached: int = 0
     volumes_pending: list[str] = field(default_factory=list)
+    volume_wait_began: float | None = None  # the volume wait's start (epoch s), for a hand-over
     warnings: dict[str, list[str]] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
     would_evict: list[str] = field(default_factory=list)  # dry run

@@ -169,12 +169,16 @@ class Volumes:
         drain's watch has them; called holding the lock), and say what is still
         attached. True when the hand-over moment (`limit`, before the drain's
         deadline) ended the wait with a volume attached: the drain hands over, and the
-        next invocation waits on."""
+        next invocation waits on, the timeout counted from the wait's start in the
+        invocation that began it (DrainOptions.volume_wait_began; one past the clock
+        counts as now)."""
         ctx = self.ctx
         timeout = ctx.options.volume_detach_timeout
         if timeout <= 0:
             return False
         started = ctx.clock()
+        claimed = ctx.options.volume_wait_began
+        began = started if claimed is None else min(claimed, started)
         try:
             if self.denied is not None:  # after the evictions, as any wait refused
                 raise self.denied
@@ -182,7 +186,8 @@ class Volumes:
             volumes = self._leaving(listed[0], on_node)
             if not volumes:
                 return False
-            until = min(limit, started + timeout)
+            ctx.report.volume_wait_began = began  # the next invocation's, at a hand-over
+            until = min(limit, began + timeout)
             result = wait_for_detach(
                 ctx, volumes, until, self.attached_before, listed=listed, claims=self.claims
             )
@@ -198,9 +203,9 @@ class Volumes:
         ctx.report.volumes_pending = result.pending
         if not result.pending:
             return False
-        cut = limit < started + timeout  # the limit, not the timeout, bounded the wait
+        cut = limit < began + timeout  # the limit, not the timeout, bounded the wait
         names = ", ".join(labelled(v, self.claims) for v in result.pending)
-        return _say_pending(ctx, names, started, limit if cut else None)
+        return _say_pending(ctx, names, began, limit if cut else None)
 
     def _leaving(self, attachments: list[Obj], on_node: Callable[[], Iterable[Pod]]) -> set[str]:
         """The volumes to wait for: those attached to the node now or at the drain's
@@ -218,7 +223,8 @@ class Volumes:
 
 
 def _say_pending(ctx: DrainContext, names: str, started: float, cut: float | None) -> bool:
-    """Say what is still attached, after how long, and what ended the wait: the
+    """Say what is still attached, after how long since `started` (the wait's start,
+    in an invocation before when it was handed over), and what ended the wait: the
     timeout, the drain's stop, or `cut` (the drain's limit, which came first). True:
     that limit was this invocation's hand-over moment, before the drain's deadline."""
     waited = ctx.clock() - started

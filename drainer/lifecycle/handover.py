@@ -44,18 +44,33 @@ class Handover:
     target_wait_began: float | None = None
     """Epoch seconds when the wait for the target groups began, in an invocation before
     (None: it has not), so TARGET_GROUP_WAIT_SECONDS bounds it across invocations."""
+    forced: int = 0
+    """Pods force-deleted past their budgets (TIMEOUT_POLICY=force) by all previous
+    invocations, so the chain's end says timed_out as one invocation's would."""
+    volume_wait_began: float | None = None
+    """Epoch seconds when the wait for the volumes to detach began, in an invocation
+    before (None: it has not), so VOLUME_DETACH_TIMEOUT_SECONDS bounds it across them."""
 
     def handed_on(
-        self, heartbeats: int, evicted: int = 0, target_wait_began: float | None = None
+        self,
+        heartbeats: int,
+        evicted: int = 0,
+        target_wait_began: float | None = None,
+        *,
+        forced: int = 0,
+        volume_wait_began: float | None = None,
     ) -> Handover:
-        """The hand-over for the next invocation, after `heartbeats` more beats and
-        `evicted` more pods; the target wait's start, once one began it."""
+        """The hand-over for the next invocation, after `heartbeats` more beats,
+        `evicted` more pods and `forced` more force-deleted; the target and volume
+        waits' starts, once one began them."""
         return Handover(
             self.started_at,
             self.handovers + 1,
             self.heartbeats + heartbeats,
             self.evicted + evicted,
             self.target_wait_began if target_wait_began is None else target_wait_began,
+            self.forced + forced,
+            self.volume_wait_began if volume_wait_began is None else volume_wait_began,
         )
 
     def as_dict(self) -> dict[str, object]:
@@ -69,6 +84,10 @@ class Handover:
             said["evicted"] = self.evicted
         if self.target_wait_began is not None:
             said["target_wait_began"] = self.target_wait_began
+        if self.forced:
+            said["forced"] = self.forced
+        if self.volume_wait_began is not None:
+            said["volume_wait_began"] = self.volume_wait_began
         return said
 
 
@@ -82,10 +101,10 @@ def with_handover(event: Mapping[str, Any], handover: Handover) -> dict[str, Any
 def parse_handover(raw: object, event_time: float | None, now: float) -> Handover | None:
     """The hand-over claim, its numbers bounded: a start no earlier than the event
     (less the clock skew), not in the future, not older than a lifecycle action can
-    live; counters that fit in 48 hours; a target wait begun no earlier than the
-    drain (less the clock skew) and not in the future. Raises Malformed for a claim
-    out of bounds. A hand-over of a version before has no `evicted` (0) and no
-    `target_wait_began` (None)."""
+    live; counters that fit in 48 hours; a target or volume wait begun no earlier
+    than the drain (less the clock skew) and not in the future. Raises Malformed for
+    a claim out of bounds. A hand-over of a version before has no `evicted` or
+    `forced` (0) and no `target_wait_began` or `volume_wait_began` (None)."""
     if raw is None:
         return None
     if not isinstance(raw, dict):
@@ -104,15 +123,23 @@ def parse_handover(raw: object, event_time: float | None, now: float) -> Handove
             f"{_broken_bound(started_at, event_time, now)}: "
             "not the start of this lifecycle action's drain"
         )
-    handovers, heartbeats, evicted = (_count(raw, key, required) for key, required in _COUNTS)
+    handovers, heartbeats, evicted, forced = (
+        _count(raw, key, required) for key, required in _COUNTS
+    )
     started_at = min(started_at, now)  # a start within the skew ahead: now, never a negative span
     return Handover(
-        started_at, handovers, heartbeats, evicted, _target_wait_began(raw, started_at, now)
+        started_at,
+        handovers,
+        heartbeats,
+        evicted,
+        _wait_began(raw, "target_wait_began", started_at, now),
+        forced,
+        _wait_began(raw, "volume_wait_began", started_at, now),
     )
 
 
 _WHERE = f"field '{HANDOVER_KEY}'"
-_COUNTS = (("handovers", True), ("heartbeats", True), ("evicted", False))
+_COUNTS = (("handovers", True), ("heartbeats", True), ("evicted", False), ("forced", False))
 """The hand-over's counters, and whether a hand-over of a version before has each."""
 
 
@@ -128,18 +155,19 @@ def _count(raw: Mapping[str, Any], key: str, required: bool) -> int:
     return value
 
 
-def _target_wait_began(raw: Mapping[str, Any], started_at: float, now: float) -> float | None:
-    """When the claim says the target wait began; None when it says nothing. Bounded
-    like the start: after the drain's start (less the clock skew) and not in the
-    future (plus the skew; the runner counts a start past its own clock as now, so a
-    claim can only shorten the wait, never lengthen it past one begun now)."""
-    if raw.get("target_wait_began") is None:
+def _wait_began(raw: Mapping[str, Any], key: str, started_at: float, now: float) -> float | None:
+    """When the claim says a wait (the target groups', the volumes') began; None when
+    it says nothing. Bounded like the start: after the drain's start (less the clock
+    skew) and not in the future (plus the skew; the runner and the volumes' wait count
+    a start past their own clock as now, so a claim can only shorten the wait, never
+    lengthen it past one begun now)."""
+    if raw.get(key) is None:
         return None
-    began = _seconds(raw.get("target_wait_began"))
+    began = _seconds(raw.get(key))
     if began is None or not started_at - CLOCK_SKEW_SECONDS <= began <= now + CLOCK_SKEW_SECONDS:
         raise Malformed(
-            f"{_WHERE}.target_wait_began must be epoch seconds between the drain's start "
-            f"and now, got {_number(raw, 'target_wait_began')}"
+            f"{_WHERE}.{key} must be epoch seconds between the drain's start "
+            f"and now, got {_number(raw, key)}"
         )
     return began
 

@@ -23,6 +23,7 @@ from drainer.k8s.events import EventPoster
 from drainer.k8s.kube import Kube
 from drainer.k8s.nodes import find_node_object, other_manager
 from drainer.lifecycle.events_hook import TERMINATE_HOOK_TRIGGER
+from drainer.lifecycle.handover import Handover
 from drainer.lifecycle.job import DrainJob, Run, Tools
 from drainer.lifecycle.live import wait_for_live_drain
 from drainer.lifecycle.outcomes import Result, lambda_outcome, lifecycle_result
@@ -172,6 +173,9 @@ def _drain_once(tools: Tools, job: DrainJob) -> Run:
             kube.close()
     policy = deadline_policy(job.approach.options, tools.settings)
     result, message = result_for(report, window.deadline, policy)
+    before = job.handed_over.forced if job.handed_over else 0
+    if result == Result.TIMED_OUT and before:
+        message += f"; {before} pods force-deleted before a hand-over"
     return Run(result, message, node=node, report=report, accuracy=accuracy)
 
 
@@ -187,7 +191,7 @@ def _engine_drain(
     forecast against the drain."""
     node = str(found["metadata"]["name"])
     node_uid = str(found["metadata"].get("uid") or "")
-    options, window = job.approach.options, job.window
+    options, window = _carried(job.approach.options, job.handed_over), job.window
     before = job.handed_over.evicted if job.handed_over else 0
     story = None if poster is None else DrainStory(poster, node, node_uid, options.trigger, before)
     _say_opt_out_ignored(found, options.trigger, story)
@@ -312,6 +316,18 @@ def _leave_target_groups(tools: Tools, run: Run, job: DrainJob) -> Run:
     if found.pending and window.hands_over and tools.clock() >= window.limit:
         return replace(run, result=Result.HANDED_OVER, message=found.describe(), targets=found)
     return replace(run, targets=found)
+
+
+def _carried(options: DrainOptions, handed_over: Handover | None) -> DrainOptions:
+    """The drain's options with what an invocation before handed over to the engine:
+    the pods it force-deleted and when it began the wait for the volumes."""
+    if handed_over is None:
+        return options
+    return replace(
+        options,
+        forced_before=handed_over.forced,
+        volume_wait_began=handed_over.volume_wait_began,
+    )
 
 
 def _target_wait_began(job: DrainJob, now: float) -> float:

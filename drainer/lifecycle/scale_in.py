@@ -145,6 +145,8 @@ def _with_heartbeat(
             heartbeat.beats,
             evicted=run.report.evicted if run.report is not None else 0,
             target_wait_began=None if run.targets is None else run.targets.began_at,
+            forced=run.report.forced if run.report is not None else 0,
+            volume_wait_began=run.report.volume_wait_began if run.report is not None else None,
         )
     return replace(
         run,
@@ -257,5 +259,6 @@ def _across_invocations(summary: dict[str, Any], handover: Handover, run: Run) -
         "handovers_so_far": handover.handovers,
         "heartbeats_total": handover.heartbeats + run.heartbeats,
         "evicted_total": handover.evicted + (run.report.evicted if run.report else 0),
+        "forced_total": handover.forced + (run.report.forced if run.report else 0),
         "drain_seconds_total": round(time.time() - handover.started_at, 3),
     }

@@ -152,8 +152,8 @@ VOLUME_DETACH_TIMEOUT_SECONDS = env(
     "stuck, or left out by a pod selector; so those of pods an earlier invocation "
     "evicted too), so EBS volumes detach cleanly before the instance dies. Within the "
     "drain's deadline: an invocation whose hand-over comes first hands the drain over "
-    "with a volume still attached, and the next one waits on, for its own "
-    "`VOLUME_DETACH_TIMEOUT_SECONDS`. 0: do not wait.",
+    "with a volume still attached, and the next one waits on, for what is left of "
+    "`VOLUME_DETACH_TIMEOUT_SECONDS` (in all, across hand-overs). 0: do not wait.",
     minimum=0,
     maximum=3600,
 )
