@@ -172,6 +172,14 @@ def kubectl_binary() -> Path:
 
 
 @pytest.fixture
+def sim() -> Iterator[KubeSim]:
+    """A kubesim at its own pace; a module that needs another (a speed, faults at the
+    start) defines its own `sim`, which takes the place of this one."""
+    with KubeSim() as running:
+        yield running
+
+
+@pytest.fixture
 def kube(sim: KubeSim) -> Iterator[Kube]:
     """The drainer's client, as the cluster's admin, on the test module's `sim`."""
     client = Kube.for_cluster(sim.url, sim.ca_pem, StaticToken(sim.admin_token))

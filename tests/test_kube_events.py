@@ -3,10 +3,8 @@ repeat counted in its series, a bound per drain, and `close` that never hangs.""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
 from support.clock import FakeClock
 
 from drainer.engine.report import DrainEvent, DrainReport, Kind
@@ -15,12 +13,6 @@ from drainer.k8s.kube import Kube
 from drainer.lifecycle.told import DrainStory
 from drainer.outcome import Outcome
 from kubesim import KubeSim
-
-
-@pytest.fixture
-def sim() -> Iterator[KubeSim]:
-    with KubeSim() as running:
-        yield running
 
 
 def _ours(sim: KubeSim) -> list[dict[str, Any]]:

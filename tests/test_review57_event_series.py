@@ -8,11 +8,10 @@ from __future__ import annotations
 import re
 import threading
 import time
-from collections.abc import Iterator
-from typing import Any
 
 import pytest
 from support.clock import FakeClock
+from test_kube_events import _ours
 
 from drainer.errors import KubeConflict
 from drainer.k8s.events import EventPoster, Regarding, micro_time
@@ -23,16 +22,6 @@ from kubesim.api import R
 POD = Regarding("Pod", "web-1", "kube-system", "uid-1")
 NOTE = "PodDisruptionBudget shop/web allows no disruption now; eks-node-drainer retries"
 SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
-
-
-@pytest.fixture
-def sim() -> Iterator[KubeSim]:
-    with KubeSim() as running:
-        yield running
-
-
-def _ours(sim: KubeSim) -> list[dict[str, Any]]:
-    return [e for e in sim.list("Event", "") if e.get("reportingComponent") == "eks-node-drainer"]
 
 
 def _refuse(poster: EventPoster) -> None:

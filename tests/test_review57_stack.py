@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from support import cfn
 from test_hooks import CLUSTER, HOOK, TAG, Account
-from test_stack_hooks import OURS, PROPERTIES, TAGGED, hooks_of, owner_of, send, settings
+from test_stack_hooks import OURS, PROPERTIES, TAGGED, hooks_of, own_stack, owner_of, send, settings
 
 TAG_KEY = TAG.split("=")[0]
 
@@ -232,17 +232,12 @@ def test_sync_running_through_the_stacks_delete__puts_no_hook_back(
     removes both; the sync then finds nodes-b's missing and puts it back. The function
     is deleted next: the hook names a stack that no longer exists and holds every
     termination of nodes-b for HeartbeatTimeout, for good."""
-    import boto3
 
     from drainer import aws, handler
     from drainer.lifecycle import stack_hooks
     from drainer.lifecycle.events import StackRequest, parse_event
 
-    cloudformation = boto3.client("cloudformation", region_name="us-east-1")
-    stack_id = cloudformation.create_stack(
-        StackName="eks-node-drainer",
-        TemplateBody=json.dumps({"Resources": {"Topic": {"Type": "AWS::SNS::Topic"}}}),
-    )["StackId"]
+    cloudformation, stack_id = own_stack()
     account.group("nodes-a")
     account.group("nodes-b")
     ours = settings(stack_id=stack_id)

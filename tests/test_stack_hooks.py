@@ -231,6 +231,19 @@ d183d0a: HookSpec.from_settings), naming the cluster and no stack. A stack of to
 writes the same when it has no STACK_ID."""
 
 
+def own_stack() -> tuple[Any, str]:
+    """The function's own stack in moto's CloudFormation (a client, its id): what
+    DescribeStacks answers the custom resource and the hook sync."""
+    import boto3
+
+    cloudformation = boto3.client("cloudformation", region_name="us-east-1")
+    stack_id = cloudformation.create_stack(
+        StackName="eks-node-drainer",
+        TemplateBody=json.dumps({"Resources": {"Topic": {"Type": "AWS::SNS::Topic"}}}),
+    )["StackId"]
+    return cloudformation, str(stack_id)
+
+
 def owner_of(account: Account, group: str, name: str = HOOK) -> str | None:
     """The stack a hook's metadata names ("" none), None when there is no such hook."""
     metadata = hooks_of(account, group).get(name)
@@ -467,13 +480,8 @@ def test_a_request_from_another_stack__refused__nothing_touched(
 def test_delete_while_the_create_still_runs__no_hook_left(
     account: Account, answers: cfn.ResponseServer
 ) -> None:
-    import boto3
 
-    cloudformation = boto3.client("cloudformation", region_name="us-east-1")
-    stack_id = cloudformation.create_stack(
-        StackName="eks-node-drainer",
-        TemplateBody=json.dumps({"Resources": {"Topic": {"Type": "AWS::SNS::Topic"}}}),
-    )["StackId"]
+    cloudformation, stack_id = own_stack()
     account.group("nodes-a")
     account.group("nodes-b")
     ours = settings(stack_id=stack_id)
