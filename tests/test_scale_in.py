@@ -751,6 +751,44 @@ def test_hand_over_refused__for_now_raised_for_lambda_to_retry__for_good_ends_th
     assert scene.sim.calls("complete") == [], "the instance let go with its pod still held"
 
 
+def test_hand_over__a_heartbeat_just_before_it__the_gap_is_never_half_a_timeout_more(
+    scene_for: Callable[..., Scene],
+) -> None:
+    """The ticker beats every half HeartbeatTimeout; the invocation it hands over to
+    beats first after Lambda's queue, a start and its admission. With a 30 s timeout
+    (15 s beats) a beat up to 15 s old at the hand-over left the action some 15 s for
+    all that: a slow queue let Auto Scaling apply the hook's DefaultResult, the
+    instance terminated with its pods still held. The hand-over beats first."""
+    from botocore.awsrequest import AWSResponse
+
+    scene = scene_for()
+    _guarded_pod(scene)
+    invoke = boto3.Session(region_name=REGION).client("lambda")
+    invoked: list[float] = []
+
+    def queued(**_: Any) -> tuple[AWSResponse, dict[str, Any]]:
+        invoked.append(time.time())  # Lambda's answer to an asynchronous Invoke
+        return AWSResponse("https://lambda", 202, {}, None), {"StatusCode": 202}
+
+    invoke.meta.events.register("before-call.lambda.Invoke", queued)
+    c = scene.clients
+    clients = aws.AwsClients(c.ec2, c.autoscaling, c.eks, lambda: invoke)
+    invocation = Invocation(  # 2 s to drain (window.work_time), then hand over
+        remaining_seconds=lambda: 4.0, function_arn="arn:aws:lambda:us-east-1:1:function:f"
+    )
+    tools = Tools(Settings(handover_margin_seconds=60), clients, scene.kube)
+
+    summary = scale_in.handle(scene.event, tools, invocation, raw_event=scene.raw_event)
+
+    assert summary["result"] == Result.HANDED_OVER, summary
+    [handed_over] = invoked
+    beats = [call["time"] for call in scene.sim.calls("heartbeat") if call["error"] is None]
+    assert beats and handed_over - max(beats) < 0.5, (
+        f"the last heartbeat came {handed_over - max(beats):.1f} s before the hand-over"
+    )
+    assert scene.sim.calls("complete") == []
+
+
 STACK_A = "arn:aws:cloudformation:us-east-1:123456789012:stack/eks-node-drainer-prod/aaaa"
 STACK_B = "arn:aws:cloudformation:us-east-1:123456789012:stack/eks-node-drainer-staging/bbbb"
 

@@ -100,31 +100,45 @@ class Heartbeat:
     def __exit__(self, *_: object) -> None:
         self.stop()
 
+    def beat(self) -> None:
+        """One beat now, from the caller's thread (a hand-over's: the invocation it
+        hands over to beats only after Lambda's queue and its start). Counted and told
+        as the ticker's are; never raised."""
+        self._beat()
+
     def _run(self) -> None:
         delay = 0.0
         while not self._wait(self._stopped, delay):
-            try:
-                record_heartbeat(self._autoscaling, self._action)
-            except LifecycleActionGone as gone:
-                with self._lock:
-                    self._gone = True
-                log.info("heartbeat stopped: %s", gone)
+            next_in = self._beat()
+            if next_in is None:
                 return
-            except Exception as error:
-                with self._lock:
-                    self._failures += 1
-                    failures = self._failures
-                delay = self._retry.delay(failures - 1, self._rng)
-                level = logging.WARNING if is_transient(error) else logging.ERROR
-                log.log(
-                    level,
-                    "heartbeat for %s failed, retrying in %.1f s: %s",
-                    self._action.instance_id,
-                    delay,
-                    error,
-                )
-                continue
+            delay = next_in
+
+    def _beat(self) -> float | None:
+        """Record one heartbeat: the pause before the next (the interval, or a retry's
+        after a failure), None once the action is gone."""
+        try:
+            record_heartbeat(self._autoscaling, self._action)
+        except LifecycleActionGone as gone:
             with self._lock:
-                self._beats += 1
-            delay = self._interval
-            log.debug("heartbeat %d recorded for %s", self.beats, self._action.instance_id)
+                self._gone = True
+            log.info("heartbeat stopped: %s", gone)
+            return None
+        except Exception as error:
+            with self._lock:
+                self._failures += 1
+                failures = self._failures
+            delay = self._retry.delay(failures - 1, self._rng)
+            level = logging.WARNING if is_transient(error) else logging.ERROR
+            log.log(
+                level,
+                "heartbeat for %s failed, retrying in %.1f s: %s",
+                self._action.instance_id,
+                delay,
+                error,
+            )
+            return delay
+        with self._lock:
+            self._beats += 1
+        log.debug("heartbeat %d recorded for %s", self.beats, self._action.instance_id)
+        return self._interval

@@ -87,6 +87,10 @@ def drain_instance(
     with frame.heartbeating(clients.autoscaling, event, admitted.hook) as heartbeat:
         window = Window(deadline, hand_over_at(invocation, settings, clock))
         run = replace(_drain(tools, event, admitted, window), deadline=deadline)
+        if run.result == Result.HANDED_OVER and not heartbeat.gone:
+            # The next invocation beats after Lambda's queue, its start and its
+            # admission: the last beat here must not be half a timeout old by then.
+            heartbeat.beat()
     if heartbeat.gone:
         log.info("the lifecycle action is gone (completed elsewhere or timed out)")
     return _with_heartbeat(run, heartbeat, event, started_at)
