@@ -24,9 +24,10 @@ import argparse
 import json
 import logging
 import os
+import resource
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -68,8 +69,32 @@ def _kube_class(record: bool) -> type[Kube]:
     return RecordingKube
 
 
+class Meter:
+    """The drain's own CPU and context switches: getrusage of the process when the
+    drain begins (its imports and set-up done) and when its last Event is sent."""
+
+    def __init__(self) -> None:
+        self._before: Any = None
+        self.work: dict[str, float] = {}
+
+    def start(self) -> None:
+        self._before = resource.getrusage(resource.RUSAGE_SELF)
+
+    def stop(self) -> None:
+        from bench.floor import work_usage
+
+        if self._before is not None:
+            self.work = work_usage(self._before, resource.getrusage(resource.RUSAGE_SELF))
+
+
+EVENTS_SENT_SECONDS = 30.0
+"""How long the drain's end waits for its Events to be sent (the function waits
+FLUSH_SECONDS and lets its thread send the rest): their CPU is the drain's."""
+
+
 def _drain(args: argparse.Namespace) -> dict[str, object]:
-    """The engine's drain; with BENCH_AS_DEPLOYED set, as the function runs it."""
+    """The engine's drain; with BENCH_AS_DEPLOYED set, as the function runs it.
+    `work`: the drain's own CPU (Meter)."""
     from drainer.lifecycle.settings import Settings
 
     settings = Settings.from_env(os.environ)
@@ -77,10 +102,13 @@ def _drain(args: argparse.Namespace) -> dict[str, object]:
         args.kubeconfig, args.context, pool_size=settings.eviction_concurrency + 4
     )
     started = time.perf_counter()
+    drain: Callable[..., DrainReport]
     drain = _as_deployed if os.environ.get(AS_DEPLOYED) else _engine_only
-    report = drain(kube, args.node, settings, time.time() + args.timeout)
+    meter = Meter()
+    report = drain(kube, args.node, settings, time.time() + args.timeout, meter)
     return {
         "seconds": time.perf_counter() - started,
+        "work": meter.work,
         "report": report.summary(),
         # every request of the process: the drain's (the report's api_requests) and,
         # as deployed, the node's lookup, the forecast's reads and the Events, which
@@ -90,19 +118,25 @@ def _drain(args: argparse.Namespace) -> dict[str, object]:
     }
 
 
-def _engine_only(kube: Kube, node: str, settings: Settings, deadline: float) -> DrainReport:
+def _engine_only(
+    kube: Kube, node: str, settings: Settings, deadline: float, meter: Meter
+) -> DrainReport:
     from drainer.engine.drain import Drain
     from drainer.k8s.cordon import ProgressRecord
 
+    meter.start()
     try:
         options = settings.drain_options()
         record = ProgressRecord(options.trigger, options.destination)
         return Drain(kube, node, options, record=record).run(deadline)
     finally:
+        meter.stop()
         kube.close()
 
 
-def _as_deployed(kube: Kube, node: str, settings: Settings, deadline: float) -> DrainReport:
+def _as_deployed(
+    kube: Kube, node: str, settings: Settings, deadline: float, meter: Meter
+) -> DrainReport:
     """As the function drains: its forecast and the live ETA on its lines, its JSON
     log lines at its log level (on stderr here; CloudWatch there) and the node's and
     pods' Events, so that the CPU it takes is the deployed drain's (issue 39, item 10)."""
@@ -116,6 +150,7 @@ def _as_deployed(kube: Kube, node: str, settings: Settings, deadline: float) -> 
     from drainer.plan.eta import forecast_node
 
     logs.configure(settings.log_level, stream=sys.stderr)
+    meter.start()
     poster = EventPoster(kube)
     try:
         found = kube.get_node(node) or {}
@@ -137,7 +172,8 @@ def _as_deployed(kube: Kube, node: str, settings: Settings, deadline: float) -> 
         story.ended(report, lambda outcome: None)
         return report
     finally:
-        poster.close(then=kube.close)
+        poster.close(EVENTS_SENT_SECONDS, then=kube.close)
+        meter.stop()
 
 
 def _records(kube: Kube) -> dict[str, object]:

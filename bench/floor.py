@@ -11,8 +11,11 @@ logic, no tiers, no checks. What is left between this and our engine is what our
 engine does beyond the server's own work (issue 28).
 
 Prints one JSON line: {"evicted": n, "refused": n, "records": [[sent, answered,
-method, path, status], ...], "error": "..."}; times on this host's clock, a watch
-answered when its stream opened. Exit 0 when the node was emptied, 1 when not.
+method, path, status], ...], "work": {"user": s, "system": s, "switches": n},
+"error": "..."}; times on this host's clock, a watch answered when its stream
+opened; `work`: the CPU of the drain itself, from its first request to the node
+emptied (getrusage before and after, the start-up apart). Exit 0 when the node was
+emptied, 1 when not.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import http.client
 import json
 import os
 import queue
+import resource
 import ssl
 import sys
 import threading
@@ -161,6 +165,16 @@ def drain(api: Api, node: str, connections: int, timeout: float) -> dict[str, An
     }
 
 
+def work_usage(before: Any, after: Any) -> dict[str, float]:
+    """The CPU (user, system) and voluntary context switches between two getrusage
+    readings of this process: the drain's own, its start-up apart."""
+    return {
+        "user": after.ru_utime - before.ru_utime,
+        "system": after.ru_stime - before.ru_stime,
+        "switches": after.ru_nvcsw - before.ru_nvcsw,
+    }
+
+
 def main(argv: list[str]) -> int:
     node = argv[0]
     connections = (
@@ -168,7 +182,9 @@ def main(argv: list[str]) -> int:
     )
     timeout = float(argv[argv.index("--timeout") + 1]) if "--timeout" in argv else 120.0
     api = Api(os.environ["FLOOR_SERVER"], os.environ["FLOOR_CA"], os.environ["FLOOR_AUTHORIZATION"])
+    before = resource.getrusage(resource.RUSAGE_SELF)
     answer = drain(api, node, connections, timeout)
+    answer["work"] = work_usage(before, resource.getrusage(resource.RUSAGE_SELF))
     with api.lock:
         answer["records"] = list(api.records)
     print(json.dumps(answer), flush=True)

@@ -67,6 +67,11 @@ class RunResult:
     cpu: float = 0.0
     system_cpu: float = 0.0
     switches: int = 0
+    work_cpu: float = 0.0
+    """The drain's own CPU (user + system), its start-up apart: getrusage around the
+    drain, in the client's process (bench/child.py Meter, bench/floor.py)."""
+    work_system_cpu: float = 0.0
+    work_switches: int = 0
     maxrss_mb: float = 0.0
     requests: int = 0
     verbs: dict[str, int] = field(default_factory=dict)
@@ -239,6 +244,11 @@ def _process(result: RunResult, process: Process, *, ends_on_timeout: bool = Fal
     result.wall = process.wall
     result.cpu = process.cpu
     result.system_cpu, result.switches = process.system_cpu, process.switches
+    work = _answer(process).get("work") or {}
+    if isinstance(work, dict) and work:
+        result.work_system_cpu = float(work.get("system") or 0.0)
+        result.work_cpu = float(work.get("user") or 0.0) + result.work_system_cpu
+        result.work_switches = int(work.get("switches") or 0)
     result.maxrss_mb = process.maxrss_mb
     if process.timed_out:
         result.ok, result.problem = False, "timed out"

@@ -199,6 +199,8 @@ def test_quick_mode__every_scenario_drained_by_both_clients(
         assert summary["requests"] > 0
         assert summary["window"] is not None
         assert summary["peak_mb"] > 0
+        if summary["client"] in ("ours", "floor"):  # the drain's own CPU, within the process's
+            assert 0 < summary["work_cpu"] <= summary["cpu"], summary
     # Scenario 6: the budget-free pods went, past the budget-blocked ones.
     (ours,) = [s for s in results["summary"] if s["scenario"] == "6" and s["client"] == "ours"]
     assert ours["gone"] is not None, "budget-free pods held behind budget-blocked ones"

@@ -11,7 +11,7 @@ import pytest
 
 from bench import run
 from bench.clients import launch
-from bench.report import Summary, cpu_text
+from bench.report import Summary, cpu_slopes, cpu_text
 from bench.run import RunResult, run_all
 from bench.scenarios import CPU_PODS, CPU_RUNS, cpu_pods, many_pods
 
@@ -103,3 +103,50 @@ def test_run_all__the_cpu_scenarios_run_their_own_count__ours_and_the_floor_each
     assert counts == {("1", "ours"): 3, ("1", "floor"): 3, ("1", "kubectl"): 3,
                       ("cpu100", "ours"): 7, ("cpu100", "floor"): 7}  # fmt: skip
     assert set(CPU_RUNS) == {f"cpu{n}" for n in CPU_PODS}
+
+
+def _own(client: str, pods: int, process: float, work: float, system: float) -> Summary:
+    summary = _cpu(client, pods, process, 0.1, 3000)
+    summary.work_cpu, summary.work_system_cpu, summary.work_switches = work, system, pods * 10
+    return summary
+
+
+def test_cpu_slopes__the_drain_s_own_cpu_when_both_report_it__the_process_s_beside() -> None:
+    """A process's start-up (its modules compiled anew each run) moves its CPU by a
+    tenth of a second from run to run, as much as 300 pods' work: the slope is taken
+    from the drain's own CPU, which both clients report, and the process's is shown."""
+    summaries = [
+        _own("ours", 100, 0.90, 0.20, 0.02),
+        _own("ours", 400, 1.05, 0.56, 0.08),
+        _own("floor", 100, 0.15, 0.08, 0.01),
+        _own("floor", 400, 0.29, 0.20, 0.04),
+    ]
+
+    slopes = cpu_slopes(summaries)
+    lines = cpu_text(summaries).splitlines()
+
+    assert round(slopes["ours"].per_pod_ms, 2) == 1.20  # (0.56 - 0.20) / 300, not 0.50
+    assert round(slopes["floor"].per_pod_ms, 2) == 0.40
+    assert "the drain's own" in lines[0]
+    assert lines[1].startswith(
+        "  ours   100 pods 0.20 s CPU (the process 0.90 s, wall 2.00 s), "
+        "400 pods 0.56 s CPU (the process 1.05 s, wall 2.00 s): 1.20 ms per pod"
+    )
+    assert lines[3] == "  ours/floor per pod: 3.00x (context switches 1.0x)"
+
+
+def test_cpu_slopes__one_client_without_its_own_figure__both_from_the_process() -> None:
+    """An older floor that reports no `work`: both slopes from the process's CPU, never
+    one from each."""
+    summaries = [
+        _own("ours", 100, 0.90, 0.20, 0.02),
+        _own("ours", 400, 1.05, 0.56, 0.08),
+        _cpu("floor", 100, 0.15, 0.01, 600),
+        _cpu("floor", 400, 0.29, 0.04, 1950),
+    ]
+
+    slopes = cpu_slopes(summaries)
+
+    assert round(slopes["ours"].per_pod_ms, 2) == 0.50
+    assert slopes["ours"].process is None
+    assert "of the process" in cpu_text(summaries).splitlines()[0]
