@@ -152,3 +152,23 @@ def test_reference__every_template_parameter_it_names_is_the_templates():
         variable: parameter for variable, parameter in named.items() if parameter not in parameters
     }
     assert unknown == {}
+
+
+# --- ReservedConcurrency written with a leading zero ---------------------------------------
+
+
+def test_reserved_concurrency__a_leading_zero_is_refused__zero_and_empty_unreserve():
+    """A value of "00" passed "[0-9]{0,5}", and HasReservedConcurrency, which compares with "" and
+    "0", took it for a number to reserve: ReservedConcurrentExecutions 0, a function
+    that never runs. Every terminate hook then timed out to its DefaultResult, every
+    node terminated undrained. The stack refuses such a value; "", "0" and a number
+    without a leading zero are taken."""
+    spec = load_template()["Parameters"]["ReservedConcurrency"]
+
+    for refused in ("00", "007", "0100"):
+        assert check_value("ReservedConcurrency", refused, spec) is not None, refused
+    for taken in ("", "0", "5", "100", "10000"):
+        assert check_value("ReservedConcurrency", taken, spec) is None, taken
+    assert "ReservedConcurrentExecutions" not in _stack(ReservedConcurrency="0").resource(
+        "DrainerFunction"
+    )
