@@ -79,3 +79,33 @@ def test_warm_pool_return_action_gone_then_not_ready_in_time__not_told_as_abando
     text = notice["Message"]
     assert "Auto Scaling terminates the instance" not in text, text
     assert f"release --node {launching.node}" in text, text
+
+
+def test_warm_pool_return_api_unreachable__the_cordon_left_said_with_a_release_by_instance(
+    launching: Launch,  # noqa: F811
+) -> None:
+    """An instance back from the warm pool while the function cannot reach the API
+    server: the launch ends `failed` and answers CONTINUE (a broken drainer never stops
+    a group from launching). The instance goes into service with its node as the drain
+    into the pool left it, cordoned and out of the load balancers, and nothing releases
+    it. With no look that worked, the function knows no node name, and said nothing of
+    the release: no `not_released`, no ERROR line, a notice with no advice. It is said,
+    with the release by the instance's id, which finds the node once the API answers."""
+    launching.raw_event["detail"]["Origin"] = "WarmPool"
+    record = {"phase": "drained", "destination": "warm-pool", "added": ["cordon"],
+              "since": time.time() - 3600, "at": time.time() - 3500}  # fmt: skip
+    node = objects.node(
+        launching.node, instance=launching.event.instance_id, ready=True, unschedulable=True,
+        annotations={PROGRESS_ANNOTATION: json.dumps(record)},
+    )  # fmt: skip
+    launching.kubesim.apply(node)
+    launching.retry = RetryPolicy(attempts=1)
+    launching.kubesim.faults.add(Fault(kind="status", status=503, reason="ServiceUnavailable"))
+
+    summary = launching.handle(FakeClock(time.time()))
+
+    assert (summary["result"], summary["lifecycle_result"]) == ("failed", "CONTINUE"), summary
+    assert summary.get("not_released") == "failed", f"a cordon left unsaid: {summary}"
+    release = f"release --instance-id {launching.event.instance_id}"
+    (notice,) = launching.sns.sent
+    assert release in notice["Message"], notice["Message"]

@@ -134,9 +134,13 @@ def handle(event: LifecycleEvent, tools: Tools, invocation: Invocation | None) -
     _metrics(joining, summary, settings.cluster_name)
     told = joining.not_released in launch_release.TOLD
     if joining.result in ("not_joined", "failed") or joining.cordoned or told:
-        unreleased = summary.get("not_released") == "not_joined"  # in service, cordoned
+        # In service, cordoned: not usable in time, or its node never read.
+        unreleased = summary.get("not_released") in ("not_joined", "failed")
         advice = launch_summary.advice(
-            joining, from_warm_pool=event.out_of_warm_pool, unreleased=unreleased
+            joining,
+            from_warm_pool=event.out_of_warm_pool,
+            unreleased=unreleased,
+            instance_id=event.instance_id,
         )
         ending.notify(settings, clients, notices.launch_notice(event, summary, advice))
     return summary

@@ -188,6 +188,22 @@ def advice(node: str, not_released: str) -> str:
     )
 
 
+def release_by_instance(instance_id: str) -> str:
+    """The command that releases the node of `instance_id`, its name unknown."""
+    return f"eks-node-drainer release --instance-id {instance_id}"
+
+
+def unread_advice(instance_id: str) -> str:
+    """For the notice of an instance back from the warm pool, in service, whose node
+    the function could not read: the drain's cordon is still on it."""
+    return (
+        "The function could not read the cluster, so the node stays as the drain that sent "
+        "the instance to the warm pool left it: cordoned and out of the load balancers. "
+        "Fix what stops the function reaching the API server (the error above), then run "
+        f"`{release_by_instance(instance_id)}`, which undoes only what the drainer added."
+    )
+
+
 def unready_advice(node: str) -> str:
     """For the notice of a node back from the warm pool that was not usable in time,
     its instance in service all the same (CONTINUE): the drain's cordon stays."""

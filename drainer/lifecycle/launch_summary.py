@@ -81,26 +81,50 @@ def summary(
     if joining.result == "not_joined":
         said["waiting_for"] = joining.missing
     if event.out_of_warm_pool:
-        said["origin"] = WARM_POOL_NAME
-        said["released"] = list(joining.released)
-        said["kept"] = list(joining.kept)
-        said["not_released"] = joining.not_released
         applied = joining.default_result if gone else result  # what the group did
-        unready = joining.result != "joined" and applied == "CONTINUE"
-        if joining.node and (unready or joining.result == "action_gone"):
-            # In service all the same: the drain's cordon and label are still there.
-            said["not_released"] = joining.result
-            log.error(
-                "node %s comes back from the warm pool not released (%s): it stays cordoned "
-                "and out of the load balancers; run `%s` once it is Ready",
-                joining.node,
-                joining.result,
-                launch_release.release_command(joining.node),
-            )
+        said.update(_back_from_warm_pool(event, joining, applied))
     return said
 
 
-def advice(joining: Joining, *, from_warm_pool: bool, unreleased: bool = False) -> str:
+def _back_from_warm_pool(
+    event: LifecycleEvent, joining: Joining, applied: str | None
+) -> dict[str, Any]:
+    """The end line's keys of a return from the warm pool: what the release did and,
+    when the group put the instance in service (`applied`) with its node not
+    released, why, said in an error line with the command that releases it."""
+    said: dict[str, Any] = {
+        "origin": WARM_POOL_NAME,
+        "released": list(joining.released),
+        "kept": list(joining.kept),
+        "not_released": joining.not_released,
+    }
+    unready = joining.result != "joined" and applied == "CONTINUE"
+    if not joining.node and joining.result == "failed" and applied == "CONTINUE":
+        # No look worked: in service with its node as the drain left it, unnamed.
+        said["not_released"] = joining.result
+        log.error(
+            "instance %s comes back from the warm pool and its node could not be read: "
+            "it stays as the drain into the pool left it, cordoned and out of the load "
+            "balancers; run `%s` once the API server answers",
+            event.instance_id,
+            launch_release.release_by_instance(event.instance_id),
+        )
+    elif joining.node and (unready or joining.result == "action_gone"):
+        # In service all the same: the drain's cordon and label are still there.
+        said["not_released"] = joining.result
+        log.error(
+            "node %s comes back from the warm pool not released (%s): it stays cordoned "
+            "and out of the load balancers; run `%s` once it is Ready",
+            joining.node,
+            joining.result,
+            launch_release.release_command(joining.node),
+        )
+    return said
+
+
+def advice(
+    joining: Joining, *, from_warm_pool: bool, unreleased: bool = False, instance_id: str = ""
+) -> str:
     """What the notice tells an operator to do. Joined cordoned: the cordon; not
     released: how to release it. At the timeout: each thing the node still lacked; a
     fresh node's cordon that was not waited for (LAUNCH_WAIT_FOR_UNCORDON=false) is
@@ -110,6 +134,8 @@ def advice(joining: Joining, *, from_warm_pool: bool, unreleased: bool = False) 
     or the hook's DefaultResult)."""
     if joining.not_released in launch_release.TOLD:
         return launch_release.advice(joining.node, joining.not_released)
+    if from_warm_pool and unreleased and not joining.node:
+        return launch_release.unread_advice(instance_id)
     if joining.result == "joined":
         if not joining.cordoned:
             return ""
