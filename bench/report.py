@@ -487,35 +487,32 @@ def cpu_slopes(summaries: Sequence[Summary]) -> dict[str, CpuSlope]:
     drain's own CPU when both clients report it at both sizes (a process's start-up,
     which compiling its modules makes vary by a tenth of a second from run to run, is
     then out of the slope's noise too), else the process's."""
-    small, large = CPU_PODS
+    few, many = CPU_PODS
     pairs = {}
     for client in ("ours", "floor"):
-        low = _find(summaries, f"cpu{small}", client)
-        high = _find(summaries, f"cpu{large}", client)
+        low = _find(summaries, f"cpu{few}", client)
+        high = _find(summaries, f"cpu{many}", client)
         if low is not None and high is not None and low.cpu and high.cpu:
             pairs[client] = (low, high)
     own = bool(pairs) and all(low.work_cpu and high.work_cpu for low, high in pairs.values())
     found = {}
     for client, (low, high) in pairs.items():
-        if own:
-            found[client] = CpuSlope(
-                client,
-                low.work_cpu,
-                high.work_cpu,
-                CPU_PODS,
-                (low.work_system_cpu, high.work_system_cpu),
-                (low.work_switches, high.work_switches),
-                (low.cpu, high.cpu),
-            )
-        else:
-            found[client] = CpuSlope(
-                client,
-                low.cpu,
-                high.cpu,
-                CPU_PODS,
-                (low.system_cpu, high.system_cpu),
-                (low.switches, high.switches),
-            )
+        figures = [
+            (s.work_cpu, s.work_system_cpu, s.work_switches)
+            if own
+            else (s.cpu, s.system_cpu, s.switches)
+            for s in (low, high)
+        ]
+        (small, small_system, small_switches), (large, large_system, large_switches) = figures
+        found[client] = CpuSlope(
+            client,
+            small,
+            large,
+            CPU_PODS,
+            (small_system, large_system),
+            (small_switches, large_switches),
+            (low.cpu, high.cpu) if own else None,
+        )
     return found
 
 

@@ -111,13 +111,16 @@ def _own(client: str, pods: int, process: float, work: float, system: float) -> 
     return summary
 
 
+OURS_OWN = [_own("ours", 100, 0.90, 0.20, 0.02), _own("ours", 400, 1.05, 0.56, 0.08)]
+"""Ours at both sizes: the process's CPU, and the drain's own within it."""
+
+
 def test_cpu_slopes__the_drain_s_own_cpu_when_both_report_it__the_process_s_beside() -> None:
     """A process's start-up (its modules compiled anew each run) moves its CPU by a
     tenth of a second from run to run, as much as 300 pods' work: the slope is taken
     from the drain's own CPU, which both clients report, and the process's is shown."""
     summaries = [
-        _own("ours", 100, 0.90, 0.20, 0.02),
-        _own("ours", 400, 1.05, 0.56, 0.08),
+        *OURS_OWN,
         _own("floor", 100, 0.15, 0.08, 0.01),
         _own("floor", 400, 0.29, 0.20, 0.04),
     ]
@@ -139,8 +142,7 @@ def test_cpu_slopes__one_client_without_its_own_figure__both_from_the_process() 
     """An older floor that reports no `work`: both slopes from the process's CPU, never
     one from each."""
     summaries = [
-        _own("ours", 100, 0.90, 0.20, 0.02),
-        _own("ours", 400, 1.05, 0.56, 0.08),
+        *OURS_OWN,
         _cpu("floor", 100, 0.15, 0.01, 600),
         _cpu("floor", 400, 0.29, 0.04, 1950),
     ]

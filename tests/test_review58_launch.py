@@ -16,6 +16,19 @@ from kubesim.faults import Fault
 from testbed import workloads as objects
 
 
+def _back_from_the_pool(launching: Launch, *, ready: bool) -> None:  # noqa: F811
+    """The event of a return from the warm pool, its node as the drain into the pool
+    left it: cordoned, with the drain's record."""
+    launching.raw_event["detail"]["Origin"] = "WarmPool"
+    record = {"phase": "drained", "destination": "warm-pool", "added": ["cordon"],
+              "since": time.time() - 3600, "at": time.time() - 3500}  # fmt: skip
+    node = objects.node(
+        launching.node, instance=launching.event.instance_id, ready=ready, unschedulable=True,
+        annotations={PROGRESS_ANNOTATION: json.dumps(record)},
+    )  # fmt: skip
+    launching.kubesim.apply(node)
+
+
 def test_api_server_unreachable_for_the_whole_wait__not_abandoned_as_never_registered(
     launching: Launch,  # noqa: F811
 ) -> None:
@@ -59,14 +72,7 @@ def test_warm_pool_return_action_gone_then_not_ready_in_time__not_told_as_abando
     service, its node cordoned and out of the load balancers by the drain, and nothing
     ever releases it: `not_released` is empty, no ERROR line names the release
     command (as it does for the same node with LAUNCH_TIMEOUT_RESULT=continue)."""
-    launching.raw_event["detail"]["Origin"] = "WarmPool"
-    record = {"phase": "drained", "destination": "warm-pool", "added": ["cordon"],
-              "since": time.time() - 3600, "at": time.time() - 3500}  # fmt: skip
-    node = objects.node(
-        launching.node, instance=launching.event.instance_id, ready=False, unschedulable=True,
-        annotations={PROGRESS_ANNOTATION: json.dumps(record)},
-    )  # fmt: skip
-    launching.kubesim.apply(node)
+    _back_from_the_pool(launching, ready=False)
     launching.sim.expire_action(launching.event.instance_id)
 
     # The late event: LAUNCH_TIMEOUT_SECONDS from its time has passed, one look.
@@ -91,14 +97,7 @@ def test_warm_pool_return_api_unreachable__the_cordon_left_said_with_a_release_b
     it. With no look that worked, the function knows no node name, and said nothing of
     the release: no `not_released`, no ERROR line, a notice with no advice. It is said,
     with the release by the instance's id, which finds the node once the API answers."""
-    launching.raw_event["detail"]["Origin"] = "WarmPool"
-    record = {"phase": "drained", "destination": "warm-pool", "added": ["cordon"],
-              "since": time.time() - 3600, "at": time.time() - 3500}  # fmt: skip
-    node = objects.node(
-        launching.node, instance=launching.event.instance_id, ready=True, unschedulable=True,
-        annotations={PROGRESS_ANNOTATION: json.dumps(record)},
-    )  # fmt: skip
-    launching.kubesim.apply(node)
+    _back_from_the_pool(launching, ready=True)
     launching.retry = RetryPolicy(attempts=1)
     launching.kubesim.faults.add(Fault(kind="status", status=503, reason="ServiceUnavailable"))
 
