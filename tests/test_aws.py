@@ -7,6 +7,7 @@ import logging
 import random
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -737,3 +738,36 @@ class _BrokenAutoscaling:
 
     def record_lifecycle_action_heartbeat(self, **params: str) -> None:
         raise RuntimeError("not a real client: " + json.dumps(sorted(params)))
+
+
+def test_heartbeat__the_last_beat_before_a_hand_over__bounded_and_a_failure_not_retried(
+    scaled: ScaleIn, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The hand-over's last beat (Heartbeat.beat) runs after the ticker stopped. Auto
+    Scaling slow then (botocore's retries and read timeouts: over a minute) must not
+    eat the hand-over's margin: the beat is waited for a bounded time. A beat that
+    fails is said as not retried, not "retrying in 7.5 s" from a ticker that is gone."""
+    answer = threading.Event()
+    client = scaled.client("autoscaling")
+
+    def slow(**_: Any) -> None:
+        answer.wait(10)  # Auto Scaling answering late
+
+    client.meta.events.register("before-call.auto-scaling.RecordLifecycleActionHeartbeat", slow)
+    heartbeat = aws.Heartbeat(client, scaled.event, interval=300)
+
+    with caplog.at_level(logging.WARNING, logger="drainer.aws"):
+        started = time.monotonic()
+        heartbeat.beat(within=0.2)
+        waited = time.monotonic() - started
+        answer.set()
+    assert waited < 2, f"the hand-over waited {waited:.1f} s for its last beat"
+    assert "handing over without it" in caplog.text
+
+    caplog.clear()
+    client.meta.events.unregister("before-call.auto-scaling.RecordLifecycleActionHeartbeat", slow)
+    scaled.sim.fail_next("heartbeat", "Throttling")
+    with caplog.at_level(logging.WARNING, logger="drainer.aws"):
+        heartbeat.beat()
+    assert heartbeat.failures == 1
+    assert "not retried" in caplog.text and "retrying in" not in caplog.text, caplog.text

@@ -16,6 +16,10 @@ from drainer.errors import LifecycleActionGone
 log = logging.getLogger(__name__)
 
 
+LAST_BEAT_SECONDS = 10.0
+"""How long a hand-over waits for its last beat (Heartbeat.beat)."""
+
+
 def _wait_on(stopped: threading.Event, seconds: float) -> bool:
     return stopped.wait(seconds)
 
@@ -100,11 +104,25 @@ class Heartbeat:
     def __exit__(self, *_: object) -> None:
         self.stop()
 
-    def beat(self) -> None:
-        """One beat now, from the caller's thread (a hand-over's: the invocation it
-        hands over to beats only after Lambda's queue and its start). Counted and told
-        as the ticker's are; never raised."""
-        self._beat()
+    def beat(self, within: float = LAST_BEAT_SECONDS) -> None:
+        """One last beat now (a hand-over's: the invocation it hands over to beats
+        only after Lambda's queue and its start), waited for `within` seconds at most:
+        Auto Scaling slow then (botocore's retries) must not eat the hand-over's
+        margin. Counted as the ticker's are; a failure is told, never raised, and not
+        retried."""
+        last = threading.Thread(
+            target=self._beat, args=(True,), name=f"last-beat-{self._action.instance_id}"
+        )
+        last.daemon = True
+        last.start()
+        last.join(within)
+        if last.is_alive():
+            log.warning(
+                "the heartbeat for %s before the hand-over has no answer after %g s; "
+                "handing over without it",
+                self._action.instance_id,
+                within,
+            )
 
     def _run(self) -> None:
         delay = 0.0
@@ -114,9 +132,9 @@ class Heartbeat:
                 return
             delay = next_in
 
-    def _beat(self) -> float | None:
+    def _beat(self, last: bool = False) -> float | None:
         """Record one heartbeat: the pause before the next (the interval, or a retry's
-        after a failure), None once the action is gone."""
+        after a failure), None once the action is gone. `last`: no next one."""
         try:
             record_heartbeat(self._autoscaling, self._action)
         except LifecycleActionGone as gone:
@@ -130,6 +148,15 @@ class Heartbeat:
                 failures = self._failures
             delay = self._retry.delay(failures - 1, self._rng)
             level = logging.WARNING if is_transient(error) else logging.ERROR
+            if last:
+                log.log(
+                    level,
+                    "the heartbeat for %s before the hand-over failed (not retried: the next "
+                    "invocation beats at its start): %s",
+                    self._action.instance_id,
+                    error,
+                )
+                return None
             log.log(
                 level,
                 "heartbeat for %s failed, retrying in %.1f s: %s",

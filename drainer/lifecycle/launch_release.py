@@ -193,14 +193,17 @@ def release_by_instance(instance_id: str) -> str:
     return f"eks-node-drainer release --instance-id {instance_id}"
 
 
-def unread_advice(instance_id: str) -> str:
+def unread_advice(node: str, instance_id: str) -> str:
     """For the notice of an instance back from the warm pool, in service, whose node
-    the function could not read: the drain's cordon is still on it."""
+    the function could not read at the end (`node`: its name, when an earlier look
+    found it): a drain into the pool may have left its cordon on it."""
+    command = release_command(node) if node else release_by_instance(instance_id)
     return (
-        "The function could not read the cluster, so the node stays as the drain that sent "
-        "the instance to the warm pool left it: cordoned and out of the load balancers. "
-        "Fix what stops the function reaching the API server (the error above), then run "
-        f"`{release_by_instance(instance_id)}`, which undoes only what the drainer added."
+        "The function could not read the cluster (the error above), so it released nothing: "
+        "if a drain sent the instance to the warm pool, its node is still cordoned and out "
+        "of the load balancers. Fix what stops the function (its network path to the API "
+        f"server, its access entry or RBAC), then run `{command}` with the cluster's "
+        "kubeconfig (and the instance's region), which undoes only what the drainer added."
     )
 
 

@@ -103,9 +103,9 @@ def _back_from_warm_pool(
         # No look worked: in service with its node as the drain left it, unnamed.
         said["not_released"] = joining.result
         log.error(
-            "instance %s comes back from the warm pool and its node could not be read: "
-            "it stays as the drain into the pool left it, cordoned and out of the load "
-            "balancers; run `%s` once the API server answers",
+            "instance %s comes back from the warm pool and the cluster could not be read: "
+            "its node keeps what a drain into the pool left on it (a cordon, out of the "
+            "load balancers), if one did; run `%s` once the function can read the cluster",
             event.instance_id,
             launch_release.release_by_instance(event.instance_id),
         )
@@ -134,8 +134,8 @@ def advice(
     or the hook's DefaultResult)."""
     if joining.not_released in launch_release.TOLD:
         return launch_release.advice(joining.node, joining.not_released)
-    if from_warm_pool and unreleased and not joining.node:
-        return launch_release.unread_advice(instance_id)
+    if from_warm_pool and unreleased and joining.result == "failed":
+        return launch_release.unread_advice(joining.node, instance_id)
     if joining.result == "joined":
         if not joining.cordoned:
             return ""

@@ -68,7 +68,10 @@ HEARTBEAT_TIMEOUT = env(
     "int",
     "600",
     "HeartbeatTimeout of the hooks the function keeps: seconds an instance "
-    "waits without a heartbeat before the hook's DefaultResult (CONTINUE).",
+    "waits without a heartbeat before the hook's DefaultResult (CONTINUE). Keep it "
+    "above some 180 s: an invocation that fails for now (AWS throttling it) is run "
+    "again by Lambda a minute or more later, no heartbeat meanwhile, and a shorter "
+    "timeout lets the instance go with its pods.",
     minimum=30,
     maximum=7200,
 )
