@@ -3,22 +3,13 @@ which validates Events as the API server does."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
-
-import pytest
 
 from drainer.cli.told import CliStory
 from drainer.engine.report import DrainEvent, DrainReport, Kind
 from drainer.k8s.kube import Kube
 from drainer.outcome import Outcome
 from kubesim import KubeSim
-
-
-@pytest.fixture
-def sim() -> Iterator[KubeSim]:
-    with KubeSim() as running:
-        yield running
 
 
 def _ours(sim: KubeSim) -> list[dict[str, Any]]:

@@ -8,12 +8,12 @@ once per retry of every call. Every clock here is injected: nothing sleeps."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 from support.clock import FakeClock
+from support.sims import sim_with_a_node  # noqa: F401  (the fixture `sim`)
 
 from drainer.errors import (
     CredentialsFailing,
@@ -213,13 +213,6 @@ def test_outage_allowed_is_injectable_and_recovery_resets_it() -> None:
 
 
 # -- a 401 with a failing plugin: bounded, never a loop --------------------------------
-
-
-@pytest.fixture
-def sim() -> Iterator[KubeSim]:
-    with KubeSim() as running:
-        running.apply({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"}})
-        yield running
 
 
 def test_refused_token_and_the_plugin_failing__retried_a_few_times__then_the_caller_retries(

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -21,12 +20,6 @@ from drainer.k8s.client import RetryPolicy
 from drainer.k8s.kube import Kube
 from kubesim import KubeSim
 from kubesim.faults import Fault
-
-
-@pytest.fixture
-def sim() -> Iterator[KubeSim]:
-    with KubeSim() as running:
-        yield running
 
 
 def test_volumes_wait__claims_unreadable__skipped_with_a_line__the_drain_not_failed(

@@ -5,11 +5,12 @@ present the renewed one (on the real API server: tests/e2e/test_exec_certificate
 from __future__ import annotations
 
 import datetime
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
+from support.sims import fast_sim_with_a_node  # noqa: F401  (the fixture `sim`)
 
 from drainer.errors import CredentialsFailing, CredentialsUnavailable, KubeUnauthorized
 from drainer.k8s.execcert import ExecCertificate
@@ -40,13 +41,6 @@ class Plugin:
         if self.lifetime is not None:
             status["expirationTimestamp"] = _stamp(self.clock() + self.lifetime)
         return status
-
-
-@pytest.fixture
-def sim() -> Iterator[KubeSim]:
-    with KubeSim(speed=20.0) as running:
-        running.apply({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"}})
-        yield running
 
 
 def _client(sim: KubeSim, plugin: Plugin, clock: FakeClock) -> tuple[Kube, ExecCertificate]:

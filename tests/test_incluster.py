@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import io
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
 import yaml
+from support.sims import fast_sim_with_a_node  # noqa: F401  (the fixture `sim`)
 
 from drainer.cli.main import main
 from drainer.errors import KubeError
@@ -22,13 +23,6 @@ from kubesim import KubeSim
 from kubesim.auth import User
 
 ADMIN = ("system:masters", "system:authenticated")
-
-
-@pytest.fixture
-def sim() -> Iterator[KubeSim]:
-    with KubeSim(speed=20.0) as running:
-        running.apply({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"}})
-        yield running
 
 
 @pytest.fixture

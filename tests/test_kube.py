@@ -34,6 +34,7 @@ from realapi import (
     webhook_denied_403,
 )
 from support.clock import FakeClock
+from support.sims import sim_with_a_node  # noqa: F401  (the fixture `sim`)
 
 from drainer import errors
 from drainer.k8s.client import RetryPolicy
@@ -423,13 +424,6 @@ class CountingToken:
 
     def invalidate(self) -> None:
         self.invalidations += 1
-
-
-@pytest.fixture
-def sim() -> Iterator[KubeSim]:
-    with KubeSim() as running:
-        running.apply({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"}})
-        yield running
 
 
 def _kube(sim: KubeSim, token: CountingToken, sleeps: list[float]) -> Kube:

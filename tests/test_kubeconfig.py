@@ -12,12 +12,12 @@ import subprocess
 import sys
 import time
 import tracemalloc
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from support.sims import fast_sim_with_a_node  # noqa: F401  (the fixture `sim`)
 
 from drainer.cli.main import main
 from drainer.errors import CredentialsUnavailable, KubeError, TlsVerificationError
@@ -32,13 +32,6 @@ from tests.support.clock import FakeClock
 
 ROOT = Path(__file__).resolve().parents[1]
 ADMIN = ("system:masters", "system:authenticated")
-
-
-@pytest.fixture
-def sim() -> Iterator[KubeSim]:
-    with KubeSim(speed=20.0) as running:
-        running.apply({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"}})
-        yield running
 
 
 def _config(sim: KubeSim, user: dict[str, Any], **cluster: Any) -> dict[str, Any]:

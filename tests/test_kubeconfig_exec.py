@@ -6,12 +6,12 @@ kubeconfig's `env` gives the plugin."""
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from support.sims import fast_sim_with_a_node  # noqa: F401  (the fixture `sim`)
 
 from drainer.k8s import kubeconfig
 from drainer.k8s.kube import Kube
@@ -19,13 +19,6 @@ from kubesim import KubeSim
 from tests.support.clock import FakeClock
 
 V1BETA1 = "client.authentication.k8s.io/v1beta1"
-
-
-@pytest.fixture
-def sim() -> Iterator[KubeSim]:
-    with KubeSim(speed=20.0) as running:
-        running.apply({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"}})
-        yield running
 
 
 def _plugin(path: Path, status: dict[str, Any]) -> Path:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -27,12 +26,6 @@ INSTANCE = "i-0f1e2d3c4b5a69788"
 NODE = "ip-10-0-1-23.ec2.internal"
 IDENTITY = aws.NodeIdentity(INSTANCE, NODE, "us-east-1a")
 NOW = 1_790_000_000.0
-
-
-@pytest.fixture
-def sim() -> Iterator[KubeSim]:
-    with KubeSim() as running:
-        yield running
 
 
 def _set_ready(sim: KubeSim, kind: str, name: str, ready: bool, namespace: str = "") -> None:

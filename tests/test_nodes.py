@@ -3,7 +3,6 @@ hostname label, by providerID; and never a node that belongs to another instance
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -16,12 +15,6 @@ from testbed.workloads import node
 INSTANCE = "i-0123456789abcdef0"
 OTHER = "i-0fffffffffffffff0"
 DNS = "ip-10-0-1-23.ec2.internal"
-
-
-@pytest.fixture
-def sim() -> Iterator[KubeSim]:
-    with KubeSim() as running:
-        yield running
 
 
 def lookup(kube: Kube) -> str | None:

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import base64
 import io
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from support.sims import fast_sim_with_a_node  # noqa: F401  (the fixture `sim`)
 
 from drainer.cli.main import main
 from drainer.errors import KubeError
@@ -27,13 +27,6 @@ from tests.test_kubeconfig import _config
 
 RELEASE = ["release", "--node", "n1", "--dry-run=client"]
 """The nearest read-only equivalent of `kubectl get node n1`: one GET of the node."""
-
-
-@pytest.fixture
-def sim() -> Iterator[KubeSim]:
-    with KubeSim(speed=20.0) as running:
-        running.apply({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"}})
-        yield running
 
 
 def _write(path: Path, document: dict[str, Any]) -> Path:

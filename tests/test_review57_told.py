@@ -25,7 +25,6 @@ from drainer.lifecycle.runner import _leave_target_groups
 from drainer.lifecycle.settings import Settings
 from drainer.lifecycle.targets import CLUSTER_TAG, leave_target_groups
 from drainer.lifecycle.window import Deadline, Window
-from kubesim import KubeSim
 
 INSTANCE = "i-0000000000000005"
 
@@ -35,12 +34,6 @@ def elbv2(moto_aws: None) -> Iterator[Any]:
     elb_sim.reset()
     yield boto3.client("elbv2", region_name="us-east-1")
     elb_sim.reset()
-
-
-@pytest.fixture
-def sim() -> Iterator[KubeSim]:
-    with KubeSim() as running:
-        yield running
 
 
 @pytest.fixture

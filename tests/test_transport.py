@@ -17,6 +17,7 @@ import tracemalloc
 from collections.abc import Callable, Iterator
 
 import pytest
+from support.sims import sim_with_a_node  # noqa: F401  (the fixture `sim`)
 
 from drainer.errors import KubeServerError, KubeTimedOut
 from drainer.k8s.client import RetryPolicy
@@ -26,13 +27,6 @@ from drainer.k8s.transport import ERRORS, Endpoint, Transport
 from kubesim import KubeSim
 
 NODES = "/api/v1/nodes"
-
-
-@pytest.fixture
-def sim() -> Iterator[KubeSim]:
-    with KubeSim() as running:
-        running.apply({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"}})
-        yield running
 
 
 def _transport(sim: KubeSim) -> Transport:
