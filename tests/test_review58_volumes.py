@@ -62,6 +62,16 @@ def one_stuck_volume(sim: KubeSim) -> str:  # noqa: F811
     return volume
 
 
+def _drained_still_attached(report: DrainReport, sim: KubeSim, volume: str, pod: str) -> None:  # noqa: F811
+    """Drained, `pod`'s volume still attached to the node: named pending, not let go
+    unsaid at CONTINUE."""
+    assert report.outcome == Outcome.DRAINED, report.outcome
+    assert attached_here(sim) == {volume}, f"{pod}'s volume never detached"
+    assert report.volumes_pending == [volume], (
+        f"CONTINUE with {pod}'s volume still attached, not waited for and not named"
+    )
+
+
 def drain(
     kube: Kube,
     sim: KubeSim,  # noqa: F811
@@ -133,11 +143,7 @@ def test_drain_handed_over__the_next_invocation_waits_for_the_volume_of_a_pod_ev
 
     second = drain(kube, sim, clock, deadline, stop_at=start + 900)
 
-    assert second.outcome == Outcome.DRAINED, second.outcome
-    assert attached_here(sim) == {volume}
-    assert second.volumes_pending == [volume], (
-        "CONTINUE with db-0's volume still attached, not waited for and not named"
-    )
+    _drained_still_attached(second, sim, volume, "db-0")
 
 
 # -- a generic ephemeral volume: its claim goes with its pod ----------------------
@@ -208,12 +214,8 @@ def test_generic_ephemeral_volume__its_claim_collected_before_the_wait__still_wa
     report = drain(kube, sim, clock, deadline=start + 3600)
     collector.join(timeout=5)
 
-    assert report.outcome == Outcome.DRAINED, report.outcome
     assert "web-0" not in {p["metadata"]["name"] for p in sim.list("Pod")}
-    assert attached_here(sim) == {volume}, "scratch-0's volume never detached"
-    assert report.volumes_pending == [volume], (
-        "CONTINUE with scratch-0's volume still attached, not waited for and not named"
-    )
+    _drained_still_attached(report, sim, volume, "scratch-0")
 
 
 # -- the deadline cuts the wait: the line says which bound ended it --------------

@@ -146,7 +146,6 @@ class Heartbeat:
             with self._lock:
                 self._failures += 1
                 failures = self._failures
-            delay = self._retry.delay(failures - 1, self._rng)
             level = logging.WARNING if is_transient(error) else logging.ERROR
             if last:
                 log.log(
@@ -157,6 +156,7 @@ class Heartbeat:
                     error,
                 )
                 return None
+            delay = self._retry.delay(failures - 1, self._rng)
             log.log(
                 level,
                 "heartbeat for %s failed, retrying in %.1f s: %s",
