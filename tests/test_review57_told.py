@@ -202,20 +202,22 @@ NOW = 1_800_000_000.0
         -5,
     ],
 )
-def test_hand_over_claiming_a_target_wait_start_out_of_bounds__malformed(claimed: object) -> None:
+@pytest.mark.parametrize("key", ["target_wait_began", "volume_wait_began"])
+def test_hand_over_claiming_a_wait_start_out_of_bounds__malformed(claimed: object, key: str):
     from drainer.lifecycle.events_fields import Malformed
 
-    raw = {"started_at": NOW - 1000, "handovers": 1, "heartbeats": 2, "target_wait_began": claimed}
-    with pytest.raises(Malformed, match="target_wait_began"):
+    raw = {"started_at": NOW - 1000, "handovers": 1, "heartbeats": 2, key: claimed}
+    with pytest.raises(Malformed, match=key):
         parse_handover(raw, None, NOW)
 
 
-@pytest.mark.parametrize("evicted", [-1, 10**7, 2.5, True, "3"])
-def test_hand_over_claiming_an_evicted_count_out_of_bounds__malformed(evicted: object) -> None:
+@pytest.mark.parametrize("count", [-1, 10**7, 2.5, True, "3"])
+@pytest.mark.parametrize("key", ["evicted", "forced"])
+def test_hand_over_claiming_a_count_out_of_bounds__malformed(count: object, key: str) -> None:
     from drainer.lifecycle.events_fields import Malformed
 
-    raw = {"started_at": NOW - 1000, "handovers": 1, "heartbeats": 2, "evicted": evicted}
-    with pytest.raises(Malformed, match="evicted"):
+    raw = {"started_at": NOW - 1000, "handovers": 1, "heartbeats": 2, key: count}
+    with pytest.raises(Malformed, match=key):
         parse_handover(raw, None, NOW)
 
 
@@ -234,6 +236,10 @@ def test_hand_over_carries_its_counts_and_the_target_wait_s_first_start() -> Non
 
     assert second == Handover(NOW - 1000, 2, 5, evicted=41, target_wait_began=NOW - 200)
     assert parse_handover(with_handover({}, second)[HANDOVER_KEY], None, NOW) == second
+    # The pods force-deleted add up; the volume wait keeps its first start.
+    third = second.handed_on(1, forced=2, volume_wait_began=NOW - 100).handed_on(1, forced=1)
+    assert (third.forced, third.volume_wait_began) == (3, NOW - 100)
+    assert parse_handover(with_handover({}, third)[HANDOVER_KEY], None, NOW) == third
 
 
 def test_target_wait_start_claimed_in_the_future__waits_no_longer_than_one_begun_now(
