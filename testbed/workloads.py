@@ -14,6 +14,7 @@ cycle, and kubesim stays a package that knows nothing of its users.
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 Obj = dict[str, Any]
@@ -73,6 +74,8 @@ def node(
         spec["unschedulable"] = True
     if taints:
         spec["taints"] = taints
+    if pods is not None:
+        spec["podCIDR"] = pod_cidr(name)
     manifest: Obj = {"apiVersion": "v1", "kind": "Node", "metadata": metadata, "spec": spec}
     if pods is not None:
         manifest["status"] = {
@@ -84,6 +87,15 @@ def node(
     if ready is not None:
         manifest.setdefault("status", {})["conditions"] = [_ready(ready, ready_since)]
     return manifest
+
+
+def pod_cidr(node: str) -> str:
+    """The node's own pod IP range, from its name: kwok gives a pod an IP of its
+    node's range (without one, every node shares kwok's --cidr, and a pod evicted from
+    one node hands its IP at once to a pod made on another, which the VPC CNI does
+    not: its IPs belong to the node's network interfaces)."""
+    digest = hashlib.sha256(node.encode()).digest()
+    return f"10.{128 + digest[0] % 128}.{digest[1]}.0/24"
 
 
 def _ready(ready: bool, since: str) -> Obj:

@@ -216,6 +216,12 @@ class Kube(Client):
         query = {"fieldSelector": f"spec.nodeName!={off_node}"} if off_node else None
         return self._list_all(f"/api/v1/namespaces/{namespace}/pods", "pods", query)
 
+    def pods_with_ip(self, ip: str, off_node: str) -> list[Obj]:
+        """The pods whose IP is `ip` that are not on `off_node` (an evicted pod's IP
+        given again elsewhere: drainer/lifecycle/targets.py)."""
+        query = {"fieldSelector": f"status.podIP={ip},spec.nodeName!={off_node}"}
+        return self._list_all("/api/v1/pods", "pods", query)[0]
+
     def list_pods_on_node(self, node: str, label_selector: str = "") -> tuple[list[Obj], str]:
         """The node's pods (paged; only those `label_selector` selects, when given)
         and the resourceVersion to watch from."""
@@ -308,6 +314,10 @@ class Kube(Client):
             what=f"patch event {namespace}/{name}",
         )
         return patched
+
+    def list_daemonsets(self) -> tuple[list[Obj], str]:
+        """Every DaemonSet in the cluster, paged (a new node's agents: the launch hook)."""
+        return self._list_all("/apis/apps/v1/daemonsets", "daemonsets")
 
     def list_budgets(self) -> tuple[list[Obj], str]:
         return self._list_all("/apis/policy/v1/poddisruptionbudgets", "poddisruptionbudgets")

@@ -26,6 +26,7 @@ from drainer.engine import pods
 from drainer.k8s.cordon import ADDED_CORDON, added_by_drainer, progress_of
 from drainer.k8s.kube import Kube
 from drainer.k8s.nodes import find_node_object
+from drainer.lifecycle import daemons
 from drainer.lifecycle.launch_release import release_command
 from drainer.lifecycle.settings import Settings
 
@@ -106,6 +107,7 @@ def look(
         waiting = sorted(
             pods.name(p) for p in on_node if pods.is_daemonset_pod(p) and not pods.is_ready(p)
         )
+        waiting += daemons.owed(kube, found, on_node)  # those whose pod is not made yet
         if waiting:
             words.append(f"its DaemonSet pods to be Ready ({', '.join(waiting[:5])})")
             lacks.append(("", "daemonset pods"))

@@ -292,16 +292,21 @@ def _leave_target_groups(tools: Tools, run: Run, job: DrainJob) -> Run:
         return run
     window = job.window
     began = _target_wait_began(job, tools.clock())
-    found = leave_target_groups(
-        tools.clients.elbv2,
-        job.identity.instance_id,
-        job.cluster.name,
-        sorted(tools.settings.target_group_arns),
-        until=min(began + wait, window.limit),
-        clock=tools.clock,
-        sleep=tools.sleep,
-        pods=run.report.addresses if run.report is not None else None,
-    )
+    holder = _IpHolder(tools, job, run.node)
+    try:
+        found = leave_target_groups(
+            tools.clients.elbv2,
+            job.identity.instance_id,
+            job.cluster.name,
+            sorted(tools.settings.target_group_arns),
+            until=min(began + wait, window.limit),
+            clock=tools.clock,
+            sleep=tools.sleep,
+            pods=run.report.addresses if run.report is not None else None,
+            holder=holder if run.node else None,
+        )
+    finally:
+        holder.close()
     found = replace(found, began_at=began)
     log.info(
         "%s",
@@ -316,6 +321,31 @@ def _leave_target_groups(tools: Tools, run: Run, job: DrainJob) -> Run:
     if found.pending and window.hands_over and tools.clock() >= window.limit:
         return replace(run, result=Result.HANDED_OVER, message=found.describe(), targets=found)
     return replace(run, targets=found)
+
+
+class _IpHolder:
+    """Which pod on another node holds an evicted pod's IP now ("" for none), asked of
+    the cluster with a client made at the first question (most drains have no IP
+    target group to ask for)."""
+
+    def __init__(self, tools: Tools, job: DrainJob, node: str) -> None:
+        self.tools, self.job, self.node = tools, job, node
+        self.kube: Kube | None = None
+
+    def __call__(self, ip: str) -> str:
+        if self.kube is None:
+            self.kube = self.tools.kube_factory(
+                self.job.cluster, self.job.cluster.name, self.tools.settings
+            )
+        for pod in self.kube.pods_with_ip(ip, self.node):
+            if (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
+                meta = pod["metadata"]
+                return f"{meta.get('namespace', '')}/{meta['name']}"
+        return ""
+
+    def close(self) -> None:
+        if self.kube is not None:
+            self.kube.close()
 
 
 def _carried(options: DrainOptions, handed_over: Handover | None) -> DrainOptions:

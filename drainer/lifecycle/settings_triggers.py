@@ -36,7 +36,11 @@ LAUNCH_WAIT_DAEMONSETS = env(
     "LAUNCH_WAIT_DAEMONSETS",
     "bool",
     "true",
-    "A new node counts as ready once its DaemonSet pods (CNI, log agents) on it are Ready too.",
+    "A new node counts as ready once its DaemonSet pods (CNI, log agents) are Ready too: "
+    "those on it, and the pod of each DaemonSet that owes it one (its nodeSelector, node "
+    "affinity and tolerations admit the node) but has not made it yet, such as one kept "
+    "off by a startup taint until the taint goes (k8s-rbac/ lets the function list "
+    "DaemonSets for this).",
 )
 
 LAUNCH_STARTUP_TAINTS = env(

@@ -16,6 +16,12 @@ drain took off the node (the controller deregisters them too, once it sees them
 gone), and a pod whose grace period is shorter than the group's deregistration
 delay is named in a warning: ELB may still send it requests after it has exited.
 The pods of an earlier invocation of a handed-over drain are not known here.
+
+An evicted pod's IP goes back to the VPC, which may give it to a pod on another
+node, and the controller registers that pod under the same IP: such a target is
+not the drain's to take out (the controller would not put it back before the
+Service's endpoints change again), so an IP that a pod elsewhere holds now
+(`holder`, asked of the cluster) is left registered, not waited for, and named.
 """
 
 from __future__ import annotations
@@ -56,6 +62,9 @@ class TargetWait:
     """The target groups of type ip where an IP of a pod the drain took off was a target."""
     short_grace: dict[str, str] = field(default_factory=dict)
     """Pods whose grace period is shorter than such a group's deregistration delay."""
+    reused: dict[str, str] = field(default_factory=dict)
+    """Evicted pods' IPs that a pod on another node holds now (IP -> that pod): left
+    registered in the IP target groups, not waited for."""
     began_at: float | None = None
     """Epoch seconds when the wait began: in this invocation, or in one before that
     handed the drain over mid-wait (the next hand-over carries it on); set by the
@@ -80,6 +89,11 @@ class TargetWait:
             said += (
                 f"; the evicted pods' IPs left {left} of {len(self.pod_groups)} IP target "
                 f"group(s){'' if self.groups else ' ' + done}"
+            )
+        if self.reused:
+            said += (
+                f"; left registered, held now by pods elsewhere: "
+                f"{', '.join(f'{ip} ({pod})' for ip, pod in sorted(self.reused.items()))}"
             )
         if self.pending:
             said += f"; still draining in {', '.join(self.pending)}"
@@ -141,6 +155,7 @@ def leave_target_groups(
     sleep: Callable[[float], None],
     poll: float = 8.0,
     pods: Mapping[str, PodAddress] | None = None,
+    holder: Callable[[str], str] | None = None,
 ) -> TargetWait:
     """Deregister the instance where it is registered, in the cluster's target groups
     and `extra`, and in those of type ip the IPs of `pods` (the pods the drain took
@@ -148,24 +163,23 @@ def leave_target_groups(
     lets them go, or `until`, looking again after 1, 2, 4 s and then every `poll` s.
     An AWS error ends the wait with `error` set: the drain is done, and the log says
     what was not checked; but a look that fails for now (throttled) only counts the
-    group as still draining."""
+    group as still draining. `holder`: the pod on another node that holds an IP now
+    ("" for none); such an IP is left registered (module docstring)."""
     started = clock()
     addresses = {a.ip: pod for pod, a in (pods or {}).items()}
+    reused: dict[str, str] = {}
     try:
         types, ids, holding, deregistered = _until_answered(
-            lambda: _take_out(elbv2, instance, cluster, extra, addresses),
+            lambda: _take_out(
+                elbv2, instance, cluster, extra, addresses, held=_Held(holder, reused)
+            ),
             until=until,
             clock=clock,
             sleep=sleep,
         )
         pod_groups = [g for g in holding if types.get(g) == "ip"]
         short = _short_grace(elbv2, {g: holding[g] for g in pod_groups}, pods or {}, addresses)
-        pending = list(holding)
-        looks = 0
-        while pending and clock() < until:
-            sleep(min(poll, 2.0**looks, max(0.0, until - clock())))
-            looks += 1
-            pending = _still_pending(elbv2, pending, ids, until, clock)
+        pending = _wait(elbv2, list(holding), ids, until=until, clock=clock, sleep=sleep, poll=poll)
     except AwsError as e:
         log.warning("could not take %s out of its target groups: %s", instance, e)
         return TargetWait(seconds=clock() - started, error=str(e)[:300])
@@ -177,7 +191,28 @@ def leave_target_groups(
         seconds=clock() - started,
         pod_groups=pod_groups,
         short_grace=short,
+        reused=reused,
     )
+
+
+def _wait(
+    elbv2: aws.Client,
+    pending: list[str],
+    ids: Mapping[str, set[str]],
+    *,
+    until: float,
+    clock: Callable[[], float],
+    sleep: Callable[[float], None],
+    poll: float,
+) -> list[str]:
+    """The groups of `pending` still holding their ids when they all let go or
+    `until`: looked at again after 1, 2, 4 s and then every `poll` s."""
+    looks = 0
+    while pending and clock() < until:
+        sleep(min(poll, 2.0**looks, max(0.0, until - clock())))
+        looks += 1
+        pending = _still_pending(elbv2, pending, ids, until, clock)
+    return pending
 
 
 TRIES = 10
@@ -193,14 +228,64 @@ def _take_out(
     cluster: str,
     extra: Iterable[str],
     addresses: Mapping[str, str],
+    *,
+    held: _Held,
 ) -> _TakenOut:
     """The groups' types, the ids each should let go, the groups that hold some, and
-    those where some were deregistered now (deregistering again is harmless)."""
+    those where some were deregistered now (deregistering again is harmless). An IP
+    a pod elsewhere holds now is neither let go nor waited for (`held`)."""
     types = target_group_types(elbv2)
     groups = dict.fromkeys([*_of_cluster(elbv2, list(types), cluster), *extra])
     ids = {g: set(addresses) if types.get(g) == "ip" else {instance} for g in groups}
     holding = {g: targets for g in groups if (targets := _targets(elbv2, g, ids[g]))}
+    for group, targets in list(holding.items()):
+        if types.get(group) != "ip":
+            continue
+        ips = {t["Target"]["Id"] for t in targets}
+        ids[group] -= {ip for ip in ips if held(ip, addresses[ip])}
+        holding[group] = [t for t in targets if t["Target"]["Id"] in ids[group]]
+        if not holding[group]:
+            del holding[group]
     return types, ids, holding, _deregister_all(elbv2, holding)
+
+
+@dataclass
+class _Held:
+    """Whether an evicted pod's IP is held now by a pod on another node (`holder`),
+    asked once per IP; what it found is kept in `reused` and said in one warning
+    each. When the cluster cannot be asked, the IP counts as the evicted pod's (it
+    is taken out, as before the question was asked), said once."""
+
+    holder: Callable[[str], str] | None
+    reused: dict[str, str]
+    asked: dict[str, str] = field(default_factory=dict)
+    failed: bool = False
+
+    def __call__(self, ip: str, evicted: str) -> bool:
+        if self.holder is None or self.failed:
+            return False
+        if ip not in self.asked:
+            try:
+                self.asked[ip] = self.holder(ip)
+            except Exception as e:  # the question only spares a target; never the wait
+                self.failed = True
+                log.warning(
+                    "could not ask the cluster which pods hold the evicted pods' IPs (%s): "
+                    "they are taken out of their IP target groups without that check",
+                    e,
+                )
+                return False
+            if self.asked[ip]:
+                self.reused[ip] = self.asked[ip]
+                log.warning(
+                    "%s, the IP of evicted pod %s, is held now by pod %s on another node: "
+                    "left registered in its IP target groups, not waited for",
+                    ip,
+                    evicted,
+                    self.asked[ip],
+                    extra={"reused_ip": ip, "held_by": self.asked[ip]},
+                )
+        return bool(self.asked[ip])
 
 
 def _until_answered(

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from drainer.engine import pods
+from drainer.engine import nodefit, pods
 from drainer.engine.pods import Pod
 from drainer.plan.topology import Rules, Topology
 from drainer.plan.volumes import Held, Volumes, held
@@ -27,7 +27,6 @@ _SUFFIX = {
     "E": 1e18,
 }  # fmt: skip
 _TERMINAL = ("Succeeded", "Failed")
-_EFFECTS = ("NoSchedule", "NoExecute")
 
 
 def quantity(value: object) -> float:
@@ -93,7 +92,7 @@ class Room:
         return cls(
             str(node["metadata"]["name"]),
             dict(node["metadata"].get("labels") or {}),
-            [t for t in taints if t.get("effect") in _EFFECTS],
+            [t for t in taints if t.get("effect") in nodefit.EFFECTS],
             quantity(allocatable.get("cpu", 0)) - sum(r.cpu for r in asked),
             quantity(allocatable.get("memory", 0)) - sum(r.memory for r in asked),
             quantity(allocatable.get("pods", 110)) - len(there),
@@ -103,31 +102,31 @@ class Room:
     def refuses(self, pod: Pod) -> str:
         """Why the pod cannot land here ("": it can)."""
         spec = pod.get("spec") or {}
-        taint = next((t for t in self.taints if not _tolerated(t, spec)), None)
+        taint = next((t for t in self.taints if not nodefit.tolerated(t, spec)), None)
         if taint is not None:
             return f"taint {_taint(taint)}"
         wrong = self._wrong_labels(spec)
         if wrong:
             return "nodeSelector " + ",".join(f"{k}={v}" for k, v in sorted(wrong.items()))
-        if not _affinity(spec, self.labels, self.name):
+        if not nodefit.affinity_admits(spec, self.labels, self.name):
             return "required node affinity"
         if _ports(pod) & self.ports:
             return "host port " + ",".join(f"{p}/{q}" for p, q in sorted(_ports(pod) & self.ports))
         return self.short(Request.of(pod))
 
     def _wrong_labels(self, spec: dict[str, Any]) -> dict[str, str]:
-        selector = spec.get("nodeSelector") or {}
-        return {k: v for k, v in selector.items() if self.labels.get(k) != v}
+        return nodefit.wrong_labels(spec, self.labels)
 
     def selected(self, pod: Pod) -> bool:
         """The pod's nodeSelector and required node affinity admit this node."""
         spec = pod.get("spec") or {}
-        return not self._wrong_labels(spec) and _affinity(spec, self.labels, self.name)
+        admitted = nodefit.affinity_admits(spec, self.labels, self.name)
+        return admitted and not self._wrong_labels(spec)
 
     def tolerated(self, pod: Pod) -> bool:
         """The pod tolerates the node's NoSchedule/NoExecute taints."""
         spec = pod.get("spec") or {}
-        return all(_tolerated(t, spec) for t in self.taints)
+        return all(nodefit.tolerated(t, spec) for t in self.taints)
 
     def short(self, asked: Request) -> str:
         lacking = []
@@ -147,74 +146,17 @@ class Room:
         self.ports |= _ports(pod)
 
 
-def _tolerated(taint: dict[str, Any], spec: dict[str, Any]) -> bool:
-    for t in spec.get("tolerations") or []:
-        if t.get("effect") and t.get("effect") != taint.get("effect"):
-            continue
-        if t.get("operator") == "Exists":
-            if not t.get("key") or t.get("key") == taint.get("key"):
-                return True
-        elif t.get("key") == taint.get("key") and (t.get("value") or "") == (
-            taint.get("value") or ""
-        ):
-            return True
-    return False
-
-
 def _taint(taint: dict[str, Any]) -> str:
     value = f"={taint['value']}" if taint.get("value") else ""
     return f"{taint.get('key')}{value}:{taint.get('effect')}"
 
 
-def _affinity(spec: dict[str, Any], labels: dict[str, str], name: str) -> bool:
-    """requiredDuringSchedulingIgnoredDuringExecution: any term, all its expressions."""
-    required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
-        "requiredDuringSchedulingIgnoredDuringExecution"
-    ) or {}
-    return _admits(required.get("nodeSelectorTerms") or [], labels, name)
-
-
-def _admits(terms: Iterable[dict[str, Any]], labels: dict[str, str], name: str) -> bool:
-    """Node selector terms (a pod's required node affinity, a volume's): any term, all
-    its expressions; no terms admit every node."""
-    terms = list(terms)
-    if not terms:
-        return True
-    fields = {"metadata.name": name}
-    return any(
-        all(_matches(e, labels) for e in term.get("matchExpressions") or [])
-        and all(_matches(e, fields) for e in term.get("matchFields") or [])
-        for term in terms
-    )
-
-
 def _held_off(holds: list[Held], room: Room) -> str:
     """Why the pod's volumes keep it off the node ("": they do not)."""
     for h in holds:
-        if h.terms and not _admits(h.terms, room.labels, room.name):
+        if h.terms and not nodefit.terms_admit(h.terms, room.labels, room.name):
             return f"volume {h.volume} of claim {h.claim} ({h.zone or 'its node affinity'})"
     return ""
-
-
-def _matches(expression: dict[str, Any], labels: dict[str, str]) -> bool:
-    key, operator = expression.get("key", ""), expression.get("operator")
-    values = [str(v) for v in expression.get("values") or []]
-    have = labels.get(key)
-    if operator == "In":
-        return have in values
-    if operator == "NotIn":
-        return have not in values
-    if operator == "Exists":
-        return have is not None
-    if operator == "DoesNotExist":
-        return have is None
-    if operator in ("Gt", "Lt") and have is not None and values:
-        try:
-            ordered = int(have) > int(values[0]) if operator == "Gt" else int(have) < int(values[0])
-        except ValueError:
-            return False
-        return ordered
-    return False
 
 
 class Capacity:
@@ -280,7 +222,9 @@ class Capacity:
         (or nodes) with no schedulable node left, else what the nodes lack."""
         who = _owner(pod)
         for h in held(pod, self.volumes):
-            if h.terms and not any(_admits(h.terms, r.labels, r.name) for r in self.rooms):
+            if h.terms and not any(
+                nodefit.terms_admit(h.terms, r.labels, r.name) for r in self.rooms
+            ):
                 return _stranded(h, who)
         return "no node can take it", self.fix(pod)
 

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from support.metrics import emf_lines
 
-from testbed import World
-from testbed.world import wait_until
+from testbed import World, workloads
+from testbed.world import pods_on, wait_until
 
 from .conftest import Invoke, LogCapture, invoke_meanwhile
 from .test_notices import Inbox
@@ -249,3 +249,44 @@ def test_taint_that_never_clears__abandon_at_the_timeout__the_taint_named_everyw
     )
     assert summary["lifecycle_result"] == "CONTINUE"
     assert summary["waiting_for"] == f"taint {UNINITIALIZED}"
+
+
+def test_a_daemonset_kept_off_by_the_startup_taint__continue_only_once_its_pod_is_ready(
+    world: World, invoke: Invoke, drainer_logs: LogCapture
+) -> None:
+    """A DaemonSet whose pods do not tolerate the CNI agent's startup taint makes its
+    pod on the node only once the taint is gone: the launch waits for that pod too
+    (LAUNCH_WAIT_DAEMONSETS), not only for the pods already on the node; a DaemonSet of
+    another node group owes the node nothing."""
+    agent = workloads.workload("DaemonSet", "log-agent", namespace="kube-system", startup=40.0)
+    other = workloads.workload("DaemonSet", "gpu-agent", namespace="kube-system")
+    other["spec"]["template"]["spec"]["nodeSelector"] = {"role": "gpu"}
+    world.cluster.apply([agent, other])
+    instance, event = world.launch()
+    node = _register(world, instance, (CILIUM,))
+
+    summary, untainted_at = invoke_meanwhile(
+        invoke,
+        event,
+        drainer_logs,
+        f"to lose the taint {CILIUM}",
+        lambda: _untaint(world, node, CILIUM),
+        **LAUNCH,
+    )
+
+    assert summary["result"] == "joined", summary
+    (pod,) = [
+        p
+        for p in pods_on(world.cluster, node)
+        if p["metadata"]["ownerReferences"][0]["name"] == "log-agent"
+    ]
+    (ready,) = [c for c in pod["status"]["conditions"] if c["type"] == "Ready"]
+    assert ready["status"] == "True"
+    ready_at = datetime.strptime(ready["lastTransitionTime"], "%Y-%m-%dT%H:%M:%SZ").replace(
+        tzinfo=UTC
+    )
+    (complete,) = world.completions()
+    assert complete["LifecycleActionResult"] == "CONTINUE"
+    assert complete["time"] >= untainted_at
+    assert complete["time"] >= ready_at.timestamp() - 1, "CONTINUE before the agent's pod was Ready"
+    assert not [p for p in pods_on(world.cluster, node) if "gpu-agent" in p["metadata"]["name"]]

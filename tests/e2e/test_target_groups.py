@@ -14,7 +14,7 @@ from awssim import elbv2 as elb_sim
 from awssim.world import create_target_group
 from testbed import World
 from testbed import workloads as w
-from testbed.world import place_on, pods_on
+from testbed.world import place_on, pods_on, wait_until
 
 from .conftest import Invoke, LogCapture
 
@@ -146,3 +146,36 @@ def test_ip_mode_group__continue_only_after_the_evicted_pods_ips_let_go__short_g
     for name in ips:
         assert f"default/{name}: terminationGracePeriodSeconds 30 < " in short
     assert "deregistration delay 300 s" in short
+
+
+def test_ip_mode_group__an_evicted_pods_ip_given_to_a_pod_elsewhere__its_target_left_registered(
+    world: World, invoke: Invoke, elbv2: Any, drainer_logs: LogCapture
+) -> None:
+    """The VPC may give an evicted pod's IP to a pod on another node, which the
+    controller registers: that target is not the drain's to take out."""
+    node = world.nodes[world.instance_ids[0]]
+    place_on(world, node, [w.deployment("web", 2, grace=30)])
+    ips = {p["metadata"]["name"]: p["status"]["podIP"] for p in pods_on(world.cluster, node)}
+    (first, given), (second, kept) = sorted(ips.items())
+    other = next(n for n in world.nodes.values() if n != node)
+    world.cluster.apply(w.pod("newcomer", node_name=other))
+    wait_until(lambda: world.cluster.get("Pod", "newcomer", "default")["status"].get("podIP"))
+    world.cluster.client.patch(
+        "Pod",
+        "newcomer",
+        {"status": {"podIP": given, "podIPs": [{"ip": given}]}},
+        "default",
+        sub="status",
+    )
+    assert world.cluster.get("Pod", "newcomer", "default")["status"]["podIP"] == given
+    group = _ip_group(elbv2, world, "k8s-web-ip", [given, kept], delay=300)
+
+    summary = invoke(world.terminate(world.instance_ids[0]), DRAIN_TIMEOUT_SECONDS=120)
+
+    assert summary["result"] == "drained"
+    assert summary["targets_pending"] == []
+    assert [r["id"] for r in elb_sim.released()] == [kept], f"{first}'s IP is the newcomer's now"
+    assert _states(elbv2, group) == ["healthy"], "the newcomer stays a target"
+    (said,) = [m for m in drainer_logs.messages() if "held now by pod default/newcomer" in m]
+    assert given in said and f"default/{first}" in said
+    assert second not in said
