@@ -93,13 +93,17 @@ def test_the_daemonsets_cannot_be_listed__only_the_pods_on_the_node__said_once(
     sim.apply(manifests)
     drainer = Kube.from_kubeconfig(str(sim.kubeconfig), "drainer")
     monkeypatch.setattr(daemons._SAID, "unlisted", False)  # said once a container
+    monkeypatch.setattr(daemons._SAID, "refused_at", float("-inf"))
     with sim.simulator.paused():
         sim.apply(_agent("log-agent"))
         with caplog.at_level(logging.WARNING):
             first = joined.look(drainer, IDENTITY, Settings(), restarted=False)
+            asked = drainer.requests
             again = joined.look(drainer, IDENTITY, Settings(), restarted=False)
+            asked = drainer.requests - asked
     drainer.close()
 
     assert first.missing == again.missing == ""
+    assert asked == 2, "the next look lists the node and its pods, not the DaemonSets again"
     (said,) = [r.getMessage() for r in caplog.records if "DaemonSets" in r.getMessage()]
     assert "kubectl apply -f k8s-rbac/" in said

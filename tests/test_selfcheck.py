@@ -35,7 +35,9 @@ from tools.preflight import grants
 
 def test_needed_plus_force_plus_events__exactly_what_k8s_rbac_grants() -> None:
     (role,) = [d for d in rbac_manifests() if d["kind"] == "ClusterRole"]
-    assert {*selfcheck.NEEDED, selfcheck.FORCE, *selfcheck.EVENTS} == grants(role["rules"])
+    assert {*selfcheck.NEEDED, selfcheck.FORCE, *selfcheck.EVENTS, selfcheck.DAEMONSETS} == grants(
+        role["rules"]
+    )
 
 
 def test_result__events_not_allowed__passes_saying_drains_record_no_events() -> None:

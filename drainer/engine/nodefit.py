@@ -46,13 +46,15 @@ def affinity_admits(spec: Spec, labels: Mapping[str, str], name: str) -> bool:
 
 def terms_admit(terms: Iterable[Mapping[str, Any]], labels: Mapping[str, str], name: str) -> bool:
     """Node selector terms (a pod's required node affinity, a volume's): any term, all
-    its expressions; no terms admit every node."""
+    its expressions; no terms admit every node, and an empty term none (Kubernetes:
+    "nil or empty term selects no objects")."""
     terms = list(terms)
     if not terms:
         return True
     fields = {"metadata.name": name}
     return any(
-        all(_matches(e, labels) for e in term.get("matchExpressions") or [])
+        (term.get("matchExpressions") or term.get("matchFields"))  # an empty term: no node
+        and all(_matches(e, labels) for e in term.get("matchExpressions") or [])
         and all(_matches(e, fields) for e in term.get("matchFields") or [])
         for term in terms
     )
@@ -79,13 +81,15 @@ def _matches(expression: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
 
 
 def fits(spec: Spec, node: Mapping[str, Any]) -> bool:
-    """The spec's nodeSelector, required node affinity and tolerations let it onto
-    `node` (resources apart)."""
+    """The spec's nodeName (when set), nodeSelector, required node affinity and
+    tolerations let it onto `node` (resources apart)."""
     metadata = node.get("metadata") or {}
     labels = metadata.get("labels") or {}
+    name = str(metadata.get("name") or "")
     taints = (node.get("spec") or {}).get("taints") or []
     return (
-        not wrong_labels(spec, labels)
-        and affinity_admits(spec, labels, str(metadata.get("name") or ""))
+        spec.get("nodeName") in (None, "", name)
+        and not wrong_labels(spec, labels)
+        and affinity_admits(spec, labels, name)
         and all(tolerated(t, spec) for t in taints if t.get("effect") in EFFECTS)
     )

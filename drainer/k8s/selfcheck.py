@@ -42,6 +42,9 @@ EVENTS: tuple[Permission, ...] = (
     ("patch", "events.k8s.io", "events"),
 )
 """The drain's Kubernetes Events (drainer/k8s/events.py): a drain goes on without them."""
+DAEMONSETS: Permission = ("list", "apps", "daemonsets")
+"""The launch hook's DaemonSets owed to a new node (drainer/lifecycle/daemons.py): it
+waits for the DaemonSet pods already on the node only without it."""
 FORECAST_READS: tuple[Permission, ...] = (("get", "", "persistentvolumes"),)
 """What only the plan reads (k8s-rbac/plan/, optional): the self-check plans the
 function's groups (drainer/plan/groups.py) only when it is granted."""
@@ -61,6 +64,8 @@ class SelfCheck:
     error: str = ""
     no_events: list[str] = field(default_factory=list)
     """Event permissions missing: drains go on, without Kubernetes Events."""
+    no_daemonsets: bool = False
+    """DAEMONSETS missing: launches wait for the DaemonSet pods already on the node only."""
     no_delete: tuple[str, ...] = ()
     """The settings on whose drains delete pods at EC2's deadline, when delete pods is
     not granted (without TIMEOUT_POLICY=force: a drain goes on until that deadline)."""
@@ -89,7 +94,13 @@ class SelfCheck:
                 "still holding pods at EC2's deadline fails there (put the rule back: "
                 "docs/operations.md, Dropping delete on pods)"
             )
-        granted = "may drain" if self.no_events or self.no_delete else "every permission granted"
+        if self.no_daemonsets:
+            events += (
+                f"; not allowed to {describe(DAEMONSETS)}: the launch hook waits only for the "
+                "DaemonSet pods already on a new node (kubectl apply -f k8s-rbac/)"
+            )
+        partly = self.no_events or self.no_delete or self.no_daemonsets
+        granted = "may drain" if partly else "every permission granted"
         return f"can drain in cluster {self.cluster}: {granted}; {self.cordon}{events}"
 
     def result(self) -> dict[str, object]:
@@ -113,7 +124,13 @@ def check(kube: Kube, cluster: str, *, force: bool, deadlines: tuple[str, ...] =
         no_events = [describe(p) for p in EVENTS if not kube.can_i(*p)]
         no_delete = deadlines if deadlines and not force and not kube.can_i(*FORCE) else ()
         cordon = _dry_run_cordon(kube)
-        return SelfCheck(cluster, cordon=cordon, no_events=no_events, no_delete=no_delete)
+        return SelfCheck(
+            cluster,
+            cordon=cordon,
+            no_events=no_events,
+            no_delete=no_delete,
+            no_daemonsets=not kube.can_i(*DAEMONSETS),
+        )
     except KubeError as e:
         return SelfCheck(cluster, error=str(e))
 

@@ -17,6 +17,7 @@ says so once per container.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterable
 from typing import Any
 
@@ -45,9 +46,16 @@ NETWORK_UNAVAILABLE: Obj = {
 }
 
 
+REFUSED_FOR = 300.0
+"""Seconds a refused list (403) is not asked again: the role is not applied again
+within one launch's looks, twice a second."""
+
+
 class _Said:
     unlisted = False
     """The DaemonSets could not be listed, and a warning said so (once a container)."""
+    refused_at = float("-inf")
+    """When the last list was refused (time.monotonic)."""
 
 
 _SAID = _Said()
@@ -56,10 +64,13 @@ _SAID = _Said()
 def owed(kube: Kube, node: Obj, on_node: Iterable[Obj]) -> list[str]:
     """ "namespace/name: no pod yet" for each DaemonSet that owes `node` a pod and has
     none among `on_node` (the node's pods now), sorted; [] when the DaemonSets cannot
-    be listed (said once)."""
+    be listed (said once; not asked again for REFUSED_FOR seconds)."""
+    if time.monotonic() - _SAID.refused_at < REFUSED_FOR:
+        return []
     try:
         sets, _ = kube.list_daemonsets()
     except KubeForbidden as e:
+        _SAID.refused_at = time.monotonic()
         if not _SAID.unlisted:
             _SAID.unlisted = True
             log.warning(

@@ -14,7 +14,7 @@ from drainer.backoff import Backoff
 from drainer.engine.drain import Drain, RealWaits
 from drainer.engine.options import DrainOptions
 from drainer.engine.pace import Accuracy, Eta, forecast_within
-from drainer.engine.pods import opted_out
+from drainer.engine.pods import is_finished, opted_out
 from drainer.engine.report import DrainEvent, DrainReport
 from drainer.errors import KubeError, KubeServerError, KubeTooManyRequests
 from drainer.k8s import observed
@@ -324,9 +324,9 @@ def _leave_target_groups(tools: Tools, run: Run, job: DrainJob) -> Run:
 
 
 class _IpHolder:
-    """Which pod on another node holds an evicted pod's IP now ("" for none), asked of
-    the cluster with a client made at the first question (most drains have no IP
-    target group to ask for)."""
+    """Which pod on another node (not hostNetwork, not finished) holds an evicted pod's
+    IP now ("" for none), asked of the cluster with a client made at the first
+    question (most drains have no IP target group to ask for)."""
 
     def __init__(self, tools: Tools, job: DrainJob, node: str) -> None:
         self.tools, self.job, self.node = tools, job, node
@@ -338,9 +338,12 @@ class _IpHolder:
                 self.job.cluster, self.job.cluster.name, self.tools.settings
             )
         for pod in self.kube.pods_with_ip(ip, self.node):
-            if (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
-                meta = pod["metadata"]
-                return f"{meta.get('namespace', '')}/{meta['name']}"
+            # A hostNetwork pod has its node's IP (a freed pod IP may come back as a new
+            # instance's own): no load balancer targets it for the evicted pod's Service.
+            if (pod.get("spec") or {}).get("hostNetwork") or is_finished(pod):
+                continue
+            meta = pod["metadata"]
+            return f"{meta.get('namespace', '')}/{meta['name']}"
         return ""
 
     def close(self) -> None:

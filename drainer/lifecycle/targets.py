@@ -37,6 +37,7 @@ from drainer.aws.elbv2 import deregistration_delay, target_group_types
 from drainer.backoff import Backoff
 from drainer.engine.report import PodAddress
 from drainer.errors import AwsError
+from drainer.lifecycle.reused import IpsHeld
 
 log = logging.getLogger(__name__)
 
@@ -119,9 +120,11 @@ def _targets(elbv2: aws.Client, group: str, ids: Collection[str]) -> list[dict[s
 def _still_pending(
     elbv2: aws.Client,
     pending: list[str],
-    ids: Mapping[str, set[str]],
+    ids: dict[str, set[str]],
     until: float,
     clock: Callable[[], float],
+    *,
+    held: IpsHeld | None = None,
 ) -> list[str]:
     """The groups of `pending` that still hold one of their ids (registered or
     draining), each looked at in turn until `until`. When ELB fails for now
@@ -134,7 +137,7 @@ def _still_pending(
         if at and clock() >= until:  # the round's first look is the wait's last
             return left + pending[at:]
         try:
-            if _targets(elbv2, group, ids[group]):
+            if _left(_targets(elbv2, group, ids[group]), ids[group], group, held):
                 left.append(group)
         except AwsError as e:
             if aws.is_permanent(e):
@@ -142,6 +145,19 @@ def _still_pending(
             log.warning("could not look at target group %s for now (%s); looking again", group, e)
             return left + pending[at:]
     return left
+
+
+def _left(targets: list[dict[str, Any]], ids: set[str], group: str, held: IpsHeld | None) -> bool:
+    """Whether the group still holds one of `ids`. In a group of type ip, a target
+    registered again after the drain deregistered it (not draining) may be another
+    pod's now: asked afresh, and such an IP leaves `ids` (module docstring)."""
+    if held is None or group not in held.ip_groups:
+        return bool(targets)
+    for target in targets:
+        ip = target["Target"]["Id"]
+        if target["TargetHealth"]["State"] != "draining" and held.again(ip):
+            ids.discard(ip)
+    return any(t["Target"]["Id"] in ids for t in targets)
 
 
 def leave_target_groups(
@@ -167,19 +183,18 @@ def leave_target_groups(
     ("" for none); such an IP is left registered (module docstring)."""
     started = clock()
     addresses = {a.ip: pod for pod, a in (pods or {}).items()}
-    reused: dict[str, str] = {}
+    held = IpsHeld(holder, addresses)
     try:
         types, ids, holding, deregistered = _until_answered(
-            lambda: _take_out(
-                elbv2, instance, cluster, extra, addresses, held=_Held(holder, reused)
-            ),
+            lambda: _take_out(elbv2, instance, cluster, extra, addresses, held=held),
             until=until,
             clock=clock,
             sleep=sleep,
         )
         pod_groups = [g for g in holding if types.get(g) == "ip"]
         short = _short_grace(elbv2, {g: holding[g] for g in pod_groups}, pods or {}, addresses)
-        pending = _wait(elbv2, list(holding), ids, until=until, clock=clock, sleep=sleep, poll=poll)
+        timing = (until, clock, sleep, poll)
+        pending = _wait(elbv2, list(holding), ids, held, timing)
     except AwsError as e:
         log.warning("could not take %s out of its target groups: %s", instance, e)
         return TargetWait(seconds=clock() - started, error=str(e)[:300])
@@ -191,27 +206,26 @@ def leave_target_groups(
         seconds=clock() - started,
         pod_groups=pod_groups,
         short_grace=short,
-        reused=reused,
+        reused=dict(held.reused),
     )
 
 
 def _wait(
     elbv2: aws.Client,
     pending: list[str],
-    ids: Mapping[str, set[str]],
-    *,
-    until: float,
-    clock: Callable[[], float],
-    sleep: Callable[[float], None],
-    poll: float,
+    ids: dict[str, set[str]],
+    held: IpsHeld,
+    timing: tuple[float, Callable[[], float], Callable[[float], None], float],
 ) -> list[str]:
-    """The groups of `pending` still holding their ids when they all let go or
-    `until`: looked at again after 1, 2, 4 s and then every `poll` s."""
+    """The groups of `pending` still holding their ids when they all let go or the
+    time is up (`timing`: until, clock, sleep, poll): looked at again after 1, 2, 4 s
+    and then every `poll` s."""
+    until, clock, sleep, poll = timing
     looks = 0
     while pending and clock() < until:
         sleep(min(poll, 2.0**looks, max(0.0, until - clock())))
         looks += 1
-        pending = _still_pending(elbv2, pending, ids, until, clock)
+        pending = _still_pending(elbv2, pending, ids, until, clock, held=held)
     return pending
 
 
@@ -229,63 +243,23 @@ def _take_out(
     extra: Iterable[str],
     addresses: Mapping[str, str],
     *,
-    held: _Held,
+    held: IpsHeld,
 ) -> _TakenOut:
     """The groups' types, the ids each should let go, the groups that hold some, and
     those where some were deregistered now (deregistering again is harmless). An IP
     a pod elsewhere holds now is neither let go nor waited for (`held`)."""
+    held.begin()
     types = target_group_types(elbv2)
     groups = dict.fromkeys([*_of_cluster(elbv2, list(types), cluster), *extra])
-    ids = {g: set(addresses) if types.get(g) == "ip" else {instance} for g in groups}
+    held.ip_groups = {g for g in groups if types.get(g) == "ip"}
+    ids = {g: set(addresses) if g in held.ip_groups else {instance} for g in groups}
     holding = {g: targets for g in groups if (targets := _targets(elbv2, g, ids[g]))}
-    for group, targets in list(holding.items()):
-        if types.get(group) != "ip":
-            continue
-        ips = {t["Target"]["Id"] for t in targets}
-        ids[group] -= {ip for ip in ips if held(ip, addresses[ip])}
-        holding[group] = [t for t in targets if t["Target"]["Id"] in ids[group]]
+    for group in held.ip_groups & set(holding):
+        ids[group] -= {ip for ip in {t["Target"]["Id"] for t in holding[group]} if held(ip)}
+        holding[group] = [t for t in holding[group] if t["Target"]["Id"] in ids[group]]
         if not holding[group]:
             del holding[group]
     return types, ids, holding, _deregister_all(elbv2, holding)
-
-
-@dataclass
-class _Held:
-    """Whether an evicted pod's IP is held now by a pod on another node (`holder`),
-    asked once per IP; what it found is kept in `reused` and said in one warning
-    each. When the cluster cannot be asked, the IP counts as the evicted pod's (it
-    is taken out, as before the question was asked), said once."""
-
-    holder: Callable[[str], str] | None
-    reused: dict[str, str]
-    asked: dict[str, str] = field(default_factory=dict)
-    failed: bool = False
-
-    def __call__(self, ip: str, evicted: str) -> bool:
-        if self.holder is None or self.failed:
-            return False
-        if ip not in self.asked:
-            try:
-                self.asked[ip] = self.holder(ip)
-            except Exception as e:  # the question only spares a target; never the wait
-                self.failed = True
-                log.warning(
-                    "could not ask the cluster which pods hold the evicted pods' IPs (%s): "
-                    "they are taken out of their IP target groups without that check",
-                    e,
-                )
-                return False
-            if self.asked[ip]:
-                self.reused[ip] = self.asked[ip]
-                log.warning(
-                    "%s, the IP of evicted pod %s, is held now by pod %s on another node: "
-                    "left registered in its IP target groups, not waited for",
-                    ip,
-                    evicted,
-                    self.asked[ip],
-                    extra={"reused_ip": ip, "held_by": self.asked[ip]},
-                )
-        return bool(self.asked[ip])
 
 
 def _until_answered(
