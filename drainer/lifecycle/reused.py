@@ -22,8 +22,8 @@ log = logging.getLogger("drainer.lifecycle.targets")
 
 @dataclass
 class IpsHeld:
-    """The answers of one try of taking the targets out (`begin` starts another: the
-    pod that held an IP may be gone since), and what was left registered (`reused`)."""
+    """The answers of one try of taking the targets out (a new try asks again: the pod
+    that held an IP may be gone since), and what was left registered (`reused`)."""
 
     holder: Callable[[str], str] | None
     evicted: Mapping[str, str]
@@ -35,10 +35,6 @@ class IpsHeld:
     asked: dict[str, str] = field(default_factory=dict)
     failed: bool = False
     warned: bool = False
-
-    def begin(self) -> None:
-        """A new try: ask again."""
-        self.asked, self.reused, self.failed = {}, {}, False
 
     def __call__(self, ip: str) -> bool:
         """Whether a pod on another node holds `ip` now (asked once per try)."""

@@ -248,7 +248,7 @@ def _take_out(
     """The groups' types, the ids each should let go, the groups that hold some, and
     those where some were deregistered now (deregistering again is harmless). An IP
     a pod elsewhere holds now is neither let go nor waited for (`held`)."""
-    held.begin()
+    held.asked, held.reused, held.failed = {}, {}, False  # a new try: ask again
     types = target_group_types(elbv2)
     groups = dict.fromkeys([*_of_cluster(elbv2, list(types), cluster), *extra])
     held.ip_groups = {g for g in groups if types.get(g) == "ip"}
