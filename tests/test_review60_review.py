@@ -11,7 +11,8 @@ from typing import Any
 from realapi import StaticToken
 from support.clock import FakeClock
 from test_launch import IDENTITY, INSTANCE, NODE, _set_ready
-from test_targets import EVICTED, _delay, _elb_clock, _group, _states_by_id, elbv2
+from test_review60_targets import leave, web_group
+from test_targets import _elb_clock, _states_by_id, elbv2
 
 from drainer.errors import AwsError
 from drainer.k8s import selfcheck
@@ -19,7 +20,6 @@ from drainer.k8s.kube import Kube
 from drainer.lifecycle import joined, targets
 from drainer.lifecycle.runner import _IpHolder
 from drainer.lifecycle.settings import Settings
-from drainer.lifecycle.targets import leave_target_groups
 from kubesim import KubeSim
 from testbed import workloads as objects
 from testbed.world import rbac_manifests
@@ -121,8 +121,7 @@ def test_an_ip_given_out_again_during_the_wait__not_waited_out(elbv2: Any) -> No
     controller for the new pod, and _still_pending waits for it until the wait's limit:
     the very 'waited out its time for a target that never left' the commit fixes for
     an IP reused before the deregistration."""
-    arn = _group(elbv2, "k8s-web-ip", "prod", targets=("10.0.1.11", "10.0.1.12"))
-    _delay(elbv2, arn, 20)
+    arn = web_group(elbv2)
     clock = FakeClock(1000.0)
     held: dict[str, str] = {}
 
@@ -133,17 +132,7 @@ def test_an_ip_given_out_again_during_the_wait__not_waited_out(elbv2: Any) -> No
             elbv2.register_targets(TargetGroupArn=arn, Targets=[{"Id": "10.0.1.11"}])
 
     with _elb_clock(clock):
-        found = leave_target_groups(
-            elbv2,
-            "i-0abc",
-            "prod",
-            [],
-            pods=EVICTED,
-            until=clock() + 120,
-            clock=clock,
-            sleep=sleep,
-            holder=lambda ip: held.get(ip, ""),
-        )
+        found = leave(elbv2, clock, lambda ip: held.get(ip, ""), wait=120, sleep=sleep)
 
     assert found.pending == [], "web-9's target is not the drain's to wait for"
     assert found.seconds < 60, found.seconds
@@ -158,8 +147,7 @@ def test_an_ip_held_by_a_pod_that_is_no_target__still_taken_out(elbv2: Any, sim:
     nothing of web's listens on. The controller registers only a Service's endpoints
     on their target port; a holder that is no such endpoint does not make the target
     its own."""
-    arn = _group(elbv2, "k8s-web-ip", "prod", targets=("10.0.1.11", "10.0.1.12"))
-    _delay(elbv2, arn, 20)
+    arn = web_group(elbv2)
     proxy = objects.pod(
         "kube-proxy-n2",
         namespace="kube-system",
@@ -184,17 +172,7 @@ def test_an_ip_held_by_a_pod_that_is_no_target__still_taken_out(elbv2: Any, sim:
         clock = FakeClock(1000.0)
         try:
             with _elb_clock(clock):
-                found = leave_target_groups(
-                    elbv2,
-                    "i-0abc",
-                    "prod",
-                    [],
-                    pods=EVICTED,
-                    until=clock() + 60,
-                    clock=clock,
-                    sleep=clock.sleep,
-                    holder=holder,
-                )
+                found = leave(elbv2, clock, holder)
         finally:
             holder.close()
 
@@ -214,8 +192,7 @@ def test_a_retried_take_out__the_summary_names_only_what_was_left(
     elsewhere at the first try and by none at the second (that pod went) is
     deregistered, yet TargetWait.reused and describe() still say it was left
     registered, held by the pod that is gone."""
-    arn = _group(elbv2, "k8s-web-ip", "prod", targets=("10.0.1.11", "10.0.1.12"))
-    _delay(elbv2, arn, 20)
+    arn = web_group(elbv2)
     clock = FakeClock(1000.0)
     real = targets._deregister_all
     calls: list[int] = []
@@ -233,17 +210,7 @@ def test_a_retried_take_out__the_summary_names_only_what_was_left(
         return next(answers, "") if ip == "10.0.1.11" else ""
 
     with _elb_clock(clock):
-        found = leave_target_groups(
-            elbv2,
-            "i-0abc",
-            "prod",
-            [],
-            pods=EVICTED,
-            until=clock() + 60,
-            clock=clock,
-            sleep=clock.sleep,
-            holder=holder,
-        )
+        found = leave(elbv2, clock, holder)
 
     assert "10.0.1.11" not in _states_by_id(elbv2, arn), "taken out at the second try"
     assert found.reused == {}, found.describe()

@@ -17,25 +17,40 @@ from drainer.lifecycle.targets import TargetWait, leave_target_groups
 __all__ = ["elbv2"]  # the fixture, imported for the tests below
 
 
-def _leave(elbv2: Any, clock: FakeClock, holder: Callable[[str], str]) -> TargetWait:
+def leave(
+    elbv2: Any,
+    clock: FakeClock,
+    holder: Callable[[str], str],
+    *,
+    wait: float = 60.0,
+    sleep: Callable[[float], None] | None = None,
+) -> TargetWait:
+    """The evicted pods' IPs (EVICTED) out of the cluster "prod"'s target groups, on
+    the test's clock, with `holder` asked which pod elsewhere holds an IP."""
     return leave_target_groups(
         elbv2,
         "i-0abc",
         "prod",
         [],
         pods=EVICTED,
-        until=clock() + 60,
+        until=clock() + wait,
         clock=clock,
-        sleep=clock.sleep,
+        sleep=sleep or clock.sleep,
         holder=holder,
     )
+
+
+def web_group(elbv2: Any) -> str:
+    """The IP target group of web-1's and web-2's IPs (EVICTED), a 20 s delay."""
+    arn = _group(elbv2, "k8s-web-ip", "prod", targets=("10.0.1.11", "10.0.1.12"))
+    _delay(elbv2, arn, 20)
+    return arn
 
 
 def test_an_evicted_pods_ip_held_now_elsewhere__left_registered__not_waited_for__named(
     elbv2: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
-    arn = _group(elbv2, "k8s-web-ip", "prod", targets=("10.0.1.11", "10.0.1.12"))
-    _delay(elbv2, arn, 20)
+    arn = web_group(elbv2)
     clock = FakeClock(1000.0)
     asked: list[str] = []
 
@@ -44,7 +59,7 @@ def test_an_evicted_pods_ip_held_now_elsewhere__left_registered__not_waited_for_
         return "default/web-9" if ip == "10.0.1.11" else ""
 
     with _elb_clock(clock):
-        found = _leave(elbv2, clock, holder)
+        found = leave(elbv2, clock, holder)
 
     assert sorted(asked) == ["10.0.1.11", "10.0.1.12"]
     assert _states_by_id(elbv2, arn) == {"10.0.1.11": "healthy"}, "web-9's target stays"
@@ -59,12 +74,11 @@ def test_an_evicted_pods_ip_held_now_elsewhere__left_registered__not_waited_for_
 
 
 def test_every_ip_held_elsewhere__nothing_deregistered__no_wait(elbv2: Any) -> None:
-    arn = _group(elbv2, "k8s-web-ip", "prod", targets=("10.0.1.11", "10.0.1.12"))
-    _delay(elbv2, arn, 20)
+    arn = web_group(elbv2)
     clock = FakeClock(1000.0)
 
     with _elb_clock(clock):
-        found = _leave(elbv2, clock, lambda ip: f"default/new-{ip}")
+        found = leave(elbv2, clock, lambda ip: f"default/new-{ip}")
 
     assert _states_by_id(elbv2, arn) == {"10.0.1.11": "healthy", "10.0.1.12": "healthy"}
     assert found.pending == [] and found.pod_groups == []
@@ -74,8 +88,7 @@ def test_every_ip_held_elsewhere__nothing_deregistered__no_wait(elbv2: Any) -> N
 def test_the_cluster_cannot_be_asked__taken_out_as_before__said_once(
     elbv2: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
-    arn = _group(elbv2, "k8s-web-ip", "prod", targets=("10.0.1.11", "10.0.1.12"))
-    _delay(elbv2, arn, 20)
+    arn = web_group(elbv2)
     clock = FakeClock(1000.0)
     asked: list[str] = []
 
@@ -84,7 +97,7 @@ def test_the_cluster_cannot_be_asked__taken_out_as_before__said_once(
         raise ConnectionError("the API server is unreachable")
 
     with _elb_clock(clock):
-        found = _leave(elbv2, clock, holder)
+        found = leave(elbv2, clock, holder)
 
     assert len(asked) == 1, "not asked again once the cluster failed to answer"
     assert _states_by_id(elbv2, arn) == {}, "both evicted pods' IPs let go, as before"
