@@ -50,7 +50,7 @@ from drainer.lifecycle.events_ec2 import (
     ScheduledChanges,
 )
 from drainer.lifecycle.events_fields import Skip
-from drainer.lifecycle.events_hook import TERMINATE_HOOK_TRIGGER
+from drainer.lifecycle.events_hook import TERMINATE_HOOK_TRIGGER, WARM_POOL_NAME
 from drainer.lifecycle.job import Run, Tools
 from drainer.lifecycle.live import (
     LIVE_DRAIN_POLL_SECONDS,
@@ -1223,9 +1223,9 @@ def test_rebalance_cordon__drain_that_ends_with_the_instance_ended__node_and_rec
     [
         (INTERRUPTION, 600, 60),  # stopped by the warning, started again since
         (str(Ec2Kind.REBALANCE), 5, None),  # a rebalance's own drain: EC2 has not decided
-        (TERMINATE_HOOK_TRIGGER, 5, None),
+        (TERMINATE_HOOK_TRIGGER, 5, None),  # into the warm pool: it comes back
     ],
-    ids=["earlier-life", "rebalance-drain", "terminate-hook"],
+    ids=["earlier-life", "rebalance-drain", "terminate-hook-into-warm-pool"],
 )
 def test_rebalance_cordon__other_ended_record__cordoned_with_release_advice(
     sim: KubeSim,
@@ -1236,7 +1236,10 @@ def test_rebalance_cordon__other_ended_record__cordoned_with_release_advice(
     launched_ago: float | None,
 ) -> None:
     now = time.time()
-    record = progress_value("drained", frozenset({"cordon"}), trigger=trigger, at=now - ended_ago)
+    where = WARM_POOL_NAME if trigger == TERMINATE_HOOK_TRIGGER else ""
+    record = progress_value(
+        "drained", frozenset({"cordon"}), trigger=trigger, destination=where, at=now - ended_ago
+    )
     launched = None if launched_ago is None else now - launched_ago
     caplog.set_level(logging.INFO, logger="drainer.lifecycle.ec2_events")
 

@@ -46,6 +46,7 @@ from drainer.lifecycle.admission import group_refused, group_tags
 from drainer.lifecycle.events_ec2 import (
     EC2_EVENT_NAMES,
     EC2_TRIGGERS,
+    RUNS_THROUGH,
     SPOT_NOTICE_SECONDS,
     STATE_CHANGE_NOTICE_SECONDS,
     Ec2Event,
@@ -170,12 +171,15 @@ def _lifecycle_state(clients: aws.AwsClients, instance_id: str) -> str:
 
 def fixed_by_ec2(found: Ec2Target, settings: Settings, now: float) -> bool:
     """Whether EC2 takes the instance at a time its event fixes, whatever the pods'
-    budgets say: not a rebalance, nor a scheduled change whose maintenance window starts later
-    than DRAIN_TIMEOUT_SECONDS from now."""
+    budgets say: not a rebalance, nor a scheduled change the instance runs through (a
+    reboot, a network or power maintenance), nor one whose maintenance window starts
+    later than DRAIN_TIMEOUT_SECONDS from now."""
     event = found.event
     if event.kind is Ec2Kind.REBALANCE or late.is_late(found.event, found.identity, now):
         return False
     if event.kind is Ec2Kind.SCHEDULED_CHANGE:
+        if event.fate[0] in RUNS_THROUGH:  # a reboot, a maintenance: the instance stays,
+            return False  # its pods with it (a reboot restarts them in place)
         # A maintenance window already begun (Health's update of an open change): the change is
         # under way; the drain respects budgets rather than delete pods at once.
         margin, timeout = settings.spot_deadline_margin_seconds, settings.drain_timeout_seconds
@@ -309,7 +313,7 @@ def _cordon(tools: Tools, found: Ec2Target, cluster: aws.ClusterInfo) -> Run:
         draining = EC2_TRIGGERS | {TERMINATE_HOOK_TRIGGER}
         live = live_drain(current, tools.clock(), draining)
         if live is not None:
-            if live.trigger not in ENDS_WITH_THE_INSTANCE:
+            if live.trigger not in _ENDED:
                 _may_come_back(found, node)
             return Run(Result.CORDONED, f"node {node} is being drained already", node=node)
         drained = _drained_already(current, found)
@@ -331,26 +335,33 @@ def _cordon(tools: Tools, found: Ec2Target, cluster: aws.ClusterInfo) -> Run:
     )
 
 
+_ENDED = ENDS_WITH_THE_INSTANCE | {TERMINATE_HOOK_TRIGGER}
+"""The drains whose end is the instance's: EC2's taking of it, or the Auto Scaling
+group's termination (the terminate hook; not its scale-in into the warm pool, whose
+record names that destination)."""
+
+
 def _drained_already(current: dict[str, Any], found: Ec2Target) -> str:
     """Why the recommendation leaves the node as it is: its record shows the end of a
     drain that ends with the instance (a spot warning's, a capacity reservation's, a
-    state change's), in this life of it: EC2 has said more than a recommendation
-    does, and the drain did what it asked. Its record stays (rewound to a rebalance
-    cordon, it would say the pods stay until a warning that came and went), and there
-    is no `release` advice. The same for a late warning's drain (its own 120 s; its ended
-    record does not say so): EC2 may still act a little late, and should it not, the
-    node is cordoned by that drain, not by this recommendation. "" otherwise."""
+    state change's, the terminate hook's), in this life of it: EC2 or the group has said
+    more than a recommendation does, and the drain did what it asked. Its record stays
+    (rewound to a rebalance cordon, it would say the pods stay until a warning or a
+    drain that came and went), and there is no `release` advice. The same for a late
+    warning's drain (its own 120 s; its ended record does not say so): EC2 may still
+    act a little late, and should it not, the node is cordoned by that drain, not by
+    this recommendation. "" otherwise."""
     record = progress_of(current) or {}
     trigger, phase, at = record.get("trigger"), record.get("phase"), record.get("at")
-    if trigger not in ENDS_WITH_THE_INSTANCE or phase not in DRAIN_ENDINGS:
-        return ""
+    if trigger not in _ENDED or phase not in DRAIN_ENDINGS or record.get("destination"):
+        return ""  # a drain into the warm pool: the instance comes back
     launched = found.identity.launched_at
     if launched is not None and isinstance(at, int | float) and at < launched:
         return ""  # ended in an earlier life of the instance (stopped, started again)
     return (
         f"node {current['metadata']['name']} was drained already by the {trigger} drain "
-        f"(it ended: {phase}), which EC2's taking of the instance ends: the node and its "
-        "record are left as they are"
+        f"(it ended: {phase}), which the instance's end ends: the node and its record are "
+        "left as they are"
     )
 
 
@@ -391,7 +402,8 @@ def handle(
         scheduled = later(found.event, tools, invocation, raw_event)
         if scheduled is not None:
             return scheduled
-    if settings.notify_on_start:
+    cordon_only = event.kind is Ec2Kind.REBALANCE and settings.rebalance_action == "cordon"
+    if settings.notify_on_start and not cordon_only:  # a cordon is no drain to start
         ending.notify(settings, clients, notices.ec2_start_notice(found, found.cluster))
     run = frame.aws_guarded(lambda: drain(found, tools, invocation))
     run = replace(run, cluster=found.cluster)
