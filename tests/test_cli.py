@@ -291,13 +291,15 @@ def test_missing_node__exit_1_node_not_found__nothing_touched(
         ),
         pytest.param(
             ["--node", NODE, "--grace-period", "86401"],
-            "argument --grace-period: '86401' is not an integer from -1 to 86400",
+            "argument --grace-period: '86401' is not an integer up to 86400 (negative: the "
+            "pod's own)",
             id="grace-period-huge",
         ),
         pytest.param(
-            ["--node", NODE, "--grace-period", "-2"],
-            "argument --grace-period: '-2' is not an integer from -1 to 86400",
-            id="grace-period-negative",
+            ["--node", NODE, "--grace-period", "-1.5"],
+            "argument --grace-period: '-1.5' is not an integer up to 86400 (negative: the "
+            "pod's own)",
+            id="grace-period-not-whole",
         ),
         pytest.param(
             ["--node", NODE, "--stuck-pod-seconds", "86401"],

@@ -23,7 +23,7 @@ from drainer.errors import KubeServerError, KubeTimedOut
 from drainer.k8s.client import RetryPolicy
 from drainer.k8s.deadline import AnswerTooLarge, DeadlineExceeded
 from drainer.k8s.kube import Kube
-from drainer.k8s.transport import ERRORS, Endpoint, Transport
+from drainer.k8s.transport import ERRORS, BadHeader, Endpoint, Transport
 from kubesim import KubeSim
 
 NODES = "/api/v1/nodes"
@@ -403,7 +403,7 @@ def test_plain_http__each_new_connection_without_a_tls_context(
 def test_request__a_credential_with_a_line_break__refused_before_anything_is_sent(
     bearer: str,
 ) -> None:
-    refused = pytest.raises(ValueError, match="'Authorization' header has a line break")
+    refused = pytest.raises(BadHeader, match="'Authorization' header has a line break")
     with _recording(OK_BODY) as (transport, seen), refused:
         transport.send("GET", "/api/v1/nodes", bearer=bearer, timeout=5)
     assert seen == []

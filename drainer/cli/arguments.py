@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
 from drainer import __version__
-from drainer.cli import output
+from drainer.cli import booleans, output
 from drainer.cli.dry_run import add_dry_run, bare_dry_run
 from drainer.cli.durations import seconds, whole_seconds
 from drainer.cli.impersonate import add_impersonation
@@ -137,6 +137,7 @@ def parse(argv: Sequence[str] | None, prog: str) -> argparse.Namespace:
     the flags it may have meant."""
     made = parser(prog)
     words = bare_dry_run(sys.argv[1:] if argv is None else argv)  # kubectl's bare --dry-run
+    words = booleans.with_values(words, booleans.switches(made.commands.values()))
     args, unknown = made.parse_known_args(words)
     if unknown:
         command = made.commands[args.command]
@@ -280,6 +281,24 @@ def _non_negative_int(text: str) -> int:
     return value
 
 
+def _grace_period(maximum: int) -> Callable[[str], int]:
+    """kubectl drain's --grace-period: up to `maximum` seconds; any negative value is
+    the pod's own (-1)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = maximum + 1
+        if value > maximum:
+            raise argparse.ArgumentTypeError(
+                f"{text!r} is not an integer up to {maximum} (negative: the pod's own)"
+            )
+        return max(value, -1)
+
+    return parse
+
+
 def _output_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--output",
@@ -311,9 +330,10 @@ def _pacing_flags(drain: argparse.ArgumentParser) -> None:
     high = GRACE_PERIOD_RANGE[1]
     drain.add_argument(
         "--grace-period",
-        type=_integer(-1, high),
+        type=_grace_period(high),
         default=-1,
-        help=f"seconds each pod gets to stop, 0 to {high} (default -1: the pod's own)",
+        help=f"seconds each pod gets to stop, 0 to {high}; negative, as the default -1: "
+        "the pod's own (as kubectl)",
     )
     low, high = STUCK_POD_RANGE
     stuck = int(DEFAULTS.stuck_pod_seconds)

@@ -282,15 +282,32 @@ def _drain(
                 interruptible.over = True
                 terminal.drain_over(progress)
         except KubeError as e:  # the API failed beyond retries after the drain began
-            cordoned = drain.report.cordoned
-            if cordoned:
-                print(f"node {node} NOT drained; it stays cordoned; to undo: {undo}", file=display)
+            cordoned = _left_cordoned(drain, found, node, undo, display)
             return _failed(terminal, args, 3, str(e), node=node, cordoned=cordoned)
         accuracy = said_against(eta, display)
         code = _conclude(report, node, display, err, undo, interrupted=interruptible.exit_code)
         if args.output == "json":
             _emit_report(out, report, code, dry_run=bool(args.dry_run), more=fields(accuracy))
         return code
+
+
+def _left_cordoned(
+    drain: Drain, found: dict[str, Any], node: str, undo: str, display: SafeStream
+) -> bool:
+    """After an API error mid-drain: whether the node may stay cordoned (the drain's
+    cordon answered, or sent with its answer lost; or cordoned when the drain began,
+    as `drain -l` cordons every node first), said with the undo command."""
+    if drain.report.cordoned or (found.get("spec") or {}).get("unschedulable"):
+        print(f"node {node} NOT drained; it stays cordoned; to undo: {undo}", file=display)
+        return True
+    if drain.ctx.cordon_sent:
+        print(
+            f"node {node} NOT drained; its cordon was sent and its answer lost: it may be "
+            f"cordoned; to undo: {undo}",
+            file=display,
+        )
+        return True
+    return False
 
 
 def _built(

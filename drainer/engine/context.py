@@ -115,6 +115,9 @@ class DrainContext:
     """Why interrupt() stopped the drain."""
     replaced: str = ""
     """The UID of the node object that took this node's name mid-drain."""
+    cordon_sent: bool = False
+    """The cordon's patch went out (its answer may never come: an API error after it
+    leaves the node maybe cordoned, which whoever runs the drain says)."""
     pace: Pace | None = None
     """Whoever runs the drain may keep its current ETA (drainer/engine/pace.py's
     Eta.fields): it sees each event first, and the event takes the fields it gives

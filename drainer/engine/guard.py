@@ -54,6 +54,7 @@ class NodeGuard:
             if options.dry_run and not options.dry_run_server:
                 self._cordoned = node  # a dry run on the client sends no write
             else:
+                ctx.cordon_sent = not options.dry_run
                 self._cordoned = self.patch(patch, dry_run=options.dry_run)
         except KubeNotFound:
             log.info("node %s is gone; nothing to drain", ctx.node)

@@ -28,6 +28,7 @@ from typing import Any
 from drainer.errors import (
     AdmissionDenied,
     EvictionBlocked,
+    FatalKubeError,
     KubeConflict,
     KubeError,
     KubeForbidden,
@@ -42,7 +43,7 @@ from drainer.errors import (
     TlsVerificationError,
 )
 from drainer.k8s.deadline import AnswerTooLarge, DeadlineExceeded
-from drainer.k8s.transport import ERRORS, Unreachable
+from drainer.k8s.transport import ERRORS, BadHeader, Unreachable
 
 log = logging.getLogger(__name__)
 
@@ -318,6 +319,11 @@ def transport_error(error: Exception, what: str) -> KubeError:
         return KubeTimedOut(f"{what}: {error}")
     if isinstance(error, AnswerTooLarge):
         return KubeServerError(f"{what}: {error}")
+    if isinstance(error, BadHeader):  # the same request would meet it again
+        return FatalKubeError(
+            f"{what}: {error}: check the kubeconfig's credentials (a token ending in a "
+            "newline) and the --as/--as-group names"
+        )
     text = str(error)
     if _certificate_refused(error):
         return TlsVerificationError(

@@ -55,6 +55,12 @@ ERRORS = (OSError, http.client.HTTPException)
 connection cut mid-answer."""
 
 
+class BadHeader(http.client.HTTPException):
+    """A header value no HTTP request may carry (a line break or NUL: a kubeconfig
+    token ending in a newline): refused before anything is sent, as Go's net/http
+    refuses it ("invalid header field value")."""
+
+
 class Unreachable(ConnectionError):
     """The connection to the API server could not be made; says where."""
 
@@ -158,11 +164,12 @@ class _Connection(http.client.HTTPSConnection):
         lines = [f"{method} {target} HTTP/1.1", f"Host: {host}", "Accept-Encoding: identity"]
         for name, value in headers.items():
             if _BREAK.search(name) or _BREAK.search(value):
-                raise ValueError(f"the {name!r} header has a line break or NUL in it")
+                raise BadHeader(f"the {name!r} header has a line break or NUL in it")
             lines.append(f"{name}: {value}")
         if body is not None or method in ("POST", "PUT", "PATCH"):
             lines.append(f"Content-Length: {len(body or b'')}")
-        message = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + (body or b"")
+        # UTF-8, as Go writes a header's value: `--as josé` is the name RBAC binds
+        message = ("\r\n".join(lines) + "\r\n\r\n").encode("utf-8") + (body or b"")
         if self.sock is None:
             self.connect()
         elif (left := self.timing.left()) is not None:
