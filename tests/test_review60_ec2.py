@@ -11,12 +11,13 @@ import json
 import time
 import uuid
 from collections.abc import Iterator
-from email.utils import formatdate
+from email.utils import formatdate, parsedate_to_datetime
 from typing import Any
 
 import pytest
 
 from awssim import ec2_events as spot
+from awssim.instances import schedule_events
 from drainer import handler
 from drainer.k8s.cordon import EXCLUDE_LB_LABEL, PROGRESS_ANNOTATION, progress_value
 from drainer.lifecycle import notices
@@ -150,10 +151,6 @@ def test_network_maintenance_the_instance_runs_through__budget_held_pod_not_forc
     assert not summary.get("forced"), summary
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Not fixed yet: a late event's end notice does not say the node stays cordoned",
-)
 def test_spot_warning_an_hour_late_instance_still_running__cordon_left_unsaid(
     world: World, monkeypatch: pytest.MonkeyPatch, published: list[tuple[str, str]]
 ) -> None:
@@ -241,19 +238,16 @@ def test_rebalance_cordon_with_notify_on_start__no_draining_notice_for_a_cordon(
     assert not [s for s, _ in published if "draining" in s.lower()], published
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Not fixed yet: without a lead, a change's close leaves no mark a late update could see",
-)
 def test_update_delivered_after_the_changes_close__lead_zero__drains_and_cordons(
     world: World, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """AWS Health cancelled the change (closed); an older update of it comes after the
-    close (the rule retries a delivery for up to 24 h, Lambda's queue keeps it up to
-    6 h). With the default SCHEDULED_CHANGE_LEAD_SECONDS=0 the close leaves no mark (the
-    mark is made only with a lead), so the late update drains the node of an instance
-    nothing will happen to and leaves it cordoned; its notice even says the change's
-    close will release it, a close that has come and gone."""
+    """AWS Health cancelled the change (closed), and EC2 lists its event canceled; an
+    older update of it comes after the close (the rule retries a delivery for up to
+    24 h, Lambda's queue keeps it up to 6 h). With the default
+    SCHEDULED_CHANGE_LEAD_SECONDS=0 the close leaves no mark (the mark is made only
+    with a lead), so the late update drained the node of an instance nothing will
+    happen to and left it cordoned. EC2's own list says the window is over: the
+    update is left alone."""
     instance = world.instance_ids[0]
     node = world.nodes[instance]
     place_on(world, node, [w.deployment("web", 2)])
@@ -266,6 +260,10 @@ def test_update_delivered_after_the_changes_close__lead_zero__drains_and_cordons
 
     closed = _invoke(world, monkeypatch, close)
     assert closed["result"] == "closed", closed
+    # EC2, for its part, lists the change's event at that window as canceled.
+    window = parsedate_to_datetime(update["detail"]["startTime"])
+    event = {"Code": "instance-retirement", "Description": "[Canceled] ", "NotBefore": window}
+    schedule_events(world.aws.account_id, world.region, instance, [event])
     late = _invoke(world, monkeypatch, update)
 
     assert late["result"] != "drained", late

@@ -42,7 +42,7 @@ from drainer.aws.autoscaling import (
     record_heartbeat,
 )
 from drainer.aws.cloudformation import answer_custom_resource, stack_status
-from drainer.aws.ec2 import NodeIdentity, describe_instance, pending_events
+from drainer.aws.ec2 import NodeIdentity, describe_instance, pending_events, scheduled_events
 from drainer.aws.eks import (
     ClusterInfo,
     TokenSource,
@@ -126,6 +126,7 @@ __all__ = [
     "recent_launches",
     "record_heartbeat",
     "schedule_invocation",
+    "scheduled_events",
     "settle_schedule",
     "stack_status",
     "tag_map",

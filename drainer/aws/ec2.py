@@ -96,15 +96,24 @@ def pending_events(ec2: Client, instance_id: str) -> list[tuple[str, float | Non
     """EC2's scheduled events for the instance that are neither completed nor
     canceled (a reboot, a stop, a retirement to come): each one's code and the moment
     it may begin (epoch seconds; None when EC2 does not say)."""
+    return [(code, at) for code, at, over in scheduled_events(ec2, instance_id) if not over]
+
+
+def scheduled_events(ec2: Client, instance_id: str) -> list[tuple[str, float | None, bool]]:
+    """EC2's scheduled events for the instance, as DescribeInstanceStatus lists them:
+    each one's code, the moment it may begin (epoch seconds; None when EC2 does not
+    say) and whether it is over (completed or canceled)."""
     what = f"DescribeInstanceStatus {instance_id}"
     try:
         response = ec2.describe_instance_status(InstanceIds=[instance_id], IncludeAllInstances=True)
     except AWS_FAILURES as e:
         raise translate(e, "ec2:DescribeInstanceStatus", what) from e
-    pending = []
-    for status in response.get("InstanceStatuses", []):
-        for event in status.get("Events") or []:
-            if str(event.get("Description", "")).startswith(EVENT_DONE):
-                continue
-            pending.append((str(event.get("Code", "an event")), _epoch(event.get("NotBefore"))))
-    return pending
+    return [
+        (
+            str(event.get("Code", "an event")),
+            _epoch(event.get("NotBefore")),
+            str(event.get("Description", "")).startswith(EVENT_DONE),
+        )
+        for status in response.get("InstanceStatuses", [])
+        for event in status.get("Events") or []
+    ]

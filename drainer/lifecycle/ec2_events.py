@@ -198,8 +198,8 @@ def deadline_of(found: Ec2Target, settings: Settings, now: float) -> Deadline:
     if late.is_late(found.event, found.identity, now):
         return Deadline(
             now + late.LATE_EVENT_DRAIN_SECONDS,
-            f"{EC2_EVENT_NAMES[event.kind]} of {event.event_time} came after EC2's moment "
-            f"to act, and instance {found.instance_id} is still {found.identity.state}: "
+            f"{EC2_EVENT_NAMES[event.kind]} of {event.event_time} {late.CAME_LATE}, "
+            f"and instance {found.instance_id} is still {found.identity.state}: "
             f"{late.LATE_EVENT_DRAIN_SECONDS:.0f} s to drain, budgets respected",
         )
     if not fixed_by_ec2(found, settings, now):
@@ -394,7 +394,7 @@ def handle(
         return {"result": str(Result.FAILED), "message": message}
     if isinstance(found, Skip):
         return ending.skipped(found)
-    stale = late.restarted(found.event, found.identity)
+    stale = late.restarted(found.event, found.identity) or late.over_in_ec2(event, clients.ec2)
     if stale is not None:
         ending.notify(settings, clients, notices.stale_event_notice(found, stale.reason))
         return ending.skipped(stale)
@@ -408,7 +408,7 @@ def handle(
     run = frame.aws_guarded(lambda: drain(found, tools, invocation))
     run = replace(run, cluster=found.cluster)
     summary = frame.end_summary(run, None, None, started, trigger=str(event.kind))
-    fate, may_come_back = event.fate
+    fate, may_come_back = notices.ec2_fate(event, summary)
     # A rebalance's cordon says so itself (_cordon): not for a node drained already.
     if may_come_back and run.result in (Result.DRAINED, Result.TIMED_OUT):
         log.warning("%s: %s", fate, notices.comes_back(run.node or "NODE", str(event.kind), fate))

@@ -21,6 +21,7 @@ from drainer import aws
 from drainer.errors import AwsError
 from drainer.lifecycle.events_ec2 import RUNS_THROUGH, Ec2Event, Ec2Kind
 from drainer.lifecycle.events_hook import TERMINATE_HOOK_TRIGGER, WARM_POOL_NAME, LifecycleEvent
+from drainer.lifecycle.late import CAME_LATE
 from drainer.lifecycle.launch_release import TOLD, release_command
 
 log = logging.getLogger(__name__)
@@ -116,7 +117,7 @@ def end_notice(event: Subject, summary: Mapping[str, Any]) -> Notice:
     node = summary.get("node") or "(no node)"
     subject = f"eks-node-drainer: {node} {_TITLES.get(result, result)}"
     ec2 = getattr(event, "event", None)  # an EC2 event's target: what EC2 does
-    fate = ec2.fate if isinstance(ec2, Ec2Event) else ("EC2 ends the instance", False)
+    fate = ec2_fate(ec2, summary) if isinstance(ec2, Ec2Event) else ("EC2 ends the instance", False)
     # The drain as a whole, across hand-overs, when it was handed over (scale_in's totals).
     seconds = summary.get("drain_seconds_total", summary.get("seconds", 0))
     evicted = summary.get("evicted_total", summary.get("evicted", 0))
@@ -214,6 +215,16 @@ def _told(summary: Mapping[str, Any]) -> str:
             "completed it decided)"
         )
     return str(summary.get("lifecycle_result", "none"))
+
+
+def ec2_fate(event: Ec2Event, summary: Mapping[str, Any]) -> tuple[str, bool]:
+    """What EC2 does to the instance, in words, and whether it may come back: the
+    event's own fate, but for an event that came after EC2's moment to act with the
+    instance still running (its drain's deadline source says so): EC2 did not take
+    it then, and its node stays cordoned until it is released."""
+    if CAME_LATE in str(summary.get("deadline_source") or ""):
+        return f"{event.fate[0]}, but had not when the event came", True
+    return event.fate
 
 
 def _began_by(trigger: str, fate: str) -> str:
