@@ -93,13 +93,6 @@ def _db_pods(world: World, node: str) -> list[str]:
     ]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "Not fixed yet: an EC2 event's drain does not hand over; a window beyond one "
-        "invocation needs one"
-    ),
-)
 def test_scheduled_change_window_within_drain_timeout_beyond_one_invocation__held_pod_left_to_die(
     world: World, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -114,15 +107,19 @@ def test_scheduled_change_window_within_drain_timeout_beyond_one_invocation__hel
     node = world.nodes[instance]
     _guarded(world, node)
 
-    summary = _invoke(
-        world, monkeypatch, world.scheduled_change([instance], starts_in=600), lambda_seconds=10.0
-    )
+    event = world.scheduled_change([instance], starts_in=600)
+    summary = _invoke(world, monkeypatch, event, lambda_seconds=10.0)
 
     handed_over = bool(world.aws.pending_invocations())
     assert handed_over or not _db_pods(world, node), (
         "the held pod stays, and no later invocation will delete it before the window",
         summary,
     )
+    # Now: the same event goes to the next invocation, which drains on.
+    assert summary["result"] == "handed_over", summary
+    (queued,) = world.aws.pending_invocations()
+    payload = queued["payload"]
+    assert (json.loads(payload) if isinstance(payload, str) else payload) == event
 
 
 def test_network_maintenance_the_instance_runs_through__budget_held_pod_not_force_deleted(

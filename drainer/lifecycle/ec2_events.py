@@ -274,15 +274,23 @@ def approach_for(
     return Approach(options, frozenset({str(kind)}), found.event.change_id, fixed_by_ec2=True)
 
 
-def drain(found: Ec2Target, tools: Tools, invocation: Invocation | None) -> Run:
-    """Drain (or, for a rebalance with REBALANCE_ACTION=cordon, cordon) the node."""
+def drain(
+    found: Ec2Target,
+    tools: Tools,
+    invocation: Invocation | None,
+    raw_event: Mapping[str, Any] | None = None,
+) -> Run:
+    """Drain (or, for a rebalance with REBALANCE_ACTION=cordon, cordon) the node. A
+    drain EC2's fixed moment lies beyond this invocation's time is cut to it, then
+    handed on (`_hand_on`) when pods are left."""
     settings, clients, clock = tools.settings, tools.clients, tools.clock
     logs.bind(cluster=found.cluster, asg_name=found.asg_name)
     started = clock()
-    deadline = deadline_of(found, settings, started)
+    deadline = ec2_deadline = deadline_of(found, settings, started)
     fixed = fixed_by_ec2(found, settings, started)
     stop = hand_over_at(invocation, settings, clock)
-    if stop is not None and stop < deadline.at:  # no hand-over: it ends in this invocation
+    handing_on = fixed and raw_event is not None and stop is not None and stop < deadline.at
+    if stop is not None and stop < deadline.at:  # it ends in this invocation
         deadline = Deadline(stop, f"{deadline.source}, cut to this invocation's time")
         fixed = False  # EC2 does not act then: its grace-fitting and forcing do not apply
     log_deadline(deadline, started)
@@ -295,7 +303,37 @@ def drain(found: Ec2Target, tools: Tools, invocation: Invocation | None) -> Run:
     else:
         approach = approach_for(found, settings, deadline, started, fixed=fixed)
         run = run_job(tools, DrainJob(found.identity, cluster, Window(deadline), approach))
+        if handing_on and run.result == Result.TIMED_OUT and raw_event is not None:
+            run = _hand_on(run, raw_event, tools, invocation, ec2_deadline)
     return replace(run, cluster=found.cluster, started_at=started, deadline=deadline)
+
+
+def _hand_on(
+    run: Run,
+    raw_event: Mapping[str, Any],
+    tools: Tools,
+    invocation: Invocation | None,
+    until: Deadline,
+) -> Run:
+    """A drain cut to this invocation's time with pods left, EC2 taking the instance
+    at a fixed later moment (a scheduled change's window further than one
+    invocation): the same event goes to a new invocation, which drains on, cut again
+    or, in the last one, to EC2's moment, with its policy there. Without a function to
+    invoke, or when Lambda refuses, the drain ends here, timed out, said."""
+    if invocation is None or not invocation.function_arn:
+        return run
+    try:
+        aws.invoke_self_async(tools.clients.lambda_, invocation.function_arn, dict(raw_event))
+    except AwsError as e:
+        log.warning("could not hand the drain on to a new invocation (%s): it ends here", e)
+        return run
+    log.info("pods left at this invocation's end: handed on to a new invocation")
+    return replace(
+        run,
+        result=Result.HANDED_OVER,
+        message=f"{run.message}; handed on to a new invocation, which drains on until "
+        f"{until.source}",
+    )
 
 
 def _cordon(tools: Tools, found: Ec2Target, cluster: aws.ClusterInfo) -> Run:
@@ -405,7 +443,7 @@ def handle(
     cordon_only = event.kind is Ec2Kind.REBALANCE and settings.rebalance_action == "cordon"
     if settings.notify_on_start and not cordon_only:  # a cordon is no drain to start
         ending.notify(settings, clients, notices.ec2_start_notice(found, found.cluster))
-    run = frame.aws_guarded(lambda: drain(found, tools, invocation))
+    run = frame.aws_guarded(lambda: drain(found, tools, invocation, raw_event))
     run = replace(run, cluster=found.cluster)
     summary = frame.end_summary(run, None, None, started, trigger=str(event.kind))
     fate, may_come_back = notices.ec2_fate(event, summary)
