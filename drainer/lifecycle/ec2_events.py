@@ -432,7 +432,9 @@ def handle(
         return {"result": str(Result.FAILED), "message": message}
     if isinstance(found, Skip):
         return ending.skipped(found)
-    stale = late.restarted(found.event, found.identity) or late.over_in_ec2(event, clients.ec2)
+    stale = late.restarted(found.event, found.identity)
+    if stale is None and event.kind is Ec2Kind.SCHEDULED_CHANGE:
+        stale = late.over_in_ec2(event, clients.ec2)
     if stale is not None:
         ending.notify(settings, clients, notices.stale_event_notice(found, stale.reason))
         return ending.skipped(stale)
