@@ -101,8 +101,12 @@ def test_pod_in_terminating_namespace__goes_with_it__drain_not_aborted(
         results: list[dict[str, Any]] = []
         runner = threading.Thread(target=lambda: results.append(invoke(world.terminate(instance))))
         runner.start()
-        # Release the controllers once the drain has met the namespace's 403.
-        wait_until(lambda: any("being deleted" in m for m in drainer_logs.messages()), timeout=20)
+        # Release the controllers once the drain has met the namespace's 403 for both
+        # of its pods (released after the first, the namespace controller could delete
+        # the second before its eviction was sent: gone, not going with it).
+        wait_until(
+            lambda: sum("being deleted" in m for m in drainer_logs.messages()) >= 2, timeout=20
+        )
         held.__exit__(None, None, None)
         released = True
         runner.join(60)
