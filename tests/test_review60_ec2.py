@@ -21,6 +21,7 @@ from awssim.instances import schedule_events
 from drainer import handler
 from drainer.k8s.cordon import EXCLUDE_LB_LABEL, PROGRESS_ANNOTATION, progress_value
 from drainer.lifecycle import notices
+from drainer.lifecycle.ec2_events import HANDED_ON
 from kubesim import KubeSim
 from testbed import LambdaContext, World
 from testbed import workloads as w
@@ -119,7 +120,8 @@ def test_scheduled_change_window_within_drain_timeout_beyond_one_invocation__hel
     assert summary["result"] == "handed_over", summary
     (queued,) = world.aws.pending_invocations()
     payload = queued["payload"]
-    assert (json.loads(payload) if isinstance(payload, str) else payload) == event
+    payload = json.loads(payload) if isinstance(payload, str) else payload
+    assert payload == {**event, HANDED_ON: True}, "the same event, marked handed on"
 
 
 def test_network_maintenance_the_instance_runs_through__budget_held_pod_not_force_deleted(

@@ -294,10 +294,12 @@ def _drain(
 def _left_cordoned(
     drain: Drain, found: dict[str, Any], node: str, undo: str, display: SafeStream
 ) -> bool:
-    """After an API error mid-drain: whether the node may stay cordoned (the drain's
-    cordon answered, or sent with its answer lost; or cordoned when the drain began,
-    as `drain -l` cordons every node first), said with the undo command."""
-    if drain.report.cordoned or (found.get("spec") or {}).get("unschedulable"):
+    """After an API error mid-drain: whether the node may stay cordoned by the drainer
+    (the drain's cordon answered, or sent with its answer lost; or `drain -l`'s first
+    step, whose record the node carries), said with the undo command. Someone else's
+    cordon is theirs: not claimed, no undo."""
+    listed = cordon.ADDED_CORDON in cordon.added_by_drainer(found)
+    if drain.report.cordoned or listed:
         print(f"node {node} NOT drained; it stays cordoned; to undo: {undo}", file=display)
         return True
     if drain.ctx.cordon_sent:

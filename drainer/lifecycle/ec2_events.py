@@ -302,6 +302,8 @@ def drain(
         run = _cordon(tools, found, cluster)
     else:
         approach = approach_for(found, settings, deadline, started, fixed=fixed)
+        if handing_on:  # not this drain's last chance: no pod deleted past its budget
+            approach = replace(approach, options=replace(approach.options, force_on_timeout=False))
         run = run_job(tools, DrainJob(found.identity, cluster, Window(deadline), approach))
         if handing_on and run.result == Result.TIMED_OUT and raw_event is not None:
             run = _hand_on(run, raw_event, tools, invocation, ec2_deadline)
@@ -319,12 +321,19 @@ def _hand_on(
     at a fixed later moment (a scheduled change's window further than one
     invocation): the same event goes to a new invocation, which drains on, cut again
     or, in the last one, to EC2's moment, with its policy there. Without a function to
-    invoke, or when Lambda refuses, the drain ends here, timed out, said."""
+    invoke, or when Lambda refuses for good, the drain ends here, timed out, said; a
+    refusal for now is raised, for Lambda to run this event again. The event goes on
+    marked HANDED_ON: no second start notice."""
     if invocation is None or not invocation.function_arn:
         return run
     try:
-        aws.invoke_self_async(tools.clients.lambda_, invocation.function_arn, dict(raw_event))
+        aws.invoke_self_async(
+            tools.clients.lambda_, invocation.function_arn, {**raw_event, HANDED_ON: True}
+        )
     except AwsError as e:
+        if not aws.is_permanent(e):  # Lambda runs this event again: the drain goes on
+            log.error("the hand-on failed for now; the invocation will be retried: %s", e)
+            raise
         log.warning("could not hand the drain on to a new invocation (%s): it ends here", e)
         return run
     log.info("pods left at this invocation's end: handed on to a new invocation")
@@ -372,6 +381,10 @@ def _cordon(tools: Tools, found: Ec2Target, cluster: aws.ClusterInfo) -> Run:
         node=node,
     )
 
+
+HANDED_ON = "eks-node-drainer-handed-on"
+"""The key a handed-on event carries (`_hand_on`): its drain began in an invocation
+before."""
 
 _ENDED = ENDS_WITH_THE_INSTANCE | {TERMINATE_HOOK_TRIGGER}
 """The drains whose end is the instance's: EC2's taking of it, or the Auto Scaling
@@ -443,7 +456,8 @@ def handle(
         if scheduled is not None:
             return scheduled
     cordon_only = event.kind is Ec2Kind.REBALANCE and settings.rebalance_action == "cordon"
-    if settings.notify_on_start and not cordon_only:  # a cordon is no drain to start
+    handed_on = bool((raw_event or {}).get(HANDED_ON))  # the drain started before
+    if settings.notify_on_start and not cordon_only and not handed_on:
         ending.notify(settings, clients, notices.ec2_start_notice(found, found.cluster))
     run = frame.aws_guarded(lambda: drain(found, tools, invocation, raw_event))
     run = replace(run, cluster=found.cluster)
