@@ -19,6 +19,7 @@ from drainer.cli import arguments
 from drainer.cli import main as cli_main
 from drainer.errors import AwsError
 from drainer.k8s.cordon import PROGRESS_ANNOTATION
+from drainer.lifecycle.handed_on import HANDED_ON, SoFar
 from kubesim import KubeSim
 from kubesim.faults import Fault
 from testbed import World
@@ -157,3 +158,26 @@ def test_left_cordoned__someone_elses_cordon_claimed_with_an_undo_that_undoes_no
     annotations = sim.get("Node", name)["metadata"].get("annotations") or {}
     assert PROGRESS_ANNOTATION not in annotations, "the run wrote its record after all"
     assert "to undo" not in text, ("someone else's cordon claimed, with an undo", text)
+
+
+@pytest.mark.parametrize(
+    "mark",
+    [
+        True,
+        "yes",
+        {"handovers": -1, "evicted": 0, "forced": 0, "started_at": 1.0},
+        {"handovers": 1, "evicted": "3", "forced": 0, "started_at": 1.0},
+        {"handovers": 1, "evicted": 3, "forced": 0, "started_at": True},
+        {"handovers": 1, "evicted": 3, "forced": 0, "started_at": 4e9},
+        {"handovers": 1, "evicted": 3},
+    ],
+)
+def test_a_hand_on_mark_that_does_not_read__counts_as_none(mark: object) -> None:
+    """The mark is an input like any other: forged or cut short, it is no drain so far
+    (the invocation then notifies its start and counts its own run)."""
+    assert SoFar.of({"detail": {}, HANDED_ON: mark}) is None
+
+
+def test_a_hand_on_mark__read_as_the_drain_so_far() -> None:
+    mark = {"handovers": 2, "evicted": 7, "forced": 1, "started_at": 1_790_000_000.5}
+    assert SoFar.of({HANDED_ON: mark}) == SoFar(2, 7, 1, 1_790_000_000.5)

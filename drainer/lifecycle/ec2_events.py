@@ -55,6 +55,7 @@ from drainer.lifecycle.events_ec2 import (
 )
 from drainer.lifecycle.events_fields import Skip, iso
 from drainer.lifecycle.events_hook import TERMINATE_HOOK_TRIGGER
+from drainer.lifecycle.handed_on import HANDED_ON, SoFar, hand_on, totals
 from drainer.lifecycle.job import Approach, DrainJob, Run, Tools
 from drainer.lifecycle.live import DRAIN_ENDINGS, ENDS_WITH_THE_INSTANCE
 from drainer.lifecycle.outcomes import Result
@@ -282,7 +283,7 @@ def drain(
 ) -> Run:
     """Drain (or, for a rebalance with REBALANCE_ACTION=cordon, cordon) the node. A
     drain EC2's fixed moment lies beyond this invocation's time is cut to it, then
-    handed on (`_hand_on`) when pods are left."""
+    handed on (drainer/lifecycle/handed_on.py) when pods are left."""
     settings, clients, clock = tools.settings, tools.clients, tools.clock
     logs.bind(cluster=found.cluster, asg_name=found.asg_name)
     started = clock()
@@ -306,43 +307,9 @@ def drain(
             approach = replace(approach, options=replace(approach.options, force_on_timeout=False))
         run = run_job(tools, DrainJob(found.identity, cluster, Window(deadline), approach))
         if handing_on and run.result == Result.TIMED_OUT and raw_event is not None:
-            run = _hand_on(run, raw_event, tools, invocation, ec2_deadline)
+            run = replace(run, started_at=started)
+            run = hand_on(run, raw_event, clients.lambda_, invocation, ec2_deadline)
     return replace(run, cluster=found.cluster, started_at=started, deadline=deadline)
-
-
-def _hand_on(
-    run: Run,
-    raw_event: Mapping[str, Any],
-    tools: Tools,
-    invocation: Invocation | None,
-    until: Deadline,
-) -> Run:
-    """A drain cut to this invocation's time with pods left, EC2 taking the instance
-    at a fixed later moment (a scheduled change's window further than one
-    invocation): the same event goes to a new invocation, which drains on, cut again
-    or, in the last one, to EC2's moment, with its policy there. Without a function to
-    invoke, or when Lambda refuses for good, the drain ends here, timed out, said; a
-    refusal for now is raised, for Lambda to run this event again. The event goes on
-    marked HANDED_ON: no second start notice."""
-    if invocation is None or not invocation.function_arn:
-        return run
-    try:
-        aws.invoke_self_async(
-            tools.clients.lambda_, invocation.function_arn, {**raw_event, HANDED_ON: True}
-        )
-    except AwsError as e:
-        if not aws.is_permanent(e):  # Lambda runs this event again: the drain goes on
-            log.error("the hand-on failed for now; the invocation will be retried: %s", e)
-            raise
-        log.warning("could not hand the drain on to a new invocation (%s): it ends here", e)
-        return run
-    log.info("pods left at this invocation's end: handed on to a new invocation")
-    return replace(
-        run,
-        result=Result.HANDED_OVER,
-        message=f"{run.message}; handed on to a new invocation, which drains on until "
-        f"{until.source}",
-    )
 
 
 def _cordon(tools: Tools, found: Ec2Target, cluster: aws.ClusterInfo) -> Run:
@@ -381,10 +348,6 @@ def _cordon(tools: Tools, found: Ec2Target, cluster: aws.ClusterInfo) -> Run:
         node=node,
     )
 
-
-HANDED_ON = "eks-node-drainer-handed-on"
-"""The key a handed-on event carries (`_hand_on`): its drain began in an invocation
-before."""
 
 _ENDED = ENDS_WITH_THE_INSTANCE | {TERMINATE_HOOK_TRIGGER}
 """The drains whose end is the instance's: EC2's taking of it, or the Auto Scaling
@@ -456,12 +419,15 @@ def handle(
         if scheduled is not None:
             return scheduled
     cordon_only = event.kind is Ec2Kind.REBALANCE and settings.rebalance_action == "cordon"
-    handed_on = bool((raw_event or {}).get(HANDED_ON))  # the drain started before
-    if settings.notify_on_start and not cordon_only and not handed_on:
+    handed_on = raw_event is not None and HANDED_ON in raw_event
+    so_far = SoFar.of(raw_event) if handed_on else None  # the drain began before
+    if settings.notify_on_start and not cordon_only and so_far is None:
         ending.notify(settings, clients, notices.ec2_start_notice(found, found.cluster))
     run = frame.aws_guarded(lambda: drain(found, tools, invocation, raw_event))
     run = replace(run, cluster=found.cluster)
     summary = frame.end_summary(run, None, None, started, trigger=str(event.kind))
+    if so_far is not None:
+        summary = totals(summary, so_far, run)
     fate, may_come_back = notices.ec2_fate(event, summary)
     # A rebalance's cordon says so itself (_cordon): not for a node drained already.
     if may_come_back and run.result in (Result.DRAINED, Result.TIMED_OUT):
