@@ -6,39 +6,20 @@ from __future__ import annotations
 
 import io
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from test_review58_cli import POOL, _run, sim
+from test_transport import OK_BODY, _recording
 
 from drainer.cli import arguments, output
 from drainer.cli import main as cli_main
 from drainer.cli.main import main
 from kubesim import KubeSim
 from kubesim.faults import Fault
-from testbed import workloads as w
-from testbed.cluster import Cluster
-from testbed.world import pods_on, rbac_manifests, wait_until
+from testbed.world import wait_until
 
-POOL = ["ip-10-0-0-1.ec2.internal", "ip-10-0-0-2.ec2.internal"]
-
-
-@pytest.fixture
-def sim() -> Iterator[KubeSim]:
-    """Two nodes in pool old, one bare pod on each."""
-    with KubeSim(speed=20) as running:
-        running.apply(rbac_manifests())
-        running.apply([w.node(n, labels={"pool": "old"}) for n in POOL])
-        running.apply([w.pod(f"lonely-{i}", node_name=n) for i, n in enumerate(POOL)])
-        cluster = Cluster.of_kubesim(running)
-        wait_until(lambda: all(len(pods_on(cluster, n)) == 1 for n in POOL), timeout=20)
-        yield running
-
-
-def _run(sim: KubeSim, *args: str) -> tuple[int, str]:
-    out = io.StringIO()
-    flags = ["--kubeconfig", str(sim.kubeconfig), "--context", "drainer"]
-    return main(["drain", *flags, *args], stdout=out), out.getvalue()
+__all__ = ["sim"]  # the fixture, shared with review 58's CLI tests
 
 
 def _unschedulable(sim: KubeSim, node: str) -> bool:
@@ -159,37 +140,9 @@ def test_as_a_user_named_in_latin1__sent_as_utf8__as_kubectl__not_another_name()
     `jos\\xe9` (latin-1): another user name, which no binding names, so every request
     is refused as a user the operator never asked for (and `--as-group Développeurs`
     a group that does not exist)."""
-    import socketserver
-    import threading
-
-    from drainer.k8s.transport import Endpoint, Transport
-
-    seen: list[bytes] = []
-
-    class Recording(socketserver.BaseRequestHandler):
-        def handle(self) -> None:
-            got = b""
-            while b"\r\n\r\n" not in got:
-                piece = self.request.recv(65536)
-                if not piece:
-                    return
-                got += piece
-            seen.append(got)
-            self.request.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}")
-
-    server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Recording)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        port = server.server_address[1]
-        endpoint = Endpoint(
-            f"http://127.0.0.1:{port}",
-            impersonate=(("Impersonate-User", "josé"), ("Impersonate-Group", "Développeurs")),
-        )
-        Transport(endpoint).send("GET", "/api/v1/nodes", timeout=5).read()
-    finally:
-        server.shutdown()
-        server.server_close()
+    names = (("Impersonate-User", "josé"), ("Impersonate-Group", "Développeurs"))
+    with _recording(OK_BODY, impersonate=names) as (transport, seen):
+        transport.send("GET", "/api/v1/nodes", timeout=5).read()
 
     head = seen[0]
     assert b"Impersonate-User: jos\xc3\xa9\r\n" in head, head

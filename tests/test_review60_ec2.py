@@ -21,7 +21,7 @@ from awssim.instances import schedule_events
 from drainer import handler
 from drainer.k8s.cordon import EXCLUDE_LB_LABEL, PROGRESS_ANNOTATION, progress_value
 from drainer.lifecycle import notices
-from drainer.lifecycle.handed_on import HANDED_ON
+from drainer.lifecycle.ec2_handover import HANDED_OVER
 from kubesim import KubeSim
 from testbed import LambdaContext, World
 from testbed import workloads as w
@@ -121,14 +121,14 @@ def test_scheduled_change_window_within_drain_timeout_beyond_one_invocation__hel
     (queued,) = world.aws.pending_invocations()
     payload = queued["payload"]
     payload = json.loads(payload) if isinstance(payload, str) else payload
-    mark = payload.pop(HANDED_ON)
-    assert payload == event, "the same event, marked handed on"
+    mark = payload.pop(HANDED_OVER)
+    assert payload == event, "the same event, marked handed over"
     assert (mark["handovers"], mark["forced"]) == (1, 0), mark
     assert mark["evicted"] == summary["evicted"], (mark, summary)
 
     # The next invocation drains on, and its end line counts the drain as a whole.
     world.aws.pop_invocation()
-    later = _invoke(world, monkeypatch, {**event, HANDED_ON: mark}, lambda_seconds=10.0)
+    later = _invoke(world, monkeypatch, {**event, HANDED_OVER: mark}, lambda_seconds=10.0)
     assert later["result"] == "handed_over", later
     assert later["handovers_so_far"] == 1, later
     assert later["evicted_total"] == mark["evicted"] + later["evicted"], later

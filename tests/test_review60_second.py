@@ -19,7 +19,7 @@ from drainer.cli import arguments
 from drainer.cli import main as cli_main
 from drainer.errors import AwsError
 from drainer.k8s.cordon import PROGRESS_ANNOTATION
-from drainer.lifecycle.handed_on import HANDED_ON, SoFar
+from drainer.lifecycle.ec2_handover import HANDED_OVER, SoFar
 from kubesim import KubeSim
 from kubesim.faults import Fault
 from testbed import World
@@ -175,9 +175,9 @@ def test_left_cordoned__someone_elses_cordon_claimed_with_an_undo_that_undoes_no
 def test_a_hand_on_mark_that_does_not_read__counts_as_none(mark: object) -> None:
     """The mark is an input like any other: forged or cut short, it is no drain so far
     (the invocation then notifies its start and counts its own run)."""
-    assert SoFar.of({"detail": {}, HANDED_ON: mark}) is None
+    assert SoFar.of({"detail": {}, HANDED_OVER: mark}) is None
 
 
 def test_a_hand_on_mark__read_as_the_drain_so_far() -> None:
     mark = {"handovers": 2, "evicted": 7, "forced": 1, "started_at": 1_790_000_000.5}
-    assert SoFar.of({HANDED_ON: mark}) == SoFar(2, 7, 1, 1_790_000_000.5)
+    assert SoFar.of({HANDED_OVER: mark}) == SoFar(2, 7, 1, 1_790_000_000.5)

@@ -34,7 +34,7 @@ from drainer.engine.report import DrainReport
 from drainer.k8s.client import RetryPolicy
 from drainer.k8s.cordon import PROGRESS_ANNOTATION, cordon_patch, progress_value
 from drainer.k8s.kube import Kube
-from drainer.lifecycle import admission, runner, scale_in, window
+from drainer.lifecycle import admission, ending, runner, scale_in, window
 from drainer.lifecycle.events import parse_event
 from drainer.lifecycle.events_ec2 import Ec2Kind
 from drainer.lifecycle.events_hook import TERMINATE_HOOK_TRIGGER, LifecycleEvent
@@ -1169,8 +1169,14 @@ def test_drain_handed_over__the_end_counts_every_invocation_s_evictions() -> Non
 
     claim = parse_handover(payload[HANDOVER_KEY], None, time.time())
     assert claim is not None
-    summary = scale_in._across_invocations(
-        {"result": "drained", "evicted": 3, "seconds": 20.0}, claim, last
+    summary = ending.across_invocations(
+        {"result": "drained", "evicted": 3, "seconds": 20.0},
+        last,
+        handovers=claim.handovers,
+        heartbeats=claim.heartbeats,
+        evicted=claim.evicted,
+        forced=claim.forced,
+        started_at=claim.started_at,
     )
 
     assert (summary["evicted"], summary["evicted_total"]) == (3, 43)

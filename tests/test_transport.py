@@ -341,7 +341,9 @@ class _Recording(socketserver.BaseRequestHandler):
 
 
 @contextlib.contextmanager
-def _recording(*answers: bytes) -> Iterator[tuple[Transport, list[bytes]]]:
+def _recording(
+    *answers: bytes, impersonate: tuple[tuple[str, str], ...] = ()
+) -> Iterator[tuple[Transport, list[bytes]]]:
     server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), _Recording)
     server.daemon_threads = True
     server.answers = answers  # type: ignore[attr-defined]
@@ -349,7 +351,8 @@ def _recording(*answers: bytes) -> Iterator[tuple[Transport, list[bytes]]]:
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         port = server.server_address[1]
-        yield Transport(Endpoint(f"http://127.0.0.1:{port}/prefix")), server.seen  # type: ignore[attr-defined]
+        endpoint = Endpoint(f"http://127.0.0.1:{port}/prefix", impersonate=impersonate)
+        yield Transport(endpoint), server.seen  # type: ignore[attr-defined]
     finally:
         server.shutdown()
         server.server_close()

@@ -43,6 +43,7 @@ from drainer.errors import AwsError, ClusterNotFound, InstanceNotFound, KubeErro
 from drainer.k8s.cordon import cordon_patch, live_drain, progress_of
 from drainer.lifecycle import ending, frame, late, notices
 from drainer.lifecycle.admission import group_refused, group_tags
+from drainer.lifecycle.ec2_handover import HANDED_OVER, SoFar, hand_over_event
 from drainer.lifecycle.events_ec2 import (
     EC2_EVENT_NAMES,
     EC2_TRIGGERS,
@@ -55,7 +56,6 @@ from drainer.lifecycle.events_ec2 import (
 )
 from drainer.lifecycle.events_fields import Skip, iso
 from drainer.lifecycle.events_hook import TERMINATE_HOOK_TRIGGER
-from drainer.lifecycle.handed_on import HANDED_ON, SoFar, hand_on, totals
 from drainer.lifecycle.job import Approach, DrainJob, Run, Tools
 from drainer.lifecycle.live import DRAIN_ENDINGS, ENDS_WITH_THE_INSTANCE
 from drainer.lifecycle.outcomes import Result
@@ -283,16 +283,17 @@ def drain(
 ) -> Run:
     """Drain (or, for a rebalance with REBALANCE_ACTION=cordon, cordon) the node. A
     drain EC2's fixed moment lies beyond this invocation's time is cut to it, then
-    handed on (drainer/lifecycle/handed_on.py) when pods are left."""
+    handed over (drainer/lifecycle/ec2_handover.py) when pods are left."""
     settings, clients, clock = tools.settings, tools.clients, tools.clock
     logs.bind(cluster=found.cluster, asg_name=found.asg_name)
     started = clock()
     deadline = ec2_deadline = deadline_of(found, settings, started)
     fixed = fixed_by_ec2(found, settings, started)
     stop = hand_over_at(invocation, settings, clock)
-    handing_on = fixed and raw_event is not None and stop is not None and stop < deadline.at
-    if stop is not None and stop < deadline.at:  # it ends in this invocation
-        deadline = Deadline(stop, f"{deadline.source}, cut to this invocation's time")
+    cut = stop if stop is not None and stop < deadline.at else None  # it ends in this invocation
+    handing_over = cut is not None and fixed and raw_event is not None
+    if cut is not None:
+        deadline = Deadline(cut, f"{deadline.source}, cut to this invocation's time")
         fixed = False  # EC2 does not act then: its grace-fitting and forcing do not apply
     log_deadline(deadline, started)
     try:
@@ -303,12 +304,12 @@ def drain(
         run = _cordon(tools, found, cluster)
     else:
         approach = approach_for(found, settings, deadline, started, fixed=fixed)
-        if handing_on:  # not this drain's last chance: no pod deleted past its budget
+        if handing_over:  # not this drain's last chance: no pod deleted past its budget
             approach = replace(approach, options=replace(approach.options, force_on_timeout=False))
         run = run_job(tools, DrainJob(found.identity, cluster, Window(deadline), approach))
-        if handing_on and run.result == Result.TIMED_OUT and raw_event is not None:
+        if handing_over and run.result == Result.TIMED_OUT and raw_event is not None:
             run = replace(run, started_at=started)
-            run = hand_on(run, raw_event, clients.lambda_, invocation, ec2_deadline)
+            run = hand_over_event(run, raw_event, clients.lambda_, invocation, ec2_deadline)
     return replace(run, cluster=found.cluster, started_at=started, deadline=deadline)
 
 
@@ -419,15 +420,15 @@ def handle(
         if scheduled is not None:
             return scheduled
     cordon_only = event.kind is Ec2Kind.REBALANCE and settings.rebalance_action == "cordon"
-    handed_on = raw_event is not None and HANDED_ON in raw_event
-    so_far = SoFar.of(raw_event) if handed_on else None  # the drain began before
+    # handed over: the drain began in an invocation before (nothing read for the others)
+    so_far = SoFar.of(raw_event) if raw_event and HANDED_OVER in raw_event else None
     if settings.notify_on_start and not cordon_only and so_far is None:
         ending.notify(settings, clients, notices.ec2_start_notice(found, found.cluster))
     run = frame.aws_guarded(lambda: drain(found, tools, invocation, raw_event))
     run = replace(run, cluster=found.cluster)
     summary = frame.end_summary(run, None, None, started, trigger=str(event.kind))
     if so_far is not None:
-        summary = totals(summary, so_far, run)
+        summary = so_far.summed(summary, run)
     fate, may_come_back = notices.ec2_fate(event, summary)
     # A rebalance's cordon says so itself (_cordon): not for a node drained already.
     if may_come_back and run.result in (Result.DRAINED, Result.TIMED_OUT):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
@@ -99,21 +100,57 @@ def hand_over(
     """Re-invoke the function with the event and the drain's state. A hand-over Lambda
     refuses for good (or with no function to hand over to) is a failure, like any
     other that stops the drain; one that fails for now (throttled, a 5xx, after
-    botocore's retries) is raised, as every AWS call's is, for Lambda to run this
-    event again while the hook's heartbeat timeout keeps the instance."""
-    if invocation is None or not invocation.function_arn or run.handover is None:
+    botocore's retries) is raised (invoke_next), for Lambda to run this event again
+    while the hook's heartbeat timeout keeps the instance."""
+    if run.handover is None:
         return _not_handed_over(run, "no function to hand over to")
+    why = invoke_next(clients.lambda_, invocation, with_handover(raw_event, run.handover))
+    if why:
+        return _not_handed_over(run, why)
+    log.info("handed over to a new invocation (hand-over %d)", run.handover.handovers)
+    return run
+
+
+def invoke_next(
+    lambda_client: aws.Client, invocation: Invocation | None, payload: Mapping[str, Any]
+) -> str:
+    """Queue the next invocation of this function with `payload`, a drain handed over
+    (the terminate hook's, an EC2 event's): "" once Lambda has it; why not when
+    there is no function to invoke or Lambda refuses for good. A refusal for now is
+    raised, as every AWS call's is, for Lambda to run this event again."""
+    if invocation is None or not invocation.function_arn:
+        return "no function to hand over to"
     try:
-        aws.invoke_self_async(
-            clients.lambda_, invocation.function_arn, with_handover(raw_event, run.handover)
-        )
+        aws.invoke_self_async(lambda_client, invocation.function_arn, payload)
     except AwsError as e:
         if not aws.is_permanent(e):
             log.error("the hand-over failed for now; the invocation will be retried: %s", e)
             raise
-        return _not_handed_over(run, str(e))
-    log.info("handed over to a new invocation (hand-over %d)", run.handover.handovers)
-    return run
+        return str(e)
+    return ""
+
+
+def across_invocations(
+    summary: Mapping[str, Any],
+    run: Run,
+    *,
+    handovers: int,
+    evicted: int,
+    forced: int,
+    started_at: float,
+    heartbeats: int | None = None,
+) -> dict[str, Any]:
+    """The end line with the drain as a whole, across invocations (a terminate hook's
+    hand-overs, an EC2 event's): what the invocations before carried, this
+    one's added (`heartbeats`, `evicted` and `seconds` stay this invocation's)."""
+    report = run.report
+    totals: dict[str, Any] = {"handovers_so_far": handovers}
+    if heartbeats is not None:
+        totals["heartbeats_total"] = heartbeats + run.heartbeats
+    totals["evicted_total"] = evicted + (report.evicted if report else 0)
+    totals["forced_total"] = forced + (report.forced if report else 0)
+    totals["drain_seconds_total"] = round(time.time() - started_at, 3)
+    return {**summary, **totals}
 
 
 def _not_handed_over(run: Run, why: str) -> Run:

@@ -193,8 +193,16 @@ def handle(
     summary = frame.end_summary(run, result, completed, started)
     if event.into_warm_pool:
         summary = _into_warm_pool(summary, run, settings)
-    if event.handover is not None:
-        summary = _across_invocations(summary, event.handover, run)
+    if (before := event.handover) is not None:
+        summary = ending.across_invocations(
+            summary,
+            run,
+            handovers=before.handovers,
+            heartbeats=before.heartbeats,
+            evicted=before.evicted,
+            forced=before.forced,
+            started_at=before.started_at,
+        )
     return ending.finish(run, summary, event, settings, clients)
 
 
@@ -253,16 +261,3 @@ def _into_warm_pool(summary: dict[str, Any], run: Run, settings: Settings) -> di
         summary["message"] = f"{said}; {advice}" if said else advice
         log.warning("%s", advice)
     return summary
-
-
-def _across_invocations(summary: dict[str, Any], handover: Handover, run: Run) -> dict[str, Any]:
-    """The end line with the drain as a whole, across invocations: the state carried
-    by the hand-over (`heartbeats`, `evicted` and `seconds` stay this invocation's)."""
-    return {
-        **summary,
-        "handovers_so_far": handover.handovers,
-        "heartbeats_total": handover.heartbeats + run.heartbeats,
-        "evicted_total": handover.evicted + (run.report.evicted if run.report else 0),
-        "forced_total": handover.forced + (run.report.forced if run.report else 0),
-        "drain_seconds_total": round(time.time() - handover.started_at, 3),
-    }

@@ -193,7 +193,7 @@ def leave_target_groups(
         )
         pod_groups = [g for g in holding if types.get(g) == "ip"]
         short = _short_grace(elbv2, {g: holding[g] for g in pod_groups}, pods or {}, addresses)
-        timing = (until, clock, sleep, poll)
+        timing = _Timing(until, clock, sleep, poll)
         pending = _wait(elbv2, list(holding), ids, held, timing)
     except AwsError as e:
         log.warning("could not take %s out of its target groups: %s", instance, e)
@@ -215,18 +215,27 @@ def _wait(
     pending: list[str],
     ids: dict[str, set[str]],
     held: IpsHeld,
-    timing: tuple[float, Callable[[], float], Callable[[float], None], float],
+    timing: _Timing,
 ) -> list[str]:
-    """The groups of `pending` still holding their ids when they all let go or the
-    time is up (`timing`: until, clock, sleep, poll): looked at again after 1, 2, 4 s
-    and then every `poll` s."""
-    until, clock, sleep, poll = timing
+    """The groups of `pending` still holding their ids when they all let go or
+    `timing.until`: looked at again after 1, 2, 4 s and then every `timing.poll` s."""
+    until, clock = timing.until, timing.clock
     looks = 0
     while pending and clock() < until:
-        sleep(min(poll, 2.0**looks, max(0.0, until - clock())))
+        timing.sleep(min(timing.poll, 2.0**looks, max(0.0, until - clock())))
         looks += 1
         pending = _still_pending(elbv2, pending, ids, until, clock, held=held)
     return pending
+
+
+@dataclass(frozen=True)
+class _Timing:
+    """The wait's limit, clock, sleep and longest pause between looks."""
+
+    until: float
+    clock: Callable[[], float]
+    sleep: Callable[[float], None]
+    poll: float
 
 
 TRIES = 10
