@@ -74,28 +74,40 @@ class JsonLines(logging.Formatter):
             line["xray_trace_id"] = trace.split(";")[0].replace("Root=", "")
         # The filter redacted the message; an exception's text or an extra may hold a
         # token or a signature too, so the whole line is redacted as well.
-        text = json.dumps(
-            {k: v for k, v in line.items() if v is not None},
-            default=str,
-            separators=(",", ":"),
-            ensure_ascii=False,
-        )
+        text = _ENCODER.encode({k: v for k, v in line.items() if v is not None})
         return redact(text, _SIGNATURE_IN_JSON)
+
+
+_ENCODER = json.JSONEncoder(default=str, separators=(",", ":"), ensure_ascii=False)
+"""One encoder for every line (json.dumps with options builds one a call)."""
 
 
 def redact(text: str, signature: re.Pattern[str] = _SIGNATURE) -> str:
     """`text` with every EKS bearer token and every presigned URL's signature,
     credential and session token replaced."""
-    return signature.sub(r"\1[redacted]", _TOKEN.sub("k8s-aws-v1.[redacted]", text))
+    if "k8s-aws-v1." in text:
+        text = _TOKEN.sub("k8s-aws-v1.[redacted]", text)
+    if "X-Amz-" in text:
+        text = signature.sub(r"\1[redacted]", text)
+    return text
 
 
 def _timestamp(record: logging.LogRecord) -> str:
     """2026-11-28 22:00:21,227+0000: local time (UTC on Lambda), milliseconds."""
-    moment = time.localtime(record.created)
-    return (
-        f"{time.strftime('%Y-%m-%d %H:%M:%S', moment)},{int(record.msecs):03d}"
-        f"{time.strftime('%z', moment)}"
-    )
+    second = int(record.created)
+    cached = _Second.last
+    if cached[0] != second:
+        moment = time.localtime(second)
+        cached = (second, time.strftime("%Y-%m-%d %H:%M:%S", moment), time.strftime("%z", moment))
+        _Second.last = cached  # one tuple, swapped whole: threads read it as one
+    return f"{cached[1]},{int(record.msecs):03d}{cached[2]}"
+
+
+class _Second:
+    """The last second a line was written in, as text, and its zone: one localtime
+    a second, not one a line."""
+
+    last: tuple[int, str, str] = (-1, "", "")
 
 
 def _exception(formatter: logging.Formatter, info: Any) -> dict[str, Any]:
@@ -215,5 +227,15 @@ def drain_event(
 ) -> None:
     """One drain event as one log line: `message` for people, `fields` (the log
     contract, DrainEvent.fields() in drainer/engine/report.py) as top-level JSON keys, at
-    `level` (the one EVENT_LEVELS gives its kind)."""
-    logger.log(level, message, extra=safe_fields(fields))
+    `level` (the one EVENT_LEVELS gives its kind). Its location is this function's, as
+    logger.log would find it, without walking the stack for it (a drain writes two
+    lines a pod)."""
+    if logger.isEnabledFor(level):
+        extra = safe_fields(fields)
+        logger.handle(
+            logger.makeRecord(logger.name, level, __file__, _LINE, message, (), None, _FUNC, extra)
+        )
+
+
+_FUNC = drain_event.__name__
+_LINE = drain_event.__code__.co_firstlineno

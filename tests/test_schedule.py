@@ -492,3 +492,29 @@ def test_budget_spent_by_one_acceptance__its_other_pods_named__critical_tier_at_
     assert "shop/web-1 (PodDisruptionBudget shop/web allows no disruption" in why
     assert names(schedule.pick(now=DEADLINE - 120, slots=8)) == ["dns-0"]
     assert other.held == "" and other.attempts == 0, "words only: never asked"
+
+
+@PROPERTIES
+@given(
+    steps=st.lists(
+        st.tuples(st.sampled_from(["add", "add_budgeted", "pick", "back"]), st.integers(0, 5)),
+        max_size=40,
+    )
+)
+def test_picks_in_turn_whatever_came_and_went_between_picks(steps: list[tuple[str, int]]) -> None:
+    """The order pick() keeps between picks is the one it would sort anew: pods under
+    no budget first, each in the order it came, one sent back (a timer's wait) in its
+    old turn, a pod new mid-drain in its own."""
+    schedule = schedule_of(Budgets(shop__pdb=100))
+    entries: list[Entry] = []
+    for i, (step, n) in enumerate(steps):
+        if step.startswith("add"):
+            entries.append(add(schedule, f"p{i}", "shop/pdb" if step == "add_budgeted" else ""))
+        elif step == "back":
+            flying = [e for e in entries if e.state is State.IN_FLIGHT]
+            for entry in flying[:n]:
+                schedule.wait(entry, until=0.0, why="the server asked to wait")
+        else:
+            todo = [e for e in entries if e.state is State.TODO]
+            expected = sorted(todo, key=lambda e: (bool(e.budget), e.order))[:n]
+            assert schedule.pick(now=1.0, slots=n) == expected

@@ -186,7 +186,8 @@ class Following:
                 self.take_in([pod])
 
     def _follow(self, entry: Entry, now: float) -> None:
-        if self.tracker.gone(entry.pod) or _id(entry.pod) in self._listed_gone:
+        current = self.tracker.current(entry.pod)  # None: gone (kubectl's test, watchers.py)
+        if current is None or (self._listed_gone and _id(entry.pod) in self._listed_gone):
             evicted = entry.state is State.EVICTED
             self.schedule.gone(entry)
             self.ctx.report.forget_several_budgets(entry.name)  # gone all the same
@@ -195,8 +196,7 @@ class Following:
                 self._stopped(entry, seconds)
             self.ctx.emit(Kind.GONE, pod=entry.name, seconds=seconds, tier=entry.tier)
             return
-        current = self.tracker.current(entry.pod)
-        if current is not None and current is not entry.pod:
+        if current is not entry.pod:
             entry.pod = current
             deadline = pods.deletion_deadline(current)
             if deadline is None:  # not going (yet): an evicted pod keeps the due time

@@ -135,6 +135,10 @@ def _charged(pod: Pod) -> bool:
     return pods.is_ready(pod) and phase not in ("Pending", "Succeeded", "Failed")
 
 
+def _pick_order(entry: Entry) -> tuple[bool, int]:
+    return bool(entry.budget), entry.order
+
+
 def _split(budget: str) -> tuple[str, str]:
     namespace, _, name = budget.partition("/")
     return namespace, name
@@ -151,6 +155,9 @@ class Schedule:
         self._by_name: dict[tuple[str, str], list[Entry]] = {}
         self._open = Counter[bool]()  # open entries by `critical`
         self._todo: dict[int, Entry] = {}  # the TODO entries by `order`
+        self._queue: list[Entry] | None = None
+        """The TODO entries in the order pick() looks at them, kept between picks
+        (an entry that left TODO is dropped as met); None when one came (back) in."""
         self._order = itertools.count()
         self._flying: Counter[str] = Counter()
         self._accepted: dict[str, tuple[int, int]] = {}  # budget -> (version, accepted at it)
@@ -173,6 +180,7 @@ class Schedule:
         self._by_name.setdefault(pods.key(pod), []).append(entry)
         self._open[entry.critical] += 1
         self._todo[entry.order] = entry
+        self._queue = None
         if terminating:
             self._move(entry, State.TERMINATING)
             entry.since = now
@@ -187,6 +195,7 @@ class Schedule:
         """Every change of state goes through here, to keep the counts."""
         if state is State.TODO:
             self._todo[entry.order] = entry
+            self._queue = None
         elif entry.state is State.TODO:
             del self._todo[entry.order]
         self._open[entry.critical] += (state in OPEN) - (entry.state in OPEN)
@@ -255,11 +264,10 @@ class Schedule:
         chosen: list[Entry] = []
         if slots <= 0 or not self._todo:
             return chosen
-        waiting = sorted(self._todo.values(), key=lambda e: (bool(e.budget), e.order))
-        for entry in waiting:
+        for entry in self._waiting():
             if len(chosen) >= slots:
                 break
-            if self.eligible(entry, now):
+            if entry.state is State.TODO and self.eligible(entry, now):
                 self._move(entry, State.IN_FLIGHT)
                 if entry.budget:
                     entry.sent_at = self.budgets.seen(*_split(entry.budget))
@@ -267,6 +275,18 @@ class Schedule:
                 self._flying[entry.budget] += 1
                 chosen.append(entry)
         return chosen
+
+    def _waiting(self) -> list[Entry]:
+        """The TODO entries, those under no budget first, each in its turn: sorted
+        once, not at every pick (a pick per answer made it quadratic in the pods)."""
+        if self._queue is None:
+            self._queue = sorted(self._todo.values(), key=_pick_order)
+        queue = self._queue
+        met = 0
+        while met < len(queue) and queue[met].state is not State.TODO:
+            met += 1
+        del queue[:met]
+        return queue
 
     def next_wake(self, now: float) -> float | None:
         """The next moment a timer makes something eligible (None: only a change will)."""

@@ -137,17 +137,17 @@ class Head:
     parser and policies: those were about a quarter of the drainer's CPU for each
     request (issue 39, item 10)."""
 
-    __slots__ = ("_pairs",)
+    __slots__ = ("_first", "_pairs")
 
     def __init__(self, pairs: list[tuple[str, str]]) -> None:
         self._pairs = pairs
+        self._first: dict[str, str] = {}
+        """Each name in lower case, to its first value: a lookup is one dict's."""
+        for key, value in pairs:
+            self._first.setdefault(key.lower(), value)
 
     def get(self, name: str, default: Any = None) -> Any:
-        wanted = name.lower()
-        for key, value in self._pairs:
-            if key.lower() == wanted:
-                return value
-        return default
+        return self._first.get(name.lower(), default)
 
     def get_all(self, name: str, default: Any = None) -> Any:
         wanted = name.lower()
