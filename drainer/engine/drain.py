@@ -259,7 +259,7 @@ class Drain:
                 if step.verify and self.ctx.clock() >= limit:
                     return False
                 sent = [f for f in sent if not f.done()]
-                sent.extend(pool.submit(self._send, parts, entry) for entry in step.send)
+                sent.extend(pool.submit(parts.evictions.send, entry) for entry in step.send)
         finally:
             pool.shutdown(wait=False, cancel_futures=True)
             # Requests already sent get their answers (bounded) before the drain ends:
@@ -322,17 +322,6 @@ class Drain:
         parts.following.absorb(now)
         return self._guard.uncordoned()
 
-    def _send(self, parts: _Parts, entry: Entry) -> None:
-        """One eviction request, and what its answer means for the pod (evictions.py);
-        then the loop looks at the pod again (the watch may have seen it change
-        meanwhile)."""
-        try:
-            parts.evictions.evict(entry)
-        finally:
-            with self.ctx.cond:
-                parts.following.mark(entry.pod)
-                self.ctx.cond.notify_all()
-
     # -- the end --------------------------------------------------------------
 
     def _not_drained(self, parts: _Parts, deadline: float) -> None:
@@ -392,7 +381,7 @@ def _parts(ctx: DrainContext, budgets: BudgetTracker) -> _Parts:
         budgets=budgets,
         schedule=schedule,
         following=following,
-        evictions=Evictions(ctx, schedule, budgets, following.tracker),
+        evictions=Evictions(ctx, schedule, budgets, following.tracker, following.mark),
         force=ForcePolicy(ctx, schedule, look_again=following.mark),
     )
 

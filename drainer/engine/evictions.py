@@ -12,6 +12,7 @@ TLS, a refused token) ends the drain.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from drainer.engine import pods
@@ -49,45 +50,62 @@ class Evictions:
     budgets: BudgetTracker
     pods: PodTracker
     """The node's pods as the watch has them: whether a pod answered 404 is gone."""
+    look_again: Callable[[Pod], None]
+    """Has the loop look at a pod again at its next turn (hold the lock)."""
     conflicts_said: set[str] = field(default_factory=set)
     """The pods whose 409 was warned of (once each: the pod is tried again while the
     watch catches up with one replaced under its name)."""
 
-    def evict(self, entry: Entry) -> None:
-        """Send `entry`'s eviction and act on the answer."""
+    def send(self, entry: Entry) -> None:
+        """One eviction, from a worker thread: the request, what its answer means for
+        the pod, then the loop looks at the pod again (the watch may have seen it
+        change meanwhile) and wakes, once an answer (a second wake would turn it twice)."""
+        answered = False
+        try:
+            answered = self.evict(entry)
+        finally:
+            if not answered:
+                with self.ctx.cond:
+                    self.look_again(entry.pod)
+                    self.ctx.cond.notify_all()
+
+    def evict(self, entry: Entry) -> bool:
+        """Send `entry`'s eviction and act on the answer; True when the loop was told
+        (an acceptance: send() need not)."""
         if self.ctx.over():
-            return
+            return False
         try:
             self.ctx.kube.evict(entry.pod, grace_period_seconds=self._grace_period(entry.pod))
         except KubeNotFound as e:  # gone, or a route or gateway that is not there
             self._not_found(entry, e)
-            return
+            return False
         except KubeConflict as e:
             # Not a sign the pod is gone: the API server also answers 409 for a pod it
             # left untouched (a budget's status update that kept conflicting, a pod
             # modified since the handler read it). Tried again later; a pod replaced
             # under its name (the UID precondition) is gone from the watch meanwhile.
             self._failed(entry, e)
-            return
+            return False
         except EvictionBlocked as e:
             self._refused(entry, e)
-            return
+            return False
         except MultipleBudgets:
             self._several_budgets(entry)
-            return
+            return False
         except NamespaceTerminating as e:
             self._going_with_namespace(entry, e)
-            return
+            return False
         except AdmissionDenied as e:
             self._denied(entry, e)
-            return
+            return False
         except FatalKubeError as e:
             self.ctx.fail(e)
-            return
+            return False
         except Exception as e:  # never drop a pod and then wait for it
             self._failed(entry, e)
-            return
+            return False
         self._accepted(entry)
+        return True
 
     def _grace_period(self, pod: Pod) -> int | None:
         """The eviction's grace period: the setting's (None: the pod's own), cut to
@@ -112,6 +130,7 @@ class Evictions:
                     refusals=entry.refusals,
                     tier=entry.tier,
                 )
+            self.look_again(entry.pod)
             self.ctx.cond.notify_all()
 
     def _not_found(self, entry: Entry, error: KubeNotFound) -> None:
@@ -125,8 +144,7 @@ class Evictions:
                 self.schedule.gone(entry)
                 self.ctx.report.forget_several_budgets(entry.name)
                 self.ctx.emit(Kind.GONE, pod=entry.name, tier=entry.tier)
-                self.ctx.cond.notify_all()
-        if not gone:  # the drain's loop looks at the pod again after this (Drain._send)
+        if not gone:  # the drain's loop looks at the pod again after this (send)
             self._failed(entry, error)
 
     def _refused(self, entry: Entry, error: EvictionBlocked) -> None:
@@ -155,7 +173,6 @@ class Evictions:
                     reason=str(error),
                     tier=entry.tier,
                 )
-            self.ctx.cond.notify_all()
 
     def _fallback(self, synced: bool, attempt: int) -> float:
         if synced:  # the watch wakes the pod; the timer only covers a missed event
@@ -183,7 +200,6 @@ class Evictions:
                     reason=message,
                     tier=entry.tier,
                 )
-            self.ctx.cond.notify_all()
 
     def _going_with_namespace(self, entry: Entry, error: NamespaceTerminating) -> None:
         """The namespace's controller deletes the pod when its queue reaches it. Until
@@ -209,7 +225,6 @@ class Evictions:
                     "(403 NamespaceTerminating, not an RBAC denial); waiting for it to be gone",
                     tier=entry.tier,
                 )
-            self.ctx.cond.notify_all()
 
     def _denied(self, entry: Entry, error: AdmissionDenied) -> None:
         """An admission policy or webhook refused this pod's eviction: a refusal of
@@ -225,7 +240,6 @@ class Evictions:
                 self.ctx.emit(
                     Kind.DENIED, pod=entry.name, uid=entry.uid, reason=message, tier=entry.tier
                 )
-            self.ctx.cond.notify_all()
 
     def _failed(self, entry: Entry, error: Exception) -> None:
         """Keep the pod and try again later, never before a throttling answer's Retry-After."""
@@ -241,4 +255,3 @@ class Evictions:
             log.exception("evicting %s failed unexpectedly; retrying in %.1f s", entry.name, delay)
         with self.ctx.cond:
             self.schedule.wait(entry, self.ctx.clock() + delay, f"eviction failing: {error}")
-            self.ctx.cond.notify_all()
