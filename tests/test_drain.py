@@ -6,6 +6,7 @@ that the drain's pauses advance: no test sleeps through a Retry-After."""
 
 from __future__ import annotations
 
+import gc
 import itertools
 import json
 import logging
@@ -33,6 +34,7 @@ from realapi import (
 )
 from support.clock import FakeClock, SteppedWaits
 
+from drainer.engine.context import heap_frozen
 from drainer.engine.drain import Drain
 from drainer.engine.options import DrainOptions
 from drainer.engine.report import DrainReport
@@ -1187,3 +1189,45 @@ def test_pod_deleted_between_the_list_and_its_eviction__404__gone_at_once(
     assert report.evicted == 0
     assert gone(sim, "shop", "web-0")
     assert clock() - started < 10, "gone when the watch said so, not at a stuck check"
+
+
+# -- the heap ------------------------------------------------------------------------
+
+
+def test_a_drain_leaves_what_lived_before_it_to_no_collection__and_gives_it_back_after(
+    sim: KubeSim, front: ApiFront, clock: FakeClock
+) -> None:
+    """A drain's full collections scanned the whole process (the clients' models, the
+    modules) and freed nothing of it: what lives before the drain is frozen while it
+    runs, and unfrozen after (a cycle that dies later is still freed)."""
+    place(sim, objects.pod("web-1", namespace="shop", node_name=NODE))
+    before = gc.get_freeze_count()
+    frozen: list[int] = []
+    kube = front_kube(front, sleep=clock.sleep)
+    engine = Drain(
+        kube,
+        NODE,
+        DrainOptions(),
+        record=ProgressRecord(),
+        waits=Settling(clock, front),
+        on_event=lambda event: frozen.append(gc.get_freeze_count()),
+    )
+    try:
+        report = engine.run(clock() + 60)
+    finally:
+        kube.close()
+
+    assert report.outcome is Outcome.DRAINED
+    assert before == 0 and frozen and min(frozen) > 0, "frozen while the drain runs"
+    assert gc.get_freeze_count() == 0, "unfrozen after it"
+
+
+def test_heap_frozen__someone_else_froze_first__left_as_they_left_it() -> None:
+    gc.freeze()
+    try:
+        count = gc.get_freeze_count()
+        with heap_frozen():
+            pass
+        assert gc.get_freeze_count() == count
+    finally:
+        gc.unfreeze()

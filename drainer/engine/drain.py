@@ -29,7 +29,15 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from drainer.engine import filters, pods
-from drainer.engine.context import MAX_WAIT, DrainContext, NodeRecord, Pace, RealWaits, Waits
+from drainer.engine.context import (
+    MAX_WAIT,
+    DrainContext,
+    NodeRecord,
+    Pace,
+    RealWaits,
+    Waits,
+    heap_frozen,
+)
 from drainer.engine.dryrun import dry_run
 from drainer.engine.evictions import Evictions
 from drainer.engine.filters import Action
@@ -134,7 +142,8 @@ class Drain:
         requests_before = ctx.kube.requests
         limit = min(deadline, stop_at) if stop_at is not None else deadline
         try:
-            self._run(deadline, limit, deadline_source)
+            with heap_frozen():
+                self._run(deadline, limit, deadline_source)
         except FatalKubeError as e:
             ctx.fail(e)
         finally:
