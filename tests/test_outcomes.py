@@ -57,7 +57,13 @@ def test_lambda_outcome__an_interrupted_drain_is_a_failed_one(
 
 
 def test_outcome__the_engine_has_no_trigger_only_ending() -> None:
-    trigger_only = {Result.NOT_ALLOWED, Result.NOT_OURS, Result.CORDONED, Result.STALE}
+    trigger_only = {
+        Result.NOT_ALLOWED,
+        Result.NOT_OURS,
+        Result.CORDONED,
+        Result.STALE,
+        Result.RELEASED,
+    }
 
     assert {str(o) for o in Outcome}.isdisjoint(str(r) for r in trigger_only)
     assert {str(o) for o in Outcome} | {str(r) for r in trigger_only} == {str(r) for r in Result}, (

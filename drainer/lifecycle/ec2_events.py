@@ -304,6 +304,8 @@ def drain(
         run = _cordon(tools, found, cluster)
     else:
         approach = approach_for(found, settings, deadline, started, fixed=fixed)
+        if raw_event is not None and HANDED_OVER in raw_event and SoFar.of(raw_event):
+            approach = replace(approach, continued=True)  # a node released since: let be
         if handing_over:  # not this drain's last chance: no pod deleted past its budget
             approach = replace(approach, options=replace(approach.options, force_on_timeout=False))
         run = run_job(tools, DrainJob(found.identity, cluster, Window(deadline), approach))

@@ -88,9 +88,17 @@ def notify(settings: Settings, clients: aws.AwsClients, notice: notices.Notice) 
 
 
 # The ends of a drain worth a notice (a hand-over is not an end; another group's
-# event is none of ours).
+# event is none of ours; a chain of hand-overs that stops at a node released since
+# ends the drain its first invocation told of).
 _NOTIFIED = frozenset(
-    {Result.DRAINED, Result.NO_NODE, Result.DRY_RUN, Result.TIMED_OUT, Result.FAILED}
+    {
+        Result.DRAINED,
+        Result.NO_NODE,
+        Result.DRY_RUN,
+        Result.TIMED_OUT,
+        Result.FAILED,
+        Result.RELEASED,
+    }
 )
 
 

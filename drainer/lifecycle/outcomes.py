@@ -35,6 +35,9 @@ class Result(StrEnum):
     STALE = "stale"
     """A terminate event that came after its lifecycle action ended, its instance in
     service again (back from the warm pool): its node left alone."""
+    RELEASED = "released"
+    """An EC2 event's drain handed over to this invocation, its node released since
+    (its record gone: the change's close, or a person's `release`): left alone."""
 
 
 _RESULTS: dict[Outcome, Result] = {
@@ -79,5 +82,6 @@ def lifecycle_result(result: Result, settings: Settings) -> str | None:
         Result.NOT_OURS: "CONTINUE",  # its own manager drains it: nothing to wait for
         Result.CORDONED: None,  # a spot event's: there is no lifecycle action
         Result.STALE: None,  # the action is gone: nothing to answer
+        Result.RELEASED: None,  # an EC2 event's: there is no lifecycle action
     }
     return table[result]

@@ -149,6 +149,8 @@ def _drain_once(tools: Tools, job: DrainJob) -> Run:
         if isinstance(found, Run):
             return found
         node = str(found["metadata"]["name"])
+        if job.approach.continued and progress_of(found) is None:
+            return released_since(node)
         waited = wait_for_live_drain(
             tools,
             kube,
@@ -177,6 +179,21 @@ def _drain_once(tools: Tools, job: DrainJob) -> Run:
     if result == Result.TIMED_OUT and before:
         message += f"; {before} pods force-deleted before a hand-over"
     return Run(result, message, node=node, report=report, accuracy=accuracy)
+
+
+def released_since(node: str) -> Run:
+    """An EC2 event's drain handed over to this invocation finds its node without the
+    record the invocation before left: it was released since (the change's close, or
+    a person's `release`). It is left released: cordoning it again would undo that,
+    for a change that may be over."""
+    message = (
+        f"node {node} was released since the drain's last invocation (its drain record "
+        "is gone: the scheduled change closed, or someone ran `eks-node-drainer release`): "
+        "left as it is, and the drain is handed over no further; should the change still "
+        f"be on, drain it again with `eks-node-drainer drain --node {node}`"
+    )
+    log.warning("%s", message)
+    return Run(Result.RELEASED, message, node=node)
 
 
 def _engine_drain(
