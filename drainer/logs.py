@@ -18,6 +18,7 @@ request; powertools is now imported at a drain's end only, for its Metrics.
 
 from __future__ import annotations
 
+import dis
 import json
 import logging
 import os
@@ -238,4 +239,9 @@ def drain_event(
 
 
 _FUNC = drain_event.__name__
-_LINE = drain_event.__code__.co_firstlineno
+_LINE = next(
+    i.positions.lineno
+    for i in dis.get_instructions(drain_event)
+    if i.argval == "handle" and i.positions is not None and i.positions.lineno is not None
+)
+"""The line of drain_event's call into logging: the one logger.log would have named."""

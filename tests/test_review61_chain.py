@@ -13,7 +13,7 @@ from email.utils import formatdate
 import pytest
 from test_review60_ec2 import TOPIC, _db_pods, _guarded, _invoke, _node, _record, published, world
 
-from drainer.lifecycle.ec2_handover import HANDED_OVER
+from drainer.lifecycle.ec2_handover import HANDED_OVER, SoFar
 from testbed import World
 
 __all__ = ["published", "world"]  # the fixtures, shared with review 60
@@ -91,3 +91,16 @@ def test_change_still_on__the_next_invocation_drains_on(
 
     assert later["result"] == "handed_over", later
     assert _node(world, node)["spec"].get("unschedulable")
+
+
+def test_hand_over_mark__recorded_read_as_a_bool_or_the_mark_is_none() -> None:
+    """The mark says whether an invocation before recorded the drain on the node; a
+    mark from before that field (an upgrade mid-chain) is one that did not; a value
+    that is not a bool makes the whole mark none (a forged one)."""
+    began = time.time() - 60
+    base = {"handovers": 1, "evicted": 2, "forced": 0, "started_at": began}
+
+    assert SoFar.of({HANDED_OVER: base}) == SoFar(1, 2, 0, began, False)
+    assert SoFar.of({HANDED_OVER: {**base, "recorded": True}}) == SoFar(1, 2, 0, began, True)
+    assert SoFar.of({HANDED_OVER: {**base, "recorded": "yes"}}) is None
+    assert SoFar.of({HANDED_OVER: {**base, "recorded": 1}}) is None

@@ -304,8 +304,9 @@ def drain(
         run = _cordon(tools, found, cluster)
     else:
         approach = approach_for(found, settings, deadline, started, fixed=fixed)
-        if raw_event is not None and HANDED_OVER in raw_event and SoFar.of(raw_event):
-            approach = replace(approach, continued=True)  # a node released since: let be
+        so_far = SoFar.of(raw_event) if raw_event and HANDED_OVER in raw_event else None
+        if so_far is not None and so_far.recorded:  # a node released since: let be
+            approach = replace(approach, continued=True)
         if handing_over:  # not this drain's last chance: no pod deleted past its budget
             approach = replace(approach, options=replace(approach.options, force_on_timeout=False))
         run = run_job(tools, DrainJob(found.identity, cluster, Window(deadline), approach))

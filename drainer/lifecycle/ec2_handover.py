@@ -41,6 +41,10 @@ class SoFar:
     evicted: int = 0
     forced: int = 0
     started_at: float = 0.0
+    recorded: bool = False
+    """An invocation before cordoned the node and left its drain's record there: one
+    that finds no record now knows it was released since (runner.released_since); a
+    chain whose invocations never reached the node (an API outage) drains on."""
 
     @classmethod
     def of(cls, raw_event: Mapping[str, Any] | None) -> SoFar | None:
@@ -56,7 +60,10 @@ class SoFar:
             return None
         if isinstance(began, bool) or not 0 < began < time.time() + 60:
             return None
-        return cls(whole[0], whole[1], whole[2], float(began))
+        recorded = mark.get("recorded", False)
+        if not isinstance(recorded, bool):
+            return None
+        return cls(whole[0], whole[1], whole[2], float(began), recorded)
 
     def summed(self, summary: Mapping[str, Any], run: Run) -> dict[str, Any]:
         """The end line with the drain as a whole, this invocation's run added."""
@@ -77,6 +84,7 @@ class SoFar:
             "evicted": self.evicted + (report.evicted if report else 0),
             "forced": self.forced + (report.forced if report else 0),
             "started_at": self.started_at or started_at,
+            "recorded": self.recorded or bool(report is not None and report.cordoned),
         }
 
 

@@ -40,8 +40,9 @@ class Approach:
     a rebalance's, a window further away): the node's record says so, for the
     terminate hook that follows it (drainer/lifecycle/live.py)."""
     continued: bool = False
-    """An EC2 event's drain an earlier invocation handed over: the node must still
-    carry a record of it; one released since is left alone (runner.released_since)."""
+    """An EC2 event's drain an earlier invocation handed over after it recorded the
+    drain on the node: the node must still carry a record; one released since is left
+    alone (runner.released_since)."""
     fixed_by_ec2: bool = False
     """EC2 takes the instance at the drain's deadline (a warning's, a capacity
     reservation's, a state change's, a near scheduled change's): it waits only for a

@@ -183,14 +183,15 @@ def _drain_once(tools: Tools, job: DrainJob) -> Run:
 
 def released_since(node: str) -> Run:
     """An EC2 event's drain handed over to this invocation finds its node without the
-    record the invocation before left: it was released since (the change's close, or
-    a person's `release`). It is left released: cordoning it again would undo that,
-    for a change that may be over."""
+    record an invocation before left: it was released since (a scheduled change's
+    close, or a person's `release`). It is left released: cordoning it again would
+    undo that, for a change that may be over."""
     message = (
-        f"node {node} was released since the drain's last invocation (its drain record "
-        "is gone: the scheduled change closed, or someone ran `eks-node-drainer release`): "
-        "left as it is, and the drain is handed over no further; should the change still "
-        f"be on, drain it again with `eks-node-drainer drain --node {node}`"
+        f"node {node} was released since the drain's last invocation (the drain record "
+        "an invocation before left is gone: a scheduled change's close, or someone's "
+        "`eks-node-drainer release`, removed it): left as it is, and the drain is handed "
+        f"over no further; should the event's change still be on, drain it again with "
+        f"`eks-node-drainer drain --node {node}`"
     )
     log.warning("%s", message)
     return Run(Result.RELEASED, message, node=node)
