@@ -86,6 +86,21 @@ def _guarded(world: World, node: str) -> None:
     )
 
 
+def close_change(
+    world: World, monkeypatch: pytest.MonkeyPatch, update: dict[str, Any]
+) -> dict[str, Any]:
+    """AWS Health closes the change `update` is about (carried out, or cancelled):
+    the function's answer to the close."""
+    close = copy.deepcopy(update)
+    close["id"] = str(uuid.uuid4())
+    close["time"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    close["detail"]["statusCode"] = "closed"
+    close["detail"]["lastUpdatedTime"] = formatdate(time.time(), usegmt=True)
+    closed = _invoke(world, monkeypatch, close)
+    assert closed["result"] == "closed", closed
+    return closed
+
+
 def _db_pods(world: World, node: str) -> list[str]:
     return [
         p["metadata"]["name"]
@@ -262,14 +277,8 @@ def test_update_delivered_after_the_changes_close__lead_zero__drains_and_cordons
     node = world.nodes[instance]
     place_on(world, node, [w.deployment("web", 2)])
     update = world.scheduled_change([instance], starts_in=5 * 86400, age=3600)
-    close = copy.deepcopy(update)
-    close["id"] = str(uuid.uuid4())
-    close["time"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    close["detail"]["statusCode"] = "closed"
-    close["detail"]["lastUpdatedTime"] = formatdate(time.time(), usegmt=True)
 
-    closed = _invoke(world, monkeypatch, close)
-    assert closed["result"] == "closed", closed
+    close_change(world, monkeypatch, update)
     # EC2, for its part, lists the change's event at that window as canceled.
     window = parsedate_to_datetime(update["detail"]["startTime"])
     event = {"Code": "instance-retirement", "Description": "[Canceled] ", "NotBefore": window}

@@ -4,31 +4,26 @@ next invocation must not cordon it again for a change that is over."""
 
 from __future__ import annotations
 
-import copy
 import json
 import time
-import uuid
-from email.utils import formatdate
 
 import pytest
-from test_review60_ec2 import TOPIC, _db_pods, _guarded, _invoke, _node, _record, published, world
+from test_review60_ec2 import (
+    TOPIC,
+    _db_pods,
+    _guarded,
+    _invoke,
+    _node,
+    _record,
+    close_change,
+    published,
+    world,
+)
 
 from drainer.lifecycle.ec2_handover import HANDED_OVER, SoFar
 from testbed import World
 
 __all__ = ["published", "world"]  # the fixtures, shared with review 60
-
-
-def _closed(world: World, monkeypatch: pytest.MonkeyPatch, update: dict) -> dict:
-    """AWS Health closes the change (cancelled, or carried out)."""
-    close = copy.deepcopy(update)
-    close["id"] = str(uuid.uuid4())
-    close["time"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    close["detail"]["statusCode"] = "closed"
-    close["detail"]["lastUpdatedTime"] = formatdate(time.time(), usegmt=True)
-    closed = _invoke(world, monkeypatch, close)
-    assert closed["result"] == "closed", closed
-    return closed
 
 
 def _handed_over_once(world: World, monkeypatch: pytest.MonkeyPatch, update: dict) -> dict:
@@ -54,7 +49,7 @@ def test_change_closed_while_its_drain_is_handed_over__the_next_invocation_leave
     _guarded(world, node)
     update = world.scheduled_change([instance], starts_in=600)
     mark = _handed_over_once(world, monkeypatch, update)
-    closed = _closed(world, monkeypatch, update)
+    closed = close_change(world, monkeypatch, update)
     assert closed["released"] == [instance], closed
     assert not _node(world, node)["spec"].get("unschedulable")
     published.clear()
