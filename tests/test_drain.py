@@ -1218,8 +1218,8 @@ def test_a_drain_leaves_what_lived_before_it_to_no_collection__and_gives_it_back
         kube.close()
 
     assert report.outcome is Outcome.DRAINED
-    assert before == 0 and frozen and min(frozen) > 0, "frozen while the drain runs"
-    assert gc.get_freeze_count() == 0, "unfrozen after it"
+    assert frozen and min(frozen) > 0, "frozen while the drain runs"
+    assert gc.get_freeze_count() == before, "unfrozen after it (before: another's freeze, if any)"
 
 
 def test_heap_frozen__someone_else_froze_first__left_as_they_left_it() -> None:
