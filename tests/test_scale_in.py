@@ -1170,13 +1170,7 @@ def test_drain_handed_over__the_end_counts_every_invocation_s_evictions() -> Non
     claim = parse_handover(payload[HANDOVER_KEY], None, time.time())
     assert claim is not None
     summary = ending.across_invocations(
-        {"result": "drained", "evicted": 3, "seconds": 20.0},
-        last,
-        handovers=claim.handovers,
-        heartbeats=claim.heartbeats,
-        evicted=claim.evicted,
-        forced=claim.forced,
-        started_at=claim.started_at,
+        {"result": "drained", "evicted": 3, "seconds": 20.0}, last, claim
     )
 
     assert (summary["evicted"], summary["evicted_total"]) == (3, 43)

@@ -280,10 +280,12 @@ def drain(
     tools: Tools,
     invocation: Invocation | None,
     raw_event: Mapping[str, Any] | None = None,
+    so_far: SoFar | None = None,
 ) -> Run:
     """Drain (or, for a rebalance with REBALANCE_ACTION=cordon, cordon) the node. A
     drain EC2's fixed moment lies beyond this invocation's time is cut to it, then
-    handed over (drainer/lifecycle/ec2_handover.py) when pods are left."""
+    handed over (drainer/lifecycle/ec2_handover.py) when pods are left. `so_far`: the
+    drain before this invocation, as the event's hand-over mark carries it."""
     settings, clients, clock = tools.settings, tools.clients, tools.clock
     logs.bind(cluster=found.cluster, asg_name=found.asg_name)
     started = clock()
@@ -304,7 +306,6 @@ def drain(
         run = _cordon(tools, found, cluster)
     else:
         approach = approach_for(found, settings, deadline, started, fixed=fixed)
-        so_far = SoFar.of(raw_event) if raw_event and HANDED_OVER in raw_event else None
         if so_far is not None and so_far.recorded:  # a node released since: let be
             approach = replace(approach, continued=True)
         if handing_over:  # not this drain's last chance: no pod deleted past its budget
@@ -312,7 +313,9 @@ def drain(
         run = run_job(tools, DrainJob(found.identity, cluster, Window(deadline), approach))
         if handing_over and run.result == Result.TIMED_OUT and raw_event is not None:
             run = replace(run, started_at=started)
-            run = hand_over_event(run, raw_event, clients.lambda_, invocation, ec2_deadline)
+            run = hand_over_event(
+                run, raw_event, clients.lambda_, invocation, ec2_deadline, so_far=so_far
+            )
     return replace(run, cluster=found.cluster, started_at=started, deadline=deadline)
 
 
@@ -427,11 +430,11 @@ def handle(
     so_far = SoFar.of(raw_event) if raw_event and HANDED_OVER in raw_event else None
     if settings.notify_on_start and not cordon_only and so_far is None:
         ending.notify(settings, clients, notices.ec2_start_notice(found, found.cluster))
-    run = frame.aws_guarded(lambda: drain(found, tools, invocation, raw_event))
+    run = frame.aws_guarded(lambda: drain(found, tools, invocation, raw_event, so_far))
     run = replace(run, cluster=found.cluster)
     summary = frame.end_summary(run, None, None, started, trigger=str(event.kind))
     if so_far is not None:
-        summary = so_far.summed(summary, run)
+        summary = ending.across_invocations(summary, run, so_far)
     fate, may_come_back = notices.ec2_fate(event, summary)
     # A rebalance's cordon says so itself (_cordon): not for a node drained already.
     if may_come_back and run.result in (Result.DRAINED, Result.TIMED_OUT):

@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from drainer import aws
-from drainer.lifecycle.ending import across_invocations, invoke_next
+from drainer.lifecycle.ending import invoke_next
 from drainer.lifecycle.job import Run
 from drainer.lifecycle.outcomes import Result
 from drainer.lifecycle.window import Deadline, Invocation
@@ -65,17 +65,6 @@ class SoFar:
             return None
         return cls(whole[0], whole[1], whole[2], float(began), recorded)
 
-    def summed(self, summary: Mapping[str, Any], run: Run) -> dict[str, Any]:
-        """The end line with the drain as a whole, this invocation's run added."""
-        return across_invocations(
-            summary,
-            run,
-            handovers=self.handovers,
-            evicted=self.evicted,
-            forced=self.forced,
-            started_at=self.started_at,
-        )
-
     def after(self, run: Run, started_at: float) -> dict[str, Any]:
         """The mark the next invocation gets: this one's run added."""
         report = run.report
@@ -94,13 +83,15 @@ def hand_over_event(
     lambda_client: aws.Client,
     invocation: Invocation | None,
     until: Deadline,
+    *,
+    so_far: SoFar | None,
 ) -> Run:
-    """A drain cut to this invocation's time with pods left: the same event, marked,
-    goes to a new invocation (ending.invoke_next). Without a function to invoke, or
-    when Lambda refuses for good, the drain ends here, timed out, said; a refusal for
-    now is raised, for Lambda to run this event again."""
-    so_far = SoFar.of(raw_event) or SoFar()
-    mark = so_far.after(run, run.started_at or time.time())
+    """A drain cut to this invocation's time with pods left: the same event, marked
+    with the drain so far (`so_far`, the invocations' before this one; None for the
+    first), goes to a new invocation (ending.invoke_next). Without a function to
+    invoke, or when Lambda refuses for good, the drain ends here, timed out, said; a
+    refusal for now is raised, for Lambda to run this event again."""
+    mark = (so_far or SoFar()).after(run, run.started_at or time.time())
     why = invoke_next(lambda_client, invocation, {**raw_event, HANDED_OVER: mark})
     if why:
         log.warning("could not hand the drain on to a new invocation (%s): it ends here", why)

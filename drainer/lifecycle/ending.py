@@ -9,7 +9,7 @@ import threading
 import time
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import Any
+from typing import Any, Protocol
 
 from drainer import aws, logs
 from drainer.engine.report import EVENT_LEVELS, Kind
@@ -138,26 +138,33 @@ def invoke_next(
     return ""
 
 
-def across_invocations(
-    summary: Mapping[str, Any],
-    run: Run,
-    *,
-    handovers: int,
-    evicted: int,
-    forced: int,
-    started_at: float,
-    heartbeats: int | None = None,
-) -> dict[str, Any]:
+class Carried(Protocol):
+    """The drain before this invocation, as a hand-over carries it: a terminate
+    hook's (drainer/lifecycle/handover.py, with its heartbeats) or an EC2 event's
+    (drainer/lifecycle/ec2_handover.py)."""
+
+    @property
+    def handovers(self) -> int: ...
+    @property
+    def evicted(self) -> int: ...
+    @property
+    def forced(self) -> int: ...
+    @property
+    def started_at(self) -> float: ...
+
+
+def across_invocations(summary: Mapping[str, Any], run: Run, before: Carried) -> dict[str, Any]:
     """The end line with the drain as a whole, across invocations (a terminate hook's
     hand-overs, an EC2 event's): what the invocations before carried, this
     one's added (`heartbeats`, `evicted` and `seconds` stay this invocation's)."""
     report = run.report
-    totals: dict[str, Any] = {"handovers_so_far": handovers}
+    totals: dict[str, Any] = {"handovers_so_far": before.handovers}
+    heartbeats = getattr(before, "heartbeats", None)  # an EC2 event's drain beats none
     if heartbeats is not None:
         totals["heartbeats_total"] = heartbeats + run.heartbeats
-    totals["evicted_total"] = evicted + (report.evicted if report else 0)
-    totals["forced_total"] = forced + (report.forced if report else 0)
-    totals["drain_seconds_total"] = round(time.time() - started_at, 3)
+    totals["evicted_total"] = before.evicted + (report.evicted if report else 0)
+    totals["forced_total"] = before.forced + (report.forced if report else 0)
+    totals["drain_seconds_total"] = round(time.time() - before.started_at, 3)
     return {**summary, **totals}
 
 

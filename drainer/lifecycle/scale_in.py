@@ -194,15 +194,7 @@ def handle(
     if event.into_warm_pool:
         summary = _into_warm_pool(summary, run, settings)
     if (before := event.handover) is not None:
-        summary = ending.across_invocations(
-            summary,
-            run,
-            handovers=before.handovers,
-            heartbeats=before.heartbeats,
-            evicted=before.evicted,
-            forced=before.forced,
-            started_at=before.started_at,
-        )
+        summary = ending.across_invocations(summary, run, before)
     return ending.finish(run, summary, event, settings, clients)
 
 
