@@ -80,6 +80,9 @@ def test_integer_settings__a_whole_number_the_stack_accepts_is_one_the_function_
         parameter = parameter_for(variable.name)
         spec = template["Parameters"][parameter]
         value = f"{variable.default}.0"
+        if spec["Type"] == "String":  # its pattern refuses the point (review 62): none to read
+            assert check_value(parameter, value, spec) is not None
+            continue
         assert check_value(parameter, value, spec) is None  # the template's rules pass it
         environment = _environment(_stack(**{parameter: value}))
         assert environment[variable.name] == value

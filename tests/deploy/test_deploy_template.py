@@ -695,7 +695,15 @@ def test_every_setting_is_a_parameter_with_the_same_default_and_range(
         assert "Default" not in parameter  # required: the stack is for one cluster's groups
         return
     assert str(parameter["Default"]) == variable.default
-    if variable.kind in ("int", "float"):
+    if variable.kind == "int" and parameter["Type"] == "String":
+        # a condition compares its text (review 62): the pattern holds the same range
+        assert variable.minimum is not None and variable.maximum is not None
+        low, high = int(variable.minimum), int(variable.maximum)
+        for taken in (low, high):
+            assert check_value(name, str(taken), parameter) is None, taken
+        for refused in (low - 1, high + 1):
+            assert check_value(name, str(refused), parameter) is not None, refused
+    elif variable.kind in ("int", "float"):
         assert parameter["Type"] == "Number"
         assert (parameter["MinValue"], parameter["MaxValue"]) == (
             variable.minimum,
