@@ -63,6 +63,7 @@ def test_outcome__the_engine_has_no_trigger_only_ending() -> None:
         Result.CORDONED,
         Result.STALE,
         Result.RELEASED,
+        Result.REDELIVERED,
     }
 
     assert {str(o) for o in Outcome}.isdisjoint(str(r) for r in trigger_only)

@@ -69,6 +69,7 @@ def cordon_patch(
     until: float | None = None,
     phase: str = DRAINING,
     change: str = "",
+    event: str = "",
     own_deadline: bool = False,
 ) -> tuple[Obj, frozenset[str]]:
     """The merge patch that cordons `node` for a drain, and what it changes that was
@@ -76,7 +77,9 @@ def cordon_patch(
     begun by an event (the terminate hook's, EC2's spot events) records its `trigger`
     and deadline (`until`), so that another event for the same instance recognises
     it (`live_drain`); `own_deadline`: EC2's event, but a deadline EC2 does not keep
-    (a late warning's own 120 s), which the follower drains on past."""
+    (a late warning's own 120 s), which the follower drains on past; `event`: the
+    EventBridge id of the EC2 event whose drain it is (a delivery of it again is left
+    to this drain: drainer/lifecycle/redelivered.py)."""
     added = set(added_by_drainer(node))
     if not (node.get("spec") or {}).get("unschedulable"):
         added.add(ADDED_CORDON)
@@ -87,7 +90,13 @@ def cordon_patch(
     recorded = frozenset(added)
     if until is None:
         progress = progress_value(
-            phase, recorded, trigger=trigger, change=change, own_deadline=own_deadline, since=now
+            phase,
+            recorded,
+            trigger=trigger,
+            change=change,
+            event=event,
+            own_deadline=own_deadline,
+            since=now,
         )
     else:
         progress = progress_value(
@@ -95,6 +104,7 @@ def cordon_patch(
             recorded,
             trigger=trigger,
             change=change,
+            event=event,
             own_deadline=own_deadline,
             since=now,
             until=until,
@@ -110,6 +120,7 @@ def progress_value(
     trigger: str = "",
     destination: str = "",
     change: str = "",
+    event: str = "",
     own_deadline: bool = False,
     **values: float | int,
 ) -> str:
@@ -121,6 +132,8 @@ def progress_value(
         record["trigger"] = trigger
     if change:
         record["change"] = change
+    if event:
+        record["event"] = event
     if destination:
         record["destination"] = destination
     if own_deadline:
@@ -144,9 +157,12 @@ class ProgressRecord:
         destination: str = "",
         change: str = "",
         *,
+        event: str = "",
         own_deadline: bool = False,
     ) -> None:
         self.trigger = trigger
+        self.event = event
+        """The EventBridge id of the EC2 event whose drain this is, for cordon_patch."""
         self.own_deadline = own_deadline
         """An EC2 event's drain whose deadline EC2 does not keep (LiveDrain.own_deadline)."""
         self.destination = destination
@@ -166,6 +182,7 @@ class ProgressRecord:
             trigger=self.trigger,
             until=until,
             change=self.change,
+            event=self.event,
             own_deadline=self.own_deadline,
         )
         self._begun = patch["metadata"]["annotations"][PROGRESS_ANNOTATION]
@@ -188,6 +205,7 @@ class ProgressRecord:
             trigger=self.trigger,
             destination=self.destination,
             change=self.change,
+            event=self.event,
             at=now,
             evicted=evicted,
         )

@@ -43,6 +43,12 @@ class Approach:
     """An EC2 event's drain an earlier invocation handed over after it recorded the
     drain on the node: the node must still carry a record; one released since is left
     alone (runner.released_since)."""
+    event: str = ""
+    """An AWS Health scheduled change's EventBridge id, for the node's record: the
+    chain of invocations that drain for it all carry it."""
+    delivered: bool = False
+    """The event came from EventBridge, not handed over by the chain: a delivery of it
+    again finds its drain under way and is left to it (drainer/lifecycle/redelivered.py)."""
     fixed_by_ec2: bool = False
     """EC2 takes the instance at the drain's deadline (a warning's, a capacity
     reservation's, a state change's, a near scheduled change's): it waits only for a

@@ -38,6 +38,9 @@ class Result(StrEnum):
     RELEASED = "released"
     """An EC2 event's drain handed over to this invocation, its node released since
     (its record gone: the change's close, or a person's `release`): left alone."""
+    REDELIVERED = "redelivered"
+    """A scheduled change's event delivered again (EventBridge delivers at least once)
+    while the drain it began is under way or just handed over: left to that drain."""
 
 
 _RESULTS: dict[Outcome, Result] = {
@@ -83,5 +86,6 @@ def lifecycle_result(result: Result, settings: Settings) -> str | None:
         Result.CORDONED: None,  # a spot event's: there is no lifecycle action
         Result.STALE: None,  # the action is gone: nothing to answer
         Result.RELEASED: None,  # an EC2 event's: there is no lifecycle action
+        Result.REDELIVERED: None,  # an EC2 event's: there is no lifecycle action
     }
     return table[result]

@@ -27,6 +27,7 @@ from drainer.lifecycle.handover import Handover
 from drainer.lifecycle.job import DrainJob, Run, Tools
 from drainer.lifecycle.live import wait_for_live_drain
 from drainer.lifecycle.outcomes import Result, lambda_outcome, lifecycle_result
+from drainer.lifecycle.redelivered import redelivered
 from drainer.lifecycle.settings import Settings
 from drainer.lifecycle.targets import leave_target_groups
 from drainer.lifecycle.told import DrainStory
@@ -151,6 +152,9 @@ def _drain_once(tools: Tools, job: DrainJob) -> Run:
         node = str(found["metadata"]["name"])
         if job.approach.continued and progress_of(found) is None:
             return released_since(node)
+        again = redelivered(found, job.approach, tools.clock()) if job.approach.event else None
+        if again is not None:
+            return again
         waited = wait_for_live_drain(
             tools,
             kube,
@@ -222,6 +226,7 @@ def _engine_drain(
             options.trigger,
             options.destination,
             job.approach.change,
+            event=job.approach.event,
             own_deadline=job.approach.own_deadline,
         ),
         waits=RealWaits(tools.clock),
