@@ -134,6 +134,7 @@ def lambda_handler(event: Any, context: Any) -> dict[str, Any]:
         invocation = Invocation(
             remaining_seconds=lambda: context.get_remaining_time_in_millis() / 1000.0,
             function_arn=str(getattr(context, "invoked_function_arn", "")),
+            request_id=str(getattr(context, "aws_request_id", "") or ""),
         )
     tools = Tools(settings, clients, kube_factory, forecaster=_forecast_node)
     if isinstance(parsed, ScheduledChanges):

@@ -70,6 +70,7 @@ def cordon_patch(
     phase: str = DRAINING,
     change: str = "",
     event: str = "",
+    request: str = "",
     own_deadline: bool = False,
 ) -> tuple[Obj, frozenset[str]]:
     """The merge patch that cordons `node` for a drain, and what it changes that was
@@ -77,8 +78,9 @@ def cordon_patch(
     begun by an event (the terminate hook's, EC2's spot events) records its `trigger`
     and deadline (`until`), so that another event for the same instance recognises
     it (`live_drain`); `own_deadline`: EC2's event, but a deadline EC2 does not keep
-    (a late warning's own 120 s), which the follower drains on past; `event`: the
-    EventBridge id of the EC2 event whose drain it is (a delivery of it again is left
+    (a late warning's own 120 s), which the follower drains on past; `event` and
+    `request`: the EventBridge id of the EC2 event whose drain it is and the Lambda
+    request that runs it (a delivery of the event again, in another request, is left
     to this drain: drainer/lifecycle/redelivered.py)."""
     added = set(added_by_drainer(node))
     if not (node.get("spec") or {}).get("unschedulable"):
@@ -88,27 +90,17 @@ def cordon_patch(
         added.add(ADDED_LABEL)  # an operator's label keeps its value (any value excludes)
         metadata["labels"] = {EXCLUDE_LB_LABEL: "true"}
     recorded = frozenset(added)
-    if until is None:
-        progress = progress_value(
-            phase,
-            recorded,
-            trigger=trigger,
-            change=change,
-            event=event,
-            own_deadline=own_deadline,
-            since=now,
-        )
-    else:
-        progress = progress_value(
-            phase,
-            recorded,
-            trigger=trigger,
-            change=change,
-            event=event,
-            own_deadline=own_deadline,
-            since=now,
-            until=until,
-        )
+    progress = progress_value(
+        phase,
+        recorded,
+        trigger=trigger,
+        change=change,
+        event=event,
+        request=request,
+        own_deadline=own_deadline,
+        since=now,
+        until=until,
+    )
     metadata["annotations"][PROGRESS_ANNOTATION] = progress
     return {"metadata": metadata, "spec": {"unschedulable": True}}, recorded
 
@@ -121,7 +113,9 @@ def progress_value(
     destination: str = "",
     change: str = "",
     event: str = "",
+    request: str = "",
     own_deadline: bool = False,
+    until: float | None = None,
     **values: float | int,
 ) -> str:
     """The annotation's text: the phase, what began it (and, for an AWS Health
@@ -134,10 +128,14 @@ def progress_value(
         record["change"] = change
     if event:
         record["event"] = event
+    if request:
+        record["request"] = request
     if destination:
         record["destination"] = destination
     if own_deadline:
         record["own_deadline"] = True
+    if until is not None:  # after `since`, as it always came
+        values = {**values, "until": until}
     record.update({k: int(v) for k, v in values.items()})
     record["added"] = sorted(added)
     return json.dumps(record)
@@ -158,11 +156,14 @@ class ProgressRecord:
         change: str = "",
         *,
         event: str = "",
+        request: str = "",
         own_deadline: bool = False,
     ) -> None:
         self.trigger = trigger
         self.event = event
         """The EventBridge id of the EC2 event whose drain this is, for cordon_patch."""
+        self.request = request
+        """The Lambda request that runs it, for cordon_patch."""
         self.own_deadline = own_deadline
         """An EC2 event's drain whose deadline EC2 does not keep (LiveDrain.own_deadline)."""
         self.destination = destination
@@ -183,6 +184,7 @@ class ProgressRecord:
             until=until,
             change=self.change,
             event=self.event,
+            request=self.request,
             own_deadline=self.own_deadline,
         )
         self._begun = patch["metadata"]["annotations"][PROGRESS_ANNOTATION]
@@ -206,6 +208,7 @@ class ProgressRecord:
             destination=self.destination,
             change=self.change,
             event=self.event,
+            request=self.request,
             at=now,
             evicted=evicted,
         )

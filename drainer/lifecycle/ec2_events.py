@@ -310,7 +310,8 @@ def drain(
             approach = replace(approach, continued=True)
         # A scheduled change's chain records its event, which a delivery of it again finds.
         event = found.event.event_id if found.event.change_id else ""
-        approach = replace(approach, event=event, delivered=so_far is None)
+        request = invocation.request_id if invocation is not None else ""
+        approach = replace(approach, event=event, request=request, delivered=so_far is None)
         if handing_over:  # not this drain's last chance: no pod deleted past its budget
             approach = replace(approach, options=replace(approach.options, force_on_timeout=False))
         run = run_job(tools, DrainJob(found.identity, cluster, Window(deadline), approach))

@@ -46,6 +46,9 @@ class Approach:
     event: str = ""
     """An AWS Health scheduled change's EventBridge id, for the node's record: the
     chain of invocations that drain for it all carry it."""
+    request: str = ""
+    """The Lambda request this drain runs in, for the node's record: Lambda's retry of
+    it (the same request) is not a delivery of the event again."""
     delivered: bool = False
     """The event came from EventBridge, not handed over by the chain: a delivery of it
     again finds its drain under way and is left to it (drainer/lifecycle/redelivered.py)."""

@@ -227,6 +227,7 @@ def _engine_drain(
             options.destination,
             job.approach.change,
             event=job.approach.event,
+            request=job.approach.request,
             own_deadline=job.approach.own_deadline,
         ),
         waits=RealWaits(tools.clock),

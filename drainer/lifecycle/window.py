@@ -27,6 +27,9 @@ class Invocation:
 
     remaining_seconds: Callable[[], float]
     function_arn: str
+    request_id: str = ""
+    """The invocation's aws_request_id: Lambda's retries of an asynchronous invocation
+    keep it, a new delivery of the same event has its own."""
 
 
 @dataclass(frozen=True)
