@@ -106,4 +106,26 @@ def test_the_chain_itself_drains_on(world: World, monkeypatch: pytest.MonkeyPatc
     later = _invoke(world, monkeypatch, marked, lambda_seconds=10.0)
 
     assert later["result"] == "handed_over", later
-    assert _record(world, node).get("event") == marked["id"], _record(world, node)
+    delivery = _record(world, node)["delivery"]
+    assert (delivery["event"], delivery["step"]) == (marked["id"], 1), delivery
+
+
+def test_a_hand_over_delivered_twice__one_chain(
+    world: World, monkeypatch: pytest.MonkeyPatch, published: list[tuple[str, str]]
+) -> None:
+    """Lambda's queue may hand an asynchronous invocation to the function twice: the
+    chain's next step, run twice in two requests, went on as two chains."""
+    _first(world, monkeypatch)
+    (queued,) = world.aws.pending_invocations()
+    world.aws.pop_invocation()
+    payload = queued["payload"]
+    marked = payload if isinstance(payload, dict) else json.loads(payload)
+    later = _invoke(world, monkeypatch, marked, lambda_seconds=10.0)
+    assert later["result"] == "handed_over", later
+    published.clear()
+
+    twice = _invoke(world, monkeypatch, marked, lambda_seconds=10.0, NOTIFICATION_TOPIC_ARN=TOPIC)
+
+    assert twice["result"] == "redelivered", twice
+    assert len(world.aws.pending_invocations()) == 1, "one chain"
+    assert published == []

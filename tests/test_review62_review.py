@@ -104,7 +104,7 @@ def test_lambdas_retry_of_an_invocation_whose_hand_over_was_throttled__drains_on
         throttled.setattr(aws, "invoke_self_async", refused)
         with pytest.raises(AwsError):
             _invoke_in(world, monkeypatch, update, LambdaContext(10.0, aws_request_id="req-1"))
-    assert _record(world, node).get("event") == update["id"], _record(world, node)
+    assert _record(world, node)["delivery"]["event"] == update["id"], _record(world, node)
     assert not world.aws.pending_invocations()
 
     # Lambda's retry: the same event, unmarked, in the same request

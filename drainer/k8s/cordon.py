@@ -61,6 +61,34 @@ def added_by_drainer(node: Obj) -> frozenset[str]:
     return frozenset(str(a) for a in added)
 
 
+@dataclass(frozen=True)
+class Delivery:
+    """Which delivery of an EC2 event runs a drain, as the node's record keeps it: the
+    event's EventBridge id, the Lambda request (Lambda's retries of an invocation keep
+    it) and the step of the chain of invocations (the hand-overs before it: 0 for the
+    event as EventBridge delivered it)."""
+
+    event: str
+    request: str
+    step: int = 0
+
+    def record(self) -> Obj:
+        return {"event": self.event, "request": self.request, "step": self.step}
+
+    @classmethod
+    def of(cls, record: Obj) -> Delivery | None:
+        """The delivery a record names; None when it names none (or not one that reads)."""
+        found = record.get("delivery")
+        if not isinstance(found, dict):
+            return None
+        event, request, step = found.get("event"), found.get("request"), found.get("step")
+        if not (isinstance(event, str) and isinstance(request, str) and event and request):
+            return None
+        if type(step) is not int or step < 0:
+            return None
+        return cls(event, request, step)
+
+
 def cordon_patch(
     node: Obj,
     now: float,
@@ -69,8 +97,7 @@ def cordon_patch(
     until: float | None = None,
     phase: str = DRAINING,
     change: str = "",
-    event: str = "",
-    request: str = "",
+    delivery: Delivery | None = None,
     own_deadline: bool = False,
 ) -> tuple[Obj, frozenset[str]]:
     """The merge patch that cordons `node` for a drain, and what it changes that was
@@ -78,10 +105,9 @@ def cordon_patch(
     begun by an event (the terminate hook's, EC2's spot events) records its `trigger`
     and deadline (`until`), so that another event for the same instance recognises
     it (`live_drain`); `own_deadline`: EC2's event, but a deadline EC2 does not keep
-    (a late warning's own 120 s), which the follower drains on past; `event` and
-    `request`: the EventBridge id of the EC2 event whose drain it is and the Lambda
-    request that runs it (a delivery of the event again, in another request, is left
-    to this drain: drainer/lifecycle/redelivered.py)."""
+    (a late warning's own 120 s), which the follower drains on past; `delivery`: the
+    delivery of the event that runs it (a delivery of the event again, in another
+    request, is left to this drain: drainer/lifecycle/redelivered.py)."""
     added = set(added_by_drainer(node))
     if not (node.get("spec") or {}).get("unschedulable"):
         added.add(ADDED_CORDON)
@@ -95,8 +121,7 @@ def cordon_patch(
         recorded,
         trigger=trigger,
         change=change,
-        event=event,
-        request=request,
+        delivery=delivery,
         own_deadline=own_deadline,
         since=now,
         until=until,
@@ -112,8 +137,7 @@ def progress_value(
     trigger: str = "",
     destination: str = "",
     change: str = "",
-    event: str = "",
-    request: str = "",
+    delivery: Delivery | None = None,
     own_deadline: bool = False,
     until: float | None = None,
     **values: float | int,
@@ -126,10 +150,8 @@ def progress_value(
         record["trigger"] = trigger
     if change:
         record["change"] = change
-    if event:
-        record["event"] = event
-    if request:
-        record["request"] = request
+    if delivery is not None:
+        record["delivery"] = delivery.record()
     if destination:
         record["destination"] = destination
     if own_deadline:
@@ -155,15 +177,12 @@ class ProgressRecord:
         destination: str = "",
         change: str = "",
         *,
-        event: str = "",
-        request: str = "",
+        delivery: Delivery | None = None,
         own_deadline: bool = False,
     ) -> None:
         self.trigger = trigger
-        self.event = event
-        """The EventBridge id of the EC2 event whose drain this is, for cordon_patch."""
-        self.request = request
-        """The Lambda request that runs it, for cordon_patch."""
+        self.delivery = delivery
+        """The delivery of the event whose drain this is, for cordon_patch."""
         self.own_deadline = own_deadline
         """An EC2 event's drain whose deadline EC2 does not keep (LiveDrain.own_deadline)."""
         self.destination = destination
@@ -183,8 +202,7 @@ class ProgressRecord:
             trigger=self.trigger,
             until=until,
             change=self.change,
-            event=self.event,
-            request=self.request,
+            delivery=self.delivery,
             own_deadline=self.own_deadline,
         )
         self._begun = patch["metadata"]["annotations"][PROGRESS_ANNOTATION]
@@ -207,8 +225,7 @@ class ProgressRecord:
             trigger=self.trigger,
             destination=self.destination,
             change=self.change,
-            event=self.event,
-            request=self.request,
+            delivery=self.delivery,
             at=now,
             evicted=evicted,
         )

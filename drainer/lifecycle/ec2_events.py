@@ -40,7 +40,7 @@ from typing import Any
 
 from drainer import aws, logs
 from drainer.errors import AwsError, ClusterNotFound, InstanceNotFound, KubeError
-from drainer.k8s.cordon import cordon_patch, live_drain, progress_of
+from drainer.k8s.cordon import Delivery, cordon_patch, live_drain, progress_of
 from drainer.lifecycle import ending, frame, late, notices
 from drainer.lifecycle.admission import group_refused, group_tags
 from drainer.lifecycle.ec2_handover import HANDED_OVER, SoFar, hand_over_event
@@ -308,10 +308,11 @@ def drain(
         approach = approach_for(found, settings, deadline, started, fixed=fixed)
         if so_far is not None and so_far.recorded:  # a node released since: let be
             approach = replace(approach, continued=True)
-        # A scheduled change's chain records its event, which a delivery of it again finds.
-        event = found.event.event_id if found.event.change_id else ""
-        request = invocation.request_id if invocation is not None else ""
-        approach = replace(approach, event=event, request=request, delivered=so_far is None)
+        if found.event.change_id and invocation is not None and invocation.request_id:
+            # which delivery runs it, for the record a delivery of it again finds
+            step = so_far.handovers if so_far is not None else 0
+            delivery = Delivery(found.event.event_id, invocation.request_id, step)
+            approach = replace(approach, delivery=delivery)
         if handing_over:  # not this drain's last chance: no pod deleted past its budget
             approach = replace(approach, options=replace(approach.options, force_on_timeout=False))
         run = run_job(tools, DrainJob(found.identity, cluster, Window(deadline), approach))

@@ -17,6 +17,7 @@ from drainer import aws
 from drainer.engine.options import DrainOptions
 from drainer.engine.pace import Accuracy, Forecaster
 from drainer.engine.report import DrainEvent, DrainReport
+from drainer.k8s.cordon import Delivery
 from drainer.lifecycle.clients import KubeFactory
 from drainer.lifecycle.handover import Handover
 from drainer.lifecycle.outcomes import Result
@@ -43,15 +44,9 @@ class Approach:
     """An EC2 event's drain an earlier invocation handed over after it recorded the
     drain on the node: the node must still carry a record; one released since is left
     alone (runner.released_since)."""
-    event: str = ""
-    """An AWS Health scheduled change's EventBridge id, for the node's record: the
-    chain of invocations that drain for it all carry it."""
-    request: str = ""
-    """The Lambda request this drain runs in, for the node's record: Lambda's retry of
-    it (the same request) is not a delivery of the event again."""
-    delivered: bool = False
-    """The event came from EventBridge, not handed over by the chain: a delivery of it
-    again finds its drain under way and is left to it (drainer/lifecycle/redelivered.py)."""
+    delivery: Delivery | None = None
+    """A scheduled change's drain: which delivery of its event runs it, for the node's
+    record; a delivery of the same event again finds it there (redelivered.py)."""
     fixed_by_ec2: bool = False
     """EC2 takes the instance at the drain's deadline (a warning's, a capacity
     reservation's, a state change's, a near scheduled change's): it waits only for a

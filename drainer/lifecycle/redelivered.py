@@ -1,27 +1,31 @@
 """A scheduled change's event delivered again while its drain is under way.
 
-EventBridge delivers an event at least once. A drain whose window lies beyond one
-invocation is handed from invocation to invocation, each carrying the event marked
-(drainer/lifecycle/ec2_handover.py), and each recording the event's id on the node.
-Each also records its Lambda request id. A delivery of the same event again, unmarked,
-in another request (Lambda's retry of an invocation keeps its request id, and the
-runner's own retry runs in it: both drain on), that finds that record fresh (a drain
-begun within REDELIVERY_GAP, or ended or handed over within it) is left to that drain:
-without this it drained beside it, then handed over too, and two chains ran to the
-window, each with its invocations and its end notice. An AWS Health update of the
-change is another event (its own id) and is acted on as before; a record older than
-the gap is of a chain that stopped, and the delivery drains. Two deliveries that both
-read the node before either cordons it still drain side by side (nothing locks the
-node between the read and the cordon).
+EventBridge delivers an event at least once, and Lambda's queue may hand an
+asynchronous invocation to the function more than once. A drain whose window lies
+beyond one invocation is handed from invocation to invocation, each carrying the
+event marked with the hand-overs so far (drainer/lifecycle/ec2_handover.py), and
+each recording on the node which delivery runs it (k8s/cordon.py `Delivery`: the
+event's id, the Lambda request, the step of the chain). A delivery of the same event
+in another request, at the same step of the chain or an earlier one, that finds that
+record fresh (a drain begun within REDELIVERY_GAP, or ended or handed over within
+it) is left to that drain: without this it drained beside it, then handed over too,
+and two chains ran to the window, each with its invocations and its end notice.
+
+Lambda's retry of a failed invocation keeps its request id, and the runner's own
+retry after an API error runs in the same request: both drain on. An AWS Health
+update of the change is another event (its own id) and is acted on as before; a
+record older than the gap is of a chain that stopped, and the delivery drains. Two
+deliveries that both read the node before either cordons it still drain side by
+side (nothing locks the node between the read and the cordon).
 """
 
 from __future__ import annotations
 
 import logging
 
-from drainer.k8s.cordon import progress_of
+from drainer.k8s.cordon import Delivery, progress_of
 from drainer.k8s.kube import Obj
-from drainer.lifecycle.job import Approach, Run
+from drainer.lifecycle.job import Run
 from drainer.lifecycle.outcomes import Result
 from drainer.outcome import DRAINING, Outcome
 
@@ -39,19 +43,17 @@ _HELD = {
 drain began, or when its invocation ended) and what it means."""
 
 
-def redelivered(node: Obj, approach: Approach, now: float) -> Run | None:
-    """The run that leaves the node to the drain this delivery's event began; None
-    when this is no such delivery (the chain's own invocation, another event, a record
-    gone stale)."""
-    if not approach.delivered or not approach.event or not approach.request:
-        return None
+def redelivered(node: Obj, delivery: Delivery, now: float) -> Run | None:
+    """The run that leaves the node to the drain another delivery of this event runs;
+    None when there is none (the chain's next step, this request's own drain, another
+    event, a record gone stale)."""
     record = progress_of(node) or {}
     held = _HELD.get(str(record.get("phase")))
-    if record.get("event") != approach.event or held is None:
+    recorded = Delivery.of(record)
+    if held is None or recorded is None or recorded.event != delivery.event:
         return None
-    request = record.get("request")
-    if not isinstance(request, str) or not request or request == approach.request:
-        return None  # this request's own drain (tried again), or Lambda's retry of it
+    if recorded.request == delivery.request or recorded.step < delivery.step:
+        return None
     key, state = held
     at = record.get(key)
     if isinstance(at, bool) or not isinstance(at, int | float):
@@ -60,8 +62,9 @@ def redelivered(node: Obj, approach: Approach, now: float) -> Run | None:
         return None
     name = str((node.get("metadata") or {}).get("name", ""))
     message = (
-        f"this event (id {approach.event}) was delivered again: the drain it began on node "
-        f"{name} is {state} {max(0.0, now - at):.0f} s ago; left to that drain, nothing done"
+        f"this event (id {delivery.event}, hand-over {delivery.step}) was delivered again: "
+        f"the drain it runs on node {name} is {state} {max(0.0, now - at):.0f} s ago; "
+        "left to that drain, nothing done"
     )
     log.info("%s", message)
     return Run(Result.REDELIVERED, message, node=name)

@@ -152,7 +152,8 @@ def _drain_once(tools: Tools, job: DrainJob) -> Run:
         node = str(found["metadata"]["name"])
         if job.approach.continued and progress_of(found) is None:
             return released_since(node)
-        again = redelivered(found, job.approach, tools.clock()) if job.approach.event else None
+        delivery = job.approach.delivery
+        again = None if delivery is None else redelivered(found, delivery, tools.clock())
         if again is not None:
             return again
         waited = wait_for_live_drain(
@@ -226,8 +227,7 @@ def _engine_drain(
             options.trigger,
             options.destination,
             job.approach.change,
-            event=job.approach.event,
-            request=job.approach.request,
+            delivery=job.approach.delivery,
             own_deadline=job.approach.own_deadline,
         ),
         waits=RealWaits(tools.clock),
