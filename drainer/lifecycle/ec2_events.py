@@ -308,7 +308,8 @@ def drain(
         approach = approach_for(found, settings, deadline, started, fixed=fixed)
         if so_far is not None and so_far.recorded:  # a node released since: let be
             approach = replace(approach, continued=True)
-        if found.event.change_id and invocation is not None and invocation.request_id:
+        unread = so_far is None and raw_event is not None and HANDED_OVER in raw_event
+        if found.event.change_id and invocation and invocation.request_id and not unread:
             # which delivery runs it, for the record a delivery of it again finds
             step = so_far.handovers if so_far is not None else 0
             delivery = Delivery(found.event.event_id, invocation.request_id, step)
@@ -434,7 +435,9 @@ def handle(
     # handed over: the drain began in an invocation before (nothing read for the others)
     so_far = SoFar.of(raw_event) if raw_event and HANDED_OVER in raw_event else None
     if settings.notify_on_start and not cordon_only and so_far is None:
-        ending.notify(settings, clients, notices.ec2_start_notice(found, found.cluster))
+        # once the runner drains the node itself: not for a delivery left to another
+        start = notices.ec2_start_notice(found, found.cluster)
+        tools = replace(tools, on_started=_once(lambda: ending.notify(settings, clients, start)))
     run = frame.aws_guarded(lambda: drain(found, tools, invocation, raw_event, so_far))
     run = replace(run, cluster=found.cluster)
     summary = frame.end_summary(run, None, None, started, trigger=str(event.kind))
@@ -445,6 +448,18 @@ def handle(
     if may_come_back and run.result in (Result.DRAINED, Result.TIMED_OUT):
         log.warning("%s: %s", fate, notices.comes_back(run.node or "NODE", str(event.kind), fate))
     return ending.finish(run, summary, found, settings, clients)
+
+
+def _once(call: Callable[[], None]) -> Callable[[], None]:
+    """`call`, the first time only (the runner tries a drain again after an API error)."""
+    done: list[bool] = []
+
+    def first() -> None:
+        if not done:
+            done.append(True)
+            call()
+
+    return first
 
 
 def fan_out(

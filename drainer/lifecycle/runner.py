@@ -168,6 +168,8 @@ def _drain_once(tools: Tools, job: DrainJob) -> Run:
         )
         if waited is not None:
             return waited
+        if tools.on_started is not None:
+            tools.on_started()
         if not job.approach.options.dry_run:
             poster = EventPoster(kube, clock=tools.clock)
         report, accuracy = _engine_drain(tools, kube, job, found, poster)
