@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from typing import Any
 
 import pytest
 from test_review60_ec2 import TOPIC, _guarded, _invoke, _node, _record, published, world
@@ -35,6 +36,15 @@ def _first(world: World, monkeypatch: pytest.MonkeyPatch) -> tuple[str, dict]:
     assert first["result"] == "handed_over", first
     assert len(world.aws.pending_invocations()) == 1
     return node, update
+
+
+def queued(world: World) -> dict[str, Any]:
+    """The chain's next invocation, taken off Lambda's queue: the event, marked."""
+    (invocation,) = world.aws.pending_invocations()
+    world.aws.pop_invocation()
+    payload = invocation["payload"]
+    marked: dict[str, Any] = payload if isinstance(payload, dict) else json.loads(payload)
+    return marked
 
 
 def test_the_change_delivered_again_after_its_hand_over__no_second_chain_no_second_notice(
@@ -98,10 +108,7 @@ def test_the_chain_itself_drains_on(world: World, monkeypatch: pytest.MonkeyPatc
     """The handed-over invocation carries the same event, marked: it is the chain, not a
     redelivery."""
     node, _ = _first(world, monkeypatch)
-    (queued,) = world.aws.pending_invocations()
-    world.aws.pop_invocation()
-    payload = queued["payload"]
-    marked = payload if isinstance(payload, dict) else json.loads(payload)
+    marked = queued(world)
 
     later = _invoke(world, monkeypatch, marked, lambda_seconds=10.0)
 
@@ -116,10 +123,7 @@ def test_a_hand_over_delivered_twice__one_chain(
     """Lambda's queue may hand an asynchronous invocation to the function twice: the
     chain's next step, run twice in two requests, went on as two chains."""
     _first(world, monkeypatch)
-    (queued,) = world.aws.pending_invocations()
-    world.aws.pop_invocation()
-    payload = queued["payload"]
-    marked = payload if isinstance(payload, dict) else json.loads(payload)
+    marked = queued(world)
     later = _invoke(world, monkeypatch, marked, lambda_seconds=10.0)
     assert later["result"] == "handed_over", later
     published.clear()

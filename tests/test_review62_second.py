@@ -3,26 +3,14 @@ ends `redelivered`) still gets wrong."""
 
 from __future__ import annotations
 
-import json
-from typing import Any
-
 import pytest
 from test_review60_ec2 import TOPIC, _invoke, _record, published, world
-from test_review62_redelivery import _first
+from test_review62_redelivery import _first, queued
 
 from drainer.lifecycle.ec2_handover import HANDED_OVER
 from testbed import World
 
 __all__ = ["published", "world"]
-
-
-def _queued(world: World) -> dict[str, Any]:
-    """The chain's next invocation, taken off Lambda's queue: the event, marked."""
-    (queued,) = world.aws.pending_invocations()
-    world.aws.pop_invocation()
-    payload = queued["payload"]
-    marked: dict[str, Any] = payload if isinstance(payload, dict) else json.loads(payload)
-    return marked
 
 
 def test_a_redelivery_with_notify_on_start__no_start_notice_for_a_drain_that_never_starts(
@@ -59,7 +47,7 @@ def test_a_hand_over_whose_mark_does_not_read__is_not_ended_as_a_redelivery(
     pod dies with the instance at the window. Before 027a436 such a hand-over drained
     on (as a fresh drain) and handed over in turn."""
     node, _ = _first(world, monkeypatch)
-    marked = _queued(world)
+    marked = queued(world)
     mark = dict(marked[HANDED_OVER])
     del mark["started_at"]  # cut short: the mark no longer reads
     marked[HANDED_OVER] = mark
