@@ -30,16 +30,14 @@ from drainer.errors import AwsError, ClusterNotFound, KubeError
 from drainer.k8s.cordon import progress_of, release
 from drainer.lifecycle import ec2_events, scheduled
 from drainer.lifecycle.events_ec2 import ChangeClosed, Ec2Event
-from drainer.lifecycle.events_fields import Skip, iso
+from drainer.lifecycle.events_fields import Skip
 from drainer.lifecycle.job import Run, Tools
+from drainer.lifecycle.late import not_in_service
 from drainer.lifecycle.runner import node_for
 from drainer.lifecycle.window import Invocation
 from drainer.outcome import DRAINING
 
 log = logging.getLogger(__name__)
-
-SAME_EVENT_SECONDS = 60.0
-"""An EC2 event that begins within this of the change's start is the change's own."""
 
 
 def handle(change: ChangeClosed, tools: Tools, invocation: Invocation | None) -> dict[str, Any]:
@@ -109,7 +107,7 @@ def _release(
         found = targets.get(event)
         if isinstance(found, Skip):
             return found.reason
-        why = _not_in_service(found, tools.clients)
+        why = not_in_service(found, tools.clients)
         if why:
             return why
         cluster = clusters.get(found.cluster)
@@ -137,30 +135,6 @@ def _release(
         return f"could not release the node: {e}"
     finally:
         kube.close()
-    return ""
-
-
-def _not_in_service(found: ec2_events.Ec2Target, clients: aws.AwsClients) -> str:
-    """Why the instance is not one to release now; "" when it is."""
-    instance_id = found.instance_id
-    if found.identity.state != "running":
-        return f"instance {instance_id} is {found.identity.state}: nothing to release"
-    if found.asg_name and found.lifecycle_state != "InService":
-        return (
-            f"instance {instance_id} is {found.lifecycle_state or 'in no known state'} in "
-            f"{found.asg_name}, not InService: its node stays cordoned"
-        )
-    starts = found.event.acts_at
-    pending = [
-        f"{code}" + (f" at {iso(at)}" if at is not None else "")
-        for code, at in aws.pending_events(clients.ec2, instance_id)
-        if at is None or starts is None or abs(at - starts) > SAME_EVENT_SECONDS
-    ]
-    if pending:
-        return (
-            f"EC2 still has {', '.join(pending)} scheduled for instance {instance_id}: "
-            "its node stays cordoned for it"
-        )
     return ""
 
 

@@ -307,7 +307,7 @@ def drain(
     else:
         approach = approach_for(found, settings, deadline, started, fixed=fixed)
         if so_far is not None and so_far.recorded:  # a node released since: let be
-            approach = replace(approach, continued=True)
+            approach = replace(approach, continued=True, over=so_far.over)
         unread = so_far is None and raw_event is not None and HANDED_OVER in raw_event
         if found.event.change_id and invocation and invocation.request_id and not unread:
             # which delivery runs it, for the record a delivery of it again finds
@@ -421,9 +421,11 @@ def handle(
         return {"result": str(Result.FAILED), "message": message}
     if isinstance(found, Skip):
         return ending.skipped(found)
+    # handed over: the drain began in an invocation before (nothing read for the others)
+    so_far = SoFar.of(raw_event) if raw_event and HANDED_OVER in raw_event else None
     stale = late.restarted(found.event, found.identity)
     if stale is None and event.kind is Ec2Kind.SCHEDULED_CHANGE:
-        stale = late.over_in_ec2(event, clients.ec2)
+        stale, so_far = late.over_in_ec2_mid_chain(found, clients, so_far)
     if stale is not None:
         ending.notify(settings, clients, notices.stale_event_notice(found, stale.reason))
         return ending.skipped(stale)
@@ -432,8 +434,6 @@ def handle(
         if scheduled is not None:
             return scheduled
     cordon_only = event.kind is Ec2Kind.REBALANCE and settings.rebalance_action == "cordon"
-    # handed over: the drain began in an invocation before (nothing read for the others)
-    so_far = SoFar.of(raw_event) if raw_event and HANDED_OVER in raw_event else None
     if settings.notify_on_start and not cordon_only and so_far is None:
         # once the runner drains the node itself: not for a delivery left to another
         start = notices.ec2_start_notice(found, found.cluster)

@@ -45,6 +45,10 @@ class SoFar:
     """An invocation before cordoned the node and left its drain's record there: one
     that finds no record now knows it was released since (runner.released_since); a
     chain whose invocations never reached the node (an API outage) drains on."""
+    over: str = ""
+    """Not the mark's: why EC2 lists the change's window as over (late.over_in_ec2),
+    when the handler finds it so for this step; the step then releases the node its
+    drain left cordoned (runner.released_over)."""
 
     @classmethod
     def of(cls, raw_event: Mapping[str, Any] | None) -> SoFar | None:

@@ -40,6 +40,9 @@ class Approach:
     """An EC2 event's drain to a deadline EC2 does not keep (a late warning's own time,
     a rebalance's, a window further away): the node's record says so, for the
     terminate hook that follows it (drainer/lifecycle/live.py)."""
+    over: str = ""
+    """A continued drain whose change EC2 lists as over, why: the node is released
+    (runner.released_over), not drained on."""
     continued: bool = False
     """An EC2 event's drain an earlier invocation handed over after it recorded the
     drain on the node: the node must still carry a record; one released since is left

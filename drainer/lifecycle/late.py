@@ -20,6 +20,9 @@ EC2's events (drainer/lifecycle/ec2_events.py):
 
 from __future__ import annotations
 
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
 from drainer import aws
 from drainer.errors import AwsError
 from drainer.lifecycle.events_ec2 import (
@@ -30,6 +33,13 @@ from drainer.lifecycle.events_ec2 import (
     Ec2Kind,
 )
 from drainer.lifecycle.events_fields import Skip, iso
+
+if TYPE_CHECKING:  # both import this module (through ending, for SoFar's)
+    from drainer.lifecycle.ec2_events import Ec2Target
+    from drainer.lifecycle.ec2_handover import SoFar
+
+SAME_EVENT_SECONDS = 60.0
+"""An EC2 event that begins within this of the change's start is the change's own."""
 
 LATE_EVENT_DRAIN_SECONDS = float(SPOT_NOTICE_SECONDS)
 """A late event's drain time: EC2 may carry out an interruption a little late, so
@@ -105,3 +115,42 @@ def over_in_ec2(event: Ec2Event, ec2: aws.Client) -> Skip | None:
         "completed or canceled): the update came after the change's close; its node is "
         "left alone"
     )
+
+
+def not_in_service(found: Ec2Target, clients: aws.AwsClients) -> str:
+    """Why the instance is not one to release now; "" when it is."""
+    instance_id = found.instance_id
+    if found.identity.state != "running":
+        return f"instance {instance_id} is {found.identity.state}: nothing to release"
+    if found.asg_name and found.lifecycle_state != "InService":
+        return (
+            f"instance {instance_id} is {found.lifecycle_state or 'in no known state'} in "
+            f"{found.asg_name}, not InService: its node stays cordoned"
+        )
+    starts = found.event.acts_at
+    pending = [
+        f"{code}" + (f" at {iso(at)}" if at is not None else "")
+        for code, at in aws.pending_events(clients.ec2, instance_id)
+        if at is None or starts is None or abs(at - starts) > SAME_EVENT_SECONDS
+    ]
+    if pending:
+        return (
+            f"EC2 still has {', '.join(pending)} scheduled for instance {instance_id}: "
+            "its node stays cordoned for it"
+        )
+    return ""
+
+
+def over_in_ec2_mid_chain(
+    found: Ec2Target, clients: aws.AwsClients, so_far: SoFar | None
+) -> tuple[Skip | None, SoFar | None]:
+    """over_in_ec2, for a scheduled change's event. A step of a chain that recorded its
+    drain, whose change EC2 lists as over (closed while an invocation of it ran, which
+    the close cannot release) on an instance in service that nothing else is scheduled
+    for, is not left alone: it goes on to release the node (SoFar.over)."""
+    stale = over_in_ec2(found.event, clients.ec2)
+    if stale is None or so_far is None or not so_far.recorded:
+        return stale, so_far
+    if not_in_service(found, clients):
+        return stale, so_far
+    return None, replace(so_far, over=stale.reason)

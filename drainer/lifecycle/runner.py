@@ -18,13 +18,13 @@ from drainer.engine.pods import is_finished, opted_out
 from drainer.engine.report import DrainEvent, DrainReport
 from drainer.errors import KubeError, KubeServerError, KubeTooManyRequests
 from drainer.k8s import observed
-from drainer.k8s.cordon import ProgressRecord, progress_of
+from drainer.k8s.cordon import ProgressRecord, progress_of, release
 from drainer.k8s.events import EventPoster
-from drainer.k8s.kube import Kube
+from drainer.k8s.kube import Kube, Obj
 from drainer.k8s.nodes import find_node_object, other_manager
 from drainer.lifecycle.events_hook import TERMINATE_HOOK_TRIGGER
 from drainer.lifecycle.handover import Handover
-from drainer.lifecycle.job import DrainJob, Run, Tools
+from drainer.lifecycle.job import Approach, DrainJob, Run, Tools
 from drainer.lifecycle.live import wait_for_live_drain
 from drainer.lifecycle.outcomes import Result, lambda_outcome, lifecycle_result
 from drainer.lifecycle.redelivered import redelivered
@@ -152,6 +152,8 @@ def _drain_once(tools: Tools, job: DrainJob) -> Run:
         node = str(found["metadata"]["name"])
         if job.approach.continued and progress_of(found) is None:
             return released_since(node)
+        if job.approach.over:
+            return released_over(kube, found, job.approach, tools.settings.dry_run)
         delivery = job.approach.delivery
         again = None if delivery is None else redelivered(found, delivery, tools.clock())
         if again is not None:
@@ -199,6 +201,27 @@ def released_since(node: str) -> Run:
         "`eks-node-drainer release`, removed it): left as it is, and the drain is handed "
         f"over no further; should the event's change still be on, drain it again with "
         f"`eks-node-drainer drain --node {node}`"
+    )
+    log.warning("%s", message)
+    return Run(Result.RELEASED, message, node=node)
+
+
+def released_over(kube: Kube, found: Obj, approach: Approach, dry_run: bool) -> Run:
+    """A continued drain whose change EC2 lists as over (`approach.over`): the change
+    closed while an invocation of it ran, and the close left the node under that live
+    drain. Its record is of this change: released now, as the close would have; any
+    other is left as it is."""
+    node = str(found["metadata"]["name"])
+    record = progress_of(found) or {}
+    if record.get("change") != approach.change or record.get("phase") == DRAINING:
+        message = f"{approach.over}; node {node}'s record is of another drain: left as it is"
+        log.warning("%s", message)
+        return Run(Result.STALE, message, node=node)
+    done = release(kube, found, dry_run=dry_run)
+    message = (
+        f"{approach.over}: the change is over, and the node its drain left cordoned is "
+        f"released ({', '.join(done.changed) or 'nothing to undo'}); the drain is handed "
+        "over no further"
     )
     log.warning("%s", message)
     return Run(Result.RELEASED, message, node=node)

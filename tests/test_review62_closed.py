@@ -1,0 +1,99 @@
+"""Review 62: a scheduled change closed while an invocation of its drain ran. The
+close cannot release a node under a live drain (its guard would cordon it again),
+so it leaves it; the invocation then ends, after the close, and hands over. The
+next one finds EC2 listing the change's window over and stopped there: the node was
+left cordoned for a change that is over, and the notice said "left alone (event
+older than its start)"."""
+
+from __future__ import annotations
+
+import json
+import time
+from email.utils import parsedate_to_datetime
+
+import pytest
+from test_review60_ec2 import (
+    TOPIC,
+    _guarded,
+    _invoke,
+    _node,
+    _record,
+    close_change,
+    published,
+    world,
+)
+from test_review62_redelivery import queued
+
+from awssim.instances import schedule_events
+from drainer.k8s.cordon import DRAINING, PROGRESS_ANNOTATION
+from testbed import World
+
+__all__ = ["published", "world"]
+
+
+def _rewrite(world: World, node: str, **fields: object) -> None:
+    record = {**_record(world, node), **fields}
+    annotations = {PROGRESS_ANNOTATION: json.dumps(record)}
+    world.cluster.client.patch("Node", node, {"metadata": {"annotations": annotations}})
+
+
+def _closed_mid_invocation(
+    world: World, monkeypatch: pytest.MonkeyPatch, description: str
+) -> tuple[str, dict]:
+    """The chain's first invocation handed over; the close came while it ran (its
+    record said draining then), and it ended after the close; EC2 lists the window
+    `description` ("[Canceled] ", "[Completed] ")."""
+    instance = world.instance_ids[0]
+    node = world.nodes[instance]
+    _guarded(world, node)
+    update = world.scheduled_change([instance], starts_in=600)
+    first = _invoke(world, monkeypatch, update, lambda_seconds=10.0)
+    assert first["result"] == "handed_over", first
+    ended = _record(world, node)
+    _rewrite(world, node, phase=DRAINING, since=int(time.time()) - 5)
+    closed = close_change(world, monkeypatch, update)
+    assert closed["kept"], closed  # being drained: left as it is
+    _rewrite(world, node, **{**ended, "at": int(time.time()) + 1})
+    window = parsedate_to_datetime(update["detail"]["startTime"])
+    event = {"Code": "instance-retirement", "Description": description, "NotBefore": window}
+    schedule_events(world.aws.account_id, world.region, instance, [event])
+    return node, queued(world)
+
+
+def test_change_cancelled_while_its_drain_ran__the_next_invocation_releases_the_node(
+    world: World, monkeypatch: pytest.MonkeyPatch, published: list[tuple[str, str]]
+) -> None:
+    node, marked = _closed_mid_invocation(world, monkeypatch, "[Canceled] ")
+    published.clear()
+
+    later = _invoke(world, monkeypatch, marked, lambda_seconds=10.0, NOTIFICATION_TOPIC_ARN=TOPIC)
+
+    assert later["result"] == "released", later
+    assert not _node(world, node)["spec"].get("unschedulable"), "cordoned for a change that is over"
+    assert not _record(world, node)
+    assert not world.aws.pending_invocations(), "the chain ends"
+    (subject, text), *_ = published or [("", "")]
+    assert "released" in subject and "older than its start" not in subject, published
+    assert "over" in text, text
+
+
+def test_window_moved_while_its_drain_ran__the_old_chain_ends__the_node_stays_for_the_new_window(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """EC2 cancelled the old window and scheduled the change again later: the node
+    stays cordoned for it (the update's own drain comes), and the old chain ends."""
+    node, marked = _closed_mid_invocation(world, monkeypatch, "[Canceled] ")
+    instance = world.instance_ids[0]
+    window = parsedate_to_datetime(marked["detail"]["startTime"])
+    events = [
+        {"Code": "instance-retirement", "Description": "[Canceled] ", "NotBefore": window},
+        {"Code": "instance-retirement", "Description": "moved", "NotBefore": window.replace(
+            year=window.year + 1)},
+    ]  # fmt: skip
+    schedule_events(world.aws.account_id, world.region, instance, events)
+
+    later = _invoke(world, monkeypatch, marked, lambda_seconds=10.0)
+
+    assert later["result"] != "released", later
+    assert _node(world, node)["spec"].get("unschedulable"), "kept for the new window"
+    assert not world.aws.pending_invocations(), "the old chain ends"
