@@ -153,4 +153,9 @@ def over_in_ec2_mid_chain(
         return stale, so_far
     if not_in_service(found, clients):
         return stale, so_far
-    return None, replace(so_far, over=stale.reason)
+    window = found.event.acts_at
+    over = (
+        f"EC2 lists the window of scheduled change {found.event.detail_code} "
+        f"({iso(window) if window is not None else '?'}) as over (completed or canceled)"
+    )
+    return None, replace(so_far, over=over)

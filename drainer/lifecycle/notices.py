@@ -32,7 +32,7 @@ _TITLES = {
     "dry_run": "dry run done",
     "timed_out": "drain TIMED OUT",
     "failed": "drain FAILED",
-    "released": "left released (its drain handed over no further)",
+    "released": "released (its drain handed over no further)",
 }
 
 

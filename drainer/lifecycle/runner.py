@@ -27,7 +27,7 @@ from drainer.lifecycle.handover import Handover
 from drainer.lifecycle.job import Approach, DrainJob, Run, Tools
 from drainer.lifecycle.live import wait_for_live_drain
 from drainer.lifecycle.outcomes import Result, lambda_outcome, lifecycle_result
-from drainer.lifecycle.redelivered import redelivered
+from drainer.lifecycle.redelivered import REDELIVERY_GAP, redelivered
 from drainer.lifecycle.settings import Settings
 from drainer.lifecycle.targets import leave_target_groups
 from drainer.lifecycle.told import DrainStory
@@ -153,7 +153,8 @@ def _drain_once(tools: Tools, job: DrainJob) -> Run:
         if job.approach.continued and progress_of(found) is None:
             return released_since(node)
         if job.approach.over:
-            return released_over(kube, found, job.approach, tools.settings.dry_run)
+            dry_run = tools.settings.dry_run
+            return released_over(kube, found, job.approach, now=tools.clock(), dry_run=dry_run)
         delivery = job.approach.delivery
         again = None if delivery is None else redelivered(found, delivery, tools.clock())
         if again is not None:
@@ -206,22 +207,28 @@ def released_since(node: str) -> Run:
     return Run(Result.RELEASED, message, node=node)
 
 
-def released_over(kube: Kube, found: Obj, approach: Approach, dry_run: bool) -> Run:
+def released_over(kube: Kube, found: Obj, approach: Approach, *, now: float, dry_run: bool) -> Run:
     """A continued drain whose change EC2 lists as over (`approach.over`): the change
     closed while an invocation of it ran, and the close left the node under that live
     drain. Its record is of this change: released now, as the close would have; any
-    other is left as it is."""
+    other (or one drained now: begun within REDELIVERY_GAP) is left as it is. A dry run
+    says what it would release."""
     node = str(found["metadata"]["name"])
     record = progress_of(found) or {}
-    if record.get("change") != approach.change or record.get("phase") == DRAINING:
+    since = record.get("since")
+    live = isinstance(since, int | float) and now - since < REDELIVERY_GAP
+    if record.get("change") != approach.change or (record.get("phase") == DRAINING and live):
         message = f"{approach.over}; node {node}'s record is of another drain: left as it is"
         log.warning("%s", message)
         return Run(Result.STALE, message, node=node)
     done = release(kube, found, dry_run=dry_run)
+    undone = ", ".join(done.changed) or "nothing to undo"
+    if dry_run:
+        message = f"{approach.over}: the node would be released ({undone}; dry run)"
+        return Run(Result.DRY_RUN, message, node=node)
     message = (
         f"{approach.over}: the change is over, and the node its drain left cordoned is "
-        f"released ({', '.join(done.changed) or 'nothing to undo'}); the drain is handed "
-        "over no further"
+        f"released ({undone}); the drain is handed over no further"
     )
     log.warning("%s", message)
     return Run(Result.RELEASED, message, node=node)
