@@ -97,3 +97,25 @@ def test_window_moved_while_its_drain_ran__the_old_chain_ends__the_node_stays_fo
     assert later["result"] != "released", later
     assert _node(world, node)["spec"].get("unschedulable"), "kept for the new window"
     assert not world.aws.pending_invocations(), "the old chain ends"
+
+
+def test_an_update_after_the_close__its_notice_does_not_call_it_older_than_its_start(
+    world: World, monkeypatch: pytest.MonkeyPatch, published: list[tuple[str, str]]
+) -> None:
+    """An update delivered after the change's close, EC2 listing its window canceled:
+    left alone, and its notice was titled "event older than its start", the words for
+    an event about an earlier life of the instance, which this is not."""
+    instance = world.instance_ids[0]
+    update = world.scheduled_change([instance], starts_in=5 * 86400, age=3600)
+    close_change(world, monkeypatch, update)
+    window = parsedate_to_datetime(update["detail"]["startTime"])
+    event = {"Code": "instance-retirement", "Description": "[Canceled] ", "NotBefore": window}
+    schedule_events(world.aws.account_id, world.region, instance, [event])
+    published.clear()
+
+    late = _invoke(world, monkeypatch, update, NOTIFICATION_TOPIC_ARN=TOPIC)
+
+    assert late["result"] == "skipped", late
+    ((subject, text),) = published
+    assert "older than its start" not in subject and "late event" in subject, subject
+    assert "after the change's close" in text, text

@@ -78,9 +78,10 @@ def ec2_start_notice(found: Ec2Subject, cluster: str) -> Notice:
 
 
 def stale_event_notice(found: Ec2Subject, reason: str) -> Notice:
-    """The notice that one of EC2's events came about an earlier life of its instance
-    (it was started again since): nothing drained."""
-    title = f"eks-node-drainer: {found.instance_id} left alone (event older than its start)"
+    """The notice that one of EC2's events came late: about an earlier life of its
+    instance (it was started again since), or an update of a scheduled change after
+    its close (EC2 lists its window as over); `reason` says which. Nothing drained."""
+    title = f"eks-node-drainer: {found.instance_id} left alone (late event)"
     text = f"Instance {found.instance_id} of {found.asg_name or 'no group'}: {reason}."
     return title, text, _attributes(found, "skipped", "")
 

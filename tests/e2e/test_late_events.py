@@ -98,7 +98,5 @@ def test_event_older_than_the_instances_last_start__left_alone_with_a_notice(
     assert len(pods_on(world.cluster, node)) == 3
     assert drainer_logs.events("cordoned") == []
     (notice,) = inbox.notices()
-    assert notice["Subject"] == (
-        f"eks-node-drainer: {instance} left alone (event older than its start)"
-    )
+    assert notice["Subject"] == (f"eks-node-drainer: {instance} left alone (late event)")
     assert "which was started again at" in notice["Message"]
