@@ -42,7 +42,7 @@ from drainer.aws.autoscaling import (
     record_heartbeat,
 )
 from drainer.aws.cloudformation import answer_custom_resource, stack_status
-from drainer.aws.ec2 import NodeIdentity, describe_instance, pending_events, scheduled_events
+from drainer.aws.ec2 import NodeIdentity, describe_instance, scheduled_events
 from drainer.aws.eks import (
     ClusterInfo,
     TokenSource,
@@ -120,7 +120,6 @@ __all__ = [
     "is_transient",
     "lifecycle_hook",
     "make_clients",
-    "pending_events",
     "publish_to_topic",
     "put_lifecycle_hook",
     "recent_launches",

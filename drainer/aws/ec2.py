@@ -92,13 +92,6 @@ EVENT_DONE = ("[Completed]", "[Canceled]")
 """How EC2 begins the description of a scheduled event that is over."""
 
 
-def pending_events(ec2: Client, instance_id: str) -> list[tuple[str, float | None]]:
-    """EC2's scheduled events for the instance that are neither completed nor
-    canceled (a reboot, a stop, a retirement to come): each one's code and the moment
-    it may begin (epoch seconds; None when EC2 does not say)."""
-    return [(code, at) for code, at, over in scheduled_events(ec2, instance_id) if not over]
-
-
 def scheduled_events(ec2: Client, instance_id: str) -> list[tuple[str, float | None, bool]]:
     """EC2's scheduled events for the instance, as DescribeInstanceStatus lists them:
     each one's code, the moment it may begin (epoch seconds; None when EC2 does not

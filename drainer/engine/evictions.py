@@ -59,53 +59,42 @@ class Evictions:
     def send(self, entry: Entry) -> None:
         """One eviction, from a worker thread: the request, what its answer means for
         the pod, then the loop looks at the pod again (the watch may have seen it
-        change meanwhile) and wakes, once an answer (a second wake would turn it twice)."""
-        answered = False
+        change meanwhile) and wakes, once."""
         try:
-            answered = self.evict(entry)
+            self.evict(entry)
         finally:
-            if not answered:
-                with self.ctx.cond:
-                    self.look_again(entry.pod)
-                    self.ctx.cond.notify_all()
+            with self.ctx.cond:
+                self.look_again(entry.pod)
+                self.ctx.cond.notify_all()
 
-    def evict(self, entry: Entry) -> bool:
-        """Send `entry`'s eviction and act on the answer; True when the loop was told
-        (an acceptance: send() need not)."""
+    def evict(self, entry: Entry) -> None:
+        """Send `entry`'s eviction and act on the answer."""
         if self.ctx.over():
-            return False
+            return
         try:
             self.ctx.kube.evict(entry.pod, grace_period_seconds=self._grace_period(entry.pod))
         except KubeNotFound as e:  # gone, or a route or gateway that is not there
             self._not_found(entry, e)
-            return False
         except KubeConflict as e:
             # Not a sign the pod is gone: the API server also answers 409 for a pod it
             # left untouched (a budget's status update that kept conflicting, a pod
             # modified since the handler read it). Tried again later; a pod replaced
             # under its name (the UID precondition) is gone from the watch meanwhile.
             self._failed(entry, e)
-            return False
         except EvictionBlocked as e:
             self._refused(entry, e)
-            return False
         except MultipleBudgets:
             self._several_budgets(entry)
-            return False
         except NamespaceTerminating as e:
             self._going_with_namespace(entry, e)
-            return False
         except AdmissionDenied as e:
             self._denied(entry, e)
-            return False
         except FatalKubeError as e:
             self.ctx.fail(e)
-            return False
         except Exception as e:  # never drop a pod and then wait for it
             self._failed(entry, e)
-            return False
-        self._accepted(entry)
-        return True
+        else:
+            self._accepted(entry)
 
     def _grace_period(self, pod: Pod) -> int | None:
         """The eviction's grace period: the setting's (None: the pod's own), cut to
@@ -130,8 +119,6 @@ class Evictions:
                     refusals=entry.refusals,
                     tier=entry.tier,
                 )
-            self.look_again(entry.pod)
-            self.ctx.cond.notify_all()
 
     def _not_found(self, entry: Entry, error: KubeNotFound) -> None:
         """A 404 is no proof the pod is gone: a missing eviction route, a gateway's

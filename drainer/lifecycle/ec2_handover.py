@@ -46,7 +46,7 @@ class SoFar:
     that finds no record now knows it was released since (runner.released_since); a
     chain whose invocations never reached the node (an API outage) drains on."""
     over: str = ""
-    """Not the mark's: why EC2 lists the change's window as over (late.over_in_ec2),
+    """Not the mark's: why EC2 lists the change's window as over (late.over_in_ec2_mid_chain),
     when the handler finds it so for this step; the step then releases the node its
     drain left cordoned (runner.released_over)."""
 

@@ -15,7 +15,7 @@ EC2's events (drainer/lifecycle/ec2_events.py):
 - an AWS Health scheduled change's update about a window EC2 lists as over (its
   scheduled event at that moment completed or canceled, none pending then) came
   after the change's close, which AWS Health delivers on its own: it is left alone
-  (`over_in_ec2`; EC2 not answering is no answer, and the update is acted on).
+  (`over_in_ec2_mid_chain`; EC2 not answering is no answer, and the update is acted on).
 """
 
 from __future__ import annotations
@@ -39,7 +39,8 @@ if TYPE_CHECKING:  # both import this module (through ending, for SoFar's)
     from drainer.lifecycle.ec2_handover import SoFar
 
 SAME_EVENT_SECONDS = 60.0
-"""An EC2 event that begins within this of the change's start is the change's own."""
+"""An EC2 event that begins within this of the change's start (AWS Health's window)
+is the change's own: the same window."""
 
 LATE_EVENT_DRAIN_SECONDS = float(SPOT_NOTICE_SECONDS)
 """A late event's drain time: EC2 may carry out an interruption a little late, so
@@ -88,25 +89,28 @@ def restarted(event: Ec2Event, instance: aws.NodeIdentity) -> Skip | None:
     )
 
 
-SAME_WINDOW_SECONDS = 60.0
-"""How far apart a change's window start (AWS Health's) and EC2's scheduled event's
-NotBefore may be and still be the same window."""
+def _listed(event: Ec2Event, ec2: aws.Client) -> list[tuple[str, float | None, bool]] | None:
+    """EC2's scheduled events for a scheduled change's instance (DescribeInstanceStatus,
+    asked once); None for another event, one with no window, or when EC2 cannot be
+    asked (no answer: the update is acted on)."""
+    if event.kind is not Ec2Kind.SCHEDULED_CHANGE or event.acts_at is None:
+        return None
+    try:
+        return aws.scheduled_events(ec2, event.instance_id)
+    except AwsError:
+        return None
 
 
-def over_in_ec2(event: Ec2Event, ec2: aws.Client) -> Skip | None:
+def _over(event: Ec2Event, listed: list[tuple[str, float | None, bool]]) -> Skip | None:
     """A Skip when EC2 lists the scheduled change's window as over: an event of EC2's
     that begins then is completed or canceled, and none that begins then is pending
     (an update about a change closed since, or moved: its old window). None when EC2
-    lists nothing at that moment, or cannot be asked."""
+    lists nothing at that moment."""
     window = event.acts_at
-    if event.kind is not Ec2Kind.SCHEDULED_CHANGE or window is None:
-        return None
-    try:
-        listed = aws.scheduled_events(ec2, event.instance_id)
-    except AwsError:
+    if window is None:
         return None
     then = [(code, over) for code, at, over in listed if at is not None
-            and abs(at - window) <= SAME_WINDOW_SECONDS]  # fmt: skip
+            and abs(at - window) <= SAME_EVENT_SECONDS]  # fmt: skip
     if not then or not all(over for _, over in then):
         return None
     return Skip(
@@ -117,8 +121,13 @@ def over_in_ec2(event: Ec2Event, ec2: aws.Client) -> Skip | None:
     )
 
 
-def not_in_service(found: Ec2Target, clients: aws.AwsClients) -> str:
-    """Why the instance is not one to release now; "" when it is."""
+def not_in_service(
+    found: Ec2Target,
+    clients: aws.AwsClients,
+    listed: list[tuple[str, float | None, bool]] | None = None,
+) -> str:
+    """Why the instance is not one to release now; "" when it is. `listed`: EC2's
+    scheduled events for it, when already asked."""
     instance_id = found.instance_id
     if found.identity.state != "running":
         return f"instance {instance_id} is {found.identity.state}: nothing to release"
@@ -127,11 +136,13 @@ def not_in_service(found: Ec2Target, clients: aws.AwsClients) -> str:
             f"instance {instance_id} is {found.lifecycle_state or 'in no known state'} in "
             f"{found.asg_name}, not InService: its node stays cordoned"
         )
+    if listed is None:
+        listed = aws.scheduled_events(clients.ec2, instance_id)
     starts = found.event.acts_at
     pending = [
         f"{code}" + (f" at {iso(at)}" if at is not None else "")
-        for code, at in aws.pending_events(clients.ec2, instance_id)
-        if at is None or starts is None or abs(at - starts) > SAME_EVENT_SECONDS
+        for code, at, over in listed
+        if not over and (at is None or starts is None or abs(at - starts) > SAME_EVENT_SECONDS)
     ]
     if pending:
         return (
@@ -144,14 +155,16 @@ def not_in_service(found: Ec2Target, clients: aws.AwsClients) -> str:
 def over_in_ec2_mid_chain(
     found: Ec2Target, clients: aws.AwsClients, so_far: SoFar | None
 ) -> tuple[Skip | None, SoFar | None]:
-    """over_in_ec2, for a scheduled change's event. A step of a chain that recorded its
-    drain, whose change EC2 lists as over (closed while an invocation of it ran, which
-    the close cannot release) on an instance in service that nothing else is scheduled
-    for, is not left alone: it goes on to release the node (SoFar.over)."""
-    stale = over_in_ec2(found.event, clients.ec2)
-    if stale is None or so_far is None or not so_far.recorded:
+    """A Skip when EC2 lists the scheduled change's window as over (`_over`; its events
+    asked once). A step of a chain that recorded its drain, whose change is so over
+    (closed while an invocation of it ran, which the close cannot release) on an
+    instance in service that nothing else is scheduled for, is not left alone: it goes
+    on to release the node (SoFar.over)."""
+    listed = _listed(found.event, clients.ec2)
+    stale = None if listed is None else _over(found.event, listed)
+    if stale is None or listed is None or so_far is None or not so_far.recorded:
         return stale, so_far
-    if not_in_service(found, clients):
+    if not_in_service(found, clients, listed):
         return stale, so_far
     window = found.event.acts_at
     over = (

@@ -43,6 +43,17 @@ _HELD = {
 drain began, or when its invocation ended) and what it means."""
 
 
+def recent(record: Obj, key: str, now: float) -> float | None:
+    """How long ago the record's time `key` was (since, at), when it is a time within
+    REDELIVERY_GAP (an invocation that may still run, or just ended); else None."""
+    at = record.get(key)
+    if isinstance(at, bool) or not isinstance(at, int | float):
+        return None
+    if not now - REDELIVERY_GAP <= at <= now + 60:
+        return None
+    return max(0.0, now - at)
+
+
 def redelivered(node: Obj, delivery: Delivery, now: float) -> Run | None:
     """The run that leaves the node to the drain another delivery of this event runs;
     None when there is none (the chain's next step, this request's own drain, another
@@ -55,15 +66,13 @@ def redelivered(node: Obj, delivery: Delivery, now: float) -> Run | None:
     if recorded.request == delivery.request or recorded.step < delivery.step:
         return None
     key, state = held
-    at = record.get(key)
-    if isinstance(at, bool) or not isinstance(at, int | float):
-        return None
-    if not now - REDELIVERY_GAP <= at <= now + 60:
+    age = recent(record, key, now)
+    if age is None:
         return None
     name = str((node.get("metadata") or {}).get("name", ""))
     message = (
         f"this event (id {delivery.event}, hand-over {delivery.step}) was delivered again: "
-        f"the drain it runs on node {name} is {state} {max(0.0, now - at):.0f} s ago; "
+        f"the drain it runs on node {name} is {state} {age:.0f} s ago; "
         "left to that drain, nothing done"
     )
     log.info("%s", message)

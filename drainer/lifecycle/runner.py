@@ -27,7 +27,7 @@ from drainer.lifecycle.handover import Handover
 from drainer.lifecycle.job import Approach, DrainJob, Run, Tools
 from drainer.lifecycle.live import wait_for_live_drain
 from drainer.lifecycle.outcomes import Result, lambda_outcome, lifecycle_result
-from drainer.lifecycle.redelivered import REDELIVERY_GAP, redelivered
+from drainer.lifecycle.redelivered import recent, redelivered
 from drainer.lifecycle.settings import Settings
 from drainer.lifecycle.targets import leave_target_groups
 from drainer.lifecycle.told import DrainStory
@@ -215,10 +215,13 @@ def released_over(kube: Kube, found: Obj, approach: Approach, *, now: float, dry
     says what it would release."""
     node = str(found["metadata"]["name"])
     record = progress_of(found) or {}
-    since = record.get("since")
-    live = isinstance(since, int | float) and now - since < REDELIVERY_GAP
-    if record.get("change") != approach.change or (record.get("phase") == DRAINING and live):
-        message = f"{approach.over}; node {node}'s record is of another drain: left as it is"
+    why = ""
+    if record.get("change") != approach.change:
+        why = "is of another drain"
+    elif record.get("phase") == DRAINING and recent(record, "since", now) is not None:
+        why = "is of a drain under way"  # begun within REDELIVERY_GAP: it may still run
+    if why:
+        message = f"{approach.over}; node {node}'s record {why}: left as it is"
         log.warning("%s", message)
         return Run(Result.STALE, message, node=node)
     done = release(kube, found, dry_run=dry_run)
