@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import time
-import uuid
 from typing import Any
 
 import pytest
@@ -87,19 +86,6 @@ def test_a_chain_gone_quiet_long_ago__the_delivery_drains_as_before(
     _set_record(world, node, at=int(time.time()) - 3600)
 
     again = _invoke(world, monkeypatch, update, lambda_seconds=10.0)
-
-    assert again["result"] == "handed_over", again
-
-
-def test_an_update_of_the_change_is_another_event__not_taken_for_a_redelivery(
-    world: World, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """AWS Health's update of a change (a new window, a new status) is a new event, with
-    its own id: it is acted on as before."""
-    _, update = _first(world, monkeypatch)
-    world.aws.pop_invocation()
-
-    again = _invoke(world, monkeypatch, {**update, "id": str(uuid.uuid4())}, lambda_seconds=10.0)
 
     assert again["result"] == "handed_over", again
 

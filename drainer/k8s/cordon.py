@@ -66,14 +66,20 @@ class Delivery:
     """Which delivery of an EC2 event runs a drain, as the node's record keeps it: the
     event's EventBridge id, the Lambda request (Lambda's retries of an invocation keep
     it) and the step of the chain of invocations (the hand-overs before it: 0 for the
-    event as EventBridge delivered it)."""
+    event as EventBridge delivered it); `window`: the start of the change's window
+    (epoch seconds) as the event gave it, which an update of the change that keeps it
+    leaves to this drain."""
 
     event: str
     request: str
     step: int = 0
+    window: int | None = None
 
     def record(self) -> Obj:
-        return {"event": self.event, "request": self.request, "step": self.step}
+        found: Obj = {"event": self.event, "request": self.request, "step": self.step}
+        if self.window is not None:
+            found["window"] = self.window
+        return found
 
     @classmethod
     def of(cls, record: Obj) -> Delivery | None:
@@ -86,7 +92,8 @@ class Delivery:
             return None
         if type(step) is not int or step < 0:
             return None
-        return cls(event, request, step)
+        window = found.get("window")
+        return cls(event, request, step, window if type(window) is int else None)
 
 
 def cordon_patch(

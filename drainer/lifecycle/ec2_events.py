@@ -312,7 +312,9 @@ def drain(
         if found.event.change_id and invocation and invocation.request_id and not unread:
             # which delivery runs it, for the record a delivery of it again finds
             step = so_far.handovers if so_far is not None else 0
-            delivery = Delivery(found.event.event_id, invocation.request_id, step)
+            starts = found.event.acts_at
+            window = int(starts) if starts is not None else None
+            delivery = Delivery(found.event.event_id, invocation.request_id, step, window)
             approach = replace(approach, delivery=delivery)
         if handing_over:  # not this drain's last chance: no pod deleted past its budget
             approach = replace(approach, options=replace(approach.options, force_on_timeout=False))

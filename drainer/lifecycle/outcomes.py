@@ -39,8 +39,9 @@ class Result(StrEnum):
     """An EC2 event's drain handed over to this invocation, its node released since
     (its record gone: the change's close, or a person's `release`): left alone."""
     REDELIVERED = "redelivered"
-    """A scheduled change's event delivered again (EventBridge delivers at least once)
-    while the drain it began is under way or just handed over: left to that drain."""
+    """A scheduled change's event delivered again (EventBridge delivers at least once),
+    or an update of the change that keeps its window, while the drain the event began
+    is under way or just handed over: left to that drain."""
 
 
 _RESULTS: dict[Outcome, Result] = {

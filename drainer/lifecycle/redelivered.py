@@ -13,8 +13,11 @@ and two chains ran to the window, each with its invocations and its end notice.
 
 Lambda's retry of a failed invocation keeps its request id, and the runner's own
 retry after an API error runs in the same request: both drain on. An AWS Health
-update of the change is another event (its own id) and is acted on as before; a
-record older than the gap is of a chain that stopped, and the delivery drains. Two
+update of the change is another event (its own id, the change's eventArn): one that
+keeps the window (a new description, a new status) is left to the drain under way as
+well, since it would drain toward the same deadline; one that moves it is acted on
+(its own deadline; the old chain ends when EC2 lists its window as over). A record
+older than the gap is of a chain that stopped, and the delivery drains. Two
 deliveries that both read the node before either cordons it still drain side by
 side (nothing locks the node between the read and the cordon).
 """
@@ -25,7 +28,7 @@ import logging
 
 from drainer.k8s.cordon import Delivery, progress_of
 from drainer.k8s.kube import Obj
-from drainer.lifecycle.job import Run
+from drainer.lifecycle.job import Approach, Run
 from drainer.lifecycle.outcomes import Result
 from drainer.outcome import DRAINING, Outcome
 
@@ -54,26 +57,42 @@ def recent(record: Obj, key: str, now: float) -> float | None:
     return max(0.0, now - at)
 
 
-def redelivered(node: Obj, delivery: Delivery, now: float) -> Run | None:
-    """The run that leaves the node to the drain another delivery of this event runs;
-    None when there is none (the chain's next step, this request's own drain, another
+def redelivered(node: Obj, approach: Approach, now: float) -> Run | None:
+    """The run that leaves the node to the drain another delivery of this event, or of
+    an update of its change that keeps the window, runs; None when there is none (not a
+    scheduled change's drain, the chain's next step, this request's own drain, another
     event, a record gone stale)."""
+    delivery = approach.delivery
     record = progress_of(node) or {}
     held = _HELD.get(str(record.get("phase")))
     recorded = Delivery.of(record)
-    if held is None or recorded is None or recorded.event != delivery.event:
+    if delivery is None or held is None or recorded is None:
         return None
-    if recorded.request == delivery.request or recorded.step < delivery.step:
+    update = recorded.event != delivery.event
+    if update and not _same_window(record, recorded, approach.change, delivery):
+        return None
+    if not update and (recorded.request == delivery.request or recorded.step < delivery.step):
         return None
     key, state = held
     age = recent(record, key, now)
     if age is None:
         return None
     name = str((node.get("metadata") or {}).get("name", ""))
-    message = (
-        f"this event (id {delivery.event}, hand-over {delivery.step}) was delivered again: "
-        f"the drain it runs on node {name} is {state} {age:.0f} s ago; "
-        "left to that drain, nothing done"
+    what = (
+        f"an update of this change (event {delivery.event}), with the same window, came; "
+        f"the drain of the change's event {recorded.event}"
+        if update
+        else f"this event (id {delivery.event}, hand-over {delivery.step}) was delivered "
+        "again; the drain it runs"
     )
+    message = f"{what} on node {name} is {state} {age:.0f} s ago: left to that drain, nothing done"
     log.info("%s", message)
     return Run(Result.REDELIVERED, message, node=name)
+
+
+def _same_window(record: Obj, recorded: Delivery, change: str, delivery: Delivery) -> bool:
+    """Whether the record is of a drain of the same change (its eventArn) toward the
+    same window: an update that moves it is acted on (its own deadline)."""
+    if not change or record.get("change") != change:
+        return False
+    return None not in (recorded.window, delivery.window) and recorded.window == delivery.window

@@ -155,8 +155,7 @@ def _drain_once(tools: Tools, job: DrainJob) -> Run:
         if job.approach.over:
             dry_run = tools.settings.dry_run
             return released_over(kube, found, job.approach, now=tools.clock(), dry_run=dry_run)
-        delivery = job.approach.delivery
-        again = None if delivery is None else redelivered(found, delivery, tools.clock())
+        again = redelivered(found, job.approach, tools.clock())
         if again is not None:
             return again
         waited = wait_for_live_drain(
