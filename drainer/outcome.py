@@ -25,6 +25,9 @@ class Outcome(StrEnum):
     """A fatal error stopped the drain (RBAC, no cluster, TLS...); the report names it."""
     INTERRUPTED = "interrupted"
     """A person stopped it (the CLI's Ctrl-C); the Lambda never interrupts its own drain."""
+    RELEASED = "released"
+    """Someone released the node mid-drain (`release`, a scheduled change's close: the
+    drain's record removed): the drain stopped, leaving the node as the release left it."""
 
 
 DRAINING = "draining"

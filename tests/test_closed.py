@@ -182,7 +182,7 @@ OTHER = "arn:aws:health:us-east-1::event/EC2/Y/Y_2"
         ({"phase": "drained", "added": ["cordon"]}, "the command line or an earlier version"),
         ({"phase": "drained", "trigger": "scheduled-change"}, "another drain (scheduled-change)"),
         ({"phase": "drained", "trigger": "scheduled-change", "change": OTHER}, "another drain"),
-        ({"phase": "draining", "trigger": "scheduled-change", "change": CHANGE}, "being drained"),
+        ({"phase": "draining", "trigger": "scheduled-change", "change": CHANGE}, ""),
         (
             {"phase": "drained", "trigger": "scheduled-change", "change": CHANGE,
              "at": CLOSED_AT + 5},

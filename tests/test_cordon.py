@@ -166,7 +166,7 @@ def test_release__operator_cordon_kept__says_so() -> None:
 
 def test_release__drain_still_under_way__warns() -> None:
     _, release = release_patch(_node(unschedulable=True, progress={"phase": "draining"}))
-    assert "cordons the node again" in release.warning
+    assert "sees the release and stops" in release.warning
 
 
 @pytest.mark.parametrize(

@@ -37,6 +37,9 @@ class Ledger:
         self.asked.append(("recordon",))
         return {"metadata": {"annotations": {ANNOTATION: "cordoned again"}}}
 
+    def released(self, node: dict[str, Any]) -> bool:
+        return ANNOTATION not in (node["metadata"].get("annotations") or {})
+
     def end(
         self, outcome: Outcome, now: float, evicted: int, *, cordoned: bool = False
     ) -> dict[str, Any]:

@@ -62,7 +62,6 @@ def test_outcome__the_engine_has_no_trigger_only_ending() -> None:
         Result.NOT_OURS,
         Result.CORDONED,
         Result.STALE,
-        Result.RELEASED,
         Result.REDELIVERED,
     }
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
+from datetime import datetime
 from email.utils import parsedate_to_datetime
 
 import pytest
@@ -38,11 +40,14 @@ def _rewrite(world: World, node: str, **fields: object) -> None:
 
 
 def _closed_mid_invocation(
-    world: World, monkeypatch: pytest.MonkeyPatch, description: str
+    world: World,
+    monkeypatch: pytest.MonkeyPatch,
+    listed: Callable[[datetime], list[dict[str, object]]],
 ) -> tuple[str, dict]:
     """The chain's first invocation handed over; the close came while it ran (its
-    record said draining then), and it ended after the close; EC2 lists the window
-    `description` ("[Canceled] ", "[Completed] ")."""
+    record said draining then: the close released the node unless EC2 listed another
+    event for it), and it ended after the close, writing its end record before its
+    watch saw a release; EC2 lists `listed(window)` for the instance."""
     instance = world.instance_ids[0]
     node = world.nodes[instance]
     _guarded(world, node)
@@ -50,20 +55,25 @@ def _closed_mid_invocation(
     first = _invoke(world, monkeypatch, update, lambda_seconds=10.0)
     assert first["result"] == "handed_over", first
     ended = _record(world, node)
-    _rewrite(world, node, phase=DRAINING, since=int(time.time()) - 5)
-    closed = close_change(world, monkeypatch, update)
-    assert closed["kept"], closed  # being drained: left as it is
-    _rewrite(world, node, **{**ended, "at": int(time.time()) + 1})
     window = parsedate_to_datetime(update["detail"]["startTime"])
-    event = {"Code": "instance-retirement", "Description": description, "NotBefore": window}
-    schedule_events(world.aws.account_id, world.region, instance, [event])
+    schedule_events(world.aws.account_id, world.region, instance, listed(window))
+    _rewrite(world, node, phase=DRAINING, since=int(time.time()) - 5)
+    close_change(world, monkeypatch, update)
+    # The drain's end record, cordoning the node again with it (record_end, the node
+    # open): written before the drain's watch saw the release.
+    _rewrite(world, node, **{**ended, "at": int(time.time()) + 1})
+    world.cluster.client.patch("Node", node, {"spec": {"unschedulable": True}})
     return node, queued(world)
+
+
+def _cancelled(window: datetime) -> list[dict[str, object]]:
+    return [{"Code": "instance-retirement", "Description": "[Canceled] ", "NotBefore": window}]
 
 
 def test_change_cancelled_while_its_drain_ran__the_next_invocation_releases_the_node(
     world: World, monkeypatch: pytest.MonkeyPatch, published: list[tuple[str, str]]
 ) -> None:
-    node, marked = _closed_mid_invocation(world, monkeypatch, "[Canceled] ")
+    node, marked = _closed_mid_invocation(world, monkeypatch, _cancelled)
     published.clear()
 
     later = _invoke(world, monkeypatch, marked, lambda_seconds=10.0, NOTIFICATION_TOPIC_ARN=TOPIC)
@@ -82,15 +92,14 @@ def test_window_moved_while_its_drain_ran__the_old_chain_ends__the_node_stays_fo
 ) -> None:
     """EC2 cancelled the old window and scheduled the change again later: the node
     stays cordoned for it (the update's own drain comes), and the old chain ends."""
-    node, marked = _closed_mid_invocation(world, monkeypatch, "[Canceled] ")
-    instance = world.instance_ids[0]
-    window = parsedate_to_datetime(marked["detail"]["startTime"])
-    events = [
-        {"Code": "instance-retirement", "Description": "[Canceled] ", "NotBefore": window},
-        {"Code": "instance-retirement", "Description": "moved", "NotBefore": window.replace(
-            year=window.year + 1)},
-    ]  # fmt: skip
-    schedule_events(world.aws.account_id, world.region, instance, events)
+
+    def moved(window: datetime) -> list[dict[str, object]]:
+        later = window.replace(year=window.year + 1)
+        again = {"Code": "instance-retirement", "Description": "moved", "NotBefore": later}
+        return [*_cancelled(window), again]
+
+    node, marked = _closed_mid_invocation(world, monkeypatch, moved)
+    assert _node(world, node)["spec"].get("unschedulable"), "the close kept it for the new window"
 
     later = _invoke(world, monkeypatch, marked, lambda_seconds=10.0)
 

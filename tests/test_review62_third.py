@@ -7,7 +7,7 @@ import time
 
 import pytest
 from test_review60_ec2 import TOPIC, _invoke, _node, _record, published, world
-from test_review62_closed import _closed_mid_invocation, _rewrite
+from test_review62_closed import _cancelled, _closed_mid_invocation, _rewrite
 
 from drainer.k8s.cordon import DRAINING
 from testbed import World
@@ -21,7 +21,7 @@ def test_dry_run_step_does_not_say_released_while_the_node_stays_cordoned(
     """DRY_RUN=true: release() only dry-runs its patch, so the node stays cordoned,
     yet the run ends 'released' and the notice says the node was released: an
     operator trusting the notice believes the node is schedulable again."""
-    node, marked = _closed_mid_invocation(world, monkeypatch, "[Canceled] ")
+    node, marked = _closed_mid_invocation(world, monkeypatch, _cancelled)
     published.clear()
 
     later = _invoke(
@@ -42,7 +42,7 @@ def test_dead_draining_record_of_this_change_does_not_keep_the_node_cordoned_sil
     released_over takes any 'draining' phase as a live drain and ends 'stale', with
     no notice at all (before, the stale-event notice told of it): the node stays
     cordoned for a change that is over and nobody is told."""
-    node, marked = _closed_mid_invocation(world, monkeypatch, "[Canceled] ")
+    node, marked = _closed_mid_invocation(world, monkeypatch, _cancelled)
     hour_ago = int(time.time()) - 3600
     _rewrite(world, node, phase=DRAINING, since=hour_ago - 600, until=hour_ago)
     published.clear()
@@ -59,7 +59,7 @@ def test_released_end_message_does_not_also_say_the_node_is_left_alone(
     """released_over prefixes over_in_ec2's Skip reason, which ends "its node is left
     alone", to "... is released": the end line and the notice say both that the node
     was left alone and that it was released."""
-    _, marked = _closed_mid_invocation(world, monkeypatch, "[Canceled] ")
+    _, marked = _closed_mid_invocation(world, monkeypatch, _cancelled)
     published.clear()
 
     later = _invoke(world, monkeypatch, marked, lambda_seconds=10.0, NOTIFICATION_TOPIC_ARN=TOPIC)

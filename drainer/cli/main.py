@@ -462,8 +462,8 @@ def _conclude(
             file=out,
         )
         return 0
-    if report.outcome == Outcome.NO_NODE and report.stopped_by:
-        # Replaced mid-drain: the drain of this node did not finish.
+    if report.outcome in (Outcome.NO_NODE, Outcome.RELEASED) and report.stopped_by:
+        # Replaced or released mid-drain: the drain of this node did not finish.
         print(f"node {node} NOT drained: {report.stopped_by}; {summary}", file=out)
         return 1
     if report.outcome == Outcome.NO_NODE:

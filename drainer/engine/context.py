@@ -85,6 +85,12 @@ class NodeRecord(Protocol):
         patch may be refused): the end's patch is told."""
         ...
 
+    def released(self, node: Obj) -> bool:
+        """Whether `node`, as the drain's watch sees it, was released since the drain
+        began: the record its begin patch wrote is gone (`release` removes it, with what
+        the drain added to the node)."""
+        ...
+
     def end(self, outcome: Outcome, now: float, evicted: int, *, cordoned: bool = False) -> Obj:
         """The merge patch that records how the drain ended ("drained",
         "interrupted", "timed_out", "failed") and how many pods it evicted;
@@ -100,7 +106,7 @@ Pace = Callable[[DrainEvent, float], Mapping[str, Any]]
 class DrainContext:
     """One drain's shared parts. `cond` is the one lock and condition: the watches
     and the eviction answers notify it, the loop waits on it. The stop (`fatal`,
-    `interrupted`, `replaced`) is written once and read by every part."""
+    `interrupted`, `replaced`, `released`) is written once and read by every part."""
 
     kube: Kube
     node: str
@@ -117,6 +123,8 @@ class DrainContext:
     """Why interrupt() stopped the drain."""
     replaced: str = ""
     """The UID of the node object that took this node's name mid-drain."""
+    released: str = ""
+    """Who released the node mid-drain (its record removed), as its managedFields say."""
     cordon_sent: bool = False
     """The cordon's patch went out (its answer may never come: an API error after it
     leaves the node maybe cordoned, which whoever runs the drain says)."""
@@ -129,8 +137,9 @@ class DrainContext:
         return self.waits.now()
 
     def over(self) -> bool:
-        """The drain stops: a fatal error, an interruption, or its node replaced."""
-        return self.fatal is not None or bool(self.interrupted) or bool(self.replaced)
+        """The drain stops: a fatal error, an interruption, its node replaced or
+        released."""
+        return self.fatal is not None or any((self.interrupted, self.replaced, self.released))
 
     def fail(self, error: FatalKubeError) -> None:
         """End the drain with a fatal error (the first one is kept); run() says so."""

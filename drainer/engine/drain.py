@@ -203,7 +203,7 @@ class Drain:
             return
         parts = self._start(pod_list, version, deadline, deadline_source)
         if not self._evict_all(parts, limit):
-            if ctx.replaced:
+            if ctx.replaced or ctx.released:
                 self._left_behind(parts)
             elif ctx.fatal is None:
                 self._not_drained(parts, deadline)
@@ -328,6 +328,8 @@ class Drain:
                 self.ctx.fail(tracker.error)
         if self._guard.replacement():  # before the pods: those on the new node are not ours
             return False
+        if self._guard.released():
+            return False
         parts.following.absorb(now)
         return self._guard.uncordoned()
 
@@ -373,8 +375,8 @@ class Drain:
         self.report.remaining = sorted(left)  # `left` keeps what the deadline found
 
     def _left_behind(self, parts: _Parts) -> None:
-        """The node was replaced mid-drain: what this drain had not seen go, it
-        leaves (the old machine's pods went with its node object)."""
+        """The node was replaced or released mid-drain: what this drain had not seen
+        go, it leaves (the old machine's pods went with its node object)."""
         with self.ctx.cond:
             left = parts.schedule.left()
         self.report.remaining = sorted(left)

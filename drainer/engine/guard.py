@@ -87,6 +87,28 @@ class NodeGuard:
             self.replaced(uid)
         return bool(uid)
 
+    def released(self) -> bool:
+        """Whether someone released the node mid-drain (hold the lock): the watch sees
+        it without the drain's record (`release` removes it, and the cordon the drain
+        added). The drain then ends, touching the node no more: no re-cordon, no end
+        record, which would undo the release."""
+        ctx = self.ctx
+        if ctx.released or not self._release_seen():
+            return bool(ctx.released)
+        node = self.tracker.node if self.tracker is not None else None
+        ctx.released = last_writer(node or {})
+        ctx.report.outcome = Outcome.RELEASED
+        ctx.report.stopped_by = (
+            f"node {ctx.node} was released mid-drain ({ctx.released}): its drain record "
+            "is gone, so the drain stops and leaves the node as the release left it"
+        )
+        ctx.emit(Kind.STOPPED, reason=ctx.report.stopped_by)
+        return True
+
+    def _release_seen(self) -> bool:
+        node = self.tracker.node if self.tracker is not None else None
+        return bool(node) and not self.ctx.options.dry_run and self.record.released(node or {})
+
     def uncordoned(self) -> bool:
         """Whether the node needs cordoning again now (hold the lock): someone
         uncordoned it since the drain last cordoned it, and no refused re-cordon waits
@@ -201,6 +223,8 @@ class NodeGuard:
         refusal is a log line: the drain is over."""
         ctx = self.ctx
         with ctx.cond:
+            if self._release_seen():  # released as the drain ended: left so
+                return
             still_open = self._open()
             recordoned = ctx.report.recordons > 0  # a re-cordon took: that cordon is ours
         now, evicted = ctx.clock(), ctx.report.evicted

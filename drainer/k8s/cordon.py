@@ -225,6 +225,9 @@ class ProgressRecord:
         record["added"] = sorted(self.added | {ADDED_CORDON})
         return {"metadata": {"annotations": {PROGRESS_ANNOTATION: json.dumps(record)}}}
 
+    def released(self, node: Obj) -> bool:
+        return bool(self._begun) and progress_of(node) is None
+
     def end(self, outcome: Outcome, now: float, evicted: int, *, cordoned: bool = False) -> Obj:
         progress = progress_value(
             outcome,
@@ -306,7 +309,8 @@ def release_patch(node: Obj) -> tuple[Obj, Release]:
     if progress.get("phase") == DRAINING:  # not drained, interrupted or timed out
         warning = (
             "the node's record says a drain was still under way; if it is still running "
-            "(the Lambda, or another terminal) it cordons the node again"
+            "(the Lambda, or another terminal) it sees the release and stops, leaving the "
+            "node released"
         )
     return patch, Release(name, changed, kept, warning)
 

@@ -7,7 +7,8 @@ added), when each of these holds:
 - the instance is one of the function's (`ec2_events.target`, as for the drain),
   running, and in service in its Auto Scaling group (not terminating, not in
   standby or a warm pool);
-- the node's record is of this change's drain (its eventArn), ended, and ended
+- the node's record is of this change's drain (its eventArn), and that drain is
+  under way (it sees its record gone and stops, leaving the node released), or ended
   before the change closed: a node drained for another change, or by any other
   trigger, stays as it is;
 - EC2 has no other event scheduled for the instance (DescribeInstanceStatus): a node
@@ -147,8 +148,8 @@ def _not_its_drain(node: dict[str, Any], event: Ec2Event) -> str:
     if record.get("change") != event.change_id:
         began = record.get("trigger") or "the command line or an earlier version"
         return f"node {name}'s record is of another drain ({began}): left as it is"
-    if record.get("phase") == DRAINING:
-        return f"node {name} is being drained: left as it is"
+    if record.get("phase") == DRAINING:  # its drain sees the record gone, and stops
+        return ""
     ended, closed_at = record.get("at"), event.issued_at
     if isinstance(ended, int | float) and closed_at is not None and ended > closed_at:
         return f"node {name}'s drain ended after the change closed: left as it is"

@@ -36,8 +36,9 @@ class Result(StrEnum):
     """A terminate event that came after its lifecycle action ended, its instance in
     service again (back from the warm pool): its node left alone."""
     RELEASED = "released"
-    """An EC2 event's drain handed over to this invocation, its node released since
-    (its record gone: the change's close, or a person's `release`): left alone."""
+    """The node was released (its record gone: the change's close, or a person's
+    `release`) while the drain ran, or before an EC2 event's drain handed over to this
+    invocation: left as the release left it."""
     REDELIVERED = "redelivered"
     """A scheduled change's event delivered again (EventBridge delivers at least once),
     or an update of the change that keeps its window, while the drain the event began
@@ -52,6 +53,7 @@ _RESULTS: dict[Outcome, Result] = {
     Outcome.DRY_RUN: Result.DRY_RUN,
     Outcome.FAILED: Result.FAILED,
     Outcome.INTERRUPTED: Result.INTERRUPTED,
+    Outcome.RELEASED: Result.RELEASED,
 }
 
 
@@ -86,7 +88,7 @@ def lifecycle_result(result: Result, settings: Settings) -> str | None:
         Result.NOT_OURS: "CONTINUE",  # its own manager drains it: nothing to wait for
         Result.CORDONED: None,  # a spot event's: there is no lifecycle action
         Result.STALE: None,  # the action is gone: nothing to answer
-        Result.RELEASED: None,  # an EC2 event's: there is no lifecycle action
+        Result.RELEASED: None,  # the release stopped the drain: left to the hook's timeout
         Result.REDELIVERED: None,  # an EC2 event's: there is no lifecycle action
     }
     return table[result]

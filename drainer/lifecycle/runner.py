@@ -68,7 +68,7 @@ def result_for(report: DrainReport, deadline: Deadline, policy: str) -> tuple[Re
     """The outcome of the engine's report here, and the message that explains it;
     `policy`: what applied at the deadline (deadline_policy)."""
     result = lambda_outcome(report.outcome)
-    if report.outcome in (Outcome.FAILED, Outcome.INTERRUPTED, Outcome.NO_NODE):
+    if report.outcome in (Outcome.FAILED, Outcome.INTERRUPTED, Outcome.NO_NODE, Outcome.RELEASED):
         return result, report.stopped_by or "; ".join(report.errors)
     if report.outcome == Outcome.TIMED_OUT:
         forced = f"; force-deleted {report.forced} pods" if report.forced else ""
@@ -155,7 +155,8 @@ def _drain_once(tools: Tools, job: DrainJob) -> Run:
         if job.approach.over:
             dry_run = tools.settings.dry_run
             return released_over(kube, found, job.approach, now=tools.clock(), dry_run=dry_run)
-        again = redelivered(found, job.approach, tools.clock())
+        delivery = job.approach.delivery
+        again = None if delivery is None else redelivered(found, job.approach, tools.clock())
         if again is not None:
             return again
         waited = wait_for_live_drain(

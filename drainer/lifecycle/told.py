@@ -146,4 +146,5 @@ _ENDINGS: dict[Outcome, tuple[str, bool]] = {
     Outcome.TIMED_OUT: ("DrainTimedOut", True),
     Outcome.FAILED: ("DrainFailed", True),
     Outcome.INTERRUPTED: ("DrainFailed", True),
+    Outcome.RELEASED: ("DrainReleased", False),
 }
