@@ -8,14 +8,16 @@ way; one that moves the window is acted on as before."""
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from email.utils import formatdate, parsedate_to_datetime
 from typing import Any
 
 import pytest
 from test_review60_ec2 import TOPIC, _invoke, _node, _record, published, world
-from test_review62_redelivery import _first
+from test_review62_redelivery import _first, _set_record
 
+from drainer.outcome import DRAINING
 from testbed import World
 
 __all__ = ["published", "world"]
@@ -35,7 +37,9 @@ def _update(change: dict[str, Any], *, moved_by: float = 0.0) -> dict[str, Any]:
 def test_an_update_that_keeps_the_window__left_to_the_chain_under_way(
     world: World, monkeypatch: pytest.MonkeyPatch, published: list[tuple[str, str]]
 ) -> None:
+    """The update comes while a step of the chain drains (the record `draining`)."""
     node, change = _first(world, monkeypatch)
+    _set_record(world, node, phase=DRAINING, since=int(time.time()) - 60)
     record = _record(world, node)
     published.clear()
 
@@ -86,3 +90,17 @@ def test_the_chain_records_its_change_window(world: World, monkeypatch: pytest.M
     start = parsedate_to_datetime(change["detail"]["startTime"]).timestamp()
 
     assert _record(world, node)["delivery"]["window"] == int(start)
+
+
+def test_an_update_between_two_steps__acted_on(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The record `timed_out` cannot say whether a chain goes on from it (a drain that
+    timed out within one invocation, a chain that stopped, say the same): the update
+    drains, as before this version."""
+    node, change = _first(world, monkeypatch)
+    assert _record(world, node)["phase"] == "timed_out"
+
+    updated = _invoke(world, monkeypatch, _update(change), lambda_seconds=10.0)
+
+    assert updated["result"] == "handed_over", updated

@@ -15,9 +15,14 @@ Lambda's retry of a failed invocation keeps its request id, and the runner's own
 retry after an API error runs in the same request: both drain on. An AWS Health
 update of the change is another event (its own id, the change's eventArn): one that
 keeps the window (a new description, a new status) is left to the drain under way as
-well, since it would drain toward the same deadline; one that moves it is acted on
-(its own deadline; the old chain ends when EC2 lists its window as over). A record
-older than the gap is of a chain that stopped, and the delivery drains. Two
+well (the record `draining`), since it would drain toward the same deadline, or to
+the node drained; one that finds the drain `timed_out` is acted on, since the record
+cannot say whether a chain goes on from it (a drain that timed out in one invocation,
+a chain that stopped, leave the update to do), and a second chain that starts so
+stops at its next step, which finds the other's record `draining`. One that moves
+the window is acted on (its own deadline; the old chain ends when EC2 lists its
+window as canceled). A record older than the gap is of a chain that stopped, and the
+delivery drains. Two
 deliveries that both read the node before either cordons it still drain side by
 side (nothing locks the node between the read and the cordon).
 """
@@ -92,7 +97,12 @@ def redelivered(node: Obj, approach: Approach, now: float) -> Run | None:
 
 def _same_window(record: Obj, recorded: Delivery, change: str, delivery: Delivery) -> bool:
     """Whether the record is of a drain of the same change (its eventArn) toward the
-    same window: an update that moves it is acted on (its own deadline)."""
+    same window, running or done: an update that moves the window is acted on (its own
+    deadline), and so is one that finds a drain ended short of the node drained
+    (timed_out: whether a chain goes on from it, the record cannot say; a drain that
+    timed out in one invocation, or a chain that stopped, has left the update to do)."""
+    if record.get("phase") not in (DRAINING, str(Outcome.DRAINED)):
+        return False
     if not change or record.get("change") != change:
         return False
     return None not in (recorded.window, delivery.window) and recorded.window == delivery.window
