@@ -57,6 +57,13 @@ def test_the_change_delivered_again_after_its_hand_over__no_second_chain_no_seco
 
     assert again["result"] == "redelivered", again
     assert "delivered again" in again["message"], again
+    left_to_the_chain(world, node, record, published)
+
+
+def left_to_the_chain(
+    world: World, node: str, record: dict[str, Any], published: list[tuple[str, str]]
+) -> None:
+    """Nothing done: one chain queued, no notice, the record and the cordon as they were."""
     assert len(world.aws.pending_invocations()) == 1, "one chain"
     assert published == [], "no notice for a delivery that did nothing"
     assert _record(world, node) == record, "the chain's record stays as it was"
