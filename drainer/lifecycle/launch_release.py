@@ -174,9 +174,9 @@ def advice(node: str, not_released: str) -> str:
         return (
             "The drain that sent the instance to the warm pool may still run (it goes on "
             "after its lifecycle action ends, to its deadline) or have died: the function's "
-            "log tells (the instance's drain lines). Released under a drain that runs, the "
-            "node would be cordoned again and what lands on it evicted; once no drain runs "
-            f"(or at the deadline above), run `{release_command(node)}` (`kubectl drainer "
+            "log tells (the instance's drain lines). A release stops a drain that runs where "
+            "it is (it evicts no more); to let it end first, wait until no drain runs (or "
+            f"the deadline above), then run `{release_command(node)}` (`kubectl drainer "
             f"release {node}`), which undoes only what the drainer added."
         )
     return (

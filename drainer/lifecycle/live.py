@@ -23,8 +23,9 @@ LIVE_DRAIN_POLL_SECONDS = 2.0
 # What a drain that another invocation ran means for this one, by the phase it
 # recorded on the node at its end.
 DRAIN_ENDINGS = frozenset({Outcome.DRAINED, Outcome.TIMED_OUT, Outcome.FAILED, Outcome.INTERRUPTED})
-"""The phases a drain's record ends in; any other (the record removed, a rebalance's
-cordon) is taken for drained."""
+"""The phases a drain's record ends in; any other (a rebalance's cordon) is taken for
+drained. The record removed is a release, which stops a drain where it is: the
+follower drains itself."""
 LIVE_DRAIN_SLACK_SECONDS = 10.0
 """How long past its deadline a live drain may take to record its end."""
 ENDS_WITH_THE_INSTANCE = frozenset(
@@ -48,7 +49,8 @@ def wait_for_live_drain(
     """When the node's record shows a live drain begun by one of `triggers` (another
     invocation, for a spot event of the same instance), wait for it to end, reading
     the record, and take its result: the same drain is not started twice. None when
-    there is no such drain, or it went stale (its invocation died): drain then. None
+    there is no such drain, it went stale (its invocation died) or it was released
+    (its record removed: it stopped where it was): drain then. None
     too when it timed out before this drain's own deadline (`deadline`) and the
     instance may outlive it (`_drains_on`): a rebalance's drain, cut to its one
     invocation, or a scheduled change's. `known`: the node as the caller just read
@@ -122,7 +124,10 @@ def _drains_on(ended: Run, live: LiveDrain, node: str, deadline: float) -> bool:
     reclaimed then, whatever this drain's deadline says, so draining on would be
     harmless but pointless, and its timeout is taken as this drain's too; unless its
     record says EC2 does not keep it (a late warning's own 120 s, the instance still
-    running when it came: the instance may outlive it)."""
+    running when it came: the instance may outlive it). A drain released mid-way
+    stopped where it was: this one drains."""
+    if ended.result == Result.RELEASED:
+        return True
     if ended.result != Result.TIMED_OUT:
         return False
     if live.trigger in ENDS_WITH_THE_INSTANCE and not live.own_deadline:
@@ -154,7 +159,11 @@ def _wait_for_end(
     while True:
         if current is None:
             return Run(Result.NO_NODE, f"node {node} went away during the {trigger} drain")
-        progress = progress_of(current) or {}
+        progress = progress_of(current)
+        if progress is None:  # released: the drain followed stopped where it was
+            log.info("the drain begun by the %s event on node %s was released (its record "
+                     "removed): it stopped, pods left; draining here", trigger, node)  # fmt: skip
+            return Run(Result.RELEASED, f"the {trigger} drain was released", node=node)
         phase = str(progress.get("phase", ""))
         if phase != DRAINING:
             ended = Outcome(phase) if phase in DRAIN_ENDINGS else Outcome.DRAINED

@@ -32,7 +32,7 @@ _TITLES = {
     "dry_run": "dry run done",
     "timed_out": "drain TIMED OUT",
     "failed": "drain FAILED",
-    "released": "released (its drain handed over no further)",
+    "released": "released (its drain stopped there)",
 }
 
 
@@ -216,6 +216,8 @@ def _told(summary: Mapping[str, Any]) -> str:
             "no answer sent (the action was gone: the hook's DefaultResult or whoever "
             "completed it decided)"
         )
+    if summary.get("result") == "released" and summary.get("trigger") == TERMINATE_HOOK_TRIGGER:
+        return "none (left to the hook's timeout and its DefaultResult)"
     return str(summary.get("lifecycle_result", "none"))
 
 

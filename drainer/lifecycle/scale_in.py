@@ -244,7 +244,11 @@ def _into_warm_pool(summary: dict[str, Any], run: Run, settings: Settings) -> di
     in a warning line and added to the end line's message (after the run's own, a
     timeout's say), which the notice carries too."""
     summary = {**summary, "destination": WARM_POOL_NAME}
-    if not settings.launch_hook and run.node and run.result != Result.NO_NODE:
+    if (
+        not settings.launch_hook
+        and run.node
+        and run.result not in (Result.NO_NODE, Result.RELEASED)
+    ):
         advice = (
             f"LAUNCH_HOOK is off: when the instance comes back from the warm pool, run "
             f"`{release_command(run.node)}` (its node stays cordoned until then)"
