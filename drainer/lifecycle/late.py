@@ -15,10 +15,7 @@ EC2's events (drainer/lifecycle/ec2_events.py):
 - an AWS Health scheduled change's update about a window EC2 lists as over (its
   scheduled event at that moment completed or canceled, none pending then) came
   after the change's close, which AWS Health delivers on its own: it is left alone
-  (`over_in_ec2_mid_chain`; EC2 not answering is no answer, and the update is acted on);
-  so is one, or a step of its chain, whose window EC2 moved (nothing listed then, an
-  event of the change's kind pending at another time: `_moved`), left to the drain
-  of the update that moved it.
+  (`over_in_ec2_mid_chain`; EC2 not answering is no answer, and the update is acted on).
 """
 
 from __future__ import annotations
@@ -114,50 +111,13 @@ def _over(event: Ec2Event, listed: list[tuple[str, float | None, bool]]) -> Skip
         return None
     then = [(code, over) for code, at, over in listed if at is not None
             and abs(at - window) <= SAME_EVENT_SECONDS]  # fmt: skip
-    if not then:
-        return _moved(event, listed, window)
-    if not all(over for _, over in then):
+    if not then or not all(over for _, over in then):
         return None
     return Skip(
         f"{EC2_EVENT_NAMES[event.kind]} of {event.event_time} about instance "
         f"{event.instance_id}: EC2 lists its window ({iso(window)}) as over ({then[0][0]} "
         "completed or canceled): the update came after the change's close; its node is "
         "left alone"
-    )
-
-
-_EC2_CODES = (
-    ("RETIREMENT", "instance-retirement"),
-    ("_STOP_", "instance-stop"),
-    ("SYSTEM_REBOOT", "system-reboot"),
-    ("INSTANCE_REBOOT", "instance-reboot"),
-    ("MAINTENANCE", "system-maintenance"),
-)
-"""A part of AWS Health's eventTypeCode, and EC2's code for that kind of event
-(DescribeInstanceStatus), the first part that matches."""
-
-
-def ec2_code(health_code: str) -> str:
-    """EC2's code for the kind of a scheduled change AWS Health names; "" for a kind
-    EC2 does not list (a termination)."""
-    return next((ec2 for part, ec2 in _EC2_CODES if part in health_code), "")
-
-
-def _moved(
-    event: Ec2Event, listed: list[tuple[str, float | None, bool]], window: float
-) -> Skip | None:
-    """A Skip when EC2 lists nothing at the change's window but an event of its kind
-    pending at another moment: EC2 keeps one event per change, and a rescheduled one
-    is listed at its new time only, the old window marked nothing. None otherwise."""
-    code = ec2_code(event.detail_code)
-    elsewhere = [at for c, at, over in listed if code and c == code and not over and at]
-    if not elsewhere:
-        return None
-    return Skip(
-        f"{EC2_EVENT_NAMES[event.kind]} of {event.event_time} about instance "
-        f"{event.instance_id}: EC2 lists its {code} at {iso(min(elsewhere))}, not at this "
-        f"event's window ({iso(window)}): the window moved, and this drain ends here; the "
-        "node is left to the drain of the update that moved it"
     )
 
 
