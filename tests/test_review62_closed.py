@@ -7,7 +7,6 @@ older than its start)"."""
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 from datetime import datetime
@@ -24,19 +23,13 @@ from test_review60_ec2 import (
     published,
     world,
 )
-from test_review62_redelivery import queued
+from test_review62_redelivery import _set_record, queued
 
 from awssim.instances import schedule_events
-from drainer.k8s.cordon import DRAINING, PROGRESS_ANNOTATION
+from drainer.k8s.cordon import DRAINING
 from testbed import World
 
 __all__ = ["published", "world"]
-
-
-def _rewrite(world: World, node: str, **fields: object) -> None:
-    record = {**_record(world, node), **fields}
-    annotations = {PROGRESS_ANNOTATION: json.dumps(record)}
-    world.cluster.client.patch("Node", node, {"metadata": {"annotations": annotations}})
 
 
 def _closed_mid_invocation(
@@ -57,11 +50,11 @@ def _closed_mid_invocation(
     ended = _record(world, node)
     window = parsedate_to_datetime(update["detail"]["startTime"])
     schedule_events(world.aws.account_id, world.region, instance, listed(window))
-    _rewrite(world, node, phase=DRAINING, since=int(time.time()) - 5)
+    _set_record(world, node, phase=DRAINING, since=int(time.time()) - 5)
     close_change(world, monkeypatch, update)
     # The drain's end record, cordoning the node again with it (record_end, the node
     # open): written before the drain's watch saw the release.
-    _rewrite(world, node, **{**ended, "at": int(time.time()) + 1})
+    _set_record(world, node, **{**ended, "at": int(time.time()) + 1})
     world.cluster.client.patch("Node", node, {"spec": {"unschedulable": True}})
     return node, queued(world)
 

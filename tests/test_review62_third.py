@@ -7,7 +7,8 @@ import time
 
 import pytest
 from test_review60_ec2 import TOPIC, _invoke, _node, _record, published, world
-from test_review62_closed import _cancelled, _closed_mid_invocation, _rewrite
+from test_review62_closed import _cancelled, _closed_mid_invocation
+from test_review62_redelivery import _set_record
 
 from drainer.k8s.cordon import DRAINING
 from testbed import World
@@ -44,7 +45,7 @@ def test_dead_draining_record_of_this_change_does_not_keep_the_node_cordoned_sil
     cordoned for a change that is over and nobody is told."""
     node, marked = _closed_mid_invocation(world, monkeypatch, _cancelled)
     hour_ago = int(time.time()) - 3600
-    _rewrite(world, node, phase=DRAINING, since=hour_ago - 600, until=hour_ago)
+    _set_record(world, node, phase=DRAINING, since=hour_ago - 600, until=hour_ago)
     published.clear()
 
     later = _invoke(world, monkeypatch, marked, lambda_seconds=10.0, NOTIFICATION_TOPIC_ARN=TOPIC)

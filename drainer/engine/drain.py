@@ -326,9 +326,8 @@ class Drain:
         for tracker in (parts.following.tracker, parts.budgets, self._guard.tracker):
             if tracker is not None and isinstance(tracker.error, FatalKubeError):
                 self.ctx.fail(tracker.error)
-        if self._guard.replacement():  # before the pods: those on the new node are not ours
-            return False
-        if self._guard.released():
+        # before the pods: those on a new node are not ours, and a released node is let be
+        if self._guard.replacement() or self._guard.released():
             return False
         parts.following.absorb(now)
         return self._guard.uncordoned()

@@ -93,10 +93,12 @@ class NodeGuard:
         added). The drain then ends, touching the node no more: no re-cordon, no end
         record, which would undo the release."""
         ctx = self.ctx
-        if ctx.released or not self._release_seen():
-            return bool(ctx.released)
-        node = self.tracker.node if self.tracker is not None else None
-        ctx.released = last_writer(node or {})
+        if ctx.released:
+            return True
+        node = self._release_seen()
+        if node is None:
+            return False
+        ctx.released = last_writer(node)
         ctx.report.outcome = Outcome.RELEASED
         ctx.report.stopped_by = (
             f"node {ctx.node} was released mid-drain ({ctx.released}): its drain record "
@@ -105,9 +107,12 @@ class NodeGuard:
         ctx.emit(Kind.STOPPED, reason=ctx.report.stopped_by)
         return True
 
-    def _release_seen(self) -> bool:
+    def _release_seen(self) -> Obj | None:
+        """The node as the watch has it, when it shows the drain released; else None."""
         node = self.tracker.node if self.tracker is not None else None
-        return bool(node) and not self.ctx.options.dry_run and self.record.released(node or {})
+        if not node or self.ctx.options.dry_run or not self.record.released(node):
+            return None
+        return node
 
     def uncordoned(self) -> bool:
         """Whether the node needs cordoning again now (hold the lock): someone
@@ -223,7 +228,7 @@ class NodeGuard:
         refusal is a log line: the drain is over."""
         ctx = self.ctx
         with ctx.cond:
-            if self._release_seen():  # released as the drain ended: left so
+            if self._release_seen() is not None:  # released as the drain ended: left so
                 return
             still_open = self._open()
             recordoned = ctx.report.recordons > 0  # a re-cordon took: that cordon is ours

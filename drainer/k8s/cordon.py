@@ -226,7 +226,9 @@ class ProgressRecord:
         return {"metadata": {"annotations": {PROGRESS_ANNOTATION: json.dumps(record)}}}
 
     def released(self, node: Obj) -> bool:
-        return bool(self._begun) and progress_of(node) is None
+        # asked at each turn of the drain's loop: the annotation's key, not its JSON
+        annotations = (node.get("metadata") or {}).get("annotations") or {}
+        return bool(self._begun) and PROGRESS_ANNOTATION not in annotations
 
     def end(self, outcome: Outcome, now: float, evicted: int, *, cordoned: bool = False) -> Obj:
         progress = progress_value(
