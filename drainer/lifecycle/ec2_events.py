@@ -427,7 +427,7 @@ def handle(
     so_far = SoFar.of(raw_event) if raw_event and HANDED_OVER in raw_event else None
     stale = late.restarted(found.event, found.identity)
     if stale is None and event.kind is Ec2Kind.SCHEDULED_CHANGE:
-        stale, so_far = late.over_in_ec2_mid_chain(found, clients, so_far)
+        stale, found, so_far = late.as_ec2_lists(found, clients, so_far)
     if stale is not None:
         ending.notify(settings, clients, notices.stale_event_notice(found, stale.reason))
         return ending.skipped(stale)

@@ -15,11 +15,17 @@ EC2's events (drainer/lifecycle/ec2_events.py):
 - an AWS Health scheduled change's update about a window EC2 lists as over (its
   scheduled event at that moment completed or canceled, none pending then) came
   after the change's close, which AWS Health delivers on its own: it is left alone
-  (`over_in_ec2_mid_chain`; EC2 not answering is no answer, and the update is acted on).
+  (`over_in_ec2_mid_chain`; EC2 not answering is no answer, and the update is acted on);
+- a scheduled change EC2 lists nothing at the window of, but an event of its kind
+  pending at another time, was moved there (EC2 keeps one event per change and lists
+  a rescheduled one at its new time only; AWS Health may send no update, as when the
+  owner moves one instance of a change): the drain, or its schedule, goes toward
+  EC2's time (`as_ec2_lists`), never toward a window EC2 no longer keeps.
 """
 
 from __future__ import annotations
 
+import logging
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -37,6 +43,8 @@ from drainer.lifecycle.events_fields import Skip, iso
 if TYPE_CHECKING:  # both import this module (through ending, for SoFar's)
     from drainer.lifecycle.ec2_events import Ec2Target
     from drainer.lifecycle.ec2_handover import SoFar
+
+log = logging.getLogger("drainer.lifecycle.ec2_events")
 
 SAME_EVENT_SECONDS = 60.0
 """An EC2 event that begins within this of the change's start (AWS Health's window)
@@ -121,6 +129,59 @@ def _over(event: Ec2Event, listed: list[tuple[str, float | None, bool]]) -> Skip
     )
 
 
+_EC2_CODES = (
+    ("RETIREMENT", "instance-retirement"),
+    ("_STOP_", "instance-stop"),
+    ("SYSTEM_REBOOT", "system-reboot"),
+    ("INSTANCE_REBOOT", "instance-reboot"),
+    ("MAINTENANCE", "system-maintenance"),
+)
+"""A part of AWS Health's eventTypeCode, and EC2's code for that kind of scheduled
+event (DescribeInstanceStatus): the first part that matches."""
+
+
+def ec2_code(health_code: str) -> str:
+    """EC2's code for the kind of a scheduled change AWS Health names; "" for a kind
+    EC2 does not list (a termination)."""
+    return next((ec2 for part, ec2 in _EC2_CODES if part in health_code.upper()), "")
+
+
+def _moved_to(event: Ec2Event, listed: list[tuple[str, float | None, bool]]) -> float | None:
+    """Where EC2 moved the scheduled change: the earliest pending event of its kind
+    EC2 lists, when it lists nothing at the change's window; None otherwise."""
+    window, code = event.acts_at, ec2_code(event.detail_code)
+    if window is None or not code:
+        return None
+    if any(at is not None and abs(at - window) <= SAME_EVENT_SECONDS for _, at, _ in listed):
+        return None
+    elsewhere = [at for c, at, over in listed if c == code and not over and at is not None]
+    return min(elsewhere) if elsewhere else None
+
+
+def as_ec2_lists(
+    found: Ec2Target, clients: aws.AwsClients, so_far: SoFar | None
+) -> tuple[Skip | None, Ec2Target, SoFar | None]:
+    """A scheduled change as EC2 lists it (its events asked once): the change moved
+    to EC2's time (`_moved_to`), where the drain's deadline and schedule are then taken
+    from; else as `over_in_ec2_mid_chain` has it."""
+    listed = _listed(found.event, clients.ec2)
+    moved = None if listed is None else _moved_to(found.event, listed)
+    if moved is None:
+        stale, so_far = over_in_ec2_mid_chain(found, clients, so_far, listed)
+        return stale, found, so_far
+    window = found.event.acts_at
+    log.warning(
+        "EC2 lists scheduled change %s of instance %s at %s, not at the event's window "
+        "(%s): it was moved, and the drain goes toward EC2's time",
+        found.event.detail_code,
+        found.instance_id,
+        iso(moved),
+        iso(window) if window is not None else "?",
+        extra={"moved_to": iso(moved)},
+    )
+    return None, replace(found, event=replace(found.event, acts_at=moved)), so_far
+
+
 def not_in_service(
     found: Ec2Target,
     clients: aws.AwsClients,
@@ -153,14 +214,16 @@ def not_in_service(
 
 
 def over_in_ec2_mid_chain(
-    found: Ec2Target, clients: aws.AwsClients, so_far: SoFar | None
+    found: Ec2Target,
+    clients: aws.AwsClients,
+    so_far: SoFar | None,
+    listed: list[tuple[str, float | None, bool]] | None,
 ) -> tuple[Skip | None, SoFar | None]:
-    """A Skip when EC2 lists the scheduled change's window as over (`_over`; its events
-    asked once). A step of a chain that recorded its drain, whose change is so over
-    (closed while an invocation of it ran, which the close cannot release) on an
-    instance in service that nothing else is scheduled for, is not left alone: it goes
-    on to release the node (SoFar.over)."""
-    listed = _listed(found.event, clients.ec2)
+    """A Skip when EC2 lists the scheduled change's window as over (`_over`; `listed`:
+    its events, None when EC2 could not be asked). A step of a chain that recorded its
+    drain, whose change is so over (closed while an invocation of it ran, which the
+    close cannot release) on an instance in service that nothing else is scheduled
+    for, is not left alone: it goes on to release the node (SoFar.over)."""
     stale = None if listed is None else _over(found.event, listed)
     if stale is None or listed is None or so_far is None or not so_far.recorded:
         return stale, so_far
