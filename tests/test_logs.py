@@ -163,6 +163,7 @@ def test_drain_event__reserved_keys_renamed__the_line_still_written() -> None:
         (Kind.EVICTED, "INFO"),
         (Kind.LEFT, "WARNING"),
         (Kind.STOPPED, "ERROR"),
+        (Kind.DRAIN_RELEASED, "WARNING"),
     ],
 )
 def test_drain_event__written_at_its_kinds_level(kind: Kind, level: str) -> None:

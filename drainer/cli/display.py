@@ -42,6 +42,7 @@ _LABELS = {
     Kind.VOLUME_DETACHED: "detached",
     Kind.WOULD_EVICT: "would evict",
     Kind.STOPPED: "stopped",
+    Kind.DRAIN_RELEASED: "released",
 }
 
 

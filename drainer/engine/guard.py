@@ -104,7 +104,7 @@ class NodeGuard:
             f"node {ctx.node} was released mid-drain ({ctx.released}): its drain record "
             "is gone, so the drain stops and leaves the node as the release left it"
         )
-        ctx.emit(Kind.STOPPED, reason=ctx.report.stopped_by)
+        ctx.emit(Kind.DRAIN_RELEASED, reason=ctx.report.stopped_by)
         return True
 
     def _release_seen(self) -> Obj | None:

@@ -66,6 +66,9 @@ class Kind(StrEnum):
     """Dry run: the server accepted a dry-run eviction (or a budget refused it now)."""
     STOPPED = "drain_stopped"
     """A fatal error ended the drain; `reason` names it."""
+    DRAIN_RELEASED = "drain_released"
+    """Someone released the node mid-drain (`release`, a scheduled change's close):
+    the drain stopped there, as asked; `reason` says who last wrote the node."""
     FINISHED = "drain_finished"
     """The end line, written by the handler once the lifecycle action is decided:
     result, lifecycle_result, counts, seconds, budgets_holding."""
@@ -97,6 +100,7 @@ EVENT_LEVELS: dict[Kind, int] = {
     Kind.VOLUME_DETACHED: logging.INFO,
     Kind.WOULD_EVICT: logging.INFO,
     Kind.STOPPED: logging.ERROR,
+    Kind.DRAIN_RELEASED: logging.WARNING,
     Kind.FINISHED: logging.INFO,
 }
 
@@ -306,6 +310,7 @@ _MESSAGES = {
     Kind.VOLUME_DETACHED: "volume detached: {reason}",
     Kind.WOULD_EVICT: "would evict {pod}",
     Kind.STOPPED: "drain of {node} stopped: {reason}",
+    Kind.DRAIN_RELEASED: "drain of {node} stopped: {reason}",
 }
 
 
