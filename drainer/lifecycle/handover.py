@@ -50,6 +50,10 @@ class Handover:
     volume_wait_began: float | None = None
     """Epoch seconds when the wait for the volumes to detach began, in an invocation
     before (None: it has not), so VOLUME_DETACH_TIMEOUT_SECONDS bounds it across them."""
+    recorded: bool = False
+    """An invocation before cordoned the node and left its drain's record there: one
+    that finds no record now knows the node was released since (runner.released_since).
+    False in a hand-over of a version before, or of a chain that never reached the node."""
 
     def handed_on(
         self,
@@ -59,10 +63,11 @@ class Handover:
         *,
         forced: int = 0,
         volume_wait_began: float | None = None,
+        recorded: bool = False,
     ) -> Handover:
         """The hand-over for the next invocation, after `heartbeats` more beats,
         `evicted` more pods and `forced` more force-deleted; the target and volume
-        waits' starts, once one began them."""
+        waits' starts, once one began them; `recorded` once a drain recorded itself."""
         return Handover(
             self.started_at,
             self.handovers + 1,
@@ -71,6 +76,7 @@ class Handover:
             self.target_wait_began if target_wait_began is None else target_wait_began,
             self.forced + forced,
             self.volume_wait_began if volume_wait_began is None else volume_wait_began,
+            self.recorded or recorded,
         )
 
     def as_dict(self) -> dict[str, object]:
@@ -88,6 +94,8 @@ class Handover:
             said["forced"] = self.forced
         if self.volume_wait_began is not None:
             said["volume_wait_began"] = self.volume_wait_began
+        if self.recorded:
+            said["recorded"] = True
         return said
 
 
@@ -135,7 +143,17 @@ def parse_handover(raw: object, event_time: float | None, now: float) -> Handove
         _wait_began(raw, "target_wait_began", started_at, now),
         forced,
         _wait_began(raw, "volume_wait_began", started_at, now),
+        _recorded(raw),
     )
+
+
+def _recorded(raw: Mapping[str, Any]) -> bool:
+    """Whether the claim says a drain before recorded itself on the node (False when
+    it says nothing: a version before)."""
+    value = raw.get("recorded", False)
+    if not isinstance(value, bool):
+        raise Malformed(f"{_WHERE}.recorded must be true or false, got {repr(value)[:40]}")
+    return value
 
 
 _WHERE = f"field '{HANDOVER_KEY}'"

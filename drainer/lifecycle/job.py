@@ -44,9 +44,9 @@ class Approach:
     """A continued drain whose change EC2 lists as over, why: the node is released
     (runner.released_over), not drained on."""
     continued: bool = False
-    """An EC2 event's drain an earlier invocation handed over after it recorded the
-    drain on the node: the node must still carry a record; one released since is left
-    alone (runner.released_since)."""
+    """A drain an earlier invocation handed over after it recorded the drain on the
+    node (an EC2 event's, the terminate hook's): the node must still carry a record;
+    one released since is left alone (runner.released_since)."""
     delivery: Delivery | None = None
     """A scheduled change's drain: which delivery of its event runs it, for the node's
     record; a delivery of the same event again finds it there (redelivered.py)."""

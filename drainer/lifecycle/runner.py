@@ -151,7 +151,7 @@ def _drain_once(tools: Tools, job: DrainJob) -> Run:
             return found
         node = str(found["metadata"]["name"])
         if job.approach.continued and progress_of(found) is None:
-            return released_since(node)
+            return released_since(node, job.approach.options.trigger)
         if job.approach.over:
             dry_run = tools.settings.dry_run
             return released_over(kube, found, job.approach, now=tools.clock(), dry_run=dry_run)
@@ -191,17 +191,23 @@ def _drain_once(tools: Tools, job: DrainJob) -> Run:
     return Run(result, message, node=node, report=report, accuracy=accuracy)
 
 
-def released_since(node: str) -> Run:
-    """An EC2 event's drain handed over to this invocation finds its node without the
-    record an invocation before left: it was released since (a scheduled change's
-    close, or a person's `release`). It is left released: cordoning it again would
-    undo that, for a change that may be over."""
+def released_since(node: str, trigger: str) -> Run:
+    """A drain handed over to this invocation finds its node without the record an
+    invocation before left: it was released since (a scheduled change's close, or a
+    person's `release`). It is left released: cordoning it again would undo that. A
+    terminate hook's lifecycle action is left to the hook's timeout, as for a release
+    while an invocation drains."""
+    then = (
+        "the lifecycle action is left to the hook's timeout and its DefaultResult"
+        if trigger == TERMINATE_HOOK_TRIGGER
+        else "should the event's change still be on, drain it again with "
+        f"`eks-node-drainer drain --node {node}`"
+    )
     message = (
         f"node {node} was released since the drain's last invocation (the drain record "
         "an invocation before left is gone: a scheduled change's close, or someone's "
         "`eks-node-drainer release`, removed it): left as it is, and the drain is handed "
-        f"over no further; should the event's change still be on, drain it again with "
-        f"`eks-node-drainer drain --node {node}`"
+        f"over no further; {then}"
     )
     log.warning("%s", message)
     return Run(Result.RELEASED, message, node=node)

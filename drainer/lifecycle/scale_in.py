@@ -52,7 +52,8 @@ def approach(settings: Settings, event: LifecycleEvent) -> Approach:
         trigger=TERMINATE_HOOK_TRIGGER,
         destination=WARM_POOL_NAME if event.into_warm_pool else "",
     )
-    return Approach(options, EC2_TRIGGERS)
+    recorded = event.handover is not None and event.handover.recorded
+    return Approach(options, EC2_TRIGGERS, continued=recorded)
 
 
 def drain_instance(
@@ -151,6 +152,7 @@ def _with_heartbeat(
             target_wait_began=None if run.targets is None else run.targets.began_at,
             forced=run.report.forced if run.report is not None else 0,
             volume_wait_began=run.report.volume_wait_began if run.report is not None else None,
+            recorded=run.report is not None and run.report.cordoned,
         )
     return replace(
         run,
