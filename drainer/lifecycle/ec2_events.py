@@ -321,9 +321,9 @@ def drain(
         run = run_job(tools, DrainJob(found.identity, cluster, Window(deadline), approach))
         if handing_over and run.result == Result.TIMED_OUT and raw_event is not None:
             run = replace(run, started_at=started)
-            run = hand_over_event(
-                run, raw_event, clients.lambda_, invocation, ec2_deadline, so_far=so_far
-            )
+            mark = replace(so_far or SoFar(), ec2_at=found.event.acts_at)  # the time drained to
+            lambda_ = clients.lambda_
+            run = hand_over_event(run, raw_event, lambda_, invocation, ec2_deadline, so_far=mark)
     return replace(run, cluster=found.cluster, started_at=started, deadline=deadline)
 
 
@@ -432,7 +432,7 @@ def handle(
         ending.notify(settings, clients, notices.stale_event_notice(found, stale.reason))
         return ending.skipped(stale)
     if event.kind is Ec2Kind.SCHEDULED_CHANGE:
-        scheduled = later(found.event, tools, invocation, raw_event)
+        scheduled = later(found.event, tools, invocation, raw_event, announced=event.acts_at)
         if scheduled is not None:
             return scheduled
     cordon_only = event.kind is Ec2Kind.REBALANCE and settings.rebalance_action == "cordon"

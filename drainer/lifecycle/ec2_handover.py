@@ -29,6 +29,7 @@ log = logging.getLogger("drainer.lifecycle.ec2_events")
 
 HANDED_OVER = "eks-node-drainer-handed-over"
 """The key a handed-over event carries: the drain so far (SoFar)."""
+_YEAR = 366 * 86400.0
 _MOST = 10**6
 """More hand-overs, pods or seconds than any drain has: a mark beyond is no mark."""
 
@@ -45,6 +46,9 @@ class SoFar:
     """An invocation before cordoned the node and left its drain's record there: one
     that finds no record now knows it was released since (runner.released_since); a
     chain whose invocations never reached the node (an API outage) drains on."""
+    ec2_at: float | None = None
+    """The change's time (a scheduled change's) as the step before drained toward it:
+    EC2's, when EC2 moved it; the next step takes it when EC2 cannot be asked."""
     over: str = ""
     """Not the mark's: why EC2 lists the change's window as over (late.over_in_ec2_mid_chain),
     when the handler finds it so for this step; the step then releases the node its
@@ -67,18 +71,35 @@ class SoFar:
         recorded = mark.get("recorded", False)
         if not isinstance(recorded, bool):
             return None
-        return cls(whole[0], whole[1], whole[2], float(began), recorded)
+        ec2_at = _moment(mark.get("ec2_at"))
+        return cls(whole[0], whole[1], whole[2], float(began), recorded, ec2_at)
 
     def after(self, run: Run, started_at: float) -> dict[str, Any]:
-        """The mark the next invocation gets: this one's run added."""
+        """The mark the next invocation gets: this one's run added, and the change's
+        time it drained toward (`ec2_at`, set by this invocation)."""
         report = run.report
-        return {
+        mark: dict[str, Any] = {
             "handovers": self.handovers + 1,
             "evicted": self.evicted + (report.evicted if report else 0),
             "forced": self.forced + (report.forced if report else 0),
             "started_at": self.started_at or started_at,
             "recorded": self.recorded or bool(report is not None and report.cordoned),
         }
+        if self.ec2_at is not None:
+            mark["ec2_at"] = self.ec2_at
+        return mark
+
+
+def _moment(value: object) -> float | None:
+    """A time the mark names, in epoch seconds: a finite number within a year of now
+    (a forged one is no more than a forged event could say); None for anything else."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    try:
+        moment = float(value)
+    except OverflowError:
+        return None
+    return moment if abs(moment - time.time()) < _YEAR else None
 
 
 def hand_over_event(

@@ -163,16 +163,23 @@ def as_ec2_lists(
 ) -> tuple[Skip | None, Ec2Target, SoFar | None]:
     """A scheduled change as EC2 lists it (its events asked once): the change moved
     to EC2's time (`_moved_to`), where the drain's deadline and schedule are then taken
-    from; else as `over_in_ec2_mid_chain` has it."""
+    from; when EC2 cannot be asked, the time the chain's step before read (its mark:
+    one failed call does not bring back a window EC2 moved); else as
+    `over_in_ec2_mid_chain` has it."""
     listed = _listed(found.event, clients.ec2)
-    moved = None if listed is None else _moved_to(found.event, listed)
+    if listed is not None:
+        moved = _moved_to(found.event, listed)
+        said = "EC2 lists scheduled change %s of instance %s at %s, not at the event's window"
+    else:
+        moved = _last_read(found.event, so_far)
+        said = "EC2 could not be asked; the chain's step before read scheduled change %s of "
+        said += "instance %s at %s, not at the event's window"
     if moved is None:
         stale, so_far = over_in_ec2_mid_chain(found, clients, so_far, listed)
         return stale, found, so_far
     window = found.event.acts_at
     log.warning(
-        "EC2 lists scheduled change %s of instance %s at %s, not at the event's window "
-        "(%s): it was moved, and the drain goes toward EC2's time",
+        said + " (%s): it was moved, and the drain goes toward EC2's time",
         found.event.detail_code,
         found.instance_id,
         iso(moved),
@@ -180,6 +187,15 @@ def as_ec2_lists(
         extra={"moved_to": iso(moved)},
     )
     return None, replace(found, event=replace(found.event, acts_at=moved)), so_far
+
+
+def _last_read(event: Ec2Event, so_far: SoFar | None) -> float | None:
+    """EC2's time for the change as the chain's step before read it, when it was not
+    the event's window; None otherwise."""
+    window, read = event.acts_at, so_far.ec2_at if so_far is not None else None
+    if window is None or read is None or abs(read - window) <= SAME_EVENT_SECONDS:
+        return None
+    return read
 
 
 def not_in_service(

@@ -77,12 +77,13 @@ def later(
     tools: Tools,
     invocation: Invocation | None,
     raw_event: Mapping[str, Any] | None,
+    *,
+    announced: float | None = None,
 ) -> dict[str, Any] | None:
-    """A scheduled change's drain, while its moment (the window's start less the
-    lead) is still ahead: a schedule invokes the function with the same event then,
-    marked with the schedule's name. None when the drain is due now: the schedule's
-    own invocation, whenever it comes, or a drain that cannot be scheduled (no role,
-    no function to invoke; it runs now then, saying why)."""
+    """A scheduled change's drain, while its moment (the window's start, or the
+    event's `announced` one where EC2 lists another: the earlier, less the lead) is
+    ahead: a schedule invokes the function with the same event then. None when the
+    drain is due now: the schedule's own, or one that cannot be scheduled."""
     settings = tools.settings
     lead = settings.scheduled_change_lead_seconds
     if event.kind is not Ec2Kind.SCHEDULED_CHANGE or not lead or event.acts_at is None:
@@ -90,7 +91,7 @@ def later(
     if event.schedule:
         log.info("schedule %s delivered the scheduled change: draining now", event.schedule)
         return None
-    drain_at = event.acts_at - lead
+    drain_at = min(event.acts_at, announced or event.acts_at) - lead
     function_arn = invocation.function_arn if invocation is not None else ""
     if not settings.scheduler_role_arn or not function_arn or raw_event is None:
         if drain_at > tools.clock() + SCHEDULE_SLACK_SECONDS:
