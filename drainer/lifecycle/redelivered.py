@@ -21,8 +21,8 @@ cannot say whether a chain goes on from it (a drain that timed out in one invoca
 a chain that stopped, leave the update to do), and a second chain that starts so
 stops at its next step, which finds the other's record `draining`. One that moves
 the window is acted on (its own deadline; the old chain drains toward the time EC2
-lists once EC2 moved it, late.as_ec2_lists, and is left to the update's drain then). A record older than the gap is of a chain that stopped, and the
-delivery drains. Two
+lists once EC2 moved it, late.as_ec2_lists, and is left to the update's drain then).
+A record older than the gap is of a chain that stopped, and the delivery drains. Two
 deliveries that both read the node before either cordons it still drain side by
 side (nothing locks the node between the read and the cordon).
 """
