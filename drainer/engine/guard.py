@@ -15,10 +15,13 @@ import logging
 from drainer.engine.context import DrainContext, NodeRecord, Obj
 from drainer.engine.report import Kind
 from drainer.engine.watchers import NodeTracker
-from drainer.errors import FatalKubeError, KubeError, KubeNotFound
+from drainer.errors import FatalKubeError, KubeConflict, KubeError, KubeNotFound
 from drainer.outcome import Outcome
 
 # The drain's logger: its name is part of every line (the CLI prints it).
+END_TRIES = 3
+"""Writes of the drain's end tried while the node changes under it (a 409 each)."""
+
 log = logging.getLogger("drainer.engine.drain")
 
 
@@ -135,13 +138,15 @@ class NodeGuard:
             return self._recordon_retry_at
         return None
 
-    def patch(self, patch: Obj, *, dry_run: bool = False) -> Obj:
+    def patch(self, patch: Obj, *, dry_run: bool = False, version: str = "") -> Obj:
         """Write to the node this drain is of, and to no other: the patch carries the
         node's UID, which the API server refuses to change (a node of the same name
-        registered since answers 409 or 422, never takes the write)."""
+        registered since answers 409 or 422, never takes the write); with `version`,
+        its resourceVersion too (changed since: 409)."""
         ctx = self.ctx
-        if self.uid:
-            patch = {**patch, "metadata": {**patch.get("metadata", {}), "uid": self.uid}}
+        if self.uid or version:
+            meta = {**patch.get("metadata", {}), "uid": self.uid, "resourceVersion": version}
+            patch = {**patch, "metadata": {k: v for k, v in meta.items() if v}}
         try:
             return ctx.kube.patch_node(ctx.node, patch, dry_run=dry_run)
         except KubeError as e:
@@ -224,33 +229,59 @@ class NodeGuard:
         uncordon the loop had not seen) is cordoned by the same patch, its record
         saying that cordon is the drain's, or, should that be refused, the record goes
         alone, claiming the cordon only if a re-cordon took (`report.recordons`): one
-        refused and followed by an operator's own cordon is not ours to undo. A
-        refusal is a log line: the drain is over."""
+        refused and followed by an operator's own cordon is not ours to undo. The patch
+        holds the node's resourceVersion as the drain last saw it: a release landing
+        after that look makes it fail (409), and the node, read again, is left so; any
+        other change is read and the end written again. A refusal is a log line: the
+        drain is over."""
         ctx = self.ctx
         with ctx.cond:
             if self._release_seen() is not None:  # released as the drain ended: left so
                 return
             still_open = self._open()
             recordoned = ctx.report.recordons > 0  # a re-cordon took: that cordon is ours
-        now, evicted = ctx.clock(), ctx.report.evicted
-        try:
-            if still_open and self._cordon_with(
-                self.record.end(outcome, now, evicted, cordoned=True)
-            ):
+            seen = self.tracker.node if self.tracker is not None else None
+        error: KubeError | None = None
+        for _ in range(END_TRIES):
+            try:
+                self._write_end(outcome, _version(seen), still_open, recordoned)
                 return
-            self.patch(self.record.end(outcome, now, evicted, cordoned=recordoned))
-        except KubeNotFound:
-            pass
-        except KubeError as e:  # the drain is over; a failed record is only a log line
-            log.warning("could not record the %s state on node %s: %s", outcome, ctx.node, e)
+            except KubeConflict as e:  # changed since the last look: released, or not
+                error, seen = e, self._read_again()
+                if seen is None or self.record.released(seen):
+                    log.info("node %s was released as its drain ended: left so", ctx.node)
+                    return
+            except KubeNotFound:
+                return
+            except KubeError as e:  # the drain is over; a failed record is only a log line
+                error = e
+                break
+        log.warning("could not record the %s state on node %s: %s", outcome, ctx.node, error)
 
-    def _cordon_with(self, patch: Obj) -> bool:
-        """The end's patch with the cordon: True when it took (or the node is gone)."""
+    def _write_end(self, outcome: Outcome, version: str, still_open: bool, ours: bool) -> None:
+        """The end's patch (with the cordon when the node is open), on `version`."""
+        now, evicted = self.ctx.clock(), self.ctx.report.evicted
+        if still_open and self._cordon_with(
+            self.record.end(outcome, now, evicted, cordoned=True), version
+        ):
+            return
+        self.patch(self.record.end(outcome, now, evicted, cordoned=ours), version=version)
+
+    def _read_again(self) -> Obj | None:
+        """The node as the API server has it now (None: gone, or unreadable)."""
+        try:
+            return self.ctx.kube.get_node(self.ctx.node)
+        except KubeError:
+            return None
+
+    def _cordon_with(self, patch: Obj, version: str = "") -> bool:
+        """The end's patch with the cordon: True when it took (or the node is gone).
+        A conflict (the node changed since `version`) is raised."""
         ctx = self.ctx
         try:
-            self.patch(_cordoning(patch))
-        except KubeNotFound:
-            return True
+            self.patch(_cordoning(patch), version=version)
+        except (KubeNotFound, KubeConflict):
+            raise
         except KubeError as e:
             log.warning("could not cordon %s again with its end record (%s)", ctx.node, e)
             return False
@@ -258,6 +289,11 @@ class NodeGuard:
             ctx.report.recordons += 1
         log.info("cordoned %s again with the drain's end record", ctx.node)
         return True
+
+
+def _version(node: Obj | None) -> str:
+    """A node's resourceVersion ("" when unknown: the write is then unconditional)."""
+    return str(((node or {}).get("metadata") or {}).get("resourceVersion") or "")
 
 
 def _cordoning(patch: Obj) -> Obj:
