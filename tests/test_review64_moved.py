@@ -239,3 +239,26 @@ def test_moved_to__ec2s_time_only_when_nothing_is_listed_at_the_window(
         acts_at=0.0,
     )
     assert _moved_to(event, listed) == moved
+
+
+def test_start_notice__says_ec2_moved_the_window(
+    world: World, monkeypatch: pytest.MonkeyPatch, published: list[tuple[str, str]]
+) -> None:
+    """The notice named EC2's time as AWS Health's window: it says both."""
+    instance = world.instance_ids[0]
+    change = world.scheduled_change([instance], starts_in=7200)
+    moved = _start(change) + 86400
+    _ec2_lists(world, instance, moved)
+
+    _invoke(
+        world,
+        monkeypatch,
+        change,
+        lambda_seconds=10.0,
+        NOTIFY_ON_START="true",
+        NOTIFICATION_TOPIC_ARN="arn:aws:sns:us-east-1:123456789012:drains",
+    )
+
+    started = [text for subject, text in published if "raining" in subject]
+    when = datetime.fromtimestamp(moved, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    assert started and f"EC2 moved it to {when}" in started[0], published

@@ -103,6 +103,9 @@ class Ec2Event:
     detail_code: str = ""
     """What happens in EC2's words: a scheduled change's eventTypeCode, a state
     change's state."""
+    announced_at: float | None = None
+    """A scheduled change EC2 moved (late.as_ec2_lists): the window the event named,
+    `acts_at` being EC2's time; None otherwise."""
     schedule: str = ""
     """The EventBridge Scheduler schedule that delivered this event (a scheduled
     change drained before its maintenance window); empty when EventBridge's rule did."""

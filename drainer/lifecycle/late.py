@@ -186,7 +186,8 @@ def as_ec2_lists(
         iso(window) if window is not None else "?",
         extra={"moved_to": iso(moved)},
     )
-    return None, replace(found, event=replace(found.event, acts_at=moved)), so_far
+    event = replace(found.event, acts_at=moved, announced_at=window)
+    return None, replace(found, event=event), so_far
 
 
 def _last_read(event: Ec2Event, so_far: SoFar | None) -> float | None:

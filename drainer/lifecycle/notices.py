@@ -68,7 +68,11 @@ def ec2_start_notice(found: Ec2Subject, cluster: str) -> Notice:
         Ec2Kind.REBALANCE: "EC2 sent a rebalance recommendation: the instance is at higher "
         "risk of interruption.",
         Ec2Kind.SCHEDULED_CHANGE: f"AWS Health scheduled {event.detail_code} for the "
-        f"instance, starting {when}.",
+        + (
+            f"instance, starting {when}."
+            if event.announced_at is None
+            else f"instance, starting {_when(event.announced_at)}; EC2 moved it to {when}."
+        ),
         Ec2Kind.STATE_CHANGE: f"EC2 says the instance is {event.detail_code}.",
         Ec2Kind.CAPACITY_RESERVATION: "EC2 takes the instance's interruptible capacity "
         f"reservation back, terminating it at {when}.",
