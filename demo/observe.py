@@ -46,6 +46,7 @@ _SHOWN = frozenset(
         "pod_stuck",
         "critical_tier_started",
         "drain_stopped",
+        "drain_released",
     }
 )
 _STYLES = {"ERROR": "error", "CRITICAL": "error", "WARNING": "warn"}

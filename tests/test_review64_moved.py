@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 
+import boto3
 import pytest
 from test_review60_ec2 import _db_pods, _guarded, _invoke, _node, _record, published, world
 from test_review62_redelivery import _first, queued
@@ -114,15 +115,14 @@ def test_window_listed_where_the_event_says__the_chain_goes_on(
     assert later["result"] == "handed_over", later
 
 
-def test_scheduler_path__window_moved_in_ec2_only__the_schedule_drains_toward_ec2s_time(
+def test_scheduler_path__window_moved_in_ec2_only__the_drain_scheduled_again_for_it(
     world: World, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """SCHEDULED_CHANGE_LEAD_SECONDS=3600: the schedule fires with the event's window,
     which the owner moved a day later in EC2 (no AWS Health update: the change keeps
-    its window). The schedule's invocation drains, toward EC2's time: budgets
-    respected, nothing forced (a schedule is not made again from its own invocation:
-    EventBridge Scheduler deletes a fired one-time schedule, and a schedule remade
-    under its name could go with it)."""
+    its window). The drain is scheduled again for EC2's time less the lead, under the
+    schedule's other name (Scheduler deletes the one that fired); the node is left as
+    it is until then. That schedule firing then drains."""
     instance = world.instance_ids[0]
     node = world.nodes[instance]
     _guarded(world, node)
@@ -139,13 +139,22 @@ def test_scheduler_path__window_moved_in_ec2_only__the_schedule_drains_toward_ec
 
     _ec2_lists(world, instance, window + 86400)
     fired = {**change, "drainer_schedule": made["schedule"]}
-    drained = _invoke(world, monkeypatch, fired, lambda_seconds=10.0, **env)
+    again = _invoke(world, monkeypatch, fired, lambda_seconds=10.0, **env)
 
-    assert drained["result"] == "timed_out", drained
+    assert again["result"] == "scheduled", again
+    assert again["schedule"] == made["schedule"] + "-again", again
+    assert again["drain_at"] == _iso(window + 86400 - 3600), again
+    scheduler = boto3.client("scheduler", region_name=world.region)
+    expression = scheduler.get_schedule(Name=again["schedule"])["ScheduleExpression"]
+    assert expression == f"at({_iso(window + 86400 - 3600).rstrip('Z')})", expression
+    assert not _node(world, node)["spec"].get("unschedulable"), "left as it is until then"
     assert not world.aws.pending_invocations(), "no chain toward the old window"
-    assert not drained.get("forced"), drained
-    assert _db_pods(world, node), drained
-    assert _node(world, node)["spec"].get("unschedulable")
+
+    _ec2_lists(world, instance, time.time() + 3600 + 30)  # its time comes: EC2's, less the lead
+    fired_again = {**change, "drainer_schedule": again["schedule"]}
+    drained = _invoke(world, monkeypatch, fired_again, lambda_seconds=10.0, **env)
+    assert drained["result"] != "scheduled", drained
+    assert _node(world, node)["spec"].get("unschedulable"), drained
 
 
 def test_update_moving_the_window_before_ec2_lists_it__nothing_skipped(

@@ -307,7 +307,7 @@ def drain(
     else:
         approach = approach_for(found, settings, deadline, started, fixed=fixed)
         if so_far is not None and so_far.recorded:  # a node released since: let be
-            approach = replace(approach, continued=True, over=so_far.over)
+            approach = replace(approach, continued=so_far.started_at, over=so_far.over)
         unread = so_far is None and raw_event is not None and HANDED_OVER in raw_event
         if found.event.change_id and invocation and invocation.request_id and not unread:
             # which delivery runs it, for the record a delivery of it again finds

@@ -106,6 +106,9 @@ class Ec2Event:
     announced_at: float | None = None
     """A scheduled change EC2 moved (late.as_ec2_lists): the window the event named,
     `acts_at` being EC2's time; None otherwise."""
+    listed_at: float | None = None
+    """A scheduled change's time as EC2 lists it, asked by this invocation (its window,
+    or where EC2 moved it); None when EC2 lists nothing pending for it, or was not asked."""
     schedule: str = ""
     """The EventBridge Scheduler schedule that delivered this event (a scheduled
     change drained before its maintenance window); empty when EventBridge's rule did."""

@@ -43,10 +43,11 @@ class Approach:
     over: str = ""
     """A continued drain whose change EC2 lists as over, why: the node is released
     (runner.released_over), not drained on."""
-    continued: bool = False
-    """A drain an earlier invocation handed over after it recorded the drain on the
-    node (an EC2 event's, the terminate hook's): the node must still carry a record;
-    one released since is left alone (runner.released_since)."""
+    continued: float = 0.0
+    """When the drain began (epoch seconds), for one an earlier invocation handed over
+    after it recorded the drain on the node (an EC2 event's, the terminate hook's); 0
+    for any other. The node must still carry a record: one released since is left
+    alone (runner.released_since); a node object registered since is another, drained."""
     delivery: Delivery | None = None
     """A scheduled change's drain: which delivery of its event runs it, for the node's
     record; a delivery of the same event again finds it there (redelivered.py)."""

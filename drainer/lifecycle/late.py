@@ -162,32 +162,61 @@ def as_ec2_lists(
     found: Ec2Target, clients: aws.AwsClients, so_far: SoFar | None
 ) -> tuple[Skip | None, Ec2Target, SoFar | None]:
     """A scheduled change as EC2 lists it (its events asked once): the change moved
-    to EC2's time (`_moved_to`), where the drain's deadline and schedule are then taken
-    from; when EC2 cannot be asked, the time the chain's step before read (its mark:
-    one failed call does not bring back a window EC2 moved); else as
-    `over_in_ec2_mid_chain` has it."""
+    to EC2's time (`_ec2_time`), where the drain's deadline and schedule are then
+    taken from; then whether EC2 lists that time as over (`over_in_ec2_mid_chain`)."""
     listed = _listed(found.event, clients.ec2)
+    moved, said = _ec2_time(found.event, listed, so_far)
     if listed is not None:
-        moved = _moved_to(found.event, listed)
-        said = "EC2 lists scheduled change %s of instance %s at %s, not at the event's window"
-    else:
-        moved = _last_read(found.event, so_far)
-        said = "EC2 could not be asked; the chain's step before read scheduled change %s of "
-        said += "instance %s at %s, not at the event's window"
-    if moved is None:
-        stale, so_far = over_in_ec2_mid_chain(found, clients, so_far, listed)
-        return stale, found, so_far
-    window = found.event.acts_at
-    log.warning(
-        said + " (%s): it was moved, and the drain goes toward EC2's time",
-        found.event.detail_code,
-        found.instance_id,
-        iso(moved),
-        iso(window) if window is not None else "?",
-        extra={"moved_to": iso(moved)},
+        at = moved if moved is not None and said.startswith("EC2 lists") else found.event.acts_at
+        if at is not None and _pending_at(found.event, listed, at):
+            found = replace(found, event=replace(found.event, listed_at=at))
+    if moved is not None:
+        window = found.event.acts_at
+        log.warning(
+            "%s (%s): it was moved, and the drain goes toward that time",
+            said % (found.event.detail_code, found.instance_id, iso(moved)),
+            iso(window) if window is not None else "?",
+            extra={"moved_to": iso(moved)},
+        )
+        event = replace(found.event, acts_at=moved, announced_at=window)
+        found = replace(found, event=event)
+    stale, so_far = over_in_ec2_mid_chain(found, clients, so_far, listed)
+    return stale, found, so_far
+
+
+def _ec2_time(
+    event: Ec2Event, listed: list[tuple[str, float | None, bool]] | None, so_far: SoFar | None
+) -> tuple[float | None, str]:
+    """The change's time where it is not the event's window, and how it is known: a
+    pending event of its kind EC2 lists elsewhere (`_moved_to`); else, when EC2 lists
+    nothing at the window (or cannot be asked), the time the chain's step before
+    drained toward (its mark: one failed call, or a moved event EC2 then canceled,
+    does not bring back a window EC2 moved). (None, "") otherwise."""
+    window = event.acts_at
+    if listed is not None:
+        moved = _moved_to(event, listed)
+        if moved is not None:
+            return (
+                moved,
+                "EC2 lists scheduled change %s of instance %s at %s, not at the event's window",
+            )
+        if window is None or any(
+            at is not None and abs(at - window) <= SAME_EVENT_SECONDS for _, at, _ in listed
+        ):
+            return None, ""
+    read = _last_read(event, so_far)
+    why = "EC2 could not be asked" if listed is None else "EC2 lists nothing pending for it"
+    how = "; the chain's step before drained scheduled change %s of instance %s toward %s"
+    return read, why + how + ", not the event's window"
+
+
+def _pending_at(event: Ec2Event, listed: list[tuple[str, float | None, bool]], at: float) -> bool:
+    """Whether EC2 lists an event of the change's kind pending at `at`."""
+    code = ec2_code(event.detail_code)
+    return any(
+        c == code and not over and t is not None and abs(t - at) <= SAME_EVENT_SECONDS
+        for c, t, over in listed
     )
-    event = replace(found.event, acts_at=moved, announced_at=window)
-    return None, replace(found, event=event), so_far
 
 
 def _last_read(event: Ec2Event, so_far: SoFar | None) -> float | None:

@@ -14,12 +14,12 @@ from drainer.backoff import Backoff
 from drainer.engine.drain import Drain, RealWaits
 from drainer.engine.options import DrainOptions
 from drainer.engine.pace import Accuracy, Eta, forecast_within
-from drainer.engine.pods import is_finished, opted_out
+from drainer.engine.pods import is_finished, opted_out, parse_time
 from drainer.engine.report import DrainEvent, DrainReport
 from drainer.errors import KubeError, KubeServerError, KubeTooManyRequests
 from drainer.k8s import observed
 from drainer.k8s.cordon import ProgressRecord, progress_of, release
-from drainer.k8s.events import EventPoster
+from drainer.k8s.events import EventPoster, Regarding
 from drainer.k8s.kube import Kube, Obj
 from drainer.k8s.nodes import find_node_object, other_manager
 from drainer.lifecycle.events_hook import TERMINATE_HOOK_TRIGGER
@@ -150,14 +150,13 @@ def _drain_once(tools: Tools, job: DrainJob) -> Run:
         if isinstance(found, Run):
             return found
         node = str(found["metadata"]["name"])
-        if job.approach.continued and progress_of(found) is None:
-            return released_since(node, job.approach.options.trigger)
+        since = job.approach.continued  # a chain's: released since, or registered since?
+        if since and not progress_of(found) and since > registered(found):
+            return released_since(kube, found, job.approach.options.trigger, tools.clock)
         if job.approach.over:
-            dry_run = tools.settings.dry_run
-            return released_over(kube, found, job.approach, now=tools.clock(), dry_run=dry_run)
-        delivery = job.approach.delivery
-        again = None if delivery is None else redelivered(found, job.approach, tools.clock())
-        if again is not None:
+            now, dry_run = tools.clock(), tools.settings.dry_run
+            return released_over(kube, found, job.approach, now=now, dry_run=dry_run)
+        if job.approach.delivery and (again := redelivered(found, job.approach, tools.clock())):
             return again
         waited = wait_for_live_drain(
             tools,
@@ -191,12 +190,22 @@ def _drain_once(tools: Tools, job: DrainJob) -> Run:
     return Run(result, message, node=node, report=report, accuracy=accuracy)
 
 
-def released_since(node: str, trigger: str) -> Run:
+def registered(node: Obj) -> float:
+    """When the node object was created (epoch seconds; 0 when it does not say): one
+    registered after a drain began is another object than the one it recorded on."""
+    try:
+        return parse_time(str(node["metadata"]["creationTimestamp"]))
+    except (KeyError, TypeError, ValueError):
+        return 0.0
+
+
+def released_since(kube: Kube, found: Obj, trigger: str, clock: Callable[[], float]) -> Run:
     """A drain handed over to this invocation finds its node without the record an
     invocation before left: it was released since (a scheduled change's close, or a
-    person's `release`). It is left released: cordoning it again would undo that. A
-    terminate hook's lifecycle action is left to the hook's timeout, as for a release
-    while an invocation drains."""
+    person's `release`). It is left released: cordoning it again would undo that. The
+    node's Events tell the drain's end (DrainReleased). A terminate hook's lifecycle
+    action is left to the hook's timeout, as for a release while an invocation drains."""
+    node = str(found["metadata"]["name"])
     then = (
         "the lifecycle action is left to the hook's timeout and its DefaultResult"
         if trigger == TERMINATE_HOOK_TRIGGER
@@ -210,6 +219,10 @@ def released_since(node: str, trigger: str) -> Run:
         f"over no further; {then}"
     )
     log.warning("%s", message)
+    poster = EventPoster(kube, clock=clock)
+    uid = str(found["metadata"].get("uid") or "")
+    poster.post(Regarding("Node", node, uid=uid), "DrainReleased", "Drain", message)
+    poster.close()  # the Event's moment to go: the caller closes the client then
     return Run(Result.RELEASED, message, node=node)
 
 

@@ -52,8 +52,9 @@ def approach(settings: Settings, event: LifecycleEvent) -> Approach:
         trigger=TERMINATE_HOOK_TRIGGER,
         destination=WARM_POOL_NAME if event.into_warm_pool else "",
     )
-    recorded = event.handover is not None and event.handover.recorded
-    return Approach(options, EC2_TRIGGERS, continued=recorded)
+    handover = event.handover
+    since = handover.started_at if handover is not None and handover.recorded else 0.0
+    return Approach(options, EC2_TRIGGERS, continued=since)
 
 
 def drain_instance(

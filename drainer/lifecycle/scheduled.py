@@ -72,6 +72,18 @@ def schedule_name(function_arn: str, change: str, instance_id: str) -> str:
     return f"{aws.SCHEDULE_PREFIX}{instance_id}-{digest}"
 
 
+AGAIN_SUFFIX = "-again"
+"""The suffix of a schedule's other name (`other_name`)."""
+
+
+def other_name(name: str) -> str:
+    """The other name of a change's schedule: one that fires before EC2's time for the
+    change is made again under it (`_fired`). EventBridge Scheduler deletes a one-time
+    schedule once it has invoked the function, and a schedule remade under that name
+    from that invocation could go with it."""
+    return name.removesuffix(AGAIN_SUFFIX) if name.endswith(AGAIN_SUFFIX) else name + AGAIN_SUFFIX
+
+
 def later(
     event: Ec2Event,
     tools: Tools,
@@ -88,11 +100,10 @@ def later(
     lead = settings.scheduled_change_lead_seconds
     if event.kind is not Ec2Kind.SCHEDULED_CHANGE or not lead or event.acts_at is None:
         return None
-    if event.schedule:
-        log.info("schedule %s delivered the scheduled change: draining now", event.schedule)
-        return None
-    drain_at = min(event.acts_at, announced or event.acts_at) - lead
     function_arn = invocation.function_arn if invocation is not None else ""
+    if event.schedule:
+        return _fired(event, tools, function_arn, raw_event)
+    drain_at = min(event.acts_at, announced or event.acts_at) - lead
     if not settings.scheduler_role_arn or not function_arn or raw_event is None:
         if drain_at > tools.clock() + SCHEDULE_SLACK_SECONDS:
             log.warning(
@@ -110,6 +121,7 @@ def later(
         return None
     if against.closed_at is not None:
         return _closed_already(event, name, against)
+    _settle_other(tools, name, raw_event, "an update of the change scheduled its drain")
     log.info(
         "scheduled change %s of instance %s starts %s: its drain is scheduled for %s "
         "(SCHEDULED_CHANGE_LEAD_SECONDS=%d)%s",
@@ -122,6 +134,59 @@ def later(
         extra={"schedule": name, "drain_at": iso(drain_at)},
     )
     return {"result": "scheduled", "drain_at": iso(drain_at), "schedule": name}
+
+
+def _fired(
+    event: Ec2Event, tools: Tools, function_arn: str, raw_event: Mapping[str, Any] | None
+) -> dict[str, Any] | None:
+    """A schedule's own invocation: None (drain now), unless EC2 lists the change at a
+    time whose drain, less the lead, is still ahead (the owner moved it since, or an
+    update moved it before EC2 listed it, the schedule set for the earlier): then the
+    drain is scheduled again for that time, under the schedule's other name."""
+    lead = tools.settings.scheduled_change_lead_seconds
+    drain_at = (event.listed_at or 0.0) - lead
+    ahead = drain_at > tools.clock() + SCHEDULE_SLACK_SECONDS
+    can = bool(tools.settings.scheduler_role_arn and function_arn and raw_event is not None)
+    if event.listed_at is None or not ahead or not can or raw_event is None:
+        log.info("schedule %s delivered the scheduled change: draining now", event.schedule)
+        return None
+    name = other_name(event.schedule)
+    against = _Against(raw_event, name, again=True)
+    done = _schedule(tools, name, function_arn, raw_event, drain_at, against=against)
+    if done is None:
+        return None
+    if against.closed_at is not None:
+        return _closed_already(event, name, against)
+    log.warning(
+        "schedule %s fired before EC2's time for scheduled change %s of instance %s (%s): "
+        "its drain is scheduled again for %s, as %s",
+        event.schedule,
+        event.detail_code,
+        event.instance_id,
+        iso(event.listed_at),
+        iso(drain_at),
+        name,
+        extra={"schedule": name, "drain_at": iso(drain_at)},
+    )
+    return {"result": "scheduled", "drain_at": iso(drain_at), "schedule": name}
+
+
+def _settle_other(tools: Tools, name: str, raw_event: Mapping[str, Any], why: str) -> None:
+    """The schedule's other name (`other_name`), when it holds an older update of the
+    change than `raw_event` (made again from an invocation before): settled, so that it
+    drains nothing. A failure is a log line: it fires, and its invocation reads EC2."""
+    other = other_name(name)
+    try:
+        aws.settle_schedule(
+            tools.clients.scheduler,
+            other,
+            payload=settled_payload(raw_event, other, why),
+            supersedes=lambda held: (
+                updated_at(raw_event) > updated_at(held) and not _holds_close(held, other)
+            ),
+        )
+    except AwsError as e:
+        log.warning("the schedule %s is left as it is (%s)", other, e)
 
 
 def _due_now(
@@ -148,7 +213,10 @@ def _due_now(
         return None
     if against.closed_at is not None:
         return _closed_already(event, name, against)
-    if done != aws.SCHEDULE_KEPT:
+    _settle_other(tools, name, raw_event, why)
+    moved_earlier = event.announced_at is not None and event.acts_at is not None
+    moved_earlier = moved_earlier and (event.acts_at or 0.0) < (event.announced_at or 0.0)
+    if done != aws.SCHEDULE_KEPT or moved_earlier:  # due by EC2's time: whatever it holds
         if done == aws.SCHEDULE_SETTLED:
             log.info("the schedule %s of the change is settled: draining now", name)
         return None
@@ -280,6 +348,7 @@ def settle_closed(
             payload=payload,
             supersedes=lambda held: updated_at(change.raw) > updated_at(held),
         )
+        _settle_other(tools, name, change.raw, "the change is closed")
         if done == aws.SCHEDULE_SETTLED:
             settled.append(event.instance_id)
         elif (
