@@ -67,6 +67,13 @@ def test_released_between_two_invocations__the_next_leaves_it_released(
     assert not after["spec"].get("unschedulable"), "cordoned again after the release"
     assert PROGRESS_ANNOTATION not in (after["metadata"].get("annotations") or {})
     assert scene.kubesim.get("Pod", "guarded", "default"), "the pod stays"
+    reasons = [
+        e["reason"]
+        for e in scene.kubesim.list("Event", "")
+        if (e.get("regarding") or e.get("involvedObject") or {}).get("kind") == "Node"
+    ]
+    assert "DrainStarted" in reasons, reasons
+    assert "DrainReleased" in reasons, ("the node's Events tell no end of its drain", reasons)
 
 
 def test_hand_over_of_a_drain_that_never_reached_the_node__drains_on(

@@ -37,6 +37,20 @@ def _iso(at: float) -> str:
     return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def _scheduled(
+    world: World, monkeypatch: pytest.MonkeyPatch, starts_in: float
+) -> tuple[str, dict[str, Any], float, dict[str, Any]]:
+    """A change of the first instance, its window `starts_in` away and listed there by
+    EC2, scheduled: (instance, change, window, the first invocation's answer)."""
+    instance = world.instance_ids[0]
+    change = world.scheduled_change([instance], starts_in=starts_in)
+    window = _start(change)
+    _ec2_lists(world, instance, window)
+    made = _invoke(world, monkeypatch, change, lambda_seconds=10.0, **SCHEDULER)
+    assert made["result"] == "scheduled", made
+    return instance, change, window, made
+
+
 def _held(world: World, name: str) -> tuple[str, dict[str, Any]]:
     """The schedule's expression and the event it delivers."""
     schedule = boto3.client("scheduler", region_name=world.region).get_schedule(Name=name)
@@ -54,12 +68,7 @@ def test_scheduler__update_moving_window_earlier_before_ec2_lists_it__fires_afte
     node is never drained before EC2 takes the instance. Before 131f77a the schedule
     moved to the update's window - 1 h; scheduling at the earlier of the two (the fired
     schedule re-reads EC2 anyway) has no such hole."""
-    instance = world.instance_ids[0]
-    change = world.scheduled_change([instance], starts_in=3 * 86400)
-    window = _start(change)
-    _ec2_lists(world, instance, window)
-    made = _invoke(world, monkeypatch, change, lambda_seconds=10.0, **SCHEDULER)
-    assert made["result"] == "scheduled", made
+    instance, change, window, made = _scheduled(world, monkeypatch, 3 * 86400)
 
     earlier = window - 2 * 86400
     update = _update(change, start=earlier)  # EC2 still lists `window`
@@ -86,12 +95,7 @@ def test_moved_later_in_ec2__an_update_keeps_the_schedule_at_the_window__fires_b
     that schedule: the instance's only drain, EC2 retiring it a day later undrained.
     The schedule stays at the earlier of the two (the window's): it fires before the
     close, and its invocation drains toward EC2's time."""
-    instance = world.instance_ids[0]
-    change = world.scheduled_change([instance], starts_in=2 * 3600)
-    window = _start(change)
-    _ec2_lists(world, instance, window)
-    made = _invoke(world, monkeypatch, change, lambda_seconds=10.0, **SCHEDULER)
-    assert made["result"] == "scheduled", made
+    instance, change, window, made = _scheduled(world, monkeypatch, 2 * 3600)
 
     _ec2_lists(world, instance, window + 86400)  # the owner's reschedule
     again = _invoke(world, monkeypatch, _update(change), lambda_seconds=10.0, **SCHEDULER)

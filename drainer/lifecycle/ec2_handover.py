@@ -21,6 +21,7 @@ from typing import Any
 
 from drainer import aws
 from drainer.lifecycle.ending import invoke_next
+from drainer.lifecycle.handover import epoch_seconds
 from drainer.lifecycle.job import Run
 from drainer.lifecycle.outcomes import Result
 from drainer.lifecycle.window import Deadline, Invocation
@@ -93,13 +94,8 @@ class SoFar:
 def _moment(value: object) -> float | None:
     """A time the mark names, in epoch seconds: a finite number within a year of now
     (a forged one is no more than a forged event could say); None for anything else."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    try:
-        moment = float(value)
-    except OverflowError:
-        return None
-    return moment if abs(moment - time.time()) < _YEAR else None
+    moment = epoch_seconds(value)
+    return moment if moment is not None and abs(moment - time.time()) < _YEAR else None
 
 
 def hand_over_event(

@@ -117,7 +117,7 @@ def parse_handover(raw: object, event_time: float | None, now: float) -> Handove
         return None
     if not isinstance(raw, dict):
         raise Malformed(f"{_WHERE} is a {type(raw).__name__}, not an object")
-    started_at = _seconds(raw.get("started_at"))
+    started_at = epoch_seconds(raw.get("started_at"))
     if started_at is None:
         raise Malformed(
             f"{_WHERE}.started_at must be positive epoch seconds, got {_number(raw, 'started_at')}"
@@ -181,7 +181,7 @@ def _wait_began(raw: Mapping[str, Any], key: str, started_at: float, now: float)
     lengthen it past one begun now)."""
     if raw.get(key) is None:
         return None
-    began = _seconds(raw.get(key))
+    began = epoch_seconds(raw.get(key))
     if began is None or not started_at - CLOCK_SKEW_SECONDS <= began <= now + CLOCK_SKEW_SECONDS:
         raise Malformed(
             f"{_WHERE}.{key} must be epoch seconds between the drain's start "
@@ -190,7 +190,7 @@ def _wait_began(raw: Mapping[str, Any], key: str, started_at: float, now: float)
     return began
 
 
-def _seconds(value: object) -> float | None:
+def epoch_seconds(value: object) -> float | None:
     """Positive, finite epoch seconds as a float; None for anything else (a huge int
     does not fit a float: OverflowError, caught here)."""
     if isinstance(value, bool) or not isinstance(value, int | float):
