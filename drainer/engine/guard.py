@@ -247,10 +247,16 @@ class NodeGuard:
                 self._write_end(outcome, _version(seen), still_open, recordoned)
                 return
             except KubeConflict as e:  # changed since the last look: released, or not
-                error, seen = e, self._read_again()
+                error = e
+                try:
+                    seen = ctx.kube.get_node(ctx.node)
+                except KubeError as read:  # unreadable: tried again on the old version
+                    error = read
+                    continue
                 if seen is None or self.record.released(seen):
                     log.info("node %s was released as its drain ended: left so", ctx.node)
                     return
+                still_open = still_open and not (seen.get("spec") or {}).get("unschedulable")
             except KubeNotFound:
                 return
             except KubeError as e:  # the drain is over; a failed record is only a log line
@@ -266,13 +272,6 @@ class NodeGuard:
         ):
             return
         self.patch(self.record.end(outcome, now, evicted, cordoned=ours), version=version)
-
-    def _read_again(self) -> Obj | None:
-        """The node as the API server has it now (None: gone, or unreadable)."""
-        try:
-            return self.ctx.kube.get_node(self.ctx.node)
-        except KubeError:
-            return None
 
     def _cordon_with(self, patch: Obj, version: str = "") -> bool:
         """The end's patch with the cordon: True when it took (or the node is gone).

@@ -48,6 +48,9 @@ CAPACITY_INTERRUPTION_DETAIL_TYPE = "EC2 Capacity Reservation Instance Interrupt
 SCHEDULED_KEY = "drainer_schedule"
 """Top-level key of a scheduled change's event as its schedule delivers it: the
 schedule's name. Such an event is drained at once, never scheduled again."""
+AGAIN_SUFFIX = "-again"
+"""The suffix of a change's schedule made again when it fired before EC2's time
+(drainer/lifecycle/scheduled.py other_name): only a change EC2 moved has one."""
 SETTLED_KEY = "drainer_settled"
 """Top-level key of the event a schedule holds once its drain is no longer needed
 (the change was drained already, on an update that moved its window within the

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING
 from drainer import aws
 from drainer.errors import AwsError
 from drainer.lifecycle.events_ec2 import (
+    AGAIN_SUFFIX,
     EC2_EVENT_NAMES,
     SPOT_NOTICE_SECONDS,
     STATE_CHANGE_NOTICE_SECONDS,
@@ -205,9 +206,19 @@ def _ec2_time(
         ):
             return None, ""
     read = _last_read(event, so_far)
+    if read is None and listed is not None and event.schedule.endswith(AGAIN_SUFFIX):
+        # made again because EC2 moved the change: what EC2 lists of its kind is it
+        read = _listed_over(event, listed)
     why = "EC2 could not be asked" if listed is None else "EC2 lists nothing pending for it"
-    how = "; the chain's step before drained scheduled change %s of instance %s toward %s"
+    how = "; it was drained or scheduled for scheduled change %s of instance %s at %s"
     return read, why + how + ", not the event's window"
+
+
+def _listed_over(event: Ec2Event, listed: list[tuple[str, float | None, bool]]) -> float | None:
+    """The earliest event of the change's kind EC2 lists as over (completed, canceled)."""
+    code = ec2_code(event.detail_code)
+    over = [at for c, at, done in listed if c == code and done and at is not None]
+    return min(over) if over else None
 
 
 def _pending_at(event: Ec2Event, listed: list[tuple[str, float | None, bool]], at: float) -> bool:

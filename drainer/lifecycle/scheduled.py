@@ -30,6 +30,7 @@ from typing import Any
 from drainer import aws
 from drainer.errors import AwsError
 from drainer.lifecycle.events_ec2 import (
+    AGAIN_SUFFIX,
     SCHEDULED_KEY,
     SETTLED_KEY,
     ChangeClosed,
@@ -70,10 +71,6 @@ def schedule_name(function_arn: str, change: str, instance_id: str) -> str:
     scheduled once."""
     digest = hashlib.sha256(f"{function_arn} {change}".encode()).hexdigest()[:10]
     return f"{aws.SCHEDULE_PREFIX}{instance_id}-{digest}"
-
-
-AGAIN_SUFFIX = "-again"
-"""The suffix of a schedule's other name (`other_name`)."""
 
 
 def other_name(name: str) -> str:
