@@ -108,7 +108,7 @@ def test_moved_later_in_ec2__an_update_keeps_the_schedule_at_the_window__fires_b
 def test_chain_toward_ec2s_time__one_failed_describe_instance_status__forces_at_the_old_window(
     world: World, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """DRAIN_TIMEOUT_SECONDS one day. The event's window is 45 s away; EC2 lists the
+    """DRAIN_TIMEOUT_SECONDS one day. The event's window is 23 s away; EC2 lists the
     retirement two hours later. The first step drains toward EC2's time and hands over.
     The next step's DescribeInstanceStatus fails (after botocore's retries): the step
     falls back to the event's window, EC2's moment again, and force-deletes the pod the
@@ -118,7 +118,7 @@ def test_chain_toward_ec2s_time__one_failed_describe_instance_status__forces_at_
     node = world.nodes[instance]
     _guarded(world, node)
     env = {"DRAIN_TIMEOUT_SECONDS": 86400}
-    change = world.scheduled_change([instance], starts_in=MARGIN + 30)
+    change = world.scheduled_change([instance], starts_in=MARGIN + 8)
     _ec2_lists(world, instance, _start(change) + 7200)
     first = _invoke(world, monkeypatch, change, lambda_seconds=10.0, **env)
     assert first["result"] == "handed_over", first
@@ -128,7 +128,7 @@ def test_chain_toward_ec2s_time__one_failed_describe_instance_status__forces_at_
         raise AwsError(f"DescribeInstanceStatus {instance_id}: RequestLimitExceeded")
 
     monkeypatch.setattr(aws, "scheduled_events", failing)
-    second = _invoke(world, monkeypatch, step, lambda_seconds=120.0, **env)
+    second = _invoke(world, monkeypatch, step, lambda_seconds=10.0, **env)
 
     assert not second.get("forced"), ("forced at the old window, 2 h before EC2 acts", second)
     assert _db_pods(world, node), second
