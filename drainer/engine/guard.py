@@ -274,8 +274,8 @@ class NodeGuard:
         self.patch(self.record.end(outcome, now, evicted, cordoned=ours), version=version)
 
     def _cordon_with(self, patch: Obj, version: str = "") -> bool:
-        """The end's patch with the cordon: True when it took (or the node is gone).
-        A conflict (the node changed since `version`) is raised."""
+        """The end's patch with the cordon: True when it took. The node gone, or
+        changed since `version` (a conflict), is raised."""
         ctx = self.ctx
         try:
             self.patch(_cordoning(patch), version=version)

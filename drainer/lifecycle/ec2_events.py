@@ -432,7 +432,7 @@ def handle(
         ending.notify(settings, clients, notices.stale_event_notice(found, stale.reason))
         return ending.skipped(stale)
     if event.kind is Ec2Kind.SCHEDULED_CHANGE:
-        scheduled = later(found.event, tools, invocation, raw_event, announced=event.acts_at)
+        scheduled = later(found.event, tools, invocation, raw_event)
         if scheduled is not None:
             return scheduled
     cordon_only = event.kind is Ec2Kind.REBALANCE and settings.rebalance_action == "cordon"

@@ -47,6 +47,9 @@ if TYPE_CHECKING:  # both import this module (through ending, for SoFar's)
 
 log = logging.getLogger("drainer.lifecycle.ec2_events")
 
+Listed = list[tuple[str, float | None, bool]]
+"""EC2's scheduled events for an instance: (code, when it begins, whether it is over)."""
+
 SAME_EVENT_SECONDS = 60.0
 """An EC2 event that begins within this of the change's start (AWS Health's window)
 is the change's own: the same window."""
@@ -98,7 +101,7 @@ def restarted(event: Ec2Event, instance: aws.NodeIdentity) -> Skip | None:
     )
 
 
-def _listed(event: Ec2Event, ec2: aws.Client) -> list[tuple[str, float | None, bool]] | None:
+def _listed(event: Ec2Event, ec2: aws.Client) -> Listed | None:
     """EC2's scheduled events for a scheduled change's instance (DescribeInstanceStatus,
     asked once); None for another event, one with no window, or when EC2 cannot be
     asked (no answer: the update is acted on)."""
@@ -110,7 +113,7 @@ def _listed(event: Ec2Event, ec2: aws.Client) -> list[tuple[str, float | None, b
         return None
 
 
-def _over(event: Ec2Event, listed: list[tuple[str, float | None, bool]]) -> Skip | None:
+def _over(event: Ec2Event, listed: Listed) -> Skip | None:
     """A Skip when EC2 lists the scheduled change's window as over: an event of EC2's
     that begins then is completed or canceled, and none that begins then is pending
     (an update about a change closed since, or moved: its old window). None when EC2
@@ -118,8 +121,7 @@ def _over(event: Ec2Event, listed: list[tuple[str, float | None, bool]]) -> Skip
     window = event.acts_at
     if window is None:
         return None
-    then = [(code, over) for code, at, over in listed if at is not None
-            and abs(at - window) <= SAME_EVENT_SECONDS]  # fmt: skip
+    then = [(code, over) for code, at, over in listed if _near(at, window)]
     if not then or not all(over for _, over in then):
         return None
     return Skip(
@@ -147,16 +149,24 @@ def ec2_code(health_code: str) -> str:
     return next((ec2 for part, ec2 in _EC2_CODES if part in health_code.upper()), "")
 
 
-def _moved_to(event: Ec2Event, listed: list[tuple[str, float | None, bool]]) -> float | None:
+def _near(at: float | None, moment: float) -> bool:
+    """Whether EC2's event begins at `moment`: within SAME_EVENT_SECONDS of it."""
+    return at is not None and abs(at - moment) <= SAME_EVENT_SECONDS
+
+
+def _of_kind(event: Ec2Event, listed: Listed, *, over: bool) -> list[float]:
+    """When EC2's events of the change's kind begin: those over, or those pending."""
+    code = ec2_code(event.detail_code)
+    return [at for c, at, done in listed if c == code and done is over and at is not None]
+
+
+def _moved_to(event: Ec2Event, listed: Listed) -> float | None:
     """Where EC2 moved the scheduled change: the earliest pending event of its kind
     EC2 lists, when it lists nothing at the change's window; None otherwise."""
-    window, code = event.acts_at, ec2_code(event.detail_code)
-    if window is None or not code:
+    window = event.acts_at
+    if window is None or any(_near(at, window) for _, at, _ in listed):
         return None
-    if any(at is not None and abs(at - window) <= SAME_EVENT_SECONDS for _, at, _ in listed):
-        return None
-    elsewhere = [at for c, at, over in listed if c == code and not over and at is not None]
-    return min(elsewhere) if elsewhere else None
+    return min(_of_kind(event, listed, over=False), default=None)
 
 
 def as_ec2_lists(
@@ -165,76 +175,58 @@ def as_ec2_lists(
     """A scheduled change as EC2 lists it (its events asked once): the change moved
     to EC2's time (`_ec2_time`), where the drain's deadline and schedule are then
     taken from; then whether EC2 lists that time as over (`over_in_ec2_mid_chain`)."""
-    listed = _listed(found.event, clients.ec2)
-    moved, said = _ec2_time(found.event, listed, so_far)
-    if listed is not None:
-        at = moved if moved is not None and said.startswith("EC2 lists") else found.event.acts_at
-        if at is not None and _pending_at(found.event, listed, at):
-            found = replace(found, event=replace(found.event, listed_at=at))
+    event, listed = found.event, _listed(found.event, clients.ec2)
+    moved, how = _ec2_time(event, listed, so_far)
+    at = moved if moved is not None else event.acts_at
+    pending = _of_kind(event, listed, over=False) if listed is not None else []
+    if at is not None and any(_near(t, at) for t in pending):
+        event = replace(event, listed_at=at)  # EC2 lists it pending then
     if moved is not None:
-        window = found.event.acts_at
+        window = event.acts_at
         log.warning(
-            "%s (%s): it was moved, and the drain goes toward that time",
-            said % (found.event.detail_code, found.instance_id, iso(moved)),
+            "scheduled change %s of instance %s at %s, not at the event's window (%s): %s; "
+            "it was moved, and the drain goes toward that time",
+            event.detail_code,
+            found.instance_id,
+            iso(moved),
             iso(window) if window is not None else "?",
+            how,
             extra={"moved_to": iso(moved)},
         )
-        event = replace(found.event, acts_at=moved, announced_at=window)
-        found = replace(found, event=event)
+        event = replace(event, acts_at=moved, announced_at=window)
+    found = replace(found, event=event)
     stale, so_far = over_in_ec2_mid_chain(found, clients, so_far, listed)
     return stale, found, so_far
 
 
 def _ec2_time(
-    event: Ec2Event, listed: list[tuple[str, float | None, bool]] | None, so_far: SoFar | None
+    event: Ec2Event, listed: Listed | None, so_far: SoFar | None
 ) -> tuple[float | None, str]:
     """The change's time where it is not the event's window, and how it is known: a
     pending event of its kind EC2 lists elsewhere (`_moved_to`); else, when EC2 lists
     nothing at the window (or cannot be asked), the time the chain's step before
     drained toward (its mark: one failed call, or a moved event EC2 then canceled,
-    does not bring back a window EC2 moved). (None, "") otherwise."""
+    does not bring back a window EC2 moved), or, for a schedule made again because
+    EC2 moved the change, where EC2 lists it over. (None, "") otherwise."""
     window = event.acts_at
     if listed is not None:
         moved = _moved_to(event, listed)
         if moved is not None:
-            return (
-                moved,
-                "EC2 lists scheduled change %s of instance %s at %s, not at the event's window",
-            )
-        if window is None or any(
-            at is not None and abs(at - window) <= SAME_EVENT_SECONDS for _, at, _ in listed
-        ):
+            return moved, "EC2 lists it there"
+        if window is None or any(_near(at, window) for _, at, _ in listed):
             return None, ""
     read = _last_read(event, so_far)
     if read is None and listed is not None and event.schedule.endswith(AGAIN_SUFFIX):
-        # made again because EC2 moved the change: what EC2 lists of its kind is it
-        read = _listed_over(event, listed)
+        read = min(_of_kind(event, listed, over=True), default=None)
     why = "EC2 could not be asked" if listed is None else "EC2 lists nothing pending for it"
-    how = "; it was drained or scheduled for scheduled change %s of instance %s at %s"
-    return read, why + how + ", not the event's window"
-
-
-def _listed_over(event: Ec2Event, listed: list[tuple[str, float | None, bool]]) -> float | None:
-    """The earliest event of the change's kind EC2 lists as over (completed, canceled)."""
-    code = ec2_code(event.detail_code)
-    over = [at for c, at, done in listed if c == code and done and at is not None]
-    return min(over) if over else None
-
-
-def _pending_at(event: Ec2Event, listed: list[tuple[str, float | None, bool]], at: float) -> bool:
-    """Whether EC2 lists an event of the change's kind pending at `at`."""
-    code = ec2_code(event.detail_code)
-    return any(
-        c == code and not over and t is not None and abs(t - at) <= SAME_EVENT_SECONDS
-        for c, t, over in listed
-    )
+    return read, why + "; it was drained or scheduled for that time"
 
 
 def _last_read(event: Ec2Event, so_far: SoFar | None) -> float | None:
     """EC2's time for the change as the chain's step before read it, when it was not
     the event's window; None otherwise."""
     window, read = event.acts_at, so_far.ec2_at if so_far is not None else None
-    if window is None or read is None or abs(read - window) <= SAME_EVENT_SECONDS:
+    if window is None or read is None or _near(read, window):
         return None
     return read
 
@@ -242,7 +234,7 @@ def _last_read(event: Ec2Event, so_far: SoFar | None) -> float | None:
 def not_in_service(
     found: Ec2Target,
     clients: aws.AwsClients,
-    listed: list[tuple[str, float | None, bool]] | None = None,
+    listed: Listed | None = None,
 ) -> str:
     """Why the instance is not one to release now; "" when it is. `listed`: EC2's
     scheduled events for it, when already asked."""
@@ -260,7 +252,7 @@ def not_in_service(
     pending = [
         f"{code}" + (f" at {iso(at)}" if at is not None else "")
         for code, at, over in listed
-        if not over and (at is None or starts is None or abs(at - starts) > SAME_EVENT_SECONDS)
+        if not over and (starts is None or not _near(at, starts))
     ]
     if pending:
         return (
@@ -274,7 +266,7 @@ def over_in_ec2_mid_chain(
     found: Ec2Target,
     clients: aws.AwsClients,
     so_far: SoFar | None,
-    listed: list[tuple[str, float | None, bool]] | None,
+    listed: Listed | None,
 ) -> tuple[Skip | None, SoFar | None]:
     """A Skip when EC2 lists the scheduled change's window as over (`_over`; `listed`:
     its events, None when EC2 could not be asked). A step of a chain that recorded its

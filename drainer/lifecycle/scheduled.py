@@ -86,13 +86,11 @@ def later(
     tools: Tools,
     invocation: Invocation | None,
     raw_event: Mapping[str, Any] | None,
-    *,
-    announced: float | None = None,
 ) -> dict[str, Any] | None:
-    """A scheduled change's drain, while its moment (the window's start, or the
-    event's `announced` one where EC2 lists another: the earlier, less the lead) is
-    ahead: a schedule invokes the function with the same event then. None when the
-    drain is due now: the schedule's own, or one that cannot be scheduled."""
+    """A scheduled change's drain, while its moment (the window's start, or, where EC2
+    moved it, the earlier of EC2's and the event's, less the lead) is ahead: a
+    schedule invokes the function with the same event then. None when the drain is
+    due now: the schedule's own, or one that cannot be scheduled."""
     settings = tools.settings
     lead = settings.scheduled_change_lead_seconds
     if event.kind is not Ec2Kind.SCHEDULED_CHANGE or not lead or event.acts_at is None:
@@ -100,7 +98,7 @@ def later(
     function_arn = invocation.function_arn if invocation is not None else ""
     if event.schedule:
         return _fired(event, tools, function_arn, raw_event)
-    drain_at = min(event.acts_at, announced or event.acts_at) - lead
+    drain_at = min(event.acts_at, event.announced_at or event.acts_at) - lead
     if not settings.scheduler_role_arn or not function_arn or raw_event is None:
         if drain_at > tools.clock() + SCHEDULE_SLACK_SECONDS:
             log.warning(
@@ -142,9 +140,9 @@ def _fired(
     drain is scheduled again for that time, under the schedule's other name."""
     lead = tools.settings.scheduled_change_lead_seconds
     drain_at = (event.listed_at or 0.0) - lead
-    ahead = drain_at > tools.clock() + SCHEDULE_SLACK_SECONDS
-    can = bool(tools.settings.scheduler_role_arn and function_arn and raw_event is not None)
-    if event.listed_at is None or not ahead or not can or raw_event is None:
+    behind = drain_at <= tools.clock() + SCHEDULE_SLACK_SECONDS
+    cannot = not (tools.settings.scheduler_role_arn and function_arn)
+    if event.listed_at is None or behind or cannot or raw_event is None:
         log.info("schedule %s delivered the scheduled change: draining now", event.schedule)
         return None
     name = other_name(event.schedule)
@@ -211,8 +209,7 @@ def _due_now(
     if against.closed_at is not None:
         return _closed_already(event, name, against)
     _settle_other(tools, name, raw_event, why)
-    moved_earlier = event.announced_at is not None and event.acts_at is not None
-    moved_earlier = moved_earlier and (event.acts_at or 0.0) < (event.announced_at or 0.0)
+    moved_earlier = (event.acts_at or 0.0) < (event.announced_at or 0.0)  # by EC2
     if done != aws.SCHEDULE_KEPT or moved_earlier:  # due by EC2's time: whatever it holds
         if done == aws.SCHEDULE_SETTLED:
             log.info("the schedule %s of the change is settled: draining now", name)
