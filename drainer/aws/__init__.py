@@ -61,9 +61,15 @@ from drainer.aws.heartbeat import Heartbeat
 from drainer.aws.lambda_ import invoke_self_async
 from drainer.aws.scheduler import ABSENT as SCHEDULE_ABSENT
 from drainer.aws.scheduler import CREATED as SCHEDULE_CREATED
+from drainer.aws.scheduler import HELD as SCHEDULE_HELD
 from drainer.aws.scheduler import KEPT as SCHEDULE_KEPT
 from drainer.aws.scheduler import MOVED as SCHEDULE_MOVED
-from drainer.aws.scheduler import SCHEDULE_PREFIX, schedule_invocation, settle_schedule
+from drainer.aws.scheduler import (
+    SCHEDULE_PREFIX,
+    Scheduled,
+    schedule_invocation,
+    settle_schedule,
+)
 from drainer.aws.scheduler import SETTLED as SCHEDULE_SETTLED
 from drainer.aws.session import (
     AwsClients,
@@ -82,6 +88,7 @@ __all__ = [
     "LIFECYCLE_ACTION_MAX_SECONDS",
     "SCHEDULE_ABSENT",
     "SCHEDULE_CREATED",
+    "SCHEDULE_HELD",
     "SCHEDULE_KEPT",
     "SCHEDULE_MOVED",
     "SCHEDULE_PREFIX",
@@ -97,6 +104,7 @@ __all__ = [
     "Launch",
     "LifecycleAction",
     "NodeIdentity",
+    "Scheduled",
     "Session",
     "TokenSource",
     "answer_custom_resource",

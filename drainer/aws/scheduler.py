@@ -8,7 +8,7 @@ import json
 import logging
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from drainer.aws.errors import AWS_FAILURES, error_code, is_permanent, translate
 from drainer.aws.session import Client
@@ -24,8 +24,15 @@ INPUT_MAX_CHARS = 8192
 """The longest Input a schedule's target takes."""
 
 
-CREATED, KEPT, MOVED = "created", "kept", "moved"
+CREATED, KEPT, MOVED, HELD = "created", "kept", "moved", "held"
 ABSENT, SETTLED, REFUSED = "absent", "settled", "refused"
+
+
+class Scheduled(NamedTuple):
+    """What `schedule_invocation` did, and the time the schedule is set for."""
+
+    done: str
+    at: float
 
 
 def schedule_invocation(
@@ -38,13 +45,15 @@ def schedule_invocation(
     payload: Mapping[str, Any],
     supersedes: Callable[[Mapping[str, Any]], bool] | None = None,
     description: str = DESCRIPTION,
-) -> str:
+    no_later: Callable[[Mapping[str, Any]], bool] | None = None,
+) -> Scheduled:
     """Have EventBridge Scheduler invoke `function_arn` with `payload` at `at` (epoch
     seconds, to the second), once: CREATED. When the schedule exists already: KEPT
     (the same event delivered again), or MOVED to `at` and `payload` when
     `supersedes(the payload it holds)` says this one replaces it (a change AWS
-    Health moved: a newer update of it). `description`: what the schedule is, as
-    the console shows it."""
+    Health moved: a newer update of it); one set for an earlier time whose payload
+    `no_later` holds to its time keeps it and takes the payload only (HELD).
+    `description`: what the schedule is, as the console shows it."""
     what = f"CreateSchedule {name} at {_at(at)}"
     text = json.dumps(payload, separators=(",", ":"))
     if len(text) > INPUT_MAX_CHARS:
@@ -67,36 +76,45 @@ def schedule_invocation(
     except AWS_FAILURES as e:
         if error_code(e) != "ConflictException":
             raise translate(e, "scheduler:CreateSchedule", what) from e
-        return _moved(scheduler, definition, supersedes)
-    return CREATED
+        return _moved(scheduler, definition, supersedes, no_later)
+    return Scheduled(CREATED, at)
 
 
 def _moved(
     scheduler: Client,
-    definition: Mapping[str, Any],
+    definition: dict[str, Any],
     supersedes: Callable[[Mapping[str, Any]], bool] | None,
-) -> str:
+    no_later: Callable[[Mapping[str, Any]], bool] | None,
+) -> Scheduled:
     """The existing schedule given `definition`'s time and input when `supersedes`
-    its payload (MOVED); else KEPT. One gone meanwhile (it fired) is KEPT too."""
+    its payload (MOVED), or its input only when it is set for an earlier time and
+    `no_later` holds its payload to it (HELD); else KEPT. One gone meanwhile (it
+    fired) is KEPT too."""
+    at = held_at(definition["ScheduleExpression"]) or 0.0
     if supersedes is None:
-        return KEPT
+        return Scheduled(KEPT, at)
     name = definition["Name"]
     try:
         found = scheduler.get_schedule(Name=name, GroupName="default")
-        if not supersedes(_input_of(found)):
-            return KEPT
+        payload = _input_of(found)
+        if not supersedes(payload):
+            return Scheduled(KEPT, at)
+        held = held_at(str(found.get("ScheduleExpression") or ""))
+        done = MOVED
+        if held is not None and held < at and no_later is not None and no_later(payload):
+            definition["ScheduleExpression"], done, at = found["ScheduleExpression"], HELD, held
         scheduler.update_schedule(**definition)
     except AWS_FAILURES as e:
         if error_code(e) == "ResourceNotFoundException":
-            return KEPT  # it fired meanwhile
+            return Scheduled(KEPT, at)  # it fired meanwhile
         error = translate(e, "scheduler:GetSchedule and UpdateSchedule", f"moving {name}")
         if not is_permanent(e):
             raise error from e  # EventBridge delivers the event again
         # Refused for good (a role without the permissions yet): the schedule stays
         # where it was, as it did before schedules moved; never a drain days early.
         log.error("the schedule %s stays at its time: %s", name, error)
-        return KEPT
-    return MOVED
+        return Scheduled(KEPT, at)
+    return Scheduled(done, at)
 
 
 def settle_schedule(
@@ -155,6 +173,18 @@ def _input_of(schedule: Mapping[str, Any]) -> Mapping[str, Any]:
     except ValueError:
         return {}
     return held if isinstance(held, dict) else {}
+
+
+def held_at(expression: str) -> float | None:
+    """The time of a one-time schedule's at() expression (UTC, as `_at` writes it);
+    None for any other expression."""
+    if not (expression.startswith("at(") and expression.endswith(")")):
+        return None
+    try:
+        at = datetime.strptime(expression[3:-1], "%Y-%m-%dT%H:%M:%S")
+    except ValueError:
+        return None
+    return at.replace(tzinfo=UTC).timestamp()
 
 
 def _at(seconds: float) -> str:

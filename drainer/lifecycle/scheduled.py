@@ -62,6 +62,11 @@ _SCHEDULE_DONE = {
     aws.SCHEDULE_CREATED: "",
     aws.SCHEDULE_KEPT: "; the schedule existed already",
     aws.SCHEDULE_MOVED: "; the schedule existed for an earlier update of the change: moved",
+    aws.SCHEDULE_HELD: (
+        "; the schedule existed for an earlier update of the change, set for an earlier "
+        "time: it holds this update and keeps that time, as EC2 does not list the change "
+        "at this one (or cannot be asked); its invocation reads EC2 again"
+    ),
 }
 
 
@@ -111,24 +116,34 @@ def later(
     if drain_at <= tools.clock() + SCHEDULE_SLACK_SECONDS:
         return _due_now(event, tools, name, raw_event)
     against = _Against(raw_event, name)
-    done = _schedule(tools, name, function_arn, raw_event, drain_at, against=against)
+    # EC2 lists no pending event at this update's time (or cannot be asked): never
+    # later than a drain a schedule holds (EC2's time, listed before); it reads EC2 then
+    no_later = _a_drain if event.listed_at is None else None
+    done = _schedule(
+        tools, name, function_arn, raw_event, drain_at, against=against, no_later=no_later
+    )
     if done is None:
         return None
     if against.closed_at is not None:
         return _closed_already(event, name, against)
     _settle_other(tools, name, raw_event, "an update of the change scheduled its drain")
+    return _scheduled(event, name, done, lead)
+
+
+def _scheduled(event: Ec2Event, name: str, done: aws.Scheduled, lead: int) -> dict[str, Any]:
+    """The drain scheduled: said, and answered."""
     log.info(
         "scheduled change %s of instance %s starts %s: its drain is scheduled for %s "
         "(SCHEDULED_CHANGE_LEAD_SECONDS=%d)%s",
         event.detail_code,
         event.instance_id,
-        iso(event.acts_at),
-        iso(drain_at),
+        iso(event.acts_at or 0.0),
+        iso(done.at),
         lead,
-        _SCHEDULE_DONE[done],
-        extra={"schedule": name, "drain_at": iso(drain_at)},
+        _SCHEDULE_DONE[done.done],
+        extra={"schedule": name, "drain_at": iso(done.at)},
     )
-    return {"result": "scheduled", "drain_at": iso(drain_at), "schedule": name}
+    return {"result": "scheduled", "drain_at": iso(done.at), "schedule": name}
 
 
 def _fired(
@@ -243,6 +258,11 @@ class _Against:
         return mine > theirs or (self.again and mine == theirs)
 
 
+def _a_drain(held: Mapping[str, Any]) -> bool:
+    """Whether a schedule's payload is a drain to come: not settled, not a close."""
+    return SETTLED_KEY not in held
+
+
 def _holds_close(held: Mapping[str, Any], name: str) -> bool:
     """Whether a schedule's payload is the change's close, settled by this function
     under this name (settle_closed): a schedule settled or marked on the close."""
@@ -290,11 +310,13 @@ def _schedule(
     drain_at: float,
     *,
     against: _Against,
-) -> str | None:
+    no_later: Callable[[Mapping[str, Any]], bool] | None = None,
+) -> aws.Scheduled | None:
     """The one-time schedule that invokes the function with the event at `drain_at`:
     what was done (created; kept: it existed already; moved: it held an older update
-    of the change, whose window AWS Health may have moved); None when AWS refuses it
-    for good (the drain runs now then, saying why)."""
+    of the change, whose window AWS Health may have moved; held: set for an earlier
+    time, kept when `no_later(its payload)`) and the time it is set for; None when AWS
+    refuses it for good (the drain runs now then, saying why)."""
     try:
         return aws.schedule_invocation(
             tools.clients.scheduler,
@@ -304,6 +326,7 @@ def _schedule(
             role_arn=tools.settings.scheduler_role_arn,
             payload={**raw_event, SCHEDULED_KEY: name},
             supersedes=against,
+            no_later=no_later,
         )
     except AwsError as e:
         if not aws.is_permanent(e):
@@ -406,4 +429,4 @@ def _mark_closed(
             e,
         )
         return False
-    return done != aws.SCHEDULE_KEPT
+    return done.done != aws.SCHEDULE_KEPT
