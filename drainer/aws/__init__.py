@@ -67,6 +67,7 @@ from drainer.aws.scheduler import MOVED as SCHEDULE_MOVED
 from drainer.aws.scheduler import (
     SCHEDULE_PREFIX,
     Scheduled,
+    drain_time,
     schedule_invocation,
     settle_schedule,
 )
@@ -118,6 +119,7 @@ __all__ = [
     "describe_hook",
     "describe_hooks",
     "describe_instance",
+    "drain_time",
     "every_group",
     "existing_groups",
     "groups_tags",

@@ -89,32 +89,48 @@ def _moved(
     """The existing schedule given `definition`'s time and input when `supersedes`
     its payload (MOVED), or its input only when it is set for an earlier time and
     `no_later` holds its payload to it (HELD); else KEPT. One gone meanwhile (it
-    fired) is KEPT too."""
-    at = held_at(definition["ScheduleExpression"]) or 0.0
+    fired) is KEPT too. The time answered is the one the schedule is set for (the
+    one asked, when it could not be read)."""
+    asked = held_at(definition["ScheduleExpression"]) or 0.0
     if supersedes is None:
-        return Scheduled(KEPT, at)
-    name = definition["Name"]
+        return Scheduled(KEPT, asked)
+    name, held = definition["Name"], None
     try:
         found = scheduler.get_schedule(Name=name, GroupName="default")
-        payload = _input_of(found)
+        held, payload = held_at(str(found.get("ScheduleExpression") or "")), _input_of(found)
         if not supersedes(payload):
-            return Scheduled(KEPT, at)
-        held = held_at(str(found.get("ScheduleExpression") or ""))
-        done = MOVED
-        if held is not None and held < at and no_later is not None and no_later(payload):
+            return Scheduled(KEPT, held or asked)
+        done, at = MOVED, asked
+        if held is not None and held < asked and no_later is not None and no_later(payload):
             definition["ScheduleExpression"], done, at = found["ScheduleExpression"], HELD, held
         scheduler.update_schedule(**definition)
     except AWS_FAILURES as e:
         if error_code(e) == "ResourceNotFoundException":
-            return Scheduled(KEPT, at)  # it fired meanwhile
+            return Scheduled(KEPT, asked)  # it fired meanwhile
         error = translate(e, "scheduler:GetSchedule and UpdateSchedule", f"moving {name}")
         if not is_permanent(e):
             raise error from e  # EventBridge delivers the event again
         # Refused for good (a role without the permissions yet): the schedule stays
         # where it was, as it did before schedules moved; never a drain days early.
         log.error("the schedule %s stays at its time: %s", name, error)
-        return Scheduled(KEPT, at)
+        return Scheduled(KEPT, held or asked)
     return Scheduled(done, at)
+
+
+def drain_time(
+    scheduler: Client, name: str, holds: Callable[[Mapping[str, Any]], bool]
+) -> float | None:
+    """The time the schedule `name` is set for, when it exists and `holds` its
+    payload; None otherwise (absent, another expression, or it holds another)."""
+    try:
+        found = scheduler.get_schedule(Name=name, GroupName="default")
+    except AWS_FAILURES as e:
+        if error_code(e) == "ResourceNotFoundException":
+            return None
+        raise translate(e, "scheduler:GetSchedule", f"reading {name}") from e
+    if not holds(_input_of(found)):
+        return None
+    return held_at(str(found.get("ScheduleExpression") or ""))
 
 
 def settle_schedule(

@@ -40,6 +40,7 @@ from drainer.lifecycle.events_ec2 import (
 )
 from drainer.lifecycle.events_fields import iso
 from drainer.lifecycle.job import Tools
+from drainer.lifecycle.late import ec2_code
 from drainer.lifecycle.window import Invocation
 
 log = logging.getLogger(__name__)
@@ -113,12 +114,10 @@ def later(
             )
         return None
     name = schedule_name(function_arn, event.change_id or event.event_id, event.instance_id)
+    no_later, drain_at = _unconfirmed(event, tools, name, drain_at)
     if drain_at <= tools.clock() + SCHEDULE_SLACK_SECONDS:
         return _due_now(event, tools, name, raw_event)
     against = _Against(raw_event, name)
-    # EC2 lists no pending event at this update's time (or cannot be asked): never
-    # later than a drain a schedule holds (EC2's time, listed before); it reads EC2 then
-    no_later = _a_drain if event.listed_at is None else None
     done = _schedule(
         tools, name, function_arn, raw_event, drain_at, against=against, no_later=no_later
     )
@@ -128,6 +127,24 @@ def later(
         return _closed_already(event, name, against)
     _settle_other(tools, name, raw_event, "an update of the change scheduled its drain")
     return _scheduled(event, name, done, lead)
+
+
+def _unconfirmed(
+    event: Ec2Event, tools: Tools, name: str, drain_at: float
+) -> tuple[Callable[[Mapping[str, Any]], bool] | None, float]:
+    """An update of a kind EC2 lists, at a time EC2 does not list (or cannot be asked
+    about), never brings the change's drain later than one a schedule holds (EC2's
+    time, listed before; under the other name when it was made again): `no_later` for
+    the change's schedule, and `drain_at` no later than the other's. The schedule's
+    invocation reads EC2 then. Any other update: (None, drain_at)."""
+    if event.listed_at is not None or not ec2_code(event.detail_code):
+        return None, drain_at
+    try:
+        other = aws.drain_time(tools.clients.scheduler, other_name(name), _a_drain)
+    except AwsError as e:
+        log.warning("the schedule %s could not be read (%s)", other_name(name), e)
+        other = None
+    return _a_drain, drain_at if other is None else min(drain_at, other)
 
 
 def _scheduled(event: Ec2Event, name: str, done: aws.Scheduled, lead: int) -> dict[str, Any]:
