@@ -57,6 +57,13 @@ def _held(world: World, name: str) -> tuple[str, dict[str, Any]]:
     return schedule["ScheduleExpression"], json.loads(schedule["Target"]["Input"])
 
 
+def _holds_for(world: World, name: str, update: dict[str, Any], at: float, why: str) -> None:
+    """The schedule `name` holds `update` and is set for `at`."""
+    expression, held = _held(world, name)
+    assert held["id"] == update["id"], "the schedule holds the update"
+    assert expression == f"at({_iso(at).rstrip('Z')})", (why, expression, _iso(at))
+
+
 def test_scheduler__update_moving_window_earlier_before_ec2_lists_it__fires_after_ec2_acts(
     world: World, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -76,13 +83,8 @@ def test_scheduler__update_moving_window_earlier_before_ec2_lists_it__fires_afte
     _ec2_lists(world, instance, earlier)  # EC2 catches up; nothing else is delivered
 
     assert moved["result"] == "scheduled", moved
-    expression, held = _held(world, made["schedule"])
-    assert held["id"] == update["id"], "the schedule holds the update"
-    assert expression == f"at({_iso(earlier - LEAD).rstrip('Z')})", (
-        "the only drain of the node fires after EC2 acts (at the update's window)",
-        expression,
-        _iso(earlier),
-    )
+    why = "the only drain of the node fires after EC2 acts (at the update's window)"
+    _holds_for(world, made["schedule"], update, earlier - LEAD, why)
 
 
 def test_moved_later_in_ec2__an_update_keeps_the_schedule_at_the_window__fires_before_the_close(

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from test_review60_ec2 import _guarded, _invoke, published, world
 from test_review63_second import _start, _update
-from test_review64_moved_review import SCHEDULER, _ec2_lists, _held, _iso
+from test_review64_moved_review import SCHEDULER, _ec2_lists, _held, _holds_for, _iso
 
 from drainer import aws
 from drainer.errors import AwsError
@@ -57,12 +57,8 @@ def test_update_while_ec2_cannot_be_asked__the_schedule_stays_at_ec2s_earlier_ti
     moved = _invoke(world, monkeypatch, update, lambda_seconds=10.0, **SCHEDULER)
 
     assert moved["result"] == "scheduled", moved
-    expression, held = _held(world, made["schedule"])
-    assert held["id"] == update["id"], "the schedule holds the newer update"
-    assert expression == f"at({_iso(ec2_at - LEAD).rstrip('Z')})", (
-        "moved past EC2's time: the node's only drain fires after EC2 acts",
-        expression,
-    )
+    why = "moved past EC2's time: the node's only drain fires after EC2 acts"
+    _holds_for(world, made["schedule"], update, ec2_at - LEAD, why)
     assert moved["drain_at"] == _iso(ec2_at - LEAD), moved
 
 
