@@ -114,7 +114,7 @@ def later(
             )
         return None
     name = schedule_name(function_arn, event.change_id or event.event_id, event.instance_id)
-    no_later, drain_at = _unconfirmed(event, tools, name, drain_at)
+    no_later, drain_at = _unconfirmed(event, tools, name, drain_at, raw_event)
     if drain_at <= tools.clock() + SCHEDULE_SLACK_SECONDS:
         return _due_now(event, tools, name, raw_event)
     against = _Against(raw_event, name)
@@ -130,21 +130,33 @@ def later(
 
 
 def _unconfirmed(
-    event: Ec2Event, tools: Tools, name: str, drain_at: float
+    event: Ec2Event, tools: Tools, name: str, drain_at: float, raw_event: Mapping[str, Any]
 ) -> tuple[Callable[[Mapping[str, Any]], bool] | None, float]:
     """An update of a kind EC2 lists, at a time EC2 does not list (or cannot be asked
     about), never brings the change's drain later than one a schedule holds (EC2's
-    time, listed before; under the other name when it was made again): `no_later` for
-    the change's schedule, and `drain_at` no later than the other's. The schedule's
-    invocation reads EC2 then. Any other update: (None, drain_at)."""
+    time, listed before; under the other name when it was made again, or that one's
+    drain this very update did, delivered again): `no_later` for the change's
+    schedule, and `drain_at` no later than the other's. The schedule's invocation
+    reads EC2 then. Any other update: (None, drain_at). A drain due now is never kept
+    waiting on Scheduler; one that is not is retried when Scheduler fails for now."""
     if event.listed_at is not None or not ec2_code(event.detail_code):
         return None, drain_at
+    if drain_at <= tools.clock() + SCHEDULE_SLACK_SECONDS:
+        return _a_drain, drain_at
+    other = other_name(name)
+
+    def holds(held: Mapping[str, Any]) -> bool:
+        done_by_this = not _holds_close(held, other) and updated_at(held) == updated_at(raw_event)
+        return _a_drain(held) or done_by_this
+
     try:
-        other = aws.drain_time(tools.clients.scheduler, other_name(name), _a_drain)
+        at = aws.drain_time(tools.clients.scheduler, other, holds)
     except AwsError as e:
-        log.warning("the schedule %s could not be read (%s)", other_name(name), e)
-        other = None
-    return _a_drain, drain_at if other is None else min(drain_at, other)
+        if not aws.is_permanent(e):
+            raise  # EventBridge delivers the event again
+        log.warning("the schedule %s could not be read (%s)", other, e)
+        at = None
+    return _a_drain, drain_at if at is None else min(drain_at, at)
 
 
 def _scheduled(event: Ec2Event, name: str, done: aws.Scheduled, lead: int) -> dict[str, Any]:
