@@ -4,6 +4,7 @@ e327e1b for the reason its docstring gives."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import boto3
@@ -40,6 +41,39 @@ def _drains_to_come(world: World, *names: str) -> dict[str, float]:
     return found
 
 
+def _again_made(
+    world: World, monkeypatch: pytest.MonkeyPatch, *, ec2_in: float, guarded: bool = True
+) -> tuple[dict[str, Any], str, float]:
+    """The change's schedule fired; EC2 lists the change `ec2_in` seconds from now, so
+    the drain was made again under `<name>-again` (for EC2's time less the lead), and
+    Scheduler deleted the one that fired. The change, its schedule's name, EC2's time."""
+    instance = world.instance_ids[0]
+    if guarded:
+        _guarded(world, world.nodes[instance])
+    change = world.scheduled_change([instance], starts_in=LEAD + 300)
+    window = _start(change)
+    _ec2_lists(world, instance, window)
+    made = _invoke(world, monkeypatch, change, lambda_seconds=10.0, **SCHEDULER)
+    assert made["result"] == "scheduled", made
+    name = made["schedule"]
+
+    ec2_at = time.time() + ec2_in  # the owner's reschedule, in EC2 only
+    _ec2_lists(world, instance, ec2_at)
+    fired = {**change, "drainer_schedule": name}
+    again = _invoke(world, monkeypatch, fired, lambda_seconds=10.0, **SCHEDULER)
+    assert again["schedule"] == other_name(name), again
+    boto3.client("scheduler", region_name=world.region).delete_schedule(Name=name)
+    return change, name, ec2_at
+
+
+def _first_drain_by(world: World, names: tuple[str, ...], at: float, why: str) -> None:
+    """Of the schedules `names`, one holds a drain set for `at` or before."""
+    to_come = _drains_to_come(world, *names)
+    assert to_come, "no drain left at all"
+    found = {k: _iso(v) for k, v in to_come.items()}
+    assert min(to_come.values()) <= at, (why, found, _iso(at))
+
+
 def test_again_schedule_holds_ec2s_time__an_update_ec2_cannot_confirm_moves_the_drain_past_it(
     world: World, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -52,37 +86,16 @@ def test_again_schedule_holds_ec2s_time__an_update_ec2_cannot_confirm_moves_the_
     `_settle_other` settles the `-again` schedule, the one EC2 confirmed. The node's
     only drain now fires two days after EC2 acts - the very hole e327e1b closes for
     the first name ("never moves a schedule later than the drain it holds")."""
-    instance = world.instance_ids[0]
-    _guarded(world, world.nodes[instance])
-    change = world.scheduled_change([instance], starts_in=LEAD + 300)
+    change, name, ec2_at = _again_made(world, monkeypatch, ec2_in=LEAD + 300 + DAY)
     window = _start(change)
-    _ec2_lists(world, instance, window)
-    made = _invoke(world, monkeypatch, change, lambda_seconds=10.0, **SCHEDULER)
-    assert made["result"] == "scheduled", made
-    name = made["schedule"]
-
-    ec2_at = window + DAY  # the owner's reschedule, in EC2 only
-    _ec2_lists(world, instance, ec2_at)
-    fired = {**change, "drainer_schedule": name}
-    again = _invoke(world, monkeypatch, fired, lambda_seconds=10.0, **SCHEDULER)
-    assert again["schedule"] == other_name(name), again
-    assert again["drain_at"] == _iso(ec2_at - LEAD), again
-    # EventBridge Scheduler deletes a one-time schedule once it has invoked its target
-    boto3.client("scheduler", region_name=world.region).delete_schedule(Name=name)
 
     _unasked(monkeypatch)
     update = _update(change, start=window + 3 * DAY)
     answer = _invoke(world, monkeypatch, update, lambda_seconds=10.0, **SCHEDULER)
 
     assert answer["result"] == "scheduled", answer
-    to_come = _drains_to_come(world, name, other_name(name))
-    assert to_come, "no drain left at all"
-    assert min(to_come.values()) <= ec2_at - LEAD, (
-        "the drain EC2 confirmed was settled for an unconfirmed, later one: it fires "
-        "after EC2 takes the instance",
-        {k: _iso(v) for k, v in to_come.items()},
-        _iso(ec2_at),
-    )
+    why = "the drain EC2 confirmed was settled for an unconfirmed, later one after EC2 acts"
+    _first_drain_by(world, (name, other_name(name)), ec2_at - LEAD, why)
 
 
 def test_held_update_delivered_again__its_answer_and_log_say_the_time_the_schedule_is_set_for(

@@ -9,14 +9,13 @@ import contextlib
 import time
 from typing import Any
 
-import boto3
 import botocore.client
 import pytest
 from botocore.exceptions import ClientError
-from test_review60_ec2 import _guarded, _invoke, published, world
+from test_review60_ec2 import _invoke, published, world
 from test_review63_second import _start, _update
-from test_review64_moved_review import SCHEDULER, _ec2_lists, _iso
-from test_review65_scheduler_review import _drains_to_come
+from test_review64_moved_review import SCHEDULER, _iso
+from test_review65_scheduler_review import _again_made, _drains_to_come, _first_drain_by
 from test_review65_unasked import _unasked
 
 from drainer.lifecycle.scheduled import other_name
@@ -26,31 +25,6 @@ __all__ = ["published", "world"]
 
 LEAD = 3600
 DAY = 86400
-
-
-def _again_made(
-    world: World, monkeypatch: pytest.MonkeyPatch, *, ec2_in: float, guarded: bool = True
-) -> tuple[dict[str, Any], str, float]:
-    """The change's schedule fired; EC2 lists the change `ec2_in` seconds from now, so
-    the drain was made again under `<name>-again` (for EC2's time less the lead), and
-    Scheduler deleted the one that fired. The change, its schedule's name, EC2's time."""
-    instance = world.instance_ids[0]
-    if guarded:
-        _guarded(world, world.nodes[instance])
-    change = world.scheduled_change([instance], starts_in=LEAD + 300)
-    window = _start(change)
-    _ec2_lists(world, instance, window)
-    made = _invoke(world, monkeypatch, change, lambda_seconds=10.0, **SCHEDULER)
-    assert made["result"] == "scheduled", made
-    name = made["schedule"]
-
-    ec2_at = time.time() + ec2_in  # the owner's reschedule, in EC2 only
-    _ec2_lists(world, instance, ec2_at)
-    fired = {**change, "drainer_schedule": name}
-    again = _invoke(world, monkeypatch, fired, lambda_seconds=10.0, **SCHEDULER)
-    assert again["schedule"] == other_name(name), again
-    boto3.client("scheduler", region_name=world.region).delete_schedule(Name=name)
-    return change, name, ec2_at
 
 
 def test_again_schedule_read_throttled_once__the_update_settles_it_for_a_drain_days_later(
@@ -85,14 +59,8 @@ def test_again_schedule_read_throttled_once__the_update_settles_it_for_a_drain_d
         _invoke(world, monkeypatch, update, lambda_seconds=10.0, **SCHEDULER)
     assert throttled, "the -again schedule was never read"
 
-    to_come = _drains_to_come(world, name, other)
-    assert to_come, "no drain left at all"
-    assert min(to_come.values()) <= ec2_at - LEAD, (
-        "one throttled GetSchedule, swallowed: the drain EC2 confirmed was settled for "
-        "the update's later one, which fires after EC2 takes the instance",
-        {k: _iso(v) for k, v in to_come.items()},
-        _iso(ec2_at),
-    )
+    why = "one throttled GetSchedule, swallowed: the confirmed drain settled for a later one"
+    _first_drain_by(world, (name, other), ec2_at - LEAD, why)
 
 
 def test_update_due_by_the_again_time__delivered_again__schedules_a_drain_days_after_ec2(
