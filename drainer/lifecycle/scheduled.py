@@ -7,6 +7,8 @@ and EventBridge may deliver any of them late, twice, or out of order. The schedu
 named after the change, so it holds one update, the latest seen:
 
 - an update that moves the window moves the schedule; an older one changes nothing;
+  one whose time EC2 does not list (or cannot be asked about) never brings the drain
+  later than one a schedule holds (`_unconfirmed`: the schedule keeps its time);
 - an update that brings the drain due now drains now, and settles the schedule of
   an earlier update: it delivers an event then that does nothing. Without that, the
   old schedule drained the node again, days later, maybe after it was released;
