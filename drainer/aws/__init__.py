@@ -61,7 +61,6 @@ from drainer.aws.heartbeat import Heartbeat
 from drainer.aws.lambda_ import invoke_self_async
 from drainer.aws.scheduler import ABSENT as SCHEDULE_ABSENT
 from drainer.aws.scheduler import CREATED as SCHEDULE_CREATED
-from drainer.aws.scheduler import HELD as SCHEDULE_HELD
 from drainer.aws.scheduler import KEPT as SCHEDULE_KEPT
 from drainer.aws.scheduler import MOVED as SCHEDULE_MOVED
 from drainer.aws.scheduler import (
@@ -89,7 +88,6 @@ __all__ = [
     "LIFECYCLE_ACTION_MAX_SECONDS",
     "SCHEDULE_ABSENT",
     "SCHEDULE_CREATED",
-    "SCHEDULE_HELD",
     "SCHEDULE_KEPT",
     "SCHEDULE_MOVED",
     "SCHEDULE_PREFIX",

@@ -24,7 +24,7 @@ INPUT_MAX_CHARS = 8192
 """The longest Input a schedule's target takes."""
 
 
-CREATED, KEPT, MOVED, HELD = "created", "kept", "moved", "held"
+CREATED, KEPT, MOVED = "created", "kept", "moved"
 ABSENT, SETTLED, REFUSED = "absent", "settled", "refused"
 
 
@@ -45,15 +45,13 @@ def schedule_invocation(
     payload: Mapping[str, Any],
     supersedes: Callable[[Mapping[str, Any]], bool] | None = None,
     description: str = DESCRIPTION,
-    no_later: Callable[[Mapping[str, Any]], bool] | None = None,
 ) -> Scheduled:
     """Have EventBridge Scheduler invoke `function_arn` with `payload` at `at` (epoch
     seconds, to the second), once: CREATED. When the schedule exists already: KEPT
     (the same event delivered again), or MOVED to `at` and `payload` when
     `supersedes(the payload it holds)` says this one replaces it (a change AWS
-    Health moved: a newer update of it); one set for an earlier time whose payload
-    `no_later` holds to its time keeps it and takes the payload only (HELD).
-    `description`: what the schedule is, as the console shows it."""
+    Health moved: a newer update of it). `description`: what the schedule is, as
+    the console shows it."""
     what = f"CreateSchedule {name} at {_at(at)}"
     text = json.dumps(payload, separators=(",", ":"))
     if len(text) > INPUT_MAX_CHARS:
@@ -76,33 +74,27 @@ def schedule_invocation(
     except AWS_FAILURES as e:
         if error_code(e) != "ConflictException":
             raise translate(e, "scheduler:CreateSchedule", what) from e
-        return _moved(scheduler, definition, supersedes, no_later)
+        return _moved(scheduler, definition, supersedes)
     return Scheduled(CREATED, at)
 
 
 def _moved(
     scheduler: Client,
-    definition: dict[str, Any],
+    definition: Mapping[str, Any],
     supersedes: Callable[[Mapping[str, Any]], bool] | None,
-    no_later: Callable[[Mapping[str, Any]], bool] | None,
 ) -> Scheduled:
     """The existing schedule given `definition`'s time and input when `supersedes`
-    its payload (MOVED), or its input only when it is set for an earlier time and
-    `no_later` holds its payload to it (HELD); else KEPT. One gone meanwhile (it
-    fired) is KEPT too. The time answered is the one the schedule is set for (the
-    one asked, when it could not be read)."""
+    its payload (MOVED); else KEPT. One gone meanwhile (it fired) is KEPT too. The
+    time answered is the one the schedule is set for (the one asked, when it could
+    not be read)."""
     asked = held_at(definition["ScheduleExpression"]) or 0.0
     if supersedes is None:
         return Scheduled(KEPT, asked)
     name, held = definition["Name"], None
     try:
-        found = scheduler.get_schedule(Name=name, GroupName="default")
-        held, payload = held_at(str(found.get("ScheduleExpression") or "")), _input_of(found)
+        held, payload = _held(scheduler.get_schedule(Name=name, GroupName="default"))
         if not supersedes(payload):
             return Scheduled(KEPT, held or asked)
-        done, at = MOVED, asked
-        if held is not None and held < asked and no_later is not None and no_later(payload):
-            definition["ScheduleExpression"], done, at = found["ScheduleExpression"], HELD, held
         scheduler.update_schedule(**definition)
     except AWS_FAILURES as e:
         if error_code(e) == "ResourceNotFoundException":
@@ -114,7 +106,7 @@ def _moved(
         # where it was, as it did before schedules moved; never a drain days early.
         log.error("the schedule %s stays at its time: %s", name, error)
         return Scheduled(KEPT, held or asked)
-    return Scheduled(done, at)
+    return Scheduled(MOVED, asked)
 
 
 def drain_time(
@@ -123,14 +115,17 @@ def drain_time(
     """The time the schedule `name` is set for, when it exists and `holds` its
     payload; None otherwise (absent, another expression, or it holds another)."""
     try:
-        found = scheduler.get_schedule(Name=name, GroupName="default")
+        at, payload = _held(scheduler.get_schedule(Name=name, GroupName="default"))
     except AWS_FAILURES as e:
         if error_code(e) == "ResourceNotFoundException":
             return None
         raise translate(e, "scheduler:GetSchedule", f"reading {name}") from e
-    if not holds(_input_of(found)):
-        return None
-    return held_at(str(found.get("ScheduleExpression") or ""))
+    return at if holds(payload) else None
+
+
+def _held(schedule: Mapping[str, Any]) -> tuple[float | None, Mapping[str, Any]]:
+    """A schedule's time (None: not a one-time at()) and the payload it holds."""
+    return held_at(str(schedule.get("ScheduleExpression") or "")), _input_of(schedule)
 
 
 def settle_schedule(

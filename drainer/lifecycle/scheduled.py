@@ -8,7 +8,7 @@ named after the change, so it holds one update, the latest seen:
 
 - an update that moves the window moves the schedule; an older one changes nothing;
   one whose time EC2 does not list (or cannot be asked about) never brings the drain
-  later than one a schedule holds (`_unconfirmed`: the schedule keeps its time);
+  later than one a schedule holds (`_unconfirmed`: the earlier time is kept);
 - an update that brings the drain due now drains now, and settles the schedule of
   an earlier update: it delivers an event then that does nothing. Without that, the
   old schedule drained the node again, days later, maybe after it was released;
@@ -65,12 +65,12 @@ _SCHEDULE_DONE = {
     aws.SCHEDULE_CREATED: "",
     aws.SCHEDULE_KEPT: "; the schedule existed already",
     aws.SCHEDULE_MOVED: "; the schedule existed for an earlier update of the change: moved",
-    aws.SCHEDULE_HELD: (
-        "; the schedule existed for an earlier update of the change, set for an earlier "
-        "time: it holds this update and keeps that time, as EC2 does not list the change "
-        "at this one (or cannot be asked); its invocation reads EC2 again"
-    ),
 }
+_KEPT_EARLIER = (
+    "; a schedule of the change was set for an earlier time, which is kept, as EC2 does "
+    "not list the change at this update's (or cannot be asked); its invocation reads "
+    "EC2 again"
+)
 
 
 def schedule_name(function_arn: str, change: str, instance_id: str) -> str:
@@ -116,52 +116,58 @@ def later(
             )
         return None
     name = schedule_name(function_arn, event.change_id or event.event_id, event.instance_id)
-    no_later, drain_at = _unconfirmed(event, tools, name, drain_at, raw_event)
+    asked = drain_at
+    drain_at = _unconfirmed(event, tools, name, drain_at, raw_event)
     if drain_at <= tools.clock() + SCHEDULE_SLACK_SECONDS:
         return _due_now(event, tools, name, raw_event)
     against = _Against(raw_event, name)
-    done = _schedule(
-        tools, name, function_arn, raw_event, drain_at, against=against, no_later=no_later
-    )
+    done = _schedule(tools, name, function_arn, raw_event, drain_at, against=against)
     if done is None:
         return None
     if against.closed_at is not None:
         return _closed_already(event, name, against)
     _settle_other(tools, name, raw_event, "an update of the change scheduled its drain")
-    return _scheduled(event, name, done, lead)
+    return _scheduled(event, name, done, lead, kept_earlier=drain_at < asked)
 
 
 def _unconfirmed(
     event: Ec2Event, tools: Tools, name: str, drain_at: float, raw_event: Mapping[str, Any]
-) -> tuple[Callable[[Mapping[str, Any]], bool] | None, float]:
-    """An update of a kind EC2 lists, at a time EC2 does not list (or cannot be asked
-    about), never brings the change's drain later than one a schedule holds (EC2's
-    time, listed before; under the other name when it was made again, or that one's
-    drain this very update did, delivered again): `no_later` for the change's
-    schedule, and `drain_at` no later than the other's. The schedule's invocation
-    reads EC2 then. Any other update: (None, drain_at). A drain due now is never kept
-    waiting on Scheduler; one that is not is retried when Scheduler fails for now."""
+) -> float:
+    """`drain_at`, for an update of a kind EC2 lists at a time EC2 does not list (or
+    cannot be asked about): never later than a drain the change's schedules hold,
+    under its name or its other one (EC2's time, listed before; or the drain this
+    very update did, delivered again). Its invocation reads EC2 then. A drain due
+    now is never kept waiting on Scheduler; one that is not is retried when
+    Scheduler fails for now (raised: EventBridge delivers the event again)."""
     if event.listed_at is not None or not ec2_code(event.detail_code):
-        return None, drain_at
+        return drain_at
     if drain_at <= tools.clock() + SCHEDULE_SLACK_SECONDS:
-        return _a_drain, drain_at
-    other = other_name(name)
+        return drain_at
+    held = [_drain_held(tools, schedule, raw_event) for schedule in (name, other_name(name))]
+    return min([drain_at, *(at for at in held if at is not None)])
+
+
+def _drain_held(tools: Tools, schedule: str, raw_event: Mapping[str, Any]) -> float | None:
+    """When the schedule drains the change: a drain to come, or the one this very
+    update did (settled by it, delivered again); None for any other, or none. A
+    failure for now is raised; one for good is a warning (None)."""
 
     def holds(held: Mapping[str, Any]) -> bool:
-        done_by_this = not _holds_close(held, other) and updated_at(held) == updated_at(raw_event)
-        return _a_drain(held) or done_by_this
+        this = not _holds_close(held, schedule) and updated_at(held) == updated_at(raw_event)
+        return _a_drain(held) or this
 
     try:
-        at = aws.drain_time(tools.clients.scheduler, other, holds)
+        return aws.drain_time(tools.clients.scheduler, schedule, holds)
     except AwsError as e:
         if not aws.is_permanent(e):
-            raise  # EventBridge delivers the event again
-        log.warning("the schedule %s could not be read (%s)", other, e)
-        at = None
-    return _a_drain, drain_at if at is None else min(drain_at, at)
+            raise
+        log.warning("the schedule %s could not be read (%s)", schedule, e)
+        return None
 
 
-def _scheduled(event: Ec2Event, name: str, done: aws.Scheduled, lead: int) -> dict[str, Any]:
+def _scheduled(
+    event: Ec2Event, name: str, done: aws.Scheduled, lead: int, *, kept_earlier: bool
+) -> dict[str, Any]:
     """The drain scheduled: said, and answered."""
     log.info(
         "scheduled change %s of instance %s starts %s: its drain is scheduled for %s "
@@ -171,7 +177,7 @@ def _scheduled(event: Ec2Event, name: str, done: aws.Scheduled, lead: int) -> di
         iso(event.acts_at or 0.0),
         iso(done.at),
         lead,
-        _SCHEDULE_DONE[done.done],
+        _SCHEDULE_DONE[done.done] + (_KEPT_EARLIER if kept_earlier else ""),
         extra={"schedule": name, "drain_at": iso(done.at)},
     )
     return {"result": "scheduled", "drain_at": iso(done.at), "schedule": name}
@@ -341,13 +347,11 @@ def _schedule(
     drain_at: float,
     *,
     against: _Against,
-    no_later: Callable[[Mapping[str, Any]], bool] | None = None,
 ) -> aws.Scheduled | None:
     """The one-time schedule that invokes the function with the event at `drain_at`:
     what was done (created; kept: it existed already; moved: it held an older update
-    of the change, whose window AWS Health may have moved; held: set for an earlier
-    time, kept when `no_later(its payload)`) and the time it is set for; None when AWS
-    refuses it for good (the drain runs now then, saying why)."""
+    of the change, whose window AWS Health may have moved) and the time it is set
+    for; None when AWS refuses it for good (the drain runs now then, saying why)."""
     try:
         return aws.schedule_invocation(
             tools.clients.scheduler,
@@ -357,7 +361,6 @@ def _schedule(
             role_arn=tools.settings.scheduler_role_arn,
             payload={**raw_event, SCHEDULED_KEY: name},
             supersedes=against,
-            no_later=no_later,
         )
     except AwsError as e:
         if not aws.is_permanent(e):
