@@ -19,7 +19,6 @@ request; powertools is now imported at a drain's end only, for its Metrics.
 from __future__ import annotations
 
 import dis
-import json
 import logging
 import os
 import re
@@ -28,6 +27,8 @@ import time
 import traceback
 from collections.abc import Mapping
 from typing import IO, Any
+
+from drainer import jsonio
 
 SERVICE = "eks-node-drainer"
 FIXED_KEYS = ("instance_id", "node_name", "asg_name", "lifecycle_hook_name", "cluster")
@@ -75,12 +76,8 @@ class JsonLines(logging.Formatter):
             line["xray_trace_id"] = trace.split(";")[0].replace("Root=", "")
         # The filter redacted the message; an exception's text or an extra may hold a
         # token or a signature too, so the whole line is redacted as well.
-        text = _ENCODER.encode({k: v for k, v in line.items() if v is not None})
+        text = jsonio.line({k: v for k, v in line.items() if v is not None})
         return redact(text, _SIGNATURE_IN_JSON)
-
-
-_ENCODER = json.JSONEncoder(default=str, separators=(",", ":"), ensure_ascii=False)
-"""One encoder for every line (json.dumps with options builds one a call)."""
 
 
 def redact(text: str, signature: re.Pattern[str] = _SIGNATURE) -> str:

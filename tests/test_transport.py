@@ -374,7 +374,7 @@ def test_request__host_length_and_headers_in_one_request__connection_kept() -> N
     assert lines[0] == "POST /prefix/api/v1/x HTTP/1.1"
     assert f"Host: 127.0.0.1:{port}" in lines
     assert "Authorization: Bearer tok" in lines
-    assert "Content-Length: 8" in lines and body == b'{"a": 1}'
+    assert "Content-Length: 7" in lines and body == b'{"a":1}'  # compact: drainer/jsonio.py
     assert seen[1].split(b"\r\n")[0] == b"GET /prefix/api/v1/y?a=b+c HTTP/1.1"
     assert len(seen) == 2, "both requests on the one kept connection"
 

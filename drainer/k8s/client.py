@@ -7,7 +7,6 @@ parsed as it comes. Every failure leaves here translated (drainer.k8s.status).
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import random
@@ -17,6 +16,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from drainer import jsonio
 from drainer.backoff import Backoff
 from drainer.errors import (
     CredentialsFailing,
@@ -144,7 +144,7 @@ def _watch_events(raw: Any, resource: str, limit: int) -> Iterator[Obj]:
             start = 0
             if not line.strip():
                 continue
-            event: Obj = json.loads(line)
+            event: Obj = jsonio.loads(line)
             if event.get("type") == "ERROR":
                 status = event.get("object") or {}
                 raise translate_status(

@@ -17,7 +17,6 @@ its exception's type, and what a 401 means for a kubeconfig's user.
 from __future__ import annotations
 
 import http.client
-import json
 import logging
 import math
 import re
@@ -25,6 +24,7 @@ import ssl
 from collections.abc import Mapping
 from typing import Any
 
+from drainer import jsonio
 from drainer.errors import (
     AdmissionDenied,
     EvictionBlocked,
@@ -80,7 +80,7 @@ _ADMISSION_DENIAL = re.compile(
 
 def status_body(data: bytes) -> Obj:
     try:
-        body = json.loads(data)
+        body = jsonio.loads(data)
     except ValueError:
         return {}
     return body if isinstance(body, dict) else {}
@@ -273,7 +273,7 @@ def answer(raw: Any, *, verb: str, resource: str, what: str) -> Any:
     if not data:
         return {}
     try:
-        answer = json.loads(data)
+        answer = jsonio.loads(data)
     except ValueError as e:
         raise KubeServerError(
             f"{what}: the API server answered with something that is not JSON"

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import http.client
-import json
 import math
 import os
 import queue
@@ -34,6 +33,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, cast
 
+from drainer import jsonio
 from drainer.k8s import proxy as proxies
 from drainer.k8s.deadline import (
     ANSWER_LIMIT_BYTES,
@@ -400,7 +400,7 @@ class Transport:
         data = None
         if body is not None:
             headers["Content-Type"] = content_type
-            data = json.dumps(body).encode()
+            data = jsonio.dumps(body)
         # `timeout`: (connect, whole) or both; the whole request (connect, headers and
         # body) ends by its deadline. A stream's body (`idle`) may last, while it is
         # never silent for longer than `idle`.

@@ -130,22 +130,32 @@ def test_byte_code_is_the_runtimes(built: Built):
     assert all(f".{tag}.pyc" in n for n in pyc)
 
 
-def test_no_kubernetes_package_no_http_library_no_compiled_code(built: Built):
+def test_no_kubernetes_package_no_http_library_one_compiled_codec(built: Built):
     """The function talks to the API server over the standard library: the zip is
-    drainer/ and powertools, pure Python, the same for both architectures."""
+    drainer/, powertools and orjson (drainer/jsonio.py), whose one compiled module is
+    the zip's architecture's."""
     tops = {n.split("/", 1)[0] for n in built.names}
     shipped = {t for t in tops if not t.endswith(".dist-info")} - {"__pycache__"}
-    assert shipped == {"drainer", "aws_lambda_powertools", "jmespath", "typing_extensions.py"}
-    assert not [n for n in built.names if n.endswith(".so")]
+    assert shipped == {
+        "drainer",
+        "aws_lambda_powertools",
+        "jmespath",
+        "typing_extensions.py",
+        "orjson",
+    }
+    compiled = [n for n in built.names if n.endswith(".so")]
+    machine = package.ARCHITECTURES[built.manifest.architecture]
+    assert compiled == [f"orjson/orjson.cpython-{RUNTIME[0]}{RUNTIME[1]}-{machine}-linux-gnu.so"]
     # powertools' REST/GraphQL event handlers (their OpenAPI models): never imported.
     assert not [n for n in built.names if n.startswith("aws_lambda_powertools/event_handler/")]
     assert built.manifest.size < 3_000_000, built.manifest.size
 
 
-def test_an_arm64_build__pure_python_too(tmp_path: Path):
+def test_an_arm64_build__its_codec_compiled_for_arm64(tmp_path: Path):
     arm = build(tmp_path, "arm64", bytecode="no")
     assert arm.manifest.architecture == "arm64"
-    assert not [n for n in arm.names if n.endswith(".so")]
+    compiled = [n for n in arm.names if n.endswith(".so")]
+    assert compiled == [f"orjson/orjson.cpython-{RUNTIME[0]}{RUNTIME[1]}-aarch64-linux-gnu.so"]
 
 
 def test_an_unpinned_dependency_stops_the_build(tmp_path: Path):
