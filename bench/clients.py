@@ -41,12 +41,21 @@ class Process:
     output: str
 
 
+WRAPPER: list[str] = []
+"""What each client's command runs under (bench/instructions.py: valgrind's
+callgrind); empty: the command itself."""
+
+
 def launch(command: list[str], timeout: float, env: dict[str, str] | None = None) -> Process:
     """Run `command` through the launcher: wall time from fork to exit, its own peak RSS."""
     with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
         output = Path(tmp) / "output"
         result = subprocess.run(
-            [sys.executable, "-S", str(LAUNCHER), str(output), str(timeout), "--", *command],
+            [
+                *(sys.executable, "-S", str(LAUNCHER), str(output), str(timeout), "--"),
+                *WRAPPER,
+                *command,
+            ],
             capture_output=True,
             text=True,
             cwd=ROOT,
