@@ -55,8 +55,10 @@ def dumps(value: Any) -> bytes:
         try:
             return orjson.dumps(value)
         except TypeError:
-            pass  # nested past orjson's depth, or a key json turns into a string
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
+            pass  # a lone surrogate, nested past orjson's depth, a key that is no string
+    # ASCII, as before: a lone surrogate (a forged name echoed in an Event's note) is
+    # escaped, where UTF-8 cannot hold it.
+    return json.dumps(value, separators=(",", ":")).encode()
 
 
 def line(value: dict[str, Any]) -> str:
