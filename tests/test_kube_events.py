@@ -107,6 +107,20 @@ def test_record__a_long_note_of_wide_characters__cut_to_1024_bytes_not_refused(
     assert event["message"].startswith("refusé refusé")
 
 
+def test_record__a_note_utf8_cannot_hold__recorded_with_a_question_mark(
+    sim: KubeSim, kube: Kube
+) -> None:
+    """A lone surrogate in a note (a message echoed from a server or a forged name)
+    raised UnicodeEncodeError in post(): the Event was lost, with a traceback."""
+    poster = EventPoster(kube)
+
+    poster.post(NODE, "EvictionDenied", "Evict", "denied: pod \ud800 bad", warning=True)
+    poster.close(timeout=10)
+
+    (event,) = _ours(sim)
+    assert event["message"] == "denied: pod ? bad"
+
+
 def test_record__past_the_bound__node_events_still_recorded__pods_folded_counted(
     sim: KubeSim, kube: Kube
 ) -> None:

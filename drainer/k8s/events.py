@@ -135,10 +135,11 @@ def _one_more(seen: _Seen, at: float) -> dict[str, Any]:
 
 
 def _cut(note: str) -> str:
-    """A note within the API's NOTE_MAX bytes of UTF-8, cut at a character."""
-    encoded = note.encode()
+    """A note within the API's NOTE_MAX bytes of UTF-8, cut at a character; what UTF-8
+    cannot hold (a lone surrogate, from a name or a message echoed in it) as "?"."""
+    encoded = note.encode(errors="replace")
     if len(encoded) <= NOTE_MAX:
-        return note
+        return encoded.decode()
     return encoded[:NOTE_MAX].decode(errors="ignore")
 
 
