@@ -10,8 +10,9 @@ the machine's speed. Each drain of the CPU scenarios (bench/scenarios.py
 client's process under callgrind (`--tool=callgrind`), and the slope from 100 to
 400 pods (start-up apart) is each client's instructions per pod. callgrind runs
 the process's threads one at a time and some fifty times slower, so how the
-threads interleave differs from a free run: rounds of the same code still differ
-by a few percent (the median is printed), where CPU time differed by half.
+threads interleave differs from a free run: rounds of the same code still differ,
+the floor's by 0.2 %, ours' by up to 15 % (how many changes each turn of the drain's
+loop takes in varies; the median is printed), where CPU time differed by half.
 
 valgrind must be on PATH (`apt-get install valgrind`, `dnf install valgrind`);
 without it this says so and exits 2.
