@@ -25,6 +25,9 @@ from drainer.errors import FatalKubeError, KubeError, KubeTooManyRequests
 # The drain's logger: its name is part of every line (the CLI prints it).
 log = logging.getLogger("drainer.engine.drain")
 
+_LEAVING = frozenset({State.IN_FLIGHT, State.EVICTED, State.TERMINATING, State.STUCK})
+"""A pod's states on its way out, whose updates change nothing the loop does at once."""
+
 PodId = tuple[str, str, str]
 """namespace, name, uid."""
 
@@ -46,6 +49,7 @@ class Following:
             ctx.kube,
             ctx.node,
             ctx.options.pod_selector,
+            leaving=self._leaving,
             watch_timeout=ctx.options.watch_timeout_seconds,
             cond=ctx.cond,
         )
@@ -57,6 +61,12 @@ class Following:
         self._list_failures = 0  # verifying lists failed in a row
         self._list_at = 0.0  # a verifying list failed: no list before this (Retry-After)
         self._list_wanted = False  # a list now: the watch may have lost a pod's end
+
+    def _leaving(self, key: tuple[str, str], uid: str) -> bool:
+        """The pod's eviction is sent or accepted, or it is terminating or stuck: an
+        update of it can wait for the loop's next turn (hold the lock)."""
+        entries = self.schedule.named(key)
+        return any(e.uid == uid for e in entries) and all(e.state in _LEAVING for e in entries)
 
     @property
     def unchecked(self) -> bool:

@@ -8,7 +8,8 @@ refused by a budget is retried the moment the budget allows a disruption again, 
 on a blind timer.
 
 A drain hands all its trackers one Condition: every change any of them sees (and
-every eviction answer) wakes the one loop that decides what to do next.
+every eviction answer) wakes the one loop that decides what to do next, but an
+update of a pod already on its way out, which the loop takes in at its next turn.
 
 A watch that breaks is re-listed and re-watched after a short backoff; a
 410 Gone re-lists after a short pause. That re-list is the polling fallback: nothing
@@ -83,6 +84,12 @@ class _Tracker:
     def _apply(self, kind: str, obj: Obj) -> None:
         raise NotImplementedError
 
+    def _news(self, kind: str, obj: Obj) -> bool:
+        """Whether the loop must look at this event at once (before it is applied; hold
+        `cond`). Else it takes it in at its next turn, which comes within MAX_WAIT
+        (drainer/engine/context.py) whatever happens."""
+        return True
+
     def start(self, items: list[Obj] | None = None, resource_version: str = "") -> None:
         """Start tracking; pass a list already made to save one request."""
         if items is not None:
@@ -140,9 +147,12 @@ class _Tracker:
                 resource_version = str(version)
             if event.get("type") == "BOOKMARK":
                 continue
+            kind = str(event.get("type"))
             with self.cond:
-                self._apply(str(event.get("type")), obj)
-                self._changed()
+                news = self._news(kind, obj)
+                self._apply(kind, obj)
+                if news:
+                    self._changed()
         return resource_version
 
     def _brief(self) -> bool:
@@ -210,12 +220,27 @@ class _Tracker:
 
 
 class PodTracker(_Tracker):
-    """The pods on one node, as the API server has them right now."""
+    """The pods on one node, as the API server has them right now.
 
-    def __init__(self, kube: Kube, node: str, label_selector: str = "", **kwargs: Any) -> None:
+    `leaving(key, uid)` (hold `cond`): the drain has this pod on its way out (its
+    eviction sent or accepted, terminating, stuck). An update of such a pod wakes
+    nobody: the loop takes it in at its next turn (within MAX_WAIT). On a real API
+    server a pod evicted sends three or four updates before its end, and each woke
+    the loop to find nothing to do (issue 39, item 10). A pod new on the node, one
+    gone, one under a new UID, and any change of a pod still to evict wake it at once."""
+
+    def __init__(
+        self,
+        kube: Kube,
+        node: str,
+        label_selector: str = "",
+        leaving: Callable[[PodKey, str], bool] | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(kube, **kwargs)
         self.node = node
         self.label_selector = label_selector
+        self._leaving = leaving
         self.name = f"pods-on-{node}"
         self._present: dict[PodKey, Pod] = {}
         self._touched: set[PodKey] = set()
@@ -232,6 +257,15 @@ class PodTracker(_Tracker):
         old = self._present
         self._present = {pods.key(p): p for p in items}
         self._touched |= old.keys() | self._present.keys()
+
+    def _news(self, kind: str, obj: Obj) -> bool:
+        if kind != "MODIFIED" or self._leaving is None:
+            return True
+        key, uid = pods.key(obj), pods.uid(obj)
+        current = self._present.get(key)
+        if current is None or pods.uid(current) != uid:
+            return True
+        return not self._leaving(key, uid)
 
     def _apply(self, kind: str, obj: Obj) -> None:
         key = pods.key(obj)
