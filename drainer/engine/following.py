@@ -25,8 +25,9 @@ from drainer.errors import FatalKubeError, KubeError, KubeTooManyRequests
 # The drain's logger: its name is part of every line (the CLI prints it).
 log = logging.getLogger("drainer.engine.drain")
 
-_LEAVING = frozenset({State.IN_FLIGHT, State.EVICTED, State.TERMINATING, State.STUCK})
-"""A pod's states on its way out, whose updates change nothing the loop does at once."""
+_LEAVING = (OPEN - {State.TODO}) | {State.STUCK}
+"""A pod's states on its way out (its eviction sent or accepted, terminating, stuck),
+whose updates change nothing the loop does at once."""
 
 PodId = tuple[str, str, str]
 """namespace, name, uid."""

@@ -259,13 +259,11 @@ class PodTracker(_Tracker):
         self._touched |= old.keys() | self._present.keys()
 
     def _news(self, kind: str, obj: Obj) -> bool:
-        if kind != "MODIFIED" or self._leaving is None:
+        # A new UID under the name is news: `leaving` knows the pod by its UID.
+        key = pods.key(obj)
+        if kind != "MODIFIED" or self._leaving is None or key not in self._present:
             return True
-        key, uid = pods.key(obj), pods.uid(obj)
-        current = self._present.get(key)
-        if current is None or pods.uid(current) != uid:
-            return True
-        return not self._leaving(key, uid)
+        return not self._leaving(key, pods.uid(obj))
 
     def _apply(self, kind: str, obj: Obj) -> None:
         key = pods.key(obj)
