@@ -10,6 +10,7 @@ import gc
 import itertools
 import json
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -739,6 +740,51 @@ def test_fatal_error_while_an_eviction_is_in_flight__its_acceptance_counted_in_t
         sim.get("Node", NODE)["metadata"]["annotations"]["eks-node-drainer/progress"]
     )
     assert (record["phase"], record["evicted"]) == ("failed", 1)
+
+
+def test_more_pods_than_the_concurrency__never_more_evictions_at_once__every_pod_goes(
+    sim: KubeSim, front: ApiFront, clock: FakeClock
+) -> None:
+    """The workers send the next pod themselves as answers come (relay.py): still
+    EVICTION_CONCURRENCY at a time at most, and every pod once."""
+    place(sim, *(objects.pod(f"web-{i}", namespace="shop", node_name=NODE) for i in range(9)))
+    kube = front_kube(front, sleep=clock.sleep)
+    lock = threading.Lock()
+    sent: list[str] = []
+    flying, most = [0], [0]
+    together = threading.Barrier(3, timeout=10)  # the first three are in flight at once
+    evict = kube.evict
+
+    def counted(pod: dict[str, Any], **kwargs: Any) -> None:
+        with lock:
+            sent.append(pod["metadata"]["name"])
+            first = len(sent) <= 3
+            flying[0] += 1
+            most[0] = max(most[0], flying[0])
+        try:
+            if first:
+                together.wait()
+            evict(pod, **kwargs)
+        finally:
+            with lock:
+                flying[0] -= 1
+
+    kube.evict = counted  # type: ignore[method-assign]
+    engine = Drain(
+        kube,
+        NODE,
+        DrainOptions(concurrency=3),
+        record=ProgressRecord(),
+        waits=Settling(clock, front),
+    )
+    try:
+        report = engine.run(clock() + 60)
+    finally:
+        kube.close()
+
+    assert report.outcome == Outcome.DRAINED
+    assert sorted(sent) == sorted(f"web-{i}" for i in range(9)), "each pod once"
+    assert most[0] == 3
 
 
 # -- pods that opt out: karpenter.sh/do-not-disrupt ------------------------------

@@ -7,11 +7,13 @@ DrainReport. Every step is safe to repeat, because events are delivered at least
 once and a drain may span several Lambda invocations.
 
 One loop decides, a small pool sends. The loop wakes on every change the watches
-see (pods on the node, the node itself, budgets) and on every eviction answer, asks
+see (pods on the node, the node itself, budgets) and on an eviction's answer, asks
 the schedule (drainer/engine/schedule.py) which pods to send now, and hands them to the
-pool; a pod waiting for its budget holds no thread. The drain owns the node until
-the end: an uncordon is undone, pods that land on it are evicted like the others,
-and "drained" means a fresh list shows nothing left to evict.
+pool; a pod waiting for its budget holds no thread. An answer that comes while the
+loop waits with nothing to do has its worker take the loop's turn instead, and send
+the next pod itself when that is all the turn decides (relay.py). The drain owns the
+node until the end: an uncordon is undone, pods that land on it are evicted like the
+others, and "drained" means a fresh list shows nothing left to evict.
 
 Each concern owns its state, and all share one DrainContext (context.py): the node
 (guard.py: its cordon, its record, an uncordon undone, a replacement under the same
@@ -25,7 +27,7 @@ import logging
 import random
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from drainer.engine import filters, pods
@@ -46,6 +48,7 @@ from drainer.engine.force import ForcePolicy
 from drainer.engine.guard import NodeGuard
 from drainer.engine.options import DrainOptions
 from drainer.engine.pods import Pod
+from drainer.engine.relay import Relay, Step
 from drainer.engine.report import DrainEvent, DrainReport, Kind, PodAddress
 from drainer.engine.schedule import Entry, Schedule
 from drainer.engine.volumes import Volumes
@@ -61,21 +64,6 @@ log = logging.getLogger(__name__)
 IN_FLIGHT_WAIT = 5.0
 """How long a drain that ends early (a fatal error, an interruption, the hand-over
 moment) waits for the answers to eviction requests already sent."""
-
-
-@dataclass
-class _Step:
-    """What one turn of the loop decided, to be done outside the lock."""
-
-    send: list[Entry] = field(default_factory=list)
-    force: list[Entry] = field(default_factory=list)
-    """TIMEOUT_POLICY=force: pods whose time to be deleted with their grace has come."""
-    recordon: bool = False
-    verify: bool = False
-    over: bool = False
-    check_name: bool = False
-    """Pods new to the drain wait for one GET of the node (outside the lock): whose is
-    the node's name now?"""
 
 
 @dataclass
@@ -127,6 +115,8 @@ class Drain:
         self._guard = NodeGuard(self.ctx, record, node_uid)
         self._volumes = Volumes(self.ctx)
         self._parts: _Parts | None = None  # once it runs
+        self._relay = Relay(self.ctx.cond)
+        self._limit = float("inf")
 
     # -- public ---------------------------------------------------------------
 
@@ -228,7 +218,8 @@ class Drain:
         budgets = BudgetTracker(
             ctx.kube, watch_timeout=ctx.options.watch_timeout_seconds, cond=ctx.cond
         )
-        self._parts = _parts(ctx, budgets)  # before the watches start: run() stops them
+        # before the watches start: run() stops them
+        self._parts = _parts(ctx, budgets, self._next_send)
         budgets.start(*ctx.kube.list_budgets())
         parts = self._parts
         parts.following.tracker.start(pod_list, version)
@@ -250,6 +241,7 @@ class Drain:
         """Evict until every pod is gone or stuck and a fresh list agrees (True), the
         limit passes or the drain fails (False)."""
         workers = max(1, self.ctx.options.concurrency)
+        self._limit = limit
         pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="evict")
         sent: list[Future[None]] = []
         try:
@@ -276,36 +268,27 @@ class Drain:
             # and no line about it comes after the verdict.
             wait(sent, timeout=IN_FLIGHT_WAIT)
 
-    def _step(self, parts: _Parts, limit: float) -> _Step:
-        """One turn: take in what changed, then decide what to send, or wait."""
-        ctx, schedule = self.ctx, parts.schedule
+    def _step(self, parts: _Parts, limit: float) -> Step:
+        """One turn: take in what changed, then decide what to send, or wait. A worker
+        may take the turn while the loop waits (relay.py): what it decided comes first."""
+        ctx, guard = self.ctx, self._guard
         with ctx.cond:
-            while True:
-                if ctx.over():
-                    return _Step(over=True)
-                now = ctx.clock()
-                recordon = self._absorb(parts, now)
-                if ctx.over():
-                    return _Step(over=True)
-                if parts.following.unchecked:
-                    return _Step(check_name=True, recordon=recordon)
-                if parts.following.list_due(now):
-                    return _Step(verify=True, recordon=recordon)
-                if now >= limit:
-                    return _Step(over=True)
-                forcing = parts.force.due(now)
-                if forcing:
-                    return _Step(force=forcing, recordon=recordon)
-                why = schedule.start_critical(now)
-                if why:
-                    ctx.emit(Kind.CRITICAL_TIER, tier="critical", reason=why)
-                send = schedule.pick(now, ctx.options.concurrency - schedule.in_flight())
-                for entry in send:
-                    if entry.attempts == 1:
-                        ctx.emit(Kind.EVICTING, pod=entry.name, tier=entry.tier)
-                if send or recordon:
-                    return _Step(send=send, recordon=recordon)
-                self._idle(parts, limit)
+            try:
+                while (step := self._relay.take() or _turn(ctx, guard, parts, limit)) is None:
+                    self._relay.waiting(parts.schedule.in_flight() > 0)
+                    self._idle(parts, limit)
+                    self._relay.waiting(False)
+                return step
+            finally:
+                self._relay.waiting(False)  # the loop is gone: no worker takes its turn
+
+    def _next_send(self) -> Entry | None:
+        """An eviction's worker, on its answer (hold the lock): the pod it sends next
+        itself, when the loop waits and sending is all its turn decides (relay.py)."""
+        parts = self._parts
+        if parts is None:
+            return None
+        return self._relay.next_send(lambda: _turn(self.ctx, self._guard, parts, self._limit))
 
     def _idle(self, parts: _Parts, limit: float) -> None:
         """Wait for a change, or the next timer (hold the lock)."""
@@ -318,19 +301,6 @@ class Drain:
 
         busy = bool(parts.schedule.in_flight())
         self.ctx.waits.wait(self.ctx.cond, wake, busy)
-
-    def _absorb(self, parts: _Parts, now: float) -> bool:
-        """Bring the drain up to date with the watches (hold the lock): a fatal watch
-        error, the node replaced, then the pods (following.py). True when the node
-        needs cordoning again."""
-        for tracker in (parts.following.tracker, parts.budgets, self._guard.tracker):
-            if tracker is not None and isinstance(tracker.error, FatalKubeError):
-                self.ctx.fail(tracker.error)
-        # before the pods: those on a new node are not ours, and a released node is let be
-        if self._guard.replacement() or self._guard.released():
-            return False
-        parts.following.absorb(now)
-        return self._guard.uncordoned()
 
     # -- the end --------------------------------------------------------------
 
@@ -368,7 +338,7 @@ class Drain:
         until = ctx.clock() + ctx.options.force_grace_period_seconds + 5
         with ctx.cond:
             while not ctx.over() and parts.schedule.open() and ctx.clock() < until:
-                self._absorb(parts, ctx.clock())
+                _absorb(ctx, self._guard, parts, ctx.clock())
                 self._idle(parts, until)
             left = parts.schedule.left()
         self.report.remaining = sorted(left)  # `left` keeps what the deadline found
@@ -382,7 +352,7 @@ class Drain:
         self.report.left = left
 
 
-def _parts(ctx: DrainContext, budgets: BudgetTracker) -> _Parts:
+def _parts(ctx: DrainContext, budgets: BudgetTracker, then: Callable[[], Entry | None]) -> _Parts:
     schedule = Schedule(
         budgets, deadline=ctx.deadline, reserve=ctx.options.critical_reserve_seconds
     )
@@ -391,9 +361,54 @@ def _parts(ctx: DrainContext, budgets: BudgetTracker) -> _Parts:
         budgets=budgets,
         schedule=schedule,
         following=following,
-        evictions=Evictions(ctx, schedule, budgets, following.tracker, following.mark),
+        evictions=Evictions(ctx, schedule, budgets, following.tracker, following.mark, then),
         force=ForcePolicy(ctx, schedule, look_again=following.mark),
     )
+
+
+def _turn(ctx: DrainContext, guard: NodeGuard, parts: _Parts, limit: float) -> Step | None:
+    """Take in what changed, then decide what to send (hold the lock); None when
+    there is nothing to do until a change or a timer."""
+    schedule = parts.schedule
+    if ctx.over():
+        return Step(over=True)
+    now = ctx.clock()
+    recordon = _absorb(ctx, guard, parts, now)
+    if ctx.over():
+        return Step(over=True)
+    if parts.following.unchecked:
+        return Step(check_name=True, recordon=recordon)
+    if parts.following.list_due(now):
+        return Step(verify=True, recordon=recordon)
+    if now >= limit:
+        return Step(over=True)
+    forcing = parts.force.due(now)
+    if forcing:
+        return Step(force=forcing, recordon=recordon)
+    why = schedule.start_critical(now)
+    if why:
+        ctx.emit(Kind.CRITICAL_TIER, tier="critical", reason=why)
+    send = schedule.pick(now, ctx.options.concurrency - schedule.in_flight())
+    for entry in send:
+        if entry.attempts == 1:
+            ctx.emit(Kind.EVICTING, pod=entry.name, tier=entry.tier)
+    if send or recordon:
+        return Step(send=send, recordon=recordon)
+    return None
+
+
+def _absorb(ctx: DrainContext, guard: NodeGuard, parts: _Parts, now: float) -> bool:
+    """Bring the drain up to date with the watches (hold the lock): a fatal watch
+    error, the node replaced, then the pods (following.py). True when the node
+    needs cordoning again."""
+    for tracker in (parts.following.tracker, parts.budgets, guard.tracker):
+        if tracker is not None and isinstance(tracker.error, FatalKubeError):
+            ctx.fail(tracker.error)
+    # before the pods: those on a new node are not ours, and a released node is let be
+    if guard.replacement() or guard.released():
+        return False
+    parts.following.absorb(now)
+    return guard.uncordoned()
 
 
 def _say_started(ctx: DrainContext, listed: int, acting: list[Pod], source: str) -> None:

@@ -2,11 +2,11 @@
 
 The drain's loop (drainer/engine/drain.py) decides which pods to send; each is sent
 from a worker thread of its pool, here. An answer changes the pod's entry in the
-schedule, the report and the events, under the drain's lock, and wakes the loop:
-accepted, already gone, refused by a budget (retry when the budget has room),
-refused because several budgets select it, going with its terminating namespace,
-denied by an admission policy, or failing (retry with backoff). A fatal answer (RBAC,
-TLS, a refused token) ends the drain.
+schedule, the report and the events, under the drain's lock, and wakes the loop (or
+the worker takes the loop's turn, relay.py): accepted, already gone, refused by a
+budget (retry when the budget has room), refused because several budgets select it,
+going with its terminating namespace, denied by an admission policy, or failing
+(retry with backoff). A fatal answer (RBAC, TLS, a refused token) ends the drain.
 """
 
 from __future__ import annotations
@@ -52,20 +52,35 @@ class Evictions:
     """The node's pods as the watch has them: whether a pod answered 404 is gone."""
     look_again: Callable[[Pod], None]
     """Has the loop look at a pod again at its next turn (hold the lock)."""
+    then: Callable[[], Entry | None]
+    """On an answer (hold the lock): the pod this worker sends next itself, when the
+    loop would send it now and has nothing else to do (drain.py, relay.py); None: the
+    loop is woken."""
     conflicts_said: set[str] = field(default_factory=set)
     """The pods whose 409 was warned of (once each: the pod is tried again while the
     watch catches up with one replaced under its name)."""
 
     def send(self, entry: Entry) -> None:
-        """One eviction, from a worker thread: the request, what its answer means for
-        the pod, then the loop looks at the pod again (the watch may have seen it
-        change meanwhile) and wakes, once."""
-        try:
-            self.evict(entry)
-        finally:
-            with self.ctx.cond:
-                self.look_again(entry.pod)
-                self.ctx.cond.notify_all()
+        """Evictions from a worker thread: the request, what its answer means for the
+        pod, then the loop looks at the pod again (the watch may have seen it change
+        meanwhile) and wakes, once; or this worker takes the loop's turn and sends the
+        pod it decides on next (`then`)."""
+        sending: Entry | None = entry
+        while sending is not None:
+            after: Entry | None = None
+            answered = False
+            try:
+                self.evict(sending)
+                answered = True
+            finally:
+                with self.ctx.cond:
+                    self.look_again(sending.pod)
+                    try:  # a pod picked here is in flight: only when it will be sent
+                        after = self.then() if answered else None
+                    finally:  # the loop takes its turn itself, whatever happened
+                        if after is None:
+                            self.ctx.cond.notify_all()
+            sending = after
 
     def evict(self, entry: Entry) -> None:
         """Send `entry`'s eviction and act on the answer."""
