@@ -1081,8 +1081,14 @@ def test_recordon_refused__the_pods_gone_before_its_retry__the_ends_patch_cordon
 
     place(sim, objects.pod("web-0", node_name=NODE))
 
-    def evicted() -> None:
+    def evicted() -> None:  # before the eviction's answer
         _uncordon_while_node_writes_fail(sim, front, calls=refused)
+        # the pod goes once the re-cordon was refused: the node's watch and the pods'
+        # are two streams, and the pod's end could otherwise come first
+        k.eventually(
+            lambda: [p.status for p in front.requests("PATCH", NODE_PATH)][1:4] == [503] * 3,
+            what="the re-cordon refused",
+        )
         admin(sim).delete("Pod", "web-0", "default")
 
     front.script("POST", eviction_path("default", "web-0"), EVICTED_201, then=evicted)
