@@ -6,8 +6,8 @@ next turn itself, under the drain's lock: the same turn, so the same decisions. 
 keeps the pod to send next for itself only when sending is all the turn decided;
 anything else (more pods, a re-cordon, a fresh list, a check of the node's name,
 forced deletions, the end) it hands to the loop, and wakes it. In a flood of
-evictions, each answer then costs no wake-up of the loop and none of a pool thread
-(issue 39, item 10: they were most of the drain's context switches).
+evictions, most answers then cost no wake-up of the loop and none of a pool thread
+(issue 39, item 10: a fifth of the drain's context switches on a real API server).
 """
 
 from __future__ import annotations
