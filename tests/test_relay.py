@@ -4,6 +4,7 @@ keeps for itself and what it hands the loop (issue 39, item 10)."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 
 import pytest
 
@@ -48,45 +49,49 @@ def woken() -> Woken:
     return Woken()
 
 
-def waiting(woken: Woken) -> Relay:
+def lending(woken: Woken, turn: Callable[[], Step | None]) -> Relay:
+    """A relay whose loop waits with an eviction in flight, lending `turn`."""
     relay = Relay(woken.cond)
-    relay.waiting(True)
+    relay.waiting(turn)
     return relay
 
 
-def test_loop_busy__the_worker_takes_no_turn__the_loop_does(woken: Woken) -> None:
-    relay, turns = Relay(woken.cond), Turns(Step(send=[entry("a")]))
+def test_loop_busy__lends_no_turn__the_worker_sends_nothing__the_loop_is_woken(
+    woken: Woken,
+) -> None:
+    relay = Relay(woken.cond)
     with woken.cond:
-        assert relay.next_send(turns) is None  # the caller wakes the loop
-    assert turns.taken == 0
+        assert relay.next_send() is None  # the caller wakes the loop
     assert relay.take() is None
 
 
 def test_loop_waiting__sending_is_all_the_turn_decides__the_worker_sends_without_waking_it(
     woken: Woken,
 ) -> None:
-    relay = waiting(woken)
     a = entry("a")
+    turns = Turns(Step(send=[a]), None)
+    relay = lending(woken, turns)
     with woken.cond:
-        assert relay.next_send(Turns(Step(send=[a]))) is a
+        assert relay.next_send() is a
     assert woken.count == 0
     assert relay.take() is None
     with woken.cond:  # the loop still waits: the next answer takes a turn too
-        assert relay.next_send(Turns(None)) is None
+        assert relay.next_send() is None
+    assert turns.taken == 2
 
 
 def test_loop_waiting__several_to_send__the_worker_sends_one__the_loop_the_rest(
     woken: Woken,
 ) -> None:
-    relay = waiting(woken)
     a, b, c = entry("a"), entry("b"), entry("c")
+    turns = Turns(Step(send=[a, b, c]), Step(send=[entry("d")]))
+    relay = lending(woken, turns)
     with woken.cond:
-        assert relay.next_send(Turns(Step(send=[a, b, c]))) is a
+        assert relay.next_send() is a
     assert woken.count == 1
-    turns = Turns(Step(send=[entry("d")]))
     with woken.cond:  # what the loop has not taken yet comes first: no other turn
-        assert relay.next_send(turns) is None
-    assert turns.taken == 0
+        assert relay.next_send() is None
+    assert turns.taken == 1
     handed = relay.take()
     assert handed is not None and handed.send == [b, c]
     assert relay.take() is None
@@ -105,52 +110,55 @@ def test_loop_waiting__several_to_send__the_worker_sends_one__the_loop_the_rest(
 def test_loop_waiting__the_turn_decides_more_than_sending__all_of_it_goes_to_the_loop(
     woken: Woken, decided: dict[str, object]
 ) -> None:
-    relay = waiting(woken)
     a = entry("a")
     step = Step(send=[a], **decided)  # type: ignore[arg-type]
+    relay = lending(woken, Turns(step))
     with woken.cond:
-        assert relay.next_send(Turns(step)) is None
+        assert relay.next_send() is None
     assert woken.count == 1
     handed = relay.take()
     assert handed is step and handed.send == [a]  # sent after the loop's own step
 
 
 def test_loop_waiting__the_turn_ends_the_drain__the_loop_is_told(woken: Woken) -> None:
-    relay = waiting(woken)
+    relay = lending(woken, Turns(Step(over=True)))
     with woken.cond:
-        assert relay.next_send(Turns(Step(over=True))) is None
+        assert relay.next_send() is None
     handed = relay.take()
     assert handed is not None and handed.over
 
 
 def test_loop_waiting__nothing_to_do__nothing_handed(woken: Woken) -> None:
-    relay = waiting(woken)
+    relay = lending(woken, Turns(None))
     with woken.cond:
-        assert relay.next_send(Turns(None)) is None
+        assert relay.next_send() is None
     assert relay.take() is None
     assert woken.count == 0  # the caller (evictions.py) wakes the loop then
 
 
 def test_loop_gone__no_worker_takes_its_turn_again(woken: Woken) -> None:
-    relay = waiting(woken)
-    relay.waiting(False)
     turns = Turns(Step(send=[entry("a")]))
+    relay = lending(woken, turns)
+    relay.waiting(None)
     with woken.cond:
-        assert relay.next_send(turns) is None
+        assert relay.next_send() is None
     assert turns.taken == 0
 
 
 def test_the_workers_turn_raises__the_loop_raises_it_at_its_next_turn(woken: Woken) -> None:
     """An error in the turn is the drain's, as when the loop takes it: never lost in a
     worker's future."""
-    relay = waiting(woken)
+    taken = []
 
     def broken() -> Step | None:
+        taken.append(1)
         raise ValueError("a bug in a turn")
 
+    relay = lending(woken, broken)
     with woken.cond:
-        assert relay.next_send(broken) is None
-        assert relay.next_send(Turns(Step(send=[entry("a")]))) is None  # the loop's now
+        assert relay.next_send() is None
+        assert relay.next_send() is None  # the loop's now
+    assert len(taken) == 1
     with pytest.raises(ValueError, match="a bug in a turn"):
         relay.take()
     assert relay.take() is None

@@ -116,7 +116,6 @@ class Drain:
         self._volumes = Volumes(self.ctx)
         self._parts: _Parts | None = None  # once it runs
         self._relay = Relay(self.ctx.cond)
-        self._limit = float("inf")
 
     # -- public ---------------------------------------------------------------
 
@@ -219,7 +218,7 @@ class Drain:
             ctx.kube, watch_timeout=ctx.options.watch_timeout_seconds, cond=ctx.cond
         )
         # before the watches start: run() stops them
-        self._parts = _parts(ctx, budgets, self._next_send)
+        self._parts = _parts(ctx, budgets, self._relay.next_send)
         budgets.start(*ctx.kube.list_budgets())
         parts = self._parts
         parts.following.tracker.start(pod_list, version)
@@ -241,7 +240,6 @@ class Drain:
         """Evict until every pod is gone or stuck and a fresh list agrees (True), the
         limit passes or the drain fails (False)."""
         workers = max(1, self.ctx.options.concurrency)
-        self._limit = limit
         pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="evict")
         sent: list[Future[None]] = []
         try:
@@ -269,26 +267,23 @@ class Drain:
             wait(sent, timeout=IN_FLIGHT_WAIT)
 
     def _step(self, parts: _Parts, limit: float) -> Step:
-        """One turn: take in what changed, then decide what to send, or wait. A worker
-        may take the turn while the loop waits (relay.py): what it decided comes first."""
-        ctx, guard = self.ctx, self._guard
+        """One turn: take in what changed, then decide what to send, or wait. While it
+        waits with an eviction in flight, the loop lends its turn to the worker whose
+        answer comes first (relay.py): what that turn decided comes first here."""
+        ctx, guard, relay = self.ctx, self._guard, self._relay
+
+        def turn() -> Step | None:
+            return _turn(ctx, guard, parts, limit)
+
         with ctx.cond:
             try:
-                while (step := self._relay.take() or _turn(ctx, guard, parts, limit)) is None:
-                    self._relay.waiting(parts.schedule.in_flight() > 0)
+                while (step := relay.take() or turn()) is None:
+                    relay.waiting(turn if parts.schedule.in_flight() else None)
                     self._idle(parts, limit)
-                    self._relay.waiting(False)
+                    relay.waiting(None)
                 return step
             finally:
-                self._relay.waiting(False)  # the loop is gone: no worker takes its turn
-
-    def _next_send(self) -> Entry | None:
-        """An eviction's worker, on its answer (hold the lock): the pod it sends next
-        itself, when the loop waits and sending is all its turn decides (relay.py)."""
-        parts = self._parts
-        if parts is None:
-            return None
-        return self._relay.next_send(lambda: _turn(self.ctx, self._guard, parts, self._limit))
+                relay.waiting(None)  # the loop is gone: no worker takes its turn
 
     def _idle(self, parts: _Parts, limit: float) -> None:
         """Wait for a change, or the next timer (hold the lock)."""

@@ -54,8 +54,8 @@ class Evictions:
     """Has the loop look at a pod again at its next turn (hold the lock)."""
     then: Callable[[], Entry | None]
     """On an answer (hold the lock): the pod this worker sends next itself, when the
-    loop would send it now and has nothing else to do (drain.py, relay.py); None: the
-    loop is woken."""
+    loop lends it its turn and sending is all the turn decides (relay.py); None: the
+    loop is woken. It never raises: an error in the turn is the loop's."""
     conflicts_said: set[str] = field(default_factory=set)
     """The pods whose 409 was warned of (once each: the pod is tried again while the
     watch catches up with one replaced under its name)."""
@@ -75,11 +75,10 @@ class Evictions:
             finally:
                 with self.ctx.cond:
                     self.look_again(sending.pod)
-                    try:  # a pod picked here is in flight: only when it will be sent
-                        after = self.then() if answered else None
-                    finally:  # the loop takes its turn itself, whatever happened
-                        if after is None:
-                            self.ctx.cond.notify_all()
+                    # a pod picked here is in flight: only when it will be sent
+                    after = self.then() if answered else None
+                    if after is None:  # the loop takes its turn itself
+                        self.ctx.cond.notify_all()
             sending = after
 
     def evict(self, entry: Entry) -> None:

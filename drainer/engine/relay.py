@@ -45,19 +45,20 @@ class Relay:
 
     def __init__(self, cond: threading.Condition) -> None:
         self._cond = cond
-        self._idle = False
-        """The loop waits for a change, having found nothing to do, with an eviction
-        in flight."""
+        self._turn: Callable[[], Step | None] | None = None
+        """The loop's turn, while the loop waits for a change, having found nothing to
+        do, with an eviction in flight; else None."""
         self._handed: Step | None = None
         self._error: Exception | None = None
         """What a worker's turn raised: the loop's, as if it had taken the turn."""
 
-    def waiting(self, idle: bool) -> None:
-        """The loop begins a wait with nothing to do and an eviction in flight (True),
-        or ends it (False) (hold the lock). Only then may a worker take its turn: a
-        wait with nothing in flight is one a test's clock may jump past (Waits' `busy`),
-        which only a wake-up stops."""
-        self._idle = idle
+    def waiting(self, turn: Callable[[], Step | None] | None) -> None:
+        """The loop begins a wait with nothing to do and an eviction in flight, and
+        lends its `turn`; None: it ends the wait, or begins one with nothing in flight
+        (hold the lock). Only while it lends the turn may a worker take it: a wait with
+        nothing in flight is one a test's clock may jump past (Waits' `busy`), which
+        only a wake-up stops."""
+        self._turn = turn
 
     def take(self) -> Step | None:
         """What a worker's turn decided for the loop, if anything (hold the lock)."""
@@ -67,22 +68,23 @@ class Relay:
         step, self._handed = self._handed, None
         return step
 
-    def next_send(self, turn: Callable[[], Step | None]) -> Entry | None:
-        """An eviction was answered (hold the lock): when the loop waits with nothing to
-        do, take its turn; the pod to send next when sending is all it decided (the
-        rest of the pods, if several, go to the loop). None: the caller wakes the loop."""
-        if not self._idle or self._handed is not None:
+    def next_send(self) -> Entry | None:
+        """An eviction was answered (hold the lock): when the loop lends its turn, take
+        it; the pod to send next when sending is all it decided (the rest of the pods,
+        if several, go to the loop). None: the caller wakes the loop."""
+        turn = self._turn
+        if turn is None or self._handed is not None:
             return None
         try:
             step = turn()
         except Exception as e:  # the loop's error: it raises it at its next turn
-            self._error, self._idle = e, False
+            self._error, self._turn = e, None
             return None
         if step is None:
             return None
         pure = step.only_sends()
         mine = step.send.pop(0) if pure else None
         if step.send or not pure:
-            self._handed, self._idle = step, False
+            self._handed, self._turn = step, None
             self._cond.notify_all()
         return mine

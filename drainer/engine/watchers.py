@@ -7,9 +7,10 @@ seen at once. `BudgetTracker` tracks the PodDisruptionBudgets, so an eviction
 refused by a budget is retried the moment the budget allows a disruption again, not
 on a blind timer.
 
-A drain hands all its trackers one Condition: every change any of them sees (and
-every eviction answer) wakes the one loop that decides what to do next, but an
-update of a pod already on its way out, which the loop takes in at its next turn.
+A drain hands all its trackers one Condition: every change any of them sees wakes
+the one loop that decides what to do next (so does an eviction's answer, unless
+its worker takes the loop's turn: relay.py), but an update of a pod already on its
+way out, which the loop takes in at its next turn.
 
 A watch that breaks is re-listed and re-watched after a short backoff; a
 410 Gone re-lists after a short pause. That re-list is the polling fallback: nothing
