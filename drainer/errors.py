@@ -49,6 +49,12 @@ class LifecycleActionGone(DrainerError):
     """The lifecycle action is no longer active: someone else completed it, or it timed out."""
 
 
+class RecordChanged(DrainerError):
+    """The node's drain record changed between the look that decided to drain and the
+    cordon: another invocation's drain (a delivery of the same event, a spot event's)
+    or a release came first. Nothing was written; whoever decided looks again."""
+
+
 class KubeError(DrainerError):
     """A Kubernetes API call failed; `status` is the HTTP status (0 when no response)."""
 

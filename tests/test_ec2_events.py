@@ -731,10 +731,28 @@ def _wait(
     deadline: float = NOW + 3600,
     fixed_by_ec2: bool = False,
 ) -> Run | None:
-    return wait_for_live_drain(
+    """The Run that ends the invocation, or None where the caller drains (the node
+    it drains on aside: test_wait_for_live_drain__drained_on__the_node_as_last_read)."""
+    waited = wait_for_live_drain(
         _tools(clock), kube, NODE, triggers, limit=limit, deadline=deadline,
         fixed_by_ec2=fixed_by_ec2,
     )  # fmt: skip
+    return waited if isinstance(waited, Run) else None
+
+
+def test_wait_for_live_drain__drained_on__the_node_as_last_read() -> None:
+    """Where the caller drains on after the followed drain, it is handed the node as
+    the wait last read it: the cordon judges that record (the followed drain's end),
+    not the one it began waiting on (drainer/k8s/cordon.py ProgressRecord.judged)."""
+    ended = _ended("timed_out")
+    kube = ScriptedNode(_draining(REBALANCE, until=NOW + 100), ended)
+    clock = FakeClock(NOW + 5)
+
+    waited = wait_for_live_drain(
+        _tools(clock), kube, NODE, EC2_TRIGGERS, limit=NOW + 3600, deadline=NOW + 3600
+    )
+
+    assert waited is ended
 
 
 @pytest.mark.parametrize(

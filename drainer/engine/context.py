@@ -75,7 +75,8 @@ class NodeRecord(Protocol):
 
     def begin(self, node: Obj, now: float, deadline: float) -> Obj:
         """The merge patch that cordons `node` (as read now) and records the drain
-        begun, with its `deadline`."""
+        begun, with its `deadline`; or an exception when the record will not begin on
+        this node (k8s/cordon.py: RecordChanged), which Drain.run raises unwritten."""
         ...
 
     def recordon(self) -> Obj:

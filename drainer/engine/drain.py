@@ -125,7 +125,8 @@ class Drain:
         """Drain until done, until `deadline` (the drain's own, epoch seconds) or until
         `stop_at` (this invocation's hand-over moment). A fatal error (RBAC, TLS, a
         refused token) ends it at once with outcome FAILED and `stopped_by`; other
-        API errors before the first eviction (cordon, list) are raised, to retry."""
+        API errors before the first eviction (cordon, list) are raised, to retry, and
+        so is the record's refusal to begin (NodeRecord.begin), nothing written."""
         ctx, report = self.ctx, self.report
         started = ctx.clock()
         requests_before = ctx.kube.requests

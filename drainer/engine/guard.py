@@ -18,10 +18,12 @@ from drainer.engine.watchers import NodeTracker
 from drainer.errors import FatalKubeError, KubeConflict, KubeError, KubeNotFound
 from drainer.outcome import Outcome
 
-# The drain's logger: its name is part of every line (the CLI prints it).
+BEGIN_TRIES = 5
+"""Cordons tried while the node changes between the read and the write (a 409 each)."""
 END_TRIES = 3
 """Writes of the drain's end tried while the node changes under it (a 409 each)."""
 
+# The drain's logger: its name is part of every line (the CLI prints it).
 log = logging.getLogger("drainer.engine.drain")
 
 
@@ -42,26 +44,38 @@ class NodeGuard:
 
     def cordon(self, deadline: float) -> bool:
         """Cordon, exclude from load balancers and record the drain begun (the
-        record's patch); False if the node is gone, or is another object now."""
+        record's patch); False if the node is gone, or is another object now. The
+        patch is written on the version read: a write since (another invocation's
+        cordon, a kubelet's status) answers 409 and the node is read again, the record
+        judging it anew (RecordChanged when its record changed), up to BEGIN_TRIES."""
         ctx, options = self.ctx, self.ctx.options
-        try:
-            node = ctx.kube.get_node(ctx.node)
-            if node is None:
-                raise KubeNotFound(f"node {ctx.node} not found", 404)
-            uid = str(node["metadata"].get("uid") or "")
-            if self.uid and uid != self.uid:
-                self.replaced(uid)
-                return False
-            self.uid = uid
-            patch = self.record.begin(node, ctx.clock(), deadline)
-            if options.dry_run and not options.dry_run_server:
-                self._cordoned = node  # a dry run on the client sends no write
-            else:
+        refused = 0
+        while True:
+            try:
+                node = ctx.kube.get_node(ctx.node)
+                if node is None:
+                    raise KubeNotFound(f"node {ctx.node} not found", 404)
+                uid = str(node["metadata"].get("uid") or "")
+                if self.uid and uid != self.uid:
+                    self.replaced(uid)
+                    return False
+                self.uid = uid
+                patch = self.record.begin(node, ctx.clock(), deadline)
+                if options.dry_run and not options.dry_run_server:
+                    self._cordoned = node  # a dry run on the client sends no write
+                    break
                 ctx.cordon_sent = not options.dry_run
-                self._cordoned = self.patch(patch, dry_run=options.dry_run)
-        except KubeNotFound:
-            log.info("node %s is gone; nothing to drain", ctx.node)
-            return False
+                self._cordoned = self.patch(patch, dry_run=options.dry_run, version=_version(node))
+                break
+            except KubeConflict:
+                ctx.cordon_sent = False  # refused, not lost: the node is not cordoned
+                refused += 1
+                if refused == BEGIN_TRIES:
+                    raise
+                log.info("node %s changed as the drain cordoned it; reading it again", ctx.node)
+            except KubeNotFound:
+                log.info("node %s is gone; nothing to drain", ctx.node)
+                return False
         ctx.report.cordoned = not options.dry_run
         ctx.emit(Kind.CORDONED, reason="dry run" if options.dry_run else "")
         return True

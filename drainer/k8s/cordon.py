@@ -15,6 +15,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
+from drainer.errors import RecordChanged
 from drainer.k8s.kube import Kube
 from drainer.outcome import DRAINING, Outcome
 
@@ -186,8 +187,16 @@ class ProgressRecord:
         *,
         delivery: Delivery | None = None,
         own_deadline: bool = False,
+        judged: Obj | None = None,
     ) -> None:
         self.trigger = trigger
+        self.judged = (
+            None
+            if judged is None
+            else _metadata(judged, "annotations").get(PROGRESS_ANNOTATION, "")
+        )
+        """The record as the caller read it when it decided to drain (judged: the node
+        it read): the cordon begins on no other. None: not checked (the CLI's drain)."""
         self.delivery = delivery
         """The delivery of the event whose drain this is, for cordon_patch."""
         self.own_deadline = own_deadline
@@ -202,6 +211,16 @@ class ProgressRecord:
         """The record the cordon's patch wrote (the drain begun)."""
 
     def begin(self, node: Obj, now: float, deadline: float) -> Obj:
+        """The cordon's patch; RecordChanged when the node's record is not the one the
+        caller decided on (two deliveries of one event both read the node before either
+        cordoned it: the second finds the first's record here, or its patch, which
+        carries the version read, is refused and the node read again)."""
+        found = _metadata(node, "annotations").get(PROGRESS_ANNOTATION, "")
+        if self.judged is not None and found != self.judged:
+            raise RecordChanged(
+                f"node {(node.get('metadata') or {}).get('name', '')}'s drain record "
+                f"changed since it was read ({self.judged or 'none'} -> {found or 'none'})"
+            )
         until = deadline if self.trigger else None
         patch, self.added = cordon_patch(
             node,

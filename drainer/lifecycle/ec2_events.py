@@ -437,7 +437,7 @@ def handle(
             return scheduled
     cordon_only = event.kind is Ec2Kind.REBALANCE and settings.rebalance_action == "cordon"
     if settings.notify_on_start and not cordon_only and so_far is None:
-        # once the runner drains the node itself: not for a delivery left to another
+        # once the drain has cordoned the node: not for a delivery left to another
         start = notices.ec2_start_notice(found, found.cluster)
         tools = replace(tools, on_started=_once(lambda: ending.notify(settings, clients, start)))
     run = frame.aws_guarded(lambda: drain(found, tools, invocation, raw_event, so_far))

@@ -91,9 +91,10 @@ class Tools:
     """Forecasts a node's drain at its start, for its ETA (the handler's and the CLI's:
     drainer/plan/eta.py); None: no ETA."""
     on_started: Callable[[], None] | None = None
-    """Called by the runner when it drains the node itself (not for a drain it leaves
-    to another: a delivery of the event again, a live drain it followed, a node
-    released since): an EC2 event's start notice (called at most once)."""
+    """Called by the runner once the drain has cordoned the node (not for a drain it
+    leaves to another: a delivery of the event again, one whose cordon came first, a
+    live drain it followed, a node released since): an EC2 event's start notice
+    (called at most once)."""
 
 
 @dataclass(frozen=True)

@@ -45,21 +45,21 @@ def wait_for_live_drain(
     deadline: float,
     known: dict[str, Any] | None = None,
     fixed_by_ec2: bool = False,
-) -> Run | None:
+) -> Run | dict[str, Any]:
     """When the node's record shows a live drain begun by one of `triggers` (another
     invocation, for a spot event of the same instance), wait for it to end, reading
-    the record, and take its result: the same drain is not started twice. None when
-    there is no such drain, it went stale (its invocation died) or it was released
-    (its record removed: it stopped where it was): drain then. None
-    too when it timed out before this drain's own deadline (`deadline`) and the
-    instance may outlive it (`_drains_on`): a rebalance's drain, cut to its one
-    invocation, or a scheduled change's. `known`: the node as the caller just read
-    it (saves a GET). `fixed_by_ec2` (Approach's): a live drain that will not act by
-    this deadline as this one would is not waited for (`_beside`)."""
-    current = known if known is not None else kube.get_node(node)
-    live = live_drain(current or {}, tools.clock(), triggers)
+    the record, and take its result: the same drain is not started twice. Or the node
+    as last read, to drain on (its record is the one the cordon judges:
+    ProgressRecord.judged): there is no such drain, it went stale (its invocation
+    died) or it was released (its record removed: it stopped where it was), or it
+    timed out before this drain's own deadline (`deadline`) and the instance may
+    outlive it (`_drains_on`: a rebalance's drain, cut to its one invocation, or a
+    scheduled change's). `known`: the node as the caller just read it. `fixed_by_ec2`:
+    a live drain that will not act by this deadline as this one would is not waited for."""
+    current = (known if known is not None else kube.get_node(node)) or {}
+    live = live_drain(current, tools.clock(), triggers)
     if live is None or (fixed_by_ec2 and _beside(live, node, deadline)):
-        return None
+        return current
     log.info(
         "a drain begun by the %s event is under way on node %s; waiting for it instead "
         "of starting another",
@@ -68,9 +68,9 @@ def wait_for_live_drain(
         extra={"followed_trigger": live.trigger},
     )
     until = min(live.until + LIVE_DRAIN_SLACK_SECONDS, limit)
-    ended = _wait_for_end(tools, kube, node, current, trigger=live.trigger, until=until)
+    ended, current = _wait_for_end(tools, kube, node, current, trigger=live.trigger, until=until)
     if ended is not None:
-        return None if _drains_on(ended, live, node, deadline) else ended
+        return current if _drains_on(ended, live, node, deadline) else ended
     if until < live.until + LIVE_DRAIN_SLACK_SECONDS:  # this drain's own time ran out first
         result = Result.HANDED_OVER if limit < deadline else Result.TIMED_OUT
         return Run(
@@ -84,7 +84,7 @@ def wait_for_live_drain(
         live.trigger,
         node,
     )
-    return None
+    return current
 
 
 def _beside(live: LiveDrain, node: str, deadline: float) -> bool:
@@ -153,26 +153,24 @@ def _wait_for_end(
     *,
     trigger: str,
     until: float,
-) -> Run | None:
+) -> tuple[Run | None, dict[str, Any]]:
     """Read the node's record until the live drain ends (its result) or `until`
-    passes (None)."""
+    passes (None), with the node as last read."""
     while True:
         if current is None:
-            return Run(Result.NO_NODE, f"node {node} went away during the {trigger} drain")
+            gone = Run(Result.NO_NODE, f"node {node} went away during the {trigger} drain")
+            return gone, {}
         progress = progress_of(current)
         if progress is None:  # released: the drain followed stopped where it was
             log.info("the drain begun by the %s event on node %s was released (its record "
                      "removed): it stopped, pods left; draining here", trigger, node)  # fmt: skip
-            return Run(Result.RELEASED, f"the {trigger} drain was released", node=node)
+            return Run(Result.RELEASED, f"the {trigger} drain was released", node=node), current
         phase = str(progress.get("phase", ""))
         if phase != DRAINING:
             ended = Outcome(phase) if phase in DRAIN_ENDINGS else Outcome.DRAINED
-            return Run(
-                lambda_outcome(ended),
-                f"the drain begun by the {trigger} event ended: {phase or 'record removed'}",
-                node=node,
-            )
+            told = f"the drain begun by the {trigger} event ended: {phase or 'record removed'}"
+            return Run(lambda_outcome(ended), told, node=node), current
         if tools.clock() >= until:
-            return None
+            return None, current
         tools.sleep(min(LIVE_DRAIN_POLL_SECONDS, max(0.0, until - tools.clock())))
         current = kube.get_node(node)

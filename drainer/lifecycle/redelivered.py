@@ -23,8 +23,11 @@ stops at its next step, which finds the other's record `draining`. One that move
 the window is acted on (its own deadline; the old chain drains toward the time EC2
 lists once EC2 moved it, late.as_ec2_lists, and is left to the update's drain then).
 A record older than the gap is of a chain that stopped, and the delivery drains. Two
-deliveries that both read the node before either cordons it still drain side by
-side (nothing locks the node between the read and the cordon).
+deliveries that both read the node before either cordons it do not both drain: the
+cordon begins only on the record this decision was made on, its patch carrying the
+version it read (k8s/cordon.py ProgressRecord's `judged`, engine/guard.py), so the
+second finds the first's record there or has its patch refused, and the runner
+decides again on the node as it is now (RecordChanged), finding this.
 """
 
 from __future__ import annotations

@@ -15,8 +15,8 @@ from drainer.engine.drain import Drain, RealWaits
 from drainer.engine.options import DrainOptions
 from drainer.engine.pace import Accuracy, Eta, forecast_within
 from drainer.engine.pods import is_finished, opted_out, parse_time
-from drainer.engine.report import DrainEvent, DrainReport
-from drainer.errors import KubeError, KubeServerError, KubeTooManyRequests
+from drainer.engine.report import DrainEvent, DrainReport, Kind
+from drainer.errors import KubeError, KubeServerError, KubeTooManyRequests, RecordChanged
 from drainer.k8s import observed
 from drainer.k8s.cordon import ProgressRecord, progress_of, release
 from drainer.k8s.events import EventPoster, Regarding
@@ -40,6 +40,9 @@ API_RETRY = Backoff(first=4.0, cap=30.0)
 """Pauses before the whole drain starts again while the API server fails beyond the
 client's own retries: 2-4 s, doubling to 30 s, never before a Retry-After."""
 
+RECORD_TRIES = 3
+"""Looks at the node whose drain record changes before each cordon; the next drains
+without that check."""
 FORECAST_SECONDS = 5.0
 """The longest the drain waits for its forecast (its ETA) before it starts without one."""
 
@@ -88,10 +91,18 @@ def _with_retries(tools: Tools, job: DrainJob) -> Run:
     """Drain, starting again while the API server fails beyond the client's own
     retries (the whole drain is safe to repeat), until time runs out."""
     window = job.window
-    failures = 0
+    failures = changed = 0
     while True:
         try:
-            return _drain_once(tools, job)
+            return _drain_once(tools, job, judge=changed < RECORD_TRIES)
+        except RecordChanged as e:  # another drain's cordon came first: decide again
+            changed += 1
+            if changed < RECORD_TRIES:
+                log.info("%s; looking again", e)
+            else:
+                log.warning("%s; the record changed before each of %d cordons (another "
+                            "writer keeps writing it): draining without that check, beside "
+                            "it (a pod both drains evict goes once)", e, changed)  # fmt: skip
         except (KubeServerError, KubeTooManyRequests) as e:
             retry_after = e.retry_after if isinstance(e, KubeTooManyRequests) else None
             delay = API_RETRY.delay(failures, tools.rng, retry_after)
@@ -139,9 +150,10 @@ def node_for(kube: Kube, identity: aws.NodeIdentity) -> dict[str, Any] | Run:
     return found
 
 
-def _drain_once(tools: Tools, job: DrainJob) -> Run:
+def _drain_once(tools: Tools, job: DrainJob, *, judge: bool = True) -> Run:
     """Find the instance's node and drain it, with a fresh client; or wait for the
-    drain another invocation began on it for a spot event."""
+    drain another invocation began on it for a spot event. `judge`: the cordon begins
+    only on the node's record as this decision read it (RecordChanged otherwise)."""
     window = job.window
     kube = tools.kube_factory(job.cluster, job.cluster.name, tools.settings)
     poster: EventPoster | None = None
@@ -168,13 +180,12 @@ def _drain_once(tools: Tools, job: DrainJob) -> Run:
             known=found,
             fixed_by_ec2=job.approach.fixed_by_ec2,
         )
-        if waited is not None:
+        if isinstance(waited, Run):
             return waited
-        if tools.on_started is not None:
-            tools.on_started()
         if not job.approach.options.dry_run:
             poster = EventPoster(kube, clock=tools.clock)
-        report, accuracy = _engine_drain(tools, kube, job, found, poster)
+        judged = waited if judge else None  # the node as last read: the record decided on
+        report, accuracy = _engine_drain(tools, kube, job, found, poster, judged=judged)
         if not job.approach.options.dry_run:  # for the plan: never fails the drain
             observed.keep(kube, report.stopped, tools.clock())
     finally:
@@ -262,6 +273,8 @@ def _engine_drain(
     job: DrainJob,
     found: dict[str, Any],
     poster: EventPoster | None,
+    *,
+    judged: Obj | None,
 ) -> tuple[DrainReport, Accuracy | None]:
     """The engine's drain of the node, told as Kubernetes Events on it when there is a
     poster (none in a dry run), with its ETA when it could be forecast; and the
@@ -283,9 +296,10 @@ def _engine_drain(
             job.approach.change,
             delivery=job.approach.delivery,
             own_deadline=job.approach.own_deadline,
+            judged=judged,
         ),
         waits=RealWaits(tools.clock),
-        on_event=_both(story, tools.on_event),
+        on_event=_told_to(story, tools),
         node_uid=node_uid,
         pace=None if eta is None else eta.fields,
     )
@@ -338,18 +352,22 @@ def _say_opt_out_ignored(node: dict[str, Any], trigger: str, story: DrainStory |
         story.opt_out_ignored(note)
 
 
-def _both(
-    first: Callable[[DrainEvent], None] | None, second: Callable[[DrainEvent], None] | None
-) -> Callable[[DrainEvent], None] | None:
-    """One on_event callback for two (either may be None)."""
-    if first is None or second is None:
-        return first or second
+def _told_to(story: DrainStory | None, tools: Tools) -> Callable[[DrainEvent], None] | None:
+    """One on_event callback: the node's Events (`story`), the caller's own, and the
+    start notice (`tools.on_started`) once the drain has cordoned the node (its
+    record written: this invocation drains it, not another delivery of the event)."""
+    started = tools.on_started
+    parts = [part for part in (story, tools.on_event) if part is not None]
+    if started is not None:
+        parts.append(lambda event: started() if event.kind is Kind.CORDONED else None)
+    if len(parts) < 2:
+        return parts[0] if parts else None
 
-    def both(event: DrainEvent) -> None:
-        first(event)
-        second(event)
+    def each(event: DrainEvent) -> None:
+        for part in parts:
+            part(event)
 
-    return both
+    return each
 
 
 def _told(outcome: Outcome, trigger: str, settings: Settings) -> str | None:
