@@ -35,6 +35,11 @@ def _metadata(node: Obj, key: str) -> dict[str, str]:
     return dict((node.get("metadata") or {}).get(key) or {})
 
 
+def record_text(node: Obj) -> str:
+    """The node's progress annotation as written ("" when it has none)."""
+    return _metadata(node, "annotations").get(PROGRESS_ANNOTATION, "")
+
+
 def progress_of(node: Obj) -> Obj | None:
     """The drainer's progress annotation on the node, parsed; None when there is none."""
     raw = _metadata(node, "annotations").get(PROGRESS_ANNOTATION)
@@ -190,11 +195,7 @@ class ProgressRecord:
         judged: Obj | None = None,
     ) -> None:
         self.trigger = trigger
-        self.judged = (
-            None
-            if judged is None
-            else _metadata(judged, "annotations").get(PROGRESS_ANNOTATION, "")
-        )
+        self.judged = None if judged is None else record_text(judged)
         """The record as the caller read it when it decided to drain (judged: the node
         it read): the cordon begins on no other. None: not checked (the CLI's drain)."""
         self.delivery = delivery
@@ -215,7 +216,7 @@ class ProgressRecord:
         caller decided on (two deliveries of one event both read the node before either
         cordoned it: the second finds the first's record here, or its patch, which
         carries the version read, is refused and the node read again)."""
-        found = _metadata(node, "annotations").get(PROGRESS_ANNOTATION, "")
+        found = record_text(node)
         if self.judged is not None and found != self.judged:
             raise RecordChanged(
                 f"node {(node.get('metadata') or {}).get('name', '')}'s drain record "
@@ -233,6 +234,12 @@ class ProgressRecord:
         )
         self._begun = patch["metadata"]["annotations"][PROGRESS_ANNOTATION]
         return patch
+
+    @property
+    def begun(self) -> str:
+        """The record the cordon's patch wrote ("" before it): a node carrying it is
+        this drain's, as the runner's retry after an API error finds it."""
+        return self._begun
 
     def recordon(self) -> Obj:
         """Someone uncordoned the node mid-drain and the drain cordons it again: that

@@ -18,7 +18,7 @@ from drainer.engine.pods import is_finished, opted_out, parse_time
 from drainer.engine.report import DrainEvent, DrainReport, Kind
 from drainer.errors import KubeError, KubeServerError, KubeTooManyRequests, RecordChanged
 from drainer.k8s import observed
-from drainer.k8s.cordon import ProgressRecord, progress_of, release
+from drainer.k8s.cordon import ProgressRecord, progress_of, record_text, release
 from drainer.k8s.events import EventPoster, Regarding
 from drainer.k8s.kube import Kube, Obj
 from drainer.k8s.nodes import find_node_object, other_manager
@@ -92,9 +92,10 @@ def _with_retries(tools: Tools, job: DrainJob) -> Run:
     retries (the whole drain is safe to repeat), until time runs out."""
     window = job.window
     failures = changed = 0
+    written: list[ProgressRecord] = []  # the records this invocation's drains wrote
     while True:
         try:
-            return _drain_once(tools, job, judge=changed < RECORD_TRIES)
+            return _drain_once(tools, job, written, judge=changed < RECORD_TRIES)
         except RecordChanged as e:  # another drain's cordon came first: decide again
             changed += 1
             if changed < RECORD_TRIES:
@@ -150,10 +151,13 @@ def node_for(kube: Kube, identity: aws.NodeIdentity) -> dict[str, Any] | Run:
     return found
 
 
-def _drain_once(tools: Tools, job: DrainJob, *, judge: bool = True) -> Run:
+def _drain_once(
+    tools: Tools, job: DrainJob, written: list[ProgressRecord], *, judge: bool = True
+) -> Run:
     """Find the instance's node and drain it, with a fresh client; or wait for the
-    drain another invocation began on it for a spot event. `judge`: the cordon begins
-    only on the node's record as this decision read it (RecordChanged otherwise)."""
+    drain another invocation began on it for a spot event, not for the one an earlier
+    try of this invocation began (`written`). `judge`: the cordon begins only on the
+    node's record as this decision read it (RecordChanged otherwise)."""
     window = job.window
     kube = tools.kube_factory(job.cluster, job.cluster.name, tools.settings)
     poster: EventPoster | None = None
@@ -162,30 +166,15 @@ def _drain_once(tools: Tools, job: DrainJob, *, judge: bool = True) -> Run:
         if isinstance(found, Run):
             return found
         node = str(found["metadata"]["name"])
-        since = job.approach.continued  # a chain's: released since, or registered since?
-        if since and not progress_of(found) and since > registered(found):
-            return released_since(kube, found, job.approach.options.trigger, tools.clock)
-        if job.approach.over:
-            now, dry_run = tools.clock(), tools.settings.dry_run
-            return released_over(kube, found, job.approach, now=now, dry_run=dry_run)
-        if job.approach.delivery and (again := redelivered(found, job.approach, tools.clock())):
-            return again
-        waited = wait_for_live_drain(
-            tools,
-            kube,
-            node,
-            job.approach.waits_for,
-            limit=window.limit,
-            deadline=window.deadline.at,
-            known=found,
-            fixed_by_ec2=job.approach.fixed_by_ec2,
-        )
+        waited = _decided(tools, kube, job, found, written)
         if isinstance(waited, Run):
             return waited
         if not job.approach.options.dry_run:
             poster = EventPoster(kube, clock=tools.clock)
         judged = waited if judge else None  # the node as last read: the record decided on
-        report, accuracy = _engine_drain(tools, kube, job, found, poster, judged=judged)
+        report, accuracy = _engine_drain(
+            tools, kube, job, found, poster, judged=judged, written=written
+        )
         if not job.approach.options.dry_run:  # for the plan: never fails the drain
             observed.keep(kube, report.stopped, tools.clock())
     finally:
@@ -199,6 +188,36 @@ def _drain_once(tools: Tools, job: DrainJob, *, judge: bool = True) -> Run:
     if result == Result.TIMED_OUT and before:
         message += f"; {before} pods force-deleted before a hand-over"
     return Run(result, message, node=node, report=report, accuracy=accuracy)
+
+
+def _decided(
+    tools: Tools, kube: Kube, job: DrainJob, found: Obj, written: list[ProgressRecord]
+) -> Run | Obj:
+    """What the node's record leaves this try to do: the Run that ends it (the node
+    released since, or its change over; another delivery's drain; the drain followed
+    to its end), or the node as last read, to drain on. A record that any earlier try
+    of this invocation wrote (`written`: the runner's retries after API errors; a try
+    may fail before its own cordon took) is this drain's own, not one to wait for."""
+    node, window = str(found["metadata"]["name"]), job.window
+    since = job.approach.continued  # a chain's: released since, or registered since?
+    if since and not progress_of(found) and since > registered(found):
+        return released_since(kube, found, job.approach.options.trigger, tools.clock)
+    if job.approach.over:
+        now, dry_run = tools.clock(), tools.settings.dry_run
+        return released_over(kube, found, job.approach, now=now, dry_run=dry_run)
+    if job.approach.delivery and (again := redelivered(found, job.approach, tools.clock())):
+        return again
+    mine = bool(written) and record_text(found) in {r.begun for r in written if r.begun}
+    return wait_for_live_drain(
+        tools,
+        kube,
+        node,
+        frozenset() if mine else job.approach.waits_for,
+        limit=window.limit,
+        deadline=window.deadline.at,
+        known=found,
+        fixed_by_ec2=job.approach.fixed_by_ec2,
+    )
 
 
 def registered(node: Obj) -> float:
@@ -275,6 +294,7 @@ def _engine_drain(
     poster: EventPoster | None,
     *,
     judged: Obj | None,
+    written: list[ProgressRecord],
 ) -> tuple[DrainReport, Accuracy | None]:
     """The engine's drain of the node, told as Kubernetes Events on it when there is a
     poster (none in a dry run), with its ETA when it could be forecast; and the
@@ -286,18 +306,20 @@ def _engine_drain(
     story = None if poster is None else DrainStory(poster, node, node_uid, options.trigger, before)
     _say_opt_out_ignored(found, options.trigger, story)
     eta = None if options.dry_run else _eta(tools, kube, node, job)
+    record = ProgressRecord(
+        options.trigger,
+        options.destination,
+        job.approach.change,
+        delivery=job.approach.delivery,
+        own_deadline=job.approach.own_deadline,
+        judged=judged,
+    )
+    written.append(record)
     drain = Drain(
         kube,
         node,
         options,
-        record=ProgressRecord(
-            options.trigger,
-            options.destination,
-            job.approach.change,
-            delivery=job.approach.delivery,
-            own_deadline=job.approach.own_deadline,
-            judged=judged,
-        ),
+        record=record,
         waits=RealWaits(tools.clock),
         on_event=_told_to(story, tools),
         node_uid=node_uid,
