@@ -9,6 +9,7 @@ from typing import Any
 
 import boto3
 import pytest
+from support.said import said
 from test_review60_ec2 import _guarded, _invoke, published, world
 from test_review63_second import _start, _update
 from test_review64_moved_review import SCHEDULER, _ec2_lists, _held, _iso
@@ -20,7 +21,7 @@ from drainer.lifecycle.events_ec2 import SETTLED_KEY
 from drainer.lifecycle.scheduled import other_name
 from testbed import World
 
-__all__ = ["published", "world"]
+__all__ = ["published", "said", "world"]
 
 LEAD = 3600
 DAY = 86400
@@ -99,7 +100,7 @@ def test_again_schedule_holds_ec2s_time__an_update_ec2_cannot_confirm_moves_the_
 
 
 def test_held_update_delivered_again__its_answer_and_log_say_the_time_the_schedule_is_set_for(
-    world: World, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    world: World, monkeypatch: pytest.MonkeyPatch, said: list[str]
 ) -> None:
     """An update EC2 does not confirm is HELD at EC2's earlier time, and its answer says
     that time. EventBridge delivers events at least once: the same update delivered
@@ -115,7 +116,7 @@ def test_held_update_delivered_again__its_answer_and_log_say_the_time_the_schedu
     first = _invoke(world, monkeypatch, update, lambda_seconds=10.0, **SCHEDULER)
     assert first["drain_at"] == _iso(ec2_at - LEAD), first
 
-    caplog.clear()
+    said.clear()
     again = _invoke(world, monkeypatch, update, lambda_seconds=10.0, **SCHEDULER)
 
     expression, held = _held(world, made["schedule"])
@@ -127,10 +128,8 @@ def test_held_update_delivered_again__its_answer_and_log_say_the_time_the_schedu
         again,
         expression,
     )
-    said = [
-        r.getMessage() for r in caplog.records if "its drain is scheduled for" in r.getMessage()
-    ]
-    assert said and all(f"scheduled for {set_for}" in line for line in said), said
+    lines = [line for line in said if "its drain is scheduled for" in line]
+    assert lines and all(f"scheduled for {set_for}" in line for line in lines), lines
 
 
 def _termination(world: World, starts_in: float) -> dict[str, Any]:

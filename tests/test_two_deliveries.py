@@ -12,15 +12,15 @@ again and is left to the winner's drain."""
 from __future__ import annotations
 
 import json
-import logging
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 from realapi import ApiFront, front_kube
 from support.clock import FakeClock
+from support.said import said
 from test_drain import NODE, Settling, admin, place
 from test_guard import clock, front, sim
 from test_review60_ec2 import TOPIC, _guarded, _invoke, _node, _record, published, world
@@ -39,24 +39,7 @@ from testbed import workloads as objects
 from testbed import workloads as w
 from testbed.world import place_on, pods_on
 
-__all__ = ["clock", "front", "published", "sim", "world"]
-
-
-@pytest.fixture
-def said() -> Iterator[list[str]]:
-    """What the triggers' layer logs during the test, at INFO and above: the package's
-    logger stops propagating (to caplog) and keeps only its own handler once the
-    Lambda's handler set up its JSON lines (drainer/logs.py configure)."""
-    lines: list[str] = []
-
-    class Keep(logging.Handler):
-        def emit(self, record: logging.LogRecord) -> None:
-            lines.append(record.getMessage())
-
-    keep, logger = Keep(logging.INFO), logging.getLogger("drainer.lifecycle")
-    logger.addHandler(keep)
-    yield lines
-    logger.removeHandler(keep)
+__all__ = ["clock", "front", "published", "said", "sim", "world"]
 
 
 def _other_drain(event: str) -> dict[str, Any]:
