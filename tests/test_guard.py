@@ -5,7 +5,7 @@ writes it to the node object it drains (drainer/engine/guard.py)."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -13,9 +13,11 @@ from realapi import ApiFront, budget_blocks_429, front_kube
 from support.clock import FakeClock
 from test_drain import NODE, Settling, admin, drain, eviction_path, place
 
+from drainer.engine.context import NodeRecord
 from drainer.engine.drain import Drain
 from drainer.engine.options import DrainOptions
 from drainer.k8s.cordon import PROGRESS_ANNOTATION, release_patch
+from drainer.k8s.kube import Kube
 from drainer.outcome import Outcome
 from kubesim import KubeSim
 from testbed import workloads as objects
@@ -66,8 +68,16 @@ def front(sim: KubeSim, clock: FakeClock) -> Iterator[ApiFront]:
     running.close()
 
 
-def _drain(front: ApiFront, clock: FakeClock, record: Ledger, seconds: float) -> Drain:
-    kube = front_kube(front, sleep=clock.sleep)
+def _drain(
+    front: ApiFront,
+    clock: FakeClock,
+    record: NodeRecord,
+    seconds: float,
+    wrap: Callable[[Kube], Kube] = lambda kube: kube,
+) -> Drain:
+    """The drain of NODE through the front, for `seconds` on the test clock, its client
+    given to `wrap` first (a test's interleaving)."""
+    kube = wrap(front_kube(front, sleep=clock.sleep))
     engine = Drain(kube, NODE, DrainOptions(), record=record, waits=Settling(clock, front))
     try:
         engine.run(clock() + seconds)

@@ -22,7 +22,7 @@ from realapi import ApiFront, front_kube
 from support.clock import FakeClock
 from support.said import said
 from test_drain import NODE, Settling, admin, place
-from test_guard import clock, front, sim
+from test_guard import _drain, clock, front, sim
 from test_review60_ec2 import TOPIC, _guarded, _invoke, _node, _record, published, world
 
 from drainer.engine.drain import Drain
@@ -55,6 +55,21 @@ def _other_drain(event: str) -> dict[str, Any]:
     }
 
 
+def _at_each_look(monkeypatch: pytest.MonkeyPatch, act: Callable[[int], None]) -> None:
+    """`act(n)` as the runner begins its n-th look for a drain under way
+    (wait_for_live_drain), after its read of the node: what another writer does then
+    lands between this delivery's look and its cordon."""
+    real_wait = runner.wait_for_live_drain
+    looks = [0]
+
+    def looking(*args: Any, **kwargs: Any) -> Any:
+        looks[0] += 1
+        act(looks[0])
+        return real_wait(*args, **kwargs)
+
+    monkeypatch.setattr(runner, "wait_for_live_drain", looking)
+
+
 def _notified(world: World, monkeypatch: pytest.MonkeyPatch, event: dict[str, Any]) -> Any:
     """The event's invocation, with start and end notices on."""
     env = {"NOTIFICATION_TOPIC_ARN": TOPIC, "NOTIFY_ON_START": "true"}
@@ -79,16 +94,14 @@ def test_the_other_delivery_cordons_after_this_ones_look__left_to_its_drain(
     before = _pods(world, node)
     change = world.scheduled_change([instance], starts_in=600)
     other = _other_drain(change["id"])
-    real_wait = runner.wait_for_live_drain
-    raced: list[bool] = []
+    raced: list[int] = []
 
-    def the_other_cordons_meanwhile(*args: Any, **kwargs: Any) -> Any:
-        if not raced:  # after this delivery's look (`known`: the node as it read it)
-            raced.append(True)
+    def the_other_cordons_meanwhile(look: int) -> None:
+        if look == 1:
+            raced.append(look)
             world.cluster.client.patch("Node", node, _cordoned_by(other))
-        return real_wait(*args, **kwargs)
 
-    monkeypatch.setattr(runner, "wait_for_live_drain", the_other_cordons_meanwhile)
+    _at_each_look(monkeypatch, the_other_cordons_meanwhile)
 
     again = _notified(world, monkeypatch, change)
 
@@ -150,16 +163,6 @@ class _Meanwhile:
         return kube
 
 
-def _run(front: ApiFront, clock: FakeClock, record: ProgressRecord, meanwhile: _Meanwhile) -> Drain:
-    kube = meanwhile.wrap(front_kube(front, sleep=clock.sleep))
-    engine = Drain(kube, NODE, DrainOptions(), record=record, waits=Settling(clock, front))
-    try:
-        engine.run(clock() + 60)
-    finally:
-        kube.close()
-    return engine
-
-
 def test_another_drains_record_written_between_the_cordons_read_and_write__not_overwritten(
     sim: KubeSim, front: ApiFront, clock: FakeClock
 ) -> None:
@@ -171,7 +174,7 @@ def test_another_drains_record_written_between_the_cordons_read_and_write__not_o
     record = ProgressRecord(str(Ec2Kind.SCHEDULED_CHANGE), judged=sim.get("Node", NODE))
 
     with pytest.raises(RecordChanged, match="changed since it was read"):
-        _run(front, clock, record, _Meanwhile(sim, lambda _: _cordoned_by(other)))
+        _drain(front, clock, record, 60, _Meanwhile(sim, lambda _: _cordoned_by(other)).wrap)
 
     annotations = sim.get("Node", NODE)["metadata"]["annotations"]
     assert json.loads(annotations[PROGRESS_ANNOTATION]) == other
@@ -188,7 +191,7 @@ def test_a_label_written_between_the_cordons_read_and_write__cordoned_on_the_nex
     place(sim, objects.pod("web-0", node_name=NODE))
     record = ProgressRecord(judged=sim.get("Node", NODE))
 
-    engine = _run(front, clock, record, _Meanwhile(sim, lambda _: _labelled("b")))
+    engine = _drain(front, clock, record, 60, _Meanwhile(sim, lambda _: _labelled("b")).wrap)
 
     assert engine.report.outcome == Outcome.DRAINED
     node = sim.get("Node", NODE)
@@ -209,16 +212,14 @@ def test_the_record_changes_before_every_cordon__said__and_the_last_look_drains_
     node = world.nodes[instance]
     place_on(world, node, [w.deployment("web", 1, grace=5)])
     change = world.scheduled_change([instance], starts_in=600)
-    real_wait = runner.wait_for_live_drain
     written: list[dict[str, Any]] = []
     long_ago = int(time.time()) - 3600
 
-    def rewritten_each_time(*args: Any, **kwargs: Any) -> Any:
-        written.append({"phase": "drained", "at": long_ago - len(written)})  # each its own
+    def rewritten_each_time(look: int) -> None:
+        written.append({"phase": "drained", "at": long_ago - look})  # each its own
         world.cluster.client.patch("Node", node, _cordoned_by(written[-1]))
-        return real_wait(*args, **kwargs)
 
-    monkeypatch.setattr(runner, "wait_for_live_drain", rewritten_each_time)
+    _at_each_look(monkeypatch, rewritten_each_time)
 
     ran = _invoke(world, monkeypatch, change, lambda_seconds=10.0)
 
@@ -259,13 +260,8 @@ def test_a_followed_drain_ends_with_time_left__this_one_drains_on__one_look_enou
     monkeypatch.setattr(live, "LIVE_DRAIN_POLL_SECONDS", 0.05)
     ended = {**rebalance, "phase": "timed_out", "at": now}
     ends = threading.Timer(0.3, world.cluster.client.patch, ("Node", node, _cordoned_by(ended)))
-    real_wait = runner.wait_for_live_drain
-
-    def it_ends_as_this_one_waits(*args: Any, **kwargs: Any) -> Any:
-        ends.start()  # after this invocation's look, which found the rebalance under way
-        return real_wait(*args, **kwargs)
-
-    monkeypatch.setattr(runner, "wait_for_live_drain", it_ends_as_this_one_waits)
+    # after this invocation's look, which found the rebalance under way
+    _at_each_look(monkeypatch, lambda look: ends.start() if look == 1 else None)
     event = world.terminate(instance)
 
     try:
