@@ -18,6 +18,7 @@ import string
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -931,6 +932,7 @@ class Demo:
         self, payload: dict[str, Any], handover: int, timeout: float, delivered: str = ""
     ) -> Invocation:
         attempt = 0
+        request_id = str(uuid.uuid4())  # the delivery's: Lambda's retries keep it
         while True:
             number = len(self.state.invocations) + 1
             invocation = Invocation(number, handover)
@@ -939,7 +941,7 @@ class Demo:
                 "EventBridge delivers the lifecycle event" if number == 1 else "Lambda runs"
             )
             self.view.line("aws", f"{what}: invocation {number} of {FUNCTION}", "step")
-            self._run_invocation(invocation, payload, timeout)
+            self._run_invocation(invocation, payload, timeout, request_id)
             if invocation.error is None:
                 return invocation
             self.view.line(
@@ -956,7 +958,7 @@ class Demo:
             )
 
     def _run_invocation(
-        self, invocation: Invocation, payload: dict[str, Any], timeout: float
+        self, invocation: Invocation, payload: dict[str, Any], timeout: float, request_id: str
     ) -> None:
         function = self.state.function
         assert function is not None
@@ -995,6 +997,8 @@ class Demo:
                 ACCOUNT,
                 "--memory",
                 str(function.memory_mb),
+                "--request-id",
+                request_id,
             ],
             log=self.state.logs / "function-stderr.log",
             env=self._function_env(),

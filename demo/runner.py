@@ -54,6 +54,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--function-name", default="eks-node-drainer")
     parser.add_argument("--account", default="123456789012")
     parser.add_argument("--memory", type=int, default=512)
+    parser.add_argument(
+        "--request-id",
+        default="",
+        help="the invocation's aws_request_id (Lambda's retry of a failed invocation "
+        "keeps it; a new delivery of an event has its own): a new one when not given",
+    )
     args = parser.parse_args(argv)
 
     event = json.load(sys.stdin)
@@ -64,6 +70,8 @@ def main(argv: list[str] | None = None) -> int:
         account=args.account,
         memory_limit_in_mb=args.memory,
     )
+    if args.request_id:
+        context.aws_request_id = args.request_id
     timer = threading.Timer(args.timeout, _time_out, args=(context,))
     timer.daemon = True
     timer.start()

@@ -69,12 +69,12 @@ def added_by_drainer(node: Obj) -> frozenset[str]:
 
 @dataclass(frozen=True)
 class Delivery:
-    """Which delivery of an EC2 event runs a drain, as the node's record keeps it: the
-    event's EventBridge id, the Lambda request (Lambda's retries of an invocation keep
-    it) and the step of the chain of invocations (the hand-overs before it: 0 for the
-    event as EventBridge delivered it); `window`: the start of the change's window
-    (epoch seconds) as the event gave it, which an update of the change that keeps it
-    leaves to this drain."""
+    """Which delivery of an event runs a drain (a scheduled change's, a terminate
+    hook's), as the node's record keeps it: the event's EventBridge id, the Lambda
+    request (Lambda's retries of an invocation keep it) and the step of the chain of
+    invocations (the hand-overs before it: 0 for the event as EventBridge delivered
+    it); `window`: the start of a change's window (epoch seconds) as the event gave
+    it, which an update of the change that keeps it leaves to this drain."""
 
     event: str
     request: str

@@ -438,8 +438,7 @@ def handle(
     cordon_only = event.kind is Ec2Kind.REBALANCE and settings.rebalance_action == "cordon"
     if settings.notify_on_start and not cordon_only and so_far is None:
         # once the drain has cordoned the node: not for a delivery left to another
-        start = notices.ec2_start_notice(found, found.cluster)
-        tools = replace(tools, on_started=_once(lambda: ending.notify(settings, clients, start)))
+        tools = frame.start_notice(tools, notices.ec2_start_notice(found, found.cluster))
     run = frame.aws_guarded(lambda: drain(found, tools, invocation, raw_event, so_far))
     run = replace(run, cluster=found.cluster)
     summary = frame.end_summary(run, None, None, started, trigger=str(event.kind))
@@ -450,18 +449,6 @@ def handle(
     if may_come_back and run.result in (Result.DRAINED, Result.TIMED_OUT):
         log.warning("%s: %s", fate, notices.comes_back(run.node or "NODE", str(event.kind), fate))
     return ending.finish(run, summary, found, settings, clients)
-
-
-def _once(call: Callable[[], None]) -> Callable[[], None]:
-    """`call`, the first time only (the runner tries a drain again after an API error)."""
-    done: list[bool] = []
-
-    def first() -> None:
-        if not done:
-            done.append(True)
-            call()
-
-    return first
 
 
 def fan_out(

@@ -22,12 +22,12 @@ import logging
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from drainer import aws, logs
 from drainer.errors import AwsError, ClusterNotFound, InstanceNotFound
-from drainer.lifecycle import ending
+from drainer.lifecycle import ending, notices
 from drainer.lifecycle.admission import (
     Tags,
     group_refused,
@@ -192,3 +192,20 @@ def answer(
     if action_gone:
         return False
     return ending.complete(clients, event, result)
+
+
+def start_notice(tools: Tools, notice: notices.Notice) -> Tools:
+    """The tools whose drain tells NOTIFICATION_TOPIC_ARN it starts (NOTIFY_ON_START)
+    once its own cordon has taken: the node's record is this invocation's then, not
+    another delivery's of the same event, which is left to that drain and tells
+    nothing. Sent once, however often the runner tries the drain again after an API
+    error."""
+    settings, clients = tools.settings, tools.clients
+    sent: list[bool] = []
+
+    def started() -> None:
+        if not sent:
+            sent.append(True)
+            ending.notify(settings, clients, notice)
+
+    return replace(tools, on_started=started)

@@ -49,8 +49,9 @@ class Approach:
     for any other. The node must still carry a record: one released since is left
     alone (runner.released_since); a node object registered since is another, drained."""
     delivery: Delivery | None = None
-    """A scheduled change's drain: which delivery of its event runs it, for the node's
-    record; a delivery of the same event again finds it there (redelivered.py)."""
+    """A scheduled change's or a terminate hook's drain: which delivery of its event
+    runs it, for the node's record; a delivery of the same event again finds it there
+    (redelivered.py)."""
     fixed_by_ec2: bool = False
     """EC2 takes the instance at the drain's deadline (a warning's, a capacity
     reservation's, a state change's, a near scheduled change's): it waits only for a

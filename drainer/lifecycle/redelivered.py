@@ -1,15 +1,18 @@
-"""A scheduled change's event delivered again while its drain is under way.
+"""A scheduled change's or a terminate hook's event delivered again while its drain
+is under way, or just after it ended.
 
 EventBridge delivers an event at least once, and Lambda's queue may hand an
-asynchronous invocation to the function more than once. A drain whose window lies
-beyond one invocation is handed from invocation to invocation, each carrying the
-event marked with the hand-overs so far (drainer/lifecycle/ec2_handover.py), and
+asynchronous invocation to the function more than once. A drain longer than one
+invocation is handed from invocation to invocation, each carrying the event marked
+with the hand-overs so far (drainer/lifecycle/ec2_handover.py, handover.py), and
 each recording on the node which delivery runs it (k8s/cordon.py `Delivery`: the
 event's id, the Lambda request, the step of the chain). A delivery of the same event
 in another request, at the same step of the chain or an earlier one, that finds that
 record fresh (a drain begun within REDELIVERY_GAP, or ended or handed over within
 it) is left to that drain: without this it drained beside it, then handed over too,
-and two chains ran to the window, each with its invocations and its end notice.
+and two chains ran to the window, each with its invocations and its end notice. A
+terminate hook's second delivery also answered the lifecycle action a second time
+and counted the drain twice; left to the first, it answers nothing (the first does).
 
 Lambda's retry of a failed invocation keeps its request id, and the runner's own
 retry after an API error runs in the same request: both drain on. An AWS Health
@@ -66,10 +69,11 @@ def recent(record: Obj, key: str, now: float) -> float | None:
 
 
 def redelivered(node: Obj, approach: Approach, now: float) -> Run | None:
-    """The run that leaves the node to the drain another delivery of this event, or of
-    an update of its change that keeps the window, runs; None when there is none (not a
-    scheduled change's drain, the chain's next step, this request's own drain, another
-    event, a record gone stale)."""
+    """The run that leaves the node to the drain another delivery of this event, or
+    of an update of its change that keeps the window, runs; None when there is none
+    (no delivery to compare: the command line's drain, an EC2 event of another kind;
+    the chain's next step, this request's own drain, another event, a record gone
+    stale)."""
     delivery = approach.delivery
     record = progress_of(node) or {}
     held = _HELD.get(str(record.get("phase")))

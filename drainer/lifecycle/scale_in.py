@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
 from drainer import aws
 from drainer.errors import AwsError, LifecycleActionGone
+from drainer.k8s.cordon import Delivery
 from drainer.lifecycle import ending, frame, notices
 from drainer.lifecycle.events_ec2 import EC2_TRIGGERS
 from drainer.lifecycle.events_hook import TERMINATE_HOOK_TRIGGER, WARM_POOL_NAME, LifecycleEvent
@@ -42,10 +43,14 @@ from drainer.lifecycle.window import (
 log = logging.getLogger(__name__)
 
 
-def approach(settings: Settings, event: LifecycleEvent) -> Approach:
+def approach(
+    settings: Settings, event: LifecycleEvent, invocation: Invocation | None = None
+) -> Approach:
     """The terminate hook's drain: it waits for a drain a spot event began, and
     records its trigger and deadline on the node (so a rebalance recommendation
-    that comes meanwhile leaves its record alone). A scale-in into the warm pool is
+    that comes meanwhile leaves its record alone), and which delivery of the event
+    runs it: a delivery of the same event again, in another request, is left to
+    that drain (drainer/lifecycle/redelivered.py). A scale-in into the warm pool is
     the same drain, its record saying where the instance goes."""
     options = replace(
         settings.drain_options(),
@@ -54,18 +59,19 @@ def approach(settings: Settings, event: LifecycleEvent) -> Approach:
     )
     handover = event.handover
     since = handover.started_at if handover is not None and handover.recorded else 0.0
-    return Approach(options, EC2_TRIGGERS, continued=since)
+    delivery = None
+    if invocation is not None and invocation.request_id:
+        step = handover.handovers if handover is not None else 0
+        delivery = Delivery(event.event_id, invocation.request_id, step)
+    return Approach(options, EC2_TRIGGERS, continued=since, delivery=delivery)
 
 
 def drain_instance(
     event: LifecycleEvent,
     tools: Tools,
     invocation: Invocation | None,
-    *,
-    on_start: Callable[[], None] | None = None,
 ) -> Run:
-    """Drain the event's instance, heartbeating its lifecycle action meanwhile.
-    `on_start` is called once the group is known to be ours (the start notice)."""
+    """Drain the event's instance, heartbeating its lifecycle action meanwhile."""
     settings, clients, clock = tools.settings, tools.clients, tools.clock
     now = clock()
     started_at = event.handover.started_at if event.handover else now
@@ -83,12 +89,10 @@ def drain_instance(
     stale = _stale(event, clients.autoscaling, deadline, now)
     if stale:
         return Run(Result.STALE, stale, started_at=started_at)
-    if on_start is not None:
-        on_start()
     log_deadline(deadline, clock())
     with frame.heartbeating(clients.autoscaling, event, admitted.hook) as heartbeat:
         window = Window(deadline, hand_over_at(invocation, settings, clock))
-        run = replace(_drain(tools, event, admitted, window), deadline=deadline)
+        run = replace(_drain(tools, event, admitted, window, invocation), deadline=deadline)
         if run.result == Result.HANDED_OVER and not heartbeat.gone:
             # The next invocation beats after Lambda's queue, its start and its
             # admission: the last beat here must not be half a timeout old by then.
@@ -164,14 +168,24 @@ def _with_heartbeat(
     )
 
 
-def _drain(tools: Tools, event: LifecycleEvent, admitted: frame.Admitted, window: Window) -> Run:
+def _drain(
+    tools: Tools,
+    event: LifecycleEvent,
+    admitted: frame.Admitted,
+    window: Window,
+    invocation: Invocation | None,
+) -> Run:
     """From the hook to a drain job: the cluster, the instance, then the job's run."""
     where = frame.locate(event, admitted, tools)
     if isinstance(where, frame.NotLocated):
         result = Result.NO_NODE if where.no_instance else Result.FAILED
         return Run(result, where.message, cluster=where.cluster_name)
     job = DrainJob(
-        where.identity, where.cluster, window, approach(tools.settings, event), event.handover
+        where.identity,
+        where.cluster,
+        window,
+        approach(tools.settings, event, invocation),
+        event.handover,
     )
     return run_job(tools, job)
 
@@ -188,8 +202,9 @@ def handle(
     settings, clients = tools.settings, tools.clients
     started = time.monotonic()
     _announce(event)
-    on_start = _start_notice(event, settings, clients)
-    run = frame.aws_guarded(lambda: drain_instance(event, tools, invocation, on_start=on_start))
+    if settings.notify_on_start and event.handover is None:  # not again down a chain
+        tools = frame.start_notice(tools, notices.start_notice(event, settings.cluster_name))
+    run = frame.aws_guarded(lambda: drain_instance(event, tools, invocation))
     if run.result == Result.HANDED_OVER:
         run = ending.hand_over(run, raw_event, clients, invocation)
     result, completed = _answer(clients, event, run, settings)
@@ -216,20 +231,6 @@ def _announce(event: LifecycleEvent) -> None:
             "its node is drained and stays, cordoned, until the instance comes back",
             event.instance_id,
         )
-
-
-def _start_notice(
-    event: LifecycleEvent, settings: Settings, clients: aws.AwsClients
-) -> Callable[[], None] | None:
-    """What tells NOTIFICATION_TOPIC_ARN that the drain starts (NOTIFY_ON_START), once
-    per drain: not again in the invocations it is handed over to."""
-    if not settings.notify_on_start or event.handover is not None:
-        return None
-
-    def on_start() -> None:
-        ending.notify(settings, clients, notices.start_notice(event, settings.cluster_name))
-
-    return on_start
 
 
 def _answer(

@@ -7,7 +7,9 @@ real handler, a Lambda context with a real deadline, the function's environment)
 talking to awssim served from this test's process (the same moto state the test
 reads) and to the cluster. So "killed" is a SIGKILL at a random point of the drain
 (after the k-th line of its log), not an exception: heartbeats, evictions and the
-node record stop wherever they were. Lambda then delivers the event again.
+node record stop wherever they were. Lambda then delivers the event again, in the
+failed invocation's request (its retries keep the request id; a delivery of an event
+again, concurrent or duplicate, has its own, and is left to the drain under way).
 
 Faults, each drawn or not per seed (the fault kinds `make chaos` reports):
 - aws:throttle-ec2, aws:throttle-autoscaling: DescribeInstances answers
@@ -53,6 +55,7 @@ from collections import Counter, deque
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from uuid import uuid4
 
 import pytest
 
@@ -77,6 +80,7 @@ OUTCOME_TABLE = {
     "no_node": "CONTINUE",
     "timed_out": "CONTINUE",
     "handed_over": "none",
+    "redelivered": "none",  # a duplicate left to the drain under way, or just done
 }
 
 
@@ -142,6 +146,8 @@ class Invocation:
 
     number: int
     payload: dict[str, Any]
+    request_id: str
+    """Lambda's retry of a failed invocation keeps its request; a delivery has its own."""
     started: float = 0.0
     ended: float = 0.0
     log: list[str] = field(default_factory=list)
@@ -168,9 +174,9 @@ class Runtime:
         self.invocations: list[Invocation] = []
         self._lock = threading.Lock()
 
-    def run(self, payload: dict[str, Any]) -> Invocation:
+    def run(self, payload: dict[str, Any], request_id: str = "") -> Invocation:
         with self._lock:
-            invocation = Invocation(len(self.invocations), payload)
+            invocation = Invocation(len(self.invocations), payload, request_id or str(uuid4()))
             self.invocations.append(invocation)
         kill_at = None
         if self.faults.kill is not None and self.faults.kill[0] == invocation.number:
@@ -178,7 +184,10 @@ class Runtime:
         with tempfile.TemporaryFile("w+") as errors:
             invocation.started = time.time()
             process = subprocess.Popen(
-                [sys.executable, "-m", "demo.runner", "--timeout", str(self.timeout)],
+                [
+                    *(sys.executable, "-m", "demo.runner", "--timeout", str(self.timeout)),
+                    *("--request-id", invocation.request_id),
+                ],
                 cwd=ROOT,
                 env=self.env,
                 stdin=subprocess.PIPE,
@@ -212,26 +221,28 @@ class Runtime:
 
 def _deliveries(world: World, runtime: Runtime, event: dict[str, Any]) -> None:
     """Deliver the event (twice at once when concurrent), then whatever the drain
-    queued, each failed invocation's event once more, and a duplicate at the end."""
+    queued, each failed invocation's event once more (in its request, as Lambda
+    retries it), and a duplicate at the end (a delivery of its own)."""
     first = [event, event] if runtime.faults.concurrent else [event]
     threads = [threading.Thread(target=runtime.run, args=(e,)) for e in first]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
-    redeliver = deque(i.payload for i in runtime.invocations if i.failed)
+    redeliver = deque((i.payload, i.request_id) for i in runtime.invocations if i.failed)
     while len(runtime.invocations) < MAX_INVOCATIONS:
         queued = world.aws.pop_invocation()
         if redeliver:
-            payload = redeliver.popleft()
+            payload, request = redeliver.popleft()
             if queued is not None:
-                redeliver.append(queued["payload"])
+                redeliver.append((queued["payload"], ""))
         elif queued is not None:
-            payload = queued["payload"]
+            payload, request = queued["payload"], ""
         else:
             break
-        if runtime.run(payload).failed:
-            redeliver.append(payload)
+        ran = runtime.run(payload, request)
+        if ran.failed:
+            redeliver.append((payload, ran.request_id))
     if runtime.faults.duplicate:
         runtime.run(event)
 

@@ -324,7 +324,8 @@ def test_same_event_twice_at_once__both_end_well__pods_evicted_once(
     for thread in threads:
         thread.join(60)
 
-    assert sorted(r["result"] for r in results) == ["drained", "drained"]
+    # One drains; the other, left to it, answers nothing (redelivered).
+    assert sorted(r["result"] for r in results) == ["drained", "redelivered"]
     terminations = [e for e in budgets.pod_events() if e.evicted and e.app == "web"]
     assert len(terminations) == 4, "each pod was deleted once"
     if world.cluster.backend == "kubesim":  # request records: kubesim keeps them

@@ -1,0 +1,220 @@
+"""A terminate hook's event delivered twice.
+
+EventBridge delivers an event at least once, and Lambda's queue may hand an
+asynchronous invocation to the function more than once (each time in a request of
+its own; Lambda's retry of a failed one keeps its request). A second delivery of the
+hook's event drained the node beside the first: two heartbeats, two sets of
+evictions, two end lines, two end notices and DrainSucceeded counted twice for one
+scale-in, and a second chain of hand-overs when the first was long. Now the hook's
+drain records which delivery runs it, as a scheduled change's does
+(drainer/lifecycle/redelivered.py), and a delivery of the same event in another
+request that finds that record fresh is left to that drain: it answers nothing, tells
+nothing and evicts nothing. Its start notice waits for its own cordon."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import pytest
+from test_review60_ec2 import TOPIC, _invoke, _node, _record, published, world
+from test_two_deliveries import _at_each_look, _cordoned_by, _pods
+
+from drainer import handler
+from drainer.k8s.cordon import DRAINING
+from drainer.lifecycle.events_hook import TERMINATE_HOOK_TRIGGER
+from drainer.lifecycle.handover import HANDOVER_KEY
+from testbed import LambdaContext, World
+from testbed import workloads as w
+from testbed.world import place_on
+
+__all__ = ["published", "world"]
+
+
+def _notified(world: World, monkeypatch: pytest.MonkeyPatch, event: dict[str, Any]) -> Any:
+    env = {"NOTIFICATION_TOPIC_ARN": TOPIC, "NOTIFY_ON_START": "true"}
+    return _invoke(world, monkeypatch, event, **env)
+
+
+def _hook_drain(event: dict[str, Any], *, step: int = 0, phase: str = DRAINING) -> dict[str, Any]:
+    """The record another delivery of the hook's `event` writes as it cordons (in its
+    own request)."""
+    now = int(time.time())
+    record = {
+        "phase": phase,
+        "trigger": TERMINATE_HOOK_TRIGGER,
+        "delivery": {"event": event["id"], "request": "the-other-delivery", "step": step},
+        "added": ["cordon"],
+    }
+    record.update({"since": now - 30} if phase == DRAINING else {"since": now - 60, "at": now})
+    return record
+
+
+def _serving_pod(world: World, node: str) -> None:
+    place_on(world, node, [w.deployment("web", 1, grace=5)])
+
+
+def test_delivered_again_while_the_first_drains__left_to_it(
+    world: World, monkeypatch: pytest.MonkeyPatch, published: list[tuple[str, str]]
+) -> None:
+    """The first delivery's drain is under way (its record on the node). The second is
+    left to it: no eviction (no budget holds the pod, a drain would take it), no
+    answer to the Auto Scaling group (the first gives it), no start or end notice."""
+    instance = world.instance_ids[0]
+    node = world.nodes[instance]
+    _serving_pod(world, node)
+    before = _pods(world, node)
+    event = world.terminate(instance)
+    other = _hook_drain(event)
+    world.cluster.client.patch("Node", node, _cordoned_by(other))
+
+    again = _notified(world, monkeypatch, event)
+
+    assert again["result"] == "redelivered", again
+    assert "delivered again" in again["message"], again
+    assert _pods(world, node) == before, "the second delivery evicted"
+    assert _record(world, node) == other, "the first drain's record as it wrote it"
+    assert world.completions() == [], "the second delivery answered the lifecycle action"
+    assert published == [], "a notice for a drain this delivery never ran"
+    assert not world.aws.pending_invocations(), "a chain of its own"
+
+
+def test_delivered_again_after_the_first_drained__nothing_told_twice(
+    world: World, monkeypatch: pytest.MonkeyPatch, published: list[tuple[str, str]]
+) -> None:
+    """The first delivery drained the node and said so; the second, minutes later,
+    finds its record `drained`: one end line with DrainSucceeded, one answer, one start
+    and one end notice for the scale-in."""
+    instance = world.instance_ids[0]
+    node = world.nodes[instance]
+    _serving_pod(world, node)
+    event = world.terminate(instance)
+
+    first = _notified(world, monkeypatch, event)
+    assert first["result"] == "drained", first
+    told = list(published)
+    assert [subject.split(":")[0] for subject, _ in told] != [], told
+
+    again = _notified(world, monkeypatch, event)
+
+    assert again["result"] == "redelivered", again
+    assert published == told, "told again of a drain done once"
+    assert len(world.completions()) == 1, world.completions()
+    assert _record(world, node)["phase"] == "drained"
+
+
+def test_delivered_again_mid_chain__the_chains_next_step_drains_on(
+    world: World, monkeypatch: pytest.MonkeyPatch, published: list[tuple[str, str]]
+) -> None:
+    """A long drain hands over; the event as EventBridge sent it comes again while
+    the chain goes on. It is left to the chain; the chain's next invocation (its own
+    request, a later step) drains on to the end and answers CONTINUE."""
+    instance = world.instance_ids[0]
+    node = world.nodes[instance]
+    _serving_pod(world, node)
+    event = world.terminate(instance)
+    world.cluster.client.patch("Node", node, _cordoned_by(_hook_drain(event, step=1)))
+
+    again = _notified(world, monkeypatch, event)
+    assert again["result"] == "redelivered", again
+
+    handed = json.loads(json.dumps(event))
+    handed[HANDOVER_KEY] = {
+        "started_at": time.time() - 30,
+        "handovers": 2,
+        "heartbeats": 1,
+        "recorded": True,
+    }
+    step = _notified(world, monkeypatch, handed)
+
+    assert step["result"] == "drained", step
+    assert [c["LifecycleActionResult"] for c in world.completions()] == ["CONTINUE"]
+    assert _pods(world, node) == [], "the chain's step left the pod"
+
+
+def test_another_events_record__this_hook_drains(
+    world: World, monkeypatch: pytest.MonkeyPatch, published: list[tuple[str, str]]
+) -> None:
+    """A record of the hook's drain for another lifecycle action of the instance (an
+    event of its own: the instance back from the warm pool, scaled in again) is not
+    this event's: it drains."""
+    instance = world.instance_ids[0]
+    node = world.nodes[instance]
+    _serving_pod(world, node)
+    event = world.terminate(instance)
+    world.cluster.client.patch(
+        "Node", node, _cordoned_by(_hook_drain({"id": "an-earlier-action"}, phase="drained"))
+    )
+
+    run = _notified(world, monkeypatch, event)
+
+    assert run["result"] == "drained", run
+    assert _pods(world, node) == []
+    assert [c["LifecycleActionResult"] for c in world.completions()] == ["CONTINUE"]
+
+
+def test_start_notice__after_the_cordon__none_for_a_delivery_that_lost_the_race(
+    world: World, monkeypatch: pytest.MonkeyPatch, published: list[tuple[str, str]]
+) -> None:
+    """Both deliveries read the node before either cordoned: this one's look finds no
+    record, the other's cordon lands before this one's. This one is left to it and
+    sends no start notice (it went before the drain, and so for a drain never run)."""
+    instance = world.instance_ids[0]
+    node = world.nodes[instance]
+    _serving_pod(world, node)
+    before = _pods(world, node)
+    event = world.terminate(instance)
+    other = _hook_drain(event)
+
+    def the_other_cordons_meanwhile(look: int) -> None:
+        if look == 1:
+            world.cluster.client.patch("Node", node, _cordoned_by(other))
+
+    _at_each_look(monkeypatch, the_other_cordons_meanwhile)
+
+    again = _notified(world, monkeypatch, event)
+
+    assert again["result"] == "redelivered", again
+    assert published == [], "a start notice for a drain this delivery never ran"
+    assert _pods(world, node) == before
+    assert _node(world, node)["spec"].get("unschedulable")
+
+
+def test_start_notice__none_for_an_instance_whose_node_is_gone(
+    world: World, monkeypatch: pytest.MonkeyPatch, published: list[tuple[str, str]]
+) -> None:
+    """No drain starts for an instance with no node (gone already, or never joined):
+    the end notice says so, and no notice told a drain starting."""
+    instance = world.instance_ids[0]
+    world.cluster.client.delete("Node", world.nodes[instance])
+    event = world.terminate(instance)
+
+    run = _notified(world, monkeypatch, event)
+
+    assert run["result"] == "no_node", run
+    assert len(published) == 1, [subject for subject, _ in published]
+    assert [c["LifecycleActionResult"] for c in world.completions()] == ["CONTINUE"]
+
+
+def test_lambdas_retry_of_a_failed_invocation__drains_on(
+    world: World, monkeypatch: pytest.MonkeyPatch, published: list[tuple[str, str]]
+) -> None:
+    """Lambda tries a failed invocation again in the same request: the record its
+    first try left is its own, and it drains on to the answer."""
+    instance = world.instance_ids[0]
+    node = world.nodes[instance]
+    _serving_pod(world, node)
+    event = world.terminate(instance)
+    mine = _hook_drain(event)
+    mine["delivery"]["request"] = "the-request"
+    world.cluster.client.patch("Node", node, _cordoned_by(mine))
+    for key, value in world.env().items():
+        monkeypatch.setenv(key, value)
+    handler.reset()
+
+    run = handler.lambda_handler(event, LambdaContext(aws_request_id="the-request"))
+
+    assert run["result"] == "drained", run
+    assert _pods(world, node) == []
+    assert [c["LifecycleActionResult"] for c in world.completions()] == ["CONTINUE"]
