@@ -18,11 +18,12 @@ import time
 from typing import Any
 
 import pytest
-from test_review60_ec2 import TOPIC, _invoke, _node, _record, published, world
+from test_review60_ec2 import TOPIC, _guarded, _invoke, _node, _record, published, world
 from test_two_deliveries import _at_each_look, _cordoned_by, _pods
 
 from drainer import handler
 from drainer.k8s.cordon import DRAINING
+from drainer.lifecycle import live, notices
 from drainer.lifecycle.events_hook import TERMINATE_HOOK_TRIGGER
 from drainer.lifecycle.handover import HANDOVER_KEY
 from testbed import LambdaContext, World
@@ -94,7 +95,7 @@ def test_delivered_again_after_the_first_drained__nothing_told_twice(
     first = _notified(world, monkeypatch, event)
     assert first["result"] == "drained", first
     told = list(published)
-    assert [subject.split(":")[0] for subject, _ in told] != [], told
+    assert len(told) == 2, [subject for subject, _ in told]  # the start, the end
 
     again = _notified(world, monkeypatch, event)
 
@@ -217,4 +218,64 @@ def test_lambdas_retry_of_a_failed_invocation__drains_on(
 
     assert run["result"] == "drained", run
     assert _pods(world, node) == []
+    assert [c["LifecycleActionResult"] for c in world.completions()] == ["CONTINUE"]
+
+
+def test_a_real_chain__the_event_again_between_its_steps__left_to_it__the_next_step_drains_on(
+    world: World, monkeypatch: pytest.MonkeyPatch, published: list[tuple[str, str]]
+) -> None:
+    """Through the handler: the first invocation runs out of time with a pod its
+    budget holds and hands over (the next step queued); the event as EventBridge sent
+    it comes again and is left to the chain; the budget lets go, and the chain's next
+    step (a request of its own, the step after) drains on and answers CONTINUE."""
+    instance = world.instance_ids[0]
+    node = world.nodes[instance]
+    _guarded(world, node)
+    event = world.terminate(instance)
+    env = {"HANDOVER_MARGIN_SECONDS": "5", "NOTIFICATION_TOPIC_ARN": TOPIC}
+
+    first = _invoke(world, monkeypatch, event, lambda_seconds=7.0, **env)
+    assert first["result"] == "handed_over", first
+    (step,) = world.aws.pending_invocations()
+    assert world.aws.pop_invocation() is not None
+
+    again = _invoke(world, monkeypatch, event, **env)
+    assert again["result"] == "redelivered", again
+
+    world.cluster.client.delete("PodDisruptionBudget", "db", "default")
+    after = _invoke(world, monkeypatch, step["payload"], **env)
+
+    assert after["result"] == "drained", after
+    assert [c["LifecycleActionResult"] for c in world.completions()] == ["CONTINUE"]
+    assert _pods(world, node) == []
+
+
+def test_hook_following_a_spot_drain__the_start_notice_goes_as_it_follows(
+    world: World, monkeypatch: pytest.MonkeyPatch, published: list[tuple[str, str]]
+) -> None:
+    """The hook's drain waits for the drain a spot warning began rather than starting
+    another: it never cordons, and its start notice goes as it begins to follow (then
+    its end notice), not never."""
+    instance = world.instance_ids[0]
+    node = world.nodes[instance]
+    now = int(time.time())
+    spot = {"phase": DRAINING, "trigger": "spot-interruption", "since": now, "until": now + 2}
+    world.cluster.client.patch("Node", node, _cordoned_by(spot))
+    monkeypatch.setattr(live, "LIVE_DRAIN_POLL_SECONDS", 0.05)
+    monkeypatch.setattr(live, "LIVE_DRAIN_SLACK_SECONDS", 0.5)  # without a notice: no wait
+    recorded = notices.publish  # the `published` fixture's
+
+    def publish(sns: Any, topic: str, notice: notices.Notice) -> bool:
+        if not published:  # the spot drain ends once the hook follows it
+            ended = {**spot, "phase": "drained", "at": int(time.time())}
+            world.cluster.client.patch("Node", node, _cordoned_by(ended))
+        return recorded(sns, topic, notice)
+
+    monkeypatch.setattr(notices, "publish", publish)
+
+    run = _notified(world, monkeypatch, world.terminate(instance))
+
+    assert run["result"] == "drained", run
+    assert len(published) == 2, [subject for subject, _ in published]  # the start, the end
+    assert _record(world, node)["trigger"] == "spot-interruption", "the hook drained itself"
     assert [c["LifecycleActionResult"] for c in world.completions()] == ["CONTINUE"]

@@ -45,6 +45,7 @@ def wait_for_live_drain(
     deadline: float,
     known: dict[str, Any] | None = None,
     fixed_by_ec2: bool = False,
+    own: str = "",
 ) -> Run | dict[str, Any]:
     """When the node's record shows a live drain begun by one of `triggers` (another
     invocation, for a spot event of the same instance), wait for it to end, reading
@@ -55,18 +56,15 @@ def wait_for_live_drain(
     timed out before this drain's own deadline (`deadline`) and the instance may
     outlive it (`_drains_on`: a rebalance's drain, cut to its one invocation, or a
     scheduled change's). `known`: the node as the caller just read it. `fixed_by_ec2`:
-    a live drain that will not act by this deadline as this one would is not waited for."""
+    a live drain that will not act by this deadline as this one would is not waited for.
+    `own`: this drain's trigger; waiting for a live drain another trigger began is this
+    one's drain starting (`tools.on_started`, the start notice), where waiting for one
+    its own trigger began (the same event delivered again) is not."""
     current = (known if known is not None else kube.get_node(node)) or {}
     live = live_drain(current, tools.clock(), triggers)
     if live is None or (fixed_by_ec2 and _beside(live, node, deadline)):
         return current
-    log.info(
-        "a drain begun by the %s event is under way on node %s; waiting for it instead "
-        "of starting another",
-        live.trigger,
-        node,
-        extra={"followed_trigger": live.trigger},
-    )
+    _waiting(tools, live.trigger, node, own)
     until = min(live.until + LIVE_DRAIN_SLACK_SECONDS, limit)
     ended, current = _wait_for_end(tools, kube, node, current, trigger=live.trigger, until=until)
     if ended is not None:
@@ -143,6 +141,20 @@ def _drains_on(ended: Run, live: LiveDrain, node: str, deadline: float) -> bool:
         extra={"followed_trigger": live.trigger},
     )
     return True
+
+
+def _waiting(tools: Tools, trigger: str, node: str, own: str) -> None:
+    """Say that this drain waits for the live one `trigger` began; when another trigger
+    began it, this one's drain starts so (its start notice)."""
+    log.info(
+        "a drain begun by the %s event is under way on node %s; waiting for it instead "
+        "of starting another",
+        trigger,
+        node,
+        extra={"followed_trigger": trigger},
+    )
+    if tools.on_started is not None and trigger != own:
+        tools.on_started()
 
 
 def _wait_for_end(

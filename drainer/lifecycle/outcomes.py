@@ -40,9 +40,10 @@ class Result(StrEnum):
     `release`) while the drain ran, or before an EC2 event's drain handed over to this
     invocation: left as the release left it."""
     REDELIVERED = "redelivered"
-    """A scheduled change's event delivered again (EventBridge delivers at least once),
-    or an update of the change that keeps its window, while the drain the event began
-    is under way or just handed over: left to that drain."""
+    """A scheduled change's or a terminate hook's event delivered again (EventBridge
+    delivers at least once), or an update of the change that keeps its window, while
+    the drain the event began is under way, or just handed over or ended: left to that
+    drain, which answers the lifecycle action (this delivery answers nothing)."""
 
 
 _RESULTS: dict[Outcome, Result] = {
@@ -89,6 +90,6 @@ def lifecycle_result(result: Result, settings: Settings) -> str | None:
         Result.CORDONED: None,  # a spot event's: there is no lifecycle action
         Result.STALE: None,  # the action is gone: nothing to answer
         Result.RELEASED: None,  # the release stopped the drain: left to the hook's timeout
-        Result.REDELIVERED: None,  # an EC2 event's: there is no lifecycle action
+        Result.REDELIVERED: None,  # the drain this delivery is left to answers
     }
     return table[result]

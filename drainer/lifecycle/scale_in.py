@@ -251,7 +251,7 @@ def _into_warm_pool(summary: dict[str, Any], run: Run, settings: Settings) -> di
     if (
         not settings.launch_hook
         and run.node
-        and run.result not in (Result.NO_NODE, Result.RELEASED)
+        and run.result not in (Result.NO_NODE, Result.RELEASED, Result.REDELIVERED)
     ):
         advice = (
             f"LAUNCH_HOOK is off: when the instance comes back from the warm pool, run "
