@@ -468,10 +468,10 @@ def test_forecast_node__a_pod_that_never_goes__its_eta_the_timeout_not_nothing_l
 def test_forecast_node__the_nodes_pods_read_once__the_others_of_their_namespaces_beside(
     selector: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The replacement times come from every pod of the node's namespaces. Without a
-    pod selector the node's own pods are not read twice: the namespace's list leaves
-    them out (spec.nodeName!=). With one, the node's pods it leaves out are only in
-    the namespace's whole list."""
+    """The replacement times (asked for once a budget holds a pod of the node) come
+    from every pod of the node's namespaces. Without a pod selector the node's own
+    pods are not read twice: the namespace's list leaves them out (spec.nodeName!=).
+    With one, the node's pods it leaves out are only in the namespace's whole list."""
     from drainer.plan import eta
 
     def ready(name: str, node: str, at: str) -> dict[str, Any]:
@@ -495,7 +495,7 @@ def test_forecast_node__the_nodes_pods_read_once__the_others_of_their_namespaces
     on_node = [here] if selector else [here, skipped]
     kube = SimpleNamespace(
         list_pods_on_node=lambda node, selector: (on_node, ""),
-        list_budgets=lambda: ([], ""),
+        list_budgets=lambda: ([_allowing("web", 1)], ""),
         list_pods_in=pods_in,
         request=_not_found,
     )
@@ -508,3 +508,39 @@ def test_forecast_node__the_nodes_pods_read_once__the_others_of_their_namespaces
     assert reads == [("default", "" if selector else "n1")]
     assert timed == [["db-1", "web-1", "web-2"]]
     assert set(forecast.gone) == {f"default/{p['metadata']['name']}" for p in on_node}
+
+
+def _allowing(app: str, allowed: int) -> dict[str, Any]:
+    """A budget over the pods labelled app=`app`, as the disruption controller left it:
+    `allowed` disruptions, every pod healthy."""
+    status = {"disruptionsAllowed": allowed, "currentHealthy": 2, "desiredHealthy": 1}
+    return w.budget(app, {"app": app}, max_unavailable=allowed, status=status)
+
+
+def test_forecast_node__no_budget_holds_a_pod__the_times_to_ready_never_worked_out(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A replacement's time to Ready counts only in a budget: with none over the node's
+    pods (a budget elsewhere in the namespace), the forecast never works the times out
+    of the namespace's pods, and forecasts each pod in its grace period all the same."""
+    from drainer.plan import eta
+
+    asked: list[int] = []
+
+    def startups(cluster_pods: list[dict[str, Any]]) -> Any:
+        asked.append(len(cluster_pods))
+        return timing.startups(cluster_pods)
+
+    here = w.pod("web-1", node_name="n1", labels={"app": "web"}, owner="web", ready=True)
+    kube = SimpleNamespace(
+        list_pods_on_node=lambda node, selector: ([here], ""),
+        list_budgets=lambda: ([_allowing("db", 1)], ""),
+        list_pods_in=lambda namespace, off_node="": ([], ""),
+        request=_not_found,
+    )
+    monkeypatch.setattr(eta, "startups", startups)
+
+    forecast = eta.forecast_node(kube, "n1", DrainOptions(), timeout=600, now=T0)  # type: ignore[arg-type]
+
+    assert asked == []
+    assert forecast.gone == {"default/web-1": 30.0}

@@ -16,7 +16,7 @@ from drainer.engine.pace import NodeForecast
 from drainer.k8s.kube import Kube
 from drainer.plan import model
 from drainer.plan.observed import read as read_stops
-from drainer.plan.timing import startups
+from drainer.plan.timing import Startups, startups
 
 
 def forecast_node(
@@ -33,7 +33,8 @@ def forecast_node(
     else:  # the node's pods read once: on a large node, half of what the forecast reads
         off = [pod for ns in namespaces for pod in kube.list_pods_in(ns, off_node=node)[0]]
         neighbours = on_node + off
-    cluster = model.Cluster(budgets, startups(neighbours), None, read_stops(kube))
+    times = Startups(lambda: startups(neighbours))  # only when a budget holds a pod
+    cluster = model.Cluster(budgets, times, None, read_stops(kube))
     eta, paced_by, run = model.likely_drain(on_node, cluster, options, timeout=timeout, now=now)
     # A pod that never goes (a budget that allows none) is forecast to the timeout,
     # as the node's eta is: never 'nothing left' while it is still there.

@@ -10,6 +10,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from drainer.engine import pods
@@ -82,7 +83,7 @@ class _Run:
     schedule: Schedule
     view: ForecastBudgets
     options: DrainOptions
-    startups: dict[Owner, Startup]
+    startups: Mapping[Owner, Startup]
     slow: bool
     bound: int
     """The most passes `step` makes at one moment: one per pod, and one more."""
@@ -142,6 +143,8 @@ class _Run:
     def _replace(self, pod: Pod, now: float, budgets: list[str]) -> None:
         """The pod's replacement, healthy when its workload's time to Ready says (even
         for a pod that was not), counted in `budgets`."""
+        if not budgets:
+            return  # nothing waits for it: no time to Ready asked
         startup = self._startup(pod)
         if math.isfinite(startup):
             for budget in budgets:
@@ -201,7 +204,7 @@ def forecast(
     going: list[Going],
     view: ForecastBudgets,
     options: DrainOptions,
-    startups: dict[Owner, Startup],
+    startups: Mapping[Owner, Startup],
     *,
     timeout: float,
     slow: bool = False,

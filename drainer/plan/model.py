@@ -4,6 +4,7 @@ Ready), what paces it, and what blocks it."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from drainer.engine import filters, pods
@@ -52,7 +53,7 @@ class Cluster:
     the nodes left (None: not checked), and the stops the drains observed."""
 
     budgets: list[b.Budget]
-    startups: dict[Owner, Startup]
+    startups: Mapping[Owner, Startup]
     capacity: Capacity | None = None
     stops: Stops = field(default_factory=Stops)
 

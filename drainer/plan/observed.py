@@ -80,11 +80,21 @@ class Stops:
                 found.setdefault((namespace, "Deployment", deployment), []).append(summary)
         return found
 
+    @functools.cached_property
+    def _summaries(self) -> dict[Owner, observed.Summary | None]:
+        """Each owner's summary once worked out: a node's pods share a few owners."""
+        return {}
+
     def summary(self, key: Owner | None) -> observed.Summary | None:
         """The owner's stops: a Deployment's with those kept under its ReplicaSets'
         names, oldest first, the last SAMPLES."""
         if key is None:
             return None
+        if key not in self._summaries:
+            self._summaries[key] = self._summary(key)
+        return self._summaries[key]
+
+    def _summary(self, key: Owner) -> observed.Summary | None:
         kept = [*self._by_deployment.get(key, []), *filter(None, [self.known.get(key)])]
         if not kept:
             return None
@@ -105,6 +115,8 @@ class Stops:
     def timed(self, going: Going) -> Going:
         """The pod as the forecast should stop it: with its observed stop (in tenths of
         a second, never more than its grace period); its grace period otherwise."""
+        if not self.known:
+            return going  # no drain kept a stop: every pod stops in its grace period
         stop = self.of(going.pod)
         if not stop.observed or going.stopping is not None:
             return going
