@@ -521,8 +521,9 @@ def test_forecast_node__no_budget_holds_a_pod__the_times_to_ready_never_worked_o
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A replacement's time to Ready counts only in a budget: with none over the node's
-    pods (a budget elsewhere in the namespace), the forecast never works the times out
-    of the namespace's pods, and forecasts each pod in its grace period all the same."""
+    pods (a budget elsewhere in the namespace), the forecast neither reads the
+    namespace's pods nor works their times out, and forecasts each pod in its grace
+    period all the same."""
     from drainer.plan import eta
 
     asked: list[int] = []
@@ -535,7 +536,7 @@ def test_forecast_node__no_budget_holds_a_pod__the_times_to_ready_never_worked_o
     kube = SimpleNamespace(
         list_pods_on_node=lambda node, selector: ([here], ""),
         list_budgets=lambda: ([_allowing("db", 1)], ""),
-        list_pods_in=lambda namespace, off_node="": ([], ""),
+        list_pods_in=lambda namespace, off_node="": pytest.fail("the namespace read"),
         request=_not_found,
     )
     monkeypatch.setattr(eta, "startups", startups)
