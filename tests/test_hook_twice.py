@@ -52,8 +52,20 @@ def _hook_drain(event: dict[str, Any], *, step: int = 0, phase: str = DRAINING) 
     return record
 
 
-def _serving_pod(world: World, node: str) -> None:
+def _drained_and_answered(world: World, node: str, run: dict[str, Any]) -> None:
+    """The invocation drained the node and answered CONTINUE, the one answer given."""
+    assert run["result"] == "drained", run
+    assert _pods(world, node) == [], "pods left on the node"
+    assert [c["LifecycleActionResult"] for c in world.completions()] == ["CONTINUE"]
+
+
+def _scale_in(world: World) -> tuple[str, list[tuple[str, Any]], dict[str, Any]]:
+    """The first instance's node with one serving pod, that pod, and the event of the
+    instance's scale-in (its terminate hook)."""
+    instance = world.instance_ids[0]
+    node = world.nodes[instance]
     place_on(world, node, [w.deployment("web", 1, grace=5)])
+    return node, _pods(world, node), world.terminate(instance)
 
 
 def test_delivered_again_while_the_first_drains__left_to_it(
@@ -62,11 +74,7 @@ def test_delivered_again_while_the_first_drains__left_to_it(
     """The first delivery's drain is under way (its record on the node). The second is
     left to it: no eviction (no budget holds the pod, a drain would take it), no
     answer to the Auto Scaling group (the first gives it), no start or end notice."""
-    instance = world.instance_ids[0]
-    node = world.nodes[instance]
-    _serving_pod(world, node)
-    before = _pods(world, node)
-    event = world.terminate(instance)
+    node, before, event = _scale_in(world)
     other = _hook_drain(event)
     world.cluster.client.patch("Node", node, _cordoned_by(other))
 
@@ -87,10 +95,7 @@ def test_delivered_again_after_the_first_drained__nothing_told_twice(
     """The first delivery drained the node and said so; the second, minutes later,
     finds its record `drained`: one end line with DrainSucceeded, one answer, one start
     and one end notice for the scale-in."""
-    instance = world.instance_ids[0]
-    node = world.nodes[instance]
-    _serving_pod(world, node)
-    event = world.terminate(instance)
+    node, _, event = _scale_in(world)
 
     first = _notified(world, monkeypatch, event)
     assert first["result"] == "drained", first
@@ -111,10 +116,7 @@ def test_delivered_again_mid_chain__the_chains_next_step_drains_on(
     """A long drain hands over; the event as EventBridge sent it comes again while
     the chain goes on. It is left to the chain; the chain's next invocation (its own
     request, a later step) drains on to the end and answers CONTINUE."""
-    instance = world.instance_ids[0]
-    node = world.nodes[instance]
-    _serving_pod(world, node)
-    event = world.terminate(instance)
+    node, _, event = _scale_in(world)
     world.cluster.client.patch("Node", node, _cordoned_by(_hook_drain(event, step=1)))
 
     again = _notified(world, monkeypatch, event)
@@ -129,9 +131,7 @@ def test_delivered_again_mid_chain__the_chains_next_step_drains_on(
     }
     step = _notified(world, monkeypatch, handed)
 
-    assert step["result"] == "drained", step
-    assert [c["LifecycleActionResult"] for c in world.completions()] == ["CONTINUE"]
-    assert _pods(world, node) == [], "the chain's step left the pod"
+    _drained_and_answered(world, node, step)
 
 
 def test_another_events_record__this_hook_drains(
@@ -140,19 +140,14 @@ def test_another_events_record__this_hook_drains(
     """A record of the hook's drain for another lifecycle action of the instance (an
     event of its own: the instance back from the warm pool, scaled in again) is not
     this event's: it drains."""
-    instance = world.instance_ids[0]
-    node = world.nodes[instance]
-    _serving_pod(world, node)
-    event = world.terminate(instance)
+    node, _, event = _scale_in(world)
     world.cluster.client.patch(
         "Node", node, _cordoned_by(_hook_drain({"id": "an-earlier-action"}, phase="drained"))
     )
 
     run = _notified(world, monkeypatch, event)
 
-    assert run["result"] == "drained", run
-    assert _pods(world, node) == []
-    assert [c["LifecycleActionResult"] for c in world.completions()] == ["CONTINUE"]
+    _drained_and_answered(world, node, run)
 
 
 def test_start_notice__after_the_cordon__none_for_a_delivery_that_lost_the_race(
@@ -161,11 +156,7 @@ def test_start_notice__after_the_cordon__none_for_a_delivery_that_lost_the_race(
     """Both deliveries read the node before either cordoned: this one's look finds no
     record, the other's cordon lands before this one's. This one is left to it and
     sends no start notice (it went before the drain, and so for a drain never run)."""
-    instance = world.instance_ids[0]
-    node = world.nodes[instance]
-    _serving_pod(world, node)
-    before = _pods(world, node)
-    event = world.terminate(instance)
+    node, before, event = _scale_in(world)
     other = _hook_drain(event)
 
     def the_other_cordons_meanwhile(look: int) -> None:
@@ -203,10 +194,7 @@ def test_lambdas_retry_of_a_failed_invocation__drains_on(
 ) -> None:
     """Lambda tries a failed invocation again in the same request: the record its
     first try left is its own, and it drains on to the answer."""
-    instance = world.instance_ids[0]
-    node = world.nodes[instance]
-    _serving_pod(world, node)
-    event = world.terminate(instance)
+    node, _, event = _scale_in(world)
     mine = _hook_drain(event)
     mine["delivery"]["request"] = "the-request"
     world.cluster.client.patch("Node", node, _cordoned_by(mine))
@@ -216,9 +204,7 @@ def test_lambdas_retry_of_a_failed_invocation__drains_on(
 
     run = handler.lambda_handler(event, LambdaContext(aws_request_id="the-request"))
 
-    assert run["result"] == "drained", run
-    assert _pods(world, node) == []
-    assert [c["LifecycleActionResult"] for c in world.completions()] == ["CONTINUE"]
+    _drained_and_answered(world, node, run)
 
 
 def test_a_real_chain__the_event_again_between_its_steps__left_to_it__the_next_step_drains_on(
@@ -245,9 +231,7 @@ def test_a_real_chain__the_event_again_between_its_steps__left_to_it__the_next_s
     world.cluster.client.delete("PodDisruptionBudget", "db", "default")
     after = _invoke(world, monkeypatch, step["payload"], **env)
 
-    assert after["result"] == "drained", after
-    assert [c["LifecycleActionResult"] for c in world.completions()] == ["CONTINUE"]
-    assert _pods(world, node) == []
+    _drained_and_answered(world, node, after)
 
 
 def test_hook_following_a_spot_drain__the_start_notice_goes_as_it_follows(
