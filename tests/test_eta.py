@@ -545,3 +545,31 @@ def test_forecast_node__no_budget_holds_a_pod__the_times_to_ready_never_worked_o
 
     assert asked == []
     assert forecast.gone == {"default/web-1": 30.0}
+
+
+def test_forecast_node__the_times_to_ready_fail_to_be_worked_out__the_forecast_fails(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A fault while the times to Ready are worked out (a KeyError here) fails the
+    forecast, as it did when they were worked out first; it never passes for a
+    workload with no measured time (the ETA at the timeout, the reads done again)."""
+    from drainer.plan import eta
+
+    calls: list[int] = []
+
+    def startups(cluster_pods: list[dict[str, Any]]) -> Any:
+        calls.append(len(cluster_pods))
+        raise KeyError("metadata")
+
+    here = w.pod("web-1", node_name="n1", labels={"app": "web"}, owner="web", ready=True)
+    kube = SimpleNamespace(
+        list_pods_on_node=lambda node, selector: ([here], ""),
+        list_budgets=lambda: ([_allowing("web", 1)], ""),
+        list_pods_in=lambda namespace, off_node="": ([], ""),
+        request=_not_found,
+    )
+    monkeypatch.setattr(eta, "startups", startups)
+
+    with pytest.raises(KeyError, match="metadata"):
+        eta.forecast_node(kube, "n1", DrainOptions(), timeout=600, now=T0)  # type: ignore[arg-type]
+    assert calls == [1]

@@ -10,6 +10,7 @@ import statistics
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from drainer.engine import pods
 from drainer.engine.pods import Pod
@@ -90,6 +91,15 @@ class Startups(Mapping[Owner, Startup]):
 
     def __getitem__(self, key: Owner) -> Startup:
         return self._all()[key]
+
+    # Mapping's own `in` and `get` catch a KeyError from __getitem__: one raised while
+    # the times are worked out (a read, a pod without its metadata) would pass for an
+    # owner not known, the times never worked out and the forecast's failure unsaid.
+    def __contains__(self, key: object) -> bool:
+        return key in self._all()
+
+    def get(self, key: Owner, default: Any = None) -> Any:
+        return self._all().get(key, default)
 
     def __iter__(self) -> Iterator[Owner]:
         return iter(self._all())
