@@ -9,7 +9,9 @@ scale-in, and a second chain of hand-overs when the first was long. Now the hook
 drain records which delivery runs it, as a scheduled change's does
 (drainer/lifecycle/redelivered.py), and a delivery of the same event in another
 request that finds that record fresh is left to that drain: it answers nothing, tells
-nothing and evicts nothing. Its start notice waits for its own cordon."""
+nothing and evicts nothing. Its start notice waits for its own cordon. And a hook's
+drain never waits for a live drain whose deadline is after its own (the instance goes
+at the hook's)."""
 
 from __future__ import annotations
 
@@ -263,3 +265,30 @@ def test_hook_following_a_spot_drain__the_start_notice_goes_as_it_follows(
     assert len(published) == 2, [subject for subject, _ in published]  # the start, the end
     assert _record(world, node)["trigger"] == "spot-interruption", "the hook drained itself"
     assert [c["LifecycleActionResult"] for c in world.completions()] == ["CONTINUE"]
+
+
+def test_hook_beside_a_live_drain_whose_deadline_is_after_its_own__drains_itself(
+    world: World, monkeypatch: pytest.MonkeyPatch, published: list[tuple[str, str]]
+) -> None:
+    """A scheduled change's drain is under way toward a window two hours off; the
+    group scales the instance in with a 60 s DRAIN_TIMEOUT_SECONDS. The instance goes
+    at the hook's deadline whatever happens, and the other drain will not act by then
+    as the hook's must (its critical tier, its TIMEOUT_POLICY), so the hook drains the
+    node itself rather than wait for it to the end of its time."""
+    node, _, event = _scale_in(world)
+    now = int(time.time())
+    change = {
+        "phase": DRAINING,
+        "trigger": "scheduled-change",
+        "since": now - 60,
+        "until": now + 7200,
+        "added": ["cordon"],
+    }
+    world.cluster.client.patch("Node", node, _cordoned_by(change))
+    monkeypatch.setattr(live, "LIVE_DRAIN_POLL_SECONDS", 0.05)
+    env = {"HANDOVER_MARGIN_SECONDS": "5", "DRAIN_TIMEOUT_SECONDS": "60"}
+
+    run = _invoke(world, monkeypatch, event, lambda_seconds=8.0, **env)
+
+    _drained_and_answered(world, node, run)
+    assert _record(world, node)["trigger"] == TERMINATE_HOOK_TRIGGER

@@ -56,6 +56,11 @@ class Approach:
     """EC2 takes the instance at the drain's deadline (a warning's, a capacity
     reservation's, a state change's, a near scheduled change's): it waits only for a
     live drain that acts by then as it would (drainer/lifecycle/live.py)."""
+    ends_at_deadline: bool = False
+    """The instance goes at the drain's deadline whatever the drain did (the terminate
+    hook's: the Auto Scaling group terminates it then): a live drain whose deadline
+    is later will not act by then as this one must (its critical tier, its
+    TIMEOUT_POLICY), so it is not waited for (drainer/lifecycle/live.py)."""
 
 
 @dataclass(frozen=True)

@@ -45,6 +45,7 @@ def wait_for_live_drain(
     deadline: float,
     known: dict[str, Any] | None = None,
     fixed_by_ec2: bool = False,
+    ends_at_deadline: bool = False,
     own: str = "",
 ) -> Run | dict[str, Any]:
     """When the node's record shows a live drain begun by one of `triggers` (another
@@ -55,14 +56,15 @@ def wait_for_live_drain(
     died) or it was released (its record removed: it stopped where it was), or it
     timed out before this drain's own deadline (`deadline`) and the instance may
     outlive it (`_drains_on`: a rebalance's drain, cut to its one invocation, or a
-    scheduled change's). `known`: the node as the caller just read it. `fixed_by_ec2`:
-    a live drain that will not act by this deadline as this one would is not waited for.
-    `own`: this drain's trigger; waiting for a live drain another trigger began is this
-    one's drain starting (`tools.on_started`, the start notice), where waiting for one
-    its own trigger began (the same event delivered again) is not."""
+    scheduled change's). `known`: the node as the caller just read it. `fixed_by_ec2`,
+    `ends_at_deadline`: see Approach. `own`: this drain's trigger; waiting for a drain
+    another trigger began starts this one (`tools.on_started`, the start notice), where
+    waiting for one its own began (the same event again) does not."""
     current = (known if known is not None else kube.get_node(node)) or {}
     live = live_drain(current, tools.clock(), triggers)
     if live is None or (fixed_by_ec2 and _beside(live, node, deadline)):
+        return current
+    if ends_at_deadline and _after(live, node, deadline):  # the instance goes then
         return current
     _waiting(tools, live.trigger, node, own)
     until = min(live.until + LIVE_DRAIN_SLACK_SECONDS, limit)
@@ -105,6 +107,23 @@ def _beside(live: LiveDrain, node: str, deadline: float) -> bool:
         live.trigger,
         node,
         why,
+        live.until - deadline,
+    )
+    return True
+
+
+def _after(live: LiveDrain, node: str, deadline: float) -> bool:
+    """Whether the live drain's deadline comes after this one's, at which the
+    instance goes (the terminate hook's): this drain then drains the node itself,
+    beside it, as a drain whose deadline EC2 fixes does (`_beside`)."""
+    if live.until <= deadline:
+        return False
+    log.warning(
+        "a drain begun by the %s event is under way on node %s, to %+.0f s past this "
+        "drain's deadline, when the instance goes: it will not act by then as this drain "
+        "must; draining here beside it (the other goes on to its own end)",
+        live.trigger,
+        node,
         live.until - deadline,
     )
     return True

@@ -217,6 +217,7 @@ def _decided(
         deadline=window.deadline.at,
         known=found,
         fixed_by_ec2=job.approach.fixed_by_ec2,
+        ends_at_deadline=job.approach.ends_at_deadline,
         own=job.approach.options.trigger,
     )
 

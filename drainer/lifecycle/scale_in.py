@@ -46,7 +46,8 @@ log = logging.getLogger(__name__)
 def approach(
     settings: Settings, event: LifecycleEvent, invocation: Invocation | None = None
 ) -> Approach:
-    """The terminate hook's drain: it waits for a drain a spot event began, and
+    """The terminate hook's drain: it waits for a drain a spot event began (one that
+    acts by the hook's deadline, when the instance goes: `ends_at_deadline`), and
     records its trigger and deadline on the node (so a rebalance recommendation
     that comes meanwhile leaves its record alone), and which delivery of the event
     runs it: a delivery of the same event again, in another request, is left to
@@ -63,7 +64,9 @@ def approach(
     if invocation is not None and invocation.request_id:
         step = handover.handovers if handover is not None else 0
         delivery = Delivery(event.event_id, invocation.request_id, step)
-    return Approach(options, EC2_TRIGGERS, continued=since, delivery=delivery)
+    return Approach(
+        options, EC2_TRIGGERS, continued=since, delivery=delivery, ends_at_deadline=True
+    )
 
 
 def drain_instance(
