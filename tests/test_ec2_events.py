@@ -730,12 +730,13 @@ def _wait(
     limit: float = NOW + 3600,
     deadline: float = NOW + 3600,
     fixed_by_ec2: bool = False,
+    ends_at_deadline: bool = False,
 ) -> Run | None:
     """The Run that ends the invocation, or None where the caller drains (the node
     it drains on aside: test_wait_for_live_drain__drained_on__the_node_as_last_read)."""
     waited = wait_for_live_drain(
         _tools(clock), kube, NODE, triggers, limit=limit, deadline=deadline,
-        fixed_by_ec2=fixed_by_ec2,
+        fixed_by_ec2=fixed_by_ec2, ends_at_deadline=ends_at_deadline,
     )  # fmt: skip
     return waited if isinstance(waited, Run) else None
 
@@ -916,6 +917,30 @@ def test_wait_for_live_drain__deadline_fixed_by_ec2__live_drain_not_acting_by_it
     assert clock() == NOW + 5, "not waited for"
     assert "draining here beside it" in caplog.text
     assert "waiting for it instead" not in caplog.text
+
+
+@pytest.mark.parametrize(
+    ("until", "waited"), [(NOW + 31, False), (NOW + 30, True)], ids=["after-it", "at-it"]
+)
+def test_wait_for_live_drain__the_instance_goes_at_this_deadline__a_later_drain_not_waited_for(
+    until: float, waited: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The terminate hook's drain (ends_at_deadline: the instance goes at its deadline):
+    a live drain whose deadline is after the hook's, even by a second, is not waited
+    for (drained beside, said in a warning); one that ends by it is, its end taken."""
+    kube = ScriptedNode(_draining(until=until), _ended("drained"))
+    clock = FakeClock(NOW + 5)
+    caplog.set_level(logging.INFO, logger="drainer.lifecycle.live")
+
+    run = _wait(kube, clock, deadline=NOW + 30, ends_at_deadline=True)
+
+    if waited:
+        assert run is not None and run.result == Outcome.DRAINED
+        assert "waiting for it instead" in caplog.text
+    else:
+        assert run is None
+        assert clock() == NOW + 5, "not waited for"
+        assert "draining here beside it" in caplog.text
 
 
 @pytest.mark.parametrize("fixed", [True, False], ids=["fixed-by-ec2", "plain"])

@@ -270,18 +270,18 @@ def test_hook_following_a_spot_drain__the_start_notice_goes_as_it_follows(
 def test_hook_beside_a_live_drain_whose_deadline_is_after_its_own__drains_itself(
     world: World, monkeypatch: pytest.MonkeyPatch, published: list[tuple[str, str]]
 ) -> None:
-    """A scheduled change's drain is under way toward a window two hours off; the
-    group scales the instance in with a 60 s DRAIN_TIMEOUT_SECONDS. The instance goes
-    at the hook's deadline whatever happens, and the other drain will not act by then
-    as the hook's must (its critical tier, its TIMEOUT_POLICY), so the hook drains the
-    node itself rather than wait for it to the end of its time."""
+    """A scheduled change's drain is under way, its record to its invocation's end ten
+    minutes off; the hook's deadline is a minute away (as for a hook delivered late,
+    or capped by its GlobalTimeout: here DRAIN_TIMEOUT_SECONDS 60). The other drain
+    will not act by the hook's deadline as the hook's must (its critical tier, its
+    TIMEOUT_POLICY), so the hook drains the node itself rather than wait to its end."""
     node, _, event = _scale_in(world)
     now = int(time.time())
     change = {
         "phase": DRAINING,
         "trigger": "scheduled-change",
         "since": now - 60,
-        "until": now + 7200,
+        "until": now + 600,
         "added": ["cordon"],
     }
     world.cluster.client.patch("Node", node, _cordoned_by(change))

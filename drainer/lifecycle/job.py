@@ -57,10 +57,10 @@ class Approach:
     reservation's, a state change's, a near scheduled change's): it waits only for a
     live drain that acts by then as it would (drainer/lifecycle/live.py)."""
     ends_at_deadline: bool = False
-    """The instance goes at the drain's deadline whatever the drain did (the terminate
-    hook's: the Auto Scaling group terminates it then): a live drain whose deadline
-    is later will not act by then as this one must (its critical tier, its
-    TIMEOUT_POLICY), so it is not waited for (drainer/lifecycle/live.py)."""
+    """The drain's deadline is the instance's last moment (the terminate hook's: the
+    group is then told TIMEOUT_POLICY's answer, or, under abandon, the hook's timeout
+    decides): a live drain whose deadline is later will not act by it as this one must
+    (its critical tier, its TIMEOUT_POLICY), so it is not waited for (live.py)."""
 
 
 @dataclass(frozen=True)

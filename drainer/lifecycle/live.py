@@ -1,7 +1,9 @@
 """Waiting for a drain another invocation began on the same node (a spot event's,
 which the terminate hook's event that follows it must not start again), reading the
 node's record until it ends. A drain whose deadline EC2 fixes (Approach.fixed_by_ec2)
-waits only for a drain that acts by that deadline; beside any other it drains itself."""
+waits only for a drain that acts by that deadline; beside any other it drains itself.
+So does the terminate hook's (Approach.ends_at_deadline) beside a drain whose deadline
+is after its own."""
 
 from __future__ import annotations
 
