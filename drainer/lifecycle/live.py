@@ -64,9 +64,8 @@ def wait_for_live_drain(
     waiting for one its own began (the same event again) does not."""
     current = (known if known is not None else kube.get_node(node)) or {}
     live = live_drain(current, tools.clock(), triggers)
-    if live is None or (fixed_by_ec2 and _beside(live, node, deadline)):
-        return current
-    if ends_at_deadline and _after(live, node, deadline):  # the instance goes then
+    held = fixed_by_ec2 or ends_at_deadline  # the instance goes at this deadline
+    if live is None or (held and _beside(live, node, deadline, own_too=fixed_by_ec2)):
         return current
     _waiting(tools, live.trigger, node, own)
     until = min(live.until + LIVE_DRAIN_SLACK_SECONDS, limit)
@@ -89,43 +88,29 @@ def wait_for_live_drain(
     return current
 
 
-def _beside(live: LiveDrain, node: str, deadline: float) -> bool:
-    """Whether a drain whose deadline EC2 fixes (`deadline`) drains the node itself
-    beside the live one rather than wait for it: the live drain's deadline is its own
-    (it deletes no pod its budget holds, nor fits a grace to EC2's moment) or later
-    than this one's. Both then run: this one records itself on the node (the record
+def _beside(live: LiveDrain, node: str, deadline: float, *, own_too: bool) -> bool:
+    """Whether a drain at whose deadline the instance goes (`deadline`: EC2's, or the
+    terminate hook's) drains the node itself beside the live one rather than wait for
+    it: the live drain's deadline is later than this one's, or (`own_too`: a deadline
+    EC2 fixes) its own (it deletes no pod its budget holds, nor fits a grace to EC2's
+    moment). Both then run: this one records itself on the node (the record
     names it, so that a later event waits for it) and ends at its deadline with its
     own end line; the other goes on to its own end, evicting what is left (a pod both
     evict goes once), and its end, which may come after, is recorded over this one's
     and has its own end line."""
-    if not live.own_deadline and live.until <= deadline:
+    own = own_too and live.own_deadline
+    if not own and live.until <= deadline:
         return False
-    why = "its own deadline" if live.own_deadline else "a later deadline"
+    why = "its own deadline" if own else "a later deadline"
     log.warning(
         "a drain begun by the %s event is under way on node %s, to %s (%+.0f s from "
-        "this drain's, which EC2 fixes): it will not act by then as this drain must; draining "
+        "this drain's, when the instance goes): it will not act by then as this drain must; "
+        "draining "
         "here beside it, until this drain's deadline (the other goes on to its own end, "
         "with its own end line)",
         live.trigger,
         node,
         why,
-        live.until - deadline,
-    )
-    return True
-
-
-def _after(live: LiveDrain, node: str, deadline: float) -> bool:
-    """Whether the live drain's deadline comes after this one's, at which the
-    instance goes (the terminate hook's): this drain then drains the node itself,
-    beside it, as a drain whose deadline EC2 fixes does (`_beside`)."""
-    if live.until <= deadline:
-        return False
-    log.warning(
-        "a drain begun by the %s event is under way on node %s, to %+.0f s past this "
-        "drain's deadline, when the instance goes: it will not act by then as this drain "
-        "must; draining here beside it (the other goes on to its own end)",
-        live.trigger,
-        node,
         live.until - deadline,
     )
     return True
