@@ -67,11 +67,29 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 @pytest.fixture(scope="session")
 def control_plane() -> Iterator[Any]:
-    """The real control plane of this test worker (built once, then cached)."""
+    """The real control plane of this test worker (built once, then cached). A port
+    picked free can be taken by another process before a component binds it (etcd:
+    "address already in use"): the start is tried again on fresh ports, at most
+    START_TRIES times, any other failure raised at once."""
     from testbed.controlplane import ControlPlane
+    from testbed.controlplane.harness import ControlPlaneError
 
-    with ControlPlane(cluster_name=CLUSTER_NAME, speed=SPEED) as plane:
+    for attempt in range(1, START_TRIES + 1):
+        plane = ControlPlane(cluster_name=CLUSTER_NAME, speed=SPEED)
+        try:
+            plane.start()
+        except ControlPlaneError as e:
+            if "address already in use" not in str(e) or attempt == START_TRIES:
+                raise
+            continue
+        break
+    try:
         yield plane
+    finally:
+        plane.stop()
+
+
+START_TRIES = 3
 
 
 @pytest.fixture
