@@ -292,3 +292,31 @@ def test_hook_beside_a_live_drain_whose_deadline_is_after_its_own__drains_itself
 
     _drained_and_answered(world, node, run)
     assert _record(world, node)["trigger"] == TERMINATE_HOOK_TRIGGER
+
+
+def test_a_hand_over_delivered_twice__the_second_end_line_claims_no_chain_totals(
+    world: World, monkeypatch: pytest.MonkeyPatch, published: list[tuple[str, str]]
+) -> None:
+    """A step of a chain (its hand-over, as Lambda's queue sent it) comes in a second
+    request while the first runs it. The second is left to it, and its end line says
+    so without the chain's totals (evicted, forced, heartbeats): a Logs Insights sum
+    over end lines would count the chain's evictions twice."""
+    node, before, event = _scale_in(world)
+    world.cluster.client.patch("Node", node, _cordoned_by(_hook_drain(event, step=2)))
+    handed = json.loads(json.dumps(event))
+    handed[HANDOVER_KEY] = {
+        "started_at": time.time() - 300,
+        "handovers": 2,
+        "heartbeats": 3,
+        "evicted": 40,
+        "forced": 1,
+        "recorded": True,
+    }
+
+    again = _notified(world, monkeypatch, handed)
+
+    assert again["result"] == "redelivered", again
+    assert _pods(world, node) == before, "the second delivery evicted"
+    totals = {"evicted_total", "forced_total", "heartbeats_total", "drain_seconds_total"}
+    assert not totals & set(again), again
+    assert again.get("evicted", 0) == 0, again

@@ -156,7 +156,11 @@ class Carried(Protocol):
 def across_invocations(summary: Mapping[str, Any], run: Run, before: Carried) -> dict[str, Any]:
     """The end line with the drain as a whole, across invocations (a terminate hook's
     hand-overs, an EC2 event's): what the invocations before carried, this
-    one's added (`heartbeats`, `evicted` and `seconds` stay this invocation's)."""
+    one's added (`heartbeats`, `evicted` and `seconds` stay this invocation's). A
+    step delivered again and left to the delivery running it (REDELIVERED) ran no part
+    of the drain: its line carries no totals, which that delivery's line tells."""
+    if run.result == Result.REDELIVERED:
+        return dict(summary)
     report = run.report
     totals: dict[str, Any] = {"handovers_so_far": before.handovers}
     heartbeats = getattr(before, "heartbeats", None)  # an EC2 event's drain beats none
