@@ -90,7 +90,8 @@ def test_hand_on_with_notify_on_start__each_invocation_sends_a_new_start_notice(
     """Each invocation of the chain gets the same raw event, and handle() sends the
     start notice whenever NOTIFY_ON_START is set: one drain, a 'draining' notice per
     invocation (a window an hour away on a 900 s Lambda: 4-5 of them). The terminate
-    hook's hand-overs send none (scale_in.handle: event.handover)."""
+    hook's hand-overs send none once a step before told it (scale_in.handle:
+    tests/test_chain_start_notice.py)."""
     instance = world.instance_ids[0]
     node = world.nodes[instance]
     _guarded(world, node)

@@ -308,23 +308,37 @@ def drain(
         approach = approach_for(found, settings, deadline, started, fixed=fixed)
         if so_far is not None and so_far.recorded:  # a node released since: let be
             approach = replace(approach, continued=so_far.started_at, over=so_far.over)
-        unread = so_far is None and raw_event is not None and HANDED_OVER in raw_event
-        if found.event.change_id and invocation and invocation.request_id and not unread:
-            # which delivery runs it, for the record a delivery of it again finds
-            step = so_far.handovers if so_far is not None else 0
-            starts = found.event.acts_at
-            window = int(starts) if starts is not None else None
-            delivery = Delivery(found.event.event_id, invocation.request_id, step, window)
+        if (delivery := _delivery(found, invocation, raw_event, so_far)) is not None:
             approach = replace(approach, delivery=delivery)
         if handing_over:  # not this drain's last chance: no pod deleted past its budget
             approach = replace(approach, options=replace(approach.options, force_on_timeout=False))
         run = run_job(tools, DrainJob(found.identity, cluster, Window(deadline), approach))
         if handing_over and run.result == Result.TIMED_OUT and raw_event is not None:
             run = replace(run, started_at=started)
-            mark = replace(so_far or SoFar(), ec2_at=found.event.acts_at)  # the time drained to
-            lambda_ = clients.lambda_
-            run = hand_over_event(run, raw_event, lambda_, invocation, ec2_deadline, so_far=mark)
+            untold = frame.start_untold(tools)
+            mark = replace(so_far or SoFar(), ec2_at=found.event.acts_at, start_untold=untold)
+            run = hand_over_event(
+                run, raw_event, clients.lambda_, invocation, ec2_deadline, so_far=mark
+            )
     return replace(run, cluster=found.cluster, started_at=started, deadline=deadline)
+
+
+def _delivery(
+    found: Ec2Target,
+    invocation: Invocation | None,
+    raw_event: Mapping[str, Any] | None,
+    so_far: SoFar | None,
+) -> Delivery | None:
+    """Which delivery of a change's event runs its drain, for the record a delivery of
+    it again finds (redelivered.py); None for an event of no change, with no request,
+    or whose hand-over mark does not read."""
+    unread = so_far is None and raw_event is not None and HANDED_OVER in raw_event
+    if not found.event.change_id or not invocation or not invocation.request_id or unread:
+        return None
+    step = so_far.handovers if so_far is not None else 0
+    starts = found.event.acts_at
+    window = int(starts) if starts is not None else None
+    return Delivery(found.event.event_id, invocation.request_id, step, window)
 
 
 def _cordon(tools: Tools, found: Ec2Target, cluster: aws.ClusterInfo) -> Run:
@@ -436,7 +450,7 @@ def handle(
         if scheduled is not None:
             return scheduled
     cordon_only = event.kind is Ec2Kind.REBALANCE and settings.rebalance_action == "cordon"
-    if settings.notify_on_start and not cordon_only and so_far is None:
+    if settings.notify_on_start and not cordon_only and (so_far is None or so_far.start_untold):
         # once the drain has cordoned the node: not for a delivery left to another
         tools = frame.start_notice(tools, notices.ec2_start_notice(found, found.cluster))
     run = frame.aws_guarded(lambda: drain(found, tools, invocation, raw_event, so_far))

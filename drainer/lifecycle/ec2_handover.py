@@ -6,7 +6,8 @@ same event goes to a new invocation (`hand_over_event`), which drains on, cut ag
 or, in the last one, to EC2's moment with its deadline policy. The event goes on marked
 (HANDED_OVER) with the drain so far: how many times it was handed over, the pods
 evicted and force-deleted, and when it began. The marked invocation sends no start
-notice, and its end line and notice count the drain as a whole
+notice (unless the mark says no invocation before could tell it: `start_untold`),
+and its end line and notice count the drain as a whole
 (ending.across_invocations, as for a terminate hook's hand-over). A mark that does
 not read (forged, cut short) counts as none.
 """
@@ -54,6 +55,11 @@ class SoFar:
     """Not the mark's: why EC2 lists the change's window as over (late.over_in_ec2_mid_chain),
     when the handler finds it so for this step; the step then releases the node its
     drain left cordoned (runner.released_over)."""
+    start_untold: bool = False
+    """NOTIFY_ON_START's notice is still to be told: armed before, and no invocation
+    cordoned the node. False in a mark of a version before, which carried no such
+    flag (a chain begun before an upgrade whose first step never cordoned stays
+    untold)."""
 
     @classmethod
     def of(cls, raw_event: Mapping[str, Any] | None) -> SoFar | None:
@@ -69,15 +75,18 @@ class SoFar:
             return None
         if isinstance(began, bool) or not 0 < began < time.time() + 60:
             return None
-        recorded = mark.get("recorded", False)
-        if not isinstance(recorded, bool):
+        recorded, untold = (mark.get(key, False) for key in ("recorded", "start_untold"))
+        if not isinstance(recorded, bool) or not isinstance(untold, bool):
             return None
         ec2_at = _moment(mark.get("ec2_at"))
-        return cls(whole[0], whole[1], whole[2], float(began), recorded, ec2_at)
+        return cls(
+            whole[0], whole[1], whole[2], float(began), recorded, ec2_at, start_untold=untold
+        )
 
     def after(self, run: Run, started_at: float) -> dict[str, Any]:
-        """The mark the next invocation gets: this one's run added, and the change's
-        time it drained toward (`ec2_at`, set by this invocation)."""
+        """The mark the next invocation gets: this one's run added, the change's time
+        it drained toward and whether the start notice is untold (`ec2_at` and
+        `start_untold`, both set by this invocation)."""
         report = run.report
         mark: dict[str, Any] = {
             "handovers": self.handovers + 1,
@@ -88,6 +97,8 @@ class SoFar:
         }
         if self.ec2_at is not None:
             mark["ec2_at"] = self.ec2_at
+        if self.start_untold:
+            mark["start_untold"] = True
         return mark
 
 

@@ -194,18 +194,32 @@ def answer(
     return ending.complete(clients, event, result)
 
 
+class StartNotice:
+    """NOTIFY_ON_START's notice of one invocation's drain: told once, when called
+    (the drain's own cordon took, or its wait for another trigger's drain began),
+    however often the runner tries the drain again after an API error."""
+
+    def __init__(self, tools: Tools, notice: notices.Notice) -> None:
+        self._settings, self._clients, self._notice = tools.settings, tools.clients, notice
+        self.told = False
+
+    def __call__(self) -> None:
+        if not self.told:
+            self.told = True
+            ending.notify(self._settings, self._clients, self._notice)
+
+
 def start_notice(tools: Tools, notice: notices.Notice) -> Tools:
     """The tools whose drain tells NOTIFICATION_TOPIC_ARN it starts (NOTIFY_ON_START)
     once its own cordon has taken: the node's record is this invocation's then, not
     another delivery's of the same event, which is left to that drain and tells
-    nothing. Sent once, however often the runner tries the drain again after an API
-    error."""
-    settings, clients = tools.settings, tools.clients
-    sent: list[bool] = []
+    nothing. Armed by a chain's first invocation, and by a step after it whose
+    hand-over says no invocation before told it (`start_untold`)."""
+    return replace(tools, on_started=StartNotice(tools, notice))
 
-    def started() -> None:
-        if not sent:
-            sent.append(True)
-            ending.notify(settings, clients, notice)
 
-    return replace(tools, on_started=started)
+def start_untold(tools: Tools) -> bool:
+    """Whether this invocation armed the start notice and has not told it (no cordon
+    of its own took): its hand-over says so, for the next step to tell it."""
+    started = tools.on_started
+    return isinstance(started, StartNotice) and not started.told

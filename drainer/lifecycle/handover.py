@@ -54,6 +54,11 @@ class Handover:
     """An invocation before cordoned the node and left its drain's record there: one
     that finds no record now knows the node was released since (runner.released_since).
     False in a hand-over of a version before, or of a chain that never reached the node."""
+    start_untold: bool = False
+    """NOTIFY_ON_START's notice is still to be told: the invocations before armed it
+    and none cordoned the node (an API outage throughout). False in a hand-over of a
+    version before, which carried no such flag (a chain begun before an upgrade whose
+    first step never cordoned stays untold)."""
 
     def handed_on(
         self,
@@ -64,10 +69,12 @@ class Handover:
         forced: int = 0,
         volume_wait_began: float | None = None,
         recorded: bool = False,
+        start_untold: bool = False,
     ) -> Handover:
         """The hand-over for the next invocation, after `heartbeats` more beats,
         `evicted` more pods and `forced` more force-deleted; the target and volume
-        waits' starts, once one began them; `recorded` once a drain recorded itself."""
+        waits' starts, once one began them; `recorded` once a drain recorded itself;
+        `start_untold` when this invocation, too, left the start notice untold."""
         return Handover(
             self.started_at,
             self.handovers + 1,
@@ -77,6 +84,7 @@ class Handover:
             self.forced + forced,
             self.volume_wait_began if volume_wait_began is None else volume_wait_began,
             self.recorded or recorded,
+            start_untold,
         )
 
     def as_dict(self) -> dict[str, object]:
@@ -96,6 +104,8 @@ class Handover:
             said["volume_wait_began"] = self.volume_wait_began
         if self.recorded:
             said["recorded"] = True
+        if self.start_untold:
+            said["start_untold"] = True
         return said
 
 
@@ -143,16 +153,17 @@ def parse_handover(raw: object, event_time: float | None, now: float) -> Handove
         _wait_began(raw, "target_wait_began", started_at, now),
         forced,
         _wait_began(raw, "volume_wait_began", started_at, now),
-        _recorded(raw),
+        _flag(raw, "recorded"),
+        _flag(raw, "start_untold"),
     )
 
 
-def _recorded(raw: Mapping[str, Any]) -> bool:
-    """Whether the claim says a drain before recorded itself on the node (False when
-    it says nothing: a version before)."""
-    value = raw.get("recorded", False)
+def _flag(raw: Mapping[str, Any], key: str) -> bool:
+    """A flag of the claim (`recorded`: a drain before recorded itself on the node;
+    `start_untold`): False when it says nothing (a version before)."""
+    value = raw.get(key, False)
     if not isinstance(value, bool):
-        raise Malformed(f"{_WHERE}.recorded must be true or false, got {repr(value)[:40]}")
+        raise Malformed(f"{_WHERE}.{key} must be true or false, got {repr(value)[:40]}")
     return value
 
 

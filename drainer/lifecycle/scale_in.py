@@ -102,7 +102,7 @@ def drain_instance(
             heartbeat.beat()
     if heartbeat.gone:
         log.info("the lifecycle action is gone (completed elsewhere or timed out)")
-    return _with_heartbeat(run, heartbeat, event, started_at)
+    return _with_heartbeat(run, heartbeat, event, started_at, untold=frame.start_untold(tools))
 
 
 SERVING = ("InService", "Pending", "Standby")
@@ -148,10 +148,16 @@ def _stale(event: LifecycleEvent, autoscaling: aws.Client, deadline: Deadline, n
 
 
 def _with_heartbeat(
-    run: Run, heartbeat: aws.Heartbeat, event: LifecycleEvent, started_at: float
+    run: Run,
+    heartbeat: aws.Heartbeat,
+    event: LifecycleEvent,
+    started_at: float,
+    *,
+    untold: bool = False,
 ) -> Run:
     """The run with what its heartbeat saw, and the next hand-over's state when it
-    hands over (the drain's start and its counts carried across invocations)."""
+    hands over (the drain's start and its counts carried across invocations; `untold`:
+    the start notice armed and not told yet)."""
     handover = None
     if run.result == Result.HANDED_OVER:
         handover = (event.handover or Handover(started_at, 0, 0)).handed_on(
@@ -161,6 +167,7 @@ def _with_heartbeat(
             forced=run.report.forced if run.report is not None else 0,
             volume_wait_began=run.report.volume_wait_began if run.report is not None else None,
             recorded=run.report is not None and run.report.cordoned,
+            start_untold=untold,
         )
     return replace(
         run,
@@ -205,7 +212,8 @@ def handle(
     settings, clients = tools.settings, tools.clients
     started = time.monotonic()
     _announce(event)
-    if settings.notify_on_start and event.handover is None:  # not again down a chain
+    if settings.notify_on_start and (event.handover is None or event.handover.start_untold):
+        # not again down a chain, unless no invocation before cordoned
         tools = frame.start_notice(tools, notices.start_notice(event, settings.cluster_name))
     run = frame.aws_guarded(lambda: drain_instance(event, tools, invocation))
     if run.result == Result.HANDED_OVER:
