@@ -158,15 +158,20 @@ def _as_deployed(
         story = DrainStory(poster, node, uid, "bench")
         options = settings.drain_options()
         record = ProgressRecord(options.trigger, options.destination)
-        now = time.time()
-        eta = forecast_within(
-            forecast_node, kube, node, options, timeout=deadline - now, now=now,
-            within=FORECAST_SECONDS,
-        )  # fmt: skip
-        if isinstance(eta, str):
-            raise RuntimeError(f"no ETA for the drain: {eta}")
+
+        def pace_from(listed_pods: list[Any], budgets: list[Any]) -> Any:
+            # as the function does (lifecycle/runner.py): from what the drain listed
+            now = time.time()
+            eta = forecast_within(
+                forecast_node, kube, node, options, timeout=deadline - now, now=now,
+                within=FORECAST_SECONDS, listed=(listed_pods, budgets),
+            )  # fmt: skip
+            if isinstance(eta, str):
+                raise RuntimeError(f"no ETA for the drain: {eta}")
+            return eta.fields
+
         drain = Drain(
-            kube, node, options, record=record, on_event=story, node_uid=uid, pace=eta.fields
+            kube, node, options, record=record, on_event=story, node_uid=uid, pace_from=pace_from
         )
         report = drain.run(deadline)
         story.ended(report, lambda outcome: None)

@@ -20,7 +20,7 @@ from typing import Any
 
 from drainer import aws, logs
 from drainer.engine.options import DrainOptions
-from drainer.engine.pace import NodeForecast
+from drainer.engine.pace import Listed, NodeForecast
 from drainer.errors import SettingsError
 from drainer.k8s import proxy as proxies
 from drainer.k8s.kube import Kube
@@ -150,13 +150,19 @@ def lambda_handler(event: Any, context: Any) -> dict[str, Any]:
 
 
 def _forecast_node(
-    kube: Kube, node: str, options: DrainOptions, *, timeout: float, now: float
+    kube: Kube,
+    node: str,
+    options: DrainOptions,
+    *,
+    timeout: float,
+    now: float,
+    listed: Listed | None = None,
 ) -> NodeForecast:
     """drainer/plan/eta.py's forecast of a drain, imported on a drain's first use:
     the plan's model (a tenth of the handler's imports) stays out of the cold start."""
     from drainer.plan.eta import forecast_node
 
-    return forecast_node(kube, node, options, timeout=timeout, now=now)
+    return forecast_node(kube, node, options, timeout=timeout, now=now, listed=listed)
 
 
 def _forecast_groups(

@@ -243,18 +243,26 @@ def _tools(forecaster: Any) -> Any:
 
 
 def test_forecast__made_with_the_time_left__an_eta() -> None:
-    asked: list[tuple[str, float, float]] = []
+    asked: list[tuple[str, float, float, Any]] = []
 
     def forecaster(
-        kube: Any, node: str, options: DrainOptions, *, timeout: float, now: float
+        kube: Any,
+        node: str,
+        options: DrainOptions,
+        *,
+        timeout: float,
+        now: float,
+        listed: Any = None,
     ) -> NodeForecast:
-        asked.append((node, timeout, now))
+        asked.append((node, timeout, now, listed))
         return WAVES
 
-    eta = runner._eta(_tools(forecaster), None, "n1", _job())  # type: ignore[arg-type]
+    listed: Any = ([{"metadata": {"name": "p"}}], [])
+    tools = _tools(forecaster)
+    eta = runner._eta(tools, None, "n1", _job(), listed=listed)  # type: ignore[arg-type]
 
     assert eta is not None and eta.forecast is WAVES
-    assert asked == [("n1", 600.0, T0)]
+    assert asked == [("n1", 600.0, T0, listed)], "made from what the drain listed"
 
 
 @pytest.mark.parametrize(
@@ -573,3 +581,34 @@ def test_forecast_node__the_times_to_ready_fail_to_be_worked_out__the_forecast_f
     with pytest.raises(KeyError, match="metadata"):
         eta.forecast_node(kube, "n1", DrainOptions(), timeout=600, now=T0)  # type: ignore[arg-type]
     assert calls == [1]
+
+
+def test_forecast_node__from_what_the_drain_listed__the_same_forecast__no_list_again() -> None:
+    """Given the drain's own lists (the node's pods, the budgets), the forecast reads
+    neither again, and it is the one the same objects read from the cluster make."""
+    from drainer.plan import eta
+
+    on_node = [
+        w.pod(f"web-{i}", node_name="n1", labels={"app": "web"}, owner="web") for i in range(3)
+    ]
+    budgets = [_allowing("web", 1)]
+    lists: list[str] = []
+
+    def listing(what: str, items: list[dict[str, Any]]) -> Any:
+        return lambda *args: lists.append(what) or (items, "")
+
+    kube = SimpleNamespace(
+        list_pods_on_node=listing("pods", on_node),
+        list_budgets=listing("budgets", budgets),
+        list_pods_in=lambda namespace, off_node="": ([], ""),
+        request=_not_found,
+    )
+    options = DrainOptions()
+
+    read = eta.forecast_node(kube, "n1", options, timeout=600, now=T0)  # type: ignore[arg-type]
+    assert lists == ["pods", "budgets"]
+    given = eta.forecast_node(kube, "n1", options, timeout=600, now=T0, listed=(on_node, budgets))  # type: ignore[arg-type]
+
+    assert lists == ["pods", "budgets"], "listed again"
+    assert given == read
+    assert given.budgets, "the budget's pacing is in the forecast"

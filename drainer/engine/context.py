@@ -22,6 +22,7 @@ from typing import Any, Protocol
 
 from drainer import logs
 from drainer.engine.options import DrainOptions
+from drainer.engine.pods import Pod
 from drainer.engine.report import DrainEvent, DrainReport, Kind, describe
 from drainer.errors import FatalKubeError
 from drainer.k8s.kube import Kube
@@ -101,6 +102,9 @@ class NodeRecord(Protocol):
 
 Pace = Callable[[DrainEvent, float], Mapping[str, Any]]
 """What a drain's lines carry of its current ETA, given each event and the time."""
+PaceFrom = Callable[[list[Pod], list[Obj]], Pace | None]
+"""The ETA of a drain from what it listed as it began (the node's pods, the budgets):
+its forecast, made then, lists nothing again."""
 
 
 @dataclass

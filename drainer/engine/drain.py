@@ -36,6 +36,7 @@ from drainer.engine.context import (
     DrainContext,
     NodeRecord,
     Pace,
+    PaceFrom,
     RealWaits,
     Waits,
     heap_frozen,
@@ -93,6 +94,7 @@ class Drain:
         rng: random.Random | None = None,
         node_uid: str = "",
         pace: Pace | None = None,
+        pace_from: PaceFrom | None = None,
     ) -> None:
         """`record`: how the node records the drain (the caller's: the engine writes
         the patches it gives). `waits`: the clock the drain reads and waits on (real
@@ -100,7 +102,8 @@ class Drain:
         one cordon() reads). The drain is of that object: a node registered later
         under the same name is another machine, never cordoned, drained or recorded
         on by this drain. `pace`: the caller's current ETA for the drain's lines
-        (drainer/engine/pace.py's Eta.fields), when it has one."""
+        (drainer/engine/pace.py's Eta.fields), when it has one; `pace_from`: the
+        caller's ETA made from what the drain lists as it begins (pace.Listed)."""
         self.ctx = DrainContext(
             kube,
             node,
@@ -116,6 +119,7 @@ class Drain:
         self._volumes = Volumes(self.ctx)
         self._parts: _Parts | None = None  # once it runs
         self._relay = Relay(self.ctx.cond)
+        self._pace_from = pace_from
 
     # -- public ---------------------------------------------------------------
 
@@ -220,7 +224,10 @@ class Drain:
         )
         # before the watches start: run() stops them
         self._parts = _parts(ctx, budgets, self._relay.next_send)
-        budgets.start(*ctx.kube.list_budgets())
+        listed_budgets, version_read = ctx.kube.list_budgets()
+        budgets.start(listed_budgets, version_read)
+        if self._pace_from is not None:  # the forecast, from what was listed: no reads again
+            ctx.pace = self._pace_from(pod_list, listed_budgets) or ctx.pace
         parts = self._parts
         parts.following.tracker.start(pod_list, version)
         self._guard.watch()

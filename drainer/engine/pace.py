@@ -17,9 +17,14 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from drainer.engine.options import DrainOptions
+from drainer.engine.pods import Pod
 from drainer.engine.report import DrainEvent, Kind
 from drainer.errors import KubeError
-from drainer.k8s.kube import Kube
+from drainer.k8s.kube import Kube, Obj
+
+Listed = tuple[list[Pod], list[Obj]]
+"""What a drain listed as it began (the node's pods, the PodDisruptionBudgets): its
+forecast, made then, reads them there instead of listing them again."""
 
 
 @dataclass(frozen=True)
@@ -38,10 +43,18 @@ class NodeForecast:
 
 
 class Forecaster(Protocol):
-    """Forecasts one node's drain from a live client; raises what its reads raise."""
+    """Forecasts one node's drain from a live client (from what the drain listed, when
+    given); raises what its reads raise."""
 
     def __call__(
-        self, kube: Kube, node: str, options: DrainOptions, *, timeout: float, now: float
+        self,
+        kube: Kube,
+        node: str,
+        options: DrainOptions,
+        *,
+        timeout: float,
+        now: float,
+        listed: Listed | None = None,
     ) -> NodeForecast: ...
 
 
@@ -171,6 +184,7 @@ def forecast_within(
     timeout: float,
     now: float,
     within: float,
+    listed: Listed | None = None,
 ) -> Eta | str:
     """The drain's ETA from a forecast made now, given `within` seconds (in a thread
     left behind when it takes longer); else why there is none, in words. Whatever the
@@ -180,7 +194,7 @@ def forecast_within(
 
     def forecast() -> None:
         try:
-            made.append(forecaster(kube, node, options, timeout=timeout, now=now))
+            made.append(forecaster(kube, node, options, timeout=timeout, now=now, listed=listed))
         except Exception as e:
             made.append(e)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from drainer import aws
 from drainer.engine.options import DrainOptions
@@ -75,6 +75,24 @@ class DrainJob:
     """The progress of the invocations before this one, when the drain was handed
     over (a claim, bounded by drainer/lifecycle/handover.py): the pods they evicted,
     when the wait for the target groups began."""
+
+    def options(self) -> DrainOptions:
+        """The drain's options with what an invocation before handed over to the
+        engine: the pods it force-deleted and when it began the wait for the volumes."""
+        options, before = self.approach.options, self.handed_over
+        if before is None:
+            return options
+        return replace(
+            options, forced_before=before.forced, volume_wait_began=before.volume_wait_began
+        )
+
+    def target_wait_began(self, now: float) -> float:
+        """When the wait for the target groups began: now, or in an invocation before
+        that handed it over (the hand-over's claim). A claimed start past this
+        invocation's clock counts as now: a claim may shorten the wait, never lengthen
+        it past one begun now."""
+        claimed = self.handed_over.target_wait_began if self.handed_over else None
+        return now if claimed is None else min(claimed, now)
 
 
 def jitter() -> random.Random:

@@ -11,9 +11,10 @@ from typing import Any
 
 from drainer import aws, logs
 from drainer.backoff import Backoff
+from drainer.engine.context import Pace
 from drainer.engine.drain import Drain, RealWaits
 from drainer.engine.options import DrainOptions
-from drainer.engine.pace import Accuracy, Eta, forecast_within
+from drainer.engine.pace import Accuracy, Eta, Listed, forecast_within
 from drainer.engine.pods import is_finished, opted_out, parse_time
 from drainer.engine.report import DrainEvent, DrainReport, Kind
 from drainer.errors import KubeError, KubeServerError, KubeTooManyRequests, RecordChanged
@@ -23,7 +24,6 @@ from drainer.k8s.events import EventPoster, Regarding
 from drainer.k8s.kube import Kube, Obj
 from drainer.k8s.nodes import find_node_object, other_manager
 from drainer.lifecycle.events_hook import TERMINATE_HOOK_TRIGGER
-from drainer.lifecycle.handover import Handover
 from drainer.lifecycle.job import Approach, DrainJob, Run, Tools
 from drainer.lifecycle.live import wait_for_live_drain
 from drainer.lifecycle.outcomes import Result, lambda_outcome, lifecycle_result
@@ -303,11 +303,17 @@ def _engine_drain(
     forecast against the drain."""
     node = str(found["metadata"]["name"])
     node_uid = str(found["metadata"].get("uid") or "")
-    options, window = _carried(job.approach.options, job.handed_over), job.window
+    options, window = job.options(), job.window
     before = job.handed_over.evicted if job.handed_over else 0
     story = None if poster is None else DrainStory(poster, node, node_uid, options.trigger, before)
     _say_opt_out_ignored(found, options.trigger, story)
-    eta = None if options.dry_run else _eta(tools, kube, node, job)
+    etas: list[Eta] = []
+
+    def pace_from(listed_pods: list[dict[str, Any]], budgets: list[dict[str, Any]]) -> Pace | None:
+        eta = _eta(tools, kube, node, job, listed=(listed_pods, budgets))
+        etas.extend([eta] if eta is not None else [])
+        return None if eta is None else eta.fields
+
     record = ProgressRecord(
         options.trigger,
         options.destination,
@@ -325,26 +331,36 @@ def _engine_drain(
         waits=RealWaits(tools.clock),
         on_event=_told_to(story, tools),
         node_uid=node_uid,
-        pace=None if eta is None else eta.fields,
+        pace_from=None if tools.forecaster is None else pace_from,
     )
     report = drain.run(window.deadline.at, window.stop_at, deadline_source=window.deadline.source)
-    accuracy = None if eta is None else eta.accuracy()
+    accuracy = etas[0].accuracy() if etas else None
     if story is not None:
         story.ended(report, lambda outcome: _told(outcome, options.trigger, tools.settings))
     return report, accuracy
 
 
-def _eta(tools: Tools, kube: Kube, node: str, job: DrainJob) -> Eta | None:
-    """The drain's ETA, from its forecast made now, within FORECAST_SECONDS. A
-    forecast that cannot be made (a read denied or failing, a fault of the model, too
-    slow) is one warning line, never a failed or stalled drain."""
+def _eta(
+    tools: Tools, kube: Kube, node: str, job: DrainJob, *, listed: Listed | None = None
+) -> Eta | None:
+    """The drain's ETA, from its forecast made now (from what the drain `listed` as
+    it began), within FORECAST_SECONDS. A forecast that cannot be made (a read denied
+    or failing, a fault of the model, too slow) is one warning line, never a failed or
+    stalled drain."""
     if tools.forecaster is None:
         return None
     now = tools.clock()
     timeout = max(0.0, job.window.deadline.at - now)
     options = job.approach.options
     eta = forecast_within(
-        tools.forecaster, kube, node, options, timeout=timeout, now=now, within=FORECAST_SECONDS
+        tools.forecaster,
+        kube,
+        node,
+        options,
+        timeout=timeout,
+        now=now,
+        within=FORECAST_SECONDS,
+        listed=listed,
     )
     if isinstance(eta, str):
         log.warning("no ETA for the drain of node %s: %s; the drain goes on without one", node, eta)
@@ -411,7 +427,7 @@ def _leave_target_groups(tools: Tools, run: Run, job: DrainJob) -> Run:
     if run.result not in (Result.DRAINED, Result.NO_NODE) or wait <= 0:
         return run
     window = job.window
-    began = _target_wait_began(job, tools.clock())
+    began = job.target_wait_began(tools.clock())
     holder = _IpHolder(tools, job, run.node)
     try:
         found = leave_target_groups(
@@ -469,24 +485,3 @@ class _IpHolder:
     def close(self) -> None:
         if self.kube is not None:
             self.kube.close()
-
-
-def _carried(options: DrainOptions, handed_over: Handover | None) -> DrainOptions:
-    """The drain's options with what an invocation before handed over to the engine:
-    the pods it force-deleted and when it began the wait for the volumes."""
-    if handed_over is None:
-        return options
-    return replace(
-        options,
-        forced_before=handed_over.forced,
-        volume_wait_began=handed_over.volume_wait_began,
-    )
-
-
-def _target_wait_began(job: DrainJob, now: float) -> float:
-    """When the wait for the target groups began: now, or in an invocation before that
-    handed it over (the hand-over's claim). A claimed start past this invocation's
-    clock counts as now: a claim may shorten the wait, never lengthen it past one
-    begun now."""
-    claimed = job.handed_over.target_wait_began if job.handed_over else None
-    return now if claimed is None else min(claimed, now)

@@ -13,7 +13,7 @@ not wait on the plan's word, it only wants the time.
 from __future__ import annotations
 
 from drainer.engine.options import DrainOptions
-from drainer.engine.pace import NodeForecast
+from drainer.engine.pace import Listed, NodeForecast
 from drainer.engine.pods import Pod
 from drainer.k8s.kube import Kube
 from drainer.plan import model
@@ -22,13 +22,25 @@ from drainer.plan.timing import Startups, startups
 
 
 def forecast_node(
-    kube: Kube, node: str, options: DrainOptions, *, timeout: float, now: float
+    kube: Kube,
+    node: str,
+    options: DrainOptions,
+    *,
+    timeout: float,
+    now: float,
+    listed: Listed | None = None,
 ) -> NodeForecast:
     """The drain of `node` with `options`, `timeout` seconds left, as the plan has it
-    at `now` (the wall clock, for pods already terminating). Raises KubeError when a
+    at `now` (the wall clock, for pods already terminating); from the node's pods and
+    the budgets the drain `listed` as it began, or read now. Raises KubeError when a
     read fails."""
-    on_node, _ = kube.list_pods_on_node(node, options.pod_selector)
-    budgets, _ = kube.list_budgets()
+    if listed is not None:
+        on_node, budgets = listed
+    else:
+        on_node, budgets = (
+            kube.list_pods_on_node(node, options.pod_selector)[0],
+            kube.list_budgets()[0],
+        )
     times = Startups(lambda: startups(_neighbours(kube, node, on_node, options)))
     cluster = model.Cluster(budgets, times, None, read_stops(kube))
     eta, paced_by, run = model.likely_drain(on_node, cluster, options, timeout=timeout, now=now)
