@@ -320,3 +320,28 @@ def test_a_hand_over_delivered_twice__the_second_end_line_claims_no_chain_totals
     totals = {"evicted_total", "forced_total", "heartbeats_total", "drain_seconds_total"}
     assert not totals & set(again), again
     assert again.get("evicted", 0) == 0, again
+
+
+def test_a_delivery_that_lost_the_race__says_nothing_of_the_nodes_do_not_disrupt(
+    world: World, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The node is annotated do-not-disrupt, which the drain does not honour and says
+    so, once its own cordon took: a delivery that read the node before the other's
+    cordon, and lost the race to it, says nothing (the other's drain says it)."""
+    node, _, event = _scale_in(world)
+    world.cluster.client.patch(
+        "Node", node, {"metadata": {"annotations": {"karpenter.sh/do-not-disrupt": "true"}}}
+    )
+    other = _hook_drain(event)
+
+    def the_other_cordons_meanwhile(look: int) -> None:
+        if look == 1:
+            world.cluster.client.patch("Node", node, _cordoned_by(other))
+
+    _at_each_look(monkeypatch, the_other_cordons_meanwhile)
+
+    again = _notified(world, monkeypatch, event)
+
+    assert again["result"] == "redelivered", again
+    said = [line for line in capsys.readouterr().out.splitlines() if "do-not-disrupt=" in line]
+    assert said == [], "the warning, by a delivery whose drain never began"

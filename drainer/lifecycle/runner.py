@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import replace
+from functools import partial
 from typing import Any
 
 from drainer import aws, logs
@@ -306,7 +307,6 @@ def _engine_drain(
     options, window = job.options(), job.window
     before = job.handed_over.evicted if job.handed_over else 0
     story = None if poster is None else DrainStory(poster, node, node_uid, options.trigger, before)
-    _say_opt_out_ignored(found, options.trigger, story)
     etas: list[Eta] = []
 
     def pace_from(listed_pods: list[dict[str, Any]], budgets: list[dict[str, Any]]) -> Pace | None:
@@ -329,7 +329,7 @@ def _engine_drain(
         options,
         record=record,
         waits=RealWaits(tools.clock),
-        on_event=_told_to(story, tools),
+        on_event=_told_to(story, tools, found, options.trigger),
         node_uid=node_uid,
         pace_from=None if tools.forecaster is None else pace_from,
     )
@@ -371,7 +371,8 @@ def _eta(
 def _say_opt_out_ignored(node: dict[str, Any], trigger: str, story: DrainStory | None) -> None:
     """A node annotated do-not-disrupt (Karpenter's annotation, which Karpenter honours
     on a node too) is drained all the same, and says so: once per drain, not again on
-    each hand-over (the node's record then says a drain of this trigger is under way)."""
+    each hand-over (the node's record then says a drain of this trigger is under way),
+    and only once its own cordon took (not by a delivery that lost the race to it)."""
     annotation = opted_out(node)
     progress = progress_of(node) or {}
     if not annotation or (progress.get("phase"), progress.get("trigger")) == (DRAINING, trigger):
@@ -392,20 +393,23 @@ def _say_opt_out_ignored(node: dict[str, Any], trigger: str, story: DrainStory |
         story.opt_out_ignored(note)
 
 
-def _told_to(story: DrainStory | None, tools: Tools) -> Callable[[DrainEvent], None] | None:
-    """One on_event callback: the node's Events (`story`), the caller's own, and the
-    start notice (`tools.on_started`) once the drain has cordoned the node (its
-    record written: this invocation drains it, not another delivery of the event)."""
-    started = tools.on_started
+def _told_to(
+    story: DrainStory | None, tools: Tools, found: Obj, trigger: str
+) -> Callable[[DrainEvent], None]:
+    """One on_event callback: the node's Events (`story`), the caller's own, then,
+    once the drain has cordoned the node (its record written: this invocation drains
+    it, not another delivery of the event), the do-not-disrupt annotation it does not
+    honour (`found`: the node as read before) and the start notice (`tools.on_started`)."""
+    opt_out = partial(_say_opt_out_ignored, found, trigger, story)
+    once = [f for f in (opt_out, tools.on_started) if f is not None]
     parts = [part for part in (story, tools.on_event) if part is not None]
-    if started is not None:
-        parts.append(lambda event: started() if event.kind is Kind.CORDONED else None)
-    if len(parts) < 2:
-        return parts[0] if parts else None
 
     def each(event: DrainEvent) -> None:
         for part in parts:
             part(event)
+        if event.kind is Kind.CORDONED:
+            for then in once:
+                then()
 
     return each
 
