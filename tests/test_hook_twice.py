@@ -70,6 +70,21 @@ def _scale_in(world: World) -> tuple[str, list[tuple[str, Any]], dict[str, Any]]
     return node, _pods(world, node), world.terminate(instance)
 
 
+def _lost_the_race(
+    world: World, monkeypatch: pytest.MonkeyPatch, node: str, event: dict[str, Any]
+) -> Any:
+    """The event's delivery, whose look finds no record, and another delivery's cordon
+    (its record) landing between that look and this one's cordon."""
+    other = _hook_drain(event)
+
+    def the_other_cordons_meanwhile(look: int) -> None:
+        if look == 1:
+            world.cluster.client.patch("Node", node, _cordoned_by(other))
+
+    _at_each_look(monkeypatch, the_other_cordons_meanwhile)
+    return _notified(world, monkeypatch, event)
+
+
 def test_delivered_again_while_the_first_drains__left_to_it(
     world: World, monkeypatch: pytest.MonkeyPatch, published: list[tuple[str, str]]
 ) -> None:
@@ -159,15 +174,7 @@ def test_start_notice__after_the_cordon__none_for_a_delivery_that_lost_the_race(
     record, the other's cordon lands before this one's. This one is left to it and
     sends no start notice (it went before the drain, and so for a drain never run)."""
     node, before, event = _scale_in(world)
-    other = _hook_drain(event)
-
-    def the_other_cordons_meanwhile(look: int) -> None:
-        if look == 1:
-            world.cluster.client.patch("Node", node, _cordoned_by(other))
-
-    _at_each_look(monkeypatch, the_other_cordons_meanwhile)
-
-    again = _notified(world, monkeypatch, event)
+    again = _lost_the_race(world, monkeypatch, node, event)
 
     assert again["result"] == "redelivered", again
     assert published == [], "a start notice for a drain this delivery never ran"
@@ -332,15 +339,7 @@ def test_a_delivery_that_lost_the_race__says_nothing_of_the_nodes_do_not_disrupt
     world.cluster.client.patch(
         "Node", node, {"metadata": {"annotations": {"karpenter.sh/do-not-disrupt": "true"}}}
     )
-    other = _hook_drain(event)
-
-    def the_other_cordons_meanwhile(look: int) -> None:
-        if look == 1:
-            world.cluster.client.patch("Node", node, _cordoned_by(other))
-
-    _at_each_look(monkeypatch, the_other_cordons_meanwhile)
-
-    again = _notified(world, monkeypatch, event)
+    again = _lost_the_race(world, monkeypatch, node, event)
 
     assert again["result"] == "redelivered", again
     said = [line for line in capsys.readouterr().out.splitlines() if "do-not-disrupt=" in line]
