@@ -191,6 +191,35 @@ def test_delete__after_create_lifecycle_hooks_turned_off__the_stacks_hooks_delet
     assert hooks_of(account, "nodes-a") == {} and hooks_of(account, "nodes-b") == {}
 
 
+def test_delete__hooks_renamed_as_they_were_turned_off__the_names_it_put_deleted(
+    account: Account, answers: cfn.ResponseServer
+) -> None:
+    """One Update turns CreateLifecycleHooks off and renames the hooks: the resource's
+    Delete names the hooks it put (its properties), while the function's settings
+    already say the new names. It deleted none and answered SUCCESS; the hooks it had
+    put stayed, naming the stack, and held every termination and launch for their
+    HeartbeatTimeout, their actions reaching no rule."""
+    account.group("nodes-a")
+    account.group("nodes-b")
+    put = settings(launch_hook=True)
+    properties = {**PROPERTIES, "LaunchHook": "true", "LaunchHookName": LAUNCH}
+    assert send(account, answers, "Create", put, properties=properties)["Status"] == "SUCCESS"
+    assert set(hooks_of(account, "nodes-a")) == {HOOK, LAUNCH}
+    account.put_hook("nodes-b", LifecycleHookName="someone-elses")  # not this stack's
+
+    renamed = settings(
+        create_lifecycle_hooks=False,
+        lifecycle_hook_name="someone-elses",
+        launch_hook_name="drainer-launch-v2",
+    )
+    deleted = send(account, answers, "Delete", renamed, properties=properties, physical_id=OURS)
+
+    assert deleted["Status"] == "SUCCESS", deleted
+    assert hooks_of(account, "nodes-a") == {}
+    assert set(hooks_of(account, "nodes-b")) == {"someone-elses"}
+    assert "deleted 4 hook(s)" in deleted["Reason"], deleted["Reason"]
+
+
 @pytest.mark.parametrize(("kind", "status"), [("Create", "FAILED"), ("Delete", "SUCCESS")])
 def test_settings_unreadable__answered_not_left_to_time_out(
     kind: str,

@@ -404,9 +404,14 @@ def find_ours(
 
 
 def find_ours_elsewhere(
-    autoscaling: aws.Client, settings: Settings, covered: Collection[str], deadline: float
+    autoscaling: aws.Client,
+    settings: Settings,
+    covered: Collection[str],
+    deadline: float,
+    names: Collection[str] = (),
 ) -> HookSearch:
-    """This stack's hooks (either name) on the region's groups but `covered` (one
+    """This stack's hooks (either name, or any of `names`) on the region's groups but
+    `covered` (one
     untagged by hand, a managed node group left alone, a group of the cluster the
     stack covered before an Update of ClusterName): find_ours until `deadline`. A
     hook naming this stack is ours on any group; only to save the calls are the
@@ -421,8 +426,8 @@ def find_ours_elsewhere(
         for g, tags in every.items()
         if g not in covered and (not other_cluster(tags, settings) or (key and key in tags))
     ]
-    names = {settings.lifecycle_hook_name, settings.launch_hook_name}
-    return find_ours(autoscaling, settings, others, names, deadline)
+    wanted = {settings.lifecycle_hook_name, settings.launch_hook_name, *names}
+    return find_ours(autoscaling, settings, others, wanted, deadline)
 
 
 @dataclass(frozen=True)

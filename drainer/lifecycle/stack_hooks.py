@@ -315,12 +315,12 @@ def _delete(
             return reply(request, SUCCESS, kept)
         rollback = f"{request.physical_id} is CloudFormation's id, the stack {status}: "
     covered, _ = hooks.covered_groups(autoscaling, settings)
-    names = (settings.lifecycle_hook_name, settings.launch_hook_name)
+    names = sorted(leftovers.every_name(request, settings))  # the resource's, the settings'
     candidates = itertools.product(covered, names)
     removal = hooks.remove_hooks(autoscaling, settings, candidates, deadline=deadlines[1])
     if removal.failed or removal.unreached:
         return reply(request, FAILED, failed_removal(removal))
-    told, more = leftovers.elsewhere(autoscaling, settings, set(covered), deadlines[0])
+    told, more = leftovers.elsewhere(autoscaling, settings, set(covered), deadlines[0], names)
     told = Told(rollback + removed(removal)) + told
     count = str(len(removal.removed) + more)
     return reply(request, SUCCESS, told.text(), {"Removed": count})

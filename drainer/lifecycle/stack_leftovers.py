@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import itertools
 import logging
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import replace
 
 from drainer import aws
@@ -35,9 +35,13 @@ def named_before(request: StackRequest) -> set[str]:
 
 
 def every_name(request: StackRequest, settings: Settings) -> set[str]:
-    """Every name a hook of this stack's may have: the old properties' and today's."""
-    old = request.old_properties
-    former = {str(old.get("LifecycleHookName") or ""), str(old.get("LaunchHookName") or "")}
+    """Every name a hook of this stack's may have: the old properties', the request's
+    own (a Delete's are those the resource was last given, which the settings may no
+    longer say: an Update that renamed the hooks as it turned them off) and today's."""
+    given = (request.old_properties, request.properties)
+    former = {
+        str(p.get(key) or "") for p in given for key in ("LifecycleHookName", "LaunchHookName")
+    }
     wanted = {spec.name for spec in hooks.HookSpec.all_from_settings(settings)}
     return (former | wanted | {settings.launch_hook_name}) - {""}
 
@@ -119,16 +123,20 @@ def left_alone(
 
 
 def elsewhere(
-    autoscaling: aws.Client, settings: Settings, covered: set[str], deadline: float
+    autoscaling: aws.Client,
+    settings: Settings,
+    covered: set[str],
+    deadline: float,
+    names: Collection[str],
 ) -> tuple[Told, int]:
-    """Delete this stack's hooks on the region's other groups (untagged by hand, a
+    """Delete this stack's hooks of `names` on the region's other groups (untagged by hand, a
     managed node group left alone, an Update's deletion refused, a group of the
     cluster the stack covered before), but those tagged for another cluster without
     ASG_TAG's key (hooks.find_ours_elsewhere): (the reason, how many deleted). The
     tagged groups' policy refuses a deletion once the tag is gone: named with the
     command, not a failure."""
     try:
-        search = hooks.find_ours_elsewhere(autoscaling, settings, covered, deadline)
+        search = hooks.find_ours_elsewhere(autoscaling, settings, covered, deadline, names)
     except AwsError as e:
         log.error("the other groups could not be listed: %s", e)
         why = (
