@@ -1788,3 +1788,68 @@ def test_describe_instance__reads_state_and_launch_time(clients: aws.AwsClients)
     assert first.state == "running"
     assert first.launched_at is not None and first.launched_at < time.time() - 86000
     assert again.launched_at is not None and again.launched_at > time.time() - 60
+
+
+@pytest.mark.parametrize(
+    ("name", "notice"),
+    [("spot-interruption", SPOT_NOTICE_SECONDS), ("ec2-state-change", STATE_CHANGE_NOTICE_SECONDS)],
+)
+def test_deadline_of__an_event_time_after_its_delivery__counted_from_the_delivery(
+    load_event: LoadEvent, name: str, notice: int
+) -> None:
+    """A warning's time later than its delivery (a clock's skew, a hand-made event)
+    gave the drain EC2's notice from that time: decades for 2090, a drain cut and
+    handed over, invocation after invocation, on a node EC2 takes two minutes after
+    the real warning. The warning was issued by the time it came, at the latest."""
+    raw = load_event(name)
+    raw["time"] = "2090-01-01T00:00:00Z"
+    found = _found(_spot_event(raw))
+    now = datetime(2026, 11, 22, 2, 20, 30, tzinfo=UTC).timestamp()
+
+    deadline = ec2_events.deadline_of(found, Settings(), now)
+
+    assert now < deadline.at <= now + notice
+
+
+@pytest.mark.parametrize(
+    ("name", "key"),
+    [
+        ("spot-interruption", "time"),
+        ("ec2-state-change", "time"),
+        ("capacity-reservation-interruption", "instance-termination-time"),
+    ],
+)
+@pytest.mark.parametrize("moment", ["9999-12-31T23:59:00-12:00", "0001-01-01T00:00:00+14:00"])
+def test_parse_event__a_time_no_clock_can_show__malformed__not_a_traceback(
+    load_event: LoadEvent, name: str, key: str, moment: str
+) -> None:
+    """A time whose UTC falls outside the years a datetime holds parsed, and the
+    deadline's log line, the notice and the schedule raised ValueError on it (year
+    10000 is out of range): a traceback, and Lambda's retries into the same one."""
+    raw = load_event(name)
+    (raw if key == "time" else raw["detail"])[key] = moment
+
+    parsed = parse_event(raw)
+
+    assert isinstance(parsed, Skip) and parsed.malformed, parsed
+    assert "not" in parsed.reason and key in parsed.reason, parsed.reason
+
+
+def test_parse_event__capacity_warning_naming_no_termination_time__two_minutes_from_its_time(
+    load_event: LoadEvent,
+) -> None:
+    """A capacity reservation's warning without `instance-termination-time` was
+    dropped as malformed: no drain, and EC2 took the instance two minutes later with
+    its pods. The deadline's own fallback (the warning's time + 120 s) never ran."""
+    raw = load_event("capacity-reservation-interruption")
+    del raw["detail"]["instance-termination-time"]
+
+    parsed = parse_event(raw)
+
+    assert isinstance(parsed, Ec2Event) and parsed.acts_at is None, parsed
+    issued = parsed.issued_at or 0.0
+    found = _found(parsed)
+    settings = Settings.from_env({"SPOT_DEADLINE_MARGIN_SECONDS": "15"})
+    assert (
+        ec2_events.deadline_of(found, settings, issued + 5).at == issued + SPOT_NOTICE_SECONDS - 15
+    )

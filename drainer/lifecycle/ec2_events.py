@@ -194,7 +194,9 @@ def deadline_of(found: Ec2Target, settings: Settings, now: float) -> Deadline:
     change whose maintenance window is further away than that."""
     event = found.event
     margin = settings.spot_deadline_margin_seconds
-    issued = event.issued_at if event.issued_at is not None else now
+    # issued by the time it came at the latest: a later time (a skewed clock, a
+    # hand-made event) would lend the drain EC2's notice from then
+    issued = min(event.issued_at, now) if event.issued_at is not None else now
     less = f"- SPOT_DEADLINE_MARGIN_SECONDS ({margin} s)"
     if late.is_late(found.event, found.identity, now):
         return Deadline(

@@ -21,6 +21,7 @@ from drainer.lifecycle.events_fields import (
     Malformed,
     Skip,
     epoch,
+    in_range,
     instance_id,
     optional,
     required,
@@ -239,7 +240,8 @@ def _ec2_event(event: dict[str, Any], kind: Ec2Kind) -> Ec2Event | Skip:
             instance_action=optional(detail, "instance-action", "detail."),
             detail_code=optional(detail, "state", "detail."),
         )
-        if kind is Ec2Kind.CAPACITY_RESERVATION:
+        if kind is Ec2Kind.CAPACITY_RESERVATION and "instance-termination-time" in detail:
+            # named by every warning AWS shows; without it: the warning's time + 120 s
             parsed = replace(parsed, acts_at=_time_field(detail, "instance-termination-time"))
     except Malformed as malformed:
         return Skip(f"malformed {kind} event: {malformed}", malformed=True)
@@ -397,8 +399,8 @@ def _time_field(detail: Mapping[str, Any], key: str) -> float:
     seconds = epoch(text)
     if seconds is None:
         try:
-            seconds = parsedate_to_datetime(text).timestamp()
-        except (TypeError, ValueError, IndexError):
+            seconds = in_range(parsedate_to_datetime(text).timestamp())
+        except (TypeError, ValueError, IndexError, OverflowError):
             seconds = None
     if seconds is None or not math.isfinite(seconds):
         raise Malformed(f"field 'detail.{key}' is {shown(text)}, not a time")

@@ -40,15 +40,26 @@ class Malformed(Exception):
     event's parser turns it into a malformed `Skip`, never lets it out."""
 
 
+LAST_TIME = datetime(3000, 1, 1, tzinfo=UTC).timestamp()
+"""An event's times are before this (and not before 1970): past it, a deadline's log
+line, a notice and a schedule could not write the time (year 10000 is out of range)."""
+
+
 def epoch(text: str) -> float | None:
-    """An event's RFC 3339 time in epoch seconds; None when it does not parse."""
+    """An event's RFC 3339 time in epoch seconds; None when it does not parse or is
+    outside 1970 to 3000 (in_range)."""
     try:
         moment = datetime.fromisoformat(text)
-    except ValueError:
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=UTC)  # EventBridge writes UTC
+        return in_range(moment.timestamp())
+    except (ValueError, OverflowError):
         return None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)  # EventBridge writes UTC
-    return moment.timestamp()
+
+
+def in_range(seconds: float) -> float | None:
+    """`seconds`, when an event's time may be that (0 to LAST_TIME); else None."""
+    return seconds if 0 <= seconds < LAST_TIME else None
 
 
 def iso(seconds: float) -> str:
