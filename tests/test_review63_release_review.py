@@ -9,6 +9,7 @@ import threading
 import time
 from typing import Any
 
+import pytest
 from support.cli_schema import problems
 from support.clock import FakeClock
 from test_cli import NODE, sim
@@ -113,6 +114,31 @@ def test_into_warm_pool_released__message_does_not_say_the_node_stays_cordoned()
     summary = _into_warm_pool({"result": "released", "message": run.message}, run, Settings())
 
     assert "stays cordoned" not in summary["message"], summary["message"]
+
+
+@pytest.mark.parametrize(
+    "result", [Result.DRY_RUN, Result.NOT_OURS, Result.NOT_ALLOWED, Result.STALE]
+)
+def test_into_warm_pool_nothing_cordoned__message_does_not_say_the_node_stays_cordoned(
+    result: Result,
+) -> None:
+    """A scale-in into the warm pool that cordoned nothing (a dry run, another
+    cluster's node, a group not admitted, a stale event) told the operator, in the
+    end line, a warning and the notice, that its node stays cordoned until they run
+    release."""
+    run = Run(result, "", node="n1")
+    summary = _into_warm_pool({"result": str(result), "message": ""}, run, Settings())
+
+    assert "cordoned" not in summary["message"], summary["message"]
+
+
+def test_into_warm_pool_failed__the_node_said_cordoned_only_if_it_is() -> None:
+    """A failed run may have cordoned the node (its cordon, or an earlier step's of
+    its chain) or not: the advice stays, saying so."""
+    run = Run(Result.FAILED, "the API server refused", node="n1")
+    summary = _into_warm_pool({"result": "failed", "message": run.message}, run, Settings())
+
+    assert "if it was cordoned, it stays so until then" in summary["message"]
 
 
 def test_terminate_hook_released_mid_drain__notice_title_not_about_a_hand_over() -> None:

@@ -253,20 +253,34 @@ def _answer(
     return result, frame.answer(clients, event, result, action_gone=run.action_gone)
 
 
+_NOTHING_CORDONED = frozenset(
+    {
+        Result.NO_NODE,
+        Result.RELEASED,  # released: uncordoned
+        Result.REDELIVERED,  # another delivery's drain says its own end
+        Result.DRY_RUN,
+        Result.NOT_ALLOWED,
+        Result.NOT_OURS,
+        Result.STALE,
+    }
+)
+"""The results of a scale-in into the warm pool that leave no cordon of ours."""
+
+
 def _into_warm_pool(summary: dict[str, Any], run: Run, settings: Settings) -> dict[str, Any]:
     """The end line of a scale-in into the warm pool: where the instance goes and, when
     nothing of ours will see it come back (LAUNCH_HOOK off), what to run then: said
     in a warning line and added to the end line's message (after the run's own, a
     timeout's say), which the notice carries too."""
     summary = {**summary, "destination": WARM_POOL_NAME}
-    if (
-        not settings.launch_hook
-        and run.node
-        and run.result not in (Result.NO_NODE, Result.RELEASED, Result.REDELIVERED)
-    ):
+    if not settings.launch_hook and run.node and run.result not in _NOTHING_CORDONED:
+        # a failure may come before its cordon, or after an earlier step's
+        stays = (
+            "if it was cordoned, it stays so" if run.result is Result.FAILED else "stays cordoned"
+        )
         advice = (
             f"LAUNCH_HOOK is off: when the instance comes back from the warm pool, run "
-            f"`{release_command(run.node)}` (its node stays cordoned until then)"
+            f"`{release_command(run.node)}` (its node {stays} until then)"
         )
         said = summary.get("message")
         summary["message"] = f"{said}; {advice}" if said else advice
