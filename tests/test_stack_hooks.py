@@ -480,6 +480,41 @@ def test_hooks_of_0_1_0__on_a_group_the_old_properties_never_named__not_adopted(
     assert hooks_of(account, "nodes-b") == {HOOK: V0_1_0_METADATA}
 
 
+def test_hooks_of_0_1_0__old_asg_tag__adopted_only_on_the_groups_it_tagged(
+    account: Account, answers: cfn.ResponseServer
+) -> None:
+    """The old properties had an AsgTag: a 0.1.0 hook on a group that tag admitted is
+    this stack's earlier version's, adopted. One on a group the tag never admitted,
+    named by this Update for the first time, was adopted as well (the tag counted
+    for every group): another deployment's hook, which the stack's Delete then took."""
+    account.group("nodes-a")
+    account.group("nodes-b")  # untagged: another deployment's 0.1.0 hook
+    account.tagged("tagged-x")
+    for group in ("nodes-b", "tagged-x"):
+        account.put_hook(group, NotificationMetadata=V0_1_0_METADATA)
+    old = {**PROPERTIES, "AsgNames": "nodes-a", "AsgTag": TAGGED["AsgTag"]}
+    now = settings(allowed_asgs=("nodes-a", "nodes-b"), asg_tag=TAGGED["AsgTag"])
+    properties = {**old, "AsgNames": "nodes-a,nodes-b"}
+
+    updated = send(
+        account, answers, "Update", now, properties=properties, old=old, physical_id=OURS
+    )
+
+    assert updated["Status"] == "FAILED", updated
+    assert f"nodes-b already has a lifecycle hook {HOOK}" in updated["Reason"]
+    assert "tagged-x" not in updated["Reason"], "the tagged group's hook is adoptable"
+    assert hooks_of(account, "nodes-b") == {HOOK: V0_1_0_METADATA}
+
+    account.autoscaling.delete_lifecycle_hook(
+        AutoScalingGroupName="nodes-b", LifecycleHookName=HOOK
+    )
+    again = send(account, answers, "Update", now, properties=properties, old=old, physical_id=OURS)
+
+    assert again["Status"] == "SUCCESS", again
+    assert "adopted from 0.1.0: tagged-x/eks-node-drainer" in again["Reason"]
+    assert owner_of(account, "tagged-x") == owner_of(account, "nodes-b") == cfn.STACK_ID
+
+
 @pytest.mark.parametrize("kind", ["Create", "Update", "Delete"])
 def test_a_request_from_another_stack__refused__nothing_touched(
     account: Account, answers: cfn.ResponseServer, kind: str

@@ -200,7 +200,7 @@ def _act(
     if request.kind == "Create" and refused_managed:
         return reply(request, FAILED, f"{refused_managed}; no hook was put")
     others = hooks.others_hooks(autoscaling, settings, covered, until)
-    adopt = _adoptable(request, settings, others)
+    adopt = _adoptable(request, autoscaling, settings, others)
     taken = {hook: hooks.whose(found) for hook, found in others.items() if hook not in adopt}
     if taken:
         return reply(request, FAILED, _not_ours(taken))
@@ -353,21 +353,23 @@ def _replaced(request: StackRequest, cloudformation: aws.Client | None) -> tuple
 
 
 def _adoptable(
-    request: StackRequest, settings: Settings, others: Mapping[hooks.Hook, Mapping[str, Any]]
+    request: StackRequest,
+    autoscaling: aws.Client,
+    settings: Settings,
+    others: Mapping[hooks.Hook, Mapping[str, Any]],
 ) -> set[hooks.Hook]:
     """The hooks an Update takes over: 0.1.0's (its metadata named the cluster and no
-    stack), on a group the stack covered before (named in the old AsgNames, or any
-    covered group when it had an AsgTag). A Create adopts nothing."""
+    stack), on a group the stack covered before (named in the old AsgNames, or
+    carrying the old AsgTag: leftovers.tagged_before). A Create adopts nothing."""
     if request.kind != "Update":
         return set()
-    named_before = leftovers.named_before(request)
-    tagged_before = bool(str(request.old_properties.get("AsgTag") or "").strip())
     specs = {spec.name: spec for spec in hooks.HookSpec.all_from_settings(settings)}
-    return {
-        (group, name)
-        for (group, name), found in others.items()
-        if (group in named_before or tagged_before) and specs[name].from_0_1_0(found)
-    }
+    found_0_1_0 = {hook for hook, found in others.items() if specs[hook[1]].from_0_1_0(found)}
+    named = leftovers.named_before(request)
+    if all(group in named for group, _ in found_0_1_0):
+        return found_0_1_0
+    before = named | leftovers.tagged_before(request, autoscaling, settings)
+    return {(group, name) for group, name in found_0_1_0 if group in before}
 
 
 def _not_ours(taken: Mapping[hooks.Hook, str]) -> str:

@@ -34,6 +34,22 @@ def named_before(request: StackRequest) -> set[str]:
     return {g.strip() for g in str(request.old_properties.get("AsgNames") or "").split(",")} - {""}
 
 
+def tagged_before(request: StackRequest, autoscaling: aws.Client, settings: Settings) -> set[str]:
+    """The groups the old AsgTag admits (they carry it, and are of the old cluster, or
+    of none); none when it had none, or when they cannot be listed (logged)."""
+    key, sep, value = str(request.old_properties.get("AsgTag") or "").strip().partition("=")
+    if not sep:
+        return set()
+    old_cluster = str(request.old_properties.get("ClusterName") or "") or settings.cluster_name
+    before = replace(settings, cluster_name=old_cluster)
+    try:
+        tagged = aws.groups_with_tag(autoscaling, key, value)
+    except AwsError as e:
+        log.error("the groups tagged %s=%s could not be listed: %s", key, value, e)
+        return set()
+    return {group for group, tags in tagged.items() if not other_cluster(tags, before)}
+
+
 def every_name(request: StackRequest, settings: Settings) -> set[str]:
     """Every name a hook of this stack's may have: the old properties', the request's
     own (a Delete's are those the resource was last given, which the settings may no
