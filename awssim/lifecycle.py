@@ -14,6 +14,8 @@ NotImplementedError. This module adds, explicitly:
   snake_case), answering like AWS does, including the "No active Lifecycle Action
   found with token ..." ValidationError;
 - PutLifecycleHook keeping the hook's NotificationMetadata, which moto drops;
+- DeleteLifecycleHook ending the hook's outstanding actions first, as AWS does
+  (CONTINUE a termination, ABANDON a launch), which moto does not;
 - `set_global_timeout`, a hook's GlobalTimeout set explicitly (see there);
 - `begin_termination(age=...)`, an action that began a while ago (see there);
 - warm pools (moto stores a group's warm pool but keeps no instance in it): a
@@ -56,7 +58,7 @@ LAUNCHING = "autoscaling:EC2_INSTANCE_LAUNCHING"
 LAUNCH_DETAIL_TYPE = "EC2 Instance-launch Lifecycle Action"
 EC2, GROUP, WARM_POOL = "EC2", "AutoScalingGroup", "WarmPool"
 """The Origin and Destination values of a lifecycle event."""
-CALL_KINDS = ("complete", "heartbeat", "timeout")
+CALL_KINDS = ("complete", "heartbeat", "timeout", "hook_deleted")
 FAULT_KINDS = ("complete", "heartbeat")
 
 
@@ -432,6 +434,32 @@ class LifecycleLedger(BaseBackend):
                         self._close(other, "ABANDON", now, "abandoned")
             self._finish_instance_if_done(action)
 
+    def hook_deleted(self, asg_name: str, hook_name: str) -> None:
+        """DeleteLifecycleHook: "if there are any outstanding lifecycle actions, they are
+        completed first (ABANDON for launching instances, CONTINUE for terminating
+        instances)" (AWS's API reference); each such end recorded as "hook_deleted"."""
+        with self.lock:
+            self._expire_overdue()
+            now = self.clock()
+            for action in list(self.actions.values()):
+                if not action.active or (action.asg_name, action.hook_name) != (
+                    asg_name,
+                    hook_name,
+                ):
+                    continue
+                result = "ABANDON" if action.transition == LAUNCHING else "CONTINUE"
+                self._close(action, result, now, "hook_deleted")
+                self.received["hook_deleted"].append(
+                    {
+                        "AutoScalingGroupName": asg_name,
+                        "LifecycleHookName": hook_name,
+                        "InstanceId": action.instance_id,
+                        "LifecycleActionResult": result,
+                        "time": now,
+                    }
+                )
+                self._finish_instance_if_done(action)
+
     def heartbeat(self, params: dict[str, Any]) -> None:
         with self.lock:
             self._expire_overdue()
@@ -664,6 +692,16 @@ def _put_lifecycle_hook(self: AutoScalingResponse) -> ActionResult:
     return result
 
 
+_original_delete_lifecycle_hook = AutoScalingResponse.delete_lifecycle_hook
+
+
+def _delete_lifecycle_hook(self: AutoScalingResponse) -> ActionResult:
+    book = ledger(self.current_account, self.region)
+    book.hook_deleted(self._get_param("AutoScalingGroupName"), self._get_param("LifecycleHookName"))
+    result: ActionResult = _original_delete_lifecycle_hook(self)
+    return result
+
+
 def _describe_warm_pool(self: AutoScalingResponse) -> ActionResult:
     asg_name = self._get_param("AutoScalingGroupName")
     configuration = self.autoscaling_backend.describe_warm_pool(group_name=asg_name)
@@ -690,5 +728,6 @@ def register() -> None:
     AutoScalingResponse.complete_lifecycle_action = _complete_lifecycle_action  # type: ignore[attr-defined]
     AutoScalingResponse.record_lifecycle_action_heartbeat = _record_lifecycle_action_heartbeat  # type: ignore[attr-defined]
     AutoScalingResponse.put_lifecycle_hook = _put_lifecycle_hook  # type: ignore[method-assign]
+    AutoScalingResponse.delete_lifecycle_hook = _delete_lifecycle_hook  # type: ignore[method-assign]
     AutoScalingResponse.describe_warm_pool = _describe_warm_pool  # type: ignore[method-assign]
     AutoScalingResponse.describe_auto_scaling_instances = _describe_auto_scaling_instances  # type: ignore[method-assign]

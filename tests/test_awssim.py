@@ -900,3 +900,29 @@ def test_twenty_threads_calling_eks_first_at_once__its_model_and_router_built_on
     assert answers == ["ResourceNotFoundException"] * 20
     assert routers == ["eks"]
     assert models.count("eks/service-2") == 1, models
+
+
+def test_delete_lifecycle_hook__its_outstanding_actions_ended_first__as_aws_does(
+    scene: Scene,
+) -> None:
+    """AWS's DeleteLifecycleHook: outstanding actions "are completed first (ABANDON for
+    launching instances, CONTINUE for terminating instances)"; moto left them open."""
+    scene.autoscaling.put_lifecycle_hook(
+        LifecycleHookName="warmup",
+        AutoScalingGroupName="workers",
+        LifecycleTransition="autoscaling:EC2_INSTANCE_LAUNCHING",
+    )
+    leaving, joining = scene.group.instance_ids[0], scene.group.instance_ids[1]
+    scene.sim.begin_termination("workers", leaving, "drain")
+    scene.sim.begin_launch("workers", joining, "warmup")
+
+    for hook in ("drain", "warmup"):
+        scene.autoscaling.delete_lifecycle_hook(
+            AutoScalingGroupName="workers", LifecycleHookName=hook
+        )
+
+    ended = {(c["InstanceId"], c["LifecycleActionResult"]) for c in scene.sim.calls("hook_deleted")}
+    assert ended == {(leaving, "CONTINUE"), (joining, "ABANDON")}
+    assert all(a["closed_by"] == "hook_deleted" for a in scene.sim.actions())
+    assert _ec2_state(scene, leaving) in ("shutting-down", "terminated")
+    assert _ec2_state(scene, joining) in ("shutting-down", "terminated")

@@ -13,8 +13,9 @@ from typing import Any
 
 import pytest
 from support import cfn
-from test_hooks import CLUSTER, HOOK, Account
+from test_hooks import CLUSTER, HOOK, REGION, Account
 
+from awssim import AwsSim
 from drainer import handler, logs
 from drainer.lifecycle import hooks, stack_hooks
 from drainer.lifecycle.events import StackRequest, parse_event
@@ -513,6 +514,73 @@ def test_hooks_of_0_1_0__old_asg_tag__adopted_only_on_the_groups_it_tagged(
     assert again["Status"] == "SUCCESS", again
     assert "adopted from 0.1.0: tagged-x/eks-node-drainer" in again["Reason"]
     assert owner_of(account, "tagged-x") == owner_of(account, "nodes-b") == cfn.STACK_ID
+
+
+def _instance_of(account: Account, group: str) -> str:
+    account.autoscaling.set_desired_capacity(AutoScalingGroupName=group, DesiredCapacity=1)
+    described = account.autoscaling.describe_auto_scaling_groups(AutoScalingGroupNames=[group])
+    return str(described["AutoScalingGroups"][0]["Instances"][0]["InstanceId"])
+
+
+def test_delete_while_an_instance_waits_on_the_hook__kept__its_drain_not_cut_short(
+    account: Account, answers: cfn.ResponseServer
+) -> None:
+    """Auto Scaling ends a deleted hook's outstanding actions at once, a termination's
+    with CONTINUE: a stack deleted while a scale-in drained had its hook deleted and
+    the instance terminated mid-drain, its pods stopped with it. Kept now, the Delete
+    failed naming the instance; deleting the stack again once it is done goes on."""
+    account.group("nodes-a")
+    account.group("nodes-b")
+    assert send(account, answers, "Create", settings())["Status"] == "SUCCESS"
+    instance = _instance_of(account, "nodes-a")
+    sim = AwsSim(region=REGION)
+    token = sim.begin_termination("nodes-a", instance, HOOK)
+
+    deleted = send(account, answers, "Delete", settings(), physical_id=OURS)
+
+    assert deleted["Status"] == "FAILED", deleted
+    assert (
+        f"nodes-a/{HOOK}: 1 instance(s) wait on it: {instance} (Terminating:Wait)"
+        in (deleted["Reason"])
+    )
+    assert "Delete the stack again once no instance waits on them" in deleted["Reason"]
+    assert "by hand" not in deleted["Reason"]
+    assert HOOK in hooks_of(account, "nodes-a")
+    assert sim.calls("hook_deleted") == []
+    assert [a["closed_at"] for a in sim.actions() if a["token"] == token] == [None]
+
+    account.autoscaling.complete_lifecycle_action(
+        AutoScalingGroupName="nodes-a",
+        LifecycleHookName=HOOK,
+        LifecycleActionToken=token,
+        LifecycleActionResult="CONTINUE",
+    )
+    again = send(account, answers, "Delete", settings(), physical_id=OURS)
+
+    assert again["Status"] == "SUCCESS", again
+    assert hooks_of(account, "nodes-a") == hooks_of(account, "nodes-b") == {}
+
+
+def test_update_turning_the_launch_hook_off_while_a_launch_waits__the_launch_not_abandoned(
+    account: Account, answers: cfn.ResponseServer
+) -> None:
+    """A launch hook deleted with a launch waiting on it is ended with ABANDON: the new
+    instance terminated. The Update fails instead (a group it still covers), naming
+    the launch; the rollback keeps the hook."""
+    account.group("nodes-a")
+    account.group("nodes-b")
+    on = settings(launch_hook=True)
+    properties = {**PROPERTIES, "LaunchHook": "true", "LaunchHookName": LAUNCH}
+    assert send(account, answers, "Create", on, properties=properties)["Status"] == "SUCCESS"
+    sim = AwsSim(region=REGION)
+    token = sim.begin_launch("nodes-b", _instance_of(account, "nodes-b"), LAUNCH)
+
+    updated = send(account, answers, "Update", settings(), old=properties, physical_id=OURS)
+
+    assert updated["Status"] == "FAILED", updated
+    assert "(Pending:Wait)" in updated["Reason"] and "ABANDON" in updated["Reason"]
+    assert LAUNCH in hooks_of(account, "nodes-b")
+    assert [a["result"] for a in sim.actions() if a["token"] == token] == [None]
 
 
 @pytest.mark.parametrize("kind", ["Create", "Update", "Delete"])

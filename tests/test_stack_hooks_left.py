@@ -214,9 +214,10 @@ def test_delete__the_groups_cannot_all_be_listed__said__not_failed(
 ) -> None:
     account.tagged("tagged-x")
     given = _create_tagged(account, answers)
-    # The third DescribeAutoScalingGroups: the listing of every group (the first
-    # lists the tagged ones, the second reads their tags: managed node groups?).
-    refuse(account, "DescribeAutoScalingGroups", after=2)
+    # The fourth DescribeAutoScalingGroups: the listing of every group (the first
+    # lists the tagged ones, the second reads their tags: managed node groups?, the
+    # third reads tagged-x's instances: does one wait on the hook?).
+    refuse(account, "DescribeAutoScalingGroups", after=3)
 
     deleted = send(account, answers, "Delete", given, physical_id=OURS)
 

@@ -47,6 +47,7 @@ from botocore.exceptions import ClientError
 
 from drainer.errors import AwsError, SettingsError
 from drainer.lifecycle import hooks
+from drainer.lifecycle.hooks_removal import HookRemoval
 from drainer.lifecycle.settings import Settings
 from tools.common import Aws, DeployError, connect, describe_stack, run_tool
 from tools.deploy import function_name, stack_outputs, wait_for_stack
@@ -78,7 +79,7 @@ class Plan:
 
     stack_id: str
     settings: Settings
-    ours: hooks.HookRemoval = field(default_factory=hooks.HookRemoval)
+    ours: HookRemoval = field(default_factory=HookRemoval)
     """The dry run of hooks.remove_hooks on the covered groups: the stack's hooks
     (terminate and launch), those another tool made, those that could not be read."""
     elsewhere: hooks.HookSearch = field(default_factory=hooks.HookSearch)

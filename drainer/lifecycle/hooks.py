@@ -42,6 +42,7 @@ from drainer.errors import AwsError
 from drainer.lifecycle import hooks_stack, managed
 from drainer.lifecycle.admission import STACK_KEY, metadata_fields, other_cluster, tag_admits
 from drainer.lifecycle.events_hook import LAUNCHING, TERMINATING
+from drainer.lifecycle.hooks_removal import HookRemoval, logged, waiting_on
 from drainer.lifecycle.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -430,19 +431,6 @@ def find_ours_elsewhere(
     return find_ours(autoscaling, settings, others, wanted, deadline)
 
 
-@dataclass(frozen=True)
-class HookRemoval:
-    """What one removal of this stack's hooks found and did (or, dry, would do)."""
-
-    removed: tuple[Hook, ...] = ()
-    left: dict[Hook, str] = field(default_factory=dict)
-    """Hooks of the name that another tool made, and why they are not ours."""
-    failed: dict[Hook, str] = field(default_factory=dict)
-    """Hooks that could not be read or deleted: the AWS error."""
-    unreached: tuple[Hook, ...] = ()
-    """Candidates not looked at: the deadline came first."""
-
-
 def remove_hooks(
     autoscaling: aws.Client,
     settings: Settings,
@@ -453,47 +441,32 @@ def remove_hooks(
 ) -> HookRemoval:
     """Delete those of the `candidates` that this stack put (with `dry_run`, only say
     which). Ours: its NotificationMetadata names this stack (HookSpec.made); another
-    stack's, 0.1.0's or another tool's hook of the name stays. A group or hook already
-    gone is nothing to do. Those left when time.monotonic() passes `deadline` (None:
-    none) are `unreached`."""
+    stack's, 0.1.0's or another tool's hook of the name stays, and so does one an
+    instance waits on (hooks_removal.waiting_on: deleting it would end the wait). A
+    group or hook already gone is nothing to do. Those left when time.monotonic()
+    passes `deadline` (None: none) are `unreached`."""
     spec = HookSpec.from_settings(settings)
     removed: list[Hook] = []
     left: dict[Hook, str] = {}
     failed: dict[Hook, str] = {}
-    todo = sorted(set(candidates))
+    waiting: list[Hook] = []
+    todo, unreached = sorted(set(candidates)), []
     for at, (group, name) in enumerate(todo):
         if deadline is not None and time.monotonic() >= deadline:
-            return _removed(HookRemoval(tuple(removed), left, failed, tuple(todo[at:])), dry_run)
+            unreached = todo[at:]
+            break
         try:
             found = aws.describe_hook(autoscaling, group, name)
             if found is None:
                 continue
             if not spec.made(found):
                 left[(group, name)] = whose(found)
+            elif why := waiting_on(autoscaling, group, found):
+                failed[(group, name)] = why
+                waiting.append((group, name))
             elif dry_run or aws.delete_lifecycle_hook(autoscaling, group, name):
                 removed.append((group, name))
         except AwsError as e:
             failed[(group, name)] = str(e)
-    return _removed(HookRemoval(tuple(removed), left, failed), dry_run)
-
-
-def _removed(removal: HookRemoval, dry_run: bool) -> HookRemoval:
-    """The removal, its line logged (but on a dry run)."""
-    if not dry_run:
-        bad = removal.failed or removal.unreached
-        log.log(
-            logging.ERROR if bad else logging.INFO,
-            f"hook removal: {len(removal.removed)} hook(s) deleted, {len(removal.left)} left "
-            f"to their owners, {len(removal.failed)} failed, {len(removal.unreached)} not "
-            "reached in time",
-            extra=logs.safe_fields(
-                {
-                    "event": "hooks_removed",
-                    "removed": [f"{g}/{n}" for g, n in removal.removed],
-                    "left": {f"{g}/{n}": why for (g, n), why in removal.left.items()},
-                    "failed": {f"{g}/{n}": why for (g, n), why in removal.failed.items()},
-                    "unreached": [f"{g}/{n}" for g, n in removal.unreached],
-                }
-            ),
-        )
-    return removal
+    done = HookRemoval(tuple(removed), left, failed, tuple(unreached), tuple(waiting))
+    return logged(done, dry_run)

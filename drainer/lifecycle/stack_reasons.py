@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from drainer.lifecycle import hooks
+from drainer.lifecycle.hooks_removal import HookRemoval
 
 REASON_LIMIT = 1500
 WORK_SECONDS = 180.0
@@ -78,14 +79,14 @@ def named(hooks_: Iterable[hooks.Hook]) -> str:
     return ", ".join(f"{group}/{name}" for group, name in sorted(hooks_))
 
 
-def removed(removal: hooks.HookRemoval) -> str:
+def removed(removal: HookRemoval) -> str:
     text = f"deleted {len(removal.removed)} hook(s): {named(removal.removed) or 'none'}"
     if removal.left:
         text += f"; left to their owners: {named(removal.left)}"
     return text
 
 
-def failed_removal(removal: hooks.HookRemoval) -> str:
+def failed_removal(removal: HookRemoval) -> str:
     """A removal's failures, for a FAILED answer: each with its error, as many as fit;
     or, when time ran out first, what was not reached (deleting the stack again goes
     on where this Delete stopped)."""
@@ -103,6 +104,8 @@ def failed_removal(removal: hooks.HookRemoval) -> str:
         REASON_LIMIT - 200,
         "; ",
     )
+    if set(removal.failed) <= set(removal.waiting):  # nothing broken: instances wait
+        return f"{failures}. Delete the stack again once no instance waits on them"
     return (
         f"{failures}. Delete these hooks by hand (aws autoscaling delete-lifecycle-hook; "
         "the log names each), then delete the stack again, retaining this resource"

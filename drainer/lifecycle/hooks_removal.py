@@ -1,0 +1,87 @@
+"""What one removal of this stack's hooks found and did (hooks.remove_hooks), its log
+line, and the check made before each deletion: no instance waits on the hook.
+
+Auto Scaling ends the outstanding actions of a hook it deletes, at once: a
+termination's with CONTINUE (the instance goes while its drain still evicts, its
+pods stopped with it) and a launch's with ABANDON (the new instance is terminated).
+So a hook an instance waits on is not deleted: the removal says which instances
+wait, and deleting the stack (or updating it) again once they are done goes on."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from drainer import aws, logs
+from drainer.lifecycle.events_hook import LAUNCHING, TERMINATING
+
+log = logging.getLogger("drainer.lifecycle.hooks")
+
+_WAITS = {
+    TERMINATING: frozenset({"Terminating:Wait", "Warmed:Terminating:Wait", "Warmed:Pending:Wait"}),
+    LAUNCHING: frozenset({"Pending:Wait", "Warmed:Pending:Wait"}),
+}
+"""The lifecycle states of an instance that may wait on a hook of each transition (a
+scale-in into the warm pool waits as Warmed:Pending:Wait on a terminate hook)."""
+_ENDS = {
+    TERMINATING: "CONTINUE (the instance goes mid-drain)",
+    LAUNCHING: "ABANDON (the new instance is terminated)",
+}
+
+
+@dataclass(frozen=True)
+class HookRemoval:
+    """What one removal of this stack's hooks found and did (or, dry, would do)."""
+
+    removed: tuple[tuple[str, str], ...] = ()
+    left: dict[tuple[str, str], str] = field(default_factory=dict)
+    """Hooks of the name that another tool made, and why they are not ours."""
+    failed: dict[tuple[str, str], str] = field(default_factory=dict)
+    """Hooks that could not be read or deleted (the AWS error), or that an instance
+    waits on (`waiting`: why), kept."""
+    unreached: tuple[tuple[str, str], ...] = ()
+    """Candidates not looked at: the deadline came first."""
+    waiting: tuple[tuple[str, str], ...] = ()
+    """Those of `failed` kept because an instance waits on them."""
+
+
+def waiting_on(autoscaling: aws.Client, group: str, found: dict[str, Any]) -> str:
+    """Why the described hook of `group` is not deleted now: the instances of the
+    group that may wait on it, and what deleting it would do to them; "" when none
+    does (or the group is gone). AwsError when the group cannot be read."""
+    transition = str(found.get("LifecycleTransition") or "")
+    states = _WAITS.get(transition, _WAITS[TERMINATING] | _WAITS[LAUNCHING])
+    shape = aws.describe_group(autoscaling, group)
+    waiting = [i for i in (shape.instances if shape else ()) if i.lifecycle_state in states]
+    if not waiting:
+        return ""
+    each = ", ".join(f"{i.instance_id} ({i.lifecycle_state})" for i in waiting[:5])
+    more = f" and {len(waiting) - 5} more" if len(waiting) > 5 else ""
+    ends = _ENDS.get(transition, "its default result")
+    return (
+        f"{len(waiting)} instance(s) wait on it: {each}{more}; deleting it would end "
+        f"each wait at once with {ends}: kept, delete it once none waits"
+    )
+
+
+def logged(removal: HookRemoval, dry_run: bool) -> HookRemoval:
+    """The removal, its line logged (but on a dry run)."""
+    if not dry_run:
+        bad = removal.failed or removal.unreached
+        log.log(
+            logging.ERROR if bad else logging.INFO,
+            f"hook removal: {len(removal.removed)} hook(s) deleted, {len(removal.left)} left "
+            f"to their owners, {len(removal.failed)} failed ({len(removal.waiting)} waited "
+            f"on), {len(removal.unreached)} not reached in time",
+            extra=logs.safe_fields(
+                {
+                    "event": "hooks_removed",
+                    "removed": [f"{g}/{n}" for g, n in removal.removed],
+                    "left": {f"{g}/{n}": why for (g, n), why in removal.left.items()},
+                    "failed": {f"{g}/{n}": why for (g, n), why in removal.failed.items()},
+                    "unreached": [f"{g}/{n}" for g, n in removal.unreached],
+                }
+            ),
+        )
+    return removal
