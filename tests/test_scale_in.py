@@ -931,6 +931,32 @@ def test_late_event_past_its_deadline__action_gone__instance_in_a_new_action__le
     assert current["closed_at"] is None, "the new action was answered by the old event"
 
 
+def test_late_event_before_its_deadline__action_gone__instance_in_a_new_action__left_alone(
+    moto_aws: None, kubesim: KubeSim
+) -> None:
+    """The same, the event twenty minutes late: its deadline (DRAIN_TIMEOUT_SECONDS from
+    its time) still ahead, earlier than the new action's. It drained to it beside the
+    new action's drain, and at it TIMEOUT_POLICY=force deleted the pods a budget held,
+    the new action's drain still within its time; its end line and notice spoke of an
+    action gone. The instance waits in a lifecycle action and the event's is gone:
+    the event is stale."""
+    scene = _late_into_the_warm_pool(moto_aws, kubesim, back=True)
+    instance = scene.event.instance_id
+    token = scene.sim.begin_termination("eks-workers", instance, "drain")
+    settings = Settings(cluster_name=CLUSTER, timeout_policy=TimeoutPolicy.FORCE)
+    twenty_minutes_on = FakeClock(time.time() + 1200)
+    tools = Tools(settings, scene.clients, scene.kube, clock=twenty_minutes_on, sleep=_no_sleep)
+
+    summary = scale_in.handle(scene.event, tools, None, raw_event=scene.raw_event)
+
+    assert summary["result"] == Result.STALE, summary
+    assert "waits in a new lifecycle action (Terminating:Wait)" in summary["message"], summary
+    assert summary["lifecycle_result"] == "none" and scene.sim.calls("complete") == []
+    assert not kubesim.get("Node", scene.node_name)["spec"].get("unschedulable")
+    (current,) = [a for a in scene.sim.actions() if a["token"] == token]
+    assert current["closed_at"] is None, "the new action was answered by the old event"
+
+
 def test_event_past_its_deadline__action_alive__drained_with_its_timeout_policy(
     moto_aws: None, kubesim: KubeSim
 ) -> None:

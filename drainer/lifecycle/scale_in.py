@@ -89,7 +89,7 @@ def drain_instance(
             started_at=started_at,
         )
     deadline = effective_deadline(now, event, admitted.hook, settings)
-    stale = _stale(event, clients.autoscaling, deadline, now)
+    stale = _stale(event, clients.autoscaling, deadline, now, admitted.hook.heartbeat_timeout)
     if stale:
         return Run(Result.STALE, stale, started_at=started_at)
     log_deadline(deadline, clock())
@@ -110,7 +110,13 @@ SERVING = ("InService", "Pending", "Standby")
 instance that serves, or is about to: not one being terminated."""
 
 
-def _stale(event: LifecycleEvent, autoscaling: aws.Client, deadline: Deadline, now: float) -> str:
+def _stale(
+    event: LifecycleEvent,
+    autoscaling: aws.Client,
+    deadline: Deadline,
+    now: float,
+    heartbeat_timeout: float,
+) -> str:
     """Why the event is stale, "" when it is not. Its lifecycle action is gone, and
     either its instance serves again (a scale-in into the warm pool whose event came
     after the action timed out, the instance since back in service: draining it would
@@ -119,14 +125,21 @@ def _stale(event: LifecycleEvent, autoscaling: aws.Client, deadline: Deadline, n
     the instance maybe in a new action since (back from the warm pool, scaled in
     again) whose own event drains it to its own deadline; a drain to the old, past
     one would apply TIMEOUT_POLICY at once (force: every pod deleted, budgets
-    bypassed). Either way its node is left alone. Both signals must agree, the state
-    (or the deadline) first: a heartbeat is tried only then, and any other answer
-    (the action alive, a retry just past the deadline, a failed call) drains as
-    before."""
+    bypassed), or the event is older than its hook's HeartbeatTimeout and the instance
+    waits in a lifecycle action that is not the event's (a new one, whose deadline is
+    later: the event's would come first, TIMEOUT_POLICY with it). Its node is left
+    alone. Both signals must agree, the state (or the deadline) first: a heartbeat is
+    tried only then (an old event waiting: a hand-over's own action, most often), and
+    any other answer (the action alive, a retry just past the deadline, a failed
+    call) drains as before; an action gone with its instance terminating
+    (Terminating:Proceed) drains what it can."""
     late = deadline.at <= now
+    since = event.waiting_since
+    # older than its hook's timeout: unless heartbeated (a hand-over), timed out
+    old = since is not None and now - since > heartbeat_timeout
     try:
         state = aws.instance_lifecycle_state(autoscaling, event.instance_id)
-        if not (state.startswith(SERVING) or late):
+        if not (state.startswith(SERVING) or (old and state.endswith(":Wait")) or late):
             return ""
         aws.record_heartbeat(autoscaling, event)
         return ""  # the action is alive: an instance in Standby, say, is still drained
@@ -134,11 +147,21 @@ def _stale(event: LifecycleEvent, autoscaling: aws.Client, deadline: Deadline, n
         pass
     except AwsError:
         return ""  # the heartbeat ticker tries again; the drain goes on
-    gone = f"the lifecycle action of instance {event.instance_id} is gone and "
+    return _why_stale(event.instance_id, state, deadline, late=late)
+
+
+def _why_stale(instance: str, state: str, deadline: Deadline, *, late: bool) -> str:
+    """The end's message of a stale event, its action gone: by the instance's state."""
+    gone = f"the lifecycle action of instance {instance} is gone and "
     if state.startswith(SERVING):
         return (
             f"{gone}the instance is {state} again: the event is stale (it came after the "
             "action ended), so its node is left alone"
+        )
+    if state.endswith(":Wait") and not late:
+        return (
+            f"{gone}the instance waits in a new lifecycle action ({state}): the event is "
+            "stale, so its node is left to that action's own event and deadline"
         )
     return (
         f"{gone}the event came after its deadline ({deadline.source}): the event is "
