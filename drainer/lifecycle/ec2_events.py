@@ -447,7 +447,8 @@ def handle(
     if stale is not None:
         ending.notify(settings, clients, notices.stale_event_notice(found, stale.reason))
         return ending.skipped(stale)
-    if event.kind is Ec2Kind.SCHEDULED_CHANGE:
+    if event.kind is Ec2Kind.SCHEDULED_CHANGE and so_far is None:
+        # a step of a chain drains on: its node is cordoned, its end is told
         scheduled = later(found.event, tools, invocation, raw_event)
         if scheduled is not None:
             return scheduled
