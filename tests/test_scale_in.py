@@ -362,6 +362,27 @@ def _guarded_pod(scene: Scene) -> str:
     return node
 
 
+def test_drain__its_action_gone__no_hand_over__its_end_says_so(
+    scene_for: Callable[..., Scene],
+) -> None:
+    """The lifecycle action is gone while the drain runs (completed by hand, or timed
+    out): the heartbeat sees it. A run cut by its invocation's time still handed
+    over, and the next invocations drained (a warm pool's stopped node evicted, then
+    forced) for an action nobody waits on, up to its deadline. It ends there,
+    timed out, saying why: the instance goes whatever the drain does."""
+    scene = scene_for()
+    _guarded_pod(scene)
+    scene.sim.expire_action(scene.event.instance_id)
+    short = Invocation(remaining_seconds=lambda: 4.0, function_arn="arn:aws:lambda:x")
+
+    run = scene.drain(Settings(), time.time, invocation=short)
+
+    assert run.result == Outcome.TIMED_OUT, run
+    assert run.handover is None and run.action_gone
+    assert "the lifecycle action is gone" in run.message, run.message
+    assert "no invocation goes on with the drain" in run.message, run.message
+
+
 def test_drain__hand_overs_under_force__forged_start_never_brings_the_force_forward(
     scene_for: Callable[..., Scene],
 ) -> None:

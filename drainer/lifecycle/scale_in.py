@@ -102,6 +102,10 @@ def drain_instance(
             heartbeat.beat()
     if heartbeat.gone:
         log.info("the lifecycle action is gone (completed elsewhere or timed out)")
+        if run.result == Result.HANDED_OVER:  # nobody waits on the drain any more
+            said = "the lifecycle action is gone (completed elsewhere or timed out): no "
+            said += "invocation goes on with the drain; the instance goes as it is"
+            run = replace(run, result=Result.TIMED_OUT, message=said)
     return _with_heartbeat(run, heartbeat, event, started_at, untold=frame.start_untold(tools))
 
 
