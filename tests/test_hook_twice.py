@@ -216,6 +216,29 @@ def test_lambdas_retry_of_a_failed_invocation__drains_on(
     _drained_and_answered(world, node, run)
 
 
+def test_lambdas_retry_of_an_invocation_that_cordoned__no_second_start_notice(
+    world: World, monkeypatch: pytest.MonkeyPatch, published: list[tuple[str, str]]
+) -> None:
+    """The first try cordoned the node (and sent NOTIFY_ON_START's notice), then
+    failed (an AWS call past botocore's retries); Lambda's retry, the same request,
+    drains on from its record and cordoned again: a second "draining" notice for the
+    one drain. The end notice only."""
+    node, _, event = _scale_in(world)
+    mine = _hook_drain(event)
+    mine["delivery"]["request"] = "the-request"
+    world.cluster.client.patch("Node", node, _cordoned_by(mine))
+    env = {"NOTIFICATION_TOPIC_ARN": TOPIC, "NOTIFY_ON_START": "true"}
+    for key, value in world.env(**env).items():
+        monkeypatch.setenv(key, value)
+    handler.reset()
+
+    run = handler.lambda_handler(event, LambdaContext(aws_request_id="the-request"))
+
+    _drained_and_answered(world, node, run)
+    assert [title for title, _ in published if ": draining " in title] == [], published
+    assert len(published) == 1, published
+
+
 def test_a_real_chain__the_event_again_between_its_steps__left_to_it__the_next_step_drains_on(
     world: World, monkeypatch: pytest.MonkeyPatch, published: list[tuple[str, str]]
 ) -> None:

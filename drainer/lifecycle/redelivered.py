@@ -113,3 +113,15 @@ def _same_window(record: Obj, recorded: Delivery, change: str, delivery: Deliver
     if not change or record.get("change") != change:
         return False
     return None not in (recorded.window, delivery.window) and recorded.window == delivery.window
+
+
+def begun_already(node: Obj, trigger: str, delivery: Delivery | None) -> bool:
+    """Whether the node's record, as read before this drain's cordon, shows the drain
+    begun already by the same event: Lambda's retry of the invocation that cordoned
+    (it sent the start notice then), or a step of its chain. A record naming another
+    event of the trigger (a drain before, its invocation gone) is not this one's."""
+    progress = progress_of(node) or {}
+    if (progress.get("phase"), progress.get("trigger")) != (DRAINING, trigger):
+        return False
+    recorded = Delivery.of(progress)
+    return delivery is None or recorded is None or recorded.event == delivery.event

@@ -20,7 +20,7 @@ from drainer.engine.pods import is_finished, opted_out, parse_time
 from drainer.engine.report import DrainEvent, DrainReport, Kind
 from drainer.errors import KubeError, KubeServerError, KubeTooManyRequests, RecordChanged
 from drainer.k8s import observed
-from drainer.k8s.cordon import ProgressRecord, progress_of, record_text, release
+from drainer.k8s.cordon import Delivery, ProgressRecord, progress_of, record_text, release
 from drainer.k8s.events import EventPoster, Regarding
 from drainer.k8s.kube import Kube, Obj
 from drainer.k8s.nodes import find_node_object, other_manager
@@ -28,7 +28,7 @@ from drainer.lifecycle.events_hook import TERMINATE_HOOK_TRIGGER
 from drainer.lifecycle.job import Approach, DrainJob, Run, Tools
 from drainer.lifecycle.live import wait_for_live_drain
 from drainer.lifecycle.outcomes import Result, lambda_outcome, lifecycle_result
-from drainer.lifecycle.redelivered import recent, redelivered
+from drainer.lifecycle.redelivered import begun_already, recent, redelivered
 from drainer.lifecycle.settings import Settings
 from drainer.lifecycle.targets import leave_target_groups
 from drainer.lifecycle.told import DrainStory
@@ -329,7 +329,7 @@ def _engine_drain(
         options,
         record=record,
         waits=RealWaits(tools.clock),
-        on_event=_told_to(story, tools, found, options.trigger),
+        on_event=_told_to(story, tools, found, options.trigger, job.approach.delivery),
         node_uid=node_uid,
         pace_from=None if tools.forecaster is None else pace_from,
     )
@@ -394,14 +394,20 @@ def _say_opt_out_ignored(node: dict[str, Any], trigger: str, story: DrainStory |
 
 
 def _told_to(
-    story: DrainStory | None, tools: Tools, found: Obj, trigger: str
+    story: DrainStory | None,
+    tools: Tools,
+    found: Obj,
+    trigger: str,
+    delivery: Delivery | None = None,
 ) -> Callable[[DrainEvent], None]:
     """One on_event callback: the node's Events (`story`), the caller's own, then,
     once the drain has cordoned the node (its record written: this invocation drains
     it, not another delivery of the event), the do-not-disrupt annotation it does not
-    honour (`found`: the node as read before) and the start notice (`tools.on_started`)."""
+    honour (`found`: the node as read before) and the start notice (`tools.on_started`),
+    unless the record shows the drain begun by the same event (begun_already)."""
     opt_out = partial(_say_opt_out_ignored, found, trigger, story)
-    once = [f for f in (opt_out, tools.on_started) if f is not None]
+    started = None if begun_already(found, trigger, delivery) else tools.on_started
+    once = [f for f in (opt_out, started) if f is not None]
     parts = [part for part in (story, tools.on_event) if part is not None]
 
     def each(event: DrainEvent) -> None:
