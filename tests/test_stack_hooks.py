@@ -561,6 +561,33 @@ def test_delete_while_an_instance_waits_on_the_hook__kept__its_drain_not_cut_sho
     assert hooks_of(account, "nodes-a") == hooks_of(account, "nodes-b") == {}
 
 
+def test_rename_while_an_instance_drains_on_the_old_hook__update_fails__its_rollback_succeeds(
+    account: Account, answers: cfn.ResponseServer
+) -> None:
+    """An Update renaming the hook while an instance waits on the old one fails (the
+    old one kept); its rollback deletes the new one, which that instance does not
+    wait on: each hook is asked (a heartbeat named by the instance), not the group's
+    instances counted, which failed the rollback too."""
+    account.group("nodes-a")
+    account.group("nodes-b")
+    assert send(account, answers, "Create", settings())["Status"] == "SUCCESS"
+    sim = AwsSim(region=REGION)
+    sim.begin_termination("nodes-a", _instance_of(account, "nodes-a"), HOOK)
+    renamed = {**PROPERTIES, "LifecycleHookName": "drainer-v2"}
+    new = settings(lifecycle_hook_name="drainer-v2")
+
+    updated = send(
+        account, answers, "Update", new, properties=renamed, old=PROPERTIES, physical_id=OURS
+    )
+    rollback = send(account, answers, "Update", settings(), old=renamed, physical_id=OURS)
+
+    assert updated["Status"] == "FAILED", updated
+    assert f"nodes-a/{HOOK}: 1 instance(s) wait on it" in updated["Reason"]
+    assert rollback["Status"] == "SUCCESS", rollback
+    assert set(hooks_of(account, "nodes-a")) == set(hooks_of(account, "nodes-b")) == {HOOK}
+    assert sim.calls("hook_deleted") == []
+
+
 def test_update_turning_the_launch_hook_off_while_a_launch_waits__the_launch_not_abandoned(
     account: Account, answers: cfn.ResponseServer
 ) -> None:

@@ -177,7 +177,8 @@ def show(found: Plan, kind: Callable[[str], str], say: Say) -> None:
     for (group, name), why in sorted(found.ours.left.items()):
         say(f"left alone: {name} on {group} ({why})")
     for (group, name), error in sorted(found.ours.failed.items()):
-        say(f"left alone: {name} on {group} (not read: {error})")
+        waited = (group, name) in found.ours.waiting
+        say(f"left alone: {name} on {group} ({'' if waited else 'not read: '}{error})")
     unlooked = found.elsewhere.unlooked
     if unlooked:
         shown = ", ".join(unlooked[:20]) + (", ..." if len(unlooked) > 20 else "")

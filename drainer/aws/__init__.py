@@ -40,6 +40,7 @@ from drainer.aws.autoscaling import (
     put_lifecycle_hook,
     recent_launches,
     record_heartbeat,
+    waits_on_hook,
 )
 from drainer.aws.cloudformation import answer_custom_resource, stack_status
 from drainer.aws.ec2 import NodeIdentity, describe_instance, scheduled_events
@@ -141,4 +142,5 @@ __all__ = [
     "target_group_arns",
     "target_group_tags",
     "target_health",
+    "waits_on_hook",
 ]

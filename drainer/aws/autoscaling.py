@@ -239,6 +239,25 @@ def record_heartbeat(autoscaling: Client, action: LifecycleAction) -> None:
         raise translate(e, "autoscaling:RecordLifecycleActionHeartbeat", what) from e
 
 
+def waits_on_hook(autoscaling: Client, asg_name: str, hook_name: str, instance_id: str) -> bool:
+    """Whether the instance waits in a lifecycle action of the hook: a heartbeat named
+    by the instance, not by a token (Auto Scaling finds the action, if any, and
+    extends it by its HeartbeatTimeout; no other call says which hook an instance
+    waits on). False when there is no such action; AwsError when it cannot be told."""
+    what = f"RecordLifecycleActionHeartbeat {asg_name}/{hook_name}/{instance_id}"
+    try:
+        autoscaling.record_lifecycle_action_heartbeat(
+            AutoScalingGroupName=asg_name, LifecycleHookName=hook_name, InstanceId=instance_id
+        )
+    except ClientError as e:
+        if error_code(e) == "ValidationError" and _ACTION_GONE in error_message(e):
+            return False
+        raise translate(e, "autoscaling:RecordLifecycleActionHeartbeat", what) from e
+    except AWS_FAILURES as e:
+        raise translate(e, "autoscaling:RecordLifecycleActionHeartbeat", what) from e
+    return True
+
+
 def complete_lifecycle_action(autoscaling: Client, action: LifecycleAction, result: str) -> bool:
     """Tell Auto Scaling to go on with CONTINUE or ABANDON.
 

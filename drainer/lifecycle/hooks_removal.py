@@ -14,16 +14,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from drainer import aws, logs
+from drainer.errors import AwsError
 from drainer.lifecycle.events_hook import LAUNCHING, TERMINATING
 
 log = logging.getLogger("drainer.lifecycle.hooks")
 
-_WAITS = {
-    TERMINATING: frozenset({"Terminating:Wait", "Warmed:Terminating:Wait", "Warmed:Pending:Wait"}),
-    LAUNCHING: frozenset({"Pending:Wait", "Warmed:Pending:Wait"}),
-}
-"""The lifecycle states of an instance that may wait on a hook of each transition (a
-scale-in into the warm pool waits as Warmed:Pending:Wait on a terminate hook)."""
 _ENDS = {
     TERMINATING: "CONTINUE (the instance goes mid-drain)",
     LAUNCHING: "ABANDON (the new instance is terminated)",
@@ -47,18 +42,27 @@ class HookRemoval:
 
 
 def waiting_on(autoscaling: aws.Client, group: str, found: dict[str, Any]) -> str:
-    """Why the described hook of `group` is not deleted now: the instances of the
-    group that may wait on it, and what deleting it would do to them; "" when none
-    does (or the group is gone). AwsError when the group cannot be read."""
-    transition = str(found.get("LifecycleTransition") or "")
-    states = _WAITS.get(transition, _WAITS[TERMINATING] | _WAITS[LAUNCHING])
+    """Why the described hook of `group` is not deleted now: the group's instances in
+    a lifecycle action of this hook (each waiting one asked: aws.waits_on_hook), and
+    what deleting it would do to them; "" when none waits (or the group is gone). An
+    instance that cannot be asked does not keep the hook (logged). AwsError when the
+    group cannot be read."""
+    name = str(found.get("LifecycleHookName") or "")
     shape = aws.describe_group(autoscaling, group)
-    waiting = [i for i in (shape.instances if shape else ()) if i.lifecycle_state in states]
+    waiting = []
+    for instance in shape.instances if shape else ():
+        if not instance.lifecycle_state.endswith(":Wait"):
+            continue
+        try:
+            if aws.waits_on_hook(autoscaling, group, name, instance.instance_id):
+                waiting.append(instance)
+        except AwsError as e:
+            log.warning("cannot tell whether %s waits on %s/%s: %s", instance, group, name, e)
     if not waiting:
         return ""
     each = ", ".join(f"{i.instance_id} ({i.lifecycle_state})" for i in waiting[:5])
     more = f" and {len(waiting) - 5} more" if len(waiting) > 5 else ""
-    ends = _ENDS.get(transition, "its default result")
+    ends = _ENDS.get(str(found.get("LifecycleTransition") or ""), "its default result")
     return (
         f"{len(waiting)} instance(s) wait on it: {each}{more}; deleting it would end "
         f"each wait at once with {ends}: kept, delete it once none waits"

@@ -273,7 +273,9 @@ def _tidy(
     dropped = {hook: e for hook, e in removal.failed.items() if hook[0] not in covered}
     if len(dropped) < len(removal.failed):
         return reply(request, FAILED, failed_removal(removal))
-    told = Told(f"; {removed(removal)}" if removal.removed else "", not_deleted(dropped))
+    told = Told(
+        f"; {removed(removal)}" if removal.removed else "", not_deleted(dropped, removal.waiting)
+    )
     told += leftovers.untagged(request, autoscaling, settings, covered)
     return told + leftovers.left_alone(request, autoscaling, settings, skipped, deadline)
 

@@ -36,17 +36,14 @@ def named_before(request: StackRequest) -> set[str]:
 
 def tagged_before(request: StackRequest, autoscaling: aws.Client, settings: Settings) -> set[str]:
     """The groups the old AsgTag admits (they carry it, and are of the old cluster, or
-    of none); none when it had none, or when they cannot be listed (logged)."""
+    of none); none when it had none. AwsError when they cannot be listed: the Update
+    fails saying so, rather than call another stack's a hook it may have put."""
     key, sep, value = str(request.old_properties.get("AsgTag") or "").strip().partition("=")
     if not sep:
         return set()
     old_cluster = str(request.old_properties.get("ClusterName") or "") or settings.cluster_name
     before = replace(settings, cluster_name=old_cluster)
-    try:
-        tagged = aws.groups_with_tag(autoscaling, key, value)
-    except AwsError as e:
-        log.error("the groups tagged %s=%s could not be listed: %s", key, value, e)
-        return set()
+    tagged = aws.groups_with_tag(autoscaling, key, value)
     return {group for group, tags in tagged.items() if not other_cluster(tags, before)}
 
 
@@ -105,7 +102,7 @@ def untagged(
     removal = hooks.remove_hooks(autoscaling, settings, candidates)
     what = f"tagged {old_tag}" if old_tag != settings.asg_tag else f"of cluster {old_cluster}"
     done = f"; no longer {what}: {removed(removal)}" if removal.removed else ""
-    return Told(done, not_deleted(removal.failed))
+    return Told(done, not_deleted(removal.failed, removal.waiting))
 
 
 def left_alone(
@@ -135,7 +132,9 @@ def left_alone(
     removal = hooks.remove_hooks(autoscaling, settings, search.ours)
     why = listed([f"{g}: {skipped[g].split(':')[0]}" for g in sorted({g for g, _ in search.ours})])
     done = f": {removed(removal)}" if removal.removed else ""
-    return Told(f"; left alone now ({why}){done}", by_hand(removal.failed) + missed)
+    return Told(
+        f"; left alone now ({why}){done}", by_hand(removal.failed, removal.waiting) + missed
+    )
 
 
 def elsewhere(
@@ -166,4 +165,4 @@ def elsewhere(
     removal = hooks.remove_hooks(autoscaling, settings, search.ours)
     done = f": {removed(removal)}" if removal.removed else ""
     found = f"; this stack's hooks on groups it does not cover{done}"
-    return Told(found, by_hand(removal.failed) + missed), len(removal.removed)
+    return Told(found, by_hand(removal.failed, removal.waiting) + missed), len(removal.removed)

@@ -112,28 +112,47 @@ def failed_removal(removal: HookRemoval) -> str:
     )
 
 
-def not_deleted(failed: Mapping[hooks.Hook, str]) -> str:
-    """The hooks an Update could not delete, each with its error, as many as fit."""
+def not_deleted(failed: Mapping[hooks.Hook, str], waiting: Iterable[hooks.Hook] = ()) -> str:
+    """The hooks an Update could not delete, each with its error, as many as fit; those
+    kept while instances wait on them (`waiting`) said apart."""
+    kept = set(waiting)
+    failed = {hook: why for hook, why in failed.items() if hook not in kept}
     if not failed:
-        return ""
+        return kept_waited_on(kept)
     each = [f"{g}/{n}: {e}" for (g, n), e in sorted(failed.items())]
-    return "; not deleted (delete by hand, aws autoscaling delete-lifecycle-hook): " + (
-        listed(each, _NAMES_ROOM + _COMMANDS_ROOM, "; ")
+    return (
+        kept_waited_on(kept)
+        + "; not deleted (delete by hand, aws autoscaling delete-lifecycle-hook): "
+        + (listed(each, _NAMES_ROOM + _COMMANDS_ROOM, "; "))
     )
 
 
-def by_hand(failed: Mapping[hooks.Hook, str]) -> str:
-    """The hooks the role could not delete, each with the command (the log has why),
-    as many as fit: the first names and commands, and how many more."""
-    if not failed:
+def kept_waited_on(waiting: Iterable[hooks.Hook]) -> str:
+    """The hooks kept because instances wait on them, with what to do."""
+    names = [f"{group}/{name}" for group, name in sorted(waiting)]
+    if not names:
         return ""
+    return (
+        f"; kept while instances wait on them (deleting a hook ends each wait at once): "
+        f"{listed(names)}; delete them once none waits (the log names the instances)"
+    )
+
+
+def by_hand(failed: Mapping[hooks.Hook, str], waiting: Iterable[hooks.Hook] = ()) -> str:
+    """The hooks the role could not delete, each with the command (the log has why),
+    as many as fit: the first names and commands, and how many more; those kept while
+    instances wait on them (`waiting`) said apart."""
+    kept = set(waiting)
+    failed = {hook: why for hook, why in failed.items() if hook not in kept}
+    if not failed:
+        return kept_waited_on(kept)
     commands = [
         f"aws autoscaling delete-lifecycle-hook --auto-scaling-group-name {group} "
         f"--lifecycle-hook-name {name}"
         for group, name in sorted(failed)
     ]
     names = [f"{group}/{name}" for group, name in sorted(failed)]
-    return (
+    return kept_waited_on(kept) + (
         "; not deleted (the role's policy lets it delete only on the groups named or "
         f"still tagged; the log has each error): {listed(names)}; delete by hand: "
         f"{listed(commands, _COMMANDS_ROOM, '; ')}"
