@@ -971,11 +971,37 @@ def test_late_event_before_its_deadline__action_gone__instance_in_a_new_action__
     summary = scale_in.handle(scene.event, tools, None, raw_event=scene.raw_event)
 
     assert summary["result"] == Result.STALE, summary
-    assert "waits in a new lifecycle action (Terminating:Wait)" in summary["message"], summary
+    assert "waits in a new action of its hook (Terminating:Wait)" in summary["message"], summary
     assert summary["lifecycle_result"] == "none" and scene.sim.calls("complete") == []
     assert not kubesim.get("Node", scene.node_name)["spec"].get("unschedulable")
     (current,) = [a for a in scene.sim.actions() if a["token"] == token]
     assert current["closed_at"] is None, "the new action was answered by the old event"
+
+
+def test_late_event__action_gone__instance_held_by_another_tools_hook__drained_what_can_be(
+    moto_aws: None, kubesim: KubeSim
+) -> None:
+    """The same late event, the instance held this time by another tool's terminate
+    hook, not by a new action of ours: it goes when that hook lets it, so its node is
+    drained, as before (not stale)."""
+    scene = _late_into_the_warm_pool(moto_aws, kubesim, back=True)
+    instance = scene.event.instance_id
+    scene.clients.autoscaling.put_lifecycle_hook(
+        AutoScalingGroupName="eks-workers",
+        LifecycleHookName="other-tool",
+        LifecycleTransition="autoscaling:EC2_INSTANCE_TERMINATING",
+        HeartbeatTimeout=600,
+    )
+    scene.sim.begin_termination("eks-workers", instance, "other-tool")
+    twenty_minutes_on = FakeClock(time.time() + 1200)
+    tools = Tools(
+        Settings(cluster_name=CLUSTER), scene.clients, scene.kube, clock=twenty_minutes_on
+    )
+
+    summary = scale_in.handle(scene.event, tools, None, raw_event=scene.raw_event)
+
+    assert summary["result"] != Result.STALE, summary
+    assert kubesim.get("Node", scene.node_name)["spec"].get("unschedulable"), summary
 
 
 def test_event_past_its_deadline__action_alive__drained_with_its_timeout_policy(

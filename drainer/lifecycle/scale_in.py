@@ -130,8 +130,9 @@ def _stale(
     again) whose own event drains it to its own deadline; a drain to the old, past
     one would apply TIMEOUT_POLICY at once (force: every pod deleted, budgets
     bypassed), or the event is older than its hook's HeartbeatTimeout and the instance
-    waits in a lifecycle action that is not the event's (a new one, whose deadline is
-    later: the event's would come first, TIMEOUT_POLICY with it). Its node is left
+    waits in another action of the same hook (a new one, whose deadline is later: the
+    event's would come first, TIMEOUT_POLICY with it; held by another tool's hook
+    only, it goes, and is drained what can be). Its node is left
     alone. Both signals must agree, the state (or the deadline) first: a heartbeat is
     tried only then (an old event waiting: a hand-over's own action, most often), and
     any other answer (the action alive, a retry just past the deadline, a failed
@@ -151,7 +152,18 @@ def _stale(
         pass
     except AwsError:
         return ""  # the heartbeat ticker tries again; the drain goes on
+    if not (state.startswith(SERVING) or late) and not _in_new_action(autoscaling, event):
+        return ""  # another tool's hook holds it: it goes, drained what can be
     return _why_stale(event.instance_id, state, deadline, late=late)
+
+
+def _in_new_action(autoscaling: aws.Client, event: LifecycleEvent) -> bool:
+    """Whether the instance waits in another action of the event's own hook (a new
+    scale-in of it, whose own event drains it); False when it cannot be told."""
+    try:
+        return aws.waits_on_hook(autoscaling, event.asg_name, event.hook_name, event.instance_id)
+    except AwsError:
+        return False
 
 
 def _why_stale(instance: str, state: str, deadline: Deadline, *, late: bool) -> str:
@@ -164,7 +176,7 @@ def _why_stale(instance: str, state: str, deadline: Deadline, *, late: bool) -> 
         )
     if state.endswith(":Wait") and not late:
         return (
-            f"{gone}the instance waits in a new lifecycle action ({state}): the event is "
+            f"{gone}the instance waits in a new action of its hook ({state}): the event is "
             "stale, so its node is left to that action's own event and deadline"
         )
     return (
