@@ -157,15 +157,15 @@ def test_scheduler_path__window_moved_in_ec2_only__the_drain_scheduled_again_for
     assert _node(world, node)["spec"].get("unschedulable"), drained
 
 
-def test_scheduler_path__chain_step_after_ec2_moved_the_window_later__its_end_told(
+def test_scheduler_path__chain_step_after_ec2_moved_the_window_later__rescheduled_and_told(
     world: World, monkeypatch: pytest.MonkeyPatch, published: list[tuple[str, str]]
 ) -> None:
     """SCHEDULED_CHANGE_LEAD_SECONDS=3600: the schedule fired, the drain cordoned the
     node and handed over (a pod its budget holds). EC2 then moves the window a day
-    later. The next step, which carries the schedule's name as the whole event does,
-    made a schedule again and ended "scheduled": no end line of the drain, no notice,
-    the node cordoned and out of the load balancers for a day. It drains on toward
-    EC2's time as a step of lead 0 does, and its end is told."""
+    later. The next step schedules the drain again for EC2's time (the final drain,
+    its pods' grace fitted to EC2's moment, comes then), and said nothing: no end
+    line's message, no notice, the node cordoned and out of the load balancers for a
+    day. It says so now, in the end line and a notice."""
     instance = world.instance_ids[0]
     node = world.nodes[instance]
     _guarded(world, node)
@@ -181,17 +181,20 @@ def test_scheduler_path__chain_step_after_ec2_moved_the_window_later__its_end_to
     fired = {**change, "drainer_schedule": "eks-node-drainer-fired"}
     first = _invoke(world, monkeypatch, fired, lambda_seconds=10.0, **env)
     assert first["result"] == "handed_over", first
-    assert _node(world, node)["spec"].get("unschedulable")
     step = queued(world)
     _ec2_lists(world, instance, window + 86400)
+    told = len(published)
 
     later = _invoke(world, monkeypatch, step, lambda_seconds=10.0, **env)
 
-    assert later["result"] == "timed_out", later
-    assert not world.aws.pending_invocations(), later
-    assert _db_pods(world, node), "nothing forced for a window a day away"
+    assert later["result"] == "scheduled", later
+    assert later["drain_at"] == _iso(window + 86400 - 3600), later
+    assert "its node stays cordoned and out of the load balancers until then" in later["message"]
+    assert [t for t, _ in published[told:]] == [
+        f"eks-node-drainer: {instance} drain resumes at {later['drain_at']}"
+    ], published
     assert _node(world, node)["spec"].get("unschedulable")
-    assert published, "the drain's end not told"
+    assert _db_pods(world, node), "nothing forced for a window a day away"
 
 
 def test_update_moving_the_window_before_ec2_lists_it__nothing_skipped(

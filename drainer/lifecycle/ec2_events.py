@@ -60,7 +60,7 @@ from drainer.lifecycle.job import Approach, DrainJob, Run, Tools
 from drainer.lifecycle.live import DRAIN_ENDINGS, ENDS_WITH_THE_INSTANCE
 from drainer.lifecycle.outcomes import Result
 from drainer.lifecycle.runner import node_for, run_job
-from drainer.lifecycle.scheduled import later
+from drainer.lifecycle.scheduled import later, mid_chain
 from drainer.lifecycle.settings import Settings
 from drainer.lifecycle.window import Deadline, Invocation, Window, hand_over_at, log_deadline
 
@@ -447,11 +447,10 @@ def handle(
     if stale is not None:
         ending.notify(settings, clients, notices.stale_event_notice(found, stale.reason))
         return ending.skipped(stale)
-    if event.kind is Ec2Kind.SCHEDULED_CHANGE and so_far is None:
-        # a step of a chain drains on: its node is cordoned, its end is told
+    if event.kind is Ec2Kind.SCHEDULED_CHANGE:
         scheduled = later(found.event, tools, invocation, raw_event)
-        if scheduled is not None:
-            return scheduled
+        if scheduled is not None:  # a chain's step: its node stays cordoned until then
+            return scheduled if so_far is None else mid_chain(scheduled, found, tools)
     cordon_only = event.kind is Ec2Kind.REBALANCE and settings.rebalance_action == "cordon"
     if settings.notify_on_start and not cordon_only and (so_far is None or so_far.start_untold):
         # once the drain has cordoned the node: not for a delivery left to another

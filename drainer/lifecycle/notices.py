@@ -90,6 +90,13 @@ def stale_event_notice(found: Ec2Subject, reason: str) -> Notice:
     return title, text, _attributes(found, "skipped", "")
 
 
+def moved_later_notice(found: Ec2Subject, message: str, drain_at: str) -> Notice:
+    """The notice that a scheduled change's drain under way waits for the time EC2
+    moved its window to (scheduled.mid_chain says why, in `message`)."""
+    title = f"eks-node-drainer: {found.instance_id} drain resumes at {drain_at}"
+    return title, f"{message}.", _attributes(found, "scheduled", "")
+
+
 def _when(seconds: float | None) -> str:
     if seconds is None:
         return "a time it does not say"

@@ -31,6 +31,7 @@ from typing import Any
 
 from drainer import aws
 from drainer.errors import AwsError
+from drainer.lifecycle import ending, notices
 from drainer.lifecycle.events_ec2 import (
     AGAIN_SUFFIX,
     SCHEDULED_KEY,
@@ -464,3 +465,20 @@ def _mark_closed(
         )
         return False
     return done.done != aws.SCHEDULE_KEPT
+
+
+def mid_chain(scheduled: dict[str, Any], found: notices.Ec2Subject, tools: Tools) -> dict[str, Any]:
+    """A step of a change's chain of invocations (its node cordoned, some pods gone)
+    found EC2 moving the window later, and scheduled the drain again for the new
+    time: said in a warning line, the end line's message and a notice, so that the
+    node cordoned until then is not left unsaid."""
+    message = (
+        f"EC2 moved the window of instance {found.instance_id}'s change later: the drain "
+        f"under way stops here and goes on at {scheduled.get('drain_at')} (schedule "
+        f"{scheduled.get('schedule')}); its node stays cordoned and out of the load "
+        "balancers until then"
+    )
+    log.warning("%s", message)
+    notice = notices.moved_later_notice(found, message, str(scheduled.get("drain_at")))
+    ending.notify(tools.settings, tools.clients, notice)
+    return {**scheduled, "message": message}
