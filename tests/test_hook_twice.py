@@ -226,6 +226,7 @@ def test_lambdas_retry_of_an_invocation_that_cordoned__no_second_start_notice(
     node, _, event = _scale_in(world)
     mine = _hook_drain(event)
     mine["delivery"]["request"] = "the-request"
+    mine["until"] = int(time.time()) + 3600  # its deadline, as the cordon writes it
     world.cluster.client.patch("Node", node, _cordoned_by(mine))
     env = {"NOTIFICATION_TOPIC_ARN": TOPIC, "NOTIFY_ON_START": "true"}
     for key, value in world.env(**env).items():

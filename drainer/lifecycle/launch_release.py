@@ -172,8 +172,9 @@ def advice(node: str, not_released: str) -> str:
     """What the notice tells an operator to do about a node not released (TOLD)."""
     if not_released == DRAIN_RECORDED:
         return (
-            "The drain that sent the instance to the warm pool may still run (it goes on "
-            "after its lifecycle action ends, to its deadline) or have died: the function's "
+            "The drain that sent the instance to the warm pool may still run, or have "
+            "ended without recording it (its invocation died, or it stopped when its "
+            "lifecycle action was gone): the function's "
             "log tells (the instance's drain lines). A release stops a drain that runs where "
             "it is (it evicts no more); to let it end first, wait until no drain runs (or "
             f"the deadline above), then run `{release_command(node)}` (`kubectl drainer "

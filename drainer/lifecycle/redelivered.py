@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import logging
 
-from drainer.k8s.cordon import Delivery, progress_of
+from drainer.k8s.cordon import Delivery, live_drain, progress_of
 from drainer.k8s.kube import Obj
 from drainer.lifecycle.job import Approach, Run
 from drainer.lifecycle.outcomes import Result
@@ -115,13 +115,14 @@ def _same_window(record: Obj, recorded: Delivery, change: str, delivery: Deliver
     return None not in (recorded.window, delivery.window) and recorded.window == delivery.window
 
 
-def begun_already(node: Obj, trigger: str, delivery: Delivery | None) -> bool:
+def begun_already(node: Obj, trigger: str, delivery: Delivery | None, now: float) -> bool:
     """Whether the node's record, as read before this drain's cordon, shows the drain
-    begun already by the same event: Lambda's retry of the invocation that cordoned
-    (it sent the start notice then), or a step of its chain. A record naming another
-    event of the trigger (a drain before, its invocation gone) is not this one's."""
-    progress = progress_of(node) or {}
-    if (progress.get("phase"), progress.get("trigger")) != (DRAINING, trigger):
+    begun already by the same event and not past its deadline: Lambda's retry of the
+    invocation that cordoned (it sent the start notice then), or a step of its chain.
+    A record naming another event (a drain before, its invocation gone) is not this
+    one's; without a delivery on both sides (EC2's warnings), a live drain of the
+    trigger is taken for it."""
+    if live_drain(node, now, frozenset({trigger})) is None:
         return False
-    recorded = Delivery.of(progress)
+    recorded = Delivery.of(progress_of(node) or {})
     return delivery is None or recorded is None or recorded.event == delivery.event

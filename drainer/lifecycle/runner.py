@@ -406,7 +406,7 @@ def _told_to(
     honour (`found`: the node as read before) and the start notice (`tools.on_started`),
     unless the record shows the drain begun by the same event (begun_already)."""
     opt_out = partial(_say_opt_out_ignored, found, trigger, story)
-    started = None if begun_already(found, trigger, delivery) else tools.on_started
+    started = None if begun_already(found, trigger, delivery, tools.clock()) else tools.on_started
     once = [f for f in (opt_out, started) if f is not None]
     parts = [part for part in (story, tools.on_event) if part is not None]
 
