@@ -381,6 +381,9 @@ def test_drain__its_action_gone__no_hand_over__its_end_says_so(
     assert run.handover is None and run.action_gone
     assert "the lifecycle action is gone" in run.message, run.message
     assert "no invocation goes on with the drain" in run.message, run.message
+    node = scene.kubesim.get("Node", run.node)
+    record = json.loads(node["metadata"]["annotations"][PROGRESS_ANNOTATION])
+    assert record["phase"] == "timed_out", "its record said draining, to its deadline"
 
 
 def test_drain__hand_overs_under_force__forged_start_never_brings_the_force_forward(

@@ -119,6 +119,9 @@ class Tools:
     leaves to another: a delivery of the event again, one whose cordon came first, a
     live drain it followed, a node released since): an EC2 event's start notice
     (called at most once)."""
+    action_gone: Callable[[], bool] | None = None
+    """Whether the terminate hook's lifecycle action is gone (its heartbeat's word): a
+    drain cut by its invocation then records its end instead of handing over."""
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from drainer.engine.context import Pace
 from drainer.engine.drain import Drain, RealWaits
 from drainer.engine.options import DrainOptions
 from drainer.engine.pace import Accuracy, Eta, Listed, forecast_within
-from drainer.engine.pods import is_finished, opted_out, parse_time
+from drainer.engine.pods import is_finished, parse_time
 from drainer.engine.report import DrainEvent, DrainReport, Kind
 from drainer.errors import KubeError, KubeServerError, KubeTooManyRequests, RecordChanged
 from drainer.k8s import observed
@@ -31,7 +31,7 @@ from drainer.lifecycle.outcomes import Result, lambda_outcome, lifecycle_result
 from drainer.lifecycle.redelivered import begun_already, recent, redelivered
 from drainer.lifecycle.settings import Settings
 from drainer.lifecycle.targets import leave_target_groups
-from drainer.lifecycle.told import DrainStory
+from drainer.lifecycle.told import DrainStory, say_opt_out_ignored
 from drainer.lifecycle.window import Deadline
 from drainer.outcome import DRAINING, Outcome
 
@@ -178,6 +178,8 @@ def _drain_once(
         )
         if not job.approach.options.dry_run:  # for the plan: never fails the drain
             observed.keep(kube, report.stopped, tools.clock())
+            if report.outcome is Outcome.HANDED_OVER and tools.action_gone:
+                _stopped(kube, node, written[-1], report, tools)
     finally:
         if poster is not None:
             poster.close(then=kube.close)  # the client stays open for Events still queued
@@ -189,6 +191,20 @@ def _drain_once(
     if result == Result.TIMED_OUT and before:
         message += f"; {before} pods force-deleted before a hand-over"
     return Run(result, message, node=node, report=report, accuracy=accuracy)
+
+
+def _stopped(
+    kube: Kube, node: str, record: ProgressRecord, report: DrainReport, tools: Tools
+) -> None:
+    """A drain cut by its invocation whose lifecycle action is gone goes no further
+    (scale_in.drain_instance): its record says it timed out, so that no trigger waits
+    for it and a warm pool's return releases the node. A failed write is said."""
+    if tools.action_gone is None or not tools.action_gone():
+        return
+    try:
+        kube.patch_node(node, record.end(Outcome.TIMED_OUT, tools.clock(), report.evicted))
+    except KubeError as e:
+        log.warning("the record of the drain stopped on node %s was not written: %s", node, e)
 
 
 def _decided(
@@ -368,31 +384,6 @@ def _eta(
     return eta
 
 
-def _say_opt_out_ignored(node: dict[str, Any], trigger: str, story: DrainStory | None) -> None:
-    """A node annotated do-not-disrupt (Karpenter's annotation, which Karpenter honours
-    on a node too) is drained all the same, and says so: once per drain, not again on
-    each hand-over (the node's record then says a drain of this trigger is under way),
-    and only once its own cordon took (not by a delivery that lost the race to it)."""
-    annotation = opted_out(node)
-    progress = progress_of(node) or {}
-    if not annotation or (progress.get("phase"), progress.get("trigger")) == (DRAINING, trigger):
-        return
-    who = (
-        "the Auto Scaling group terminates the instance"
-        if trigger == TERMINATE_HOOK_TRIGGER
-        else f"EC2 takes the instance ({trigger})"
-    )
-    note = (
-        f"node {node['metadata']['name']} is annotated {annotation}=true, which Karpenter "
-        f"honours only against its own voluntary disruption (consolidation, drift): {who} "
-        "regardless, so the drain goes on (instance scale-in protection is what keeps an "
-        "instance through a scale-in)"
-    )
-    log.warning("%s", note, extra={"annotation": annotation})
-    if story is not None:
-        story.opt_out_ignored(note)
-
-
 def _told_to(
     story: DrainStory | None,
     tools: Tools,
@@ -405,7 +396,7 @@ def _told_to(
     it, not another delivery of the event), the do-not-disrupt annotation it does not
     honour (`found`: the node as read before) and the start notice (`tools.on_started`),
     unless the record shows the drain begun by the same event (begun_already)."""
-    opt_out = partial(_say_opt_out_ignored, found, trigger, story)
+    opt_out = partial(say_opt_out_ignored, found, trigger, story)
     started = None if begun_already(found, trigger, delivery, tools.clock()) else tools.on_started
     once = [f for f in (opt_out, started) if f is not None]
     parts = [part for part in (story, tools.on_event) if part is not None]

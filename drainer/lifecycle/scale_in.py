@@ -95,6 +95,7 @@ def drain_instance(
     log_deadline(deadline, clock())
     with frame.heartbeating(clients.autoscaling, event, admitted.hook) as heartbeat:
         window = Window(deadline, hand_over_at(invocation, settings, clock))
+        tools = replace(tools, action_gone=lambda: heartbeat.gone)
         run = replace(_drain(tools, event, admitted, window, invocation), deadline=deadline)
         if run.result == Result.HANDED_OVER and not heartbeat.gone:
             # The next invocation beats after Lambda's queue, its start and its

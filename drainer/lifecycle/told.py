@@ -11,11 +11,18 @@ terminating, left on the node. Every other step is in the log only.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
+from typing import Any
 
+from drainer.engine.pods import opted_out
 from drainer.engine.report import DrainEvent, DrainReport, Kind
+from drainer.k8s.cordon import progress_of
 from drainer.k8s.events import EventPoster, Regarding
-from drainer.outcome import Outcome
+from drainer.lifecycle.events_hook import TERMINATE_HOOK_TRIGGER
+from drainer.outcome import DRAINING, Outcome
+
+log = logging.getLogger(__name__)
 
 # Kind -> (reason, action, warning): the pod events.
 _POD_EVENTS: dict[Kind, tuple[str, str, bool]] = {
@@ -148,3 +155,28 @@ _ENDINGS: dict[Outcome, tuple[str, bool]] = {
     Outcome.INTERRUPTED: ("DrainFailed", True),
     Outcome.RELEASED: ("DrainReleased", False),
 }
+
+
+def say_opt_out_ignored(node: dict[str, Any], trigger: str, story: DrainStory | None) -> None:
+    """A node annotated do-not-disrupt (Karpenter's annotation, which Karpenter honours
+    on a node too) is drained all the same, and says so: once per drain, not again on
+    each hand-over (the node's record then says a drain of this trigger is under way),
+    and only once its own cordon took (not by a delivery that lost the race to it)."""
+    annotation = opted_out(node)
+    progress = progress_of(node) or {}
+    if not annotation or (progress.get("phase"), progress.get("trigger")) == (DRAINING, trigger):
+        return
+    who = (
+        "the Auto Scaling group terminates the instance"
+        if trigger == TERMINATE_HOOK_TRIGGER
+        else f"EC2 takes the instance ({trigger})"
+    )
+    note = (
+        f"node {node['metadata']['name']} is annotated {annotation}=true, which Karpenter "
+        f"honours only against its own voluntary disruption (consolidation, drift): {who} "
+        "regardless, so the drain goes on (instance scale-in protection is what keeps an "
+        "instance through a scale-in)"
+    )
+    log.warning("%s", note, extra={"annotation": annotation})
+    if story is not None:
+        story.opt_out_ignored(note)
