@@ -11,6 +11,7 @@ import base64
 import json
 import logging
 import random
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -384,6 +385,29 @@ def test_drain__its_action_gone__no_hand_over__its_end_says_so(
     node = scene.kubesim.get("Node", run.node)
     record = json.loads(node["metadata"]["annotations"][PROGRESS_ANNOTATION])
     assert record["phase"] == "timed_out", "its record said draining, to its deadline"
+
+
+def test_drain__its_action_gone_mid_drain__the_last_beat_finds_it__record_ended(
+    scene_for: Callable[..., Scene],
+) -> None:
+    """The action goes while the drain runs, after the ticker's first beat: the beat
+    made as the drain hands over is the one that finds it gone. The record was ended
+    only on what the ticker had seen, so it stayed draining to the deadline."""
+    scene = scene_for()
+    _guarded_pod(scene)
+    expiry = threading.Timer(1.0, scene.sim.expire_action, args=(scene.event.instance_id,))
+    expiry.start()
+    short = Invocation(remaining_seconds=lambda: 4.0, function_arn="arn:aws:lambda:x")
+
+    try:
+        run = scene.drain(Settings(), time.time, invocation=short)
+    finally:
+        expiry.cancel()
+
+    assert run.result == Outcome.TIMED_OUT and run.action_gone, run
+    node = scene.kubesim.get("Node", run.node)
+    record = json.loads(node["metadata"]["annotations"][PROGRESS_ANNOTATION])
+    assert record["phase"] == "timed_out", record
 
 
 def test_drain__hand_overs_under_force__forged_start_never_brings_the_force_forward(

@@ -8,7 +8,7 @@ import json
 import logging
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 import boto3
 import pytest
@@ -609,3 +609,20 @@ def test_closed__another_clusters_instance_in_its_warm_pool__no_marker_is_made(
     assert clients.scheduler.list_schedules()["Schedules"] == [], (
         "a 48 h marker for another cluster's instance (in its warm pool)"
     )
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        {"result": "skipped", "message": "the change is closed: nothing to drain"},
+        {"result": "scheduled", "schedule": "s", "message": "superseded"},  # no drain_at
+    ],
+)
+def test_mid_chain__an_answer_that_schedules_nothing__as_it_is__no_notice(
+    answer: dict[str, Any],
+) -> None:
+    """A chain's step that later() answers otherwise than with a new schedule (the
+    change closed, an update superseded) is not told as "drain resumes at None"."""
+    nothing = cast(Any, None)  # neither the event nor the tools are read
+
+    assert scheduled.mid_chain(dict(answer), nothing, nothing) == answer

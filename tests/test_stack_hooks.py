@@ -561,6 +561,27 @@ def test_delete_while_an_instance_waits_on_the_hook__kept__its_drain_not_cut_sho
     assert hooks_of(account, "nodes-a") == hooks_of(account, "nodes-b") == {}
 
 
+def test_delete__an_instance_that_cannot_be_asked__may_wait__the_hook_kept(
+    account: Account, answers: cfn.ResponseServer
+) -> None:
+    """Auto Scaling throttles the heartbeat that asks whether the waiting instance
+    waits on the hook: it may, so the hook is kept (deleting it would end the wait)."""
+    account.group("nodes-a")
+    account.group("nodes-b")
+    assert send(account, answers, "Create", settings())["Status"] == "SUCCESS"
+    instance = _instance_of(account, "nodes-a")
+    sim = AwsSim(region=REGION)
+    sim.begin_termination("nodes-a", instance, HOOK)
+    sim.fail_next("heartbeat", "Throttling", count=20)
+
+    deleted = send(account, answers, "Delete", settings(), physical_id=OURS)
+
+    assert deleted["Status"] == "FAILED", deleted
+    assert f"{instance} (Terminating:Wait), not asked" in deleted["Reason"], deleted["Reason"]
+    assert HOOK in hooks_of(account, "nodes-a")
+    assert sim.calls("hook_deleted") == []
+
+
 def test_rename_while_an_instance_drains_on_the_old_hook__update_fails__its_rollback_succeeds(
     account: Account, answers: cfn.ResponseServer
 ) -> None:

@@ -45,27 +45,29 @@ def waiting_on(autoscaling: aws.Client, group: str, found: dict[str, Any]) -> st
     """Why the described hook of `group` is not deleted now: the group's instances in
     a lifecycle action of this hook (each waiting one asked: aws.waits_on_hook), and
     what deleting it would do to them; "" when none waits (or the group is gone). An
-    instance that cannot be asked does not keep the hook (logged). AwsError when the
-    group cannot be read."""
+    instance that cannot be asked (throttled, an outage) may wait: it keeps the hook
+    (logged); a role that may not ask may not delete either. AwsError when the group
+    cannot be read."""
     name = str(found.get("LifecycleHookName") or "")
     shape = aws.describe_group(autoscaling, group)
-    waiting = []
+    waiting: list[str] = []
     for instance in shape.instances if shape else ():
         if not instance.lifecycle_state.endswith(":Wait"):
             continue
+        said = f"{instance.instance_id} ({instance.lifecycle_state})"
         try:
             if aws.waits_on_hook(autoscaling, group, name, instance.instance_id):
-                waiting.append(instance)
-        except AwsError as e:
-            log.warning("cannot tell whether %s waits on %s/%s: %s", instance, group, name, e)
+                waiting.append(said)
+        except AwsError as e:  # throttled, say: it may wait, so the hook is kept
+            log.warning("cannot tell whether %s waits on %s/%s: %s", said, group, name, e)
+            waiting.append(f"{said}, not asked: {e.__class__.__name__}")
     if not waiting:
         return ""
-    each = ", ".join(f"{i.instance_id} ({i.lifecycle_state})" for i in waiting[:5])
     more = f" and {len(waiting) - 5} more" if len(waiting) > 5 else ""
     ends = _ENDS.get(str(found.get("LifecycleTransition") or ""), "its default result")
     return (
-        f"{len(waiting)} instance(s) wait on it: {each}{more}; deleting it would end "
-        f"each wait at once with {ends}: kept, delete it once none waits"
+        f"{len(waiting)} instance(s) wait on it: {', '.join(waiting[:5])}{more}; deleting "
+        f"it would end each wait at once with {ends}: kept, delete it once none waits"
     )
 
 

@@ -198,11 +198,22 @@ def _stopped(
 ) -> None:
     """A drain cut by its invocation whose lifecycle action is gone goes no further
     (scale_in.drain_instance): its record says it timed out, so that no trigger waits
-    for it and a warm pool's return releases the node. A failed write is said."""
-    if tools.action_gone is None or not tools.action_gone():
+    for it and a warm pool's return releases the node; written on the node as read, if
+    it still carries this drain's record (a re-cordon's too), else left. A failed
+    write is said."""
+    if not record.begun or tools.action_gone is None or not tools.action_gone():
         return
     try:
-        kube.patch_node(node, record.end(Outcome.TIMED_OUT, tools.clock(), report.evicted))
+        current = kube.get_node(node) or {}
+        ours = {record.begun, record_text(record.recordon())}
+        if record_text(current) not in ours:
+            return  # released, or another drain's since: not this one's to end
+        end = record.end(
+            Outcome.TIMED_OUT, tools.clock(), report.evicted, cordoned=report.recordons > 0
+        )
+        meta = current["metadata"]
+        end["metadata"] |= {"uid": meta.get("uid"), "resourceVersion": meta.get("resourceVersion")}
+        kube.patch_node(node, end)
     except KubeError as e:
         log.warning("the record of the drain stopped on node %s was not written: %s", node, e)
 

@@ -95,9 +95,16 @@ def drain_instance(
     log_deadline(deadline, clock())
     with frame.heartbeating(clients.autoscaling, event, admitted.hook) as heartbeat:
         window = Window(deadline, hand_over_at(invocation, settings, clock))
-        tools = replace(tools, action_gone=lambda: heartbeat.gone)
+        beaten: list[bool] = []
+
+        def gone_now() -> bool:  # asked by the runner as the drain hands over
+            heartbeat.beat()
+            beaten.append(True)
+            return heartbeat.gone
+
+        tools = replace(tools, action_gone=gone_now)
         run = replace(_drain(tools, event, admitted, window, invocation), deadline=deadline)
-        if run.result == Result.HANDED_OVER and not heartbeat.gone:
+        if run.result == Result.HANDED_OVER and not heartbeat.gone and not beaten:
             # The next invocation beats after Lambda's queue, its start and its
             # admission: the last beat here must not be half a timeout old by then.
             heartbeat.beat()

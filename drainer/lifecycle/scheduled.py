@@ -471,7 +471,10 @@ def mid_chain(scheduled: dict[str, Any], found: notices.Ec2Subject, tools: Tools
     """A step of a change's chain of invocations (its node cordoned, some pods gone)
     found EC2 moving the window later, and scheduled the drain again for the new
     time: said in a warning line, the end line's message and a notice, so that the
-    node cordoned until then is not left unsaid."""
+    node cordoned until then is not left unsaid. Any other answer (the change closed,
+    an update superseded) is the step's as it is."""
+    if scheduled.get("result") != "scheduled" or not scheduled.get("drain_at"):
+        return scheduled
     message = (
         f"EC2 moved the window of instance {found.instance_id}'s change later: the drain "
         f"under way stops here and goes on at {scheduled.get('drain_at')} (schedule "
