@@ -1,6 +1,6 @@
 """A terminate hook's drain cut by its invocation while its lifecycle action is gone
 goes no further, and its record on the node says it timed out
-(drainer/lifecycle/runner.py:_stopped): written only on the record this drain began
+(drainer/lifecycle/stopped.py): written only on the record this drain began
 (or its re-cordon's), on the node as read, so a release or another drain's record
 since is never overwritten."""
 
@@ -8,17 +8,19 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import replace
 from typing import Any, cast
 
 from drainer.engine.report import DrainReport
 from drainer.k8s.cordon import ADDED_CORDON, PROGRESS_ANNOTATION, ProgressRecord
 from drainer.k8s.kube import Kube
-from drainer.lifecycle import runner
 from drainer.lifecycle.events_hook import TERMINATE_HOOK_TRIGGER
 from drainer.lifecycle.job import Tools
 from drainer.lifecycle.settings import Settings
+from drainer.lifecycle.stopped import record_stopped
 from drainer.outcome import Outcome
 from kubesim import KubeSim
+from kubesim.faults import Fault
 
 NODE = "ip-10-0-1-23.ec2.internal"
 
@@ -48,7 +50,7 @@ def _record(kube: Kube) -> dict[str, Any]:
 def test_action_gone__the_record_ends_timed_out(sim: KubeSim, kube: Kube) -> None:
     record = _begun(sim, kube)
 
-    runner._stopped(kube, NODE, record, DrainReport(NODE, Outcome.HANDED_OVER), _tools(True))
+    record_stopped(kube, NODE, record, DrainReport(NODE, Outcome.HANDED_OVER), _tools(True))
 
     assert _record(kube)["phase"] == "timed_out"
 
@@ -56,7 +58,7 @@ def test_action_gone__the_record_ends_timed_out(sim: KubeSim, kube: Kube) -> Non
 def test_action_alive__the_record_left_draining(sim: KubeSim, kube: Kube) -> None:
     record = _begun(sim, kube)
 
-    runner._stopped(kube, NODE, record, DrainReport(NODE, Outcome.HANDED_OVER), _tools(False))
+    record_stopped(kube, NODE, record, DrainReport(NODE, Outcome.HANDED_OVER), _tools(False))
 
     assert _record(kube)["phase"] == "draining"
 
@@ -70,7 +72,7 @@ def test_after_a_re_cordon__the_end_claims_that_cordon(sim: KubeSim, kube: Kube)
     report = DrainReport(NODE, Outcome.HANDED_OVER)
     report.recordons = 1
 
-    runner._stopped(kube, NODE, record, report, _tools(True))
+    record_stopped(kube, NODE, record, report, _tools(True))
 
     found = _record(kube)
     assert found["phase"] == "timed_out" and ADDED_CORDON in found["added"], found
@@ -85,6 +87,20 @@ def test_another_record_since__left_as_it_is(sim: KubeSim, kube: Kube) -> None:
     kube.patch_node(NODE, other.begin(kube.get_node(NODE) or {}, now + 5, now + 7200))
     before = _record(kube)
 
-    runner._stopped(kube, NODE, record, DrainReport(NODE, Outcome.HANDED_OVER), _tools(True))
+    record_stopped(kube, NODE, record, DrainReport(NODE, Outcome.HANDED_OVER), _tools(True))
 
     assert _record(kube) == before
+
+
+def test_the_node_written_meanwhile__read_again__the_record_ended(sim: KubeSim, kube: Kube) -> None:
+    """A write of the node between the read and the end's patch (a kubelet's status)
+    answers 409 on the version read: the node is read again and the end written."""
+    record = _begun(sim, kube)
+    conflict = Fault(
+        kind="status", status=409, reason="Conflict", method="PATCH", path=f"/api/v1/nodes/{NODE}$"
+    )
+    sim.faults.add(replace(conflict, count=1))
+
+    record_stopped(kube, NODE, record, DrainReport(NODE, Outcome.HANDED_OVER), _tools(True))
+
+    assert _record(kube)["phase"] == "timed_out"

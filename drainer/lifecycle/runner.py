@@ -30,6 +30,7 @@ from drainer.lifecycle.live import wait_for_live_drain
 from drainer.lifecycle.outcomes import Result, lambda_outcome, lifecycle_result
 from drainer.lifecycle.redelivered import begun_already, recent, redelivered
 from drainer.lifecycle.settings import Settings
+from drainer.lifecycle.stopped import record_stopped
 from drainer.lifecycle.targets import leave_target_groups
 from drainer.lifecycle.told import DrainStory, say_opt_out_ignored
 from drainer.lifecycle.window import Deadline
@@ -179,7 +180,7 @@ def _drain_once(
         if not job.approach.options.dry_run:  # for the plan: never fails the drain
             observed.keep(kube, report.stopped, tools.clock())
             if report.outcome is Outcome.HANDED_OVER and tools.action_gone:
-                _stopped(kube, node, written[-1], report, tools)
+                record_stopped(kube, node, written[-1], report, tools)
     finally:
         if poster is not None:
             poster.close(then=kube.close)  # the client stays open for Events still queued
@@ -191,31 +192,6 @@ def _drain_once(
     if result == Result.TIMED_OUT and before:
         message += f"; {before} pods force-deleted before a hand-over"
     return Run(result, message, node=node, report=report, accuracy=accuracy)
-
-
-def _stopped(
-    kube: Kube, node: str, record: ProgressRecord, report: DrainReport, tools: Tools
-) -> None:
-    """A drain cut by its invocation whose lifecycle action is gone goes no further
-    (scale_in.drain_instance): its record says it timed out, so that no trigger waits
-    for it and a warm pool's return releases the node; written on the node as read, if
-    it still carries this drain's record (a re-cordon's too), else left. A failed
-    write is said."""
-    if not record.begun or tools.action_gone is None or not tools.action_gone():
-        return
-    try:
-        current = kube.get_node(node) or {}
-        ours = {record.begun, record_text(record.recordon())}
-        if record_text(current) not in ours:
-            return  # released, or another drain's since: not this one's to end
-        end = record.end(
-            Outcome.TIMED_OUT, tools.clock(), report.evicted, cordoned=report.recordons > 0
-        )
-        meta = current["metadata"]
-        end["metadata"] |= {"uid": meta.get("uid"), "resourceVersion": meta.get("resourceVersion")}
-        kube.patch_node(node, end)
-    except KubeError as e:
-        log.warning("the record of the drain stopped on node %s was not written: %s", node, e)
 
 
 def _decided(
