@@ -381,11 +381,12 @@ def _told_to(
     """One on_event callback: the node's Events (`story`), the caller's own, then,
     once the drain has cordoned the node (its record written: this invocation drains
     it, not another delivery of the event), the do-not-disrupt annotation it does not
-    honour (`found`: the node as read before) and the start notice (`tools.on_started`),
-    unless the record shows the drain begun by the same event (begun_already)."""
+    honour (`found`: the node as read before) and the start notice (`tools.on_started`);
+    neither when the record shows the drain begun by the same event (begun_already: a
+    hand-over's step, Lambda's retry), which said them."""
     opt_out = partial(say_opt_out_ignored, found, trigger, story)
-    started = None if begun_already(found, trigger, delivery, tools.clock()) else tools.on_started
-    once = [f for f in (opt_out, started) if f is not None]
+    begun = begun_already(found, trigger, delivery, tools.clock())
+    once = [] if begun else [f for f in (opt_out, tools.on_started) if f is not None]
     parts = [part for part in (story, tools.on_event) if part is not None]
 
     def each(event: DrainEvent) -> None:

@@ -17,10 +17,9 @@ from typing import Any
 
 from drainer.engine.pods import opted_out
 from drainer.engine.report import DrainEvent, DrainReport, Kind
-from drainer.k8s.cordon import progress_of
 from drainer.k8s.events import EventPoster, Regarding
 from drainer.lifecycle.events_hook import TERMINATE_HOOK_TRIGGER
-from drainer.outcome import DRAINING, Outcome
+from drainer.outcome import Outcome
 
 log = logging.getLogger(__name__)
 
@@ -159,12 +158,11 @@ _ENDINGS: dict[Outcome, tuple[str, bool]] = {
 
 def say_opt_out_ignored(node: dict[str, Any], trigger: str, story: DrainStory | None) -> None:
     """A node annotated do-not-disrupt (Karpenter's annotation, which Karpenter honours
-    on a node too) is drained all the same, and says so: once per drain, not again on
-    each hand-over (the node's record then says a drain of this trigger is under way),
-    and only once its own cordon took (not by a delivery that lost the race to it)."""
+    on a node too) is drained all the same, and says so: once per drain, as its start
+    notice (runner._told_to: only once its own cordon took, not by a delivery that
+    lost the race to it, nor again on a hand-over or a retry: begun_already)."""
     annotation = opted_out(node)
-    progress = progress_of(node) or {}
-    if not annotation or (progress.get("phase"), progress.get("trigger")) == (DRAINING, trigger):
+    if not annotation:
         return
     who = (
         "the Auto Scaling group terminates the instance"
